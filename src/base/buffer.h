@@ -1,0 +1,61 @@
+// Owning memory: Buffer is raw bytes on the host or a CUDA device, released on destruction;
+// Tensor is a Buffer plus the TensorView describing it. Move-only.
+#pragma once
+
+#include <cstddef>
+
+#include "base/tensor.h"
+#include "dsv4/status.h"
+
+namespace dsv4 {
+
+class Buffer {
+ public:
+  Buffer() = default;
+  // Host memory is 64-byte aligned; device memory comes from cudaMalloc. Fails (never aborts)
+  // when the memory is not there: model sizes come from user configs.
+  static Result<Buffer> allocate(size_t bytes, Device device);
+  ~Buffer();
+  Buffer(Buffer&& other) noexcept;
+  Buffer& operator=(Buffer&& other) noexcept;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  void* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+  Device device() const { return device_; }
+
+ private:
+  void release();
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+  Device device_ = Device::kCpu;
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  static Result<Tensor> empty(DType dtype, Shape shape, Device device = Device::kCpu);
+  // Host-only convenience for references and tests, where allocation failure is a bug.
+  static Tensor host(DType dtype, Shape shape);
+
+  const TensorView& view() const { return view_; }
+  const Shape& shape() const { return view_.shape; }
+  DType dtype() const { return view_.dtype; }
+  Device device() const { return view_.device; }
+  int64_t numel() const { return view_.numel(); }
+  template <typename T>
+  T* data_as() const {
+    return view_.data_as<T>();
+  }
+  bool empty_tensor() const { return view_.data == nullptr; }
+
+ private:
+  Buffer buffer_;
+  TensorView view_;
+};
+
+// Copies between any two devices (host<->device through cudaMemcpy); same dtype and numel.
+Status copy_tensor(const TensorView& dst, const TensorView& src);
+
+}  // namespace dsv4

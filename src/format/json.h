@@ -1,0 +1,21 @@
+// The only door to the JSON library (nlohmann-json, from Debian). Everything else includes this
+// header, so the library could be swapped in one place, and its exceptions never escape:
+// parse_json turns them into a Status naming what was being parsed.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "dsv4/status.h"
+
+namespace dsv4::format {
+
+using Json = nlohmann::json;
+
+// Parses `text`; on failure the message names `what` (a file path, "request body", ...) and
+// the byte offset the parser stopped at.
+Result<Json> parse_json(std::string_view text, std::string_view what);
+
+}  // namespace dsv4::format

@@ -1,0 +1,13 @@
+// dsv4: one binary, one file per subcommand (see commands.h).
+#include <CLI/CLI.hpp>
+
+#include "commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"dsv4: DeepSeek-V4 inference with NVFP4 experts"};
+  app.require_subcommand(1);
+  int exit_code = 0;
+  (void)exit_code;
+  CLI11_PARSE(app, argc, argv);
+  return exit_code;
+}
