@@ -1,0 +1,60 @@
+// Binding a checkpoint to ModelWeights. One pass over the name table (tensor_names.h): every
+// checkpoint key is bound to exactly one parameter slot or ignored for a reason the report
+// names; every slot is bound exactly once; dtypes and shapes are checked against the config;
+// quantized forms (official FP8 + E8M0/F32 block scales, official FP4 + E8M0 per 32, ModelOpt
+// NVFP4) are decoded by one code path. A post-load scan reports all-zero and non-finite tensors.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "checkpoint/weights.h"
+#include "format/checkpoint_files.h"
+
+namespace dsv4::checkpoint {
+
+enum class NamingConvention {
+  kOfficial,     // layers.N.attn.wq_a.weight, hc_attn_fn, embed.weight, head.weight
+  kPretrained,   // transformers save_pretrained: model.layers.N.attn..., model.hc_head.hc_fn
+  kStateDict,    // transformers in-memory / ModelOpt: model.layers.N.self_attn.q_a_proj, lm_head
+};
+
+std::string_view convention_name(NamingConvention convention);
+
+struct LoadOptions {
+  std::optional<NamingConvention> force_convention;  // detected when empty
+  // Keep NVFP4 experts packed (the engine's NVFP4 paths) instead of dequantizing them to f32.
+  bool keep_nvfp4 = true;
+  // Called with (tensors done, tensors total) while binding; for progress on big checkpoints.
+  std::function<void(size_t, size_t)> progress;
+};
+
+struct IgnoredKey {
+  std::string key;
+  std::string reason;  // e.g. "MTP draft block: not run by this engine"
+};
+
+struct LoadReport {
+  NamingConvention convention = NamingConvention::kOfficial;
+  size_t n_keys = 0;
+  size_t n_bound = 0;
+  std::map<std::string, size_t> bound_per_category;  // "attention", "routed experts", ...
+  std::map<std::string, size_t> dtype_census;         // "BF16" -> count
+  std::vector<IgnoredKey> ignored;
+  std::vector<std::string> problems;  // each a full sentence naming key and slot; empty = clean
+  std::vector<std::string> zero_tensors;      // all-zero and not allow-listed
+  std::vector<std::string> non_finite_tensors;
+  bool clean() const { return problems.empty() && zero_tensors.empty() && non_finite_tensors.empty(); }
+};
+
+// Binds and decodes. The weights are only valid when report.clean(); the Result fails only for
+// errors that stop binding altogether (unreadable files, invalid config).
+struct LoadedModel {
+  ModelWeights weights;
+  LoadReport report;
+};
+Result<LoadedModel> load_model(const std::string& model_dir, const LoadOptions& options = {});
+
+}  // namespace dsv4::checkpoint

@@ -1,0 +1,40 @@
+// A checkpoint on disk: one .safetensors file, a directory holding one, or a directory of shards
+// listed by model.safetensors.index.json. Sharding is checked: every index entry is present in
+// its shard, no name is in two shards, no shard holds a tensor the index does not list.
+// Knows no model names.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "format/safetensors.h"
+
+namespace dsv4::format {
+
+class CheckpointFiles {
+ public:
+  // `path`: a .safetensors file or a directory.
+  static Result<CheckpointFiles> open(const std::string& path);
+
+  // Every tensor of every shard, shard by shard in index order.
+  const std::vector<const TensorInfo*>& tensors() const { return tensors_; }
+  const TensorInfo* find(std::string_view name) const;
+  // The shard file a tensor lives in (for messages).
+  const std::string& file_of(std::string_view name) const;
+  const std::string& directory() const { return directory_; }
+
+ private:
+  std::string directory_;
+  std::vector<std::unique_ptr<SafetensorsFile>> shards_;
+  std::vector<const TensorInfo*> tensors_;
+  std::map<std::string, std::pair<const TensorInfo*, size_t>, std::less<>> by_name_;
+};
+
+// Parses a model.safetensors.index.json text into name -> shard file (relative), checking that it
+// has a weight_map of strings; `path` is for messages. Exposed for the fuzzer.
+Result<std::map<std::string, std::string>> parse_shard_index(std::string_view json_text,
+                                                             const std::string& path);
+
+}  // namespace dsv4::format
