@@ -1,6 +1,7 @@
 // The only door to the JSON library (nlohmann-json, from Debian). Everything else includes this
 // header, so the library could be swapped in one place, and its exceptions never escape:
-// parse_json turns them into a Status naming what was being parsed.
+// parse_json turns them into a Status naming what was being parsed. It is stricter than the
+// library: a key repeated within one object and nesting deeper than 64 levels are errors.
 #pragma once
 
 #include <string>

@@ -40,7 +40,7 @@ class SafetensorsFile {
   static Result<SafetensorsFile> open(const std::string& path);
 
   const std::string& path() const { return file_.path(); }
-  // In header order.
+  // In the order of their bytes in the file (JSON objects have no order to keep).
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
   // nullptr when absent.
   const TensorInfo* find(std::string_view name) const;
