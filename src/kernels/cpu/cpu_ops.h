@@ -1,0 +1,30 @@
+// The CPU reference of every op in kernels/ops.h: plain loops, f32 accumulation, OpenMP across
+// rows at most, GEMMs through OpenBLAS. Same contracts as ops.h; called only by ops.cpp, which
+// has already checked that the tensors are on the host.
+#pragma once
+
+#include "base/tensor.h"
+#include "format/nvfp4.h"
+#include "kernels/ops.h"
+
+namespace dsv4::kernels::cpu {
+
+// ---- Dense ops (f32) ----
+void linear(const TensorView& x, const TensorView& w, const TensorView& y);
+void rms_norm(const TensorView& x, const TensorView& weight, float eps, const TensorView& y);
+void softmax(const TensorView& x, const TensorView& y);
+void swiglu(const TensorView& gate_up, float limit, const TensorView& out);
+void add(const TensorView& a, const TensorView& b, const TensorView& y);
+void embedding(const TensorView& table, const TensorView& ids, const TensorView& y);
+
+// ---- NVFP4 (kernels/ops.h has the contracts) ----
+void stage_activation(const TensorView& x, const TensorView& input_scale,
+                      const StagedActivation& out);
+void nvfp4_gemm(const StagedActivation& a, const format::Nvfp4View& b, const TensorView& d);
+void nvfp4_gemm(const TensorView& a, const format::Nvfp4View& b, const TensorView& d);
+void nvfp4_grouped_gemm(const StagedActivation& a, const format::Nvfp4View& b,
+                        const TensorView& group_offsets, const TensorView& d);
+void nvfp4_grouped_gemm(const TensorView& a, const format::Nvfp4View& b,
+                        const TensorView& group_offsets, const TensorView& d);
+
+}  // namespace dsv4::kernels::cpu

@@ -1,0 +1,80 @@
+// Small row-wise ops of the dense section: softmax, the clamped SwiGLU, add, embedding lookup.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/row_matrix.h"
+
+namespace dsv4::kernels::cpu {
+
+void softmax(const TensorView& x, const TensorView& y) {
+  const RowMatrix in = as_rows(x, "softmax x");
+  const RowMatrix out = as_rows(y, "softmax y");
+  DSV4_CHECK(in.n_rows == out.n_rows && in.n_cols == out.n_cols, "softmax: x and y differ");
+#pragma omp parallel for if (in.n_rows * in.n_cols > (1 << 14))
+  for (int64_t r = 0; r < in.n_rows; ++r) {
+    const float* src = in.row(r);
+    float* dst = out.row(r);
+    const float max = *std::max_element(src, src + in.n_cols);
+    double sum = 0.0;
+    for (int64_t i = 0; i < in.n_cols; ++i) {
+      dst[i] = std::exp(src[i] - max);
+      sum += dst[i];
+    }
+    const float inv_sum = static_cast<float>(1.0 / sum);
+    for (int64_t i = 0; i < in.n_cols; ++i) dst[i] *= inv_sum;
+  }
+}
+
+void swiglu(const TensorView& gate_up, float limit, const TensorView& out) {
+  const RowMatrix in = as_rows(gate_up, "swiglu gate_up");
+  const RowMatrix dst = as_rows(out, "swiglu out");
+  const int64_t f = dst.n_cols;
+  DSV4_CHECK(in.n_rows == dst.n_rows && in.n_cols == 2 * f, "swiglu: gate_up must be [T, 2F]");
+#pragma omp parallel for if (dst.n_rows * f > (1 << 14))
+  for (int64_t r = 0; r < dst.n_rows; ++r) {
+    const float* gate = in.row(r);
+    const float* up = gate + f;
+    float* o = dst.row(r);
+    for (int64_t i = 0; i < f; ++i) {
+      float g = gate[i];
+      float u = up[i];
+      if (limit > 0.0f) {
+        g = std::min(g, limit);
+        u = std::clamp(u, -limit, limit);
+      }
+      o[i] = g / (1.0f + std::exp(-g)) * u;
+    }
+  }
+}
+
+void add(const TensorView& a, const TensorView& b, const TensorView& y) {
+  DSV4_CHECK(a.shape == b.shape && a.shape == y.shape, "add: shapes %s, %s, %s",
+             a.shape.to_string().c_str(), b.shape.to_string().c_str(), y.shape.to_string().c_str());
+  DSV4_CHECK(a.dtype == DType::kF32 && b.dtype == DType::kF32 && y.dtype == DType::kF32 &&
+                 a.is_contiguous() && b.is_contiguous() && y.is_contiguous(),
+             "add: f32 contiguous only");
+  const float* pa = a.data_as<const float>();
+  const float* pb = b.data_as<const float>();
+  float* py = y.data_as<float>();
+  const int64_t n = y.numel();
+#pragma omp parallel for if (n > (1 << 16))
+  for (int64_t i = 0; i < n; ++i) py[i] = pa[i] + pb[i];
+}
+
+void embedding(const TensorView& table, const TensorView& ids, const TensorView& y) {
+  const RowMatrix rows = as_rows(table, "embedding table");
+  const RowMatrix out = as_rows(y, "embedding y");
+  DSV4_CHECK(ids.dtype == DType::kI64 && ids.rank() == 1 && ids.is_contiguous(),
+             "embedding: ids must be i64 [T]");
+  DSV4_CHECK(out.n_rows == ids.size(0) && out.n_cols == rows.n_cols, "embedding: y shape");
+  const int64_t* id = ids.data_as<const int64_t>();
+  for (int64_t t = 0; t < out.n_rows; ++t) {
+    DSV4_CHECK(0 <= id[t] && id[t] < rows.n_rows, "embedding: id %lld out of range",
+               (long long)id[t]);
+    std::memcpy(out.row(t), rows.row(id[t]), sizeof(float) * rows.n_cols);
+  }
+}
+
+}  // namespace dsv4::kernels::cpu
