@@ -1,0 +1,26 @@
+// The CUDA implementations of the ops in kernels/ops.h: host launch functions in plain C++ (no
+// CUDA headers), same contracts as the CPU reference in kernels/cpu/cpu_ops.h, which each is
+// tested against. Called only by ops.cpp, after it checked that the tensors are on the device.
+// They return a non-OK Status only for a variant the device does not implement (e.g. an f32
+// W4A16 operand); a CUDA error is a bug and aborts through DSV4_CUDA_CHECK.
+#pragma once
+
+#include "base/tensor.h"
+#include "dsv4/status.h"
+#include "format/nvfp4.h"
+#include "kernels/ops.h"
+
+namespace dsv4::kernels::cuda {
+
+// ---- NVFP4: bit-identical to cpu::stage_activation; GEMMs equal to the CPU up to the f32
+// summation order (exact bf16 products, alpha applied once in the epilogue) ----
+Status stage_activation(const TensorView& x, const TensorView& input_scale,
+                        const StagedActivation& out);
+Status nvfp4_gemm(const StagedActivation& a, const format::Nvfp4View& b, const TensorView& d);
+Status nvfp4_gemm(const TensorView& a, const format::Nvfp4View& b, const TensorView& d);
+Status nvfp4_grouped_gemm(const StagedActivation& a, const format::Nvfp4View& b,
+                          const TensorView& group_offsets, const TensorView& d);
+Status nvfp4_grouped_gemm(const TensorView& a, const format::Nvfp4View& b,
+                          const TensorView& group_offsets, const TensorView& d);
+
+}  // namespace dsv4::kernels::cuda
