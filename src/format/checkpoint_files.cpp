@@ -50,33 +50,48 @@ Result<std::map<std::string, std::string>> parse_shard_index(std::string_view js
   return shard_of;
 }
 
-Result<CheckpointFiles> CheckpointFiles::open(const std::string& path) {
-  std::error_code ec;
-  CheckpointFiles files;
-  std::vector<std::string> shard_names;  // relative to directory_
-  std::map<std::string, std::string> shard_of;
-  const std::string index_path = (fs::path(path) / kIndexName).string();
-  bool indexed = false;
-  if (fs::is_directory(path, ec)) {
-    files.directory_ = path;
-    indexed = fs::exists(index_path, ec);
-    if (indexed) {
-      DSV4_ASSIGN_OR_RETURN(std::string text, read_text(index_path));
-      DSV4_ASSIGN_OR_RETURN(shard_of, parse_shard_index(text, index_path));
-      std::set<std::string> unique;
-      for (const auto& [name, shard] : shard_of) unique.insert(shard);
-      shard_names.assign(unique.begin(), unique.end());
-    } else if (fs::exists(fs::path(path) / kSingleName, ec)) {
-      shard_names.push_back(kSingleName);
-    } else {
-      return not_found(path + ": holds neither " + kIndexName + " nor " + kSingleName);
-    }
-  } else {
-    files.directory_ = fs::path(path).parent_path().string();
-    shard_names.push_back(fs::path(path).filename().string());
-  }
+namespace {
 
-  for (const std::string& shard_name : shard_names) {
+// Which files make up the checkpoint at `path`, before any of them is opened.
+struct Layout {
+  std::string directory;
+  std::vector<std::string> shard_names;  // relative to directory
+  std::string index_path;                // empty when there is no index
+  std::map<std::string, std::string> shard_of;
+};
+
+Result<Layout> locate_shards(const std::string& path) {
+  std::error_code ec;
+  Layout layout;
+  if (!fs::is_directory(path, ec)) {
+    layout.directory = fs::path(path).parent_path().string();
+    layout.shard_names.push_back(fs::path(path).filename().string());
+    return layout;
+  }
+  layout.directory = path;
+  const std::string index_path = (fs::path(path) / kIndexName).string();
+  if (fs::exists(index_path, ec)) {
+    layout.index_path = index_path;
+    DSV4_ASSIGN_OR_RETURN(std::string text, read_text(index_path));
+    DSV4_ASSIGN_OR_RETURN(layout.shard_of, parse_shard_index(text, index_path));
+    std::set<std::string> unique;  // sorted: model-00001-of-N first
+    for (const auto& [name, shard] : layout.shard_of) unique.insert(shard);
+    layout.shard_names.assign(unique.begin(), unique.end());
+  } else if (fs::exists(fs::path(path) / kSingleName, ec)) {
+    layout.shard_names.push_back(kSingleName);
+  } else {
+    return not_found(path + ": holds neither " + kIndexName + " nor " + kSingleName);
+  }
+  return layout;
+}
+
+}  // namespace
+
+Result<CheckpointFiles> CheckpointFiles::open(const std::string& path) {
+  DSV4_ASSIGN_OR_RETURN(Layout layout, locate_shards(path));
+  CheckpointFiles files;
+  files.directory_ = layout.directory;
+  for (const std::string& shard_name : layout.shard_names) {
     const std::string shard_path = (fs::path(files.directory_) / shard_name).string();
     DSV4_ASSIGN_OR_RETURN(SafetensorsFile shard, SafetensorsFile::open(shard_path));
     const size_t shard_idx = files.shards_.size();
@@ -87,25 +102,34 @@ Result<CheckpointFiles> CheckpointFiles::open(const std::string& path) {
         return data_loss("tensor '" + info.name + "' is in two shards: " +
                          files.shards_[it->second.second]->path() + " and " + shard_path);
       }
-      if (indexed) {
-        const auto listed = shard_of.find(info.name);
-        if (listed == shard_of.end()) {
-          return data_loss(shard_path + ": tensor '" + info.name + "' is not in " + index_path);
-        }
-        if (listed->second != shard_name) {
-          return data_loss(shard_path + ": tensor '" + info.name + "' is listed in " +
-                           index_path + " under shard " + listed->second);
-        }
-      }
       files.tensors_.push_back(&info);
     }
   }
+  if (layout.index_path.empty()) return files;
+  DSV4_RETURN_IF_ERROR(files.check_index(layout.index_path, layout.shard_names, layout.shard_of));
+  return files;
+}
+
+Status CheckpointFiles::check_index(const std::string& index_path,
+                                    const std::vector<std::string>& shard_names,
+                                    const std::map<std::string, std::string>& shard_of) const {
+  for (const auto& [name, located] : by_name_) {
+    const std::string& shard_path = shards_[located.second]->path();
+    const auto listed = shard_of.find(name);
+    if (listed == shard_of.end()) {
+      return data_loss(shard_path + ": tensor '" + name + "' is not in " + index_path);
+    }
+    if (shard_names[located.second] != listed->second) {
+      return data_loss(shard_path + ": tensor '" + name + "' is listed in " + index_path +
+                       " under shard " + listed->second);
+    }
+  }
   for (const auto& [name, shard] : shard_of) {
-    if (files.by_name_.count(name) == 0) {
+    if (by_name_.count(name) == 0) {
       return data_loss(index_path + ": tensor '" + name + "' is missing from its shard " + shard);
     }
   }
-  return files;
+  return ok_status();
 }
 
 const TensorInfo* CheckpointFiles::find(std::string_view name) const {

@@ -4,6 +4,7 @@
 // Knows no model names.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -26,6 +27,11 @@ class CheckpointFiles {
   const std::string& directory() const { return directory_; }
 
  private:
+  // The index and the shards agree: every shard tensor is listed under its own shard, every
+  // listed tensor exists.
+  Status check_index(const std::string& index_path, const std::vector<std::string>& shard_names,
+                     const std::map<std::string, std::string>& shard_of) const;
+
   std::string directory_;
   std::vector<std::unique_ptr<SafetensorsFile>> shards_;
   std::vector<const TensorInfo*> tensors_;
