@@ -72,9 +72,10 @@ struct GlobalScale {
   float encode = 1.0f;  // gs: multiplies x before block-scale rounding
   float decode = 1.0f;  // 1/gs: multiplies the decoded values (weight_scale_2, input_scale)
 
-  // decode = amax / 2688, encode = 1 / decode. An all-zero tensor (amax == 0) gets 1 / 1 so
-  // every block scale comes out 0 instead of 0·inf = NaN; a decode so small that its reciprocal
-  // overflows clamps encode to FLT_MAX (TE-style).
+  // decode = amax / 2688, encode = 1 / decode. An all-zero tensor (amax == 0, or so small that
+  // amax / 2688 underflows to 0) gets 1 / 1 so every block scale comes out 0 instead of
+  // 0·inf = NaN; a decode so small that its reciprocal overflows clamps encode to FLT_MAX
+  // (TE-style).
   DSV4_HOST_DEVICE static GlobalScale from_amax(float amax) {
     if (!(amax > 0.0f)) return GlobalScale{};
     return from_decode(amax / kNvfp4Range);
