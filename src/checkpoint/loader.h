@@ -7,21 +7,15 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "checkpoint/tensor_names.h"
 #include "checkpoint/weights.h"
 #include "format/checkpoint_files.h"
 
 namespace dsv4::checkpoint {
-
-enum class NamingConvention {
-  kOfficial,     // layers.N.attn.wq_a.weight, hc_attn_fn, embed.weight, head.weight
-  kPretrained,   // transformers save_pretrained: model.layers.N.attn..., model.hc_head.hc_fn
-  kStateDict,    // transformers in-memory / ModelOpt: model.layers.N.self_attn.q_a_proj, lm_head
-};
-
-std::string_view convention_name(NamingConvention convention);
 
 struct LoadOptions {
   std::optional<NamingConvention> force_convention;  // detected when empty
@@ -44,6 +38,10 @@ struct LoadReport {
   std::map<std::string, size_t> dtype_census;         // "BF16" -> count
   std::vector<IgnoredKey> ignored;
   std::vector<std::string> problems;  // each a full sentence naming key and slot; empty = clean
+  // The same problems in list form for `dsv4 check` (each also has its sentence in problems).
+  std::vector<std::string> unbound_keys;   // checkpoint keys no slot takes and no rule ignores
+  std::vector<std::string> unbound_slots;  // slots ("layer 3 attn.wq_a") no key fills
+  std::map<std::string, size_t> storage_census;  // "fp8 block" -> bound tensors stored so
   std::vector<std::string> zero_tensors;      // all-zero and not allow-listed
   std::vector<std::string> non_finite_tensors;
   bool clean() const { return problems.empty() && zero_tensors.empty() && non_finite_tensors.empty(); }
@@ -56,5 +54,9 @@ struct LoadedModel {
   LoadReport report;
 };
 Result<LoadedModel> load_model(const std::string& model_dir, const LoadOptions& options = {});
+
+// Binds and scans without keeping the weights (each tensor is decoded into scratch memory and
+// dropped): `dsv4 check` on checkpoints far larger than host memory in f32.
+Result<LoadReport> check_model(const std::string& model_dir, const LoadOptions& options = {});
 
 }  // namespace dsv4::checkpoint

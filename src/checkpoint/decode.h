@@ -1,0 +1,27 @@
+// Decoding a bound checkpoint tensor into the values the engine wants: the ONE code path that
+// turns every stored form (dense f32/f16/bf16, FP8 + 128×128 e8m0/f32 scales, FP4 + e8m0 per 32,
+// NVFP4 + e4m3 per 16 · global) into f32, and integer tables into i64. Every parameter goes
+// through it, so a packed-FP4 `indexer.weights_proj` is unpacked exactly like a routed expert.
+#pragma once
+
+#include <cstdint>
+
+#include "checkpoint/binding.h"
+#include "format/nvfp4.h"
+
+namespace dsv4::checkpoint {
+
+// Writes piece.shape.numel() f32 values to `out`. The piece must have passed validate_piece
+// with a float or block-quantized form.
+void decode_to_f32(const BoundPiece& piece, float* out);
+
+// Writes piece.shape.numel() i64 values to `out` (form kInteger).
+void decode_to_i64(const BoundPiece& piece, int64_t* out);
+
+// Copies an NVFP4 piece's raw bytes into matrices [first, first + n) of a stacked tensor whose
+// rows the piece covers from `row` on (per-expert gate/up pieces fill half an expert's rows):
+// packed codes, e4m3 block scales, global and input scale. The tensor has linear scales.
+void copy_nvfp4_piece(const BoundPiece& piece, int64_t first_matrix, int64_t row,
+                      format::Nvfp4Tensor& out);
+
+}  // namespace dsv4::checkpoint

@@ -1,0 +1,264 @@
+// load_model / check_model: open the checkpoint, bind it (bind.cpp), decode every bound piece
+// through the one decode path (decode.cpp) into ModelWeights or into scratch memory, and scan
+// each decoded piece for all-zero and non-finite values.
+#include "checkpoint/loader.h"
+
+#include <cmath>
+
+#include "checkpoint/binding.h"
+#include "checkpoint/decode.h"
+
+namespace dsv4::checkpoint {
+namespace {
+
+using enum Param;
+
+// ---- Post-load scan ----
+
+// Slots that may legitimately be all zero, each with its reason. Nothing else may: every other
+// parameter of a trained model being exactly zero means a converter wrote nothing there.
+struct ZeroAllowed {
+  Param param;
+  const char* reason;
+};
+constexpr ZeroAllowed kMayBeZero[] = {
+    // The aux-loss-free balancing bias is selection-only and starts at zero; a model whose
+    // balance never needed correcting (or a converter that resets it) ships zeros, and routing
+    // with a zero bias is still exactly the unbiased top-k.
+    {kGateBias, "selection-only balancing bias: zero is its initial, valid state"},
+};
+
+bool zero_allowed(Param param) {
+  for (const ZeroAllowed& entry : kMayBeZero) {
+    if (entry.param == param) return true;
+  }
+  return false;
+}
+
+std::string piece_what(const BoundSlot& slot, const BoundPiece& piece) {
+  std::string what = slot_label(slot.param, slot.layer);
+  if (piece.expert_idx >= 0) what += " expert " + std::to_string(piece.expert_idx);
+  return what + " (key " + piece.name + " in " + piece.file + ")";
+}
+
+void scan_f32(const BoundSlot& slot, const BoundPiece& piece, const float* v, LoadReport& report) {
+  const int64_t n = piece.shape.numel();
+  int64_t n_non_finite = 0;
+  bool all_zero = true;
+  for (int64_t i = 0; i < n; ++i) {
+    if (!std::isfinite(v[i])) ++n_non_finite;
+    if (v[i] != 0.0f) all_zero = false;
+  }
+  if (n_non_finite > 0) {
+    report.non_finite_tensors.push_back(piece_what(slot, piece) + ": " +
+                                        std::to_string(n_non_finite) + " of " + std::to_string(n) +
+                                        " values are NaN or infinite");
+  } else if (all_zero && !zero_allowed(slot.param)) {
+    report.zero_tensors.push_back(piece_what(slot, piece) + ": all " + std::to_string(n) +
+                                  " values are zero");
+  }
+}
+
+// tid2eid rows are expert ids: each must name one of the E experts.
+void scan_i64(const BoundSlot& slot, const BoundPiece& piece, const int64_t* v, int64_t n_experts,
+              LoadReport& report) {
+  bool all_zero = true;
+  for (int64_t i = 0; i < piece.shape.numel(); ++i) {
+    if (v[i] != 0) all_zero = false;
+    if (v[i] < 0 || v[i] >= n_experts) {
+      report.problems.push_back(piece_what(slot, piece) + ": expert id " + std::to_string(v[i]) +
+                                " at element " + std::to_string(i) + " is outside [0, " +
+                                std::to_string(n_experts) + ")");
+      return;
+    }
+  }
+  if (all_zero) report.zero_tensors.push_back(piece_what(slot, piece) + ": all expert ids are 0");
+}
+
+// ---- Destinations ----
+
+Tensor& slot_tensor(ModelWeights& w, Param param, int64_t layer) {
+  if (layer < 0) {
+    switch (param) {
+      case kEmbed: return w.embed;
+      case kHead: return w.head;
+      case kNorm: return w.norm;
+      case kHcHeadFn: return w.hc_head.fn;
+      case kHcHeadBase: return w.hc_head.base;
+      case kHcHeadScale: return w.hc_head.scale;
+      default: DSV4_UNREACHABLE("not a global slot");
+    }
+  }
+  LayerWeights& l = w.layers[static_cast<size_t>(layer)];
+  switch (param) {
+    case kHcAttnFn: return l.hc_attn.fn;
+    case kHcAttnBase: return l.hc_attn.base;
+    case kHcAttnScale: return l.hc_attn.scale;
+    case kHcFfnFn: return l.hc_ffn.fn;
+    case kHcFfnBase: return l.hc_ffn.base;
+    case kHcFfnScale: return l.hc_ffn.scale;
+    case kAttnNorm: return l.attn_norm;
+    case kFfnNorm: return l.ffn_norm;
+    case kAttnSink: return l.attn.attn_sink;
+    case kWqA: return l.attn.wq_a;
+    case kQNorm: return l.attn.q_norm;
+    case kWqB: return l.attn.wq_b;
+    case kWkv: return l.attn.wkv;
+    case kKvNorm: return l.attn.kv_norm;
+    case kWoA: return l.attn.wo_a;
+    case kWoB: return l.attn.wo_b;
+    case kCompressorWkv: return l.attn.compressor.value().wkv;
+    case kCompressorWgate: return l.attn.compressor.value().wgate;
+    case kCompressorApe: return l.attn.compressor.value().ape;
+    case kCompressorNorm: return l.attn.compressor.value().norm;
+    case kIndexerWqB: return l.attn.indexer.value().wq_b;
+    case kIndexerWeightsProj: return l.attn.indexer.value().weights_proj;
+    case kIndexerCompressorWkv: return l.attn.indexer.value().compressor.wkv;
+    case kIndexerCompressorWgate: return l.attn.indexer.value().compressor.wgate;
+    case kIndexerCompressorApe: return l.attn.indexer.value().compressor.ape;
+    case kIndexerCompressorNorm: return l.attn.indexer.value().compressor.norm;
+    case kGate: return l.ffn.gate;
+    case kGateBias: return l.ffn.bias;
+    case kGateTid2eid: return l.ffn.tid2eid;
+    case kSharedW1: return l.ffn.shared_expert.w1;
+    case kSharedW3: return l.ffn.shared_expert.w3;
+    case kSharedW2: return l.ffn.shared_expert.w2;
+    case kExpertsW13: return l.ffn.experts.w13;
+    case kExpertsW2: return l.ffn.experts.w2;
+    default: DSV4_UNREACHABLE("not a layer slot");
+  }
+}
+
+bool all_nvfp4(const BoundSlot& slot) {
+  for (const BoundPiece& piece : slot.pieces) {
+    if (piece.form != StorageForm::kNvfp4) return false;
+  }
+  return !slot.pieces.empty();
+}
+
+// Layers whose routed experts stay packed: both stacks NVFP4 in the checkpoint, as the engine's
+// NVFP4 MoE path needs w13 and w2 in the same form.
+std::vector<bool> packed_expert_layers(const Binding& binding, const ModelConfig& config,
+                                       bool keep_nvfp4) {
+  std::vector<int> n_nvfp4(static_cast<size_t>(config.n_layer), 0);
+  for (const BoundSlot& slot : binding.slots) {
+    if ((slot.param == kExpertsW13 || slot.param == kExpertsW2) && all_nvfp4(slot)) {
+      ++n_nvfp4[static_cast<size_t>(slot.layer)];
+    }
+  }
+  std::vector<bool> packed(n_nvfp4.size());
+  for (size_t l = 0; l < packed.size(); ++l) packed[l] = keep_nvfp4 && n_nvfp4[l] == 2;
+  return packed;
+}
+
+Result<format::Nvfp4Tensor> allocate_nvfp4(const BoundSlot& slot) {
+  const int64_t g = slot.shape[0], n = slot.shape[1], k = slot.shape[2];
+  format::Nvfp4Tensor t;
+  DSV4_ASSIGN_OR_RETURN(t.packed, Tensor::empty(DType::kU8, {g, n, k / 2}));
+  DSV4_ASSIGN_OR_RETURN(t.block_scale, Tensor::empty(DType::kU8, {g, n, k / format::kNvfp4BlockSize}));
+  DSV4_ASSIGN_OR_RETURN(t.global_scale, Tensor::empty(DType::kF32, {g}));
+  bool every_input_scale = true;
+  for (const BoundPiece& piece : slot.pieces) every_input_scale &= piece.stored.input_scale != nullptr;
+  if (every_input_scale) {
+    DSV4_ASSIGN_OR_RETURN(t.input_scale, Tensor::empty(DType::kF32, {g}));
+    for (int64_t i = 0; i < g; ++i) t.input_scale.data_as<float>()[i] = 0.0f;
+  }
+  return t;
+}
+
+// Matrix and first row a piece covers inside its stacked slot.
+std::pair<int64_t, int64_t> piece_origin(const BoundSlot& slot, const BoundPiece& piece) {
+  if (slot.stacking == Stacking::kWhole) return {0, 0};
+  return {piece.expert_idx, piece.half * piece.shape[0]};
+}
+
+// ---- The one pass ----
+
+// Decodes every bound piece once. With `weights`, values land in their slots (NVFP4 experts of
+// `packed` layers are copied as they are and decoded to scratch only for the scan); without,
+// everything is decoded to scratch, scanned and dropped.
+Status decode_all(const Binding& binding, const ModelConfig& config, const LoadOptions& options,
+                  ModelWeights* weights, LoadReport& report) {
+  const std::vector<bool> packed = packed_expert_layers(binding, config, options.keep_nvfp4);
+  size_t n_total = 0, n_done = 0;
+  for (const BoundSlot& slot : binding.slots) n_total += slot.pieces.size();
+  std::vector<float> scratch;
+  std::vector<int64_t> scratch_ids;
+  for (const BoundSlot& slot : binding.slots) {
+    const bool integer = slot_spec(slot.param).storage == Storage::kIndex;
+    const bool keep_packed = slot.layer >= 0 && packed[static_cast<size_t>(slot.layer)] &&
+                             (slot.param == kExpertsW13 || slot.param == kExpertsW2);
+    std::optional<format::Nvfp4Tensor>* nvfp4 = nullptr;
+    Tensor* dst = nullptr;
+    if (weights && keep_packed) {
+      auto& experts = weights->layers[static_cast<size_t>(slot.layer)].ffn.experts;
+      nvfp4 = slot.param == kExpertsW13 ? &experts.w13_nvfp4 : &experts.w2_nvfp4;
+      DSV4_ASSIGN_OR_RETURN(*nvfp4, allocate_nvfp4(slot));
+    } else if (weights) {
+      dst = &slot_tensor(*weights, slot.param, slot.layer);
+      DSV4_ASSIGN_OR_RETURN(*dst, Tensor::empty(integer ? DType::kI64 : DType::kF32, slot.shape));
+    }
+    for (const BoundPiece& piece : slot.pieces) {
+      if (integer) {
+        scratch_ids.resize(static_cast<size_t>(piece.shape.numel()));
+        int64_t* out = dst ? dst->data_as<int64_t>() + piece.offset : scratch_ids.data();
+        decode_to_i64(piece, out);
+        scan_i64(slot, piece, out, config.n_routed_experts, report);
+      } else {
+        scratch.resize(static_cast<size_t>(piece.shape.numel()));
+        float* out = dst ? dst->data_as<float>() + piece.offset : scratch.data();
+        decode_to_f32(piece, out);
+        scan_f32(slot, piece, out, report);
+        if (nvfp4) {
+          const auto [matrix, row] = piece_origin(slot, piece);
+          copy_nvfp4_piece(piece, matrix, row, nvfp4->value());
+        }
+      }
+      if (options.progress) options.progress(++n_done, n_total);
+    }
+  }
+  return ok_status();
+}
+
+struct Opened {
+  ModelConfig config;
+  format::CheckpointFiles files;
+  Binding binding;
+};
+
+Result<Opened> open_and_bind(const std::string& model_dir, const LoadOptions& options) {
+  DSV4_ASSIGN_OR_RETURN(ModelConfig config, load_model_config(model_dir));
+  DSV4_RETURN_IF_ERROR(validate(config));
+  DSV4_ASSIGN_OR_RETURN(format::CheckpointFiles files, format::CheckpointFiles::open(model_dir));
+  const FileOf file_of = [&files](std::string_view name) { return files.file_of(name); };
+  DSV4_ASSIGN_OR_RETURN(Binding binding,
+                        bind_tensors(files.tensors(), config, options.force_convention, file_of));
+  return Opened{std::move(config), std::move(files), std::move(binding)};
+}
+
+}  // namespace
+
+Result<LoadedModel> load_model(const std::string& model_dir, const LoadOptions& options) {
+  DSV4_ASSIGN_OR_RETURN(Opened opened, open_and_bind(model_dir, options));
+  LoadedModel model;
+  model.report = std::move(opened.binding.report);
+  ModelWeights& w = model.weights;
+  w.config = opened.config;
+  w.layers.resize(static_cast<size_t>(w.config.n_layer));
+  for (size_t l = 0; l < w.layers.size(); ++l) {
+    const AttentionType type = w.config.layers[l].attention;
+    if (type != AttentionType::kSliding) w.layers[l].attn.compressor.emplace();
+    if (type == AttentionType::kCompressedSparse) w.layers[l].attn.indexer.emplace();
+  }
+  DSV4_RETURN_IF_ERROR(decode_all(opened.binding, w.config, options, &w, model.report));
+  return model;
+}
+
+Result<LoadReport> check_model(const std::string& model_dir, const LoadOptions& options) {
+  DSV4_ASSIGN_OR_RETURN(Opened opened, open_and_bind(model_dir, options));
+  LoadReport report = std::move(opened.binding.report);
+  DSV4_RETURN_IF_ERROR(decode_all(opened.binding, opened.config, options, nullptr, report));
+  return report;
+}
+
+}  // namespace dsv4::checkpoint
