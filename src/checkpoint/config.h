@@ -51,6 +51,7 @@ struct ModelConfig {
   int64_t o_groups = 0;
   int64_t o_lora_rank = 0;
   int64_t sliding_window = 0;       // includes the current token
+  int64_t max_position_embeddings = 0;
 
   int64_t n_routed_experts = 0;     // E
   int64_t n_shared_experts = 0;     // must be 1
@@ -74,6 +75,10 @@ struct ModelConfig {
   std::vector<LayerSchedule> layers;  // n_layer entries
 
   int64_t n_mtp_layers = 0;     // present in the checkpoint; never run
+  // The official config's compress_ratios as written: n_layer + n_mtp_layers entries, the MTP
+  // layers' last (their attention kind says which tensors an MTP block has). Empty for
+  // transformers-style configs, which do not describe the MTP layers.
+  std::vector<int64_t> compress_ratios;
   int64_t bos_token_id = 0;
   int64_t eos_token_id = 1;
   bool tie_word_embeddings = false;
