@@ -230,6 +230,22 @@ std::optional<BoundSlot> bind_slot(const ExpectedSlot& expected,
   return slot;
 }
 
+// §3.1.4's count for the storage found on layer 0: tensors per FP8-able linear (wq_a) and per
+// routed-expert matrix (expert 0's w1).
+void count_official(const Binding& binding, const ModelConfig& config, LoadReport& report) {
+  int per_linear = 0, per_expert_matrix = 0;
+  for (const BoundSlot& slot : binding.slots) {
+    if (slot.layer != 0 || slot.pieces.empty()) continue;
+    if (slot.param == Param::kWqA) per_linear = static_cast<int>(n_tensors(slot.pieces[0].stored));
+    if (slot.param == Param::kExpertsW13) {
+      per_expert_matrix = static_cast<int>(n_tensors(slot.pieces[0].stored));
+    }
+  }
+  if (per_linear == 0 || per_expert_matrix == 0) return;  // layer 0 did not bind: nothing to predict
+  report.official_count_expected = official_tensor_count(config, per_linear, per_expert_matrix);
+  report.official_count_found = report.n_keys - report.ignored.size();
+}
+
 }  // namespace
 
 std::string_view storage_form_name(StorageForm form) {
@@ -269,6 +285,7 @@ Result<Binding> bind_tensors(const std::vector<const format::TensorInfo*>& tenso
     }
     binding.slots.push_back(std::move(*slot));
   }
+  if (keys.convention == NamingConvention::kOfficial) count_official(binding, config, report);
   return binding;
 }
 

@@ -42,6 +42,10 @@ struct LoadReport {
   std::vector<std::string> unbound_keys;   // checkpoint keys no slot takes and no rule ignores
   std::vector<std::string> unbound_slots;  // slots ("layer 3 attn.wq_a") no key fills
   std::map<std::string, size_t> storage_census;  // "fp8 block" -> bound tensors stored so
+  // Official layout only (§3.1.4 self-check): the tensor count the formula predicts for this
+  // config and the storage found on layer 0 (MTP excluded), and the main-model keys present.
+  size_t official_count_expected = 0;
+  size_t official_count_found = 0;
   std::vector<std::string> zero_tensors;      // all-zero and not allow-listed
   std::vector<std::string> non_finite_tensors;
   bool clean() const { return problems.empty() && zero_tensors.empty() && non_finite_tensors.empty(); }

@@ -7,5 +7,7 @@
 namespace dsv4::tools {
 
 // Registration functions, one per subcommand file.
+void register_check(CLI::App& app, int& exit_code);    // check.cpp
+void register_inspect(CLI::App& app, int& exit_code);  // inspect.cpp
 
 }  // namespace dsv4::tools

@@ -7,7 +7,8 @@ int main(int argc, char** argv) {
   CLI::App app{"dsv4: DeepSeek-V4 inference with NVFP4 experts"};
   app.require_subcommand(1);
   int exit_code = 0;
-  (void)exit_code;
+  dsv4::tools::register_check(app, exit_code);
+  dsv4::tools::register_inspect(app, exit_code);
   CLI11_PARSE(app, argc, argv);
   return exit_code;
 }
