@@ -25,6 +25,7 @@ class CheckpointFiles {
   // The shard file a tensor lives in (for messages).
   const std::string& file_of(std::string_view name) const;
   const std::string& directory() const { return directory_; }
+  size_t n_shards() const { return shards_.size(); }
 
  private:
   // The index and the shards agree: every shard tensor is listed under its own shard, every
