@@ -150,6 +150,15 @@ struct Nvfp4View {
   }
 };
 
+// An activation in NVFP4: what kernels::stage_activation writes and the W4A4 GEMMs read; a
+// single matrix [T, K] with one global scale. The caller owns the memory (all on one device).
+struct StagedActivation {
+  TensorView packed;        // u8 [T, K/2]   E2M1 codes, low nibble first
+  TensorView block_scale;   // u8 [T, K/16]  UE4M3 (kLinear), or [pad128(T), pad4(K/16)] swizzled
+  TensorView global_scale;  // f32 [1]       decode scale (1/gs): input_scale, or amax/2688
+  ScaleLayout scale_layout = ScaleLayout::kLinear;
+};
+
 // A stack of G NVFP4 matrices [G, N, K]; G = 1 for a plain linear layer.
 struct Nvfp4Tensor {
   Tensor packed;          // u8 [G, N, K/2]   two E2M1 codes a byte, low nibble first

@@ -66,4 +66,61 @@ Status embedding(const TensorView& table, const TensorView& ids, const TensorVie
   return ok_status();
 }
 
+// ---- NVFP4 ----
+// The CUDA branch returns unimplemented until kernels/cuda defines the cuda_ops.h functions.
+
+namespace {
+
+Device nvfp4_device(const StagedActivation* a, const TensorView* x, const format::Nvfp4View& b,
+                    const TensorView* offsets, const TensorView& d) {
+  const TensorView empty;
+  const TensorView* a_packed = a ? &a->packed : &empty;
+  const TensorView* a_scale = a ? &a->block_scale : &empty;
+  const TensorView* a_global = a ? &a->global_scale : &empty;
+  return device_of({a_packed, a_scale, a_global, x ? x : &empty, &b.packed, &b.block_scale,
+                    &b.global_scale, offsets ? offsets : &empty, &d});
+}
+
+}  // namespace
+
+Status stage_activation(const TensorView& x, const TensorView& input_scale,
+                        const StagedActivation& out) {
+  if (device_of({&x, &input_scale, &out.packed, &out.block_scale, &out.global_scale}) ==
+      Device::kCuda) {
+    return no_cuda("stage_activation");
+  }
+  cpu::stage_activation(x, input_scale, out);
+  return ok_status();
+}
+
+Status nvfp4_gemm(const StagedActivation& a, const format::Nvfp4View& b, const TensorView& d) {
+  if (nvfp4_device(&a, nullptr, b, nullptr, d) == Device::kCuda) return no_cuda("nvfp4_gemm");
+  cpu::nvfp4_gemm(a, b, d);
+  return ok_status();
+}
+
+Status nvfp4_gemm(const TensorView& a, const format::Nvfp4View& b, const TensorView& d) {
+  if (nvfp4_device(nullptr, &a, b, nullptr, d) == Device::kCuda) return no_cuda("nvfp4_gemm");
+  cpu::nvfp4_gemm(a, b, d);
+  return ok_status();
+}
+
+Status nvfp4_grouped_gemm(const StagedActivation& a, const format::Nvfp4View& b,
+                          const TensorView& group_offsets, const TensorView& d) {
+  if (nvfp4_device(&a, nullptr, b, &group_offsets, d) == Device::kCuda) {
+    return no_cuda("nvfp4_grouped_gemm");
+  }
+  cpu::nvfp4_grouped_gemm(a, b, group_offsets, d);
+  return ok_status();
+}
+
+Status nvfp4_grouped_gemm(const TensorView& a, const format::Nvfp4View& b,
+                          const TensorView& group_offsets, const TensorView& d) {
+  if (nvfp4_device(nullptr, &a, b, &group_offsets, d) == Device::kCuda) {
+    return no_cuda("nvfp4_grouped_gemm");
+  }
+  cpu::nvfp4_grouped_gemm(a, b, group_offsets, d);
+  return ok_status();
+}
+
 }  // namespace dsv4::kernels

@@ -44,4 +44,39 @@ Status add(const TensorView& a, const TensorView& b, const TensorView& y);
 // y[T, D] = table[ids[t], :]; ids i64 [T], each in [0, V) (the caller validated them).
 Status embedding(const TensorView& table, const TensorView& ids, const TensorView& y);
 
+// ---- NVFP4 (docs/nvfp4.md) ----------------------------------------------------------------------
+// Weights are format::Nvfp4View stacks [G, N, K]; activations are staged into the same format
+// with one global scale. GEMMs decode both operands to their exact values (every e2m1 · ue4m3
+// is exact in bf16), accumulate in f32 and apply the global scales once, as the epilogue alpha:
+//   W4A4:  D = alpha · Σ_k (a·sfa)(b·sfb),  alpha = a.global_scale · b.global_scale[g]
+//   W4A16: D = alpha · Σ_k  a   · (b·sfb),  alpha = b.global_scale[g]
+// computed as the fp32 product alpha (a·b in that order), then D = alpha · acc, then the
+// rounding to bf16 if D is bf16. The CUDA exact path reproduces this up to summation order.
+
+// An activation in NVFP4 is a format::StagedActivation, defined with the format so that
+// calls from kernels/cpu and kernels/cuda never find these ops by argument-dependent lookup.
+using format::StagedActivation;
+
+// Quantizes x f32|bf16 [T, K] (K a multiple of 16) into `out` with the exact arithmetic of
+// format::quantize_nvfp4_block. Global scale:
+//   static  (input_scale f32 [1], ModelOpt's calibrated decode scale): decode = input_scale;
+//   dynamic (input_scale empty, data == nullptr): decode = amax|x| / 2688 over the whole tensor;
+// then encode = 1 / decode (format::GlobalScale). out.global_scale[0] = decode. Swizzled
+// padding bytes are written as zero.
+Status stage_activation(const TensorView& x, const TensorView& input_scale,
+                        const StagedActivation& out);
+
+// d f32|bf16 [T, N] = alpha · a[T, K] · b[0]ᵀ for a one-matrix stack b [1, N, K].
+Status nvfp4_gemm(const StagedActivation& a, const format::Nvfp4View& b, const TensorView& d);
+// W4A16: a bf16 [T, K] (the CUDA path) or f32 (CPU only).
+Status nvfp4_gemm(const TensorView& a, const format::Nvfp4View& b, const TensorView& d);
+
+// MoE: rows of a are grouped by expert. group_offsets i32 [G+1] on the operands' device:
+// offsets[0] = 0, non-decreasing, offsets[G] = T; rows [offsets[g], offsets[g+1]) multiply
+// b[g] with alpha[g]. Empty groups are allowed. d f32|bf16 [T, N].
+Status nvfp4_grouped_gemm(const StagedActivation& a, const format::Nvfp4View& b,
+                          const TensorView& group_offsets, const TensorView& d);
+Status nvfp4_grouped_gemm(const TensorView& a, const format::Nvfp4View& b,
+                          const TensorView& group_offsets, const TensorView& d);
+
 }  // namespace dsv4::kernels

@@ -4,6 +4,8 @@
 #pragma once
 
 #include "base/tensor.h"
+#include "format/nvfp4.h"
+#include "kernels/ops.h"
 
 namespace dsv4::kernels::cpu {
 
@@ -14,5 +16,15 @@ void softmax(const TensorView& x, const TensorView& y);
 void swiglu(const TensorView& gate_up, float limit, const TensorView& out);
 void add(const TensorView& a, const TensorView& b, const TensorView& y);
 void embedding(const TensorView& table, const TensorView& ids, const TensorView& y);
+
+// ---- NVFP4 (kernels/ops.h has the contracts) ----
+void stage_activation(const TensorView& x, const TensorView& input_scale,
+                      const StagedActivation& out);
+void nvfp4_gemm(const StagedActivation& a, const format::Nvfp4View& b, const TensorView& d);
+void nvfp4_gemm(const TensorView& a, const format::Nvfp4View& b, const TensorView& d);
+void nvfp4_grouped_gemm(const StagedActivation& a, const format::Nvfp4View& b,
+                        const TensorView& group_offsets, const TensorView& d);
+void nvfp4_grouped_gemm(const TensorView& a, const format::Nvfp4View& b,
+                        const TensorView& group_offsets, const TensorView& d);
 
 }  // namespace dsv4::kernels::cpu
