@@ -112,5 +112,31 @@ TEST(FloatConvertTest, E8m0AndFp16Decode) {
   EXPECT_TRUE(std::isinf(fp16_to_float(0x7c00)));
 }
 
+// nvfp4.md §1.5: saturating ("satfinite") encoders map overflow and ±inf to ±max, NaN is the
+// E4M3 NaN code and E2M1's documented 0 (it has no NaN); signed zeros keep their sign bit; a
+// block scale underflows to code 0 below half the smallest subnormal (a tie at exactly half).
+TEST(FloatConvertTest, NonFiniteZeroAndUnderflowFollowTheNvfp4Contract) {
+  EXPECT_EQ(float_to_e4m3(NAN), 0x7f);
+  EXPECT_EQ(float_to_e4m3(INFINITY), 0x7e);
+  EXPECT_EQ(float_to_e4m3(-INFINITY), 0xfe);
+  EXPECT_EQ(float_to_e4m3(464.0f), 0x7e);  // past 448 the grid has no 480: saturate, never NaN
+  EXPECT_EQ(float_to_e4m3(0.0f), 0x00);
+  EXPECT_EQ(float_to_e4m3(-0.0f), 0x80);
+  EXPECT_EQ(float_to_e4m3(std::ldexp(1.0f, -10)), 0x00);  // tie between 0 and 2^-9: even (0)
+  EXPECT_EQ(float_to_e4m3(std::nextafter(std::ldexp(1.0f, -10), 1.0f)), 0x01);
+  EXPECT_EQ(float_to_e4m3(std::ldexp(3.0f, -10)), 0x02);  // tie between codes 1 and 2: even
+  EXPECT_EQ(e4m3_to_float(0x80), 0.0f);
+  EXPECT_TRUE(std::signbit(e4m3_to_float(0x80)));
+
+  EXPECT_EQ(float_to_e2m1(NAN), 0x0);
+  EXPECT_EQ(float_to_e2m1(INFINITY), 0x7);
+  EXPECT_EQ(float_to_e2m1(-INFINITY), 0xf);
+  EXPECT_EQ(float_to_e2m1(-0.0f), 0x8);
+  EXPECT_EQ(float_to_e2m1(-0.25f), 0x8);  // rounds to -0: the sign survives, the value is 0
+  EXPECT_EQ(e2m1_to_float(0x8), 0.0f);
+  EXPECT_EQ(float_to_e2m1(1e30f), 0x7);
+  EXPECT_EQ(float_to_e2m1(-6.5f), 0xf);
+}
+
 }  // namespace
 }  // namespace dsv4
