@@ -90,6 +90,7 @@ std::vector<BadCase> bad_cases() {
       {"header length 1", raw_safetensors(1, "{}", 0), {"header length 1 "}},
       {"invalid JSON", raw_safetensors(R"({"w": )", 0), {"invalid JSON"}},
       {"not an object", raw_safetensors("[1, 2]", 0), {"not a JSON object"}},
+      {"number overflow", raw_safetensors(R"({"w": 1e999})", 0), {"invalid JSON", "overflow"}},
       {"deep nesting", raw_safetensors(std::string(100000, '['), 0), {"nesting"}},
       {"duplicate key", raw_safetensors("{\"w\": " + u8_4 + ", \"w\": " + u8_4 + "}", 4),
        {"duplicate key 'w'"}},
