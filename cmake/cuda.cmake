@@ -7,4 +7,7 @@ endif()
 set(CMAKE_CUDA_FLAGS "${CMAKE_CUDA_FLAGS} -std=c++20 --expt-relaxed-constexpr")
 set(CMAKE_CUDA_RUNTIME_LIBRARY Static)
 enable_language(CUDA)
+# Targets that link C++20 libraries ask for the CUDA20 dialect, whose flag CMake 3.25 lacks.
+set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
 find_package(CUDAToolkit REQUIRED)

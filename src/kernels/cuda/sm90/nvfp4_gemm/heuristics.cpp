@@ -1,0 +1,58 @@
+// Path and grid for one NVFP4 GEMM from its shape alone (never from the group offsets' values,
+// which live on the device). README.md, "Choosing a path", gives the reasoning.
+#include "kernels/cuda/sm90/nvfp4_gemm/heuristics.h"
+
+#include <algorithm>
+
+#include "kernels/cuda/sm90/nvfp4_gemm/config.h"
+
+namespace dsv4::kernels::cuda::sm90 {
+namespace {
+
+int ceil_div(int64_t a, int64_t b) { return static_cast<int>((a + b - 1) / b); }
+
+// Up to this many rows per group (on average) the weights dominate the bytes: the small-M
+// kernel streams them once; above it the wgmma kernel's 128-row tiles are filled enough.
+constexpr int kSmallMaxRowsPerGroup = 8 * kSmallMaxTiles;
+// Shared memory the small-M kernel may take for its token slice.
+constexpr int kSmallMaxSmem = 64 * 1024;
+
+Nvfp4GemmPlan plan_small(int n_rows, int n, int kp, int n_groups, int n_sm) {
+  Nvfp4GemmPlan plan;
+  plan.path = Nvfp4GemmPath::kSmallM;
+  const int rows_per_group = std::max(1, ceil_div(n_rows, n_groups));
+  plan.small_tiles = 1;
+  while (plan.small_tiles * 8 < rows_per_group && plan.small_tiles < kSmallMaxTiles) {
+    plan.small_tiles *= 2;
+  }
+  plan.small_slots = std::min(n_groups, n_rows);
+  // Largest K slice that still gives every SM two CTAs: fewer atomics, longer streams.
+  plan.small_chunks = 8;
+  const int n_row_blocks = ceil_div(n, kSmallRows), n_k_chunks = ceil_div(kp, kSmallChunk);
+  auto n_ctas = [&](int chunks) {
+    return int64_t{n_row_blocks} * ceil_div(n_k_chunks, chunks) * plan.small_slots;
+  };
+  while (plan.small_chunks > 1 &&
+         (n_ctas(plan.small_chunks) < 2 * n_sm ||
+          plan.small_tiles * 8 * plan.small_chunks * 256 > kSmallMaxSmem)) {
+    plan.small_chunks /= 2;
+  }
+  return plan;
+}
+
+}  // namespace
+
+Nvfp4GemmPlan plan_nvfp4_gemm(int n_rows, int n, int kp, int n_groups, int n_sm) {
+  if (n_rows <= kSmallMaxRowsPerGroup * n_groups) return plan_small(n_rows, n, kp, n_groups, n_sm);
+  Nvfp4GemmPlan plan;
+  plan.path = Nvfp4GemmPath::kWgmma;
+  // Estimated tiles (grouped: as if the rows were spread evenly); 256-wide tiles halve the A
+  // traffic but need enough of them to fill the machine.
+  const int64_t m_tiles = ceil_div(n_rows, kTileM) + (n_groups > 1 ? n_groups / 2 : 0);
+  plan.wide_n = m_tiles * ceil_div(n, kTileN) >= n_sm;
+  const int64_t n_tiles = m_tiles * ceil_div(n, plan.wide_n ? kTileN : kTileN / 2);
+  plan.grid = static_cast<int>(n_groups > 1 ? n_sm : std::min<int64_t>(n_sm, n_tiles));
+  return plan;
+}
+
+}  // namespace dsv4::kernels::cuda::sm90

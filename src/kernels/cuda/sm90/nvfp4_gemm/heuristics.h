@@ -1,0 +1,12 @@
+// Which NVFP4 GEMM kernel and grid a shape gets (heuristics.cpp). Kept apart from the kernels so
+// the choice can be read and changed without touching device code.
+#pragma once
+
+#include "kernels/cuda/sm90/nvfp4_gemm/params.h"
+
+namespace dsv4::kernels::cuda::sm90 {
+
+// n_rows: T (all groups together); n_groups: G; n_sm: multiprocessors on the device.
+Nvfp4GemmPlan plan_nvfp4_gemm(int n_rows, int n, int kp, int n_groups, int n_sm);
+
+}  // namespace dsv4::kernels::cuda::sm90

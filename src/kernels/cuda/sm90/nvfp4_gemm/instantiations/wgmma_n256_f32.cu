@@ -1,0 +1,6 @@
+// wgmma kernel, 256-column tiles, f32 output.
+#include "kernels/cuda/sm90/nvfp4_gemm/launch_wgmma.cuh"
+
+namespace dsv4::kernels::cuda::sm90 {
+template void launch_wgmma<256, false>(const Nvfp4GemmParams& p, int grid);
+}  // namespace dsv4::kernels::cuda::sm90

@@ -1,0 +1,81 @@
+// Host side of the sm_90a NVFP4 GEMM: plan, zero the split-K accumulator when the small-M
+// kernel runs, launch, and round the accumulator to bf16 when D is bf16.
+#include "kernels/cuda/sm90/nvfp4_gemm/launch.h"
+
+#include <cuda_bf16.h>
+
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/sm90/nvfp4_gemm/heuristics.h"
+#include "kernels/cuda/sm90/nvfp4_gemm/small_m_kernel.cuh"
+
+namespace dsv4::kernels::cuda::sm90 {
+
+template <int kBN, bool kOutBf16>
+void launch_wgmma(const Nvfp4GemmParams& p, int grid);  // instantiations/
+
+namespace {
+
+// d bf16 [T, ldd] = accum f32 [T, N].
+__global__ void round_to_bf16_kernel(const float* accum, int64_t n_rows, int n,
+                                     __nv_bfloat16* d, int64_t ldd) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i >= n_rows * n) return;
+  d[(i / n) * ldd + i % n] = __float2bfloat16_rn(accum[i]);
+}
+
+template <int kTiles>
+void launch_small(const Nvfp4GemmParams& p, const Nvfp4GemmPlan& plan) {
+  auto* kernel = &nvfp4_small_m_sm90_kernel<kTiles>;
+  const int smem = kTiles * 8 * plan.small_chunks * 256;
+  DSV4_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  const dim3 grid((p.n + kSmallRows - 1) / kSmallRows,
+                  (p.kp + plan.small_chunks * kSmallChunk - 1) / (plan.small_chunks * kSmallChunk),
+                  plan.small_slots);
+  kernel<<<grid, kSmallThreads, smem>>>(p, plan.small_chunks);
+  DSV4_CUDA_CHECK(cudaGetLastError());
+}
+
+void run_small(Nvfp4GemmParams p, const Nvfp4GemmPlan& plan) {
+  if (!p.d_bf16) p.accum = static_cast<float*>(p.d);
+  const int64_t ld = p.d_bf16 ? p.n : p.ldd;
+  DSV4_CUDA_CHECK(cudaMemset2DAsync(p.accum, ld * sizeof(float), 0, p.n * sizeof(float),
+                                    p.n_rows));
+  switch (plan.small_tiles) {
+    case 1: launch_small<1>(p, plan); break;
+    case 2: launch_small<2>(p, plan); break;
+    case 4: launch_small<4>(p, plan); break;
+    default: launch_small<8>(p, plan); break;
+  }
+  if (p.d_bf16) {
+    const int64_t count = int64_t{p.n_rows} * p.n;
+    round_to_bf16_kernel<<<static_cast<unsigned>((count + 255) / 256), 256>>>(
+        p.accum, p.n_rows, p.n, static_cast<__nv_bfloat16*>(p.d), p.ldd);
+    DSV4_CUDA_CHECK(cudaGetLastError());
+  }
+}
+
+}  // namespace
+
+Nvfp4GemmPlan plan_for(const Nvfp4GemmParams& p) {
+  int device = 0, n_sm = 0;
+  DSV4_CUDA_CHECK(cudaGetDevice(&device));
+  DSV4_CUDA_CHECK(cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, device));
+  return plan_nvfp4_gemm(p.n_rows, p.n, p.kp, p.offsets == nullptr ? 1 : p.n_groups, n_sm);
+}
+
+void launch_nvfp4_gemm(Nvfp4GemmParams p, const Nvfp4GemmPlan& plan) {
+  DSV4_CHECK(p.kp % kWeightKAlign == 0 && p.lda % 8 == 0 && p.n_groups <= kMaxGroups,
+             "nvfp4 gemm: kp=%d lda=%lld groups=%d break the kernel's layout", p.kp,
+             (long long)p.lda, p.n_groups);
+  if (p.n_rows == 0 || p.n == 0) return;
+  if (plan.path == Nvfp4GemmPath::kSmallM) {
+    run_small(p, plan);
+  } else if (plan.wide_n) {
+    p.d_bf16 ? launch_wgmma<kTileN, true>(p, plan.grid) : launch_wgmma<kTileN, false>(p, plan.grid);
+  } else {
+    p.d_bf16 ? launch_wgmma<kTileN / 2, true>(p, plan.grid)
+             : launch_wgmma<kTileN / 2, false>(p, plan.grid);
+  }
+}
+
+}  // namespace dsv4::kernels::cuda::sm90

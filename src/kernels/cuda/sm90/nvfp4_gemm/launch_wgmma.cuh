@@ -1,0 +1,20 @@
+// The launcher template of the wgmma kernel, explicitly instantiated once per tile width and
+// output type in instantiations/ (one heavy kernel per translation unit keeps builds parallel).
+#pragma once
+
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/sm90/nvfp4_gemm/kernel.cuh"
+
+namespace dsv4::kernels::cuda::sm90 {
+
+template <int kBN, bool kOutBf16>
+void launch_wgmma(const Nvfp4GemmParams& p, int grid) {
+  auto* kernel = &nvfp4_dequant_gemm_sm90_kernel<kBN, kOutBf16>;
+  constexpr int kBytes = WgmmaSmem<kBN>::kBytes;
+  DSV4_CUDA_CHECK(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes));
+  kernel<<<grid, kThreads, kBytes>>>(p);
+  DSV4_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace dsv4::kernels::cuda::sm90
