@@ -66,6 +66,76 @@ Status embedding(const TensorView& table, const TensorView& ids, const TensorVie
   return ok_status();
 }
 
+// ---- Hyper-connections ----
+
+Status hc_split_sinkhorn(const TensorView& mixes, const TensorView& scale, const TensorView& base,
+                         int64_t n_sinkhorn_iters, float eps, const HcMix& out) {
+  if (device_of({&mixes, &scale, &base, &out.pre, &out.post, &out.comb}) == Device::kCuda) {
+    return no_cuda("hc_split_sinkhorn");
+  }
+  cpu::hc_split_sinkhorn(mixes, scale, base, n_sinkhorn_iters, eps, out);
+  return ok_status();
+}
+
+Status hc_head_weights(const TensorView& mixes, const TensorView& scale, const TensorView& base,
+                       float eps, const TensorView& pre) {
+  if (device_of({&mixes, &scale, &base, &pre}) == Device::kCuda) return no_cuda("hc_head_weights");
+  cpu::hc_head_weights(mixes, scale, base, eps, pre);
+  return ok_status();
+}
+
+Status hc_collapse(const TensorView& x, const TensorView& pre, const TensorView& y) {
+  if (device_of({&x, &pre, &y}) == Device::kCuda) return no_cuda("hc_collapse");
+  cpu::hc_collapse(x, pre, y);
+  return ok_status();
+}
+
+Status hc_expand(const TensorView& f, const TensorView& residual, const TensorView& post,
+                 const TensorView& comb, const TensorView& out) {
+  if (device_of({&f, &residual, &post, &comb, &out}) == Device::kCuda) return no_cuda("hc_expand");
+  cpu::hc_expand(f, residual, post, comb, out);
+  return ok_status();
+}
+
+// ---- MoE routing and expert dispatch ----
+
+Status moe_route(const TensorView& logits, const TensorView& bias, const TensorView& hash_ids,
+                 float route_scale, const MoeRouting& out) {
+  if (device_of({&logits, &bias, &hash_ids, &out.weights, &out.ids}) == Device::kCuda) {
+    return no_cuda("moe_route");
+  }
+  cpu::moe_route(logits, bias, hash_ids, route_scale, out);
+  return ok_status();
+}
+
+Status moe_group(const TensorView& ids, const TensorView& order, const TensorView& offsets) {
+  if (device_of({&ids, &order, &offsets}) == Device::kCuda) return no_cuda("moe_group");
+  cpu::moe_group(ids, order, offsets);
+  return ok_status();
+}
+
+Status moe_gather(const TensorView& x, const TensorView& order, const TensorView& y) {
+  if (device_of({&x, &order, &y}) == Device::kCuda) return no_cuda("moe_gather");
+  cpu::moe_gather(x, order, y);
+  return ok_status();
+}
+
+Status moe_combine(const TensorView& expert_out, const TensorView& order,
+                   const TensorView& weights, const TensorView& out) {
+  if (device_of({&expert_out, &order, &weights, &out}) == Device::kCuda) {
+    return no_cuda("moe_combine");
+  }
+  cpu::moe_combine(expert_out, order, weights, out);
+  return ok_status();
+}
+
+Status grouped_linear(const TensorView& x, const TensorView& w, const TensorView& offsets,
+                      const TensorView& y) {
+  if (device_of({&x, &w, &offsets, &y}) == Device::kCuda) return no_cuda("grouped_linear");
+  cpu::grouped_linear(x, w, offsets, y);
+  return ok_status();
+}
+
 // ---- NVFP4 ----
 // The CUDA branch returns unimplemented until kernels/cuda defines the cuda_ops.h functions.
 

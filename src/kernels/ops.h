@@ -41,8 +41,72 @@ Status swiglu(const TensorView& gate_up, float limit, const TensorView& out);
 // y = a + b, same shape, contiguous. y may alias a or b.
 Status add(const TensorView& a, const TensorView& b, const TensorView& y);
 
-// y[T, D] = table[ids[t], :]; ids i64 [T], each in [0, V) (the caller validated them).
+// y[T, D] = table[ids[t], :] for a table of any dtype (f32 embeddings, i64 tid2eid rows), y of
+// the same dtype; ids i64 [T], each in [0, V) (the caller validated them).
 Status embedding(const TensorView& table, const TensorView& ids, const TensorView& y);
+
+// ---- Hyper-connections (mHC; transformers DeepseekV4HyperConnection / DeepseekV4HyperHead) ----
+
+// The three mixes of one mHC site, per token.
+struct HcMix {
+  TensorView pre;   // f32 [T, M]     weights collapsing the M streams into the block input
+  TensorView post;  // f32 [T, M]     placement of the block output on each stream, in [0, 2]
+  TensorView comb;  // f32 [T, M, M]  doubly-stochastic stream mixer
+};
+
+// From the mix logits m f32 [T, (2+M)·M] (pre | post | comb, comb row-major [M, M]),
+// scale f32 [3] and base f32 [(2+M)·M]:
+//   pre  = σ(m_pre · scale[0] + base_pre) + eps
+//   post = 2 σ(m_post · scale[1] + base_post)
+//   comb = softmax_rows(m_comb · scale[2] + base_comb) + eps, then columns normalised, then
+//          n_sinkhorn_iters − 1 rounds of (rows, columns); every division adds eps.
+Status hc_split_sinkhorn(const TensorView& mixes, const TensorView& scale, const TensorView& base,
+                         int64_t n_sinkhorn_iters, float eps, const HcMix& out);
+
+// The final collapse's weights: pre f32 [T, M] = σ(mixes[T, M] · scale[0] + base[M]) + eps.
+Status hc_head_weights(const TensorView& mixes, const TensorView& scale, const TensorView& base,
+                       float eps, const TensorView& pre);
+
+// y[t, :] = Σ_m pre[t, m] · x[t, m, :]; x f32 [T, M, D], y f32 [T, D].
+Status hc_collapse(const TensorView& x, const TensorView& pre, const TensorView& y);
+
+// out[t, j, :] = post[t, j] · f[t, :] + Σ_i comb[t, i, j] · residual[t, i, :]: comb is consumed
+// transposed (Sinkhorn's matrix is not symmetric, so the direction matters). f [T, D],
+// residual and out [T, M, D]; out must not alias residual.
+Status hc_expand(const TensorView& f, const TensorView& residual, const TensorView& post,
+                 const TensorView& comb, const TensorView& out);
+
+// ---- MoE routing and expert dispatch (transformers DeepseekV4TopKRouter / HashRouter /
+// Experts). Rows of a grouped GEMM operand are the T·K (token, slot) pairs sorted by expert. ----
+
+struct MoeRouting {
+  TensorView weights;  // f32 [T, K] routing weights (renormalised, times route_scale)
+  TensorView ids;      // i32 [T, K] expert ids
+};
+
+// Scores s = sqrt(softplus(logits[T, E])). Selection: hash_ids i64 [T, K] when given (hash
+// layers; bias empty), else the top K of s + bias[E] (the bias picks experts, never weighs
+// them). weights = s[ids] / (Σ_k s[ids] + 1e-20) · route_scale.
+Status moe_route(const TensorView& logits, const TensorView& bias, const TensorView& hash_ids,
+                 float route_scale, const MoeRouting& out);
+
+// Groups the T·K slots (slot = t·K + k) by expert, stably: order i32 [T·K] lists slots expert
+// by expert, offsets i32 [E+1] delimits each expert's rows of `order`.
+Status moe_group(const TensorView& ids, const TensorView& order, const TensorView& offsets);
+
+// y[r, :] = x[order[r] / K, :]; x f32 [T, D], y f32 [T·K, D].
+Status moe_gather(const TensorView& x, const TensorView& order, const TensorView& y);
+
+// out[t, :] = Σ over t's slots of weights[slot] · expert_out[row(slot), :], accumulated from
+// zero in row order (expert by expert, as transformers' index_add_ loop does).
+// expert_out f32 [T·K, D], weights f32 [T, K], out f32 [T, D].
+Status moe_combine(const TensorView& expert_out, const TensorView& order,
+                   const TensorView& weights, const TensorView& out);
+
+// Rows [offsets[g], offsets[g+1]) of y[R, N] = those rows of x[R, K] · w[g]ᵀ, w f32 [G, N, K],
+// offsets i32 [G+1] (the dense-expert twin of nvfp4_grouped_gemm).
+Status grouped_linear(const TensorView& x, const TensorView& w, const TensorView& offsets,
+                      const TensorView& y);
 
 // ---- NVFP4 (docs/nvfp4.md) ----------------------------------------------------------------------
 // Weights are format::Nvfp4View stacks [G, N, K]; activations are staged into the same format

@@ -17,6 +17,25 @@ void swiglu(const TensorView& gate_up, float limit, const TensorView& out);
 void add(const TensorView& a, const TensorView& b, const TensorView& y);
 void embedding(const TensorView& table, const TensorView& ids, const TensorView& y);
 
+// ---- Hyper-connections ----
+void hc_split_sinkhorn(const TensorView& mixes, const TensorView& scale, const TensorView& base,
+                       int64_t n_sinkhorn_iters, float eps, const HcMix& out);
+void hc_head_weights(const TensorView& mixes, const TensorView& scale, const TensorView& base,
+                     float eps, const TensorView& pre);
+void hc_collapse(const TensorView& x, const TensorView& pre, const TensorView& y);
+void hc_expand(const TensorView& f, const TensorView& residual, const TensorView& post,
+               const TensorView& comb, const TensorView& out);
+
+// ---- MoE routing and expert dispatch ----
+void moe_route(const TensorView& logits, const TensorView& bias, const TensorView& hash_ids,
+               float route_scale, const MoeRouting& out);
+void moe_group(const TensorView& ids, const TensorView& order, const TensorView& offsets);
+void moe_gather(const TensorView& x, const TensorView& order, const TensorView& y);
+void moe_combine(const TensorView& expert_out, const TensorView& order, const TensorView& weights,
+                 const TensorView& out);
+void grouped_linear(const TensorView& x, const TensorView& w, const TensorView& offsets,
+                    const TensorView& y);
+
 // ---- NVFP4 (kernels/ops.h has the contracts) ----
 void stage_activation(const TensorView& x, const TensorView& input_scale,
                       const StagedActivation& out);

@@ -1,4 +1,4 @@
-// Small row-wise ops of the dense section: softmax, the clamped SwiGLU, add, embedding lookup.
+// Small row-wise ops of the dense section: softmax, the clamped SwiGLU, add, row lookup.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -64,16 +64,19 @@ void add(const TensorView& a, const TensorView& b, const TensorView& y) {
 }
 
 void embedding(const TensorView& table, const TensorView& ids, const TensorView& y) {
-  const RowMatrix rows = as_rows(table, "embedding table");
-  const RowMatrix out = as_rows(y, "embedding y");
-  DSV4_CHECK(ids.dtype == DType::kI64 && ids.rank() == 1 && ids.is_contiguous(),
+  DSV4_CHECK(table.rank() == 2 && table.is_contiguous() && y.rank() == 2 && y.is_contiguous() &&
+                 y.dtype == table.dtype && y.size(1) == table.size(1),
+             "embedding: table [V, D] and y [T, D] of one dtype, contiguous");
+  DSV4_CHECK(ids.dtype == DType::kI64 && ids.rank() == 1 && ids.is_contiguous() &&
+                 ids.size(0) == y.size(0),
              "embedding: ids must be i64 [T]");
-  DSV4_CHECK(out.n_rows == ids.size(0) && out.n_cols == rows.n_cols, "embedding: y shape");
+  const size_t row_bytes = table.size(1) * dtype_size(table.dtype);
   const int64_t* id = ids.data_as<const int64_t>();
-  for (int64_t t = 0; t < out.n_rows; ++t) {
-    DSV4_CHECK(0 <= id[t] && id[t] < rows.n_rows, "embedding: id %lld out of range",
+  for (int64_t t = 0; t < y.size(0); ++t) {
+    DSV4_CHECK(0 <= id[t] && id[t] < table.size(0), "embedding: id %lld out of range",
                (long long)id[t]);
-    std::memcpy(out.row(t), rows.row(id[t]), sizeof(float) * rows.n_cols);
+    std::memcpy(static_cast<char*>(y.data) + t * row_bytes,
+                static_cast<const char*>(table.data) + id[t] * row_bytes, row_bytes);
   }
 }
 

@@ -1,0 +1,37 @@
+// Manifold-constrained hyper-connections (mHC; ../shared/docs/deepseek_v4.md §2.3, transformers
+// DeepseekV4HyperConnection / DeepseekV4HyperHead). The residual is M parallel streams
+// [T, M, D]; around each half-layer hc_pre collapses them into the block input and computes how
+// the block output goes back (post) and how the streams mix (comb, doubly stochastic through
+// Sinkhorn), and hc_post applies that. hc_head is the final collapse before the norm.
+//
+// Dimension letters: T tokens, M streams (hc_mult), D model width.
+#pragma once
+
+#include "base/buffer.h"
+#include "checkpoint/config.h"
+#include "checkpoint/weights.h"
+#include "kernels/ops.h"
+
+namespace dsv4::model {
+
+// The mixes of one site for T tokens, owned.
+struct HcSite {
+  Tensor pre;   // f32 [T, M]
+  Tensor post;  // f32 [T, M]
+  Tensor comb;  // f32 [T, M, M]
+  kernels::HcMix view() const { return {pre.view(), post.view(), comb.view()}; }
+};
+
+// streams f32 [T, M, D] -> site (allocated here) and collapsed f32 [T, D] = Σ_m pre_m · stream_m.
+Status hc_pre(const checkpoint::ModelConfig& config, const checkpoint::HyperConnectionWeights& w,
+              const TensorView& streams, HcSite& site, const TensorView& collapsed);
+
+// out f32 [T, M, D] = post ⊗ block_out + combᵀ · residual (out must not alias residual).
+Status hc_post(const TensorView& block_out, const TensorView& residual, const HcSite& site,
+               const TensorView& out);
+
+// streams f32 [T, M, D] -> out f32 [T, D], the weighted collapse with hc_head's weights.
+Status hc_head(const checkpoint::ModelConfig& config, const checkpoint::HyperConnectionWeights& w,
+               const TensorView& streams, const TensorView& out);
+
+}  // namespace dsv4::model

@@ -1,0 +1,128 @@
+#include "model/moe.h"
+
+#include <algorithm>
+
+#include "kernels/ops.h"
+#include "model/scratch.h"
+
+namespace dsv4::model {
+namespace {
+
+using checkpoint::ModelConfig;
+using checkpoint::MoeWeights;
+
+// A column slice [begin, end) of a 2-D row-major view, sharing memory.
+TensorView columns(const TensorView& m, int64_t begin, int64_t end) {
+  TensorView view = m;
+  view.data = static_cast<float*>(m.data) + begin;
+  view.shape[1] = end - begin;
+  return view;
+}
+
+// weights [T, K] and ids [T, K] of the router; hash layers take their experts from tid2eid.
+Status route(const ModelConfig& config, int64_t layer, const MoeWeights& w, const TensorView& x,
+             const TensorView& tokens, const kernels::MoeRouting& routing) {
+  const int64_t n_tokens = x.size(0), k = config.n_expert_used;
+  DSV4_ASSIGN_OR_RETURN(Tensor logits,
+                        scratch(DType::kF32, {n_tokens, config.n_routed_experts}, x.device));
+  // The router runs in f32 (transformers keeps the gate in the activation dtype, f32 here).
+  DSV4_RETURN_IF_ERROR(kernels::linear(x, w.gate.view(), logits.view()));
+  const auto scale = static_cast<float>(config.routed_scaling_factor);
+  if (config.layers[layer].routing == checkpoint::RoutingType::kHash) {
+    DSV4_ASSIGN_OR_RETURN(Tensor hash_ids, scratch(DType::kI64, {n_tokens, k}, x.device));
+    DSV4_RETURN_IF_ERROR(kernels::embedding(w.tid2eid.view(), tokens, hash_ids.view()));
+    return kernels::moe_route(logits.view(), TensorView{}, hash_ids.view(), scale, routing);
+  }
+  return kernels::moe_route(logits.view(), w.bias.view(), TensorView{}, scale, routing);
+}
+
+// The activation decode scale W4A4 stages with: the largest of ModelOpt's calibrated per-expert
+// input scales, so no expert's rows saturate (vLLM does the same), or an empty tensor (dynamic
+// scale, amax of the rows) when the checkpoint has none.
+Result<Tensor> max_input_scale(const format::Nvfp4Tensor& w, Device device) {
+  if (w.input_scale.empty_tensor()) return Tensor();
+  Tensor host = Tensor::host(DType::kF32, w.input_scale.shape());
+  DSV4_RETURN_IF_ERROR(copy_tensor(host.view(), w.input_scale.view()));
+  Tensor largest = Tensor::host(DType::kF32, {1});
+  largest.data_as<float>()[0] = host.data_as<float>()[0];
+  for (int64_t g = 1; g < host.numel(); ++g) {
+    largest.data_as<float>()[0] = std::max(largest.data_as<float>()[0], host.data_as<float>()[g]);
+  }
+  DSV4_ASSIGN_OR_RETURN(Tensor out, scratch(DType::kF32, {1}, device));
+  DSV4_RETURN_IF_ERROR(copy_tensor(out.view(), largest.view()));
+  return out;
+}
+
+// y [R, N] = the grouped rows of x [R, K] times each expert's matrix of the stack.
+Status expert_gemm(const TensorView& x, const Tensor& dense, const format::Nvfp4Tensor* nvfp4,
+                   ExpertMode mode, const TensorView& offsets, const TensorView& y) {
+  if (nvfp4 == nullptr) return kernels::grouped_linear(x, dense.view(), offsets, y);
+  if (mode == ExpertMode::kW4A16) return kernels::nvfp4_grouped_gemm(x, nvfp4->view(), offsets, y);
+  // W4A4: one activation global scale for all experts' rows.
+  const int64_t n_rows = x.size(0), n_cols = x.size(1);
+  DSV4_ASSIGN_OR_RETURN(Tensor packed, scratch(DType::kU8, {n_rows, n_cols / 2}, x.device));
+  DSV4_ASSIGN_OR_RETURN(Tensor block_scale, scratch(DType::kU8, {n_rows, n_cols / 16}, x.device));
+  DSV4_ASSIGN_OR_RETURN(Tensor global_scale, scratch(DType::kF32, {1}, x.device));
+  const format::StagedActivation staged{packed.view(), block_scale.view(), global_scale.view()};
+  DSV4_ASSIGN_OR_RETURN(Tensor input_scale, max_input_scale(*nvfp4, x.device));
+  DSV4_RETURN_IF_ERROR(kernels::stage_activation(x, input_scale.view(), staged));
+  return kernels::nvfp4_grouped_gemm(staged, nvfp4->view(), offsets, y);
+}
+
+Status routed_experts(const ModelConfig& config, const MoeWeights& w, ExpertMode mode,
+                      const TensorView& x, const kernels::MoeRouting& routing,
+                      const TensorView& out) {
+  const int64_t n_rows = x.size(0) * config.n_expert_used, f = config.moe_intermediate_size;
+  const Device device = x.device;
+  DSV4_ASSIGN_OR_RETURN(Tensor order, scratch(DType::kI32, {n_rows}, device));
+  DSV4_ASSIGN_OR_RETURN(Tensor offsets, scratch(DType::kI32, {config.n_routed_experts + 1}, device));
+  DSV4_RETURN_IF_ERROR(kernels::moe_group(routing.ids, order.view(), offsets.view()));
+  DSV4_ASSIGN_OR_RETURN(Tensor rows, scratch(DType::kF32, {n_rows, x.size(1)}, device));
+  DSV4_RETURN_IF_ERROR(kernels::moe_gather(x, order.view(), rows.view()));
+
+  const auto& experts = w.experts;
+  const bool nvfp4 = experts.is_nvfp4();
+  DSV4_ASSIGN_OR_RETURN(Tensor gate_up, scratch(DType::kF32, {n_rows, 2 * f}, device));
+  DSV4_RETURN_IF_ERROR(expert_gemm(rows.view(), experts.w13, nvfp4 ? &*experts.w13_nvfp4 : nullptr,
+                                   mode, offsets.view(), gate_up.view()));
+  DSV4_ASSIGN_OR_RETURN(Tensor hidden, scratch(DType::kF32, {n_rows, f}, device));
+  DSV4_RETURN_IF_ERROR(kernels::swiglu(gate_up.view(), static_cast<float>(config.swiglu_limit),
+                                       hidden.view()));
+  DSV4_RETURN_IF_ERROR(expert_gemm(hidden.view(), experts.w2, nvfp4 ? &*experts.w2_nvfp4 : nullptr,
+                                   mode, offsets.view(), rows.view()));
+  // transformers applies the routing weight to each expert's output (after w2); the official
+  // reference applies it before w2 (doc §2.6 step 5). Linear, so equal up to rounding;
+  // transformers wins.
+  return kernels::moe_combine(rows.view(), order.view(), routing.weights, out);
+}
+
+// out [T, D] = w2 · swiglu(w1 x | w3 x): DeepseekV4MLP, with the same clamp as the experts.
+Status shared_expert(const ModelConfig& config, const checkpoint::DenseExpertWeights& w,
+                     const TensorView& x, const TensorView& out) {
+  const int64_t n_tokens = x.size(0), f = config.moe_intermediate_size;
+  DSV4_ASSIGN_OR_RETURN(Tensor gate_up, scratch(DType::kF32, {n_tokens, 2 * f}, x.device));
+  DSV4_RETURN_IF_ERROR(kernels::linear(x, w.w1.view(), columns(gate_up.view(), 0, f)));
+  DSV4_RETURN_IF_ERROR(kernels::linear(x, w.w3.view(), columns(gate_up.view(), f, 2 * f)));
+  DSV4_ASSIGN_OR_RETURN(Tensor hidden, scratch(DType::kF32, {n_tokens, f}, x.device));
+  DSV4_RETURN_IF_ERROR(kernels::swiglu(gate_up.view(), static_cast<float>(config.swiglu_limit),
+                                       hidden.view()));
+  return kernels::linear(hidden.view(), w.w2.view(), out);
+}
+
+}  // namespace
+
+Status moe_forward(const ModelConfig& config, int64_t layer, const MoeWeights& weights,
+                   ExpertMode mode, const TensorView& x, const TensorView& tokens,
+                   const TensorView& out) {
+  const int64_t n_tokens = x.size(0), k = config.n_expert_used;
+  DSV4_ASSIGN_OR_RETURN(Tensor routing_weights, scratch(DType::kF32, {n_tokens, k}, x.device));
+  DSV4_ASSIGN_OR_RETURN(Tensor ids, scratch(DType::kI32, {n_tokens, k}, x.device));
+  const kernels::MoeRouting routing{routing_weights.view(), ids.view()};
+  DSV4_RETURN_IF_ERROR(route(config, layer, weights, x, tokens, routing));
+  DSV4_RETURN_IF_ERROR(routed_experts(config, weights, mode, x, routing, out));
+  DSV4_ASSIGN_OR_RETURN(Tensor shared, scratch(DType::kF32, out.shape, x.device));
+  DSV4_RETURN_IF_ERROR(shared_expert(config, weights.shared_expert, x, shared.view()));
+  return kernels::add(out, shared.view(), out);
+}
+
+}  // namespace dsv4::model
