@@ -9,5 +9,6 @@ namespace dsv4::tools {
 // Registration functions, one per subcommand file.
 void register_check(CLI::App& app, int& exit_code);    // check.cpp
 void register_inspect(CLI::App& app, int& exit_code);  // inspect.cpp
+void register_quantize(CLI::App& app, int& exit_code);  // quantize.cpp
 
 }  // namespace dsv4::tools

@@ -1,0 +1,308 @@
+// quantize_checkpoint: bind the input (so every tensor is known by its slot, in any naming
+// convention), plan which weights become NVFP4 and with which global scales, then rewrite the
+// shards one by one: targets as ModelOpt's four tensors, everything else byte for byte.
+//
+// Dimension letters: E experts in a stacked tensor, N rows, K columns (a multiple of 16).
+#include "checkpoint/quantize.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <vector>
+
+#include "base/float_convert.h"
+#include "checkpoint/binding.h"
+#include "format/checkpoint_files.h"
+#include "format/json.h"
+#include "format/nvfp4.h"
+#include "format/safetensors_writer.h"
+
+namespace dsv4::checkpoint {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The index file of a sharded safetensors checkpoint (the Hugging Face convention).
+constexpr const char* kShardIndexName = "model.safetensors.index.json";
+constexpr const char* kConfigName = "config.json";
+
+// A weight to quantize: one global scale per matrix ([E] for a stacked tensor, 1 for 2-D).
+using Plan = std::map<std::string, std::vector<format::GlobalScale>, std::less<>>;
+
+bool selected(Param param, bool all_linears) {
+  const SlotSpec& spec = slot_spec(param);
+  if (spec.storage == Storage::kExperts) return true;
+  // The embedding is a lookup table and the head and router decide tokens and experts: ModelOpt
+  // leaves lm_head and routers unquantized too.
+  const bool excluded = param == Param::kEmbed || param == Param::kHead || param == Param::kGate;
+  return all_linears && spec.storage == Storage::kMatrix && !excluded;
+}
+
+// Matrix g of a dense float tensor [..., N, K] as f32.
+void load_matrix(const format::TensorInfo& t, int64_t g, int64_t n_elems, float* out) {
+  const int64_t first = g * n_elems;
+  for (int64_t i = 0; i < n_elems; ++i) {
+    const uint8_t* p = t.data + (first + i) * static_cast<int64_t>(dtype_size(t.dtype));
+    if (t.dtype == DType::kF32) {
+      std::memcpy(&out[i], p, sizeof(float));
+    } else {
+      uint16_t h;
+      std::memcpy(&h, p, sizeof h);
+      out[i] = t.dtype == DType::kBF16 ? bf16_to_float(h) : fp16_to_float(h);
+    }
+  }
+}
+
+struct MatrixGeometry {
+  int64_t n_matrices, n_rows, n_cols;
+};
+
+Result<MatrixGeometry> geometry(const format::TensorInfo& t) {
+  const Shape& s = t.shape;
+  if (s.rank < 2 || s.rank > 3 || s[s.rank - 1] % format::kNvfp4BlockSize != 0) {
+    return invalid_argument(t.name + ": cannot quantize " + s.to_string() +
+                            " to NVFP4 (need [N, K] or [E, N, K] with K a multiple of 16)");
+  }
+  return MatrixGeometry{s.rank == 3 ? s[0] : 1, s[s.rank - 2], s[s.rank - 1]};
+}
+
+Result<std::vector<float>> matrix_amaxes(const format::TensorInfo& t) {
+  DSV4_ASSIGN_OR_RETURN(MatrixGeometry geo, geometry(t));
+  std::vector<float> amaxes(geo.n_matrices);
+  std::vector<float> values(geo.n_rows * geo.n_cols);
+  for (int64_t g = 0; g < geo.n_matrices; ++g) {
+    load_matrix(t, g, geo.n_rows * geo.n_cols, values.data());
+    amaxes[g] = format::amax_abs(values.data(), values.size());
+  }
+  return amaxes;
+}
+
+// Adds one slot's weights to the plan. w1 and w3 stored per expert share the larger amax; a
+// fused [E, 2F, D] stack gets it by taking each expert's amax over both halves at once.
+Status plan_slot(const BoundSlot& slot, Plan& plan) {
+  std::map<int64_t, float> shared_amax;  // expert -> max(amax w1, amax w3)
+  std::vector<std::pair<const BoundPiece*, std::vector<float>>> amaxes;
+  for (const BoundPiece& piece : slot.pieces) {
+    DSV4_ASSIGN_OR_RETURN(std::vector<float> a, matrix_amaxes(*piece.stored.weight));
+    if (slot.stacking == Stacking::kPerExpertGateUp) {
+      float& m = shared_amax[piece.expert_idx];
+      m = std::max(m, a[0]);
+    }
+    amaxes.emplace_back(&piece, std::move(a));
+  }
+  for (auto& [piece, a] : amaxes) {
+    if (slot.stacking == Stacking::kPerExpertGateUp) a[0] = shared_amax[piece->expert_idx];
+    std::vector<format::GlobalScale>& scales = plan[piece->stored.weight->name];
+    for (float amax : a) scales.push_back(format::GlobalScale::from_amax(amax));
+  }
+  return ok_status();
+}
+
+Result<Plan> plan_quantization(const Binding& binding, bool all_linears) {
+  Plan plan;
+  for (const BoundSlot& slot : binding.slots) {
+    if (!selected(slot.param, all_linears)) continue;
+    // A slot already stored quantized (FP8, FP4) is copied as it is.
+    const bool dense = std::all_of(slot.pieces.begin(), slot.pieces.end(),
+                                   [](const BoundPiece& p) { return p.form == StorageForm::kDense; });
+    if (!dense) continue;
+    DSV4_RETURN_IF_ERROR(plan_slot(slot, plan));
+  }
+  return plan;
+}
+
+// ModelOpt's names for a quantized weight's siblings: `X.weight` -> `X.weight_scale`, ...;
+// a fused stack without a `.weight` suffix -> `X_weight_scale`, ... Each name is checked
+// against the loader's table (sibling_candidates), so the output binds.
+struct SiblingNames {
+  std::string block_scale, global_scale, input_scale;
+};
+
+Result<SiblingNames> sibling_names(const std::string& weight) {
+  const std::string suffix = ".weight";
+  const bool dotted = weight.size() > suffix.size() &&
+                      weight.compare(weight.size() - suffix.size(), suffix.size(), suffix) == 0;
+  const std::string stem = dotted ? weight.substr(0, weight.size() - suffix.size()) : weight;
+  const char* sep = dotted ? "." : "_";
+  SiblingNames names{stem + sep + "weight_scale", stem + sep + "weight_scale_2",
+                     stem + sep + "input_scale"};
+  const std::pair<const std::string*, SiblingRole> checks[] = {
+      {&names.block_scale, SiblingRole::kBlockScale},
+      {&names.global_scale, SiblingRole::kGlobalScale},
+      {&names.input_scale, SiblingRole::kInputScale}};
+  for (const auto& [name, role] : checks) {
+    bool known = false;
+    for (const SiblingMatch& m : sibling_candidates(*name)) {
+      known |= m.weight_name == weight && m.role == role;
+    }
+    if (!known) return internal_error(*name + ": not a sibling name the loader binds to " + weight);
+  }
+  return names;
+}
+
+std::vector<uint8_t> f32_bytes(const std::vector<float>& values) {
+  std::vector<uint8_t> bytes(values.size() * sizeof(float));
+  std::memcpy(bytes.data(), values.data(), bytes.size());
+  return bytes;
+}
+
+// Quantizes `t` matrix by matrix and adds its four ModelOpt tensors to `writer`; returns their
+// bytes.
+Result<size_t> add_quantized(const format::TensorInfo& t, const std::vector<format::GlobalScale>& scales,
+                     float input_scale, format::SafetensorsWriter& writer,
+                     std::vector<std::string>& names) {
+  DSV4_ASSIGN_OR_RETURN(MatrixGeometry geo, geometry(t));
+  DSV4_ASSIGN_OR_RETURN(SiblingNames siblings, sibling_names(t.name));
+  const int64_t n_elems = geo.n_rows * geo.n_cols;
+  std::vector<uint8_t> packed, block_scale;
+  std::vector<float> values(n_elems), decode, input;
+  for (int64_t g = 0; g < geo.n_matrices; ++g) {
+    load_matrix(t, g, n_elems, values.data());
+    DSV4_ASSIGN_OR_RETURN(format::Nvfp4Tensor q,
+                          format::quantize_ref(values.data(), geo.n_rows, geo.n_cols, scales[g]));
+    const uint8_t* p = q.packed.data_as<uint8_t>();
+    const uint8_t* s = q.block_scale.data_as<uint8_t>();
+    packed.insert(packed.end(), p, p + q.packed.numel());
+    block_scale.insert(block_scale.end(), s, s + q.block_scale.numel());
+    decode.push_back(scales[g].decode);
+    input.push_back(input_scale);
+  }
+  Shape packed_shape = t.shape, scale_shape = t.shape;
+  packed_shape[t.shape.rank - 1] = geo.n_cols / 2;
+  scale_shape[t.shape.rank - 1] = geo.n_cols / format::kNvfp4BlockSize;
+  const Shape per_matrix = t.shape.rank == 3 ? Shape{geo.n_matrices} : Shape{};
+  const size_t bytes = packed.size() + block_scale.size() + 2 * decode.size() * sizeof(float);
+  writer.add_raw(t.name, DType::kU8, packed_shape, std::move(packed));
+  writer.add_raw(siblings.block_scale, DType::kF8E4M3, scale_shape, std::move(block_scale));
+  writer.add_raw(siblings.global_scale, DType::kF32, per_matrix, f32_bytes(decode));
+  writer.add_raw(siblings.input_scale, DType::kF32, per_matrix, f32_bytes(input));
+  names.insert(names.end(), {t.name, siblings.block_scale, siblings.global_scale, siblings.input_scale});
+  return bytes;
+}
+
+Result<std::string> read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return not_found(path.string() + ": cannot open");
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+Status write_text(const fs::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.close();
+  if (!out) return internal_error(path.string() + ": write failed");
+  return ok_status();
+}
+
+// config.json with a ModelOpt-style quantization_config (the fields vLLM and ModelOpt read) and
+// which weights this tool quantized.
+Status write_config(const fs::path& in_dir, const fs::path& out_dir, const QuantizeOptions& options) {
+  DSV4_ASSIGN_OR_RETURN(std::string text, read_text(in_dir / kConfigName));
+  DSV4_ASSIGN_OR_RETURN(format::Json config, format::parse_json(text, (in_dir / kConfigName).string()));
+  config["quantization_config"] = {
+      {"quant_method", "modelopt"},
+      {"quant_algo", "NVFP4"},
+      {"group_size", format::kNvfp4BlockSize},
+      {"producer", "dsv4 quantize"},
+      {"dsv4_scope", options.all_linears ? "all linears but embedding, head and router"
+                                         : "routed experts"}};
+  return write_text(out_dir / kConfigName, config.dump(2) + "\n");
+}
+
+Status prepare_output(const fs::path& in_dir, const fs::path& out_dir, bool force) {
+  std::error_code ec;
+  if (fs::exists(out_dir, ec) && fs::equivalent(in_dir, out_dir, ec)) {
+    return invalid_argument(out_dir.string() + ": the output directory is the input directory");
+  }
+  if (fs::exists(out_dir, ec) && !fs::is_empty(out_dir, ec) && !force) {
+    return invalid_argument(out_dir.string() + ": not empty (pass --force to write into it)");
+  }
+  fs::create_directories(out_dir, ec);
+  if (ec) return internal_error(out_dir.string() + ": cannot create: " + ec.message());
+  return ok_status();
+}
+
+// Other files of the checkpoint directory (tokenizer, generation config, ...), unchanged.
+Status copy_other_files(const fs::path& in_dir, const fs::path& out_dir, bool force) {
+  std::error_code ec;
+  for (const fs::directory_entry& entry : fs::directory_iterator(in_dir, ec)) {
+    const fs::path& p = entry.path();
+    if (!entry.is_regular_file() || p.extension() == ".safetensors" ||
+        p.filename() == kShardIndexName || p.filename() == kConfigName) {
+      continue;
+    }
+    const auto mode = force ? fs::copy_options::overwrite_existing : fs::copy_options::none;
+    if (!fs::copy_file(p, out_dir / p.filename(), mode, ec) || ec) {
+      return internal_error(p.string() + ": copy failed: " + ec.message());
+    }
+  }
+  return ec ? internal_error(in_dir.string() + ": " + ec.message()) : ok_status();
+}
+
+}  // namespace
+
+Result<QuantizeSummary> quantize_checkpoint(const std::string& in_dir, const std::string& out_dir,
+                                            const QuantizeOptions& options) {
+  if (!(options.input_scale > 0.0f) || !std::isfinite(options.input_scale)) {
+    return invalid_argument("input scale " + std::to_string(options.input_scale) +
+                            ": must be finite and > 0 (calibration is not implemented)");
+  }
+  DSV4_ASSIGN_OR_RETURN(ModelConfig config, load_model_config(in_dir));
+  DSV4_RETURN_IF_ERROR(validate(config));
+  DSV4_ASSIGN_OR_RETURN(format::CheckpointFiles files, format::CheckpointFiles::open(in_dir));
+  const FileOf file_of = [&files](std::string_view name) { return files.file_of(name); };
+  DSV4_ASSIGN_OR_RETURN(Binding binding, bind_tensors(files.tensors(), config, std::nullopt, file_of));
+  if (!binding.report.problems.empty()) {
+    return invalid_argument(in_dir + " does not bind cleanly (run dsv4 check): " +
+                            binding.report.problems.front());
+  }
+  DSV4_ASSIGN_OR_RETURN(Plan plan, plan_quantization(binding, options.all_linears));
+  DSV4_RETURN_IF_ERROR(prepare_output(in_dir, out_dir, options.force));
+
+  QuantizeSummary summary;
+  summary.convention = binding.report.convention;
+  format::Json weight_map = format::Json::object();
+  const std::vector<const format::TensorInfo*>& tensors = files.tensors();
+  for (size_t begin = 0; begin < tensors.size();) {  // one shard at a time, in order
+    const std::string& shard = files.file_of(tensors[begin]->name);
+    const std::string shard_name = fs::path(shard).filename().string();
+    format::SafetensorsWriter writer;
+    writer.set_metadata("format", "pt");
+    size_t end = begin;
+    for (; end < tensors.size() && files.file_of(tensors[end]->name) == shard; ++end) {
+      const format::TensorInfo& t = *tensors[end];
+      std::vector<std::string> names;
+      if (const auto it = plan.find(t.name); it != plan.end()) {
+        DSV4_ASSIGN_OR_RETURN(size_t bytes,
+                              add_quantized(t, it->second, options.input_scale, writer, names));
+        summary.tensor_bytes += bytes;
+        ++summary.n_quantized;
+      } else {
+        writer.add_raw(t.name, t.dtype, t.shape, std::vector<uint8_t>(t.data, t.data + t.bytes));
+        names.push_back(t.name);
+        summary.tensor_bytes += t.bytes;
+        ++summary.n_copied;
+      }
+      for (const std::string& name : names) weight_map[name] = shard_name;
+    }
+    DSV4_RETURN_IF_ERROR(writer.write((fs::path(out_dir) / shard_name).string(), options.force));
+    ++summary.n_shards;
+    begin = end;
+  }
+  if (fs::exists(fs::path(in_dir) / kShardIndexName)) {
+    const format::Json index = {{"metadata", {{"total_size", summary.tensor_bytes}}},
+                                {"weight_map", weight_map}};
+    DSV4_RETURN_IF_ERROR(write_text(fs::path(out_dir) / kShardIndexName, index.dump(2) + "\n"));
+  }
+  DSV4_RETURN_IF_ERROR(write_config(in_dir, out_dir, options));
+  DSV4_RETURN_IF_ERROR(copy_other_files(in_dir, out_dir, options.force));
+  return summary;
+}
+
+}  // namespace dsv4::checkpoint

@@ -1,0 +1,47 @@
+// `dsv4 quantize`: a bf16/f16/f32 checkpoint to a ModelOpt-layout NVFP4 checkpoint
+// (docs/nvfp4.md). The routed experts (and, when asked, every other 2-D linear but the
+// embedding, the head and the router) become
+//   weight          u8       [N, K/2]   E2M1 codes, low nibble first
+//   weight_scale    f8_e4m3  [N, K/16]  UE4M3 block scales, linear layout
+//   weight_scale_2  f32      []         decode global scale amax / 2688 ([E] for a fused stack)
+//   input_scale     f32      []         the static activation decode scale ([E] likewise)
+// under the input's own names; w1 and w3 of one expert share one weight_scale_2 (the max of
+// their amaxes), because the fused w13 GEMM applies one alpha to both halves. Everything else
+// is copied byte for byte, shard by shard; config.json gains a quantization_config.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "checkpoint/tensor_names.h"
+#include "dsv4/status.h"
+
+namespace dsv4::checkpoint {
+
+struct QuantizeOptions {
+  // Also quantize every 2-D linear (attention, compressor, indexer, shared expert), not only
+  // the routed experts. The embedding, the head and the router stay as they are.
+  bool all_linears = false;
+  // The activation decode scale written as every input_scale (ModelOpt's calibrated
+  // amax_x / 2688); must be finite and > 0. A calibration pass needs the model forward, which
+  // this function does not run.
+  float input_scale = 0.0f;
+  // Write into an existing, non-empty output directory, replacing files of the same name.
+  bool force = false;
+};
+
+struct QuantizeSummary {
+  NamingConvention convention = NamingConvention::kOfficial;
+  size_t n_quantized = 0;  // weight tensors turned into NVFP4
+  size_t n_copied = 0;     // tensors copied unchanged
+  size_t n_shards = 0;
+  size_t tensor_bytes = 0;  // tensor data written over all shards (the index's total_size)
+};
+
+// Reads `in_dir` (config.json + safetensors, sharded or not), writes `out_dir`. The input must
+// bind without problems (as `dsv4 check` reports it); `out_dir` must be empty or absent unless
+// options.force.
+Result<QuantizeSummary> quantize_checkpoint(const std::string& in_dir, const std::string& out_dir,
+                                            const QuantizeOptions& options);
+
+}  // namespace dsv4::checkpoint
