@@ -193,4 +193,44 @@ Status nvfp4_grouped_gemm(const TensorView& a, const format::Nvfp4View& b,
   return ok_status();
 }
 
+// ---- Attention ----
+
+Status rope(const TensorView& x, const TensorView& positions, const TensorView& inv_freq,
+            RopeDirection direction) {
+  if (device_of({&x, &positions, &inv_freq}) == Device::kCuda) return no_cuda("rope");
+  cpu::rope(x, positions, inv_freq, direction);
+  return ok_status();
+}
+
+Status sparse_attention(const SparseAttentionParams& p) {
+  if (device_of({&p.q, &p.kv, &p.indices, &p.extra_kv, &p.extra_indices, &p.sinks, &p.out}) ==
+      Device::kCuda) {
+    return no_cuda("sparse_attention");
+  }
+  cpu::sparse_attention(p);
+  return ok_status();
+}
+
+Status compressor_pool(const CompressorPoolParams& p) {
+  if (device_of({&p.kv, &p.gate, &p.ape, &p.out}) == Device::kCuda) {
+    return no_cuda("compressor_pool");
+  }
+  cpu::compressor_pool(p);
+  return ok_status();
+}
+
+Status indexer_scores(const IndexerScoreParams& p) {
+  if (device_of({&p.q, &p.keys, &p.weights, &p.scores}) == Device::kCuda) {
+    return no_cuda("indexer_scores");
+  }
+  cpu::indexer_scores(p);
+  return ok_status();
+}
+
+Status topk(const TensorView& scores, const TensorView& n_candidates, const TensorView& indices) {
+  if (device_of({&scores, &n_candidates, &indices}) == Device::kCuda) return no_cuda("topk");
+  cpu::topk(scores, n_candidates, indices);
+  return ok_status();
+}
+
 }  // namespace dsv4::kernels

@@ -143,4 +143,66 @@ Status nvfp4_grouped_gemm(const StagedActivation& a, const format::Nvfp4View& b,
 Status nvfp4_grouped_gemm(const TensorView& a, const format::Nvfp4View& b,
                           const TensorView& group_offsets, const TensorView& d);
 
+// ---- Attention (model/attention.cpp; ../shared/docs/deepseek_v4.md §2.4) -----------------------
+// Dimension letters here: H heads, Dh head dim, P rope pairs (the trailing 2P dims of a head),
+// N kv rows, K candidates per query, S compressor rows, m compress ratio, c = 2 (CSA) or 1 (HCA),
+// d compressed entry width, HI / DI indexer heads / head dim.
+
+enum class RopeDirection {
+  kForward,  // rotate by +pos·θ (q, kv, compressed entries)
+  kInverse,  // rotate by −pos·θ (the attention output, whose V carried the keys' rotation)
+};
+
+// Interleaved (GPT-J) RoPE in place on the trailing 2P dims of every head of x f32 [T, H, Dh]
+// (or [T, Dh]): pair i = (x[Dh−2P+2i], x[Dh−2P+2i+1]) turns by positions[t]·inv_freq[i], the
+// angle one f32 product as in transformers. positions i64 [T], inv_freq f32 [P].
+Status rope(const TensorView& x, const TensorView& positions, const TensorView& inv_freq,
+            RopeDirection direction);
+
+// Attention of T queries over candidate rows picked by index from two K=V sources (the sliding
+// window ring and the compressed entries), with a per-head sink logit in the denominator:
+//   out[t,h] = Σ_j p_j·row_j,  p = softmax({scale·q[t,h]·row_j} ∪ {sinks[h]}) without the sink.
+// Index −1 means "no candidate". The extra source may be empty (data == nullptr).
+struct SparseAttentionParams {
+  TensorView q;              // f32 [T, H, Dh]
+  TensorView kv;             // f32 [N, Dh]
+  TensorView indices;        // i32 [T, Kw]  rows of kv
+  TensorView extra_kv;       // f32 [Ne, Dh]
+  TensorView extra_indices;  // i32 [T, Kc]  rows of extra_kv
+  TensorView sinks;          // f32 [H]
+  float scale = 1.0f;        // applied to q·k (the sink logit is not scaled)
+  TensorView out;            // f32 [T, H, Dh]
+};
+Status sparse_attention(const SparseAttentionParams& params);
+
+// The KV compressor's gated softmax pooling. Rows are tokens of whole blocks of m = ape rows,
+// row 0 at a block start; row r's gate gets ape[r mod m]; every output dim is a softmax over the
+// slots of its window. HCA (overlap false): entry w pools block w (n = S/m entries at most).
+// CSA (overlap true, rows [A | B]): entry w pools block w's A halves and block w+1's B halves
+// (n = S/m − 1 at most); a gate of −inf gives a slot weight 0.
+struct CompressorPoolParams {
+  TensorView kv;         // f32 [S, c·d]
+  TensorView gate;       // f32 [S, c·d]  before the position bias
+  TensorView ape;        // f32 [m, c·d]
+  bool overlap = false;  // c = 2 when true
+  TensorView out;        // f32 [n, d]
+};
+Status compressor_pool(const CompressorPoolParams& params);
+
+// Lightning-indexer scores: scores[t,n] = Σ_h (weights[t,h]·weight_scale)·(ReLU(q[t,h]·keys[n])·q_scale).
+struct IndexerScoreParams {
+  TensorView q;        // f32 [T, HI, DI]
+  TensorView keys;     // f32 [N, DI]
+  TensorView weights;  // f32 [T, HI]
+  float q_scale = 1.0f;
+  float weight_scale = 1.0f;
+  TensorView scores;   // f32 [T, N]
+};
+Status indexer_scores(const IndexerScoreParams& params);
+
+// indices i32 [T, K] (rows may be strided) = the K largest of scores[t, 0:n_candidates[t]] in
+// descending order, equal scores lower index first, −1 once the candidates run out.
+// scores f32 [T, N] (rows may be strided), n_candidates i32 [T].
+Status topk(const TensorView& scores, const TensorView& n_candidates, const TensorView& indices);
+
 }  // namespace dsv4::kernels

@@ -46,4 +46,12 @@ void nvfp4_grouped_gemm(const StagedActivation& a, const format::Nvfp4View& b,
 void nvfp4_grouped_gemm(const TensorView& a, const format::Nvfp4View& b,
                         const TensorView& group_offsets, const TensorView& d);
 
+// ---- Attention (kernels/ops.h has the contracts) ----
+void rope(const TensorView& x, const TensorView& positions, const TensorView& inv_freq,
+          RopeDirection direction);
+void sparse_attention(const SparseAttentionParams& params);
+void compressor_pool(const CompressorPoolParams& params);
+void indexer_scores(const IndexerScoreParams& params);
+void topk(const TensorView& scores, const TensorView& n_candidates, const TensorView& indices);
+
 }  // namespace dsv4::kernels::cpu

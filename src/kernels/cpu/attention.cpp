@@ -1,0 +1,109 @@
+// The attention core of DeepSeek-V4 (../shared/docs/deepseek_v4.md §2.4.6): every query gathers
+// its candidate K=V rows by index from two sources (the sliding-window ring and the compressed
+// entries), and a per-head sink logit joins the softmax denominator without a value. This is
+// transformers' eager_attention_forward with the sink column concatenated and dropped, written
+// over index lists instead of a dense [T, N] mask so that its cost is O(T·H·K·Dh) whatever the
+// context length (the shape of FlashMLA's sparse decode kernel).
+//
+// Dimension letters: T tokens, H heads, Dh head dim, K candidates per query (both sources).
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "kernels/cpu/cpu_ops.h"
+
+namespace dsv4::kernels::cpu {
+namespace {
+
+// One candidate source: rows of `kv` picked by `indices` (−1 = none).
+struct Source {
+  const float* kv = nullptr;
+  int64_t n_rows = 0;
+  const int32_t* indices = nullptr;
+  int64_t n_candidates = 0;  // per query
+};
+
+Source source_of(const TensorView& kv, const TensorView& indices, int64_t n_tokens,
+                 int64_t head_dim, const char* what) {
+  if (kv.data == nullptr) return {};
+  DSV4_CHECK(kv.dtype == DType::kF32 && kv.is_contiguous() && kv.rank() == 2 &&
+                 kv.size(1) == head_dim,
+             "sparse_attention %s: kv f32 [N, %lld]", what, (long long)head_dim);
+  DSV4_CHECK(indices.dtype == DType::kI32 && indices.is_contiguous() && indices.rank() == 2 &&
+                 indices.size(0) == n_tokens,
+             "sparse_attention %s: indices i32 [%lld, K]", what, (long long)n_tokens);
+  return {kv.data_as<const float>(), kv.size(0), indices.data_as<const int32_t>(), indices.size(1)};
+}
+
+// The valid candidate rows of query t, both sources in order.
+void gather_rows(const Source (&sources)[2], int64_t t, int64_t head_dim,
+                 std::vector<const float*>& rows) {
+  rows.clear();
+  for (const Source& src : sources) {
+    for (int64_t j = 0; j < src.n_candidates; ++j) {
+      const int32_t row = src.indices[t * src.n_candidates + j];
+      if (row < 0) continue;
+      DSV4_CHECK(row < src.n_rows, "sparse_attention: index %d of %lld rows", row,
+                 (long long)src.n_rows);
+      rows.push_back(src.kv + static_cast<int64_t>(row) * head_dim);
+    }
+  }
+}
+
+// out = Σ_j softmax_j(logits ∪ {sink}) · rows[j]; the max includes the sink, as transformers
+// subtracts the max of the concatenated logits.
+void attend_one_head(const float* q, const std::vector<const float*>& rows, float sink,
+                     float scale, int64_t head_dim, std::vector<float>& logits, float* out) {
+  logits.resize(rows.size());
+  float max_logit = sink;
+  for (size_t j = 0; j < rows.size(); ++j) {
+    float dot = 0.0f;
+    for (int64_t d = 0; d < head_dim; ++d) dot += q[d] * rows[j][d];
+    logits[j] = dot * scale;
+    max_logit = std::max(max_logit, logits[j]);
+  }
+  float denom = std::exp(sink - max_logit);
+  for (float& l : logits) {
+    l = std::exp(l - max_logit);
+    denom += l;
+  }
+  std::fill(out, out + head_dim, 0.0f);
+  for (size_t j = 0; j < rows.size(); ++j) {
+    const float p = logits[j] / denom;
+    for (int64_t d = 0; d < head_dim; ++d) out[d] += p * rows[j][d];
+  }
+}
+
+}  // namespace
+
+void sparse_attention(const SparseAttentionParams& p) {
+  DSV4_CHECK(p.q.dtype == DType::kF32 && p.q.is_contiguous() && p.q.rank() == 3,
+             "sparse_attention: q f32 [T, H, Dh]");
+  DSV4_CHECK(p.out.dtype == DType::kF32 && p.out.is_contiguous() && p.out.shape == p.q.shape,
+             "sparse_attention: out must match q");
+  const int64_t n_tokens = p.q.size(0);
+  const int64_t n_heads = p.q.size(1);
+  const int64_t head_dim = p.q.size(2);
+  DSV4_CHECK(p.sinks.dtype == DType::kF32 && p.sinks.numel() == n_heads,
+             "sparse_attention: sinks f32 [H]");
+  const Source sources[2] = {source_of(p.kv, p.indices, n_tokens, head_dim, "window"),
+                             source_of(p.extra_kv, p.extra_indices, n_tokens, head_dim, "extra")};
+  const float* q = p.q.data_as<const float>();
+  const float* sinks = p.sinks.data_as<const float>();
+  float* out = p.out.data_as<float>();
+#pragma omp parallel
+  {
+    std::vector<const float*> rows;
+    std::vector<float> logits;
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      gather_rows(sources, t, head_dim, rows);
+      for (int64_t h = 0; h < n_heads; ++h) {
+        const int64_t offset = (t * n_heads + h) * head_dim;
+        attend_one_head(q + offset, rows, sinks[h], p.scale, head_dim, logits, out + offset);
+      }
+    }
+  }
+}
+
+}  // namespace dsv4::kernels::cpu

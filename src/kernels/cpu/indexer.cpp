@@ -1,0 +1,49 @@
+// Lightning-indexer scores (transformers' DeepseekV4IndexerScorer): for query t and compressed
+// entry n, Σ_h (w[t,h]·weight_scale) · (ReLU(q[t,h] · k[n])·q_scale), in f32 in that order of
+// products. transformers has no Hadamard rotation or FP4 simulation here (the official
+// reference does; ../shared/docs/deepseek_v4.md §2.4.5) and neither do we.
+//
+// Dimension letters: T tokens, HI indexer heads, DI indexer head dim, N compressed entries.
+#include <algorithm>
+
+#include "kernels/cpu/cpu_ops.h"
+
+namespace dsv4::kernels::cpu {
+
+void indexer_scores(const IndexerScoreParams& p) {
+  DSV4_CHECK(p.q.dtype == DType::kF32 && p.q.is_contiguous() && p.q.rank() == 3,
+             "indexer_scores: q f32 [T, HI, DI]");
+  const int64_t n_tokens = p.q.size(0);
+  const int64_t n_heads = p.q.size(1);
+  const int64_t head_dim = p.q.size(2);
+  DSV4_CHECK(p.keys.dtype == DType::kF32 && p.keys.is_contiguous() && p.keys.rank() == 2 &&
+                 p.keys.size(1) == head_dim,
+             "indexer_scores: keys f32 [N, DI]");
+  const int64_t n_entries = p.keys.size(0);
+  DSV4_CHECK(p.weights.dtype == DType::kF32 && p.weights.is_contiguous() &&
+                 p.weights.numel() == n_tokens * n_heads,
+             "indexer_scores: weights f32 [T, HI]");
+  DSV4_CHECK(p.scores.dtype == DType::kF32 && p.scores.is_contiguous() && p.scores.rank() == 2 &&
+                 p.scores.size(0) == n_tokens && p.scores.size(1) == n_entries,
+             "indexer_scores: scores f32 [T, N]");
+  const float* q = p.q.data_as<const float>();
+  const float* keys = p.keys.data_as<const float>();
+  const float* weights = p.weights.data_as<const float>();
+  float* scores = p.scores.data_as<float>();
+#pragma omp parallel for collapse(2) schedule(static) if (n_tokens * n_entries > 64)
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    for (int64_t n = 0; n < n_entries; ++n) {
+      const float* key = keys + n * head_dim;
+      float total = 0.0f;
+      for (int64_t h = 0; h < n_heads; ++h) {
+        const float* query = q + (t * n_heads + h) * head_dim;
+        float dot = 0.0f;
+        for (int64_t d = 0; d < head_dim; ++d) dot += query[d] * key[d];
+        total += (weights[t * n_heads + h] * p.weight_scale) * (std::max(dot, 0.0f) * p.q_scale);
+      }
+      scores[t * n_entries + n] = total;
+    }
+  }
+}
+
+}  // namespace dsv4::kernels::cpu

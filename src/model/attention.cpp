@@ -1,0 +1,231 @@
+// transformers' DeepseekV4Attention.forward, step by step, over the per-sequence cache (see
+// attention_cache.h). Where the official reference (../shared/docs/deepseek_v4.md §2.4) differs,
+// we follow transformers, the oracle of our tests:
+//   - no FP8 round trip of the kv nope dims or of the compressed entries (§2.4.1, §2.4.4);
+//   - no Hadamard rotation or FP4 round trip in the indexer (§2.4.5);
+//   - the compressor's pooled entry is normed in f32, not cast to bf16 first.
+//
+// Dimension letters: T tokens of a step, D model width, Q q_lora_rank, H heads, Dh head dim,
+// W window, R ring rows, N compressed entries, G output groups, Ro o_lora_rank.
+#include "model/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "kernels/ops.h"
+#include "model/compressor.h"
+#include "model/indexer.h"
+#include "model/upload.h"
+
+namespace dsv4::model {
+namespace {
+
+using checkpoint::AttentionType;
+
+// Columns [begin, end) of a row-major matrix view (rows stay strided; linear accepts that).
+TensorView columns(const TensorView& matrix, int64_t begin, int64_t end) {
+  TensorView view = matrix;
+  view.data = static_cast<float*>(matrix.data) + begin;
+  view.shape[1] = end - begin;
+  return view;
+}
+
+// q = rope(per-head RMSNorm(wq_b(q_latent))), q_latent = q_norm(wq_a(x)).
+Status project_query(const checkpoint::ModelConfig& config,
+                     const checkpoint::AttentionWeights& weights, const TensorView& x,
+                     const TensorView& positions, const TensorView& inv_freq,
+                     const TensorView& q_latent, const TensorView& q) {
+  const float eps = static_cast<float>(config.rms_norm_eps);
+  const int64_t n_tokens = x.size(0);
+  DSV4_RETURN_IF_ERROR(kernels::linear(x, weights.wq_a.view(), q_latent));
+  DSV4_RETURN_IF_ERROR(kernels::rms_norm(q_latent, weights.q_norm.view(), eps, q_latent));
+  const TensorView q_rows = q.reshaped({n_tokens, config.n_head * config.head_dim});
+  DSV4_RETURN_IF_ERROR(kernels::linear(q_latent, weights.wq_b.view(), q_rows));
+  const TensorView q_heads = q.reshaped({n_tokens * config.n_head, config.head_dim});
+  DSV4_RETURN_IF_ERROR(kernels::rms_norm(q_heads, TensorView{}, eps, q_heads));
+  return kernels::rope(q, positions, inv_freq, kernels::RopeDirection::kForward);
+}
+
+// kv = rope(kv_norm(wkv(x))), written to the window ring at rows position mod R.
+Status project_kv_into_window(const checkpoint::ModelConfig& config,
+                              const checkpoint::AttentionWeights& weights, const TensorView& x,
+                              const TensorView& positions, int64_t start_pos,
+                              AttentionCache& cache) {
+  const int64_t n_tokens = x.size(0);
+  DSV4_ASSIGN_OR_RETURN(Tensor kv, Tensor::empty(DType::kF32, {n_tokens, config.head_dim}, x.device));
+  DSV4_RETURN_IF_ERROR(kernels::linear(x, weights.wkv.view(), kv.view()));
+  DSV4_RETURN_IF_ERROR(kernels::rms_norm(kv.view(), weights.kv_norm.view(),
+                                         static_cast<float>(config.rms_norm_eps), kv.view()));
+  DSV4_RETURN_IF_ERROR(kernels::rope(kv.view(), positions, cache.inv_freq.view(),
+                                     kernels::RopeDirection::kForward));
+  // T ≤ Ts < R, so the rows wrap around the ring at most once.
+  const int64_t n_ring = cache.window.shape()[0];
+  int64_t t = 0;
+  while (t < n_tokens) {
+    const int64_t slot = (start_pos + t) % n_ring;
+    const int64_t n = std::min(n_tokens - t, n_ring - slot);
+    DSV4_RETURN_IF_ERROR(
+        copy_tensor(cache.window.view().rows(slot, slot + n), kv.view().rows(t, t + n)));
+    t += n;
+  }
+  return ok_status();
+}
+
+// i32 [T, W]: the ring rows of positions p−W+1 … p for each query position p (−1 before 0).
+std::vector<int32_t> window_indices(const std::vector<int64_t>& positions, int64_t window,
+                                    int64_t n_ring) {
+  std::vector<int32_t> indices(positions.size() * window);
+  for (size_t t = 0; t < positions.size(); ++t) {
+    for (int64_t j = 0; j < window; ++j) {
+      const int64_t pos = positions[t] - window + 1 + j;
+      indices[t * window + j] = pos < 0 ? -1 : static_cast<int32_t>(pos % n_ring);
+    }
+  }
+  return indices;
+}
+
+// HCA: i32 [T, N], every entry whose block is complete at the query's position.
+std::vector<int32_t> visible_entries(const std::vector<int64_t>& positions, int64_t ratio,
+                                     int64_t n_entries) {
+  std::vector<int32_t> indices(positions.size() * n_entries);
+  for (size_t t = 0; t < positions.size(); ++t) {
+    for (int64_t j = 0; j < n_entries; ++j) {
+      indices[t * n_entries + j] = j < (positions[t] + 1) / ratio ? static_cast<int32_t>(j) : -1;
+    }
+  }
+  return indices;
+}
+
+// y = wo_b(concat_g wo_a[g] · o_g): o [T, H·Dh] seen as G groups of H/G heads.
+Status project_output(const checkpoint::ModelConfig& config,
+                      const checkpoint::AttentionWeights& weights, const TensorView& o,
+                      const TensorView& out) {
+  const int64_t n_tokens = o.size(0);
+  const int64_t n_groups = config.o_groups;
+  const int64_t group_in = o.size(1) / n_groups;
+  const int64_t rank = config.o_lora_rank;
+  DSV4_ASSIGN_OR_RETURN(Tensor low, Tensor::empty(DType::kF32, {n_tokens, n_groups * rank}, o.device));
+  for (int64_t g = 0; g < n_groups; ++g) {
+    DSV4_RETURN_IF_ERROR(kernels::linear(columns(o, g * group_in, (g + 1) * group_in),
+                                         weights.wo_a.view().rows(g * rank, (g + 1) * rank),
+                                         columns(low.view(), g * rank, (g + 1) * rank)));
+  }
+  return kernels::linear(low.view(), weights.wo_b.view(), out);
+}
+
+// The compressed entries a step's queries may attend to, and which per query (i32 [T, K]).
+// Empty on sliding layers and before the first block completes.
+struct CompressedCandidates {
+  TensorView entries;  // f32 [N, Dh]
+  Tensor indices;
+};
+
+Result<CompressedCandidates> compressed_candidates(const checkpoint::ModelConfig& config,
+                                                   const checkpoint::AttentionWeights& weights,
+                                                   const IndexerStep& step, AttentionCache& cache) {
+  if (!cache.compressor) return CompressedCandidates{};
+  CompressorCache& compressor = *cache.compressor;
+  DSV4_RETURN_IF_ERROR(compressor_forward(*weights.compressor, step.x, step.inv_freq,
+                                          static_cast<float>(config.rms_norm_eps), compressor));
+  // The indexer's own compressor must see every token, whether or not an entry exists yet.
+  Tensor picks;
+  if (cache.indexer) {
+    DSV4_ASSIGN_OR_RETURN(picks, indexer_forward(config, *weights.indexer, step, *cache.indexer));
+  }
+  CompressedCandidates candidates;
+  const int64_t n_entries = compressor.n_entries;
+  if (n_entries == 0) return candidates;
+  candidates.entries = compressor.entries.view().rows(0, n_entries);
+  if (cache.indexer) {  // CSA: the indexer's top-k
+    candidates.indices = std::move(picks);
+  } else {  // HCA: every complete block
+    const int64_t n_tokens = step.x.size(0);
+    DSV4_ASSIGN_OR_RETURN(candidates.indices,
+                          upload(visible_entries(step.host_positions, compressor.ratio, n_entries),
+                                 {n_tokens, n_entries}, step.x.device));
+  }
+  return candidates;
+}
+
+// One step of T ≤ Ts tokens at positions start_pos … start_pos+T−1.
+Status attention_step(const checkpoint::ModelConfig& config,
+                      const checkpoint::AttentionWeights& weights, const TensorView& x,
+                      int64_t start_pos, AttentionCache& cache, const TensorView& out) {
+  const int64_t n_tokens = x.size(0);
+  const Device device = x.device;
+  IndexerStep step;
+  step.x = x;
+  step.inv_freq = cache.inv_freq.view();
+  step.host_positions.resize(n_tokens);
+  for (int64_t t = 0; t < n_tokens; ++t) step.host_positions[t] = start_pos + t;
+  DSV4_ASSIGN_OR_RETURN(Tensor positions, upload(step.host_positions, {n_tokens}, device));
+  step.positions = positions.view();
+
+  DSV4_ASSIGN_OR_RETURN(Tensor q_latent, Tensor::empty(DType::kF32, {n_tokens, config.q_lora_rank}, device));
+  DSV4_ASSIGN_OR_RETURN(Tensor q, Tensor::empty(DType::kF32, {n_tokens, config.n_head, config.head_dim}, device));
+  DSV4_RETURN_IF_ERROR(project_query(config, weights, x, step.positions, step.inv_freq,
+                                     q_latent.view(), q.view()));
+  step.q_latent = q_latent.view();
+  DSV4_RETURN_IF_ERROR(project_kv_into_window(config, weights, x, step.positions, start_pos, cache));
+  DSV4_ASSIGN_OR_RETURN(CompressedCandidates compressed,
+                        compressed_candidates(config, weights, step, cache));
+  const int64_t window = config.sliding_window;
+  DSV4_ASSIGN_OR_RETURN(Tensor window_rows,
+                        upload(window_indices(step.host_positions, window, cache.window.shape()[0]),
+                               {n_tokens, window}, device));
+
+  DSV4_ASSIGN_OR_RETURN(Tensor o, Tensor::empty(DType::kF32, q.shape(), device));
+  kernels::SparseAttentionParams attn;
+  attn.q = q.view();
+  attn.kv = cache.window.view();
+  attn.indices = window_rows.view();
+  attn.extra_kv = compressed.entries;
+  attn.extra_indices = compressed.indices.view();
+  attn.sinks = weights.attn_sink.view();
+  attn.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(config.head_dim)));
+  attn.out = o.view();
+  DSV4_RETURN_IF_ERROR(kernels::sparse_attention(attn));
+  // V = K carried the keys' rotation into the output; undo it at the query's position.
+  DSV4_RETURN_IF_ERROR(kernels::rope(o.view(), step.positions, step.inv_freq,
+                                     kernels::RopeDirection::kInverse));
+  DSV4_RETURN_IF_ERROR(project_output(
+      config, weights, o.view().reshaped({n_tokens, config.n_head * config.head_dim}), out));
+  cache.n_tokens += n_tokens;
+  return ok_status();
+}
+
+}  // namespace
+
+Status attention_forward(const checkpoint::ModelConfig& config, int64_t layer,
+                         const checkpoint::AttentionWeights& weights, const TensorView& x,
+                         int64_t start_pos, AttentionCache& cache, const TensorView& out) {
+  DSV4_CHECK(layer >= 0 && layer < static_cast<int64_t>(config.layers.size()), "layer %lld",
+             (long long)layer);
+  DSV4_CHECK(x.dtype == DType::kF32 && x.rank() == 2 && x.size(1) == config.hidden_size &&
+                 x.is_contiguous() && out.shape == x.shape && out.is_contiguous(),
+             "attention_forward: x and out must be f32 [T, D]");
+  DSV4_CHECK(cache.compressor.has_value() ==
+                 (config.layers[layer].attention != AttentionType::kSliding),
+             "attention_forward: cache of another layer type");
+  const int64_t n_tokens = x.size(0);
+  if (start_pos != cache.n_tokens) {
+    return invalid_argument("attention layer " + std::to_string(layer) + ": start_pos " +
+                            std::to_string(start_pos) + ", but the cache holds " +
+                            std::to_string(cache.n_tokens) + " tokens");
+  }
+  if (start_pos + n_tokens > cache.max_positions) {
+    return resource_exhausted("attention layer " + std::to_string(layer) + ": " +
+                              std::to_string(start_pos + n_tokens) + " tokens, cache holds " +
+                              std::to_string(cache.max_positions));
+  }
+  for (int64_t begin = 0; begin < n_tokens; begin += cache.max_step_tokens) {
+    const int64_t end = std::min(n_tokens, begin + cache.max_step_tokens);
+    DSV4_RETURN_IF_ERROR(attention_step(config, weights, x.rows(begin, end), start_pos + begin,
+                                        cache, out.rows(begin, end)));
+  }
+  return ok_status();
+}
+
+}  // namespace dsv4::model

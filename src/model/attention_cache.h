@@ -1,0 +1,58 @@
+// The per-sequence, per-layer state that lets attention_forward process a sequence in steps of
+// any length (prefill in chunks, then one token at a time) and give the numbers of one full
+// recompute. It holds exactly what transformers' DeepseekV4HCACache / DeepseekV4CSACache hold:
+//   - the sliding window: the K=V rows of the last tokens, as a ring;
+//   - per compressor (the attention's own; on CSA layers also the indexer's at width DI): the
+//     projected rows (kv, gate) of tokens not yet pooled - on CSA also the previous full block,
+//     whose A halves the next overlapped window needs - and the compressed entries so far.
+// One AttentionCache serves one sequence; a batch of sequences of different lengths is a batch
+// of caches.
+//
+// Dimension letters: W sliding window, Ts max tokens per step, R = W + Ts − 1 ring rows, Dh head
+// dim, P rope pairs, m compress ratio, c = 2 (CSA) or 1 (HCA), d entry width (Dh, or DI for the
+// indexer), C entry capacity = max_positions / m.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "base/buffer.h"
+#include "checkpoint/config.h"
+#include "dsv4/status.h"
+
+namespace dsv4::model {
+
+// One KV compressor's state. Rows are kept block-aligned: row 0 starts a block of m tokens.
+struct CompressorCache {
+  int64_t ratio = 0;     // m
+  bool overlap = false;  // CSA: windows of 2m tokens, stride m
+  int64_t width = 0;     // d
+  // Projected rows not yet pooled; on CSA the previous full block comes first (m rows; before
+  // the first block: kv 0, gate −inf, which gives those slots weight 0).
+  Tensor kv;    // f32 [2m, c·d]
+  Tensor gate;  // f32 [2m, c·d], before the position bias
+  int64_t n_rows = 0;
+  Tensor entries;  // f32 [C, d]  normed and rotated, in block order
+  int64_t n_entries = 0;
+};
+
+struct AttentionCache {
+  // Tokens per internal step: attention_forward splits longer calls, so that the ring of
+  // W + Ts − 1 rows holds every window a step reads while the step's own rows are written.
+  static constexpr int64_t kDefaultStepTokens = 256;
+
+  // For `layer` of `config`, for sequences of up to max_positions tokens, on `device`.
+  static Result<AttentionCache> create(const checkpoint::ModelConfig& config, int64_t layer,
+                                       int64_t max_positions, Device device,
+                                       int64_t max_step_tokens = kDefaultStepTokens);
+
+  int64_t n_tokens = 0;  // tokens seen so far = the position of the next one
+  int64_t max_positions = 0;
+  int64_t max_step_tokens = 0;  // Ts
+  Tensor window;                // f32 [R, Dh]  the token at position p in row p mod R
+  Tensor inv_freq;              // f32 [P]  this layer's RoPE frequencies (rope.h)
+  std::optional<CompressorCache> compressor;  // CSA and HCA layers
+  std::optional<CompressorCache> indexer;     // CSA layers
+};
+
+}  // namespace dsv4::model

@@ -1,0 +1,64 @@
+#include "model/indexer.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/ops.h"
+#include "model/compressor.h"
+#include "model/upload.h"
+
+namespace dsv4::model {
+namespace {
+
+// Entry j covers tokens [j·m, (j+1)·m): visible to the query at p iff j < (p + 1) / m.
+std::vector<int32_t> visible_entries(const std::vector<int64_t>& positions, int64_t ratio,
+                                     int64_t n_entries) {
+  std::vector<int32_t> counts(positions.size());
+  for (size_t t = 0; t < positions.size(); ++t) {
+    counts[t] = static_cast<int32_t>(std::min((positions[t] + 1) / ratio, n_entries));
+  }
+  return counts;
+}
+
+}  // namespace
+
+Result<Tensor> indexer_forward(const checkpoint::ModelConfig& config,
+                               const checkpoint::IndexerWeights& weights, const IndexerStep& step,
+                               CompressorCache& cache) {
+  const float eps = static_cast<float>(config.rms_norm_eps);
+  DSV4_RETURN_IF_ERROR(compressor_forward(weights.compressor, step.x, step.inv_freq, eps, cache));
+  const int64_t n_tokens = step.x.size(0);
+  const int64_t n_entries = cache.n_entries;
+  const int64_t n_picks = std::min(config.index_topk, n_entries);
+  if (n_picks == 0) return Tensor();
+  const Device device = step.x.device;
+  const int64_t n_heads = config.index_n_heads;
+  const int64_t head_dim = config.index_head_dim;
+
+  DSV4_ASSIGN_OR_RETURN(Tensor q, Tensor::empty(DType::kF32, {n_tokens, n_heads, head_dim}, device));
+  DSV4_RETURN_IF_ERROR(kernels::linear(step.q_latent, weights.wq_b.view(),
+                                       q.view().reshaped({n_tokens, n_heads * head_dim})));
+  DSV4_RETURN_IF_ERROR(kernels::rope(q.view(), step.positions, step.inv_freq,
+                                     kernels::RopeDirection::kForward));
+  DSV4_ASSIGN_OR_RETURN(Tensor head_weights, Tensor::empty(DType::kF32, {n_tokens, n_heads}, device));
+  DSV4_RETURN_IF_ERROR(kernels::linear(step.x, weights.weights_proj.view(), head_weights.view()));
+
+  DSV4_ASSIGN_OR_RETURN(Tensor scores, Tensor::empty(DType::kF32, {n_tokens, n_entries}, device));
+  kernels::IndexerScoreParams score;
+  score.q = q.view();
+  score.keys = cache.entries.view().rows(0, n_entries);
+  score.weights = head_weights.view();
+  score.q_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
+  score.weight_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(n_heads)));
+  score.scores = scores.view();
+  DSV4_RETURN_IF_ERROR(kernels::indexer_scores(score));
+
+  DSV4_ASSIGN_OR_RETURN(Tensor n_candidates,
+                        upload(visible_entries(step.host_positions, cache.ratio, n_entries),
+                               {n_tokens}, device));
+  DSV4_ASSIGN_OR_RETURN(Tensor picks, Tensor::empty(DType::kI32, {n_tokens, n_picks}, device));
+  DSV4_RETURN_IF_ERROR(kernels::topk(scores.view(), n_candidates.view(), picks.view()));
+  return picks;
+}
+
+}  // namespace dsv4::model

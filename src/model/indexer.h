@@ -1,0 +1,37 @@
+// The lightning indexer of CSA layers (transformers' DeepseekV4Indexer, the official Indexer;
+// ../shared/docs/deepseek_v4.md §2.4.5): its own overlapped compressor at width DI gives one
+// key per block of m tokens; queries come from the attention's q latent; each query keeps the
+// index_topk entries of highest Σ_h w_h·ReLU(q_h·k), among the entries whose block it has seen.
+//
+// Dimension letters: T new tokens, D model width, Q q_lora_rank, HI/DI indexer heads/dim,
+// K picks per query.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "base/buffer.h"
+#include "checkpoint/config.h"
+#include "checkpoint/weights.h"
+#include "dsv4/status.h"
+#include "model/attention_cache.h"
+
+namespace dsv4::model {
+
+// What one attention step hands the indexer.
+struct IndexerStep {
+  TensorView x;          // f32 [T, D]  the attention's input
+  TensorView q_latent;   // f32 [T, Q]  q_norm(wq_a(x))
+  TensorView positions;  // i64 [T]
+  std::vector<int64_t> host_positions;  // the same, on the host
+  TensorView inv_freq;   // f32 [P]  the compress RoPE
+};
+
+// Feeds the step's tokens to the indexer's compressor (`cache`), then returns the picks i32
+// [T, K], K = min(index_topk, entries so far): indices of the attention compressor's entries
+// (both compressors close the same blocks), −1 = none. K = 0 gives an empty tensor.
+Result<Tensor> indexer_forward(const checkpoint::ModelConfig& config,
+                               const checkpoint::IndexerWeights& weights, const IndexerStep& step,
+                               CompressorCache& cache);
+
+}  // namespace dsv4::model

@@ -1,0 +1,213 @@
+// The attention ops of kernels/ops.h (sparse_attention, compressor_pool, indexer_scores, topk) on
+// the CPU against float64 references written here from the formulas, on seeded random inputs
+// with poisoned outputs.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "base/buffer.h"
+#include "kernels/ops.h"
+#include "testing/compare.h"
+#include "testing/random.h"
+#include "testing/tolerance.h"
+
+namespace dsv4::kernels {
+namespace {
+
+using testing::kF32OpRelTol;
+using testing::max_row_rel_error;
+using testing::SeededRng;
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+Tensor random_tensor(SeededRng& rng, Shape shape, float scale = 1.0f) {
+  std::normal_distribution<float> normal(0.0f, scale);
+  Tensor t = Tensor::host(DType::kF32, shape);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data_as<float>()[i] = normal(rng.engine());
+  return t;
+}
+
+Tensor poisoned(DType dtype, Shape shape) {
+  Tensor t = Tensor::host(dtype, shape);
+  if (dtype == DType::kF32) {
+    std::fill_n(t.data_as<float>(), t.numel(), std::numeric_limits<float>::quiet_NaN());
+  } else {
+    std::fill_n(t.data_as<int32_t>(), t.numel(), 0x7eadbeef);
+  }
+  return t;
+}
+
+// Candidate lists with some −1 holes; every query keeps at least one candidate in `indices`.
+Tensor random_indices(SeededRng& rng, int64_t n_tokens, int64_t k, int64_t n_rows) {
+  Tensor t = Tensor::host(DType::kI32, {n_tokens, k});
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    t.data_as<int32_t>()[i] = rng.uniform_int(0, 3) == 0 ? -1 : static_cast<int32_t>(rng.uniform_int(0, n_rows - 1));
+  }
+  for (int64_t r = 0; r < n_tokens; ++r) t.data_as<int32_t>()[r * k] = static_cast<int32_t>(r % n_rows);
+  return t;
+}
+
+struct AttentionCase {
+  int n_tokens, n_heads, head_dim, n_rows, k_window, n_extra, k_extra;
+};
+
+class SparseAttentionTest : public ::testing::TestWithParam<AttentionCase> {};
+
+TEST_P(SparseAttentionTest, MatchesFloat64) {
+  const AttentionCase c = GetParam();
+  SeededRng rng;
+  Tensor q = random_tensor(rng, {c.n_tokens, c.n_heads, c.head_dim});
+  Tensor kv = random_tensor(rng, {c.n_rows, c.head_dim});
+  Tensor idx = random_indices(rng, c.n_tokens, c.k_window, c.n_rows);
+  Tensor sinks = random_tensor(rng, {c.n_heads}, 2.0f);
+  Tensor extra, extra_idx;
+  SparseAttentionParams p;
+  p.q = q.view();
+  p.kv = kv.view();
+  p.indices = idx.view();
+  if (c.n_extra > 0) {
+    extra = random_tensor(rng, {c.n_extra, c.head_dim});
+    extra_idx = random_indices(rng, c.n_tokens, c.k_extra, c.n_extra);
+    p.extra_kv = extra.view();
+    p.extra_indices = extra_idx.view();
+  }
+  p.sinks = sinks.view();
+  p.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  Tensor out = poisoned(DType::kF32, q.shape());
+  p.out = out.view();
+  ASSERT_TRUE(sparse_attention(p).ok());
+
+  std::vector<double> ref(out.numel(), 0.0);
+  for (int t = 0; t < c.n_tokens; ++t) {
+    std::vector<const float*> rows;
+    for (int j = 0; j < c.k_window; ++j) {
+      const int32_t r = idx.data_as<int32_t>()[t * c.k_window + j];
+      if (r >= 0) rows.push_back(kv.data_as<float>() + r * c.head_dim);
+    }
+    for (int j = 0; c.n_extra > 0 && j < c.k_extra; ++j) {
+      const int32_t r = extra_idx.data_as<int32_t>()[t * c.k_extra + j];
+      if (r >= 0) rows.push_back(extra.data_as<float>() + r * c.head_dim);
+    }
+    for (int h = 0; h < c.n_heads; ++h) {
+      const float* qh = q.data_as<float>() + (t * c.n_heads + h) * c.head_dim;
+      std::vector<double> w(rows.size());
+      double denom = std::exp(double{sinks.data_as<float>()[h]});
+      for (size_t j = 0; j < rows.size(); ++j) {
+        double dot = 0.0;
+        for (int d = 0; d < c.head_dim; ++d) dot += double{qh[d]} * rows[j][d];
+        w[j] = std::exp(dot / std::sqrt(double(c.head_dim)));
+        denom += w[j];
+      }
+      for (size_t j = 0; j < rows.size(); ++j) {
+        for (int d = 0; d < c.head_dim; ++d) ref[(t * c.n_heads + h) * c.head_dim + d] += w[j] / denom * rows[j][d];
+      }
+    }
+  }
+  EXPECT_LT(max_row_rel_error(out.data_as<float>(), ref.data(), c.n_tokens * c.n_heads, c.head_dim),
+            kF32OpRelTol);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, SparseAttentionTest,
+                         ::testing::Values(AttentionCase{1, 1, 8, 1, 1, 0, 0},
+                                           AttentionCase{1, 4, 64, 20, 16, 5, 5},
+                                           AttentionCase{9, 6, 48, 11, 4, 7, 2},
+                                           AttentionCase{40, 8, 32, 64, 24, 0, 0}));
+
+class CompressorPoolTest : public ::testing::TestWithParam<std::tuple<bool, int, int, int>> {};
+
+TEST_P(CompressorPoolTest, MatchesFloat64) {
+  const auto [overlap, ratio, width, n_entries] = GetParam();
+  SeededRng rng;
+  const int halves = overlap ? 2 : 1;
+  const int n_rows = (n_entries + halves - 1) * ratio + static_cast<int>(rng.uniform_int(0, ratio - 1));
+  Tensor kv = random_tensor(rng, {n_rows, halves * width});
+  Tensor gate = random_tensor(rng, {n_rows, halves * width}, 2.0f);
+  Tensor ape = random_tensor(rng, {ratio, halves * width});
+  if (overlap) {  // the cache's "no previous block": −inf gates on the first block
+    for (int i = 0; i < ratio * halves * width; ++i) gate.data_as<float>()[i] = -kInf;
+  }
+  Tensor out = poisoned(DType::kF32, {n_entries, width});
+  ASSERT_TRUE(compressor_pool({kv.view(), gate.view(), ape.view(), overlap, out.view()}).ok());
+
+  std::vector<double> ref(n_entries * width);
+  const int row_width = halves * width;
+  for (int w = 0; w < n_entries; ++w) {
+    for (int i = 0; i < width; ++i) {
+      std::vector<double> score, value;
+      for (int s = 0; s < halves * ratio; ++s) {
+        const int row = w * ratio + s;
+        const int col = (s / ratio) * width + i;
+        score.push_back(double{gate.data_as<float>()[row * row_width + col]} +
+                        ape.data_as<float>()[(s % ratio) * row_width + col]);
+        value.push_back(kv.data_as<float>()[row * row_width + col]);
+      }
+      const double top = *std::max_element(score.begin(), score.end());
+      double denom = 0.0, acc = 0.0;
+      for (size_t s = 0; s < score.size(); ++s) denom += std::exp(score[s] - top);
+      for (size_t s = 0; s < score.size(); ++s) acc += std::exp(score[s] - top) / denom * value[s];
+      ref[w * width + i] = acc;
+    }
+  }
+  EXPECT_LT(max_row_rel_error(out.data_as<float>(), ref.data(), n_entries, width), kF32OpRelTol);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, CompressorPoolTest,
+                         ::testing::Values(std::make_tuple(false, 4, 8, 1),
+                                           std::make_tuple(false, 16, 64, 3),
+                                           std::make_tuple(true, 4, 32, 1),
+                                           std::make_tuple(true, 4, 64, 6),
+                                           std::make_tuple(true, 8, 16, 3)));
+
+TEST(IndexerScoresTest, MatchesFloat64) {
+  SeededRng rng;
+  const int n_tokens = 7, n_heads = 3, head_dim = 16, n_entries = 9;
+  Tensor q = random_tensor(rng, {n_tokens, n_heads, head_dim});
+  Tensor keys = random_tensor(rng, {n_entries, head_dim});
+  Tensor weights = random_tensor(rng, {n_tokens, n_heads});
+  Tensor scores = poisoned(DType::kF32, {n_tokens, n_entries});
+  IndexerScoreParams p{q.view(), keys.view(), weights.view(), 0.25f, 0.5f, scores.view()};
+  ASSERT_TRUE(indexer_scores(p).ok());
+  std::vector<double> ref(n_tokens * n_entries, 0.0);
+  for (int t = 0; t < n_tokens; ++t) {
+    for (int n = 0; n < n_entries; ++n) {
+      for (int h = 0; h < n_heads; ++h) {
+        double dot = 0.0;
+        for (int d = 0; d < head_dim; ++d) {
+          dot += double{q.data_as<float>()[(t * n_heads + h) * head_dim + d]} * keys.data_as<float>()[n * head_dim + d];
+        }
+        ref[t * n_entries + n] += 0.5 * weights.data_as<float>()[t * n_heads + h] * 0.25 * std::max(dot, 0.0);
+      }
+    }
+  }
+  EXPECT_LT(max_row_rel_error(scores.data_as<float>(), ref.data(), n_tokens, n_entries), kF32OpRelTol);
+}
+
+TEST(TopkTest, PicksLargestAmongCandidatesWithTiesByIndex) {
+  SeededRng rng;
+  const int n_tokens = 12, n_entries = 10, k = 4;
+  Tensor scores = Tensor::host(DType::kF32, {n_tokens, n_entries});
+  // Few distinct values, so ties are frequent.
+  for (int64_t i = 0; i < scores.numel(); ++i) scores.data_as<float>()[i] = static_cast<float>(rng.uniform_int(-2, 2));
+  Tensor limits = Tensor::host(DType::kI32, {n_tokens});
+  for (int t = 0; t < n_tokens; ++t) limits.data_as<int32_t>()[t] = static_cast<int32_t>(t % (n_entries + 2));
+  Tensor picks = poisoned(DType::kI32, {n_tokens, k});
+  ASSERT_TRUE(topk(scores.view(), limits.view(), picks.view()).ok());
+  for (int t = 0; t < n_tokens; ++t) {
+    const float* row = scores.data_as<float>() + t * n_entries;
+    std::vector<int> order(std::min(limits.data_as<int32_t>()[t], n_entries));
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [row](int a, int b) { return row[a] > row[b]; });
+    for (int j = 0; j < k; ++j) {
+      const int expected = j < static_cast<int>(order.size()) ? order[j] : -1;
+      EXPECT_EQ(picks.data_as<int32_t>()[t * k + j], expected) << "row " << t << " pick " << j;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace dsv4::kernels
