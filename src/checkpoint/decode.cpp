@@ -84,9 +84,11 @@ void decode_fp4(const BoundPiece& piece, float* out) {
     for (int64_t r = 0; r < n; ++r) {
       const int64_t row = b * n + r;
       for (int64_t c = 0; c < k; ++c) {
+        // e2m1 · scale is exact in f32 (at most 2 + 4 significand bits); the global scale then
+        // rounds once, so the result is the correctly rounded value of the exact product.
         const uint8_t s = sc[row * n_blocks + c / block];
-        const float scale = nvfp4 ? e4m3_to_float(s) * global : e8m0_to_float(s);
-        out[row * k + c] = e2m1_at(w + row * (k / 2), c) * scale;
+        const float block_value = e2m1_at(w + row * (k / 2), c) * (nvfp4 ? e4m3_to_float(s) : e8m0_to_float(s));
+        out[row * k + c] = nvfp4 ? block_value * global : block_value;
       }
     }
   }

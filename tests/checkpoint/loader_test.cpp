@@ -1,0 +1,322 @@
+// load_model on synthetic checkpoints written to disk: every convention and quantized layout
+// binds with zero problems and decodes to the float64 reference of synthetic_checkpoint.h
+// (exactly: each stored form is one rounding away from its exact value); NVFP4 experts stay
+// packed when asked; all-zero, NaN, mismatched-global-scale and out-of-range inputs are reported
+// with slot and key.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "checkpoint/loader.h"
+#include "checkpoint/synthetic_checkpoint.h"
+#include "format/nvfp4.h"
+#include "testing/random.h"
+#include "testing/source_dir.h"
+#include "testing/temp_dir.h"
+
+namespace dsv4::checkpoint {
+namespace {
+
+using testing::ExpertForm;
+using testing::InventoryOptions;
+using testing::LinearForm;
+using testing::NamedShape;
+using testing::SyntheticCheckpoint;
+
+// Every element of `got` (from `offset`) equals the reference rounded once to f32.
+void expect_matches(const float* got, const std::vector<double>& want, const std::string& what) {
+  size_t n_bad = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (got[i] != static_cast<float>(want[i]) && n_bad++ == 0) {
+      ADD_FAILURE() << what << " element " << i << ": got " << got[i] << ", want " << want[i];
+    }
+  }
+  EXPECT_EQ(n_bad, 0u) << what;
+}
+
+void expect_matches(const Tensor& got, const std::vector<double>& want, const std::string& what) {
+  ASSERT_EQ(got.dtype(), DType::kF32) << what;
+  ASSERT_EQ(static_cast<size_t>(got.numel()), want.size()) << what;
+  expect_matches(got.data_as<float>(), want, what);
+}
+
+std::vector<double> concat(std::vector<double> a, const std::vector<double>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+LoadOptions dense_experts() {
+  LoadOptions options;
+  options.keep_nvfp4 = false;
+  return options;
+}
+
+class LoaderTest : public ::testing::Test {
+ protected:
+  // Writes `ckpt` with `config_json` and loads it.
+  Result<LoadedModel> write_and_load(const SyntheticCheckpoint& ckpt, const std::string& config_json,
+                                     LoadOptions options = {}) {
+    const Status written = ckpt.write(dir_.path(), config_json, rng_.engine());
+    EXPECT_TRUE(written.ok()) << written.to_string();
+    return load_model(dir_.path(), options);
+  }
+  SyntheticCheckpoint official(const InventoryOptions& options) {
+    return SyntheticCheckpoint(testing::official_inventory(config_, options), config_.n_routed_experts,
+                               rng_.engine());
+  }
+  static void expect_clean(const LoadReport& report) {
+    EXPECT_TRUE(report.problems.empty()) << testing::joined(report.problems);
+    EXPECT_TRUE(report.zero_tensors.empty()) << testing::joined(report.zero_tensors);
+    EXPECT_TRUE(report.non_finite_tensors.empty()) << testing::joined(report.non_finite_tensors);
+  }
+
+  // The official-named slots whose storage varies with the layout, against the reference.
+  void expect_official_values(const SyntheticCheckpoint& ckpt, const ModelWeights& w) {
+    const int64_t d = config_.hidden_size, f = config_.moe_intermediate_size;
+    expect_matches(w.embed, ckpt.matrix("embed.weight", config_.vocab_size, d), "embed");
+    expect_matches(w.layers[1].attn.wq_a, ckpt.matrix("layers.1.attn.wq_a.weight", 32, d), "wq_a");
+    expect_matches(w.layers[2].attn.wo_b, ckpt.matrix("layers.2.attn.wo_b.weight", d, 32), "wo_b");
+    expect_matches(w.layers[1].attn.indexer->wq_b, ckpt.matrix("layers.1.attn.indexer.wq_b.weight", 32, 32),
+                   "indexer.wq_b");
+    expect_matches(w.layers[0].ffn.shared_expert.w2,
+                   ckpt.matrix("layers.0.ffn.shared_experts.w2.weight", d, f), "shared w2");
+    for (int64_t l = 0; l < config_.n_layer; ++l) {
+      const std::string p = "layers." + std::to_string(l) + ".ffn.experts.";
+      std::vector<double> w13, w2;
+      for (int64_t e = 0; e < config_.n_routed_experts; ++e) {
+        const std::string expert = p + std::to_string(e);
+        w13 = concat(concat(w13, ckpt.matrix(expert + ".w1.weight", f, d)), ckpt.matrix(expert + ".w3.weight", f, d));
+        w2 = concat(w2, ckpt.matrix(expert + ".w2.weight", d, f));
+      }
+      expect_matches(w.layers[l].ffn.experts.w13, w13, "layer " + std::to_string(l) + " w13");
+      expect_matches(w.layers[l].ffn.experts.w2, w2, "layer " + std::to_string(l) + " w2");
+    }
+    const testing::StoredBytes& ids = ckpt.at("layers.0.ffn.gate.tid2eid");
+    ASSERT_EQ(w.layers[0].ffn.tid2eid.dtype(), DType::kI64);
+    EXPECT_EQ(std::memcmp(w.layers[0].ffn.tid2eid.view().data, ids.bytes.data(), ids.bytes.size()), 0);
+  }
+
+  testing::SeededRng rng_;
+  testing::TempDir dir_;
+  ModelConfig config_ = testing::tiny_config();
+};
+
+struct LayoutCase {
+  const char* name;
+  LinearForm linear;
+  ExpertForm experts;
+};
+void PrintTo(const LayoutCase& c, std::ostream* os) { *os << c.name; }
+
+class OfficialLayoutTest : public LoaderTest, public ::testing::WithParamInterface<LayoutCase> {};
+
+TEST_P(OfficialLayoutTest, BindsCleanAndDecodesToTheReference) {
+  const SyntheticCheckpoint ckpt = official({GetParam().linear, GetParam().experts, true});
+  Result<LoadedModel> model = write_and_load(ckpt, testing::kTinyConfigJson, dense_experts());
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  expect_clean(model->report);
+  EXPECT_EQ(model->report.convention, NamingConvention::kOfficial);
+  EXPECT_EQ(model->report.official_count_expected, model->report.official_count_found);
+  expect_official_values(ckpt, model->weights);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, OfficialLayoutTest,
+    ::testing::Values(LayoutCase{"bf16", LinearForm::kBf16, ExpertForm::kBf16},
+                      LayoutCase{"release_fp8_e8m0_fp4", LinearForm::kFp8E8m0, ExpertForm::kMxfp4},
+                      LayoutCase{"base_fp8_f32_scales", LinearForm::kFp8F32, ExpertForm::kFp8F32},
+                      LayoutCase{"modelopt_nvfp4", LinearForm::kFp8E8m0, ExpertForm::kNvfp4}),
+    [](const auto& param_info) { return std::string(param_info.param.name); });
+
+TEST_F(LoaderTest, Nvfp4ExpertsStayPackedAndDequantizeToTheReference) {
+  const SyntheticCheckpoint ckpt = official({LinearForm::kFp8E8m0, ExpertForm::kNvfp4, true});
+  Result<LoadedModel> model = write_and_load(ckpt, testing::kTinyConfigJson);
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  expect_clean(model->report);
+  const int64_t d = config_.hidden_size, f = config_.moe_intermediate_size;
+  for (int64_t l = 0; l < config_.n_layer; ++l) {
+    const RoutedExpertWeights& experts = model->weights.layers[static_cast<size_t>(l)].ffn.experts;
+    ASSERT_TRUE(experts.is_nvfp4() && experts.w2_nvfp4.has_value());
+    EXPECT_TRUE(experts.w13.empty_tensor());
+    std::vector<double> w13;
+    for (int64_t e = 0; e < config_.n_routed_experts; ++e) {
+      const std::string expert = "layers." + std::to_string(l) + ".ffn.experts." + std::to_string(e);
+      w13 = concat(concat(w13, ckpt.matrix(expert + ".w1.weight", f, d)), ckpt.matrix(expert + ".w3.weight", f, d));
+      float input_scale;
+      std::memcpy(&input_scale, ckpt.at(expert + ".w1.input_scale").bytes.data(), 4);
+      EXPECT_EQ(experts.w13_nvfp4->input_scale.data_as<float>()[e], input_scale);
+    }
+    Result<Tensor> dense = format::dequantize_ref(experts.w13_nvfp4->view());
+    ASSERT_TRUE(dense.ok()) << dense.status().to_string();
+    expect_matches(*dense, w13, "layer " + std::to_string(l) + " packed w13");
+  }
+}
+
+TEST_F(LoaderTest, PackedFp4IndexerWeightsProjIsUnpackedLikeEveryOtherWeight) {
+  std::vector<NamedShape> list = testing::official_inventory(config_);
+  const std::string name = "layers.1.attn.indexer.weights_proj";
+  const int64_t hi = config_.index_n_heads, d = config_.hidden_size;
+  std::erase_if(list, [&](const NamedShape& t) { return t.name == name + ".weight"; });
+  list.push_back({name + ".weight", DType::kU8, {hi, d / 2}});  // the real-world [64, 3584] case
+  list.push_back({name + ".weight_scale", DType::kF8E4M3, {hi, d / 16}});
+  list.push_back({name + ".weight_scale_2", DType::kF32, Shape{}});
+  const SyntheticCheckpoint ckpt(list, config_.n_routed_experts, rng_.engine());
+  Result<LoadedModel> model = write_and_load(ckpt, testing::kTinyConfigJson);
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  expect_clean(model->report);
+  const Tensor& got = model->weights.layers[1].attn.indexer->weights_proj;
+  EXPECT_EQ(got.shape(), (Shape{hi, d}));
+  expect_matches(got, ckpt.matrix(name + ".weight", hi, d), "indexer.weights_proj");
+}
+
+// ---- transformers layouts: the golden key lists with quantized experts ----
+
+class TransformersLayoutTest : public LoaderTest {
+ protected:
+  std::string golden(const std::string& name) {
+    return dsv4::testing::source_path("tests/golden/" + name);
+  }
+  void use_golden_config(const std::string& name) {
+    config_json_ = testing::read_text(golden(name) + "/model/config.json");
+    config_ = testing::parsed_config(config_json_, name);
+  }
+  std::string config_json_;
+};
+
+TEST_F(TransformersLayoutTest, StateDictFusedModelOptNvfp4Experts) {
+  use_golden_config("tiny_a_state_dict");
+  std::vector<NamedShape> list = testing::golden_keys(golden("tiny_a_state_dict") + "/keys.txt");
+  const int64_t e = config_.n_routed_experts;
+  std::vector<NamedShape> fused;
+  for (NamedShape& t : list) {
+    if (!t.name.ends_with("mlp.experts.gate_up_proj") && !t.name.ends_with("mlp.experts.down_proj")) continue;
+    const int64_t n = t.shape[1], k = t.shape[2];
+    t = {t.name, DType::kU8, {e, n, k / 2}};
+    fused.push_back({t.name + "_weight_scale", DType::kF8E4M3, {e, n, k / 16}});
+    fused.push_back({t.name + "_weight_scale_2", DType::kF32, {e}});
+    fused.push_back({t.name + "_input_scale", DType::kF32, {e}});
+  }
+  list.insert(list.end(), fused.begin(), fused.end());
+  const SyntheticCheckpoint ckpt(list, e, rng_.engine());
+  Result<LoadedModel> model = write_and_load(ckpt, config_json_, dense_experts());
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  expect_clean(model->report);
+  EXPECT_EQ(model->report.convention, NamingConvention::kStateDict);
+  const int64_t d = config_.hidden_size, f = config_.moe_intermediate_size;
+  expect_matches(model->weights.layers[2].ffn.experts.w13,
+                 ckpt.matrix("model.layers.2.mlp.experts.gate_up_proj", 2 * f, d), "fused w13");
+  expect_matches(model->weights.layers[2].ffn.experts.w2,
+                 ckpt.matrix("model.layers.2.mlp.experts.down_proj", d, f), "fused w2");
+}
+
+TEST_F(TransformersLayoutTest, PretrainedPerExpertMxfp4Experts) {
+  use_golden_config("tiny_c_pretrained");
+  std::vector<NamedShape> list = testing::golden_keys(golden("tiny_c_pretrained") + "/keys.txt");
+  std::vector<NamedShape> scales;
+  for (NamedShape& t : list) {
+    if (t.name.find(".ffn.experts.") == std::string::npos) continue;
+    const int64_t n = t.shape[0], k = t.shape[1];
+    t = {t.name, DType::kI8, {n, k / 2}};
+    scales.push_back({t.name.substr(0, t.name.size() - 7) + ".scale", DType::kF8E8M0, {n, k / 32}});
+  }
+  list.insert(list.end(), scales.begin(), scales.end());
+  const SyntheticCheckpoint ckpt(list, config_.n_routed_experts, rng_.engine());
+  Result<LoadedModel> model = write_and_load(ckpt, config_json_);
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  expect_clean(model->report);
+  EXPECT_EQ(model->report.convention, NamingConvention::kPretrained);
+  const int64_t d = config_.hidden_size, f = config_.moe_intermediate_size;
+  const std::string p = "model.layers.1.ffn.experts.2.";
+  const std::vector<double> w13 = concat(ckpt.matrix(p + "w1.weight", f, d), ckpt.matrix(p + "w3.weight", f, d));
+  expect_matches(model->weights.layers[1].ffn.experts.w13.data_as<float>() + 2 * 2 * f * d, w13, "expert 2 w13");
+}
+
+// ---- Bad values: each reported with slot and key ----
+
+TEST_F(LoaderTest, AllZeroWeightIsReported) {
+  SyntheticCheckpoint ckpt = official({LinearForm::kBf16, ExpertForm::kBf16, false});
+  std::fill(ckpt.at("layers.1.attn.wkv.weight").bytes.begin(), ckpt.at("layers.1.attn.wkv.weight").bytes.end(), 0);
+  Result<LoadedModel> model = write_and_load(ckpt, testing::kTinyConfigJson);
+  ASSERT_TRUE(model.ok());
+  ASSERT_EQ(model->report.zero_tensors.size(), 1u) << testing::joined(model->report.zero_tensors);
+  EXPECT_TRUE(model->report.zero_tensors[0].starts_with("layer 1 attn.wkv (key layers.1.attn.wkv.weight in "))
+      << model->report.zero_tensors[0];
+  EXPECT_FALSE(model->report.clean());
+}
+
+TEST_F(LoaderTest, OneAllZeroExpertIsReportedByItself) {
+  SyntheticCheckpoint ckpt = official({LinearForm::kFp8E8m0, ExpertForm::kMxfp4, false});
+  std::vector<uint8_t>& packed = ckpt.at("layers.2.ffn.experts.3.w2.weight").bytes;
+  std::fill(packed.begin(), packed.end(), 0);
+  Result<LoadedModel> model = write_and_load(ckpt, testing::kTinyConfigJson);
+  ASSERT_TRUE(model.ok());
+  ASSERT_EQ(model->report.zero_tensors.size(), 1u) << testing::joined(model->report.zero_tensors);
+  EXPECT_TRUE(model->report.zero_tensors[0].starts_with("layer 2 ffn.experts.w2 expert 3 (key "
+                                                        "layers.2.ffn.experts.3.w2.weight"));
+}
+
+TEST_F(LoaderTest, ZeroBalancingBiasIsAllowed) {
+  SyntheticCheckpoint ckpt = official({LinearForm::kBf16, ExpertForm::kBf16, false});
+  std::fill(ckpt.at("layers.1.ffn.gate.bias").bytes.begin(), ckpt.at("layers.1.ffn.gate.bias").bytes.end(), 0);
+  Result<LoadedModel> model = write_and_load(ckpt, testing::kTinyConfigJson);
+  ASSERT_TRUE(model.ok());
+  expect_clean(model->report);
+}
+
+TEST_F(LoaderTest, NanWeightIsReported) {
+  SyntheticCheckpoint ckpt = official({LinearForm::kBf16, ExpertForm::kBf16, false});
+  std::vector<uint8_t>& bytes = ckpt.at("layers.2.attn.compressor.wgate.weight").bytes;
+  bytes[10] = 0xc0;  // bf16 0x7fc0: a quiet NaN at element 5
+  bytes[11] = 0x7f;
+  Result<LoadedModel> model = write_and_load(ckpt, testing::kTinyConfigJson);
+  ASSERT_TRUE(model.ok());
+  ASSERT_EQ(model->report.non_finite_tensors.size(), 1u);
+  EXPECT_TRUE(model->report.non_finite_tensors[0].starts_with(
+      "layer 2 attn.compressor.wgate (key layers.2.attn.compressor.wgate.weight in "))
+      << model->report.non_finite_tensors[0];
+  EXPECT_FALSE(model->report.clean());
+}
+
+TEST_F(LoaderTest, MismatchedW1W3GlobalScalesAreAnError) {
+  SyntheticCheckpoint ckpt = official({LinearForm::kFp8E8m0, ExpertForm::kNvfp4, false});
+  const float other = 0.5f;
+  std::memcpy(ckpt.at("layers.1.ffn.experts.2.w3.weight_scale_2").bytes.data(), &other, 4);
+  Result<LoadedModel> model = write_and_load(ckpt, testing::kTinyConfigJson);
+  ASSERT_TRUE(model.ok());
+  ASSERT_EQ(model->report.problems.size(), 1u) << testing::joined(model->report.problems);
+  EXPECT_TRUE(model->report.problems[0].starts_with(
+      "layer 1 ffn.experts.w13 expert 2: w1 and w3 NVFP4 global scales differ"))
+      << model->report.problems[0];
+  EXPECT_NE(model->report.problems[0].find("layers.1.ffn.experts.2.w3.weight_scale_2"), std::string::npos);
+}
+
+TEST_F(LoaderTest, ExpertIdOutOfRangeIsAnError) {
+  SyntheticCheckpoint ckpt = official({LinearForm::kBf16, ExpertForm::kBf16, false});
+  const int64_t bad = config_.n_routed_experts;
+  std::memcpy(ckpt.at("layers.0.ffn.gate.tid2eid").bytes.data() + 8 * 7, &bad, 8);
+  Result<LoadedModel> model = write_and_load(ckpt, testing::kTinyConfigJson);
+  ASSERT_TRUE(model.ok());
+  ASSERT_EQ(model->report.problems.size(), 1u);
+  EXPECT_TRUE(model->report.problems[0].starts_with("layer 0 ffn.tid2eid (key layers.0.ffn.gate.tid2eid"));
+  EXPECT_NE(model->report.problems[0].find("expert id 4 at element 7 is outside [0, 4)"), std::string::npos);
+}
+
+TEST_F(LoaderTest, CheckModelReportsWhatLoadModelReports) {
+  SyntheticCheckpoint ckpt = official({LinearForm::kFp8E8m0, ExpertForm::kMxfp4, true});
+  std::vector<uint8_t>& bytes = ckpt.at("norm.weight").bytes;
+  std::fill(bytes.begin(), bytes.end(), 0);
+  Result<LoadedModel> model = write_and_load(ckpt, testing::kTinyConfigJson);
+  size_t n_progress = 0;
+  LoadOptions options;
+  options.progress = [&](size_t, size_t) { ++n_progress; };
+  Result<LoadReport> checked = check_model(dir_.path(), options);
+  ASSERT_TRUE(model.ok() && checked.ok());
+  EXPECT_EQ(checked->zero_tensors, model->report.zero_tensors);
+  EXPECT_EQ(checked->zero_tensors.size(), 1u);
+  EXPECT_EQ(checked->n_bound, model->report.n_bound);
+  EXPECT_EQ(checked->ignored.size(), model->report.ignored.size());
+  EXPECT_GT(n_progress, 0u);
+}
+
+}  // namespace
+}  // namespace dsv4::checkpoint
