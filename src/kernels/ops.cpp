@@ -7,6 +7,9 @@
 #include <string>
 
 #include "kernels/cpu/cpu_ops.h"
+#ifdef DSV4_WITH_CUDA
+#include "kernels/cuda/cuda_ops.h"
+#endif
 
 namespace dsv4::kernels {
 namespace {
@@ -230,6 +233,31 @@ Status indexer_scores(const IndexerScoreParams& p) {
 Status topk(const TensorView& scores, const TensorView& n_candidates, const TensorView& indices) {
   if (device_of({&scores, &n_candidates, &indices}) == Device::kCuda) return no_cuda("topk");
   cpu::topk(scores, n_candidates, indices);
+  return ok_status();
+}
+
+// ---- MoE ----
+
+int64_t moe_ffn_workspace_bytes(int64_t n_tokens, const MoeWeightsView& w, const MoeConfig& cfg) {
+#ifdef DSV4_WITH_CUDA
+  return cuda::moe_ffn_workspace_bytes(n_tokens, w, cfg);
+#else
+  (void)n_tokens, (void)w, (void)cfg;
+  return 0;
+#endif
+}
+
+Status moe_ffn(const TensorView& x, const TensorView& token_ids, const MoeWeightsView& w,
+               const MoeConfig& cfg, const TensorView& workspace, const TensorView& y) {
+  if (device_of({&x, &token_ids, &w.gate, &w.bias, &w.tid2eid, &w.w13.packed, &w.w2.packed,
+                 &w.shared_w13.packed, &w.shared_w2.packed, &workspace, &y}) == Device::kCuda) {
+#ifdef DSV4_WITH_CUDA
+    return cuda::moe_ffn(x, token_ids, w, cfg, workspace, y);
+#else
+    return no_cuda("moe_ffn");
+#endif
+  }
+  cpu::moe_ffn(x, token_ids, w, cfg, y);
   return ok_status();
 }
 

@@ -35,6 +35,8 @@ void moe_combine(const TensorView& expert_out, const TensorView& order, const Te
                  const TensorView& out);
 void grouped_linear(const TensorView& x, const TensorView& w, const TensorView& offsets,
                     const TensorView& y);
+void moe_ffn(const TensorView& x, const TensorView& token_ids, const MoeWeightsView& w,
+             const MoeConfig& cfg, const TensorView& y);
 
 // ---- NVFP4 (kernels/ops.h has the contracts) ----
 void stage_activation(const TensorView& x, const TensorView& input_scale,

@@ -23,4 +23,10 @@ Status nvfp4_grouped_gemm(const StagedActivation& a, const format::Nvfp4View& b,
 Status nvfp4_grouped_gemm(const TensorView& a, const format::Nvfp4View& b,
                           const TensorView& group_offsets, const TensorView& d);
 
+// ---- MoE (kernels/cuda/moe/): the fused block; equal to cpu::moe_ffn up to f32 summation order
+// (W4A16) and the activation re-quantization that order can flip (W4A4) ----
+int64_t moe_ffn_workspace_bytes(int64_t n_tokens, const MoeWeightsView& w, const MoeConfig& cfg);
+Status moe_ffn(const TensorView& x, const TensorView& token_ids, const MoeWeightsView& w,
+               const MoeConfig& cfg, const TensorView& workspace, const TensorView& y);
+
 }  // namespace dsv4::kernels::cuda

@@ -1,0 +1,338 @@
+// The NVFP4 MoE block (kernels/cuda/moe/) at DeepSeek-V4-Flash and -Pro layer shapes.
+// First the ceilings, measured here: device-to-device copy bandwidth (bytes read + written) and
+// the cuBLAS bf16 GEMM rate (8192³, random data; cuBLAS opened with dlopen since there is no
+// static cuBLAS). Then per shape and mode: a check against the CPU moe_ffn at small T on both
+// paths, and for each T the median of 25 runs (CUDA events; rotating over 8 inputs so the routed
+// experts change), the floor max(weight bytes touched / bandwidth, flops / bf16 rate) and the
+// ratio. Fused W4A16 is also timed as a replayed CUDA graph (the decode use).
+//
+// Usage: moe_bench [--tokens 1,8,...] [--shapes flash,pro]. Prints one table row per run.
+// Dimension letters: T tokens, D model width, E routed experts, K experts per token, F width.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "base/buffer.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/moe/moe_pipeline.h"
+#include "kernels/ops.h"
+#include "testing/compare.h"
+
+namespace dsv4::bench {
+namespace {
+
+using kernels::MoeConfig;
+using kernels::MoeMode;
+using kernels::MoeWeightsView;
+using kernels::cuda::moe::MoePath;
+
+struct LayerShape {
+  const char* name;
+  int64_t dim, ffn, n_experts, k_used;
+};
+
+constexpr int kReps = 25;
+constexpr int kInputs = 8;
+
+Tensor device_tensor(DType dtype, Shape shape) {
+  Result<Tensor> t = Tensor::empty(dtype, shape, Device::kCuda);
+  DSV4_CHECK(t.ok(), "device allocation of %s failed", shape.to_string().c_str());
+  return std::move(t).value();
+}
+
+Tensor to_host(const TensorView& device) {
+  Tensor t = Tensor::host(device.dtype, device.shape);
+  DSV4_CHECK(copy_tensor(t.view(), device).ok(), "copy to host failed");
+  return t;
+}
+
+__device__ uint32_t mix(uint64_t i, uint32_t seed) {
+  uint32_t h = static_cast<uint32_t>(i ^ (i >> 32)) * 2654435761u ^ seed;
+  h ^= h >> 15, h *= 2246822519u, h ^= h >> 13;
+  return h;
+}
+
+// kind 0: any byte (two E2M1 codes); 1: UE4M3 scales in [2^-2, 2^2); 2: f32 normal-ish of
+// scale `scale`; 3: bf16 uniform of scale `scale`.
+__global__ void fill_kernel(void* p, int64_t n, uint32_t seed, int kind, float scale) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const uint32_t h = mix(i, seed);
+    if (kind == 0) static_cast<uint8_t*>(p)[i] = h & 0xff;
+    if (kind == 1) static_cast<uint8_t*>(p)[i] = static_cast<uint8_t>(((5 + h % 4) << 3) | (h >> 8 & 7));
+    const float u = (static_cast<float>(h >> 8) / 16777216.0f - 0.5f) * 3.4641f;  // unit variance
+    if (kind == 2) static_cast<float*>(p)[i] = u * scale;
+    if (kind == 3) static_cast<uint16_t*>(p)[i] = float_to_bf16(u * scale);
+  }
+}
+
+void fill(const TensorView& t, uint32_t seed, int kind, float scale = 1.0f) {
+  fill_kernel<<<1024, 256>>>(t.data, t.numel(), seed, kind, scale);
+  DSV4_CUDA_CHECK(cudaGetLastError());
+}
+
+struct DeviceNvfp4 {
+  Tensor packed, scale, global;
+  DeviceNvfp4(int64_t g, int64_t n, int64_t k, uint32_t seed)
+      : packed(device_tensor(DType::kU8, {g, n, k / 2})),
+        scale(device_tensor(DType::kU8, {g, n, k / 16})),
+        global(device_tensor(DType::kF32, {g})) {
+    fill(packed.view(), seed, 0);
+    fill(scale.view(), seed + 1, 1);
+    // |e2m1 · ue4m3| averages ~2, so outputs of unit-variance inputs keep unit scale.
+    std::vector<float> g_host(g, 0.5f / std::sqrt(static_cast<float>(k)));
+    DSV4_CUDA_CHECK(cudaMemcpy(global.view().data, g_host.data(), 4 * g, cudaMemcpyHostToDevice));
+  }
+  format::Nvfp4View view() const { return {packed.view(), scale.view(), global.view()}; }
+  // Copies to the host; `keep` owns the copies (reserved: views must not move).
+  format::Nvfp4View host_view(std::vector<Tensor>& keep) const {
+    for (const Tensor* t : {&packed, &scale, &global}) keep.push_back(to_host(t->view()));
+    const size_t n = keep.size();
+    return {keep[n - 3].view(), keep[n - 2].view(), keep[n - 1].view()};
+  }
+};
+
+struct Layer {
+  LayerShape shape;
+  Tensor gate, bias;
+  DeviceNvfp4 w13, w2, shared_w13, shared_w2;
+  explicit Layer(const LayerShape& s)
+      : shape(s), gate(device_tensor(DType::kF32, {s.n_experts, s.dim})),
+        bias(device_tensor(DType::kF32, {s.n_experts})),
+        w13(s.n_experts, 2 * s.ffn, s.dim, 11), w2(s.n_experts, s.dim, s.ffn, 21),
+        shared_w13(1, 2 * s.ffn, s.dim, 31), shared_w2(1, s.dim, s.ffn, 41) {
+    fill(gate.view(), 5, 2, 1.0f / std::sqrt(static_cast<float>(s.dim)));
+    fill(bias.view(), 6, 2, 0.05f);
+  }
+  MoeWeightsView view() const {
+    return {gate.view(), bias.view(), TensorView{}, w13.view(), w2.view(), shared_w13.view(),
+            shared_w2.view()};
+  }
+  int64_t expert_bytes() const { return 3 * shape.dim * shape.ffn * 9 / 16; }
+};
+
+double median_us(const std::function<void(int)>& run) {
+  cudaEvent_t start, stop;
+  DSV4_CUDA_CHECK(cudaEventCreate(&start));
+  DSV4_CUDA_CHECK(cudaEventCreate(&stop));
+  for (int i = 0; i < 3; ++i) run(i);
+  std::vector<double> us;
+  for (int i = 0; i < kReps; ++i) {
+    DSV4_CUDA_CHECK(cudaEventRecord(start, cudaStreamPerThread));
+    run(i);
+    DSV4_CUDA_CHECK(cudaEventRecord(stop, cudaStreamPerThread));
+    DSV4_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0.0f;
+    DSV4_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    us.push_back(1000.0 * ms);
+  }
+  DSV4_CUDA_CHECK(cudaEventDestroy(start));
+  DSV4_CUDA_CHECK(cudaEventDestroy(stop));
+  std::sort(us.begin(), us.end());
+  return us[us.size() / 2];
+}
+
+double measure_bandwidth() {
+  const int64_t bytes = int64_t{1} << 30;
+  Tensor a = device_tensor(DType::kU8, {bytes}), b = device_tensor(DType::kU8, {bytes});
+  fill(a.view(), 1, 0);
+  const double us = median_us([&](int) {
+    DSV4_CUDA_CHECK(cudaMemcpyAsync(b.view().data, a.view().data, bytes, cudaMemcpyDeviceToDevice,
+                                    cudaStreamPerThread));
+  });
+  return 2.0 * bytes / (us * 1e-6);
+}
+
+// cuBLAS bf16 8192³ on random data, TFLOP/s·1e12; 0 when libcublas.so.13 is not there.
+double measure_bf16_peak() {
+  void* lib = dlopen("libcublas.so.13", RTLD_NOW);
+  if (lib == nullptr) {
+    std::printf("cuBLAS not found (%s): no compute floor\n", dlerror());
+    return 0.0;
+  }
+  using CreateFn = cublasStatus_t (*)(cublasHandle_t*);
+  using SetStreamFn = cublasStatus_t (*)(cublasHandle_t, cudaStream_t);
+  using GemmExFn = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int,
+                                      int, int, const void*, const void*, cudaDataType, int,
+                                      const void*, cudaDataType, int, const void*, void*,
+                                      cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t);
+  const auto create = reinterpret_cast<CreateFn>(dlsym(lib, "cublasCreate_v2"));
+  const auto set_stream = reinterpret_cast<SetStreamFn>(dlsym(lib, "cublasSetStream_v2"));
+  const auto gemm = reinterpret_cast<GemmExFn>(dlsym(lib, "cublasGemmEx"));
+  cublasHandle_t handle = nullptr;
+  if (!create || !set_stream || !gemm || create(&handle) != CUBLAS_STATUS_SUCCESS) return 0.0;
+  set_stream(handle, cudaStreamPerThread);
+  constexpr int n = 8192;
+  Tensor a = device_tensor(DType::kBF16, {n, n}), b = device_tensor(DType::kBF16, {n, n});
+  Tensor c = device_tensor(DType::kBF16, {n, n});
+  fill(a.view(), 2, 3), fill(b.view(), 3, 3);
+  const float one = 1.0f, zero = 0.0f;
+  const double us = median_us([&](int) {
+    DSV4_CHECK(gemm(handle, CUBLAS_OP_T, CUBLAS_OP_N, n, n, n, &one, a.view().data, CUDA_R_16BF, n,
+                    b.view().data, CUDA_R_16BF, n, &zero, c.view().data, CUDA_R_16BF, n,
+                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS,
+               "cublasGemmEx failed");
+  });
+  return 2.0 * n * n * n / (us * 1e-6);
+}
+
+// The layer's weights copied to the host once, for the CPU reference.
+struct HostLayer {
+  std::vector<Tensor> keep;
+  MoeWeightsView view;
+  explicit HostLayer(const Layer& l) {
+    keep.reserve(14);
+    keep.push_back(to_host(l.gate.view()));
+    keep.push_back(to_host(l.bias.view()));
+    view = MoeWeightsView{keep[0].view(),           keep[1].view(),
+                          TensorView{},             l.w13.host_view(keep),
+                          l.w2.host_view(keep),     l.shared_w13.host_view(keep),
+                          l.shared_w2.host_view(keep)};
+  }
+};
+
+// The CUDA block on `path` against the CPU moe_ffn at T tokens: max row relative error, or -1
+// when the path is not available.
+double check_against_cpu(const Layer& layer, const HostLayer& host, const MoeConfig& cfg,
+                         int64_t n_tokens, MoePath path) {
+  const LayerShape& s = layer.shape;
+  Tensor x = device_tensor(DType::kF32, {n_tokens, s.dim});
+  Tensor y = device_tensor(DType::kF32, {n_tokens, s.dim});
+  fill(x.view(), 77, 2);
+  Tensor ws = device_tensor(DType::kU8,
+                            {kernels::moe_ffn_workspace_bytes(n_tokens, layer.view(), cfg)});
+  const Status st = kernels::cuda::moe::moe_ffn_on_path(x.view(), TensorView{}, layer.view(), cfg,
+                                                        ws.view(), y.view(), path);
+  if (!st.ok()) {
+    std::printf("  %s\n", st.message().c_str());
+    return -1.0;
+  }
+  Tensor x_host = to_host(x.view()), y_gpu = to_host(y.view());
+  Tensor y_cpu = Tensor::host(DType::kF32, {n_tokens, s.dim});
+  DSV4_CHECK(kernels::moe_ffn(x_host.view(), TensorView{}, host.view, cfg, TensorView{},
+                              y_cpu.view())
+                 .ok(),
+             "CPU moe_ffn failed");
+  return testing::max_row_rel_error(y_gpu.data_as<float>(), y_cpu.data_as<float>(), n_tokens,
+                                    s.dim);
+}
+
+// Distinct routed experts of the last run (read back from the workspace's counts).
+int64_t touched_experts(const Tensor& ws, const kernels::cuda::moe::MoeWorkspace& plan) {
+  std::vector<int> counts(plan.n_experts);
+  DSV4_CUDA_CHECK(cudaMemcpy(counts.data(), static_cast<char*>(ws.view().data) + plan.counts,
+                             4 * plan.n_experts, cudaMemcpyDeviceToHost));
+  return std::count_if(counts.begin(), counts.end(), [](int c) { return c > 0; });
+}
+
+void run_tokens(const Layer& layer, const MoeConfig& cfg, int64_t n_tokens, MoePath path,
+                double bandwidth, double peak) {
+  const LayerShape& s = layer.shape;
+  std::vector<Tensor> xs;
+  for (int i = 0; i < kInputs; ++i) {
+    xs.push_back(device_tensor(DType::kF32, {n_tokens, s.dim}));
+    fill(xs.back().view(), 100 + i, 2);
+  }
+  Tensor y = device_tensor(DType::kF32, {n_tokens, s.dim});
+  const auto plan = kernels::cuda::moe::plan_workspace(n_tokens, layer.view(), cfg);
+  Tensor ws = device_tensor(DType::kU8, {plan.total_bytes});
+  auto run = [&](int i) {
+    const Status st = kernels::cuda::moe::moe_ffn_on_path(xs[i % kInputs].view(), TensorView{},
+                                                          layer.view(), cfg, ws.view(), y.view(), path);
+    DSV4_CHECK(st.ok(), "moe_ffn: %s", st.message().c_str());
+  };
+  run(0);
+  DSV4_CUDA_CHECK(cudaDeviceSynchronize());
+  const double us = median_us(run);
+  const int64_t touched = touched_experts(ws, plan);
+  double graph_us = 0.0;
+  if (path == MoePath::kFused && cfg.mode == MoeMode::kW4A16) {
+    std::vector<cudaGraphExec_t> graphs(kInputs);
+    for (int i = 0; i < kInputs; ++i) {
+      cudaGraph_t graph;
+      DSV4_CUDA_CHECK(cudaStreamBeginCapture(cudaStreamPerThread, cudaStreamCaptureModeThreadLocal));
+      run(i);
+      DSV4_CUDA_CHECK(cudaStreamEndCapture(cudaStreamPerThread, &graph));
+      DSV4_CUDA_CHECK(cudaGraphInstantiate(&graphs[i], graph, 0));
+      DSV4_CUDA_CHECK(cudaGraphDestroy(graph));
+    }
+    graph_us = median_us([&](int i) {
+      DSV4_CUDA_CHECK(cudaGraphLaunch(graphs[i % kInputs], cudaStreamPerThread));
+    });
+    for (cudaGraphExec_t g : graphs) DSV4_CUDA_CHECK(cudaGraphExecDestroy(g));
+  }
+  const double bytes = static_cast<double>(touched + 1) * layer.expert_bytes();
+  const double flops = 2.0 * n_tokens * (s.k_used + 1) * 3.0 * s.dim * s.ffn;
+  const double mem_floor = bytes / bandwidth * 1e6, compute_floor = peak > 0 ? flops / peak * 1e6 : 0;
+  const double floor_us = std::max(mem_floor, compute_floor);
+  const double best = graph_us > 0 ? std::min(us, graph_us) : us;
+  std::printf("| %s | %s | %s | %lld | %lld | %.1f | %s | %.1f (%s) | %.2f |\n", s.name,
+              cfg.mode == MoeMode::kW4A16 ? "W4A16" : "W4A4",
+              path == MoePath::kFused ? "fused" : "grouped", static_cast<long long>(n_tokens),
+              static_cast<long long>(touched), us,
+              graph_us > 0 ? std::to_string(graph_us).substr(0, 7).c_str() : "-", floor_us,
+              mem_floor >= compute_floor ? "mem" : "bf16", best / floor_us);
+  std::fflush(stdout);
+}
+
+std::vector<int64_t> parse_list(const char* text) {
+  std::vector<int64_t> v;
+  for (const char* p = text; *p;) {
+    v.push_back(std::strtoll(p, nullptr, 10));
+    p = std::strchr(p, ',');
+    if (!p) break;
+    ++p;
+  }
+  return v;
+}
+
+int run_main(int argc, char** argv) {
+  std::vector<int64_t> tokens = {1, 8, 64, 128, 512, 2048, 8192};
+  std::string shapes = "flash,pro";
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (std::strcmp(argv[i], "--tokens") == 0) tokens = parse_list(argv[i + 1]);
+    if (std::strcmp(argv[i], "--shapes") == 0) shapes = argv[i + 1];
+  }
+  cudaDeviceProp prop;
+  DSV4_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  const double bandwidth = measure_bandwidth(), peak = measure_bf16_peak();
+  std::printf("device %s, %d SMs; D2D copy %.0f GB/s (read + write); cuBLAS bf16 %.0f TFLOP/s\n",
+              prop.name, prop.multiProcessorCount, bandwidth / 1e9, peak / 1e12);
+  const LayerShape all[] = {{"flash", 4096, 2048, 256, 6}, {"pro", 7168, 3072, 384, 6}};
+  for (const LayerShape& s : all) {
+    if (shapes.find(s.name) == std::string::npos) continue;
+    const Layer layer(s);
+    const HostLayer host(layer);
+    for (MoeMode mode : {MoeMode::kW4A16, MoeMode::kW4A4}) {
+      const MoeConfig cfg{static_cast<int>(s.k_used), 2.5f, 10.0f, mode};
+      for (MoePath path : {MoePath::kFused, MoePath::kGrouped}) {
+        const double err = check_against_cpu(layer, host, cfg, 3, path);
+        std::printf("check %s %s %s T=3 vs CPU: max row rel err %.2e %s\n", s.name,
+                    mode == MoeMode::kW4A16 ? "W4A16" : "W4A4",
+                    path == MoePath::kFused ? "fused" : "grouped", err,
+                    err < 0 ? "(not run)" : err < 2e-2 ? "OK" : "FAIL");
+      }
+      std::printf("| shape | mode | path | T | experts | median us | graph us | floor us | ratio |\n");
+      std::printf("|---|---|---|---:|---:|---:|---:|---:|---:|\n");
+      for (int64_t t : tokens) {
+        if (t <= 512) run_tokens(layer, cfg, t, MoePath::kFused, bandwidth, peak);
+        if (t >= 8) run_tokens(layer, cfg, t, MoePath::kGrouped, bandwidth, peak);
+      }
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace dsv4::bench
+
+int main(int argc, char** argv) { return dsv4::bench::run_main(argc, argv); }

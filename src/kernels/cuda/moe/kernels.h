@@ -1,0 +1,54 @@
+// Launchers of the MoE pipeline's kernels (cuda/moe/*.cu), called by moe_ffn.cu in a fixed
+// order on one stream. Each checks cudaGetLastError after its launch.
+//
+// Dimension letters: T tokens, D model width, E routed experts, K experts per token, F expert
+// width, S = T·(K+1) grouped rows.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace dsv4::kernels::cuda::moe {
+
+// ---- route.cu ----
+struct RouterParams {
+  const float* x;            // [T, D]
+  const float* gate;         // [E, D]
+  const float* bias;         // [E] or nullptr (hash routing)
+  const int64_t* tid2eid;    // [V, K] or nullptr (score routing)
+  const int64_t* token_ids;  // [T] (hash routing)
+  int n_tokens, dim, n_experts, k_used, logits_splits;
+  float route_scale;
+  float* logits;             // [splits, T, E] scratch
+  int* sel_expert;           // [T, K+1]
+  float* sel_weight;         // [T, K+1]
+  int* counts;               // [E+1], zero on entry
+  uint16_t* x_bf16;          // [T, D] pair-interleaved bf16 copy of x, or nullptr
+};
+void launch_router(const RouterParams& p, cudaStream_t stream);
+
+// ---- permute.cu ----
+// Groups rows by expert (stable in (token, slot) order; group E is the shared expert with every
+// token) and fills offsets [E+2], active [E+1] + n_active, row_token [S], row_of [T, K+1].
+void launch_permute(const int* sel_expert, const int* counts, int n_tokens, int k_used,
+                    int n_experts, int* offsets, int* active, int* row_token, int* row_of,
+                    cudaStream_t stream);
+// y[t] = Σ over t's routed slots in grouped-row order of weight · down[row], then + down[shared
+// row]; each step one rounded f32 multiply and add, as cpu::moe_combine and cpu::add do.
+void launch_combine(const float* down, const int* row_of, const float* sel_weight, int n_tokens,
+                    int k_used, int dim, float* y, cudaStream_t stream);
+
+// ---- grouped_glue.cu (the grouped path's data movement) ----
+// rows[r] = bf16(x[row_token[r]]), linear layout.
+void launch_gather_bf16(const float* x, const int* row_token, int n_rows, int dim,
+                        uint16_t* rows, cudaStream_t stream);
+// Gathers staged NVFP4 rows (linear scales) by row_token.
+void launch_gather_nvfp4(const uint8_t* packed, const uint8_t* scale, const int* row_token,
+                         int n_rows, int dim, uint8_t* rows_packed, uint8_t* rows_scale,
+                         cudaStream_t stream);
+// act[S, F] = silu(min(gate, limit)) · clamp(up, ±limit) of gate_up [S, 2F]; f32 or bf16 out.
+void launch_swiglu(const float* gate_up, int n_rows, int ffn, float limit, float* act_f32,
+                   uint16_t* act_bf16, cudaStream_t stream);
+
+}  // namespace dsv4::kernels::cuda::moe

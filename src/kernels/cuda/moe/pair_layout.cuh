@@ -1,0 +1,75 @@
+// The register layout the fused expert kernels compute in, and the NVFP4 decode that produces
+// it. A 32-bit word of packed E2M1 holds 8 consecutive K elements (element i in nibble i); the
+// cheapest decode turns nibbles i and i+4 into one bf16x2 register (one shift pair and two
+// masks, no table), so the kernels pair K elements as (i, i+4) inside each group of 8. A dot
+// product does not care in which order it visits K, as long as both operands use the same one:
+// NVFP4 activations decode into the same pairs, and bf16 activations are written in the
+// "pair layout" below, where each 8-group is stored as e0 e4 e1 e5 e2 e6 e3 e7.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "base/float_convert.h"
+
+namespace dsv4::kernels::cuda::moe {
+
+// Position of K element d in the pair layout.
+__device__ __forceinline__ int pair_layout_index(int d) {
+  return (d & ~7) | ((d & 3) << 1) | ((d >> 2) & 1);
+}
+
+// Nibbles p and p+4 of `word` as a bf16x2 whose values are e2m1 · 2^-126: the 3 magnitude bits
+// (e1 e0 m) land on bf16 bits 8..6, the lowest exponent bits and the top mantissa bit, so
+// exponent e ≥ 1 reads 2^(e-127)·(1 + m/2) and e = 0 is the subnormal m · 2^-127: both are the
+// E2M1 value times 2^-126.
+template <int kPair>
+__device__ __forceinline__ uint32_t decode_e2m1_pair(uint32_t word) {
+  const uint32_t v = word << (4 * (3 - kPair));
+  return ((v >> 6) & 0x01C001C0u) | (v & 0x80008000u);
+}
+
+// 2^116 · ue4m3(scale) in both halves of a bf16x2 (exact: 4 significant bits, exponent ≤ 124).
+// A decoded pair times this is e2m1 · ue4m3 · 2^-10, exact in bf16; kDecodeScaleLog2 undoes it.
+inline constexpr int kDecodeScaleLog2 = 10;
+__device__ __forceinline__ uint32_t scale_pair(uint8_t scale) {
+  const uint16_t b = float_to_bf16(e4m3_to_float(scale) * 0x1p116f);
+  return uint32_t{b} | (uint32_t{b} << 16);
+}
+
+__device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, uint32_t b) {
+  const __nv_bfloat162 r = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&a),
+                                   *reinterpret_cast<const __nv_bfloat162*>(&b));
+  return *reinterpret_cast<const uint32_t*>(&r);
+}
+
+// One packed word (8 elements) with its block scale as the four bf16x2 pairs (0,4) (1,5) (2,6)
+// (3,7), each e2m1 · ue4m3 · 2^-10.
+__device__ __forceinline__ void decode_word(uint32_t word, uint32_t scale2, uint32_t out[4]) {
+  out[0] = bf16x2_mul(decode_e2m1_pair<0>(word), scale2);
+  out[1] = bf16x2_mul(decode_e2m1_pair<1>(word), scale2);
+  out[2] = bf16x2_mul(decode_e2m1_pair<2>(word), scale2);
+  out[3] = bf16x2_mul(decode_e2m1_pair<3>(word), scale2);
+}
+
+// D += A · B, m16n8k16, bf16 operands, f32 accumulators (PTX fragment layouts).
+__device__ __forceinline__ void mma_bf16_16816(float d[4], const uint32_t a[4], uint32_t b0,
+                                               uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// 16 bytes that stream past L1: each weight byte is used by one warp once.
+__device__ __forceinline__ uint4 load_streaming(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+}  // namespace dsv4::kernels::cuda::moe

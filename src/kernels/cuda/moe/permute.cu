@@ -1,0 +1,107 @@
+// Token → expert permutation and the combine back, without host synchronisation and without
+// float atomics. One warp per group (E routed experts + the shared expert) finds its row offset
+// by summing the counts before it, then walks all (token, slot) entries in order and places its
+// own with a ballot: rows come out sorted by group and, inside a group, by (token, slot), the
+// order cpu::moe_group produces. The combine gathers by token, so every output is summed by one
+// thread in a fixed order.
+//
+// Dimension letters: T tokens, D model width, E routed experts, K experts per token,
+// S = T·(K+1) grouped rows.
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/moe/kernels.h"
+
+namespace dsv4::kernels::cuda::moe {
+namespace {
+
+constexpr int kWarpsPerBlock = 8;
+constexpr int kMaxK = 16;
+
+__global__ void permute_kernel(const int* sel_expert, const int* counts, int n_tokens, int k_used,
+                               int n_experts, int* offsets, int* active, int* row_token,
+                               int* row_of) {
+  const int lane = threadIdx.x % 32;
+  const int group = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
+  if (group > n_experts) return;
+  int offset = 0, n_nonempty = 0;
+  for (int g = lane; g < group; g += 32) {
+    const int count = counts[g];  // g < group ≤ E: a routed expert
+    offset += count;
+    n_nonempty += count > 0;
+  }
+  for (int delta = 16; delta > 0; delta /= 2) {
+    offset += __shfl_xor_sync(0xffffffffu, offset, delta);
+    n_nonempty += __shfl_xor_sync(0xffffffffu, n_nonempty, delta);
+  }
+  const int count = group < n_experts ? counts[group] : n_tokens;
+  if (lane == 0) {
+    offsets[group] = offset;
+    if (count > 0) active[n_nonempty] = group;
+    if (group == n_experts) {
+      offsets[group + 1] = offset + count;
+      active[n_experts + 1] = n_nonempty + 1;  // n_active: the shared expert is never empty
+    }
+  }
+  if (count == 0) return;
+  const int n_entries = n_tokens * (k_used + 1);
+  for (int base = 0; base < n_entries; base += 32) {
+    const int i = base + lane;
+    const bool mine = i < n_entries && sel_expert[i] == group;
+    const unsigned ballot = __ballot_sync(0xffffffffu, mine);
+    if (mine) {
+      const int row = offset + __popc(ballot & ((1u << lane) - 1));
+      row_token[row] = i / (k_used + 1);
+      row_of[i] = row;
+    }
+    offset += __popc(ballot);
+  }
+}
+
+// One block per token; each thread owns 4 consecutive columns.
+__global__ void combine_kernel(const float* down, const int* row_of, const float* sel_weight,
+                               int k_used, int dim, float* y) {
+  const int t = blockIdx.x;
+  int rows[kMaxK];
+  float weights[kMaxK];
+  for (int k = 0; k < k_used; ++k) {  // insertion sort by grouped row: cpu::moe_combine's order
+    const int row = row_of[t * (k_used + 1) + k];
+    const float w = sel_weight[t * (k_used + 1) + k];
+    int j = k;
+    for (; j > 0 && rows[j - 1] > row; --j) rows[j] = rows[j - 1], weights[j] = weights[j - 1];
+    rows[j] = row, weights[j] = w;
+  }
+  const int shared_row = row_of[t * (k_used + 1) + k_used];
+  for (int d = threadIdx.x * 4; d < dim; d += blockDim.x * 4) {
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int k = 0; k < k_used; ++k) {
+      const float4 o = *reinterpret_cast<const float4*>(down + int64_t{rows[k]} * dim + d);
+      acc.x = __fadd_rn(acc.x, __fmul_rn(weights[k], o.x));
+      acc.y = __fadd_rn(acc.y, __fmul_rn(weights[k], o.y));
+      acc.z = __fadd_rn(acc.z, __fmul_rn(weights[k], o.z));
+      acc.w = __fadd_rn(acc.w, __fmul_rn(weights[k], o.w));
+    }
+    const float4 s = *reinterpret_cast<const float4*>(down + int64_t{shared_row} * dim + d);
+    *reinterpret_cast<float4*>(y + int64_t{t} * dim + d) =
+        make_float4(__fadd_rn(acc.x, s.x), __fadd_rn(acc.y, s.y), __fadd_rn(acc.z, s.z),
+                    __fadd_rn(acc.w, s.w));
+  }
+}
+
+}  // namespace
+
+void launch_permute(const int* sel_expert, const int* counts, int n_tokens, int k_used,
+                    int n_experts, int* offsets, int* active, int* row_token, int* row_of,
+                    cudaStream_t stream) {
+  const int n_blocks = (n_experts + 1 + kWarpsPerBlock - 1) / kWarpsPerBlock;
+  permute_kernel<<<n_blocks, 32 * kWarpsPerBlock, 0, stream>>>(
+      sel_expert, counts, n_tokens, k_used, n_experts, offsets, active, row_token, row_of);
+  DSV4_CUDA_CHECK(cudaGetLastError());
+}
+
+void launch_combine(const float* down, const int* row_of, const float* sel_weight, int n_tokens,
+                    int k_used, int dim, float* y, cudaStream_t stream) {
+  DSV4_CHECK(k_used <= kMaxK && dim % 4 == 0, "combine: K %d, D %d", k_used, dim);
+  combine_kernel<<<n_tokens, 256, 0, stream>>>(down, row_of, sel_weight, k_used, dim, y);
+  DSV4_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace dsv4::kernels::cuda::moe

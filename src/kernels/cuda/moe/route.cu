@@ -1,0 +1,164 @@
+// The router: f32 logits x · gateᵀ (a tiled SIMT GEMM, split over D when T is small so that a
+// decode step still spreads the gate's E·D floats over the whole GPU), then one warp per token
+// for sqrt(softplus), the biased top-K (or the hash table), renormalisation and the route scale,
+// exactly as cpu::moe_route orders its f32 operations. No float atomics: the split-K partial
+// sums are added in split order by the selecting warp.
+//
+// Dimension letters: T tokens, D model width, E routed experts, K experts per token.
+#include <cuda_bf16.h>
+
+#include <cfloat>
+
+#include "base/float_convert.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/moe/kernels.h"
+#include "kernels/cuda/moe/pair_layout.cuh"
+
+namespace dsv4::kernels::cuda::moe {
+namespace {
+
+constexpr int kTile = 64;       // tokens × experts of one block
+constexpr int kTileK = 16;      // D elements per smem stage
+constexpr int kLogitThreads = 256;  // 16 × 16 threads, 4 × 4 outputs each
+constexpr int kMaxExpertsPerLane = 16;  // E ≤ 512
+
+// logits[split, t, e] = Σ_{d in split} x[t, d] · gate[e, d].
+__global__ void __launch_bounds__(kLogitThreads) router_logits_kernel(RouterParams p) {
+  __shared__ float smem_x[kTileK][kTile + 4];
+  __shared__ float smem_gate[kTileK][kTile + 4];
+  const int t0 = blockIdx.y * kTile, e0 = blockIdx.x * kTile;
+  const int d_per_split = p.dim / p.logits_splits;
+  const int d_begin = blockIdx.z * d_per_split, d_end = d_begin + d_per_split;
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  const int load_row = threadIdx.x / 4, load_col = (threadIdx.x % 4) * 4;
+  float acc[4][4] = {};
+  for (int d0 = d_begin; d0 < d_end; d0 += kTileK) {
+    const int t = t0 + load_row, e = e0 + load_row;
+    float4 xv = make_float4(0.f, 0.f, 0.f, 0.f), gv = xv;
+    if (t < p.n_tokens) xv = *reinterpret_cast<const float4*>(p.x + int64_t{t} * p.dim + d0 + load_col);
+    if (e < p.n_experts) {
+      gv = *reinterpret_cast<const float4*>(p.gate + int64_t{e} * p.dim + d0 + load_col);
+    }
+    smem_x[load_col + 0][load_row] = xv.x, smem_x[load_col + 1][load_row] = xv.y;
+    smem_x[load_col + 2][load_row] = xv.z, smem_x[load_col + 3][load_row] = xv.w;
+    smem_gate[load_col + 0][load_row] = gv.x, smem_gate[load_col + 1][load_row] = gv.y;
+    smem_gate[load_col + 2][load_row] = gv.z, smem_gate[load_col + 3][load_row] = gv.w;
+    __syncthreads();
+#pragma unroll
+    for (int kk = 0; kk < kTileK; ++kk) {
+      float a[4], b[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) a[i] = smem_x[kk][ty + 16 * i], b[i] = smem_gate[kk][tx + 16 * i];
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+    }
+    __syncthreads();
+  }
+  float* out = p.logits + int64_t{blockIdx.z} * p.n_tokens * p.n_experts;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int t = t0 + ty + 16 * i;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int e = e0 + tx + 16 * j;
+      if (t < p.n_tokens && e < p.n_experts) out[int64_t{t} * p.n_experts + e] = acc[i][j];
+    }
+  }
+}
+
+__device__ __forceinline__ float sqrt_softplus(float logit) {
+  const float softplus = logit > 20.0f ? logit : log1pf(expf(logit));
+  return sqrtf(softplus);
+}
+
+// The best (value, expert) of a warp: larger value first, then the lower expert id.
+__device__ __forceinline__ void warp_argmax(float& value, int& expert) {
+  for (int offset = 16; offset > 0; offset /= 2) {
+    const float other_value = __shfl_xor_sync(0xffffffffu, value, offset);
+    const int other_expert = __shfl_xor_sync(0xffffffffu, expert, offset);
+    if (other_value > value || (other_value == value && other_expert < expert)) {
+      value = other_value, expert = other_expert;
+    }
+  }
+}
+
+// One warp per token: expert e lives in lane e % 32, register e / 32.
+__global__ void router_select_kernel(RouterParams p) {
+  const int lane = threadIdx.x % 32;
+  const int t = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+  if (t >= p.n_tokens) return;
+  float score[kMaxExpertsPerLane], biased[kMaxExpertsPerLane];
+#pragma unroll
+  for (int i = 0; i < kMaxExpertsPerLane; ++i) {
+    const int e = lane + 32 * i;
+    score[i] = biased[i] = -FLT_MAX;
+    if (e < p.n_experts) {
+      float logit = 0.0f;
+      for (int s = 0; s < p.logits_splits; ++s) {
+        logit += p.logits[(int64_t{s} * p.n_tokens + t) * p.n_experts + e];
+      }
+      score[i] = sqrt_softplus(logit);
+      biased[i] = p.bias ? score[i] + p.bias[e] : score[i];
+    }
+  }
+  int* chosen = p.sel_expert + int64_t{t} * (p.k_used + 1);
+  float* weight = p.sel_weight + int64_t{t} * (p.k_used + 1);
+  float sum = 0.0f;
+  for (int k = 0; k < p.k_used; ++k) {
+    int expert;
+    if (p.tid2eid) {
+      expert = static_cast<int>(p.tid2eid[p.token_ids[t] * p.k_used + k]);
+    } else {
+      float best = -FLT_MAX;
+      expert = INT32_MAX;
+#pragma unroll
+      for (int i = 0; i < kMaxExpertsPerLane; ++i) {
+        if (biased[i] > best) best = biased[i], expert = lane + 32 * i;  // first = lowest id
+      }
+      warp_argmax(best, expert);
+#pragma unroll
+      for (int i = 0; i < kMaxExpertsPerLane; ++i) {
+        if (lane + 32 * i == expert) biased[i] = -INFINITY;  // taken
+      }
+    }
+    float mine = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kMaxExpertsPerLane; ++i) {
+      if (lane + 32 * i == expert) mine = score[i];
+    }
+    const float s = __shfl_sync(0xffffffffu, mine, expert % 32);
+    sum = __fadd_rn(sum, s);
+    if (lane == 0) chosen[k] = expert, weight[k] = s;
+  }
+  __syncwarp();
+  if (lane == 0) {
+    for (int k = 0; k < p.k_used; ++k) {
+      weight[k] = __fmul_rn(__fdiv_rn(weight[k], __fadd_rn(sum, 1e-20f)), p.route_scale);
+      atomicAdd(&p.counts[chosen[k]], 1);
+    }
+    chosen[p.k_used] = p.n_experts, weight[p.k_used] = 1.0f;
+  }
+  if (p.x_bf16 == nullptr) return;
+  const float* row = p.x + int64_t{t} * p.dim;
+  uint16_t* dst = p.x_bf16 + int64_t{t} * p.dim;
+  for (int d = lane; d < p.dim; d += 32) dst[pair_layout_index(d)] = float_to_bf16(row[d]);
+}
+
+}  // namespace
+
+void launch_router(const RouterParams& p, cudaStream_t stream) {
+  DSV4_CHECK(p.dim % (kTileK * p.logits_splits) == 0 && p.n_experts <= 32 * kMaxExpertsPerLane,
+             "router: D %d, splits %d, E %d", p.dim, p.logits_splits, p.n_experts);
+  const dim3 grid((p.n_experts + kTile - 1) / kTile, (p.n_tokens + kTile - 1) / kTile,
+                  p.logits_splits);
+  router_logits_kernel<<<grid, kLogitThreads, 0, stream>>>(p);
+  DSV4_CUDA_CHECK(cudaGetLastError());
+  constexpr int kWarpsPerBlock = 4;
+  router_select_kernel<<<(p.n_tokens + kWarpsPerBlock - 1) / kWarpsPerBlock, 32 * kWarpsPerBlock,
+                         0, stream>>>(p);
+  DSV4_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace dsv4::kernels::cuda::moe

@@ -1,0 +1,122 @@
+// The CUDA MoE block (kernels/cuda/moe/) against the CPU moe_ffn (label cuda: needs the H200),
+// on both paths at every T: the fused decode kernels and the sm90 grouped GEMMs. Routing regimes
+// from moe_test_layer.h (skewed, experts with no tokens, every token to the same experts, hash
+// routing); T = 1, T off every tile (7, 300), the decode limit (64). The output is poisoned
+// before each run, and two runs must give the same bits.
+//
+// Dimension letters: T tokens, D model width.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <limits>
+#include <tuple>
+#include <vector>
+
+#include "base/buffer.h"
+#include "kernels/cuda/moe/moe_pipeline.h"
+#include "kernels/ops.h"
+#include "moe_test_layer.h"
+#include "testing/compare.h"
+#include "testing/random.h"
+#include "testing/tolerance.h"
+
+namespace dsv4::kernels {
+namespace {
+
+using cuda::moe::MoePath;
+using moe_test::MoeTestLayer;
+using moe_test::Routing;
+
+Tensor to_device(const TensorView& host) {
+  Result<Tensor> t = Tensor::empty(host.dtype, host.shape, Device::kCuda);
+  DSV4_CHECK(t.ok(), "device allocation failed");
+  DSV4_CHECK(copy_tensor(t->view(), host).ok(), "copy to device failed");
+  return std::move(t).value();
+}
+
+format::Nvfp4Tensor to_device(const format::Nvfp4Tensor& host) {
+  format::Nvfp4Tensor t;
+  t.packed = to_device(host.packed.view());
+  t.block_scale = to_device(host.block_scale.view());
+  t.global_scale = to_device(host.global_scale.view());
+  return t;
+}
+
+struct DeviceLayer {
+  Tensor gate, bias, tid2eid;
+  format::Nvfp4Tensor w13, w2, shared_w13, shared_w2;
+
+  explicit DeviceLayer(const MoeTestLayer& l)
+      : gate(to_device(l.gate.view())), bias(to_device(l.bias.view())),
+        tid2eid(to_device(l.tid2eid.view())), w13(to_device(l.w13)), w2(to_device(l.w2)),
+        shared_w13(to_device(l.shared_w13)), shared_w2(to_device(l.shared_w2)) {}
+  MoeWeightsView view(bool hash) const {
+    return MoeWeightsView{gate.view(), hash ? TensorView{} : bias.view(),
+                          hash ? tid2eid.view() : TensorView{}, w13.view(), w2.view(),
+                          shared_w13.view(), shared_w2.view()};
+  }
+};
+
+class MoeFfnCudaTest
+    : public ::testing::TestWithParam<std::tuple<int, Routing, MoeMode, MoePath>> {};
+
+TEST_P(MoeFfnCudaTest, MatchesCpuAndRepeatsBitwise) {
+  const auto [n_tokens, routing, mode, path] = GetParam();
+  dsv4::testing::SeededRng rng;
+  const MoeTestLayer layer = moe_test::make_moe_layer(rng, 256, 128, 16, 4, routing, mode);
+  const bool hash = routing == Routing::kHash;
+  std::vector<float> x = moe_test::random_moe_input(rng, n_tokens, layer.dim);
+  std::vector<int64_t> ids = moe_test::random_token_ids(rng, n_tokens, layer.vocab);
+  const Shape shape{n_tokens, layer.dim};
+  const TensorView x_host = TensorView::contiguous(x.data(), DType::kF32, Device::kCpu, shape);
+  const TensorView ids_host = TensorView::contiguous(ids.data(), DType::kI64, Device::kCpu,
+                                                     {n_tokens});
+  std::vector<float> expected(x.size(), std::numeric_limits<float>::quiet_NaN());
+  ASSERT_TRUE(moe_ffn(x_host, ids_host, layer.view(hash), layer.config, TensorView{},
+                      TensorView::contiguous(expected.data(), DType::kF32, Device::kCpu, shape))
+                  .ok());
+
+  const DeviceLayer device(layer);
+  const Tensor x_dev = to_device(x_host), ids_dev = to_device(ids_host);
+  const int64_t ws_bytes = moe_ffn_workspace_bytes(n_tokens, device.view(hash), layer.config);
+  Result<Tensor> ws = Tensor::empty(DType::kU8, {ws_bytes}, Device::kCuda);
+  ASSERT_TRUE(ws.ok());
+  std::vector<std::vector<float>> runs;
+  for (int run = 0; run < 2; ++run) {
+    std::vector<float> poison(x.size(), std::numeric_limits<float>::quiet_NaN());
+    const Tensor y_dev = to_device(TensorView::contiguous(poison.data(), DType::kF32,
+                                                          Device::kCpu, shape));
+    const Status status = cuda::moe::moe_ffn_on_path(x_dev.view(), ids_dev.view(),
+                                                     device.view(hash), layer.config, ws->view(),
+                                                     y_dev.view(), path);
+    if (status.code() == StatusCode::kUnimplemented) GTEST_SKIP() << status.message();
+    ASSERT_TRUE(status.ok()) << status.message();
+    std::vector<float> y(x.size());
+    ASSERT_TRUE(copy_tensor(TensorView::contiguous(y.data(), DType::kF32, Device::kCpu, shape),
+                            y_dev.view())
+                    .ok());
+    runs.push_back(std::move(y));
+  }
+  if (mode == MoeMode::kW4A16) {
+    EXPECT_LT(dsv4::testing::max_row_rel_error(runs[0].data(), expected.data(), n_tokens,
+                                               layer.dim),
+              dsv4::testing::kMoeW4A16RelTol);
+  } else {
+    EXPECT_LT(dsv4::testing::max_row_rel_error(runs[0].data(), expected.data(), 1,
+                                               n_tokens * layer.dim),
+              dsv4::testing::kMoeW4A4RelTol);
+  }
+  EXPECT_EQ(std::memcmp(runs[0].data(), runs[1].data(), sizeof(float) * x.size()), 0)
+      << "two runs on the same input differ";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, MoeFfnCudaTest,
+    ::testing::Combine(::testing::Values(1, 7, 64, 300),
+                       ::testing::Values(Routing::kScore, Routing::kSkewed, Routing::kOneSet,
+                                         Routing::kHash),
+                       ::testing::Values(MoeMode::kW4A16, MoeMode::kW4A4),
+                       ::testing::Values(MoePath::kFused, MoePath::kGrouped)));
+
+}  // namespace
+}  // namespace dsv4::kernels
