@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "model/attention.h"
 #include "model/golden.h"
 #include "testing/compare.h"
+#include "testing/random.h"
 #include "testing/tolerance.h"
 
 namespace dsv4::model {
@@ -133,6 +135,38 @@ TEST_P(AttentionGoldenTest, ChunkedPrefillAndDecodeMatchTransformers) {
     }
   }
 }
+
+// Longer than the golden prompt: 61 tokens (no multiple of 4 or 8) of random input through every
+// layer of configs whose windows (8, 4) and blocks (4, 8) the sequence crosses many times and
+// whose indexer keeps fewer entries than exist (tiny_d: 2 of up to 15), stepwise against one call.
+class AttentionStepwiseTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(AttentionStepwiseTest, StepsMatchOneCall) {
+  const Golden golden(GetParam());
+  testing::SeededRng rng;
+  std::normal_distribution<float> normal;
+  const int64_t n = 61;
+  Tensor x = Tensor::host(DType::kF32, {n, golden.config().hidden_size});
+  for (int64_t i = 0; i < x.numel(); ++i) x.data_as<float>()[i] = normal(rng.engine());
+  const std::vector<std::vector<int64_t>> plans = {{1}, {1, 7, n}, {5, 11, 3}, {9}};
+  for (int64_t layer = 0; layer < golden.config().n_layer; ++layer) {
+    AttentionCache cache;
+    const Tensor one_call = run_chunks(golden, layer, x, {n}, 256, cache);
+    for (const auto& plan : plans) {
+      for (int64_t max_step : {int64_t{256}, int64_t{3}}) {
+        const Tensor out = run_chunks(golden, layer, x, plan, max_step, cache);
+        EXPECT_LT(max_row_rel_error(out.data_as<float>(), one_call.data_as<float>(), n,
+                                    golden.config().hidden_size),
+                  testing::kStepwiseRelTol)
+            << "layer " << layer << " (" << type_name(golden.config().layers[layer].attention)
+            << ") chunks " << ::testing::PrintToString(plan) << " max_step_tokens " << max_step;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Golden, AttentionStepwiseTest,
+                         ::testing::Values("tiny_b_state_dict", "tiny_d_state_dict"));
 
 INSTANTIATE_TEST_SUITE_P(Golden, AttentionGoldenTest,
                          ::testing::Values("tiny_a_pretrained", "tiny_b_state_dict",

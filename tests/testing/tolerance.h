@@ -38,4 +38,10 @@ inline constexpr double kMoeW4A16RelTol = 2e-3;
 // over all T·D values it stays far below 2e-2, which a wrong scale or expert still exceeds.
 inline constexpr double kMoeW4A4RelTol = 2e-2;
 
+// attention_forward over one sequence in steps (chunked prefill, decode) against the same
+// sequence in one call: the same f32 formulas, only the GEMMs' blocking changes with the number
+// of rows (~1e-7 relative); a cache bug (a wrong window row, a lost compressor row, an entry at
+// the wrong position) moves rows by > 1e-2.
+inline constexpr double kStepwiseRelTol = 1e-5;
+
 }  // namespace dsv4::testing

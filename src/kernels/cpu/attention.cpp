@@ -91,7 +91,8 @@ void sparse_attention(const SparseAttentionParams& p) {
   const float* q = p.q.data_as<const float>();
   const float* sinks = p.sinks.data_as<const float>();
   float* out = p.out.data_as<float>();
-#pragma omp parallel
+  const int64_t n_candidates = sources[0].n_candidates + sources[1].n_candidates;
+#pragma omp parallel if (n_tokens * n_heads * n_candidates * head_dim > kParallelWork)
   {
     std::vector<const float*> rows;
     std::vector<float> logits;

@@ -42,7 +42,7 @@ void compressor_pool(const CompressorPoolParams& p) {
   const float* ape = p.ape.data_as<const float>();
   float* out = p.out.data_as<float>();
   const int64_t n_slots = n_halves * ratio;
-#pragma omp parallel
+#pragma omp parallel if (n_entries * width * n_slots > kParallelWork)
   {
     std::vector<float> score(n_slots);
     std::vector<int64_t> offset(n_slots);

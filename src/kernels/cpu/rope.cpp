@@ -25,7 +25,7 @@ void rope(const TensorView& x, const TensorView& positions, const TensorView& in
   const int64_t* pos = positions.data_as<const int64_t>();
   const float* theta = inv_freq.data_as<const float>();
   float* data = x.data_as<float>();
-#pragma omp parallel for if (n_tokens * n_heads * n_pairs > (1 << 14))
+#pragma omp parallel for if (n_tokens * n_heads * n_pairs > kParallelWork)
   for (int64_t t = 0; t < n_tokens; ++t) {
     for (int64_t i = 0; i < n_pairs; ++i) {
       const float angle = static_cast<float>(pos[t]) * theta[i];

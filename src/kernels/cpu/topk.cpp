@@ -25,7 +25,7 @@ void topk(const TensorView& scores, const TensorView& n_candidates, const Tensor
   const int64_t n_entries = scores.size(1);
   const int64_t k = indices.size(1);
   const int32_t* limits = n_candidates.data_as<const int32_t>();
-#pragma omp parallel
+#pragma omp parallel if (n_tokens * n_entries > kParallelWork)
   {
     std::vector<int32_t> order;
 #pragma omp for schedule(static)
