@@ -90,6 +90,7 @@ Result<Nvfp4Tensor> quantize_ref(const float* x, int64_t n_matrices, int64_t n_r
   for (int64_t g = 0; g < n_matrices; ++g) {
     t.global_scale.data_as<float>()[g] = scales[g].decode;
     const int64_t first = g * n_rows * n_kb;  // blocks and scales share the [G, N, Kb] index
+#pragma omp parallel for
     for (int64_t b = first; b < first + n_rows * n_kb; ++b) {
       block_scale[b] = quantize_nvfp4_block(x + b * kNvfp4BlockSize, scales[g].encode, &blocks[b]);
     }
