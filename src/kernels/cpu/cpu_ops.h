@@ -49,14 +49,6 @@ void nvfp4_grouped_gemm(const TensorView& a, const format::Nvfp4View& b,
                         const TensorView& group_offsets, const TensorView& d);
 
 // ---- Attention (kernels/ops.h has the contracts) ----
-void rope(const TensorView& x, const TensorView& positions, const TensorView& inv_freq,
-          RopeDirection direction);
-void sparse_attention(const SparseAttentionParams& params);
-void compressor_pool(const CompressorPoolParams& params);
-void indexer_scores(const IndexerScoreParams& params);
-void topk(const TensorView& scores, const TensorView& n_candidates, const TensorView& indices);
-
-// ---- Attention (kernels/ops.h has the contracts) ----
 // Work (multiply-adds or elements) below which an attention op stays on one thread: a parallel
 // region's fork and join cost more than a smaller loop, far more on a loaded machine.
 inline constexpr int64_t kParallelWork = int64_t{1} << 16;
