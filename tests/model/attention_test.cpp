@@ -9,12 +9,14 @@
 #include <algorithm>
 #include <limits>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "base/buffer.h"
 #include "checkpoint/loader.h"
 #include "model/attention.h"
+#include "model/indexer.h"
 #include "model/golden.h"
 #include "testing/compare.h"
 #include "testing/random.h"
@@ -136,6 +138,50 @@ TEST_P(AttentionGoldenTest, ChunkedPrefillAndDecodeMatchTransformers) {
   }
 }
 
+TEST_P(AttentionGoldenTest, IndexerPicksMatchTransformers) {
+  const Golden golden(GetParam());
+  const checkpoint::ModelConfig& config = golden.config();
+  const int64_t n = golden.n_tokens;
+  if (std::none_of(config.layers.begin(), config.layers.end(), [](const auto& schedule) {
+        return schedule.attention == AttentionType::kCompressedSparse;
+      })) {
+    GTEST_SKIP() << GetParam() << " has no CSA layer";
+  }
+  for (int64_t layer = 0; layer < config.n_layer; ++layer) {
+    if (config.layers[layer].attention != AttentionType::kCompressedSparse) continue;
+    auto cache = AttentionCache::create(config, layer, n, Device::kCpu);
+    ASSERT_TRUE(cache.ok()) << cache.status().to_string();
+    const Tensor x = golden.input(layer);
+    const Tensor q_latent = golden_tensor(golden.layers, golden.name(layer, "self_attn.q_a_norm"),
+                                          {n, config.q_lora_rank});
+    IndexerStep step;
+    step.x = x.view();
+    step.q_latent = q_latent.view();
+    Tensor positions = Tensor::host(DType::kI64, {n});
+    for (int64_t t = 0; t < n; ++t) {
+      positions.data_as<int64_t>()[t] = t;
+      step.host_positions.push_back(t);
+    }
+    step.positions = positions.view();
+    step.inv_freq = cache.value().inv_freq.view();
+    auto picks = indexer_forward(config, *golden.weights.layers[layer].attn.indexer, step,
+                                 *cache.value().indexer);
+    ASSERT_TRUE(picks.ok()) << picks.status().to_string();
+    const int64_t k = picks.value().shape()[1];
+    const Tensor expected = golden_tensor(
+        golden.layers, golden.name(layer, "self_attn.compressor.indexer"), {n, k});
+    // transformers' topk order is unspecified: compare each query's picks as a set.
+    for (int64_t t = 0; t < n; ++t) {
+      std::multiset<int64_t> ours, theirs;
+      for (int64_t j = 0; j < k; ++j) {
+        ours.insert(picks.value().data_as<int32_t>()[t * k + j]);
+        theirs.insert(static_cast<int64_t>(expected.data_as<float>()[t * k + j]));
+      }
+      EXPECT_EQ(ours, theirs) << "layer " << layer << " query " << t;
+    }
+  }
+}
+
 // Longer than the golden prompt: 61 tokens (no multiple of 4 or 8) of random input through every
 // layer of configs whose windows (8, 4) and blocks (4, 8) the sequence crosses many times and
 // whose indexer keeps fewer entries than exist (tiny_d: 2 of up to 15), stepwise against one call.
@@ -167,6 +213,39 @@ TEST_P(AttentionStepwiseTest, StepsMatchOneCall) {
 
 INSTANTIATE_TEST_SUITE_P(Golden, AttentionStepwiseTest,
                          ::testing::Values("tiny_b_state_dict", "tiny_d_state_dict"));
+
+// Misuse that the world (a runtime bug or a bad request) can cause is a Status, never a crash.
+TEST(AttentionCacheTest, RefusesBadArgumentsAndOutOfOrderTokens) {
+  const Golden golden("tiny_b_state_dict");
+  const checkpoint::ModelConfig& config = golden.config();
+  EXPECT_EQ(AttentionCache::create(config, config.n_layer, 8, Device::kCpu).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(AttentionCache::create(config, 0, 0, Device::kCpu).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(AttentionCache::create(config, 0, 8, Device::kCpu, 0).status().code(),
+            StatusCode::kInvalidArgument);
+
+  auto cache = AttentionCache::create(config, 0, 4, Device::kCpu);
+  ASSERT_TRUE(cache.ok()) << cache.status().to_string();
+  const Tensor x = golden.input(0);
+  Tensor out = Tensor::host(DType::kF32, x.shape());
+  const auto& weights = golden.weights.layers[0].attn;
+  // start_pos must be the number of tokens the cache holds.
+  EXPECT_EQ(attention_forward(config, 0, weights, x.view().rows(0, 2), 1, cache.value(),
+                              out.view().rows(0, 2))
+                .code(),
+            StatusCode::kInvalidArgument);
+  // More tokens than the cache was made for.
+  EXPECT_EQ(attention_forward(config, 0, weights, x.view().rows(0, 5), 0, cache.value(),
+                              out.view().rows(0, 5))
+                .code(),
+            StatusCode::kResourceExhausted);
+  EXPECT_EQ(cache.value().n_tokens, 0);
+  EXPECT_TRUE(attention_forward(config, 0, weights, x.view().rows(0, 4), 0, cache.value(),
+                                out.view().rows(0, 4))
+                  .ok());
+  EXPECT_EQ(cache.value().n_tokens, 4);
+}
 
 INSTANTIATE_TEST_SUITE_P(Golden, AttentionGoldenTest,
                          ::testing::Values("tiny_a_pretrained", "tiny_b_state_dict",
