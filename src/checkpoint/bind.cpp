@@ -1,5 +1,6 @@
 // bind_tensors: every checkpoint key to exactly one slot (or ignored for a stated reason), every
 // slot filled exactly once, by whole-name lookups in the expected key set of tensor_names.h.
+#include <algorithm>
 #include <cstring>
 
 #include "checkpoint/binding.h"
@@ -26,7 +27,8 @@ const PieceRef* lookup_sibling(const ExpectedKeys& keys, std::string_view key, S
   return nullptr;
 }
 
-size_t count_matches(const ExpectedKeys& keys, const std::vector<const format::TensorInfo*>& tensors) {
+size_t count_matches(const ExpectedKeys& keys,
+                     const std::vector<const format::TensorInfo*>& tensors) {
   size_t n = 0;
   SiblingRole role;
   for (const format::TensorInfo* t : tensors) {
@@ -61,9 +63,12 @@ Result<ExpectedKeys> choose_convention(const std::vector<const format::TensorInf
 
 const format::TensorInfo** sibling_slot(StoredTensor& stored, SiblingRole role) {
   switch (role) {
-    case SiblingRole::kBlockScale: return &stored.block_scale;
-    case SiblingRole::kGlobalScale: return &stored.global_scale;
-    case SiblingRole::kInputScale: return &stored.input_scale;
+    case SiblingRole::kBlockScale:
+      return &stored.block_scale;
+    case SiblingRole::kGlobalScale:
+      return &stored.global_scale;
+    case SiblingRole::kInputScale:
+      return &stored.input_scale;
   }
   DSV4_UNREACHABLE("bad role");
 }
@@ -141,11 +146,11 @@ void check_gate_up_scales(const BoundSlot& slot, std::vector<std::string>& probl
     const format::TensorInfo* b = up.stored.global_scale;
     if (!a->data || !b->data) continue;  // header-only binding: no values to compare
     if (std::memcmp(a->data, b->data, sizeof(float)) != 0) {
-      problems.push_back(slot_label(slot.param, slot.layer) + " expert " +
-                         std::to_string(gate.expert_idx) + ": w1 and w3 NVFP4 global scales differ (" +
-                         std::to_string(scalar_f32(*a)) + " in " + a->name + ", " +
-                         std::to_string(scalar_f32(*b)) + " in " + b->name +
-                         "); the fused w13 GEMM applies one scale to both halves");
+      problems.push_back(
+          slot_label(slot.param, slot.layer) + " expert " + std::to_string(gate.expert_idx) +
+          ": w1 and w3 NVFP4 global scales differ (" + std::to_string(scalar_f32(*a)) + " in " +
+          a->name + ", " + std::to_string(scalar_f32(*b)) + " in " + b->name +
+          "); the fused w13 GEMM applies one scale to both halves");
     }
   }
 }
@@ -155,65 +160,64 @@ size_t n_tensors(const StoredTensor& s) {
          (s.input_scale != nullptr);
 }
 
-// Turns one expected slot and what was found for it into a BoundSlot, or problems.
-std::optional<BoundSlot> bind_slot(const ExpectedSlot& expected,
-                                   const std::vector<std::vector<StoredTensor>>& found,
-                                   const ModelConfig& config, const FileOf& file_of,
-                                   LoadReport& report) {
-  const std::string label = slot_label(expected.param, expected.layer);
+// Indices of the forms of which at least one tensor was found.
+std::vector<size_t> present_forms(const std::vector<std::vector<StoredTensor>>& found) {
   std::vector<size_t> present;
   for (size_t f = 0; f < found.size(); ++f) {
-    for (const StoredTensor& s : found[f]) {
-      if (any_tensor(s)) {
-        present.push_back(f);
-        break;
-      }
-    }
+    if (std::any_of(found[f].begin(), found[f].end(), any_tensor)) present.push_back(f);
   }
-  if (present.empty()) {
-    std::string message = label + ": missing (expected key " + expected.forms[0].pieces[0].name;
-    if (expected.forms[0].pieces.size() > 1) {
-      message += " and " + std::to_string(expected.forms[0].pieces.size() - 1) + " more";
-    }
-    for (size_t f = 1; f < expected.forms.size(); ++f) {
-      message += ", or " + expected.forms[f].pieces[0].name;
-    }
-    report.unbound_slots.push_back(label);
-    report.problems.push_back(message + ")");
-    return std::nullopt;
+  return present;
+}
+
+void report_missing_slot(const ExpectedSlot& expected, const std::string& label,
+                         LoadReport& report) {
+  const std::vector<PieceName>& first = expected.forms[0].pieces;
+  std::string message = label + ": missing (expected key " + first[0].name;
+  if (first.size() > 1) message += " and " + std::to_string(first.size() - 1) + " more";
+  for (size_t f = 1; f < expected.forms.size(); ++f)
+    message += ", or " + expected.forms[f].pieces[0].name;
+  report.unbound_slots.push_back(label);
+  report.problems.push_back(message + ")");
+}
+
+void report_bound_twice(const ExpectedSlot& expected,
+                        const std::vector<std::vector<StoredTensor>>& found,
+                        const std::vector<size_t>& present, const std::string& label,
+                        LoadReport& report) {
+  std::string message = label + ": bound twice, by";
+  for (size_t f : present) {
+    const auto it = std::find_if(found[f].begin(), found[f].end(), any_tensor);
+    message += (f == present.front() ? " " : " and by ") +
+               expected.forms[f].pieces[static_cast<size_t>(it - found[f].begin())].name;
   }
-  if (present.size() > 1) {
-    std::string message = label + ": bound twice, by";
-    for (size_t f : present) {
-      for (size_t p = 0; p < found[f].size(); ++p) {
-        if (any_tensor(found[f][p])) {
-          message += (f == present.front() ? " " : " and by ") + expected.forms[f].pieces[p].name;
-          break;
-        }
-      }
-    }
-    report.problems.push_back(message + " (exactly one form may be present)");
-    return std::nullopt;
-  }
-  const size_t f = present.front();
-  const SlotForm& form = expected.forms[f];
-  BoundSlot slot{expected.param, expected.layer, slot_shape(expected.param, config, expected.layer),
-                 form.stacking, {}};
+  report.problems.push_back(message + " (exactly one form may be present)");
+}
+
+// The pieces of the one present form, validated; nullopt (with problems) when any is missing
+// or malformed.
+std::optional<BoundSlot> bind_form(const ExpectedSlot& expected, const SlotForm& form,
+                                   const std::vector<StoredTensor>& found,
+                                   const ModelConfig& config, const FileOf& file_of,
+                                   const std::string& label, LoadReport& report) {
+  BoundSlot slot{expected.param,
+                 expected.layer,
+                 slot_shape(expected.param, config, expected.layer),
+                 form.stacking,
+                 {}};
   std::vector<std::string> missing;
-  bool ok = true;
+  const size_t n_problems = report.problems.size();
   for (size_t p = 0; p < form.pieces.size(); ++p) {
     const PieceName& name = form.pieces[p];
-    if (!found[f][p].weight) {
+    if (!found[p].weight) {
       missing.push_back(name.name);
       continue;
     }
-    BoundPiece piece{name.name, file_of(name.name), name.expert_idx, name.half, {}, 0, found[f][p],
-                     StorageForm::kDense};
+    BoundPiece piece{name.name, file_of(name.name), name.expert_idx,    name.half, {},
+                     0,         found[p],           StorageForm::kDense};
     place_piece(form.stacking, slot.shape, piece);
     Result<StorageForm> storage = validate_piece(slot_spec(expected.param), expected.layer, piece);
     if (!storage.ok()) {
       report.problems.push_back(storage.status().message());
-      ok = false;
       continue;
     }
     piece.form = *storage;
@@ -222,12 +226,30 @@ std::optional<BoundSlot> bind_slot(const ExpectedSlot& expected,
   if (!missing.empty()) {
     report.unbound_slots.push_back(label);
     report.problems.push_back(label + ": missing key " + first_names(missing));
+  }
+  if (report.problems.size() != n_problems) return std::nullopt;
+  check_gate_up_scales(slot, report.problems);  // pieces are complete: (gate, up) pairs in order
+  if (report.problems.size() != n_problems) return std::nullopt;
+  return slot;
+}
+
+// Turns one expected slot and what was found for it into a BoundSlot, or problems.
+std::optional<BoundSlot> bind_slot(const ExpectedSlot& expected,
+                                   const std::vector<std::vector<StoredTensor>>& found,
+                                   const ModelConfig& config, const FileOf& file_of,
+                                   LoadReport& report) {
+  const std::string label = slot_label(expected.param, expected.layer);
+  const std::vector<size_t> present = present_forms(found);
+  if (present.empty()) {
+    report_missing_slot(expected, label, report);
     return std::nullopt;
   }
-  const size_t n_problems = report.problems.size();
-  check_gate_up_scales(slot, report.problems);
-  if (!ok || report.problems.size() != n_problems) return std::nullopt;
-  return slot;
+  if (present.size() > 1) {
+    report_bound_twice(expected, found, present, label, report);
+    return std::nullopt;
+  }
+  const size_t f = present.front();
+  return bind_form(expected, expected.forms[f], found[f], config, file_of, label, report);
 }
 
 // §3.1.4's count for the storage found on layer 0: tensors per FP8-able linear (wq_a) and per
@@ -241,7 +263,8 @@ void count_official(const Binding& binding, const ModelConfig& config, LoadRepor
       per_expert_matrix = static_cast<int>(n_tensors(slot.pieces[0].stored));
     }
   }
-  if (per_linear == 0 || per_expert_matrix == 0) return;  // layer 0 did not bind: nothing to predict
+  if (per_linear == 0 || per_expert_matrix == 0)
+    return;  // layer 0 did not bind: nothing to predict
   report.official_count_expected = official_tensor_count(config, per_linear, per_expert_matrix);
   report.official_count_found = report.n_keys - report.ignored.size();
 }
@@ -250,11 +273,16 @@ void count_official(const Binding& binding, const ModelConfig& config, LoadRepor
 
 std::string_view storage_form_name(StorageForm form) {
   switch (form) {
-    case StorageForm::kDense: return "dense float";
-    case StorageForm::kFp8Block: return "fp8 e4m3, 128x128 block scales";
-    case StorageForm::kMxfp4: return "fp4 e2m1, e8m0 scale per 32";
-    case StorageForm::kNvfp4: return "nvfp4 e2m1, e4m3 scale per 16 + global";
-    case StorageForm::kInteger: return "integer";
+    case StorageForm::kDense:
+      return "dense float";
+    case StorageForm::kFp8Block:
+      return "fp8 e4m3, 128x128 block scales";
+    case StorageForm::kMxfp4:
+      return "fp4 e2m1, e8m0 scale per 32";
+    case StorageForm::kNvfp4:
+      return "nvfp4 e2m1, e4m3 scale per 16 + global";
+    case StorageForm::kInteger:
+      return "integer";
   }
   DSV4_UNREACHABLE("bad storage form");
 }
@@ -270,7 +298,8 @@ Result<Binding> bind_tensors(const std::vector<const format::TensorInfo*>& tenso
   Found found(keys.slots.size());
   for (size_t s = 0; s < keys.slots.size(); ++s) {
     found[s].resize(keys.slots[s].forms.size());
-    for (size_t f = 0; f < found[s].size(); ++f) found[s][f].resize(keys.slots[s].forms[f].pieces.size());
+    for (size_t f = 0; f < found[s].size(); ++f)
+      found[s][f].resize(keys.slots[s].forms[f].pieces.size());
   }
   route_keys(tensors, keys, config, file_of, found, report);
   for (size_t s = 0; s < keys.slots.size(); ++s) {
@@ -280,7 +309,8 @@ Result<Binding> bind_tensors(const std::vector<const format::TensorInfo*>& tenso
     std::optional<BoundSlot> slot = bind_slot(keys.slots[s], found[s], config, file_of, report);
     if (!slot) continue;
     for (const BoundPiece& piece : slot->pieces) {
-      report.bound_per_category[std::string(slot_spec(slot->param).category)] += n_tensors(piece.stored);
+      report.bound_per_category[std::string(slot_spec(slot->param).category)] +=
+          n_tensors(piece.stored);
       ++report.storage_census[std::string(storage_form_name(piece.form))];
     }
     binding.slots.push_back(std::move(*slot));

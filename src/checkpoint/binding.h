@@ -37,12 +37,12 @@ struct StoredTensor {
 
 // One tensor's share of a slot: its decoded values go to elements [offset, offset + numel).
 struct BoundPiece {
-  std::string name;     // the primary checkpoint name
-  std::string file;     // the shard it came from (messages)
+  std::string name;  // the primary checkpoint name
+  std::string file;  // the shard it came from (messages)
   int64_t expert_idx = -1;
-  int half = 0;         // 0 gate (w1) / whole, 1 up (w3)
-  Shape shape;          // logical shape of the piece, e.g. [F, D] for one expert's gate
-  int64_t offset = 0;   // element offset inside the slot tensor
+  int half = 0;        // 0 gate (w1) / whole, 1 up (w3)
+  Shape shape;         // logical shape of the piece, e.g. [F, D] for one expert's gate
+  int64_t offset = 0;  // element offset inside the slot tensor
   StoredTensor stored;
   StorageForm form = StorageForm::kDense;
 };

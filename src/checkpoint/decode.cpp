@@ -26,10 +26,14 @@ float load_f32(const uint8_t* p, int64_t i) {
 
 float dense_value(DType dtype, const uint8_t* p, int64_t i) {
   switch (dtype) {
-    case DType::kF32: return load_f32(p, i);
-    case DType::kBF16: return bf16_to_float(load_u16(p, i));
-    case DType::kF16: return fp16_to_float(load_u16(p, i));
-    default: DSV4_UNREACHABLE("not a dense float dtype");
+    case DType::kF32:
+      return load_f32(p, i);
+    case DType::kBF16:
+      return bf16_to_float(load_u16(p, i));
+    case DType::kF16:
+      return fp16_to_float(load_u16(p, i));
+    default:
+      DSV4_UNREACHABLE("not a dense float dtype");
   }
 }
 
@@ -59,7 +63,8 @@ void decode_fp8_block(const BoundPiece& piece, float* out) {
     for (int64_t r = 0; r < n; ++r) {
       for (int64_t c = 0; c < k; ++c) {
         const int64_t si = (b * sn + r / 128) * sk + c / 128;
-        const float scale = sc.dtype == DType::kF32 ? load_f32(sc.data, si) : e8m0_to_float(sc.data[si]);
+        const float scale =
+            sc.dtype == DType::kF32 ? load_f32(sc.data, si) : e8m0_to_float(sc.data[si]);
         const int64_t i = (b * n + r) * k + c;
         out[i] = e4m3_to_float(w[i]) * scale;
       }
@@ -67,28 +72,35 @@ void decode_fp8_block(const BoundPiece& piece, float* out) {
   }
 }
 
-// MXFP4 (official experts): W[b, r, c] = e2m1 · 2^(s[b, r, c/32] - 127).
-// NVFP4 (ModelOpt):        W[b, r, c] = e2m1 · e4m3(s[b, r, c/16]) · global[b].
-void decode_fp4(const BoundPiece& piece, float* out) {
+// MXFP4 (official experts): W[b, r, c] = e2m1(w[b, r, c]) · 2^(s[b, r, c/32] - 127), exact.
+void decode_mxfp4(const BoundPiece& piece, float* out) {
   const auto [n_matrices, n, k] = geometry(piece);
-  const bool nvfp4 = piece.form == StorageForm::kNvfp4;
-  const int64_t block = nvfp4 ? 16 : 32, n_blocks = k / block;
   const uint8_t* w = piece.stored.weight->data;
   const uint8_t* sc = piece.stored.block_scale->data;
-  for (int64_t b = 0; b < n_matrices; ++b) {
-    float global = 1.0f;
-    if (nvfp4) {
-      const format::TensorInfo& g = *piece.stored.global_scale;
-      global = load_f32(g.data, g.shape.numel() == 1 ? 0 : b);
+  for (int64_t row = 0; row < n_matrices * n; ++row) {
+    for (int64_t c = 0; c < k; ++c) {
+      out[row * k + c] = e2m1_at(w + row * (k / 2), c) * e8m0_to_float(sc[row * (k / 32) + c / 32]);
     }
-    for (int64_t r = 0; r < n; ++r) {
-      const int64_t row = b * n + r;
+  }
+}
+
+// NVFP4 (ModelOpt): W[b, r, c] = e2m1 · e4m3(s[b, r, c/16]) · global[b]. The block value comes
+// from format/nvfp4.h, where the format is defined once; it is exact in f32, so multiplying by
+// the global scale rounds once.
+void decode_nvfp4(const BoundPiece& piece, float* out) {
+  const auto [n_matrices, n, k] = geometry(piece);
+  const auto* blocks = reinterpret_cast<const format::Nvfp4Block*>(piece.stored.weight->data);
+  const uint8_t* sc = piece.stored.block_scale->data;
+  const format::TensorInfo& global_scale = *piece.stored.global_scale;
+  const int64_t n_blocks = k / format::kNvfp4BlockSize;
+  for (int64_t b = 0; b < n_matrices; ++b) {
+    const float global = load_f32(global_scale.data, global_scale.shape.numel() == 1 ? 0 : b);
+    for (int64_t row = b * n; row < (b + 1) * n; ++row) {
       for (int64_t c = 0; c < k; ++c) {
-        // e2m1 · scale is exact in f32 (at most 2 + 4 significand bits); the global scale then
-        // rounds once, so the result is the correctly rounded value of the exact product.
-        const uint8_t s = sc[row * n_blocks + c / block];
-        const float block_value = e2m1_at(w + row * (k / 2), c) * (nvfp4 ? e4m3_to_float(s) : e8m0_to_float(s));
-        out[row * k + c] = nvfp4 ? block_value * global : block_value;
+        const int64_t block = row * n_blocks + c / format::kNvfp4BlockSize;
+        out[row * k + c] =
+            format::nvfp4_block_value(blocks[block], sc[block], c % format::kNvfp4BlockSize) *
+            global;
       }
     }
   }
@@ -96,8 +108,10 @@ void decode_fp4(const BoundPiece& piece, float* out) {
 
 int64_t integer_value(DType dtype, const uint8_t* p, int64_t i) {
   switch (dtype) {
-    case DType::kI8: return static_cast<int8_t>(p[i]);
-    case DType::kU8: return p[i];
+    case DType::kI8:
+      return static_cast<int8_t>(p[i]);
+    case DType::kU8:
+      return p[i];
     case DType::kI32: {
       int32_t v;
       std::memcpy(&v, p + 4 * i, sizeof v);
@@ -108,7 +122,8 @@ int64_t integer_value(DType dtype, const uint8_t* p, int64_t i) {
       std::memcpy(&v, p + 8 * i, sizeof v);
       return v;
     }
-    default: DSV4_UNREACHABLE("not an integer dtype");
+    default:
+      DSV4_UNREACHABLE("not an integer dtype");
   }
 }
 
@@ -120,10 +135,17 @@ void decode_to_f32(const BoundPiece& piece, float* out) {
     case StorageForm::kDense:
       for (int64_t i = 0; i < piece.shape.numel(); ++i) out[i] = dense_value(w.dtype, w.data, i);
       return;
-    case StorageForm::kFp8Block: decode_fp8_block(piece, out); return;
+    case StorageForm::kFp8Block:
+      decode_fp8_block(piece, out);
+      return;
     case StorageForm::kMxfp4:
-    case StorageForm::kNvfp4: decode_fp4(piece, out); return;
-    case StorageForm::kInteger: break;
+      decode_mxfp4(piece, out);
+      return;
+    case StorageForm::kNvfp4:
+      decode_nvfp4(piece, out);
+      return;
+    case StorageForm::kInteger:
+      break;
   }
   DSV4_UNREACHABLE("%s is not a float form", piece.name.c_str());
 }
@@ -145,7 +167,8 @@ void copy_nvfp4_piece(const BoundPiece& piece, int64_t first_matrix, int64_t row
     std::memcpy(out.packed.data_as<uint8_t>() + (g * out_rows + row) * (k / 2),
                 piece.stored.weight->data + b * n * (k / 2), static_cast<size_t>(n * (k / 2)));
     std::memcpy(out.block_scale.data_as<uint8_t>() + (g * out_rows + row) * (k / 16),
-                piece.stored.block_scale->data + b * n * (k / 16), static_cast<size_t>(n * (k / 16)));
+                piece.stored.block_scale->data + b * n * (k / 16),
+                static_cast<size_t>(n * (k / 16)));
     const format::TensorInfo& global = *piece.stored.global_scale;
     out.global_scale.data_as<float>()[g] = load_f32(global.data, global.shape.numel() == 1 ? 0 : b);
     // w1 and w3 feed one GEMM whose activation quantizer must cover both calibrations: the

@@ -77,6 +77,7 @@ void scan_i64(const BoundSlot& slot, const BoundPiece& piece, const int64_t* v, 
 
 // ---- Destinations ----
 
+// clang-format off
 Tensor& slot_tensor(ModelWeights& w, Param param, int64_t layer) {
   if (layer < 0) {
     switch (param) {
@@ -129,6 +130,7 @@ Tensor& slot_tensor(ModelWeights& w, Param param, int64_t layer) {
   }
 }
 
+// clang-format on
 bool all_nvfp4(const BoundSlot& slot) {
   for (const BoundPiece& piece : slot.pieces) {
     if (piece.form != StorageForm::kNvfp4) return false;
@@ -155,10 +157,12 @@ Result<format::Nvfp4Tensor> allocate_nvfp4(const BoundSlot& slot) {
   const int64_t g = slot.shape[0], n = slot.shape[1], k = slot.shape[2];
   format::Nvfp4Tensor t;
   DSV4_ASSIGN_OR_RETURN(t.packed, Tensor::empty(DType::kU8, {g, n, k / 2}));
-  DSV4_ASSIGN_OR_RETURN(t.block_scale, Tensor::empty(DType::kU8, {g, n, k / format::kNvfp4BlockSize}));
+  DSV4_ASSIGN_OR_RETURN(t.block_scale,
+                        Tensor::empty(DType::kU8, {g, n, k / format::kNvfp4BlockSize}));
   DSV4_ASSIGN_OR_RETURN(t.global_scale, Tensor::empty(DType::kF32, {g}));
   bool every_input_scale = true;
-  for (const BoundPiece& piece : slot.pieces) every_input_scale &= piece.stored.input_scale != nullptr;
+  for (const BoundPiece& piece : slot.pieces)
+    every_input_scale &= piece.stored.input_scale != nullptr;
   if (every_input_scale) {
     DSV4_ASSIGN_OR_RETURN(t.input_scale, Tensor::empty(DType::kF32, {g}));
     for (int64_t i = 0; i < g; ++i) t.input_scale.data_as<float>()[i] = 0.0f;

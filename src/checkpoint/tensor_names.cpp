@@ -10,69 +10,54 @@ namespace dsv4::checkpoint {
 namespace {
 
 using enum Param;
+using enum Scope;
+using enum Storage;
+using enum Stacking;
 using C = NamingConvention;
 
 // ---- Slots: path, category, which layers, storage, release dtype ----
 constexpr SlotSpec kSlots[] = {
-    {kEmbed, "embed", "embedding", Scope::kGlobal, Storage::kMatrix, DType::kBF16},
-    {kHead, "head", "head", Scope::kGlobal, Storage::kMatrix, DType::kBF16},
-    {kNorm, "norm", "norms", Scope::kGlobal, Storage::kFloat, DType::kBF16},
-    {kHcHeadFn, "hc_head.fn", "hyper-connections", Scope::kGlobal, Storage::kFloat, DType::kF32},
-    {kHcHeadBase, "hc_head.base", "hyper-connections", Scope::kGlobal, Storage::kFloat, DType::kF32},
-    {kHcHeadScale, "hc_head.scale", "hyper-connections", Scope::kGlobal, Storage::kFloat,
-     DType::kF32},
-    {kHcAttnFn, "hc_attn.fn", "hyper-connections", Scope::kEveryLayer, Storage::kFloat, DType::kF32},
-    {kHcAttnBase, "hc_attn.base", "hyper-connections", Scope::kEveryLayer, Storage::kFloat,
-     DType::kF32},
-    {kHcAttnScale, "hc_attn.scale", "hyper-connections", Scope::kEveryLayer, Storage::kFloat,
-     DType::kF32},
-    {kHcFfnFn, "hc_ffn.fn", "hyper-connections", Scope::kEveryLayer, Storage::kFloat, DType::kF32},
-    {kHcFfnBase, "hc_ffn.base", "hyper-connections", Scope::kEveryLayer, Storage::kFloat,
-     DType::kF32},
-    {kHcFfnScale, "hc_ffn.scale", "hyper-connections", Scope::kEveryLayer, Storage::kFloat,
-     DType::kF32},
-    {kAttnNorm, "attn_norm", "norms", Scope::kEveryLayer, Storage::kFloat, DType::kBF16},
-    {kFfnNorm, "ffn_norm", "norms", Scope::kEveryLayer, Storage::kFloat, DType::kBF16},
-    {kAttnSink, "attn.attn_sink", "attention", Scope::kEveryLayer, Storage::kFloat, DType::kF32},
-    {kWqA, "attn.wq_a", "attention", Scope::kEveryLayer, Storage::kMatrix, DType::kBF16},
-    {kQNorm, "attn.q_norm", "attention", Scope::kEveryLayer, Storage::kFloat, DType::kBF16},
-    {kWqB, "attn.wq_b", "attention", Scope::kEveryLayer, Storage::kMatrix, DType::kBF16},
-    {kWkv, "attn.wkv", "attention", Scope::kEveryLayer, Storage::kMatrix, DType::kBF16},
-    {kKvNorm, "attn.kv_norm", "attention", Scope::kEveryLayer, Storage::kFloat, DType::kBF16},
-    {kWoA, "attn.wo_a", "attention", Scope::kEveryLayer, Storage::kMatrix, DType::kBF16},
-    {kWoB, "attn.wo_b", "attention", Scope::kEveryLayer, Storage::kMatrix, DType::kBF16},
-    {kCompressorWkv, "attn.compressor.wkv", "compressor", Scope::kCompressed, Storage::kMatrix,
+    {kEmbed, "embed", "embedding", kGlobal, kMatrix, DType::kBF16},
+    {kHead, "head", "head", kGlobal, kMatrix, DType::kBF16},
+    {kNorm, "norm", "norms", kGlobal, kFloat, DType::kBF16},
+    {kHcHeadFn, "hc_head.fn", "hyper-connections", kGlobal, kFloat, DType::kF32},
+    {kHcHeadBase, "hc_head.base", "hyper-connections", kGlobal, kFloat, DType::kF32},
+    {kHcHeadScale, "hc_head.scale", "hyper-connections", kGlobal, kFloat, DType::kF32},
+    {kHcAttnFn, "hc_attn.fn", "hyper-connections", kEveryLayer, kFloat, DType::kF32},
+    {kHcAttnBase, "hc_attn.base", "hyper-connections", kEveryLayer, kFloat, DType::kF32},
+    {kHcAttnScale, "hc_attn.scale", "hyper-connections", kEveryLayer, kFloat, DType::kF32},
+    {kHcFfnFn, "hc_ffn.fn", "hyper-connections", kEveryLayer, kFloat, DType::kF32},
+    {kHcFfnBase, "hc_ffn.base", "hyper-connections", kEveryLayer, kFloat, DType::kF32},
+    {kHcFfnScale, "hc_ffn.scale", "hyper-connections", kEveryLayer, kFloat, DType::kF32},
+    {kAttnNorm, "attn_norm", "norms", kEveryLayer, kFloat, DType::kBF16},
+    {kFfnNorm, "ffn_norm", "norms", kEveryLayer, kFloat, DType::kBF16},
+    {kAttnSink, "attn.attn_sink", "attention", kEveryLayer, kFloat, DType::kF32},
+    {kWqA, "attn.wq_a", "attention", kEveryLayer, kMatrix, DType::kBF16},
+    {kQNorm, "attn.q_norm", "attention", kEveryLayer, kFloat, DType::kBF16},
+    {kWqB, "attn.wq_b", "attention", kEveryLayer, kMatrix, DType::kBF16},
+    {kWkv, "attn.wkv", "attention", kEveryLayer, kMatrix, DType::kBF16},
+    {kKvNorm, "attn.kv_norm", "attention", kEveryLayer, kFloat, DType::kBF16},
+    {kWoA, "attn.wo_a", "attention", kEveryLayer, kMatrix, DType::kBF16},
+    {kWoB, "attn.wo_b", "attention", kEveryLayer, kMatrix, DType::kBF16},
+    {kCompressorWkv, "attn.compressor.wkv", "compressor", kCompressed, kMatrix, DType::kBF16},
+    {kCompressorWgate, "attn.compressor.wgate", "compressor", kCompressed, kMatrix, DType::kBF16},
+    {kCompressorApe, "attn.compressor.ape", "compressor", kCompressed, kFloat, DType::kF32},
+    {kCompressorNorm, "attn.compressor.norm", "compressor", kCompressed, kFloat, DType::kBF16},
+    {kIndexerWqB, "attn.indexer.wq_b", "indexer", kCsa, kMatrix, DType::kBF16},
+    {kIndexerWeightsProj, "attn.indexer.weights_proj", "indexer", kCsa, kMatrix, DType::kBF16},
+    {kIndexerCompressorWkv, "attn.indexer.compressor.wkv", "indexer", kCsa, kMatrix, DType::kBF16},
+    {kIndexerCompressorWgate, "attn.indexer.compressor.wgate", "indexer", kCsa, kMatrix,
      DType::kBF16},
-    {kCompressorWgate, "attn.compressor.wgate", "compressor", Scope::kCompressed, Storage::kMatrix,
-     DType::kBF16},
-    {kCompressorApe, "attn.compressor.ape", "compressor", Scope::kCompressed, Storage::kFloat,
-     DType::kF32},
-    {kCompressorNorm, "attn.compressor.norm", "compressor", Scope::kCompressed, Storage::kFloat,
-     DType::kBF16},
-    {kIndexerWqB, "attn.indexer.wq_b", "indexer", Scope::kCsa, Storage::kMatrix, DType::kBF16},
-    {kIndexerWeightsProj, "attn.indexer.weights_proj", "indexer", Scope::kCsa, Storage::kMatrix,
-     DType::kBF16},
-    {kIndexerCompressorWkv, "attn.indexer.compressor.wkv", "indexer", Scope::kCsa,
-     Storage::kMatrix, DType::kBF16},
-    {kIndexerCompressorWgate, "attn.indexer.compressor.wgate", "indexer", Scope::kCsa,
-     Storage::kMatrix, DType::kBF16},
-    {kIndexerCompressorApe, "attn.indexer.compressor.ape", "indexer", Scope::kCsa, Storage::kFloat,
-     DType::kF32},
-    {kIndexerCompressorNorm, "attn.indexer.compressor.norm", "indexer", Scope::kCsa,
-     Storage::kFloat, DType::kBF16},
-    {kGate, "ffn.gate", "router", Scope::kEveryLayer, Storage::kMatrix, DType::kBF16},
-    {kGateBias, "ffn.bias", "router", Scope::kScoreLayer, Storage::kFloat, DType::kF32},
-    {kGateTid2eid, "ffn.tid2eid", "router", Scope::kHashLayer, Storage::kIndex, DType::kI64},
-    {kSharedW1, "ffn.shared_expert.w1", "shared expert", Scope::kEveryLayer, Storage::kMatrix,
-     DType::kBF16},
-    {kSharedW3, "ffn.shared_expert.w3", "shared expert", Scope::kEveryLayer, Storage::kMatrix,
-     DType::kBF16},
-    {kSharedW2, "ffn.shared_expert.w2", "shared expert", Scope::kEveryLayer, Storage::kMatrix,
-     DType::kBF16},
-    {kExpertsW13, "ffn.experts.w13", "routed experts", Scope::kEveryLayer, Storage::kExperts,
-     DType::kBF16},
-    {kExpertsW2, "ffn.experts.w2", "routed experts", Scope::kEveryLayer, Storage::kExperts,
-     DType::kBF16},
+    {kIndexerCompressorApe, "attn.indexer.compressor.ape", "indexer", kCsa, kFloat, DType::kF32},
+    {kIndexerCompressorNorm, "attn.indexer.compressor.norm", "indexer", kCsa, kFloat, DType::kBF16},
+    {kGate, "ffn.gate", "router", kEveryLayer, kMatrix, DType::kBF16},
+    {kGateBias, "ffn.bias", "router", kScoreLayer, kFloat, DType::kF32},
+    {kGateTid2eid, "ffn.tid2eid", "router", kHashLayer, kIndex, DType::kI64},
+    {kSharedW1, "ffn.shared_expert.w1", "shared expert", kEveryLayer, kMatrix, DType::kBF16},
+    {kSharedW3, "ffn.shared_expert.w3", "shared expert", kEveryLayer, kMatrix, DType::kBF16},
+    {kSharedW2, "ffn.shared_expert.w2", "shared expert", kEveryLayer, kMatrix, DType::kBF16},
+    {kExpertsW13, "ffn.experts.w13", "routed experts", kEveryLayer, kExperts, DType::kBF16},
+    {kExpertsW2, "ffn.experts.w2", "routed experts", kEveryLayer, kExperts, DType::kBF16},
 };
 static_assert(std::size(kSlots) == kNumParams);
 
@@ -89,184 +74,174 @@ struct NameRule {
 
 constexpr NameRule kNames[] = {
     // Official release (§3.1): flat names, no `model.` prefix.
-    {C::kOfficial, kEmbed, Stacking::kWhole, "embed.weight", nullptr},
-    {C::kOfficial, kHead, Stacking::kWhole, "head.weight", nullptr},
-    {C::kOfficial, kNorm, Stacking::kWhole, "norm.weight", nullptr},
-    {C::kOfficial, kHcHeadFn, Stacking::kWhole, "hc_head_fn", nullptr},
-    {C::kOfficial, kHcHeadBase, Stacking::kWhole, "hc_head_base", nullptr},
-    {C::kOfficial, kHcHeadScale, Stacking::kWhole, "hc_head_scale", nullptr},
-    {C::kOfficial, kHcAttnFn, Stacking::kWhole, "layers.{L}.hc_attn_fn", nullptr},
-    {C::kOfficial, kHcAttnBase, Stacking::kWhole, "layers.{L}.hc_attn_base", nullptr},
-    {C::kOfficial, kHcAttnScale, Stacking::kWhole, "layers.{L}.hc_attn_scale", nullptr},
-    {C::kOfficial, kHcFfnFn, Stacking::kWhole, "layers.{L}.hc_ffn_fn", nullptr},
-    {C::kOfficial, kHcFfnBase, Stacking::kWhole, "layers.{L}.hc_ffn_base", nullptr},
-    {C::kOfficial, kHcFfnScale, Stacking::kWhole, "layers.{L}.hc_ffn_scale", nullptr},
-    {C::kOfficial, kAttnNorm, Stacking::kWhole, "layers.{L}.attn_norm.weight", nullptr},
-    {C::kOfficial, kFfnNorm, Stacking::kWhole, "layers.{L}.ffn_norm.weight", nullptr},
-    {C::kOfficial, kAttnSink, Stacking::kWhole, "layers.{L}.attn.attn_sink", nullptr},
-    {C::kOfficial, kWqA, Stacking::kWhole, "layers.{L}.attn.wq_a.weight", nullptr},
-    {C::kOfficial, kQNorm, Stacking::kWhole, "layers.{L}.attn.q_norm.weight", nullptr},
-    {C::kOfficial, kWqB, Stacking::kWhole, "layers.{L}.attn.wq_b.weight", nullptr},
-    {C::kOfficial, kWkv, Stacking::kWhole, "layers.{L}.attn.wkv.weight", nullptr},
-    {C::kOfficial, kKvNorm, Stacking::kWhole, "layers.{L}.attn.kv_norm.weight", nullptr},
-    {C::kOfficial, kWoA, Stacking::kWhole, "layers.{L}.attn.wo_a.weight", nullptr},
-    {C::kOfficial, kWoB, Stacking::kWhole, "layers.{L}.attn.wo_b.weight", nullptr},
-    {C::kOfficial, kCompressorWkv, Stacking::kWhole, "layers.{L}.attn.compressor.wkv.weight", nullptr},
-    {C::kOfficial, kCompressorWgate, Stacking::kWhole, "layers.{L}.attn.compressor.wgate.weight",
+    {C::kOfficial, kEmbed, kWhole, "embed.weight", nullptr},
+    {C::kOfficial, kHead, kWhole, "head.weight", nullptr},
+    {C::kOfficial, kNorm, kWhole, "norm.weight", nullptr},
+    {C::kOfficial, kHcHeadFn, kWhole, "hc_head_fn", nullptr},
+    {C::kOfficial, kHcHeadBase, kWhole, "hc_head_base", nullptr},
+    {C::kOfficial, kHcHeadScale, kWhole, "hc_head_scale", nullptr},
+    {C::kOfficial, kHcAttnFn, kWhole, "layers.{L}.hc_attn_fn", nullptr},
+    {C::kOfficial, kHcAttnBase, kWhole, "layers.{L}.hc_attn_base", nullptr},
+    {C::kOfficial, kHcAttnScale, kWhole, "layers.{L}.hc_attn_scale", nullptr},
+    {C::kOfficial, kHcFfnFn, kWhole, "layers.{L}.hc_ffn_fn", nullptr},
+    {C::kOfficial, kHcFfnBase, kWhole, "layers.{L}.hc_ffn_base", nullptr},
+    {C::kOfficial, kHcFfnScale, kWhole, "layers.{L}.hc_ffn_scale", nullptr},
+    {C::kOfficial, kAttnNorm, kWhole, "layers.{L}.attn_norm.weight", nullptr},
+    {C::kOfficial, kFfnNorm, kWhole, "layers.{L}.ffn_norm.weight", nullptr},
+    {C::kOfficial, kAttnSink, kWhole, "layers.{L}.attn.attn_sink", nullptr},
+    {C::kOfficial, kWqA, kWhole, "layers.{L}.attn.wq_a.weight", nullptr},
+    {C::kOfficial, kQNorm, kWhole, "layers.{L}.attn.q_norm.weight", nullptr},
+    {C::kOfficial, kWqB, kWhole, "layers.{L}.attn.wq_b.weight", nullptr},
+    {C::kOfficial, kWkv, kWhole, "layers.{L}.attn.wkv.weight", nullptr},
+    {C::kOfficial, kKvNorm, kWhole, "layers.{L}.attn.kv_norm.weight", nullptr},
+    {C::kOfficial, kWoA, kWhole, "layers.{L}.attn.wo_a.weight", nullptr},
+    {C::kOfficial, kWoB, kWhole, "layers.{L}.attn.wo_b.weight", nullptr},
+    {C::kOfficial, kCompressorWkv, kWhole, "layers.{L}.attn.compressor.wkv.weight", nullptr},
+    {C::kOfficial, kCompressorWgate, kWhole, "layers.{L}.attn.compressor.wgate.weight", nullptr},
+    {C::kOfficial, kCompressorApe, kWhole, "layers.{L}.attn.compressor.ape", nullptr},
+    {C::kOfficial, kCompressorNorm, kWhole, "layers.{L}.attn.compressor.norm.weight", nullptr},
+    {C::kOfficial, kIndexerWqB, kWhole, "layers.{L}.attn.indexer.wq_b.weight", nullptr},
+    {C::kOfficial, kIndexerWeightsProj, kWhole, "layers.{L}.attn.indexer.weights_proj.weight",
      nullptr},
-    {C::kOfficial, kCompressorApe, Stacking::kWhole, "layers.{L}.attn.compressor.ape", nullptr},
-    {C::kOfficial, kCompressorNorm, Stacking::kWhole, "layers.{L}.attn.compressor.norm.weight",
+    {C::kOfficial, kIndexerCompressorWkv, kWhole, "layers.{L}.attn.indexer.compressor.wkv.weight",
      nullptr},
-    {C::kOfficial, kIndexerWqB, Stacking::kWhole, "layers.{L}.attn.indexer.wq_b.weight", nullptr},
-    {C::kOfficial, kIndexerWeightsProj, Stacking::kWhole,
-     "layers.{L}.attn.indexer.weights_proj.weight", nullptr},
-    {C::kOfficial, kIndexerCompressorWkv, Stacking::kWhole,
-     "layers.{L}.attn.indexer.compressor.wkv.weight", nullptr},
-    {C::kOfficial, kIndexerCompressorWgate, Stacking::kWhole,
+    {C::kOfficial, kIndexerCompressorWgate, kWhole,
      "layers.{L}.attn.indexer.compressor.wgate.weight", nullptr},
-    {C::kOfficial, kIndexerCompressorApe, Stacking::kWhole, "layers.{L}.attn.indexer.compressor.ape",
+    {C::kOfficial, kIndexerCompressorApe, kWhole, "layers.{L}.attn.indexer.compressor.ape",
      nullptr},
-    {C::kOfficial, kIndexerCompressorNorm, Stacking::kWhole,
-     "layers.{L}.attn.indexer.compressor.norm.weight", nullptr},
-    {C::kOfficial, kGate, Stacking::kWhole, "layers.{L}.ffn.gate.weight", nullptr},
-    {C::kOfficial, kGateBias, Stacking::kWhole, "layers.{L}.ffn.gate.bias", nullptr},
-    {C::kOfficial, kGateTid2eid, Stacking::kWhole, "layers.{L}.ffn.gate.tid2eid", nullptr},
-    {C::kOfficial, kSharedW1, Stacking::kWhole, "layers.{L}.ffn.shared_experts.w1.weight", nullptr},
-    {C::kOfficial, kSharedW3, Stacking::kWhole, "layers.{L}.ffn.shared_experts.w3.weight", nullptr},
-    {C::kOfficial, kSharedW2, Stacking::kWhole, "layers.{L}.ffn.shared_experts.w2.weight", nullptr},
-    {C::kOfficial, kExpertsW13, Stacking::kPerExpertGateUp, "layers.{L}.ffn.experts.{E}.w1.weight",
+    {C::kOfficial, kIndexerCompressorNorm, kWhole, "layers.{L}.attn.indexer.compressor.norm.weight",
+     nullptr},
+    {C::kOfficial, kGate, kWhole, "layers.{L}.ffn.gate.weight", nullptr},
+    {C::kOfficial, kGateBias, kWhole, "layers.{L}.ffn.gate.bias", nullptr},
+    {C::kOfficial, kGateTid2eid, kWhole, "layers.{L}.ffn.gate.tid2eid", nullptr},
+    {C::kOfficial, kSharedW1, kWhole, "layers.{L}.ffn.shared_experts.w1.weight", nullptr},
+    {C::kOfficial, kSharedW3, kWhole, "layers.{L}.ffn.shared_experts.w3.weight", nullptr},
+    {C::kOfficial, kSharedW2, kWhole, "layers.{L}.ffn.shared_experts.w2.weight", nullptr},
+    {C::kOfficial, kExpertsW13, kPerExpertGateUp, "layers.{L}.ffn.experts.{E}.w1.weight",
      "layers.{L}.ffn.experts.{E}.w3.weight"},
-    {C::kOfficial, kExpertsW2, Stacking::kPerExpert, "layers.{L}.ffn.experts.{E}.w2.weight", nullptr},
+    {C::kOfficial, kExpertsW2, kPerExpert, "layers.{L}.ffn.experts.{E}.w2.weight", nullptr},
 
     // transformers save_pretrained (5.17, checked against tests/golden/*_pretrained/keys.txt):
     // the reverse of its conversion rules, i.e. official inner names under `model.`, except the
     // top-level renames (embed_tokens, hc_head.hc_*), `head.weight` outside `model.`, and the
     // attention kv_norm, which its `.norm.` <-> `.kv_norm.` rule writes back as `attn.norm`.
-    {C::kPretrained, kEmbed, Stacking::kWhole, "model.embed_tokens.weight", nullptr},
-    {C::kPretrained, kHead, Stacking::kWhole, "head.weight", nullptr},
-    {C::kPretrained, kNorm, Stacking::kWhole, "model.norm.weight", nullptr},
-    {C::kPretrained, kHcHeadFn, Stacking::kWhole, "model.hc_head.hc_fn", nullptr},
-    {C::kPretrained, kHcHeadBase, Stacking::kWhole, "model.hc_head.hc_base", nullptr},
-    {C::kPretrained, kHcHeadScale, Stacking::kWhole, "model.hc_head.hc_scale", nullptr},
-    {C::kPretrained, kHcAttnFn, Stacking::kWhole, "model.layers.{L}.hc_attn_fn", nullptr},
-    {C::kPretrained, kHcAttnBase, Stacking::kWhole, "model.layers.{L}.hc_attn_base", nullptr},
-    {C::kPretrained, kHcAttnScale, Stacking::kWhole, "model.layers.{L}.hc_attn_scale", nullptr},
-    {C::kPretrained, kHcFfnFn, Stacking::kWhole, "model.layers.{L}.hc_ffn_fn", nullptr},
-    {C::kPretrained, kHcFfnBase, Stacking::kWhole, "model.layers.{L}.hc_ffn_base", nullptr},
-    {C::kPretrained, kHcFfnScale, Stacking::kWhole, "model.layers.{L}.hc_ffn_scale", nullptr},
-    {C::kPretrained, kAttnNorm, Stacking::kWhole, "model.layers.{L}.attn_norm.weight", nullptr},
-    {C::kPretrained, kFfnNorm, Stacking::kWhole, "model.layers.{L}.ffn_norm.weight", nullptr},
-    {C::kPretrained, kAttnSink, Stacking::kWhole, "model.layers.{L}.attn.attn_sink", nullptr},
-    {C::kPretrained, kWqA, Stacking::kWhole, "model.layers.{L}.attn.wq_a.weight", nullptr},
-    {C::kPretrained, kQNorm, Stacking::kWhole, "model.layers.{L}.attn.q_norm.weight", nullptr},
-    {C::kPretrained, kWqB, Stacking::kWhole, "model.layers.{L}.attn.wq_b.weight", nullptr},
-    {C::kPretrained, kWkv, Stacking::kWhole, "model.layers.{L}.attn.wkv.weight", nullptr},
-    {C::kPretrained, kKvNorm, Stacking::kWhole, "model.layers.{L}.attn.norm.weight", nullptr},
-    {C::kPretrained, kKvNorm, Stacking::kWhole, "model.layers.{L}.attn.kv_norm.weight", nullptr},
-    {C::kPretrained, kWoA, Stacking::kWhole, "model.layers.{L}.attn.wo_a.weight", nullptr},
-    {C::kPretrained, kWoB, Stacking::kWhole, "model.layers.{L}.attn.wo_b.weight", nullptr},
-    {C::kPretrained, kCompressorWkv, Stacking::kWhole, "model.layers.{L}.attn.compressor.wkv.weight",
+    {C::kPretrained, kEmbed, kWhole, "model.embed_tokens.weight", nullptr},
+    {C::kPretrained, kHead, kWhole, "head.weight", nullptr},
+    {C::kPretrained, kNorm, kWhole, "model.norm.weight", nullptr},
+    {C::kPretrained, kHcHeadFn, kWhole, "model.hc_head.hc_fn", nullptr},
+    {C::kPretrained, kHcHeadBase, kWhole, "model.hc_head.hc_base", nullptr},
+    {C::kPretrained, kHcHeadScale, kWhole, "model.hc_head.hc_scale", nullptr},
+    {C::kPretrained, kHcAttnFn, kWhole, "model.layers.{L}.hc_attn_fn", nullptr},
+    {C::kPretrained, kHcAttnBase, kWhole, "model.layers.{L}.hc_attn_base", nullptr},
+    {C::kPretrained, kHcAttnScale, kWhole, "model.layers.{L}.hc_attn_scale", nullptr},
+    {C::kPretrained, kHcFfnFn, kWhole, "model.layers.{L}.hc_ffn_fn", nullptr},
+    {C::kPretrained, kHcFfnBase, kWhole, "model.layers.{L}.hc_ffn_base", nullptr},
+    {C::kPretrained, kHcFfnScale, kWhole, "model.layers.{L}.hc_ffn_scale", nullptr},
+    {C::kPretrained, kAttnNorm, kWhole, "model.layers.{L}.attn_norm.weight", nullptr},
+    {C::kPretrained, kFfnNorm, kWhole, "model.layers.{L}.ffn_norm.weight", nullptr},
+    {C::kPretrained, kAttnSink, kWhole, "model.layers.{L}.attn.attn_sink", nullptr},
+    {C::kPretrained, kWqA, kWhole, "model.layers.{L}.attn.wq_a.weight", nullptr},
+    {C::kPretrained, kQNorm, kWhole, "model.layers.{L}.attn.q_norm.weight", nullptr},
+    {C::kPretrained, kWqB, kWhole, "model.layers.{L}.attn.wq_b.weight", nullptr},
+    {C::kPretrained, kWkv, kWhole, "model.layers.{L}.attn.wkv.weight", nullptr},
+    {C::kPretrained, kKvNorm, kWhole, "model.layers.{L}.attn.norm.weight", nullptr},
+    {C::kPretrained, kKvNorm, kWhole, "model.layers.{L}.attn.kv_norm.weight", nullptr},
+    {C::kPretrained, kWoA, kWhole, "model.layers.{L}.attn.wo_a.weight", nullptr},
+    {C::kPretrained, kWoB, kWhole, "model.layers.{L}.attn.wo_b.weight", nullptr},
+    {C::kPretrained, kCompressorWkv, kWhole, "model.layers.{L}.attn.compressor.wkv.weight",
      nullptr},
-    {C::kPretrained, kCompressorWgate, Stacking::kWhole,
-     "model.layers.{L}.attn.compressor.wgate.weight", nullptr},
-    {C::kPretrained, kCompressorApe, Stacking::kWhole, "model.layers.{L}.attn.compressor.ape",
+    {C::kPretrained, kCompressorWgate, kWhole, "model.layers.{L}.attn.compressor.wgate.weight",
      nullptr},
-    {C::kPretrained, kCompressorNorm, Stacking::kWhole,
-     "model.layers.{L}.attn.compressor.norm.weight", nullptr},
-    {C::kPretrained, kIndexerWqB, Stacking::kWhole, "model.layers.{L}.attn.indexer.wq_b.weight",
+    {C::kPretrained, kCompressorApe, kWhole, "model.layers.{L}.attn.compressor.ape", nullptr},
+    {C::kPretrained, kCompressorNorm, kWhole, "model.layers.{L}.attn.compressor.norm.weight",
      nullptr},
-    {C::kPretrained, kIndexerWeightsProj, Stacking::kWhole,
+    {C::kPretrained, kIndexerWqB, kWhole, "model.layers.{L}.attn.indexer.wq_b.weight", nullptr},
+    {C::kPretrained, kIndexerWeightsProj, kWhole,
      "model.layers.{L}.attn.indexer.weights_proj.weight", nullptr},
-    {C::kPretrained, kIndexerCompressorWkv, Stacking::kWhole,
+    {C::kPretrained, kIndexerCompressorWkv, kWhole,
      "model.layers.{L}.attn.indexer.compressor.wkv.weight", nullptr},
-    {C::kPretrained, kIndexerCompressorWgate, Stacking::kWhole,
+    {C::kPretrained, kIndexerCompressorWgate, kWhole,
      "model.layers.{L}.attn.indexer.compressor.wgate.weight", nullptr},
-    {C::kPretrained, kIndexerCompressorApe, Stacking::kWhole,
-     "model.layers.{L}.attn.indexer.compressor.ape", nullptr},
-    {C::kPretrained, kIndexerCompressorNorm, Stacking::kWhole,
+    {C::kPretrained, kIndexerCompressorApe, kWhole, "model.layers.{L}.attn.indexer.compressor.ape",
+     nullptr},
+    {C::kPretrained, kIndexerCompressorNorm, kWhole,
      "model.layers.{L}.attn.indexer.compressor.norm.weight", nullptr},
-    {C::kPretrained, kGate, Stacking::kWhole, "model.layers.{L}.ffn.gate.weight", nullptr},
-    {C::kPretrained, kGateBias, Stacking::kWhole, "model.layers.{L}.ffn.gate.bias", nullptr},
-    {C::kPretrained, kGateTid2eid, Stacking::kWhole, "model.layers.{L}.ffn.gate.tid2eid", nullptr},
-    {C::kPretrained, kSharedW1, Stacking::kWhole, "model.layers.{L}.ffn.shared_experts.w1.weight",
-     nullptr},
-    {C::kPretrained, kSharedW3, Stacking::kWhole, "model.layers.{L}.ffn.shared_experts.w3.weight",
-     nullptr},
-    {C::kPretrained, kSharedW2, Stacking::kWhole, "model.layers.{L}.ffn.shared_experts.w2.weight",
-     nullptr},
-    {C::kPretrained, kExpertsW13, Stacking::kPerExpertGateUp,
-     "model.layers.{L}.ffn.experts.{E}.w1.weight", "model.layers.{L}.ffn.experts.{E}.w3.weight"},
-    {C::kPretrained, kExpertsW2, Stacking::kPerExpert, "model.layers.{L}.ffn.experts.{E}.w2.weight",
-     nullptr},
+    {C::kPretrained, kGate, kWhole, "model.layers.{L}.ffn.gate.weight", nullptr},
+    {C::kPretrained, kGateBias, kWhole, "model.layers.{L}.ffn.gate.bias", nullptr},
+    {C::kPretrained, kGateTid2eid, kWhole, "model.layers.{L}.ffn.gate.tid2eid", nullptr},
+    {C::kPretrained, kSharedW1, kWhole, "model.layers.{L}.ffn.shared_experts.w1.weight", nullptr},
+    {C::kPretrained, kSharedW3, kWhole, "model.layers.{L}.ffn.shared_experts.w3.weight", nullptr},
+    {C::kPretrained, kSharedW2, kWhole, "model.layers.{L}.ffn.shared_experts.w2.weight", nullptr},
+    {C::kPretrained, kExpertsW13, kPerExpertGateUp, "model.layers.{L}.ffn.experts.{E}.w1.weight",
+     "model.layers.{L}.ffn.experts.{E}.w3.weight"},
+    {C::kPretrained, kExpertsW2, kPerExpert, "model.layers.{L}.ffn.experts.{E}.w2.weight", nullptr},
 
     // transformers' in-memory module names (state_dict(), ModelOpt exports of the HF model).
-    {C::kStateDict, kEmbed, Stacking::kWhole, "model.embed_tokens.weight", nullptr},
-    {C::kStateDict, kHead, Stacking::kWhole, "lm_head.weight", nullptr},
-    {C::kStateDict, kNorm, Stacking::kWhole, "model.norm.weight", nullptr},
-    {C::kStateDict, kHcHeadFn, Stacking::kWhole, "model.hc_head.hc_fn", nullptr},
-    {C::kStateDict, kHcHeadBase, Stacking::kWhole, "model.hc_head.hc_base", nullptr},
-    {C::kStateDict, kHcHeadScale, Stacking::kWhole, "model.hc_head.hc_scale", nullptr},
-    {C::kStateDict, kHcAttnFn, Stacking::kWhole, "model.layers.{L}.attn_hc.fn", nullptr},
-    {C::kStateDict, kHcAttnBase, Stacking::kWhole, "model.layers.{L}.attn_hc.base", nullptr},
-    {C::kStateDict, kHcAttnScale, Stacking::kWhole, "model.layers.{L}.attn_hc.scale", nullptr},
-    {C::kStateDict, kHcFfnFn, Stacking::kWhole, "model.layers.{L}.ffn_hc.fn", nullptr},
-    {C::kStateDict, kHcFfnBase, Stacking::kWhole, "model.layers.{L}.ffn_hc.base", nullptr},
-    {C::kStateDict, kHcFfnScale, Stacking::kWhole, "model.layers.{L}.ffn_hc.scale", nullptr},
-    {C::kStateDict, kAttnNorm, Stacking::kWhole, "model.layers.{L}.input_layernorm.weight", nullptr},
-    {C::kStateDict, kFfnNorm, Stacking::kWhole, "model.layers.{L}.post_attention_layernorm.weight",
+    {C::kStateDict, kEmbed, kWhole, "model.embed_tokens.weight", nullptr},
+    {C::kStateDict, kHead, kWhole, "lm_head.weight", nullptr},
+    {C::kStateDict, kNorm, kWhole, "model.norm.weight", nullptr},
+    {C::kStateDict, kHcHeadFn, kWhole, "model.hc_head.hc_fn", nullptr},
+    {C::kStateDict, kHcHeadBase, kWhole, "model.hc_head.hc_base", nullptr},
+    {C::kStateDict, kHcHeadScale, kWhole, "model.hc_head.hc_scale", nullptr},
+    {C::kStateDict, kHcAttnFn, kWhole, "model.layers.{L}.attn_hc.fn", nullptr},
+    {C::kStateDict, kHcAttnBase, kWhole, "model.layers.{L}.attn_hc.base", nullptr},
+    {C::kStateDict, kHcAttnScale, kWhole, "model.layers.{L}.attn_hc.scale", nullptr},
+    {C::kStateDict, kHcFfnFn, kWhole, "model.layers.{L}.ffn_hc.fn", nullptr},
+    {C::kStateDict, kHcFfnBase, kWhole, "model.layers.{L}.ffn_hc.base", nullptr},
+    {C::kStateDict, kHcFfnScale, kWhole, "model.layers.{L}.ffn_hc.scale", nullptr},
+    {C::kStateDict, kAttnNorm, kWhole, "model.layers.{L}.input_layernorm.weight", nullptr},
+    {C::kStateDict, kFfnNorm, kWhole, "model.layers.{L}.post_attention_layernorm.weight", nullptr},
+    {C::kStateDict, kAttnSink, kWhole, "model.layers.{L}.self_attn.sinks", nullptr},
+    {C::kStateDict, kWqA, kWhole, "model.layers.{L}.self_attn.q_a_proj.weight", nullptr},
+    {C::kStateDict, kQNorm, kWhole, "model.layers.{L}.self_attn.q_a_norm.weight", nullptr},
+    {C::kStateDict, kWqB, kWhole, "model.layers.{L}.self_attn.q_b_proj.weight", nullptr},
+    {C::kStateDict, kWkv, kWhole, "model.layers.{L}.self_attn.kv_proj.weight", nullptr},
+    {C::kStateDict, kKvNorm, kWhole, "model.layers.{L}.self_attn.kv_norm.weight", nullptr},
+    {C::kStateDict, kWoA, kWhole, "model.layers.{L}.self_attn.o_a_proj.weight", nullptr},
+    {C::kStateDict, kWoB, kWhole, "model.layers.{L}.self_attn.o_b_proj.weight", nullptr},
+    {C::kStateDict, kCompressorWkv, kWhole, "model.layers.{L}.self_attn.compressor.kv_proj.weight",
      nullptr},
-    {C::kStateDict, kAttnSink, Stacking::kWhole, "model.layers.{L}.self_attn.sinks", nullptr},
-    {C::kStateDict, kWqA, Stacking::kWhole, "model.layers.{L}.self_attn.q_a_proj.weight", nullptr},
-    {C::kStateDict, kQNorm, Stacking::kWhole, "model.layers.{L}.self_attn.q_a_norm.weight", nullptr},
-    {C::kStateDict, kWqB, Stacking::kWhole, "model.layers.{L}.self_attn.q_b_proj.weight", nullptr},
-    {C::kStateDict, kWkv, Stacking::kWhole, "model.layers.{L}.self_attn.kv_proj.weight", nullptr},
-    {C::kStateDict, kKvNorm, Stacking::kWhole, "model.layers.{L}.self_attn.kv_norm.weight", nullptr},
-    {C::kStateDict, kWoA, Stacking::kWhole, "model.layers.{L}.self_attn.o_a_proj.weight", nullptr},
-    {C::kStateDict, kWoB, Stacking::kWhole, "model.layers.{L}.self_attn.o_b_proj.weight", nullptr},
-    {C::kStateDict, kCompressorWkv, Stacking::kWhole,
-     "model.layers.{L}.self_attn.compressor.kv_proj.weight", nullptr},
-    {C::kStateDict, kCompressorWgate, Stacking::kWhole,
+    {C::kStateDict, kCompressorWgate, kWhole,
      "model.layers.{L}.self_attn.compressor.gate_proj.weight", nullptr},
-    {C::kStateDict, kCompressorApe, Stacking::kWhole,
-     "model.layers.{L}.self_attn.compressor.position_bias", nullptr},
-    {C::kStateDict, kCompressorNorm, Stacking::kWhole,
-     "model.layers.{L}.self_attn.compressor.kv_norm.weight", nullptr},
+    {C::kStateDict, kCompressorApe, kWhole, "model.layers.{L}.self_attn.compressor.position_bias",
+     nullptr},
+    {C::kStateDict, kCompressorNorm, kWhole, "model.layers.{L}.self_attn.compressor.kv_norm.weight",
+     nullptr},
     // transformers nests the indexer under the compressor and flattens its compressor onto it.
-    {C::kStateDict, kIndexerWqB, Stacking::kWhole,
+    {C::kStateDict, kIndexerWqB, kWhole,
      "model.layers.{L}.self_attn.compressor.indexer.q_b_proj.weight", nullptr},
-    {C::kStateDict, kIndexerWeightsProj, Stacking::kWhole,
+    {C::kStateDict, kIndexerWeightsProj, kWhole,
      "model.layers.{L}.self_attn.compressor.indexer.scorer.weights_proj.weight", nullptr},
     // The name before transformers moved weights_proj into `scorer` (§5 item 23).
-    {C::kStateDict, kIndexerWeightsProj, Stacking::kWhole,
+    {C::kStateDict, kIndexerWeightsProj, kWhole,
      "model.layers.{L}.self_attn.compressor.indexer.weights_proj.weight", nullptr},
-    {C::kStateDict, kIndexerCompressorWkv, Stacking::kWhole,
+    {C::kStateDict, kIndexerCompressorWkv, kWhole,
      "model.layers.{L}.self_attn.compressor.indexer.kv_proj.weight", nullptr},
-    {C::kStateDict, kIndexerCompressorWgate, Stacking::kWhole,
+    {C::kStateDict, kIndexerCompressorWgate, kWhole,
      "model.layers.{L}.self_attn.compressor.indexer.gate_proj.weight", nullptr},
-    {C::kStateDict, kIndexerCompressorApe, Stacking::kWhole,
+    {C::kStateDict, kIndexerCompressorApe, kWhole,
      "model.layers.{L}.self_attn.compressor.indexer.position_bias", nullptr},
-    {C::kStateDict, kIndexerCompressorNorm, Stacking::kWhole,
+    {C::kStateDict, kIndexerCompressorNorm, kWhole,
      "model.layers.{L}.self_attn.compressor.indexer.kv_norm.weight", nullptr},
-    {C::kStateDict, kGate, Stacking::kWhole, "model.layers.{L}.mlp.gate.weight", nullptr},
-    {C::kStateDict, kGateBias, Stacking::kWhole, "model.layers.{L}.mlp.gate.e_score_correction_bias",
+    {C::kStateDict, kGate, kWhole, "model.layers.{L}.mlp.gate.weight", nullptr},
+    {C::kStateDict, kGateBias, kWhole, "model.layers.{L}.mlp.gate.e_score_correction_bias",
      nullptr},
-    {C::kStateDict, kGateTid2eid, Stacking::kWhole, "model.layers.{L}.mlp.gate.tid2eid", nullptr},
-    {C::kStateDict, kSharedW1, Stacking::kWhole, "model.layers.{L}.mlp.shared_experts.gate_proj.weight",
+    {C::kStateDict, kGateTid2eid, kWhole, "model.layers.{L}.mlp.gate.tid2eid", nullptr},
+    {C::kStateDict, kSharedW1, kWhole, "model.layers.{L}.mlp.shared_experts.gate_proj.weight",
      nullptr},
-    {C::kStateDict, kSharedW3, Stacking::kWhole, "model.layers.{L}.mlp.shared_experts.up_proj.weight",
+    {C::kStateDict, kSharedW3, kWhole, "model.layers.{L}.mlp.shared_experts.up_proj.weight",
      nullptr},
-    {C::kStateDict, kSharedW2, Stacking::kWhole,
-     "model.layers.{L}.mlp.shared_experts.down_proj.weight", nullptr},
+    {C::kStateDict, kSharedW2, kWhole, "model.layers.{L}.mlp.shared_experts.down_proj.weight",
+     nullptr},
     // Fused 3-D parameters [E, 2F, D] (gate rows first) and [E, D, F] ...
-    {C::kStateDict, kExpertsW13, Stacking::kWhole, "model.layers.{L}.mlp.experts.gate_up_proj",
-     nullptr},
-    {C::kStateDict, kExpertsW2, Stacking::kWhole, "model.layers.{L}.mlp.experts.down_proj", nullptr},
+    {C::kStateDict, kExpertsW13, kWhole, "model.layers.{L}.mlp.experts.gate_up_proj", nullptr},
+    {C::kStateDict, kExpertsW2, kWhole, "model.layers.{L}.mlp.experts.down_proj", nullptr},
     // ... or the per-expert "modern" names some exporters write instead (§3.2).
-    {C::kStateDict, kExpertsW13, Stacking::kPerExpertGateUp,
+    {C::kStateDict, kExpertsW13, kPerExpertGateUp,
      "model.layers.{L}.mlp.experts.{E}.gate_proj.weight",
      "model.layers.{L}.mlp.experts.{E}.up_proj.weight"},
-    {C::kStateDict, kExpertsW2, Stacking::kPerExpert,
-     "model.layers.{L}.mlp.experts.{E}.down_proj.weight", nullptr},
+    {C::kStateDict, kExpertsW2, kPerExpert, "model.layers.{L}.mlp.experts.{E}.down_proj.weight",
+     nullptr},
 };
 
 // Quantization siblings by suffix: (suffix of the sibling, suffix of its primary, role).
@@ -275,6 +250,7 @@ struct SiblingRule {
   std::string_view primary_suffix;
   SiblingRole role;
 };
+// clang-format off
 constexpr SiblingRule kSiblings[] = {
     {".scale", ".weight", SiblingRole::kBlockScale},              // official FP8 / FP4
     {".weight_scale", ".weight", SiblingRole::kBlockScale},       // ModelOpt NVFP4
@@ -285,6 +261,7 @@ constexpr SiblingRule kSiblings[] = {
     {"_weight_scale_2", "", SiblingRole::kGlobalScale},
     {"_input_scale", "", SiblingRole::kInputScale},
 };
+// clang-format on
 
 std::string expand(std::string_view pattern, int64_t layer, int64_t expert) {
   std::string out;
@@ -313,7 +290,8 @@ SlotForm make_form(const NameRule& rule, int64_t layer, int64_t n_experts) {
       form.pieces.push_back({expand(rule.pattern, layer, -1), -1, 0});
       break;
     case Stacking::kPerExpert:
-      for (int64_t e = 0; e < n_experts; ++e) form.pieces.push_back({expand(rule.pattern, layer, e), e, 0});
+      for (int64_t e = 0; e < n_experts; ++e)
+        form.pieces.push_back({expand(rule.pattern, layer, e), e, 0});
       break;
     case Stacking::kPerExpertGateUp:
       for (int64_t e = 0; e < n_experts; ++e) {
@@ -341,9 +319,12 @@ int64_t leading_layer(std::string_view key, std::string_view prefix) {
 
 std::string_view convention_name(NamingConvention convention) {
   switch (convention) {
-    case C::kOfficial: return "official";
-    case C::kPretrained: return "pretrained";
-    case C::kStateDict: return "state_dict";
+    case C::kOfficial:
+      return "official";
+    case C::kPretrained:
+      return "pretrained";
+    case C::kStateDict:
+      return "state_dict";
   }
   DSV4_UNREACHABLE("bad convention");
 }
@@ -366,12 +347,18 @@ bool slot_present(const SlotSpec& spec, const ModelConfig& config, int64_t layer
   if (layer < 0) return false;
   const LayerSchedule& s = config.layers[static_cast<size_t>(layer)];
   switch (spec.scope) {
-    case Scope::kGlobal: return false;
-    case Scope::kEveryLayer: return true;
-    case Scope::kCompressed: return s.attention != AttentionType::kSliding;
-    case Scope::kCsa: return s.attention == AttentionType::kCompressedSparse;
-    case Scope::kHashLayer: return s.routing == RoutingType::kHash;
-    case Scope::kScoreLayer: return s.routing == RoutingType::kScore;
+    case Scope::kGlobal:
+      return false;
+    case Scope::kEveryLayer:
+      return true;
+    case Scope::kCompressed:
+      return s.attention != AttentionType::kSliding;
+    case Scope::kCsa:
+      return s.attention == AttentionType::kCompressedSparse;
+    case Scope::kHashLayer:
+      return s.routing == RoutingType::kHash;
+    case Scope::kScoreLayer:
+      return s.routing == RoutingType::kScore;
   }
   DSV4_UNREACHABLE("bad scope");
 }
@@ -394,6 +381,7 @@ Shape slot_shape(Param param, const ModelConfig& config, int64_t layer) {
     m = s.compress_ratio;
     c = s.attention == AttentionType::kCompressedSparse ? 2 : 1;
   }
+  // clang-format off
   switch (param) {
     case kEmbed: case kHead: return {V, D};
     case kNorm: case kAttnNorm: case kFfnNorm: return {D};
@@ -427,6 +415,7 @@ Shape slot_shape(Param param, const ModelConfig& config, int64_t layer) {
     case kExpertsW13: return {E, 2 * F, D};
     case kExpertsW2: return {E, D, F};
   }
+  // clang-format on
   DSV4_UNREACHABLE("bad param");
 }
 
@@ -469,7 +458,8 @@ ExpectedKeys expected_keys(const ModelConfig& config, NamingConvention conventio
     const ExpectedSlot& slot = keys.slots[s];
     for (uint16_t f = 0; f < slot.forms.size(); ++f) {
       for (uint32_t p = 0; p < slot.forms[f].pieces.size(); ++p) {
-        const bool inserted = keys.by_name.emplace(slot.forms[f].pieces[p].name, PieceRef{s, f, p}).second;
+        const bool inserted =
+            keys.by_name.emplace(slot.forms[f].pieces[p].name, PieceRef{s, f, p}).second;
         DSV4_CHECK(inserted, "name table maps %s twice", slot.forms[f].pieces[p].name.c_str());
       }
     }

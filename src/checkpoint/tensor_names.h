@@ -39,6 +39,7 @@ std::string_view convention_name(NamingConvention convention);
 std::optional<NamingConvention> parse_convention(std::string_view name);
 
 // Every parameter slot of ModelWeights (field paths in weights.h).
+// clang-format off
 enum class Param {
   kEmbed, kHead, kNorm, kHcHeadFn, kHcHeadBase, kHcHeadScale,
   kHcAttnFn, kHcAttnBase, kHcAttnScale, kHcFfnFn, kHcFfnBase, kHcFfnScale,
@@ -51,11 +52,12 @@ enum class Param {
   kSharedW1, kSharedW3, kSharedW2,
   kExpertsW13, kExpertsW2,
 };
+// clang-format on
 inline constexpr int kNumParams = static_cast<int>(Param::kExpertsW2) + 1;
 
 // Which layers hold a slot.
 enum class Scope {
-  kGlobal,      // once per model
+  kGlobal,  // once per model
   kEveryLayer,
   kCompressed,  // CSA and HCA layers (compress ratio > 0)
   kCsa,         // CSA layers only (the lightning indexer)

@@ -49,9 +49,11 @@ class PieceChecker {
   }
   Status expect(const format::TensorInfo* t, bool dtype_ok, const Shape& shape,
                 const std::string& expected_dtype) const {
-    if (!t) return invalid_argument(label_ + ": " + expected_dtype + " " + shape.to_string() +
-                                    " is missing for " + piece_.name + " (in " + piece_.file + ")");
-    if (!dtype_ok || t->shape != shape) return mismatch(expected_dtype + " " + shape.to_string(), *t);
+    if (!t)
+      return invalid_argument(label_ + ": " + expected_dtype + " " + shape.to_string() +
+                              " is missing for " + piece_.name + " (in " + piece_.file + ")");
+    if (!dtype_ok || t->shape != shape)
+      return mismatch(expected_dtype + " " + shape.to_string(), *t);
     return ok_status();
   }
   Status no_sibling(const format::TensorInfo* t, const std::string& form) const {
@@ -96,22 +98,22 @@ Result<StorageForm> classify_matrix(const PieceChecker& check, const BoundPiece&
   if (w.dtype == DType::kF8E4M3) {
     if (w.shape != want) return check.mismatch(dense, w);
     const format::TensorInfo* sc = s.block_scale;
-    DSV4_RETURN_IF_ERROR(check.expect(sc, sc && (sc->dtype == DType::kF8E8M0 || sc->dtype == DType::kF32),
-                                      with_last_two(want, (n + 127) / 128, (k + 127) / 128),
-                                      "fp8 block scale f8_e8m0 or f32"));
+    DSV4_RETURN_IF_ERROR(check.expect(
+        sc, sc && (sc->dtype == DType::kF8E8M0 || sc->dtype == DType::kF32),
+        with_last_two(want, (n + 127) / 128, (k + 127) / 128), "fp8 block scale f8_e8m0 or f32"));
     DSV4_RETURN_IF_ERROR(check.no_sibling(s.global_scale, "fp8 with 128x128 block scales"));
     DSV4_RETURN_IF_ERROR(check.no_sibling(s.input_scale, "fp8 with 128x128 block scales"));
     return StorageForm::kFp8Block;
   }
   if (w.dtype != DType::kI8 && w.dtype != DType::kU8) return check.mismatch(dense, w);
   if (k % 2 != 0 || w.shape != with_last_two(want, n, k / 2)) {
-    return check.mismatch("u8/i8 " + with_last_two(want, n, k / 2).to_string() +
-                              " (packed fp4 of " + dense + ")", w);
+    return check.mismatch(
+        "u8/i8 " + with_last_two(want, n, k / 2).to_string() + " (packed fp4 of " + dense + ")", w);
   }
   const format::TensorInfo* sc = s.block_scale;
   if (sc && sc->dtype == DType::kF8E8M0) {
-    DSV4_RETURN_IF_ERROR(check.expect(sc, k % 32 == 0, with_last_two(want, n, k / 32),
-                                      "fp4 block scale f8_e8m0"));
+    DSV4_RETURN_IF_ERROR(
+        check.expect(sc, k % 32 == 0, with_last_two(want, n, k / 32), "fp4 block scale f8_e8m0"));
     DSV4_RETURN_IF_ERROR(check.no_sibling(s.global_scale, "fp4 with e8m0 scales per 32"));
     DSV4_RETURN_IF_ERROR(check.no_sibling(s.input_scale, "fp4 with e8m0 scales per 32"));
     return StorageForm::kMxfp4;
@@ -121,9 +123,11 @@ Result<StorageForm> classify_matrix(const PieceChecker& check, const BoundPiece&
                                     "nvfp4 block scale f8_e4m3 (or an fp4 f8_e8m0 scale)"));
   const std::string per_matrix = "f32 [] or " + Shape{n_matrices}.to_string();
   if (!s.global_scale) {
-    return check.expect(nullptr, false, Shape{n_matrices}, "nvfp4 global scale (weight_scale_2) f32");
+    return check.expect(nullptr, false, Shape{n_matrices},
+                        "nvfp4 global scale (weight_scale_2) f32");
   }
-  if (!per_matrix_scale_ok(*s.global_scale, n_matrices)) return check.mismatch(per_matrix, *s.global_scale);
+  if (!per_matrix_scale_ok(*s.global_scale, n_matrices))
+    return check.mismatch(per_matrix, *s.global_scale);
   if (s.input_scale && !per_matrix_scale_ok(*s.input_scale, n_matrices)) {
     return check.mismatch(per_matrix, *s.input_scale);
   }

@@ -71,6 +71,12 @@ Status embedding(const TensorView& table, const TensorView& ids, const TensorVie
 
 // ---- Hyper-connections ----
 
+Status hc_repeat(const TensorView& x, const TensorView& out) {
+  if (device_of({&x, &out}) == Device::kCuda) return no_cuda("hc_repeat");
+  cpu::hc_repeat(x, out);
+  return ok_status();
+}
+
 Status hc_split_sinkhorn(const TensorView& mixes, const TensorView& scale, const TensorView& base,
                          int64_t n_sinkhorn_iters, float eps, const HcMix& out) {
   if (device_of({&mixes, &scale, &base, &out.pre, &out.post, &out.comb}) == Device::kCuda) {

@@ -54,6 +54,9 @@ struct HcMix {
   TensorView comb;  // f32 [T, M, M]  doubly-stochastic stream mixer
 };
 
+// The initial streams: out[t, m, :] = x[t, :] for every stream m; x f32 [T, D], out [T, M, D].
+Status hc_repeat(const TensorView& x, const TensorView& out);
+
 // From the mix logits m f32 [T, (2+M)·M] (pre | post | comb, comb row-major [M, M]),
 // scale f32 [3] and base f32 [(2+M)·M]:
 //   pre  = σ(m_pre · scale[0] + base_pre) + eps

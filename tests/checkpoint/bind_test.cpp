@@ -20,13 +20,15 @@ ModelConfig fixture(const std::string& file) {
 }
 
 size_t count_reason_prefix(const LoadReport& report, std::string_view prefix) {
-  return static_cast<size_t>(std::count_if(report.ignored.begin(), report.ignored.end(),
-                                           [&](const IgnoredKey& k) { return k.reason.starts_with(prefix); }));
+  return static_cast<size_t>(
+      std::count_if(report.ignored.begin(), report.ignored.end(),
+                    [&](const IgnoredKey& k) { return k.reason.starts_with(prefix); }));
 }
 
 bool has(const std::vector<std::string>& lines, const std::string& needle) {
-  return std::any_of(lines.begin(), lines.end(),
-                     [&](const std::string& line) { return line.find(needle) != std::string::npos; });
+  return std::any_of(lines.begin(), lines.end(), [&](const std::string& line) {
+    return line.find(needle) != std::string::npos;
+  });
 }
 
 struct ReleaseCase {
@@ -70,7 +72,8 @@ TEST(BindTest, GoldenKeyListsBindAsTheirLayout) {
         testing::parsed_config(testing::read_text(dir + "/model/config.json"), name);
     Result<Binding> binding = HeaderList(testing::golden_keys(dir + "/keys.txt")).bind(config);
     ASSERT_TRUE(binding.ok()) << binding.status().to_string();
-    EXPECT_TRUE(binding->report.problems.empty()) << name << testing::joined(binding->report.problems);
+    EXPECT_TRUE(binding->report.problems.empty())
+        << name << testing::joined(binding->report.problems);
   }
 }
 
@@ -84,12 +87,14 @@ class BadInputTest : public ::testing::Test {
     return binding.ok() ? binding->report : LoadReport{};
   }
   NamedShape& find(const std::string& name) {
-    auto it = std::find_if(list_.begin(), list_.end(), [&](const NamedShape& t) { return t.name == name; });
+    auto it = std::find_if(list_.begin(), list_.end(),
+                           [&](const NamedShape& t) { return t.name == name; });
     EXPECT_NE(it, list_.end()) << name;
     return *it;
   }
   void erase(const std::string& name) {
-    list_.erase(std::find_if(list_.begin(), list_.end(), [&](const NamedShape& t) { return t.name == name; }));
+    list_.erase(std::find_if(list_.begin(), list_.end(),
+                             [&](const NamedShape& t) { return t.name == name; }));
   }
   ModelConfig config_ = testing::tiny_config();
   std::vector<NamedShape> list_ = testing::official_inventory(config_);
@@ -123,14 +128,16 @@ TEST_F(BadInputTest, MissingTensorIsAnUnboundSlot) {
   erase("layers.2.attn.compressor.ape");
   const LoadReport report = bind();
   EXPECT_EQ(report.unbound_slots, std::vector<std::string>{"layer 2 attn.compressor.ape"});
-  EXPECT_TRUE(has(report.problems, "layer 2 attn.compressor.ape: missing (expected key "
-                                   "layers.2.attn.compressor.ape)"));
+  EXPECT_TRUE(has(report.problems,
+                  "layer 2 attn.compressor.ape: missing (expected key "
+                  "layers.2.attn.compressor.ape)"));
 }
 
 TEST_F(BadInputTest, MissingExpertNamesTheKey) {
   erase("layers.0.ffn.experts.3.w3.weight");
   const LoadReport report = bind();
-  EXPECT_TRUE(has(report.problems, "layer 0 ffn.experts.w13: missing key layers.0.ffn.experts.3.w3.weight"))
+  EXPECT_TRUE(
+      has(report.problems, "layer 0 ffn.experts.w13: missing key layers.0.ffn.experts.3.w3.weight"))
       << testing::joined(report.problems);
 }
 
@@ -148,7 +155,8 @@ TEST_F(BadInputTest, UnexpectedTensorIsAnUnboundKey) {
   const LoadReport report = bind();
   EXPECT_EQ(report.unbound_keys,
             (std::vector<std::string>{"layers.0.attn.compressor.ape", "layers.1.attn.wq_a.bias"}));
-  EXPECT_TRUE(has(report.problems, "unexpected tensor layers.0.attn.compressor.ape (in model-00001.safetensors)"));
+  EXPECT_TRUE(has(report.problems,
+                  "unexpected tensor layers.0.attn.compressor.ape (in model-00001.safetensors)"));
 }
 
 TEST_F(BadInputTest, LayerBeyondTheMtpBlockIsUnexpected) {
@@ -162,23 +170,26 @@ TEST_F(BadInputTest, LayerBeyondTheMtpBlockIsUnexpected) {
 TEST_F(BadInputTest, Fp8WeightWithoutScale) {
   erase("layers.0.attn.wo_b.scale");
   const LoadReport report = bind();
-  EXPECT_TRUE(has(report.problems, "layer 0 attn.wo_b: fp8 block scale f8_e8m0 or f32 [1, 1] is missing "
-                                   "for layers.0.attn.wo_b.weight"))
+  EXPECT_TRUE(has(report.problems,
+                  "layer 0 attn.wo_b: fp8 block scale f8_e8m0 or f32 [1, 1] is missing "
+                  "for layers.0.attn.wo_b.weight"))
       << testing::joined(report.problems);
 }
 
 TEST_F(BadInputTest, ScaleOnADenseWeightIsRefused) {
   list_.push_back({"layers.0.attn.q_norm.scale", DType::kF8E8M0, {1}});
   const LoadReport report = bind();
-  EXPECT_TRUE(has(report.problems, "layers.0.attn.q_norm.scale (in model-00001.safetensors) is a scale"))
+  EXPECT_TRUE(
+      has(report.problems, "layers.0.attn.q_norm.scale (in model-00001.safetensors) is a scale"))
       << testing::joined(report.problems);
 }
 
 TEST_F(BadInputTest, TwoBlockScalesForOneWeight) {
   list_.push_back({"layers.0.attn.wq_a.weight_scale_inv", DType::kF8E8M0, {1, 1}});
   const LoadReport report = bind();
-  EXPECT_TRUE(has(report.problems, "two tensors for one role: layers.0.attn.wq_a.scale and "
-                                   "layers.0.attn.wq_a.weight_scale_inv"))
+  EXPECT_TRUE(has(report.problems,
+                  "two tensors for one role: layers.0.attn.wq_a.scale and "
+                  "layers.0.attn.wq_a.weight_scale_inv"))
       << testing::joined(report.problems);
 }
 
@@ -193,13 +204,15 @@ TEST_F(BadInputTest, NoConventionMatchesIsAnError) {
   list_ = {{"encoder.layer.0.weight", DType::kBF16, {4, 4}}};
   Result<Binding> binding = HeaderList(list_).bind(config_);
   ASSERT_FALSE(binding.ok());
-  EXPECT_NE(binding.status().message().find("first key: encoder.layer.0.weight"), std::string::npos);
+  EXPECT_NE(binding.status().message().find("first key: encoder.layer.0.weight"),
+            std::string::npos);
 }
 
 // ---- state_dict alternatives: exactly one form ----
 
 std::vector<NamedShape> golden_state_dict() {
-  return testing::golden_keys(dsv4::testing::source_path("tests/golden/tiny_a_state_dict/keys.txt"));
+  return testing::golden_keys(
+      dsv4::testing::source_path("tests/golden/tiny_a_state_dict/keys.txt"));
 }
 
 ModelConfig golden_config(const char* name) {
@@ -221,7 +234,8 @@ TEST(AlternativeFormsTest, FusedAndPerExpertExpertsTogetherAreBoundTwice) {
 
 TEST(AlternativeFormsTest, OldAndNewIndexerWeightsProjTogetherAreBoundTwice) {
   std::vector<NamedShape> list = golden_state_dict();
-  list.push_back({"model.layers.2.self_attn.compressor.indexer.weights_proj.weight", DType::kBF16, {4, 128}});
+  list.push_back(
+      {"model.layers.2.self_attn.compressor.indexer.weights_proj.weight", DType::kBF16, {4, 128}});
   Result<Binding> binding = HeaderList(list).bind(golden_config("tiny_a_state_dict"));
   ASSERT_TRUE(binding.ok());
   EXPECT_TRUE(has(binding->report.problems, "layer 2 attn.indexer.weights_proj: bound twice"))

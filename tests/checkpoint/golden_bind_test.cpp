@@ -69,12 +69,13 @@ TEST(GoldenBindTest, BothLayoutsOfOneModelDecodeIdentically) {
     expect_same(a.layers[l].attn.kv_norm, b.layers[l].attn.kv_norm, at + " attn.kv_norm");
     expect_same(a.layers[l].ffn.experts.w13, b.layers[l].ffn.experts.w13, at + " experts.w13");
     expect_same(a.layers[l].ffn.experts.w2, b.layers[l].ffn.experts.w2, at + " experts.w2");
-    expect_same(a.layers[l].ffn.shared_expert.w1, b.layers[l].ffn.shared_expert.w1, at + " shared.w1");
+    expect_same(a.layers[l].ffn.shared_expert.w1, b.layers[l].ffn.shared_expert.w1,
+                at + " shared.w1");
     if (a.layers[l].attn.indexer) {
       expect_same(a.layers[l].attn.indexer->weights_proj, b.layers[l].attn.indexer->weights_proj,
                   at + " indexer.weights_proj");
-      expect_same(a.layers[l].attn.indexer->compressor.wkv, b.layers[l].attn.indexer->compressor.wkv,
-                  at + " indexer.compressor.wkv");
+      expect_same(a.layers[l].attn.indexer->compressor.wkv,
+                  b.layers[l].attn.indexer->compressor.wkv, at + " indexer.compressor.wkv");
     }
   }
 }

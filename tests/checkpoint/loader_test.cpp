@@ -3,11 +3,12 @@
 // (exactly: each stored form is one rounding away from its exact value); NVFP4 experts stay
 // packed when asked; all-zero, NaN, mismatched-global-scale and out-of-range inputs are reported
 // with slot and key.
+#include "checkpoint/loader.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
-#include "checkpoint/loader.h"
 #include "checkpoint/synthetic_checkpoint.h"
 #include "format/nvfp4.h"
 #include "testing/random.h"
@@ -54,15 +55,15 @@ LoadOptions dense_experts() {
 class LoaderTest : public ::testing::Test {
  protected:
   // Writes `ckpt` with `config_json` and loads it.
-  Result<LoadedModel> write_and_load(const SyntheticCheckpoint& ckpt, const std::string& config_json,
-                                     LoadOptions options = {}) {
+  Result<LoadedModel> write_and_load(const SyntheticCheckpoint& ckpt,
+                                     const std::string& config_json, LoadOptions options = {}) {
     const Status written = ckpt.write(dir_.path(), config_json, rng_.engine());
     EXPECT_TRUE(written.ok()) << written.to_string();
     return load_model(dir_.path(), options);
   }
   SyntheticCheckpoint official(const InventoryOptions& options) {
-    return SyntheticCheckpoint(testing::official_inventory(config_, options), config_.n_routed_experts,
-                               rng_.engine());
+    return SyntheticCheckpoint(testing::official_inventory(config_, options),
+                               config_.n_routed_experts, rng_.engine());
   }
   static void expect_clean(const LoadReport& report) {
     EXPECT_TRUE(report.problems.empty()) << testing::joined(report.problems);
@@ -76,8 +77,8 @@ class LoaderTest : public ::testing::Test {
     expect_matches(w.embed, ckpt.matrix("embed.weight", config_.vocab_size, d), "embed");
     expect_matches(w.layers[1].attn.wq_a, ckpt.matrix("layers.1.attn.wq_a.weight", 32, d), "wq_a");
     expect_matches(w.layers[2].attn.wo_b, ckpt.matrix("layers.2.attn.wo_b.weight", d, 32), "wo_b");
-    expect_matches(w.layers[1].attn.indexer->wq_b, ckpt.matrix("layers.1.attn.indexer.wq_b.weight", 32, 32),
-                   "indexer.wq_b");
+    expect_matches(w.layers[1].attn.indexer->wq_b,
+                   ckpt.matrix("layers.1.attn.indexer.wq_b.weight", 32, 32), "indexer.wq_b");
     expect_matches(w.layers[0].ffn.shared_expert.w2,
                    ckpt.matrix("layers.0.ffn.shared_experts.w2.weight", d, f), "shared w2");
     for (int64_t l = 0; l < config_.n_layer; ++l) {
@@ -85,7 +86,8 @@ class LoaderTest : public ::testing::Test {
       std::vector<double> w13, w2;
       for (int64_t e = 0; e < config_.n_routed_experts; ++e) {
         const std::string expert = p + std::to_string(e);
-        w13 = concat(concat(w13, ckpt.matrix(expert + ".w1.weight", f, d)), ckpt.matrix(expert + ".w3.weight", f, d));
+        w13 = concat(concat(w13, ckpt.matrix(expert + ".w1.weight", f, d)),
+                     ckpt.matrix(expert + ".w3.weight", f, d));
         w2 = concat(w2, ckpt.matrix(expert + ".w2.weight", d, f));
       }
       expect_matches(w.layers[l].ffn.experts.w13, w13, "layer " + std::to_string(l) + " w13");
@@ -93,7 +95,8 @@ class LoaderTest : public ::testing::Test {
     }
     const testing::StoredBytes& ids = ckpt.at("layers.0.ffn.gate.tid2eid");
     ASSERT_EQ(w.layers[0].ffn.tid2eid.dtype(), DType::kI64);
-    EXPECT_EQ(std::memcmp(w.layers[0].ffn.tid2eid.view().data, ids.bytes.data(), ids.bytes.size()), 0);
+    EXPECT_EQ(std::memcmp(w.layers[0].ffn.tid2eid.view().data, ids.bytes.data(), ids.bytes.size()),
+              0);
   }
 
   testing::SeededRng rng_;
@@ -140,8 +143,10 @@ TEST_F(LoaderTest, Nvfp4ExpertsStayPackedAndDequantizeToTheReference) {
     EXPECT_TRUE(experts.w13.empty_tensor());
     std::vector<double> w13;
     for (int64_t e = 0; e < config_.n_routed_experts; ++e) {
-      const std::string expert = "layers." + std::to_string(l) + ".ffn.experts." + std::to_string(e);
-      w13 = concat(concat(w13, ckpt.matrix(expert + ".w1.weight", f, d)), ckpt.matrix(expert + ".w3.weight", f, d));
+      const std::string expert =
+          "layers." + std::to_string(l) + ".ffn.experts." + std::to_string(e);
+      w13 = concat(concat(w13, ckpt.matrix(expert + ".w1.weight", f, d)),
+                   ckpt.matrix(expert + ".w3.weight", f, d));
       float input_scale;
       std::memcpy(&input_scale, ckpt.at(expert + ".w1.input_scale").bytes.data(), 4);
       EXPECT_EQ(experts.w13_nvfp4->input_scale.data_as<float>()[e], input_scale);
@@ -189,7 +194,8 @@ TEST_F(TransformersLayoutTest, StateDictFusedModelOptNvfp4Experts) {
   const int64_t e = config_.n_routed_experts;
   std::vector<NamedShape> fused;
   for (NamedShape& t : list) {
-    if (!t.name.ends_with("mlp.experts.gate_up_proj") && !t.name.ends_with("mlp.experts.down_proj")) continue;
+    if (!t.name.ends_with("mlp.experts.gate_up_proj") && !t.name.ends_with("mlp.experts.down_proj"))
+      continue;
     const int64_t n = t.shape[1], k = t.shape[2];
     t = {t.name, DType::kU8, {e, n, k / 2}};
     fused.push_back({t.name + "_weight_scale", DType::kF8E4M3, {e, n, k / 16}});
@@ -227,19 +233,23 @@ TEST_F(TransformersLayoutTest, PretrainedPerExpertMxfp4Experts) {
   EXPECT_EQ(model->report.convention, NamingConvention::kPretrained);
   const int64_t d = config_.hidden_size, f = config_.moe_intermediate_size;
   const std::string p = "model.layers.1.ffn.experts.2.";
-  const std::vector<double> w13 = concat(ckpt.matrix(p + "w1.weight", f, d), ckpt.matrix(p + "w3.weight", f, d));
-  expect_matches(model->weights.layers[1].ffn.experts.w13.data_as<float>() + 2 * 2 * f * d, w13, "expert 2 w13");
+  const std::vector<double> w13 =
+      concat(ckpt.matrix(p + "w1.weight", f, d), ckpt.matrix(p + "w3.weight", f, d));
+  expect_matches(model->weights.layers[1].ffn.experts.w13.data_as<float>() + 2 * 2 * f * d, w13,
+                 "expert 2 w13");
 }
 
 // ---- Bad values: each reported with slot and key ----
 
 TEST_F(LoaderTest, AllZeroWeightIsReported) {
   SyntheticCheckpoint ckpt = official({LinearForm::kBf16, ExpertForm::kBf16, false});
-  std::fill(ckpt.at("layers.1.attn.wkv.weight").bytes.begin(), ckpt.at("layers.1.attn.wkv.weight").bytes.end(), 0);
+  std::fill(ckpt.at("layers.1.attn.wkv.weight").bytes.begin(),
+            ckpt.at("layers.1.attn.wkv.weight").bytes.end(), 0);
   Result<LoadedModel> model = write_and_load(ckpt, testing::kTinyConfigJson);
   ASSERT_TRUE(model.ok());
   ASSERT_EQ(model->report.zero_tensors.size(), 1u) << testing::joined(model->report.zero_tensors);
-  EXPECT_TRUE(model->report.zero_tensors[0].starts_with("layer 1 attn.wkv (key layers.1.attn.wkv.weight in "))
+  EXPECT_TRUE(model->report.zero_tensors[0].starts_with(
+      "layer 1 attn.wkv (key layers.1.attn.wkv.weight in "))
       << model->report.zero_tensors[0];
   EXPECT_FALSE(model->report.clean());
 }
@@ -251,13 +261,15 @@ TEST_F(LoaderTest, OneAllZeroExpertIsReportedByItself) {
   Result<LoadedModel> model = write_and_load(ckpt, testing::kTinyConfigJson);
   ASSERT_TRUE(model.ok());
   ASSERT_EQ(model->report.zero_tensors.size(), 1u) << testing::joined(model->report.zero_tensors);
-  EXPECT_TRUE(model->report.zero_tensors[0].starts_with("layer 2 ffn.experts.w2 expert 3 (key "
-                                                        "layers.2.ffn.experts.3.w2.weight"));
+  EXPECT_TRUE(
+      model->report.zero_tensors[0].starts_with("layer 2 ffn.experts.w2 expert 3 (key "
+                                                "layers.2.ffn.experts.3.w2.weight"));
 }
 
 TEST_F(LoaderTest, ZeroBalancingBiasIsAllowed) {
   SyntheticCheckpoint ckpt = official({LinearForm::kBf16, ExpertForm::kBf16, false});
-  std::fill(ckpt.at("layers.1.ffn.gate.bias").bytes.begin(), ckpt.at("layers.1.ffn.gate.bias").bytes.end(), 0);
+  std::fill(ckpt.at("layers.1.ffn.gate.bias").bytes.begin(),
+            ckpt.at("layers.1.ffn.gate.bias").bytes.end(), 0);
   Result<LoadedModel> model = write_and_load(ckpt, testing::kTinyConfigJson);
   ASSERT_TRUE(model.ok());
   expect_clean(model->report);
@@ -287,7 +299,8 @@ TEST_F(LoaderTest, MismatchedW1W3GlobalScalesAreAnError) {
   EXPECT_TRUE(model->report.problems[0].starts_with(
       "layer 1 ffn.experts.w13 expert 2: w1 and w3 NVFP4 global scales differ"))
       << model->report.problems[0];
-  EXPECT_NE(model->report.problems[0].find("layers.1.ffn.experts.2.w3.weight_scale_2"), std::string::npos);
+  EXPECT_NE(model->report.problems[0].find("layers.1.ffn.experts.2.w3.weight_scale_2"),
+            std::string::npos);
 }
 
 TEST_F(LoaderTest, ExpertIdOutOfRangeIsAnError) {
@@ -297,8 +310,31 @@ TEST_F(LoaderTest, ExpertIdOutOfRangeIsAnError) {
   Result<LoadedModel> model = write_and_load(ckpt, testing::kTinyConfigJson);
   ASSERT_TRUE(model.ok());
   ASSERT_EQ(model->report.problems.size(), 1u);
-  EXPECT_TRUE(model->report.problems[0].starts_with("layer 0 ffn.tid2eid (key layers.0.ffn.gate.tid2eid"));
-  EXPECT_NE(model->report.problems[0].find("expert id 4 at element 7 is outside [0, 4)"), std::string::npos);
+  EXPECT_TRUE(
+      model->report.problems[0].starts_with("layer 0 ffn.tid2eid (key layers.0.ffn.gate.tid2eid"));
+  EXPECT_NE(model->report.problems[0].find("expert id 4 at element 7 is outside [0, 4)"),
+            std::string::npos);
+}
+
+// §5 item 24: tid2eid is I64 in the release, int32 in other exporters; any integer dtype binds.
+TEST_F(LoaderTest, Tid2eidOfAnyIntegerDtypeBecomesI64) {
+  std::vector<NamedShape> list =
+      testing::official_inventory(config_, {LinearForm::kBf16, ExpertForm::kBf16, false});
+  for (NamedShape& t : list) {
+    if (t.name == "layers.0.ffn.gate.tid2eid") t.dtype = DType::kI32;
+  }
+  const SyntheticCheckpoint ckpt(list, config_.n_routed_experts, rng_.engine());
+  Result<LoadedModel> model = write_and_load(ckpt, testing::kTinyConfigJson);
+  ASSERT_TRUE(model.ok());
+  expect_clean(model->report);
+  const Tensor& ids = model->weights.layers[0].ffn.tid2eid;
+  ASSERT_EQ(ids.dtype(), DType::kI64);
+  const std::vector<uint8_t>& stored = ckpt.at("layers.0.ffn.gate.tid2eid").bytes;
+  for (int64_t i = 0; i < ids.numel(); ++i) {
+    int32_t want;
+    std::memcpy(&want, stored.data() + 4 * i, 4);
+    ASSERT_EQ(ids.data_as<int64_t>()[i], want) << "element " << i;
+  }
 }
 
 TEST_F(LoaderTest, CheckModelReportsWhatLoadModelReports) {

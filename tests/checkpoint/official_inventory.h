@@ -12,7 +12,7 @@
 
 namespace dsv4::testing {
 
-enum class LinearForm { kBf16, kFp8E8m0, kFp8F32 };   // the FP8-able linears
+enum class LinearForm { kBf16, kFp8E8m0, kFp8F32 };        // the FP8-able linears
 enum class ExpertForm { kBf16, kMxfp4, kFp8F32, kNvfp4 };  // the routed experts
 
 struct InventoryOptions {
@@ -47,7 +47,9 @@ class OfficialInventory {
   }
 
  private:
-  void add(const std::string& name, DType dtype, Shape shape) { out_.push_back({name, dtype, shape}); }
+  void add(const std::string& name, DType dtype, Shape shape) {
+    out_.push_back({name, dtype, shape});
+  }
 
   void add_hc_head(const std::string& p) {
     const int64_t m = c_.hc_mult;
@@ -69,7 +71,9 @@ class OfficialInventory {
 
   void add_expert_matrix(const std::string& module, int64_t n, int64_t k, ExpertForm form) {
     switch (form) {
-      case ExpertForm::kBf16: add(module + ".weight", DType::kBF16, {n, k}); return;
+      case ExpertForm::kBf16:
+        add(module + ".weight", DType::kBF16, {n, k});
+        return;
       case ExpertForm::kMxfp4:
         add(module + ".weight", DType::kI8, {n, k / 2});
         add(module + ".scale", DType::kF8E8M0, {n, k / 32});

@@ -56,9 +56,13 @@ inline double ref_scalar(DType dtype, const std::vector<uint8_t>& bytes, size_t 
       std::memcpy(&f, bytes.data() + 4 * i, 4);
       return f;
     }
-    case DType::kF8E4M3: return ref_e4m3(bytes[i]);
-    case DType::kF8E8M0: return ref_e8m0(bytes[i]);
-    default: ADD_FAILURE() << "no reference decoder for " << dtype_name(dtype); return 0;
+    case DType::kF8E4M3:
+      return ref_e4m3(bytes[i]);
+    case DType::kF8E8M0:
+      return ref_e8m0(bytes[i]);
+    default:
+      ADD_FAILURE() << "no reference decoder for " << dtype_name(dtype);
+      return 0;
   }
 }
 
@@ -75,7 +79,8 @@ class SyntheticCheckpoint {
   // Random non-zero contents for every tensor of `list`, with the constraints real files keep:
   // expert ids in [0, E), positive NVFP4 scales, and one global scale per expert shared by its
   // w1 and w3 (§5 item 18).
-  SyntheticCheckpoint(const std::vector<NamedShape>& list, int64_t n_experts, std::mt19937_64& rng) {
+  SyntheticCheckpoint(const std::vector<NamedShape>& list, int64_t n_experts,
+                      std::mt19937_64& rng) {
     for (const NamedShape& t : list) {
       order_.push_back(t.name);
       tensors_[t.name] = {t.dtype, t.shape, contents(t, n_experts, rng)};
@@ -101,7 +106,8 @@ class SyntheticCheckpoint {
   // 3-D parameter name) with whatever scale siblings it has.
   std::vector<double> matrix(const std::string& weight, int64_t n, int64_t k) const {
     const StoredBytes& w = tensors_.at(weight);
-    const std::string stem = weight.ends_with(".weight") ? weight.substr(0, weight.size() - 7) : weight;
+    const std::string stem =
+        weight.ends_with(".weight") ? weight.substr(0, weight.size() - 7) : weight;
     const bool fused = stem == weight;
     auto sibling = [&](const char* dotted, const char* underscored) -> const StoredBytes* {
       const std::string name = fused ? stem + underscored : stem + dotted;
@@ -110,7 +116,8 @@ class SyntheticCheckpoint {
     const StoredBytes* block = sibling(".scale", "_weight_scale");
     if (!block) block = sibling(".weight_scale", "_weight_scale");
     const StoredBytes* global = sibling(".weight_scale_2", "_weight_scale_2");
-    const int64_t b_count = w.shape.numel() * (w.dtype == DType::kU8 || w.dtype == DType::kI8 ? 2 : 1) / (n * k);
+    const int64_t b_count =
+        w.shape.numel() * (w.dtype == DType::kU8 || w.dtype == DType::kI8 ? 2 : 1) / (n * k);
     std::vector<double> out(static_cast<size_t>(b_count * n * k));
     for (int64_t b = 0; b < b_count; ++b) {
       for (int64_t r = 0; r < n; ++r) {
@@ -127,17 +134,21 @@ class SyntheticCheckpoint {
   static double element(const StoredBytes& w, const StoredBytes* block, const StoredBytes* global,
                         int64_t b, int64_t r, int64_t c, int64_t n, int64_t k) {
     const size_t row = static_cast<size_t>(b * n + r);
-    if (w.dtype == DType::kBF16 || w.dtype == DType::kF32) return ref_scalar(w.dtype, w.bytes, row * k + c);
+    if (w.dtype == DType::kBF16 || w.dtype == DType::kF32)
+      return ref_scalar(w.dtype, w.bytes, row * k + c);
     if (w.dtype == DType::kF8E4M3) {
-      const size_t sn = static_cast<size_t>((n + 127) / 128), sk = static_cast<size_t>((k + 127) / 128);
+      const size_t sn = static_cast<size_t>((n + 127) / 128),
+                   sk = static_cast<size_t>((k + 127) / 128);
       return ref_e4m3(w.bytes[row * k + c]) *
              ref_scalar(block->dtype, block->bytes, (b * sn + r / 128) * sk + c / 128);
     }
     const uint8_t byte = w.bytes[row * (k / 2) + c / 2];
     const double e2m1 = ref_e2m1(c % 2 == 0 ? byte & 15 : byte >> 4);
-    if (block->dtype == DType::kF8E8M0) return e2m1 * ref_e8m0(block->bytes[row * (k / 32) + c / 32]);
+    if (block->dtype == DType::kF8E8M0)
+      return e2m1 * ref_e8m0(block->bytes[row * (k / 32) + c / 32]);
     const size_t g = global->shape.numel() == 1 ? 0 : static_cast<size_t>(b);
-    return e2m1 * ref_e4m3(block->bytes[row * (k / 16) + c / 16]) * ref_scalar(DType::kF32, global->bytes, g);
+    return e2m1 * ref_e4m3(block->bytes[row * (k / 16) + c / 16]) *
+           ref_scalar(DType::kF32, global->bytes, g);
   }
 
   static std::vector<uint8_t> f32_bytes(float v) {
@@ -146,23 +157,27 @@ class SyntheticCheckpoint {
     return out;
   }
 
-  static std::vector<uint8_t> contents(const NamedShape& t, int64_t n_experts, std::mt19937_64& rng) {
+  static std::vector<uint8_t> contents(const NamedShape& t, int64_t n_experts,
+                                       std::mt19937_64& rng) {
     const int64_t numel = t.shape.numel();
     if (t.name.ends_with("tid2eid")) {
       std::vector<uint8_t> out(static_cast<size_t>(numel) * dtype_size(t.dtype));
       for (int64_t i = 0; i < numel; ++i) {
         const int64_t id = static_cast<int64_t>(rng() % static_cast<uint64_t>(n_experts));
-        std::memcpy(out.data() + i * static_cast<int64_t>(dtype_size(t.dtype)), &id, dtype_size(t.dtype));
+        std::memcpy(out.data() + i * static_cast<int64_t>(dtype_size(t.dtype)), &id,
+                    dtype_size(t.dtype));
       }
       return out;
     }
     if ((t.name.ends_with("weight_scale_2") || t.name.ends_with("input_scale"))) {
       std::string shared = t.name;  // w1 and w3 of one expert: the same value
-      if (const size_t at = shared.find(".w3."); at != std::string::npos) shared.replace(at, 4, ".w1.");
+      if (const size_t at = shared.find(".w3."); at != std::string::npos)
+        shared.replace(at, 4, ".w1.");
       std::mt19937_64 per_expert(std::hash<std::string>{}(shared));
       std::vector<uint8_t> out;
       for (int64_t i = 0; i < std::max<int64_t>(numel, 1); ++i) {
-        const std::vector<uint8_t> v = f32_bytes(std::ldexp(1.0f + static_cast<float>(per_expert() % 1000) / 1000.0f, -8));
+        const std::vector<uint8_t> v =
+            f32_bytes(std::ldexp(1.0f + static_cast<float>(per_expert() % 1000) / 1000.0f, -8));
         out.insert(out.end(), v.begin(), v.end());
       }
       return out;

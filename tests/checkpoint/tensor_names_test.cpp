@@ -1,11 +1,12 @@
 // The name table, rule by rule: every slot's name in every convention, written out here from
 // ../shared/docs/deepseek_v4.md §3.1-§3.2 and the golden keys.txt files (not derived from the
 // table under test), and every known collision between names that share pieces.
+#include "checkpoint/tensor_names.h"
+
 #include <gtest/gtest.h>
 
 #include <set>
 
-#include "checkpoint/tensor_names.h"
 #include "checkpoint/tiny_model.h"
 
 namespace dsv4::checkpoint {
@@ -30,17 +31,21 @@ constexpr Rule kRules[] = {
     {kHcHeadBase, -1, "hc_head_base", "model.hc_head.hc_base", "model.hc_head.hc_base"},
     {kHcHeadScale, -1, "hc_head_scale", "model.hc_head.hc_scale", "model.hc_head.hc_scale"},
     {kHcAttnFn, 0, "layers.0.hc_attn_fn", "model.layers.0.hc_attn_fn", "model.layers.0.attn_hc.fn"},
-    {kHcAttnBase, 0, "layers.0.hc_attn_base", "model.layers.0.hc_attn_base", "model.layers.0.attn_hc.base"},
+    {kHcAttnBase, 0, "layers.0.hc_attn_base", "model.layers.0.hc_attn_base",
+     "model.layers.0.attn_hc.base"},
     {kHcAttnScale, 0, "layers.0.hc_attn_scale", "model.layers.0.hc_attn_scale",
      "model.layers.0.attn_hc.scale"},
     {kHcFfnFn, 0, "layers.0.hc_ffn_fn", "model.layers.0.hc_ffn_fn", "model.layers.0.ffn_hc.fn"},
-    {kHcFfnBase, 0, "layers.0.hc_ffn_base", "model.layers.0.hc_ffn_base", "model.layers.0.ffn_hc.base"},
-    {kHcFfnScale, 0, "layers.0.hc_ffn_scale", "model.layers.0.hc_ffn_scale", "model.layers.0.ffn_hc.scale"},
+    {kHcFfnBase, 0, "layers.0.hc_ffn_base", "model.layers.0.hc_ffn_base",
+     "model.layers.0.ffn_hc.base"},
+    {kHcFfnScale, 0, "layers.0.hc_ffn_scale", "model.layers.0.hc_ffn_scale",
+     "model.layers.0.ffn_hc.scale"},
     {kAttnNorm, 0, "layers.0.attn_norm.weight", "model.layers.0.attn_norm.weight",
      "model.layers.0.input_layernorm.weight"},
     {kFfnNorm, 0, "layers.0.ffn_norm.weight", "model.layers.0.ffn_norm.weight",
      "model.layers.0.post_attention_layernorm.weight"},
-    {kAttnSink, 0, "layers.0.attn.attn_sink", "model.layers.0.attn.attn_sink", "model.layers.0.self_attn.sinks"},
+    {kAttnSink, 0, "layers.0.attn.attn_sink", "model.layers.0.attn.attn_sink",
+     "model.layers.0.self_attn.sinks"},
     {kWqA, 0, "layers.0.attn.wq_a.weight", "model.layers.0.attn.wq_a.weight",
      "model.layers.0.self_attn.q_a_proj.weight"},
     {kQNorm, 0, "layers.0.attn.q_norm.weight", "model.layers.0.attn.q_norm.weight",
@@ -55,13 +60,16 @@ constexpr Rule kRules[] = {
      "model.layers.0.self_attn.o_a_proj.weight"},
     {kWoB, 0, "layers.0.attn.wo_b.weight", "model.layers.0.attn.wo_b.weight",
      "model.layers.0.self_attn.o_b_proj.weight"},
-    {kCompressorWkv, 2, "layers.2.attn.compressor.wkv.weight", "model.layers.2.attn.compressor.wkv.weight",
+    {kCompressorWkv, 2, "layers.2.attn.compressor.wkv.weight",
+     "model.layers.2.attn.compressor.wkv.weight",
      "model.layers.2.self_attn.compressor.kv_proj.weight"},
     {kCompressorWgate, 2, "layers.2.attn.compressor.wgate.weight",
-     "model.layers.2.attn.compressor.wgate.weight", "model.layers.2.self_attn.compressor.gate_proj.weight"},
+     "model.layers.2.attn.compressor.wgate.weight",
+     "model.layers.2.self_attn.compressor.gate_proj.weight"},
     {kCompressorApe, 2, "layers.2.attn.compressor.ape", "model.layers.2.attn.compressor.ape",
      "model.layers.2.self_attn.compressor.position_bias"},
-    {kCompressorNorm, 2, "layers.2.attn.compressor.norm.weight", "model.layers.2.attn.compressor.norm.weight",
+    {kCompressorNorm, 2, "layers.2.attn.compressor.norm.weight",
+     "model.layers.2.attn.compressor.norm.weight",
      "model.layers.2.self_attn.compressor.kv_norm.weight"},
     {kIndexerWqB, 1, "layers.1.attn.indexer.wq_b.weight", "model.layers.1.attn.indexer.wq_b.weight",
      "model.layers.1.self_attn.compressor.indexer.q_b_proj.weight"},
@@ -75,20 +83,25 @@ constexpr Rule kRules[] = {
      "model.layers.1.attn.indexer.compressor.wgate.weight",
      "model.layers.1.self_attn.compressor.indexer.gate_proj.weight"},
     {kIndexerCompressorApe, 1, "layers.1.attn.indexer.compressor.ape",
-     "model.layers.1.attn.indexer.compressor.ape", "model.layers.1.self_attn.compressor.indexer.position_bias"},
+     "model.layers.1.attn.indexer.compressor.ape",
+     "model.layers.1.self_attn.compressor.indexer.position_bias"},
     {kIndexerCompressorNorm, 1, "layers.1.attn.indexer.compressor.norm.weight",
      "model.layers.1.attn.indexer.compressor.norm.weight",
      "model.layers.1.self_attn.compressor.indexer.kv_norm.weight"},
-    {kGate, 0, "layers.0.ffn.gate.weight", "model.layers.0.ffn.gate.weight", "model.layers.0.mlp.gate.weight"},
+    {kGate, 0, "layers.0.ffn.gate.weight", "model.layers.0.ffn.gate.weight",
+     "model.layers.0.mlp.gate.weight"},
     {kGateBias, 1, "layers.1.ffn.gate.bias", "model.layers.1.ffn.gate.bias",
      "model.layers.1.mlp.gate.e_score_correction_bias"},
     {kGateTid2eid, 0, "layers.0.ffn.gate.tid2eid", "model.layers.0.ffn.gate.tid2eid",
      "model.layers.0.mlp.gate.tid2eid"},
-    {kSharedW1, 0, "layers.0.ffn.shared_experts.w1.weight", "model.layers.0.ffn.shared_experts.w1.weight",
+    {kSharedW1, 0, "layers.0.ffn.shared_experts.w1.weight",
+     "model.layers.0.ffn.shared_experts.w1.weight",
      "model.layers.0.mlp.shared_experts.gate_proj.weight"},
-    {kSharedW3, 0, "layers.0.ffn.shared_experts.w3.weight", "model.layers.0.ffn.shared_experts.w3.weight",
+    {kSharedW3, 0, "layers.0.ffn.shared_experts.w3.weight",
+     "model.layers.0.ffn.shared_experts.w3.weight",
      "model.layers.0.mlp.shared_experts.up_proj.weight"},
-    {kSharedW2, 0, "layers.0.ffn.shared_experts.w2.weight", "model.layers.0.ffn.shared_experts.w2.weight",
+    {kSharedW2, 0, "layers.0.ffn.shared_experts.w2.weight",
+     "model.layers.0.ffn.shared_experts.w2.weight",
      "model.layers.0.mlp.shared_experts.down_proj.weight"},
     {kExpertsW13, 0, "layers.0.ffn.experts.3.w1.weight", "model.layers.0.ffn.experts.3.w1.weight",
      "model.layers.0.mlp.experts.3.gate_proj.weight"},
@@ -148,7 +161,8 @@ TEST_F(NameTableTest, EverySlotInEveryConventionHasItsName) {
 
 TEST_F(NameTableTest, GateAndUpOfOneExpertStackIntoW13GateFirst) {
   for (auto [convention, gate, up] :
-       {std::tuple{NamingConvention::kOfficial, "layers.2.ffn.experts.1.w1.weight", "layers.2.ffn.experts.1.w3.weight"},
+       {std::tuple{NamingConvention::kOfficial, "layers.2.ffn.experts.1.w1.weight",
+                   "layers.2.ffn.experts.1.w3.weight"},
         std::tuple{NamingConvention::kPretrained, "model.layers.2.ffn.experts.1.w1.weight",
                    "model.layers.2.ffn.experts.1.w3.weight"},
         std::tuple{NamingConvention::kStateDict, "model.layers.2.mlp.experts.1.gate_proj.weight",
@@ -164,8 +178,10 @@ TEST_F(NameTableTest, GateAndUpOfOneExpertStackIntoW13GateFirst) {
 }
 
 TEST_F(NameTableTest, FusedStateDictExpertsAreWholeSlots) {
-  const std::optional<Where> w13 = where(NamingConvention::kStateDict, "model.layers.1.mlp.experts.gate_up_proj");
-  const std::optional<Where> w2 = where(NamingConvention::kStateDict, "model.layers.1.mlp.experts.down_proj");
+  const std::optional<Where> w13 =
+      where(NamingConvention::kStateDict, "model.layers.1.mlp.experts.gate_up_proj");
+  const std::optional<Where> w2 =
+      where(NamingConvention::kStateDict, "model.layers.1.mlp.experts.down_proj");
   ASSERT_TRUE(w13 && w2);
   EXPECT_EQ(w13->param, kExpertsW13);
   EXPECT_EQ(w13->expert_idx, -1);
@@ -177,14 +193,17 @@ TEST_F(NameTableTest, FusedStateDictExpertsAreWholeSlots) {
 // ---- Known collisions: names that share pieces land in different slots ----
 
 TEST_F(NameTableTest, SharedExpertsAreNotRoutedExperts) {
-  EXPECT_EQ(param_of(NamingConvention::kOfficial, "layers.1.ffn.shared_experts.w1.weight"), kSharedW1);
-  EXPECT_EQ(param_of(NamingConvention::kOfficial, "layers.1.ffn.experts.0.w1.weight"), kExpertsW13);
-  EXPECT_EQ(param_of(NamingConvention::kStateDict, "model.layers.1.mlp.shared_experts.gate_proj.weight"),
+  EXPECT_EQ(param_of(NamingConvention::kOfficial, "layers.1.ffn.shared_experts.w1.weight"),
             kSharedW1);
+  EXPECT_EQ(param_of(NamingConvention::kOfficial, "layers.1.ffn.experts.0.w1.weight"), kExpertsW13);
+  EXPECT_EQ(
+      param_of(NamingConvention::kStateDict, "model.layers.1.mlp.shared_experts.gate_proj.weight"),
+      kSharedW1);
   EXPECT_EQ(param_of(NamingConvention::kStateDict, "model.layers.1.mlp.experts.0.gate_proj.weight"),
             kExpertsW13);
   // No double prefix: the shared expert has exactly one name per convention.
-  EXPECT_FALSE(where(NamingConvention::kStateDict, "model.layers.1.mlp.ffn.shared_experts.w1.weight"));
+  EXPECT_FALSE(
+      where(NamingConvention::kStateDict, "model.layers.1.mlp.ffn.shared_experts.w1.weight"));
 }
 
 TEST_F(NameTableTest, AttentionWkvCompressorWkvAndIndexerCompressorWkvAreThreeSlots) {
@@ -197,20 +216,25 @@ TEST_F(NameTableTest, AttentionWkvCompressorWkvAndIndexerCompressorWkvAreThreeSl
   const NamingConvention s = NamingConvention::kStateDict;
   EXPECT_EQ(param_of(s, "model.layers.1.self_attn.kv_proj.weight"), kWkv);
   EXPECT_EQ(param_of(s, "model.layers.1.self_attn.compressor.kv_proj.weight"), kCompressorWkv);
-  EXPECT_EQ(param_of(s, "model.layers.1.self_attn.compressor.indexer.kv_proj.weight"), kIndexerCompressorWkv);
+  EXPECT_EQ(param_of(s, "model.layers.1.self_attn.compressor.indexer.kv_proj.weight"),
+            kIndexerCompressorWkv);
 }
 
 TEST_F(NameTableTest, CompressorAndIndexerDoNotShadowEachOther) {
   const NamingConvention s = NamingConvention::kStateDict;
   EXPECT_EQ(param_of(s, "model.layers.1.self_attn.compressor.position_bias"), kCompressorApe);
-  EXPECT_EQ(param_of(s, "model.layers.1.self_attn.compressor.indexer.position_bias"), kIndexerCompressorApe);
+  EXPECT_EQ(param_of(s, "model.layers.1.self_attn.compressor.indexer.position_bias"),
+            kIndexerCompressorApe);
   EXPECT_EQ(param_of(s, "model.layers.1.self_attn.compressor.kv_norm.weight"), kCompressorNorm);
-  EXPECT_EQ(param_of(s, "model.layers.1.self_attn.compressor.indexer.kv_norm.weight"), kIndexerCompressorNorm);
+  EXPECT_EQ(param_of(s, "model.layers.1.self_attn.compressor.indexer.kv_norm.weight"),
+            kIndexerCompressorNorm);
   EXPECT_EQ(param_of(NamingConvention::kOfficial, "layers.1.attn.compressor.ape"), kCompressorApe);
-  EXPECT_EQ(param_of(NamingConvention::kOfficial, "layers.1.attn.indexer.compressor.ape"), kIndexerCompressorApe);
+  EXPECT_EQ(param_of(NamingConvention::kOfficial, "layers.1.attn.indexer.compressor.ape"),
+            kIndexerCompressorApe);
   // The attention kv_norm vs the compressor norms (pretrained writes it as attn.norm).
   EXPECT_EQ(param_of(NamingConvention::kPretrained, "model.layers.1.attn.norm.weight"), kKvNorm);
-  EXPECT_EQ(param_of(NamingConvention::kPretrained, "model.layers.1.attn.compressor.norm.weight"), kCompressorNorm);
+  EXPECT_EQ(param_of(NamingConvention::kPretrained, "model.layers.1.attn.compressor.norm.weight"),
+            kCompressorNorm);
 }
 
 TEST_F(NameTableTest, GateIsNotGateUpNorAnyGateProj) {
@@ -219,7 +243,8 @@ TEST_F(NameTableTest, GateIsNotGateUpNorAnyGateProj) {
   EXPECT_EQ(param_of(s, "model.layers.1.mlp.experts.gate_up_proj"), kExpertsW13);
   EXPECT_EQ(param_of(s, "model.layers.1.mlp.shared_experts.gate_proj.weight"), kSharedW1);
   EXPECT_EQ(param_of(s, "model.layers.1.self_attn.compressor.gate_proj.weight"), kCompressorWgate);
-  EXPECT_EQ(param_of(s, "model.layers.1.self_attn.compressor.indexer.gate_proj.weight"), kIndexerCompressorWgate);
+  EXPECT_EQ(param_of(s, "model.layers.1.self_attn.compressor.indexer.gate_proj.weight"),
+            kIndexerCompressorWgate);
 }
 
 TEST_F(NameTableTest, LmHeadLivesAtTheTopLevel) {
@@ -245,12 +270,13 @@ TEST_F(NameTableTest, HyperConnectionSpellingsDoNotMix) {
 }
 
 TEST_F(NameTableTest, SlotsExistOnlyOnTheirLayers) {
-  EXPECT_FALSE(where(NamingConvention::kOfficial, "layers.0.attn.compressor.wkv.weight"));  // sliding
-  EXPECT_FALSE(where(NamingConvention::kOfficial, "layers.2.attn.indexer.wq_b.weight"));    // HCA
-  EXPECT_FALSE(where(NamingConvention::kOfficial, "layers.0.ffn.gate.bias"));              // hash
-  EXPECT_FALSE(where(NamingConvention::kOfficial, "layers.1.ffn.gate.tid2eid"));           // score
-  EXPECT_FALSE(where(NamingConvention::kOfficial, "layers.0.ffn.experts.4.w1.weight"));    // E = 4
-  EXPECT_FALSE(where(NamingConvention::kOfficial, "layers.3.attn_norm.weight"));           // L = 3
+  EXPECT_FALSE(
+      where(NamingConvention::kOfficial, "layers.0.attn.compressor.wkv.weight"));         // sliding
+  EXPECT_FALSE(where(NamingConvention::kOfficial, "layers.2.attn.indexer.wq_b.weight"));  // HCA
+  EXPECT_FALSE(where(NamingConvention::kOfficial, "layers.0.ffn.gate.bias"));             // hash
+  EXPECT_FALSE(where(NamingConvention::kOfficial, "layers.1.ffn.gate.tid2eid"));          // score
+  EXPECT_FALSE(where(NamingConvention::kOfficial, "layers.0.ffn.experts.4.w1.weight"));   // E = 4
+  EXPECT_FALSE(where(NamingConvention::kOfficial, "layers.3.attn_norm.weight"));          // L = 3
 }
 
 TEST(SiblingTest, ScaleSuffixesPointAtTheirWeight) {
@@ -272,8 +298,8 @@ TEST(SiblingTest, ScaleSuffixesPointAtTheirWeight) {
 
 TEST(IgnoreTest, MtpBlocksAreIgnoredWithAReasonAndNothingElseIs) {
   const ModelConfig config = testing::tiny_config();  // 3 layers + 1 MTP
-  for (const char* key : {"mtp.0.e_proj.weight", "model.mtp.0.enorm.weight", "layers.3.attn.wq_a.weight",
-                          "model.layers.3.self_attn.sinks"}) {
+  for (const char* key : {"mtp.0.e_proj.weight", "model.mtp.0.enorm.weight",
+                          "layers.3.attn.wq_a.weight", "model.layers.3.self_attn.sinks"}) {
     const std::optional<std::string> reason = ignore_reason(key, config);
     ASSERT_TRUE(reason.has_value()) << key;
     EXPECT_TRUE(reason->starts_with("MTP draft block")) << *reason;

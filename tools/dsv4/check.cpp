@@ -21,7 +21,8 @@ constexpr size_t kMaxListed = 50;  // per list; the rest is counted
 
 void print_list(const char* title, const std::vector<std::string>& items) {
   std::printf("%s: %zu\n", title, items.size());
-  for (size_t i = 0; i < items.size() && i < kMaxListed; ++i) std::printf("  %s\n", items[i].c_str());
+  for (size_t i = 0; i < items.size() && i < kMaxListed; ++i)
+    std::printf("  %s\n", items[i].c_str());
   if (items.size() > kMaxListed) std::printf("  ... and %zu more\n", items.size() - kMaxListed);
 }
 
@@ -44,7 +45,8 @@ void print_ignored(const std::vector<checkpoint::IgnoredKey>& ignored) {
 
 // Progress on stderr at most every two seconds: a 160 GB checkpoint takes minutes.
 std::function<void(size_t, size_t)> progress_printer() {
-  auto last = std::make_shared<std::chrono::steady_clock::time_point>(std::chrono::steady_clock::now());
+  auto last =
+      std::make_shared<std::chrono::steady_clock::time_point>(std::chrono::steady_clock::now());
   return [last](size_t done, size_t total) {
     const auto now = std::chrono::steady_clock::now();
     if (done != total && now - *last < std::chrono::seconds(2)) return;
@@ -77,7 +79,8 @@ int run_check(const std::string& dir, const std::string& convention) {
   }
   const checkpoint::LoadReport& report = *result;
   std::printf("checkpoint: %s\n", dir.c_str());
-  std::printf("convention: %s%s\n", std::string(checkpoint::convention_name(report.convention)).c_str(),
+  std::printf("convention: %s%s\n",
+              std::string(checkpoint::convention_name(report.convention)).c_str(),
               convention.empty() ? " (detected)" : " (forced)");
   std::printf("keys: %zu (bound %zu, ignored %zu)\n", report.n_keys, report.n_bound,
               report.ignored.size());
@@ -92,7 +95,8 @@ int run_check(const std::string& dir, const std::string& convention) {
   print_list("non-finite tensors", report.non_finite_tensors);
   const bool count_failed = print_self_check(report);
   const bool clean = report.clean() && !count_failed;
-  std::printf("result: %s\n", clean ? "OK, every key bound or ignored, every slot filled" : "FAILED");
+  std::printf("result: %s\n",
+              clean ? "OK, every key bound or ignored, every slot filled" : "FAILED");
   return clean ? 0 : 1;
 }
 
@@ -100,11 +104,13 @@ int run_check(const std::string& dir, const std::string& convention) {
 
 void register_check(CLI::App& app, int& exit_code) {
   CLI::App* cmd = app.add_subcommand(
-      "check", "Prove a checkpoint binds completely (every key, every slot; no zero or NaN tensor)");
+      "check",
+      "Prove a checkpoint binds completely (every key, every slot; no zero or NaN tensor)");
   auto dir = std::make_shared<std::string>();
   auto convention = std::make_shared<std::string>();
   cmd->add_option("DIR", *dir, "checkpoint directory (config.json and safetensors)")->required();
-  cmd->add_option("--convention", *convention, "force the naming convention instead of detecting it")
+  cmd->add_option("--convention", *convention,
+                  "force the naming convention instead of detecting it")
       ->check(CLI::IsMember({"official", "pretrained", "state_dict"}));
   cmd->callback([dir, convention, &exit_code] { exit_code = run_check(*dir, *convention); });
 }

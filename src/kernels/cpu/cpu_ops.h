@@ -18,6 +18,7 @@ void add(const TensorView& a, const TensorView& b, const TensorView& y);
 void embedding(const TensorView& table, const TensorView& ids, const TensorView& y);
 
 // ---- Hyper-connections ----
+void hc_repeat(const TensorView& x, const TensorView& out);
 void hc_split_sinkhorn(const TensorView& mixes, const TensorView& scale, const TensorView& base,
                        int64_t n_sinkhorn_iters, float eps, const HcMix& out);
 void hc_head_weights(const TensorView& mixes, const TensorView& scale, const TensorView& base,

@@ -4,6 +4,7 @@
 // by the model.
 //
 // Dimension letters: T tokens, M streams, D model width.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -55,6 +56,20 @@ const float* f32_vector(const TensorView& v, int64_t n, const char* what) {
 }
 
 }  // namespace
+
+void hc_repeat(const TensorView& x, const TensorView& out) {
+  const RowMatrix in = as_rows(x, "hc_repeat x");
+  DSV4_CHECK(out.dtype == DType::kF32 && out.rank() == 3 && out.is_contiguous() &&
+                 out.size(0) == in.n_rows && out.size(2) == in.n_cols,
+             "hc_repeat: out must be f32 [T, M, D]");
+  const int64_t m = out.size(1);
+  float* dst = out.data_as<float>();
+  for (int64_t t = 0; t < in.n_rows; ++t) {
+    for (int64_t i = 0; i < m; ++i) {
+      std::copy_n(in.row(t), in.n_cols, dst + (t * m + i) * in.n_cols);
+    }
+  }
+}
 
 void hc_split_sinkhorn(const TensorView& mixes, const TensorView& scale, const TensorView& base,
                        int64_t n_sinkhorn_iters, float eps, const HcMix& out) {

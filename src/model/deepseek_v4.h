@@ -1,0 +1,69 @@
+// The DeepSeek-V4 forward (../shared/docs/deepseek_v4.md §2.1; transformers DeepseekV4Model +
+// DeepseekV4ForCausalLM): embedding, expansion to M identical streams, the decoder layers,
+// hc_head, the final RMSNorm and the f32 lm_head. Written once against kernels/ops.h: with CPU
+// weights it is the reference, with CUDA weights the product.
+//
+// A call processes a batch of sequences, each a chunk of new tokens continuing its own cache, so
+// prefill (a long chunk) and decode (one token) are the same call.
+//
+// Dimension letters: T tokens, M streams (hc_mult), D model width, V vocab, L layers.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "checkpoint/weights.h"
+#include "model/attention_cache.h"
+#include "model/moe.h"
+
+namespace dsv4::model {
+
+// The caches of one sequence, one per layer.
+struct SequenceCache {
+  std::vector<AttentionCache> layers;
+  int64_t n_tokens() const { return layers.empty() ? 0 : layers.front().n_tokens; }
+};
+
+// One sequence's part of a forward call.
+struct SequenceChunk {
+  std::span<const int64_t> tokens;  // host ids of the new tokens, positions start_pos..
+  int64_t start_pos = 0;            // must equal cache->n_tokens()
+  SequenceCache* cache = nullptr;
+  // f32 [n, V] on the model's device: n = tokens.size() for every position's logits, or n = 1
+  // for the last token's only (decode, and prefill when only the next token matters).
+  TensorView logits;
+};
+
+struct ModelOptions {
+  ExpertMode expert_mode = ExpertMode::kW4A16;  // for NVFP4 experts
+};
+
+class Model {
+ public:
+  // `weights` must outlive the model; they were validated by the loader.
+  Model(const checkpoint::ModelWeights& weights, ModelOptions options);
+
+  const checkpoint::ModelConfig& config() const { return weights_->config; }
+  Device device() const { return weights_->embed.device(); }
+
+  // Empty caches for one sequence of up to max_positions tokens.
+  Result<SequenceCache> new_cache(int64_t max_positions) const;
+
+  // Runs every chunk's tokens through the model, appending them to their caches. Fails with
+  // invalid_argument for a token id outside the vocabulary or a start_pos that does not
+  // continue the cache, resource_exhausted past the cache's capacity.
+  Status forward(std::span<const SequenceChunk> chunks) const;
+  // One sequence: Model::forward(tokens, start_pos, cache, logits).
+  Status forward(std::span<const int64_t> tokens, int64_t start_pos, SequenceCache& cache,
+                 const TensorView& logits) const;
+
+ private:
+  Status check_chunk(const SequenceChunk& chunk) const;
+  Status lm_head(std::span<const SequenceChunk> chunks, const Tensor& streams) const;
+
+  const checkpoint::ModelWeights* weights_;
+  ModelOptions options_;
+};
+
+}  // namespace dsv4::model

@@ -1,0 +1,40 @@
+// One DeepSeek-V4 decoder layer (../shared/docs/deepseek_v4.md §2.2; transformers
+// DeepseekV4DecoderLayer): the attention half and the FFN half, each wrapped by its mHC site:
+//   (x, site) = hc_pre(streams); streams = hc_post(block(norm(x)), streams, site).
+// The rows are a batch: the tokens of several sequences concatenated, each sequence's rows
+// attending only over its own cache; everything but attention runs on all rows at once.
+//
+// Dimension letters: T rows (tokens of all sequences), M streams, D model width.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "base/buffer.h"
+#include "checkpoint/weights.h"
+#include "model/attention_cache.h"
+#include "model/moe.h"
+
+namespace dsv4::model {
+
+// The rows [begin, end) of the batch that belong to one sequence, its first position and cache.
+struct SequenceRows {
+  int64_t begin = 0;
+  int64_t end = 0;
+  int64_t start_pos = 0;
+  AttentionCache* cache = nullptr;  // this layer's cache of the sequence
+};
+
+struct LayerInput {
+  const checkpoint::ModelConfig* config = nullptr;
+  int64_t layer = 0;
+  const checkpoint::LayerWeights* weights = nullptr;
+  ExpertMode expert_mode = ExpertMode::kW4A16;
+  TensorView tokens;  // i64 [T] token ids (hash routing)
+  std::span<const SequenceRows> sequences;
+};
+
+// streams f32 [T, M, D], updated in place (through `spare`, same shape, as the other buffer).
+Status layer_forward(const LayerInput& input, Tensor& streams, Tensor& spare);
+
+}  // namespace dsv4::model
