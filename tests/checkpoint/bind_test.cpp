@@ -11,7 +11,9 @@
 namespace dsv4::checkpoint {
 namespace {
 
+using testing::ExpertForm;
 using testing::HeaderList;
+using testing::LinearForm;
 using testing::NamedShape;
 
 ModelConfig fixture(const std::string& file) {
@@ -191,6 +193,30 @@ TEST_F(BadInputTest, TwoBlockScalesForOneWeight) {
                   "two tensors for one role: layers.0.attn.wq_a.scale and "
                   "layers.0.attn.wq_a.weight_scale_inv"))
       << testing::joined(report.problems);
+}
+
+// Some MXFP4 -> NVFP4 converters keep the old `.scale` name for the new e4m3 block scale (§3.3):
+// the form is read from dtypes, not names.
+TEST_F(BadInputTest, Nvfp4ScaleUnderTheOldScaleNameIsRecognisedByDtype) {
+  list_ = testing::official_inventory(config_, {LinearForm::kFp8E8m0, ExpertForm::kNvfp4, true});
+  for (NamedShape& t : list_) {
+    if (t.name.ends_with(".weight_scale")) t.name.replace(t.name.size() - 13, 13, ".scale");
+  }
+  const LoadReport report = bind();
+  EXPECT_TRUE(report.problems.empty()) << testing::joined(report.problems);
+  EXPECT_EQ(report.storage_census.at(std::string(storage_form_name(StorageForm::kNvfp4))),
+            static_cast<size_t>(config_.n_layer * config_.n_routed_experts * 3));
+}
+
+TEST_F(BadInputTest, Nvfp4WithoutGlobalScale) {
+  list_ = testing::official_inventory(config_, {LinearForm::kFp8E8m0, ExpertForm::kNvfp4, true});
+  erase("layers.2.ffn.experts.1.w2.weight_scale_2");
+  const LoadReport report = bind();
+  ASSERT_EQ(report.problems.size(), 1u) << testing::joined(report.problems);
+  EXPECT_EQ(
+      report.problems[0],
+      "layer 2 ffn.experts.w2 expert 1: nvfp4 global scale (weight_scale_2) f32 [1] is missing "
+      "for layers.2.ffn.experts.1.w2.weight (in model-00001.safetensors)");
 }
 
 TEST_F(BadInputTest, ForcedWrongConventionBindsNothing) {
