@@ -146,6 +146,49 @@ Status nvfp4_grouped_gemm(const StagedActivation& a, const format::Nvfp4View& b,
 Status nvfp4_grouped_gemm(const TensorView& a, const format::Nvfp4View& b,
                           const TensorView& group_offsets, const TensorView& d);
 
+// ---- MoE (docs/moe.md) ---------------------------------------------------------------------------
+// One DeepSeek-V4 MoE block as a fused op: router, the routed NVFP4 experts and the shared expert.
+// The CPU version is the composition of the plain ops above (linear, stage_activation,
+// nvfp4_grouped_gemm, nvfp4_gemm, swiglu) and is the contract the CUDA pipeline matches.
+
+enum class MoeMode {
+  kW4A16,  // bf16 activations (x and the SwiGLU output rounded to bf16): the exact path
+  kW4A4,   // activations staged to NVFP4 (stage_activation, dynamic global scale): Blackwell's math
+};
+
+// One layer's MoE weights as views (all on the device the op runs on).
+struct MoeWeightsView {
+  TensorView gate;                // f32 [E, D]  router
+  TensorView bias;                // f32 [E]     selection bias; empty for hash routing
+  TensorView tid2eid;             // i64 [V, K]  experts per token id; empty for score routing
+  format::Nvfp4View w13;          // [E, 2F, D]  gate rows then up rows, linear scales
+  format::Nvfp4View w2;           // [E, D, F]
+  format::Nvfp4View shared_w13;   // [1, 2F, D]  the shared expert, in NVFP4 too (docs/moe.md)
+  format::Nvfp4View shared_w2;    // [1, D, F]
+};
+
+struct MoeConfig {
+  int n_expert_used = 0;              // K
+  float routed_scaling_factor = 1.0f;
+  float swiglu_limit = 0.0f;          // 0 disables the clamp
+  MoeMode mode = MoeMode::kW4A16;
+};
+
+// Device scratch moe_ffn needs for T tokens (CUDA; the CPU version allocates its own).
+int64_t moe_ffn_workspace_bytes(int64_t n_tokens, const MoeWeightsView& w, const MoeConfig& cfg);
+
+// y f32 [T, D] = Σ_k weight[t, k] · expert_{e[t, k]}(x[t]) + shared(x[t]), x f32 [T, D] the
+// ffn-normed hidden state. Router: logits = x · gateᵀ (f32), s = sqrt(softplus(logits)); score
+// routing takes the top K of s + bias (ties to the lower expert id, in descending order), hash
+// routing takes tid2eid[token_ids[t]] (token_ids i64 [T]; empty for score routing); weight =
+// s[e] / (Σ_selected s + 1e-20) · routed_scaling_factor. Expert(x) = down(swiglu(gate_up(x))),
+// NVFP4 GEMMs (kernels above) with the activations staged per `mode` once per tensor: x over all
+// T tokens, the SwiGLU output over all T·K routed rows and T shared rows together. The combine
+// sums in f32 in the order k = 0..K-1, then the shared expert. workspace u8 [bytes] (CUDA only,
+// moe_ffn_workspace_bytes; may be empty on the CPU). Deterministic on both devices.
+Status moe_ffn(const TensorView& x, const TensorView& token_ids, const MoeWeightsView& w,
+               const MoeConfig& cfg, const TensorView& workspace, const TensorView& y);
+
 // ---- Attention (model/attention.cpp; ../shared/docs/deepseek_v4.md §2.4) -----------------------
 // Dimension letters here: H heads, Dh head dim, P rope pairs (the trailing 2P dims of a head),
 // N kv rows, K candidates per query, S compressor rows, m compress ratio, c = 2 (CSA) or 1 (HCA),
@@ -192,7 +235,8 @@ struct CompressorPoolParams {
 };
 Status compressor_pool(const CompressorPoolParams& params);
 
-// Lightning-indexer scores: scores[t,n] = Σ_h (weights[t,h]·weight_scale)·(ReLU(q[t,h]·keys[n])·q_scale).
+// Lightning-indexer scores (no Hadamard or FP4 round trip: transformers has none):
+//   scores[t,n] = Σ_h (weights[t,h]·weight_scale) · (ReLU(q[t,h]·keys[n])·q_scale).
 struct IndexerScoreParams {
   TensorView q;        // f32 [T, HI, DI]
   TensorView keys;     // f32 [N, DI]
@@ -207,48 +251,5 @@ Status indexer_scores(const IndexerScoreParams& params);
 // descending order, equal scores lower index first, −1 once the candidates run out.
 // scores f32 [T, N] (rows may be strided), n_candidates i32 [T].
 Status topk(const TensorView& scores, const TensorView& n_candidates, const TensorView& indices);
-
-// ---- MoE (docs/moe.md) ---------------------------------------------------------------------------
-// One DeepSeek-V4 MoE block as a fused op: router, the routed NVFP4 experts and the shared expert.
-// The CPU version is the composition of the plain ops above (linear, stage_activation,
-// nvfp4_grouped_gemm, nvfp4_gemm, swiglu) and is the contract the CUDA pipeline matches.
-
-enum class MoeMode {
-  kW4A16,  // bf16 activations (x and the SwiGLU output rounded to bf16): the exact path
-  kW4A4,   // activations staged to NVFP4 (stage_activation, dynamic global scale): Blackwell's math
-};
-
-// One layer's MoE weights as views (all on the device the op runs on).
-struct MoeWeightsView {
-  TensorView gate;                // f32 [E, D]  router
-  TensorView bias;                // f32 [E]     selection bias; empty for hash routing
-  TensorView tid2eid;             // i64 [V, K]  experts per token id; empty for score routing
-  format::Nvfp4View w13;          // [E, 2F, D]  gate rows then up rows, linear scales
-  format::Nvfp4View w2;           // [E, D, F]
-  format::Nvfp4View shared_w13;   // [1, 2F, D]  the shared expert, in NVFP4 too (docs/moe.md)
-  format::Nvfp4View shared_w2;    // [1, D, F]
-};
-
-struct MoeConfig {
-  int n_expert_used = 0;              // K
-  float routed_scaling_factor = 1.0f;
-  float swiglu_limit = 0.0f;          // 0 disables the clamp
-  MoeMode mode = MoeMode::kW4A16;
-};
-
-// Device scratch moe_ffn needs for T tokens (CUDA; the CPU version allocates its own).
-int64_t moe_ffn_workspace_bytes(int64_t n_tokens, const MoeWeightsView& w, const MoeConfig& cfg);
-
-// y f32 [T, D] = Σ_k weight[t, k] · expert_{e[t, k]}(x[t]) + shared(x[t]), x f32 [T, D] the
-// ffn-normed hidden state. Router: logits = x · gateᵀ (f32), s = sqrt(softplus(logits)); score
-// routing takes the top K of s + bias (ties to the lower expert id, in descending order), hash
-// routing takes tid2eid[token_ids[t]] (token_ids i64 [T]; empty for score routing); weight =
-// s[e] / (Σ_selected s + 1e-20) · routed_scaling_factor. Expert(x) = down(swiglu(gate_up(x))),
-// NVFP4 GEMMs (kernels above) with the activations staged per `mode` once per tensor: x over all
-// T tokens, the SwiGLU output over all T·K routed rows and T shared rows together. The combine
-// sums in f32 in the order k = 0..K-1, then the shared expert. workspace u8 [bytes] (CUDA only,
-// moe_ffn_workspace_bytes; may be empty on the CPU). Deterministic on both devices.
-Status moe_ffn(const TensorView& x, const TensorView& token_ids, const MoeWeightsView& w,
-               const MoeConfig& cfg, const TensorView& workspace, const TensorView& y);
 
 }  // namespace dsv4::kernels

@@ -54,12 +54,13 @@ Status project_kv_into_window(const checkpoint::ModelConfig& config,
                               const TensorView& positions, int64_t start_pos,
                               AttentionCache& cache) {
   const int64_t n_tokens = x.size(0);
-  DSV4_ASSIGN_OR_RETURN(Tensor kv, Tensor::empty(DType::kF32, {n_tokens, config.head_dim}, x.device));
+  DSV4_ASSIGN_OR_RETURN(Tensor kv,
+                        Tensor::empty(DType::kF32, {n_tokens, config.head_dim}, x.device));
   DSV4_RETURN_IF_ERROR(kernels::linear(x, weights.wkv.view(), kv.view()));
   DSV4_RETURN_IF_ERROR(kernels::rms_norm(kv.view(), weights.kv_norm.view(),
                                          static_cast<float>(config.rms_norm_eps), kv.view()));
-  DSV4_RETURN_IF_ERROR(kernels::rope(kv.view(), positions, cache.inv_freq.view(),
-                                     kernels::RopeDirection::kForward));
+  DSV4_RETURN_IF_ERROR(
+      kernels::rope(kv.view(), positions, cache.inv_freq.view(), kernels::RopeDirection::kForward));
   // T ≤ Ts < R, so the rows wrap around the ring at most once.
   const int64_t n_ring = cache.window.shape()[0];
   int64_t t = 0;
@@ -106,7 +107,8 @@ Status project_output(const checkpoint::ModelConfig& config,
   const int64_t n_groups = config.o_groups;
   const int64_t group_in = o.size(1) / n_groups;
   const int64_t rank = config.o_lora_rank;
-  DSV4_ASSIGN_OR_RETURN(Tensor low, Tensor::empty(DType::kF32, {n_tokens, n_groups * rank}, o.device));
+  DSV4_ASSIGN_OR_RETURN(Tensor low,
+                        Tensor::empty(DType::kF32, {n_tokens, n_groups * rank}, o.device));
   for (int64_t g = 0; g < n_groups; ++g) {
     DSV4_RETURN_IF_ERROR(kernels::linear(columns(o, g * group_in, (g + 1) * group_in),
                                          weights.wo_a.view().rows(g * rank, (g + 1) * rank),
@@ -163,12 +165,15 @@ Status attention_step(const checkpoint::ModelConfig& config,
   DSV4_ASSIGN_OR_RETURN(Tensor positions, upload(step.host_positions, {n_tokens}, device));
   step.positions = positions.view();
 
-  DSV4_ASSIGN_OR_RETURN(Tensor q_latent, Tensor::empty(DType::kF32, {n_tokens, config.q_lora_rank}, device));
-  DSV4_ASSIGN_OR_RETURN(Tensor q, Tensor::empty(DType::kF32, {n_tokens, config.n_head, config.head_dim}, device));
-  DSV4_RETURN_IF_ERROR(project_query(config, weights, x, step.positions, step.inv_freq,
-                                     q_latent.view(), q.view()));
+  DSV4_ASSIGN_OR_RETURN(Tensor q_latent,
+                        Tensor::empty(DType::kF32, {n_tokens, config.q_lora_rank}, device));
+  DSV4_ASSIGN_OR_RETURN(
+      Tensor q, Tensor::empty(DType::kF32, {n_tokens, config.n_head, config.head_dim}, device));
+  DSV4_RETURN_IF_ERROR(
+      project_query(config, weights, x, step.positions, step.inv_freq, q_latent.view(), q.view()));
   step.q_latent = q_latent.view();
-  DSV4_RETURN_IF_ERROR(project_kv_into_window(config, weights, x, step.positions, start_pos, cache));
+  DSV4_RETURN_IF_ERROR(
+      project_kv_into_window(config, weights, x, step.positions, start_pos, cache));
   DSV4_ASSIGN_OR_RETURN(CompressedCandidates compressed,
                         compressed_candidates(config, weights, step, cache));
   const int64_t window = config.sliding_window;
@@ -188,8 +193,8 @@ Status attention_step(const checkpoint::ModelConfig& config,
   attn.out = o.view();
   DSV4_RETURN_IF_ERROR(kernels::sparse_attention(attn));
   // V = K carried the keys' rotation into the output; undo it at the query's position.
-  DSV4_RETURN_IF_ERROR(kernels::rope(o.view(), step.positions, step.inv_freq,
-                                     kernels::RopeDirection::kInverse));
+  DSV4_RETURN_IF_ERROR(
+      kernels::rope(o.view(), step.positions, step.inv_freq, kernels::RopeDirection::kInverse));
   DSV4_RETURN_IF_ERROR(project_output(
       config, weights, o.view().reshaped({n_tokens, config.n_head * config.head_dim}), out));
   cache.n_tokens += n_tokens;
@@ -206,9 +211,9 @@ Status attention_forward(const checkpoint::ModelConfig& config, int64_t layer,
   DSV4_CHECK(x.dtype == DType::kF32 && x.rank() == 2 && x.size(1) == config.hidden_size &&
                  x.is_contiguous() && out.shape == x.shape && out.is_contiguous(),
              "attention_forward: x and out must be f32 [T, D]");
-  DSV4_CHECK(cache.compressor.has_value() ==
-                 (config.layers[layer].attention != AttentionType::kSliding),
-             "attention_forward: cache of another layer type");
+  DSV4_CHECK(
+      cache.compressor.has_value() == (config.layers[layer].attention != AttentionType::kSliding),
+      "attention_forward: cache of another layer type");
   const int64_t n_tokens = x.size(0);
   if (start_pos != cache.n_tokens) {
     return invalid_argument("attention layer " + std::to_string(layer) + ": start_pos " +

@@ -48,9 +48,9 @@ struct AttentionCache {
 
   int64_t n_tokens = 0;  // tokens seen so far = the position of the next one
   int64_t max_positions = 0;
-  int64_t max_step_tokens = 0;  // Ts
-  Tensor window;                // f32 [R, Dh]  the token at position p in row p mod R
-  Tensor inv_freq;              // f32 [P]  this layer's RoPE frequencies (rope.h)
+  int64_t max_step_tokens = 0;                // Ts
+  Tensor window;                              // f32 [R, Dh]  the token at position p in row p mod R
+  Tensor inv_freq;                            // f32 [P]  this layer's RoPE frequencies (rope.h)
   std::optional<CompressorCache> compressor;  // CSA and HCA layers
   std::optional<CompressorCache> indexer;     // CSA layers
 };

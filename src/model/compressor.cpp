@@ -39,8 +39,7 @@ Status compressor_forward(const checkpoint::CompressorWeights& weights, const Te
   DSV4_ASSIGN_OR_RETURN(Tensor kv, Tensor::empty(DType::kF32, {n_stream, row_width}, device));
   DSV4_ASSIGN_OR_RETURN(Tensor gate, Tensor::empty(DType::kF32, {n_stream, row_width}, device));
   DSV4_RETURN_IF_ERROR(copy_tensor(kv.view().rows(0, n_kept), cache.kv.view().rows(0, n_kept)));
-  DSV4_RETURN_IF_ERROR(
-      copy_tensor(gate.view().rows(0, n_kept), cache.gate.view().rows(0, n_kept)));
+  DSV4_RETURN_IF_ERROR(copy_tensor(gate.view().rows(0, n_kept), cache.gate.view().rows(0, n_kept)));
   DSV4_RETURN_IF_ERROR(kernels::linear(x, weights.wkv.view(), kv.view().rows(n_kept, n_stream)));
   DSV4_RETURN_IF_ERROR(
       kernels::linear(x, weights.wgate.view(), gate.view().rows(n_kept, n_stream)));

@@ -35,12 +35,14 @@ Result<Tensor> indexer_forward(const checkpoint::ModelConfig& config,
   const int64_t n_heads = config.index_n_heads;
   const int64_t head_dim = config.index_head_dim;
 
-  DSV4_ASSIGN_OR_RETURN(Tensor q, Tensor::empty(DType::kF32, {n_tokens, n_heads, head_dim}, device));
+  DSV4_ASSIGN_OR_RETURN(Tensor q,
+                        Tensor::empty(DType::kF32, {n_tokens, n_heads, head_dim}, device));
   DSV4_RETURN_IF_ERROR(kernels::linear(step.q_latent, weights.wq_b.view(),
                                        q.view().reshaped({n_tokens, n_heads * head_dim})));
-  DSV4_RETURN_IF_ERROR(kernels::rope(q.view(), step.positions, step.inv_freq,
-                                     kernels::RopeDirection::kForward));
-  DSV4_ASSIGN_OR_RETURN(Tensor head_weights, Tensor::empty(DType::kF32, {n_tokens, n_heads}, device));
+  DSV4_RETURN_IF_ERROR(
+      kernels::rope(q.view(), step.positions, step.inv_freq, kernels::RopeDirection::kForward));
+  DSV4_ASSIGN_OR_RETURN(Tensor head_weights,
+                        Tensor::empty(DType::kF32, {n_tokens, n_heads}, device));
   DSV4_RETURN_IF_ERROR(kernels::linear(step.x, weights.weights_proj.view(), head_weights.view()));
 
   DSV4_ASSIGN_OR_RETURN(Tensor scores, Tensor::empty(DType::kF32, {n_tokens, n_entries}, device));
@@ -53,9 +55,9 @@ Result<Tensor> indexer_forward(const checkpoint::ModelConfig& config,
   score.scores = scores.view();
   DSV4_RETURN_IF_ERROR(kernels::indexer_scores(score));
 
-  DSV4_ASSIGN_OR_RETURN(Tensor n_candidates,
-                        upload(visible_entries(step.host_positions, cache.ratio, n_entries),
-                               {n_tokens}, device));
+  DSV4_ASSIGN_OR_RETURN(
+      Tensor n_candidates,
+      upload(visible_entries(step.host_positions, cache.ratio, n_entries), {n_tokens}, device));
   DSV4_ASSIGN_OR_RETURN(Tensor picks, Tensor::empty(DType::kI32, {n_tokens, n_picks}, device));
   DSV4_RETURN_IF_ERROR(kernels::topk(scores.view(), n_candidates.view(), picks.view()));
   return picks;

@@ -20,11 +20,11 @@ namespace dsv4::model {
 
 // What one attention step hands the indexer.
 struct IndexerStep {
-  TensorView x;          // f32 [T, D]  the attention's input
-  TensorView q_latent;   // f32 [T, Q]  q_norm(wq_a(x))
-  TensorView positions;  // i64 [T]
+  TensorView x;                         // f32 [T, D]  the attention's input
+  TensorView q_latent;                  // f32 [T, Q]  q_norm(wq_a(x))
+  TensorView positions;                 // i64 [T]
   std::vector<int64_t> host_positions;  // the same, on the host
-  TensorView inv_freq;   // f32 [P]  the compress RoPE
+  TensorView inv_freq;                  // f32 [P]  the compress RoPE
 };
 
 // Feeds the step's tokens to the indexer's compressor (`cache`), then returns the picks i32

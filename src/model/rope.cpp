@@ -22,7 +22,8 @@ float pair_frequency_base(double base, int64_t i, int64_t dim) {
 // find_correction_dim: the dim index whose wavelength fits `n_rotations` turns in the original
 // context.
 double correction_dim(double n_rotations, int64_t dim, double base, double original_max) {
-  return (static_cast<double>(dim) * std::log(original_max / (n_rotations * 2.0 * std::numbers::pi))) /
+  return (static_cast<double>(dim) *
+          std::log(original_max / (n_rotations * 2.0 * std::numbers::pi))) /
          (2.0 * std::log(base));
 }
 
@@ -50,11 +51,12 @@ std::vector<float> rope_inv_freq(const checkpoint::RopeConfig& rope, int64_t rop
     const float pos_freq = pair_frequency_base(rope.theta, i, rope_head_dim);
     const float extrapolation = 1.0f / pos_freq;
     const float interpolation = 1.0f / (factor * pos_freq);
-    const float ramp = std::clamp((static_cast<float>(i) - static_cast<float>(low)) /
-                                      static_cast<float>(high - low),
-                                  0.0f, 1.0f);
+    const float ramp = std::clamp(
+        (static_cast<float>(i) - static_cast<float>(low)) / static_cast<float>(high - low), 0.0f,
+        1.0f);
     const float extrapolation_factor = 1.0f - ramp;
-    inv_freq[i] = interpolation * (1.0f - extrapolation_factor) + extrapolation * extrapolation_factor;
+    inv_freq[i] =
+        interpolation * (1.0f - extrapolation_factor) + extrapolation * extrapolation_factor;
   }
   return inv_freq;
 }

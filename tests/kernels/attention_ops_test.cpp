@@ -46,9 +46,11 @@ Tensor poisoned(DType dtype, Shape shape) {
 Tensor random_indices(SeededRng& rng, int64_t n_tokens, int64_t k, int64_t n_rows) {
   Tensor t = Tensor::host(DType::kI32, {n_tokens, k});
   for (int64_t i = 0; i < t.numel(); ++i) {
-    t.data_as<int32_t>()[i] = rng.uniform_int(0, 3) == 0 ? -1 : static_cast<int32_t>(rng.uniform_int(0, n_rows - 1));
+    t.data_as<int32_t>()[i] =
+        rng.uniform_int(0, 3) == 0 ? -1 : static_cast<int32_t>(rng.uniform_int(0, n_rows - 1));
   }
-  for (int64_t r = 0; r < n_tokens; ++r) t.data_as<int32_t>()[r * k] = static_cast<int32_t>(r % n_rows);
+  for (int64_t r = 0; r < n_tokens; ++r)
+    t.data_as<int32_t>()[r * k] = static_cast<int32_t>(r % n_rows);
   return t;
 }
 
@@ -104,7 +106,8 @@ TEST_P(SparseAttentionTest, MatchesFloat64) {
         denom += w[j];
       }
       for (size_t j = 0; j < rows.size(); ++j) {
-        for (int d = 0; d < c.head_dim; ++d) ref[(t * c.n_heads + h) * c.head_dim + d] += w[j] / denom * rows[j][d];
+        for (int d = 0; d < c.head_dim; ++d)
+          ref[(t * c.n_heads + h) * c.head_dim + d] += w[j] / denom * rows[j][d];
       }
     }
   }
@@ -124,7 +127,8 @@ TEST_P(CompressorPoolTest, MatchesFloat64) {
   const auto [overlap, ratio, width, n_entries] = GetParam();
   SeededRng rng;
   const int halves = overlap ? 2 : 1;
-  const int n_rows = (n_entries + halves - 1) * ratio + static_cast<int>(rng.uniform_int(0, ratio - 1));
+  const int n_rows =
+      (n_entries + halves - 1) * ratio + static_cast<int>(rng.uniform_int(0, ratio - 1));
   Tensor kv = random_tensor(rng, {n_rows, halves * width});
   Tensor gate = random_tensor(rng, {n_rows, halves * width}, 2.0f);
   Tensor ape = random_tensor(rng, {ratio, halves * width});
@@ -178,13 +182,16 @@ TEST(IndexerScoresTest, MatchesFloat64) {
       for (int h = 0; h < n_heads; ++h) {
         double dot = 0.0;
         for (int d = 0; d < head_dim; ++d) {
-          dot += double{q.data_as<float>()[(t * n_heads + h) * head_dim + d]} * keys.data_as<float>()[n * head_dim + d];
+          dot += double{q.data_as<float>()[(t * n_heads + h) * head_dim + d]} *
+                 keys.data_as<float>()[n * head_dim + d];
         }
-        ref[t * n_entries + n] += 0.5 * weights.data_as<float>()[t * n_heads + h] * 0.25 * std::max(dot, 0.0);
+        ref[t * n_entries + n] +=
+            0.5 * weights.data_as<float>()[t * n_heads + h] * 0.25 * std::max(dot, 0.0);
       }
     }
   }
-  EXPECT_LT(max_row_rel_error(scores.data_as<float>(), ref.data(), n_tokens, n_entries), kF32OpRelTol);
+  EXPECT_LT(max_row_rel_error(scores.data_as<float>(), ref.data(), n_tokens, n_entries),
+            kF32OpRelTol);
 }
 
 TEST(TopkTest, PicksLargestAmongCandidatesWithTiesByIndex) {
@@ -192,9 +199,11 @@ TEST(TopkTest, PicksLargestAmongCandidatesWithTiesByIndex) {
   const int n_tokens = 12, n_entries = 10, k = 4;
   Tensor scores = Tensor::host(DType::kF32, {n_tokens, n_entries});
   // Few distinct values, so ties are frequent.
-  for (int64_t i = 0; i < scores.numel(); ++i) scores.data_as<float>()[i] = static_cast<float>(rng.uniform_int(-2, 2));
+  for (int64_t i = 0; i < scores.numel(); ++i)
+    scores.data_as<float>()[i] = static_cast<float>(rng.uniform_int(-2, 2));
   Tensor limits = Tensor::host(DType::kI32, {n_tokens});
-  for (int t = 0; t < n_tokens; ++t) limits.data_as<int32_t>()[t] = static_cast<int32_t>(t % (n_entries + 2));
+  for (int t = 0; t < n_tokens; ++t)
+    limits.data_as<int32_t>()[t] = static_cast<int32_t>(t % (n_entries + 2));
   Tensor picks = poisoned(DType::kI32, {n_tokens, k});
   ASSERT_TRUE(topk(scores.view(), limits.view(), picks.view()).ok());
   for (int t = 0; t < n_tokens; ++t) {

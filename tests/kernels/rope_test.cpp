@@ -36,7 +36,8 @@ TEST_P(RopeTest, MatchesFloat64Rotation) {
   for (int t = 0; t < c.n_tokens; ++t) positions.data_as<int64_t>()[t] = rng.uniform_int(0, 5000);
   Tensor inv_freq = Tensor::host(DType::kF32, {c.n_pairs});
   for (int i = 0; i < c.n_pairs; ++i) {
-    inv_freq.data_as<float>()[i] = static_cast<float>(std::pow(10000.0, -2.0 * i / (2 * c.n_pairs)));
+    inv_freq.data_as<float>()[i] =
+        static_cast<float>(std::pow(10000.0, -2.0 * i / (2 * c.n_pairs)));
   }
   ASSERT_TRUE(rope(x.view(), positions.view(), inv_freq.view(), RopeDirection::kForward).ok());
 
@@ -44,7 +45,8 @@ TEST_P(RopeTest, MatchesFloat64Rotation) {
   const int nope = c.head_dim - 2 * c.n_pairs;
   for (int t = 0; t < c.n_tokens; ++t) {
     for (int i = 0; i < c.n_pairs; ++i) {
-      const float angle = static_cast<float>(positions.data_as<int64_t>()[t]) * inv_freq.data_as<float>()[i];
+      const float angle =
+          static_cast<float>(positions.data_as<int64_t>()[t]) * inv_freq.data_as<float>()[i];
       const double cs = std::cos(double{angle}), sn = std::sin(double{angle});
       for (int h = 0; h < c.n_heads; ++h) {
         double* pair = &ref[(t * c.n_heads + h) * c.head_dim + nope + 2 * i];
@@ -64,8 +66,9 @@ TEST_P(RopeTest, MatchesFloat64Rotation) {
   }
   // The inverse rotation restores the input.
   ASSERT_TRUE(rope(x.view(), positions.view(), inv_freq.view(), RopeDirection::kInverse).ok());
-  EXPECT_LT(max_row_rel_error(x.data_as<float>(), original.data(), c.n_tokens * c.n_heads, c.head_dim),
-            kF32OpRelTol);
+  EXPECT_LT(
+      max_row_rel_error(x.data_as<float>(), original.data(), c.n_tokens * c.n_heads, c.head_dim),
+      kF32OpRelTol);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, RopeTest,

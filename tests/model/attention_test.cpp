@@ -4,6 +4,8 @@
 // boundaries cross window and compression-block boundaries. The cache logic is where bugs hide;
 // the intermediates (compressed entries, indexer picks) are compared too, so that a failure
 // points at its module.
+#include "model/attention.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,9 +17,8 @@
 
 #include "base/buffer.h"
 #include "checkpoint/loader.h"
-#include "model/attention.h"
-#include "model/indexer.h"
 #include "model/golden.h"
+#include "model/indexer.h"
 #include "testing/compare.h"
 #include "testing/random.h"
 #include "testing/tolerance.h"
@@ -32,9 +33,12 @@ using testing::max_row_rel_error;
 
 const char* type_name(AttentionType type) {
   switch (type) {
-    case AttentionType::kSliding: return "sliding";
-    case AttentionType::kCompressedSparse: return "CSA";
-    case AttentionType::kHeavilyCompressed: return "HCA";
+    case AttentionType::kSliding:
+      return "sliding";
+    case AttentionType::kCompressedSparse:
+      return "CSA";
+    case AttentionType::kHeavilyCompressed:
+      return "HCA";
   }
   return "?";
 }
@@ -60,7 +64,8 @@ struct Golden {
     return golden_tensor(layers, name(layer, "input_layernorm"), {n_tokens, config().hidden_size});
   }
   Tensor expected(int64_t layer) const {
-    return golden_tensor(layers, name(layer, "self_attn.o_b_proj"), {n_tokens, config().hidden_size});
+    return golden_tensor(layers, name(layer, "self_attn.o_b_proj"),
+                         {n_tokens, config().hidden_size});
   }
 };
 
@@ -70,8 +75,8 @@ Tensor run_chunks(const Golden& golden, int64_t layer, const Tensor& x,
                   const std::vector<int64_t>& chunks, int64_t max_step_tokens,
                   AttentionCache& cache) {
   const int64_t n_tokens = x.shape()[0];
-  auto created = AttentionCache::create(golden.config(), layer, n_tokens, Device::kCpu,
-                                        max_step_tokens);
+  auto created =
+      AttentionCache::create(golden.config(), layer, n_tokens, Device::kCpu, max_step_tokens);
   EXPECT_TRUE(created.ok()) << created.status().to_string();
   cache = std::move(created).value();
   Tensor out = Tensor::host(DType::kF32, x.shape());
@@ -79,9 +84,9 @@ Tensor run_chunks(const Golden& golden, int64_t layer, const Tensor& x,
   int64_t begin = 0;
   for (size_t c = 0; begin < n_tokens; ++c) {
     const int64_t end = std::min(n_tokens, begin + chunks[std::min(c, chunks.size() - 1)]);
-    const Status status = attention_forward(golden.config(), layer, golden.weights.layers[layer].attn,
-                                            x.view().rows(begin, end), begin, cache,
-                                            out.view().rows(begin, end));
+    const Status status =
+        attention_forward(golden.config(), layer, golden.weights.layers[layer].attn,
+                          x.view().rows(begin, end), begin, cache, out.view().rows(begin, end));
     EXPECT_TRUE(status.ok()) << status.to_string();
     begin = end;
   }
@@ -95,7 +100,8 @@ TEST_P(AttentionGoldenTest, PrefillMatchesTransformersOnEveryLayer) {
   for (int64_t layer = 0; layer < golden.config().n_layer; ++layer) {
     const AttentionType type = golden.config().layers[layer].attention;
     AttentionCache cache;
-    const Tensor out = run_chunks(golden, layer, golden.input(layer), {golden.n_tokens}, 256, cache);
+    const Tensor out =
+        run_chunks(golden, layer, golden.input(layer), {golden.n_tokens}, 256, cache);
     const Tensor expected = golden.expected(layer);
     EXPECT_LT(max_row_rel_error(out.data_as<float>(), expected.data_as<float>(), golden.n_tokens,
                                 golden.config().hidden_size),
@@ -106,10 +112,11 @@ TEST_P(AttentionGoldenTest, PrefillMatchesTransformersOnEveryLayer) {
     const int64_t n_entries = cache.compressor->n_entries;
     ASSERT_EQ(n_entries, golden.n_tokens / golden.config().layers[layer].compress_ratio);
     if (n_entries == 0) continue;
-    const Tensor entries = golden_tensor(golden.layers, golden.name(layer, "self_attn.compressor.out_0"),
-                                         {n_entries, golden.config().head_dim});
-    EXPECT_LT(max_row_rel_error(cache.compressor->entries.data_as<float>(), entries.data_as<float>(),
-                                n_entries, golden.config().head_dim),
+    const Tensor entries =
+        golden_tensor(golden.layers, golden.name(layer, "self_attn.compressor.out_0"),
+                      {n_entries, golden.config().head_dim});
+    EXPECT_LT(max_row_rel_error(cache.compressor->entries.data_as<float>(),
+                                entries.data_as<float>(), n_entries, golden.config().head_dim),
               kGoldenLayerRelTol)
         << "layer " << layer << " compressed entries";
   }
@@ -120,7 +127,8 @@ TEST_P(AttentionGoldenTest, ChunkedPrefillAndDecodeMatchTransformers) {
   const int64_t n = golden.n_tokens;
   // {1, 7, rest} crosses a ratio-4 block inside the second call; all-ones is pure decode; the
   // others put boundaries right before and after blocks and the window.
-  const std::vector<std::vector<int64_t>> plans = {{1, 7, n}, {1}, {3, 5, 2}, {n - 1, 1}, {4, 4, 1, n}};
+  const std::vector<std::vector<int64_t>> plans = {
+      {1, 7, n}, {1}, {3, 5, 2}, {n - 1, 1}, {4, 4, 1, n}};
   for (int64_t layer = 0; layer < golden.config().n_layer; ++layer) {
     const Tensor x = golden.input(layer);
     const Tensor expected = golden.expected(layer);
@@ -168,8 +176,8 @@ TEST_P(AttentionGoldenTest, IndexerPicksMatchTransformers) {
                                  *cache.value().indexer);
     ASSERT_TRUE(picks.ok()) << picks.status().to_string();
     const int64_t k = picks.value().shape()[1];
-    const Tensor expected = golden_tensor(
-        golden.layers, golden.name(layer, "self_attn.compressor.indexer"), {n, k});
+    const Tensor expected =
+        golden_tensor(golden.layers, golden.name(layer, "self_attn.compressor.indexer"), {n, k});
     // transformers' topk order is unspecified: compare each query's picks as a set.
     for (int64_t t = 0; t < n; ++t) {
       std::multiset<int64_t> ours, theirs;

@@ -1,6 +1,9 @@
-// RoPE frequencies (model/rope.h) against the cos/sin tables transformers' DeepseekV4RotaryEmbedding
-// produced for prompt 0 of each golden config: the plain "main" table of sliding layers and the
-// YaRN "compress" table (original_max_position_embeddings 256, so the ramp blends real pairs).
+// RoPE frequencies (model/rope.h) against the cos/sin tables transformers'
+// DeepseekV4RotaryEmbedding produced for prompt 0 of each golden config: the plain "main" table of
+// sliding layers and the YaRN "compress" table (original_max_position_embeddings 256, so the ramp
+// blends real pairs).
+#include "model/rope.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,7 +12,6 @@
 
 #include "checkpoint/config.h"
 #include "model/golden.h"
-#include "model/rope.h"
 #include "testing/compare.h"
 #include "testing/tolerance.h"
 

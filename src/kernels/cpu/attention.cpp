@@ -26,9 +26,9 @@ struct Source {
 Source source_of(const TensorView& kv, const TensorView& indices, int64_t n_tokens,
                  int64_t head_dim, const char* what) {
   if (kv.data == nullptr) return {};
-  DSV4_CHECK(kv.dtype == DType::kF32 && kv.is_contiguous() && kv.rank() == 2 &&
-                 kv.size(1) == head_dim,
-             "sparse_attention %s: kv f32 [N, %lld]", what, (long long)head_dim);
+  DSV4_CHECK(
+      kv.dtype == DType::kF32 && kv.is_contiguous() && kv.rank() == 2 && kv.size(1) == head_dim,
+      "sparse_attention %s: kv f32 [N, %lld]", what, (long long)head_dim);
   DSV4_CHECK(indices.dtype == DType::kI32 && indices.is_contiguous() && indices.rank() == 2 &&
                  indices.size(0) == n_tokens,
              "sparse_attention %s: indices i32 [%lld, K]", what, (long long)n_tokens);
@@ -52,8 +52,8 @@ void gather_rows(const Source (&sources)[2], int64_t t, int64_t head_dim,
 
 // out = Σ_j softmax_j(logits ∪ {sink}) · rows[j]; the max includes the sink, as transformers
 // subtracts the max of the concatenated logits.
-void attend_one_head(const float* q, const std::vector<const float*>& rows, float sink,
-                     float scale, int64_t head_dim, std::vector<float>& logits, float* out) {
+void attend_one_head(const float* q, const std::vector<const float*>& rows, float sink, float scale,
+                     int64_t head_dim, std::vector<float>& logits, float* out) {
   logits.resize(rows.size());
   float max_logit = sink;
   for (size_t j = 0; j < rows.size(); ++j) {

@@ -34,8 +34,9 @@ void compressor_pool(const CompressorPoolParams& p) {
              "compressor_pool: ape f32 [m, c·d]");
   DSV4_CHECK(p.out.dtype == DType::kF32 && p.out.is_contiguous() && p.out.rank() == 2,
              "compressor_pool: out f32 [n, d]");
-  DSV4_CHECK((n_entries + n_halves - 1) * ratio <= n_rows, "compressor_pool: %lld rows for %lld entries",
-             (long long)n_rows, (long long)n_entries);
+  DSV4_CHECK((n_entries + n_halves - 1) * ratio <= n_rows,
+             "compressor_pool: %lld rows for %lld entries", (long long)n_rows,
+             (long long)n_entries);
   const int64_t row_width = n_halves * width;
   const float* kv = p.kv.data_as<const float>();
   const float* gate = p.gate.data_as<const float>();

@@ -30,7 +30,8 @@ void indexer_scores(const IndexerScoreParams& p) {
   const float* keys = p.keys.data_as<const float>();
   const float* weights = p.weights.data_as<const float>();
   float* scores = p.scores.data_as<float>();
-#pragma omp parallel for collapse(2) schedule(static) if (n_tokens * n_entries * n_heads * head_dim > kParallelWork)
+#pragma omp parallel for collapse(2) \
+    schedule(static) if (n_tokens * n_entries * n_heads * head_dim > kParallelWork)
   for (int64_t t = 0; t < n_tokens; ++t) {
     for (int64_t n = 0; n < n_entries; ++n) {
       const float* key = keys + n * head_dim;

@@ -12,8 +12,10 @@ namespace dsv4::kernels::cpu {
 
 void rope(const TensorView& x, const TensorView& positions, const TensorView& inv_freq,
           RopeDirection direction) {
-  DSV4_CHECK(x.dtype == DType::kF32 && x.is_contiguous() && x.rank() >= 2, "rope: x f32 [T, .., Dh]");
-  DSV4_CHECK(positions.dtype == DType::kI64 && positions.numel() == x.size(0), "rope: positions i64 [T]");
+  DSV4_CHECK(x.dtype == DType::kF32 && x.is_contiguous() && x.rank() >= 2,
+             "rope: x f32 [T, .., Dh]");
+  DSV4_CHECK(positions.dtype == DType::kI64 && positions.numel() == x.size(0),
+             "rope: positions i64 [T]");
   DSV4_CHECK(inv_freq.dtype == DType::kF32 && inv_freq.rank() == 1, "rope: inv_freq f32 [P]");
   const int64_t n_tokens = x.size(0);
   const int64_t head_dim = x.size(-1);

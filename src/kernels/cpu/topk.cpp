@@ -36,10 +36,9 @@ void topk(const TensorView& scores, const TensorView& n_candidates, const Tensor
       const int64_t n_picked = std::min(n, k);
       order.resize(n);
       std::iota(order.begin(), order.end(), 0);
-      std::partial_sort(order.begin(), order.begin() + n_picked, order.end(),
-                        [row](int32_t a, int32_t b) {
-                          return row[a] > row[b] || (row[a] == row[b] && a < b);
-                        });
+      std::partial_sort(
+          order.begin(), order.begin() + n_picked, order.end(),
+          [row](int32_t a, int32_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
       for (int64_t j = 0; j < k; ++j) picks[j] = j < n_picked ? order[j] : -1;
     }
   }
