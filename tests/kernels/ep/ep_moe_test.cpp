@@ -1,0 +1,148 @@
+// The expert-parallel MoE on the CPU simulation (threads as ranks). The single-rank MoE is the
+// same code on one rank holding every token; R ranks must reproduce it bit for bit, whatever
+// the rank count, the routing and the split of tokens over ranks. The one-rank run itself is
+// held against kernels::moe_ffn, the MoE block's contract.
+#include "kernels/ep/ep_moe.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <limits>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "kernels/ep/ep_fixture.h"
+#include "testing/compare.h"
+#include "testing/tolerance.h"
+
+namespace dsv4::kernels::ep {
+namespace {
+
+using namespace std::chrono_literals;
+
+// How a run spreads its tokens over ranks.
+enum class Split {
+  kEven,        // T/R each, the remainder on the last rank
+  kEmptyRanks,  // only the even ranks > 0 hold tokens (the last rank when there is none)
+};
+
+std::vector<int64_t> token_offsets(int64_t n_tokens, int n_ranks, Split split) {
+  std::vector<int> holders;
+  for (int r = 0; r < n_ranks; ++r) {
+    if (split == Split::kEven || (r > 0 && r % 2 == 0)) holders.push_back(r);
+  }
+  if (holders.empty()) holders.push_back(n_ranks - 1);
+  std::vector<int64_t> counts(n_ranks, 0);
+  for (int h : holders) counts[h] = n_tokens / static_cast<int64_t>(holders.size());
+  counts[holders.back()] += n_tokens % static_cast<int64_t>(holders.size());
+  std::vector<int64_t> offsets{0};
+  for (int64_t c : counts) offsets.push_back(offsets.back() + c);
+  return offsets;
+}
+
+// Every rank on its own thread: ep_moe_forward on its rows of `layer`. Returns y f32 [T, D]
+// over all ranks' rows, poisoned with NaN before the run.
+Tensor run_ranks(const MoeLayer& layer, int n_ranks, const std::vector<int64_t>& offsets) {
+  const ExpertSharding sharding =
+      ExpertSharding::create(layer.weights().w13.n_matrices(), n_ranks).value();
+  int64_t max_tokens = 1;
+  for (int r = 0; r < n_ranks; ++r) max_tokens = std::max(max_tokens, offsets[r + 1] - offsets[r]);
+  const int64_t d = layer.weights().w13.n_cols();
+  const SymmetricLayout layout =
+      SymmetricLayout::create(max_tokens, d, layer.config().n_expert_used, n_ranks).value();
+  std::unique_ptr<HostRankGroup> group = HostRankGroup::create(layout, 20s).value();
+  Tensor y = Tensor::host(DType::kF32, {layer.n_tokens(), d});
+  std::fill(y.data_as<float>(), y.data_as<float>() + y.numel(),
+            std::numeric_limits<float>::quiet_NaN());
+  std::vector<Status> status(n_ranks);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n_ranks; ++r) {
+    threads.emplace_back([&, r] {
+      const EpMoeIo io{layer.x(offsets[r], offsets[r + 1]),
+                       layer.token_ids(offsets[r], offsets[r + 1]),
+                       y.view().rows(offsets[r], offsets[r + 1])};
+      status[r] = ep_moe_forward(*group, r, sharding, layer.weights(), layer.config(), io);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int r = 0; r < n_ranks; ++r) {
+    EXPECT_TRUE(status[r].ok()) << "rank " << r << ": " << status[r].to_string();
+  }
+  return y;
+}
+
+Tensor run_single_rank(const MoeLayer& layer) { return run_ranks(layer, 1, {0, layer.n_tokens()}); }
+
+using Case = std::tuple<int, Routing, Split>;
+
+class EpMoeTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(EpMoeTest, BitwiseEqualToSingleRank) {
+  const auto [n_ranks, routing, split] = GetParam();
+  testing::SeededRng rng;
+  const int64_t n_tokens = rng.uniform_int(n_ranks, 5 * n_ranks + 7);
+  const MoeLayer layer(rng, LayerShape{}, n_tokens, routing);
+  const std::vector<int64_t> offsets = token_offsets(n_tokens, n_ranks, split);
+  const Tensor single = run_single_rank(layer);
+  const Tensor ep = run_ranks(layer, n_ranks, offsets);
+  const int64_t d = ep.shape()[1];
+  for (int64_t i = 0; i < ep.numel(); ++i) {
+    const float got = ep.data_as<float>()[i], want = single.data_as<float>()[i];
+    ASSERT_EQ(std::memcmp(&got, &want, sizeof(float)), 0)
+        << "token " << i / d << " dim " << i % d << ": " << n_ranks << " ranks " << got
+        << ", one rank " << want;
+  }
+}
+
+std::string case_name(const ::testing::TestParamInfo<Case>& info) {
+  const auto [n_ranks, routing, split] = info.param;
+  const char* routings[] = {"Score", "Skewed", "OneExpert"};
+  return std::to_string(n_ranks) + "Ranks" + routings[static_cast<int>(routing)] +
+         (split == Split::kEven ? "Even" : "EmptyRanks");
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, EpMoeTest,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4, 8),
+                                            ::testing::Values(Routing::kScore, Routing::kSkewed,
+                                                              Routing::kOneExpert),
+                                            ::testing::Values(Split::kEven, Split::kEmptyRanks)),
+                         case_name);
+
+// One rank holding every token computes kernels::moe_ffn: the same ops, with the router and the
+// shared expert issued row by row instead of as one call (moe_pieces.h says why).
+TEST(EpMoeSingleRank, MatchesMoeFfn) {
+  testing::SeededRng rng;
+  for (Routing routing : {Routing::kScore, Routing::kSkewed}) {
+    const MoeLayer layer(rng, LayerShape{}, 29, routing);
+    const Tensor single = run_single_rank(layer);
+    EXPECT_LT(
+        testing::max_row_rel_error(single.data_as<float>(), layer.moe_ffn_out().data_as<float>(),
+                                   29, single.shape()[1]),
+        testing::kEpVsMoeFfnRelTol);
+  }
+}
+
+// The routed experts matter to the result: with every routed output scaled to zero, nearly
+// every output element changes.
+TEST(EpMoeSingleRank, RoutedExpertsContribute) {
+  testing::SeededRng rng;
+  const MoeLayer layer(rng, LayerShape{}, 9, Routing::kScore);
+  MoeWeightsView shared_only = layer.weights();
+  Tensor zero_scales = Tensor::host(DType::kF32, {shared_only.w2.n_matrices()});
+  std::fill(zero_scales.data_as<float>(), zero_scales.data_as<float>() + zero_scales.numel(), 0.0f);
+  shared_only.w2.global_scale = zero_scales.view();
+  Tensor y = Tensor::host(DType::kF32, {9, shared_only.w13.n_cols()});
+  ASSERT_TRUE(moe_ffn(layer.x(0, 9), layer.token_ids(0, 9), shared_only, layer.config(),
+                      TensorView{}, y.view())
+                  .ok());
+  const Tensor single = run_single_rank(layer);
+  int64_t differs = 0;
+  for (int64_t i = 0; i < y.numel(); ++i)
+    differs += single.data_as<float>()[i] != y.data_as<float>()[i];
+  EXPECT_GT(differs, y.numel() * 9 / 10);
+}
+
+}  // namespace
+}  // namespace dsv4::kernels::ep
