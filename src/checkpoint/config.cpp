@@ -10,8 +10,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <iterator>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include "format/json.h"
@@ -98,8 +98,8 @@ void require_text(FieldReader& r, const char* key, const std::string& fallback,
                   const std::string& expected) {
   const std::string value = r.text(key, fallback);
   if (r.status().ok() && value != expected) {
-    r.fail(unimplemented(r.name(key) + " '" + value + "' is not supported (only '" + expected +
-                         "')"));
+    r.fail(
+        unimplemented(r.name(key) + " '" + value + "' is not supported (only '" + expected + "')"));
   }
 }
 
@@ -176,9 +176,9 @@ void read_rope_head_dim(FieldReader& r, ModelConfig& c) {
 RopeConfig read_rope(FieldReader& r, const Json& json, const std::string& field, double theta,
                      bool force_theta, const ModelConfig& c) {
   FieldReader p(json, field + ".");
-  static const char* kKnown[] = {"rope_type", "type", "rope_theta", "factor",
-                                 "original_max_position_embeddings", "beta_fast", "beta_slow",
-                                 "attention_factor", "truncate", "partial_rotary_factor"};
+  static const char* kKnown[] = {
+      "rope_type", "type",      "rope_theta",       "factor",   "original_max_position_embeddings",
+      "beta_fast", "beta_slow", "attention_factor", "truncate", "partial_rotary_factor"};
   for (const auto& [key, value] : json.items()) {
     if (std::find_if(std::begin(kKnown), std::end(kKnown),
                      [&](const char* k) { return key == k; }) == std::end(kKnown)) {
@@ -194,8 +194,8 @@ RopeConfig read_rope(FieldReader& r, const Json& json, const std::string& field,
   rope.yarn = type == "yarn";
   if (rope.yarn) {
     rope.factor = p.number("factor", 1.0);
-    rope.original_max_position = p.integer("original_max_position_embeddings",
-                                           c.max_position_embeddings);
+    rope.original_max_position =
+        p.integer("original_max_position_embeddings", c.max_position_embeddings);
     rope.beta_fast = p.number("beta_fast", 32.0);
     rope.beta_slow = p.number("beta_slow", 1.0);
   }
@@ -203,7 +203,8 @@ RopeConfig read_rope(FieldReader& r, const Json& json, const std::string& field,
   if (p.number("attention_factor", 1.0) != 1.0) {
     p.fail(unimplemented(field + ".attention_factor other than 1.0 is not supported"));
   }
-  if (!p.boolean("truncate", true)) p.fail(unimplemented(field + ".truncate false is not supported"));
+  if (!p.boolean("truncate", true))
+    p.fail(unimplemented(field + ".truncate false is not supported"));
   const double factor = p.number("partial_rotary_factor", 0.0);
   if (factor != 0.0 && std::llround(factor * static_cast<double>(c.head_dim)) != c.rope_head_dim) {
     p.fail(invalid_argument(field + ".partial_rotary_factor (" + std::to_string(factor) +
@@ -379,28 +380,40 @@ std::string str(int64_t v) { return std::to_string(v); }
 
 Status check_positive(std::initializer_list<std::pair<const char*, int64_t>> fields) {
   for (const auto& [name, value] : fields) {
-    if (value <= 0) return invalid_argument(std::string(name) + " (" + str(value) + ") must be positive");
+    if (value <= 0)
+      return invalid_argument(std::string(name) + " (" + str(value) + ") must be positive");
   }
   return ok_status();
 }
 
 Status validate_dimensions(const ModelConfig& c) {
-  DSV4_RETURN_IF_ERROR(check_positive(
-      {{"vocab_size", c.vocab_size}, {"hidden_size", c.hidden_size},
-       {"num_hidden_layers", c.n_layer}, {"num_attention_heads", c.n_head},
-       {"head_dim", c.head_dim}, {"qk_rope_head_dim", c.rope_head_dim},
-       {"q_lora_rank", c.q_lora_rank}, {"o_groups", c.o_groups}, {"o_lora_rank", c.o_lora_rank},
-       {"sliding_window", c.sliding_window}, {"n_routed_experts", c.n_routed_experts},
-       {"num_experts_per_tok", c.n_expert_used}, {"moe_intermediate_size", c.moe_intermediate_size},
-       {"hc_mult", c.hc_mult}, {"hc_sinkhorn_iters", c.hc_sinkhorn_iters},
-       {"index_n_heads", c.index_n_heads}, {"index_head_dim", c.index_head_dim},
-       {"index_topk", c.index_topk}, {"max_position_embeddings", c.max_position_embeddings}}));
+  DSV4_RETURN_IF_ERROR(check_positive({{"vocab_size", c.vocab_size},
+                                       {"hidden_size", c.hidden_size},
+                                       {"num_hidden_layers", c.n_layer},
+                                       {"num_attention_heads", c.n_head},
+                                       {"head_dim", c.head_dim},
+                                       {"qk_rope_head_dim", c.rope_head_dim},
+                                       {"q_lora_rank", c.q_lora_rank},
+                                       {"o_groups", c.o_groups},
+                                       {"o_lora_rank", c.o_lora_rank},
+                                       {"sliding_window", c.sliding_window},
+                                       {"n_routed_experts", c.n_routed_experts},
+                                       {"num_experts_per_tok", c.n_expert_used},
+                                       {"moe_intermediate_size", c.moe_intermediate_size},
+                                       {"hc_mult", c.hc_mult},
+                                       {"hc_sinkhorn_iters", c.hc_sinkhorn_iters},
+                                       {"index_n_heads", c.index_n_heads},
+                                       {"index_head_dim", c.index_head_dim},
+                                       {"index_topk", c.index_topk},
+                                       {"max_position_embeddings", c.max_position_embeddings}}));
   if (c.n_layer > kMaxLayers) {
-    return invalid_argument("num_hidden_layers (" + str(c.n_layer) + ") is over " + str(kMaxLayers));
+    return invalid_argument("num_hidden_layers (" + str(c.n_layer) + ") is over " +
+                            str(kMaxLayers));
   }
   if (c.head_dim <= c.rope_head_dim) {
-    return invalid_argument("head_dim (" + str(c.head_dim) + ") must be larger than qk_rope_head_dim (" +
-                            str(c.rope_head_dim) + ")");
+    return invalid_argument("head_dim (" + str(c.head_dim) +
+                            ") must be larger than qk_rope_head_dim (" + str(c.rope_head_dim) +
+                            ")");
   }
   if (c.rope_head_dim % 2 != 0) {
     return invalid_argument("qk_rope_head_dim (" + str(c.rope_head_dim) + ") must be even");
@@ -413,7 +426,8 @@ Status validate_dimensions(const ModelConfig& c) {
     return invalid_argument("index_head_dim (" + str(c.index_head_dim) +
                             ") is smaller than qk_rope_head_dim (" + str(c.rope_head_dim) + ")");
   }
-  for (const auto& [name, id] : {std::pair("bos_token_id", c.bos_token_id), std::pair("eos_token_id", c.eos_token_id)}) {
+  for (const auto& [name, id] :
+       {std::pair("bos_token_id", c.bos_token_id), std::pair("eos_token_id", c.eos_token_id)}) {
     if (id < 0 || id >= c.vocab_size) {
       return invalid_argument(std::string(name) + " (" + str(id) + ") is outside the vocabulary (" +
                               str(c.vocab_size) + ")");
@@ -437,9 +451,11 @@ Status validate_moe(const ModelConfig& c) {
   if (!(c.swiglu_limit >= 0)) {
     return invalid_argument("swiglu_limit (" + std::to_string(c.swiglu_limit) + ") must be >= 0");
   }
-  for (const auto& [name, eps] : {std::pair("hc_eps", c.hc_eps), std::pair("rms_norm_eps", c.rms_norm_eps)}) {
+  for (const auto& [name, eps] :
+       {std::pair("hc_eps", c.hc_eps), std::pair("rms_norm_eps", c.rms_norm_eps)}) {
     if (!(eps > 0 && eps < 1)) {
-      return invalid_argument(std::string(name) + " (" + std::to_string(eps) + ") must be in (0, 1)");
+      return invalid_argument(std::string(name) + " (" + std::to_string(eps) +
+                              ") must be in (0, 1)");
     }
   }
   if (c.n_mtp_layers < 0) {
@@ -461,8 +477,7 @@ Status validate_rope(const RopeConfig& rope, const char* name) {
   }
   if (!(rope.beta_fast > rope.beta_slow && rope.beta_slow > 0)) {
     return invalid_argument(field + " beta_fast (" + std::to_string(rope.beta_fast) +
-                            ") must exceed beta_slow (" + std::to_string(rope.beta_slow) +
-                            ") > 0");
+                            ") must exceed beta_slow (" + std::to_string(rope.beta_slow) + ") > 0");
   }
   return ok_status();
 }

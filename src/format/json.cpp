@@ -47,8 +47,8 @@ Result<Json> parse_json(std::string_view text, std::string_view what) {
   try {
     return Json::parse(text.begin(), text.end(), check);
   } catch (const Json::parse_error& e) {
-    return invalid_argument(std::string(what) + ": invalid JSON at byte " +
-                            std::to_string(e.byte) + ": " + e.what());
+    return invalid_argument(std::string(what) + ": invalid JSON at byte " + std::to_string(e.byte) +
+                            ": " + e.what());
   } catch (const Json::exception& e) {  // e.g. out_of_range for a number like 1e999
     return invalid_argument(std::string(what) + ": invalid JSON: " + e.what());
   } catch (const JsonRejected& e) {

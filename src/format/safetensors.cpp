@@ -41,8 +41,9 @@ std::optional<uint64_t> as_count(const Json& value, uint64_t limit) {
 Result<Shape> parse_shape(const Json& json, const std::string& path, const std::string& key) {
   if (!json.is_array()) return entry_error(path, key, "shape is not an array");
   if (json.size() > kMaxDims) {
-    return entry_error(path, key, "shape has rank " + std::to_string(json.size()) +
-                                      ", more than " + std::to_string(kMaxDims));
+    return entry_error(path, key,
+                       "shape has rank " + std::to_string(json.size()) + ", more than " +
+                           std::to_string(kMaxDims));
   }
   Shape shape;
   uint64_t numel = 1;
@@ -92,12 +93,11 @@ Result<TensorInfo> parse_entry(const std::string& key, const Json& entry, uint64
   uint64_t bytes = 0;
   if (__builtin_mul_overflow(static_cast<uint64_t>(shape.numel()), dtype_size(*dtype), &bytes) ||
       bytes != extent.end - extent.begin) {
-    return entry_error(path, key,
-                       "data_offsets " + offsets->dump() + " hold " +
-                           std::to_string(extent.end - extent.begin) + " bytes but " +
-                           std::string(dtype_name(*dtype)) + " " + shape.to_string() + " needs " +
-                           std::to_string(shape.numel()) + " x " +
-                           std::to_string(dtype_size(*dtype)));
+    return entry_error(
+        path, key,
+        "data_offsets " + offsets->dump() + " hold " + std::to_string(extent.end - extent.begin) +
+            " bytes but " + std::string(dtype_name(*dtype)) + " " + shape.to_string() + " needs " +
+            std::to_string(shape.numel()) + " x " + std::to_string(dtype_size(*dtype)));
   }
   return TensorInfo{key, *dtype, shape, nullptr, static_cast<size_t>(bytes)};
 }
@@ -139,13 +139,14 @@ Status check_tiling(std::vector<Extent>& extents, const std::vector<TensorInfo>&
     const std::string& key = tensors[e.tensor_idx].name;
     const std::string range = range_text(e.begin, e.end, "]");
     if (e.begin < covered) {
-      return entry_error(path, key, "data_offsets " + range + " overlap tensor '" +
-                                        tensors[extents[i - 1].tensor_idx].name + "'");
+      return entry_error(path, key,
+                         "data_offsets " + range + " overlap tensor '" +
+                             tensors[extents[i - 1].tensor_idx].name + "'");
     }
     if (e.begin > covered) {
-      return entry_error(path, key, "data_offsets " + range + " leave bytes " +
-                                        range_text(covered, e.begin, ")") +
-                                        " of the data region unused");
+      return entry_error(path, key,
+                         "data_offsets " + range + " leave bytes " +
+                             range_text(covered, e.begin, ")") + " of the data region unused");
     }
     covered = e.end;
   }

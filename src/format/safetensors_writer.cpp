@@ -77,7 +77,8 @@ Status SafetensorsWriter::write(const std::string& path, bool overwrite) const {
   // leaves whatever was at `path` untouched.
   const std::string temp_path = path + ".tmp." + std::to_string(::getpid());
   std::FILE* out = std::fopen(temp_path.c_str(), "wb");
-  if (out == nullptr) return invalid_argument(temp_path + ": cannot create: " + std::strerror(errno));
+  if (out == nullptr)
+    return invalid_argument(temp_path + ": cannot create: " + std::strerror(errno));
   uint8_t length[8];
   for (size_t i = 0; i < 8; ++i) length[i] = static_cast<uint8_t>(uint64_t{text.size()} >> (8 * i));
   Status status = write_all(out, length, sizeof length, temp_path);
@@ -89,7 +90,8 @@ Status SafetensorsWriter::write(const std::string& path, bool overwrite) const {
     status = internal_error(temp_path + ": close failed: " + std::strerror(errno));
   }
   if (status.ok() && std::rename(temp_path.c_str(), path.c_str()) != 0) {
-    status = internal_error(path + ": rename from " + temp_path + " failed: " + std::strerror(errno));
+    status =
+        internal_error(path + ": rename from " + temp_path + " failed: " + std::strerror(errno));
   }
   if (!status.ok()) std::remove(temp_path.c_str());
   return status;

@@ -53,17 +53,31 @@ void expect_rope(const RopeConfig& a, const RopeConfig& b) {
 // Everything but compress_ratios, which only the official style carries.
 void expect_same_model(const ModelConfig& a, const ModelConfig& b) {
   const std::vector<std::pair<int64_t, int64_t>> ints = {
-      {a.vocab_size, b.vocab_size}, {a.hidden_size, b.hidden_size}, {a.n_layer, b.n_layer},
-      {a.n_head, b.n_head}, {a.head_dim, b.head_dim}, {a.rope_head_dim, b.rope_head_dim},
-      {a.q_lora_rank, b.q_lora_rank}, {a.o_groups, b.o_groups}, {a.o_lora_rank, b.o_lora_rank},
-      {a.sliding_window, b.sliding_window}, {a.max_position_embeddings, b.max_position_embeddings},
-      {a.n_routed_experts, b.n_routed_experts}, {a.n_shared_experts, b.n_shared_experts},
-      {a.n_expert_used, b.n_expert_used}, {a.moe_intermediate_size, b.moe_intermediate_size},
-      {a.hc_mult, b.hc_mult}, {a.hc_sinkhorn_iters, b.hc_sinkhorn_iters},
-      {a.index_n_heads, b.index_n_heads}, {a.index_head_dim, b.index_head_dim},
-      {a.index_topk, b.index_topk}, {a.n_mtp_layers, b.n_mtp_layers},
-      {a.bos_token_id, b.bos_token_id}, {a.eos_token_id, b.eos_token_id}};
-  for (size_t i = 0; i < ints.size(); ++i) EXPECT_EQ(ints[i].first, ints[i].second) << "int field " << i;
+      {a.vocab_size, b.vocab_size},
+      {a.hidden_size, b.hidden_size},
+      {a.n_layer, b.n_layer},
+      {a.n_head, b.n_head},
+      {a.head_dim, b.head_dim},
+      {a.rope_head_dim, b.rope_head_dim},
+      {a.q_lora_rank, b.q_lora_rank},
+      {a.o_groups, b.o_groups},
+      {a.o_lora_rank, b.o_lora_rank},
+      {a.sliding_window, b.sliding_window},
+      {a.max_position_embeddings, b.max_position_embeddings},
+      {a.n_routed_experts, b.n_routed_experts},
+      {a.n_shared_experts, b.n_shared_experts},
+      {a.n_expert_used, b.n_expert_used},
+      {a.moe_intermediate_size, b.moe_intermediate_size},
+      {a.hc_mult, b.hc_mult},
+      {a.hc_sinkhorn_iters, b.hc_sinkhorn_iters},
+      {a.index_n_heads, b.index_n_heads},
+      {a.index_head_dim, b.index_head_dim},
+      {a.index_topk, b.index_topk},
+      {a.n_mtp_layers, b.n_mtp_layers},
+      {a.bos_token_id, b.bos_token_id},
+      {a.eos_token_id, b.eos_token_id}};
+  for (size_t i = 0; i < ints.size(); ++i)
+    EXPECT_EQ(ints[i].first, ints[i].second) << "int field " << i;
   EXPECT_EQ(a.routed_scaling_factor, b.routed_scaling_factor);
   EXPECT_EQ(a.swiglu_limit, b.swiglu_limit);
   EXPECT_EQ(a.norm_topk_prob, b.norm_topk_prob);
@@ -216,9 +230,10 @@ TEST(ConfigTest, RopeScalingWinsOverRopeParameters) {
 
 TEST(ConfigTest, LoadsFromADirectory) {
   testing::TempDir dir;
-  ASSERT_TRUE(testing::write_text(dir.file("config.json"),
-                                  read_file(source_path("tests/checkpoint/fixtures/v4_flash_config.json")))
-                  .ok());
+  ASSERT_TRUE(
+      testing::write_text(dir.file("config.json"),
+                          read_file(source_path("tests/checkpoint/fixtures/v4_flash_config.json")))
+          .ok());
   Result<ModelConfig> c = load_model_config(dir.path());
   ASSERT_TRUE(c.ok()) << c.status().to_string();
   EXPECT_EQ(c->n_layer, 43);
@@ -237,52 +252,85 @@ struct BadConfig {
 std::vector<BadConfig> bad_configs() {
   Json short_ratios = Json::array();
   for (int i = 0; i < 43; ++i) short_ratios.push_back(0);
-  Json ratio_one = Json::parse(read_file(source_path("tests/checkpoint/fixtures/v4_flash_config.json")))["compress_ratios"];
+  Json ratio_one = Json::parse(
+      read_file(source_path("tests/checkpoint/fixtures/v4_flash_config.json")))["compress_ratios"];
   ratio_one[5] = 1;
   return {
-      {"o_groups", {{"num_attention_heads", 12}}, "config.json: num_attention_heads (12) is not divisible by o_groups (8)"},
+      {"o_groups",
+       {{"num_attention_heads", 12}},
+       "config.json: num_attention_heads (12) is not divisible by o_groups (8)"},
       {"zero dim", {{"hidden_size", 0}}, "hidden_size (0) must be positive"},
-      {"negative dim", {{"moe_intermediate_size", -2}}, "moe_intermediate_size (-2) must be positive"},
+      {"negative dim",
+       {{"moe_intermediate_size", -2}},
+       "moe_intermediate_size (-2) must be positive"},
       {"not an integer", {{"vocab_size", "big"}}, "vocab_size must be an integer"},
       {"fraction", {{"hidden_size", 4096.5}}, "hidden_size must be an integer"},
       {"not a bool", {{"tie_word_embeddings", "no"}}, "tie_word_embeddings must be true or false"},
-      {"rope dim too big", {{"head_dim", 64}}, "head_dim (64) must be larger than qk_rope_head_dim (64)"},
+      {"rope dim too big",
+       {{"head_dim", 64}},
+       "head_dim (64) must be larger than qk_rope_head_dim (64)"},
       {"odd rope dim", {{"qk_rope_head_dim", 63}}, "qk_rope_head_dim (63) must be even"},
-      {"rope factor not whole", {{"qk_rope_head_dim", nullptr}, {"partial_rotary_factor", 0.3}},
+      {"rope factor not whole",
+       {{"qk_rope_head_dim", nullptr}, {"partial_rotary_factor", 0.3}},
        "partial_rotary_factor (0.300000) times head_dim (512) is not a whole number"},
       {"rope dims disagree", {{"partial_rotary_factor", 0.25}}, "qk_rope_head_dim (64) disagrees"},
-      {"top-k", {{"num_experts_per_tok", 300}}, "num_experts_per_tok (300) is more than n_routed_experts (256)"},
+      {"top-k",
+       {{"num_experts_per_tok", 300}},
+       "num_experts_per_tok (300) is more than n_routed_experts (256)"},
       {"shared experts", {{"n_shared_experts", 2}}, "n_shared_experts (2) must be 1"},
       {"scoring", {{"scoring_func", "softmax"}}, "scoring_func 'softmax' is not supported"},
       {"activation", {{"hidden_act", "gelu"}}, "hidden_act 'gelu' is not supported"},
       {"model type", {{"model_type", "deepseek_v3"}}, "model_type 'deepseek_v3'"},
       {"kv heads", {{"num_key_value_heads", 8}}, "num_key_value_heads (8) is not supported"},
       {"bias", {{"attention_bias", true}}, "attention_bias true is not supported"},
-      {"index head dim", {{"index_head_dim", 32}}, "index_head_dim (32) is smaller than qk_rope_head_dim (64)"},
+      {"index head dim",
+       {{"index_head_dim", 32}},
+       "index_head_dim (32) is smaller than qk_rope_head_dim (64)"},
       {"eos", {{"eos_token_id", 200000}}, "eos_token_id (200000) is outside the vocabulary"},
       {"layers", {{"num_hidden_layers", 5000}}, "num_hidden_layers (5000) is over 1024"},
       {"hc_eps", {{"hc_eps", 0}}, "hc_eps (0.000000) must be in (0, 1)"},
-      {"scaling", {{"routed_scaling_factor", -1}}, "routed_scaling_factor (-1.000000) must be positive"},
-      {"ratio count", {{"compress_ratios", short_ratios}},
-       "compress_ratios has 43 entries; expected num_hidden_layers (43) + num_nextn_predict_layers (1) = 44"},
+      {"scaling",
+       {{"routed_scaling_factor", -1}},
+       "routed_scaling_factor (-1.000000) must be positive"},
+      {"ratio count",
+       {{"compress_ratios", short_ratios}},
+       "compress_ratios has 43 entries; expected num_hidden_layers (43) + num_nextn_predict_layers "
+       "(1) = 44"},
       {"ratio 1", {{"compress_ratios", ratio_one}}, "layer 5: compress ratio 1 does not fit"},
-      {"layer type", {{"layer_types", Json(43, "full_attention")}}, "layer_types[0] 'full_attention' is not"},
-      {"layer types short", {{"layer_types", {"sliding_attention"}}}, "layer_types has 1 entries, fewer than num_hidden_layers (43)"},
-      {"types vs ratios", {{"layer_types", Json(43, "sliding_attention")}},
+      {"layer type",
+       {{"layer_types", Json(43, "full_attention")}},
+       "layer_types[0] 'full_attention' is not"},
+      {"layer types short",
+       {{"layer_types", {"sliding_attention"}}},
+       "layer_types has 1 entries, fewer than num_hidden_layers (43)"},
+      {"types vs ratios",
+       {{"layer_types", Json(43, "sliding_attention")}},
        "compress_ratios[2] (4) disagrees with layer_types[2] (sliding_attention, ratio 0)"},
-      {"mlp type", {{"mlp_layer_types", Json(43, "dense")}}, "mlp_layer_types[0] 'dense' is not supported"},
-      {"rates", {{"compress_rates", {{"full_attention", 4}}}}, "compress_rates.full_attention is not"},
-      {"rope type", {{"rope_scaling", {{"type", "llama3"}, {"factor", 8}}}}, "rope_scaling.rope_type 'llama3' is not supported"},
-      {"rope key", {{"rope_scaling", {{"type", "yarn"}, {"factor", 8}, {"mscale", 1}}}}, "rope_scaling.mscale is not supported"},
-      {"yarn factor", {{"rope_scaling", {{"type", "yarn"}, {"factor", 0.5}}}}, "factor (0.500000) must be >= 1"},
-      {"attention factor", {{"rope_scaling", {{"type", "yarn"}, {"factor", 8}, {"attention_factor", 1.2}}}},
+      {"mlp type",
+       {{"mlp_layer_types", Json(43, "dense")}},
+       "mlp_layer_types[0] 'dense' is not supported"},
+      {"rates",
+       {{"compress_rates", {{"full_attention", 4}}}},
+       "compress_rates.full_attention is not"},
+      {"rope type",
+       {{"rope_scaling", {{"type", "llama3"}, {"factor", 8}}}},
+       "rope_scaling.rope_type 'llama3' is not supported"},
+      {"rope key",
+       {{"rope_scaling", {{"type", "yarn"}, {"factor", 8}, {"mscale", 1}}}},
+       "rope_scaling.mscale is not supported"},
+      {"yarn factor",
+       {{"rope_scaling", {{"type", "yarn"}, {"factor", 0.5}}}},
+       "factor (0.500000) must be >= 1"},
+      {"attention factor",
+       {{"rope_scaling", {{"type", "yarn"}, {"factor", 8}, {"attention_factor", 1.2}}}},
        "rope_scaling.attention_factor other than 1.0 is not supported"},
       {"rope theta", {{"rope_theta", -1}}, "rope (sliding layers) rope_theta must be positive"},
   };
 }
 
 TEST(ConfigTest, RefusesEachInvalidFieldByName) {
-  const Json flash = Json::parse(read_file(source_path("tests/checkpoint/fixtures/v4_flash_config.json")));
+  const Json flash =
+      Json::parse(read_file(source_path("tests/checkpoint/fixtures/v4_flash_config.json")));
   for (const BadConfig& bad : bad_configs()) {
     SCOPED_TRACE(bad.label);
     Json config = flash;

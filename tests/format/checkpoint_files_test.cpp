@@ -24,10 +24,13 @@ using testing::TinyTensor;
 
 std::vector<std::vector<TinyTensor>> two_shards(SeededRng& rng) {
   std::vector<std::vector<TinyTensor>> shards = {
-      {{"embed.weight", DType::kBF16, {16, 8}, {}}, {"layers.0.attn.wq_a.weight", DType::kF8E4M3, {4, 8}, {}}},
-      {{"layers.0.attn.wq_a.scale", DType::kF8E8M0, {1, 1}, {}}, {"head.weight", DType::kBF16, {16, 8}, {}}}};
+      {{"embed.weight", DType::kBF16, {16, 8}, {}},
+       {"layers.0.attn.wq_a.weight", DType::kF8E4M3, {4, 8}, {}}},
+      {{"layers.0.attn.wq_a.scale", DType::kF8E8M0, {1, 1}, {}},
+       {"head.weight", DType::kBF16, {16, 8}, {}}}};
   for (auto& shard : shards) {
-    for (TinyTensor& t : shard) t.bytes = testing::random_nonzero_bytes(t.dtype, t.shape.numel(), rng.engine());
+    for (TinyTensor& t : shard)
+      t.bytes = testing::random_nonzero_bytes(t.dtype, t.shape.numel(), rng.engine());
   }
   return shards;
 }
@@ -142,8 +145,8 @@ TEST(CheckpointFilesTest, RefusesATensorInTwoShards) {
   ASSERT_TRUE(testing::write_tiny_sharded(dir.path(), shards, rng.engine()).ok());
   Result<CheckpointFiles> files = CheckpointFiles::open(dir.path());
   ASSERT_FALSE(files.ok());
-  expect_contains(files.status().message(), {"'embed.weight'", "two shards", shard_file_name(0, 2),
-                                             shard_file_name(1, 2)});
+  expect_contains(files.status().message(),
+                  {"'embed.weight'", "two shards", shard_file_name(0, 2), shard_file_name(1, 2)});
 }
 
 TEST(CheckpointFilesTest, RefusesShardPathsLeavingTheDirectory) {

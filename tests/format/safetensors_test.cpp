@@ -57,7 +57,8 @@ TEST(SafetensorsTest, ReadsBackWhatWasWritten) {
 TEST(SafetensorsTest, ReadsMetadataAndEmptyHeader) {
   const std::vector<uint8_t> with_metadata =
       raw_safetensors(R"({"__metadata__": {"format": "pt"}, "w": {"dtype": "U8", "shape": [2],
-                          "data_offsets": [0, 2]}})", 2);
+                          "data_offsets": [0, 2]}})",
+                      2);
   Result<std::vector<TensorInfo>> tensors =
       parse_safetensors(with_metadata.data(), with_metadata.size(), kPath);
   ASSERT_TRUE(tensors.ok()) << tensors.status().to_string();
@@ -92,21 +93,28 @@ std::vector<BadCase> bad_cases() {
       {"not an object", raw_safetensors("[1, 2]", 0), {"not a JSON object"}},
       {"number overflow", raw_safetensors(R"({"w": 1e999})", 0), {"invalid JSON", "overflow"}},
       {"deep nesting", raw_safetensors(std::string(100000, '['), 0), {"nesting"}},
-      {"duplicate key", raw_safetensors("{\"w\": " + u8_4 + ", \"w\": " + u8_4 + "}", 4),
+      {"duplicate key",
+       raw_safetensors("{\"w\": " + u8_4 + ", \"w\": " + u8_4 + "}", 4),
        {"duplicate key 'w'"}},
       {"entry not an object", raw_safetensors(R"({"w": 3})", 0), {"'w'", "not an object"}},
-      {"unknown dtype", raw_safetensors("{\"w\": " + entry("F4", "[2]", "[0, 1]") + "}", 1),
+      {"unknown dtype",
+       raw_safetensors("{\"w\": " + entry("F4", "[2]", "[0, 1]") + "}", 1),
        {"'w'", "unknown dtype 'F4'"}},
-      {"dtype missing", raw_safetensors(R"({"w": {"shape": [1], "data_offsets": [0, 1]}})", 1),
+      {"dtype missing",
+       raw_safetensors(R"({"w": {"shape": [1], "data_offsets": [0, 1]}})", 1),
        {"'w'", "dtype"}},
       {"unexpected field",
-       raw_safetensors(R"({"w": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1], "x": 1}})", 1),
+       raw_safetensors(R"({"w": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1], "x": 1}})",
+                       1),
        {"'w'", "unexpected field 'x'"}},
-      {"negative shape", raw_safetensors("{\"w\": " + entry("U8", "[-1]", "[0, 1]") + "}", 1),
+      {"negative shape",
+       raw_safetensors("{\"w\": " + entry("U8", "[-1]", "[0, 1]") + "}", 1),
        {"'w'", "shape entry -1"}},
-      {"fractional shape", raw_safetensors("{\"w\": " + entry("U8", "[1.5]", "[0, 1]") + "}", 1),
+      {"fractional shape",
+       raw_safetensors("{\"w\": " + entry("U8", "[1.5]", "[0, 1]") + "}", 1),
        {"'w'", "shape entry 1.5"}},
-      {"rank 6", raw_safetensors("{\"w\": " + entry("U8", "[1,1,1,1,1,1]", "[0, 1]") + "}", 1),
+      {"rank 6",
+       raw_safetensors("{\"w\": " + entry("U8", "[1,1,1,1,1,1]", "[0, 1]") + "}", 1),
        {"'w'", "rank 6"}},
       {"overflowing shape",
        raw_safetensors("{\"w\": " + entry("F32", "[4294967296, 4294967296]", "[0, 4]") + "}", 4),
@@ -114,26 +122,34 @@ std::vector<BadCase> bad_cases() {
       {"bytes overflow",
        raw_safetensors("{\"w\": " + entry("F64", "[4611686018427387904]", "[0, 4]") + "}", 4),
        {"'w'", "needs"}},
-      {"offsets past the data", raw_safetensors("{\"w\": " + entry("U8", "[8]", "[0, 8]") + "}", 4),
+      {"offsets past the data",
+       raw_safetensors("{\"w\": " + entry("U8", "[8]", "[0, 8]") + "}", 4),
        {"'w'", "data_offsets [0,8]", "data region of 4 bytes"}},
-      {"offsets not integers", raw_safetensors("{\"w\": " + entry("U8", "[1]", "[0]") + "}", 1),
+      {"offsets not integers",
+       raw_safetensors("{\"w\": " + entry("U8", "[1]", "[0]") + "}", 1),
        {"'w'", "data_offsets [0]"}},
-      {"offsets reversed", raw_safetensors("{\"w\": " + entry("U8", "[0]", "[4, 0]") + "}", 4),
+      {"offsets reversed",
+       raw_safetensors("{\"w\": " + entry("U8", "[0]", "[4, 0]") + "}", 4),
        {"'w'", "end before they begin"}},
-      {"bytes differ from shape", raw_safetensors("{\"w\": " + entry("F32", "[2]", "[0, 4]") + "}", 4),
+      {"bytes differ from shape",
+       raw_safetensors("{\"w\": " + entry("F32", "[2]", "[0, 4]") + "}", 4),
        {"'w'", "hold 4 bytes", "F32 [2] needs 2 x 4"}},
       {"overlap",
        raw_safetensors("{\"a\": " + u8_4 + ", \"b\": " + entry("U8", "[4]", "[2, 6]") + "}", 6),
        {"'b'", "overlap tensor 'a'"}},
       {"gap",
-       raw_safetensors("{\"a\": " + entry("U8", "[2]", "[0, 2]") + ", \"b\": " +
-                           entry("U8", "[2]", "[4, 6]") + "}", 6),
+       raw_safetensors("{\"a\": " + entry("U8", "[2]", "[0, 2]") +
+                           ", \"b\": " + entry("U8", "[2]", "[4, 6]") + "}",
+                       6),
        {"'b'", "leave bytes [2, 4)"}},
-      {"gap at start", raw_safetensors("{\"a\": " + entry("U8", "[2]", "[2, 4]") + "}", 4),
+      {"gap at start",
+       raw_safetensors("{\"a\": " + entry("U8", "[2]", "[2, 4]") + "}", 4),
        {"'a'", "leave bytes [0, 2)"}},
-      {"trailing bytes", raw_safetensors("{\"a\": " + entry("U8", "[2]", "[0, 2]") + "}", 4),
+      {"trailing bytes",
+       raw_safetensors("{\"a\": " + entry("U8", "[2]", "[0, 2]") + "}", 4),
        {"bytes [2, 4)", "belong to no tensor"}},
-      {"metadata not strings", raw_safetensors(R"({"__metadata__": {"k": 1}})", 0),
+      {"metadata not strings",
+       raw_safetensors(R"({"__metadata__": {"k": 1}})", 0),
        {"__metadata__ 'k'"}},
       {"metadata not an object", raw_safetensors(R"({"__metadata__": []})", 0), {"__metadata__"}},
   };
@@ -142,7 +158,8 @@ std::vector<BadCase> bad_cases() {
 TEST(SafetensorsTest, RefusesEachCorruptionNamingFileAndKey) {
   for (const BadCase& c : bad_cases()) {
     SCOPED_TRACE(c.label);
-    Result<std::vector<TensorInfo>> parsed = parse_safetensors(c.bytes.data(), c.bytes.size(), kPath);
+    Result<std::vector<TensorInfo>> parsed =
+        parse_safetensors(c.bytes.data(), c.bytes.size(), kPath);
     ASSERT_FALSE(parsed.ok());
     const std::string& message = parsed.status().message();
     EXPECT_NE(message.find(kPath), std::string::npos) << message;
@@ -156,9 +173,10 @@ TEST(SafetensorsTest, RefusesTruncatedFiles) {
   SeededRng rng;
   TempDir dir;
   const std::string path = dir.file("t.safetensors");
-  ASSERT_TRUE(testing::write_tiny_safetensors(
-                  path, {{"a", DType::kBF16, {4, 4}, {}}, {"b", DType::kF32, {3}, {}}}, rng.engine())
-                  .ok());
+  ASSERT_TRUE(
+      testing::write_tiny_safetensors(
+          path, {{"a", DType::kBF16, {4, 4}, {}}, {"b", DType::kF32, {3}, {}}}, rng.engine())
+          .ok());
   std::ifstream in(path, std::ios::binary);
   const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),
                                    std::istreambuf_iterator<char>());
@@ -185,10 +203,10 @@ TEST(SafetensorsTest, MissingFileIsNotFound) {
 // a valid image give a clean answer, ok or an error, and an ok answer stays inside the buffer.
 TEST(SafetensorsTest, SurvivesRandomByteFlips) {
   SeededRng rng;
-  const std::vector<uint8_t> valid = raw_safetensors(
-      "{\"a\": " + entry("U8", "[4]", "[0, 4]") + ", \"b\": " + entry("BF16", "[2, 1]", "[4, 8]") +
-          "}",
-      8);
+  const std::vector<uint8_t> valid =
+      raw_safetensors("{\"a\": " + entry("U8", "[4]", "[0, 4]") +
+                          ", \"b\": " + entry("BF16", "[2, 1]", "[4, 8]") + "}",
+                      8);
   for (int trial = 0; trial < 2000; ++trial) {
     std::vector<uint8_t> bytes = valid;
     const int n_flips = static_cast<int>(rng.uniform_int(1, 4));

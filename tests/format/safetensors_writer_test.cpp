@@ -48,7 +48,8 @@ TEST(SafetensorsWriterTest, RoundTripsEveryDTypeInOrder) {
     if (written.size() % 2) {
       writer.add_raw(name, dtype, shape, bytes);
     } else {
-      writer.add(name, TensorView::contiguous(written.back().bytes.data(), dtype, Device::kCpu, shape));
+      writer.add(name,
+                 TensorView::contiguous(written.back().bytes.data(), dtype, Device::kCpu, shape));
     }
   }
   writer.set_metadata("format", "pt");

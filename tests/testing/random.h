@@ -29,7 +29,9 @@ class SeededRng {
   int64_t uniform_int(int64_t lo, int64_t hi) {
     return std::uniform_int_distribution<int64_t>(lo, hi)(engine_);
   }
-  double uniform(double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(engine_); }
+  double uniform(double lo, double hi) {
+    return std::uniform_real_distribution<double>(lo, hi)(engine_);
+  }
 
  private:
   static uint64_t pick_seed() {

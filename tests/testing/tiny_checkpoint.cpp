@@ -19,7 +19,8 @@ void put(std::vector<uint8_t>& out, size_t idx, T value) {
 // F16 bit patterns of ±[0.5, 2): exponent 14 or 15 (bias 15), any mantissa.
 uint16_t random_f16(std::mt19937_64& rng) {
   const uint64_t r = rng();
-  return static_cast<uint16_t>(((r & 1) << 15) | ((14 + ((r >> 1) & 1)) << 10) | ((r >> 2) & 0x3ff));
+  return static_cast<uint16_t>(((r & 1) << 15) | ((14 + ((r >> 1) & 1)) << 10) |
+                               ((r >> 2) & 0x3ff));
 }
 
 }  // namespace
@@ -31,17 +32,39 @@ std::vector<uint8_t> random_nonzero_bytes(DType dtype, int64_t numel, std::mt199
   for (size_t i = 0; i < static_cast<size_t>(numel); ++i) {
     const float x = (rng() & 1 ? -1.0f : 1.0f) * magnitude(rng);
     switch (dtype) {
-      case DType::kF64: put<double>(out, i, x); break;
-      case DType::kF32: put<float>(out, i, x); break;
-      case DType::kF16: put<uint16_t>(out, i, random_f16(rng)); break;
-      case DType::kBF16: put<uint16_t>(out, i, float_to_bf16(x)); break;
-      case DType::kF8E4M3: put<uint8_t>(out, i, float_to_e4m3(x)); break;
-      case DType::kF8E8M0: put<uint8_t>(out, i, static_cast<uint8_t>(123 + rng() % 9)); break;
-      case DType::kU8: put<uint8_t>(out, i, static_cast<uint8_t>(1 + rng() % 255)); break;
-      case DType::kI8: put<int8_t>(out, i, static_cast<int8_t>(small_int(rng))); break;
-      case DType::kI32: put<int32_t>(out, i, small_int(rng)); break;
-      case DType::kI64: put<int64_t>(out, i, small_int(rng)); break;
-      case DType::kBool: put<uint8_t>(out, i, 1); break;
+      case DType::kF64:
+        put<double>(out, i, x);
+        break;
+      case DType::kF32:
+        put<float>(out, i, x);
+        break;
+      case DType::kF16:
+        put<uint16_t>(out, i, random_f16(rng));
+        break;
+      case DType::kBF16:
+        put<uint16_t>(out, i, float_to_bf16(x));
+        break;
+      case DType::kF8E4M3:
+        put<uint8_t>(out, i, float_to_e4m3(x));
+        break;
+      case DType::kF8E8M0:
+        put<uint8_t>(out, i, static_cast<uint8_t>(123 + rng() % 9));
+        break;
+      case DType::kU8:
+        put<uint8_t>(out, i, static_cast<uint8_t>(1 + rng() % 255));
+        break;
+      case DType::kI8:
+        put<int8_t>(out, i, static_cast<int8_t>(small_int(rng)));
+        break;
+      case DType::kI32:
+        put<int32_t>(out, i, small_int(rng));
+        break;
+      case DType::kI64:
+        put<int64_t>(out, i, small_int(rng));
+        break;
+      case DType::kBool:
+        put<uint8_t>(out, i, 1);
+        break;
     }
   }
   return out;
@@ -98,7 +121,8 @@ Status write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
   std::FILE* out = std::fopen(path.c_str(), "wb");
   if (out == nullptr) return invalid_argument(path + ": cannot create");
-  const bool written = bytes.empty() || std::fwrite(bytes.data(), 1, bytes.size(), out) == bytes.size();
+  const bool written =
+      bytes.empty() || std::fwrite(bytes.data(), 1, bytes.size(), out) == bytes.size();
   const bool closed = std::fclose(out) == 0;
   return written && closed ? ok_status() : internal_error(path + ": write failed");
 }

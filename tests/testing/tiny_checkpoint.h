@@ -34,8 +34,7 @@ Status write_tiny_safetensors(const std::string& path, const std::vector<TinyTen
 // shards.size() files "model-0000i-of-0000n.safetensors" in `dir` and the
 // model.safetensors.index.json listing where each tensor is.
 Status write_tiny_sharded(const std::string& dir,
-                          const std::vector<std::vector<TinyTensor>>& shards,
-                          std::mt19937_64& rng);
+                          const std::vector<std::vector<TinyTensor>>& shards, std::mt19937_64& rng);
 
 // The shard file names write_tiny_sharded uses.
 std::string shard_file_name(size_t shard_idx, size_t n_shards);

@@ -32,8 +32,8 @@ std::map<std::string, DTypeTotal> totals_per_dtype(const format::CheckpointFiles
 void print_text(const format::CheckpointFiles& files) {
   uint64_t total_bytes = 0;
   for (const format::TensorInfo* t : files.tensors()) {
-    std::printf("%-64s %-8s %-24s %12zu\n", t->name.c_str(), std::string(dtype_name(t->dtype)).c_str(),
-                t->shape.to_string().c_str(), t->bytes);
+    std::printf("%-64s %-8s %-24s %12zu\n", t->name.c_str(),
+                std::string(dtype_name(t->dtype)).c_str(), t->shape.to_string().c_str(), t->bytes);
     total_bytes += t->bytes;
   }
   std::printf("\nper dtype:\n");
@@ -87,7 +87,8 @@ void register_inspect(CLI::App& app, int& exit_code) {
       "inspect", "List the tensors of a safetensors file or checkpoint directory (headers only)");
   auto path = std::make_shared<std::string>();
   auto json = std::make_shared<bool>(false);
-  cmd->add_option("FILE_OR_DIR", *path, "a .safetensors file or a checkpoint directory")->required();
+  cmd->add_option("FILE_OR_DIR", *path, "a .safetensors file or a checkpoint directory")
+      ->required();
   cmd->add_flag("--json", *json, "print JSON instead of a table");
   cmd->callback([path, json, &exit_code] { exit_code = run_inspect(*path, *json); });
 }
