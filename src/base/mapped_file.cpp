@@ -15,8 +15,8 @@ Result<MappedFile> MappedFile::open(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     const int err = errno;
-    return (err == ENOENT ? not_found("") : invalid_argument(""))
-        .with_context(path + ": cannot open: " + std::strerror(err));
+    std::string message = path + ": cannot open: " + std::strerror(err);
+    return err == ENOENT ? not_found(std::move(message)) : invalid_argument(std::move(message));
   }
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
