@@ -107,8 +107,9 @@ Result<Plan> plan_quantization(const Binding& binding, bool all_linears) {
   for (const BoundSlot& slot : binding.slots) {
     if (!selected(slot.param, all_linears)) continue;
     // A slot already stored quantized (FP8, FP4) is copied as it is.
-    const bool dense = std::all_of(slot.pieces.begin(), slot.pieces.end(),
-                                   [](const BoundPiece& p) { return p.form == StorageForm::kDense; });
+    const bool dense = std::all_of(slot.pieces.begin(), slot.pieces.end(), [](const BoundPiece& p) {
+      return p.form == StorageForm::kDense;
+    });
     if (!dense) continue;
     DSV4_RETURN_IF_ERROR(plan_slot(slot, plan));
   }
@@ -152,9 +153,9 @@ std::vector<uint8_t> f32_bytes(const std::vector<float>& values) {
 
 // Quantizes `t` matrix by matrix and adds its four ModelOpt tensors to `writer`; returns their
 // bytes.
-Result<size_t> add_quantized(const format::TensorInfo& t, const std::vector<format::GlobalScale>& scales,
-                     float input_scale, format::SafetensorsWriter& writer,
-                     std::vector<std::string>& names) {
+Result<size_t> add_quantized(const format::TensorInfo& t,
+                             const std::vector<format::GlobalScale>& scales, float input_scale,
+                             format::SafetensorsWriter& writer, std::vector<std::string>& names) {
   DSV4_ASSIGN_OR_RETURN(MatrixGeometry geo, geometry(t));
   DSV4_ASSIGN_OR_RETURN(SiblingNames siblings, sibling_names(t.name));
   const int64_t n_elems = geo.n_rows * geo.n_cols;
@@ -180,7 +181,8 @@ Result<size_t> add_quantized(const format::TensorInfo& t, const std::vector<form
   writer.add_raw(siblings.block_scale, DType::kF8E4M3, scale_shape, std::move(block_scale));
   writer.add_raw(siblings.global_scale, DType::kF32, per_matrix, f32_bytes(decode));
   writer.add_raw(siblings.input_scale, DType::kF32, per_matrix, f32_bytes(input));
-  names.insert(names.end(), {t.name, siblings.block_scale, siblings.global_scale, siblings.input_scale});
+  names.insert(names.end(),
+               {t.name, siblings.block_scale, siblings.global_scale, siblings.input_scale});
   return bytes;
 }
 
@@ -202,16 +204,18 @@ Status write_text(const fs::path& path, const std::string& text) {
 
 // config.json with a ModelOpt-style quantization_config (the fields vLLM and ModelOpt read) and
 // which weights this tool quantized.
-Status write_config(const fs::path& in_dir, const fs::path& out_dir, const QuantizeOptions& options) {
+Status write_config(const fs::path& in_dir, const fs::path& out_dir,
+                    const QuantizeOptions& options) {
   DSV4_ASSIGN_OR_RETURN(std::string text, read_text(in_dir / kConfigName));
-  DSV4_ASSIGN_OR_RETURN(format::Json config, format::parse_json(text, (in_dir / kConfigName).string()));
+  DSV4_ASSIGN_OR_RETURN(format::Json config,
+                        format::parse_json(text, (in_dir / kConfigName).string()));
   config["quantization_config"] = {
       {"quant_method", "modelopt"},
       {"quant_algo", "NVFP4"},
       {"group_size", format::kNvfp4BlockSize},
       {"producer", "dsv4 quantize"},
-      {"dsv4_scope", options.all_linears ? "all linears but embedding, head and router"
-                                         : "routed experts"}};
+      {"dsv4_scope",
+       options.all_linears ? "all linears but embedding, head and router" : "routed experts"}};
   return write_text(out_dir / kConfigName, config.dump(2) + "\n");
 }
 
@@ -257,10 +261,11 @@ Result<QuantizeSummary> quantize_checkpoint(const std::string& in_dir, const std
   DSV4_RETURN_IF_ERROR(validate(config));
   DSV4_ASSIGN_OR_RETURN(format::CheckpointFiles files, format::CheckpointFiles::open(in_dir));
   const FileOf file_of = [&files](std::string_view name) { return files.file_of(name); };
-  DSV4_ASSIGN_OR_RETURN(Binding binding, bind_tensors(files.tensors(), config, std::nullopt, file_of));
+  DSV4_ASSIGN_OR_RETURN(Binding binding,
+                        bind_tensors(files.tensors(), config, std::nullopt, file_of));
   if (!binding.report.problems.empty()) {
-    return invalid_argument(in_dir + " does not bind cleanly (run dsv4 check): " +
-                            binding.report.problems.front());
+    return invalid_argument(
+        in_dir + " does not bind cleanly (run dsv4 check): " + binding.report.problems.front());
   }
   DSV4_ASSIGN_OR_RETURN(Plan plan, plan_quantization(binding, options.all_linears));
   DSV4_RETURN_IF_ERROR(prepare_output(in_dir, out_dir, options.force));

@@ -21,8 +21,10 @@ std::string shape_message(const char* what, const char* tensor, const std::strin
 // Copies every logical (row, kb) scale of G matrices from one layout to the other.
 void convert_scales(const uint8_t* src, ScaleLayout src_layout, uint8_t* dst,
                     ScaleLayout dst_layout, int64_t n_matrices, int64_t n_rows, int64_t n_kb) {
-  const int64_t src_bytes = padded_scale_rows(src_layout, n_rows) * padded_scale_cols(src_layout, n_kb);
-  const int64_t dst_bytes = padded_scale_rows(dst_layout, n_rows) * padded_scale_cols(dst_layout, n_kb);
+  const int64_t src_bytes =
+      padded_scale_rows(src_layout, n_rows) * padded_scale_cols(src_layout, n_kb);
+  const int64_t dst_bytes =
+      padded_scale_rows(dst_layout, n_rows) * padded_scale_cols(dst_layout, n_kb);
   std::memset(dst, 0, static_cast<size_t>(n_matrices * dst_bytes));
   for (int64_t g = 0; g < n_matrices; ++g) {
     for (int64_t r = 0; r < n_rows; ++r) {
@@ -41,7 +43,8 @@ Status validate_nvfp4(const Nvfp4View& view, const char* what) {
   if (packed.dtype != DType::kU8 || packed.rank() != 3 || !packed.is_contiguous()) {
     return invalid_argument(shape_message(what, "packed", "contiguous U8 [G, N, K/2]", packed));
   }
-  const int64_t n_matrices = packed.shape[0], n_rows = packed.shape[1], n_cols = packed.shape[2] * 2;
+  const int64_t n_matrices = packed.shape[0], n_rows = packed.shape[1],
+                n_cols = packed.shape[2] * 2;
   if (n_cols % kNvfp4BlockSize != 0) {
     return invalid_argument(std::string(what) + ": K=" + std::to_string(n_cols) +
                             " is not a multiple of 16");
@@ -50,12 +53,12 @@ Status validate_nvfp4(const Nvfp4View& view, const char* what) {
   const Shape scale_shape{n_matrices, padded_scale_rows(view.scale_layout, n_rows),
                           padded_scale_cols(view.scale_layout, n_kb)};
   if (view.block_scale.dtype != DType::kU8 && view.block_scale.dtype != DType::kF8E4M3) {
-    return invalid_argument(shape_message(what, "block_scale", "U8 " + scale_shape.to_string(),
-                                          view.block_scale));
+    return invalid_argument(
+        shape_message(what, "block_scale", "U8 " + scale_shape.to_string(), view.block_scale));
   }
   if (view.block_scale.shape != scale_shape || !view.block_scale.is_contiguous()) {
-    return invalid_argument(shape_message(what, "block_scale", "U8 " + scale_shape.to_string(),
-                                          view.block_scale));
+    return invalid_argument(
+        shape_message(what, "block_scale", "U8 " + scale_shape.to_string(), view.block_scale));
   }
   if (view.global_scale.dtype != DType::kF32 || view.global_scale.shape != Shape{n_matrices}) {
     return invalid_argument(shape_message(
@@ -70,8 +73,8 @@ float amax_abs(const float* x, int64_t n) {
   return amax;
 }
 
-Result<Nvfp4Tensor> quantize_ref(const float* x, int64_t n_matrices, int64_t n_rows,
-                                 int64_t n_cols, const std::vector<GlobalScale>& scales) {
+Result<Nvfp4Tensor> quantize_ref(const float* x, int64_t n_matrices, int64_t n_rows, int64_t n_cols,
+                                 const std::vector<GlobalScale>& scales) {
   if (n_cols % kNvfp4BlockSize != 0) {
     return invalid_argument("quantize_ref: K=" + std::to_string(n_cols) +
                             " is not a multiple of 16");
@@ -121,7 +124,8 @@ Result<Tensor> dequantize_ref(const Nvfp4View& view) {
     for (int64_t r = 0; r < n_rows; ++r) {
       for (int64_t kb = 0; kb < n_kb; ++kb) {
         const int64_t b = (g * n_rows + r) * n_kb + kb;
-        const uint8_t scale = block_scale[g * scale_bytes + scale_offset(view.scale_layout, r, kb, n_kb)];
+        const uint8_t scale =
+            block_scale[g * scale_bytes + scale_offset(view.scale_layout, r, kb, n_kb)];
         for (int i = 0; i < kNvfp4BlockSize; ++i) {
           dst[b * kNvfp4BlockSize + i] = nvfp4_block_value(blocks[b], scale, i) * decode;
         }
@@ -135,7 +139,8 @@ Result<Tensor> to_swizzled(const TensorView& linear_scales) {
   if ((linear_scales.dtype != DType::kU8 && linear_scales.dtype != DType::kF8E4M3) ||
       linear_scales.rank() != 3 || !linear_scales.is_contiguous() ||
       linear_scales.device != Device::kCpu) {
-    return invalid_argument(shape_message("to_swizzled", "scales", "host U8 [G, N, Kb]", linear_scales));
+    return invalid_argument(
+        shape_message("to_swizzled", "scales", "host U8 [G, N, Kb]", linear_scales));
   }
   const int64_t n_matrices = linear_scales.shape[0], n_rows = linear_scales.shape[1];
   const int64_t n_kb = linear_scales.shape[2];
@@ -155,8 +160,8 @@ Result<Tensor> to_linear(const TensorView& swizzled_scales, int64_t n_rows, int6
   if ((swizzled_scales.dtype != DType::kU8 && swizzled_scales.dtype != DType::kF8E4M3) ||
       swizzled_scales.shape != expected || !swizzled_scales.is_contiguous() ||
       swizzled_scales.device != Device::kCpu) {
-    return invalid_argument(shape_message("to_linear", "scales", "host U8 " + expected.to_string(),
-                                          swizzled_scales));
+    return invalid_argument(
+        shape_message("to_linear", "scales", "host U8 " + expected.to_string(), swizzled_scales));
   }
   Tensor out = Tensor::host(DType::kU8, {n_matrices, n_rows, n_kb});
   convert_scales(swizzled_scales.data_as<const uint8_t>(), swizzled, out.data_as<uint8_t>(),

@@ -58,8 +58,7 @@ DSV4_HOST_DEVICE inline int64_t scale_offset(ScaleLayout layout, int64_t row, in
                                              int64_t n_kb) {
   if (layout == ScaleLayout::kLinear) return row * n_kb + kb;
   const int64_t n_k_tiles = (n_kb + 3) / 4;
-  return ((row / 128) * n_k_tiles + kb / 4) * 512 + (row % 32) * 16 + ((row / 32) % 4) * 4 +
-         kb % 4;
+  return ((row / 128) * n_k_tiles + kb / 4) * 512 + (row % 32) * 16 + ((row / 32) % 4) * 4 + kb % 4;
 }
 
 // ---- The two global-scale conventions (nvfp4.md §1.4) ----
@@ -131,6 +130,12 @@ DSV4_HOST_DEVICE inline float nvfp4_block_value(const Nvfp4Block& block, uint8_t
   return e2m1_to_float(code) * e4m3_to_float(scale);
 }
 
+// The W4A4 GEMM epilogue scale: one fp32 product in this order (ModelOpt / vLLM form it as
+// input_scale · weight_scale_2, per expert for MoE). W4A16 uses the weight's decode scale alone.
+DSV4_HOST_DEVICE inline float nvfp4_alpha(float a_decode, float b_decode) {
+  return a_decode * b_decode;
+}
+
 // ---- Tensors ----
 
 // A non-owning view of a stack of G NVFP4 matrices [G, N, K]; what ops take.
@@ -145,8 +150,8 @@ struct Nvfp4View {
   int64_t n_cols() const { return packed.shape[2] * 2; }
   // Matrix g alone as a [1, N, K] view sharing memory.
   Nvfp4View matrix(int64_t g) const {
-    return Nvfp4View{packed.rows(g, g + 1), block_scale.rows(g, g + 1),
-                     global_scale.rows(g, g + 1), scale_layout};
+    return Nvfp4View{packed.rows(g, g + 1), block_scale.rows(g, g + 1), global_scale.rows(g, g + 1),
+                     scale_layout};
   }
 };
 
@@ -161,10 +166,10 @@ struct StagedActivation {
 
 // A stack of G NVFP4 matrices [G, N, K]; G = 1 for a plain linear layer.
 struct Nvfp4Tensor {
-  Tensor packed;          // u8 [G, N, K/2]   two E2M1 codes a byte, low nibble first
-  Tensor block_scale;     // u8 [G, N, K/16]  UE4M3 bits (kLinear), or the swizzled bytes
-  Tensor global_scale;    // f32 [G]          decode scale (ModelOpt weight_scale_2)
-  Tensor input_scale;     // f32 [G]          calibrated activation decode scale; empty = dynamic
+  Tensor packed;        // u8 [G, N, K/2]   two E2M1 codes a byte, low nibble first
+  Tensor block_scale;   // u8 [G, N, K/16]  UE4M3 bits (kLinear), or the swizzled bytes
+  Tensor global_scale;  // f32 [G]          decode scale (ModelOpt weight_scale_2)
+  Tensor input_scale;   // f32 [G]          calibrated activation decode scale; empty = dynamic
   ScaleLayout scale_layout = ScaleLayout::kLinear;
 
   int64_t n_matrices() const { return packed.shape()[0]; }
@@ -186,11 +191,10 @@ float amax_abs(const float* x, int64_t n);
 
 // Quantizes x f32 [G, N, K] (contiguous) into a host Nvfp4Tensor with linear scales, matrix g
 // with scales[g] (its decode scale becomes global_scale[g]). K must be a multiple of 16.
-Result<Nvfp4Tensor> quantize_ref(const float* x, int64_t n_matrices, int64_t n_rows,
-                                 int64_t n_cols, const std::vector<GlobalScale>& scales);
+Result<Nvfp4Tensor> quantize_ref(const float* x, int64_t n_matrices, int64_t n_rows, int64_t n_cols,
+                                 const std::vector<GlobalScale>& scales);
 // One matrix [N, K].
-Result<Nvfp4Tensor> quantize_ref(const float* x, int64_t n_rows, int64_t n_cols,
-                                 GlobalScale scale);
+Result<Nvfp4Tensor> quantize_ref(const float* x, int64_t n_rows, int64_t n_cols, GlobalScale scale);
 
 // The exact values e2m1 · ue4m3 · decode as f32 [G, N, K] (either scale layout, host memory).
 Result<Tensor> dequantize_ref(const Nvfp4View& view);

@@ -59,7 +59,8 @@ int64_t reference_mismatches(const format::TensorInfo& in, const format::TensorI
   float block[16];
   for (int64_t b = g * n_elems / 16; b < (g + 1) * n_elems / 16; ++b) {
     for (int i = 0; i < 16; ++i) block[i] = bf16_at(in, b * 16 + i);
-    const dsv4::testing::ReferenceBlock ref = dsv4::testing::reference_quantize_block(block, encode);
+    const dsv4::testing::ReferenceBlock ref =
+        dsv4::testing::reference_quantize_block(block, encode);
     mismatches += scales.data[b] != ref.scale;
     for (int i = 0; i < 16; ++i) {
       const uint8_t byte = packed.data[b * 8 + i / 2];
@@ -88,9 +89,9 @@ TEST(QuantizeTest, PerExpertNamesMatchTheReferenceAndShareW13Scales) {
   const format::TensorInfo* w1 = in.find(e + "w1.weight");
   const format::TensorInfo* w3 = in.find(e + "w3.weight");
   ASSERT_TRUE(w1 && w3);
-  const float shared = static_cast<float>(
-      double(std::fmax(bf16_amax(*w1, 0, w1->shape.numel()), bf16_amax(*w3, 0, w3->shape.numel()))) /
-      2688.0);
+  const float shared = static_cast<float>(double(std::fmax(bf16_amax(*w1, 0, w1->shape.numel()),
+                                                           bf16_amax(*w3, 0, w3->shape.numel()))) /
+                                          2688.0);
   for (const char* m : {"w1", "w3"}) {
     const std::string name = e + m;
     const format::TensorInfo* packed = q.find(name + ".weight");
@@ -131,7 +132,8 @@ TEST(QuantizeTest, FusedStacksTakeUnderscoreNamesAndPerExpertScales) {
   for (int64_t g = 0; g < n_experts; ++g) {
     const float decode = static_cast<float>(double(bf16_amax(*w, g * n_elems, n_elems)) / 2688.0);
     EXPECT_EQ(f32_at(*global, g), decode) << "expert " << g;
-    EXPECT_EQ(reference_mismatches(*w, *q.find(name), *q.find(name + "_weight_scale"), g, decode), 0);
+    EXPECT_EQ(reference_mismatches(*w, *q.find(name), *q.find(name + "_weight_scale"), g, decode),
+              0);
   }
 }
 
@@ -141,15 +143,17 @@ TEST(QuantizeTest, OutputBindsAndDequantizesCloseToTheInput) {
   for (const char* name : {"tiny_c_pretrained", "tiny_b_state_dict"}) {
     SCOPED_TRACE(name);
     TempDir out;
-    ASSERT_TRUE(quantize_checkpoint(golden_model(name), out.file("q"),
-                                    QuantizeOptions{true, 0.01f, false}).ok());
+    ASSERT_TRUE(
+        quantize_checkpoint(golden_model(name), out.file("q"), QuantizeOptions{true, 0.01f, false})
+            .ok());
     Result<LoadedModel> original = load_model(golden_model(name));
     Result<LoadedModel> packed = load_model(out.file("q"));
     LoadOptions dense_options;
     dense_options.keep_nvfp4 = false;
     Result<LoadedModel> dequantized = load_model(out.file("q"), dense_options);
     ASSERT_TRUE(original.ok() && packed.ok() && dequantized.ok());
-    EXPECT_TRUE(packed->report.clean()) << (packed->report.problems.empty() ? "" : packed->report.problems[0]);
+    EXPECT_TRUE(packed->report.clean())
+        << (packed->report.problems.empty() ? "" : packed->report.problems[0]);
     const RoutedExpertWeights& experts = packed->weights.layers[2].ffn.experts;
     ASSERT_TRUE(experts.is_nvfp4());
     EXPECT_EQ(experts.w13_nvfp4->input_scale.data_as<float>()[0], 0.01f);
@@ -170,9 +174,11 @@ TEST(QuantizeTest, OutputBindsAndDequantizesCloseToTheInput) {
 TEST(QuantizeTest, ConfigGainsQuantizationConfigAndOtherFilesAreCopied) {
   TempDir out;
   const std::string in_dir = golden_model("tiny_a_pretrained");
-  ASSERT_TRUE(quantize_checkpoint(in_dir, out.file("q"), QuantizeOptions{false, 0.01f, false}).ok());
+  ASSERT_TRUE(
+      quantize_checkpoint(in_dir, out.file("q"), QuantizeOptions{false, 0.01f, false}).ok());
   std::ifstream config_file(out.file("q/config.json"));
-  const std::string text((std::istreambuf_iterator<char>(config_file)), std::istreambuf_iterator<char>());
+  const std::string text((std::istreambuf_iterator<char>(config_file)),
+                         std::istreambuf_iterator<char>());
   Result<format::Json> config = format::parse_json(text, "config.json");
   ASSERT_TRUE(config.ok());
   EXPECT_EQ((*config)["quantization_config"]["quant_algo"], "NVFP4");
@@ -186,7 +192,8 @@ TEST(QuantizeTest, RefusesANonEmptyOutputUnlessForcedAndABadInputScale) {
   const std::string in_dir = golden_model("tiny_a_state_dict");
   std::filesystem::create_directories(out.file("q"));
   std::ofstream(out.file("q/keep.txt")) << "mine";
-  Result<QuantizeSummary> refused = quantize_checkpoint(in_dir, out.file("q"), QuantizeOptions{false, 0.01f, false});
+  Result<QuantizeSummary> refused =
+      quantize_checkpoint(in_dir, out.file("q"), QuantizeOptions{false, 0.01f, false});
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("--force"), std::string::npos);
   EXPECT_FALSE(std::filesystem::exists(out.file("q/model.safetensors")));
@@ -194,7 +201,8 @@ TEST(QuantizeTest, RefusesANonEmptyOutputUnlessForcedAndABadInputScale) {
   EXPECT_TRUE(std::filesystem::exists(out.file("q/keep.txt")));
 
   for (const float bad : {0.0f, -1.0f, NAN, INFINITY}) {
-    Result<QuantizeSummary> r = quantize_checkpoint(in_dir, out.file("r"), QuantizeOptions{false, bad, false});
+    Result<QuantizeSummary> r =
+        quantize_checkpoint(in_dir, out.file("r"), QuantizeOptions{false, bad, false});
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << bad;
   }
   EXPECT_FALSE(quantize_checkpoint(in_dir, in_dir, QuantizeOptions{false, 0.01f, true}).ok());

@@ -43,14 +43,16 @@ TEST(Nvfp4Test, GlobalScaleConventions) {
   EXPECT_EQ(s.decode, 13.5f / 2688.0f);  // ModelOpt weight_scale_2 = amax / (6 · 448)
   EXPECT_EQ(s.encode, 1.0f / s.decode);
   EXPECT_EQ(GlobalScale::from_decode(0.25f).encode, 4.0f);
-  EXPECT_EQ(GlobalScale::from_decode(0.25f).decode, 0.25f);  // a static input_scale is kept as is
-  EXPECT_EQ(GlobalScale::from_amax(0.0f).encode, 1.0f);      // all-zero tensor: no 0 · inf
+  EXPECT_EQ(GlobalScale::from_decode(0.25f).decode, 0.25f);   // a static input_scale is kept as is
+  EXPECT_EQ(GlobalScale::from_amax(0.0f).encode, 1.0f);       // all-zero tensor: no 0 · inf
   EXPECT_EQ(GlobalScale::from_amax(1e-37f).encode, FLT_MAX);  // reciprocal overflow clamps
 }
 
 TEST(Nvfp4Test, QuantizeMatchesFloat64ReferenceBitExactly) {
   SeededRng rng;
-  struct Case { int64_t g, n, k; };
+  struct Case {
+    int64_t g, n, k;
+  };
   for (const Case c : {Case{1, 1, 16}, Case{1, 7, 48}, Case{3, 33, 80}, Case{2, 130, 208}}) {
     const std::vector<float> x = random_blocks(rng, c.g * c.n * c.k, -14.0, 4.0);
     std::vector<GlobalScale> scales;
@@ -74,7 +76,8 @@ TEST(Nvfp4Test, QuantizeMatchesFloat64ReferenceBitExactly) {
       for (int i = 0; i < 16; ++i) mismatches += code_at(*t, b * 16 + i) != ref.codes[i];
     }
     EXPECT_EQ(mismatches, 0) << "G=" << c.g << " N=" << c.n << " K=" << c.k;
-    for (int64_t g = 0; g < c.g; ++g) EXPECT_EQ(t->global_scale.data_as<float>()[g], scales[g].decode);
+    for (int64_t g = 0; g < c.g; ++g)
+      EXPECT_EQ(t->global_scale.data_as<float>()[g], scales[g].decode);
   }
 }
 
@@ -178,8 +181,10 @@ TEST(Nvfp4Test, SwizzleRoundTripIsExactAndPadsWithZeros) {
   int64_t zeros = 0;
   for (int64_t i = 0; i < swizzled->numel(); ++i) zeros += swizzled->data_as<uint8_t>()[i] == 0;
   EXPECT_EQ(zeros, g * (256 * 8 - n * n_kb));  // every logical scale is non-zero
-  EXPECT_EQ(swizzled->data_as<uint8_t>()[256 * 8 + scale_offset(ScaleLayout::kSwizzled128x4, 149, 4, n_kb)],
-            linear.data_as<uint8_t>()[n * n_kb + 149 * n_kb + 4]);
+  EXPECT_EQ(
+      swizzled
+          ->data_as<uint8_t>()[256 * 8 + scale_offset(ScaleLayout::kSwizzled128x4, 149, 4, n_kb)],
+      linear.data_as<uint8_t>()[n * n_kb + 149 * n_kb + 4]);
   Result<Tensor> back = to_linear(swizzled->view(), n, n_kb);
   ASSERT_TRUE(back.ok());
   for (int64_t i = 0; i < linear.numel(); ++i) {

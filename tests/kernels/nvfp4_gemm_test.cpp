@@ -96,8 +96,10 @@ Tensor to_bf16(const std::vector<float>& x, Shape shape) {
 Tensor poisoned_output(DType dtype, int64_t t, int64_t n) {
   Tensor d = Tensor::host(dtype, {t, n});
   for (int64_t i = 0; i < d.numel(); ++i) {
-    if (dtype == DType::kF32) d.data_as<float>()[i] = std::numeric_limits<float>::quiet_NaN();
-    else d.data_as<uint16_t>()[i] = 0x7fc0;  // bf16 NaN
+    if (dtype == DType::kF32)
+      d.data_as<float>()[i] = std::numeric_limits<float>::quiet_NaN();
+    else
+      d.data_as<uint16_t>()[i] = 0x7fc0;  // bf16 NaN
   }
   return d;
 }
@@ -105,14 +107,17 @@ Tensor poisoned_output(DType dtype, int64_t t, int64_t n) {
 std::vector<double> output_values(const Tensor& d) {
   std::vector<double> out(d.numel());
   for (int64_t i = 0; i < d.numel(); ++i) {
-    out[i] = d.dtype() == DType::kF32 ? d.data_as<float>()[i] : bf16_to_float(d.data_as<uint16_t>()[i]);
+    out[i] =
+        d.dtype() == DType::kF32 ? d.data_as<float>()[i] : bf16_to_float(d.data_as<uint16_t>()[i]);
   }
   return out;
 }
 
 TEST(Nvfp4StageTest, MatchesFloat64ReferenceBitExactly) {
   SeededRng rng;
-  struct Case { int64_t t, k; };
+  struct Case {
+    int64_t t, k;
+  };
   for (const Case c : {Case{1, 16}, Case{7, 48}, Case{130, 208}}) {
     for (const bool dynamic : {true, false}) {
       for (const DType dtype : {DType::kF32, DType::kBF16}) {
@@ -128,14 +133,16 @@ TEST(Nvfp4StageTest, MatchesFloat64ReferenceBitExactly) {
         // Static: a calibrated scale below the live amax, so some blocks saturate at 448.
         Tensor input_scale = Tensor::host(DType::kF32, {1});
         input_scale.data_as<float>()[0] = format::amax_abs(x.data(), x.size()) / 4000.0f;
-        const float decode = dynamic ? static_cast<float>(format::amax_abs(x.data(), x.size()) / 2688.0)
-                                     : input_scale.data_as<float>()[0];
+        const float decode = dynamic
+                                 ? static_cast<float>(format::amax_abs(x.data(), x.size()) / 2688.0)
+                                 : input_scale.data_as<float>()[0];
         const float encode = static_cast<float>(1.0 / double(decode));
 
         StagedStorage out(c.t, c.k, ScaleLayout::kLinear);
         const TensorView in_scale = dynamic ? TensorView{} : input_scale.view();
-        ASSERT_TRUE(stage_activation(dtype == DType::kF32 ? f32.view() : bf16.view(), in_scale,
-                                     out.view).ok());
+        ASSERT_TRUE(
+            stage_activation(dtype == DType::kF32 ? f32.view() : bf16.view(), in_scale, out.view)
+                .ok());
         EXPECT_EQ(out.global_scale.data_as<float>()[0], decode);
         int64_t mismatches = 0;
         for (int64_t b = 0; b < c.t * c.k / 16; ++b) {
@@ -166,9 +173,11 @@ TEST(Nvfp4StageTest, SwizzledScalesAreTheLinearOnesSwizzled) {
   ASSERT_TRUE(expected.ok());
   ASSERT_EQ(expected->numel(), swizzled.block_scale.numel());
   EXPECT_EQ(std::memcmp(expected->data_as<uint8_t>(), swizzled.block_scale.data_as<uint8_t>(),
-                        expected->numel()), 0);  // padding included: zeros, not the poison
+                        expected->numel()),
+            0);  // padding included: zeros, not the poison
   EXPECT_EQ(std::memcmp(linear.packed.data_as<uint8_t>(), swizzled.packed.data_as<uint8_t>(),
-                        linear.packed.numel()), 0);
+                        linear.packed.numel()),
+            0);
 }
 
 // One GEMM problem: A [T, K] either staged (W4A4) or dense f32/bf16 (W4A16), B [G, N, K],
@@ -183,8 +192,8 @@ struct GemmCase {
 std::string describe(const GemmCase& c) {
   return "T=" + std::to_string(c.t) + " N=" + std::to_string(c.n) + " K=" + std::to_string(c.k) +
          " G=" + std::to_string(c.g) + (c.w4a4 ? " W4A4" : " W4A16 a=") +
-         (c.w4a4 ? "" : std::string(dtype_name(c.a_dtype))) + " d=" +
-         std::string(dtype_name(c.d_dtype)) +
+         (c.w4a4 ? "" : std::string(dtype_name(c.a_dtype))) +
+         " d=" + std::string(dtype_name(c.d_dtype)) +
          (c.layout == ScaleLayout::kLinear ? " linear" : " swizzled");
 }
 
@@ -193,14 +202,16 @@ void run_gemm_case(SeededRng& rng, const GemmCase& c, const std::vector<int32_t>
   SCOPED_TRACE(describe(c));
   const format::Nvfp4Tensor b = random_weights(rng, c.g, c.n, c.k, c.layout);
   const std::vector<float> x = random_values(rng, c.t * c.k, 1.0);
-  Tensor a_dense = c.a_dtype == DType::kBF16 ? to_bf16(x, {c.t, c.k}) : Tensor::host(DType::kF32, {c.t, c.k});
+  Tensor a_dense =
+      c.a_dtype == DType::kBF16 ? to_bf16(x, {c.t, c.k}) : Tensor::host(DType::kF32, {c.t, c.k});
   if (c.a_dtype == DType::kF32) std::memcpy(a_dense.data_as<float>(), x.data(), x.size() * 4);
   StagedStorage staged(c.t, c.k, c.layout);
   std::vector<double> a_ref(c.t * c.k);
   if (c.w4a4) {
     ASSERT_TRUE(stage_activation(a_dense.view(), TensorView{}, staged.view).ok());
-    a_ref = reference_decode(staged.packed.data_as<uint8_t>(), staged.block_scale.data_as<uint8_t>(),
-                             c.layout, c.t, c.k, staged.global_scale.data_as<float>()[0]);
+    a_ref =
+        reference_decode(staged.packed.data_as<uint8_t>(), staged.block_scale.data_as<uint8_t>(),
+                         c.layout, c.t, c.k, staged.global_scale.data_as<float>()[0]);
   } else {
     for (int64_t i = 0; i < c.t * c.k; ++i) {
       a_ref[i] = c.a_dtype == DType::kF32 ? x[i] : bf16_to_float(a_dense.data_as<uint16_t>()[i]);
@@ -210,9 +221,10 @@ void run_gemm_case(SeededRng& rng, const GemmCase& c, const std::vector<int32_t>
   std::vector<double> d_ref(c.t * c.n);
   const int64_t scale_bytes = b.block_scale.numel() / c.g;
   for (int64_t g = 0; g < c.g; ++g) {
-    const std::vector<double> w = reference_decode(
-        b.packed.data_as<uint8_t>() + g * c.n * c.k / 2, b.block_scale.data_as<uint8_t>() + g * scale_bytes,
-        c.layout, c.n, c.k, b.global_scale.data_as<float>()[g]);
+    const std::vector<double> w =
+        reference_decode(b.packed.data_as<uint8_t>() + g * c.n * c.k / 2,
+                         b.block_scale.data_as<uint8_t>() + g * scale_bytes, c.layout, c.n, c.k,
+                         b.global_scale.data_as<float>()[g]);
     for (int64_t r = offsets[g]; r < offsets[g + 1]; ++r) {
       for (int64_t n = 0; n < c.n; ++n) {
         double sum = 0;
@@ -234,15 +246,17 @@ void run_gemm_case(SeededRng& rng, const GemmCase& c, const std::vector<int32_t>
                      : nvfp4_gemm(a_dense.view(), b.view(), d.view());
   }
   ASSERT_TRUE(status.ok()) << status.to_string();
-  const double tolerance = c.d_dtype == DType::kF32 ? dsv4::testing::kF32OpRelTol
-                                                   : dsv4::testing::kBf16OutputRelTol;
+  const double tolerance =
+      c.d_dtype == DType::kF32 ? dsv4::testing::kF32OpRelTol : dsv4::testing::kBf16OutputRelTol;
   const std::vector<double> got = output_values(d);
   EXPECT_LE(dsv4::testing::max_row_rel_error(got.data(), d_ref.data(), c.t, c.n), tolerance);
 }
 
 TEST(Nvfp4GemmTest, DenseMatchesFloat64OnAwkwardShapes) {
   SeededRng rng;
-  struct Shape3 { int64_t t, n, k; };
+  struct Shape3 {
+    int64_t t, n, k;
+  };
   for (const Shape3 s : {Shape3{1, 33, 16}, Shape3{7, 130, 48}, Shape3{130, 33, 208},
                          Shape3{1, 1, 208}, Shape3{129, 130, 80}}) {
     for (const bool w4a4 : {true, false}) {
@@ -262,8 +276,8 @@ TEST(Nvfp4GemmTest, GroupedMatchesFloat64WithEmptyAndFullGroups) {
   const int64_t n = 33, k = 48, g = 5;
   // Random contiguous split with empty groups; everything in one middle group; T = 1.
   std::vector<int32_t> random_split = {0, 0, 11, 11, 30, 37};
-  const std::vector<std::vector<int32_t>> splits = {random_split, {0, 0, 0, 37, 37, 37},
-                                                    {0, 0, 1, 1, 1, 1}, {0, 37, 37, 37, 37, 37}};
+  const std::vector<std::vector<int32_t>> splits = {
+      random_split, {0, 0, 0, 37, 37, 37}, {0, 0, 1, 1, 1, 1}, {0, 37, 37, 37, 37, 37}};
   for (const std::vector<int32_t>& offsets : splits) {
     const int64_t t = offsets.back();
     for (const bool w4a4 : {true, false}) {

@@ -48,8 +48,8 @@ struct ReferenceBlock {
 inline ReferenceBlock reference_quantize_block(const float* x, float encode) {
   double amax = 0;
   for (int i = 0; i < 16; ++i) amax = std::fmax(amax, std::fabs(double(x[i])));
-  const float scaled_amax = static_cast<float>(amax * double(encode));       // fp32 multiply
-  const float scale_input = static_cast<float>(double(scaled_amax) / 6.0);   // fp32 divide
+  const float scaled_amax = static_cast<float>(amax * double(encode));      // fp32 multiply
+  const float scale_input = static_cast<float>(double(scaled_amax) / 6.0);  // fp32 divide
   ReferenceBlock block;
   block.scale = static_cast<uint8_t>(nearest_even_code(ue4m3_grid(), scale_input));
   const double scale_value = ue4m3_grid()[block.scale];

@@ -1,11 +1,12 @@
 // dsv4 quantize IN_DIR OUT_DIR --input-scale X [--all-linears] [--force]: a bf16/f32
 // checkpoint's routed experts (optionally every 2-D linear) to ModelOpt-layout NVFP4
 // (checkpoint/quantize.h, docs/nvfp4.md). The result binds under `dsv4 check`.
+#include "checkpoint/quantize.h"
+
 #include <cstdio>
 #include <memory>
 #include <string>
 
-#include "checkpoint/quantize.h"
 #include "commands.h"
 
 namespace dsv4::tools {
@@ -32,7 +33,8 @@ int run_quantize(const QuantizeArgs& args) {
     std::fprintf(stderr, "dsv4 quantize: %s\n", summary.status().to_string().c_str());
     return 1;
   }
-  std::printf("convention:  %s\n", std::string(checkpoint::convention_name(summary->convention)).c_str());
+  std::printf("convention:  %s\n",
+              std::string(checkpoint::convention_name(summary->convention)).c_str());
   std::printf("quantized:   %zu weight tensors to NVFP4\n", summary->n_quantized);
   std::printf("copied:      %zu tensors unchanged\n", summary->n_copied);
   std::printf("written:     %zu shards, %zu tensor bytes, in %s\n", summary->n_shards,

@@ -72,7 +72,8 @@ std::vector<float> decode_activation(const StagedActivation* staged, const Tenso
   for (int64_t r = 0; r < n_rows; ++r) {
     float* row = a.data() + r * n_cols;
     if (dense->dtype == DType::kF32) {
-      std::memcpy(row, dense->data_as<const float>() + r * dense->stride[0], n_cols * sizeof(float));
+      std::memcpy(row, dense->data_as<const float>() + r * dense->stride[0],
+                  n_cols * sizeof(float));
     } else {
       const uint16_t* src = dense->data_as<const uint16_t>() + r * dense->stride[0];
       for (int64_t c = 0; c < n_cols; ++c) row[c] = bf16_to_float(src[c]);
@@ -90,8 +91,8 @@ struct Problem {
   int64_t n_cols = 0;
 };
 
-Problem prepare(const StagedActivation* staged, const TensorView* dense,
-                const format::Nvfp4View& b, const TensorView& d) {
+Problem prepare(const StagedActivation* staged, const TensorView* dense, const format::Nvfp4View& b,
+                const TensorView& d) {
   const Status valid = format::validate_nvfp4(b, "nvfp4 gemm b");
   DSV4_CHECK(valid.ok(), "%s", valid.message().c_str());
   Problem p;
@@ -138,7 +139,7 @@ void multiply_group(const Problem& p, const format::Nvfp4View& b, int64_t g, int
                 static_cast<int>(k), w.data(), static_cast<int>(k), 0.0f, acc.data(),
                 static_cast<int>(n_out));
   }
-  const float alpha = p.a_decode * b.global_scale.data_as<const float>()[g];
+  const float alpha = format::nvfp4_alpha(p.a_decode, b.global_scale.data_as<const float>()[g]);
   for (int64_t r = 0; r < rows; ++r) {
     const float* src = acc.data() + r * n_out;
     if (d.dtype == DType::kF32) {
@@ -151,8 +152,8 @@ void multiply_group(const Problem& p, const format::Nvfp4View& b, int64_t g, int
   }
 }
 
-void dense_gemm(const StagedActivation* staged, const TensorView* dense,
-                const format::Nvfp4View& b, const TensorView& d) {
+void dense_gemm(const StagedActivation* staged, const TensorView* dense, const format::Nvfp4View& b,
+                const TensorView& d) {
   DSV4_CHECK(b.n_matrices() == 1, "nvfp4_gemm: b holds %lld matrices, expected 1 (use .matrix(g))",
              (long long)b.n_matrices());
   const Problem p = prepare(staged, dense, b, d);

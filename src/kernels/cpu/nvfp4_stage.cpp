@@ -48,9 +48,9 @@ float activation_amax(const TensorView& x) {
 
 void check_operands(const TensorView& x, const TensorView& input_scale,
                     const StagedActivation& out) {
-  DSV4_CHECK(x.rank() == 2 && (x.dtype == DType::kF32 || x.dtype == DType::kBF16) &&
-                 x.stride[1] == 1,
-             "stage_activation: x must be f32|bf16 [T, K] with dense rows");
+  DSV4_CHECK(
+      x.rank() == 2 && (x.dtype == DType::kF32 || x.dtype == DType::kBF16) && x.stride[1] == 1,
+      "stage_activation: x must be f32|bf16 [T, K] with dense rows");
   const int64_t n_rows = x.size(0), n_cols = x.size(1);
   DSV4_CHECK(n_cols % kNvfp4BlockSize == 0, "stage_activation: K=%lld is not a multiple of 16",
              (long long)n_cols);
@@ -66,9 +66,9 @@ void check_operands(const TensorView& x, const TensorView& input_scale,
              "stage_activation: block_scale must be u8 %s", scale_shape.to_string().c_str());
   DSV4_CHECK(out.global_scale.dtype == DType::kF32 && out.global_scale.numel() == 1,
              "stage_activation: global_scale must be f32 [1]");
-  DSV4_CHECK(input_scale.data == nullptr ||
-                 (input_scale.dtype == DType::kF32 && input_scale.numel() == 1),
-             "stage_activation: input_scale must be f32 [1] or empty");
+  DSV4_CHECK(
+      input_scale.data == nullptr || (input_scale.dtype == DType::kF32 && input_scale.numel() == 1),
+      "stage_activation: input_scale must be f32 [1] or empty");
 }
 
 }  // namespace
