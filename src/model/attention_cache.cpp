@@ -62,6 +62,11 @@ Result<AttentionCache> AttentionCache::create(const checkpoint::ModelConfig& con
   DSV4_ASSIGN_OR_RETURN(cache.inv_freq,
                         upload(inv_freq, {static_cast<int64_t>(inv_freq.size())}, device));
   if (sliding) return cache;
+  if (schedule.compress_ratio < 1) {
+    return invalid_argument("attention cache: layer " + std::to_string(layer) +
+                            " is compressed with compress ratio " +
+                            std::to_string(schedule.compress_ratio));
+  }
   const bool csa = schedule.attention == AttentionType::kCompressedSparse;
   DSV4_ASSIGN_OR_RETURN(
       cache.compressor,

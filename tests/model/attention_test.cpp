@@ -232,6 +232,10 @@ TEST(AttentionCacheTest, RefusesBadArgumentsAndOutOfOrderTokens) {
             StatusCode::kInvalidArgument);
   EXPECT_EQ(AttentionCache::create(config, 0, 8, Device::kCpu, 0).status().code(),
             StatusCode::kInvalidArgument);
+  checkpoint::ModelConfig no_ratio = config;
+  no_ratio.layers[0].compress_ratio = 0;  // layer 0 of tiny_b is CSA
+  EXPECT_EQ(AttentionCache::create(no_ratio, 0, 8, Device::kCpu).status().code(),
+            StatusCode::kInvalidArgument);
 
   auto cache = AttentionCache::create(config, 0, 4, Device::kCpu);
   ASSERT_TRUE(cache.ok()) << cache.status().to_string();
