@@ -12,6 +12,10 @@
 namespace dsv4::format {
 namespace {
 
+// Blocks below which quantize_ref stays on one thread: forking costs more than a small matrix,
+// far more on a loaded machine.
+constexpr int64_t kParallelBlocks = 4096;
+
 std::string shape_message(const char* what, const char* tensor, const std::string& expected,
                           const TensorView& got) {
   return std::string(what) + " " + tensor + ": expected " + expected + ", got " +
@@ -93,7 +97,7 @@ Result<Nvfp4Tensor> quantize_ref(const float* x, int64_t n_matrices, int64_t n_r
   for (int64_t g = 0; g < n_matrices; ++g) {
     t.global_scale.data_as<float>()[g] = scales[g].decode;
     const int64_t first = g * n_rows * n_kb;  // blocks and scales share the [G, N, Kb] index
-#pragma omp parallel for
+#pragma omp parallel for if (n_rows * n_kb > kParallelBlocks)
     for (int64_t b = first; b < first + n_rows * n_kb; ++b) {
       block_scale[b] = quantize_nvfp4_block(x + b * kNvfp4BlockSize, scales[g].encode, &blocks[b]);
     }

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <string>
 
 #include "base/float_convert.h"
@@ -20,6 +21,7 @@
 #include "format/safetensors.h"
 #include "testing/nvfp4_reference.h"
 #include "testing/temp_dir.h"
+#include "testing/tiny_checkpoint.h"
 
 namespace dsv4::checkpoint {
 namespace {
@@ -206,6 +208,42 @@ TEST(QuantizeTest, RefusesANonEmptyOutputUnlessForcedAndABadInputScale) {
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << bad;
   }
   EXPECT_FALSE(quantize_checkpoint(in_dir, in_dir, QuantizeOptions{false, 0.01f, true}).ok());
+}
+
+// A sharded input keeps its shards: each tensor, and each new scale tensor, lands in the shard
+// its weight came from, and the index lists them all (the loader checks index against shards).
+TEST(QuantizeTest, ShardedInputKeepsItsShardsAndIndex) {
+  TempDir dir;
+  const std::string golden = golden_model("tiny_a_state_dict");
+  const format::SafetensorsFile single = open_file(golden + "/model.safetensors");
+  std::vector<std::vector<dsv4::testing::TinyTensor>> shards(2);
+  for (size_t i = 0; i < single.tensors().size(); ++i) {
+    const format::TensorInfo& t = single.tensors()[i];
+    shards[i % 2].push_back({t.name, t.dtype, t.shape, {t.data, t.data + t.bytes}});
+  }
+  std::mt19937_64 rng(1);  // unused: every tensor brings its bytes
+  std::filesystem::create_directories(dir.file("in"));
+  const Status written = dsv4::testing::write_tiny_sharded(dir.file("in"), shards, rng);
+  ASSERT_TRUE(written.ok()) << written.to_string();
+  std::filesystem::copy_file(golden + "/config.json", dir.file("in/config.json"));
+  Result<QuantizeSummary> summary =
+      quantize_checkpoint(dir.file("in"), dir.file("out"), QuantizeOptions{false, 0.01f, false});
+  ASSERT_TRUE(summary.ok()) << summary.status().to_string();
+  EXPECT_EQ(summary->n_shards, 2u);
+  Result<LoadedModel> model = load_model(dir.file("out"));
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  EXPECT_TRUE(model->report.clean());
+  EXPECT_TRUE(model->weights.layers[0].ffn.experts.is_nvfp4());
+  for (size_t s = 0; s < 2; ++s) {
+    const format::SafetensorsFile out =
+        open_file(dir.file("out/" + dsv4::testing::shard_file_name(s, 2)));
+    for (const dsv4::testing::TinyTensor& t : shards[s]) {
+      ASSERT_NE(out.find(t.name), nullptr) << t.name;
+      if (t.name.ends_with("gate_up_proj")) {
+        EXPECT_NE(out.find(t.name + "_weight_scale"), nullptr) << t.name;
+      }
+    }
+  }
 }
 
 }  // namespace

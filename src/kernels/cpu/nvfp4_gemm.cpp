@@ -34,7 +34,7 @@ struct Nvfp4Matrix {
 // Rows [begin, end) of m decoded to e2m1 · ue4m3 (no global scale) into out [end-begin, K].
 void decode_rows(const Nvfp4Matrix& m, int64_t begin, int64_t end, float* out) {
   const int64_t n_kb = m.n_cols / kNvfp4BlockSize;
-#pragma omp parallel for
+#pragma omp parallel for if ((end - begin) * m.n_cols > kParallelWork)
   for (int64_t r = begin; r < end; ++r) {
     const auto* blocks = reinterpret_cast<const Nvfp4Block*>(m.packed + r * (m.n_cols / 2));
     float* row = out + (r - begin) * m.n_cols;
@@ -68,7 +68,7 @@ std::vector<float> decode_activation(const StagedActivation* staged, const Tenso
                 0, n_rows, a.data());
     return a;
   }
-#pragma omp parallel for
+#pragma omp parallel for if (n_rows * n_cols > kParallelWork)
   for (int64_t r = 0; r < n_rows; ++r) {
     float* row = a.data() + r * n_cols;
     if (dense->dtype == DType::kF32) {

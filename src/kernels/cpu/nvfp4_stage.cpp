@@ -34,7 +34,7 @@ void load_row(const TensorView& x, int64_t r, float* out) {
 float activation_amax(const TensorView& x) {
   const int64_t n_rows = x.size(0), n_cols = x.size(1);
   float amax = 0.0f;
-#pragma omp parallel reduction(max : amax)
+#pragma omp parallel reduction(max : amax) if (n_rows * n_cols > kParallelWork)
   {
     std::vector<float> row(n_cols);
 #pragma omp for
@@ -87,7 +87,7 @@ void stage_activation(const TensorView& x, const TensorView& input_scale,
   if (out.scale_layout != format::ScaleLayout::kLinear) {
     std::memset(block_scale, 0, out.block_scale.bytes());  // the padding of the 128x4 atoms
   }
-#pragma omp parallel
+#pragma omp parallel if (n_rows * n_cols > kParallelWork)
   {
     std::vector<float> row(n_cols);
 #pragma omp for
