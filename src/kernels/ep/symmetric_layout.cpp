@@ -49,30 +49,29 @@ Result<SymmetricLayout> SymmetricLayout::create(int64_t max_tokens, int64_t hidd
   l.staged_packed = append(cursor, t * d / 2);
   l.staged_scale = append(cursor, t * d / format::kNvfp4BlockSize);
   l.staged_global = append(cursor, sizeof(float));
-  l.combine = append(cursor, slots * d * sizeof(float));
+  l.combine = append(cursor, (slots + t) * d * sizeof(float));
+  l.signals = append(cursor, kMaxRanks * sizeof(uint32_t));
   l.total_bytes = cursor;
   return l;
 }
 
 StagedActivation RankBuffer::staged(int64_t n_tokens) const {
-  DSV4_CHECK(0 <= n_tokens && n_tokens <= layout_->max_tokens, "staged rows %lld of %lld",
-             (long long)n_tokens, (long long)layout_->max_tokens);
-  const int64_t d = layout_->hidden;
+  DSV4_CHECK(0 <= n_tokens && n_tokens <= layout_.max_tokens, "staged rows %lld of %lld",
+             (long long)n_tokens, (long long)layout_.max_tokens);
+  const int64_t d = layout_.hidden;
   return StagedActivation{
-      TensorView::contiguous(base_ + layout_->staged_packed, DType::kU8, device_,
-                             {n_tokens, d / 2}),
-      TensorView::contiguous(base_ + layout_->staged_scale, DType::kU8, device_,
+      TensorView::contiguous(base_ + layout_.staged_packed, DType::kU8, device_, {n_tokens, d / 2}),
+      TensorView::contiguous(base_ + layout_.staged_scale, DType::kU8, device_,
                              {n_tokens, d / format::kNvfp4BlockSize}),
-      TensorView::contiguous(base_ + layout_->staged_global, DType::kF32, device_, {1}),
+      TensorView::contiguous(base_ + layout_.staged_global, DType::kF32, device_, {1}),
       format::ScaleLayout::kLinear};
 }
 
 TensorView RankBuffer::combine(int64_t n_rows) const {
-  DSV4_CHECK(0 <= n_rows && n_rows <= layout_->max_tokens * layout_->top_k,
-             "combine rows %lld of %lld", (long long)n_rows,
-             (long long)(layout_->max_tokens * layout_->top_k));
-  return TensorView::contiguous(base_ + layout_->combine, DType::kF32, device_,
-                                {n_rows, layout_->hidden});
+  DSV4_CHECK(0 <= n_rows && n_rows <= layout_.combine_rows(), "combine rows %lld of %lld",
+             (long long)n_rows, (long long)layout_.combine_rows());
+  return TensorView::contiguous(base_ + layout_.combine, DType::kF32, device_,
+                                {n_rows, layout_.hidden});
 }
 
 }  // namespace dsv4::kernels::ep
