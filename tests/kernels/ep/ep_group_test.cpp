@@ -111,12 +111,17 @@ std::vector<Status> on_threads(int n_ranks, Body body) {
   return status;
 }
 
+// Three ranks of four tokens each. The watchdog's timeout must outlast a healthy rank's work
+// between two barriers on a loaded CI machine (milliseconds here), yet keep the dead-peer tests
+// short.
 struct Fixture {
+  explicit Fixture(std::chrono::milliseconds timeout)
+      : group(HostRankGroup::create(*SymmetricLayout::create(4, 64, 4, 3), timeout).value()) {}
+
   testing::SeededRng rng;
   MoeLayer layer{rng, LayerShape{}, 12, Routing::kScore};
   ExpertSharding sharding = *ExpertSharding::create(16, 3);
-  std::unique_ptr<HostRankGroup> group =
-      HostRankGroup::create(*SymmetricLayout::create(4, 64, 4, 3), 300ms).value();
+  std::unique_ptr<HostRankGroup> group;
   Tensor y = Tensor::host(DType::kF32, {12, 64});
 
   Status forward(int rank) {
@@ -135,7 +140,7 @@ void expect_watchdog_error(const Status& s, const std::string& phase, const std:
 }
 
 TEST(EpWatchdog, DeadPeerBeforeTheFirstPhaseTimesOutNamingIt) {
-  Fixture f;
+  Fixture f(1s);
   const std::vector<Status> status =
       on_threads(3, [&](int r) { return r == 2 ? ok_status() : f.forward(r); });
   expect_watchdog_error(status[0], "input-scale", "2");
@@ -143,7 +148,7 @@ TEST(EpWatchdog, DeadPeerBeforeTheFirstPhaseTimesOutNamingIt) {
 }
 
 TEST(EpWatchdog, PeerDyingMidCallTimesOutAtTheNextPhase) {
-  Fixture f;
+  Fixture f(1s);
   const std::vector<Status> status = on_threads(3, [&](int r) {
     if (r != 1) return f.forward(r);
     // Rank 1 publishes its amax, passes the first barrier, then dies.
@@ -156,7 +161,7 @@ TEST(EpWatchdog, PeerDyingMidCallTimesOutAtTheNextPhase) {
 }
 
 TEST(EpWatchdog, FailingPeerStopsTheOthersWithItsCause) {
-  Fixture f;
+  Fixture f(1s);
   const std::vector<Status> status = on_threads(3, [&](int r) {
     if (r != 0) return f.forward(r);
     const Status cause = resource_exhausted("rank 0 ran out of memory");
@@ -173,7 +178,7 @@ TEST(EpWatchdog, FailingPeerStopsTheOthersWithItsCause) {
 // A second call on the same buffers (stale plans, scales and combine rows from the first)
 // gives the same bits.
 TEST(EpWatchdog, HealthyGroupRunsTwiceOnTheSameBuffers) {
-  Fixture f;
+  Fixture f(20s);
   std::vector<float> first;
   for (int call = 0; call < 2; ++call) {
     std::fill(f.y.data_as<float>(), f.y.data_as<float>() + f.y.numel(), -1.0f);
