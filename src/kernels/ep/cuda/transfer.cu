@@ -288,7 +288,6 @@ void launch_place_shared(const float* shared_down, const int32_t* row_of, int n_
 }
 
 void launch_amax(const float* x, int64_t n, float* word) {
-  DSV4_CUDA_CHECK(cudaMemsetAsync(word, 0, sizeof(float), cudaStreamPerThread));
   if (n == 0) return;
   const int blocks = static_cast<int>(std::min<int64_t>((n + 255) / 256, 1024));
   amax_kernel<<<blocks, 256, 0, cudaStreamPerThread>>>(x, n, reinterpret_cast<unsigned*>(word));

@@ -56,7 +56,7 @@ void launch_push_rows(float* const* combine, const int32_t* const* slot_row, int
 void launch_place_shared(const float* shared_down, const int32_t* row_of, int n_tokens, int top_k,
                          int64_t dim, float* combine);
 
-// *word = max |x| over n floats (word zeroed by this call first).
+// *word = max(*word, max |x| over n floats): zero the word once, then fold in several tensors.
 void launch_amax(const float* x, int64_t n, float* word);
 
 // decode[0] = GlobalScale::from_amax(max over the peers' scales[word]).decode.
