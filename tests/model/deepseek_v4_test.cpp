@@ -146,8 +146,9 @@ TEST_P(GoldenModelTest, BadTokenAndPositionAreRefused) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Oracle, GoldenModelTest,
-                         ::testing::Values("tiny_a_state_dict", "tiny_b_state_dict",
-                                           "tiny_d_state_dict"));
+                         ::testing::Values("tiny_a_pretrained", "tiny_a_state_dict",
+                                           "tiny_b_state_dict", "tiny_c_pretrained",
+                                           "tiny_d_state_dict", "tiny_e_pretrained"));
 
 }  // namespace
 }  // namespace dsv4::model

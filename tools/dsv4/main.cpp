@@ -8,8 +8,10 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   int exit_code = 0;
   dsv4::tools::register_check(app, exit_code);
+  dsv4::tools::register_generate(app, exit_code);
   dsv4::tools::register_inspect(app, exit_code);
   dsv4::tools::register_quantize(app, exit_code);
+  dsv4::tools::register_verify(app, exit_code);
   CLI11_PARSE(app, argc, argv);
   return exit_code;
 }

@@ -1,0 +1,78 @@
+// The public API of dsv4: open a DeepSeek-V4 checkpoint, generate token ids. The CLI and the
+// server see only this header and dsv4/status.h - never a tensor or a device type.
+//
+//   auto engine = dsv4::Engine::open({.model_dir = "path/to/model"});
+//   if (!engine.ok()) { print(engine.status()); return 1; }
+//   auto out = engine->generate({.prompt = {0, 21, 5}, .sampling = {.max_tokens = 16}});
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dsv4/status.h"
+
+namespace dsv4 {
+
+enum class EngineDevice { kCpu, kCuda };
+
+// How NVFP4 routed experts multiply; checkpoints with BF16/FP8 experts ignore it.
+enum class ExpertPrecision {
+  kW4A16,  // activations stay 16/32-bit, weights decoded from NVFP4
+  kW4A4,   // activations staged to NVFP4 too, global scales applied as the GEMM alpha
+};
+
+struct EngineOptions {
+  std::string model_dir;  // config.json + *.safetensors (any naming convention the loader knows)
+  EngineDevice device = EngineDevice::kCpu;
+  ExpertPrecision experts = ExpertPrecision::kW4A16;
+  int64_t max_context = 4096;  // most tokens (prompt + generated) one sequence may hold
+};
+
+struct SamplingParams {
+  float temperature = 0.0f;  // 0: greedy (argmax); otherwise softmax(logits / temperature)
+  int64_t top_k = 0;         // keep the k most likely tokens; 0 keeps all
+  float top_p = 1.0f;        // keep the smallest set whose probability reaches top_p
+  uint64_t seed = 0;         // the same seed and inputs give the same tokens
+  int64_t max_tokens = 16;   // generated tokens at most
+  bool stop_at_eos = true;   // stop after the model's eos token (which is kept in the output)
+};
+
+struct GenerateRequest {
+  std::vector<int64_t> prompt;  // token ids, at least one
+  SamplingParams sampling;
+  bool return_prompt_logits = false;  // every prompt position's logits (verification)
+  bool return_step_logits = false;    // the logits each generated token was drawn from
+};
+
+struct Generation {
+  std::vector<int64_t> tokens;  // generated ids
+  bool stopped_at_eos = false;
+  std::vector<float> prompt_logits;  // [prompt.size() × vocab_size] row-major, when asked
+  std::vector<float> step_logits;    // [tokens.size() × vocab_size] row-major, when asked
+};
+
+class Engine {
+ public:
+  // Loads and validates the checkpoint; every error names the file, tensor or config field.
+  static Result<Engine> open(const EngineOptions& options);
+  ~Engine();
+  Engine(Engine&&) noexcept;
+  Engine& operator=(Engine&&) noexcept;
+
+  int64_t vocab_size() const;
+  int64_t eos_token_id() const;
+
+  // One sequence: prefill the prompt, then decode with the cache until max_tokens or eos.
+  Result<Generation> generate(const GenerateRequest& request);
+  // Several sequences of different lengths, stepped together (one forward per step for all).
+  Result<std::vector<Generation>> generate_batch(const std::vector<GenerateRequest>& requests);
+
+ private:
+  struct State;
+  explicit Engine(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace dsv4

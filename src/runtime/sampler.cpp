@@ -1,0 +1,45 @@
+#include "runtime/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+namespace dsv4::runtime {
+
+Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) {}
+
+int64_t argmax(std::span<const float> logits) {
+  return std::max_element(logits.begin(), logits.end()) - logits.begin();
+}
+
+int64_t Sampler::sample(std::span<const float> logits) {
+  if (params_.temperature <= 0.0f) return argmax(logits);
+  // Candidates by descending logit; the top-k cut first, then the nucleus (the order
+  // transformers' TopK- and TopPLogitsWarper apply them in).
+  std::vector<int64_t> order(logits.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return logits[a] > logits[b]; });
+  size_t n_keep = order.size();
+  if (params_.top_k > 0) n_keep = std::min(n_keep, static_cast<size_t>(params_.top_k));
+  // Probabilities of the kept candidates, in double, max-subtracted.
+  std::vector<double> prob(n_keep);
+  const double max = logits[order[0]];
+  double sum = 0.0;
+  for (size_t i = 0; i < n_keep; ++i) {
+    sum += prob[i] = std::exp((logits[order[i]] - max) / params_.temperature);
+  }
+  if (params_.top_p < 1.0f) {
+    // Smallest prefix whose mass reaches top_p (always at least one token).
+    double mass = 0.0;
+    size_t n_nucleus = 0;
+    while (n_nucleus < n_keep && mass < params_.top_p * sum) mass += prob[n_nucleus++];
+    n_keep = std::max<size_t>(n_nucleus, 1);
+    prob.resize(n_keep);
+  }
+  std::discrete_distribution<size_t> pick(prob.begin(), prob.end());
+  return order[pick(rng_)];
+}
+
+}  // namespace dsv4::runtime

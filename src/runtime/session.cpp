@@ -1,0 +1,55 @@
+#include "runtime/session.h"
+
+#include <string>
+
+namespace dsv4::runtime {
+
+Result<Session> Session::create(const model::Model& model, int64_t max_positions) {
+  Session session;
+  DSV4_ASSIGN_OR_RETURN(session.cache_, model.new_cache(max_positions));
+  session.max_positions_ = max_positions;
+  session.vocab_size_ = model.config().vocab_size;
+  return session;
+}
+
+std::span<const float> Session::next_token_logits() const {
+  DSV4_CHECK(logits_.size() >= static_cast<size_t>(vocab_size_), "no step has run yet");
+  return std::span<const float>(logits_).last(static_cast<size_t>(vocab_size_));
+}
+
+// The only code allowed into a Session's cache and logits: step() below.
+struct StepRunner {
+  static Status run(const model::Model& model, std::span<const StepInput> inputs) {
+    const int64_t v = model.config().vocab_size;
+    std::vector<Tensor> logits;
+    std::vector<model::SequenceChunk> chunks;
+    for (const StepInput& in : inputs) {
+      Session& s = *in.session;
+      const auto n = static_cast<int64_t>(in.tokens.size());
+      if (s.n_tokens() + n > s.max_positions_) {
+        return invalid_argument("sequence of " + std::to_string(s.n_tokens() + n) +
+                                " tokens exceeds its context of " +
+                                std::to_string(s.max_positions_));
+      }
+      DSV4_ASSIGN_OR_RETURN(Tensor rows,
+                            Tensor::empty(DType::kF32, {in.all_logits ? n : 1, v}, model.device()));
+      chunks.push_back({in.tokens, s.n_tokens(), &s.cache_, rows.view()});
+      logits.push_back(std::move(rows));
+    }
+    DSV4_RETURN_IF_ERROR(model.forward(chunks));
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      std::vector<float>& host = inputs[i].session->logits_;
+      host.resize(static_cast<size_t>(logits[i].numel()));
+      const TensorView dst = TensorView::contiguous(host.data(), DType::kF32, Device::kCpu,
+                                                    logits[i].shape());
+      DSV4_RETURN_IF_ERROR(copy_tensor(dst, logits[i].view()));
+    }
+    return ok_status();
+  }
+};
+
+Status step(const model::Model& model, std::span<const StepInput> inputs) {
+  return StepRunner::run(model, inputs);
+}
+
+}  // namespace dsv4::runtime

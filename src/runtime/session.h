@@ -1,0 +1,46 @@
+// One sequence being generated: its per-layer caches and the logits of its last step. Sessions
+// are stepped in batches: step() runs the new tokens of several sessions, of any lengths (a
+// prompt to prefill, one token to decode), through one Model::forward.
+//
+// Dimension letters: n tokens of a step, V vocab.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "base/buffer.h"
+#include "model/deepseek_v4.h"
+
+namespace dsv4::runtime {
+
+class Session {
+ public:
+  // Room for max_positions tokens (prompt + generated).
+  static Result<Session> create(const model::Model& model, int64_t max_positions);
+
+  int64_t n_tokens() const { return cache_.n_tokens(); }
+  int64_t max_positions() const { return max_positions_; }
+  // Host f32 [rows × V] of the last step: every fed token's row, or only the last token's.
+  std::span<const float> logits() const { return logits_; }
+  // The last row: the distribution of the next token.
+  std::span<const float> next_token_logits() const;
+
+ private:
+  friend struct StepRunner;
+  model::SequenceCache cache_;
+  int64_t max_positions_ = 0;
+  int64_t vocab_size_ = 0;
+  std::vector<float> logits_;
+};
+
+struct StepInput {
+  Session* session = nullptr;
+  std::span<const int64_t> tokens;  // the session's next tokens, at least one
+  bool all_logits = false;          // keep every row's logits, not just the last
+};
+
+// One forward over every input; fails without touching a session whose tokens do not fit.
+Status step(const model::Model& model, std::span<const StepInput> inputs);
+
+}  // namespace dsv4::runtime

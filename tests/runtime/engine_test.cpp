@@ -1,0 +1,112 @@
+// The public Engine (include/dsv4/engine.h) on the oracle checkpoints: greedy generation equals
+// transformers' cached greedy tokens, a batch of prompts of different lengths equals one prompt
+// at a time, eos stops a sequence, seeds make sampling reproducible, bad requests and a config
+// the engine does not support are refused with the field named.
+#include "dsv4/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "model/golden.h"
+#include "testing/temp_dir.h"
+
+namespace dsv4 {
+namespace {
+
+using testing::golden_tensor;
+
+struct Case {
+  std::vector<int64_t> prompt, greedy;
+};
+
+std::vector<Case> reference_cases(const std::string& folder) {
+  const auto ref = testing::open_golden(folder + "/reference.safetensors");
+  std::vector<Case> cases;
+  for (int i = 0; ref.find("prompt_" + std::to_string(i)); ++i) {
+    const Tensor p = golden_tensor(ref, "prompt_" + std::to_string(i));
+    const Tensor g = golden_tensor(ref, "greedy_" + std::to_string(i));
+    cases.push_back({{p.data_as<int64_t>(), p.data_as<int64_t>() + p.numel()},
+                     {g.data_as<int64_t>(), g.data_as<int64_t>() + g.numel()}});
+  }
+  return cases;
+}
+
+Engine open_engine(const std::string& folder) {
+  auto engine = Engine::open({.model_dir = testing::golden_path(folder + "/model")});
+  EXPECT_TRUE(engine.ok()) << engine.status().to_string();
+  return std::move(engine).value();
+}
+
+// tiny_e: prompt 1's greedy continuation ends at eos after 10 tokens.
+TEST(EngineTest, GreedyBatchAndEosMatchTransformers) {
+  Engine engine = open_engine("tiny_e_pretrained");
+  const std::vector<Case> cases = reference_cases("tiny_e_pretrained");
+  std::vector<GenerateRequest> requests;
+  for (const Case& c : cases) {
+    GenerateRequest r{c.prompt, {}};
+    r.sampling.max_tokens = 20;
+    auto one = engine.generate(r);
+    ASSERT_TRUE(one.ok()) << one.status().to_string();
+    EXPECT_EQ(one->tokens, c.greedy);
+    EXPECT_EQ(one->stopped_at_eos, c.greedy.back() == engine.eos_token_id());
+    requests.push_back(r);
+  }
+  auto batch = engine.generate_batch(requests);
+  ASSERT_TRUE(batch.ok()) << batch.status().to_string();
+  for (size_t i = 0; i < cases.size(); ++i) EXPECT_EQ((*batch)[i].tokens, cases[i].greedy) << i;
+}
+
+TEST(EngineTest, SamplingIsReproducibleBySeed) {
+  Engine engine = open_engine("tiny_b_state_dict");
+  GenerateRequest r{{0, 17, 4, 200}, {}};
+  r.sampling = {.temperature = 1.0f, .top_k = 50, .top_p = 0.95f, .seed = 11, .max_tokens = 12};
+  auto a = engine.generate(r), b = engine.generate(r);
+  r.sampling.seed = 12;
+  auto c = engine.generate(r);
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  EXPECT_EQ(a->tokens, b->tokens);
+  EXPECT_NE(a->tokens, c->tokens);
+}
+
+TEST(EngineTest, BadRequestsAreRefused) {
+  Engine engine = open_engine("tiny_b_state_dict");
+  EXPECT_EQ(engine.generate({{}, {}}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(engine.generate({{1, 2}, {.top_p = 0.0f}}).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(engine.generate({{1, 2}, {.temperature = -1.0f}}).status().code(),
+            StatusCode::kInvalidArgument);
+  const Status bad_id = engine.generate({{1, engine.vocab_size()}, {}}).status();
+  EXPECT_EQ(bad_id.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad_id.message().find("vocabulary"), std::string::npos) << bad_id.message();
+  EXPECT_EQ(engine.generate({{1, 2}, {.max_tokens = 5000}}).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+// A config.json the engine does not support: the error names the field.
+TEST(EngineTest, UnsupportedConfigIsRefusedNamingTheField) {
+  testing::TempDir dir;
+  std::ifstream in(testing::golden_path("tiny_b_state_dict/model/config.json"));
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string config = text.str();
+  const std::string from = "\"n_shared_experts\": 1";
+  ASSERT_NE(config.find(from), std::string::npos);
+  config.replace(config.find(from), from.size(), "\"n_shared_experts\": 2");
+  std::ofstream(dir.path() + "/config.json") << config;
+  std::filesystem::copy_file(testing::golden_path("tiny_b_state_dict/model/model.safetensors"),
+                             dir.path() + "/model.safetensors");
+  auto engine = Engine::open({.model_dir = dir.path()});
+  ASSERT_FALSE(engine.ok());
+  EXPECT_NE(engine.status().message().find("n_shared_experts"), std::string::npos)
+      << engine.status().to_string();
+  EXPECT_EQ(Engine::open({.model_dir = dir.path() + "/missing"}).status().code(),
+            StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace dsv4

@@ -1,0 +1,108 @@
+// The sampler (runtime/sampler.h): greedy is argmax; a seed fixes the draws; top-k and top-p
+// draw only from their sets, with the renormalised softmax probabilities (checked empirically
+// against probabilities computed here in double).
+#include "runtime/sampler.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <random>
+#include <vector>
+
+#include "testing/random.h"
+
+namespace dsv4::runtime {
+namespace {
+
+using testing::SeededRng;
+
+std::vector<float> random_logits(SeededRng& rng, size_t n) {
+  std::normal_distribution<float> dist(0.0f, 2.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng.engine());
+  return v;
+}
+
+// Draw frequencies of `n` samples.
+std::map<int64_t, double> frequencies(const SamplingParams& params, std::span<const float> logits,
+                                      int n) {
+  Sampler sampler(params);
+  std::map<int64_t, double> f;
+  for (int i = 0; i < n; ++i) f[sampler.sample(logits)] += 1.0 / n;
+  return f;
+}
+
+TEST(SamplerTest, GreedyIsArgmaxLowestIndexOnTies) {
+  SeededRng rng;
+  std::vector<float> logits = random_logits(rng, 97);
+  const int64_t best = std::max_element(logits.begin(), logits.end()) - logits.begin();
+  Sampler greedy(SamplingParams{});
+  EXPECT_EQ(greedy.sample(logits), best);
+  logits[3] = logits[50] = logits[best] + 1.0f;
+  EXPECT_EQ(greedy.sample(logits), 3);
+}
+
+TEST(SamplerTest, SameSeedSameDrawsOtherSeedOtherDraws) {
+  SeededRng rng;
+  const std::vector<float> logits = random_logits(rng, 50);
+  SamplingParams params;
+  params.temperature = 1.0f;
+  params.seed = rng.engine()();
+  Sampler a(params), b(params);
+  params.seed += 1;
+  Sampler c(params);
+  int n_same_ab = 0, n_same_ac = 0;
+  for (int i = 0; i < 200; ++i) {
+    const int64_t x = a.sample(logits), y = b.sample(logits), z = c.sample(logits);
+    n_same_ab += x == y;
+    n_same_ac += x == z;
+  }
+  EXPECT_EQ(n_same_ab, 200);
+  EXPECT_LT(n_same_ac, 150);
+}
+
+TEST(SamplerTest, TopKDrawsTheKMostLikelyWithRenormalisedSoftmax) {
+  SeededRng rng;
+  const std::vector<float> logits = random_logits(rng, 40);
+  SamplingParams params;
+  params.temperature = 0.7f;
+  params.top_k = 4;
+  params.seed = rng.engine()();
+  std::vector<int64_t> order(logits.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return logits[a] > logits[b]; });
+  double sum = 0.0;
+  for (int i = 0; i < 4; ++i) sum += std::exp(logits[order[i]] / 0.7);
+  const int n = 40000;
+  const auto f = frequencies(params, logits, n);
+  EXPECT_LE(f.size(), 4u);
+  for (int i = 0; i < 4; ++i) {
+    const double p = std::exp(logits[order[i]] / 0.7) / sum;
+    // 5 standard deviations of a binomial frequency.
+    EXPECT_NEAR(f.count(order[i]) ? f.at(order[i]) : 0.0, p, 5 * std::sqrt(p * (1 - p) / n) + 1e-9)
+        << "rank " << i;
+  }
+}
+
+TEST(SamplerTest, TopPKeepsTheSmallestSetReachingP) {
+  // Probabilities 0.5, 0.3, 0.15, 0.05: top_p = 0.7 keeps the first two (0.5 < 0.7 <= 0.8).
+  const std::vector<float> logits = {std::log(0.15f), std::log(0.5f), std::log(0.05f), std::log(0.3f)};
+  SeededRng rng;
+  SamplingParams params;
+  params.temperature = 1.0f;
+  params.top_p = 0.7f;
+  params.seed = rng.engine()();
+  const int n = 40000;
+  const auto f = frequencies(params, logits, n);
+  ASSERT_EQ(f.size(), 2u);
+  const double p = 0.5 / 0.8;
+  EXPECT_NEAR(f.at(1), p, 5 * std::sqrt(p * (1 - p) / n));
+  EXPECT_NEAR(f.at(3), 1 - p, 5 * std::sqrt(p * (1 - p) / n));
+  // A tiny top_p still keeps the most likely token.
+  params.top_p = 1e-6f;
+  EXPECT_EQ(frequencies(params, logits, 100).size(), 1u);
+}
+
+}  // namespace
+}  // namespace dsv4::runtime

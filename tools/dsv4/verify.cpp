@@ -1,0 +1,158 @@
+// dsv4 verify --model DIR --reference REF.safetensors [--dump OUT.safetensors]
+// [--device cpu|cuda] [--experts w4a16|w4a4]: checks the engine against an oracle's reference
+// file (prompt_i, logits_i [len, V], greedy_i [n], greedy_logits_i [n, V]). For each prompt it
+// recomputes the full-sequence logits and the cached greedy continuation, prints the largest
+// per-row relative error ‖Δ‖/‖ref‖ of both and the token agreement, and exits 1 past the
+// tolerance. --dump writes the engine's own outputs under the same names and shapes.
+// Uses the public API plus the safetensors reader/writer for the two files.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "dsv4/engine.h"
+#include "format/safetensors.h"
+#include "format/safetensors_writer.h"
+
+namespace dsv4::tools {
+namespace {
+
+// The acceptance bar of fp32 logits against transformers' fp32 forward (docs/numerics.md).
+constexpr double kLogitsRelTol = 1e-4;
+
+struct VerifyArgs {
+  std::string model, reference, dump, device = "cpu", experts = "w4a16";
+};
+
+// Largest over rows of ‖got_r − want_r‖ / ‖want_r‖ for the first n_rows rows of width v.
+double max_row_rel_error(const float* got, const float* want, int64_t n_rows, int64_t v) {
+  double worst = 0.0;
+  for (int64_t r = 0; r < n_rows; ++r) {
+    double diff = 0.0, ref = 0.0;
+    for (int64_t c = 0; c < v; ++c) {
+      const double d = double(got[r * v + c]) - want[r * v + c];
+      diff += d * d;
+      ref += double(want[r * v + c]) * want[r * v + c];
+    }
+    const double e = std::sqrt(diff / std::max(ref, 1e-30));
+    if (!(e <= worst)) worst = e;  // NaN stays
+  }
+  return worst;
+}
+
+template <typename T>
+Result<std::vector<T>> read_tensor(const format::SafetensorsFile& file, const std::string& name,
+                                   DType dtype) {
+  const format::TensorInfo* t = file.find(name);
+  if (t == nullptr) return not_found(file.path() + ": no tensor " + name);
+  if (t->dtype != dtype) {
+    return invalid_argument(file.path() + ": " + name + " is " + std::string(dtype_name(t->dtype)) +
+                            ", expected " + std::string(dtype_name(dtype)));
+  }
+  const T* begin = reinterpret_cast<const T*>(t->data);
+  return std::vector<T>(begin, begin + t->shape.numel());
+}
+
+struct PromptCheck {
+  bool ok = true;
+  std::vector<int64_t> prompt;
+  Generation out;
+};
+
+Result<PromptCheck> check_prompt(Engine& engine, const format::SafetensorsFile& ref, int i) {
+  const std::string n = std::to_string(i);
+  const int64_t v = engine.vocab_size();
+  PromptCheck c;
+  DSV4_ASSIGN_OR_RETURN(c.prompt, read_tensor<int64_t>(ref, "prompt_" + n, DType::kI64));
+  DSV4_ASSIGN_OR_RETURN(auto logits, read_tensor<float>(ref, "logits_" + n, DType::kF32));
+  DSV4_ASSIGN_OR_RETURN(auto greedy, read_tensor<int64_t>(ref, "greedy_" + n, DType::kI64));
+  DSV4_ASSIGN_OR_RETURN(auto greedy_logits, read_tensor<float>(ref, "greedy_logits_" + n, DType::kF32));
+  const auto n_prompt = static_cast<int64_t>(c.prompt.size());
+  const auto n_greedy = static_cast<int64_t>(greedy.size());
+  if (static_cast<int64_t>(logits.size()) != n_prompt * v ||
+      static_cast<int64_t>(greedy_logits.size()) != n_greedy * v) {
+    return invalid_argument("prompt " + n + ": reference logits are not [len, " + std::to_string(v) + "]");
+  }
+  GenerateRequest request{c.prompt, {}, true, true};
+  request.sampling.max_tokens = n_greedy;
+  DSV4_ASSIGN_OR_RETURN(c.out, engine.generate(request));
+  const int64_t n_common = std::min<int64_t>(n_greedy, static_cast<int64_t>(c.out.tokens.size()));
+  int64_t n_agree = 0;
+  while (n_agree < n_common && c.out.tokens[n_agree] == greedy[n_agree]) ++n_agree;
+  const double full = max_row_rel_error(c.out.prompt_logits.data(), logits.data(), n_prompt, v);
+  const double cached = max_row_rel_error(c.out.step_logits.data(), greedy_logits.data(), n_agree, v);
+  c.ok = full <= kLogitsRelTol && cached <= kLogitsRelTol && n_agree == n_greedy &&
+         static_cast<int64_t>(c.out.tokens.size()) == n_greedy;
+  std::printf("prompt %d: %lld tokens  logits max rel err %.3e  greedy %lld/%lld tokens agree, "
+              "their logits max rel err %.3e  %s\n",
+              i, static_cast<long long>(n_prompt), full, static_cast<long long>(n_agree),
+              static_cast<long long>(n_greedy), cached, c.ok ? "OK" : "FAIL");
+  return c;
+}
+
+void add_dump(format::SafetensorsWriter& writer, int i, PromptCheck& c, int64_t v) {
+  const std::string n = std::to_string(i);
+  auto view = [](auto& values, DType dtype, Shape shape) {
+    return TensorView::contiguous(values.data(), dtype, Device::kCpu, shape);
+  };
+  const auto n_prompt = static_cast<int64_t>(c.prompt.size());
+  const auto n_gen = static_cast<int64_t>(c.out.tokens.size());
+  writer.add("prompt_" + n, view(c.prompt, DType::kI64, {n_prompt}));
+  writer.add("logits_" + n, view(c.out.prompt_logits, DType::kF32, {n_prompt, v}));
+  writer.add("greedy_" + n, view(c.out.tokens, DType::kI64, {n_gen}));
+  writer.add("greedy_logits_" + n, view(c.out.step_logits, DType::kF32, {n_gen, v}));
+}
+
+int run_verify(const VerifyArgs& args) {
+  auto fail = [](const Status& s) {
+    std::fprintf(stderr, "dsv4 verify: %s\n", s.to_string().c_str());
+    return 2;
+  };
+  Result<format::SafetensorsFile> ref = format::SafetensorsFile::open(args.reference);
+  if (!ref.ok()) return fail(ref.status());
+  EngineOptions options{args.model, args.device == "cuda" ? EngineDevice::kCuda : EngineDevice::kCpu,
+                        args.experts == "w4a4" ? ExpertPrecision::kW4A4 : ExpertPrecision::kW4A16};
+  Result<Engine> engine = Engine::open(options);
+  if (!engine.ok()) return fail(engine.status());
+  format::SafetensorsWriter writer;
+  bool all_ok = true;
+  int i = 0;
+  for (; ref->find("prompt_" + std::to_string(i)) != nullptr; ++i) {
+    Result<PromptCheck> c = check_prompt(*engine, *ref, i);
+    if (!c.ok()) return fail(c.status());
+    all_ok &= c->ok;
+    if (!args.dump.empty()) add_dump(writer, i, *c, engine->vocab_size());
+  }
+  if (i == 0) return fail(not_found(args.reference + ": no prompt_0"));
+  if (!args.dump.empty()) {
+    if (Status s = writer.write(args.dump, /*overwrite=*/true); !s.ok()) return fail(s);
+  }
+  std::printf("%s: %d prompts, tolerance %.0e: %s\n", args.reference.c_str(), i, kLogitsRelTol,
+              all_ok ? "PASS" : "FAIL");
+  return all_ok ? 0 : 1;
+}
+
+}  // namespace
+
+void register_verify(CLI::App& app, int& exit_code) {
+  CLI::App* cmd = app.add_subcommand(
+      "verify", "Recompute an oracle reference file's logits and greedy tokens and compare");
+  auto args = std::make_shared<VerifyArgs>();
+  cmd->add_option("--model", args->model, "checkpoint directory")->required();
+  cmd->add_option("--reference", args->reference, "reference .safetensors (prompt_i, logits_i, ...)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--dump", args->dump, "write the engine's outputs here (same names and shapes)");
+  cmd->add_option("--device", args->device, "cpu or cuda")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option("--experts", args->experts, "NVFP4 expert mode")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"w4a16", "w4a4"}));
+  cmd->callback([args, &exit_code] { exit_code = run_verify(*args); });
+}
+
+}  // namespace dsv4::tools
