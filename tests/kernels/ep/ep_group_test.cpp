@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "kernels/ep/dispatch_plan.h"
@@ -60,6 +61,33 @@ TEST(SymmetricLayout, RefusesWhatTheBufferCannotCarry) {
   EXPECT_EQ(SymmetricLayout::create(8, 64, 33, 2).status().code(), StatusCode::kUnimplemented);
   EXPECT_EQ(SymmetricLayout::create(8, 60, 4, 2).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(SymmetricLayout::create(0, 64, 4, 2).status().code(), StatusCode::kInvalidArgument);
+}
+
+// Every field sits apart from the next, 256-byte aligned, big enough for its shape; what a rank
+// publishes comes before the combine area (the NCCL baseline all-gathers that prefix).
+TEST(SymmetricLayout, FieldsAreDisjointAlignedAndSized) {
+  const int64_t t = 37, d = 4096, k = 6;
+  const int n_ranks = 8;
+  const SymmetricLayout l = SymmetricLayout::create(t, d, k, n_ranks).value();
+  const std::vector<std::pair<size_t, size_t>> fields = {
+      // offset, bytes
+      {l.scales, 2 * sizeof(float)},
+      {l.ids, t * k * sizeof(int32_t)},
+      {l.send_count, n_ranks * sizeof(int32_t)},
+      {l.sends, n_ranks * t * sizeof(TokenSend)},
+      {l.slot_row, t * k * sizeof(int32_t)},
+      {l.staged_packed, t * d / 2},
+      {l.staged_scale, t * d / 16},
+      {l.staged_global, sizeof(float)},
+      {l.combine, t * (k + 1) * d * sizeof(float)},
+      {l.signals, kMaxRanks * sizeof(uint32_t)}};
+  for (size_t i = 0; i < fields.size(); ++i) {
+    EXPECT_EQ(fields[i].first % 256, 0u) << "field " << i;
+    const size_t end = fields[i].first + fields[i].second;
+    EXPECT_LE(end, i + 1 < fields.size() ? fields[i + 1].first : l.total_bytes) << "field " << i;
+  }
+  EXPECT_EQ(l.published_bytes(), l.combine);
+  EXPECT_EQ(l.combine_rows(), t * (k + 1));
 }
 
 // ids [3 tokens, K=3] over 4 experts on 2 ranks (experts 0-1 on rank 0, 2-3 on rank 1).
