@@ -203,6 +203,27 @@ TEST(EpWatchdog, FailingPeerStopsTheOthersWithItsCause) {
   }
 }
 
+// What the EP MoE refuses: the W4A16 mode (it moves NVFP4 rows only) and more tokens than the
+// symmetric buffers hold. One rank, so no peer is left waiting.
+TEST(EpMoeErrors, RefusesW4A16AndTooManyTokens) {
+  testing::SeededRng rng;
+  const MoeLayer layer(rng, LayerShape{}, 5, Routing::kScore);
+  const ExpertSharding sharding = *ExpertSharding::create(16, 1);
+  Tensor y = Tensor::host(DType::kF32, {5, 64});
+  const EpMoeIo io{layer.x(0, 5), layer.token_ids(0, 5), y.view()};
+  auto group = HostRankGroup::create(*SymmetricLayout::create(4, 64, 4, 1), 1s).value();
+  const Status too_many = ep_moe_forward(*group, 0, sharding, layer.weights(), layer.config(), io);
+  EXPECT_EQ(too_many.code(), StatusCode::kInvalidArgument) << too_many.to_string();
+  EXPECT_NE(too_many.message().find("5 tokens on this rank, the symmetric buffers hold 4"),
+            std::string::npos)
+      << too_many.message();
+  MoeConfig w4a16 = layer.config();
+  w4a16.mode = MoeMode::kW4A16;
+  group = HostRankGroup::create(*SymmetricLayout::create(8, 64, 4, 1), 1s).value();
+  const Status mode = ep_moe_forward(*group, 0, sharding, layer.weights(), w4a16, io);
+  EXPECT_EQ(mode.code(), StatusCode::kUnimplemented) << mode.to_string();
+}
+
 // A second call on the same buffers (stale plans, scales and combine rows from the first)
 // gives the same bits.
 TEST(EpWatchdog, HealthyGroupRunsTwiceOnTheSameBuffers) {
