@@ -7,9 +7,7 @@
 #include <string>
 
 #include "kernels/cpu/cpu_ops.h"
-#ifdef DSV4_WITH_CUDA
 #include "kernels/cuda/cuda_ops.h"
-#endif
 
 namespace dsv4::kernels {
 namespace {
@@ -29,80 +27,131 @@ Status no_cuda(const char* op) {
   return unimplemented(std::string(op) + ": no CUDA implementation yet");
 }
 
+// Whether this build has the CUDA implementations. cuda_ops.h is plain C++ and always declared;
+// in a CPU-only build the calls to it sit in discarded `if constexpr` branches, which need no
+// definition.
+#ifdef DSV4_WITH_CUDA
+constexpr bool kCudaBuild = true;
+#else
+constexpr bool kCudaBuild = false;
+#endif
+
 }  // namespace
 
 // ---- Dense ops (f32) ----
 
 Status linear(const TensorView& x, const TensorView& w, const TensorView& y) {
-  if (device_of({&x, &w, &y}) == Device::kCuda) return no_cuda("linear");
-  cpu::linear(x, w, y);
+  if (device_of({&x, &w, &y}) == Device::kCuda) {
+    if constexpr (!kCudaBuild) return no_cuda("linear");
+    else cuda::linear(x, w, y);
+  } else {
+    cpu::linear(x, w, y);
+  }
   return ok_status();
 }
 
 Status rms_norm(const TensorView& x, const TensorView& weight, float eps, const TensorView& y) {
-  if (device_of({&x, &weight, &y}) == Device::kCuda) return no_cuda("rms_norm");
-  cpu::rms_norm(x, weight, eps, y);
+  if (device_of({&x, &weight, &y}) == Device::kCuda) {
+    if constexpr (!kCudaBuild) return no_cuda("rms_norm");
+    else cuda::rms_norm(x, weight, eps, y);
+  } else {
+    cpu::rms_norm(x, weight, eps, y);
+  }
   return ok_status();
 }
 
 Status softmax(const TensorView& x, const TensorView& y) {
-  if (device_of({&x, &y}) == Device::kCuda) return no_cuda("softmax");
-  cpu::softmax(x, y);
+  if (device_of({&x, &y}) == Device::kCuda) {
+    if constexpr (!kCudaBuild) return no_cuda("softmax");
+    else cuda::softmax(x, y);
+  } else {
+    cpu::softmax(x, y);
+  }
   return ok_status();
 }
 
 Status swiglu(const TensorView& gate_up, float limit, const TensorView& out) {
-  if (device_of({&gate_up, &out}) == Device::kCuda) return no_cuda("swiglu");
-  cpu::swiglu(gate_up, limit, out);
+  if (device_of({&gate_up, &out}) == Device::kCuda) {
+    if constexpr (!kCudaBuild) return no_cuda("swiglu");
+    else cuda::swiglu(gate_up, limit, out);
+  } else {
+    cpu::swiglu(gate_up, limit, out);
+  }
   return ok_status();
 }
 
 Status add(const TensorView& a, const TensorView& b, const TensorView& y) {
-  if (device_of({&a, &b, &y}) == Device::kCuda) return no_cuda("add");
-  cpu::add(a, b, y);
+  if (device_of({&a, &b, &y}) == Device::kCuda) {
+    if constexpr (!kCudaBuild) return no_cuda("add");
+    else cuda::add(a, b, y);
+  } else {
+    cpu::add(a, b, y);
+  }
   return ok_status();
 }
 
 Status embedding(const TensorView& table, const TensorView& ids, const TensorView& y) {
-  if (device_of({&table, &ids, &y}) == Device::kCuda) return no_cuda("embedding");
-  cpu::embedding(table, ids, y);
+  if (device_of({&table, &ids, &y}) == Device::kCuda) {
+    if constexpr (!kCudaBuild) return no_cuda("embedding");
+    else cuda::embedding(table, ids, y);
+  } else {
+    cpu::embedding(table, ids, y);
+  }
   return ok_status();
 }
 
 // ---- Hyper-connections ----
 
 Status hc_repeat(const TensorView& x, const TensorView& out) {
-  if (device_of({&x, &out}) == Device::kCuda) return no_cuda("hc_repeat");
-  cpu::hc_repeat(x, out);
+  if (device_of({&x, &out}) == Device::kCuda) {
+    if constexpr (!kCudaBuild) return no_cuda("hc_repeat");
+    else cuda::hc_repeat(x, out);
+  } else {
+    cpu::hc_repeat(x, out);
+  }
   return ok_status();
 }
 
 Status hc_split_sinkhorn(const TensorView& mixes, const TensorView& scale, const TensorView& base,
                          int64_t n_sinkhorn_iters, float eps, const HcMix& out) {
   if (device_of({&mixes, &scale, &base, &out.pre, &out.post, &out.comb}) == Device::kCuda) {
-    return no_cuda("hc_split_sinkhorn");
+    if constexpr (!kCudaBuild) return no_cuda("hc_split_sinkhorn");
+    else cuda::hc_split_sinkhorn(mixes, scale, base, n_sinkhorn_iters, eps, out);
+  } else {
+    cpu::hc_split_sinkhorn(mixes, scale, base, n_sinkhorn_iters, eps, out);
   }
-  cpu::hc_split_sinkhorn(mixes, scale, base, n_sinkhorn_iters, eps, out);
   return ok_status();
 }
 
 Status hc_head_weights(const TensorView& mixes, const TensorView& scale, const TensorView& base,
                        float eps, const TensorView& pre) {
-  if (device_of({&mixes, &scale, &base, &pre}) == Device::kCuda) return no_cuda("hc_head_weights");
-  cpu::hc_head_weights(mixes, scale, base, eps, pre);
+  if (device_of({&mixes, &scale, &base, &pre}) == Device::kCuda) {
+    if constexpr (!kCudaBuild) return no_cuda("hc_head_weights");
+    else cuda::hc_head_weights(mixes, scale, base, eps, pre);
+  } else {
+    cpu::hc_head_weights(mixes, scale, base, eps, pre);
+  }
   return ok_status();
 }
 
 Status hc_collapse(const TensorView& x, const TensorView& pre, const TensorView& y) {
-  if (device_of({&x, &pre, &y}) == Device::kCuda) return no_cuda("hc_collapse");
-  cpu::hc_collapse(x, pre, y);
+  if (device_of({&x, &pre, &y}) == Device::kCuda) {
+    if constexpr (!kCudaBuild) return no_cuda("hc_collapse");
+    else cuda::hc_collapse(x, pre, y);
+  } else {
+    cpu::hc_collapse(x, pre, y);
+  }
   return ok_status();
 }
 
 Status hc_expand(const TensorView& f, const TensorView& residual, const TensorView& post,
                  const TensorView& comb, const TensorView& out) {
-  if (device_of({&f, &residual, &post, &comb, &out}) == Device::kCuda) return no_cuda("hc_expand");
-  cpu::hc_expand(f, residual, post, comb, out);
+  if (device_of({&f, &residual, &post, &comb, &out}) == Device::kCuda) {
+    if constexpr (!kCudaBuild) return no_cuda("hc_expand");
+    else cuda::hc_expand(f, residual, post, comb, out);
+  } else {
+    cpu::hc_expand(f, residual, post, comb, out);
+  }
   return ok_status();
 }
 
@@ -111,37 +160,53 @@ Status hc_expand(const TensorView& f, const TensorView& residual, const TensorVi
 Status moe_route(const TensorView& logits, const TensorView& bias, const TensorView& hash_ids,
                  float route_scale, const MoeRouting& out) {
   if (device_of({&logits, &bias, &hash_ids, &out.weights, &out.ids}) == Device::kCuda) {
-    return no_cuda("moe_route");
+    if constexpr (!kCudaBuild) return no_cuda("moe_route");
+    else cuda::moe_route(logits, bias, hash_ids, route_scale, out);
+  } else {
+    cpu::moe_route(logits, bias, hash_ids, route_scale, out);
   }
-  cpu::moe_route(logits, bias, hash_ids, route_scale, out);
   return ok_status();
 }
 
 Status moe_group(const TensorView& ids, const TensorView& order, const TensorView& offsets) {
-  if (device_of({&ids, &order, &offsets}) == Device::kCuda) return no_cuda("moe_group");
-  cpu::moe_group(ids, order, offsets);
+  if (device_of({&ids, &order, &offsets}) == Device::kCuda) {
+    if constexpr (!kCudaBuild) return no_cuda("moe_group");
+    else cuda::moe_group(ids, order, offsets);
+  } else {
+    cpu::moe_group(ids, order, offsets);
+  }
   return ok_status();
 }
 
 Status moe_gather(const TensorView& x, const TensorView& order, const TensorView& y) {
-  if (device_of({&x, &order, &y}) == Device::kCuda) return no_cuda("moe_gather");
-  cpu::moe_gather(x, order, y);
+  if (device_of({&x, &order, &y}) == Device::kCuda) {
+    if constexpr (!kCudaBuild) return no_cuda("moe_gather");
+    else cuda::moe_gather(x, order, y);
+  } else {
+    cpu::moe_gather(x, order, y);
+  }
   return ok_status();
 }
 
 Status moe_combine(const TensorView& expert_out, const TensorView& order,
                    const TensorView& weights, const TensorView& out) {
   if (device_of({&expert_out, &order, &weights, &out}) == Device::kCuda) {
-    return no_cuda("moe_combine");
+    if constexpr (!kCudaBuild) return no_cuda("moe_combine");
+    else cuda::moe_combine(expert_out, order, weights, out);
+  } else {
+    cpu::moe_combine(expert_out, order, weights, out);
   }
-  cpu::moe_combine(expert_out, order, weights, out);
   return ok_status();
 }
 
 Status grouped_linear(const TensorView& x, const TensorView& w, const TensorView& offsets,
                       const TensorView& y) {
-  if (device_of({&x, &w, &offsets, &y}) == Device::kCuda) return no_cuda("grouped_linear");
-  cpu::grouped_linear(x, w, offsets, y);
+  if (device_of({&x, &w, &offsets, &y}) == Device::kCuda) {
+    if constexpr (!kCudaBuild) return no_cuda("grouped_linear");
+    else cuda::grouped_linear(x, w, offsets, y);
+  } else {
+    cpu::grouped_linear(x, w, offsets, y);
+  }
   return ok_status();
 }
 
@@ -206,39 +271,53 @@ Status nvfp4_grouped_gemm(const TensorView& a, const format::Nvfp4View& b,
 
 Status rope(const TensorView& x, const TensorView& positions, const TensorView& inv_freq,
             RopeDirection direction) {
-  if (device_of({&x, &positions, &inv_freq}) == Device::kCuda) return no_cuda("rope");
-  cpu::rope(x, positions, inv_freq, direction);
+  if (device_of({&x, &positions, &inv_freq}) == Device::kCuda) {
+    if constexpr (!kCudaBuild) return no_cuda("rope");
+    else cuda::rope(x, positions, inv_freq, direction);
+  } else {
+    cpu::rope(x, positions, inv_freq, direction);
+  }
   return ok_status();
 }
 
 Status sparse_attention(const SparseAttentionParams& p) {
   if (device_of({&p.q, &p.kv, &p.indices, &p.extra_kv, &p.extra_indices, &p.sinks, &p.out}) ==
       Device::kCuda) {
-    return no_cuda("sparse_attention");
+    if constexpr (!kCudaBuild) return no_cuda("sparse_attention");
+    else cuda::sparse_attention(p);
+  } else {
+    cpu::sparse_attention(p);
   }
-  cpu::sparse_attention(p);
   return ok_status();
 }
 
 Status compressor_pool(const CompressorPoolParams& p) {
   if (device_of({&p.kv, &p.gate, &p.ape, &p.out}) == Device::kCuda) {
-    return no_cuda("compressor_pool");
+    if constexpr (!kCudaBuild) return no_cuda("compressor_pool");
+    else cuda::compressor_pool(p);
+  } else {
+    cpu::compressor_pool(p);
   }
-  cpu::compressor_pool(p);
   return ok_status();
 }
 
 Status indexer_scores(const IndexerScoreParams& p) {
   if (device_of({&p.q, &p.keys, &p.weights, &p.scores}) == Device::kCuda) {
-    return no_cuda("indexer_scores");
+    if constexpr (!kCudaBuild) return no_cuda("indexer_scores");
+    else cuda::indexer_scores(p);
+  } else {
+    cpu::indexer_scores(p);
   }
-  cpu::indexer_scores(p);
   return ok_status();
 }
 
 Status topk(const TensorView& scores, const TensorView& n_candidates, const TensorView& indices) {
-  if (device_of({&scores, &n_candidates, &indices}) == Device::kCuda) return no_cuda("topk");
-  cpu::topk(scores, n_candidates, indices);
+  if (device_of({&scores, &n_candidates, &indices}) == Device::kCuda) {
+    if constexpr (!kCudaBuild) return no_cuda("topk");
+    else cuda::topk(scores, n_candidates, indices);
+  } else {
+    cpu::topk(scores, n_candidates, indices);
+  }
   return ok_status();
 }
 

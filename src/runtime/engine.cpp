@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "checkpoint/loader.h"
+#include "checkpoint/to_device.h"
 #include "runtime/sampler.h"
 #include "runtime/session.h"
 
@@ -25,9 +26,6 @@ Engine::Engine(Engine&&) noexcept = default;
 Engine& Engine::operator=(Engine&&) noexcept = default;
 
 Result<Engine> Engine::open(const EngineOptions& options) {
-  if (options.device != EngineDevice::kCpu) {
-    return unimplemented("device cuda: the CUDA forward is not wired into the engine yet");
-  }
   if (options.max_context <= 0) return invalid_argument("max_context must be positive");
   DSV4_ASSIGN_OR_RETURN(checkpoint::LoadedModel loaded, checkpoint::load_model(options.model_dir));
   if (!loaded.report.clean()) {
@@ -40,8 +38,12 @@ Result<Engine> Engine::open(const EngineOptions& options) {
   const model::ModelOptions model_options{options.experts == ExpertPrecision::kW4A4
                                               ? model::ExpertMode::kW4A4
                                               : model::ExpertMode::kW4A16};
-  return Engine(std::make_unique<State>(std::move(loaded.weights), model_options,
-                                        options.max_context));
+  // The loader decodes on the host; the model then runs wherever its weights are.
+  checkpoint::ModelWeights weights = std::move(loaded.weights);
+  if (options.device == EngineDevice::kCuda) {
+    DSV4_ASSIGN_OR_RETURN(weights, checkpoint::copy_weights(weights, Device::kCuda));
+  }
+  return Engine(std::make_unique<State>(std::move(weights), model_options, options.max_context));
 }
 
 int64_t Engine::vocab_size() const { return state_->model.config().vocab_size; }

@@ -1,6 +1,7 @@
 // The CPU ops' view of an f32 operand as a matrix of rows: a rank-1 tensor is one row, a rank-2
 // tensor may have strided rows (a column slice of a wider matrix), a higher rank must be
-// contiguous and is flattened to [outer, last]. Internal to kernels/cpu.
+// contiguous and is flattened to [outer, last]. Internal to kernels: the CUDA ops (cuda/common.cuh)
+// check their operands with the same function and pass the struct to their kernels by value.
 #pragma once
 
 #include <cstdint>

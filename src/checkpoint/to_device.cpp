@@ -1,0 +1,121 @@
+#include "checkpoint/to_device.h"
+
+#include <optional>
+#include <utility>
+
+#include "base/buffer.h"
+
+namespace dsv4::checkpoint {
+namespace {
+
+// Copies tensors to one device; an empty tensor (an absent optional weight) stays empty.
+class DeviceCopier {
+ public:
+  explicit DeviceCopier(Device device) : device_(device) {}
+
+  Status copy(const Tensor& src, Tensor& dst) const {
+    if (src.empty_tensor()) {
+      dst = Tensor();
+      return ok_status();
+    }
+    DSV4_ASSIGN_OR_RETURN(dst, Tensor::empty(src.dtype(), src.shape(), device_));
+    return copy_tensor(dst.view(), src.view());
+  }
+
+  Status copy(const format::Nvfp4Tensor& src, format::Nvfp4Tensor& dst) const {
+    DSV4_RETURN_IF_ERROR(copy(src.packed, dst.packed));
+    DSV4_RETURN_IF_ERROR(copy(src.block_scale, dst.block_scale));
+    DSV4_RETURN_IF_ERROR(copy(src.global_scale, dst.global_scale));
+    DSV4_RETURN_IF_ERROR(copy(src.input_scale, dst.input_scale));
+    dst.scale_layout = src.scale_layout;
+    return ok_status();
+  }
+
+  template <typename T>
+  Status copy(const std::optional<T>& src, std::optional<T>& dst) const {
+    if (!src.has_value()) {
+      dst.reset();
+      return ok_status();
+    }
+    dst.emplace();
+    return copy(*src, *dst);
+  }
+
+  Status copy(const HyperConnectionWeights& src, HyperConnectionWeights& dst) const {
+    DSV4_RETURN_IF_ERROR(copy(src.fn, dst.fn));
+    DSV4_RETURN_IF_ERROR(copy(src.base, dst.base));
+    return copy(src.scale, dst.scale);
+  }
+
+  Status copy(const CompressorWeights& src, CompressorWeights& dst) const {
+    DSV4_RETURN_IF_ERROR(copy(src.wkv, dst.wkv));
+    DSV4_RETURN_IF_ERROR(copy(src.wgate, dst.wgate));
+    DSV4_RETURN_IF_ERROR(copy(src.ape, dst.ape));
+    return copy(src.norm, dst.norm);
+  }
+
+  Status copy(const IndexerWeights& src, IndexerWeights& dst) const {
+    DSV4_RETURN_IF_ERROR(copy(src.wq_b, dst.wq_b));
+    DSV4_RETURN_IF_ERROR(copy(src.weights_proj, dst.weights_proj));
+    return copy(src.compressor, dst.compressor);
+  }
+
+  Status copy(const AttentionWeights& src, AttentionWeights& dst) const {
+    for (auto [from, to] : {std::pair{&src.attn_sink, &dst.attn_sink}, {&src.wq_a, &dst.wq_a},
+                            {&src.q_norm, &dst.q_norm}, {&src.wq_b, &dst.wq_b},
+                            {&src.wkv, &dst.wkv}, {&src.kv_norm, &dst.kv_norm},
+                            {&src.wo_a, &dst.wo_a}, {&src.wo_b, &dst.wo_b}}) {
+      DSV4_RETURN_IF_ERROR(copy(*from, *to));
+    }
+    DSV4_RETURN_IF_ERROR(copy(src.compressor, dst.compressor));
+    return copy(src.indexer, dst.indexer);
+  }
+
+  Status copy(const DenseExpertWeights& src, DenseExpertWeights& dst) const {
+    DSV4_RETURN_IF_ERROR(copy(src.w1, dst.w1));
+    DSV4_RETURN_IF_ERROR(copy(src.w3, dst.w3));
+    return copy(src.w2, dst.w2);
+  }
+
+  Status copy(const MoeWeights& src, MoeWeights& dst) const {
+    DSV4_RETURN_IF_ERROR(copy(src.gate, dst.gate));
+    DSV4_RETURN_IF_ERROR(copy(src.bias, dst.bias));
+    DSV4_RETURN_IF_ERROR(copy(src.tid2eid, dst.tid2eid));
+    DSV4_RETURN_IF_ERROR(copy(src.experts.w13, dst.experts.w13));
+    DSV4_RETURN_IF_ERROR(copy(src.experts.w2, dst.experts.w2));
+    DSV4_RETURN_IF_ERROR(copy(src.experts.w13_nvfp4, dst.experts.w13_nvfp4));
+    DSV4_RETURN_IF_ERROR(copy(src.experts.w2_nvfp4, dst.experts.w2_nvfp4));
+    return copy(src.shared_expert, dst.shared_expert);
+  }
+
+  Status copy(const LayerWeights& src, LayerWeights& dst) const {
+    DSV4_RETURN_IF_ERROR(copy(src.hc_attn, dst.hc_attn));
+    DSV4_RETURN_IF_ERROR(copy(src.hc_ffn, dst.hc_ffn));
+    DSV4_RETURN_IF_ERROR(copy(src.attn_norm, dst.attn_norm));
+    DSV4_RETURN_IF_ERROR(copy(src.ffn_norm, dst.ffn_norm));
+    DSV4_RETURN_IF_ERROR(copy(src.attn, dst.attn));
+    return copy(src.ffn, dst.ffn);
+  }
+
+ private:
+  Device device_;
+};
+
+}  // namespace
+
+Result<ModelWeights> copy_weights(const ModelWeights& weights, Device device) {
+  const DeviceCopier copier(device);
+  ModelWeights out;
+  out.config = weights.config;
+  DSV4_RETURN_IF_ERROR(copier.copy(weights.embed, out.embed));
+  DSV4_RETURN_IF_ERROR(copier.copy(weights.head, out.head));
+  DSV4_RETURN_IF_ERROR(copier.copy(weights.norm, out.norm));
+  DSV4_RETURN_IF_ERROR(copier.copy(weights.hc_head, out.hc_head));
+  out.layers.resize(weights.layers.size());
+  for (size_t i = 0; i < weights.layers.size(); ++i) {
+    DSV4_RETURN_IF_ERROR(copier.copy(weights.layers[i], out.layers[i]));
+  }
+  return out;
+}
+
+}  // namespace dsv4::checkpoint

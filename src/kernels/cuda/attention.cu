@@ -1,0 +1,126 @@
+// cuda::sparse_attention: one block per (query, head). The block computes the scaled logits of
+// the query's candidate rows (both sources, in order; index −1 skipped) into shared memory, the
+// max and the denominator with the sink (block reductions), then each thread sums p_j · row_j
+// over the candidates in order for its output dims. Same math as the CPU reference
+// (kernels/cpu/attention.cpp) up to the f32 summation order of the reductions.
+//
+// Dimension letters: T tokens, H heads, Dh head dim, Kw / Kc candidates per query of the window
+// and extra sources.
+#include <cmath>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/cuda_ops.h"
+
+namespace dsv4::kernels::cuda {
+namespace {
+
+struct Source {
+  const float* kv = nullptr;
+  int64_t n_rows = 0;
+  const int32_t* indices = nullptr;
+  int64_t n_candidates = 0;
+};
+
+struct AttentionArgs {
+  const float* q;  // [T, H, Dh]
+  Source window, extra;
+  const float* sinks;  // [H]
+  float scale;
+  int64_t n_heads, head_dim;
+  float* out;  // [T, H, Dh]
+};
+
+// Row j of query t's candidates (window first), or nullptr for "no candidate".
+__device__ const float* candidate(const AttentionArgs& a, int64_t t, int64_t j) {
+  const Source& src = j < a.window.n_candidates ? a.window : a.extra;
+  if (j >= a.window.n_candidates) j -= a.window.n_candidates;
+  const int32_t row = src.indices[t * src.n_candidates + j];
+  if (row < 0) return nullptr;
+  if (row >= src.n_rows) __trap();  // the model built the indices: a bug
+  return src.kv + int64_t{row} * a.head_dim;
+}
+
+// Dynamic shared memory: the query [Dh] and the logits [Kw + Kc].
+__global__ void sparse_attention_kernel(AttentionArgs a) {
+  extern __shared__ float smem_attention[];
+  const int64_t t = blockIdx.x / a.n_heads, h = blockIdx.x % a.n_heads;
+  const int64_t n_candidates = a.window.n_candidates + a.extra.n_candidates;
+  const float* q_global = a.q + blockIdx.x * a.head_dim;
+  float* smem_q = smem_attention;
+  float* smem_logits = smem_attention + a.head_dim;
+  for (int64_t d = threadIdx.x; d < a.head_dim; d += blockDim.x) smem_q[d] = q_global[d];
+  __syncthreads();
+  const float sink = a.sinks[h];
+  float max_logit = sink;
+  for (int64_t j = threadIdx.x; j < n_candidates; j += blockDim.x) {
+    const float* row = candidate(a, t, j);
+    float logit = -INFINITY;
+    if (row != nullptr) {
+      float dot = 0.0f;
+      for (int64_t d = 0; d < a.head_dim; ++d) dot += smem_q[d] * row[d];
+      logit = dot * a.scale;
+      max_logit = fmaxf(max_logit, logit);
+    }
+    smem_logits[j] = logit;
+  }
+  max_logit = block_reduce(max_logit, MaxOp{});
+  float denom = 0.0f;
+  for (int64_t j = threadIdx.x; j < n_candidates; j += blockDim.x) {
+    smem_logits[j] = expf(smem_logits[j] - max_logit);  // exp(−inf) = 0 for a missing candidate
+    denom += smem_logits[j];
+  }
+  denom = block_reduce(denom, SumOp{}) + expf(sink - max_logit);
+  for (int64_t d = threadIdx.x; d < a.head_dim; d += blockDim.x) {
+    float acc = 0.0f;
+    for (int64_t j = 0; j < n_candidates; ++j) {
+      const float* row = candidate(a, t, j);
+      if (row != nullptr) acc += smem_logits[j] / denom * row[d];
+    }
+    a.out[blockIdx.x * a.head_dim + d] = acc;
+  }
+}
+
+Source source_of(const TensorView& kv, const TensorView& indices, int64_t n_tokens,
+                 int64_t head_dim, const char* what) {
+  if (kv.data == nullptr) return {};
+  DSV4_CHECK(
+      kv.dtype == DType::kF32 && kv.is_contiguous() && kv.rank() == 2 && kv.size(1) == head_dim,
+      "sparse_attention %s: kv f32 [N, %lld]", what, (long long)head_dim);
+  DSV4_CHECK(indices.dtype == DType::kI32 && indices.is_contiguous() && indices.rank() == 2 &&
+                 indices.size(0) == n_tokens,
+             "sparse_attention %s: indices i32 [%lld, K]", what, (long long)n_tokens);
+  return {kv.data_as<const float>(), kv.size(0), indices.data_as<const int32_t>(),
+          indices.size(1)};
+}
+
+}  // namespace
+
+void sparse_attention(const SparseAttentionParams& p) {
+  DSV4_CHECK(p.q.dtype == DType::kF32 && p.q.is_contiguous() && p.q.rank() == 3,
+             "sparse_attention: q f32 [T, H, Dh]");
+  DSV4_CHECK(p.out.dtype == DType::kF32 && p.out.is_contiguous() && p.out.shape == p.q.shape,
+             "sparse_attention: out must match q");
+  const int64_t n_tokens = p.q.size(0), n_heads = p.q.size(1), head_dim = p.q.size(2);
+  DSV4_CHECK(p.sinks.dtype == DType::kF32 && p.sinks.is_contiguous() &&
+                 p.sinks.numel() == n_heads,
+             "sparse_attention: sinks f32 [H]");
+  AttentionArgs a{p.q.data_as<const float>(),
+                  source_of(p.kv, p.indices, n_tokens, head_dim, "window"),
+                  source_of(p.extra_kv, p.extra_indices, n_tokens, head_dim, "extra"),
+                  p.sinks.data_as<const float>(),
+                  p.scale,
+                  n_heads,
+                  head_dim,
+                  p.out.data_as<float>()};
+  if (n_tokens * n_heads == 0) return;
+  const size_t smem_bytes =
+      sizeof(float) * static_cast<size_t>(head_dim + a.window.n_candidates + a.extra.n_candidates);
+  DSV4_CUDA_CHECK(cudaFuncSetAttribute(sparse_attention_kernel,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(smem_bytes)));
+  sparse_attention_kernel<<<static_cast<unsigned>(n_tokens * n_heads), kRowThreads, smem_bytes,
+                            op_stream()>>>(a);
+  check_launch();
+}
+
+}  // namespace dsv4::kernels::cuda

@@ -1,0 +1,70 @@
+// Helpers the small CUDA ops share (device code; included only by .cu files): grid sizing,
+// block-wide reductions with a fixed tree (so a result never depends on timing: determinism
+// without atomics), and the device view of an f32 operand as rows.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/cpu/row_matrix.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/stream.h"
+
+namespace dsv4::kernels::cuda {
+
+// Threads of a row-per-block kernel: a multiple of 32, at most 32 warps (block_reduce).
+inline constexpr int kRowThreads = 256;
+// Threads of an element-per-thread kernel.
+inline constexpr int kElementThreads = 256;
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Blocks for n elements at kElementThreads each (at least one, so a launch is always valid).
+inline unsigned element_blocks(int64_t n) {
+  return static_cast<unsigned>(n > 0 ? ceil_div(n, kElementThreads) : 1);
+}
+
+// The same contract checks as the CPU reference (kernels/cpu/row_matrix.h), then a plain struct
+// that kernels take by value: row r starts at data + r * row_stride.
+using cpu::as_rows;
+using cpu::RowMatrix;
+
+struct SumOp {
+  template <typename T>
+  __device__ T operator()(T a, T b) const {
+    return a + b;
+  }
+};
+struct MaxOp {
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+template <typename T, typename Op>
+__device__ T warp_reduce(T value, Op op) {
+  for (int offset = 16; offset > 0; offset /= 2) {
+    value = op(value, __shfl_xor_sync(0xffffffffu, value, offset));
+  }
+  return value;
+}
+
+// The reduction of every thread's value over the block, returned to all threads. blockDim.x is
+// a multiple of 32 and at most 1024. The tree is fixed by the thread layout, so the same inputs
+// give the same bits on every run.
+template <typename T, typename Op>
+__device__ T block_reduce(T value, Op op) {
+  __shared__ T smem_partial[32];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, n_warps = blockDim.x / 32;
+  value = warp_reduce(value, op);
+  __syncthreads();  // smem_partial may still be read by a previous call
+  if (lane == 0) smem_partial[warp] = value;
+  __syncthreads();
+  T total = smem_partial[0];
+  for (int w = 1; w < n_warps; ++w) total = op(total, smem_partial[w]);
+  return total;
+}
+
+// Checks the launch that was just made (configuration errors surface here, faults later).
+inline void check_launch() { DSV4_CUDA_CHECK(cudaGetLastError()); }
+
+}  // namespace dsv4::kernels::cuda

@@ -1,0 +1,42 @@
+// cuda::rms_norm: one block per row. The sum of squares is accumulated in double, as the CPU
+// reference does, so the two differ only by the order of that sum (far below f32 rounding);
+// the scaling is the same f32 expression, x · inv_rms · weight.
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/cuda_ops.h"
+
+namespace dsv4::kernels::cuda {
+namespace {
+
+__global__ void rms_norm_kernel(RowMatrix in, RowMatrix out, const float* weight, float eps) {
+  const float* src = in.data + blockIdx.x * in.row_stride;
+  float* dst = out.data + blockIdx.x * out.row_stride;
+  double sum_sq = 0.0;
+  for (int64_t i = threadIdx.x; i < in.n_cols; i += blockDim.x) {
+    sum_sq += static_cast<double>(src[i]) * src[i];
+  }
+  sum_sq = block_reduce(sum_sq, SumOp{});
+  const float inv_rms = 1.0f / sqrtf(static_cast<float>(sum_sq / in.n_cols) + eps);
+  for (int64_t i = threadIdx.x; i < in.n_cols; i += blockDim.x) {
+    dst[i] = src[i] * inv_rms * (weight ? weight[i] : 1.0f);
+  }
+}
+
+}  // namespace
+
+void rms_norm(const TensorView& x, const TensorView& weight, float eps, const TensorView& y) {
+  const RowMatrix in = as_rows(x, "rms_norm x");
+  const RowMatrix out = as_rows(y, "rms_norm y");
+  DSV4_CHECK(in.n_rows == out.n_rows && in.n_cols == out.n_cols, "rms_norm: x and y differ");
+  const float* w = nullptr;
+  if (weight.data != nullptr) {
+    DSV4_CHECK(weight.dtype == DType::kF32 && weight.numel() == in.n_cols && weight.is_contiguous(),
+               "rms_norm: weight must be f32 [%lld]", (long long)in.n_cols);
+    w = weight.data_as<const float>();
+  }
+  if (in.n_rows == 0) return;
+  rms_norm_kernel<<<static_cast<unsigned>(in.n_rows), kRowThreads, 0, op_stream()>>>(in, out, w,
+                                                                                       eps);
+  check_launch();
+}
+
+}  // namespace dsv4::kernels::cuda

@@ -1,0 +1,156 @@
+// The CUDA attention ops against the CPU reference (label cuda: needs the GPU), through
+// kernels/ops.h on host and device copies of the same random inputs: RoPE (both directions, long
+// positions), sparse attention (missing candidates, with and without the extra source),
+// compressor pooling (HCA and overlapping CSA with a −inf block), indexer scores, and top-k,
+// which must pick exactly the CPU's indices in the CPU's order, ties and short rows included.
+//
+// Dimension letters: T tokens, H heads, Dh head dim, P rope pairs, N kv rows, K candidates,
+// S compressor rows, m ratio, d entry width, HI / DI indexer heads / dim.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "kernels/ops.h"
+#include "kernels/cuda_op_pair.h"
+#include "testing/tolerance.h"
+
+namespace dsv4::kernels {
+namespace {
+
+using testing::device_equals_host;
+using testing::device_vs_host_error;
+using testing::kCudaF32OpRelTol;
+using testing::OpPair;
+using testing::SeededRng;
+
+std::vector<int64_t> random_positions(SeededRng& rng, int64_t n) {
+  std::vector<int64_t> positions(n);
+  for (int64_t& p : positions) p = rng.uniform_int(0, 70000);
+  return positions;
+}
+
+TEST(AttentionOpsCuda, RopeMatchesCpu) {
+  SeededRng rng;
+  for (const auto& [t, h, dh, p] : {std::tuple{1, 1, 2, 1}, {7, 3, 24, 5}, {33, 8, 64, 32}}) {
+    SCOPED_TRACE(std::to_string(t) + "x" + std::to_string(h) + "x" + std::to_string(dh));
+    const OpPair positions = OpPair::values(DType::kI64, {t}, random_positions(rng, t));
+    std::vector<float> freq(p);
+    for (int64_t i = 0; i < p; ++i) freq[i] = static_cast<float>(std::pow(10000.0, -2.0 * i / (2 * p)));
+    const OpPair inv_freq = OpPair::values(DType::kF32, {p}, freq);
+    for (const RopeDirection dir : {RopeDirection::kForward, RopeDirection::kInverse}) {
+      const OpPair x = OpPair::uniform(rng, {t, h, dh});
+      ASSERT_TRUE(rope(x.h(), positions.h(), inv_freq.h(), dir).ok());
+      ASSERT_TRUE(rope(x.d(), positions.d(), inv_freq.d(), dir).ok());
+      EXPECT_LT(device_vs_host_error(x), kCudaF32OpRelTol);
+    }
+    const OpPair single = OpPair::uniform(rng, {t, dh});  // [T, Dh]: one head
+    ASSERT_TRUE(rope(single.h(), positions.h(), inv_freq.h(), RopeDirection::kForward).ok());
+    ASSERT_TRUE(rope(single.d(), positions.d(), inv_freq.d(), RopeDirection::kForward).ok());
+    EXPECT_LT(device_vs_host_error(single), kCudaF32OpRelTol);
+  }
+}
+
+// Indices into n rows, about a fifth of them −1.
+OpPair random_indices(SeededRng& rng, int64_t t, int64_t k, int64_t n) {
+  std::vector<int32_t> idx(t * k);
+  for (int32_t& i : idx) i = rng.uniform_int(0, 4) == 0 ? -1 : static_cast<int32_t>(rng.uniform_int(0, n - 1));
+  return OpPair::values(DType::kI32, {t, k}, idx);
+}
+
+TEST(AttentionOpsCuda, SparseAttentionMatchesCpu) {
+  SeededRng rng;
+  for (const bool with_extra : {false, true}) {
+    for (const auto& [t, h, dh, kw, kc] : {std::tuple{1, 1, 8, 1, 1}, {5, 3, 40, 17, 9},
+                                          {21, 8, 128, 128, 300}}) {
+      SCOPED_TRACE(std::to_string(t) + " queries, " + std::to_string(kw) + "+" + std::to_string(kc) +
+                   (with_extra ? " with extra" : " window only"));
+      const int64_t n = kw + 3, ne = 2 * kc + 1;
+      const OpPair q = OpPair::uniform(rng, {t, h, dh});
+      const OpPair kv = OpPair::uniform(rng, {n, dh});
+      const OpPair indices = random_indices(rng, t, kw, n);
+      const OpPair extra_kv = OpPair::uniform(rng, {ne, dh});
+      const OpPair extra_indices = random_indices(rng, t, kc, ne);
+      const OpPair sinks = OpPair::uniform(rng, {h}, -2.0, 2.0);
+      const OpPair out = OpPair::poisoned(DType::kF32, {t, h, dh});
+      const float scale = 1.0f / std::sqrt(static_cast<float>(dh)) * 4.0f;
+      auto params = [&](bool device) {
+        auto pick = [&](const OpPair& pair) { return device ? pair.d() : pair.h(); };
+        SparseAttentionParams p{pick(q), pick(kv), pick(indices), {}, {}, pick(sinks), scale,
+                                pick(out)};
+        if (with_extra) {
+          p.extra_kv = pick(extra_kv);
+          p.extra_indices = pick(extra_indices);
+        }
+        return p;
+      };
+      ASSERT_TRUE(sparse_attention(params(false)).ok());
+      ASSERT_TRUE(sparse_attention(params(true)).ok());
+      EXPECT_LT(device_vs_host_error(out), kCudaF32OpRelTol);
+    }
+  }
+}
+
+TEST(AttentionOpsCuda, CompressorPoolMatchesCpu) {
+  SeededRng rng;
+  for (const bool overlap : {false, true}) {
+    for (const auto& [ratio, d, n_entries] : {std::tuple{1, 1, 1}, {4, 24, 5}, {128, 40, 3}}) {
+      SCOPED_TRACE(std::to_string(ratio) + " ratio, " + std::to_string(d) + " wide" +
+                   (overlap ? ", CSA" : ", HCA"));
+      const int64_t c = overlap ? 2 : 1, s = (n_entries + c - 1) * ratio + ratio / 2;
+      const OpPair kv = OpPair::uniform(rng, {s, c * d});
+      Tensor gate = Tensor::host(DType::kF32, {s, c * d});
+      for (int64_t i = 0; i < gate.numel(); ++i) gate.data_as<float>()[i] = static_cast<float>(rng.uniform(-5, 5));
+      if (overlap) {  // the "previous block" before the first: its A halves weigh nothing
+        for (int64_t r = 0; r < ratio; ++r) {
+          for (int64_t i = 0; i < d; ++i) gate.data_as<float>()[r * c * d + i] = -std::numeric_limits<float>::infinity();
+        }
+      }
+      const OpPair gates = OpPair::of(std::move(gate));
+      const OpPair ape = OpPair::uniform(rng, {ratio, c * d});
+      const OpPair out = OpPair::poisoned(DType::kF32, {n_entries, d});
+      ASSERT_TRUE(compressor_pool({kv.h(), gates.h(), ape.h(), overlap, out.h()}).ok());
+      ASSERT_TRUE(compressor_pool({kv.d(), gates.d(), ape.d(), overlap, out.d()}).ok());
+      EXPECT_LT(device_vs_host_error(out), kCudaF32OpRelTol);
+    }
+  }
+}
+
+TEST(AttentionOpsCuda, IndexerScoresMatchCpu) {
+  SeededRng rng;
+  for (const auto& [t, hi, di, n] : {std::tuple{1, 1, 1, 1}, {6, 4, 32, 13}, {19, 16, 64, 130}}) {
+    SCOPED_TRACE(std::to_string(t) + "x" + std::to_string(n));
+    const OpPair q = OpPair::uniform(rng, {t, hi, di});
+    const OpPair keys = OpPair::uniform(rng, {n, di});
+    const OpPair weights = OpPair::uniform(rng, {t, hi});
+    const OpPair scores = OpPair::poisoned(DType::kF32, {t, n});
+    ASSERT_TRUE(indexer_scores({q.h(), keys.h(), weights.h(), 0.125f, 0.5f, scores.h()}).ok());
+    ASSERT_TRUE(indexer_scores({q.d(), keys.d(), weights.d(), 0.125f, 0.5f, scores.d()}).ok());
+    EXPECT_LT(device_vs_host_error(scores), kCudaF32OpRelTol);
+  }
+}
+
+TEST(AttentionOpsCuda, TopkPicksTheCpuIndicesInOrder) {
+  SeededRng rng;
+  for (const auto& [t, n, k] : {std::tuple{1, 1, 1}, {7, 50, 8}, {13, 700, 64}, {3, 5, 9}}) {
+    SCOPED_TRACE(std::to_string(t) + "x" + std::to_string(n) + " top " + std::to_string(k));
+    // Scores on a coarse grid, so ties are common; rows with fewer candidates than K.
+    Tensor scores = Tensor::host(DType::kF32, {t, n});
+    for (int64_t i = 0; i < scores.numel(); ++i) {
+      scores.data_as<float>()[i] = static_cast<float>(rng.uniform_int(-20, 20)) * 0.25f;
+    }
+    std::vector<int32_t> limits(t);
+    for (int32_t& l : limits) l = static_cast<int32_t>(rng.uniform_int(0, n + 2));
+    const OpPair s = OpPair::of(std::move(scores));
+    const OpPair n_candidates = OpPair::values(DType::kI32, {t}, limits);
+    const OpPair indices = OpPair::poisoned(DType::kI32, {t, k});
+    ASSERT_TRUE(topk(s.h(), n_candidates.h(), indices.h()).ok());
+    ASSERT_TRUE(topk(s.d(), n_candidates.d(), indices.d()).ok());
+    EXPECT_TRUE(device_equals_host(indices));
+  }
+}
+
+}  // namespace
+}  // namespace dsv4::kernels

@@ -1,0 +1,214 @@
+// The CUDA dense, mHC and MoE-dispatch ops against the CPU reference (label cuda: needs the
+// GPU). Every op is called through kernels/ops.h on host and device copies of the same random
+// inputs, at awkward sizes (1, odd, off any tile). Ops the CUDA code promises bit-identical
+// (add, embedding, hc_repeat/collapse/expand, moe_group/gather/combine, the routed ids) are
+// compared byte for byte; the rest within kCudaF32OpRelTol per row.
+//
+// Dimension letters: T tokens, K input features, N output features, D model width, M streams,
+// E experts, G groups, R grouped rows.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "kernels/ops.h"
+#include "kernels/cuda_op_pair.h"
+#include "testing/tolerance.h"
+
+namespace dsv4::kernels {
+namespace {
+
+using testing::device_equals_host;
+using testing::device_vs_host_error;
+using testing::kCudaF32OpRelTol;
+using testing::OpPair;
+using testing::SeededRng;
+
+// Columns [begin, end) of a 2-D view: a strided operand, as the model's fused projections use.
+TensorView columns(const TensorView& m, int64_t begin, int64_t end) {
+  TensorView view = m;
+  view.data = m.data_as<float>() + begin;
+  view.shape[1] = end - begin;
+  return view;
+}
+
+TEST(DenseOpsCuda, LinearMatchesCpuOnStridedRows) {
+  SeededRng rng;
+  for (const auto& [t, n, k] : {std::tuple{1, 1, 1}, {3, 65, 17}, {70, 130, 300}, {129, 7, 1025}}) {
+    SCOPED_TRACE(std::to_string(t) + "x" + std::to_string(n) + "x" + std::to_string(k));
+    const OpPair x = OpPair::uniform(rng, {t, k + 5});
+    const OpPair w = OpPair::uniform(rng, {n, k});
+    const OpPair y = OpPair::poisoned(DType::kF32, {t, n});
+    ASSERT_TRUE(linear(columns(x.h(), 3, 3 + k), w.h(), y.h()).ok());
+    ASSERT_TRUE(linear(columns(x.d(), 3, 3 + k), w.d(), y.d()).ok());
+    EXPECT_LT(device_vs_host_error(y), kCudaF32OpRelTol);
+  }
+}
+
+TEST(DenseOpsCuda, RmsNormSoftmaxSwigluMatchCpu) {
+  SeededRng rng;
+  for (const auto& [t, d] : {std::pair{1, 1}, {5, 33}, {67, 1025}}) {
+    SCOPED_TRACE(std::to_string(t) + "x" + std::to_string(d));
+    const OpPair x = OpPair::uniform(rng, {t, d}, -3.0, 3.0);
+    const OpPair weight = OpPair::uniform(rng, {d});
+    const OpPair y = OpPair::poisoned(DType::kF32, {t, d});
+    ASSERT_TRUE(rms_norm(x.h(), weight.h(), 1e-6f, y.h()).ok());
+    ASSERT_TRUE(rms_norm(x.d(), weight.d(), 1e-6f, y.d()).ok());
+    EXPECT_LT(device_vs_host_error(y), kCudaF32OpRelTol);
+    // Unweighted and in place.
+    const OpPair z = OpPair::uniform(rng, {t, d}, -3.0, 3.0);
+    ASSERT_TRUE(rms_norm(z.h(), TensorView{}, 1e-6f, z.h()).ok());
+    ASSERT_TRUE(rms_norm(z.d(), TensorView{}, 1e-6f, z.d()).ok());
+    EXPECT_LT(device_vs_host_error(z), kCudaF32OpRelTol);
+    // Softmax in place, logits wide enough that the max matters.
+    const OpPair s = OpPair::uniform(rng, {t, d}, -30.0, 30.0);
+    ASSERT_TRUE(softmax(s.h(), s.h()).ok());
+    ASSERT_TRUE(softmax(s.d(), s.d()).ok());
+    EXPECT_LT(device_vs_host_error(s), kCudaF32OpRelTol);
+    // SwiGLU with and without the clamp (values beyond the limit on both sides).
+    for (const float limit : {0.0f, 2.5f}) {
+      const OpPair gate_up = OpPair::uniform(rng, {t, 2 * d}, -6.0, 6.0);
+      const OpPair out = OpPair::poisoned(DType::kF32, {t, d});
+      ASSERT_TRUE(swiglu(gate_up.h(), limit, out.h()).ok());
+      ASSERT_TRUE(swiglu(gate_up.d(), limit, out.d()).ok());
+      EXPECT_LT(device_vs_host_error(out), kCudaF32OpRelTol) << "limit " << limit;
+    }
+  }
+}
+
+TEST(DenseOpsCuda, AddAndEmbeddingAreBitIdentical) {
+  SeededRng rng;
+  const OpPair a = OpPair::uniform(rng, {7, 3, 129});
+  const OpPair b = OpPair::uniform(rng, {7, 3, 129});
+  const OpPair y = OpPair::poisoned(DType::kF32, {7, 3, 129});
+  ASSERT_TRUE(add(a.h(), b.h(), y.h()).ok());
+  ASSERT_TRUE(add(a.d(), b.d(), y.d()).ok());
+  EXPECT_TRUE(device_equals_host(y));
+
+  const int64_t v = 37, n_tokens = 11;
+  std::vector<int64_t> ids(n_tokens);
+  for (int64_t& id : ids) id = rng.uniform_int(0, v - 1);
+  const OpPair id_pair = OpPair::values(DType::kI64, {n_tokens}, ids);
+  const OpPair table = OpPair::uniform(rng, {v, 67});
+  const OpPair rows = OpPair::poisoned(DType::kF32, {n_tokens, 67});
+  ASSERT_TRUE(embedding(table.h(), id_pair.h(), rows.h()).ok());
+  ASSERT_TRUE(embedding(table.d(), id_pair.d(), rows.d()).ok());
+  EXPECT_TRUE(device_equals_host(rows));
+  // An i64 table (tid2eid rows).
+  std::vector<int64_t> experts(v * 3);
+  for (int64_t& e : experts) e = rng.uniform_int(0, 1000);
+  const OpPair tid2eid = OpPair::values(DType::kI64, {v, 3}, experts);
+  const OpPair picked = OpPair::poisoned(DType::kI64, {n_tokens, 3});
+  ASSERT_TRUE(embedding(tid2eid.h(), id_pair.h(), picked.h()).ok());
+  ASSERT_TRUE(embedding(tid2eid.d(), id_pair.d(), picked.d()).ok());
+  EXPECT_TRUE(device_equals_host(picked));
+}
+
+TEST(HyperConnectionsCuda, MixesMatchCpuAndStreamOpsAreBitIdentical) {
+  SeededRng rng;
+  for (const auto& [t, m, d] : {std::tuple{1, 2, 1}, {5, 3, 33}, {19, 4, 130}}) {
+    SCOPED_TRACE(std::to_string(t) + "x" + std::to_string(m) + "x" + std::to_string(d));
+    const OpPair mixes = OpPair::uniform(rng, {t, (2 + m) * m}, -2.0, 2.0);
+    const OpPair scale = OpPair::uniform(rng, {3}, 0.1, 2.0);
+    const OpPair base = OpPair::uniform(rng, {(2 + m) * m});
+    const OpPair pre = OpPair::poisoned(DType::kF32, {t, m});
+    const OpPair post = OpPair::poisoned(DType::kF32, {t, m});
+    const OpPair comb = OpPair::poisoned(DType::kF32, {t, m, m});
+    ASSERT_TRUE(hc_split_sinkhorn(mixes.h(), scale.h(), base.h(), 20, 1e-6f,
+                                  HcMix{pre.h(), post.h(), comb.h()}).ok());
+    ASSERT_TRUE(hc_split_sinkhorn(mixes.d(), scale.d(), base.d(), 20, 1e-6f,
+                                  HcMix{pre.d(), post.d(), comb.d()}).ok());
+    EXPECT_LT(device_vs_host_error(pre), kCudaF32OpRelTol);
+    EXPECT_LT(device_vs_host_error(post), kCudaF32OpRelTol);
+    EXPECT_LT(device_vs_host_error(comb), kCudaF32OpRelTol);
+
+    const OpPair head_mix = OpPair::uniform(rng, {t, m}, -2.0, 2.0);
+    const OpPair head_base = OpPair::uniform(rng, {m});
+    const OpPair head_pre = OpPair::poisoned(DType::kF32, {t, m});
+    ASSERT_TRUE(hc_head_weights(head_mix.h(), scale.h().rows(0, 1), head_base.h(), 1e-6f,
+                                head_pre.h()).ok());
+    ASSERT_TRUE(hc_head_weights(head_mix.d(), scale.d().rows(0, 1), head_base.d(), 1e-6f,
+                                head_pre.d()).ok());
+    EXPECT_LT(device_vs_host_error(head_pre), kCudaF32OpRelTol);
+
+    // The stream ops take the host's mixes on both devices, so they must agree to the bit.
+    const OpPair x = OpPair::uniform(rng, {t, d});
+    const OpPair streams = OpPair::poisoned(DType::kF32, {t, m, d});
+    ASSERT_TRUE(hc_repeat(x.h(), streams.h()).ok());
+    ASSERT_TRUE(hc_repeat(x.d(), streams.d()).ok());
+    EXPECT_TRUE(device_equals_host(streams));
+    const OpPair residual = OpPair::uniform(rng, {t, m, d});
+    const OpPair weights = OpPair::of(testing::to_host(pre.h()));
+    const OpPair collapsed = OpPair::poisoned(DType::kF32, {t, d});
+    ASSERT_TRUE(hc_collapse(residual.h(), weights.h(), collapsed.h()).ok());
+    ASSERT_TRUE(hc_collapse(residual.d(), weights.d(), collapsed.d()).ok());
+    EXPECT_TRUE(device_equals_host(collapsed));
+    const OpPair place = OpPair::of(testing::to_host(post.h()));
+    const OpPair mixer = OpPair::of(testing::to_host(comb.h()));
+    const OpPair expanded = OpPair::poisoned(DType::kF32, {t, m, d});
+    ASSERT_TRUE(hc_expand(x.h(), residual.h(), place.h(), mixer.h(), expanded.h()).ok());
+    ASSERT_TRUE(hc_expand(x.d(), residual.d(), place.d(), mixer.d(), expanded.d()).ok());
+    EXPECT_TRUE(device_equals_host(expanded));
+  }
+}
+
+// Routing (score and hash), grouping, gather, the dense experts' GEMM and the combine, each
+// step fed the host's result of the previous one so that every comparison is of one op.
+TEST(MoeDispatchCuda, RouteGroupGatherGemmCombineMatchCpu) {
+  SeededRng rng;
+  for (const auto& [t, e, k, d] : {std::tuple{1, 4, 1, 16}, {9, 7, 3, 33}, {67, 16, 6, 130}}) {
+    SCOPED_TRACE(std::to_string(t) + " tokens, " + std::to_string(e) + " experts, top " +
+                 std::to_string(k));
+    const OpPair logits = OpPair::uniform(rng, {t, e}, -4.0, 4.0);
+    const OpPair bias = OpPair::uniform(rng, {e}, -0.3, 0.3);
+    const OpPair weights = OpPair::poisoned(DType::kF32, {t, k});
+    const OpPair ids = OpPair::poisoned(DType::kI32, {t, k});
+    ASSERT_TRUE(moe_route(logits.h(), bias.h(), TensorView{}, 1.5f, {weights.h(), ids.h()}).ok());
+    ASSERT_TRUE(moe_route(logits.d(), bias.d(), TensorView{}, 1.5f, {weights.d(), ids.d()}).ok());
+    EXPECT_TRUE(device_equals_host(ids));
+    EXPECT_LT(device_vs_host_error(weights), kCudaF32OpRelTol);
+    std::vector<int64_t> hashed(t * k);
+    for (int64_t& id : hashed) id = rng.uniform_int(0, e - 1);
+    const OpPair hash_ids = OpPair::values(DType::kI64, {t, k}, hashed);
+    const OpPair hash_weights = OpPair::poisoned(DType::kF32, {t, k});
+    const OpPair hash_picks = OpPair::poisoned(DType::kI32, {t, k});
+    ASSERT_TRUE(moe_route(logits.h(), TensorView{}, hash_ids.h(), 1.0f,
+                          {hash_weights.h(), hash_picks.h()}).ok());
+    ASSERT_TRUE(moe_route(logits.d(), TensorView{}, hash_ids.d(), 1.0f,
+                          {hash_weights.d(), hash_picks.d()}).ok());
+    EXPECT_TRUE(device_equals_host(hash_picks));
+    EXPECT_LT(device_vs_host_error(hash_weights), kCudaF32OpRelTol);
+
+    const int64_t r = t * k;
+    const OpPair routed = OpPair::of(testing::to_host(hash_picks.h()));  // empty experts likely
+    const OpPair order = OpPair::poisoned(DType::kI32, {r});
+    const OpPair offsets = OpPair::poisoned(DType::kI32, {e + 1});
+    ASSERT_TRUE(moe_group(routed.h(), order.h(), offsets.h()).ok());
+    ASSERT_TRUE(moe_group(routed.d(), order.d(), offsets.d()).ok());
+    EXPECT_TRUE(device_equals_host(order));
+    EXPECT_TRUE(device_equals_host(offsets));
+
+    const OpPair x = OpPair::uniform(rng, {t, d});
+    const OpPair rows = OpPair::poisoned(DType::kF32, {r, d});
+    ASSERT_TRUE(moe_gather(x.h(), order.h(), rows.h()).ok());
+    ASSERT_TRUE(moe_gather(x.d(), order.d(), rows.d()).ok());
+    EXPECT_TRUE(device_equals_host(rows));
+
+    const int64_t n = 2 * d + 3;
+    const OpPair w = OpPair::uniform(rng, {e, n, d});
+    const OpPair expert_out = OpPair::poisoned(DType::kF32, {r, n});
+    ASSERT_TRUE(grouped_linear(rows.h(), w.h(), offsets.h(), expert_out.h()).ok());
+    ASSERT_TRUE(grouped_linear(rows.d(), w.d(), offsets.d(), expert_out.d()).ok());
+    EXPECT_LT(device_vs_host_error(expert_out), kCudaF32OpRelTol);
+
+    const OpPair y = OpPair::uniform(rng, {r, d});
+    const OpPair route_weights = OpPair::uniform(rng, {t, k}, 0.0, 1.0);
+    const OpPair combined = OpPair::poisoned(DType::kF32, {t, d});
+    ASSERT_TRUE(moe_combine(y.h(), order.h(), route_weights.h(), combined.h()).ok());
+    ASSERT_TRUE(moe_combine(y.d(), order.d(), route_weights.d(), combined.d()).ok());
+    EXPECT_TRUE(device_equals_host(combined));
+  }
+}
+
+}  // namespace
+}  // namespace dsv4::kernels

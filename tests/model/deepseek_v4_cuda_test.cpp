@@ -1,0 +1,85 @@
+// The whole forward on the GPU (label cuda): each oracle folder's weights moved to the device
+// with checkpoint::copy_weights, then the same checks as deepseek_v4_test.cpp's first test
+// against transformers: full-sequence logits of every prompt within kGoldenLogitsRelTol per row,
+// and the greedy continuation decoded with the (device) cache, token for token.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "checkpoint/loader.h"
+#include "checkpoint/to_device.h"
+#include "model/deepseek_v4.h"
+#include "model/golden.h"
+#include "testing/compare.h"
+#include "testing/device.h"
+#include "testing/tolerance.h"
+
+namespace dsv4::model {
+namespace {
+
+using testing::golden_tensor;
+using testing::kGoldenLogitsRelTol;
+using testing::max_row_rel_error;
+
+std::vector<int64_t> ids_of(const Tensor& t) {
+  return std::vector<int64_t>(t.data_as<int64_t>(), t.data_as<int64_t>() + t.numel());
+}
+
+int64_t argmax(const float* row, int64_t n) { return std::max_element(row, row + n) - row; }
+
+class GoldenModelCudaTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GoldenModelCudaTest, LogitsAndCachedGreedyMatchTransformers) {
+  auto loaded = checkpoint::load_model(testing::golden_path(GetParam() + "/model"));
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  auto weights = checkpoint::copy_weights(loaded->weights, Device::kCuda);
+  ASSERT_TRUE(weights.ok()) << weights.status().to_string();
+  const format::SafetensorsFile reference = testing::open_golden(GetParam() + "/reference.safetensors");
+  const Model model(*weights, ModelOptions{});
+  ASSERT_EQ(model.device(), Device::kCuda);
+  const int64_t v = model.config().vocab_size;
+  ASSERT_NE(reference.find("prompt_0"), nullptr);
+  for (int p = 0; reference.find("prompt_" + std::to_string(p)) != nullptr; ++p) {
+    SCOPED_TRACE("prompt " + std::to_string(p));
+    const std::string i = std::to_string(p);
+    const std::vector<int64_t> prompt = ids_of(golden_tensor(reference, "prompt_" + i));
+    const std::vector<int64_t> greedy = ids_of(golden_tensor(reference, "greedy_" + i));
+    const Tensor want_logits = golden_tensor(reference, "logits_" + i);
+    const Tensor want_greedy_logits = golden_tensor(reference, "greedy_logits_" + i);
+    const auto n = static_cast<int64_t>(prompt.size()), n_gen = static_cast<int64_t>(greedy.size());
+
+    auto cache = model.new_cache(n + n_gen);
+    ASSERT_TRUE(cache.ok()) << cache.status().to_string();
+    const Tensor logits = testing::poisoned_device(DType::kF32, {n, v});
+    const Status prefill = model.forward(prompt, 0, *cache, logits.view());
+    ASSERT_TRUE(prefill.ok()) << prefill.to_string();
+    const Tensor got = testing::to_host(logits.view());
+    EXPECT_LT(max_row_rel_error(got.data_as<float>(), want_logits.data_as<float>(), n, v),
+              kGoldenLogitsRelTol);
+
+    Tensor step_logits = Tensor::host(DType::kF32, {n_gen, v});
+    std::copy_n(got.data_as<float>() + (n - 1) * v, v, step_logits.data_as<float>());
+    const Tensor row = testing::poisoned_device(DType::kF32, {1, v});
+    for (int64_t s = 0; s + 1 < n_gen; ++s) {
+      const Status step = model.forward({&greedy[s], 1}, n + s, *cache, row.view());
+      ASSERT_TRUE(step.ok()) << step.to_string();
+      ASSERT_TRUE(copy_tensor(step_logits.view().rows(s + 1, s + 2), row.view()).ok());
+    }
+    for (int64_t s = 0; s < n_gen; ++s) {
+      EXPECT_EQ(argmax(step_logits.data_as<float>() + s * v, v), greedy[s]) << "step " << s;
+    }
+    EXPECT_LT(max_row_rel_error(step_logits.data_as<float>(), want_greedy_logits.data_as<float>(),
+                                n_gen, v),
+              kGoldenLogitsRelTol);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Oracle, GoldenModelCudaTest,
+                         ::testing::Values("tiny_a_pretrained", "tiny_a_state_dict",
+                                           "tiny_b_state_dict", "tiny_c_pretrained",
+                                           "tiny_d_state_dict", "tiny_e_pretrained"));
+
+}  // namespace
+}  // namespace dsv4::model

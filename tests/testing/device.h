@@ -1,0 +1,44 @@
+// Moving test tensors between the host and the CUDA device (through copy_tensor, the one path
+// every host<->device copy takes), and device outputs poisoned before a kernel writes them.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "base/buffer.h"
+
+namespace dsv4::testing {
+
+inline Tensor to_device(const TensorView& host) {
+  Result<Tensor> t = Tensor::empty(host.dtype, host.shape, Device::kCuda);
+  DSV4_CHECK(t.ok(), "device allocation: %s", t.status().to_string().c_str());
+  const Status copied = copy_tensor(t->view(), host);
+  DSV4_CHECK(copied.ok(), "copy to device: %s", copied.to_string().c_str());
+  return std::move(t).value();
+}
+
+inline Tensor to_host(const TensorView& device) {
+  Tensor t = Tensor::host(device.dtype, device.shape);
+  const Status copied = copy_tensor(t.view(), device);
+  DSV4_CHECK(copied.ok(), "copy to host: %s", copied.to_string().c_str());
+  return t;
+}
+
+// Every byte 0xff: NaN in f32, −1 in integers; a kernel that skips an element shows.
+inline Tensor poisoned_host(DType dtype, Shape shape) {
+  Tensor t = Tensor::host(dtype, shape);
+  std::memset(t.view().data, 0xff, t.view().bytes());
+  return t;
+}
+inline Tensor poisoned_device(DType dtype, Shape shape) {
+  return to_device(poisoned_host(dtype, shape).view());
+}
+
+// The same bytes (bit-identical results, NaN included).
+inline bool same_bytes(const TensorView& a, const TensorView& b) {
+  return a.bytes() == b.bytes() && std::memcmp(a.data, b.data, a.bytes()) == 0;
+}
+
+}  // namespace dsv4::testing
