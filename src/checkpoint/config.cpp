@@ -199,7 +199,14 @@ RopeConfig read_rope(FieldReader& r, const Json& json, const std::string& field,
     rope.beta_fast = p.number("beta_fast", 32.0);
     rope.beta_slow = p.number("beta_slow", 1.0);
   }
-  // The reference never scales cos/sin by YaRN's mscale; transformers pins attention_factor to 1.
+  // The reference never scales cos/sin by YaRN's mscale; transformers pins attention_factor to 1
+  // only for the flat style. A nested yarn set without the key would make transformers derive
+  // 0.1·ln(factor) + 1 (≈ 1.277 at factor 16), which no V4 checkpoint was trained with: refuse
+  // it rather than silently compute something else than transformers.
+  if (rope.yarn && !force_theta && !json.contains("attention_factor")) {
+    p.fail(unimplemented(field + ".attention_factor is absent: transformers would scale cos/sin "
+                         "by YaRN's mscale; set it to 1.0"));
+  }
   if (p.number("attention_factor", 1.0) != 1.0) {
     p.fail(unimplemented(field + ".attention_factor other than 1.0 is not supported"));
   }

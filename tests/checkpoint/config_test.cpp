@@ -325,6 +325,12 @@ std::vector<BadConfig> bad_configs() {
        {{"rope_scaling", {{"type", "yarn"}, {"factor", 8}, {"attention_factor", 1.2}}}},
        "rope_scaling.attention_factor other than 1.0 is not supported"},
       {"rope theta", {{"rope_theta", -1}}, "rope (sliding layers) rope_theta must be positive"},
+      {"nested yarn without attention factor",
+       {{"rope_scaling", nullptr},
+        {"rope_parameters",
+         {{"main", {{"rope_type", "default"}, {"rope_theta", 10000}}},
+          {"compress", {{"rope_type", "yarn"}, {"rope_theta", 160000}, {"factor", 16}}}}}},
+       "rope_parameters.compress.attention_factor is absent"},
   };
 }
 
