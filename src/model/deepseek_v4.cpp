@@ -70,8 +70,8 @@ Status Model::forward(std::span<const SequenceChunk> chunks) const {
       rows[i] = {begin, end, chunks[i].start_pos, &chunks[i].cache->layers[layer]};
       begin = end;
     }
-    const LayerInput input{&c, layer, &weights_->layers[layer], options_.expert_mode,
-                           tokens.view(), rows};
+    const LayerInput input{
+        &c, layer, &weights_->layers[layer], options_.expert_mode, tokens.view(), rows};
     DSV4_RETURN_IF_ERROR(layer_forward(input, streams, spare));
   }
   return lm_head(chunks, streams);

@@ -12,8 +12,8 @@ Result<Tensor> project_mixes(const checkpoint::ModelConfig& config, const Tensor
   const int64_t n_tokens = streams.size(0);
   const TensorView flat = streams.reshaped({n_tokens, streams.numel() / n_tokens});
   DSV4_ASSIGN_OR_RETURN(Tensor normed, scratch(DType::kF32, flat.shape, streams.device));
-  DSV4_RETURN_IF_ERROR(
-      kernels::rms_norm(flat, TensorView{}, static_cast<float>(config.rms_norm_eps), normed.view()));
+  DSV4_RETURN_IF_ERROR(kernels::rms_norm(flat, TensorView{},
+                                         static_cast<float>(config.rms_norm_eps), normed.view()));
   DSV4_ASSIGN_OR_RETURN(Tensor mixes, scratch(DType::kF32, {n_tokens, fn.size(0)}, streams.device));
   DSV4_RETURN_IF_ERROR(kernels::linear(normed.view(), fn, mixes.view()));
   return mixes;

@@ -15,8 +15,8 @@ Status attention_rows(const LayerInput& in, const TensorView& x, const TensorVie
   for (const SequenceRows& seq : in.sequences) {
     if (seq.begin == seq.end) continue;
     DSV4_RETURN_IF_ERROR(attention_forward(*in.config, in.layer, in.weights->attn,
-                                           x.rows(seq.begin, seq.end), seq.start_pos,
-                                           *seq.cache, out.rows(seq.begin, seq.end)));
+                                           x.rows(seq.begin, seq.end), seq.start_pos, *seq.cache,
+                                           out.rows(seq.begin, seq.end)));
   }
   return ok_status();
 }
@@ -43,8 +43,8 @@ Status layer_forward(const LayerInput& in, Tensor& streams, Tensor& spare) {
   // FFN half.
   DSV4_RETURN_IF_ERROR(hc_pre(config, w.hc_ffn, streams.view(), site, x.view()));
   DSV4_RETURN_IF_ERROR(kernels::rms_norm(x.view(), w.ffn_norm.view(), eps, x.view()));
-  DSV4_RETURN_IF_ERROR(moe_forward(config, in.layer, w.ffn, in.expert_mode, x.view(), in.tokens,
-                                   block_out.view()));
+  DSV4_RETURN_IF_ERROR(
+      moe_forward(config, in.layer, w.ffn, in.expert_mode, x.view(), in.tokens, block_out.view()));
   DSV4_RETURN_IF_ERROR(hc_post(block_out.view(), streams.view(), site, spare.view()));
   std::swap(streams, spare);
   return ok_status();

@@ -75,7 +75,8 @@ Status routed_experts(const ModelConfig& config, const MoeWeights& w, ExpertMode
   const int64_t n_rows = x.size(0) * config.n_expert_used, f = config.moe_intermediate_size;
   const Device device = x.device;
   DSV4_ASSIGN_OR_RETURN(Tensor order, scratch(DType::kI32, {n_rows}, device));
-  DSV4_ASSIGN_OR_RETURN(Tensor offsets, scratch(DType::kI32, {config.n_routed_experts + 1}, device));
+  DSV4_ASSIGN_OR_RETURN(Tensor offsets,
+                        scratch(DType::kI32, {config.n_routed_experts + 1}, device));
   DSV4_RETURN_IF_ERROR(kernels::moe_group(routing.ids, order.view(), offsets.view()));
   DSV4_ASSIGN_OR_RETURN(Tensor rows, scratch(DType::kF32, {n_rows, x.size(1)}, device));
   DSV4_RETURN_IF_ERROR(kernels::moe_gather(x, order.view(), rows.view()));
@@ -86,8 +87,8 @@ Status routed_experts(const ModelConfig& config, const MoeWeights& w, ExpertMode
   DSV4_RETURN_IF_ERROR(expert_gemm(rows.view(), experts.w13, nvfp4 ? &*experts.w13_nvfp4 : nullptr,
                                    mode, offsets.view(), gate_up.view()));
   DSV4_ASSIGN_OR_RETURN(Tensor hidden, scratch(DType::kF32, {n_rows, f}, device));
-  DSV4_RETURN_IF_ERROR(kernels::swiglu(gate_up.view(), static_cast<float>(config.swiglu_limit),
-                                       hidden.view()));
+  DSV4_RETURN_IF_ERROR(
+      kernels::swiglu(gate_up.view(), static_cast<float>(config.swiglu_limit), hidden.view()));
   DSV4_RETURN_IF_ERROR(expert_gemm(hidden.view(), experts.w2, nvfp4 ? &*experts.w2_nvfp4 : nullptr,
                                    mode, offsets.view(), rows.view()));
   // transformers applies the routing weight to each expert's output (after w2); the official
@@ -104,8 +105,8 @@ Status shared_expert(const ModelConfig& config, const checkpoint::DenseExpertWei
   DSV4_RETURN_IF_ERROR(kernels::linear(x, w.w1.view(), columns(gate_up.view(), 0, f)));
   DSV4_RETURN_IF_ERROR(kernels::linear(x, w.w3.view(), columns(gate_up.view(), f, 2 * f)));
   DSV4_ASSIGN_OR_RETURN(Tensor hidden, scratch(DType::kF32, {n_tokens, f}, x.device));
-  DSV4_RETURN_IF_ERROR(kernels::swiglu(gate_up.view(), static_cast<float>(config.swiglu_limit),
-                                       hidden.view()));
+  DSV4_RETURN_IF_ERROR(
+      kernels::swiglu(gate_up.view(), static_cast<float>(config.swiglu_limit), hidden.view()));
   return kernels::linear(hidden.view(), w.w2.view(), out);
 }
 

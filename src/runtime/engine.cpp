@@ -30,9 +30,10 @@ Result<Engine> Engine::open(const EngineOptions& options) {
   DSV4_ASSIGN_OR_RETURN(checkpoint::LoadedModel loaded, checkpoint::load_model(options.model_dir));
   if (!loaded.report.clean()) {
     const auto& r = loaded.report;
-    std::string first = !r.problems.empty()       ? r.problems.front()
-                        : !r.zero_tensors.empty() ? "all-zero tensor " + r.zero_tensors.front()
-                                                  : "non-finite tensor " + r.non_finite_tensors.front();
+    std::string first = !r.problems.empty() ? r.problems.front()
+                        : !r.zero_tensors.empty()
+                            ? "all-zero tensor " + r.zero_tensors.front()
+                            : "non-finite tensor " + r.non_finite_tensors.front();
     return data_loss(options.model_dir + ": checkpoint does not bind cleanly: " + first);
   }
   const model::ModelOptions model_options{options.experts == ExpertPrecision::kW4A4
@@ -73,7 +74,8 @@ Result<Generation> Engine::generate(const GenerateRequest& request) {
   return std::move(out.front());
 }
 
-Result<std::vector<Generation>> Engine::generate_batch(const std::vector<GenerateRequest>& requests) {
+Result<std::vector<Generation>> Engine::generate_batch(
+    const std::vector<GenerateRequest>& requests) {
   const model::Model& model = state_->model;
   std::vector<runtime::Session> sessions;
   std::vector<runtime::Sampler> samplers;
@@ -92,8 +94,8 @@ Result<std::vector<Generation>> Engine::generate_batch(const std::vector<Generat
 
   std::vector<Generation> out(requests.size());
   for (size_t i = 0; i < requests.size(); ++i) {
-    if (requests[i].return_prompt_logits) out[i].prompt_logits.assign(
-        sessions[i].logits().begin(), sessions[i].logits().end());
+    if (requests[i].return_prompt_logits)
+      out[i].prompt_logits.assign(sessions[i].logits().begin(), sessions[i].logits().end());
   }
   while (true) {
     inputs.clear();
@@ -103,7 +105,8 @@ Result<std::vector<Generation>> Engine::generate_batch(const std::vector<Generat
       if (g.stopped_at_eos || static_cast<int64_t>(g.tokens.size()) >= s.max_tokens) continue;
       const std::span<const float> next = sessions[i].next_token_logits();
       g.tokens.push_back(samplers[i].sample(next));
-      if (requests[i].return_step_logits) g.step_logits.insert(g.step_logits.end(), next.begin(), next.end());
+      if (requests[i].return_step_logits)
+        g.step_logits.insert(g.step_logits.end(), next.begin(), next.end());
       g.stopped_at_eos = s.stop_at_eos && g.tokens.back() == eos_token_id();
       // The last token needs no forward: nothing will be drawn after it.
       if (!g.stopped_at_eos && static_cast<int64_t>(g.tokens.size()) < s.max_tokens) {

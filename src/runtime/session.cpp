@@ -40,8 +40,8 @@ struct StepRunner {
     for (size_t i = 0; i < inputs.size(); ++i) {
       std::vector<float>& host = inputs[i].session->logits_;
       host.resize(static_cast<size_t>(logits[i].numel()));
-      const TensorView dst = TensorView::contiguous(host.data(), DType::kF32, Device::kCpu,
-                                                    logits[i].shape());
+      const TensorView dst =
+          TensorView::contiguous(host.data(), DType::kF32, Device::kCpu, logits[i].shape());
       DSV4_RETURN_IF_ERROR(copy_tensor(dst, logits[i].view()));
     }
     return ok_status();

@@ -61,7 +61,8 @@ TEST_P(GoldenModelTest, LogitsAndCachedGreedyMatchTransformers) {
     const std::vector<int64_t> greedy = ids_of(golden_tensor(g.reference, "greedy_" + i));
     const Tensor want_logits = golden_tensor(g.reference, "logits_" + i);
     const Tensor want_greedy_logits = golden_tensor(g.reference, "greedy_logits_" + i);
-    const int64_t n = static_cast<int64_t>(prompt.size()), n_gen = static_cast<int64_t>(greedy.size());
+    const int64_t n = static_cast<int64_t>(prompt.size()),
+                  n_gen = static_cast<int64_t>(greedy.size());
 
     auto cache = model.new_cache(n + n_gen);
     ASSERT_TRUE(cache.ok()) << cache.status().to_string();

@@ -83,10 +83,13 @@ RefMix ref_hc_pre(const ModelConfig& c, const HyperConnectionWeights& w, const f
   std::vector<double> cm(m * m);
   for (int64_t i = 0; i < m; ++i) {
     double mx = -1e300, sum = 0.0;
-    for (int64_t j = 0; j < m; ++j) mx = std::max(mx, mix[2 * m + i * m + j] * s[2] + b[2 * m + i * m + j]);
-    for (int64_t j = 0; j < m; ++j) sum += std::exp(mix[2 * m + i * m + j] * s[2] + b[2 * m + i * m + j] - mx);
     for (int64_t j = 0; j < m; ++j)
-      cm[i * m + j] = std::exp(mix[2 * m + i * m + j] * s[2] + b[2 * m + i * m + j] - mx) / sum + eps;
+      mx = std::max(mx, mix[2 * m + i * m + j] * s[2] + b[2 * m + i * m + j]);
+    for (int64_t j = 0; j < m; ++j)
+      sum += std::exp(mix[2 * m + i * m + j] * s[2] + b[2 * m + i * m + j] - mx);
+    for (int64_t j = 0; j < m; ++j)
+      cm[i * m + j] =
+          std::exp(mix[2 * m + i * m + j] * s[2] + b[2 * m + i * m + j] - mx) / sum + eps;
   }
   auto cols = [&] {
     for (int64_t j = 0; j < m; ++j) {
@@ -146,8 +149,10 @@ TEST_P(HcTest, PrePostAndHeadMatchFloat64) {
     const RefMix r = ref_hc_pre(config, site_w, x);
     EXPECT_LT(max_row_rel_error(site.pre.data_as<float>() + t * m, r.pre.data(), 1, m), 1e-5);
     EXPECT_LT(max_row_rel_error(site.post.data_as<float>() + t * m, r.post.data(), 1, m), 1e-5);
-    EXPECT_LT(max_row_rel_error(site.comb.data_as<float>() + t * m * m, r.comb.data(), 1, m * m), 1e-5);
-    EXPECT_LT(max_row_rel_error(collapsed.data_as<float>() + t * d, r.collapsed.data(), 1, d), 1e-5);
+    EXPECT_LT(max_row_rel_error(site.comb.data_as<float>() + t * m * m, r.comb.data(), 1, m * m),
+              1e-5);
+    EXPECT_LT(max_row_rel_error(collapsed.data_as<float>() + t * d, r.collapsed.data(), 1, d),
+              1e-5);
     // Sinkhorn's result is doubly stochastic (to its eps), and hc_post consumes it transposed.
     for (int j = 0; j < m; ++j) {
       double col = 0.0;
@@ -165,8 +170,9 @@ TEST_P(HcTest, PrePostAndHeadMatchFloat64) {
     const std::vector<double> hm = ref_mixes(config, head_w.fn.data_as<float>(), m, x);
     std::vector<double> ref_head(d, 0.0);
     for (int i = 0; i < m; ++i) {
-      const double pre = sigmoid(hm[i] * head_w.scale.data_as<float>()[0] +
-                                 head_w.base.data_as<float>()[i]) + config.hc_eps;
+      const double pre =
+          sigmoid(hm[i] * head_w.scale.data_as<float>()[0] + head_w.base.data_as<float>()[i]) +
+          config.hc_eps;
       for (int k = 0; k < d; ++k) ref_head[k] += pre * x[i * d + k];
     }
     EXPECT_LT(max_row_rel_error(head.data_as<float>() + t * d, ref_head.data(), 1, d), 1e-5);
@@ -177,9 +183,9 @@ INSTANTIATE_TEST_SUITE_P(Shapes, HcTest,
                          ::testing::Values(std::make_tuple(1, 4, 64), std::make_tuple(5, 2, 48),
                                            std::make_tuple(9, 3, 96)));
 
-// tiny_a layer 2 (weights from the state_dict checkpoint, outputs recorded in the pretrained folder:
-// the same model): the attention site from the recorded layer-1 output, the
-// stream update with the recorded attention output, then the FFN site; hc_head on the last layer.
+// tiny_a layer 2 (weights from the state_dict checkpoint, outputs recorded in the pretrained
+// folder: the same model): the attention site from the recorded layer-1 output, the stream update
+// with the recorded attention output, then the FFN site; hc_head on the last layer.
 TEST(HcGoldenTest, MatchesTransformersTinyA) {
   const auto model = testing::open_golden("tiny_a_state_dict/model/model.safetensors");
   const auto layers = testing::open_golden("tiny_a_pretrained/layers.safetensors");
@@ -194,15 +200,17 @@ TEST(HcGoldenTest, MatchesTransformersTinyA) {
   };
   auto expect_close = [&](const Tensor& got, const std::string& name, int64_t cols) {
     const Tensor want = golden_tensor(layers, name);
-    EXPECT_LT(max_row_rel_error(got.data_as<float>(), want.data_as<float>(), got.numel() / cols, cols),
-              testing::kGoldenLayerRelTol)
+    EXPECT_LT(
+        max_row_rel_error(got.data_as<float>(), want.data_as<float>(), got.numel() / cols, cols),
+        testing::kGoldenLayerRelTol)
         << name;
   };
   const Tensor streams = golden_tensor(layers, "model.layers.1", {t, m, d});
   HcSite site;
   Tensor collapsed = poisoned({t, d});
-  ASSERT_TRUE(hc_pre(config, site_weights("model.layers.2.attn_hc"), streams.view(), site,
-                     collapsed.view()).ok());
+  ASSERT_TRUE(
+      hc_pre(config, site_weights("model.layers.2.attn_hc"), streams.view(), site, collapsed.view())
+          .ok());
   expect_close(site.post, "model.layers.2.attn_hc.out_0", m);
   expect_close(site.comb, "model.layers.2.attn_hc.out_1", m * m);
   expect_close(collapsed, "model.layers.2.attn_hc.out_2", d);
@@ -210,8 +218,9 @@ TEST(HcGoldenTest, MatchesTransformersTinyA) {
   const Tensor attn = golden_tensor(layers, "model.layers.2.self_attn.o_b_proj", {t, d});
   Tensor mid = poisoned({t, m, d});
   ASSERT_TRUE(hc_post(attn.view(), streams.view(), site, mid.view()).ok());
-  ASSERT_TRUE(hc_pre(config, site_weights("model.layers.2.ffn_hc"), mid.view(), site,
-                     collapsed.view()).ok());
+  ASSERT_TRUE(
+      hc_pre(config, site_weights("model.layers.2.ffn_hc"), mid.view(), site, collapsed.view())
+          .ok());
   expect_close(site.post, "model.layers.2.ffn_hc.out_0", m);
   expect_close(site.comb, "model.layers.2.ffn_hc.out_1", m * m);
   expect_close(collapsed, "model.layers.2.ffn_hc.out_2", d);

@@ -146,7 +146,8 @@ TEST_P(MoeTest, MatchesFloat64) {
   Tensor tokens = Tensor::host(DType::kI64, {n_tokens});
   for (int t = 0; t < n_tokens; ++t) tokens.data_as<int64_t>()[t] = rng.uniform_int(0, vocab - 1);
   Tensor out = poisoned({n_tokens, d});
-  ASSERT_TRUE(moe_forward(config, 0, w, ExpertMode::kW4A16, x.view(), tokens.view(), out.view()).ok());
+  ASSERT_TRUE(
+      moe_forward(config, 0, w, ExpertMode::kW4A16, x.view(), tokens.view(), out.view()).ok());
   for (int t = 0; t < n_tokens; ++t) {
     const std::vector<double> ref =
         moe_ref(config, w, x.data_as<float>() + t * d, tokens.data_as<int64_t>()[t]);
@@ -172,7 +173,8 @@ TEST(MoeGoldenTest, MatchesTransformersTinyA) {
   for (int layer : {0, 2}) {
     SCOPED_TRACE(layer);
     const std::string p = "model.layers." + std::to_string(layer) + ".mlp.";
-    ModelConfig config = moe_config(d, 10, 3, 64, layer < 2 ? RoutingType::kHash : RoutingType::kScore);
+    ModelConfig config =
+        moe_config(d, 10, 3, 64, layer < 2 ? RoutingType::kHash : RoutingType::kScore);
     config.swiglu_limit = 10.0;
     MoeWeights w;
     w.gate = golden_tensor(model, p + "gate.weight");
@@ -189,7 +191,8 @@ TEST(MoeGoldenTest, MatchesTransformersTinyA) {
     const Tensor x = golden_tensor(
         layers, "model.layers." + std::to_string(layer) + ".post_attention_layernorm", {t, d});
     Tensor out = poisoned({t, d});
-    ASSERT_TRUE(moe_forward(config, 0, w, ExpertMode::kW4A16, x.view(), tokens.view(), out.view()).ok());
+    ASSERT_TRUE(
+        moe_forward(config, 0, w, ExpertMode::kW4A16, x.view(), tokens.view(), out.view()).ok());
     const Tensor want = golden_tensor(layers, p.substr(0, p.size() - 1), {t, d});
     EXPECT_LT(max_row_rel_error(out.data_as<float>(), want.data_as<float>(), t, d),
               testing::kGoldenLayerRelTol);
@@ -241,13 +244,20 @@ TEST(MoeNvfp4Test, ModesAgainstDequantizedDenseExperts) {
   const Tensor x = random_tensor(rng, {n_tokens, d}, 1.0f);
   Tensor tokens = Tensor::host(DType::kI64, {n_tokens});
   std::fill_n(tokens.data_as<int64_t>(), n_tokens, 0);
-  Tensor want = poisoned({n_tokens, d}), w4a16 = poisoned({n_tokens, d}), w4a4 = poisoned({n_tokens, d});
-  ASSERT_TRUE(moe_forward(config, 0, dense, ExpertMode::kW4A16, x.view(), tokens.view(), want.view()).ok());
-  ASSERT_TRUE(moe_forward(config, 0, quantized, ExpertMode::kW4A16, x.view(), tokens.view(), w4a16.view()).ok());
-  ASSERT_TRUE(moe_forward(config, 0, quantized, ExpertMode::kW4A4, x.view(), tokens.view(), w4a4.view()).ok());
+  Tensor want = poisoned({n_tokens, d}), w4a16 = poisoned({n_tokens, d}),
+         w4a4 = poisoned({n_tokens, d});
+  ASSERT_TRUE(
+      moe_forward(config, 0, dense, ExpertMode::kW4A16, x.view(), tokens.view(), want.view()).ok());
+  ASSERT_TRUE(
+      moe_forward(config, 0, quantized, ExpertMode::kW4A16, x.view(), tokens.view(), w4a16.view())
+          .ok());
+  ASSERT_TRUE(
+      moe_forward(config, 0, quantized, ExpertMode::kW4A4, x.view(), tokens.view(), w4a4.view())
+          .ok());
   EXPECT_LT(max_row_rel_error(w4a16.data_as<float>(), want.data_as<float>(), n_tokens, d),
             testing::kF32OpRelTol);
-  const double a4_error = max_row_rel_error(w4a4.data_as<float>(), want.data_as<float>(), n_tokens, d);
+  const double a4_error =
+      max_row_rel_error(w4a4.data_as<float>(), want.data_as<float>(), n_tokens, d);
   EXPECT_GT(a4_error, testing::kF32OpRelTol) << "W4A4 did not quantize the activations";
   EXPECT_LT(a4_error, testing::kNvfp4ActivationRelTol);
 }

@@ -71,7 +71,8 @@ TEST(SamplerTest, TopKDrawsTheKMostLikelyWithRenormalisedSoftmax) {
   params.seed = rng.engine()();
   std::vector<int64_t> order(logits.size());
   std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return logits[a] > logits[b]; });
+  std::sort(order.begin(), order.end(),
+            [&](int64_t a, int64_t b) { return logits[a] > logits[b]; });
   double sum = 0.0;
   for (int i = 0; i < 4; ++i) sum += std::exp(logits[order[i]] / 0.7);
   const int n = 40000;
@@ -87,7 +88,8 @@ TEST(SamplerTest, TopKDrawsTheKMostLikelyWithRenormalisedSoftmax) {
 
 TEST(SamplerTest, TopPKeepsTheSmallestSetReachingP) {
   // Probabilities 0.5, 0.3, 0.15, 0.05: top_p = 0.7 keeps the first two (0.5 < 0.7 <= 0.8).
-  const std::vector<float> logits = {std::log(0.15f), std::log(0.5f), std::log(0.05f), std::log(0.3f)};
+  const std::vector<float> logits = {std::log(0.15f), std::log(0.5f), std::log(0.05f),
+                                     std::log(0.3f)};
   SeededRng rng;
   SamplingParams params;
   params.temperature = 1.0f;

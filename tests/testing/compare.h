@@ -21,7 +21,6 @@ double max_row_rel_error(const A* a, const B* b, int64_t n_rows, int64_t n_cols)
     }
     const double error = ref > 0.0 ? std::sqrt(diff / ref) : std::sqrt(diff);
     if (!(error <= worst)) worst = error;  // NaN propagates: a NaN row is the worst row
-
   }
   return worst;
 }

@@ -62,8 +62,9 @@ int run_generate(const GenerateArgs& args) {
 void register_generate(CLI::App& app, int& exit_code) {
   CLI::App* cmd = app.add_subcommand("generate", "Generate token ids from a prompt of token ids");
   auto args = std::make_shared<GenerateArgs>();
-  cmd->add_option("--model", args->model,
-                  "checkpoint directory (default: $DSV4_MODEL, else a small random-weight test model)");
+  cmd->add_option(
+      "--model", args->model,
+      "checkpoint directory (default: $DSV4_MODEL, else a small random-weight test model)");
   cmd->add_option("--ids", args->ids, "prompt token ids, comma separated")
       ->required()
       ->delimiter(',');

@@ -69,12 +69,14 @@ Result<PromptCheck> check_prompt(Engine& engine, const format::SafetensorsFile& 
   DSV4_ASSIGN_OR_RETURN(c.prompt, read_tensor<int64_t>(ref, "prompt_" + n, DType::kI64));
   DSV4_ASSIGN_OR_RETURN(auto logits, read_tensor<float>(ref, "logits_" + n, DType::kF32));
   DSV4_ASSIGN_OR_RETURN(auto greedy, read_tensor<int64_t>(ref, "greedy_" + n, DType::kI64));
-  DSV4_ASSIGN_OR_RETURN(auto greedy_logits, read_tensor<float>(ref, "greedy_logits_" + n, DType::kF32));
+  DSV4_ASSIGN_OR_RETURN(auto greedy_logits,
+                        read_tensor<float>(ref, "greedy_logits_" + n, DType::kF32));
   const auto n_prompt = static_cast<int64_t>(c.prompt.size());
   const auto n_greedy = static_cast<int64_t>(greedy.size());
   if (static_cast<int64_t>(logits.size()) != n_prompt * v ||
       static_cast<int64_t>(greedy_logits.size()) != n_greedy * v) {
-    return invalid_argument("prompt " + n + ": reference logits are not [len, " + std::to_string(v) + "]");
+    return invalid_argument("prompt " + n + ": reference logits are not [len, " +
+                            std::to_string(v) + "]");
   }
   GenerateRequest request{c.prompt, {}, true, true};
   request.sampling.max_tokens = n_greedy;
@@ -83,13 +85,15 @@ Result<PromptCheck> check_prompt(Engine& engine, const format::SafetensorsFile& 
   int64_t n_agree = 0;
   while (n_agree < n_common && c.out.tokens[n_agree] == greedy[n_agree]) ++n_agree;
   const double full = max_row_rel_error(c.out.prompt_logits.data(), logits.data(), n_prompt, v);
-  const double cached = max_row_rel_error(c.out.step_logits.data(), greedy_logits.data(), n_agree, v);
+  const double cached =
+      max_row_rel_error(c.out.step_logits.data(), greedy_logits.data(), n_agree, v);
   c.ok = full <= kLogitsRelTol && cached <= kLogitsRelTol && n_agree == n_greedy &&
          static_cast<int64_t>(c.out.tokens.size()) == n_greedy;
-  std::printf("prompt %d: %lld tokens  logits max rel err %.3e  greedy %lld/%lld tokens agree, "
-              "their logits max rel err %.3e  %s\n",
-              i, static_cast<long long>(n_prompt), full, static_cast<long long>(n_agree),
-              static_cast<long long>(n_greedy), cached, c.ok ? "OK" : "FAIL");
+  std::printf(
+      "prompt %d: %lld tokens  logits max rel err %.3e  greedy %lld/%lld tokens agree, "
+      "their logits max rel err %.3e  %s\n",
+      i, static_cast<long long>(n_prompt), full, static_cast<long long>(n_agree),
+      static_cast<long long>(n_greedy), cached, c.ok ? "OK" : "FAIL");
   return c;
 }
 
@@ -113,7 +117,8 @@ int run_verify(const VerifyArgs& args) {
   };
   Result<format::SafetensorsFile> ref = format::SafetensorsFile::open(args.reference);
   if (!ref.ok()) return fail(ref.status());
-  EngineOptions options{args.model, args.device == "cuda" ? EngineDevice::kCuda : EngineDevice::kCpu,
+  EngineOptions options{args.model,
+                        args.device == "cuda" ? EngineDevice::kCuda : EngineDevice::kCpu,
                         args.experts == "w4a4" ? ExpertPrecision::kW4A4 : ExpertPrecision::kW4A16};
   Result<Engine> engine = Engine::open(options);
   if (!engine.ok()) return fail(engine.status());
@@ -142,7 +147,8 @@ void register_verify(CLI::App& app, int& exit_code) {
       "verify", "Recompute an oracle reference file's logits and greedy tokens and compare");
   auto args = std::make_shared<VerifyArgs>();
   cmd->add_option("--model", args->model, "checkpoint directory")->required();
-  cmd->add_option("--reference", args->reference, "reference .safetensors (prompt_i, logits_i, ...)")
+  cmd->add_option("--reference", args->reference,
+                  "reference .safetensors (prompt_i, logits_i, ...)")
       ->required()
       ->check(CLI::ExistingFile);
   cmd->add_option("--dump", args->dump, "write the engine's outputs here (same names and shapes)");

@@ -50,8 +50,8 @@ void sinkhorn(float* c, int64_t m, int64_t n_iters, float eps) {
 }
 
 const float* f32_vector(const TensorView& v, int64_t n, const char* what) {
-  DSV4_CHECK(v.dtype == DType::kF32 && v.numel() == n && v.is_contiguous(), "%s: expected f32 [%lld]",
-             what, (long long)n);
+  DSV4_CHECK(v.dtype == DType::kF32 && v.numel() == n && v.is_contiguous(),
+             "%s: expected f32 [%lld]", what, (long long)n);
   return v.data_as<const float>();
 }
 
@@ -107,7 +107,8 @@ void hc_head_weights(const TensorView& mixes, const TensorView& scale, const Ten
   const float s = *f32_vector(scale, 1, "hc_head_weights scale");
   const float* b = f32_vector(base, mix.n_cols, "hc_head_weights base");
   for (int64_t t = 0; t < mix.n_rows; ++t) {
-    for (int64_t i = 0; i < mix.n_cols; ++i) out.row(t)[i] = sigmoid(mix.row(t)[i] * s + b[i]) + eps;
+    for (int64_t i = 0; i < mix.n_cols; ++i)
+      out.row(t)[i] = sigmoid(mix.row(t)[i] * s + b[i]) + eps;
   }
 }
 

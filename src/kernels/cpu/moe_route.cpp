@@ -26,9 +26,9 @@ void moe_route(const TensorView& logits, const TensorView& bias, const TensorVie
   const RowMatrix weights = as_rows(out.weights, "moe_route weights");
   const int64_t n_tokens = in.n_rows, n_experts = in.n_cols, k = weights.n_cols;
   DSV4_CHECK(weights.n_rows == n_tokens && k <= n_experts, "moe_route: weights must be [T, K]");
-  DSV4_CHECK(out.ids.dtype == DType::kI32 && out.ids.is_contiguous() &&
-                 out.ids.numel() == n_tokens * k,
-             "moe_route: ids must be i32 [T, K]");
+  DSV4_CHECK(
+      out.ids.dtype == DType::kI32 && out.ids.is_contiguous() && out.ids.numel() == n_tokens * k,
+      "moe_route: ids must be i32 [T, K]");
   const bool hashed = hash_ids.data != nullptr;
   DSV4_CHECK(!hashed || (hash_ids.dtype == DType::kI64 && hash_ids.is_contiguous() &&
                          hash_ids.numel() == n_tokens * k && bias.data == nullptr),
@@ -53,10 +53,9 @@ void moe_route(const TensorView& logits, const TensorView& bias, const TensorVie
       std::vector<int32_t> order(n_experts);
       std::iota(order.begin(), order.end(), 0);
       auto biased = [&](int32_t e) { return scores[e] + (b ? b[e] : 0.0f); };
-      std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                        [&](int32_t x, int32_t y) {
-                          return biased(x) > biased(y) || (biased(x) == biased(y) && x < y);
-                        });
+      std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t x, int32_t y) {
+        return biased(x) > biased(y) || (biased(x) == biased(y) && x < y);
+      });
       std::copy(order.begin(), order.begin() + k, chosen);
     }
     float sum = 0.0f;
