@@ -26,6 +26,7 @@ Status route(const ModelConfig& config, int64_t layer, const MoeWeights& w, cons
   DSV4_ASSIGN_OR_RETURN(Tensor logits,
                         scratch(DType::kF32, {n_tokens, config.n_routed_experts}, x.device));
   // The router runs in f32 (transformers keeps the gate in the activation dtype, f32 here).
+  // The weights are always renormalised: transformers' routers ignore norm_topk_prob.
   DSV4_RETURN_IF_ERROR(kernels::linear(x, w.gate.view(), logits.view()));
   const auto scale = static_cast<float>(config.routed_scaling_factor);
   if (config.layers[layer].routing == checkpoint::RoutingType::kHash) {

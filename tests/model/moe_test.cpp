@@ -9,11 +9,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <numeric>
 #include <random>
 #include <vector>
 
 #include "format/nvfp4.h"
+#include "kernels/ops.h"
 #include "model/golden.h"
 #include "testing/compare.h"
 #include "testing/random.h"
@@ -162,6 +164,41 @@ INSTANTIATE_TEST_SUITE_P(Routing, MoeTest,
                                                               RoutingType::kHash),
                                             ::testing::Values(1, 13)));
 
+// The router alone against transformers' gate outputs: out_1 the scaled weights, out_2 the
+// expert ids (unsorted top-k, so compared as id -> weight maps per token).
+void expect_routing_matches(const format::SafetensorsFile& layers, const std::string& prefix,
+                            const ModelConfig& c, const MoeWeights& w, const Tensor& x,
+                            const Tensor& tokens) {
+  const int64_t t = x.shape()[0], e = c.n_routed_experts, k = c.n_expert_used;
+  Tensor logits = poisoned({t, e}), weights = poisoned({t, k});
+  Tensor ids = Tensor::host(DType::kI32, {t, k}), hash_ids = Tensor::host(DType::kI64, {t, k});
+  ASSERT_TRUE(kernels::linear(x.view(), w.gate.view(), logits.view()).ok());
+  const bool hashed = c.layers[0].routing == RoutingType::kHash;
+  if (hashed) {
+    ASSERT_TRUE(kernels::embedding(w.tid2eid.view(), tokens.view(), hash_ids.view()).ok());
+  }
+  ASSERT_TRUE(kernels::moe_route(logits.view(), hashed ? TensorView{} : w.bias.view(),
+                                 hashed ? hash_ids.view() : TensorView{},
+                                 static_cast<float>(c.routed_scaling_factor),
+                                 {weights.view(), ids.view()})
+                  .ok());
+  const Tensor want_weights = golden_tensor(layers, prefix + "gate.out_1");
+  const Tensor want_ids = golden_tensor(layers, prefix + "gate.out_2");
+  for (int64_t i = 0; i < t; ++i) {
+    std::map<int64_t, float> got, want;
+    for (int64_t j = 0; j < k; ++j) {
+      got[ids.data_as<int32_t>()[i * k + j]] = weights.data_as<float>()[i * k + j];
+      want[static_cast<int64_t>(want_ids.data_as<float>()[i * k + j])] =
+          want_weights.data_as<float>()[i * k + j];
+    }
+    ASSERT_EQ(got.size(), want.size()) << "token " << i;
+    for (const auto& [id, weight] : want) {
+      ASSERT_TRUE(got.count(id)) << "token " << i << " misses expert " << id;
+      EXPECT_NEAR(got[id], weight, 1e-5 * c.routed_scaling_factor) << "token " << i;
+    }
+  }
+}
+
 // tiny_a, prompt_0: layer 0 is hash-routed, layer 2 score-routed. Weights from the state_dict
 // checkpoint (stacked experts), submodule outputs from the pretrained folder: the same model.
 TEST(MoeGoldenTest, MatchesTransformersTinyA) {
@@ -190,6 +227,7 @@ TEST(MoeGoldenTest, MatchesTransformersTinyA) {
     w.shared_expert.w2 = golden_tensor(model, p + "shared_experts.down_proj.weight");
     const Tensor x = golden_tensor(
         layers, "model.layers." + std::to_string(layer) + ".post_attention_layernorm", {t, d});
+    expect_routing_matches(layers, p, config, w, x, tokens);
     Tensor out = poisoned({t, d});
     ASSERT_TRUE(
         moe_forward(config, 0, w, ExpertMode::kW4A16, x.view(), tokens.view(), out.view()).ok());
