@@ -1,5 +1,6 @@
 // dsv4 generate [--model DIR] --ids 1,2,3 [--max-tokens N] [--temperature T --top-k K --top-p P
-// --seed S] [--experts w4a16|w4a4]: one-shot generation, printing the generated token ids.
+// --seed S] [--experts w4a16|w4a4] [--device cpu|cuda]: one-shot generation, printing the
+// generated token ids.
 // Without --model it runs the small oracle checkpoint shipped in the repository (random
 // weights, so the ids mean nothing; it shows the whole path works), or $DSV4_MODEL.
 // Uses only the public API (include/dsv4/).
@@ -20,6 +21,7 @@ struct GenerateArgs {
   std::vector<int64_t> ids;
   SamplingParams sampling;
   std::string experts = "w4a16";
+  std::string device = "cpu";
 };
 
 // The checkpoint to run when no --model is given: $DSV4_MODEL, else the embedded default.
@@ -34,6 +36,7 @@ int run_generate(const GenerateArgs& args) {
   EngineOptions options;
   options.model_dir = args.model.empty() ? default_model(random_weights) : args.model;
   options.experts = args.experts == "w4a4" ? ExpertPrecision::kW4A4 : ExpertPrecision::kW4A16;
+  options.device = args.device == "cuda" ? EngineDevice::kCuda : EngineDevice::kCpu;
   if (random_weights) {
     std::fprintf(stderr,
                  "dsv4 generate: no --model, using the embedded test checkpoint %s "
@@ -83,6 +86,9 @@ void register_generate(CLI::App& app, int& exit_code) {
   cmd->add_option("--experts", args->experts, "NVFP4 expert mode")
       ->capture_default_str()
       ->check(CLI::IsMember({"w4a16", "w4a4"}));
+  cmd->add_option("--device", args->device, "cpu or cuda")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->callback([args, &exit_code] { exit_code = run_generate(*args); });
 }
 
