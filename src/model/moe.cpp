@@ -11,14 +11,6 @@ namespace {
 using checkpoint::ModelConfig;
 using checkpoint::MoeWeights;
 
-// A column slice [begin, end) of a 2-D row-major view, sharing memory.
-TensorView columns(const TensorView& m, int64_t begin, int64_t end) {
-  TensorView view = m;
-  view.data = static_cast<float*>(m.data) + begin;
-  view.shape[1] = end - begin;
-  return view;
-}
-
 // weights [T, K] and ids [T, K] of the router; hash layers take their experts from tid2eid.
 Status route(const ModelConfig& config, int64_t layer, const MoeWeights& w, const TensorView& x,
              const TensorView& tokens, const kernels::MoeRouting& routing) {
