@@ -1,0 +1,75 @@
+// checkpoint::copy_weights, checked through the model: a copy (here to the host, so it runs in
+// CI; the CUDA copy is exercised by tests/model/deepseek_v4_cuda_test.cpp) must drive the
+// forward to bit-identical logits, with no tensor shared with the original. A weight the copy
+// missed would be empty and stop the forward, one copied wrongly would change the logits. Two
+// checkpoints cover every optional member: tiny_d (dense experts, CSA with an indexer, HCA) and
+// tiny_b quantized to NVFP4 experts with input scales (W4A4 reads them).
+#include "checkpoint/to_device.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "checkpoint/loader.h"
+#include "checkpoint/quantize.h"
+#include "model/deepseek_v4.h"
+#include "model/golden.h"
+#include "testing/device.h"
+#include "testing/temp_dir.h"
+
+namespace dsv4::checkpoint {
+namespace {
+
+Tensor prompt_logits(const ModelWeights& weights, model::ExpertMode mode,
+                     const std::vector<int64_t>& ids) {
+  const model::Model model(weights, model::ModelOptions{mode});
+  auto cache = model.new_cache(static_cast<int64_t>(ids.size()));
+  EXPECT_TRUE(cache.ok());
+  Tensor logits =
+      Tensor::host(DType::kF32, {static_cast<int64_t>(ids.size()), model.config().vocab_size});
+  const Status status = model.forward(ids, 0, *cache, logits.view());
+  EXPECT_TRUE(status.ok()) << status.to_string();
+  return logits;
+}
+
+void expect_copy_computes_the_same(const ModelWeights& original, model::ExpertMode mode,
+                                   const std::string& reference) {
+  auto copy = copy_weights(original, Device::kCpu);
+  ASSERT_TRUE(copy.ok()) << copy.status().to_string();
+  EXPECT_NE(copy->embed.view().data, original.embed.view().data);
+  EXPECT_NE(copy->layers.back().ffn.gate.view().data, original.layers.back().ffn.gate.view().data);
+  const Tensor prompt = testing::golden_tensor(testing::open_golden(reference), "prompt_0");
+  const std::vector<int64_t> ids(prompt.data_as<int64_t>(),
+                                 prompt.data_as<int64_t>() + prompt.numel());
+  const Tensor want = prompt_logits(original, mode, ids);
+  const Tensor got = prompt_logits(*copy, mode, ids);
+  EXPECT_TRUE(testing::same_bytes(got.view(), want.view()));
+}
+
+TEST(CopyWeightsTest, DenseCopyComputesTheSameLogits) {
+  auto loaded = load_model(testing::golden_path("tiny_d_state_dict/model"));
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  ASSERT_TRUE(loaded->weights.layers[0].attn.compressor.has_value() ||
+              loaded->weights.layers.back().attn.compressor.has_value());
+  expect_copy_computes_the_same(loaded->weights, model::ExpertMode::kW4A16,
+                                "tiny_d_state_dict/reference.safetensors");
+}
+
+TEST(CopyWeightsTest, Nvfp4CopyComputesTheSameLogits) {
+  testing::TempDir dir;
+  QuantizeOptions options;
+  options.input_scale = 128.0f / 2688.0f;
+  auto summary = quantize_checkpoint(testing::golden_path("tiny_b_state_dict/model"),
+                                     dir.path() + "/model", options);
+  ASSERT_TRUE(summary.ok()) << summary.status().to_string();
+  auto loaded = load_model(dir.path() + "/model");
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  ASSERT_TRUE(loaded->weights.layers[0].ffn.experts.is_nvfp4());
+  ASSERT_FALSE(loaded->weights.layers[0].ffn.experts.w13_nvfp4->input_scale.empty_tensor());
+  expect_copy_computes_the_same(loaded->weights, model::ExpertMode::kW4A4,
+                                "tiny_b_state_dict/reference.safetensors");
+}
+
+}  // namespace
+}  // namespace dsv4::checkpoint
