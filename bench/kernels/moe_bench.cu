@@ -23,6 +23,7 @@
 
 #include "base/buffer.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/moe/kernels.h"
 #include "kernels/cuda/moe/moe_pipeline.h"
 #include "kernels/ops.h"
 #include "testing/compare.h"
@@ -68,7 +69,8 @@ __global__ void fill_kernel(void* p, int64_t n, uint32_t seed, int kind, float s
        i += int64_t{gridDim.x} * blockDim.x) {
     const uint32_t h = mix(i, seed);
     if (kind == 0) static_cast<uint8_t*>(p)[i] = h & 0xff;
-    if (kind == 1) static_cast<uint8_t*>(p)[i] = static_cast<uint8_t>(((5 + h % 4) << 3) | (h >> 8 & 7));
+    if (kind == 1)
+      static_cast<uint8_t*>(p)[i] = static_cast<uint8_t>(((5 + h % 4) << 3) | (h >> 8 & 7));
     const float u = (static_cast<float>(h >> 8) / 16777216.0f - 0.5f) * 3.4641f;  // unit variance
     if (kind == 2) static_cast<float*>(p)[i] = u * scale;
     if (kind == 3) static_cast<uint16_t*>(p)[i] = float_to_bf16(u * scale);
@@ -106,16 +108,19 @@ struct Layer {
   Tensor gate, bias;
   DeviceNvfp4 w13, w2, shared_w13, shared_w2;
   explicit Layer(const LayerShape& s)
-      : shape(s), gate(device_tensor(DType::kF32, {s.n_experts, s.dim})),
+      : shape(s),
+        gate(device_tensor(DType::kF32, {s.n_experts, s.dim})),
         bias(device_tensor(DType::kF32, {s.n_experts})),
-        w13(s.n_experts, 2 * s.ffn, s.dim, 11), w2(s.n_experts, s.dim, s.ffn, 21),
-        shared_w13(1, 2 * s.ffn, s.dim, 31), shared_w2(1, s.dim, s.ffn, 41) {
+        w13(s.n_experts, 2 * s.ffn, s.dim, 11),
+        w2(s.n_experts, s.dim, s.ffn, 21),
+        shared_w13(1, 2 * s.ffn, s.dim, 31),
+        shared_w2(1, s.dim, s.ffn, 41) {
     fill(gate.view(), 5, 2, 1.0f / std::sqrt(static_cast<float>(s.dim)));
     fill(bias.view(), 6, 2, 0.05f);
   }
   MoeWeightsView view() const {
-    return {gate.view(), bias.view(), TensorView{}, w13.view(), w2.view(), shared_w13.view(),
-            shared_w2.view()};
+    return {gate.view(), bias.view(),       TensorView{},    w13.view(),
+            w2.view(),   shared_w13.view(), shared_w2.view()};
   }
   int64_t expert_bytes() const { return 3 * shape.dim * shape.ffn * 9 / 16; }
 };
@@ -193,37 +198,47 @@ struct HostLayer {
     keep.reserve(14);
     keep.push_back(to_host(l.gate.view()));
     keep.push_back(to_host(l.bias.view()));
-    view = MoeWeightsView{keep[0].view(),           keep[1].view(),
-                          TensorView{},             l.w13.host_view(keep),
-                          l.w2.host_view(keep),     l.shared_w13.host_view(keep),
+    view = MoeWeightsView{keep[0].view(),
+                          keep[1].view(),
+                          TensorView{},
+                          l.w13.host_view(keep),
+                          l.w2.host_view(keep),
+                          l.shared_w13.host_view(keep),
                           l.shared_w2.host_view(keep)};
   }
 };
 
-// The CUDA block on `path` against the CPU moe_ffn at T tokens: max row relative error, or -1
-// when the path is not available.
-double check_against_cpu(const Layer& layer, const HostLayer& host, const MoeConfig& cfg,
-                         int64_t n_tokens, MoePath path) {
+// Both CUDA paths against one CPU moe_ffn run at T tokens: prints the max row relative errors.
+void check_against_cpu(const Layer& layer, const HostLayer& host, const MoeConfig& cfg,
+                       int64_t n_tokens) {
   const LayerShape& s = layer.shape;
   Tensor x = device_tensor(DType::kF32, {n_tokens, s.dim});
   Tensor y = device_tensor(DType::kF32, {n_tokens, s.dim});
   fill(x.view(), 77, 2);
-  Tensor ws = device_tensor(DType::kU8,
-                            {kernels::moe_ffn_workspace_bytes(n_tokens, layer.view(), cfg)});
-  const Status st = kernels::cuda::moe::moe_ffn_on_path(x.view(), TensorView{}, layer.view(), cfg,
-                                                        ws.view(), y.view(), path);
-  if (!st.ok()) {
-    std::printf("  %s\n", st.message().c_str());
-    return -1.0;
-  }
-  Tensor x_host = to_host(x.view()), y_gpu = to_host(y.view());
+  Tensor x_host = to_host(x.view());
   Tensor y_cpu = Tensor::host(DType::kF32, {n_tokens, s.dim});
-  DSV4_CHECK(kernels::moe_ffn(x_host.view(), TensorView{}, host.view, cfg, TensorView{},
-                              y_cpu.view())
-                 .ok(),
-             "CPU moe_ffn failed");
-  return testing::max_row_rel_error(y_gpu.data_as<float>(), y_cpu.data_as<float>(), n_tokens,
-                                    s.dim);
+  DSV4_CHECK(
+      kernels::moe_ffn(x_host.view(), TensorView{}, host.view, cfg, TensorView{}, y_cpu.view())
+          .ok(),
+      "CPU moe_ffn failed");
+  Tensor ws =
+      device_tensor(DType::kU8, {kernels::moe_ffn_workspace_bytes(n_tokens, layer.view(), cfg)});
+  for (MoePath path : {MoePath::kFused, MoePath::kGrouped}) {
+    const Status st = kernels::cuda::moe::moe_ffn_on_path(x.view(), TensorView{}, layer.view(), cfg,
+                                                          ws.view(), y.view(), path);
+    const double err = !st.ok()
+                           ? -1.0
+                           : testing::max_row_rel_error(to_host(y.view()).data_as<float>(),
+                                                        y_cpu.data_as<float>(), n_tokens, s.dim);
+    std::printf("check %s %s %s T=%lld vs CPU: max row rel err %.2e %s %s\n", s.name,
+                cfg.mode == MoeMode::kW4A16 ? "W4A16" : "W4A4",
+                path == MoePath::kFused ? "fused" : "grouped", static_cast<long long>(n_tokens),
+                err,
+                err < 0      ? "NOT RUN"
+                : err < 2e-2 ? "OK"
+                             : "FAIL",
+                st.message().c_str());
+  }
 }
 
 // Distinct routed experts of the last run (read back from the workspace's counts).
@@ -232,6 +247,36 @@ int64_t touched_experts(const Tensor& ws, const kernels::cuda::moe::MoeWorkspace
   DSV4_CUDA_CHECK(cudaMemcpy(counts.data(), static_cast<char*>(ws.view().data) + plan.counts,
                              4 * plan.n_experts, cudaMemcpyDeviceToHost));
   return std::count_if(counts.begin(), counts.end(), [](int c) { return c > 0; });
+}
+
+// The routing front alone (memset, logits, select, permute) on the workspace of a run: the part
+// of every path that is not expert GEMMs, measured rather than estimated.
+double route_us(const Layer& layer, const std::vector<Tensor>& xs, const Tensor& ws,
+                const kernels::cuda::moe::MoeWorkspace& plan) {
+  char* base = static_cast<char*>(ws.view().data);
+  kernels::cuda::moe::RouterParams r{};
+  r.gate = layer.gate.view().data_as<const float>();
+  r.bias = layer.bias.view().data_as<const float>();
+  r.n_tokens = static_cast<int>(plan.n_tokens);
+  r.dim = static_cast<int>(plan.dim);
+  r.n_experts = static_cast<int>(plan.n_experts);
+  r.k_used = static_cast<int>(plan.k_used);
+  r.logits_splits = plan.logits_splits;
+  r.route_scale = 1.0f;
+  r.logits = reinterpret_cast<float*>(base + plan.logits);
+  r.sel_expert = reinterpret_cast<int*>(base + plan.sel_expert);
+  r.sel_weight = reinterpret_cast<float*>(base + plan.sel_weight);
+  r.counts = reinterpret_cast<int*>(base + plan.counts);
+  return median_us([&](int i) {
+    r.x = xs[i % kInputs].view().data_as<const float>();
+    DSV4_CUDA_CHECK(cudaMemsetAsync(r.counts, 0, 4 * (plan.n_experts + 1), cudaStreamPerThread));
+    kernels::cuda::moe::launch_router(r, cudaStreamPerThread);
+    kernels::cuda::moe::launch_permute(
+        r.sel_expert, r.counts, r.n_tokens, r.k_used, r.n_experts,
+        reinterpret_cast<int*>(base + plan.offsets), reinterpret_cast<int*>(base + plan.active),
+        reinterpret_cast<int*>(base + plan.row_token), reinterpret_cast<int*>(base + plan.row_of),
+        cudaStreamPerThread);
+  });
 }
 
 void run_tokens(const Layer& layer, const MoeConfig& cfg, int64_t n_tokens, MoePath path,
@@ -246,41 +291,43 @@ void run_tokens(const Layer& layer, const MoeConfig& cfg, int64_t n_tokens, MoeP
   const auto plan = kernels::cuda::moe::plan_workspace(n_tokens, layer.view(), cfg);
   Tensor ws = device_tensor(DType::kU8, {plan.total_bytes});
   auto run = [&](int i) {
-    const Status st = kernels::cuda::moe::moe_ffn_on_path(xs[i % kInputs].view(), TensorView{},
-                                                          layer.view(), cfg, ws.view(), y.view(), path);
+    const Status st = kernels::cuda::moe::moe_ffn_on_path(
+        xs[i % kInputs].view(), TensorView{}, layer.view(), cfg, ws.view(), y.view(), path);
     DSV4_CHECK(st.ok(), "moe_ffn: %s", st.message().c_str());
   };
   run(0);
   DSV4_CUDA_CHECK(cudaDeviceSynchronize());
   const double us = median_us(run);
   const int64_t touched = touched_experts(ws, plan);
+  const double routing_us = route_us(layer, xs, ws, plan);
   double graph_us = 0.0;
   if (path == MoePath::kFused && cfg.mode == MoeMode::kW4A16) {
     std::vector<cudaGraphExec_t> graphs(kInputs);
     for (int i = 0; i < kInputs; ++i) {
       cudaGraph_t graph;
-      DSV4_CUDA_CHECK(cudaStreamBeginCapture(cudaStreamPerThread, cudaStreamCaptureModeThreadLocal));
+      DSV4_CUDA_CHECK(
+          cudaStreamBeginCapture(cudaStreamPerThread, cudaStreamCaptureModeThreadLocal));
       run(i);
       DSV4_CUDA_CHECK(cudaStreamEndCapture(cudaStreamPerThread, &graph));
       DSV4_CUDA_CHECK(cudaGraphInstantiate(&graphs[i], graph, 0));
       DSV4_CUDA_CHECK(cudaGraphDestroy(graph));
     }
-    graph_us = median_us([&](int i) {
-      DSV4_CUDA_CHECK(cudaGraphLaunch(graphs[i % kInputs], cudaStreamPerThread));
-    });
+    graph_us = median_us(
+        [&](int i) { DSV4_CUDA_CHECK(cudaGraphLaunch(graphs[i % kInputs], cudaStreamPerThread)); });
     for (cudaGraphExec_t g : graphs) DSV4_CUDA_CHECK(cudaGraphExecDestroy(g));
   }
   const double bytes = static_cast<double>(touched + 1) * layer.expert_bytes();
   const double flops = 2.0 * n_tokens * (s.k_used + 1) * 3.0 * s.dim * s.ffn;
-  const double mem_floor = bytes / bandwidth * 1e6, compute_floor = peak > 0 ? flops / peak * 1e6 : 0;
+  const double mem_floor = bytes / bandwidth * 1e6,
+               compute_floor = peak > 0 ? flops / peak * 1e6 : 0;
   const double floor_us = std::max(mem_floor, compute_floor);
   const double best = graph_us > 0 ? std::min(us, graph_us) : us;
-  std::printf("| %s | %s | %s | %lld | %lld | %.1f | %s | %.1f (%s) | %.2f |\n", s.name,
+  std::printf("| %s | %s | %s | %lld | %lld | %.1f | %s | %.1f | %.1f (%s) | %.2f |\n", s.name,
               cfg.mode == MoeMode::kW4A16 ? "W4A16" : "W4A4",
               path == MoePath::kFused ? "fused" : "grouped", static_cast<long long>(n_tokens),
               static_cast<long long>(touched), us,
-              graph_us > 0 ? std::to_string(graph_us).substr(0, 7).c_str() : "-", floor_us,
-              mem_floor >= compute_floor ? "mem" : "bf16", best / floor_us);
+              graph_us > 0 ? std::to_string(graph_us).substr(0, 7).c_str() : "-", routing_us,
+              floor_us, mem_floor >= compute_floor ? "mem" : "bf16", best / floor_us);
   std::fflush(stdout);
 }
 
@@ -314,15 +361,11 @@ int run_main(int argc, char** argv) {
     const HostLayer host(layer);
     for (MoeMode mode : {MoeMode::kW4A16, MoeMode::kW4A4}) {
       const MoeConfig cfg{static_cast<int>(s.k_used), 2.5f, 10.0f, mode};
-      for (MoePath path : {MoePath::kFused, MoePath::kGrouped}) {
-        const double err = check_against_cpu(layer, host, cfg, 3, path);
-        std::printf("check %s %s %s T=3 vs CPU: max row rel err %.2e %s\n", s.name,
-                    mode == MoeMode::kW4A16 ? "W4A16" : "W4A4",
-                    path == MoePath::kFused ? "fused" : "grouped", err,
-                    err < 0 ? "(not run)" : err < 2e-2 ? "OK" : "FAIL");
-      }
-      std::printf("| shape | mode | path | T | experts | median us | graph us | floor us | ratio |\n");
-      std::printf("|---|---|---|---:|---:|---:|---:|---:|---:|\n");
+      check_against_cpu(layer, host, cfg, 3);
+      std::printf(
+          "| shape | mode | path | T | experts | median us | graph us | route us | floor us | "
+          "ratio |\n");
+      std::printf("|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
       for (int64_t t : tokens) {
         if (t <= 512) run_tokens(layer, cfg, t, MoePath::kFused, bandwidth, peak);
         if (t >= 8) run_tokens(layer, cfg, t, MoePath::kGrouped, bandwidth, peak);

@@ -47,18 +47,26 @@ struct DeviceLayer {
   format::Nvfp4Tensor w13, w2, shared_w13, shared_w2;
 
   explicit DeviceLayer(const MoeTestLayer& l)
-      : gate(to_device(l.gate.view())), bias(to_device(l.bias.view())),
-        tid2eid(to_device(l.tid2eid.view())), w13(to_device(l.w13)), w2(to_device(l.w2)),
-        shared_w13(to_device(l.shared_w13)), shared_w2(to_device(l.shared_w2)) {}
+      : gate(to_device(l.gate.view())),
+        bias(to_device(l.bias.view())),
+        tid2eid(to_device(l.tid2eid.view())),
+        w13(to_device(l.w13)),
+        w2(to_device(l.w2)),
+        shared_w13(to_device(l.shared_w13)),
+        shared_w2(to_device(l.shared_w2)) {}
   MoeWeightsView view(bool hash) const {
-    return MoeWeightsView{gate.view(), hash ? TensorView{} : bias.view(),
-                          hash ? tid2eid.view() : TensorView{}, w13.view(), w2.view(),
-                          shared_w13.view(), shared_w2.view()};
+    return MoeWeightsView{gate.view(),
+                          hash ? TensorView{} : bias.view(),
+                          hash ? tid2eid.view() : TensorView{},
+                          w13.view(),
+                          w2.view(),
+                          shared_w13.view(),
+                          shared_w2.view()};
   }
 };
 
-class MoeFfnCudaTest
-    : public ::testing::TestWithParam<std::tuple<int, Routing, MoeMode, MoePath>> {};
+class MoeFfnCudaTest : public ::testing::TestWithParam<std::tuple<int, Routing, MoeMode, MoePath>> {
+};
 
 TEST_P(MoeFfnCudaTest, MatchesCpuAndRepeatsBitwise) {
   const auto [n_tokens, routing, mode, path] = GetParam();
@@ -69,8 +77,8 @@ TEST_P(MoeFfnCudaTest, MatchesCpuAndRepeatsBitwise) {
   std::vector<int64_t> ids = moe_test::random_token_ids(rng, n_tokens, layer.vocab);
   const Shape shape{n_tokens, layer.dim};
   const TensorView x_host = TensorView::contiguous(x.data(), DType::kF32, Device::kCpu, shape);
-  const TensorView ids_host = TensorView::contiguous(ids.data(), DType::kI64, Device::kCpu,
-                                                     {n_tokens});
+  const TensorView ids_host =
+      TensorView::contiguous(ids.data(), DType::kI64, Device::kCpu, {n_tokens});
   std::vector<float> expected(x.size(), std::numeric_limits<float>::quiet_NaN());
   ASSERT_TRUE(moe_ffn(x_host, ids_host, layer.view(hash), layer.config, TensorView{},
                       TensorView::contiguous(expected.data(), DType::kF32, Device::kCpu, shape))
@@ -84,11 +92,11 @@ TEST_P(MoeFfnCudaTest, MatchesCpuAndRepeatsBitwise) {
   std::vector<std::vector<float>> runs;
   for (int run = 0; run < 2; ++run) {
     std::vector<float> poison(x.size(), std::numeric_limits<float>::quiet_NaN());
-    const Tensor y_dev = to_device(TensorView::contiguous(poison.data(), DType::kF32,
-                                                          Device::kCpu, shape));
-    const Status status = cuda::moe::moe_ffn_on_path(x_dev.view(), ids_dev.view(),
-                                                     device.view(hash), layer.config, ws->view(),
-                                                     y_dev.view(), path);
+    const Tensor y_dev =
+        to_device(TensorView::contiguous(poison.data(), DType::kF32, Device::kCpu, shape));
+    const Status status =
+        cuda::moe::moe_ffn_on_path(x_dev.view(), ids_dev.view(), device.view(hash), layer.config,
+                                   ws->view(), y_dev.view(), path);
     if (status.code() == StatusCode::kUnimplemented) GTEST_SKIP() << status.message();
     ASSERT_TRUE(status.ok()) << status.message();
     std::vector<float> y(x.size());
@@ -98,25 +106,24 @@ TEST_P(MoeFfnCudaTest, MatchesCpuAndRepeatsBitwise) {
     runs.push_back(std::move(y));
   }
   if (mode == MoeMode::kW4A16) {
-    EXPECT_LT(dsv4::testing::max_row_rel_error(runs[0].data(), expected.data(), n_tokens,
-                                               layer.dim),
-              dsv4::testing::kMoeW4A16RelTol);
+    EXPECT_LT(
+        dsv4::testing::max_row_rel_error(runs[0].data(), expected.data(), n_tokens, layer.dim),
+        dsv4::testing::kMoeW4A16RelTol);
   } else {
-    EXPECT_LT(dsv4::testing::max_row_rel_error(runs[0].data(), expected.data(), 1,
-                                               n_tokens * layer.dim),
-              dsv4::testing::kMoeW4A4RelTol);
+    EXPECT_LT(
+        dsv4::testing::max_row_rel_error(runs[0].data(), expected.data(), 1, n_tokens * layer.dim),
+        dsv4::testing::kMoeW4A4RelTol);
   }
   EXPECT_EQ(std::memcmp(runs[0].data(), runs[1].data(), sizeof(float) * x.size()), 0)
       << "two runs on the same input differ";
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, MoeFfnCudaTest,
-    ::testing::Combine(::testing::Values(1, 7, 64, 300),
-                       ::testing::Values(Routing::kScore, Routing::kSkewed, Routing::kOneSet,
-                                         Routing::kHash),
-                       ::testing::Values(MoeMode::kW4A16, MoeMode::kW4A4),
-                       ::testing::Values(MoePath::kFused, MoePath::kGrouped)));
+INSTANTIATE_TEST_SUITE_P(Shapes, MoeFfnCudaTest,
+                         ::testing::Combine(::testing::Values(1, 7, 64, 300),
+                                            ::testing::Values(Routing::kScore, Routing::kSkewed,
+                                                              Routing::kOneSet, Routing::kHash),
+                                            ::testing::Values(MoeMode::kW4A16, MoeMode::kW4A4),
+                                            ::testing::Values(MoePath::kFused, MoePath::kGrouped)));
 
 }  // namespace
 }  // namespace dsv4::kernels

@@ -63,15 +63,16 @@ std::vector<double> reference_moe(const MoeTestLayer& l, const std::vector<float
   const int64_t t_count = static_cast<int64_t>(ids.size()), d = l.dim, f = l.ffn, k = l.k_used;
   const std::vector<float> w13 = values_of(l.w13), w2 = values_of(l.w2);
   const std::vector<float> s13 = values_of(l.shared_w13), s2 = values_of(l.shared_w2);
-  const std::vector<double> xs = staged(std::vector<double>(x.begin(), x.end()), t_count, d,
-                                        l.config.mode);
+  const std::vector<double> xs =
+      staged(std::vector<double>(x.begin(), x.end()), t_count, d, l.config.mode);
   std::vector<int64_t> expert(t_count * (k + 1));  // slot k: the shared expert (-1)
   std::vector<double> weight(t_count * (k + 1), 1.0);
   for (int64_t t = 0; t < t_count; ++t) {
     std::vector<double> score(l.n_experts);
     for (int64_t e = 0; e < l.n_experts; ++e) {
       double logit = 0.0;
-      for (int64_t j = 0; j < d; ++j) logit += double(x[t * d + j]) * l.gate.data_as<float>()[e * d + j];
+      for (int64_t j = 0; j < d; ++j)
+        logit += double(x[t * d + j]) * l.gate.data_as<float>()[e * d + j];
       score[e] = std::sqrt(logit > 20.0 ? logit : std::log1p(std::exp(logit)));
     }
     std::vector<int64_t> order(l.n_experts);
@@ -85,7 +86,8 @@ std::vector<double> reference_moe(const MoeTestLayer& l, const std::vector<float
       sum += score[expert[t * (k + 1) + i]];
     }
     for (int64_t i = 0; i < k; ++i) {
-      weight[t * (k + 1) + i] = score[expert[t * (k + 1) + i]] / sum * l.config.routed_scaling_factor;
+      weight[t * (k + 1) + i] =
+          score[expert[t * (k + 1) + i]] / sum * l.config.routed_scaling_factor;
     }
     expert[t * (k + 1) + k] = -1;
   }
@@ -105,8 +107,8 @@ std::vector<double> reference_moe(const MoeTestLayer& l, const std::vector<float
   std::vector<double> y(t_count * d, 0.0);
   for (int64_t r = 0; r < n_rows; ++r) {
     const int64_t e = expert[r];
-    const std::vector<double> o = e < 0 ? matvec(&acts[r * f], s2, 0, d, f)
-                                        : matvec(&acts[r * f], w2, e, d, f);
+    const std::vector<double> o =
+        e < 0 ? matvec(&acts[r * f], s2, 0, d, f) : matvec(&acts[r * f], w2, e, d, f);
     for (int64_t j = 0; j < d; ++j) y[(r / (k + 1)) * d + j] += weight[r] * o[j];
   }
   return y;
@@ -138,12 +140,11 @@ TEST_P(MoeFfnTest, MatchesFloat64) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, MoeFfnTest,
-    ::testing::Combine(::testing::Values(1, 7, 33),
-                       ::testing::Values(Routing::kScore, Routing::kSkewed, Routing::kOneSet,
-                                         Routing::kHash),
-                       ::testing::Values(MoeMode::kW4A16, MoeMode::kW4A4)));
+INSTANTIATE_TEST_SUITE_P(Shapes, MoeFfnTest,
+                         ::testing::Combine(::testing::Values(1, 7, 33),
+                                            ::testing::Values(Routing::kScore, Routing::kSkewed,
+                                                              Routing::kOneSet, Routing::kHash),
+                                            ::testing::Values(MoeMode::kW4A16, MoeMode::kW4A4)));
 
 }  // namespace
 }  // namespace dsv4::kernels

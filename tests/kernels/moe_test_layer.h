@@ -33,9 +33,12 @@ struct MoeTestLayer {
   MoeConfig config;
 
   MoeWeightsView view(bool hash) const {
-    return MoeWeightsView{gate.view(),       hash ? TensorView{} : bias.view(),
-                          hash ? tid2eid.view() : TensorView{}, w13.view(),
-                          w2.view(),         shared_w13.view(),
+    return MoeWeightsView{gate.view(),
+                          hash ? TensorView{} : bias.view(),
+                          hash ? tid2eid.view() : TensorView{},
+                          w13.view(),
+                          w2.view(),
+                          shared_w13.view(),
                           shared_w2.view()};
   }
 };

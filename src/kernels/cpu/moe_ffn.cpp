@@ -73,14 +73,15 @@ void moe_ffn(const TensorView& x, const TensorView& token_ids, const MoeWeightsV
   if (w.tid2eid.data != nullptr) {
     hash_ids = Tensor::host(DType::kI64, {n_tokens, k_used});
     for (int64_t t = 0; t < n_tokens; ++t) {
-      std::copy_n(w.tid2eid.data_as<const int64_t>() + token_ids.data_as<const int64_t>()[t] * k_used,
-                  k_used, hash_ids.data_as<int64_t>() + t * k_used);
+      std::copy_n(
+          w.tid2eid.data_as<const int64_t>() + token_ids.data_as<const int64_t>()[t] * k_used,
+          k_used, hash_ids.data_as<int64_t>() + t * k_used);
     }
   }
   Tensor weights = Tensor::host(DType::kF32, {n_tokens, k_used});
   Tensor ids = Tensor::host(DType::kI32, {n_tokens, k_used});
   cpu::moe_route(logits.view(), w.bias, hash_ids.view(), cfg.routed_scaling_factor,
-            MoeRouting{weights.view(), ids.view()});
+                 MoeRouting{weights.view(), ids.view()});
   Tensor order = Tensor::host(DType::kI32, {n_routed});
   Tensor offsets = Tensor::host(DType::kI32, {n_experts + 1});
   cpu::moe_group(ids.view(), order.view(), offsets.view());

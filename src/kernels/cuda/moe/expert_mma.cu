@@ -8,16 +8,18 @@
 namespace dsv4::kernels::cuda::moe {
 namespace {
 
-// Blocks along the group dimension; each loops over every gridDim.y-th active group. Enough to
-// fill the GPU for one token (7 groups) without launching a block per possible group.
-constexpr int kMaxGroupBlocks = 16;
-
 template <bool kGateUp, bool kNvfp4Act>
 void launch(const ExpertParams& p, int n_slots, cudaStream_t stream) {
-  const int rows_per_mtile = kGateUp ? 8 : 16;  // gate-up m-tiles hold 8 gate + 8 up rows
-  const int n_mtiles_total = (kGateUp ? p.ffn : p.n_rows) / rows_per_mtile;
-  const dim3 grid(n_mtiles_total / p.n_mtiles, std::min(n_slots, kMaxGroupBlocks));
-  expert_mma_kernel<kGateUp, kNvfp4Act><<<grid, kExpertThreads, 0, stream>>>(p);
+  // Persistent: one block per SM (the kernel's registers allow no second), each looping over
+  // work units; never more blocks than the most units there can be.
+  static const int n_sms = [] {
+    int device = 0, count = 0;
+    DSV4_CUDA_CHECK(cudaGetDevice(&device));
+    DSV4_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
+    return count;
+  }();
+  const int n_blocks = std::min(n_sms, n_slots * p.n_xblocks);
+  expert_mma_kernel<kGateUp, kNvfp4Act><<<n_blocks, kExpertThreads, 0, stream>>>(p);
   DSV4_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -27,8 +29,8 @@ void launch_expert(ExpertParams p, bool gate_up, bool nvfp4_act, int n_slots_max
                    cudaStream_t stream) {
   const int n_ktiles = p.k / kKTile;
   const int n_mtiles_total = gate_up ? p.ffn / 8 : p.n_rows / 16;
-  DSV4_CHECK(p.k % kKTile == 0 && n_ktiles <= kMaxItems && n_mtiles_total * (gate_up ? 8 : 16) ==
-                                                               (gate_up ? p.ffn : p.n_rows),
+  DSV4_CHECK(p.k % kKTile == 0 && n_ktiles <= kMaxItems &&
+                 n_mtiles_total * (gate_up ? 8 : 16) == (gate_up ? p.ffn : p.n_rows),
              "expert kernel: K %d must be a multiple of 128 (≤ 8192), rows of 16", p.k);
   p.n_mtiles = 1;
   for (int m : {4, 2}) {
@@ -37,8 +39,10 @@ void launch_expert(ExpertParams p, bool gate_up, bool nvfp4_act, int n_slots_max
       break;
     }
   }
+  p.n_xblocks = n_mtiles_total / p.n_mtiles;
   if (gate_up) {
-    nvfp4_act ? launch<true, true>(p, n_slots_max, stream) : launch<true, false>(p, n_slots_max, stream);
+    nvfp4_act ? launch<true, true>(p, n_slots_max, stream)
+              : launch<true, false>(p, n_slots_max, stream);
   } else {
     nvfp4_act ? launch<false, true>(p, n_slots_max, stream)
               : launch<false, false>(p, n_slots_max, stream);

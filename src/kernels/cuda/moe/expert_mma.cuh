@@ -30,7 +30,7 @@ inline constexpr int kExpertWarps = 16;
 inline constexpr int kExpertThreads = 32 * kExpertWarps;
 inline constexpr int kItemsPerWarp = 4;
 inline constexpr int kMaxItems = kExpertWarps * kItemsPerWarp;
-inline constexpr int kKTile = 128;   // K elements per item
+inline constexpr int kKTile = 128;     // K elements per item
 inline constexpr int kTokenChunk = 8;  // MMA n
 
 struct ExpertParams {
@@ -41,7 +41,9 @@ struct ExpertParams {
   const uint8_t* shared_packed;
   const uint8_t* shared_scale;
   const float* shared_global;
-  int n_experts, n_rows, k, n_mtiles;  // n_mtiles: 16-row m-tiles per block
+  int n_experts, n_rows, k;
+  int n_mtiles;   // 16-row m-tiles per work unit
+  int n_xblocks;  // work units per group: (rows of one matrix) / (16 · n_mtiles)
   // Activation rows: bf16 in the pair layout (W4A16) or NVFP4 with linear scales (W4A4).
   const uint16_t* act_bf16;   // [rows, K]
   const uint8_t* act_packed;  // [rows, K/2]
@@ -60,36 +62,48 @@ struct ExpertParams {
 };
 
 struct ItemWeights {
-  uint4 lo, hi;         // rows g and g+8: 32 E2M1 each
-  uint32_t scales;      // block scales: lo0 lo1 hi0 hi1 (bytes 0..3)
+  uint4 lo, hi;     // rows g and g+8: 32 E2M1 each
+  uint32_t scales;  // block scales: lo0 lo1 hi0 hi1 (bytes 0..3)
 };
 
 // Weight rows of m-tile mt: (gate j, up F + j) pairs for L1, 16 consecutive rows for L2.
 template <bool kGateUp>
-__device__ __forceinline__ void mtile_rows(const ExpertParams& p, int mt, int g, int& lo, int& hi) {
+__device__ __forceinline__ void mtile_rows(const ExpertParams& p, int xb, int mt, int g, int& lo,
+                                           int& hi) {
   if constexpr (kGateUp) {
-    lo = (blockIdx.x * p.n_mtiles + mt) * 8 + g;
+    lo = (xb * p.n_mtiles + mt) * 8 + g;
     hi = p.ffn + lo;
   } else {
-    lo = (blockIdx.x * p.n_mtiles + mt) * 16 + g;
+    lo = (xb * p.n_mtiles + mt) * 16 + g;
     hi = lo + 8;
   }
 }
 
+// Byte offsets of lane `lane`'s 16 packed bytes of an item's two rows, and of their scales.
 template <bool kGateUp>
-__device__ __forceinline__ ItemWeights load_item(const ExpertParams& p, const uint8_t* packed,
-                                                 const uint8_t* scale, int item, int lane) {
+__device__ __forceinline__ void item_offsets(const ExpertParams& p, int xb, int item, int lane,
+                                             int64_t& lo_byte, int64_t& hi_byte, int64_t& lo_kb,
+                                             int64_t& hi_kb) {
   const int n_ktiles = p.k / kKTile, mt = item / n_ktiles, kt = item % n_ktiles;
   const int g = lane / 4, c = lane % 4;
   int lo, hi;
-  mtile_rows<kGateUp>(p, mt, g, lo, hi);
+  mtile_rows<kGateUp>(p, xb, mt, g, lo, hi);
   const int64_t row_bytes = p.k / 2, row_scales = p.k / 16;
   const int byte = kt * (kKTile / 2) + c * 16, kb = kt * (kKTile / 16) + c * 2;
+  lo_byte = lo * row_bytes + byte, hi_byte = hi * row_bytes + byte;
+  lo_kb = lo * row_scales + kb, hi_kb = hi * row_scales + kb;
+}
+
+template <bool kGateUp>
+__device__ __forceinline__ ItemWeights load_item(const ExpertParams& p, const uint8_t* packed,
+                                                 const uint8_t* scale, int xb, int item, int lane) {
+  int64_t lo, hi, lo_kb, hi_kb;
+  item_offsets<kGateUp>(p, xb, item, lane, lo, hi, lo_kb, hi_kb);
   ItemWeights w;
-  w.lo = load_streaming(packed + lo * row_bytes + byte);
-  w.hi = load_streaming(packed + hi * row_bytes + byte);
-  const uint32_t s_lo = *reinterpret_cast<const uint16_t*>(scale + lo * row_scales + kb);
-  const uint32_t s_hi = *reinterpret_cast<const uint16_t*>(scale + hi * row_scales + kb);
+  w.lo = load_streaming(packed + lo);
+  w.hi = load_streaming(packed + hi);
+  const uint32_t s_lo = *reinterpret_cast<const uint16_t*>(scale + lo_kb);
+  const uint32_t s_hi = *reinterpret_cast<const uint16_t*>(scale + hi_kb);
   w.scales = s_lo | (s_hi << 16);
   return w;
 }
@@ -127,13 +141,13 @@ __device__ __forceinline__ void load_activation(const ExpertParams& p, int64_t r
 __device__ __forceinline__ void mma_item(const ItemWeights& w, const uint32_t b[16], float acc[4]) {
   const uint32_t lo_words[4] = {w.lo.x, w.lo.y, w.lo.z, w.lo.w};
   const uint32_t hi_words[4] = {w.hi.x, w.hi.y, w.hi.z, w.hi.w};
+  const uint32_t s_lo[2] = {scale_pair(w.scales & 0xff), scale_pair((w.scales >> 8) & 0xff)};
+  const uint32_t s_hi[2] = {scale_pair((w.scales >> 16) & 0xff), scale_pair(w.scales >> 24)};
 #pragma unroll
-  for (int q = 0; q < 4; ++q) {  // 8-group q = MMA steps 2q, 2q+1
-    const uint32_t s_lo = scale_pair((w.scales >> (8 * (q / 2))) & 0xff);
-    const uint32_t s_hi = scale_pair((w.scales >> (16 + 8 * (q / 2))) & 0xff);
+  for (int q = 0; q < 4; ++q) {  // 8-group q = MMA steps 2q, 2q+1; block scale q / 2
     uint32_t lo[4], hi[4];
-    decode_word(lo_words[q], s_lo, lo);
-    decode_word(hi_words[q], s_hi, hi);
+    decode_word(lo_words[q], s_lo[q / 2], lo);
+    decode_word(hi_words[q], s_hi[q / 2], hi);
     const uint32_t a0[4] = {lo[0], hi[0], lo[1], hi[1]};
     const uint32_t a1[4] = {lo[2], hi[2], lo[3], hi[3]};
     mma_bf16_16816(acc, a0, b[4 * q], b[4 * q + 1]);
@@ -152,7 +166,7 @@ __device__ __forceinline__ float swiglu(float gate, float up, float limit) {
 // Sums the items' partials of m-tile mt in k-tile order and writes the outputs of this chunk.
 template <bool kGateUp>
 __device__ __forceinline__ void epilogue(const ExpertParams& p, const float (*smem_partial)[32][4],
-                                         float alpha, int row_base, int n_tok) {
+                                         float alpha, int xb, int row_base, int n_tok) {
   const int n_ktiles = p.k / kKTile;
   constexpr int kPerMtile = kGateUp ? 64 : 128;  // outputs of one m-tile and chunk
   for (int i = threadIdx.x; i < p.n_mtiles * kPerMtile; i += kExpertThreads) {
@@ -166,7 +180,7 @@ __device__ __forceinline__ void epilogue(const ExpertParams& p, const float (*sm
       if constexpr (kGateUp) sum_up += smem_partial[mt * n_ktiles + kt][lane][r + 2];
     }
     int lo, hi;
-    mtile_rows<kGateUp>(p, mt, g, lo, hi);
+    mtile_rows<kGateUp>(p, xb, mt, g, lo, hi);
     const int64_t row = row_base + tok;
     if constexpr (kGateUp) {
       const float act = swiglu(alpha * sum, alpha * sum_up, p.swiglu_limit);
@@ -181,28 +195,49 @@ __device__ __forceinline__ void epilogue(const ExpertParams& p, const float (*sm
   }
 }
 
+// Work unit u = (active group u / n_xblocks, m-tile block u % n_xblocks); block b takes units
+// b, b + gridDim.x, ... and asks L2 for its next unit's weights before computing this one, so
+// the HBM stream never waits for the tensor cores.
+template <bool kGateUp>
+__device__ __forceinline__ const uint8_t* group_bytes(const ExpertParams& p, int group,
+                                                      bool scales) {
+  const int64_t matrix_bytes = int64_t{p.n_rows} * p.k / 2;
+  if (group == p.n_experts) return scales ? p.shared_scale : p.shared_packed;
+  return scales ? p.scale + group * (matrix_bytes / 8) : p.packed + group * matrix_bytes;
+}
+
 template <bool kGateUp, bool kNvfp4Act>
 __global__ void __launch_bounds__(kExpertThreads, 1) expert_mma_kernel(ExpertParams p) {
+  static_assert(kDecodeScaleLog2 == 10, "alpha below undoes 2^-10 per decoded operand");
   __shared__ float smem_partial[kMaxItems][32][4];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int n_items = p.n_mtiles * (p.k / kKTile);
-  const int n_active = p.active[p.n_experts + 1];
-  for (int slot = blockIdx.y; slot < n_active; slot += gridDim.y) {
-    const int group = p.active[slot];
-    const bool shared = group == p.n_experts;
-    const int64_t matrix_bytes = int64_t{p.n_rows} * p.k / 2;
-    const uint8_t* packed = shared ? p.shared_packed : p.packed + group * matrix_bytes;
-    const uint8_t* scale = shared ? p.shared_scale : p.scale + group * (matrix_bytes / 8);
-    float alpha = shared ? *p.shared_global : p.global[group];
-    if constexpr (kNvfp4Act) alpha = __fmul_rn(*p.act_global, alpha);
-    alpha = __fmul_rn(alpha, kNvfp4Act ? 0x1p20f : 0x1p10f);  // the decode's 2^-10 per operand
-
+  const int n_units = p.active[p.n_experts + 1] * p.n_xblocks;
+  for (int unit = blockIdx.x; unit < n_units; unit += gridDim.x) {
+    const int group = p.active[unit / p.n_xblocks], xb = unit % p.n_xblocks;
+    const uint8_t* packed = group_bytes<kGateUp>(p, group, false);
+    const uint8_t* scale = group_bytes<kGateUp>(p, group, true);
     ItemWeights w[kItemsPerWarp];
 #pragma unroll
     for (int i = 0; i < kItemsPerWarp; ++i) {
       const int item = warp + kExpertWarps * i;
-      if (item < n_items) w[i] = load_item<kGateUp>(p, packed, scale, item, lane);
+      if (item < n_items) w[i] = load_item<kGateUp>(p, packed, scale, xb, item, lane);
     }
+    if (const int next = unit + gridDim.x; next < n_units) {
+      const uint8_t* next_packed = group_bytes<kGateUp>(p, p.active[next / p.n_xblocks], false);
+#pragma unroll
+      for (int i = 0; i < kItemsPerWarp; ++i) {
+        const int item = warp + kExpertWarps * i;
+        int64_t lo, hi, lo_kb, hi_kb;
+        item_offsets<kGateUp>(p, next % p.n_xblocks, item, lane, lo, hi, lo_kb, hi_kb);
+        if (item < n_items && lane % 2 == 0)
+          prefetch_l2(next_packed + lo), prefetch_l2(next_packed + hi);
+      }
+    }
+    float alpha = group == p.n_experts ? *p.shared_global : p.global[group];
+    if constexpr (kNvfp4Act) alpha = __fmul_rn(*p.act_global, alpha);
+    alpha = __fmul_rn(alpha, kNvfp4Act ? 0x1p20f : 0x1p10f);
+
     const int row_begin = p.offsets[group], row_end = p.offsets[group + 1];
     for (int base = row_begin; base < row_end; base += kTokenChunk) {
       const int n_tok = min(kTokenChunk, row_end - base);
@@ -227,14 +262,15 @@ __global__ void __launch_bounds__(kExpertThreads, 1) expert_mma_kernel(ExpertPar
         for (int r = 0; r < 4; ++r) smem_partial[item][lane][r] = acc[r];
       }
       __syncthreads();
-      epilogue<kGateUp>(p, smem_partial, alpha, base, n_tok);
+      epilogue<kGateUp>(p, smem_partial, alpha, xb, base, n_tok);
       __syncthreads();
     }
   }
 }
 
-// Picks n_mtiles (the most 16-row m-tiles per block that the 64 items and N allow; fills it into
-// p) and launches over at most n_slots_max active groups. expert_mma.cu.
+// Picks n_mtiles (the most 16-row m-tiles per unit that the 64 items and N allow; fills it and
+// n_xblocks into p) and launches a persistent grid for at most n_slots_max active groups.
+// expert_mma.cu.
 void launch_expert(ExpertParams p, bool gate_up, bool nvfp4_act, int n_slots_max,
                    cudaStream_t stream);
 

@@ -22,8 +22,9 @@ __global__ void gather_bf16_kernel(const float* x, const int* row_token, int dim
   uint16_t* dst = rows + int64_t{r} * dim;
   for (int d = threadIdx.x * 4; d < dim; d += kThreads * 4) {
     const float4 v = *reinterpret_cast<const float4*>(src + d);
-    const uint2 packed = make_uint2(uint32_t{float_to_bf16(v.x)} | uint32_t{float_to_bf16(v.y)} << 16,
-                                    uint32_t{float_to_bf16(v.z)} | uint32_t{float_to_bf16(v.w)} << 16);
+    const uint2 packed =
+        make_uint2(uint32_t{float_to_bf16(v.x)} | uint32_t{float_to_bf16(v.y)} << 16,
+                   uint32_t{float_to_bf16(v.z)} | uint32_t{float_to_bf16(v.w)} << 16);
     *reinterpret_cast<uint2*>(dst + d) = packed;
   }
 }

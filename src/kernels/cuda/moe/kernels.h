@@ -20,11 +20,11 @@ struct RouterParams {
   const int64_t* token_ids;  // [T] (hash routing)
   int n_tokens, dim, n_experts, k_used, logits_splits;
   float route_scale;
-  float* logits;             // [splits, T, E] scratch
-  int* sel_expert;           // [T, K+1]
-  float* sel_weight;         // [T, K+1]
-  int* counts;               // [E+1], zero on entry
-  uint16_t* x_bf16;          // [T, D] pair-interleaved bf16 copy of x, or nullptr
+  float* logits;      // [splits, T, E] scratch
+  int* sel_expert;    // [T, K+1]
+  float* sel_weight;  // [T, K+1]
+  int* counts;        // [E+1], zero on entry
+  uint16_t* x_bf16;   // [T, D] pair-interleaved bf16 copy of x, or nullptr
 };
 void launch_router(const RouterParams& p, cudaStream_t stream);
 
@@ -41,8 +41,8 @@ void launch_combine(const float* down, const int* row_of, const float* sel_weigh
 
 // ---- grouped_glue.cu (the grouped path's data movement) ----
 // rows[r] = bf16(x[row_token[r]]), linear layout.
-void launch_gather_bf16(const float* x, const int* row_token, int n_rows, int dim,
-                        uint16_t* rows, cudaStream_t stream);
+void launch_gather_bf16(const float* x, const int* row_token, int n_rows, int dim, uint16_t* rows,
+                        cudaStream_t stream);
 // Gathers staged NVFP4 rows (linear scales) by row_token.
 void launch_gather_nvfp4(const uint8_t* packed, const uint8_t* scale, const int* row_token,
                          int n_rows, int dim, uint8_t* rows_packed, uint8_t* rows_scale,

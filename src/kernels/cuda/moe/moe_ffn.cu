@@ -98,8 +98,8 @@ template <typename A>
 Status grouped_layer(const A& a_routed, const A& a_shared, const MoeWeightsView& w, bool first,
                      const TensorView& offsets, const TensorView& out, int64_t n_routed) {
   const int64_t n_rows = out.size(0);
-  DSV4_RETURN_IF_ERROR(cuda::nvfp4_grouped_gemm(a_routed, first ? w.w13 : w.w2, offsets,
-                                          out.rows(0, n_routed)));
+  DSV4_RETURN_IF_ERROR(
+      cuda::nvfp4_grouped_gemm(a_routed, first ? w.w13 : w.w2, offsets, out.rows(0, n_routed)));
   return cuda::nvfp4_gemm(a_shared, first ? w.shared_w13 : w.shared_w2, out.rows(n_routed, n_rows));
 }
 
@@ -119,8 +119,8 @@ Status run_grouped(const Scratch& s, const TensorView& x, const MoeWeightsView& 
                        static_cast<int>(ws.dim), s.at<uint16_t>(ws.x_bf16), cudaStreamPerThread);
     DSV4_RETURN_IF_ERROR(grouped_layer(a.rows(0, n_routed), a.rows(n_routed, n_rows), w, true,
                                        offsets, gate_up, n_routed));
-    launch_swiglu(gate_up.data_as<const float>(), rows, static_cast<int>(ws.ffn),
-                  cfg.swiglu_limit, nullptr, s.at<uint16_t>(ws.act), cudaStreamPerThread);
+    launch_swiglu(gate_up.data_as<const float>(), rows, static_cast<int>(ws.ffn), cfg.swiglu_limit,
+                  nullptr, s.at<uint16_t>(ws.act), cudaStreamPerThread);
     return grouped_layer(act_bf16.rows(0, n_routed), act_bf16.rows(n_routed, n_rows), w, false,
                          offsets, down, n_routed);
   }
@@ -130,14 +130,14 @@ Status run_grouped(const Scratch& s, const TensorView& x, const MoeWeightsView& 
                       s.at<int>(ws.row_token), rows, static_cast<int>(ws.dim),
                       s.at<uint8_t>(ws.x_rows_packed), s.at<uint8_t>(ws.x_rows_scale),
                       cudaStreamPerThread);
-  DSV4_RETURN_IF_ERROR(grouped_layer(rows_of(a, 0, n_routed), rows_of(a, n_routed, n_rows), w,
-                                     true, offsets, gate_up, n_routed));
+  DSV4_RETURN_IF_ERROR(grouped_layer(rows_of(a, 0, n_routed), rows_of(a, n_routed, n_rows), w, true,
+                                     offsets, gate_up, n_routed));
   launch_swiglu(gate_up.data_as<const float>(), rows, static_cast<int>(ws.ffn), cfg.swiglu_limit,
                 s.at<float>(ws.act), nullptr, cudaStreamPerThread);
   const StagedActivation act = s.staged(ws.act_packed, ws.act_scale, ws.act_global, n_rows, ws.ffn);
   DSV4_RETURN_IF_ERROR(cuda::stage_activation(act_f32, TensorView{}, act));
-  return grouped_layer(rows_of(act, 0, n_routed), rows_of(act, n_routed, n_rows), w, false,
-                       offsets, down, n_routed);
+  return grouped_layer(rows_of(act, 0, n_routed), rows_of(act, n_routed, n_rows), w, false, offsets,
+                       down, n_routed);
 }
 
 // What this pipeline supports beyond the op contract; anything else is unimplemented.
@@ -150,8 +150,10 @@ Status check_supported(const MoeWeightsView& w, const MoeConfig& cfg) {
   }
   if (dim % 128 != 0 || ffn % 128 != 0 || dim > 8192 || ffn > 8192 || w.gate.size(0) > 512 ||
       cfg.n_expert_used > 16) {
-    return unimplemented("moe_ffn (CUDA): needs D, F multiples of 128 up to 8192, E ≤ 512, "
-                         "K ≤ 16; got D " + std::to_string(dim) + ", F " + std::to_string(ffn));
+    return unimplemented(
+        "moe_ffn (CUDA): needs D, F multiples of 128 up to 8192, E ≤ 512, "
+        "K ≤ 16; got D " +
+        std::to_string(dim) + ", F " + std::to_string(ffn));
   }
   return ok_status();
 }
@@ -171,7 +173,8 @@ Status moe_ffn_on_path(const TensorView& x, const TensorView& token_ids, const M
   DSV4_CHECK(static_cast<int64_t>(workspace.bytes()) >= ws.total_bytes,
              "moe_ffn: workspace of %zu bytes, needs %lld", workspace.bytes(),
              static_cast<long long>(ws.total_bytes));
-  if (path == MoePath::kAuto) path = n_tokens <= kFusedMaxTokens ? MoePath::kFused : MoePath::kGrouped;
+  if (path == MoePath::kAuto)
+    path = n_tokens <= kFusedMaxTokens ? MoePath::kFused : MoePath::kGrouped;
   const Scratch s{ws, static_cast<char*>(workspace.data)};
   const cudaStream_t stream = cudaStreamPerThread;
   const bool w4a4 = cfg.mode == MoeMode::kW4A4;
@@ -195,9 +198,9 @@ Status moe_ffn_on_path(const TensorView& x, const TensorView& token_ids, const M
   router.counts = s.at<int>(ws.counts);
   router.x_bf16 = (path == MoePath::kFused && !w4a4) ? s.at<uint16_t>(ws.x_bf16) : nullptr;
   launch_router(router, stream);
-  launch_permute(router.sel_expert, router.counts, router.n_tokens, router.k_used,
-                 router.n_experts, s.at<int>(ws.offsets), s.at<int>(ws.active),
-                 s.at<int>(ws.row_token), s.at<int>(ws.row_of), stream);
+  launch_permute(router.sel_expert, router.counts, router.n_tokens, router.k_used, router.n_experts,
+                 s.at<int>(ws.offsets), s.at<int>(ws.active), s.at<int>(ws.row_token),
+                 s.at<int>(ws.row_of), stream);
   if (w4a4) {
     DSV4_RETURN_IF_ERROR(cuda::stage_activation(
         x, TensorView{}, s.staged(ws.x_packed, ws.x_scale, ws.x_global, n_tokens, ws.dim)));

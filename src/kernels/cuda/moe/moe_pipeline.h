@@ -18,33 +18,35 @@ enum class MoePath {
   kGrouped,  // prefill: the sm90 NVFP4 grouped GEMM (nvfp4_grouped_gemm) between MoE kernels
 };
 
-inline constexpr int64_t kFusedMaxTokens = 64;
+// Measured on the H200 (docs/bench.md): the fused path beats the grouped one up to T = 128 on
+// both V4 shapes (by 27-35 % there) and loses at 512 on V4-Flash.
+inline constexpr int64_t kFusedMaxTokens = 128;
 
 // Byte offsets of every scratch buffer inside the caller's workspace (256-byte aligned). Buffers
 // of the two paths overlap where only one path uses them.
 struct MoeWorkspace {
   int64_t n_tokens = 0, dim = 0, ffn = 0, n_experts = 0, k_used = 0, n_rows = 0;  // n_rows = S
   int logits_splits = 1;
-  int64_t logits = 0;      // f32 [splits, T, E] router logit partial sums
-  int64_t sel_expert = 0;  // i32 [T, K+1] chosen experts, then E (the shared expert)
-  int64_t sel_weight = 0;  // f32 [T, K+1] routing weights, then 1
-  int64_t counts = 0;      // i32 [E+1] tokens per group
-  int64_t offsets = 0;     // i32 [E+2] group row offsets (group E = the shared expert)
-  int64_t active = 0;      // i32 [E+1] non-empty groups in order; then n_active at [E+1]
-  int64_t row_token = 0;   // i32 [S] token of each grouped row
-  int64_t row_of = 0;      // i32 [T, K+1] grouped row of each (token, slot)
-  int64_t x_bf16 = 0;      // bf16 [S, D] (fused: [T, D] pair-interleaved; grouped: gathered)
+  int64_t logits = 0;         // f32 [splits, T, E] router logit partial sums
+  int64_t sel_expert = 0;     // i32 [T, K+1] chosen experts, then E (the shared expert)
+  int64_t sel_weight = 0;     // f32 [T, K+1] routing weights, then 1
+  int64_t counts = 0;         // i32 [E+1] tokens per group
+  int64_t offsets = 0;        // i32 [E+2] group row offsets (group E = the shared expert)
+  int64_t active = 0;         // i32 [E+1] non-empty groups in order; then n_active at [E+1]
+  int64_t row_token = 0;      // i32 [S] token of each grouped row
+  int64_t row_of = 0;         // i32 [T, K+1] grouped row of each (token, slot)
+  int64_t x_bf16 = 0;         // bf16 [S, D] (fused: [T, D] pair-interleaved; grouped: gathered)
   int64_t x_packed = 0;       // u8 [T, D/2]  x staged to NVFP4 (W4A4)
   int64_t x_scale = 0;        // u8 [T, D/16]
   int64_t x_global = 0;       // f32 [1]      its decode scale
   int64_t x_rows_packed = 0;  // u8 [S, D/2]  the same rows gathered by group (grouped path)
   int64_t x_rows_scale = 0;   // u8 [S, D/16]
-  int64_t gate_up = 0;     // f32 [S, 2F] (grouped path)
-  int64_t act = 0;         // f32 [S, F] (W4A4) or bf16 [S, F] (W4A16)
-  int64_t act_packed = 0;  // u8 [S, F/2]
-  int64_t act_scale = 0;   // u8 [S, F/16]
-  int64_t act_global = 0;  // f32 [1]
-  int64_t down = 0;        // f32 [S, D] expert outputs (before the routing weights)
+  int64_t gate_up = 0;        // f32 [S, 2F] (grouped path)
+  int64_t act = 0;            // f32 [S, F] (W4A4) or bf16 [S, F] (W4A16)
+  int64_t act_packed = 0;     // u8 [S, F/2]
+  int64_t act_scale = 0;      // u8 [S, F/16]
+  int64_t act_global = 0;     // f32 [1]
+  int64_t down = 0;           // f32 [S, D] expert outputs (before the routing weights)
   int64_t total_bytes = 0;
 };
 

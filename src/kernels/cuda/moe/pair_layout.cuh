@@ -32,10 +32,15 @@ __device__ __forceinline__ uint32_t decode_e2m1_pair(uint32_t word) {
 
 // 2^116 · ue4m3(scale) in both halves of a bf16x2 (exact: 4 significant bits, exponent ≤ 124).
 // A decoded pair times this is e2m1 · ue4m3 · 2^-10, exact in bf16; kDecodeScaleLog2 undoes it.
+// Built from the bits: a normal UE4M3 2^(e-7)·(1 + m/8) becomes bf16 exponent e + 236 and
+// mantissa m << 4; a subnormal m·2^-9 goes through an exact int → float conversion.
 inline constexpr int kDecodeScaleLog2 = 10;
-__device__ __forceinline__ uint32_t scale_pair(uint8_t scale) {
-  const uint16_t b = float_to_bf16(e4m3_to_float(scale) * 0x1p116f);
-  return uint32_t{b} | (uint32_t{b} << 16);
+__device__ __forceinline__ uint32_t scale_pair(uint32_t scale) {
+  const uint32_t e = scale >> 3, m = scale & 7;
+  const uint32_t normal = ((e + 236) << 7) | (m << 4);
+  const uint32_t subnormal = __float_as_uint(__uint2float_rn(m) * 0x1p107f) >> 16;
+  const uint32_t b = e != 0 ? normal : subnormal;
+  return b | (b << 16);
 }
 
 __device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, uint32_t b) {
@@ -61,6 +66,11 @@ __device__ __forceinline__ void mma_bf16_16816(float d[4], const uint32_t a[4], 
       "{%8, %9}, {%0, %1, %2, %3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Starts moving a line of the next work unit's weights from HBM into L2 while this one computes.
+__device__ __forceinline__ void prefetch_l2(const void* p) {
+  asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p));
 }
 
 // 16 bytes that stream past L1: each weight byte is used by one warp once.

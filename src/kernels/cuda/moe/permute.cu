@@ -80,9 +80,8 @@ __global__ void combine_kernel(const float* down, const int* row_of, const float
       acc.w = __fadd_rn(acc.w, __fmul_rn(weights[k], o.w));
     }
     const float4 s = *reinterpret_cast<const float4*>(down + int64_t{shared_row} * dim + d);
-    *reinterpret_cast<float4*>(y + int64_t{t} * dim + d) =
-        make_float4(__fadd_rn(acc.x, s.x), __fadd_rn(acc.y, s.y), __fadd_rn(acc.z, s.z),
-                    __fadd_rn(acc.w, s.w));
+    *reinterpret_cast<float4*>(y + int64_t{t} * dim + d) = make_float4(
+        __fadd_rn(acc.x, s.x), __fadd_rn(acc.y, s.y), __fadd_rn(acc.z, s.z), __fadd_rn(acc.w, s.w));
   }
 }
 

@@ -17,10 +17,11 @@
 namespace dsv4::kernels::cuda::moe {
 namespace {
 
-constexpr int kTile = 64;       // tokens × experts of one block
-constexpr int kTileK = 16;      // D elements per smem stage
-constexpr int kLogitThreads = 256;  // 16 × 16 threads, 4 × 4 outputs each
+constexpr int kTile = 64;               // tokens × experts of one block
+constexpr int kTileK = 16;              // D elements per smem stage
+constexpr int kLogitThreads = 256;      // 16 × 16 threads, 4 × 4 outputs each
 constexpr int kMaxExpertsPerLane = 16;  // E ≤ 512
+constexpr int kSelectThreads = 256;
 
 // logits[split, t, e] = Σ_{d in split} x[t, d] · gate[e, d].
 __global__ void __launch_bounds__(kLogitThreads) router_logits_kernel(RouterParams p) {
@@ -35,7 +36,8 @@ __global__ void __launch_bounds__(kLogitThreads) router_logits_kernel(RouterPara
   for (int d0 = d_begin; d0 < d_end; d0 += kTileK) {
     const int t = t0 + load_row, e = e0 + load_row;
     float4 xv = make_float4(0.f, 0.f, 0.f, 0.f), gv = xv;
-    if (t < p.n_tokens) xv = *reinterpret_cast<const float4*>(p.x + int64_t{t} * p.dim + d0 + load_col);
+    if (t < p.n_tokens)
+      xv = *reinterpret_cast<const float4*>(p.x + int64_t{t} * p.dim + d0 + load_col);
     if (e < p.n_experts) {
       gv = *reinterpret_cast<const float4*>(p.gate + int64_t{e} * p.dim + d0 + load_col);
     }
@@ -84,22 +86,36 @@ __device__ __forceinline__ void warp_argmax(float& value, int& expert) {
   }
 }
 
-// One warp per token: expert e lives in lane e % 32, register e / 32.
-__global__ void router_select_kernel(RouterParams p) {
-  const int lane = threadIdx.x % 32;
-  const int t = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-  if (t >= p.n_tokens) return;
+// One block per token. All threads first add up the split-K partial logits (each thread its
+// experts, the splits' loads independent so they overlap) into shared scores; then warp 0
+// selects, with expert e in lane e % 32, register e / 32.
+__global__ void __launch_bounds__(kSelectThreads) router_select_kernel(RouterParams p) {
+  __shared__ float smem_score[32 * kMaxExpertsPerLane];
+  const int lane = threadIdx.x % 32, t = blockIdx.x;
+  for (int e = threadIdx.x; e < p.n_experts; e += kSelectThreads) {
+    const float* partial = p.logits + int64_t{t} * p.n_experts + e;
+    const int64_t split_stride = int64_t{p.n_tokens} * p.n_experts;
+    float logit = 0.0f;
+#pragma unroll 16
+    for (int s = 0; s < p.logits_splits; ++s) logit += partial[s * split_stride];
+    smem_score[e] = sqrt_softplus(logit);
+  }
+  if (p.x_bf16 != nullptr) {
+    const float* row = p.x + int64_t{t} * p.dim;
+    uint16_t* dst = p.x_bf16 + int64_t{t} * p.dim;
+    for (int d = threadIdx.x; d < p.dim; d += kSelectThreads) {
+      dst[pair_layout_index(d)] = float_to_bf16(row[d]);
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x >= 32) return;
   float score[kMaxExpertsPerLane], biased[kMaxExpertsPerLane];
 #pragma unroll
   for (int i = 0; i < kMaxExpertsPerLane; ++i) {
     const int e = lane + 32 * i;
     score[i] = biased[i] = -FLT_MAX;
     if (e < p.n_experts) {
-      float logit = 0.0f;
-      for (int s = 0; s < p.logits_splits; ++s) {
-        logit += p.logits[(int64_t{s} * p.n_tokens + t) * p.n_experts + e];
-      }
-      score[i] = sqrt_softplus(logit);
+      score[i] = smem_score[e];
       biased[i] = p.bias ? score[i] + p.bias[e] : score[i];
     }
   }
@@ -140,10 +156,6 @@ __global__ void router_select_kernel(RouterParams p) {
     }
     chosen[p.k_used] = p.n_experts, weight[p.k_used] = 1.0f;
   }
-  if (p.x_bf16 == nullptr) return;
-  const float* row = p.x + int64_t{t} * p.dim;
-  uint16_t* dst = p.x_bf16 + int64_t{t} * p.dim;
-  for (int d = lane; d < p.dim; d += 32) dst[pair_layout_index(d)] = float_to_bf16(row[d]);
 }
 
 }  // namespace
@@ -155,9 +167,7 @@ void launch_router(const RouterParams& p, cudaStream_t stream) {
                   p.logits_splits);
   router_logits_kernel<<<grid, kLogitThreads, 0, stream>>>(p);
   DSV4_CUDA_CHECK(cudaGetLastError());
-  constexpr int kWarpsPerBlock = 4;
-  router_select_kernel<<<(p.n_tokens + kWarpsPerBlock - 1) / kWarpsPerBlock, 32 * kWarpsPerBlock,
-                         0, stream>>>(p);
+  router_select_kernel<<<p.n_tokens, kSelectThreads, 0, stream>>>(p);
   DSV4_CUDA_CHECK(cudaGetLastError());
 }
 

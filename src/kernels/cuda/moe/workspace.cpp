@@ -7,10 +7,10 @@
 namespace dsv4::kernels::cuda::moe {
 namespace {
 
-// Router logit splits: enough blocks of the 64 × 64 logit tiles to cover the GPU when T is
-// small, each split a multiple of 16 columns of D.
+// Router logit splits: when T is small, enough blocks of the 64 × 64 logit tiles to cover the
+// GPU several times over, so each block runs only a few latency-bound 16-column steps of D.
 int pick_logit_splits(int64_t n_tokens, int64_t n_experts, int64_t dim) {
-  constexpr int64_t kWantedBlocks = 264;  // two per SM of an H200
+  constexpr int64_t kWantedBlocks = 528;  // four per SM of an H200
   const int64_t tiles = ((n_tokens + 63) / 64) * ((n_experts + 63) / 64);
   int splits = 1;
   while (tiles * splits * 2 <= kWantedBlocks && dim % (16 * splits * 2) == 0) splits *= 2;
