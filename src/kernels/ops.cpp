@@ -7,9 +7,6 @@
 #include <string>
 
 #include "kernels/cpu/cpu_ops.h"
-#ifdef DSV4_WITH_CUDA
-#include "kernels/cuda/cuda_ops.h"
-#endif
 #include "kernels/cuda/cuda_ops.h"
 
 namespace dsv4::kernels {

@@ -70,41 +70,4 @@ inline constexpr double kNvfp4WeightRelRmsTol = 0.11;
 // tight bound on staged activations is per layer (kNvfp4ActivationRelTol).
 inline constexpr double kNvfp4ActivationModelRelTol = 1.5;
 
-// The fused MoE block (moe_ffn) in W4A16 against float64 or against another summation order:
-// the NVFP4 products are exact and f32 sums agree to ~1e-6, but the SwiGLU output is rounded to
-// bf16, and a different order can move an activation across a rounding boundary (one bf16 ulp,
-// 2^-8 of it). A few such flips per row stay below 2e-3; a wrong expert, weight or scale is > 0.1.
-inline constexpr double kMoeW4A16RelTol = 2e-3;
-
-// The same in W4A4, over the whole output: a flipped activation moves by one E2M1 step (up to a
-// third of its value) instead of a bf16 ulp, so a rare flip can cost one row ~1e-2; measured
-// over all T·D values it stays far below 2e-2, which a wrong scale or expert still exceeds.
-inline constexpr double kMoeW4A4RelTol = 2e-2;
-
-// attention_forward over one sequence in steps (chunked prefill, decode) against the same
-// sequence in one call: the same f32 formulas, only the GEMMs' blocking changes with the number
-// of rows (~1e-7 relative); a cache bug (a wrong window row, a lost compressor row, an entry at
-// the wrong position) moves rows by > 1e-2.
-inline constexpr double kStepwiseRelTol = 1e-5;
-
-// The expert-parallel MoE on one rank against kernels::moe_ffn: the same ops, but the router
-// logits and the shared expert are computed one row at a time (OpenBLAS rounds a row
-// differently depending on the batch, kernels/ep/moe_pieces.h). Those f32 ulps then pass
-// through NVFP4 restaging, where an element on a rounding boundary moves by one E2M1 step
-// (up to 1/3 of its block scale). Measured: ~1.2e-7 per row without such a flip, ~1e-3 with
-// one; 1e-2 still fails a wrong expert, weight or scale (those give > 1e-1).
-inline constexpr double kEpVsMoeFfnRelTol = 1e-2;
-
-// A whole tiny random-weight model with NVFP4 experts in W4A4 against the same weights with f32
-// activations (W4A16), per logits row. These models amplify perturbations (NVFP4 weight rounding
-// alone moves tiny_b's logits rows by ~0.65 against bf16), so W4A4 lands near 0.8 and only a
-// gross failure is caught here (NaN, saturation blowing rows up by orders of magnitude); the
-// tight bound on staged activations is per layer (kNvfp4ActivationRelTol).
-inline constexpr double kNvfp4ActivationModelRelTol = 1.5;
-
-// NVFP4 round-to-nearest of Gaussian-like weights: relative RMS error 0.095 at any scale
-// (../shared/docs/nvfp4.md §5.2; the golden experts measure 0.0948-0.0957). 0.11 fails on a
-// wrong block or global scale or a code off by one step (those give ≥ 0.2).
-inline constexpr double kNvfp4WeightRelRmsTol = 0.11;
-
 }  // namespace dsv4::testing
