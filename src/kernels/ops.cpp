@@ -231,20 +231,36 @@ Status stage_activation(const TensorView& x, const TensorView& input_scale,
                         const StagedActivation& out) {
   if (device_of({&x, &input_scale, &out.packed, &out.block_scale, &out.global_scale}) ==
       Device::kCuda) {
+#ifdef DSV4_WITH_CUDA
+    return cuda::stage_activation(x, input_scale, out);
+#else
     return no_cuda("stage_activation");
+#endif
   }
   cpu::stage_activation(x, input_scale, out);
   return ok_status();
 }
 
 Status nvfp4_gemm(const StagedActivation& a, const format::Nvfp4View& b, const TensorView& d) {
-  if (nvfp4_device(&a, nullptr, b, nullptr, d) == Device::kCuda) return no_cuda("nvfp4_gemm");
+  if (nvfp4_device(&a, nullptr, b, nullptr, d) == Device::kCuda) {
+#ifdef DSV4_WITH_CUDA
+    return cuda::nvfp4_gemm(a, b, d);
+#else
+    return no_cuda("nvfp4_gemm");
+#endif
+  }
   cpu::nvfp4_gemm(a, b, d);
   return ok_status();
 }
 
 Status nvfp4_gemm(const TensorView& a, const format::Nvfp4View& b, const TensorView& d) {
-  if (nvfp4_device(nullptr, &a, b, nullptr, d) == Device::kCuda) return no_cuda("nvfp4_gemm");
+  if (nvfp4_device(nullptr, &a, b, nullptr, d) == Device::kCuda) {
+#ifdef DSV4_WITH_CUDA
+    return cuda::nvfp4_gemm(a, b, d);
+#else
+    return no_cuda("nvfp4_gemm");
+#endif
+  }
   cpu::nvfp4_gemm(a, b, d);
   return ok_status();
 }
@@ -252,7 +268,11 @@ Status nvfp4_gemm(const TensorView& a, const format::Nvfp4View& b, const TensorV
 Status nvfp4_grouped_gemm(const StagedActivation& a, const format::Nvfp4View& b,
                           const TensorView& group_offsets, const TensorView& d) {
   if (nvfp4_device(&a, nullptr, b, &group_offsets, d) == Device::kCuda) {
+#ifdef DSV4_WITH_CUDA
+    return cuda::nvfp4_grouped_gemm(a, b, group_offsets, d);
+#else
     return no_cuda("nvfp4_grouped_gemm");
+#endif
   }
   cpu::nvfp4_grouped_gemm(a, b, group_offsets, d);
   return ok_status();
@@ -261,7 +281,11 @@ Status nvfp4_grouped_gemm(const StagedActivation& a, const format::Nvfp4View& b,
 Status nvfp4_grouped_gemm(const TensorView& a, const format::Nvfp4View& b,
                           const TensorView& group_offsets, const TensorView& d) {
   if (nvfp4_device(nullptr, &a, b, &group_offsets, d) == Device::kCuda) {
+#ifdef DSV4_WITH_CUDA
+    return cuda::nvfp4_grouped_gemm(a, b, group_offsets, d);
+#else
     return no_cuda("nvfp4_grouped_gemm");
+#endif
   }
   cpu::nvfp4_grouped_gemm(a, b, group_offsets, d);
   return ok_status();
