@@ -1,19 +1,23 @@
 // The whole forward on the GPU (label cuda): each oracle folder's weights moved to the device
 // with checkpoint::copy_weights, then the same checks as deepseek_v4_test.cpp's first test
 // against transformers: full-sequence logits of every prompt within kGoldenLogitsRelTol per row,
-// and the greedy continuation decoded with the (device) cache, token for token.
+// and the greedy continuation decoded with the (device) cache, token for token. Then NVFP4
+// experts in W4A4 (the mode the CUDA GEMMs take f32 activations in) against the CPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <string>
 #include <vector>
 
 #include "checkpoint/loader.h"
+#include "checkpoint/quantize.h"
 #include "checkpoint/to_device.h"
 #include "model/deepseek_v4.h"
 #include "model/golden.h"
 #include "testing/compare.h"
 #include "testing/device.h"
+#include "testing/temp_dir.h"
 #include "testing/tolerance.h"
 
 namespace dsv4::model {
@@ -74,6 +78,47 @@ TEST_P(GoldenModelCudaTest, LogitsAndCachedGreedyMatchTransformers) {
                                 n_gen, v),
               kGoldenLogitsRelTol);
   }
+}
+
+// Prompt logits [T, V] on the host of `weights`' device.
+Tensor prompt_logits(const checkpoint::ModelWeights& weights, ExpertMode mode,
+                     const std::vector<int64_t>& ids) {
+  const Model model(weights, ModelOptions{mode});
+  auto cache = model.new_cache(static_cast<int64_t>(ids.size()));
+  EXPECT_TRUE(cache.ok());
+  const Shape shape{static_cast<int64_t>(ids.size()), model.config().vocab_size};
+  const Tensor logits = testing::poisoned_device(DType::kF32, shape);
+  const Tensor host_logits = Tensor::host(DType::kF32, shape);
+  const Tensor& out = model.device() == Device::kCuda ? logits : host_logits;
+  const Status status = model.forward(ids, 0, *cache, out.view());
+  EXPECT_TRUE(status.ok()) << status.to_string();
+  return testing::to_host(out.view());
+}
+
+// tiny_b with NVFP4 experts (quantized as deepseek_v4_nvfp4_test.cpp does), W4A4 on both
+// devices. The activations are re-staged to E2M1 on each side after f32 sums in different
+// orders, so a value on a rounding boundary can land one step apart and the random tiny model
+// amplifies it: only a gross failure is caught (kNvfp4ActivationModelRelTol's reason); the
+// measured error is printed.
+TEST(ModelNvfp4CudaTest, W4A4MatchesTheCpu) {
+  testing::TempDir dir;
+  checkpoint::QuantizeOptions options;
+  options.input_scale = 128.0f / 2688.0f;
+  auto summary = checkpoint::quantize_checkpoint(testing::golden_path("tiny_b_state_dict/model"),
+                                                 dir.path() + "/model", options);
+  ASSERT_TRUE(summary.ok()) << summary.status().to_string();
+  auto loaded = checkpoint::load_model(dir.path() + "/model");
+  ASSERT_TRUE(loaded.ok() && loaded->weights.layers[0].ffn.experts.is_nvfp4());
+  auto device_weights = checkpoint::copy_weights(loaded->weights, Device::kCuda);
+  ASSERT_TRUE(device_weights.ok()) << device_weights.status().to_string();
+  const auto reference = testing::open_golden("tiny_b_state_dict/reference.safetensors");
+  const std::vector<int64_t> ids = ids_of(golden_tensor(reference, "prompt_2"));
+  const Tensor want = prompt_logits(loaded->weights, ExpertMode::kW4A4, ids);
+  const Tensor got = prompt_logits(*device_weights, ExpertMode::kW4A4, ids);
+  const double error = max_row_rel_error(got.data_as<float>(), want.data_as<float>(),
+                                         want.shape()[0], want.shape()[1]);
+  std::printf("NVFP4 W4A4 logits, CUDA vs CPU: max row rel error %.3e\n", error);
+  EXPECT_LT(error, testing::kNvfp4ActivationModelRelTol);
 }
 
 INSTANTIATE_TEST_SUITE_P(Oracle, GoldenModelCudaTest,
