@@ -15,6 +15,7 @@
 #include "kernels/cuda/moe/expert_mma.cuh"
 #include "kernels/cuda/moe/kernels.h"
 #include "kernels/cuda/moe/moe_pipeline.h"
+#include "kernels/cuda/stream.h"
 
 namespace dsv4::kernels::cuda::moe {
 namespace {
@@ -76,7 +77,7 @@ Status run_fused(const Scratch& s, const MoeWeightsView& w, const MoeConfig& cfg
   l1.swiglu_limit = cfg.swiglu_limit;
   l1.out_f32 = w4a4 ? s.at<float>(ws.act) : nullptr;
   l1.out_bf16 = w4a4 ? nullptr : s.at<uint16_t>(ws.act);
-  launch_expert(l1, true, w4a4, n_slots, cudaStreamPerThread);
+  launch_expert(l1, true, w4a4, n_slots, op_stream());
   if (w4a4) {
     DSV4_RETURN_IF_ERROR(cuda::stage_activation(
         s.view(ws.act, DType::kF32, {ws.n_rows, ws.ffn}), TensorView{},
@@ -88,7 +89,7 @@ Status run_fused(const Scratch& s, const MoeWeightsView& w, const MoeConfig& cfg
   l2.act_scale = s.at<uint8_t>(ws.act_scale);
   l2.act_global = s.at<float>(ws.act_global);
   l2.out_f32 = s.at<float>(ws.down);
-  launch_expert(l2, false, w4a4, n_slots, cudaStreamPerThread);
+  launch_expert(l2, false, w4a4, n_slots, op_stream());
   return ok_status();
 }
 
@@ -116,11 +117,11 @@ Status run_grouped(const Scratch& s, const TensorView& x, const MoeWeightsView& 
   if (cfg.mode == MoeMode::kW4A16) {
     const TensorView a = s.view(ws.x_bf16, DType::kBF16, {n_rows, ws.dim});
     launch_gather_bf16(x.data_as<const float>(), s.at<int>(ws.row_token), rows,
-                       static_cast<int>(ws.dim), s.at<uint16_t>(ws.x_bf16), cudaStreamPerThread);
+                       static_cast<int>(ws.dim), s.at<uint16_t>(ws.x_bf16), op_stream());
     DSV4_RETURN_IF_ERROR(grouped_layer(a.rows(0, n_routed), a.rows(n_routed, n_rows), w, true,
                                        offsets, gate_up, n_routed));
     launch_swiglu(gate_up.data_as<const float>(), rows, static_cast<int>(ws.ffn), cfg.swiglu_limit,
-                  nullptr, s.at<uint16_t>(ws.act), cudaStreamPerThread);
+                  nullptr, s.at<uint16_t>(ws.act), op_stream());
     return grouped_layer(act_bf16.rows(0, n_routed), act_bf16.rows(n_routed, n_rows), w, false,
                          offsets, down, n_routed);
   }
@@ -128,12 +129,11 @@ Status run_grouped(const Scratch& s, const TensorView& x, const MoeWeightsView& 
       s.staged(ws.x_rows_packed, ws.x_rows_scale, ws.x_global, n_rows, ws.dim);
   launch_gather_nvfp4(s.at<uint8_t>(ws.x_packed), s.at<uint8_t>(ws.x_scale),
                       s.at<int>(ws.row_token), rows, static_cast<int>(ws.dim),
-                      s.at<uint8_t>(ws.x_rows_packed), s.at<uint8_t>(ws.x_rows_scale),
-                      cudaStreamPerThread);
+                      s.at<uint8_t>(ws.x_rows_packed), s.at<uint8_t>(ws.x_rows_scale), op_stream());
   DSV4_RETURN_IF_ERROR(grouped_layer(rows_of(a, 0, n_routed), rows_of(a, n_routed, n_rows), w, true,
                                      offsets, gate_up, n_routed));
   launch_swiglu(gate_up.data_as<const float>(), rows, static_cast<int>(ws.ffn), cfg.swiglu_limit,
-                s.at<float>(ws.act), nullptr, cudaStreamPerThread);
+                s.at<float>(ws.act), nullptr, op_stream());
   const StagedActivation act = s.staged(ws.act_packed, ws.act_scale, ws.act_global, n_rows, ws.ffn);
   DSV4_RETURN_IF_ERROR(cuda::stage_activation(act_f32, TensorView{}, act));
   return grouped_layer(rows_of(act, 0, n_routed), rows_of(act, n_routed, n_rows), w, false, offsets,
@@ -176,7 +176,7 @@ Status moe_ffn_on_path(const TensorView& x, const TensorView& token_ids, const M
   if (path == MoePath::kAuto)
     path = n_tokens <= kFusedMaxTokens ? MoePath::kFused : MoePath::kGrouped;
   const Scratch s{ws, static_cast<char*>(workspace.data)};
-  const cudaStream_t stream = cudaStreamPerThread;
+  const cudaStream_t stream = op_stream();
   const bool w4a4 = cfg.mode == MoeMode::kW4A4;
 
   DSV4_CUDA_CHECK(cudaMemsetAsync(s.at<int>(ws.counts), 0, 4 * (ws.n_experts + 1), stream));

@@ -52,7 +52,7 @@ struct MoeWorkspace {
 
 MoeWorkspace plan_workspace(int64_t n_tokens, const MoeWeightsView& w, const MoeConfig& cfg);
 
-// moe_ffn (kernels/ops.h) on a chosen path. Launches on cudaStreamPerThread; never
+// moe_ffn (kernels/ops.h) on a chosen path. Launches on op_stream() (kernels/cuda/stream.h); never
 // synchronizes, never allocates (the grouped path's GEMMs are the sm90 kernels' own business).
 Status moe_ffn_on_path(const TensorView& x, const TensorView& token_ids, const MoeWeightsView& w,
                        const MoeConfig& cfg, const TensorView& workspace, const TensorView& y,
