@@ -249,8 +249,9 @@ int64_t touched_experts(const Tensor& ws, const kernels::cuda::moe::MoeWorkspace
   return std::count_if(counts.begin(), counts.end(), [](int c) { return c > 0; });
 }
 
-// The routing front alone (memset, logits, select, permute) on the workspace of a run: the part
-// of every path that is not expert GEMMs, measured rather than estimated.
+// The routing front alone (memset, logits, select, permute; at T ≤ kSmallRouteTokens the two
+// launches of route_small.cu) on the workspace of a run: the part of every path that is not
+// expert GEMMs, measured rather than estimated.
 double route_us(const Layer& layer, const std::vector<Tensor>& xs, const Tensor& ws,
                 const kernels::cuda::moe::MoeWorkspace& plan) {
   char* base = static_cast<char*>(ws.view().data);
@@ -267,15 +268,20 @@ double route_us(const Layer& layer, const std::vector<Tensor>& xs, const Tensor&
   r.sel_expert = reinterpret_cast<int*>(base + plan.sel_expert);
   r.sel_weight = reinterpret_cast<float*>(base + plan.sel_weight);
   r.counts = reinterpret_cast<int*>(base + plan.counts);
+  const kernels::cuda::moe::PermuteOutputs out{
+      reinterpret_cast<int*>(base + plan.offsets), reinterpret_cast<int*>(base + plan.active),
+      reinterpret_cast<int*>(base + plan.row_token), reinterpret_cast<int*>(base + plan.row_of)};
   return median_us([&](int i) {
     r.x = xs[i % kInputs].view().data_as<const float>();
+    if (r.n_tokens <= kernels::cuda::moe::kSmallRouteTokens) {  // as moe_ffn_on_path chooses
+      kernels::cuda::moe::launch_route_small(r, out, cudaStreamPerThread);
+      return;
+    }
     DSV4_CUDA_CHECK(cudaMemsetAsync(r.counts, 0, 4 * (plan.n_experts + 1), cudaStreamPerThread));
     kernels::cuda::moe::launch_router(r, cudaStreamPerThread);
-    kernels::cuda::moe::launch_permute(
-        r.sel_expert, r.counts, r.n_tokens, r.k_used, r.n_experts,
-        reinterpret_cast<int*>(base + plan.offsets), reinterpret_cast<int*>(base + plan.active),
-        reinterpret_cast<int*>(base + plan.row_token), reinterpret_cast<int*>(base + plan.row_of),
-        cudaStreamPerThread);
+    kernels::cuda::moe::launch_permute(r.sel_expert, r.counts, r.n_tokens, r.k_used, r.n_experts,
+                                       out.offsets, out.active, out.row_token, out.row_of,
+                                       cudaStreamPerThread);
   });
 }
 

@@ -1,8 +1,9 @@
 // The CUDA MoE block (kernels/cuda/moe/) against the CPU moe_ffn (label cuda: needs the H200),
 // on both paths at every T: the fused decode kernels and the sm90 grouped GEMMs. Routing regimes
 // from moe_test_layer.h (skewed, experts with no tokens, every token to the same experts, hash
-// routing); T = 1, T off every tile (7, 300), the decode limit (64). The output is poisoned
-// before each run, and two runs must give the same bits.
+// routing); T = 1, T off every tile (7, 300), the decode limit (64); and a wider layer whose
+// fused kernels loop over several work units per block. The output is poisoned before each run,
+// and two runs must give the same bits.
 //
 // Dimension letters: T tokens, D model width.
 #include <gtest/gtest.h>
@@ -65,13 +66,16 @@ struct DeviceLayer {
   }
 };
 
-class MoeFfnCudaTest : public ::testing::TestWithParam<std::tuple<int, Routing, MoeMode, MoePath>> {
+struct LayerSize {
+  int64_t dim, ffn, n_experts, k_used;
 };
 
-TEST_P(MoeFfnCudaTest, MatchesCpuAndRepeatsBitwise) {
-  const auto [n_tokens, routing, mode, path] = GetParam();
+// One layer of `size`, one input of n_tokens: the CUDA path against the CPU moe_ffn, twice.
+void check_against_cpu(const LayerSize& size, int n_tokens, Routing routing, MoeMode mode,
+                       MoePath path) {
   dsv4::testing::SeededRng rng;
-  const MoeTestLayer layer = moe_test::make_moe_layer(rng, 256, 128, 16, 4, routing, mode);
+  const MoeTestLayer layer =
+      moe_test::make_moe_layer(rng, size.dim, size.ffn, size.n_experts, size.k_used, routing, mode);
   const bool hash = routing == Routing::kHash;
   std::vector<float> x = moe_test::random_moe_input(rng, n_tokens, layer.dim);
   std::vector<int64_t> ids = moe_test::random_token_ids(rng, n_tokens, layer.vocab);
@@ -118,12 +122,34 @@ TEST_P(MoeFfnCudaTest, MatchesCpuAndRepeatsBitwise) {
       << "two runs on the same input differ";
 }
 
+class MoeFfnCudaTest : public ::testing::TestWithParam<std::tuple<int, Routing, MoeMode, MoePath>> {
+};
+
+TEST_P(MoeFfnCudaTest, MatchesCpuAndRepeatsBitwise) {
+  const auto [n_tokens, routing, mode, path] = GetParam();
+  check_against_cpu(LayerSize{256, 128, 16, 4}, n_tokens, routing, mode, path);
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, MoeFfnCudaTest,
                          ::testing::Combine(::testing::Values(1, 7, 64, 300),
                                             ::testing::Values(Routing::kScore, Routing::kSkewed,
                                                               Routing::kOneSet, Routing::kHash),
                                             ::testing::Values(MoeMode::kW4A16, MoeMode::kW4A4),
                                             ::testing::Values(MoePath::kFused, MoePath::kGrouped)));
+
+// A layer with more fused work units than an H200 has SMs (T = 8: ~40 groups × 16 units per
+// layer), so every block streams several units through its weight ring; T = 8 is also the last
+// size of the small router, 64 the first chunked one of the general router.
+class MoeFfnCudaManyUnitsTest : public ::testing::TestWithParam<std::tuple<int, MoeMode>> {};
+
+TEST_P(MoeFfnCudaManyUnitsTest, FusedMatchesCpuAndRepeatsBitwise) {
+  const auto [n_tokens, mode] = GetParam();
+  check_against_cpu(LayerSize{1024, 512, 64, 6}, n_tokens, Routing::kScore, mode, MoePath::kFused);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, MoeFfnCudaManyUnitsTest,
+                         ::testing::Combine(::testing::Values(1, 8, 64),
+                                            ::testing::Values(MoeMode::kW4A16, MoeMode::kW4A4)));
 
 }  // namespace
 }  // namespace dsv4::kernels

@@ -18,8 +18,16 @@ void launch(const ExpertParams& p, int n_slots, cudaStream_t stream) {
     DSV4_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
     return count;
   }();
+  // The weight ring needs more than the default 48 KB of dynamic shared memory.
+  static const bool smem_raised = [] {
+    DSV4_CUDA_CHECK(cudaFuncSetAttribute(expert_mma_kernel<kGateUp, kNvfp4Act>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         kExpertSmemBytes));
+    return true;
+  }();
+  (void)smem_raised;
   const int n_blocks = std::min(n_sms, n_slots * p.n_xblocks);
-  expert_mma_kernel<kGateUp, kNvfp4Act><<<n_blocks, kExpertThreads, 0, stream>>>(p);
+  expert_mma_kernel<kGateUp, kNvfp4Act><<<n_blocks, kExpertThreads, kExpertSmemBytes, stream>>>(p);
   DSV4_CUDA_CHECK(cudaGetLastError());
 }
 

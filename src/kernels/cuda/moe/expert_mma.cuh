@@ -3,12 +3,15 @@
 // with many loads in flight, and to do the arithmetic on tensor cores only because they make
 // the per-byte instruction count small.
 //
-// Work split. Block (x, y): m-tiles of 16 weight rows (x) of the active groups y, y + gridDim.y,
-// ... (group E is the shared expert). The block's n_mtiles × K/128 (m-tile, k-tile) items go
-// round-robin to its 16 warps, at most 4 each: a warp loads all its items' weights (16 B per
-// row per lane) up front, keeps them packed in registers across the group's token chunks, and
-// for each chunk of ≤ 8 tokens runs m16n8k16 bf16 MMAs (weights as A, decoded in registers;
-// tokens as B). Per-item partial sums meet in shared memory and are added in k-tile order:
+// Work split. A work unit is (active group, block of n_mtiles m-tiles of 16 weight rows); group
+// E is the shared expert. A persistent block takes units b, b + gridDim.x, ...; the unit's
+// n_mtiles × K/128 (m-tile, k-tile) items go round-robin to its 16 warps, at most 4 each.
+// Weights stream through a two-stage shared-memory ring with cp.async: while the block decodes
+// and multiplies unit u, the copy of unit u + gridDim.x is in flight (and L2 is asked for the
+// one after), so HBM never waits for the arithmetic. Every lane copies and later reads only its
+// own 16-byte slots, so the ring needs no barrier, only cp.async.wait_group. For each chunk of
+// ≤ 8 tokens a warp runs m16n8k16 bf16 MMAs (weights as A, decoded in registers; tokens as B).
+// Per-item partial sums meet in shared memory and are added in a fixed k-tile order:
 // deterministic, no atomics.
 //
 // Lane (g, c) = (lane / 4, lane % 4) of an item (mt, kt) owns rows g and g+8 of the m-tile and
@@ -32,6 +35,14 @@ inline constexpr int kItemsPerWarp = 4;
 inline constexpr int kMaxItems = kExpertWarps * kItemsPerWarp;
 inline constexpr int kKTile = 128;     // K elements per item
 inline constexpr int kTokenChunk = 8;  // MMA n
+inline constexpr int kStages = 2;      // weight ring: the unit computed and the next one
+
+// One ring stage: every item's two 16-byte row slices per lane, [item][row lo / hi][lane], so a
+// warp's 16-byte shared loads are consecutive (no bank conflicts).
+using WeightStage = uint4[kMaxItems][2][32];
+// Dynamic shared memory: the ring, then the per-item partial sums [item][lane][4].
+inline constexpr int kExpertSmemBytes =
+    kStages * static_cast<int>(sizeof(WeightStage)) + kMaxItems * 32 * 4 * 4;
 
 struct ExpertParams {
   // Weights [E, N, K] with linear block scales, plus the shared expert [1, N, K] as group E.
@@ -94,18 +105,19 @@ __device__ __forceinline__ void item_offsets(const ExpertParams& p, int xb, int 
   lo_kb = lo * row_scales + kb, hi_kb = hi * row_scales + kb;
 }
 
+// Starts the copy of the lane's 32 weight bytes of `item` into its slots of `stage` and returns
+// the item's four block scales (an ordinary load, first used one unit later).
 template <bool kGateUp>
-__device__ __forceinline__ ItemWeights load_item(const ExpertParams& p, const uint8_t* packed,
-                                                 const uint8_t* scale, int xb, int item, int lane) {
+__device__ __forceinline__ uint32_t issue_item(const ExpertParams& p, const uint8_t* packed,
+                                               const uint8_t* scale, int xb, int item, int lane,
+                                               WeightStage& stage) {
   int64_t lo, hi, lo_kb, hi_kb;
   item_offsets<kGateUp>(p, xb, item, lane, lo, hi, lo_kb, hi_kb);
-  ItemWeights w;
-  w.lo = load_streaming(packed + lo);
-  w.hi = load_streaming(packed + hi);
+  cp_async_16(&stage[item][0][lane], packed + lo);
+  cp_async_16(&stage[item][1][lane], packed + hi);
   const uint32_t s_lo = *reinterpret_cast<const uint16_t*>(scale + lo_kb);
   const uint32_t s_hi = *reinterpret_cast<const uint16_t*>(scale + hi_kb);
-  w.scales = s_lo | (s_hi << 16);
-  return w;
+  return s_lo | (s_hi << 16);
 }
 
 // The 32 activation elements of token row `row` for k-tile kt as 16 bf16x2 pairs
@@ -174,11 +186,24 @@ __device__ __forceinline__ void epilogue(const ExpertParams& p, const float (*sm
     const int lane = kGateUp ? e / 2 : e / 4, r = kGateUp ? e % 2 : e % 4;
     const int g = lane / 4, tok = 2 * (lane % 4) + r % 2;
     if (tok >= n_tok) continue;
-    float sum = 0.0f, sum_up = 0.0f;
-    for (int kt = 0; kt < n_ktiles; ++kt) {
-      sum += smem_partial[mt * n_ktiles + kt][lane][r];
-      if constexpr (kGateUp) sum_up += smem_partial[mt * n_ktiles + kt][lane][r + 2];
+    // Four independent chains (k-tile kt mod 4) so the shared loads overlap; the order of the
+    // additions is still fixed, so the result is the same bits on every run.
+    const float(*partial)[32][4] = smem_partial + mt * n_ktiles;
+    float sums[4] = {0.0f, 0.0f, 0.0f, 0.0f}, ups[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    int kt = 0;
+    for (; kt + 4 <= n_ktiles; kt += 4) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        sums[j] += partial[kt + j][lane][r];
+        if constexpr (kGateUp) ups[j] += partial[kt + j][lane][r + 2];
+      }
     }
+    for (; kt < n_ktiles; ++kt) {
+      sums[0] += partial[kt][lane][r];
+      if constexpr (kGateUp) ups[0] += partial[kt][lane][r + 2];
+    }
+    const float sum = (sums[0] + sums[1]) + (sums[2] + sums[3]);
+    const float sum_up = (ups[0] + ups[1]) + (ups[2] + ups[3]);
     int lo, hi;
     mtile_rows<kGateUp>(p, xb, mt, g, lo, hi);
     const int64_t row = row_base + tok;
@@ -195,9 +220,6 @@ __device__ __forceinline__ void epilogue(const ExpertParams& p, const float (*sm
   }
 }
 
-// Work unit u = (active group u / n_xblocks, m-tile block u % n_xblocks); block b takes units
-// b, b + gridDim.x, ... and asks L2 for its next unit's weights before computing this one, so
-// the HBM stream never waits for the tensor cores.
 template <bool kGateUp>
 __device__ __forceinline__ const uint8_t* group_bytes(const ExpertParams& p, int group,
                                                       bool scales) {
@@ -206,41 +228,90 @@ __device__ __forceinline__ const uint8_t* group_bytes(const ExpertParams& p, int
   return scales ? p.scale + group * (matrix_bytes / 8) : p.packed + group * matrix_bytes;
 }
 
+// Work unit u = (active group u / n_xblocks, m-tile block u % n_xblocks). What the kernel needs
+// of a unit besides its weights; loaded one unit ahead, so no dependent load chain (active →
+// offsets, global scale) stalls the warps between units.
+struct UnitInfo {
+  int group, xb, row_begin, row_end;
+  float global;  // the group's weight global scale
+};
+
+__device__ __forceinline__ UnitInfo load_unit_info(const ExpertParams& p, int unit, int group) {
+  return UnitInfo{group, unit % p.n_xblocks, p.offsets[group], p.offsets[group + 1],
+                  group == p.n_experts ? *p.shared_global : p.global[group]};
+}
+
+// Issues the lane's copies of a unit's weights into `stage` and loads its block scales.
+template <bool kGateUp>
+__device__ __forceinline__ void issue_unit(const ExpertParams& p, int group, int xb, int n_items,
+                                           int warp, int lane, WeightStage& stage,
+                                           uint32_t scales[kItemsPerWarp]) {
+  const uint8_t* packed = group_bytes<kGateUp>(p, group, false);
+  const uint8_t* scale = group_bytes<kGateUp>(p, group, true);
+#pragma unroll
+  for (int i = 0; i < kItemsPerWarp; ++i) {
+    const int item = warp + kExpertWarps * i;
+    if (item < n_items) scales[i] = issue_item<kGateUp>(p, packed, scale, xb, item, lane, stage);
+  }
+}
+
+// Asks L2 for a unit's weight lines (one per 32-byte sector of the lane group's 64 bytes).
+template <bool kGateUp>
+__device__ __forceinline__ void prefetch_unit(const ExpertParams& p, int group, int xb, int n_items,
+                                              int warp, int lane) {
+  const uint8_t* packed = group_bytes<kGateUp>(p, group, false);
+#pragma unroll
+  for (int i = 0; i < kItemsPerWarp; ++i) {
+    const int item = warp + kExpertWarps * i;
+    int64_t lo, hi, lo_kb, hi_kb;
+    item_offsets<kGateUp>(p, xb, item, lane, lo, hi, lo_kb, hi_kb);
+    if (item < n_items && lane % 2 == 0) prefetch_l2(packed + lo), prefetch_l2(packed + hi);
+  }
+}
+
+// The group of unit u, or -1 past the last unit.
+__device__ __forceinline__ int unit_group(const ExpertParams& p, int unit, int n_units) {
+  return unit < n_units ? p.active[unit / p.n_xblocks] : -1;
+}
+
 template <bool kGateUp, bool kNvfp4Act>
 __global__ void __launch_bounds__(kExpertThreads, 1) expert_mma_kernel(ExpertParams p) {
   static_assert(kDecodeScaleLog2 == 10, "alpha below undoes 2^-10 per decoded operand");
-  __shared__ float smem_partial[kMaxItems][32][4];
+  extern __shared__ uint4 smem[];
+  WeightStage* ring = reinterpret_cast<WeightStage*>(smem);
+  float(*smem_partial)[32][4] = reinterpret_cast<float(*)[32][4]>(ring + kStages);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int n_items = p.n_mtiles * (p.k / kKTile);
   const int n_units = p.active[p.n_experts + 1] * p.n_xblocks;
-  for (int unit = blockIdx.x; unit < n_units; unit += gridDim.x) {
-    const int group = p.active[unit / p.n_xblocks], xb = unit % p.n_xblocks;
-    const uint8_t* packed = group_bytes<kGateUp>(p, group, false);
-    const uint8_t* scale = group_bytes<kGateUp>(p, group, true);
-    ItemWeights w[kItemsPerWarp];
-#pragma unroll
-    for (int i = 0; i < kItemsPerWarp; ++i) {
-      const int item = warp + kExpertWarps * i;
-      if (item < n_items) w[i] = load_item<kGateUp>(p, packed, scale, xb, item, lane);
+  const int stride = gridDim.x;
+  const float act_scale = kNvfp4Act ? *p.act_global : 1.0f;
+  uint32_t scales[kItemsPerWarp] = {}, next_scales[kItemsPerWarp] = {};
+  int unit = blockIdx.x;
+  const int group = unit_group(p, unit, n_units);
+  if (group < 0) return;  // more blocks than units
+  UnitInfo cur = load_unit_info(p, unit, group);
+  issue_unit<kGateUp>(p, group, cur.xb, n_items, warp, lane, ring[0], scales);
+  cp_async_commit();
+  int next_group = unit_group(p, unit + stride, n_units);
+  for (int stage = 0; unit < n_units; unit += stride, stage ^= 1) {
+    // Unit u + stride: weights into the other stage, its scalars into registers. Unit
+    // u + 2·stride: its group now (used next iteration) and its lines into L2 after the MMAs.
+    const int next = unit + stride;
+    UnitInfo next_info{};
+    if (next_group >= 0) {
+      next_info = load_unit_info(p, next, next_group);
+      issue_unit<kGateUp>(p, next_group, next_info.xb, n_items, warp, lane, ring[stage ^ 1],
+                          next_scales);
     }
-    if (const int next = unit + gridDim.x; next < n_units) {
-      const uint8_t* next_packed = group_bytes<kGateUp>(p, p.active[next / p.n_xblocks], false);
-#pragma unroll
-      for (int i = 0; i < kItemsPerWarp; ++i) {
-        const int item = warp + kExpertWarps * i;
-        int64_t lo, hi, lo_kb, hi_kb;
-        item_offsets<kGateUp>(p, next % p.n_xblocks, item, lane, lo, hi, lo_kb, hi_kb);
-        if (item < n_items && lane % 2 == 0)
-          prefetch_l2(next_packed + lo), prefetch_l2(next_packed + hi);
-      }
-    }
-    float alpha = group == p.n_experts ? *p.shared_global : p.global[group];
-    if constexpr (kNvfp4Act) alpha = __fmul_rn(*p.act_global, alpha);
-    alpha = __fmul_rn(alpha, kNvfp4Act ? 0x1p20f : 0x1p10f);
+    cp_async_commit();  // possibly empty: wait_group below always counts one group per unit
+    const int after_group = unit_group(p, next + stride, n_units);
+    cp_async_wait<1>();  // this unit's copies (this lane's own slots) have landed
 
-    const int row_begin = p.offsets[group], row_end = p.offsets[group + 1];
-    for (int base = row_begin; base < row_end; base += kTokenChunk) {
-      const int n_tok = min(kTokenChunk, row_end - base);
+    float alpha = cur.global;
+    if constexpr (kNvfp4Act) alpha = __fmul_rn(act_scale, alpha);
+    alpha = __fmul_rn(alpha, kNvfp4Act ? 0x1p20f : 0x1p10f);
+    for (int base = cur.row_begin; base < cur.row_end; base += kTokenChunk) {
+      const int n_tok = min(kTokenChunk, cur.row_end - base);
       const int g = lane / 4;
       const bool valid = g < n_tok;
       const int64_t act_row = !valid ? 0 : p.row_token ? p.row_token[base + g] : base + g;
@@ -256,16 +327,25 @@ __global__ void __launch_bounds__(kExpertThreads, 1) expert_mma_kernel(ExpertPar
       for (int i = 0; i < kItemsPerWarp; ++i) {
         const int item = warp + kExpertWarps * i;
         if (item >= n_items) break;
+        const ItemWeights w{ring[stage][item][0][lane], ring[stage][item][1][lane], scales[i]};
         float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        mma_item(w[i], b[i], acc);
+        mma_item(w, b[i], acc);
 #pragma unroll
         for (int r = 0; r < 4; ++r) smem_partial[item][lane][r] = acc[r];
       }
       __syncthreads();
-      epilogue<kGateUp>(p, smem_partial, alpha, xb, base, n_tok);
+      epilogue<kGateUp>(p, smem_partial, alpha, cur.xb, base, n_tok);
       __syncthreads();
     }
+    if (after_group >= 0) {
+      prefetch_unit<kGateUp>(p, after_group, (next + stride) % p.n_xblocks, n_items, warp, lane);
+    }
+#pragma unroll
+    for (int i = 0; i < kItemsPerWarp; ++i) scales[i] = next_scales[i];
+    cur = next_info;
+    next_group = after_group;
   }
+  cp_async_wait<0>();  // no copy outlives the block
 }
 
 // Picks n_mtiles (the most 16-row m-tiles per unit that the 64 items and N allow; fills it and

@@ -28,6 +28,20 @@ struct RouterParams {
 };
 void launch_router(const RouterParams& p, cudaStream_t stream);
 
+// ---- route_small.cu ----
+// Where the pipeline puts the permutation (moe_pipeline.h's MoeWorkspace has the shapes).
+struct PermuteOutputs {
+  int* offsets;    // [E+2]
+  int* active;     // [E+1], n_active at [E+1]
+  int* row_token;  // [S]
+  int* row_of;     // [T, K+1]
+};
+// Decode sizes: launch_router and launch_permute in two launches, without the zeroed counts
+// (p.counts [E] is written, not added to; p.logits holds [T, E]). Needs T ≤ kSmallRouteTokens
+// and K ≤ 16.
+inline constexpr int kSmallRouteTokens = 8;
+void launch_route_small(const RouterParams& p, const PermuteOutputs& out, cudaStream_t stream);
+
 // ---- permute.cu ----
 // Groups rows by expert (stable in (token, slot) order; group E is the shared expert with every
 // token) and fills offsets [E+2], active [E+1] + n_active, row_token [S], row_of [T, K+1].

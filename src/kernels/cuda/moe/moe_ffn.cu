@@ -1,6 +1,7 @@
 // cuda::moe_ffn: the MoE block as a fixed chain of launches on one stream, no host
 // synchronisation and no allocation (README.md in this folder has the picture):
 //   route (logits, top-K, counts) → permute (offsets, rows) → [stage x: W4A4]
+//     (T ≤ kSmallRouteTokens: route_small.cu, the same in two launches)
 //   fused:   gate_up+SwiGLU expert kernel → [stage act: W4A4] → down expert kernel
 //   grouped: gather → nvfp4_grouped_gemm + nvfp4_gemm (shared) → SwiGLU → [stage act] → same
 //   → combine (gather by token, fixed order).
@@ -179,7 +180,6 @@ Status moe_ffn_on_path(const TensorView& x, const TensorView& token_ids, const M
   const cudaStream_t stream = op_stream();
   const bool w4a4 = cfg.mode == MoeMode::kW4A4;
 
-  DSV4_CUDA_CHECK(cudaMemsetAsync(s.at<int>(ws.counts), 0, 4 * (ws.n_experts + 1), stream));
   RouterParams router{};
   router.x = x.data_as<const float>();
   router.gate = w.gate.data_as<const float>();
@@ -197,10 +197,17 @@ Status moe_ffn_on_path(const TensorView& x, const TensorView& token_ids, const M
   router.sel_weight = s.at<float>(ws.sel_weight);
   router.counts = s.at<int>(ws.counts);
   router.x_bf16 = (path == MoePath::kFused && !w4a4) ? s.at<uint16_t>(ws.x_bf16) : nullptr;
-  launch_router(router, stream);
-  launch_permute(router.sel_expert, router.counts, router.n_tokens, router.k_used, router.n_experts,
-                 s.at<int>(ws.offsets), s.at<int>(ws.active), s.at<int>(ws.row_token),
-                 s.at<int>(ws.row_of), stream);
+  const PermuteOutputs permuted{s.at<int>(ws.offsets), s.at<int>(ws.active),
+                                s.at<int>(ws.row_token), s.at<int>(ws.row_of)};
+  if (n_tokens <= kSmallRouteTokens) {
+    launch_route_small(router, permuted, stream);
+  } else {
+    DSV4_CUDA_CHECK(cudaMemsetAsync(router.counts, 0, 4 * (ws.n_experts + 1), stream));
+    launch_router(router, stream);
+    launch_permute(router.sel_expert, router.counts, router.n_tokens, router.k_used,
+                   router.n_experts, permuted.offsets, permuted.active, permuted.row_token,
+                   permuted.row_of, stream);
+  }
   if (w4a4) {
     DSV4_RETURN_IF_ERROR(cuda::stage_activation(
         x, TensorView{}, s.staged(ws.x_packed, ws.x_scale, ws.x_global, n_tokens, ws.dim)));

@@ -13,14 +13,14 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/moe/kernels.h"
 #include "kernels/cuda/moe/pair_layout.cuh"
+#include "kernels/cuda/moe/route_select.cuh"
 
 namespace dsv4::kernels::cuda::moe {
 namespace {
 
-constexpr int kTile = 64;               // tokens × experts of one block
-constexpr int kTileK = 16;              // D elements per smem stage
-constexpr int kLogitThreads = 256;      // 16 × 16 threads, 4 × 4 outputs each
-constexpr int kMaxExpertsPerLane = 16;  // E ≤ 512
+constexpr int kTile = 64;           // tokens × experts of one block
+constexpr int kTileK = 16;          // D elements per smem stage
+constexpr int kLogitThreads = 256;  // 16 × 16 threads, 4 × 4 outputs each
 constexpr int kSelectThreads = 256;
 
 // logits[split, t, e] = Σ_{d in split} x[t, d] · gate[e, d].
@@ -70,22 +70,6 @@ __global__ void __launch_bounds__(kLogitThreads) router_logits_kernel(RouterPara
   }
 }
 
-__device__ __forceinline__ float sqrt_softplus(float logit) {
-  const float softplus = logit > 20.0f ? logit : log1pf(expf(logit));
-  return sqrtf(softplus);
-}
-
-// The best (value, expert) of a warp: larger value first, then the lower expert id.
-__device__ __forceinline__ void warp_argmax(float& value, int& expert) {
-  for (int offset = 16; offset > 0; offset /= 2) {
-    const float other_value = __shfl_xor_sync(0xffffffffu, value, offset);
-    const int other_expert = __shfl_xor_sync(0xffffffffu, expert, offset);
-    if (other_value > value || (other_value == value && other_expert < expert)) {
-      value = other_value, expert = other_expert;
-    }
-  }
-}
-
 // One block per token. All threads first add up the split-K partial logits (each thread its
 // experts, the splits' loads independent so they overlap) into shared scores; then warp 0
 // selects, with expert e in lane e % 32, register e / 32.
@@ -108,54 +92,7 @@ __global__ void __launch_bounds__(kSelectThreads) router_select_kernel(RouterPar
     }
   }
   __syncthreads();
-  if (threadIdx.x >= 32) return;
-  float score[kMaxExpertsPerLane], biased[kMaxExpertsPerLane];
-#pragma unroll
-  for (int i = 0; i < kMaxExpertsPerLane; ++i) {
-    const int e = lane + 32 * i;
-    score[i] = biased[i] = -FLT_MAX;
-    if (e < p.n_experts) {
-      score[i] = smem_score[e];
-      biased[i] = p.bias ? score[i] + p.bias[e] : score[i];
-    }
-  }
-  int* chosen = p.sel_expert + int64_t{t} * (p.k_used + 1);
-  float* weight = p.sel_weight + int64_t{t} * (p.k_used + 1);
-  float sum = 0.0f;
-  for (int k = 0; k < p.k_used; ++k) {
-    int expert;
-    if (p.tid2eid) {
-      expert = static_cast<int>(p.tid2eid[p.token_ids[t] * p.k_used + k]);
-    } else {
-      float best = -FLT_MAX;
-      expert = INT32_MAX;
-#pragma unroll
-      for (int i = 0; i < kMaxExpertsPerLane; ++i) {
-        if (biased[i] > best) best = biased[i], expert = lane + 32 * i;  // first = lowest id
-      }
-      warp_argmax(best, expert);
-#pragma unroll
-      for (int i = 0; i < kMaxExpertsPerLane; ++i) {
-        if (lane + 32 * i == expert) biased[i] = -INFINITY;  // taken
-      }
-    }
-    float mine = 0.0f;
-#pragma unroll
-    for (int i = 0; i < kMaxExpertsPerLane; ++i) {
-      if (lane + 32 * i == expert) mine = score[i];
-    }
-    const float s = __shfl_sync(0xffffffffu, mine, expert % 32);
-    sum = __fadd_rn(sum, s);
-    if (lane == 0) chosen[k] = expert, weight[k] = s;
-  }
-  __syncwarp();
-  if (lane == 0) {
-    for (int k = 0; k < p.k_used; ++k) {
-      weight[k] = __fmul_rn(__fdiv_rn(weight[k], __fadd_rn(sum, 1e-20f)), p.route_scale);
-      atomicAdd(&p.counts[chosen[k]], 1);
-    }
-    chosen[p.k_used] = p.n_experts, weight[p.k_used] = 1.0f;
-  }
+  if (threadIdx.x < 32) select_experts(p, smem_score, t, lane, p.counts);
 }
 
 }  // namespace

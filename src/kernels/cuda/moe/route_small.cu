@@ -1,0 +1,156 @@
+// The routing front at decode sizes (T ≤ kSmallRouteTokens): router logits, top-K and the
+// permutation in two launches and without the counts memset, since at one token the general
+// chain (memset, split-K logits tiles, per-token select, warp-per-group permutation) costs as
+// much as streaming the experts.
+//
+//   route_logits_small_kernel   kWarpsPerExpert warps per expert, each a strided quarter of D
+//                               for all T tokens (gate rows read once, 16 B per lane, every SM
+//                               busy); the quarters are added in a fixed order. Also writes x
+//                               as bf16 in the pair layout for the fused expert kernels.
+//   route_select_small_kernel   one block: a warp per token selects (route_select.cuh), counts
+//                               in shared memory (then stored, not added, to p.counts), offsets
+//                               and the active list by a block scan,
+//                               then each (token, slot) finds its row by counting the earlier
+//                               entries of its group: the order permute.cu produces.
+//
+// Deterministic: no float atomics, integer atomics only for counts.
+//
+// Dimension letters: T tokens, D model width, E routed experts, K experts per token.
+#include <cub/block/block_scan.cuh>
+
+#include "base/float_convert.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/moe/kernels.h"
+#include "kernels/cuda/moe/pair_layout.cuh"
+#include "kernels/cuda/moe/route_select.cuh"
+
+namespace dsv4::kernels::cuda::moe {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+constexpr int kWarpsPerExpert = 4;
+constexpr int kExpertsPerBlock = kWarps / kWarpsPerExpert;
+constexpr int kMaxK = 16;
+constexpr int kMaxEntries = kSmallRouteTokens * (kMaxK + 1);
+constexpr int kGroupsPerThread = 3;  // E + 1 ≤ 513 groups over 256 threads
+// Scan value of a group: its row count above kFlagBits bits of "non-empty" (≤ 513 of them).
+constexpr int kFlagBits = 10;
+
+__global__ void __launch_bounds__(kThreads) route_logits_small_kernel(RouterParams p) {
+  __shared__ float smem_part[kWarps][kSmallRouteTokens];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int e = blockIdx.x * kExpertsPerBlock + warp / kWarpsPerExpert;
+  const int part = warp % kWarpsPerExpert, n4 = p.dim / 4;
+  float acc[kSmallRouteTokens] = {};
+  if (e < p.n_experts) {
+    const float4* gate = reinterpret_cast<const float4*>(p.gate + int64_t{e} * p.dim);
+    const float4* x = reinterpret_cast<const float4*>(p.x);
+#pragma unroll 4
+    for (int i = part * 32 + lane; i < n4; i += 32 * kWarpsPerExpert) {
+      const float4 g = __ldg(gate + i);
+#pragma unroll
+      for (int t = 0; t < kSmallRouteTokens; ++t) {
+        if (t < p.n_tokens) {
+          const float4 v = __ldg(x + int64_t{t} * n4 + i);
+          acc[t] = fmaf(v.x, g.x, acc[t]);
+          acc[t] = fmaf(v.y, g.y, acc[t]);
+          acc[t] = fmaf(v.z, g.z, acc[t]);
+          acc[t] = fmaf(v.w, g.w, acc[t]);
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < kSmallRouteTokens; ++t) {
+    for (int offset = 16; offset > 0; offset /= 2) {
+      acc[t] += __shfl_xor_sync(0xffffffffu, acc[t], offset);
+    }
+    if (lane == 0) smem_part[warp][t] = acc[t];
+  }
+  __syncthreads();
+  const int slot = threadIdx.x / kSmallRouteTokens, t = threadIdx.x % kSmallRouteTokens;
+  const int e_out = blockIdx.x * kExpertsPerBlock + slot;
+  if (slot < kExpertsPerBlock && e_out < p.n_experts && t < p.n_tokens) {
+    float logit = 0.0f;
+    for (int q = 0; q < kWarpsPerExpert; ++q) logit += smem_part[slot * kWarpsPerExpert + q][t];
+    p.logits[int64_t{t} * p.n_experts + e_out] = logit;
+  }
+  if (p.x_bf16 != nullptr) {
+    const int n = p.n_tokens * p.dim;
+    for (int i = blockIdx.x * kThreads + threadIdx.x; i < n; i += gridDim.x * kThreads) {
+      const int row = i / p.dim, d = i % p.dim;
+      p.x_bf16[int64_t{row} * p.dim + pair_layout_index(d)] = float_to_bf16(p.x[i]);
+    }
+  }
+}
+
+__global__ void __launch_bounds__(kThreads)
+    route_select_small_kernel(RouterParams p, PermuteOutputs out) {
+  using Scan = cub::BlockScan<int, kThreads>;
+  __shared__ typename Scan::TempStorage scan_storage;
+  __shared__ float smem_score[kSmallRouteTokens][32 * kMaxExpertsPerLane];
+  __shared__ int smem_count[32 * kMaxExpertsPerLane + 1];
+  __shared__ int smem_offset[32 * kMaxExpertsPerLane + 1];
+  __shared__ int smem_sel[kMaxEntries];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int n_groups = p.n_experts + 1, n_entries = p.n_tokens * (p.k_used + 1);
+  for (int i = threadIdx.x; i < p.n_tokens * p.n_experts; i += kThreads) {
+    smem_score[i / p.n_experts][i % p.n_experts] = sqrt_softplus(p.logits[i]);
+  }
+  for (int g = threadIdx.x; g < n_groups; g += kThreads) {
+    smem_count[g] = g == p.n_experts ? p.n_tokens : 0;
+  }
+  __syncthreads();
+  if (warp < p.n_tokens) select_experts(p, smem_score[warp], warp, lane, smem_count);
+  __syncthreads();  // also makes select_experts' global sel_expert writes visible to the block
+  for (int i = threadIdx.x; i < n_entries; i += kThreads) smem_sel[i] = p.sel_expert[i];
+
+  int value[kGroupsPerThread];
+#pragma unroll
+  for (int j = 0; j < kGroupsPerThread; ++j) {
+    const int g = threadIdx.x * kGroupsPerThread + j;
+    const int count = g < n_groups ? smem_count[g] : 0;
+    value[j] = (count << kFlagBits) | (count > 0 ? 1 : 0);
+  }
+  Scan(scan_storage).ExclusiveSum(value, value);
+#pragma unroll
+  for (int j = 0; j < kGroupsPerThread; ++j) {
+    const int g = threadIdx.x * kGroupsPerThread + j;
+    if (g >= n_groups) break;
+    const int offset = value[j] >> kFlagBits, n_nonempty = value[j] & ((1 << kFlagBits) - 1);
+    const int count = smem_count[g];
+    smem_offset[g] = offset;
+    out.offsets[g] = offset;
+    if (g < p.n_experts) p.counts[g] = count;
+    if (count > 0) out.active[n_nonempty] = g;
+    if (g == p.n_experts) {
+      out.offsets[g + 1] = offset + count;
+      out.active[p.n_experts + 1] = n_nonempty + 1;  // n_active: the shared expert is never empty
+    }
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < n_entries; i += kThreads) {
+    const int g = smem_sel[i];
+    int row = smem_offset[g];
+    for (int j = 0; j < i; ++j) row += smem_sel[j] == g;
+    out.row_token[row] = i / (p.k_used + 1);
+    out.row_of[i] = row;
+  }
+}
+
+}  // namespace
+
+void launch_route_small(const RouterParams& p, const PermuteOutputs& out, cudaStream_t stream) {
+  DSV4_CHECK(p.n_tokens <= kSmallRouteTokens && p.k_used <= kMaxK &&
+                 p.n_experts + 1 <= kThreads * kGroupsPerThread &&
+                 p.n_experts <= 32 * kMaxExpertsPerLane && p.dim % 4 == 0,
+             "small router: T %d, K %d, E %d, D %d", p.n_tokens, p.k_used, p.n_experts, p.dim);
+  const int n_blocks = (p.n_experts + kExpertsPerBlock - 1) / kExpertsPerBlock;
+  route_logits_small_kernel<<<n_blocks, kThreads, 0, stream>>>(p);
+  DSV4_CUDA_CHECK(cudaGetLastError());
+  route_select_small_kernel<<<1, kThreads, 0, stream>>>(p, out);
+  DSV4_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace dsv4::kernels::cuda::moe
