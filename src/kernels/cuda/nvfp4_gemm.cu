@@ -13,6 +13,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/stream.h"
 #include "kernels/cuda/sm90/nvfp4_gemm/config.h"
 #include "kernels/cuda/sm90/nvfp4_gemm/launch.h"
 
@@ -22,14 +23,31 @@ namespace {
 using format::kNvfp4BlockSize;
 using sm90::kWeightKAlign;
 
+// The default pool returns freed memory to the driver at every synchronisation unless told to
+// keep it; re-mapping a large scratch on each call would cost more than the GEMM.
+void keep_pool_memory() {
+  static const bool kept = [] {
+    int device = 0;
+    DSV4_CUDA_CHECK(cudaGetDevice(&device));
+    cudaMemPool_t pool;
+    DSV4_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device));
+    uint64_t threshold = UINT64_MAX;
+    DSV4_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold));
+    return true;
+  }();
+  (void)kept;
+}
+
 // Device memory for the length of one call, released in stream order.
 class Scratch {
  public:
   explicit Scratch(size_t bytes) {
-    if (bytes > 0) DSV4_CUDA_CHECK(cudaMallocAsync(&ptr_, bytes, nullptr));
+    if (bytes == 0) return;
+    keep_pool_memory();
+    DSV4_CUDA_CHECK(cudaMallocAsync(&ptr_, bytes, op_stream()));
   }
   ~Scratch() {
-    if (ptr_ != nullptr) DSV4_CUDA_CHECK(cudaFreeAsync(ptr_, nullptr));
+    if (ptr_ != nullptr) DSV4_CUDA_CHECK(cudaFreeAsync(ptr_, op_stream()));
   }
   Scratch(const Scratch&) = delete;
   Scratch& operator=(const Scratch&) = delete;
@@ -54,11 +72,15 @@ __global__ void decode_staged_kernel(const uint8_t* packed, const uint8_t* block
       block_scale[format::scale_offset(layout, row, col / kNvfp4BlockSize,
                                        n_cols / kNvfp4BlockSize)]);
   const uint32_t codes = *reinterpret_cast<const uint32_t*>(packed + row * (n_cols / 2) + col / 2);
-  alignas(16) __nv_bfloat16 values[8];
-  for (int j = 0; j < 8; ++j) {
-    values[j] = __float2bfloat16_rn(e2m1_to_float((codes >> (4 * j)) & 0xfu) * scale);
+  uint32_t words[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {  // exact: e2m1 · ue4m3 is a bf16
+    const __nv_bfloat162 pair =
+        __floats2bfloat162_rn(e2m1_to_float((codes >> (8 * j)) & 0xfu) * scale,
+                              e2m1_to_float((codes >> (8 * j + 4)) & 0xfu) * scale);
+    words[j] = *reinterpret_cast<const uint32_t*>(&pair);
   }
-  *reinterpret_cast<uint4*>(out + row * n_cols + col) = *reinterpret_cast<const uint4*>(values);
+  *reinterpret_cast<uint4*>(out + row * n_cols + col) = make_uint4(words[0], words[1], words[2], words[3]);
 }
 
 Status check_weights(const format::Nvfp4View& b) {
@@ -98,11 +120,11 @@ Status run(const TensorView& a, const float* a_global, const format::Nvfp4View& 
   if (pad) {
     uint8_t* packed = padded.as<uint8_t>();
     uint8_t* scale = packed + n_groups * n * (kp / 2);
-    DSV4_CUDA_CHECK(cudaMemsetAsync(packed, 0, n_groups * n * (kp / 2 + kp / 16)));
+    DSV4_CUDA_CHECK(cudaMemsetAsync(packed, 0, n_groups * n * (kp / 2 + kp / 16), op_stream()));
     DSV4_CUDA_CHECK(cudaMemcpy2DAsync(packed, kp / 2, b_packed, k / 2, k / 2, n_groups * n,
-                                      cudaMemcpyDeviceToDevice));
+                                      cudaMemcpyDeviceToDevice, op_stream()));
     DSV4_CUDA_CHECK(cudaMemcpy2DAsync(scale, kp / 16, b_scale, k / 16, k / 16, n_groups * n,
-                                      cudaMemcpyDeviceToDevice));
+                                      cudaMemcpyDeviceToDevice, op_stream()));
     b_packed = packed;
     b_scale = scale;
   }
@@ -161,7 +183,7 @@ Status run_w4a4(const StagedActivation& a, const format::Nvfp4View& b, const int
   Scratch decoded(n_rows * k * sizeof(__nv_bfloat16));
   const int64_t n_threads = n_rows * k / 8;
   if (n_threads > 0) {
-    decode_staged_kernel<<<static_cast<unsigned>((n_threads + 255) / 256), 256>>>(
+    decode_staged_kernel<<<static_cast<unsigned>((n_threads + 255) / 256), 256, 0, op_stream()>>>(
         a.packed.data_as<const uint8_t>(), a.block_scale.data_as<const uint8_t>(),
         a.scale_layout, n_rows, k, decoded.as<__nv_bfloat16>());
     DSV4_CUDA_CHECK(cudaGetLastError());

@@ -8,6 +8,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/stream.h"
 
 namespace dsv4::kernels::cuda {
 namespace {
@@ -89,16 +90,16 @@ void stage(const TensorView& x, StageArgs args, uint32_t* amax_bits) {
   const T* data = x.data_as<const T>();
   const int64_t count = args.n_rows * args.n_cols;
   if (args.input_scale == nullptr) {
-    DSV4_CUDA_CHECK(cudaMemsetAsync(amax_bits, 0, sizeof(uint32_t)));
+    DSV4_CUDA_CHECK(cudaMemsetAsync(amax_bits, 0, sizeof(uint32_t), op_stream()));
     const int64_t blocks = std::min<int64_t>((count + kThreads - 1) / kThreads, 1024);
-    amax_kernel<T><<<static_cast<unsigned>(std::max<int64_t>(blocks, 1)), kThreads>>>(
+    amax_kernel<T><<<static_cast<unsigned>(std::max<int64_t>(blocks, 1)), kThreads, 0, op_stream()>>>(
         data, args.n_rows, args.n_cols, args.row_stride, amax_bits);
     DSV4_CUDA_CHECK(cudaGetLastError());
   }
   const int64_t n_blocks = count / kNvfp4BlockSize;
   quantize_kernel<T><<<static_cast<unsigned>(std::max<int64_t>((n_blocks + kThreads - 1) / kThreads,
                                                                  1)),
-                       kThreads>>>(data, args);
+                       kThreads, 0, op_stream()>>>(data, args);
   DSV4_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -119,10 +120,10 @@ Status stage_activation(const TensorView& x, const TensorView& input_scale,
                  out.block_scale.is_contiguous() && out.global_scale.numel() == 1,
              "stage_activation: out does not match x %s", x.shape.to_string().c_str());
   if (out.scale_layout != format::ScaleLayout::kLinear) {
-    DSV4_CUDA_CHECK(cudaMemsetAsync(out.block_scale.data, 0, out.block_scale.bytes()));
+    DSV4_CUDA_CHECK(cudaMemsetAsync(out.block_scale.data, 0, out.block_scale.bytes(), op_stream()));
   }
   uint32_t* amax_bits = nullptr;
-  DSV4_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&amax_bits), sizeof(uint32_t), nullptr));
+  DSV4_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&amax_bits), sizeof(uint32_t), op_stream()));
   const StageArgs args{n_rows, n_cols, x.stride[0],
                        input_scale.data != nullptr ? input_scale.data_as<const float>() : nullptr,
                        amax_bits, out.packed.data_as<uint8_t>(),
@@ -133,7 +134,7 @@ Status stage_activation(const TensorView& x, const TensorView& input_scale,
   } else {
     stage<uint16_t>(x, args, amax_bits);
   }
-  DSV4_CUDA_CHECK(cudaFreeAsync(amax_bits, nullptr));
+  DSV4_CUDA_CHECK(cudaFreeAsync(amax_bits, op_stream()));
   return ok_status();
 }
 

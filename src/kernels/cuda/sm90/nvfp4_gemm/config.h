@@ -30,6 +30,7 @@ inline constexpr int kSmallRows = kSmallWarps * 16;  // weight rows (N) per CTA
 inline constexpr int kSmallChunk = 128;              // K per warp step: 4 threads × 32 codes
 inline constexpr int kSmallBatch = 4;                // chunks whose loads are in flight together
 inline constexpr int kSmallMaxTiles = 8;             // ≤ 64 tokens per pass
+inline constexpr int kSmallMaxSmem = 64 * 1024;      // the token slice in shared memory
 
 // Weights are read with rows padded to a multiple of kTileK codes (README: "layouts").
 inline constexpr int kWeightKAlign = kTileK;

@@ -14,8 +14,6 @@ int ceil_div(int64_t a, int64_t b) { return static_cast<int>((a + b - 1) / b); }
 // Up to this many rows per group (on average) the weights dominate the bytes: the small-M
 // kernel streams them once; above it the wgmma kernel's 128-row tiles are filled enough.
 constexpr int kSmallMaxRowsPerGroup = 8 * kSmallMaxTiles;
-// Shared memory the small-M kernel may take for its token slice.
-constexpr int kSmallMaxSmem = 64 * 1024;
 
 Nvfp4GemmPlan plan_small(int n_rows, int n, int kp, int n_groups, int n_sm) {
   Nvfp4GemmPlan plan;

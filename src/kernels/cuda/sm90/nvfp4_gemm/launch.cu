@@ -5,6 +5,7 @@
 #include <cuda_bf16.h>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/stream.h"
 #include "kernels/cuda/sm90/nvfp4_gemm/heuristics.h"
 #include "kernels/cuda/sm90/nvfp4_gemm/small_m_kernel.cuh"
 
@@ -27,11 +28,16 @@ template <int kTiles>
 void launch_small(const Nvfp4GemmParams& p, const Nvfp4GemmPlan& plan) {
   auto* kernel = &nvfp4_small_m_sm90_kernel<kTiles>;
   const int smem = kTiles * 8 * plan.small_chunks * 256;
-  DSV4_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  static const bool configured = [&] {
+    DSV4_CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmallMaxSmem));
+    return true;
+  }();
+  (void)configured;
   const dim3 grid((p.n + kSmallRows - 1) / kSmallRows,
                   (p.kp + plan.small_chunks * kSmallChunk - 1) / (plan.small_chunks * kSmallChunk),
                   plan.small_slots);
-  kernel<<<grid, kSmallThreads, smem>>>(p, plan.small_chunks);
+  kernel<<<grid, kSmallThreads, smem, op_stream()>>>(p, plan.small_chunks);
   DSV4_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -39,7 +45,7 @@ void run_small(Nvfp4GemmParams p, const Nvfp4GemmPlan& plan) {
   if (!p.d_bf16) p.accum = static_cast<float*>(p.d);
   const int64_t ld = p.d_bf16 ? p.n : p.ldd;
   DSV4_CUDA_CHECK(cudaMemset2DAsync(p.accum, ld * sizeof(float), 0, p.n * sizeof(float),
-                                    p.n_rows));
+                                    p.n_rows, op_stream()));
   switch (plan.small_tiles) {
     case 1: launch_small<1>(p, plan); break;
     case 2: launch_small<2>(p, plan); break;
@@ -48,7 +54,7 @@ void run_small(Nvfp4GemmParams p, const Nvfp4GemmPlan& plan) {
   }
   if (p.d_bf16) {
     const int64_t count = int64_t{p.n_rows} * p.n;
-    round_to_bf16_kernel<<<static_cast<unsigned>((count + 255) / 256), 256>>>(
+    round_to_bf16_kernel<<<static_cast<unsigned>((count + 255) / 256), 256, 0, op_stream()>>>(
         p.accum, p.n_rows, p.n, static_cast<__nv_bfloat16*>(p.d), p.ldd);
     DSV4_CUDA_CHECK(cudaGetLastError());
   }
@@ -57,9 +63,12 @@ void run_small(Nvfp4GemmParams p, const Nvfp4GemmPlan& plan) {
 }  // namespace
 
 Nvfp4GemmPlan plan_for(const Nvfp4GemmParams& p) {
-  int device = 0, n_sm = 0;
-  DSV4_CUDA_CHECK(cudaGetDevice(&device));
-  DSV4_CUDA_CHECK(cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, device));
+  static const int n_sm = [] {  // one device per process (the EP ranks are processes)
+    int device = 0, count = 0;
+    DSV4_CUDA_CHECK(cudaGetDevice(&device));
+    DSV4_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
+    return count;
+  }();
   return plan_nvfp4_gemm(p.n_rows, p.n, p.kp, p.offsets == nullptr ? 1 : p.n_groups, n_sm);
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/stream.h"
 #include "kernels/cuda/sm90/nvfp4_gemm/kernel.cuh"
 
 namespace dsv4::kernels::cuda::sm90 {
@@ -11,9 +12,13 @@ template <int kBN, bool kOutBf16>
 void launch_wgmma(const Nvfp4GemmParams& p, int grid) {
   auto* kernel = &nvfp4_dequant_gemm_sm90_kernel<kBN, kOutBf16>;
   constexpr int kBytes = WgmmaSmem<kBN>::kBytes;
-  DSV4_CUDA_CHECK(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes));
-  kernel<<<grid, kThreads, kBytes>>>(p);
+  static const bool configured = [&] {
+    DSV4_CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes));
+    return true;
+  }();
+  (void)configured;
+  kernel<<<grid, kThreads, kBytes, op_stream()>>>(p);
   DSV4_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -1,0 +1,349 @@
+// nvfp4_gemm_bench: the sm_90a NVFP4 GEMM on DeepSeek-V4 expert and attention shapes, against
+// the bytes that must move, the measured ceilings (a device-to-device copy, a large cuBLAS bf16
+// GEMM) and cuBLAS bf16 on the dequantized weights, all in the same run. A program, not a test:
+// every shape is first checked against the CPU reference (64 rows), then timed: kBatch calls
+// (weights rotated over copies larger than the L2) captured in one CUDA graph, the median of
+// kRepeats replays over kBatch, so host launch cost is not counted (decode runs as graphs).
+//   usage: nvfp4_gemm_bench [out.md]
+// cuBLAS is opened at run time (dlopen libcublas.so.13): no static cuBLAS exists in this CUDA
+// install, and the binary must not need CUDA libraries to start.
+//
+// Dimension letters: M tokens, N output features, K input features.
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/buffer.h"
+#include "format/nvfp4.h"
+#include "kernels/cpu/cpu_ops.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/stream.h"
+#include "kernels/cuda/sm90/nvfp4_gemm/heuristics.h"
+#include "testing/compare.h"
+
+namespace dsv4::bench {
+namespace {
+
+using format::ScaleLayout;
+
+constexpr int kBatch = 20;
+constexpr int kWarmup = 3;
+constexpr int kRepeats = 20;
+constexpr int64_t kRotateBytes = 256ll << 20;  // > 4 × the 50 MB L2
+constexpr int64_t kCheckRows = 64;
+
+struct Shape3 {
+  const char* name;
+  int64_t n, k;
+};
+
+// ---- cuBLAS through dlopen ----
+using GemmExFn = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int,
+                                    int, const void*, const void*, cudaDataType, int, const void*,
+                                    cudaDataType, int, const void*, void*, cudaDataType, int,
+                                    cublasComputeType_t, cublasGemmAlgo_t);
+using CreateFn = cublasStatus_t (*)(cublasHandle_t*);
+using SetStreamFn = cublasStatus_t (*)(cublasHandle_t, cudaStream_t);
+
+struct Cublas {
+  cublasHandle_t handle = nullptr;
+  GemmExFn gemm = nullptr;
+  bool ok() const { return handle != nullptr; }
+};
+
+Cublas open_cublas() {
+  Cublas c;
+  void* lib = dlopen("libcublas.so.13", RTLD_NOW);
+  if (lib == nullptr) {
+    std::printf("cuBLAS: not found (%s); comparisons skipped\n", dlerror());
+    return c;
+  }
+  auto create = reinterpret_cast<CreateFn>(dlsym(lib, "cublasCreate_v2"));
+  auto set_stream = reinterpret_cast<SetStreamFn>(dlsym(lib, "cublasSetStream_v2"));
+  c.gemm = reinterpret_cast<GemmExFn>(dlsym(lib, "cublasGemmEx"));
+  if (create == nullptr || set_stream == nullptr || c.gemm == nullptr ||
+      create(&c.handle) != CUBLAS_STATUS_SUCCESS ||
+      set_stream(c.handle, kernels::cuda::op_stream()) != CUBLAS_STATUS_SUCCESS) {
+    std::printf("cuBLAS: unusable; comparisons skipped\n");
+    c.handle = nullptr;
+  }
+  return c;
+}
+
+// C[M, N] bf16 = alpha · A[M, K] · W[N, K]ᵀ (row-major) as the column-major Cᵀ = W · Aᵀ.
+void cublas_gemm(const Cublas& c, const void* a, const void* w, void* out, int64_t m, int64_t n,
+                 int64_t k, float alpha) {
+  const float beta = 0.0f;
+  const cublasStatus_t s = c.gemm(c.handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n),
+                                  static_cast<int>(m), static_cast<int>(k), &alpha, w,
+                                  CUDA_R_16BF, static_cast<int>(k), a, CUDA_R_16BF,
+                                  static_cast<int>(k), &beta, out, CUDA_R_16BF,
+                                  static_cast<int>(n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  DSV4_CHECK(s == CUBLAS_STATUS_SUCCESS, "cublasGemmEx failed: %d", static_cast<int>(s));
+}
+
+// ---- device data ----
+Tensor device_tensor(DType dtype, Shape shape) {
+  Result<Tensor> t = Tensor::empty(dtype, shape, Device::kCuda);
+  DSV4_CHECK(t.ok(), "allocation of %s failed", shape.to_string().c_str());
+  return std::move(t).value();
+}
+
+// Random bytes: any byte is two valid E2M1 codes; scales in [2^-3, 2^4] (never 0x7f).
+__global__ void fill_random_kernel(uint8_t* p, int64_t n, uint32_t seed, bool scales) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ seed;
+    h ^= h >> 15;
+    h *= 2246822519u;
+    h ^= h >> 13;
+    p[i] = scales ? static_cast<uint8_t>(0x20 + h % 0x38) : static_cast<uint8_t>(h >> 8);
+  }
+}
+
+__global__ void fill_bf16_kernel(__nv_bfloat16* p, int64_t n, uint32_t seed) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ seed;
+    h ^= h >> 16;
+    h *= 2246822519u;
+    p[i] = __float2bfloat16_rn((static_cast<float>(h % 2001) - 1000.0f) / 500.0f + 1e-3f);
+  }
+}
+
+// W bf16 [N, K] = e2m1 · ue4m3 (exact), the operand cuBLAS gets.
+__global__ void dequantize_kernel(const uint8_t* packed, const uint8_t* scale, int64_t n, int64_t k,
+                                  __nv_bfloat16* out) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n * k;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const uint8_t byte = packed[i / 2];
+    const float v = e2m1_to_float(i % 2 == 0 ? (byte & 0xf) : (byte >> 4)) *
+                    e4m3_to_float(scale[i / 16]);
+    out[i] = __float2bfloat16_rn(v);
+  }
+}
+
+void fill_random(const TensorView& t, uint32_t seed, bool scales) {
+  fill_random_kernel<<<1024, 256>>>(t.data_as<uint8_t>(), static_cast<int64_t>(t.bytes()), seed,
+                                    scales);
+  DSV4_CUDA_CHECK(cudaGetLastError());
+}
+
+// One weight matrix [N, K] in NVFP4 and, for cuBLAS, dequantized.
+struct Weights {
+  Tensor packed, scale, global, dense;
+  format::Nvfp4View view() const {
+    return format::Nvfp4View{packed.view(), scale.view(), global.view(), ScaleLayout::kLinear};
+  }
+};
+
+Weights make_weights(int64_t n, int64_t k, uint32_t seed, bool dense) {
+  Weights w{device_tensor(DType::kU8, {1, n, k / 2}), device_tensor(DType::kU8, {1, n, k / 16}),
+            device_tensor(DType::kF32, {1}), Tensor()};
+  fill_random(w.packed.view(), seed, false);
+  fill_random(w.scale.view(), seed * 7 + 1, true);
+  const float global = 1.0f / 1024.0f;
+  DSV4_CUDA_CHECK(cudaMemcpy(w.global.view().data, &global, sizeof global, cudaMemcpyHostToDevice));
+  if (dense) {
+    w.dense = device_tensor(DType::kBF16, {n, k});
+    dequantize_kernel<<<4096, 256>>>(w.packed.data_as<uint8_t>(), w.scale.data_as<uint8_t>(), n, k,
+                                     w.dense.data_as<__nv_bfloat16>());
+    DSV4_CUDA_CHECK(cudaGetLastError());
+  }
+  return w;
+}
+
+// ---- timing ----
+// Median over kRepeats of `launch` (events around it on the op stream), after kWarmup.
+template <typename F>
+double median_ms(F&& launch) {
+  const cudaStream_t stream = kernels::cuda::op_stream();
+  cudaEvent_t start, stop;
+  DSV4_CUDA_CHECK(cudaEventCreate(&start));
+  DSV4_CUDA_CHECK(cudaEventCreate(&stop));
+  for (int i = 0; i < kWarmup; ++i) launch();
+  std::vector<float> ms(kRepeats);
+  for (int i = 0; i < kRepeats; ++i) {
+    DSV4_CUDA_CHECK(cudaEventRecord(start, stream));
+    launch();
+    DSV4_CUDA_CHECK(cudaEventRecord(stop, stream));
+    DSV4_CUDA_CHECK(cudaEventSynchronize(stop));
+    DSV4_CUDA_CHECK(cudaEventElapsedTime(&ms[i], start, stop));
+  }
+  DSV4_CUDA_CHECK(cudaEventDestroy(start));
+  DSV4_CUDA_CHECK(cudaEventDestroy(stop));
+  std::sort(ms.begin(), ms.end());
+  return ms[kRepeats / 2];
+}
+
+// µs per call of run(i), i = 0..kBatch-1 captured in one graph (run(0) once eagerly first, so
+// one-time setup stays out of the capture).
+template <typename F>
+double graph_us_per_call(F&& run) {
+  const cudaStream_t stream = kernels::cuda::op_stream();
+  run(0);
+  cudaGraph_t graph;
+  DSV4_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
+  for (int i = 0; i < kBatch; ++i) run(i);
+  DSV4_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  cudaGraphExec_t exec;
+  DSV4_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  const double ms = median_ms([&] { DSV4_CUDA_CHECK(cudaGraphLaunch(exec, stream)); });
+  DSV4_CUDA_CHECK(cudaGraphExecDestroy(exec));
+  DSV4_CUDA_CHECK(cudaGraphDestroy(graph));
+  return 1000.0 * ms / kBatch;
+}
+
+// Bytes read + written by a 1 GiB device-to-device copy, per second.
+double measure_copy_bandwidth() {
+  const int64_t bytes = 1ll << 30;
+  Tensor a = device_tensor(DType::kU8, {bytes}), b = device_tensor(DType::kU8, {bytes});
+  const double us = 1000.0 * median_ms([&] {
+    DSV4_CUDA_CHECK(cudaMemcpyAsync(b.view().data, a.view().data, bytes, cudaMemcpyDeviceToDevice,
+                                    kernels::cuda::op_stream()));
+  });
+  return 2.0 * bytes / (us * 1e-6);
+}
+
+double measure_cublas_peak(const Cublas& c) {
+  const int64_t s = 8192;
+  Tensor a = device_tensor(DType::kBF16, {s, s}), b = device_tensor(DType::kBF16, {s, s});
+  Tensor d = device_tensor(DType::kBF16, {s, s});
+  fill_bf16_kernel<<<4096, 256>>>(a.data_as<__nv_bfloat16>(), s * s, 1);
+  fill_bf16_kernel<<<4096, 256>>>(b.data_as<__nv_bfloat16>(), s * s, 2);
+  DSV4_CUDA_CHECK(cudaGetLastError());
+  const double us = 1000.0 * median_ms([&] {
+    cublas_gemm(c, a.view().data, b.view().data, d.view().data, s, s, s, 1.0f);
+  });
+  return 2.0 * s * s * s / (us * 1e-6);
+}
+
+// ---- one shape ----
+struct Row {
+  std::string shape;
+  int64_t m, n, k;
+  double us, us_w4a4, us_cublas, floor_us, bytes, flops, check_error;
+  std::string path;
+};
+
+// The kernel the heuristics pick for a dense M × N × K.
+std::string path_name(int64_t m, int64_t n, int64_t k, int n_sm) {
+  using namespace kernels::cuda::sm90;
+  const Nvfp4GemmPlan plan = plan_nvfp4_gemm(static_cast<int>(m), static_cast<int>(n),
+                                             static_cast<int>(k), 1, n_sm);
+  if (plan.path == Nvfp4GemmPath::kWgmma) return plan.wide_n ? "wgmma 128×256" : "wgmma 128×128";
+  return "small-M " + std::to_string(plan.small_tiles * 8) + " tok, K/" +
+         std::to_string(plan.small_chunks * 128);
+}
+
+// The GPU result's first kCheckRows rows against cpu::nvfp4_gemm on the same operands.
+double check_against_cpu(const Weights& w, const Tensor& a, const Tensor& d, int64_t m, int64_t n,
+                         int64_t k) {
+  const int64_t rows = std::min(m, kCheckRows);
+  Tensor packed = Tensor::host(DType::kU8, {1, n, k / 2}), scale = Tensor::host(DType::kU8, {1, n, k / 16});
+  Tensor global = Tensor::host(DType::kF32, {1});
+  Tensor a_host = Tensor::host(DType::kBF16, {rows, k}), want = Tensor::host(DType::kF32, {rows, n});
+  Tensor got = Tensor::host(DType::kF32, {rows, n});
+  DSV4_CHECK(copy_tensor(packed.view(), w.packed.view()).ok() &&
+             copy_tensor(scale.view(), w.scale.view()).ok() &&
+             copy_tensor(global.view(), w.global.view()).ok() &&
+             copy_tensor(a_host.view(), a.view().rows(0, rows)).ok() &&
+             copy_tensor(got.view(), d.view().rows(0, rows)).ok(), "copy to host failed");
+  const format::Nvfp4View b{packed.view(), scale.view(), global.view(), ScaleLayout::kLinear};
+  kernels::cpu::nvfp4_gemm(a_host.view(), b, want.view());
+  return dsv4::testing::max_row_rel_error(got.data_as<float>(), want.data_as<float>(), rows, n);
+}
+
+Row run_shape(const Shape3& s, int64_t m, const Cublas& cublas, double bandwidth, double peak,
+              int n_sm) {
+  const int64_t n = s.n, k = s.k;
+  const int64_t weight_bytes = n * k / 2 + n * k / 16;
+  const int n_copies = static_cast<int>(std::clamp<int64_t>(kRotateBytes / weight_bytes + 1, 2, 32));
+  const int n_dense = static_cast<int>(std::clamp<int64_t>(kRotateBytes / (2 * n * k) + 1, 2, 8));
+  std::vector<Weights> weights;
+  for (int i = 0; i < n_copies; ++i) weights.push_back(make_weights(n, k, 17 + i, i < n_dense));
+  Tensor a = device_tensor(DType::kBF16, {m, k});
+  fill_bf16_kernel<<<4096, 256>>>(a.data_as<__nv_bfloat16>(), m * k, 99);
+  DSV4_CUDA_CHECK(cudaGetLastError());
+  Tensor staged_packed = device_tensor(DType::kU8, {m, k / 2});
+  Tensor staged_scale = device_tensor(DType::kU8, {m, k / 16});
+  Tensor staged_global = device_tensor(DType::kF32, {1});
+  const kernels::StagedActivation staged{staged_packed.view(), staged_scale.view(),
+                                         staged_global.view(), ScaleLayout::kLinear};
+  DSV4_CHECK(kernels::cuda::stage_activation(a.view(), TensorView{}, staged).ok(), "stage failed");
+  Tensor d32 = device_tensor(DType::kF32, {m, n}), d16 = device_tensor(DType::kBF16, {m, n});
+
+  Row row{s.name, m, n, k, 0, 0, 0, 0, 0, 0, 0, path_name(m, n, k, n_sm)};
+  DSV4_CHECK(kernels::cuda::nvfp4_gemm(a.view(), weights[0].view(), d32.view()).ok(), "gemm failed");
+  row.check_error = check_against_cpu(weights[0], a, d32, m, n, k);
+  row.us = graph_us_per_call([&](int i) {
+    DSV4_CHECK(kernels::cuda::nvfp4_gemm(a.view(), weights[i % n_copies].view(), d16.view()).ok(), "gemm");
+  });
+  row.us_w4a4 = graph_us_per_call([&](int i) {
+    DSV4_CHECK(kernels::cuda::nvfp4_gemm(staged, weights[i % n_copies].view(), d16.view()).ok(), "gemm");
+  });
+  if (cublas.ok()) {
+    row.us_cublas = graph_us_per_call([&](int i) {
+      cublas_gemm(cublas, a.view().data, weights[i % n_dense].dense.view().data, d16.view().data, m,
+                  n, k, 1.0f / 1024.0f);
+    });
+  }
+  row.bytes = static_cast<double>(weight_bytes) + 2.0 * m * k + 2.0 * m * n;
+  row.flops = 2.0 * m * n * k;
+  row.floor_us = 1e6 * std::max(row.bytes / bandwidth, peak > 0 ? row.flops / peak : 0.0);
+  return row;
+}
+
+void print_row(std::FILE* f, const Row& r) {
+  std::fprintf(f,
+               "| %s | %lld | %lld×%lld | %s | %.1f | %.2f | %.1f | %.1f | %.0f%% | %.1f | %s | %.1f | %.2e |\n",
+               r.shape.c_str(), (long long)r.m, (long long)r.n, (long long)r.k, r.path.c_str(), r.us,
+               r.bytes / (r.us * 1e-6) / 1e12, r.flops / (r.us * 1e-6) / 1e12, r.floor_us,
+               100.0 * r.floor_us / r.us, r.us_w4a4,
+               r.us_cublas > 0 ? (std::to_string(r.us_cublas).substr(0, 7) + " (" +
+                                  std::to_string(static_cast<int>(100.0 * r.us_cublas / r.us)) + "%)")
+                                     .c_str()
+                               : "-",
+               r.us_cublas > 0 ? r.flops / (r.us_cublas * 1e-6) / 1e12 : 0.0, r.check_error);
+}
+
+}  // namespace
+}  // namespace dsv4::bench
+
+int main(int argc, char** argv) {
+  using namespace dsv4::bench;
+  cudaDeviceProp prop;
+  DSV4_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  const Cublas cublas = open_cublas();
+  const double bandwidth = measure_copy_bandwidth();
+  const double peak = cublas.ok() ? measure_cublas_peak(cublas) : 0.0;
+  std::FILE* out = argc > 1 ? std::fopen(argv[1], "w") : stdout;
+  DSV4_CHECK(out != nullptr, "cannot open %s", argv[1]);
+  std::fprintf(out, "device: %s, %d SMs, L2 %d MB; copy bandwidth %.2f TB/s (read+write); "
+               "cuBLAS bf16 8192³ %.0f TFLOP/s\n\n", prop.name, prop.multiProcessorCount,
+               prop.l2CacheSize >> 20, bandwidth / 1e12, peak / 1e12);
+  std::fprintf(out, "| shape | M | N×K | kernel | µs (W4A16) | TB/s | TFLOP/s | floor µs | %% of floor | "
+               "µs W4A4 | cuBLAS bf16 µs (ours vs it) | cuBLAS TFLOP/s | check rel err |\n");
+  std::fprintf(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  const Shape3 shapes[] = {{"Flash gate_up", 2 * 2048, 4096}, {"Flash down", 4096, 2048},
+                           {"Pro gate_up", 2 * 3072, 7168}, {"Pro down", 7168, 3072}};
+  for (const Shape3& s : shapes) {
+    for (const int64_t m : {1, 8, 64, 512, 4096, 16384}) {
+      const Row r = run_shape(s, m, cublas, bandwidth, peak, prop.multiProcessorCount);
+      print_row(out, r);
+      if (out != stdout) print_row(stdout, r);
+      std::fflush(out);
+    }
+  }
+  if (out != stdout) std::fclose(out);
+  return 0;
+}
