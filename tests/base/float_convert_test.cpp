@@ -94,12 +94,17 @@ TEST(FloatConvertTest, Bf16RoundsToNearestEven) {
     const float x = float_from_bits(bits(rng));
     const float lo = float_from_bits(float_bits(x) & 0xffff0000u);
     const float hi = float_from_bits((float_bits(x) & 0xffff0000u) + 0x10000u);
-    const double d_lo = double(x) - lo, d_hi = double(hi) - x;
+    // Above the largest bf16 the next grid point is 2^128 (IEEE rounds to it, then overflows to
+    // infinity), so the distance is taken to 2^128, not to the infinity `hi` holds.
+    const double hi_value = std::isinf(hi) ? std::ldexp(1.0, 128) : double(hi);
+    const double d_lo = double(x) - lo, d_hi = hi_value - x;
     const bool lo_even = ((float_bits(lo) >> 16) & 1u) == 0;
     const float expected = d_lo < d_hi ? lo : d_hi < d_lo ? hi : (lo_even ? lo : hi);
     EXPECT_EQ(round_to_bf16(x), expected) << x;
   }
   EXPECT_TRUE(std::isnan(round_to_bf16(NAN)));
+  EXPECT_TRUE(std::isinf(round_to_bf16(float_from_bits(0x7f7f8000u))));  // tie at the top: to inf
+  EXPECT_EQ(float_bits(round_to_bf16(float_from_bits(0x7f7f7fffu))), 0x7f7f0000u);
 }
 
 TEST(FloatConvertTest, E8m0AndFp16Decode) {
