@@ -17,20 +17,13 @@
 #include "kernels/ops.h"
 #include "model/compressor.h"
 #include "model/indexer.h"
+#include "model/scratch.h"
 #include "model/upload.h"
 
 namespace dsv4::model {
 namespace {
 
 using checkpoint::AttentionType;
-
-// Columns [begin, end) of a row-major matrix view (rows stay strided; linear accepts that).
-TensorView columns(const TensorView& matrix, int64_t begin, int64_t end) {
-  TensorView view = matrix;
-  view.data = static_cast<float*>(matrix.data) + begin;
-  view.shape[1] = end - begin;
-  return view;
-}
 
 // q = rope(per-head RMSNorm(wq_b(q_latent))), q_latent = q_norm(wq_a(x)).
 Status project_query(const checkpoint::ModelConfig& config,
