@@ -359,7 +359,8 @@ int64_t moe_ffn_workspace_bytes(int64_t n_tokens, const MoeWeightsView& w, const
 Status moe_ffn(const TensorView& x, const TensorView& token_ids, const MoeWeightsView& w,
                const MoeConfig& cfg, const TensorView& workspace, const TensorView& y) {
   if (device_of({&x, &token_ids, &w.gate, &w.bias, &w.tid2eid, &w.w13.packed, &w.w2.packed,
-                 &w.shared_w13.packed, &w.shared_w2.packed, &workspace, &y}) == Device::kCuda) {
+                 &w.shared_w13.packed, &w.shared_w2.packed, &w.w13_input_scale,
+                 &w.w2_input_scale, &workspace, &y}) == Device::kCuda) {
 #ifdef DSV4_WITH_CUDA
     return cuda::moe_ffn(x, token_ids, w, cfg, workspace, y);
 #else

@@ -163,8 +163,15 @@ struct MoeWeightsView {
   TensorView tid2eid;             // i64 [V, K]  experts per token id; empty for score routing
   format::Nvfp4View w13;          // [E, 2F, D]  gate rows then up rows, linear scales
   format::Nvfp4View w2;           // [E, D, F]
-  format::Nvfp4View shared_w13;   // [1, 2F, D]  the shared expert, in NVFP4 too (docs/moe.md)
+  // The shared expert in NVFP4 (docs/moe.md), or both empty (packed.data == nullptr): y is then
+  // the routed sum alone and the caller adds its own (e.g. dense) shared expert.
+  format::Nvfp4View shared_w13;   // [1, 2F, D]
   format::Nvfp4View shared_w2;    // [1, D, F]
+  // W4A4 only: the decode scale each expert input is staged with, f32 [1] (a calibrated
+  // input_scale: stage_activation's static scale), or empty for the dynamic one.
+  TensorView w13_input_scale{};
+  TensorView w2_input_scale{};
+  bool has_shared() const { return shared_w13.packed.data != nullptr; }
 };
 
 struct MoeConfig {
@@ -183,7 +190,8 @@ int64_t moe_ffn_workspace_bytes(int64_t n_tokens, const MoeWeightsView& w, const
 // routing takes tid2eid[token_ids[t]] (token_ids i64 [T]; empty for score routing); weight =
 // s[e] / (Σ_selected s + 1e-20) · routed_scaling_factor. Expert(x) = down(swiglu(gate_up(x))),
 // NVFP4 GEMMs (kernels above) with the activations staged per `mode` once per tensor: x over all
-// T tokens, the SwiGLU output over all T·K routed rows and T shared rows together. The combine
+// T tokens, the SwiGLU output over all T·K routed rows and T shared rows together (a dynamic
+// scale spans them; w13_input_scale / w2_input_scale replace it when given). The combine
 // sums in f32 in the order k = 0..K-1, then the shared expert. workspace u8 [bytes] (CUDA only,
 // moe_ffn_workspace_bytes; may be empty on the CPU). Deterministic on both devices.
 Status moe_ffn(const TensorView& x, const TensorView& token_ids, const MoeWeightsView& w,

@@ -46,44 +46,64 @@ Result<Tensor> max_input_scale(const format::Nvfp4Tensor& w, Device device) {
   return out;
 }
 
-// y [R, N] = the grouped rows of x [R, K] times each expert's matrix of the stack.
-Status expert_gemm(const TensorView& x, const Tensor& dense, const format::Nvfp4Tensor* nvfp4,
-                   ExpertMode mode, const TensorView& offsets, const TensorView& y) {
-  if (nvfp4 == nullptr) return kernels::grouped_linear(x, dense.view(), offsets, y);
-  if (mode == ExpertMode::kW4A16) return kernels::nvfp4_grouped_gemm(x, nvfp4->view(), offsets, y);
-  // W4A4: one activation global scale for all experts' rows.
-  const int64_t n_rows = x.size(0), n_cols = x.size(1);
-  DSV4_ASSIGN_OR_RETURN(Tensor packed, scratch(DType::kU8, {n_rows, n_cols / 2}, x.device));
-  DSV4_ASSIGN_OR_RETURN(Tensor block_scale, scratch(DType::kU8, {n_rows, n_cols / 16}, x.device));
-  DSV4_ASSIGN_OR_RETURN(Tensor global_scale, scratch(DType::kF32, {1}, x.device));
-  const format::StagedActivation staged{packed.view(), block_scale.view(), global_scale.view()};
-  DSV4_ASSIGN_OR_RETURN(Tensor input_scale, max_input_scale(*nvfp4, x.device));
-  DSV4_RETURN_IF_ERROR(kernels::stage_activation(x, input_scale.view(), staged));
-  return kernels::nvfp4_grouped_gemm(staged, nvfp4->view(), offsets, y);
+// NVFP4 routed experts: the fused MoE op (router included) without its shared expert, which
+// stays in the checkpoint's precision (shared_expert below).
+Status nvfp4_experts(const ModelConfig& config, int64_t layer, const MoeWeights& w,
+                     ExpertMode mode, const TensorView& x, const TensorView& tokens,
+                     const TensorView& out) {
+  const bool hash = config.layers[layer].routing == checkpoint::RoutingType::kHash;
+  const format::Nvfp4Tensor& w13 = *w.experts.w13_nvfp4;
+  const format::Nvfp4Tensor& w2 = *w.experts.w2_nvfp4;
+  Tensor w13_scale, w2_scale;
+  if (mode == ExpertMode::kW4A4) {
+    DSV4_ASSIGN_OR_RETURN(w13_scale, max_input_scale(w13, x.device));
+    DSV4_ASSIGN_OR_RETURN(w2_scale, max_input_scale(w2, x.device));
+  }
+  kernels::MoeWeightsView view{w.gate.view(),
+                               hash ? TensorView{} : w.bias.view(),
+                               hash ? w.tid2eid.view() : TensorView{},
+                               w13.view(),
+                               w2.view(),
+                               {},
+                               {},
+                               w13_scale.view(),
+                               w2_scale.view()};
+  const kernels::MoeConfig cfg{static_cast<int>(config.n_expert_used),
+                               static_cast<float>(config.routed_scaling_factor),
+                               static_cast<float>(config.swiglu_limit), mode};
+  const int64_t bytes = kernels::moe_ffn_workspace_bytes(x.size(0), view, cfg);
+  Tensor workspace;
+  if (x.device == Device::kCuda) {
+    DSV4_ASSIGN_OR_RETURN(workspace, scratch(DType::kU8, {bytes}, x.device));
+  }
+  return kernels::moe_ffn(x, tokens, view, cfg, workspace.view(), out);
 }
 
-Status routed_experts(const ModelConfig& config, const MoeWeights& w, ExpertMode mode,
-                      const TensorView& x, const kernels::MoeRouting& routing,
-                      const TensorView& out) {
-  const int64_t n_rows = x.size(0) * config.n_expert_used, f = config.moe_intermediate_size;
+// Dense routed experts, composed from the plain ops: route, group, gather, gate_up, SwiGLU, down,
+// combine.
+Status dense_experts(const ModelConfig& config, int64_t layer, const MoeWeights& w,
+                     const TensorView& x, const TensorView& tokens, const TensorView& out) {
+  const int64_t n_tokens = x.size(0), k = config.n_expert_used;
+  const int64_t n_rows = n_tokens * k, f = config.moe_intermediate_size;
   const Device device = x.device;
+  DSV4_ASSIGN_OR_RETURN(Tensor routing_weights, scratch(DType::kF32, {n_tokens, k}, device));
+  DSV4_ASSIGN_OR_RETURN(Tensor ids, scratch(DType::kI32, {n_tokens, k}, device));
+  const kernels::MoeRouting routing{routing_weights.view(), ids.view()};
+  DSV4_RETURN_IF_ERROR(route(config, layer, w, x, tokens, routing));
   DSV4_ASSIGN_OR_RETURN(Tensor order, scratch(DType::kI32, {n_rows}, device));
   DSV4_ASSIGN_OR_RETURN(Tensor offsets,
                         scratch(DType::kI32, {config.n_routed_experts + 1}, device));
   DSV4_RETURN_IF_ERROR(kernels::moe_group(routing.ids, order.view(), offsets.view()));
   DSV4_ASSIGN_OR_RETURN(Tensor rows, scratch(DType::kF32, {n_rows, x.size(1)}, device));
   DSV4_RETURN_IF_ERROR(kernels::moe_gather(x, order.view(), rows.view()));
-
-  const auto& experts = w.experts;
-  const bool nvfp4 = experts.is_nvfp4();
   DSV4_ASSIGN_OR_RETURN(Tensor gate_up, scratch(DType::kF32, {n_rows, 2 * f}, device));
-  DSV4_RETURN_IF_ERROR(expert_gemm(rows.view(), experts.w13, nvfp4 ? &*experts.w13_nvfp4 : nullptr,
-                                   mode, offsets.view(), gate_up.view()));
+  DSV4_RETURN_IF_ERROR(
+      kernels::grouped_linear(rows.view(), w.experts.w13.view(), offsets.view(), gate_up.view()));
   DSV4_ASSIGN_OR_RETURN(Tensor hidden, scratch(DType::kF32, {n_rows, f}, device));
   DSV4_RETURN_IF_ERROR(
       kernels::swiglu(gate_up.view(), static_cast<float>(config.swiglu_limit), hidden.view()));
-  DSV4_RETURN_IF_ERROR(expert_gemm(hidden.view(), experts.w2, nvfp4 ? &*experts.w2_nvfp4 : nullptr,
-                                   mode, offsets.view(), rows.view()));
+  DSV4_RETURN_IF_ERROR(
+      kernels::grouped_linear(hidden.view(), w.experts.w2.view(), offsets.view(), rows.view()));
   // transformers applies the routing weight to each expert's output (after w2); the official
   // reference applies it before w2 (doc §2.6 step 5). Linear, so equal up to rounding;
   // transformers wins.
@@ -108,12 +128,9 @@ Status shared_expert(const ModelConfig& config, const checkpoint::DenseExpertWei
 Status moe_forward(const ModelConfig& config, int64_t layer, const MoeWeights& weights,
                    ExpertMode mode, const TensorView& x, const TensorView& tokens,
                    const TensorView& out) {
-  const int64_t n_tokens = x.size(0), k = config.n_expert_used;
-  DSV4_ASSIGN_OR_RETURN(Tensor routing_weights, scratch(DType::kF32, {n_tokens, k}, x.device));
-  DSV4_ASSIGN_OR_RETURN(Tensor ids, scratch(DType::kI32, {n_tokens, k}, x.device));
-  const kernels::MoeRouting routing{routing_weights.view(), ids.view()};
-  DSV4_RETURN_IF_ERROR(route(config, layer, weights, x, tokens, routing));
-  DSV4_RETURN_IF_ERROR(routed_experts(config, weights, mode, x, routing, out));
+  DSV4_RETURN_IF_ERROR(weights.experts.is_nvfp4()
+                           ? nvfp4_experts(config, layer, weights, mode, x, tokens, out)
+                           : dense_experts(config, layer, weights, x, tokens, out));
   DSV4_ASSIGN_OR_RETURN(Tensor shared, scratch(DType::kF32, out.shape, x.device));
   DSV4_RETURN_IF_ERROR(shared_expert(config, weights.shared_expert, x, shared.view()));
   return kernels::add(out, shared.view(), out);

@@ -13,14 +13,14 @@
 #include "checkpoint/config.h"
 #include "checkpoint/weights.h"
 #include "dsv4/status.h"
+#include "kernels/ops.h"
 
 namespace dsv4::model {
 
-// How NVFP4 routed experts multiply (dense experts ignore it).
-enum class ExpertMode {
-  kW4A16,  // activations stay f32/bf16; weights decoded from NVFP4
-  kW4A4,   // activations staged to NVFP4 too (stage_activation), the global scales as alpha
-};
+// How NVFP4 routed experts multiply (dense experts ignore it): the fused MoE op's modes.
+// W4A16 rounds the expert inputs and the SwiGLU output to bf16 (the A16), W4A4 stages them to
+// NVFP4 with the checkpoint's calibrated input scales (or a dynamic one when it has none).
+using ExpertMode = kernels::MoeMode;
 
 // x f32 [T, D]: the ffn_norm'ed block input; tokens i64 [T] (hash routing reads them);
 // out f32 [T, D].

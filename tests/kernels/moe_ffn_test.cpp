@@ -33,14 +33,18 @@ std::vector<float> values_of(const format::Nvfp4Tensor& t) {
   return std::vector<float>(dense->data_as<float>(), dense->data_as<float>() + dense->numel());
 }
 
-// rows [n, cols] as the mode stages them: bf16-rounded, or NVFP4 with one global scale.
-std::vector<double> staged(const std::vector<double>& rows, int64_t n, int64_t cols, MoeMode mode) {
+// rows [n, cols] as the mode stages them: bf16-rounded, or NVFP4 with one global scale, the
+// static one (f32 [1]) when given, else the rows' amax.
+std::vector<double> staged(const std::vector<double>& rows, int64_t n, int64_t cols, MoeMode mode,
+                           const Tensor& static_scale) {
   std::vector<float> f(rows.begin(), rows.end());
   if (mode == MoeMode::kW4A16) {
     for (float& v : f) v = round_to_bf16(v);
     return std::vector<double>(f.begin(), f.end());
   }
-  const auto scale = format::GlobalScale::from_amax(format::amax_abs(f.data(), n * cols));
+  const auto scale = static_scale.empty_tensor()
+                         ? format::GlobalScale::from_amax(format::amax_abs(f.data(), n * cols))
+                         : format::GlobalScale::from_decode(static_scale.data_as<float>()[0]);
   Result<format::Nvfp4Tensor> q = format::quantize_ref(f.data(), n, cols, scale);
   DSV4_CHECK(q.ok(), "quantize_ref failed");
   const std::vector<float> v = values_of(*q);
@@ -63,9 +67,9 @@ std::vector<double> reference_moe(const MoeTestLayer& l, const std::vector<float
   const int64_t t_count = static_cast<int64_t>(ids.size()), d = l.dim, f = l.ffn, k = l.k_used;
   const std::vector<float> w13 = values_of(l.w13), w2 = values_of(l.w2);
   const std::vector<float> s13 = values_of(l.shared_w13), s2 = values_of(l.shared_w2);
-  const std::vector<double> xs =
-      staged(std::vector<double>(x.begin(), x.end()), t_count, d, l.config.mode);
-  std::vector<int64_t> expert(t_count * (k + 1));  // slot k: the shared expert (-1)
+  const std::vector<double> xs = staged(std::vector<double>(x.begin(), x.end()), t_count, d,
+                                        l.config.mode, l.w13_input_scale);
+  std::vector<int64_t> expert(t_count * (k + 1));  // slot k: the shared expert (-1), if any
   std::vector<double> weight(t_count * (k + 1), 1.0);
   for (int64_t t = 0; t < t_count; ++t) {
     std::vector<double> score(l.n_experts);
@@ -91,35 +95,57 @@ std::vector<double> reference_moe(const MoeTestLayer& l, const std::vector<float
     }
     expert[t * (k + 1) + k] = -1;
   }
-  const int64_t n_rows = t_count * (k + 1);
+  // Rows of a slot the op does not have (the shared expert's, without one) stay out of the
+  // staged tensors, whose dynamic scale they would change.
+  std::vector<int64_t> rows;
+  for (int64_t r = 0; r < t_count * (k + 1); ++r) {
+    if (expert[r] >= 0 || l.with_shared) rows.push_back(r);
+  }
+  const int64_t n_rows = static_cast<int64_t>(rows.size());
   std::vector<double> act(n_rows * f);
   const double limit = l.config.swiglu_limit;
-  for (int64_t r = 0; r < n_rows; ++r) {
-    const int64_t e = expert[r];
+  for (int64_t i = 0; i < n_rows; ++i) {
+    const int64_t r = rows[i], e = expert[r];
     const std::vector<double> h = e < 0 ? matvec(&xs[(r / (k + 1)) * d], s13, 0, 2 * f, d)
                                         : matvec(&xs[(r / (k + 1)) * d], w13, e, 2 * f, d);
     for (int64_t j = 0; j < f; ++j) {
       const double g = std::min(h[j], limit), u = std::clamp(h[f + j], -limit, limit);
-      act[r * f + j] = g / (1.0 + std::exp(-g)) * u;
+      act[i * f + j] = g / (1.0 + std::exp(-g)) * u;
     }
   }
-  const std::vector<double> acts = staged(act, n_rows, f, l.config.mode);
+  const std::vector<double> acts = staged(act, n_rows, f, l.config.mode, l.w2_input_scale);
   std::vector<double> y(t_count * d, 0.0);
-  for (int64_t r = 0; r < n_rows; ++r) {
-    const int64_t e = expert[r];
+  for (int64_t i = 0; i < n_rows; ++i) {
+    const int64_t r = rows[i], e = expert[r];
     const std::vector<double> o =
-        e < 0 ? matvec(&acts[r * f], s2, 0, d, f) : matvec(&acts[r * f], w2, e, d, f);
+        e < 0 ? matvec(&acts[i * f], s2, 0, d, f) : matvec(&acts[i * f], w2, e, d, f);
     for (int64_t j = 0; j < d; ++j) y[(r / (k + 1)) * d + j] += weight[r] * o[j];
   }
   return y;
 }
 
-class MoeFfnTest : public ::testing::TestWithParam<std::tuple<int, Routing, MoeMode>> {};
+// What the op is given besides the routed experts.
+enum class Variant {
+  kSharedExpert,  // the NVFP4 shared expert inside the op; dynamic W4A4 scales
+  kRoutedOnly,    // no shared expert (the model adds a dense one itself)
+  kStaticScales,  // calibrated W4A4 input scales instead of the dynamic ones
+};
+
+class MoeFfnTest : public ::testing::TestWithParam<std::tuple<int, Routing, MoeMode, Variant>> {};
 
 TEST_P(MoeFfnTest, MatchesFloat64) {
-  const auto [n_tokens, routing, mode] = GetParam();
+  const auto [n_tokens, routing, mode, variant] = GetParam();
   dsv4::testing::SeededRng rng;
-  const MoeTestLayer layer = moe_test::make_moe_layer(rng, 256, 128, 16, 4, routing, mode);
+  MoeTestLayer layer = moe_test::make_moe_layer(rng, 256, 128, 16, 4, routing, mode);
+  layer.with_shared = variant != Variant::kRoutedOnly;
+  if (variant == Variant::kStaticScales) {
+    // Calibrated scales cover less than the data's range (|x| ≤ 1, SwiGLU outputs ~1.5): some
+    // elements saturate at ±6 · 448 · scale, which the reference must reproduce too.
+    layer.w13_input_scale = Tensor::host(DType::kF32, {1});
+    layer.w13_input_scale.data_as<float>()[0] = 0.8f / 2688.0f;
+    layer.w2_input_scale = Tensor::host(DType::kF32, {1});
+    layer.w2_input_scale.data_as<float>()[0] = 1.0f / 2688.0f;
+  }
   std::vector<float> x = moe_test::random_moe_input(rng, n_tokens, layer.dim);
   std::vector<int64_t> ids = moe_test::random_token_ids(rng, n_tokens, layer.vocab);
   std::vector<float> y(x.size(), std::numeric_limits<float>::quiet_NaN());
@@ -144,7 +170,14 @@ INSTANTIATE_TEST_SUITE_P(Shapes, MoeFfnTest,
                          ::testing::Combine(::testing::Values(1, 7, 33),
                                             ::testing::Values(Routing::kScore, Routing::kSkewed,
                                                               Routing::kOneSet, Routing::kHash),
-                                            ::testing::Values(MoeMode::kW4A16, MoeMode::kW4A4)));
+                                            ::testing::Values(MoeMode::kW4A16, MoeMode::kW4A4),
+                                            ::testing::Values(Variant::kSharedExpert)));
+INSTANTIATE_TEST_SUITE_P(Variants, MoeFfnTest,
+                         ::testing::Combine(::testing::Values(1, 7),
+                                            ::testing::Values(Routing::kScore, Routing::kHash),
+                                            ::testing::Values(MoeMode::kW4A16, MoeMode::kW4A4),
+                                            ::testing::Values(Variant::kRoutedOnly,
+                                                              Variant::kStaticScales)));
 
 }  // namespace
 }  // namespace dsv4::kernels

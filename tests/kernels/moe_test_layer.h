@@ -30,6 +30,8 @@ struct MoeTestLayer {
   int64_t dim = 0, ffn = 0, n_experts = 0, k_used = 0, vocab = 50;
   Tensor gate, bias, tid2eid;  // f32 [E, D], f32 [E], i64 [V, K]
   format::Nvfp4Tensor w13, w2, shared_w13, shared_w2;
+  bool with_shared = true;                   // false: the op runs without its shared expert
+  Tensor w13_input_scale, w2_input_scale;    // f32 [1] W4A4 static scales, or empty (dynamic)
   MoeConfig config;
 
   MoeWeightsView view(bool hash) const {
@@ -38,8 +40,10 @@ struct MoeTestLayer {
                           hash ? tid2eid.view() : TensorView{},
                           w13.view(),
                           w2.view(),
-                          shared_w13.view(),
-                          shared_w2.view()};
+                          with_shared ? shared_w13.view() : format::Nvfp4View{},
+                          with_shared ? shared_w2.view() : format::Nvfp4View{},
+                          w13_input_scale.view(),
+                          w2_input_scale.view()};
   }
 };
 

@@ -1,8 +1,8 @@
 // The forward with NVFP4 routed experts: tiny_b quantized by `dsv4 quantize`'s library (ModelOpt
-// layout). W4A16 through the NVFP4 GEMMs must compute the dense forward of the dequantized
-// weights (the loader's keep_nvfp4 = false) up to f32 summation order; W4A4 adds the
-// activations' 4-bit rounding, so it differs (by much: random tiny models amplify any
-// perturbation; the tight W4A4 bound is per layer, in moe_test.cpp).
+// layout). W4A16 through the fused MoE op must compute the dense forward of the dequantized
+// weights (the loader's keep_nvfp4 = false) up to the bf16 rounding of the experts' activations;
+// W4A4 adds the activations' 4-bit rounding, so it differs by much more (random tiny models
+// amplify any perturbation; the tight bounds of both modes are per layer, in moe_test.cpp).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -32,7 +32,7 @@ Tensor prompt_logits(const checkpoint::ModelWeights& weights, ExpertMode mode,
   return logits;
 }
 
-TEST(ModelNvfp4Test, W4A16IsTheDenseForwardOfTheDequantizedExperts) {
+TEST(ModelNvfp4Test, W4A16IsNearTheDenseForwardOfTheDequantizedExperts) {
   testing::TempDir dir;
   checkpoint::QuantizeOptions options;
   // One static activation scale for every expert input: the SwiGLU outputs reach ~10 · silu(10)
@@ -62,8 +62,8 @@ TEST(ModelNvfp4Test, W4A16IsTheDenseForwardOfTheDequantizedExperts) {
       testing::max_row_rel_error(w4a16.data_as<float>(), want.data_as<float>(), t, v);
   const double a4 = testing::max_row_rel_error(w4a4.data_as<float>(), want.data_as<float>(), t, v);
   std::printf("max row rel error vs dequantized dense: W4A16 %.3e, W4A4 %.3e\n", a16, a4);
-  EXPECT_LT(a16, testing::kGoldenLogitsRelTol);
-  EXPECT_GT(a4, testing::kGoldenLogitsRelTol) << "W4A4 did not stage the activations";
+  EXPECT_LT(a16, testing::kBf16ExpertInputsModelRelTol);
+  EXPECT_GT(a4, testing::kBf16ExpertInputsModelRelTol) << "W4A4 did not stage the activations";
   EXPECT_LT(a4, testing::kNvfp4ActivationModelRelTol);
 }
 

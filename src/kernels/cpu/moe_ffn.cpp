@@ -27,7 +27,8 @@ struct Staged {
   }
 };
 
-Staged stage(const Tensor& x, MoeMode mode) {
+// input_scale: W4A4's static decode scale f32 [1], or empty for the dynamic one.
+Staged stage(const Tensor& x, MoeMode mode, const TensorView& input_scale) {
   const int64_t n_rows = x.shape()[0], n_cols = x.shape()[1];
   Staged s;
   if (mode == MoeMode::kW4A16) {
@@ -40,7 +41,7 @@ Staged stage(const Tensor& x, MoeMode mode) {
   s.packed = Tensor::host(DType::kU8, {n_rows, n_cols / 2});
   s.block_scale = Tensor::host(DType::kU8, {n_rows, n_cols / format::kNvfp4BlockSize});
   s.global_scale = Tensor::host(DType::kF32, {1});
-  cpu::stage_activation(x.view(), TensorView{}, s.view());
+  cpu::stage_activation(x.view(), input_scale, s.view());
   return s;
 }
 
@@ -63,7 +64,7 @@ void moe_ffn(const TensorView& x, const TensorView& token_ids, const MoeWeightsV
              const MoeConfig& cfg, const TensorView& y) {
   const int64_t n_tokens = x.size(0), dim = x.size(1), n_experts = w.gate.size(0);
   const int64_t k_used = cfg.n_expert_used, ffn = w.w2.n_cols();
-  const int64_t n_routed = n_tokens * k_used, n_rows = n_routed + n_tokens;
+  const int64_t n_routed = n_tokens * k_used, n_rows = n_routed + (w.has_shared() ? n_tokens : 0);
   DSV4_CHECK(x.dtype == DType::kF32 && x.is_contiguous() && y.shape == x.shape,
              "moe_ffn: x, y must be f32 [T, D]");
 
@@ -90,21 +91,26 @@ void moe_ffn(const TensorView& x, const TensorView& token_ids, const MoeWeightsV
   // Staging them together equals staging x: the same values, so the same amax.
   Tensor x_rows = Tensor::host(DType::kF32, {n_rows, dim});
   cpu::moe_gather(x, order.view(), x_rows.view().rows(0, n_routed));
-  std::copy_n(x.data_as<const float>(), n_tokens * dim, x_rows.data_as<float>() + n_routed * dim);
+  if (w.has_shared()) {
+    std::copy_n(x.data_as<const float>(), n_tokens * dim, x_rows.data_as<float>() + n_routed * dim);
+  }
   const TensorView offsets_view = offsets.view();
-  const Staged a1 = stage(x_rows, cfg.mode);
+  // The shared expert's rows [R, S), when the op has one.
+  auto shared_gemm = [&](const Staged& a, const format::Nvfp4View& b, const TensorView& d) {
+    if (w.has_shared()) expert_gemm(a, cfg.mode, n_routed, n_rows, b, nullptr, d);
+  };
+  const Staged a1 = stage(x_rows, cfg.mode, w.w13_input_scale);
   Tensor gate_up = Tensor::host(DType::kF32, {n_rows, 2 * ffn});
   expert_gemm(a1, cfg.mode, 0, n_routed, w.w13, &offsets_view, gate_up.view());
-  expert_gemm(a1, cfg.mode, n_routed, n_rows, w.shared_w13, nullptr, gate_up.view());
+  shared_gemm(a1, w.shared_w13, gate_up.view());
   Tensor act = Tensor::host(DType::kF32, {n_rows, ffn});
   cpu::swiglu(gate_up.view(), cfg.swiglu_limit, act.view());
-  const Staged a2 = stage(act, cfg.mode);  // one global scale over routed and shared rows
+  const Staged a2 = stage(act, cfg.mode, w.w2_input_scale);  // one scale over all the rows
   Tensor down = Tensor::host(DType::kF32, {n_rows, dim});
   expert_gemm(a2, cfg.mode, 0, n_routed, w.w2, &offsets_view, down.view());
-  expert_gemm(a2, cfg.mode, n_routed, n_rows, w.shared_w2, nullptr, down.view());
-
+  shared_gemm(a2, w.shared_w2, down.view());
   cpu::moe_combine(down.view().rows(0, n_routed), order.view(), weights.view(), y);
-  cpu::add(y, down.view().rows(n_routed, n_rows), y);
+  if (w.has_shared()) cpu::add(y, down.view().rows(n_routed, n_rows), y);
 }
 
 }  // namespace dsv4::kernels::cpu
