@@ -10,36 +10,17 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/contracts.h"
 #include "kernels/cpu/cpu_ops.h"
 
 namespace dsv4::kernels::cpu {
 namespace {
 
-// One candidate source: rows of `kv` picked by `indices` (−1 = none).
-struct Source {
-  const float* kv = nullptr;
-  int64_t n_rows = 0;
-  const int32_t* indices = nullptr;
-  int64_t n_candidates = 0;  // per query
-};
-
-Source source_of(const TensorView& kv, const TensorView& indices, int64_t n_tokens,
-                 int64_t head_dim, const char* what) {
-  if (kv.data == nullptr) return {};
-  DSV4_CHECK(
-      kv.dtype == DType::kF32 && kv.is_contiguous() && kv.rank() == 2 && kv.size(1) == head_dim,
-      "sparse_attention %s: kv f32 [N, %lld]", what, (long long)head_dim);
-  DSV4_CHECK(indices.dtype == DType::kI32 && indices.is_contiguous() && indices.rank() == 2 &&
-                 indices.size(0) == n_tokens,
-             "sparse_attention %s: indices i32 [%lld, K]", what, (long long)n_tokens);
-  return {kv.data_as<const float>(), kv.size(0), indices.data_as<const int32_t>(), indices.size(1)};
-}
-
 // The valid candidate rows of query t, both sources in order.
-void gather_rows(const Source (&sources)[2], int64_t t, int64_t head_dim,
+void gather_rows(const CandidateSource (&sources)[2], int64_t t, int64_t head_dim,
                  std::vector<const float*>& rows) {
   rows.clear();
-  for (const Source& src : sources) {
+  for (const CandidateSource& src : sources) {
     for (int64_t j = 0; j < src.n_candidates; ++j) {
       const int32_t row = src.indices[t * src.n_candidates + j];
       if (row < 0) continue;
@@ -77,17 +58,9 @@ void attend_one_head(const float* q, const std::vector<const float*>& rows, floa
 }  // namespace
 
 void sparse_attention(const SparseAttentionParams& p) {
-  DSV4_CHECK(p.q.dtype == DType::kF32 && p.q.is_contiguous() && p.q.rank() == 3,
-             "sparse_attention: q f32 [T, H, Dh]");
-  DSV4_CHECK(p.out.dtype == DType::kF32 && p.out.is_contiguous() && p.out.shape == p.q.shape,
-             "sparse_attention: out must match q");
-  const int64_t n_tokens = p.q.size(0);
-  const int64_t n_heads = p.q.size(1);
-  const int64_t head_dim = p.q.size(2);
-  DSV4_CHECK(p.sinks.dtype == DType::kF32 && p.sinks.numel() == n_heads,
-             "sparse_attention: sinks f32 [H]");
-  const Source sources[2] = {source_of(p.kv, p.indices, n_tokens, head_dim, "window"),
-                             source_of(p.extra_kv, p.extra_indices, n_tokens, head_dim, "extra")};
+  const SparseAttentionOperands o = sparse_attention_operands(p);
+  const int64_t n_tokens = o.n_tokens, n_heads = o.n_heads, head_dim = o.head_dim;
+  const CandidateSource sources[2] = {o.window, o.extra};
   const float* q = p.q.data_as<const float>();
   const float* sinks = p.sinks.data_as<const float>();
   float* out = p.out.data_as<float>();

@@ -14,29 +14,13 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/contracts.h"
 #include "kernels/cpu/cpu_ops.h"
 
 namespace dsv4::kernels::cpu {
 
 void compressor_pool(const CompressorPoolParams& p) {
-  const int64_t width = p.out.size(-1);
-  const int64_t n_halves = p.overlap ? 2 : 1;
-  const int64_t ratio = p.ape.size(0);
-  const int64_t n_rows = p.kv.size(0);
-  const int64_t n_entries = p.out.size(0);
-  DSV4_CHECK(p.kv.dtype == DType::kF32 && p.kv.is_contiguous() && p.kv.rank() == 2 &&
-                 p.kv.size(1) == n_halves * width,
-             "compressor_pool: kv f32 [S, %lld]", (long long)(n_halves * width));
-  DSV4_CHECK(p.gate.dtype == DType::kF32 && p.gate.is_contiguous() && p.gate.shape == p.kv.shape,
-             "compressor_pool: gate must match kv");
-  DSV4_CHECK(p.ape.dtype == DType::kF32 && p.ape.is_contiguous() && p.ape.rank() == 2 &&
-                 p.ape.size(1) == n_halves * width,
-             "compressor_pool: ape f32 [m, c·d]");
-  DSV4_CHECK(p.out.dtype == DType::kF32 && p.out.is_contiguous() && p.out.rank() == 2,
-             "compressor_pool: out f32 [n, d]");
-  DSV4_CHECK((n_entries + n_halves - 1) * ratio <= n_rows,
-             "compressor_pool: %lld rows for %lld entries", (long long)n_rows,
-             (long long)n_entries);
+  const auto [width, n_halves, ratio, n_rows, n_entries] = compressor_pool_dims(p);
   const int64_t row_width = n_halves * width;
   const float* kv = p.kv.data_as<const float>();
   const float* gate = p.gate.data_as<const float>();

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/contracts.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cpu/row_matrix.h"
 
@@ -28,10 +29,8 @@ void softmax(const TensorView& x, const TensorView& y) {
 }
 
 void swiglu(const TensorView& gate_up, float limit, const TensorView& out) {
-  const RowMatrix in = as_rows(gate_up, "swiglu gate_up");
-  const RowMatrix dst = as_rows(out, "swiglu out");
+  const auto [in, dst] = swiglu_operands(gate_up, out);
   const int64_t f = dst.n_cols;
-  DSV4_CHECK(in.n_rows == dst.n_rows && in.n_cols == 2 * f, "swiglu: gate_up must be [T, 2F]");
 #pragma omp parallel for if (dst.n_rows * f > (1 << 14))
   for (int64_t r = 0; r < dst.n_rows; ++r) {
     const float* gate = in.row(r);
@@ -50,11 +49,7 @@ void swiglu(const TensorView& gate_up, float limit, const TensorView& out) {
 }
 
 void add(const TensorView& a, const TensorView& b, const TensorView& y) {
-  DSV4_CHECK(a.shape == b.shape && a.shape == y.shape, "add: shapes %s, %s, %s",
-             a.shape.to_string().c_str(), b.shape.to_string().c_str(), y.shape.to_string().c_str());
-  DSV4_CHECK(a.dtype == DType::kF32 && b.dtype == DType::kF32 && y.dtype == DType::kF32 &&
-                 a.is_contiguous() && b.is_contiguous() && y.is_contiguous(),
-             "add: f32 contiguous only");
+  check_add(a, b, y);
   const float* pa = a.data_as<const float>();
   const float* pb = b.data_as<const float>();
   float* py = y.data_as<float>();
@@ -64,12 +59,7 @@ void add(const TensorView& a, const TensorView& b, const TensorView& y) {
 }
 
 void embedding(const TensorView& table, const TensorView& ids, const TensorView& y) {
-  DSV4_CHECK(table.rank() == 2 && table.is_contiguous() && y.rank() == 2 && y.is_contiguous() &&
-                 y.dtype == table.dtype && y.size(1) == table.size(1),
-             "embedding: table [V, D] and y [T, D] of one dtype, contiguous");
-  DSV4_CHECK(ids.dtype == DType::kI64 && ids.rank() == 1 && ids.is_contiguous() &&
-                 ids.size(0) == y.size(0),
-             "embedding: ids must be i64 [T]");
+  check_embedding(table, ids, y);
   const size_t row_bytes = table.size(1) * dtype_size(table.dtype);
   const int64_t* id = ids.data_as<const int64_t>();
   for (int64_t t = 0; t < y.size(0); ++t) {

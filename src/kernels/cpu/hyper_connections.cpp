@@ -8,6 +8,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/contracts.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cpu/row_matrix.h"
 
@@ -49,19 +50,10 @@ void sinkhorn(float* c, int64_t m, int64_t n_iters, float eps) {
   }
 }
 
-const float* f32_vector(const TensorView& v, int64_t n, const char* what) {
-  DSV4_CHECK(v.dtype == DType::kF32 && v.numel() == n && v.is_contiguous(),
-             "%s: expected f32 [%lld]", what, (long long)n);
-  return v.data_as<const float>();
-}
-
 }  // namespace
 
 void hc_repeat(const TensorView& x, const TensorView& out) {
-  const RowMatrix in = as_rows(x, "hc_repeat x");
-  DSV4_CHECK(out.dtype == DType::kF32 && out.rank() == 3 && out.is_contiguous() &&
-                 out.size(0) == in.n_rows && out.size(2) == in.n_cols,
-             "hc_repeat: out must be f32 [T, M, D]");
+  const RowMatrix in = hc_repeat_input(x, out);
   const int64_t m = out.size(1);
   float* dst = out.data_as<float>();
   for (int64_t t = 0; t < in.n_rows; ++t) {

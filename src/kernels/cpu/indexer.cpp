@@ -6,26 +6,13 @@
 // Dimension letters: T tokens, HI indexer heads, DI indexer head dim, N compressed entries.
 #include <algorithm>
 
+#include "kernels/contracts.h"
 #include "kernels/cpu/cpu_ops.h"
 
 namespace dsv4::kernels::cpu {
 
 void indexer_scores(const IndexerScoreParams& p) {
-  DSV4_CHECK(p.q.dtype == DType::kF32 && p.q.is_contiguous() && p.q.rank() == 3,
-             "indexer_scores: q f32 [T, HI, DI]");
-  const int64_t n_tokens = p.q.size(0);
-  const int64_t n_heads = p.q.size(1);
-  const int64_t head_dim = p.q.size(2);
-  DSV4_CHECK(p.keys.dtype == DType::kF32 && p.keys.is_contiguous() && p.keys.rank() == 2 &&
-                 p.keys.size(1) == head_dim,
-             "indexer_scores: keys f32 [N, DI]");
-  const int64_t n_entries = p.keys.size(0);
-  DSV4_CHECK(p.weights.dtype == DType::kF32 && p.weights.is_contiguous() &&
-                 p.weights.numel() == n_tokens * n_heads,
-             "indexer_scores: weights f32 [T, HI]");
-  DSV4_CHECK(p.scores.dtype == DType::kF32 && p.scores.is_contiguous() && p.scores.rank() == 2 &&
-                 p.scores.size(0) == n_tokens && p.scores.size(1) == n_entries,
-             "indexer_scores: scores f32 [T, N]");
+  const auto [n_tokens, n_heads, head_dim, n_entries] = indexer_dims(p);
   const float* q = p.q.data_as<const float>();
   const float* keys = p.keys.data_as<const float>();
   const float* weights = p.weights.data_as<const float>();

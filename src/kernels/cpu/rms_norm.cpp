@@ -3,21 +3,14 @@
 // inputs are f32 already), summing in double to keep the reference's rounding small.
 #include <cmath>
 
+#include "kernels/contracts.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cpu/row_matrix.h"
 
 namespace dsv4::kernels::cpu {
 
 void rms_norm(const TensorView& x, const TensorView& weight, float eps, const TensorView& y) {
-  const RowMatrix in = as_rows(x, "rms_norm x");
-  const RowMatrix out = as_rows(y, "rms_norm y");
-  DSV4_CHECK(in.n_rows == out.n_rows && in.n_cols == out.n_cols, "rms_norm: x and y differ");
-  const float* w = nullptr;
-  if (weight.data != nullptr) {
-    DSV4_CHECK(weight.dtype == DType::kF32 && weight.numel() == in.n_cols && weight.is_contiguous(),
-               "rms_norm: weight must be f32 [%lld]", (long long)in.n_cols);
-    w = weight.data_as<const float>();
-  }
+  const auto [in, out, w] = rms_norm_operands(x, weight, y);
   const int64_t n = in.n_cols;
 #pragma omp parallel for if (in.n_rows * n > (1 << 14))
   for (int64_t r = 0; r < in.n_rows; ++r) {

@@ -8,22 +8,16 @@
 // and extra sources.
 #include <cmath>
 
+#include "kernels/contracts.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_ops.h"
 
 namespace dsv4::kernels::cuda {
 namespace {
 
-struct Source {
-  const float* kv = nullptr;
-  int64_t n_rows = 0;
-  const int32_t* indices = nullptr;
-  int64_t n_candidates = 0;
-};
-
 struct AttentionArgs {
   const float* q;  // [T, H, Dh]
-  Source window, extra;
+  CandidateSource window, extra;
   const float* sinks;  // [H]
   float scale;
   int64_t n_heads, head_dim;
@@ -32,7 +26,7 @@ struct AttentionArgs {
 
 // Row j of query t's candidates (window first), or nullptr for "no candidate".
 __device__ const float* candidate(const AttentionArgs& a, int64_t t, int64_t j) {
-  const Source& src = j < a.window.n_candidates ? a.window : a.extra;
+  const CandidateSource& src = j < a.window.n_candidates ? a.window : a.extra;
   if (j >= a.window.n_candidates) j -= a.window.n_candidates;
   const int32_t row = src.indices[t * src.n_candidates + j];
   if (row < 0) return nullptr;
@@ -80,33 +74,14 @@ __global__ void sparse_attention_kernel(AttentionArgs a) {
   }
 }
 
-Source source_of(const TensorView& kv, const TensorView& indices, int64_t n_tokens,
-                 int64_t head_dim, const char* what) {
-  if (kv.data == nullptr) return {};
-  DSV4_CHECK(
-      kv.dtype == DType::kF32 && kv.is_contiguous() && kv.rank() == 2 && kv.size(1) == head_dim,
-      "sparse_attention %s: kv f32 [N, %lld]", what, (long long)head_dim);
-  DSV4_CHECK(indices.dtype == DType::kI32 && indices.is_contiguous() && indices.rank() == 2 &&
-                 indices.size(0) == n_tokens,
-             "sparse_attention %s: indices i32 [%lld, K]", what, (long long)n_tokens);
-  return {kv.data_as<const float>(), kv.size(0), indices.data_as<const int32_t>(),
-          indices.size(1)};
-}
-
 }  // namespace
 
 void sparse_attention(const SparseAttentionParams& p) {
-  DSV4_CHECK(p.q.dtype == DType::kF32 && p.q.is_contiguous() && p.q.rank() == 3,
-             "sparse_attention: q f32 [T, H, Dh]");
-  DSV4_CHECK(p.out.dtype == DType::kF32 && p.out.is_contiguous() && p.out.shape == p.q.shape,
-             "sparse_attention: out must match q");
-  const int64_t n_tokens = p.q.size(0), n_heads = p.q.size(1), head_dim = p.q.size(2);
-  DSV4_CHECK(p.sinks.dtype == DType::kF32 && p.sinks.is_contiguous() &&
-                 p.sinks.numel() == n_heads,
-             "sparse_attention: sinks f32 [H]");
+  const SparseAttentionOperands o = sparse_attention_operands(p);
+  const int64_t n_tokens = o.n_tokens, n_heads = o.n_heads, head_dim = o.head_dim;
   AttentionArgs a{p.q.data_as<const float>(),
-                  source_of(p.kv, p.indices, n_tokens, head_dim, "window"),
-                  source_of(p.extra_kv, p.extra_indices, n_tokens, head_dim, "extra"),
+                  o.window,
+                  o.extra,
                   p.sinks.data_as<const float>(),
                   p.scale,
                   n_heads,

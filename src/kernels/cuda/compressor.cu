@@ -5,6 +5,7 @@
 // Dimension letters: S rows, m compress ratio, c halves, d entry width, n entries.
 #include <cmath>
 
+#include "kernels/contracts.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_ops.h"
 
@@ -25,7 +26,9 @@ __global__ void compressor_pool_kernel(PoolArgs a) {
   const int64_t w = idx / a.width, i = idx % a.width;
   const int64_t row_width = a.n_halves * a.width, n_slots = a.n_halves * a.ratio;
   // Slot s is row w·m + s; with overlap the second block's slots read the B half.
-  auto offset = [&](int64_t s) { return (w * a.ratio + s) * row_width + (s / a.ratio) * a.width + i; };
+  auto offset = [&](int64_t s) {
+    return (w * a.ratio + s) * row_width + (s / a.ratio) * a.width + i;
+  };
   auto score = [&](int64_t s) {
     return a.gate[offset(s)] + a.ape[(s % a.ratio) * row_width + (s / a.ratio) * a.width + i];
   };
@@ -43,23 +46,14 @@ __global__ void compressor_pool_kernel(PoolArgs a) {
 }  // namespace
 
 void compressor_pool(const CompressorPoolParams& p) {
-  const int64_t width = p.out.size(-1), n_halves = p.overlap ? 2 : 1;
-  const int64_t ratio = p.ape.size(0), n_rows = p.kv.size(0), n_entries = p.out.size(0);
-  DSV4_CHECK(p.kv.dtype == DType::kF32 && p.kv.is_contiguous() && p.kv.rank() == 2 &&
-                 p.kv.size(1) == n_halves * width,
-             "compressor_pool: kv f32 [S, %lld]", (long long)(n_halves * width));
-  DSV4_CHECK(p.gate.dtype == DType::kF32 && p.gate.is_contiguous() && p.gate.shape == p.kv.shape,
-             "compressor_pool: gate must match kv");
-  DSV4_CHECK(p.ape.dtype == DType::kF32 && p.ape.is_contiguous() && p.ape.rank() == 2 &&
-                 p.ape.size(1) == n_halves * width,
-             "compressor_pool: ape f32 [m, c·d]");
-  DSV4_CHECK(p.out.dtype == DType::kF32 && p.out.is_contiguous() && p.out.rank() == 2,
-             "compressor_pool: out f32 [n, d]");
-  DSV4_CHECK((n_entries + n_halves - 1) * ratio <= n_rows,
-             "compressor_pool: %lld rows for %lld entries", (long long)n_rows,
-             (long long)n_entries);
-  const PoolArgs a{p.kv.data_as<const float>(), p.gate.data_as<const float>(),
-                   p.ape.data_as<const float>(), ratio, n_halves, width, n_entries,
+  const auto [width, n_halves, ratio, n_rows, n_entries] = compressor_pool_dims(p);
+  const PoolArgs a{p.kv.data_as<const float>(),
+                   p.gate.data_as<const float>(),
+                   p.ape.data_as<const float>(),
+                   ratio,
+                   n_halves,
+                   width,
+                   n_entries,
                    p.out.data_as<float>()};
   if (n_entries * width == 0) return;
   compressor_pool_kernel<<<element_blocks(n_entries * width), kElementThreads, 0, op_stream()>>>(a);

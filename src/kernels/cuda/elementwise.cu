@@ -6,6 +6,7 @@
 // Dimension letters: T tokens (rows), N columns, F expert width, D model width, V table rows.
 #include <cmath>
 
+#include "kernels/contracts.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_ops.h"
 
@@ -67,10 +68,7 @@ void softmax(const TensorView& x, const TensorView& y) {
 }
 
 void swiglu(const TensorView& gate_up, float limit, const TensorView& out) {
-  const RowMatrix in = as_rows(gate_up, "swiglu gate_up");
-  const RowMatrix dst = as_rows(out, "swiglu out");
-  DSV4_CHECK(in.n_rows == dst.n_rows && in.n_cols == 2 * dst.n_cols,
-             "swiglu: gate_up must be [T, 2F]");
+  const auto [in, dst] = swiglu_operands(gate_up, out);
   const int64_t n = dst.n_rows * dst.n_cols;
   if (n == 0) return;
   swiglu_kernel<<<element_blocks(n), kElementThreads, 0, op_stream()>>>(in, dst, limit);
@@ -78,11 +76,7 @@ void swiglu(const TensorView& gate_up, float limit, const TensorView& out) {
 }
 
 void add(const TensorView& a, const TensorView& b, const TensorView& y) {
-  DSV4_CHECK(a.shape == b.shape && a.shape == y.shape, "add: shapes %s, %s, %s",
-             a.shape.to_string().c_str(), b.shape.to_string().c_str(), y.shape.to_string().c_str());
-  DSV4_CHECK(a.dtype == DType::kF32 && b.dtype == DType::kF32 && y.dtype == DType::kF32 &&
-                 a.is_contiguous() && b.is_contiguous() && y.is_contiguous(),
-             "add: f32 contiguous only");
+  check_add(a, b, y);
   const int64_t n = y.numel();
   if (n == 0) return;
   add_kernel<<<element_blocks(n), kElementThreads, 0, op_stream()>>>(
@@ -91,12 +85,7 @@ void add(const TensorView& a, const TensorView& b, const TensorView& y) {
 }
 
 void embedding(const TensorView& table, const TensorView& ids, const TensorView& y) {
-  DSV4_CHECK(table.rank() == 2 && table.is_contiguous() && y.rank() == 2 && y.is_contiguous() &&
-                 y.dtype == table.dtype && y.size(1) == table.size(1),
-             "embedding: table [V, D] and y [T, D] of one dtype, contiguous");
-  DSV4_CHECK(ids.dtype == DType::kI64 && ids.rank() == 1 && ids.is_contiguous() &&
-                 ids.size(0) == y.size(0),
-             "embedding: ids must be i64 [T]");
+  check_embedding(table, ids, y);
   if (y.size(0) == 0) return;
   const auto row_bytes = static_cast<int64_t>(table.size(1) * dtype_size(table.dtype));
   embedding_kernel<<<static_cast<unsigned>(y.size(0)), kRowThreads, 0, op_stream()>>>(

@@ -8,6 +8,7 @@
 // Dimension letters: T tokens, M streams, D model width.
 #include <cmath>
 
+#include "kernels/contracts.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_ops.h"
 
@@ -113,19 +114,10 @@ __global__ void hc_expand_kernel(RowMatrix f, const float* residual, RowMatrix p
   out[i] = acc;
 }
 
-const float* f32_vector(const TensorView& v, int64_t n, const char* what) {
-  DSV4_CHECK(v.dtype == DType::kF32 && v.numel() == n && v.is_contiguous(),
-             "%s: expected f32 [%lld]", what, (long long)n);
-  return v.data_as<const float>();
-}
-
 }  // namespace
 
 void hc_repeat(const TensorView& x, const TensorView& out) {
-  const RowMatrix in = as_rows(x, "hc_repeat x");
-  DSV4_CHECK(out.dtype == DType::kF32 && out.rank() == 3 && out.is_contiguous() &&
-                 out.size(0) == in.n_rows && out.size(2) == in.n_cols,
-             "hc_repeat: out must be f32 [T, M, D]");
+  const RowMatrix in = hc_repeat_input(x, out);
   const int64_t n = out.numel();
   if (n == 0) return;
   hc_repeat_kernel<<<element_blocks(n), kElementThreads, 0, op_stream()>>>(in, out.size(1),
@@ -138,7 +130,11 @@ void hc_split_sinkhorn(const TensorView& mixes, const TensorView& scale, const T
   SplitArgs a{as_rows(mixes, "hc_split_sinkhorn mixes"),
               as_rows(out.pre, "hc_split_sinkhorn pre"),
               as_rows(out.post, "hc_split_sinkhorn post"),
-              nullptr, nullptr, nullptr, n_sinkhorn_iters, eps};
+              nullptr,
+              nullptr,
+              nullptr,
+              n_sinkhorn_iters,
+              eps};
   const int64_t m = a.pre.n_cols, n_tokens = a.mixes.n_rows;
   DSV4_CHECK(a.mixes.n_cols == (2 + m) * m && a.pre.n_rows == n_tokens &&
                  a.post.n_rows == n_tokens && a.post.n_cols == m,

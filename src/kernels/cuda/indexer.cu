@@ -2,6 +2,7 @@
 // ReLU'd dot products as the CPU reference (kernels/cpu/indexer.cpp), in the same order.
 //
 // Dimension letters: T tokens, HI indexer heads, DI indexer head dim, N compressed entries.
+#include "kernels/contracts.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_ops.h"
 
@@ -35,25 +36,20 @@ __global__ void indexer_scores_kernel(ScoreArgs a) {
 }  // namespace
 
 void indexer_scores(const IndexerScoreParams& p) {
-  DSV4_CHECK(p.q.dtype == DType::kF32 && p.q.is_contiguous() && p.q.rank() == 3,
-             "indexer_scores: q f32 [T, HI, DI]");
-  const int64_t n_tokens = p.q.size(0), n_heads = p.q.size(1), head_dim = p.q.size(2);
-  DSV4_CHECK(p.keys.dtype == DType::kF32 && p.keys.is_contiguous() && p.keys.rank() == 2 &&
-                 p.keys.size(1) == head_dim,
-             "indexer_scores: keys f32 [N, DI]");
-  const int64_t n_entries = p.keys.size(0);
-  DSV4_CHECK(p.weights.dtype == DType::kF32 && p.weights.is_contiguous() &&
-                 p.weights.numel() == n_tokens * n_heads,
-             "indexer_scores: weights f32 [T, HI]");
-  DSV4_CHECK(p.scores.dtype == DType::kF32 && p.scores.is_contiguous() && p.scores.rank() == 2 &&
-                 p.scores.size(0) == n_tokens && p.scores.size(1) == n_entries,
-             "indexer_scores: scores f32 [T, N]");
-  const ScoreArgs a{p.q.data_as<const float>(), p.keys.data_as<const float>(),
-                    p.weights.data_as<const float>(), n_tokens, n_heads, head_dim, n_entries,
-                    p.q_scale, p.weight_scale, p.scores.data_as<float>()};
+  const auto [n_tokens, n_heads, head_dim, n_entries] = indexer_dims(p);
+  const ScoreArgs a{p.q.data_as<const float>(),
+                    p.keys.data_as<const float>(),
+                    p.weights.data_as<const float>(),
+                    n_tokens,
+                    n_heads,
+                    head_dim,
+                    n_entries,
+                    p.q_scale,
+                    p.weight_scale,
+                    p.scores.data_as<float>()};
   if (n_tokens * n_entries == 0) return;
-  indexer_scores_kernel<<<element_blocks(n_tokens * n_entries), kElementThreads, 0,
-                          op_stream()>>>(a);
+  indexer_scores_kernel<<<element_blocks(n_tokens * n_entries), kElementThreads, 0, op_stream()>>>(
+      a);
   check_launch();
 }
 

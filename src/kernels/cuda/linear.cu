@@ -7,15 +7,16 @@
 // binary links the kernels statically so that it runs on the device machine as built.)
 //
 // Dimension letters: T tokens (rows of x), N output features (rows of w), K input features.
+#include "kernels/contracts.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_ops.h"
 
 namespace dsv4::kernels::cuda {
 namespace {
 
-constexpr int kTile = 64;                   // rows of x and of w per block
-constexpr int kSlab = 16;                   // K per shared-memory stage
-constexpr int kPatch = 4;                   // each thread's outputs per dimension
+constexpr int kTile = 64;  // rows of x and of w per block
+constexpr int kSlab = 16;  // K per shared-memory stage
+constexpr int kPatch = 4;  // each thread's outputs per dimension
 constexpr int kThreads = (kTile / kPatch) * (kTile / kPatch);  // 256
 static_assert(kTile * kSlab == kThreads * 4, "each thread stages 4 values of each operand");
 
@@ -70,14 +71,7 @@ __global__ void __launch_bounds__(kThreads) linear_kernel(RowMatrix x, RowMatrix
 }  // namespace
 
 void linear(const TensorView& x, const TensorView& w, const TensorView& y) {
-  const RowMatrix a = as_rows(x, "linear x");
-  const RowMatrix b = as_rows(w, "linear w");
-  const RowMatrix c = as_rows(y, "linear y");
-  DSV4_CHECK(a.n_cols == b.n_cols, "linear: x has K=%lld, w has K=%lld", (long long)a.n_cols,
-             (long long)b.n_cols);
-  DSV4_CHECK(c.n_rows == a.n_rows && c.n_cols == b.n_rows,
-             "linear: y is [%lld, %lld], expected [%lld, %lld]", (long long)c.n_rows,
-             (long long)c.n_cols, (long long)a.n_rows, (long long)b.n_rows);
+  const auto [a, b, c] = linear_operands(x, w, y);
   if (a.n_rows == 0 || b.n_rows == 0) return;
   DSV4_CHECK(ceil_div(a.n_rows, kTile) <= 65535, "linear: %lld rows in one call",
              (long long)a.n_rows);

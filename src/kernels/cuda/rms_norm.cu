@@ -1,6 +1,7 @@
 // cuda::rms_norm: one block per row. The sum of squares is accumulated in double, as the CPU
 // reference does, so the two differ only by the order of that sum (far below f32 rounding);
 // the scaling is the same f32 expression, x · inv_rms · weight.
+#include "kernels/contracts.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_ops.h"
 
@@ -24,18 +25,10 @@ __global__ void rms_norm_kernel(RowMatrix in, RowMatrix out, const float* weight
 }  // namespace
 
 void rms_norm(const TensorView& x, const TensorView& weight, float eps, const TensorView& y) {
-  const RowMatrix in = as_rows(x, "rms_norm x");
-  const RowMatrix out = as_rows(y, "rms_norm y");
-  DSV4_CHECK(in.n_rows == out.n_rows && in.n_cols == out.n_cols, "rms_norm: x and y differ");
-  const float* w = nullptr;
-  if (weight.data != nullptr) {
-    DSV4_CHECK(weight.dtype == DType::kF32 && weight.numel() == in.n_cols && weight.is_contiguous(),
-               "rms_norm: weight must be f32 [%lld]", (long long)in.n_cols);
-    w = weight.data_as<const float>();
-  }
+  const auto [in, out, w] = rms_norm_operands(x, weight, y);
   if (in.n_rows == 0) return;
   rms_norm_kernel<<<static_cast<unsigned>(in.n_rows), kRowThreads, 0, op_stream()>>>(in, out, w,
-                                                                                       eps);
+                                                                                     eps);
   check_launch();
 }
 

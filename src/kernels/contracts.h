@@ -1,0 +1,177 @@
+// Each op's operand contract (kernels/ops.h), checked by one function that the CPU reference and
+// the CUDA implementation both call, so the two can never accept different shapes. A check
+// returns what the op needs to know of its operands (row matrices, pointers, dimensions);
+// violations are DSV4_CHECK failures naming the op and the operand.
+//
+// Dimension letters as in ops.h.
+#pragma once
+
+#include <cstdint>
+
+#include "base/check.h"
+#include "base/tensor.h"
+#include "kernels/cpu/row_matrix.h"
+#include "kernels/ops.h"
+
+namespace dsv4::kernels {
+
+using cpu::as_rows;
+using cpu::RowMatrix;
+
+// A contiguous f32 vector of n elements (any rank).
+inline const float* f32_vector(const TensorView& v, int64_t n, const char* what) {
+  DSV4_CHECK(v.dtype == DType::kF32 && v.numel() == n && v.is_contiguous(),
+             "%s: expected f32 [%lld]", what, (long long)n);
+  return v.data_as<const float>();
+}
+
+// ---- Dense ops ----
+
+struct LinearOperands {
+  RowMatrix x, w, y;  // [T, K], [N, K], [T, N]
+};
+inline LinearOperands linear_operands(const TensorView& x, const TensorView& w,
+                                      const TensorView& y) {
+  const LinearOperands o{as_rows(x, "linear x"), as_rows(w, "linear w"), as_rows(y, "linear y")};
+  DSV4_CHECK(o.x.n_cols == o.w.n_cols, "linear: x has K=%lld, w has K=%lld", (long long)o.x.n_cols,
+             (long long)o.w.n_cols);
+  DSV4_CHECK(o.y.n_rows == o.x.n_rows && o.y.n_cols == o.w.n_rows,
+             "linear: y is [%lld, %lld], expected [%lld, %lld]", (long long)o.y.n_rows,
+             (long long)o.y.n_cols, (long long)o.x.n_rows, (long long)o.w.n_rows);
+  return o;
+}
+
+struct RmsNormOperands {
+  RowMatrix x, y;
+  const float* weight;  // [D], or nullptr (unweighted)
+};
+inline RmsNormOperands rms_norm_operands(const TensorView& x, const TensorView& weight,
+                                         const TensorView& y) {
+  const RmsNormOperands o{as_rows(x, "rms_norm x"), as_rows(y, "rms_norm y"), nullptr};
+  DSV4_CHECK(o.x.n_rows == o.y.n_rows && o.x.n_cols == o.y.n_cols, "rms_norm: x and y differ");
+  if (weight.data == nullptr) return o;
+  return {o.x, o.y, f32_vector(weight, o.x.n_cols, "rms_norm weight")};
+}
+
+struct SwigluOperands {
+  RowMatrix gate_up, out;  // [T, 2F], [T, F]
+};
+inline SwigluOperands swiglu_operands(const TensorView& gate_up, const TensorView& out) {
+  const SwigluOperands o{as_rows(gate_up, "swiglu gate_up"), as_rows(out, "swiglu out")};
+  DSV4_CHECK(o.gate_up.n_rows == o.out.n_rows && o.gate_up.n_cols == 2 * o.out.n_cols,
+             "swiglu: gate_up must be [T, 2F]");
+  return o;
+}
+
+inline void check_add(const TensorView& a, const TensorView& b, const TensorView& y) {
+  DSV4_CHECK(a.shape == b.shape && a.shape == y.shape, "add: shapes %s, %s, %s",
+             a.shape.to_string().c_str(), b.shape.to_string().c_str(), y.shape.to_string().c_str());
+  DSV4_CHECK(a.dtype == DType::kF32 && b.dtype == DType::kF32 && y.dtype == DType::kF32 &&
+                 a.is_contiguous() && b.is_contiguous() && y.is_contiguous(),
+             "add: f32 contiguous only");
+}
+
+// The ids' range is checked where they are read (on the host, or by the kernel).
+inline void check_embedding(const TensorView& table, const TensorView& ids, const TensorView& y) {
+  DSV4_CHECK(table.rank() == 2 && table.is_contiguous() && y.rank() == 2 && y.is_contiguous() &&
+                 y.dtype == table.dtype && y.size(1) == table.size(1),
+             "embedding: table [V, D] and y [T, D] of one dtype, contiguous");
+  DSV4_CHECK(ids.dtype == DType::kI64 && ids.rank() == 1 && ids.is_contiguous() &&
+                 ids.size(0) == y.size(0),
+             "embedding: ids must be i64 [T]");
+}
+
+// ---- Hyper-connections ----
+
+// x [T, D] as rows; out f32 [T, M, D].
+inline RowMatrix hc_repeat_input(const TensorView& x, const TensorView& out) {
+  const RowMatrix in = as_rows(x, "hc_repeat x");
+  DSV4_CHECK(out.dtype == DType::kF32 && out.rank() == 3 && out.is_contiguous() &&
+                 out.size(0) == in.n_rows && out.size(2) == in.n_cols,
+             "hc_repeat: out must be f32 [T, M, D]");
+  return in;
+}
+
+// ---- Attention ----
+
+// One candidate source of sparse_attention: rows of `kv` picked by `indices` (−1 = none).
+struct CandidateSource {
+  const float* kv = nullptr;
+  int64_t n_rows = 0;
+  const int32_t* indices = nullptr;
+  int64_t n_candidates = 0;  // per query
+};
+
+struct SparseAttentionOperands {
+  int64_t n_tokens, n_heads, head_dim;
+  CandidateSource window, extra;  // extra is empty when p.extra_kv is
+};
+inline CandidateSource candidate_source(const TensorView& kv, const TensorView& indices,
+                                        int64_t n_tokens, int64_t head_dim, const char* what) {
+  if (kv.data == nullptr) return {};
+  DSV4_CHECK(
+      kv.dtype == DType::kF32 && kv.is_contiguous() && kv.rank() == 2 && kv.size(1) == head_dim,
+      "sparse_attention %s: kv f32 [N, %lld]", what, (long long)head_dim);
+  DSV4_CHECK(indices.dtype == DType::kI32 && indices.is_contiguous() && indices.rank() == 2 &&
+                 indices.size(0) == n_tokens,
+             "sparse_attention %s: indices i32 [%lld, K]", what, (long long)n_tokens);
+  return {kv.data_as<const float>(), kv.size(0), indices.data_as<const int32_t>(), indices.size(1)};
+}
+inline SparseAttentionOperands sparse_attention_operands(const SparseAttentionParams& p) {
+  DSV4_CHECK(p.q.dtype == DType::kF32 && p.q.is_contiguous() && p.q.rank() == 3,
+             "sparse_attention: q f32 [T, H, Dh]");
+  DSV4_CHECK(p.out.dtype == DType::kF32 && p.out.is_contiguous() && p.out.shape == p.q.shape,
+             "sparse_attention: out must match q");
+  const int64_t n_tokens = p.q.size(0), n_heads = p.q.size(1), head_dim = p.q.size(2);
+  f32_vector(p.sinks, n_heads, "sparse_attention sinks");
+  return {n_tokens, n_heads, head_dim,
+          candidate_source(p.kv, p.indices, n_tokens, head_dim, "window"),
+          candidate_source(p.extra_kv, p.extra_indices, n_tokens, head_dim, "extra")};
+}
+
+struct CompressorPoolDims {
+  int64_t width;     // d, the entry width
+  int64_t n_halves;  // c: 2 with overlap (CSA), else 1
+  int64_t ratio;     // m
+  int64_t n_rows;    // S
+  int64_t n_entries;
+};
+inline CompressorPoolDims compressor_pool_dims(const CompressorPoolParams& p) {
+  const CompressorPoolDims d{p.out.size(-1), p.overlap ? 2 : 1, p.ape.size(0), p.kv.size(0),
+                             p.out.size(0)};
+  DSV4_CHECK(p.kv.dtype == DType::kF32 && p.kv.is_contiguous() && p.kv.rank() == 2 &&
+                 p.kv.size(1) == d.n_halves * d.width,
+             "compressor_pool: kv f32 [S, %lld]", (long long)(d.n_halves * d.width));
+  DSV4_CHECK(p.gate.dtype == DType::kF32 && p.gate.is_contiguous() && p.gate.shape == p.kv.shape,
+             "compressor_pool: gate must match kv");
+  DSV4_CHECK(p.ape.dtype == DType::kF32 && p.ape.is_contiguous() && p.ape.rank() == 2 &&
+                 p.ape.size(1) == d.n_halves * d.width,
+             "compressor_pool: ape f32 [m, c·d]");
+  DSV4_CHECK(p.out.dtype == DType::kF32 && p.out.is_contiguous() && p.out.rank() == 2,
+             "compressor_pool: out f32 [n, d]");
+  DSV4_CHECK((d.n_entries + d.n_halves - 1) * d.ratio <= d.n_rows,
+             "compressor_pool: %lld rows for %lld entries", (long long)d.n_rows,
+             (long long)d.n_entries);
+  return d;
+}
+
+struct IndexerDims {
+  int64_t n_tokens, n_heads, head_dim, n_entries;
+};
+inline IndexerDims indexer_dims(const IndexerScoreParams& p) {
+  DSV4_CHECK(p.q.dtype == DType::kF32 && p.q.is_contiguous() && p.q.rank() == 3,
+             "indexer_scores: q f32 [T, HI, DI]");
+  const IndexerDims d{p.q.size(0), p.q.size(1), p.q.size(2), p.keys.size(0)};
+  DSV4_CHECK(p.keys.dtype == DType::kF32 && p.keys.is_contiguous() && p.keys.rank() == 2 &&
+                 p.keys.size(1) == d.head_dim,
+             "indexer_scores: keys f32 [N, DI]");
+  DSV4_CHECK(p.weights.dtype == DType::kF32 && p.weights.is_contiguous() &&
+                 p.weights.numel() == d.n_tokens * d.n_heads,
+             "indexer_scores: weights f32 [T, HI]");
+  DSV4_CHECK(p.scores.dtype == DType::kF32 && p.scores.is_contiguous() && p.scores.rank() == 2 &&
+                 p.scores.size(0) == d.n_tokens && p.scores.size(1) == d.n_entries,
+             "indexer_scores: scores f32 [T, N]");
+  return d;
+}
+
+}  // namespace dsv4::kernels
