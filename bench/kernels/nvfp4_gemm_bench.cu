@@ -4,7 +4,11 @@
 // every shape is first checked against the CPU reference (64 rows), then timed: kBatch calls
 // (weights rotated over copies larger than the L2) captured in one CUDA graph, the median of
 // kRepeats replays over kBatch, so host launch cost is not counted (decode runs as graphs).
-//   usage: nvfp4_gemm_bench [out.md]
+// For M ≥ 512 it also times, on the same call, the two-warpgroup kernel (kernel.cuh) the
+// warp-specialised one replaced, and the warp-specialised one with 128-token tiles where the
+// heuristics chose 256.
+//   usage: nvfp4_gemm_bench [out.md [M,M,... [shape]]]   (default M: 1,8,64,512,4096,16384;
+//          shape: only the shapes whose name contains it, e.g. "Pro gate")
 // cuBLAS is opened at run time (dlopen libcublas.so.13): no static cuBLAS exists in this CUDA
 // install, and the binary must not need CUDA libraries to start.
 //
@@ -16,6 +20,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -28,6 +33,7 @@
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/stream.h"
 #include "kernels/cuda/sm90/nvfp4_gemm/heuristics.h"
+#include "kernels/cuda/sm90/nvfp4_gemm/launch.h"
 #include "testing/compare.h"
 
 namespace dsv4::bench {
@@ -232,6 +238,8 @@ struct Row {
   std::string shape;
   int64_t m, n, k;
   double us, us_w4a4, us_cublas, floor_us, bytes, flops, check_error;
+  double us_two_wg;     // the two-warpgroup kernel on the W4A16 call (0: not that path)
+  double us_ws_narrow;  // the warp-specialised kernel with 128-token tiles (0: not timed)
   std::string path;
 };
 
@@ -240,6 +248,9 @@ std::string path_name(int64_t m, int64_t n, int64_t k, int n_sm) {
   using namespace kernels::cuda::sm90;
   const Nvfp4GemmPlan plan = plan_nvfp4_gemm(static_cast<int>(m), static_cast<int>(n),
                                              static_cast<int>(k), 1, n_sm);
+  if (plan.path == Nvfp4GemmPath::kWsWgmma) {
+    return plan.wide_n ? "ws 128 rows×256 tok" : "ws 128 rows×128 tok";
+  }
   if (plan.path == Nvfp4GemmPath::kWgmma) return plan.wide_n ? "wgmma 128×256" : "wgmma 128×128";
   return "small-M " + std::to_string(plan.small_tiles * 8) + " tok, K/" +
          std::to_string(plan.small_chunks * 128);
@@ -282,7 +293,7 @@ Row run_shape(const Shape3& s, int64_t m, const Cublas& cublas, double bandwidth
   DSV4_CHECK(kernels::cuda::stage_activation(a.view(), TensorView{}, staged).ok(), "stage failed");
   Tensor d32 = device_tensor(DType::kF32, {m, n}), d16 = device_tensor(DType::kBF16, {m, n});
 
-  Row row{s.name, m, n, k, 0, 0, 0, 0, 0, 0, 0, path_name(m, n, k, n_sm)};
+  Row row{s.name, m, n, k, 0, 0, 0, 0, 0, 0, 0, 0, 0, path_name(m, n, k, n_sm)};
   DSV4_CHECK(kernels::cuda::nvfp4_gemm(a.view(), weights[0].view(), d32.view()).ok(), "gemm failed");
   row.check_error = check_against_cpu(weights[0], a, d32, m, n, k);
   row.us = graph_us_per_call([&](int i) {
@@ -291,6 +302,36 @@ Row run_shape(const Shape3& s, int64_t m, const Cublas& cublas, double bandwidth
   row.us_w4a4 = graph_us_per_call([&](int i) {
     DSV4_CHECK(kernels::cuda::nvfp4_gemm(staged, weights[i % n_copies].view(), d16.view()).ok(), "gemm");
   });
+  {  // the same W4A16 call on other plans (K is a multiple of 64: no padding)
+    using namespace kernels::cuda::sm90;
+    Nvfp4GemmParams p{};
+    p.a = a.data_as<const uint16_t>();
+    p.lda = k;
+    p.b_scale = weights[0].scale.data_as<const uint8_t>();
+    p.d = d16.view().data;
+    p.ldd = n;
+    p.n_rows = static_cast<int>(m);
+    p.n = static_cast<int>(n);
+    p.k = p.kp = static_cast<int>(k);
+    p.n_groups = 1;
+    p.d_bf16 = true;
+    auto time_plan = [&](const Nvfp4GemmPlan& plan) {
+      return graph_us_per_call([&](int i) {
+        const Weights& w = weights[i % n_copies];
+        p.b_packed = w.packed.data_as<const uint8_t>();
+        p.b_scale = w.scale.data_as<const uint8_t>();
+        p.b_global = w.global.data_as<const float>();
+        launch_nvfp4_gemm(p, plan);
+      });
+    };
+    const Nvfp4GemmPlan two_wg = plan_for(p, /*warp_specialized=*/false);
+    if (two_wg.path == Nvfp4GemmPath::kWgmma) row.us_two_wg = time_plan(two_wg);
+    Nvfp4GemmPlan narrow = plan_for(p);
+    if (narrow.path == Nvfp4GemmPath::kWsWgmma && narrow.wide_n) {
+      narrow.wide_n = false;  // the warp-specialised kernel with 128-token tiles instead
+      row.us_ws_narrow = time_plan(narrow);
+    }
+  }
   if (cublas.ok()) {
     row.us_cublas = graph_us_per_call([&](int i) {
       cublas_gemm(cublas, a.view().data, weights[i % n_dense].dense.view().data, d16.view().data, m,
@@ -305,8 +346,10 @@ Row run_shape(const Shape3& s, int64_t m, const Cublas& cublas, double bandwidth
 
 void print_row(std::FILE* f, const Row& r) {
   std::fprintf(f,
-               "| %s | %lld | %lld×%lld | %s | %.1f | %.2f | %.1f | %.1f | %.0f%% | %.1f | %s | %.1f | %.2e |\n",
+               "| %s | %lld | %lld×%lld | %s | %.1f | %s | %s | %.2f | %.1f | %.1f | %.0f%% | %.1f | %s | %.1f | %.2e |\n",
                r.shape.c_str(), (long long)r.m, (long long)r.n, (long long)r.k, r.path.c_str(), r.us,
+               r.us_two_wg > 0 ? std::to_string(r.us_two_wg).substr(0, 7).c_str() : "-",
+               r.us_ws_narrow > 0 ? std::to_string(r.us_ws_narrow).substr(0, 7).c_str() : "-",
                r.bytes / (r.us * 1e-6) / 1e12, r.flops / (r.us * 1e-6) / 1e12, r.floor_us,
                100.0 * r.floor_us / r.us, r.us_w4a4,
                r.us_cublas > 0 ? (std::to_string(r.us_cublas).substr(0, 7) + " (" +
@@ -327,17 +370,28 @@ int main(int argc, char** argv) {
   const double bandwidth = measure_copy_bandwidth();
   const double peak = cublas.ok() ? measure_cublas_peak(cublas) : 0.0;
   std::FILE* out = argc > 1 ? std::fopen(argv[1], "w") : stdout;
+  std::vector<int64_t> ms = {1, 8, 64, 512, 4096, 16384};
+  if (argc > 2) {
+    ms.clear();
+    for (const char* c = argv[2]; *c != '\0';) {
+      char* end = nullptr;
+      ms.push_back(std::strtoll(c, &end, 10));
+      DSV4_CHECK(ms.back() > 0 && end != c, "bad M list %s", argv[2]);
+      c = *end == ',' ? end + 1 : end;
+    }
+  }
   DSV4_CHECK(out != nullptr, "cannot open %s", argv[1]);
   std::fprintf(out, "device: %s, %d SMs, L2 %d MB; copy bandwidth %.2f TB/s (read+write); "
                "cuBLAS bf16 8192³ %.0f TFLOP/s\n\n", prop.name, prop.multiProcessorCount,
                prop.l2CacheSize >> 20, bandwidth / 1e12, peak / 1e12);
-  std::fprintf(out, "| shape | M | N×K | kernel | µs (W4A16) | TB/s | TFLOP/s | floor µs | %% of floor | "
+  std::fprintf(out, "| shape | M | N×K | kernel | µs (W4A16) | µs 2-WG kernel | µs ws 128 tok | TB/s | TFLOP/s | floor µs | %% of floor | "
                "µs W4A4 | cuBLAS bf16 µs (ours vs it) | cuBLAS TFLOP/s | check rel err |\n");
-  std::fprintf(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  std::fprintf(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   const Shape3 shapes[] = {{"Flash gate_up", 2 * 2048, 4096}, {"Flash down", 4096, 2048},
                            {"Pro gate_up", 2 * 3072, 7168}, {"Pro down", 7168, 3072}};
   for (const Shape3& s : shapes) {
-    for (const int64_t m : {1, 8, 64, 512, 4096, 16384}) {
+    if (argc > 3 && std::strstr(s.name, argv[3]) == nullptr) continue;
+    for (const int64_t m : ms) {
       const Row r = run_shape(s, m, cublas, bandwidth, peak, prop.multiProcessorCount);
       print_row(out, r);
       if (out != stdout) print_row(stdout, r);

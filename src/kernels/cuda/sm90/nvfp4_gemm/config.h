@@ -21,6 +21,24 @@ inline constexpr int kSmemTable = 2 * (kMaxGroups + 1) * 4;  // group offsets + 
 inline constexpr int kSmemAlign = 1024;                        // 128B swizzle atoms
 inline constexpr int kSmemBytes = kSmemA + kSmemB + kSmemRaw + kSmemTable + kSmemAlign;
 
+// ---- The warp-specialised wgmma kernel (large M, ws_kernel.cuh): swap-AB, so the decoded
+// weights are wgmma's register operand A (64 weight rows per consumer warpgroup) and the tokens
+// its shared-memory operand B (kWsTokens of 128 or 256 per tile) ----
+inline constexpr int kWsRows = 128;           // weight rows (N) per CTA: two consumers × 64
+inline constexpr int kWsThreads = 384;        // producer warpgroup + two consumer warpgroups
+// setmaxnreg moves registers between warpgroups of the CTA but never adds any: the sum must
+// stay within the launch allocation, 168 (the cap of __launch_bounds__(384, 1)) × 384, or the
+// consumers' increase waits forever. Per token tile (kBM 256 / 128), the splits where neither
+// side spills: 88 / 208 (128 accumulators per consumer thread) and 120 / 192 (64).
+inline constexpr int kWsLaunchRegs = 168;
+inline constexpr int ws_producer_regs(int bm) { return bm == 256 ? 88 : 120; }
+inline constexpr int ws_consumer_regs(int bm) { return bm == 256 ? 208 : 192; }
+static_assert(ws_producer_regs(256) * 128 + ws_consumer_regs(256) * 256 <= kWsLaunchRegs * kWsThreads &&
+                  ws_producer_regs(128) * 128 + ws_consumer_regs(128) * 256 <= kWsLaunchRegs * kWsThreads,
+              "setmaxnreg cannot hand out more registers than the CTA was launched with");
+inline constexpr int kWsSmemBudget = 200 * 1024;  // ring stages, below the 227 KB limit
+inline constexpr int kWsPanel = 8;            // token tiles walked together (L2 reuse)
+
 // ---- The small-M kernel (decode): swap-AB mma.sync m16n8k16, weights decoded in registers.
 // A CTA is 8 warps × 16 weight rows and a K slice of whole 128-element chunks; up to
 // kSmallMaxTiles n8 tiles of tokens per pass ----

@@ -32,9 +32,18 @@ __device__ __forceinline__ uint32_t ue4m3_to_bf16x2(uint32_t scale_byte) {
   return bf16 | (bf16 << 16);
 }
 
-// Codes 0..3 of q (bits 0..15, code i in bits 4i..4i+3) times the scale: out[0] holds elements
-// 0 (low half) and 1, out[1] elements 2 and 3.
-__device__ __forceinline__ void decode4(uint32_t q, uint32_t scale_bf16x2, uint32_t out[2]) {
+// Byte kByte of a word of four UE4M3 scales as bf16x2, like ue4m3_to_bf16x2 (the 7 magnitude
+// bits land on fp32 bits 20..26 with one shift and one mask).
+template <int kByte>
+__device__ __forceinline__ uint32_t ue4m3_byte_to_bf16x2(uint32_t scales) {
+  const uint32_t bits = (kByte <= 2 ? scales << (20 - 8 * kByte) : scales >> 4) & (0x7fu << 20);
+  return prmt(__float_as_uint(__uint_as_float(bits) * 0x1p120f), 0, 0x3232u);
+}
+
+// Codes 0..3 of q (bits 0..15, code i in bits 4i..4i+3; bits 16..31 are ignored): out[0] holds
+// elements 0 (low half) and 1 times scale01, out[1] elements 2 and 3 times scale23.
+__device__ __forceinline__ void decode4(uint32_t q, uint32_t scale01, uint32_t scale23,
+                                        uint32_t out[2]) {
   // bf16 of the magnitudes 0, .5, 1, 1.5, 2, 3, 4, 6: high bytes 00 3f 3f 3f 40 40 40 40,
   // low bytes 00 00 80 c0 00 40 80 c0.
   const uint32_t magnitude = q & 0x7777u;
@@ -44,8 +53,11 @@ __device__ __forceinline__ void decode4(uint32_t q, uint32_t scale_bf16x2, uint3
   const uint32_t shifted = q << 4;
   const uint32_t sign01 = prmt(shifted, q, 0x4000u) & 0x80008000u;
   const uint32_t sign23 = prmt(shifted, q, 0x5010u) & 0x80008000u;
-  out[0] = bf16x2_mul(prmt(lo, hi, 0x5140u) | sign01, scale_bf16x2);
-  out[1] = bf16x2_mul(prmt(lo, hi, 0x7362u) | sign23, scale_bf16x2);
+  out[0] = bf16x2_mul(prmt(lo, hi, 0x5140u) | sign01, scale01);
+  out[1] = bf16x2_mul(prmt(lo, hi, 0x7362u) | sign23, scale23);
+}
+__device__ __forceinline__ void decode4(uint32_t q, uint32_t scale_bf16x2, uint32_t out[2]) {
+  decode4(q, scale_bf16x2, scale_bf16x2, out);
 }
 
 // Eight codes (a 32-bit word, code i in bits 4i..4i+3) sharing one scale -> four bf16x2 words.

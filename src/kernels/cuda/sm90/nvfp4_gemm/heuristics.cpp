@@ -38,10 +38,26 @@ Nvfp4GemmPlan plan_small(int n_rows, int n, int kp, int n_groups, int n_sm) {
   return plan;
 }
 
+// The warp-specialised kernel: 128 weight rows × 256 tokens per tile when there are at least as
+// many such tiles as SMs (the wgmma is at its widest), else 128 tokens.
+Nvfp4GemmPlan plan_ws(int n_rows, int n, int n_groups, int n_sm) {
+  Nvfp4GemmPlan plan;
+  plan.path = Nvfp4GemmPath::kWsWgmma;
+  const int64_t n_tiles_n = ceil_div(n, kWsRows);
+  const int64_t wide_tiles = (ceil_div(n_rows, 256) + (n_groups > 1 ? n_groups / 2 : 0)) * n_tiles_n;
+  plan.wide_n = wide_tiles >= n_sm;
+  const int64_t n_tiles =
+      (ceil_div(n_rows, plan.wide_n ? 256 : 128) + (n_groups > 1 ? n_groups / 2 : 0)) * n_tiles_n;
+  plan.grid = static_cast<int>(n_groups > 1 ? n_sm : std::min<int64_t>(n_sm, n_tiles));
+  return plan;
+}
+
 }  // namespace
 
-Nvfp4GemmPlan plan_nvfp4_gemm(int n_rows, int n, int kp, int n_groups, int n_sm) {
+Nvfp4GemmPlan plan_nvfp4_gemm(int n_rows, int n, int kp, int n_groups, int n_sm,
+                              bool warp_specialized) {
   if (n_rows <= kSmallMaxRowsPerGroup * n_groups) return plan_small(n_rows, n, kp, n_groups, n_sm);
+  if (warp_specialized) return plan_ws(n_rows, n, n_groups, n_sm);
   Nvfp4GemmPlan plan;
   plan.path = Nvfp4GemmPath::kWgmma;
   // Estimated tiles (grouped: as if the rows were spread evenly); 256-wide tiles halve the A

@@ -6,7 +6,10 @@
 
 namespace dsv4::kernels::cuda::sm90 {
 
-// n_rows: T (all groups together); n_groups: G; n_sm: multiprocessors on the device.
-Nvfp4GemmPlan plan_nvfp4_gemm(int n_rows, int n, int kp, int n_groups, int n_sm);
+// n_rows: T (all groups together); n_groups: G; n_sm: multiprocessors on the device;
+// warp_specialized: large M runs the warp-specialised kernel (ws_kernel.cuh), else the
+// two-warpgroup one (kernel.cuh), kept for comparison.
+Nvfp4GemmPlan plan_nvfp4_gemm(int n_rows, int n, int kp, int n_groups, int n_sm,
+                              bool warp_specialized = true);
 
 }  // namespace dsv4::kernels::cuda::sm90

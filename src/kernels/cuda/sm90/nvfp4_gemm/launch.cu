@@ -13,6 +13,8 @@ namespace dsv4::kernels::cuda::sm90 {
 
 template <int kBN, bool kOutBf16>
 void launch_wgmma(const Nvfp4GemmParams& p, int grid);  // instantiations/
+template <int kBM, bool kOutBf16>
+void launch_ws(const Nvfp4GemmParams& p, int grid);     // instantiations/
 
 namespace {
 
@@ -62,14 +64,15 @@ void run_small(Nvfp4GemmParams p, const Nvfp4GemmPlan& plan) {
 
 }  // namespace
 
-Nvfp4GemmPlan plan_for(const Nvfp4GemmParams& p) {
+Nvfp4GemmPlan plan_for(const Nvfp4GemmParams& p, bool warp_specialized) {
   static const int n_sm = [] {  // one device per process (the EP ranks are processes)
     int device = 0, count = 0;
     DSV4_CUDA_CHECK(cudaGetDevice(&device));
     DSV4_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
     return count;
   }();
-  return plan_nvfp4_gemm(p.n_rows, p.n, p.kp, p.offsets == nullptr ? 1 : p.n_groups, n_sm);
+  return plan_nvfp4_gemm(p.n_rows, p.n, p.kp, p.offsets == nullptr ? 1 : p.n_groups, n_sm,
+                         warp_specialized);
 }
 
 void launch_nvfp4_gemm(Nvfp4GemmParams p, const Nvfp4GemmPlan& plan) {
@@ -79,6 +82,12 @@ void launch_nvfp4_gemm(Nvfp4GemmParams p, const Nvfp4GemmPlan& plan) {
   if (p.n_rows == 0 || p.n == 0) return;
   if (plan.path == Nvfp4GemmPath::kSmallM) {
     run_small(p, plan);
+  } else if (plan.path == Nvfp4GemmPath::kWsWgmma) {
+    if (plan.wide_n) {
+      p.d_bf16 ? launch_ws<256, true>(p, plan.grid) : launch_ws<256, false>(p, plan.grid);
+    } else {
+      p.d_bf16 ? launch_ws<128, true>(p, plan.grid) : launch_ws<128, false>(p, plan.grid);
+    }
   } else if (plan.wide_n) {
     p.d_bf16 ? launch_wgmma<kTileN, true>(p, plan.grid) : launch_wgmma<kTileN, false>(p, plan.grid);
   } else {

@@ -31,12 +31,13 @@ struct Nvfp4GemmParams {
 };
 
 // What the heuristics decide for one call (heuristics.cpp).
-enum class Nvfp4GemmPath { kWgmma, kSmallM };
+enum class Nvfp4GemmPath { kWgmma, kWsWgmma, kSmallM };
 
 struct Nvfp4GemmPlan {
   Nvfp4GemmPath path = Nvfp4GemmPath::kWgmma;
-  int grid = 0;              // kWgmma: persistent CTAs
-  bool wide_n = true;        // kWgmma: 256-column tiles (else 128)
+  int grid = 0;              // kWgmma, kWsWgmma: persistent CTAs
+  bool wide_n = true;        // kWgmma: 256-column tiles (else 128); kWsWgmma: 256 tokens per
+                             // tile (else 128)
   int small_tiles = 1;       // kSmallM: n8 token tiles per pass (1, 2, 4 or 8)
   int small_chunks = 4;      // kSmallM: 128-element K chunks per CTA
   int small_slots = 1;       // kSmallM: group slots (grid z): min(G, T)

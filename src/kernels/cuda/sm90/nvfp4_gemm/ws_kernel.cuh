@@ -1,0 +1,310 @@
+// nvfp4_ws_gemm_sm90: the warp-specialised large-M NVFP4 GEMM (README.md, "Large M").
+//
+// Swap-AB: the CTA computes Dᵀ[128 weight rows, kBM tokens] so the weights are wgmma's operand A,
+// which may come from registers. Each consumer thread then decodes the few weights its own A
+// fragment holds (8 per k16) straight from the raw NVFP4 bytes in shared memory into
+// registers: the decoded weights never touch shared memory, no barrier separates decode from
+// wgmma, and the decode of K step kt+1 runs while the tensor cores work on step kt.
+//
+//   warpgroup 0 (producer, 88 or 120 registers): cp.async of the tokens (bf16, 128-byte
+//     swizzle, the layout wgmma's B descriptor reads) and the raw weight rows into a
+//     kStages-deep ring; completion is signalled on the slot's `full` mbarrier
+//     (cp.async.mbarrier.arrive).
+//   warpgroups 1, 2 (consumers, 208 or 192 registers): 64 weight rows each; per K step wait
+//     `full`, decode 4 k16 fragments, issue 4 × wgmma m64 n kBM k16 (A registers, B shared),
+//     wait for the previous step's wgmma, release its slot on `empty`.
+//
+// Dimension letters: T tokens (rows of A and D), N output features (weight rows), K input
+// features (Kp padded), G groups.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/sm90/nvfp4_gemm/config.h"
+#include "kernels/cuda/sm90/nvfp4_gemm/decode.cuh"
+#include "kernels/cuda/sm90/nvfp4_gemm/kernel.cuh"
+#include "kernels/cuda/sm90/nvfp4_gemm/params.h"
+#include "kernels/cuda/sm90/nvfp4_gemm/ptx.cuh"
+#include "kernels/cuda/sm90/nvfp4_gemm/tile_table.cuh"
+
+namespace dsv4::kernels::cuda::sm90 {
+
+template <int kBM>
+struct WsSmem {
+  static constexpr int kTokenSlot = kBM * kTileK * 2;        // [kBM][64] bf16, 128B-swizzled
+  static constexpr int kRawSlot = kWsRows * kRawRowBytes;    // [128][48] u8: codes, scales, pad
+  static constexpr int kStages = kWsSmemBudget / (kTokenSlot + kRawSlot) < 8
+                                     ? kWsSmemBudget / (kTokenSlot + kRawSlot)
+                                     : 8;
+  static constexpr int kTokens = kStages * kTokenSlot;
+  static constexpr int kRaw = kStages * kRawSlot;
+  static constexpr int kBarriers = 2 * kStages * 8;          // full[kStages], empty[kStages]
+  static constexpr int kBytes = kTokens + kRaw + kBarriers + kSmemTable + kSmemAlign;
+  static_assert(kStages >= 3, "the ring needs depth");
+};
+
+// Tile t of the persistent walk -> (group, tokens, weight rows). Within a group, token tiles are
+// walked kWsPanel at a time, weight-row blocks inside a panel: the CTAs running at once share
+// a few token tiles and a band of weights, both L2-resident.
+template <int kBM>
+__device__ __forceinline__ TileCoord ws_tile(const int* s_offsets, const int* s_prefix,
+                                             int n_groups, int n_tiles_n, int t) {
+  const int g = find_group(s_prefix, n_groups, t);
+  const int rows = s_offsets[g + 1] - s_offsets[g];
+  const int m_tiles = (rows + kBM - 1) / kBM, local = t - s_prefix[g];
+  const int panel = local / (kWsPanel * n_tiles_n), in_panel = local - panel * kWsPanel * n_tiles_n;
+  const int width = min(kWsPanel, m_tiles - panel * kWsPanel);
+  TileCoord tile;
+  tile.group = g;
+  tile.row0 = s_offsets[g] + (panel * kWsPanel + in_panel % width) * kBM;
+  tile.n_rows_tile = min(kBM, s_offsets[g + 1] - tile.row0);
+  tile.col0 = (in_panel / width) * kWsRows;
+  return tile;
+}
+
+// ---- producer: one warpgroup, every thread a share of each stage's cp.async ----
+template <int kBM>
+__device__ __forceinline__ void ws_produce(const Nvfp4GemmParams& p, const int* s_offsets,
+                                           const int* s_prefix, int n_groups, int n_tiles_n,
+                                           uint8_t* smem_tokens, uint8_t* smem_raw,
+                                           uint64_t* full, uint64_t* empty) {
+  using Smem = WsSmem<kBM>;
+  const int t = threadIdx.x;  // 0..127
+  const int n_tiles = s_prefix[n_groups], n_steps = p.kp / kTileK;
+  const int chunk = t % 8, row_first = t / 8;  // tokens: rows row_first + 16 i, chunk fixed
+  const int64_t row_bytes = p.kp / 2, scale_row_bytes = p.kp / 16;
+  uint32_t it = 0;
+  for (int tile_index = blockIdx.x; tile_index < n_tiles; tile_index += gridDim.x) {
+    const TileCoord tile = ws_tile<kBM>(s_offsets, s_prefix, n_groups, n_tiles_n, tile_index);
+    const uint16_t* a_first = p.a + (int64_t)(tile.row0 + row_first) * p.lda + chunk * 8;
+    for (int kt = 0; kt < n_steps; ++kt, ++it) {
+      const int slot = it % Smem::kStages;
+      mbar_wait(&empty[slot], ((it / Smem::kStages) & 1) ^ 1);
+      uint8_t* tokens = smem_tokens + slot * Smem::kTokenSlot;
+      const bool col_ok = kt * kTileK + chunk * 8 < p.k;
+#pragma unroll
+      for (int i = 0; i < kBM / 16; ++i) {
+        const int row = row_first + 16 * i;
+        const bool valid = col_ok && row < tile.n_rows_tile;
+        const uint16_t* src = valid ? a_first + (int64_t)(16 * i) * p.lda + kt * kTileK : p.a;
+        cp_async16(tokens + swizzle128(row, chunk), src, valid);
+      }
+      uint8_t* raw = smem_raw + slot * Smem::kRawSlot;
+#pragma unroll
+      for (int i = 0; i < kWsRows * 3 / 128; ++i) {
+        const int idx = t + 128 * i, row = idx / 3, part = idx % 3;
+        const bool valid = tile.col0 + row < p.n;
+        const int64_t weight_row = (int64_t)tile.group * p.n + tile.col0 + row;
+        uint8_t* dst = raw + row * kRawRowBytes + part * 16;
+        if (part < 2) {
+          cp_async16(dst, valid ? p.b_packed + weight_row * row_bytes + kt * 32 + part * 16
+                                : p.b_packed, valid);
+        } else {
+          cp_async4(dst, valid ? p.b_scale + weight_row * scale_row_bytes + kt * 4 : p.b_scale,
+                    valid);
+        }
+      }
+      cp_async_mbar_arrive(&full[slot]);
+    }
+  }
+  cp_async_wait_all();
+}
+
+// ---- consumer: decode one K step of this thread's A fragments ----
+// Thread (warp w, lane l) of consumer warpgroup c holds weight rows r = 64 c + 16 w + l/4 and
+// r + 8, K columns 2 (l%4) + {0, 1} and + 8 of each k16: byte l%4 of each 4-byte word of the
+// two rows' codes (low nibble first = the lower K). frag[4 kk + m] is wgmma's a_m of k16 kk.
+__device__ __forceinline__ void ws_decode(const uint8_t* raw_slot, int row, uint32_t selector,
+                                          uint32_t (&frag)[16]) {
+  const uint8_t* r0 = raw_slot + row * kRawRowBytes;
+  const uint8_t* r1 = r0 + 8 * kRawRowBytes;
+  const uint4 a0 = *reinterpret_cast<const uint4*>(r0);
+  const uint4 a1 = *reinterpret_cast<const uint4*>(r0 + 16);
+  const uint4 b0 = *reinterpret_cast<const uint4*>(r1);
+  const uint4 b1 = *reinterpret_cast<const uint4*>(r1 + 16);
+  const uint32_t s0 = *reinterpret_cast<const uint32_t*>(r0 + 32);
+  const uint32_t s1 = *reinterpret_cast<const uint32_t*>(r1 + 32);
+  const uint32_t w0[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+  const uint32_t w1[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+  const uint32_t scale0[4] = {ue4m3_byte_to_bf16x2<0>(s0), ue4m3_byte_to_bf16x2<1>(s0),
+                              ue4m3_byte_to_bf16x2<2>(s0), ue4m3_byte_to_bf16x2<3>(s0)};
+  const uint32_t scale1[4] = {ue4m3_byte_to_bf16x2<0>(s1), ue4m3_byte_to_bf16x2<1>(s1),
+                              ue4m3_byte_to_bf16x2<2>(s1), ue4m3_byte_to_bf16x2<3>(s1)};
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    // Low 16 bits: [row r byte, row r+8 byte] -> codes (r, 2t), (r, 2t+1), (r+8, 2t), (r+8, 2t+1).
+    const uint32_t low = prmt(w0[2 * kk], w1[2 * kk], selector);
+    const uint32_t high = prmt(w0[2 * kk + 1], w1[2 * kk + 1], selector);
+    decode4(low, scale0[kk], scale1[kk], &frag[4 * kk]);
+    decode4(high, scale0[kk], scale1[kk], &frag[4 * kk + 2]);
+  }
+}
+
+// 4 × wgmma over one K step: this warpgroup's 64 weight rows × kBM tokens.
+template <int kBM>
+__device__ __forceinline__ void ws_mma(const uint32_t (&frag)[16], const uint8_t* tokens,
+                                       bool first, float (&acc)[kBM / 2]) {
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < kTileK / 16; ++kk) {
+    wgmma_m64k16_rs<kBM>(acc, &frag[4 * kk], smem_descriptor(tokens + kk * 32),
+                         (first && kk == 0) ? 0 : 1);
+  }
+  wgmma_commit();
+}
+
+// D[token, n] = alpha · acc. Thread (warp w, lane l) holds weight rows n = 16 w + l/4 (+8) and
+// token pairs 8 j + 2 (l%4) + {0, 1}; lanes l and l^4 swap one value so that each stores two
+// adjacent n of one token.
+template <int kBM, bool kOutBf16>
+__device__ __forceinline__ void ws_store(const Nvfp4GemmParams& p, const TileCoord& tile,
+                                         int row, float (&acc)[kBM / 2]) {
+  const float alpha = p.a_global != nullptr ? p.a_global[0] * p.b_global[tile.group]
+                                            : p.b_global[tile.group];
+  const int lane = threadIdx.x % 32;
+  const bool even = (lane / 4) % 2 == 0;
+  const bool pairs = p.ldd % 2 == 0;
+#pragma unroll
+  for (int j = 0; j < kBM / 8; ++j) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const float v0 = alpha * acc[4 * j + 2 * half], v1 = alpha * acc[4 * j + 2 * half + 1];
+      const float other = __shfl_xor_sync(0xffffffffu, even ? v1 : v0, 4);
+      const int n = tile.col0 + row + 8 * half;  // this thread's weight row
+      const int token = 8 * j + 2 * (lane % 4);  // and its first token
+      if (pairs) {
+        // even lane: (token, n..n+1) = v0, other; odd lane: (token+1, n-1..n) = other, v1.
+        const int my_token = even ? token : token + 1, my_n = even ? n : n - 1;
+        if (my_token >= tile.n_rows_tile || my_n >= p.n) continue;
+        const float x = even ? v0 : other, y = even ? other : v1;
+        const int64_t offset = (int64_t)(tile.row0 + my_token) * p.ldd + my_n;
+        const bool both = my_n + 1 < p.n;
+        if constexpr (kOutBf16) {
+          __nv_bfloat16* d = static_cast<__nv_bfloat16*>(p.d) + offset;
+          if (both) {
+            *reinterpret_cast<__nv_bfloat162*>(d) = __floats2bfloat162_rn(x, y);
+          } else {
+            d[0] = __float2bfloat16_rn(x);
+          }
+        } else {
+          float* d = static_cast<float*>(p.d) + offset;
+          if (both) {
+            *reinterpret_cast<float2*>(d) = make_float2(x, y);
+          } else {
+            d[0] = x;
+          }
+        }
+      } else {
+        if (n >= p.n) continue;
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          if (token + e >= tile.n_rows_tile) continue;
+          const int64_t offset = (int64_t)(tile.row0 + token + e) * p.ldd + n;
+          const float v = e == 0 ? v0 : v1;
+          if constexpr (kOutBf16) {
+            static_cast<__nv_bfloat16*>(p.d)[offset] = __float2bfloat16_rn(v);
+          } else {
+            static_cast<float*>(p.d)[offset] = v;
+          }
+        }
+      }
+    }
+  }
+}
+
+template <int kBM, bool kOutBf16>
+__device__ __forceinline__ void ws_consume(const Nvfp4GemmParams& p, const int* s_offsets,
+                                           const int* s_prefix, int n_groups, int n_tiles_n,
+                                           const uint8_t* smem_tokens, const uint8_t* smem_raw,
+                                           uint64_t* full, uint64_t* empty) {
+  using Smem = WsSmem<kBM>;
+  const int lane = threadIdx.x % 32;
+  const int row = 64 * (threadIdx.x / 128 - 1) + 16 * ((threadIdx.x / 32) % 4) + lane / 4;
+  const uint32_t selector = (lane % 4) | ((lane % 4 + 4) << 4);
+  const int n_tiles = s_prefix[n_groups], n_steps = p.kp / kTileK;
+  auto slot_of = [](uint32_t i) { return static_cast<int>(i % Smem::kStages); };
+  // Waits for stage i's bytes and decodes them; the fence lets wgmma (async proxy) see the
+  // tokens the producer's cp.async wrote.
+  auto acquire = [&](uint32_t i, uint32_t(&frag)[16]) {
+    mbar_wait(&full[slot_of(i)], (i / Smem::kStages) & 1);
+    fence_proxy_async();
+    ws_decode(smem_raw + slot_of(i) * Smem::kRawSlot, row, selector, frag);
+  };
+  auto release = [&](uint32_t i) {
+    if (lane == 0) mbar_arrive(&empty[slot_of(i)]);
+  };
+  auto tokens_of = [&](uint32_t i) { return smem_tokens + slot_of(i) * Smem::kTokenSlot; };
+
+  float acc[kBM / 2];
+#pragma unroll
+  for (int i = 0; i < kBM / 2; ++i) acc[i] = 0.0f;  // each tile's first wgmma ignores it (scale-d 0)
+  uint32_t frag0[16], frag1[16];
+  uint32_t it = 0;
+  for (int tile_index = blockIdx.x; tile_index < n_tiles; tile_index += gridDim.x) {
+    const TileCoord tile = ws_tile<kBM>(s_offsets, s_prefix, n_groups, n_tiles_n, tile_index);
+    acquire(it, frag0);
+    // Two K steps per trip so each fragment buffer has a fixed name: wgmma(kt) reads frag0
+    // while frag1 gets step kt+1, once wgmma(kt-1), its last reader, has retired.
+    for (int kt = 0; kt < n_steps; kt += 2) {
+      ws_mma<kBM>(frag0, tokens_of(it + kt), kt == 0, acc);
+      wgmma_wait<1>();
+      if (kt > 0) release(it + kt - 1);
+      if (kt + 1 < n_steps) {
+        acquire(it + kt + 1, frag1);
+        ws_mma<kBM>(frag1, tokens_of(it + kt + 1), false, acc);
+        wgmma_wait<1>();
+        release(it + kt);
+        if (kt + 2 < n_steps) acquire(it + kt + 2, frag0);
+      }
+    }
+    wgmma_wait<0>();
+    fence_operands(acc);
+    release(it + n_steps - 1);
+    it += n_steps;
+    ws_store<kBM, kOutBf16>(p, tile, row, acc);
+  }
+}
+
+template <int kBM, bool kOutBf16>
+__global__ void __launch_bounds__(kWsThreads, 1)
+    nvfp4_ws_gemm_sm90_kernel(const __grid_constant__ Nvfp4GemmParams p) {
+  static_assert(kBM == 128 || kBM == 256, "tokens per tile are one wgmma N: 128 or 256");
+  static_assert(kWsRows == 2 * 64 && kWsThreads == 3 * 128, "a producer and two consumers");
+  using Smem = WsSmem<kBM>;
+  extern __shared__ uint8_t smem_raw_bytes[];
+  uint8_t* smem = reinterpret_cast<uint8_t*>(
+      (reinterpret_cast<uintptr_t>(smem_raw_bytes) + kSmemAlign - 1) & ~uintptr_t{kSmemAlign - 1});
+  uint8_t* smem_tokens = smem;
+  uint8_t* smem_ring = smem_tokens + Smem::kTokens;
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem_ring + Smem::kRaw);
+  uint64_t* empty = full + Smem::kStages;
+  int* s_offsets = reinterpret_cast<int*>(empty + Smem::kStages);
+  int* s_prefix = s_offsets + kMaxGroups + 1;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < Smem::kStages; ++s) {
+      mbar_init(&full[s], 128);  // one cp.async arrival per producer thread
+      mbar_init(&empty[s], 8);   // one arrival per consumer warp
+    }
+    mbar_init_fence();
+  }
+  const int n_groups = p.offsets == nullptr ? 1 : p.n_groups;
+  const int n_tiles_n = (p.n + kWsRows - 1) / kWsRows;
+  load_group_offsets(p, s_offsets);
+  scan_tile_prefix(s_offsets, n_groups, kBM, n_tiles_n, s_prefix);
+  __syncthreads();
+
+  if (threadIdx.x < 128) {
+    setmaxnreg_dec<ws_producer_regs(kBM)>();
+    ws_produce<kBM>(p, s_offsets, s_prefix, n_groups, n_tiles_n, smem_tokens, smem_ring, full,
+                    empty);
+  } else {
+    setmaxnreg_inc<ws_consumer_regs(kBM)>();
+    ws_consume<kBM, kOutBf16>(p, s_offsets, s_prefix, n_groups, n_tiles_n, smem_tokens,
+                              smem_ring, full, empty);
+  }
+}
+
+}  // namespace dsv4::kernels::cuda::sm90
