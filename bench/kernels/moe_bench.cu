@@ -6,7 +6,8 @@
 // experts change), the floor max(weight bytes touched / bandwidth, flops / bf16 rate) and the
 // ratio. Fused W4A16 is also timed as a replayed CUDA graph (the decode use).
 //
-// Usage: moe_bench [--tokens 1,8,...] [--shapes flash,pro]. Prints one table row per run.
+// Usage: moe_bench [--tokens 1,8,...] [--shapes flash,pro] [--modes w4a16,w4a4]. Prints one
+// table row per run.
 // Dimension letters: T tokens, D model width, E routed experts, K experts per token, F width.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -250,8 +251,8 @@ int64_t touched_experts(const Tensor& ws, const kernels::cuda::moe::MoeWorkspace
 }
 
 // The routing front alone (memset, logits, select, permute; at T ≤ kSmallRouteTokens the two
-// launches of route_small.cu) on the workspace of a run: the part of every path that is not
-// expert GEMMs, measured rather than estimated.
+// launches of route_small.cu) on the workspace of a run, graph-replayed: the part of every path
+// that is not expert GEMMs, measured rather than estimated.
 double route_us(const Layer& layer, const std::vector<Tensor>& xs, const Tensor& ws,
                 const kernels::cuda::moe::MoeWorkspace& plan) {
   char* base = static_cast<char*>(ws.view().data);
@@ -271,7 +272,7 @@ double route_us(const Layer& layer, const std::vector<Tensor>& xs, const Tensor&
   const kernels::cuda::moe::PermuteOutputs out{
       reinterpret_cast<int*>(base + plan.offsets), reinterpret_cast<int*>(base + plan.active),
       reinterpret_cast<int*>(base + plan.row_token), reinterpret_cast<int*>(base + plan.row_of)};
-  return median_us([&](int i) {
+  auto route = [&](int i) {
     r.x = xs[i % kInputs].view().data_as<const float>();
     if (r.n_tokens <= kernels::cuda::moe::kSmallRouteTokens) {  // as moe_ffn_on_path chooses
       kernels::cuda::moe::launch_route_small(r, out, cudaStreamPerThread);
@@ -282,7 +283,22 @@ double route_us(const Layer& layer, const std::vector<Tensor>& xs, const Tensor&
     kernels::cuda::moe::launch_permute(r.sel_expert, r.counts, r.n_tokens, r.k_used, r.n_experts,
                                        out.offsets, out.active, out.row_token, out.row_of,
                                        cudaStreamPerThread);
-  });
+  };
+  // As a replayed graph, like the layer in decode: events around direct launches would count the
+  // host's submission of each launch.
+  std::vector<cudaGraphExec_t> graphs(kInputs);
+  for (int i = 0; i < kInputs; ++i) {
+    cudaGraph_t graph;
+    DSV4_CUDA_CHECK(cudaStreamBeginCapture(cudaStreamPerThread, cudaStreamCaptureModeThreadLocal));
+    route(i);
+    DSV4_CUDA_CHECK(cudaStreamEndCapture(cudaStreamPerThread, &graph));
+    DSV4_CUDA_CHECK(cudaGraphInstantiate(&graphs[i], graph, 0));
+    DSV4_CUDA_CHECK(cudaGraphDestroy(graph));
+  }
+  const double us = median_us(
+      [&](int i) { DSV4_CUDA_CHECK(cudaGraphLaunch(graphs[i % kInputs], cudaStreamPerThread)); });
+  for (cudaGraphExec_t g : graphs) DSV4_CUDA_CHECK(cudaGraphExecDestroy(g));
+  return us;
 }
 
 void run_tokens(const Layer& layer, const MoeConfig& cfg, int64_t n_tokens, MoePath path,
@@ -350,10 +366,11 @@ std::vector<int64_t> parse_list(const char* text) {
 
 int run_main(int argc, char** argv) {
   std::vector<int64_t> tokens = {1, 8, 64, 128, 512, 2048, 8192};
-  std::string shapes = "flash,pro";
+  std::string shapes = "flash,pro", modes = "w4a16,w4a4";
   for (int i = 1; i + 1 < argc; i += 2) {
     if (std::strcmp(argv[i], "--tokens") == 0) tokens = parse_list(argv[i + 1]);
     if (std::strcmp(argv[i], "--shapes") == 0) shapes = argv[i + 1];
+    if (std::strcmp(argv[i], "--modes") == 0) modes = argv[i + 1];
   }
   cudaDeviceProp prop;
   DSV4_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
@@ -366,6 +383,7 @@ int run_main(int argc, char** argv) {
     const Layer layer(s);
     const HostLayer host(layer);
     for (MoeMode mode : {MoeMode::kW4A16, MoeMode::kW4A4}) {
+      if (modes.find(mode == MoeMode::kW4A16 ? "w4a16" : "w4a4") == std::string::npos) continue;
       const MoeConfig cfg{static_cast<int>(s.k_used), 2.5f, 10.0f, mode};
       check_against_cpu(layer, host, cfg, 3);
       std::printf(

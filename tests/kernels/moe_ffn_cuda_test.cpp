@@ -151,5 +151,17 @@ INSTANTIATE_TEST_SUITE_P(Shapes, MoeFfnCudaManyUnitsTest,
                          ::testing::Combine(::testing::Values(1, 8, 64),
                                             ::testing::Values(MoeMode::kW4A16, MoeMode::kW4A4)));
 
+// The V4 K sizes the W4A16 decode kernel (expert_stream.cu) has as compile-time constants
+// (D = F = 2048) at one, two and four token chunks per pass (T = 1, 20, 70; 70 also takes
+// several passes for the shared expert); the layers above run its generic-K loop.
+class MoeFfnCudaV4KTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(MoeFfnCudaV4KTest, FusedMatchesCpuAndRepeatsBitwise) {
+  check_against_cpu(LayerSize{2048, 2048, 8, 2}, GetParam(), Routing::kScore, MoeMode::kW4A16,
+                    MoePath::kFused);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, MoeFfnCudaV4KTest, ::testing::Values(1, 20, 70));
+
 }  // namespace
 }  // namespace dsv4::kernels

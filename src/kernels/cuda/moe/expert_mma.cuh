@@ -282,7 +282,8 @@ __global__ void __launch_bounds__(kExpertThreads, 1) expert_mma_kernel(ExpertPar
   float(*smem_partial)[32][4] = reinterpret_cast<float(*)[32][4]>(ring + kStages);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int n_items = p.n_mtiles * (p.k / kKTile);
-  const int n_units = p.active[p.n_experts + 1] * p.n_xblocks;
+  // The shared expert, when there is one, is the last active group.
+  const int n_units = (p.active[p.n_experts + 1] - (p.shared_packed ? 0 : 1)) * p.n_xblocks;
   const int stride = gridDim.x;
   const float act_scale = kNvfp4Act ? *p.act_global : 1.0f;
   uint32_t scales[kItemsPerWarp] = {}, next_scales[kItemsPerWarp] = {};
@@ -353,5 +354,11 @@ __global__ void __launch_bounds__(kExpertThreads, 1) expert_mma_kernel(ExpertPar
 // expert_mma.cu.
 void launch_expert(ExpertParams p, bool gate_up, bool nvfp4_act, int n_slots_max,
                    cudaStream_t stream);
+
+// The W4A16 decode kernel (expert_stream.cu): a warp per (group, 16-row m-tile, pass of
+// ≤ 32 rows) over all of K. Reads only act_bf16 / out_bf16 (L1) / out_f32 (L2) of the
+// activation and output fields; max_group_rows bounds the rows of any group (T).
+void launch_expert_stream(const ExpertParams& p, bool gate_up, int n_slots_max, int max_group_rows,
+                          cudaStream_t stream);
 
 }  // namespace dsv4::kernels::cuda::moe

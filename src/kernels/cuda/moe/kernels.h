@@ -49,9 +49,10 @@ void launch_permute(const int* sel_expert, const int* counts, int n_tokens, int 
                     int n_experts, int* offsets, int* active, int* row_token, int* row_of,
                     cudaStream_t stream);
 // y[t] = Σ over t's routed slots in grouped-row order of weight · down[row], then + down[shared
-// row]; each step one rounded f32 multiply and add, as cpu::moe_combine and cpu::add do.
+// row] (with_shared); each step one rounded f32 multiply and add, as cpu::moe_combine and
+// cpu::add do.
 void launch_combine(const float* down, const int* row_of, const float* sel_weight, int n_tokens,
-                    int k_used, int dim, float* y, cudaStream_t stream);
+                    int k_used, int dim, float* y, cudaStream_t stream, bool with_shared = true);
 
 // ---- grouped_glue.cu (the grouped path's data movement) ----
 // rows[r] = bf16(x[row_token[r]]), linear layout.

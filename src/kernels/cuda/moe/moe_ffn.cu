@@ -21,6 +21,12 @@
 namespace dsv4::kernels::cuda::moe {
 namespace {
 
+// Whether the op has an NVFP4 shared expert (ops.h: both views empty otherwise). Without one,
+// group E still gets its T rows from the routing front (so the row layout does not depend on
+// it), but no kernel reads or writes them: the expert kernels stop one active group early (E is
+// always the last), the combine adds no shared row, and W4A4 stages only the R routed rows.
+bool has_shared_expert(const MoeWeightsView& w) { return w.shared_w13.packed.data != nullptr; }
+
 // The workspace's buffers as typed pointers and views.
 struct Scratch {
   const MoeWorkspace& ws;
@@ -78,11 +84,17 @@ Status run_fused(const Scratch& s, const MoeWeightsView& w, const MoeConfig& cfg
   l1.swiglu_limit = cfg.swiglu_limit;
   l1.out_f32 = w4a4 ? s.at<float>(ws.act) : nullptr;
   l1.out_bf16 = w4a4 ? nullptr : s.at<uint16_t>(ws.act);
-  launch_expert(l1, true, w4a4, n_slots, op_stream());
+  const int max_rows = static_cast<int>(ws.n_tokens);
   if (w4a4) {
+    launch_expert(l1, true, true, n_slots, op_stream());
+  } else {
+    launch_expert_stream(l1, true, n_slots, max_rows, op_stream());
+  }
+  if (w4a4) {
+    const int64_t staged_rows = has_shared_expert(w) ? ws.n_rows : ws.n_tokens * ws.k_used;
     DSV4_RETURN_IF_ERROR(cuda::stage_activation(
-        s.view(ws.act, DType::kF32, {ws.n_rows, ws.ffn}), TensorView{},
-        s.staged(ws.act_packed, ws.act_scale, ws.act_global, ws.n_rows, ws.ffn)));
+        s.view(ws.act, DType::kF32, {staged_rows, ws.ffn}), TensorView{},
+        s.staged(ws.act_packed, ws.act_scale, ws.act_global, staged_rows, ws.ffn)));
   }
   ExpertParams l2 = expert_params(w.w2, w.shared_w2, s.at<int>(ws.offsets), s.at<int>(ws.active));
   l2.act_bf16 = s.at<uint16_t>(ws.act);
@@ -90,7 +102,11 @@ Status run_fused(const Scratch& s, const MoeWeightsView& w, const MoeConfig& cfg
   l2.act_scale = s.at<uint8_t>(ws.act_scale);
   l2.act_global = s.at<float>(ws.act_global);
   l2.out_f32 = s.at<float>(ws.down);
-  launch_expert(l2, false, w4a4, n_slots, op_stream());
+  if (w4a4) {
+    launch_expert(l2, false, true, n_slots, op_stream());
+  } else {
+    launch_expert_stream(l2, false, n_slots, max_rows, op_stream());
+  }
   return ok_status();
 }
 
@@ -102,6 +118,7 @@ Status grouped_layer(const A& a_routed, const A& a_shared, const MoeWeightsView&
   const int64_t n_rows = out.size(0);
   DSV4_RETURN_IF_ERROR(
       cuda::nvfp4_grouped_gemm(a_routed, first ? w.w13 : w.w2, offsets, out.rows(0, n_routed)));
+  if (!has_shared_expert(w)) return ok_status();
   return cuda::nvfp4_gemm(a_shared, first ? w.shared_w13 : w.shared_w2, out.rows(n_routed, n_rows));
 }
 
@@ -136,7 +153,9 @@ Status run_grouped(const Scratch& s, const TensorView& x, const MoeWeightsView& 
   launch_swiglu(gate_up.data_as<const float>(), rows, static_cast<int>(ws.ffn), cfg.swiglu_limit,
                 s.at<float>(ws.act), nullptr, op_stream());
   const StagedActivation act = s.staged(ws.act_packed, ws.act_scale, ws.act_global, n_rows, ws.ffn);
-  DSV4_RETURN_IF_ERROR(cuda::stage_activation(act_f32, TensorView{}, act));
+  const int64_t staged_rows = has_shared_expert(w) ? n_rows : n_routed;
+  DSV4_RETURN_IF_ERROR(cuda::stage_activation(act_f32.rows(0, staged_rows), TensorView{},
+                                              rows_of(act, 0, staged_rows)));
   return grouped_layer(rows_of(act, 0, n_routed), rows_of(act, n_routed, n_rows), w, false, offsets,
                        down, n_routed);
 }
@@ -145,6 +164,7 @@ Status run_grouped(const Scratch& s, const TensorView& x, const MoeWeightsView& 
 Status check_supported(const MoeWeightsView& w, const MoeConfig& cfg) {
   const int64_t dim = w.gate.size(1), ffn = w.w2.n_cols();
   for (const format::Nvfp4View* v : {&w.w13, &w.w2, &w.shared_w13, &w.shared_w2}) {
+    if (v->packed.data == nullptr) continue;  // no shared expert
     if (v->scale_layout != format::ScaleLayout::kLinear) {
       return unimplemented("moe_ffn (CUDA): expert block scales must be linear");
     }
@@ -214,7 +234,7 @@ Status moe_ffn_on_path(const TensorView& x, const TensorView& token_ids, const M
   }
   DSV4_RETURN_IF_ERROR(path == MoePath::kFused ? run_fused(s, w, cfg) : run_grouped(s, x, w, cfg));
   launch_combine(s.at<float>(ws.down), s.at<int>(ws.row_of), router.sel_weight, router.n_tokens,
-                 router.k_used, router.dim, y.data_as<float>(), stream);
+                 router.k_used, router.dim, y.data_as<float>(), stream, has_shared_expert(w));
   return ok_status();
 }
 

@@ -9,6 +9,7 @@
 // S = T·(K+1) grouped rows.
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/moe/kernels.h"
+#include "kernels/cuda/moe/pdl.cuh"
 
 namespace dsv4::kernels::cuda::moe {
 namespace {
@@ -56,9 +57,13 @@ __global__ void permute_kernel(const int* sel_expert, const int* counts, int n_t
   }
 }
 
-// One block per token; each thread owns 4 consecutive columns.
+// Block (t, y): token t, columns [y·kCombineColumns, +kCombineColumns); each thread owns 4
+// consecutive columns (one block per token left a decode step's combine on one SM).
+constexpr int kCombineThreads = 256;
+constexpr int kCombineColumns = 4 * kCombineThreads;
 __global__ void combine_kernel(const float* down, const int* row_of, const float* sel_weight,
-                               int k_used, int dim, float* y) {
+                               int k_used, int dim, bool with_shared, float* y) {
+  pdl_wait();  // the expert outputs
   const int t = blockIdx.x;
   int rows[kMaxK];
   float weights[kMaxK];
@@ -70,7 +75,8 @@ __global__ void combine_kernel(const float* down, const int* row_of, const float
     rows[j] = row, weights[j] = w;
   }
   const int shared_row = row_of[t * (k_used + 1) + k_used];
-  for (int d = threadIdx.x * 4; d < dim; d += blockDim.x * 4) {
+  const int d_end = min(dim, static_cast<int>(blockIdx.y + 1) * kCombineColumns);
+  for (int d = blockIdx.y * kCombineColumns + threadIdx.x * 4; d < d_end; d += kCombineColumns) {
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
     for (int k = 0; k < k_used; ++k) {
       const float4 o = *reinterpret_cast<const float4*>(down + int64_t{rows[k]} * dim + d);
@@ -79,9 +85,12 @@ __global__ void combine_kernel(const float* down, const int* row_of, const float
       acc.z = __fadd_rn(acc.z, __fmul_rn(weights[k], o.z));
       acc.w = __fadd_rn(acc.w, __fmul_rn(weights[k], o.w));
     }
-    const float4 s = *reinterpret_cast<const float4*>(down + int64_t{shared_row} * dim + d);
-    *reinterpret_cast<float4*>(y + int64_t{t} * dim + d) = make_float4(
-        __fadd_rn(acc.x, s.x), __fadd_rn(acc.y, s.y), __fadd_rn(acc.z, s.z), __fadd_rn(acc.w, s.w));
+    if (with_shared) {
+      const float4 s = *reinterpret_cast<const float4*>(down + int64_t{shared_row} * dim + d);
+      acc = make_float4(__fadd_rn(acc.x, s.x), __fadd_rn(acc.y, s.y), __fadd_rn(acc.z, s.z),
+                        __fadd_rn(acc.w, s.w));
+    }
+    *reinterpret_cast<float4*>(y + int64_t{t} * dim + d) = acc;
   }
 }
 
@@ -97,10 +106,11 @@ void launch_permute(const int* sel_expert, const int* counts, int n_tokens, int 
 }
 
 void launch_combine(const float* down, const int* row_of, const float* sel_weight, int n_tokens,
-                    int k_used, int dim, float* y, cudaStream_t stream) {
+                    int k_used, int dim, float* y, cudaStream_t stream, bool with_shared) {
   DSV4_CHECK(k_used <= kMaxK && dim % 4 == 0, "combine: K %d, D %d", k_used, dim);
-  combine_kernel<<<n_tokens, 256, 0, stream>>>(down, row_of, sel_weight, k_used, dim, y);
-  DSV4_CUDA_CHECK(cudaGetLastError());
+  const dim3 grid(n_tokens, (dim + kCombineColumns - 1) / kCombineColumns);
+  launch_pdl(combine_kernel, grid, kCombineThreads, 0, stream, down, row_of, sel_weight, k_used,
+             dim, with_shared, y);
 }
 
 }  // namespace dsv4::kernels::cuda::moe

@@ -3,9 +3,9 @@
 // chain (memset, split-K logits tiles, per-token select, warp-per-group permutation) costs as
 // much as streaming the experts.
 //
-//   route_logits_small_kernel   kWarpsPerExpert warps per expert, each a strided quarter of D
+//   route_logits_small_kernel   kWarpsPerExpert warps per expert, each a strided 1/8 of D
 //                               for all T tokens (gate rows read once, 16 B per lane, every SM
-//                               busy); the quarters are added in a fixed order. Also writes x
+//                               busy); the parts are added in a fixed order. Also writes x
 //                               as bf16 in the pair layout for the fused expert kernels.
 //   route_select_small_kernel   one block: a warp per token selects (route_select.cuh), counts
 //                               in shared memory (then stored, not added, to p.counts), offsets
@@ -22,6 +22,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/moe/kernels.h"
 #include "kernels/cuda/moe/pair_layout.cuh"
+#include "kernels/cuda/moe/pdl.cuh"
 #include "kernels/cuda/moe/route_select.cuh"
 
 namespace dsv4::kernels::cuda::moe {
@@ -29,7 +30,7 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
-constexpr int kWarpsPerExpert = 4;
+constexpr int kWarpsPerExpert = 8;  // a block per expert: ~2 per SM at E = 256
 constexpr int kExpertsPerBlock = kWarps / kWarpsPerExpert;
 constexpr int kMaxK = 16;
 constexpr int kMaxEntries = kSmallRouteTokens * (kMaxK + 1);
@@ -39,6 +40,7 @@ constexpr int kFlagBits = 10;
 
 __global__ void __launch_bounds__(kThreads) route_logits_small_kernel(RouterParams p) {
   __shared__ float smem_part[kWarps][kSmallRouteTokens];
+  pdl_trigger();  // the select block may launch now; it waits for these logits
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int e = blockIdx.x * kExpertsPerBlock + warp / kWarpsPerExpert;
   const int part = warp % kWarpsPerExpert, n4 = p.dim / 4;
@@ -93,6 +95,8 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ int smem_count[32 * kMaxExpertsPerLane + 1];
   __shared__ int smem_offset[32 * kMaxExpertsPerLane + 1];
   __shared__ int smem_sel[kMaxEntries];
+  pdl_trigger();  // the expert kernel may launch now (and prefetch the shared expert)
+  pdl_wait();     // the logits
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int n_groups = p.n_experts + 1, n_entries = p.n_tokens * (p.k_used + 1);
   for (int i = threadIdx.x; i < p.n_tokens * p.n_experts; i += kThreads) {
@@ -149,8 +153,7 @@ void launch_route_small(const RouterParams& p, const PermuteOutputs& out, cudaSt
   const int n_blocks = (p.n_experts + kExpertsPerBlock - 1) / kExpertsPerBlock;
   route_logits_small_kernel<<<n_blocks, kThreads, 0, stream>>>(p);
   DSV4_CUDA_CHECK(cudaGetLastError());
-  route_select_small_kernel<<<1, kThreads, 0, stream>>>(p, out);
-  DSV4_CUDA_CHECK(cudaGetLastError());
+  launch_pdl(route_select_small_kernel, 1, kThreads, 0, stream, p, out);
 }
 
 }  // namespace dsv4::kernels::cuda::moe

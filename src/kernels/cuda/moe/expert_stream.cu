@@ -1,0 +1,249 @@
+// The fused path's W4A16 expert kernel for decode sizes: each warp streams one 16-row m-tile of
+// one group's weight matrix over all of K, so the only work per weight is its decode and the
+// MMA, and warps never wait for each other (no shared memory, no barrier).
+//
+// Why this shape. At a few tokens per expert a MoE layer is a stream of the touched experts'
+// NVFP4 bytes; on an H200 that stream is 4.2 TB/s, ~32 GB/s per SM, which one SM can decode
+// only if the instructions per weight stay near the decode's own (~2.4 per element: per packed
+// word two shifts per bf16 pair, two logic ops, one bf16x2 multiply by the block scale). The
+// earlier kernel (expert_mma.cuh) split K over the 16 warps of a block and met them in shared
+// memory per unit: its ~6.4 instructions per element (runtime divisions, 64-bit addressing per
+// item, scale conversions, the epilogue behind two barriers) made it issue-bound at ~1 TB/s.
+// Here K, the step count and the row addresses are fixed per warp before the loop; the loop body
+// is loads, decode and MMA.
+//
+// Work. Block (x, y): y = active slot (its group: active[y], or exit past n_active); x = (block
+// of kWarps m-tiles, pass) with pass fastest, so the passes over one m-tile run side by side and
+// share its weights in L2. A pass covers 8·kChunks rows of the group (kChunks MMA token chunks
+// of 8); a group with more rows takes several passes. Warp w takes m-tile mt of the block.
+//
+// Lane (g, c) = (lane / 4, lane % 4) owns rows g and g + 8 of the m-tile (gate row j and up row
+// F + j for L1, so SwiGLU needs no exchange) and, in K step s (128 elements), the 32 elements
+// [128 s + 32 c, +32): 16 bytes and 2 block scales per row, the 4 lanes of a row reading 64
+// contiguous bytes. kDepth steps of these are loaded ahead per lane (a register ring refilled
+// after each step's use: ≥ 3 steps, ~3 KB per warp, in flight while one is decoded). The token operand: lane (g, c) loads token g's same 32 elements of the bf16 activation
+// row in the pair layout (pair_layout.cuh), one 16-byte load per packed word, just in time (it
+// sits in L1/L2: every m-tile of the group reads it).
+//
+// Scales. A UE4M3 scale s with exponent ≥ 1 becomes 2^116·s as bf16 by one multiply-add on its
+// bits (scale_pair_fast); a step holding any scale < 8 (zero or subnormal) takes the exact
+// general conversion (scale_pair) instead, so the result is the same either way.
+//
+// Deterministic: every output is one warp's MMA chain over K in a fixed order.
+//
+// Dimension letters: N rows of one expert matrix, K its columns, F expert width.
+#include <algorithm>
+
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/moe/expert_mma.cuh"
+#include "kernels/cuda/moe/pdl.cuh"
+
+namespace dsv4::kernels::cuda::moe {
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kThreads = 32 * kWarps;
+constexpr int kStepK = 128;  // K elements per lane quartet and step
+// Steps of weights loaded ahead per lane: 4, or 3 where four token chunks' accumulators and
+// operands would otherwise spill registers.
+template <int kChunks>
+constexpr int kDepth = kChunks >= 4 ? 3 : 4;
+
+// One lane's share of a K step: 16 packed bytes of each of its two rows and their block scales
+// (lo 2c, lo 2c+1, hi 2c, hi 2c+1 in bytes 0..3).
+struct StepWeights {
+  uint4 lo, hi;
+  uint32_t scales;
+};
+
+// 16 bytes of weights: read once, so no L1 allocation; L2 fetches the next 256 bytes of the row
+// (the following steps) with it.
+__device__ __forceinline__ uint4 load_weights(const uint8_t* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+// Asks L2 for `bytes` (a multiple of 16) at `p` (16-byte aligned) in one instruction.
+__device__ __forceinline__ void prefetch_l2_bulk(const void* p, int bytes) {
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes) : "memory");
+}
+
+__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t selector) {
+  uint32_t r;
+  asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(r) : "r"(a), "r"(b), "r"(selector));
+  return r;
+}
+
+// scale_pair for a scale byte with exponent ≥ 1 (byte kByte of `scales`): the bf16 bits of
+// 2^116·2^(e-7)·(1 + m/8) are ((e + 236) << 7) | (m << 4) = (s << 4) + (236 << 7).
+template <int kByte>
+__device__ __forceinline__ uint32_t scale_pair_fast(uint32_t scales) {
+  constexpr uint32_t kSelector = 0x4040u + kByte * 0x0101u;  // byte kByte into both halves
+  return prmt(scales, 0u, kSelector) * 16u + 0x76007600u;
+}
+
+template <bool kGateUp, int kK, int kChunks>
+__global__ void __launch_bounds__(kThreads, kChunks == 1 ? 5 : 4)
+    expert_stream_kernel(ExpertParams p, int n_passes) {
+  static_assert(kDecodeScaleLog2 == 10, "alpha below undoes 2^-10 per decoded operand");
+  constexpr int kRowsPerPass = 8 * kChunks;
+  constexpr int kAhead = kDepth<kChunks>;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, c = lane % 4;
+  const int k = kK > 0 ? kK : p.k;
+  const int mt = (blockIdx.x / n_passes) * kWarps + warp;
+  const bool mt_on = mt < (kGateUp ? p.ffn / 8 : p.n_rows / 16);
+  const int lo_row = kGateUp ? mt * 8 + g : mt * 16 + g;
+  const int hi_row = kGateUp ? p.ffn + lo_row : lo_row + 8;
+  // Every token uses the shared expert: while the routing front still runs (launch_pdl), the
+  // first slot's blocks ask L2 for its rows of this m-tile.
+  if (blockIdx.y == 0 && blockIdx.x % n_passes == 0 && mt_on && c < 2 && p.shared_packed) {
+    const uint8_t* row = p.shared_packed + int64_t{c == 0 ? lo_row : hi_row} * (k / 2);
+    for (int b = 0; b < k / 2; b += 4096) prefetch_l2_bulk(row + b, min(4096, k / 2 - b));
+  }
+  pdl_wait();  // the routing (offsets, active groups) and the activations
+  // Past the active groups, or the shared expert's slot (always last) when there is none.
+  const int n_active = p.active[p.n_experts + 1] - (p.shared_packed ? 0 : 1);
+  if (static_cast<int>(blockIdx.y) >= n_active) return;
+  const int group = p.active[blockIdx.y];
+  const int pass = blockIdx.x % n_passes;
+  const int row_begin = p.offsets[group] + pass * kRowsPerPass;
+  const int row_end = min(p.offsets[group + 1], row_begin + kRowsPerPass);
+  if (row_begin >= row_end || !mt_on) return;
+
+  const int n_steps = k / kStepK;
+  const bool shared = group == p.n_experts;
+  const int64_t matrix_bytes = int64_t{p.n_rows} * k / 2;
+  const uint8_t* packed = shared ? p.shared_packed : p.packed + group * matrix_bytes;
+  const uint8_t* scale = shared ? p.shared_scale : p.scale + group * (matrix_bytes / 8);
+  const uint8_t* w_lo = packed + int64_t{lo_row} * (k / 2) + c * 16;
+  const uint8_t* w_hi = packed + int64_t{hi_row} * (k / 2) + c * 16;
+  const uint16_t* s_lo = reinterpret_cast<const uint16_t*>(scale + int64_t{lo_row} * (k / 16)) + c;
+  const uint16_t* s_hi = reinterpret_cast<const uint16_t*>(scale + int64_t{hi_row} * (k / 16)) + c;
+  // Activations of token g of each chunk, as 16-byte offsets from act_bf16 (row 0 and zeros
+  // when the chunk has no token g).
+  const uint4* act_base = reinterpret_cast<const uint4*>(p.act_bf16) + c * 4;
+  uint32_t act[kChunks];
+  bool chunk_on[kChunks], token_on[kChunks];
+#pragma unroll
+  for (int i = 0; i < kChunks; ++i) {
+    const int r = row_begin + 8 * i + g;
+    chunk_on[i] = row_begin + 8 * i < row_end;  // warp-uniform
+    token_on[i] = r < row_end;
+    const int row = !token_on[i] ? 0 : p.row_token ? p.row_token[r] : r;
+    act[i] = static_cast<uint32_t>(row) * static_cast<uint32_t>(k / 8);
+  }
+
+  auto load_step = [&](StepWeights& w, int s) {
+    w.lo = load_weights(w_lo + s * (kStepK / 2));
+    w.hi = load_weights(w_hi + s * (kStepK / 2));
+    w.scales = __ldg(s_lo + s * (kStepK / 32)) | (uint32_t{__ldg(s_hi + s * (kStepK / 32))} << 16);
+  };
+  StepWeights ring[kAhead];
+#pragma unroll
+  for (int d = 0; d < kAhead; ++d) {
+    if (d < n_steps) load_step(ring[d], d);
+  }
+  float acc[kChunks][4] = {};
+  for (int s0 = 0; s0 < n_steps; s0 += kAhead) {
+#pragma unroll
+    for (int d = 0; d < kAhead; ++d) {
+      const int s = s0 + d;
+      if ((kK == 0 || kK / kStepK % kAhead != 0) && s >= n_steps) break;
+      const StepWeights& w = ring[d];  // refilled after its use below
+      uint32_t sp[4];  // bf16x2 scales: lo block 0, lo 1, hi 0, hi 1
+      const uint32_t x = w.scales;
+      if (((x - 0x08080808u) & ~x & 0x80808080u) == 0) {  // no scale byte below 8
+        sp[0] = scale_pair_fast<0>(x), sp[1] = scale_pair_fast<1>(x);
+        sp[2] = scale_pair_fast<2>(x), sp[3] = scale_pair_fast<3>(x);
+      } else {
+        sp[0] = scale_pair(x & 0xff), sp[1] = scale_pair((x >> 8) & 0xff);
+        sp[2] = scale_pair((x >> 16) & 0xff), sp[3] = scale_pair(x >> 24);
+      }
+      const uint32_t lo_words[4] = {w.lo.x, w.lo.y, w.lo.z, w.lo.w};
+      const uint32_t hi_words[4] = {w.hi.x, w.hi.y, w.hi.z, w.hi.w};
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {  // packed word q: 8-group q, block scale q / 2
+        uint4 b[kChunks];
+#pragma unroll
+        for (int i = 0; i < kChunks; ++i) {
+          b[i] = make_uint4(0u, 0u, 0u, 0u);
+          if (chunk_on[i] && token_on[i]) b[i] = __ldg(act_base + act[i] + s * (kStepK / 8) + q);
+        }
+        uint32_t lo[4], hi[4];
+        decode_word(lo_words[q], sp[q / 2], lo);
+        decode_word(hi_words[q], sp[2 + q / 2], hi);
+        const uint32_t a0[4] = {lo[0], hi[0], lo[1], hi[1]};
+        const uint32_t a1[4] = {lo[2], hi[2], lo[3], hi[3]};
+#pragma unroll
+        for (int i = 0; i < kChunks; ++i) {
+          if (!chunk_on[i]) continue;
+          mma_bf16_16816(acc[i], a0, b[i].x, b[i].y);
+          mma_bf16_16816(acc[i], a1, b[i].z, b[i].w);
+        }
+      }
+      if (s + kAhead < n_steps) load_step(ring[d], s + kAhead);
+    }
+  }
+
+  const float alpha = __fmul_rn(shared ? *p.shared_global : p.global[group], 0x1p10f);
+#pragma unroll
+  for (int i = 0; i < kChunks; ++i) {
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {  // tokens 2c, 2c + 1 of the chunk
+      const int64_t row = row_begin + 8 * i + 2 * c + j;
+      if (row >= row_end) continue;
+      if constexpr (kGateUp) {
+        const float a = swiglu(alpha * acc[i][j], alpha * acc[i][2 + j], p.swiglu_limit);
+        p.out_bf16[row * p.ffn + pair_layout_index(lo_row)] = float_to_bf16(a);
+      } else {
+        p.out_f32[row * p.n_rows + lo_row] = alpha * acc[i][j];
+        p.out_f32[row * p.n_rows + hi_row] = alpha * acc[i][2 + j];
+      }
+    }
+  }
+}
+
+template <bool kGateUp, int kK, int kChunks>
+void launch(const ExpertParams& p, int n_slots, int max_group_rows, cudaStream_t stream) {
+  const int n_mtiles = kGateUp ? p.ffn / 8 : p.n_rows / 16;
+  const int n_passes = (max_group_rows + 8 * kChunks - 1) / (8 * kChunks);
+  const dim3 grid((n_mtiles + kWarps - 1) / kWarps * n_passes, n_slots);
+  launch_pdl(expert_stream_kernel<kGateUp, kK, kChunks>, grid, kThreads, 0, stream, p, n_passes);
+}
+
+template <bool kGateUp, int kK>
+void launch_chunks(const ExpertParams& p, int n_slots, int max_group_rows, cudaStream_t stream) {
+  if (max_group_rows <= 8) return launch<kGateUp, kK, 1>(p, n_slots, max_group_rows, stream);
+  if (max_group_rows <= 64) return launch<kGateUp, kK, 2>(p, n_slots, max_group_rows, stream);
+  launch<kGateUp, kK, 4>(p, n_slots, max_group_rows, stream);
+}
+
+template <bool kGateUp>
+void launch_k(const ExpertParams& p, int n_slots, int max_group_rows, cudaStream_t stream) {
+  // The V4 shapes' K (D of Flash and Pro for L1, F of Flash and Pro for L2) as constants; any
+  // other multiple of 128 through the generic loop.
+  switch (p.k) {
+    case 2048: return launch_chunks<kGateUp, 2048>(p, n_slots, max_group_rows, stream);
+    case 3072: return launch_chunks<kGateUp, 3072>(p, n_slots, max_group_rows, stream);
+    case 4096: return launch_chunks<kGateUp, 4096>(p, n_slots, max_group_rows, stream);
+    case 7168: return launch_chunks<kGateUp, 7168>(p, n_slots, max_group_rows, stream);
+    default: return launch_chunks<kGateUp, 0>(p, n_slots, max_group_rows, stream);
+  }
+}
+
+}  // namespace
+
+void launch_expert_stream(const ExpertParams& p, bool gate_up, int n_slots_max, int max_group_rows,
+                          cudaStream_t stream) {
+  DSV4_CHECK(p.k % kStepK == 0 && (gate_up ? p.ffn % 8 : p.n_rows % 16) == 0 && p.act_bf16 &&
+                 (gate_up ? p.out_bf16 != nullptr : p.out_f32 != nullptr),
+             "expert stream kernel: K %d must be a multiple of 128, bf16 activations", p.k);
+  gate_up ? launch_k<true>(p, n_slots_max, max_group_rows, stream)
+          : launch_k<false>(p, n_slots_max, max_group_rows, stream);
+}
+
+}  // namespace dsv4::kernels::cuda::moe
