@@ -43,9 +43,16 @@ format::Nvfp4Tensor to_device(const format::Nvfp4Tensor& host) {
   return t;
 }
 
+// An optional tensor (a W4A4 static scale) on the device, or empty.
+Tensor optional_to_device(const Tensor& host) {
+  return host.empty_tensor() ? Tensor() : to_device(host.view());
+}
+
 struct DeviceLayer {
   Tensor gate, bias, tid2eid;
   format::Nvfp4Tensor w13, w2, shared_w13, shared_w2;
+  bool with_shared;
+  Tensor w13_input_scale, w2_input_scale;
 
   explicit DeviceLayer(const MoeTestLayer& l)
       : gate(to_device(l.gate.view())),
@@ -54,17 +61,39 @@ struct DeviceLayer {
         w13(to_device(l.w13)),
         w2(to_device(l.w2)),
         shared_w13(to_device(l.shared_w13)),
-        shared_w2(to_device(l.shared_w2)) {}
+        shared_w2(to_device(l.shared_w2)),
+        with_shared(l.with_shared),
+        w13_input_scale(optional_to_device(l.w13_input_scale)),
+        w2_input_scale(optional_to_device(l.w2_input_scale)) {}
   MoeWeightsView view(bool hash) const {
     return MoeWeightsView{gate.view(),
                           hash ? TensorView{} : bias.view(),
                           hash ? tid2eid.view() : TensorView{},
                           w13.view(),
                           w2.view(),
-                          shared_w13.view(),
-                          shared_w2.view()};
+                          with_shared ? shared_w13.view() : format::Nvfp4View{},
+                          with_shared ? shared_w2.view() : format::Nvfp4View{},
+                          w13_input_scale.view(),
+                          w2_input_scale.view()};
   }
 };
+
+// What the op is given besides the routed experts (moe_ffn_test.cpp has the same variants
+// against float64).
+enum class Variant {
+  kSharedExpert,  // the NVFP4 shared expert inside the op; dynamic W4A4 scales
+  kRoutedOnly,    // no shared expert
+  kStaticScales,  // calibrated W4A4 input scales, below the data's range (some saturate)
+};
+
+void apply(Variant variant, MoeTestLayer& layer) {
+  layer.with_shared = variant != Variant::kRoutedOnly;
+  if (variant != Variant::kStaticScales) return;
+  layer.w13_input_scale = Tensor::host(DType::kF32, {1});
+  layer.w13_input_scale.data_as<float>()[0] = 0.8f / 2688.0f;
+  layer.w2_input_scale = Tensor::host(DType::kF32, {1});
+  layer.w2_input_scale.data_as<float>()[0] = 1.0f / 2688.0f;
+}
 
 struct LayerSize {
   int64_t dim, ffn, n_experts, k_used;
@@ -72,10 +101,11 @@ struct LayerSize {
 
 // One layer of `size`, one input of n_tokens: the CUDA path against the CPU moe_ffn, twice.
 void check_against_cpu(const LayerSize& size, int n_tokens, Routing routing, MoeMode mode,
-                       MoePath path) {
+                       MoePath path, Variant variant = Variant::kSharedExpert) {
   dsv4::testing::SeededRng rng;
-  const MoeTestLayer layer =
+  MoeTestLayer layer =
       moe_test::make_moe_layer(rng, size.dim, size.ffn, size.n_experts, size.k_used, routing, mode);
+  apply(variant, layer);
   const bool hash = routing == Routing::kHash;
   std::vector<float> x = moe_test::random_moe_input(rng, n_tokens, layer.dim);
   std::vector<int64_t> ids = moe_test::random_token_ids(rng, n_tokens, layer.vocab);
@@ -136,6 +166,23 @@ INSTANTIATE_TEST_SUITE_P(Shapes, MoeFfnCudaTest,
                                                               Routing::kOneSet, Routing::kHash),
                                             ::testing::Values(MoeMode::kW4A16, MoeMode::kW4A4),
                                             ::testing::Values(MoePath::kFused, MoePath::kGrouped)));
+
+// Without the shared expert (the model's call when its shared expert is dense) and with static
+// W4A4 scales (a calibrated checkpoint), on both paths.
+class MoeFfnCudaVariantTest
+    : public ::testing::TestWithParam<std::tuple<int, MoeMode, MoePath, Variant>> {};
+
+TEST_P(MoeFfnCudaVariantTest, MatchesCpuAndRepeatsBitwise) {
+  const auto [n_tokens, mode, path, variant] = GetParam();
+  check_against_cpu(LayerSize{256, 128, 16, 4}, n_tokens, Routing::kScore, mode, path, variant);
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, MoeFfnCudaVariantTest,
+                         ::testing::Combine(::testing::Values(1, 7, 300),
+                                            ::testing::Values(MoeMode::kW4A16, MoeMode::kW4A4),
+                                            ::testing::Values(MoePath::kFused, MoePath::kGrouped),
+                                            ::testing::Values(Variant::kRoutedOnly,
+                                                              Variant::kStaticScales)));
 
 // A layer with more fused work units than an H200 has SMs (T = 8: ~40 groups × 16 units per
 // layer), so every block streams several units through its weight ring; T = 8 is also the last

@@ -21,11 +21,10 @@
 namespace dsv4::kernels::cuda::moe {
 namespace {
 
-// Whether the op has an NVFP4 shared expert (ops.h: both views empty otherwise). Without one,
-// group E still gets its T rows from the routing front (so the row layout does not depend on
-// it), but no kernel reads or writes them: the expert kernels stop one active group early (E is
-// always the last), the combine adds no shared row, and W4A4 stages only the R routed rows.
-bool has_shared_expert(const MoeWeightsView& w) { return w.shared_w13.packed.data != nullptr; }
+// Without a shared expert (ops.h: MoeWeightsView::has_shared), group E still gets its T rows
+// from the routing front (so the row layout does not depend on it), but no kernel reads or
+// writes them: the expert kernels stop one active group early (E is always the last), the
+// combine adds no shared row, and W4A4 stages only the R routed rows.
 
 // The workspace's buffers as typed pointers and views.
 struct Scratch {
@@ -91,9 +90,9 @@ Status run_fused(const Scratch& s, const MoeWeightsView& w, const MoeConfig& cfg
     launch_expert_stream(l1, true, n_slots, max_rows, op_stream());
   }
   if (w4a4) {
-    const int64_t staged_rows = has_shared_expert(w) ? ws.n_rows : ws.n_tokens * ws.k_used;
+    const int64_t staged_rows = w.has_shared() ? ws.n_rows : ws.n_tokens * ws.k_used;
     DSV4_RETURN_IF_ERROR(cuda::stage_activation(
-        s.view(ws.act, DType::kF32, {staged_rows, ws.ffn}), TensorView{},
+        s.view(ws.act, DType::kF32, {staged_rows, ws.ffn}), w.w2_input_scale,
         s.staged(ws.act_packed, ws.act_scale, ws.act_global, staged_rows, ws.ffn)));
   }
   ExpertParams l2 = expert_params(w.w2, w.shared_w2, s.at<int>(ws.offsets), s.at<int>(ws.active));
@@ -118,7 +117,7 @@ Status grouped_layer(const A& a_routed, const A& a_shared, const MoeWeightsView&
   const int64_t n_rows = out.size(0);
   DSV4_RETURN_IF_ERROR(
       cuda::nvfp4_grouped_gemm(a_routed, first ? w.w13 : w.w2, offsets, out.rows(0, n_routed)));
-  if (!has_shared_expert(w)) return ok_status();
+  if (!w.has_shared()) return ok_status();
   return cuda::nvfp4_gemm(a_shared, first ? w.shared_w13 : w.shared_w2, out.rows(n_routed, n_rows));
 }
 
@@ -153,8 +152,8 @@ Status run_grouped(const Scratch& s, const TensorView& x, const MoeWeightsView& 
   launch_swiglu(gate_up.data_as<const float>(), rows, static_cast<int>(ws.ffn), cfg.swiglu_limit,
                 s.at<float>(ws.act), nullptr, op_stream());
   const StagedActivation act = s.staged(ws.act_packed, ws.act_scale, ws.act_global, n_rows, ws.ffn);
-  const int64_t staged_rows = has_shared_expert(w) ? n_rows : n_routed;
-  DSV4_RETURN_IF_ERROR(cuda::stage_activation(act_f32.rows(0, staged_rows), TensorView{},
+  const int64_t staged_rows = w.has_shared() ? n_rows : n_routed;
+  DSV4_RETURN_IF_ERROR(cuda::stage_activation(act_f32.rows(0, staged_rows), w.w2_input_scale,
                                               rows_of(act, 0, staged_rows)));
   return grouped_layer(rows_of(act, 0, n_routed), rows_of(act, n_routed, n_rows), w, false, offsets,
                        down, n_routed);
@@ -230,11 +229,11 @@ Status moe_ffn_on_path(const TensorView& x, const TensorView& token_ids, const M
   }
   if (w4a4) {
     DSV4_RETURN_IF_ERROR(cuda::stage_activation(
-        x, TensorView{}, s.staged(ws.x_packed, ws.x_scale, ws.x_global, n_tokens, ws.dim)));
+        x, w.w13_input_scale, s.staged(ws.x_packed, ws.x_scale, ws.x_global, n_tokens, ws.dim)));
   }
   DSV4_RETURN_IF_ERROR(path == MoePath::kFused ? run_fused(s, w, cfg) : run_grouped(s, x, w, cfg));
   launch_combine(s.at<float>(ws.down), s.at<int>(ws.row_of), router.sel_weight, router.n_tokens,
-                 router.k_used, router.dim, y.data_as<float>(), stream, has_shared_expert(w));
+                 router.k_used, router.dim, y.data_as<float>(), stream, w.has_shared());
   return ok_status();
 }
 
