@@ -8,6 +8,11 @@
 //
 // Dimension letters: T tokens, D model width, E routed experts, K experts per token, F expert
 // width, R = T·K routed rows, S = R + T grouped rows (group E: the shared expert).
+//
+// Without a shared expert (ops.h: MoeWeightsView::has_shared), group E still gets its T rows
+// from the routing front (so the row layout does not depend on it), but no kernel reads or
+// writes them: the expert kernels stop one active group early (E is always the last), the
+// combine adds no shared row, and W4A4 stages only the R routed rows.
 #include <algorithm>
 #include <string>
 
@@ -20,11 +25,6 @@
 
 namespace dsv4::kernels::cuda::moe {
 namespace {
-
-// Without a shared expert (ops.h: MoeWeightsView::has_shared), group E still gets its T rows
-// from the routing front (so the row layout does not depend on it), but no kernel reads or
-// writes them: the expert kernels stop one active group early (E is always the last), the
-// combine adds no shared row, and W4A4 stages only the R routed rows.
 
 // The workspace's buffers as typed pointers and views.
 struct Scratch {
