@@ -12,17 +12,19 @@
 // Here K, the step count and the row addresses are fixed per warp before the loop; the loop body
 // is loads, decode and MMA.
 //
-// Work. Block (x, y): y = active slot (its group: active[y], or exit past n_active); x = (block
-// of kWarps m-tiles, pass) with pass fastest, so the passes over one m-tile run side by side and
-// share its weights in L2. A pass covers 8·kChunks rows of the group (kChunks MMA token chunks
-// of 8); a group with more rows takes several passes. Warp w takes m-tile mt of the block.
+// Work. Block (x, y): y = active slot, taken from the last (the shared expert) down, or exit
+// past n_active; x = (block of kWarps m-tiles, pass) with pass fastest, so the passes over one
+// m-tile run side by side and share its weights in L2. A pass covers 8·kChunks rows of the group
+// (kChunks MMA token chunks of 8); with more rows than kGridPasses passes hold, a block loops.
+// Warp w takes m-tile mt of the block.
 //
 // Lane (g, c) = (lane / 4, lane % 4) owns rows g and g + 8 of the m-tile (gate row j and up row
 // F + j for L1, so SwiGLU needs no exchange) and, in K step s (128 elements), the 32 elements
 // [128 s + 32 c, +32): 16 bytes and 2 block scales per row, the 4 lanes of a row reading 64
 // contiguous bytes. kDepth steps of these are loaded ahead per lane (a register ring refilled
-// after each step's use: ≥ 3 steps, ~3 KB per warp, in flight while one is decoded). The token operand: lane (g, c) loads token g's same 32 elements of the bf16 activation
-// row in the pair layout (pair_layout.cuh), one 16-byte load per packed word, just in time (it
+// after each step's use: 7 steps, ~7 KB a warp, in flight while one is decoded at one token
+// chunk, 3 at two). The token operand: lane (g, c) loads token g's same 32 elements of the bf16
+// activation row in the pair layout (pair_layout.cuh), one 16-byte load per packed word, just in time (it
 // sits in L1/L2: every m-tile of the group reads it).
 //
 // Scales. A UE4M3 scale s with exponent ≥ 1 becomes 2^116·s as bf16 by one multiply-add on its
@@ -44,10 +46,14 @@ namespace {
 constexpr int kWarps = 4;
 constexpr int kThreads = 32 * kWarps;
 constexpr int kStepK = 128;  // K elements per lane quartet and step
-// Steps of weights loaded ahead per lane: 4, or 3 where four token chunks' accumulators and
-// operands would otherwise spill registers.
+// Steps of weights loaded ahead per lane. HBM needs ~6 MB in flight GPU-wide; at one token
+// the layer has only ~14 warps per SM (1792 m-tiles), so each keeps 8 steps (~8 KB a warp)
+// in flight: measured, 4 steps reached ~2.5 TB/s. More token chunks need the registers for
+// accumulators and operands, and bring more warps. (Four chunks with 3 steps spilled and ran
+// at ~1.1-1.6 TB/s; the launcher uses one or two.)
 template <int kChunks>
-constexpr int kDepth = kChunks >= 4 ? 3 : 4;
+constexpr int kDepth = kChunks == 1 ? 8 : 4;
+constexpr int kGridPasses = 4;
 
 // One lane's share of a K step: 16 packed bytes of each of its two rows and their block scales
 // (lo 2c, lo 2c+1, hi 2c, hi 2c+1 in bytes 0..3).
@@ -86,11 +92,14 @@ __device__ __forceinline__ uint32_t scale_pair_fast(uint32_t scales) {
 }
 
 template <bool kGateUp, int kK, int kChunks>
-__global__ void __launch_bounds__(kThreads, kChunks == 1 ? 5 : 4)
+__device__ __forceinline__ void stream_pass(const ExpertParams& p, int group, int row_begin,
+                                            int row_end, int lo_row, int hi_row, int c);
+
+template <bool kGateUp, int kK, int kChunks>
+__global__ void __launch_bounds__(kThreads, 4)
     expert_stream_kernel(ExpertParams p, int n_passes) {
   static_assert(kDecodeScaleLog2 == 10, "alpha below undoes 2^-10 per decoded operand");
   constexpr int kRowsPerPass = 8 * kChunks;
-  constexpr int kAhead = kDepth<kChunks>;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, c = lane % 4;
   const int k = kK > 0 ? kK : p.k;
@@ -105,15 +114,27 @@ __global__ void __launch_bounds__(kThreads, kChunks == 1 ? 5 : 4)
     for (int b = 0; b < k / 2; b += 4096) prefetch_l2_bulk(row + b, min(4096, k / 2 - b));
   }
   pdl_wait();  // the routing (offsets, active groups) and the activations
-  // Past the active groups, or the shared expert's slot (always last) when there is none.
+  // Slots in reverse: y = 0 is the last active group, the shared expert (when there is one; it
+  // has the most rows, so its blocks start first and its extra passes do not form the tail).
   const int n_active = p.active[p.n_experts + 1] - (p.shared_packed ? 0 : 1);
-  if (static_cast<int>(blockIdx.y) >= n_active) return;
-  const int group = p.active[blockIdx.y];
-  const int pass = blockIdx.x % n_passes;
-  const int row_begin = p.offsets[group] + pass * kRowsPerPass;
-  const int row_end = min(p.offsets[group + 1], row_begin + kRowsPerPass);
-  if (row_begin >= row_end || !mt_on) return;
+  if (static_cast<int>(blockIdx.y) >= n_active || !mt_on) return;
+  const int group = p.active[n_active - 1 - blockIdx.y];
+  const int group_begin = p.offsets[group], group_end = p.offsets[group + 1];
+  for (int pass = blockIdx.x % n_passes;; pass += n_passes) {
+    const int row_begin = group_begin + pass * kRowsPerPass;
+    if (row_begin >= group_end) return;
+    stream_pass<kGateUp, kK, kChunks>(p, group, row_begin, min(group_end, row_begin + kRowsPerPass),
+                                      lo_row, hi_row, c);
+  }
+}
 
+// One pass: rows [row_begin, row_end) (≤ 8·kChunks) of `group` through this warp's m-tile.
+template <bool kGateUp, int kK, int kChunks>
+__device__ __forceinline__ void stream_pass(const ExpertParams& p, int group, int row_begin,
+                                            int row_end, int lo_row, int hi_row, int c) {
+  constexpr int kAhead = kDepth<kChunks>;
+  const int g = threadIdx.x % 32 / 4;
+  const int k = kK > 0 ? kK : p.k;
   const int n_steps = k / kStepK;
   const bool shared = group == p.n_experts;
   const int64_t matrix_bytes = int64_t{p.n_rows} * k / 2;
@@ -210,7 +231,9 @@ __global__ void __launch_bounds__(kThreads, kChunks == 1 ? 5 : 4)
 template <bool kGateUp, int kK, int kChunks>
 void launch(const ExpertParams& p, int n_slots, int max_group_rows, cudaStream_t stream) {
   const int n_mtiles = kGateUp ? p.ffn / 8 : p.n_rows / 16;
-  const int n_passes = (max_group_rows + 8 * kChunks - 1) / (8 * kChunks);
+  // Passes side by side in the grid, at most kGridPasses (most groups need one; a block whose
+  // group has more rows loops over passes pass, pass + n_passes, ...).
+  const int n_passes = std::min(kGridPasses, (max_group_rows + 8 * kChunks - 1) / (8 * kChunks));
   const dim3 grid((n_mtiles + kWarps - 1) / kWarps * n_passes, n_slots);
   launch_pdl(expert_stream_kernel<kGateUp, kK, kChunks>, grid, kThreads, 0, stream, p, n_passes);
 }
@@ -218,8 +241,7 @@ void launch(const ExpertParams& p, int n_slots, int max_group_rows, cudaStream_t
 template <bool kGateUp, int kK>
 void launch_chunks(const ExpertParams& p, int n_slots, int max_group_rows, cudaStream_t stream) {
   if (max_group_rows <= 8) return launch<kGateUp, kK, 1>(p, n_slots, max_group_rows, stream);
-  if (max_group_rows <= 64) return launch<kGateUp, kK, 2>(p, n_slots, max_group_rows, stream);
-  launch<kGateUp, kK, 4>(p, n_slots, max_group_rows, stream);
+  launch<kGateUp, kK, 2>(p, n_slots, max_group_rows, stream);
 }
 
 template <bool kGateUp>

@@ -18,9 +18,10 @@ enum class MoePath {
   kGrouped,  // prefill: the sm90 NVFP4 grouped GEMM (nvfp4_grouped_gemm) between MoE kernels
 };
 
-// Measured on the H200 (docs/bench.md): the fused path beats the grouped one up to T = 128 on
-// both V4 shapes (by 27-35 % there) and loses at 512 on V4-Flash.
-inline constexpr int64_t kFusedMaxTokens = 128;
+// Measured on the H200 (docs/bench.md, expert_stream.cu): the fused W4A16 path beats the grouped
+// one at every T ≤ 512 on both V4 shapes (Flash T = 8: 279 vs 481 µs; T = 512: 3307 vs 3367;
+// Pro T = 512: 10520 vs 12866).
+inline constexpr int64_t kFusedMaxTokens = 512;
 
 // Byte offsets of every scratch buffer inside the caller's workspace (256-byte aligned). Buffers
 // of the two paths overlap where only one path uses them.
