@@ -22,8 +22,7 @@
 // F + j for L1, so SwiGLU needs no exchange) and, in K step s (128 elements), the 32 elements
 // [128 s + 32 c, +32): 16 bytes and 2 block scales per row, the 4 lanes of a row reading 64
 // contiguous bytes. kDepth steps of these are loaded ahead per lane (a register ring refilled
-// after each step's use: 7 steps, ~7 KB a warp, in flight while one is decoded at one token
-// chunk, 3 at two). The token operand: lane (g, c) loads token g's same 32 elements of the bf16
+// after each step's use: 3 steps, ~3 KB a warp, in flight while one is decoded). The token operand: lane (g, c) loads token g's same 32 elements of the bf16
 // activation row in the pair layout (pair_layout.cuh), one 16-byte load per packed word, just in time (it
 // sits in L1/L2: every m-tile of the group reads it).
 //
@@ -46,13 +45,13 @@ namespace {
 constexpr int kWarps = 4;
 constexpr int kThreads = 32 * kWarps;
 constexpr int kStepK = 128;  // K elements per lane quartet and step
-// Steps of weights loaded ahead per lane. HBM needs ~6 MB in flight GPU-wide; at one token
-// the layer has only ~14 warps per SM (1792 m-tiles), so each keeps 8 steps (~8 KB a warp)
-// in flight: measured, 4 steps reached ~2.5 TB/s. More token chunks need the registers for
-// accumulators and operands, and bring more warps. (Four chunks with 3 steps spilled and ran
-// at ~1.1-1.6 TB/s; the launcher uses one or two.)
+// Steps of weights loaded ahead per lane: 4 (~4 KB a warp). Measured on the H200: 8 steps at
+// one token chunk (128 registers, 4 blocks an SM instead of 5) was slower at every T ≤ 8
+// (Flash T = 1 61.3 -> 64.1 µs, T = 8 279 -> 297; the gate-up kernel under ncu at T = 3 66.6
+// -> 83.2 µs), so the limit is not the bytes one warp has in flight. Four token chunks with 3
+// steps spilled and ran at ~1.1-1.6 TB/s; the launcher uses one or two.
 template <int kChunks>
-constexpr int kDepth = kChunks == 1 ? 8 : 4;
+constexpr int kDepth = 4;
 constexpr int kGridPasses = 4;
 
 // One lane's share of a K step: 16 packed bytes of each of its two rows and their block scales
@@ -96,7 +95,7 @@ __device__ __forceinline__ void stream_pass(const ExpertParams& p, int group, in
                                             int row_end, int lo_row, int hi_row, int c);
 
 template <bool kGateUp, int kK, int kChunks>
-__global__ void __launch_bounds__(kThreads, 4)
+__global__ void __launch_bounds__(kThreads, kChunks == 1 ? 5 : 4)
     expert_stream_kernel(ExpertParams p, int n_passes) {
   static_assert(kDecodeScaleLog2 == 10, "alpha below undoes 2^-10 per decoded operand");
   constexpr int kRowsPerPass = 8 * kChunks;

@@ -194,7 +194,9 @@ Status moe_ffn_on_path(const TensorView& x, const TensorView& token_ids, const M
              "moe_ffn: workspace of %zu bytes, needs %lld", workspace.bytes(),
              static_cast<long long>(ws.total_bytes));
   if (path == MoePath::kAuto)
-    path = n_tokens <= kFusedMaxTokens ? MoePath::kFused : MoePath::kGrouped;
+    path = n_tokens <= (cfg.mode == MoeMode::kW4A4 ? kFusedMaxTokensW4A4 : kFusedMaxTokens)
+               ? MoePath::kFused
+               : MoePath::kGrouped;
   const Scratch s{ws, static_cast<char*>(workspace.data)};
   const cudaStream_t stream = op_stream();
   const bool w4a4 = cfg.mode == MoeMode::kW4A4;

@@ -13,15 +13,17 @@
 namespace dsv4::kernels::cuda::moe {
 
 enum class MoePath {
-  kAuto,     // kFused up to kFusedMaxTokens tokens, kGrouped above
+  kAuto,     // kFused up to kFusedMaxTokens (W4A16) / kFusedMaxTokensW4A4 tokens, kGrouped above
   kFused,    // decode: split-K expert kernels of cuda/moe/ (expert_mma.cuh), graph-capturable
   kGrouped,  // prefill: the sm90 NVFP4 grouped GEMM (nvfp4_grouped_gemm) between MoE kernels
 };
 
-// Measured on the H200 (docs/bench.md, expert_stream.cu): the fused W4A16 path beats the grouped
-// one at every T ≤ 512 on both V4 shapes (Flash T = 8: 279 vs 481 µs; T = 512: 3307 vs 3367;
-// Pro T = 512: 10520 vs 12866).
+// Measured on the H200 (docs/bench.md): the fused W4A16 path (expert_stream.cu) beats the grouped
+// one at every T ≤ 512 on both V4 shapes (Flash T = 8: 297 vs 480 µs; T = 512: 2546 vs 3351;
+// Pro T = 512: 7587 vs 12952). W4A4's fused kernel (expert_mma.cuh) kept its measured crossover
+// (it beat the grouped path up to T = 128 and lost at 512).
 inline constexpr int64_t kFusedMaxTokens = 512;
+inline constexpr int64_t kFusedMaxTokensW4A4 = 128;
 
 // Byte offsets of every scratch buffer inside the caller's workspace (256-byte aligned). Buffers
 // of the two paths overlap where only one path uses them.
