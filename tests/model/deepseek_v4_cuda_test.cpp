@@ -1,8 +1,8 @@
 // The whole forward on the GPU (label cuda): each oracle folder's weights moved to the device
 // with checkpoint::copy_weights, then the same checks as deepseek_v4_test.cpp's first test
 // against transformers: full-sequence logits of every prompt within kGoldenLogitsRelTol per row,
-// and the greedy continuation decoded with the (device) cache, token for token. Then NVFP4
-// experts in W4A4 (the mode the CUDA GEMMs take f32 activations in) against the CPU.
+// and the greedy continuation decoded with the (device) cache, token for token. Then a checkpoint
+// whose NVFP4 expert widths the CUDA MoE pipeline does not run, which must be refused.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -80,30 +80,11 @@ TEST_P(GoldenModelCudaTest, LogitsAndCachedGreedyMatchTransformers) {
   }
 }
 
-// Prompt logits [T, V] on the host of `weights`' device.
-Tensor prompt_logits(const checkpoint::ModelWeights& weights, ExpertMode mode,
-                     const std::vector<int64_t>& ids) {
-  const Model model(weights, ModelOptions{mode});
-  auto cache = model.new_cache(static_cast<int64_t>(ids.size()));
-  EXPECT_TRUE(cache.ok());
-  const Shape shape{static_cast<int64_t>(ids.size()), model.config().vocab_size};
-  const Tensor logits = testing::poisoned_device(DType::kF32, shape);
-  const Tensor host_logits = Tensor::host(DType::kF32, shape);
-  const Tensor& out = model.device() == Device::kCuda ? logits : host_logits;
-  const Status status = model.forward(ids, 0, *cache, out.view());
-  EXPECT_TRUE(status.ok()) << status.to_string();
-  return testing::to_host(out.view());
-}
-
-// tiny_b with NVFP4 experts (quantized as deepseek_v4_nvfp4_test.cpp does), the fused MoE op on
-// both devices. Each side rounds or re-stages the experts' activations after f32 sums in
-// different orders, so a value on a rounding boundary can land one step apart (a bf16 ulp in
-// W4A16, an E2M1 step in W4A4) and the random tiny model amplifies it: only a gross failure is
-// caught (the tolerances' reasons); the measured error is printed.
-class ModelNvfp4CudaTest : public ::testing::TestWithParam<ExpertMode> {};
-
-TEST_P(ModelNvfp4CudaTest, MatchesTheCpu) {
-  const ExpertMode mode = GetParam();
+// tiny_b with NVFP4 experts (quantized as deepseek_v4_nvfp4_test.cpp does): its expert widths
+// (D = 64, F = 48) are below what the CUDA MoE pipeline runs (multiples of 128, as in every
+// DeepSeek-V4 checkpoint), so the forward must say so instead of computing anything else. The
+// NVFP4 model MoE on CUDA is checked against the CPU at supported widths in moe_cuda_test.cpp.
+TEST(ModelNvfp4CudaTest, RefusesExpertWidthsTheCudaPipelineCannotRun) {
   testing::TempDir dir;
   checkpoint::QuantizeOptions options;
   options.input_scale = 128.0f / 2688.0f;
@@ -116,19 +97,17 @@ TEST_P(ModelNvfp4CudaTest, MatchesTheCpu) {
   ASSERT_TRUE(device_weights.ok()) << device_weights.status().to_string();
   const auto reference = testing::open_golden("tiny_b_state_dict/reference.safetensors");
   const std::vector<int64_t> ids = ids_of(golden_tensor(reference, "prompt_2"));
-  const Tensor want = prompt_logits(loaded->weights, mode, ids);
-  const Tensor got = prompt_logits(*device_weights, mode, ids);
-  const double error = max_row_rel_error(got.data_as<float>(), want.data_as<float>(),
-                                         want.shape()[0], want.shape()[1]);
-  const bool w4a4 = mode == ExpertMode::kW4A4;
-  std::printf("NVFP4 %s logits, CUDA vs CPU: max row rel error %.3e\n", w4a4 ? "W4A4" : "W4A16",
-              error);
-  EXPECT_LT(error, w4a4 ? testing::kNvfp4ActivationModelRelTol
-                        : testing::kBf16ExpertInputsModelRelTol);
+  for (const ExpertMode mode : {ExpertMode::kW4A16, ExpertMode::kW4A4}) {
+    const Model model(*device_weights, ModelOptions{mode});
+    auto cache = model.new_cache(static_cast<int64_t>(ids.size()));
+    ASSERT_TRUE(cache.ok());
+    const Tensor logits = testing::poisoned_device(
+        DType::kF32, {static_cast<int64_t>(ids.size()), model.config().vocab_size});
+    const Status status = model.forward(ids, 0, *cache, logits.view());
+    EXPECT_EQ(status.code(), StatusCode::kUnimplemented) << status.to_string();
+    EXPECT_NE(status.message().find("multiples of 128"), std::string::npos) << status.message();
+  }
 }
-
-INSTANTIATE_TEST_SUITE_P(Modes, ModelNvfp4CudaTest,
-                         ::testing::Values(ExpertMode::kW4A16, ExpertMode::kW4A4));
 
 INSTANTIATE_TEST_SUITE_P(Oracle, GoldenModelCudaTest,
                          ::testing::Values("tiny_a_pretrained", "tiny_a_state_dict",

@@ -1,0 +1,143 @@
+// The model's MoE (model/moe.h) on CUDA against the same call on the CPU: NVFP4 routed experts
+// through the fused moe_ffn op with the dense shared expert added beside it, at widths the CUDA
+// pipeline runs (D and F multiples of 128, as in every DeepSeek-V4 checkpoint), both expert
+// modes, score and hash routing, with and without calibrated input scales. The output is
+// poisoned first.
+//
+// Dimension letters: T tokens, D model width, E routed experts, K experts per token, F expert
+// width.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <tuple>
+#include <vector>
+
+#include "kernels/moe_test_layer.h"
+#include "model/moe.h"
+#include "testing/compare.h"
+#include "testing/device.h"
+#include "testing/random.h"
+#include "testing/tolerance.h"
+
+namespace dsv4::model {
+namespace {
+
+using checkpoint::ModelConfig;
+using checkpoint::MoeWeights;
+using checkpoint::RoutingType;
+using kernels::moe_test::Routing;
+using testing::to_device;
+using testing::to_host;
+
+Tensor on_device(const Tensor& t) { return t.empty_tensor() ? Tensor() : to_device(t.view()); }
+
+format::Nvfp4Tensor on_device(const format::Nvfp4Tensor& t) {
+  format::Nvfp4Tensor d;
+  d.packed = on_device(t.packed);
+  d.block_scale = on_device(t.block_scale);
+  d.global_scale = on_device(t.global_scale);
+  d.input_scale = on_device(t.input_scale);
+  d.scale_layout = t.scale_layout;
+  return d;
+}
+
+MoeWeights on_device(const MoeWeights& w) {
+  MoeWeights d;
+  d.gate = on_device(w.gate);
+  d.bias = on_device(w.bias);
+  d.tid2eid = on_device(w.tid2eid);
+  d.experts.w13_nvfp4 = on_device(*w.experts.w13_nvfp4);
+  d.experts.w2_nvfp4 = on_device(*w.experts.w2_nvfp4);
+  d.shared_expert.w1 = on_device(w.shared_expert.w1);
+  d.shared_expert.w3 = on_device(w.shared_expert.w3);
+  d.shared_expert.w2 = on_device(w.shared_expert.w2);
+  return d;
+}
+
+// Rows [begin, end) of matrix 0 of a dequantized NVFP4 stack, as a dense f32 [rows, K].
+Tensor dense_rows(const format::Nvfp4Tensor& q, int64_t begin, int64_t end) {
+  Result<Tensor> all = format::dequantize_ref(q.view());
+  DSV4_CHECK(all.ok(), "dequantize_ref failed");
+  const int64_t k = q.n_cols();
+  Tensor out = Tensor::host(DType::kF32, {end - begin, k});
+  std::copy_n(all->data_as<float>() + begin * k, (end - begin) * k, out.data_as<float>());
+  return out;
+}
+
+// Per-expert calibrated input scales f32 [E] in [lo, hi] · (1 / 2688): the model stages with
+// their largest.
+Tensor input_scales(testing::SeededRng& rng, int64_t n_experts, double lo, double hi) {
+  Tensor t = Tensor::host(DType::kF32, {n_experts});
+  for (int64_t e = 0; e < n_experts; ++e) {
+    t.data_as<float>()[e] = static_cast<float>(rng.uniform(lo, hi) / 2688.0);
+  }
+  return t;
+}
+
+class MoeForwardCudaTest
+    : public ::testing::TestWithParam<std::tuple<RoutingType, ExpertMode, bool, int>> {};
+
+TEST_P(MoeForwardCudaTest, MatchesTheCpu) {
+  const auto [routing, mode, calibrated, n_tokens] = GetParam();
+  testing::SeededRng rng;
+  const int64_t d = 256, f = 128, e = 16, k = 4;
+  kernels::moe_test::MoeTestLayer layer = kernels::moe_test::make_moe_layer(
+      rng, d, f, e, k, routing == RoutingType::kHash ? Routing::kHash : Routing::kScore, mode);
+  ModelConfig config;
+  config.hidden_size = d;
+  config.n_routed_experts = e;
+  config.n_expert_used = k;
+  config.moe_intermediate_size = f;
+  config.routed_scaling_factor = layer.config.routed_scaling_factor;
+  config.swiglu_limit = layer.config.swiglu_limit;
+  config.layers.push_back({checkpoint::AttentionType::kSliding, 0, routing});
+
+  MoeWeights w;
+  w.gate = std::move(layer.gate);
+  w.bias = std::move(layer.bias);
+  w.tid2eid = std::move(layer.tid2eid);
+  w.shared_expert.w1 = dense_rows(layer.shared_w13, 0, f);
+  w.shared_expert.w3 = dense_rows(layer.shared_w13, f, 2 * f);
+  w.shared_expert.w2 = dense_rows(layer.shared_w2, 0, d);
+  if (calibrated) {  // below the data's range in places, so some elements saturate
+    layer.w13.input_scale = input_scales(rng, e, 0.6, 0.9);
+    layer.w2.input_scale = input_scales(rng, e, 0.8, 1.2);
+  }
+  w.experts.w13_nvfp4 = std::move(layer.w13);
+  w.experts.w2_nvfp4 = std::move(layer.w2);
+
+  const std::vector<float> x_values = kernels::moe_test::random_moe_input(rng, n_tokens, d);
+  const std::vector<int64_t> ids = kernels::moe_test::random_token_ids(rng, n_tokens, layer.vocab);
+  Tensor x = Tensor::host(DType::kF32, {n_tokens, d});
+  std::copy(x_values.begin(), x_values.end(), x.data_as<float>());
+  Tensor tokens = Tensor::host(DType::kI64, {n_tokens});
+  std::copy(ids.begin(), ids.end(), tokens.data_as<int64_t>());
+
+  Tensor want = testing::poisoned_host(DType::kF32, {n_tokens, d});
+  ASSERT_TRUE(moe_forward(config, 0, w, mode, x.view(), tokens.view(), want.view()).ok());
+  const MoeWeights device_weights = on_device(w);
+  const Tensor x_dev = to_device(x.view()), tokens_dev = to_device(tokens.view());
+  const Tensor out = testing::poisoned_device(DType::kF32, {n_tokens, d});
+  const Status status =
+      moe_forward(config, 0, device_weights, mode, x_dev.view(), tokens_dev.view(), out.view());
+  ASSERT_TRUE(status.ok()) << status.to_string();
+  const Tensor got = to_host(out.view());
+  if (mode == ExpertMode::kW4A16) {
+    EXPECT_LT(testing::max_row_rel_error(got.data_as<float>(), want.data_as<float>(), n_tokens, d),
+              testing::kMoeW4A16RelTol);
+  } else {
+    EXPECT_LT(testing::max_row_rel_error(got.data_as<float>(), want.data_as<float>(), 1,
+                                         n_tokens * d),
+              testing::kMoeW4A4RelTol);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Modes, MoeForwardCudaTest,
+    ::testing::Combine(::testing::Values(RoutingType::kScore, RoutingType::kHash),
+                       ::testing::Values(ExpertMode::kW4A16, ExpertMode::kW4A4),
+                       ::testing::Values(false, true), ::testing::Values(1, 37)));
+
+}  // namespace
+}  // namespace dsv4::model
