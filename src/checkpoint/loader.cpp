@@ -3,6 +3,7 @@
 // each decoded piece for all-zero and non-finite values.
 #include "checkpoint/loader.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "checkpoint/binding.h"
@@ -224,6 +225,26 @@ Status decode_all(const Binding& binding, const ModelConfig& config, const LoadO
   return ok_status();
 }
 
+// The largest of a stack's calibrated per-expert input scales as f32 [1] (host), or an empty
+// tensor when the stack has none.
+Result<Tensor> largest_input_scale(const std::optional<format::Nvfp4Tensor>& stack) {
+  if (!stack || stack->input_scale.empty_tensor()) return Tensor();
+  const Tensor& scales = stack->input_scale;
+  DSV4_ASSIGN_OR_RETURN(Tensor largest, Tensor::empty(DType::kF32, {1}));
+  const float* v = scales.data_as<const float>();
+  largest.data_as<float>()[0] = *std::max_element(v, v + scales.numel());
+  return largest;
+}
+
+Status set_static_input_scales(ModelWeights& w) {
+  for (LayerWeights& layer : w.layers) {
+    RoutedExpertWeights& experts = layer.ffn.experts;
+    DSV4_ASSIGN_OR_RETURN(experts.w13_input_scale, largest_input_scale(experts.w13_nvfp4));
+    DSV4_ASSIGN_OR_RETURN(experts.w2_input_scale, largest_input_scale(experts.w2_nvfp4));
+  }
+  return ok_status();
+}
+
 struct Opened {
   ModelConfig config;
   format::CheckpointFiles files;
@@ -255,6 +276,7 @@ Result<LoadedModel> load_model(const std::string& model_dir, const LoadOptions& 
     if (type == AttentionType::kCompressedSparse) w.layers[l].attn.indexer.emplace();
   }
   DSV4_RETURN_IF_ERROR(decode_all(opened.binding, w.config, options, &w, model.report));
+  DSV4_RETURN_IF_ERROR(set_static_input_scales(w));
   return model;
 }
 

@@ -85,6 +85,8 @@ class DeviceCopier {
     DSV4_RETURN_IF_ERROR(copy(src.experts.w2, dst.experts.w2));
     DSV4_RETURN_IF_ERROR(copy(src.experts.w13_nvfp4, dst.experts.w13_nvfp4));
     DSV4_RETURN_IF_ERROR(copy(src.experts.w2_nvfp4, dst.experts.w2_nvfp4));
+    DSV4_RETURN_IF_ERROR(copy(src.experts.w13_input_scale, dst.experts.w13_input_scale));
+    DSV4_RETURN_IF_ERROR(copy(src.experts.w2_input_scale, dst.experts.w2_input_scale));
     return copy(src.shared_expert, dst.shared_expert);
   }
 

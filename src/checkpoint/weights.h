@@ -65,6 +65,10 @@ struct RoutedExpertWeights {
   Tensor w2;    // f32 [E, D, F]
   std::optional<format::Nvfp4Tensor> w13_nvfp4;  // [E, 2F, D]; w1 and w3 share global_scale
   std::optional<format::Nvfp4Tensor> w2_nvfp4;   // [E, D, F]
+  // W4A4's static activation decode scales of the two stacks, f32 [1]: the largest calibrated
+  // per-expert input_scale, so no expert's rows saturate (vLLM's choice), set once at load so
+  // the forward never reads scales back from the device; empty without calibration (dynamic).
+  Tensor w13_input_scale, w2_input_scale;
   bool is_nvfp4() const { return w13_nvfp4.has_value(); }
 };
 

@@ -1,7 +1,5 @@
 #include "model/moe.h"
 
-#include <algorithm>
-
 #include "kernels/ops.h"
 #include "model/scratch.h"
 
@@ -29,45 +27,23 @@ Status route(const ModelConfig& config, int64_t layer, const MoeWeights& w, cons
   return kernels::moe_route(logits.view(), w.bias.view(), TensorView{}, scale, routing);
 }
 
-// The activation decode scale W4A4 stages with: the largest of ModelOpt's calibrated per-expert
-// input scales, so no expert's rows saturate (vLLM does the same), or an empty tensor (dynamic
-// scale, amax of the rows) when the checkpoint has none.
-Result<Tensor> max_input_scale(const format::Nvfp4Tensor& w, Device device) {
-  if (w.input_scale.empty_tensor()) return Tensor();
-  Tensor host = Tensor::host(DType::kF32, w.input_scale.shape());
-  DSV4_RETURN_IF_ERROR(copy_tensor(host.view(), w.input_scale.view()));
-  Tensor largest = Tensor::host(DType::kF32, {1});
-  largest.data_as<float>()[0] = host.data_as<float>()[0];
-  for (int64_t g = 1; g < host.numel(); ++g) {
-    largest.data_as<float>()[0] = std::max(largest.data_as<float>()[0], host.data_as<float>()[g]);
-  }
-  DSV4_ASSIGN_OR_RETURN(Tensor out, scratch(DType::kF32, {1}, device));
-  DSV4_RETURN_IF_ERROR(copy_tensor(out.view(), largest.view()));
-  return out;
-}
-
 // NVFP4 routed experts: the fused MoE op (router included) without its shared expert, which
 // stays in the checkpoint's precision (shared_expert below).
 Status nvfp4_experts(const ModelConfig& config, int64_t layer, const MoeWeights& w,
                      ExpertMode mode, const TensorView& x, const TensorView& tokens,
                      const TensorView& out) {
   const bool hash = config.layers[layer].routing == checkpoint::RoutingType::kHash;
-  const format::Nvfp4Tensor& w13 = *w.experts.w13_nvfp4;
-  const format::Nvfp4Tensor& w2 = *w.experts.w2_nvfp4;
-  Tensor w13_scale, w2_scale;
-  if (mode == ExpertMode::kW4A4) {
-    DSV4_ASSIGN_OR_RETURN(w13_scale, max_input_scale(w13, x.device));
-    DSV4_ASSIGN_OR_RETURN(w2_scale, max_input_scale(w2, x.device));
-  }
-  kernels::MoeWeightsView view{w.gate.view(),
-                               hash ? TensorView{} : w.bias.view(),
-                               hash ? w.tid2eid.view() : TensorView{},
-                               w13.view(),
-                               w2.view(),
-                               {},
-                               {},
-                               w13_scale.view(),
-                               w2_scale.view()};
+  // W4A4 stages with the checkpoint's calibrated scales when it has them (the loader's
+  // RoutedExpertWeights::w13_input_scale), else dynamic ones.
+  const kernels::MoeWeightsView view{w.gate.view(),
+                                     hash ? TensorView{} : w.bias.view(),
+                                     hash ? w.tid2eid.view() : TensorView{},
+                                     w.experts.w13_nvfp4->view(),
+                                     w.experts.w2_nvfp4->view(),
+                                     {},
+                                     {},
+                                     w.experts.w13_input_scale.view(),
+                                     w.experts.w2_input_scale.view()};
   const kernels::MoeConfig cfg{static_cast<int>(config.n_expert_used),
                                static_cast<float>(config.routed_scaling_factor),
                                static_cast<float>(config.swiglu_limit), mode};

@@ -142,15 +142,24 @@ TEST_F(LoaderTest, Nvfp4ExpertsStayPackedAndDequantizeToTheReference) {
     ASSERT_TRUE(experts.is_nvfp4() && experts.w2_nvfp4.has_value());
     EXPECT_TRUE(experts.w13.empty_tensor());
     std::vector<double> w13;
+    float largest_w13 = 0.0f, largest_w2 = 0.0f;  // the per-expert calibrations differ
     for (int64_t e = 0; e < config_.n_routed_experts; ++e) {
       const std::string expert =
           "layers." + std::to_string(l) + ".ffn.experts." + std::to_string(e);
       w13 = concat(concat(w13, ckpt.matrix(expert + ".w1.weight", f, d)),
                    ckpt.matrix(expert + ".w3.weight", f, d));
-      float input_scale;
+      float input_scale, w2_input_scale;
       std::memcpy(&input_scale, ckpt.at(expert + ".w1.input_scale").bytes.data(), 4);
+      std::memcpy(&w2_input_scale, ckpt.at(expert + ".w2.input_scale").bytes.data(), 4);
       EXPECT_EQ(experts.w13_nvfp4->input_scale.data_as<float>()[e], input_scale);
+      largest_w13 = std::max(largest_w13, input_scale);
+      largest_w2 = std::max(largest_w2, w2_input_scale);
     }
+    // W4A4's static scales: the largest calibration of each stack, one f32 each.
+    ASSERT_EQ(experts.w13_input_scale.numel(), 1);
+    ASSERT_EQ(experts.w2_input_scale.numel(), 1);
+    EXPECT_EQ(experts.w13_input_scale.data_as<float>()[0], largest_w13);
+    EXPECT_EQ(experts.w2_input_scale.data_as<float>()[0], largest_w2);
     Result<Tensor> dense = format::dequantize_ref(experts.w13_nvfp4->view());
     ASSERT_TRUE(dense.ok()) << dense.status().to_string();
     expect_matches(*dense, w13, "layer " + std::to_string(l) + " packed w13");

@@ -44,6 +44,8 @@ format::Nvfp4Tensor on_device(const format::Nvfp4Tensor& t) {
 
 MoeWeights on_device(const MoeWeights& w) {
   MoeWeights d;
+  d.experts.w13_input_scale = on_device(w.experts.w13_input_scale);
+  d.experts.w2_input_scale = on_device(w.experts.w2_input_scale);
   d.gate = on_device(w.gate);
   d.bias = on_device(w.bias);
   d.tid2eid = on_device(w.tid2eid);
@@ -65,13 +67,11 @@ Tensor dense_rows(const format::Nvfp4Tensor& q, int64_t begin, int64_t end) {
   return out;
 }
 
-// Per-expert calibrated input scales f32 [E] in [lo, hi] · (1 / 2688): the model stages with
-// their largest.
-Tensor input_scales(testing::SeededRng& rng, int64_t n_experts, double lo, double hi) {
-  Tensor t = Tensor::host(DType::kF32, {n_experts});
-  for (int64_t e = 0; e < n_experts; ++e) {
-    t.data_as<float>()[e] = static_cast<float>(rng.uniform(lo, hi) / 2688.0);
-  }
+// A calibrated static input scale f32 [1] of `amax` / 2688 (what the loader keeps: the largest
+// per-expert input_scale).
+Tensor input_scale(double amax) {
+  Tensor t = Tensor::host(DType::kF32, {1});
+  t.data_as<float>()[0] = static_cast<float>(amax / 2688.0);
   return t;
 }
 
@@ -101,8 +101,8 @@ TEST_P(MoeForwardCudaTest, MatchesTheCpu) {
   w.shared_expert.w3 = dense_rows(layer.shared_w13, f, 2 * f);
   w.shared_expert.w2 = dense_rows(layer.shared_w2, 0, d);
   if (calibrated) {  // below the data's range in places, so some elements saturate
-    layer.w13.input_scale = input_scales(rng, e, 0.6, 0.9);
-    layer.w2.input_scale = input_scales(rng, e, 0.8, 1.2);
+    w.experts.w13_input_scale = input_scale(0.8);
+    w.experts.w2_input_scale = input_scale(1.0);
   }
   w.experts.w13_nvfp4 = std::move(layer.w13);
   w.experts.w2_nvfp4 = std::move(layer.w2);
