@@ -1,28 +1,11 @@
 // Error measures the tests share: the largest per-row relative error ‖a − b‖ / ‖b‖ (the metric
-// of issue 4's acceptance), computed in double; NaN anywhere makes the result NaN.
+// of issue 4's acceptance and of `dsv4 verify`), defined once in base/row_error.h.
 #pragma once
 
-#include <cmath>
-#include <cstdint>
+#include "base/row_error.h"
 
 namespace dsv4::testing {
 
-// a, b: [n_rows, n_cols] row-major; b is the reference. A zero reference row counts ‖a‖.
-template <typename A, typename B>
-double max_row_rel_error(const A* a, const B* b, int64_t n_rows, int64_t n_cols) {
-  double worst = 0.0;
-  for (int64_t r = 0; r < n_rows; ++r) {
-    double diff = 0.0, ref = 0.0;
-    for (int64_t c = 0; c < n_cols; ++c) {
-      const double x = static_cast<double>(a[r * n_cols + c]);
-      const double y = static_cast<double>(b[r * n_cols + c]);
-      diff += (x - y) * (x - y);
-      ref += y * y;
-    }
-    const double error = ref > 0.0 ? std::sqrt(diff / ref) : std::sqrt(diff);
-    if (!(error <= worst)) worst = error;  // NaN propagates: a NaN row is the worst row
-  }
-  return worst;
-}
+using ::dsv4::max_row_rel_error;
 
 }  // namespace dsv4::testing

@@ -5,13 +5,12 @@
 // per-row relative error ‖Δ‖/‖ref‖ of both and the token agreement, and exits 1 past the
 // tolerance. --dump writes the engine's own outputs under the same names and shapes.
 // Uses the public API plus the safetensors reader/writer for the two files.
-#include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "base/row_error.h"
 #include "commands.h"
 #include "dsv4/engine.h"
 #include "format/safetensors.h"
@@ -26,22 +25,6 @@ constexpr double kLogitsRelTol = 1e-4;
 struct VerifyArgs {
   std::string model, reference, dump, device = "cpu", experts = "w4a16";
 };
-
-// Largest over rows of ‖got_r − want_r‖ / ‖want_r‖ for the first n_rows rows of width v.
-double max_row_rel_error(const float* got, const float* want, int64_t n_rows, int64_t v) {
-  double worst = 0.0;
-  for (int64_t r = 0; r < n_rows; ++r) {
-    double diff = 0.0, ref = 0.0;
-    for (int64_t c = 0; c < v; ++c) {
-      const double d = double(got[r * v + c]) - want[r * v + c];
-      diff += d * d;
-      ref += double(want[r * v + c]) * want[r * v + c];
-    }
-    const double e = std::sqrt(diff / std::max(ref, 1e-30));
-    if (!(e <= worst)) worst = e;  // NaN stays
-  }
-  return worst;
-}
 
 template <typename T>
 Result<std::vector<T>> read_tensor(const format::SafetensorsFile& file, const std::string& name,
