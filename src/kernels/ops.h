@@ -22,7 +22,7 @@ namespace dsv4::kernels {
 // Row-major 2-D views whose rows may be strided (stride[1] == 1): a column slice of a wider
 // matrix is a valid operand, so fused projections (gate|up) need no copy.
 
-// y[T, N] = x[T, K] · w[N, K]ᵀ, f32 accumulation (OpenBLAS sgemm on the CPU).
+// y[T, N] = x[T, K] · w[N, K]ᵀ, f32 accumulation (OpenBLAS on the CPU, row by row: batch-invariant).
 Status linear(const TensorView& x, const TensorView& w, const TensorView& y);
 
 // y[T, D] = x / sqrt(mean(x²) + eps) ⊙ weight[D], the mean over the last dim in f32.

@@ -1,19 +1,19 @@
 // The NVFP4 GEMMs, CPU reference: D[T, N] = alpha · A[T, K] · B[N, K]ᵀ, dense and grouped by
 // expert. The exact path: decode every operand to e2m1 · ue4m3 (exact in f32, and in bf16, so
-// the CUDA bf16-wgmma kernel sees the same numbers), multiply with OpenBLAS sgemm (f32
-// accumulation, alpha = 1), then apply the fp32 alpha once to the accumulator, then round to
+// the CUDA bf16-wgmma kernel sees the same numbers), multiply with OpenBLAS row by row (f32
+// accumulation, alpha = 1; batch-invariant, row_gemm.h), then apply the fp32 alpha once to the accumulator, then round to
 // bf16 if D is bf16. Folding the global scales into the operands instead would re-round them
 // (docs/nvfp4.md, "why alpha").
 //
 // Dimension letters: T tokens (rows of A and D), N output features, K input features,
 // G experts (matrices in B), Kb = K/16.
-#include <cblas.h>
 
 #include <cstring>
 #include <vector>
 
 #include "base/float_convert.h"
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/cpu/row_gemm.h"
 
 namespace dsv4::kernels::cpu {
 namespace {
@@ -133,12 +133,7 @@ void multiply_group(const Problem& p, const format::Nvfp4View& b, int64_t g, int
   std::vector<float> w(static_cast<size_t>(n_out * k));  // [N, K]
   decode_rows(weight_matrix(b, g), 0, n_out, w.data());
   std::vector<float> acc(static_cast<size_t>(rows * n_out));  // [rows, N]
-  if (n_out > 0 && k > 0) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows),
-                static_cast<int>(n_out), static_cast<int>(k), 1.0f, p.a.data() + begin * k,
-                static_cast<int>(k), w.data(), static_cast<int>(k), 0.0f, acc.data(),
-                static_cast<int>(n_out));
-  }
+  rows_times_transposed(p.a.data() + begin * k, k, rows, w.data(), k, n_out, k, acc.data(), n_out);
   const float alpha = format::nvfp4_alpha(p.a_decode, b.global_scale.data_as<const float>()[g]);
   for (int64_t r = 0; r < rows; ++r) {
     const float* src = acc.data() + r * n_out;
