@@ -12,26 +12,14 @@
 #include <vector>
 
 #include "checkpoint/loader.h"
-#include "checkpoint/quantize.h"
 #include "model/deepseek_v4.h"
 #include "model/golden.h"
+#include "model/nvfp4_golden.h"
 #include "testing/device.h"
 #include "testing/temp_dir.h"
 
 namespace dsv4::checkpoint {
 namespace {
-
-Tensor prompt_logits(const ModelWeights& weights, model::ExpertMode mode,
-                     const std::vector<int64_t>& ids) {
-  const model::Model model(weights, model::ModelOptions{mode});
-  auto cache = model.new_cache(static_cast<int64_t>(ids.size()));
-  EXPECT_TRUE(cache.ok());
-  Tensor logits =
-      Tensor::host(DType::kF32, {static_cast<int64_t>(ids.size()), model.config().vocab_size});
-  const Status status = model.forward(ids, 0, *cache, logits.view());
-  EXPECT_TRUE(status.ok()) << status.to_string();
-  return logits;
-}
 
 void expect_copy_computes_the_same(const ModelWeights& original, model::ExpertMode mode,
                                    const std::string& reference) {
@@ -42,8 +30,8 @@ void expect_copy_computes_the_same(const ModelWeights& original, model::ExpertMo
   const Tensor prompt = testing::golden_tensor(testing::open_golden(reference), "prompt_0");
   const std::vector<int64_t> ids(prompt.data_as<int64_t>(),
                                  prompt.data_as<int64_t>() + prompt.numel());
-  const Tensor want = prompt_logits(original, mode, ids);
-  const Tensor got = prompt_logits(*copy, mode, ids);
+  const Tensor want = testing::host_prompt_logits(original, mode, ids);
+  const Tensor got = testing::host_prompt_logits(*copy, mode, ids);
   EXPECT_TRUE(testing::same_bytes(got.view(), want.view()));
 }
 
@@ -58,12 +46,9 @@ TEST(CopyWeightsTest, DenseCopyComputesTheSameLogits) {
 
 TEST(CopyWeightsTest, Nvfp4CopyComputesTheSameLogits) {
   testing::TempDir dir;
-  QuantizeOptions options;
-  options.input_scale = 128.0f / 2688.0f;
-  auto summary = quantize_checkpoint(testing::golden_path("tiny_b_state_dict/model"),
-                                     dir.path() + "/model", options);
-  ASSERT_TRUE(summary.ok()) << summary.status().to_string();
-  auto loaded = load_model(dir.path() + "/model");
+  const std::string model_dir = testing::quantized_tiny_b(dir);
+  ASSERT_FALSE(HasFailure());
+  auto loaded = load_model(model_dir);
   ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
   ASSERT_TRUE(loaded->weights.layers[0].ffn.experts.is_nvfp4());
   ASSERT_FALSE(loaded->weights.layers[0].ffn.experts.w13_nvfp4->input_scale.empty_tensor());

@@ -18,6 +18,7 @@
 #include "kernels/ops.h"
 #include "moe_test_layer.h"
 #include "testing/compare.h"
+#include "testing/device.h"
 #include "testing/random.h"
 #include "testing/tolerance.h"
 
@@ -28,55 +29,26 @@ using cuda::moe::MoePath;
 using moe_test::MoeTestLayer;
 using moe_test::Routing;
 
-Tensor to_device(const TensorView& host) {
-  Result<Tensor> t = Tensor::empty(host.dtype, host.shape, Device::kCuda);
-  DSV4_CHECK(t.ok(), "device allocation failed");
-  DSV4_CHECK(copy_tensor(t->view(), host).ok(), "copy to device failed");
-  return std::move(t).value();
+using dsv4::testing::to_device;
+using dsv4::testing::to_device_or_empty;
+
+// The layer with every tensor on the device (its view() then serves the CUDA op).
+MoeTestLayer on_device(const MoeTestLayer& l) {
+  MoeTestLayer d;
+  d.dim = l.dim, d.ffn = l.ffn, d.n_experts = l.n_experts, d.k_used = l.k_used, d.vocab = l.vocab;
+  d.gate = to_device(l.gate.view());
+  d.bias = to_device(l.bias.view());
+  d.tid2eid = to_device(l.tid2eid.view());
+  d.w13 = to_device(l.w13);
+  d.w2 = to_device(l.w2);
+  d.shared_w13 = to_device(l.shared_w13);
+  d.shared_w2 = to_device(l.shared_w2);
+  d.with_shared = l.with_shared;
+  d.w13_input_scale = to_device_or_empty(l.w13_input_scale);
+  d.w2_input_scale = to_device_or_empty(l.w2_input_scale);
+  d.config = l.config;
+  return d;
 }
-
-format::Nvfp4Tensor to_device(const format::Nvfp4Tensor& host) {
-  format::Nvfp4Tensor t;
-  t.packed = to_device(host.packed.view());
-  t.block_scale = to_device(host.block_scale.view());
-  t.global_scale = to_device(host.global_scale.view());
-  return t;
-}
-
-// An optional tensor (a W4A4 static scale) on the device, or empty.
-Tensor optional_to_device(const Tensor& host) {
-  return host.empty_tensor() ? Tensor() : to_device(host.view());
-}
-
-struct DeviceLayer {
-  Tensor gate, bias, tid2eid;
-  format::Nvfp4Tensor w13, w2, shared_w13, shared_w2;
-  bool with_shared;
-  Tensor w13_input_scale, w2_input_scale;
-
-  explicit DeviceLayer(const MoeTestLayer& l)
-      : gate(to_device(l.gate.view())),
-        bias(to_device(l.bias.view())),
-        tid2eid(to_device(l.tid2eid.view())),
-        w13(to_device(l.w13)),
-        w2(to_device(l.w2)),
-        shared_w13(to_device(l.shared_w13)),
-        shared_w2(to_device(l.shared_w2)),
-        with_shared(l.with_shared),
-        w13_input_scale(optional_to_device(l.w13_input_scale)),
-        w2_input_scale(optional_to_device(l.w2_input_scale)) {}
-  MoeWeightsView view(bool hash) const {
-    return MoeWeightsView{gate.view(),
-                          hash ? TensorView{} : bias.view(),
-                          hash ? tid2eid.view() : TensorView{},
-                          w13.view(),
-                          w2.view(),
-                          with_shared ? shared_w13.view() : format::Nvfp4View{},
-                          with_shared ? shared_w2.view() : format::Nvfp4View{},
-                          w13_input_scale.view(),
-                          w2_input_scale.view()};
-  }
-};
 
 // What the op is given besides the routed experts (moe_ffn_test.cpp has the same variants
 // against float64).
@@ -118,7 +90,7 @@ void check_against_cpu(const LayerSize& size, int n_tokens, Routing routing, Moe
                       TensorView::contiguous(expected.data(), DType::kF32, Device::kCpu, shape))
                   .ok());
 
-  const DeviceLayer device(layer);
+  const MoeTestLayer device = on_device(layer);
   const Tensor x_dev = to_device(x_host), ids_dev = to_device(ids_host);
   const int64_t ws_bytes = moe_ffn_workspace_bytes(n_tokens, device.view(hash), layer.config);
   Result<Tensor> ws = Tensor::empty(DType::kU8, {ws_bytes}, Device::kCuda);

@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "checkpoint/loader.h"
-#include "checkpoint/quantize.h"
 #include "checkpoint/to_device.h"
 #include "model/deepseek_v4.h"
 #include "model/golden.h"
+#include "model/nvfp4_golden.h"
 #include "testing/compare.h"
 #include "testing/device.h"
 #include "testing/temp_dir.h"
@@ -86,12 +86,9 @@ TEST_P(GoldenModelCudaTest, LogitsAndCachedGreedyMatchTransformers) {
 // NVFP4 model MoE on CUDA is checked against the CPU at supported widths in moe_cuda_test.cpp.
 TEST(ModelNvfp4CudaTest, RefusesExpertWidthsTheCudaPipelineCannotRun) {
   testing::TempDir dir;
-  checkpoint::QuantizeOptions options;
-  options.input_scale = 128.0f / 2688.0f;
-  auto summary = checkpoint::quantize_checkpoint(testing::golden_path("tiny_b_state_dict/model"),
-                                                 dir.path() + "/model", options);
-  ASSERT_TRUE(summary.ok()) << summary.status().to_string();
-  auto loaded = checkpoint::load_model(dir.path() + "/model");
+  const std::string model_dir = testing::quantized_tiny_b(dir);
+  ASSERT_FALSE(HasFailure());
+  auto loaded = checkpoint::load_model(model_dir);
   ASSERT_TRUE(loaded.ok() && loaded->weights.layers[0].ffn.experts.is_nvfp4());
   auto device_weights = checkpoint::copy_weights(loaded->weights, Device::kCuda);
   ASSERT_TRUE(device_weights.ok()) << device_weights.status().to_string();

@@ -30,30 +30,18 @@ using kernels::moe_test::Routing;
 using testing::to_device;
 using testing::to_host;
 
-Tensor on_device(const Tensor& t) { return t.empty_tensor() ? Tensor() : to_device(t.view()); }
-
-format::Nvfp4Tensor on_device(const format::Nvfp4Tensor& t) {
-  format::Nvfp4Tensor d;
-  d.packed = on_device(t.packed);
-  d.block_scale = on_device(t.block_scale);
-  d.global_scale = on_device(t.global_scale);
-  d.input_scale = on_device(t.input_scale);
-  d.scale_layout = t.scale_layout;
-  return d;
-}
-
 MoeWeights on_device(const MoeWeights& w) {
   MoeWeights d;
-  d.experts.w13_input_scale = on_device(w.experts.w13_input_scale);
-  d.experts.w2_input_scale = on_device(w.experts.w2_input_scale);
-  d.gate = on_device(w.gate);
-  d.bias = on_device(w.bias);
-  d.tid2eid = on_device(w.tid2eid);
-  d.experts.w13_nvfp4 = on_device(*w.experts.w13_nvfp4);
-  d.experts.w2_nvfp4 = on_device(*w.experts.w2_nvfp4);
-  d.shared_expert.w1 = on_device(w.shared_expert.w1);
-  d.shared_expert.w3 = on_device(w.shared_expert.w3);
-  d.shared_expert.w2 = on_device(w.shared_expert.w2);
+  d.experts.w13_input_scale = testing::to_device_or_empty(w.experts.w13_input_scale);
+  d.experts.w2_input_scale = testing::to_device_or_empty(w.experts.w2_input_scale);
+  d.gate = to_device(w.gate.view());
+  d.bias = testing::to_device_or_empty(w.bias);
+  d.tid2eid = testing::to_device_or_empty(w.tid2eid);
+  d.experts.w13_nvfp4 = to_device(*w.experts.w13_nvfp4);
+  d.experts.w2_nvfp4 = to_device(*w.experts.w2_nvfp4);
+  d.shared_expert.w1 = to_device(w.shared_expert.w1.view());
+  d.shared_expert.w3 = to_device(w.shared_expert.w3.view());
+  d.shared_expert.w2 = to_device(w.shared_expert.w2.view());
   return d;
 }
 

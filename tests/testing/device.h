@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "base/buffer.h"
+#include "format/nvfp4.h"
 
 namespace dsv4::testing {
 
@@ -17,6 +18,22 @@ inline Tensor to_device(const TensorView& host) {
   const Status copied = copy_tensor(t->view(), host);
   DSV4_CHECK(copied.ok(), "copy to device: %s", copied.to_string().c_str());
   return std::move(t).value();
+}
+
+// An optional tensor on the device: an empty one stays empty.
+inline Tensor to_device_or_empty(const Tensor& host) {
+  return host.empty_tensor() ? Tensor() : to_device(host.view());
+}
+
+// An NVFP4 stack on the device, scales (input_scale if any) and layout as they are.
+inline format::Nvfp4Tensor to_device(const format::Nvfp4Tensor& host) {
+  format::Nvfp4Tensor t;
+  t.packed = to_device(host.packed.view());
+  t.block_scale = to_device(host.block_scale.view());
+  t.global_scale = to_device(host.global_scale.view());
+  t.input_scale = to_device_or_empty(host.input_scale);
+  t.scale_layout = host.scale_layout;
+  return t;
 }
 
 inline Tensor to_host(const TensorView& device) {
