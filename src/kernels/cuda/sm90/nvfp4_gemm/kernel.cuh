@@ -40,6 +40,23 @@ __device__ __forceinline__ int swizzle128(int row, int chunk) {
   return row * 128 + ((chunk ^ (row & 7)) << 4);
 }
 
+// Starts the copy of one 16-byte part of raw weight row `row` of the tile for K step kt into
+// `dst`: parts 0 and 1 are the row's 32 code bytes, part 2 its 4 block-scale bytes (a 48-byte
+// raw row, kRawRowBytes); zero-filled past N.
+__device__ __forceinline__ void copy_raw_weight_part(const Nvfp4GemmParams& p,
+                                                     const TileCoord& tile, int kt, int row,
+                                                     int part, uint8_t* dst) {
+  const int64_t row_bytes = p.kp / 2, scale_row_bytes = p.kp / 16;
+  const bool valid = tile.col0 + row < p.n;
+  const int64_t weight_row = (int64_t)tile.group * p.n + tile.col0 + row;
+  if (part < 2) {
+    cp_async16(dst, valid ? p.b_packed + weight_row * row_bytes + kt * 32 + part * 16
+                          : p.b_packed, valid);
+  } else {
+    cp_async4(dst, valid ? p.b_scale + weight_row * scale_row_bytes + kt * 4 : p.b_scale, valid);
+  }
+}
+
 // Issues the cp.async copies of K step kt into ring slot `slot`: the A rows of this thread's
 // warpgroup (so only that warpgroup's wgmma reads them) and the raw B codes and scales.
 template <int kBN>
@@ -54,19 +71,9 @@ __device__ __forceinline__ void load_stage(const Nvfp4GemmParams& p, const TileC
     const uint16_t* src = valid ? p.a + (int64_t)(tile.row0 + row) * p.lda + col : p.a;
     cp_async16(smem_a + swizzle128(row, chunk), src, valid);
   }
-  const int64_t row_bytes = p.kp / 2, scale_row_bytes = p.kp / 16;
   for (int idx = threadIdx.x; idx < kBN * 3; idx += kThreads) {
     const int row = idx / 3, part = idx % 3;
-    const bool valid = tile.col0 + row < p.n;
-    const int64_t weight_row = (int64_t)tile.group * p.n + tile.col0 + row;
-    uint8_t* dst = smem_raw + row * kRawRowBytes + part * 16;
-    if (part < 2) {
-      cp_async16(dst, valid ? p.b_packed + weight_row * row_bytes + kt * 32 + part * 16
-                            : p.b_packed, valid);
-    } else {
-      cp_async4(dst, valid ? p.b_scale + weight_row * scale_row_bytes + kt * 4 : p.b_scale,
-                valid);
-    }
+    copy_raw_weight_part(p, tile, kt, row, part, smem_raw + row * kRawRowBytes + part * 16);
   }
 }
 

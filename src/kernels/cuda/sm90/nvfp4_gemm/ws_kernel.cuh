@@ -74,7 +74,6 @@ __device__ __forceinline__ void ws_produce(const Nvfp4GemmParams& p, const int* 
   const int t = threadIdx.x;  // 0..127
   const int n_tiles = s_prefix[n_groups], n_steps = p.kp / kTileK;
   const int chunk = t % 8, row_first = t / 8;  // tokens: rows row_first + 16 i, chunk fixed
-  const int64_t row_bytes = p.kp / 2, scale_row_bytes = p.kp / 16;
   uint32_t it = 0;
   for (int tile_index = blockIdx.x; tile_index < n_tiles; tile_index += gridDim.x) {
     const TileCoord tile = ws_tile<kBM>(s_offsets, s_prefix, n_groups, n_tiles_n, tile_index);
@@ -95,16 +94,7 @@ __device__ __forceinline__ void ws_produce(const Nvfp4GemmParams& p, const int* 
 #pragma unroll
       for (int i = 0; i < kWsRows * 3 / 128; ++i) {
         const int idx = t + 128 * i, row = idx / 3, part = idx % 3;
-        const bool valid = tile.col0 + row < p.n;
-        const int64_t weight_row = (int64_t)tile.group * p.n + tile.col0 + row;
-        uint8_t* dst = raw + row * kRawRowBytes + part * 16;
-        if (part < 2) {
-          cp_async16(dst, valid ? p.b_packed + weight_row * row_bytes + kt * 32 + part * 16
-                                : p.b_packed, valid);
-        } else {
-          cp_async4(dst, valid ? p.b_scale + weight_row * scale_row_bytes + kt * 4 : p.b_scale,
-                    valid);
-        }
+        copy_raw_weight_part(p, tile, kt, row, part, raw + row * kRawRowBytes + part * 16);
       }
       cp_async_mbar_arrive(&full[slot]);
     }
