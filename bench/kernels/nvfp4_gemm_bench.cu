@@ -6,7 +6,10 @@
 // kRepeats replays over kBatch, so host launch cost is not counted (decode runs as graphs).
 // For M ≥ 512 it also times, on the same call, the two-warpgroup kernel (kernel.cuh) the
 // warp-specialised one replaced, and the warp-specialised one with 128-token tiles where the
-// heuristics chose 256.
+// heuristics chose 256, and the warp-specialised one with its token tiles by cp.async instead
+// of TMA. With DSV4_BENCH_PROFILE=1 in the environment nothing is timed: each variant runs
+// once, in the order check, W4A16 op, W4A4 op, two-warpgroup, ws 128 tokens, ws cp.async (for
+// ncu's --launch-skip: a shape's warp-specialised launches are 0..4 in that order).
 //   usage: nvfp4_gemm_bench [out.md [M,M,... [shape]]]   (default M: 1,8,64,512,4096,16384;
 //          shape: only the shapes whose name contains it, e.g. "Pro gate")
 // cuBLAS is opened at run time (dlopen libcublas.so.13): no static cuBLAS exists in this CUDA
@@ -191,12 +194,24 @@ double median_ms(F&& launch) {
   return ms[kRepeats / 2];
 }
 
+bool profile_mode() {
+  static const bool on = [] {
+    const char* v = std::getenv("DSV4_BENCH_PROFILE");
+    return v != nullptr && std::strcmp(v, "1") == 0;
+  }();
+  return on;
+}
+
 // µs per call of run(i), i = 0..kBatch-1 captured in one graph (run(0) once eagerly first, so
-// one-time setup stays out of the capture).
+// one-time setup stays out of the capture). Profile mode: run(0) once, no timing.
 template <typename F>
 double graph_us_per_call(F&& run) {
   const cudaStream_t stream = kernels::cuda::op_stream();
   run(0);
+  if (profile_mode()) {
+    DSV4_CUDA_CHECK(cudaStreamSynchronize(stream));
+    return 1.0;
+  }
   cudaGraph_t graph;
   DSV4_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
   for (int i = 0; i < kBatch; ++i) run(i);
@@ -240,6 +255,7 @@ struct Row {
   double us, us_w4a4, us_cublas, floor_us, bytes, flops, check_error;
   double us_two_wg;     // the two-warpgroup kernel on the W4A16 call (0: not that path)
   double us_ws_narrow;  // the warp-specialised kernel with 128-token tiles (0: not timed)
+  double us_ws_cp_async;  // the warp-specialised kernel, token tiles by cp.async (0: not timed)
   std::string path;
 };
 
@@ -293,7 +309,7 @@ Row run_shape(const Shape3& s, int64_t m, const Cublas& cublas, double bandwidth
   DSV4_CHECK(kernels::cuda::stage_activation(a.view(), TensorView{}, staged).ok(), "stage failed");
   Tensor d32 = device_tensor(DType::kF32, {m, n}), d16 = device_tensor(DType::kBF16, {m, n});
 
-  Row row{s.name, m, n, k, 0, 0, 0, 0, 0, 0, 0, 0, 0, path_name(m, n, k, n_sm)};
+  Row row{s.name, m, n, k, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, path_name(m, n, k, n_sm)};
   DSV4_CHECK(kernels::cuda::nvfp4_gemm(a.view(), weights[0].view(), d32.view()).ok(), "gemm failed");
   row.check_error = check_against_cpu(weights[0], a, d32, m, n, k);
   row.us = graph_us_per_call([&](int i) {
@@ -331,8 +347,13 @@ Row run_shape(const Shape3& s, int64_t m, const Cublas& cublas, double bandwidth
       narrow.wide_n = false;  // the warp-specialised kernel with 128-token tiles instead
       row.us_ws_narrow = time_plan(narrow);
     }
+    Nvfp4GemmPlan cp_async = plan_for(p);
+    if (cp_async.path == Nvfp4GemmPath::kWsWgmma) {
+      cp_async.tma_tokens = false;  // the warp-specialised kernel, token tiles by cp.async
+      row.us_ws_cp_async = time_plan(cp_async);
+    }
   }
-  if (cublas.ok()) {
+  if (cublas.ok() && !profile_mode()) {
     row.us_cublas = graph_us_per_call([&](int i) {
       cublas_gemm(cublas, a.view().data, weights[i % n_dense].dense.view().data, d16.view().data, m,
                   n, k, 1.0f / 1024.0f);
@@ -346,10 +367,11 @@ Row run_shape(const Shape3& s, int64_t m, const Cublas& cublas, double bandwidth
 
 void print_row(std::FILE* f, const Row& r) {
   std::fprintf(f,
-               "| %s | %lld | %lld×%lld | %s | %.1f | %s | %s | %.2f | %.1f | %.1f | %.0f%% | %.1f | %s | %.1f | %.2e |\n",
+               "| %s | %lld | %lld×%lld | %s | %.1f | %s | %s | %s | %.2f | %.1f | %.1f | %.0f%% | %.1f | %s | %.1f | %.2e |\n",
                r.shape.c_str(), (long long)r.m, (long long)r.n, (long long)r.k, r.path.c_str(), r.us,
                r.us_two_wg > 0 ? std::to_string(r.us_two_wg).substr(0, 7).c_str() : "-",
                r.us_ws_narrow > 0 ? std::to_string(r.us_ws_narrow).substr(0, 7).c_str() : "-",
+               r.us_ws_cp_async > 0 ? std::to_string(r.us_ws_cp_async).substr(0, 7).c_str() : "-",
                r.bytes / (r.us * 1e-6) / 1e12, r.flops / (r.us * 1e-6) / 1e12, r.floor_us,
                100.0 * r.floor_us / r.us, r.us_w4a4,
                r.us_cublas > 0 ? (std::to_string(r.us_cublas).substr(0, 7) + " (" +
@@ -367,8 +389,8 @@ int main(int argc, char** argv) {
   cudaDeviceProp prop;
   DSV4_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   const Cublas cublas = open_cublas();
-  const double bandwidth = measure_copy_bandwidth();
-  const double peak = cublas.ok() ? measure_cublas_peak(cublas) : 0.0;
+  const double bandwidth = profile_mode() ? 1e12 : measure_copy_bandwidth();
+  const double peak = cublas.ok() && !profile_mode() ? measure_cublas_peak(cublas) : 0.0;
   std::FILE* out = argc > 1 ? std::fopen(argv[1], "w") : stdout;
   std::vector<int64_t> ms = {1, 8, 64, 512, 4096, 16384};
   if (argc > 2) {
@@ -384,9 +406,9 @@ int main(int argc, char** argv) {
   std::fprintf(out, "device: %s, %d SMs, L2 %d MB; copy bandwidth %.2f TB/s (read+write); "
                "cuBLAS bf16 8192³ %.0f TFLOP/s\n\n", prop.name, prop.multiProcessorCount,
                prop.l2CacheSize >> 20, bandwidth / 1e12, peak / 1e12);
-  std::fprintf(out, "| shape | M | N×K | kernel | µs (W4A16) | µs 2-WG kernel | µs ws 128 tok | TB/s | TFLOP/s | floor µs | %% of floor | "
+  std::fprintf(out, "| shape | M | N×K | kernel | µs (W4A16) | µs 2-WG kernel | µs ws 128 tok | µs ws cp.async tok | TB/s | TFLOP/s | floor µs | %% of floor | "
                "µs W4A4 | cuBLAS bf16 µs (ours vs it) | cuBLAS TFLOP/s | check rel err |\n");
-  std::fprintf(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  std::fprintf(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   const Shape3 shapes[] = {{"Flash gate_up", 2 * 2048, 4096}, {"Flash down", 4096, 2048},
                            {"Pro gate_up", 2 * 3072, 7168}, {"Pro down", 7168, 3072}};
   for (const Shape3& s : shapes) {

@@ -14,7 +14,7 @@ namespace dsv4::kernels::cuda::sm90 {
 template <int kBN, bool kOutBf16>
 void launch_wgmma(const Nvfp4GemmParams& p, int grid);  // instantiations/
 template <int kBM, bool kOutBf16>
-void launch_ws(const Nvfp4GemmParams& p, int grid);     // instantiations/
+void launch_ws(Nvfp4GemmParams p, int grid, bool tma);  // instantiations/
 
 namespace {
 
@@ -83,10 +83,11 @@ void launch_nvfp4_gemm(Nvfp4GemmParams p, const Nvfp4GemmPlan& plan) {
   if (plan.path == Nvfp4GemmPath::kSmallM) {
     run_small(p, plan);
   } else if (plan.path == Nvfp4GemmPath::kWsWgmma) {
+    const bool tma = plan.tma_tokens;
     if (plan.wide_n) {
-      p.d_bf16 ? launch_ws<256, true>(p, plan.grid) : launch_ws<256, false>(p, plan.grid);
+      p.d_bf16 ? launch_ws<256, true>(p, plan.grid, tma) : launch_ws<256, false>(p, plan.grid, tma);
     } else {
-      p.d_bf16 ? launch_ws<128, true>(p, plan.grid) : launch_ws<128, false>(p, plan.grid);
+      p.d_bf16 ? launch_ws<128, true>(p, plan.grid, tma) : launch_ws<128, false>(p, plan.grid, tma);
     }
   } else if (plan.wide_n) {
     p.d_bf16 ? launch_wgmma<kTileN, true>(p, plan.grid) : launch_wgmma<kTileN, false>(p, plan.grid);

@@ -28,6 +28,8 @@ struct Nvfp4GemmParams {
   int kp;                   // Kp (multiple of kWeightKAlign)
   int n_groups;             // G
   bool d_bf16;
+  bool a_tma;               // ws kernel: tokens by TMA through its tensor-map parameter (set by
+                            // launch_ws), else by cp.async
 };
 
 // What the heuristics decide for one call (heuristics.cpp).
@@ -38,6 +40,7 @@ struct Nvfp4GemmPlan {
   int grid = 0;              // kWgmma, kWsWgmma: persistent CTAs
   bool wide_n = true;        // kWgmma: 256-column tiles (else 128); kWsWgmma: 256 tokens per
                              // tile (else 128)
+  bool tma_tokens = true;    // kWsWgmma: token tiles by TMA where A allows (else cp.async)
   int small_tiles = 1;       // kSmallM: n8 token tiles per pass (1, 2, 4 or 8)
   int small_chunks = 4;      // kSmallM: 128-element K chunks per CTA
   int small_slots = 1;       // kSmallM: group slots (grid z): min(G, T)

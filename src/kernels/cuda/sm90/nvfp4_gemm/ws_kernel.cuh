@@ -6,10 +6,11 @@
 // registers: the decoded weights never touch shared memory, no barrier separates decode from
 // wgmma, and the decode of K step kt+1 runs while the tensor cores work on step kt.
 //
-//   warpgroup 0 (producer, 88 or 120 registers): cp.async of the tokens (bf16, 128-byte
-//     swizzle, the layout wgmma's B descriptor reads) and the raw weight rows into a
-//     kStages-deep ring; completion is signalled on the slot's `full` mbarrier
-//     (cp.async.mbarrier.arrive).
+//   warpgroup 0 (producer, 88 or 120 registers): the tokens (bf16, 128-byte swizzle, the
+//     layout wgmma's B descriptor reads) by one TMA box per stage (cp.async where A's
+//     address forbids a tensor map) and the raw weight rows by cp.async into a kStages-deep
+//     ring; completion is signalled on the slot's `full` mbarrier (the TMA's complete_tx and
+//     cp.async.mbarrier.arrive).
 //   warpgroups 1, 2 (consumers, 208 or 192 registers): 64 weight rows each; per K step wait
 //     `full`, decode 4 k16 fragments, issue 4 × wgmma m64 n kBM k16 (A registers, B shared),
 //     wait for the previous step's wgmma, release its slot on `empty`.
@@ -18,6 +19,7 @@
 // features (Kp padded), G groups.
 #pragma once
 
+#include <cuda.h>  // CUtensorMap (a type only: nothing links libcuda)
 #include <cuda_bf16.h>
 
 #include <cstdint>
@@ -65,11 +67,14 @@ __device__ __forceinline__ TileCoord ws_tile(const int* s_offsets, const int* s_
 }
 
 // ---- producer: one warpgroup, every thread a share of each stage's cp.async ----
+// With p.a_tma, thread 0 instead loads the whole token tile with one bulk tensor copy (the
+// tensor map's box is [kBM rows, 64 columns] in the same 128-byte swizzle, zero-filled past T
+// and K; rows of the next group inside the box reach only outputs that are never stored).
 template <int kBM>
-__device__ __forceinline__ void ws_produce(const Nvfp4GemmParams& p, const int* s_offsets,
-                                           const int* s_prefix, int n_groups, int n_tiles_n,
-                                           uint8_t* smem_tokens, uint8_t* smem_raw,
-                                           uint64_t* full, uint64_t* empty) {
+__device__ __forceinline__ void ws_produce(const Nvfp4GemmParams& p, const void* a_map,
+                                           const int* s_offsets, const int* s_prefix,
+                                           int n_groups, int n_tiles_n, uint8_t* smem_tokens,
+                                           uint8_t* smem_raw, uint64_t* full, uint64_t* empty) {
   using Smem = WsSmem<kBM>;
   const int t = threadIdx.x;  // 0..127
   const int n_tiles = s_prefix[n_groups], n_steps = p.kp / kTileK;
@@ -82,13 +87,20 @@ __device__ __forceinline__ void ws_produce(const Nvfp4GemmParams& p, const int* 
       const int slot = it % Smem::kStages;
       mbar_wait(&empty[slot], ((it / Smem::kStages) & 1) ^ 1);
       uint8_t* tokens = smem_tokens + slot * Smem::kTokenSlot;
-      const bool col_ok = kt * kTileK + chunk * 8 < p.k;
+      if (p.a_tma) {
+        if (t == 0) {
+          mbar_arrive_expect_tx(&full[slot], Smem::kTokenSlot);
+          tma_load_2d(tokens, a_map, &full[slot], kt * kTileK, tile.row0);
+        }
+      } else {
+        const bool col_ok = kt * kTileK + chunk * 8 < p.k;
 #pragma unroll
-      for (int i = 0; i < kBM / 16; ++i) {
-        const int row = row_first + 16 * i;
-        const bool valid = col_ok && row < tile.n_rows_tile;
-        const uint16_t* src = valid ? a_first + (int64_t)(16 * i) * p.lda + kt * kTileK : p.a;
-        cp_async16(tokens + swizzle128(row, chunk), src, valid);
+        for (int i = 0; i < kBM / 16; ++i) {
+          const int row = row_first + 16 * i;
+          const bool valid = col_ok && row < tile.n_rows_tile;
+          const uint16_t* src = valid ? a_first + (int64_t)(16 * i) * p.lda + kt * kTileK : p.a;
+          cp_async16(tokens + swizzle128(row, chunk), src, valid);
+        }
       }
       uint8_t* raw = smem_raw + slot * Smem::kRawSlot;
 #pragma unroll
@@ -257,9 +269,12 @@ __device__ __forceinline__ void ws_consume(const Nvfp4GemmParams& p, const int* 
   }
 }
 
+// a_map: the tensor map of A (bf16 [T, K], box [kBM, 64], 128-byte swizzle), read only when
+// p.a_tma.
 template <int kBM, bool kOutBf16>
 __global__ void __launch_bounds__(kWsThreads, 1)
-    nvfp4_ws_gemm_sm90_kernel(const __grid_constant__ Nvfp4GemmParams p) {
+    nvfp4_ws_gemm_sm90_kernel(const __grid_constant__ Nvfp4GemmParams p,
+                              const __grid_constant__ CUtensorMap a_map) {
   static_assert(kBM == 128 || kBM == 256, "tokens per tile are one wgmma N: 128 or 256");
   static_assert(kWsRows == 2 * 64 && kWsThreads == 3 * 128, "a producer and two consumers");
   using Smem = WsSmem<kBM>;
@@ -275,7 +290,8 @@ __global__ void __launch_bounds__(kWsThreads, 1)
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < Smem::kStages; ++s) {
-      mbar_init(&full[s], 128);  // one cp.async arrival per producer thread
+      // One cp.async arrival per producer thread, and thread 0's expect_tx arrival for the TMA.
+      mbar_init(&full[s], p.a_tma ? 129 : 128);
       mbar_init(&empty[s], 8);   // one arrival per consumer warp
     }
     mbar_init_fence();
@@ -288,8 +304,8 @@ __global__ void __launch_bounds__(kWsThreads, 1)
 
   if (threadIdx.x < 128) {
     setmaxnreg_dec<ws_producer_regs(kBM)>();
-    ws_produce<kBM>(p, s_offsets, s_prefix, n_groups, n_tiles_n, smem_tokens, smem_ring, full,
-                    empty);
+    ws_produce<kBM>(p, &a_map, s_offsets, s_prefix, n_groups, n_tiles_n, smem_tokens, smem_ring,
+                    full, empty);
   } else {
     setmaxnreg_inc<ws_consumer_regs(kBM)>();
     ws_consume<kBM, kOutBf16>(p, s_offsets, s_prefix, n_groups, n_tiles_n, smem_tokens,
