@@ -50,8 +50,17 @@ constexpr int kStepK = 128;  // K elements per lane quartet and step
 // (Flash T = 1 61.3 -> 64.1 µs, T = 8 279 -> 297; the gate-up kernel under ncu at T = 3 66.6
 // -> 83.2 µs), so the limit is not the bytes one warp has in flight. Four token chunks with 3
 // steps spilled and ran at ~1.1-1.6 TB/s; the launcher uses one or two.
+// Tried and dropped (H200, 2026-12-02, Flash T = 1 / 8 graph µs against 66 / 297): two MMA
+// accumulator chains (66 / 293, noise), activations loaded one step ahead (spilled: 69 / 300),
+// a sliding L2 bulk prefetch 8-32 steps ahead of the ring (73-81 / 350-376), and the L2 asked
+// for the down weights at the end of each gate-up warp or at its start (67-72 / 278-333).
 template <int kChunks>
 constexpr int kDepth = 4;
+// Register budget: 4 blocks an SM, i.e. 128 registers a thread. At 5 blocks (96 registers) the
+// gate-up kernel spilled 24 bytes, and every V4 decode grid (7 slots × 64 blocks at T = 1 on
+// 132 SMs) fits in 4 anyway: measured 63.0 vs 66.2 µs at Flash T = 1 (three runs each), T = 8
+// unchanged (295 vs 297).
+constexpr int kMinBlocksPerSm = 4;
 constexpr int kGridPasses = 4;
 
 // One lane's share of a K step: 16 packed bytes of each of its two rows and their block scales
@@ -95,7 +104,7 @@ __device__ __forceinline__ void stream_pass(const ExpertParams& p, int group, in
                                             int row_end, int lo_row, int hi_row, int c);
 
 template <bool kGateUp, int kK, int kChunks>
-__global__ void __launch_bounds__(kThreads, kChunks == 1 ? 5 : 4)
+__global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
     expert_stream_kernel(ExpertParams p, int n_passes) {
   static_assert(kDecodeScaleLog2 == 10, "alpha below undoes 2^-10 per decoded operand");
   constexpr int kRowsPerPass = 8 * kChunks;
