@@ -114,22 +114,37 @@ __device__ __forceinline__ void ws_produce(const Nvfp4GemmParams& p, const void*
   cp_async_wait_all();
 }
 
-// ---- consumer: decode one K step of this thread's A fragments ----
+// ---- consumer: one K step of this thread's A fragments ----
 // Thread (warp w, lane l) of consumer warpgroup c holds weight rows r = 64 c + 16 w + l/4 and
 // r + 8, K columns 2 (l%4) + {0, 1} and + 8 of each k16: byte l%4 of each 4-byte word of the
 // two rows' codes (low nibble first = the lower K). frag[4 kk + m] is wgmma's a_m of k16 kk.
-__device__ __forceinline__ void ws_decode(const uint8_t* raw_slot, int row, uint32_t selector,
-                                          uint32_t (&frag)[16]) {
+//
+// The raw bytes of a step (both rows' 32 code bytes and 4 scale bytes) are loaded into
+// registers one K step before they are decoded, so neither the `full` wait nor the shared-memory
+// latency sits between a wgmma's retirement and the decode that the next wgmma waits for.
+struct WsRaw {
+  uint4 a0, a1, b0, b1;  // codes of rows r and r + 8
+  uint32_t s0, s1;       // their four block scales
+};
+
+__device__ __forceinline__ void ws_load_raw(const uint8_t* raw_slot, int row, WsRaw& raw) {
   const uint8_t* r0 = raw_slot + row * kRawRowBytes;
   const uint8_t* r1 = r0 + 8 * kRawRowBytes;
-  const uint4 a0 = *reinterpret_cast<const uint4*>(r0);
-  const uint4 a1 = *reinterpret_cast<const uint4*>(r0 + 16);
-  const uint4 b0 = *reinterpret_cast<const uint4*>(r1);
-  const uint4 b1 = *reinterpret_cast<const uint4*>(r1 + 16);
-  const uint32_t s0 = *reinterpret_cast<const uint32_t*>(r0 + 32);
-  const uint32_t s1 = *reinterpret_cast<const uint32_t*>(r1 + 32);
-  const uint32_t w0[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
-  const uint32_t w1[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+  raw.a0 = *reinterpret_cast<const uint4*>(r0);
+  raw.a1 = *reinterpret_cast<const uint4*>(r0 + 16);
+  raw.b0 = *reinterpret_cast<const uint4*>(r1);
+  raw.b1 = *reinterpret_cast<const uint4*>(r1 + 16);
+  raw.s0 = *reinterpret_cast<const uint32_t*>(r0 + 32);
+  raw.s1 = *reinterpret_cast<const uint32_t*>(r1 + 32);
+}
+
+__device__ __forceinline__ void ws_decode(const WsRaw& raw, uint32_t selector,
+                                          uint32_t (&frag)[16]) {
+  const uint32_t w0[8] = {raw.a0.x, raw.a0.y, raw.a0.z, raw.a0.w,
+                          raw.a1.x, raw.a1.y, raw.a1.z, raw.a1.w};
+  const uint32_t w1[8] = {raw.b0.x, raw.b0.y, raw.b0.z, raw.b0.w,
+                          raw.b1.x, raw.b1.y, raw.b1.z, raw.b1.w};
+  const uint32_t s0 = raw.s0, s1 = raw.s1;
   const uint32_t scale0[4] = {ue4m3_byte_to_bf16x2<0>(s0), ue4m3_byte_to_bf16x2<1>(s0),
                               ue4m3_byte_to_bf16x2<2>(s0), ue4m3_byte_to_bf16x2<3>(s0)};
   const uint32_t scale1[4] = {ue4m3_byte_to_bf16x2<0>(s1), ue4m3_byte_to_bf16x2<1>(s1),
@@ -224,15 +239,17 @@ __device__ __forceinline__ void ws_consume(const Nvfp4GemmParams& p, const int* 
   using Smem = WsSmem<kBM>;
   const int lane = threadIdx.x % 32;
   const int row = 64 * (threadIdx.x / 128 - 1) + 16 * ((threadIdx.x / 32) % 4) + lane / 4;
-  const uint32_t selector = (lane % 4) | ((lane % 4 + 4) << 4);
+  uint32_t selector = (lane % 4) | ((lane % 4 + 4) << 4);
+  // Kept in a register: otherwise the compiler re-reads threadIdx.x (S2R) every K step.
+  asm volatile("" : "+r"(selector));
   const int n_tiles = s_prefix[n_groups], n_steps = p.kp / kTileK;
   auto slot_of = [](uint32_t i) { return static_cast<int>(i % Smem::kStages); };
-  // Waits for stage i's bytes and decodes them; the fence lets wgmma (async proxy) see the
-  // tokens the producer's cp.async wrote.
-  auto acquire = [&](uint32_t i, uint32_t(&frag)[16]) {
+  // Waits for stage i's bytes and loads its raw weights; with cp.async tokens the fence lets
+  // wgmma (async proxy) see what the producer wrote (TMA writes are async-proxy already).
+  auto fetch = [&](uint32_t i, WsRaw& raw) {
     mbar_wait(&full[slot_of(i)], (i / Smem::kStages) & 1);
-    fence_proxy_async();
-    ws_decode(smem_raw + slot_of(i) * Smem::kRawSlot, row, selector, frag);
+    if (!p.a_tma) fence_proxy_async();
+    ws_load_raw(smem_raw + slot_of(i) * Smem::kRawSlot, row, raw);
   };
   auto release = [&](uint32_t i) {
     if (lane == 0) mbar_arrive(&empty[slot_of(i)]);
@@ -243,22 +260,31 @@ __device__ __forceinline__ void ws_consume(const Nvfp4GemmParams& p, const int* 
 #pragma unroll
   for (int i = 0; i < kBM / 2; ++i) acc[i] = 0.0f;  // each tile's first wgmma ignores it (scale-d 0)
   uint32_t frag0[16], frag1[16];
+  WsRaw raw;
   uint32_t it = 0;
   for (int tile_index = blockIdx.x; tile_index < n_tiles; tile_index += gridDim.x) {
     const TileCoord tile = ws_tile<kBM>(s_offsets, s_prefix, n_groups, n_tiles_n, tile_index);
-    acquire(it, frag0);
+    fetch(it, raw);
+    ws_decode(raw, selector, frag0);
+    if (n_steps > 1) fetch(it + 1, raw);
     // Two K steps per trip so each fragment buffer has a fixed name: wgmma(kt) reads frag0
-    // while frag1 gets step kt+1, once wgmma(kt-1), its last reader, has retired.
+    // while frag1 gets step kt+1, once wgmma(kt-1), its last reader, has retired. `raw` holds
+    // the step after the one being decoded; the next step's fetch is issued right after the
+    // wgmma, so its wait and load overlap the wait for the previous wgmma.
     for (int kt = 0; kt < n_steps; kt += 2) {
       ws_mma<kBM>(frag0, tokens_of(it + kt), kt == 0, acc);
       wgmma_wait<1>();
       if (kt > 0) release(it + kt - 1);
       if (kt + 1 < n_steps) {
-        acquire(it + kt + 1, frag1);
+        ws_decode(raw, selector, frag1);
         ws_mma<kBM>(frag1, tokens_of(it + kt + 1), false, acc);
+        if (kt + 2 < n_steps) fetch(it + kt + 2, raw);
         wgmma_wait<1>();
         release(it + kt);
-        if (kt + 2 < n_steps) acquire(it + kt + 2, frag0);
+        if (kt + 2 < n_steps) {
+          ws_decode(raw, selector, frag0);
+          if (kt + 3 < n_steps) fetch(it + kt + 3, raw);
+        }
       }
     }
     wgmma_wait<0>();
@@ -279,8 +305,10 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   static_assert(kWsRows == 2 * 64 && kWsThreads == 3 * 128, "a producer and two consumers");
   using Smem = WsSmem<kBM>;
   extern __shared__ uint8_t smem_raw_bytes[];
-  uint8_t* smem = reinterpret_cast<uint8_t*>(
-      (reinterpret_cast<uintptr_t>(smem_raw_bytes) + kSmemAlign - 1) & ~uintptr_t{kSmemAlign - 1});
+  // Aligned by an offset from the shared array (not through an integer cast), so the compiler
+  // still knows every pointer below is shared memory and emits LDS rather than generic loads.
+  const uint32_t misalignment = smem_addr(smem_raw_bytes) % kSmemAlign;
+  uint8_t* smem = smem_raw_bytes + (misalignment == 0 ? 0 : kSmemAlign - misalignment);
   uint8_t* smem_tokens = smem;
   uint8_t* smem_ring = smem_tokens + Smem::kTokens;
   uint64_t* full = reinterpret_cast<uint64_t*>(smem_ring + Smem::kRaw);
