@@ -70,6 +70,14 @@ struct ExpertParams {
   float swiglu_limit;
   float* out_f32;      // L1 W4A4: act f32 [S, F]; L2: down f32 [S, N]
   uint16_t* out_bf16;  // L1 W4A16: act bf16 [S, F], pair layout
+  // Fused combine (expert_stream.cu's down kernel at decode sizes; nullptr combine_y: the
+  // combine kernel runs instead). The last warp to finish an m-tile's rows, counted in
+  // mtile_rows_done (zeroed by the routing front), writes combine_y's 16 columns of it.
+  float* combine_y;          // [T, N]
+  const int* row_of;         // [T, K+1]
+  const float* sel_weight;   // [T, K+1]
+  int* mtile_rows_done;      // [N/16]
+  int n_tokens, k_used;
 };
 
 struct ItemWeights {

@@ -36,6 +36,7 @@
 #include <algorithm>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/moe/combine.cuh"
 #include "kernels/cuda/moe/expert_mma.cuh"
 #include "kernels/cuda/moe/pdl.cuh"
 
@@ -99,6 +100,8 @@ __device__ __forceinline__ uint32_t scale_pair_fast(uint32_t scales) {
   return prmt(scales, 0u, kSelector) * 16u + 0x76007600u;
 }
 
+__device__ __forceinline__ void combine_if_last(const ExpertParams& p, int mt, int rows_done);
+
 template <bool kGateUp, int kK, int kChunks>
 __device__ __forceinline__ void stream_pass(const ExpertParams& p, int group, int row_begin,
                                             int row_end, int lo_row, int hi_row, int c);
@@ -128,12 +131,15 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
   if (static_cast<int>(blockIdx.y) >= n_active || !mt_on) return;
   const int group = p.active[n_active - 1 - blockIdx.y];
   const int group_begin = p.offsets[group], group_end = p.offsets[group + 1];
+  int rows_done = 0;
   for (int pass = blockIdx.x % n_passes;; pass += n_passes) {
     const int row_begin = group_begin + pass * kRowsPerPass;
-    if (row_begin >= group_end) return;
-    stream_pass<kGateUp, kK, kChunks>(p, group, row_begin, min(group_end, row_begin + kRowsPerPass),
-                                      lo_row, hi_row, c);
+    if (row_begin >= group_end) break;
+    const int row_end = min(group_end, row_begin + kRowsPerPass);
+    stream_pass<kGateUp, kK, kChunks>(p, group, row_begin, row_end, lo_row, hi_row, c);
+    rows_done += row_end - row_begin;
   }
+  if (!kGateUp && p.combine_y != nullptr) combine_if_last(p, mt, rows_done);
 }
 
 // One pass: rows [row_begin, row_end) (≤ 8·kChunks) of `group` through this warp's m-tile.
@@ -233,6 +239,30 @@ __device__ __forceinline__ void stream_pass(const ExpertParams& p, int group, in
         p.out_f32[row * p.n_rows + hi_row] = alpha * acc[i][2 + j];
       }
     }
+  }
+}
+
+// The down kernel's fused combine for m-tile mt (output columns 16 mt .. 16 mt + 15): this
+// warp adds its rows to the m-tile's count; the warp that completes the count (every active
+// group's rows) combines those columns for all tokens. Fences order the down rows before the
+// count (threadFenceReduction's pattern); deterministic, since each column is summed by one
+// thread in combine.cuh's fixed order.
+__device__ __forceinline__ void combine_if_last(const ExpertParams& p, int mt, int rows_done) {
+  const int lane = threadIdx.x % 32;
+  __syncwarp();
+  __threadfence();
+  int last = 0;
+  if (lane == 0) {
+    const int total_rows = p.offsets[p.n_experts + (p.shared_packed != nullptr ? 1 : 0)];
+    last = atomicAdd(p.mtile_rows_done + mt, rows_done) + rows_done == total_rows;
+  }
+  if (!__shfl_sync(0xffffffffu, last, 0)) return;
+  __threadfence();
+  for (int i = lane; i < p.n_tokens * 16; i += 32) {
+    const int t = i / 16, d = mt * 16 + i % 16;
+    const TokenRoutes routes = token_routes(p.row_of, p.sel_weight, t, p.k_used);
+    p.combine_y[int64_t{t} * p.n_rows + d] = combine_columns<float>(
+        routes, p.k_used, p.shared_packed != nullptr, p.out_f32, p.n_rows, d);
   }
 }
 

@@ -25,6 +25,9 @@ struct RouterParams {
   float* sel_weight;  // [T, K+1]
   int* counts;        // [E+1], zero on entry
   uint16_t* x_bf16;   // [T, D] pair-interleaved bf16 copy of x, or nullptr
+  // Zeroed by the small router (route_small.cu) for the down kernel's fused combine, or nullptr.
+  int* mtile_rows_done;  // [n_mtiles]
+  int n_mtiles;
 };
 void launch_router(const RouterParams& p, cudaStream_t stream);
 

@@ -4,7 +4,8 @@
 //     (T ≤ kSmallRouteTokens: route_small.cu, the same in two launches)
 //   fused:   gate_up+SwiGLU expert kernel → [stage act: W4A4] → down expert kernel
 //   grouped: gather → nvfp4_grouped_gemm + nvfp4_gemm (shared) → SwiGLU → [stage act] → same
-//   → combine (gather by token, fixed order).
+//   → combine (gather by token, fixed order; on the W4A16 fused path at T ≤ kSmallRouteTokens
+//     the down kernel's last warp per m-tile does it: fuses_combine).
 //
 // Dimension letters: T tokens, D model width, E routed experts, K experts per token, F expert
 // width, R = T·K routed rows, S = R + T grouped rows (group E: the shared expert).
@@ -69,7 +70,15 @@ ExpertParams expert_params(const format::Nvfp4View& routed, const format::Nvfp4V
   return p;
 }
 
-Status run_fused(const Scratch& s, const MoeWeightsView& w, const MoeConfig& cfg) {
+// Whether the down kernel combines into y itself, saving the combine launch: on the W4A16 fused
+// path at decode sizes, where the small router zeroes the down kernel's m-tile counts and one
+// warp per m-tile sums T·16 outputs.
+bool fuses_combine(MoePath path, const MoeConfig& cfg, int64_t n_tokens) {
+  return path == MoePath::kFused && cfg.mode == MoeMode::kW4A16 && n_tokens <= kSmallRouteTokens;
+}
+
+// y: the MoE output when the down kernel combines into it (fuses_combine), else nullptr.
+Status run_fused(const Scratch& s, const MoeWeightsView& w, const MoeConfig& cfg, float* y) {
   const MoeWorkspace& ws = s.ws;
   const bool w4a4 = cfg.mode == MoeMode::kW4A4;
   const int n_slots = static_cast<int>(std::min(ws.n_experts, ws.n_tokens * ws.k_used) + 1);
@@ -101,6 +110,12 @@ Status run_fused(const Scratch& s, const MoeWeightsView& w, const MoeConfig& cfg
   l2.act_scale = s.at<uint8_t>(ws.act_scale);
   l2.act_global = s.at<float>(ws.act_global);
   l2.out_f32 = s.at<float>(ws.down);
+  l2.combine_y = y;
+  l2.row_of = s.at<int>(ws.row_of);
+  l2.sel_weight = s.at<float>(ws.sel_weight);
+  l2.mtile_rows_done = s.at<int>(ws.mtile_done);
+  l2.n_tokens = static_cast<int>(ws.n_tokens);
+  l2.k_used = static_cast<int>(ws.k_used);
   if (w4a4) {
     launch_expert(l2, false, true, n_slots, op_stream());
   } else {
@@ -218,6 +233,9 @@ Status moe_ffn_on_path(const TensorView& x, const TensorView& token_ids, const M
   router.sel_weight = s.at<float>(ws.sel_weight);
   router.counts = s.at<int>(ws.counts);
   router.x_bf16 = (path == MoePath::kFused && !w4a4) ? s.at<uint16_t>(ws.x_bf16) : nullptr;
+  const bool fused_combine = fuses_combine(path, cfg, n_tokens);
+  router.mtile_rows_done = fused_combine ? s.at<int>(ws.mtile_done) : nullptr;
+  router.n_mtiles = static_cast<int>(ws.dim / 16);
   const PermuteOutputs permuted{s.at<int>(ws.offsets), s.at<int>(ws.active),
                                 s.at<int>(ws.row_token), s.at<int>(ws.row_of)};
   if (n_tokens <= kSmallRouteTokens) {
@@ -233,7 +251,10 @@ Status moe_ffn_on_path(const TensorView& x, const TensorView& token_ids, const M
     DSV4_RETURN_IF_ERROR(cuda::stage_activation(
         x, w.w13_input_scale, s.staged(ws.x_packed, ws.x_scale, ws.x_global, n_tokens, ws.dim)));
   }
-  DSV4_RETURN_IF_ERROR(path == MoePath::kFused ? run_fused(s, w, cfg) : run_grouped(s, x, w, cfg));
+  DSV4_RETURN_IF_ERROR(path == MoePath::kFused
+                           ? run_fused(s, w, cfg, fused_combine ? y.data_as<float>() : nullptr)
+                           : run_grouped(s, x, w, cfg));
+  if (fused_combine) return ok_status();
   launch_combine(s.at<float>(ws.down), s.at<int>(ws.row_of), router.sel_weight, router.n_tokens,
                  router.k_used, router.dim, y.data_as<float>(), stream, w.has_shared());
   return ok_status();

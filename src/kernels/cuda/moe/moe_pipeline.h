@@ -50,6 +50,7 @@ struct MoeWorkspace {
   int64_t act_scale = 0;      // u8 [S, F/16]
   int64_t act_global = 0;     // f32 [1]
   int64_t down = 0;           // f32 [S, D] expert outputs (before the routing weights)
+  int64_t mtile_done = 0;     // i32 [D/16] rows finished per down m-tile (fused combine)
   int64_t total_bytes = 0;
 };
 

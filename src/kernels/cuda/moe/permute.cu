@@ -8,6 +8,7 @@
 // Dimension letters: T tokens, D model width, E routed experts, K experts per token,
 // S = T·(K+1) grouped rows.
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/moe/combine.cuh"
 #include "kernels/cuda/moe/kernels.h"
 #include "kernels/cuda/moe/pdl.cuh"
 
@@ -15,7 +16,6 @@ namespace dsv4::kernels::cuda::moe {
 namespace {
 
 constexpr int kWarpsPerBlock = 8;
-constexpr int kMaxK = 16;
 
 __global__ void permute_kernel(const int* sel_expert, const int* counts, int n_tokens, int k_used,
                                int n_experts, int* offsets, int* active, int* row_token,
@@ -65,31 +65,10 @@ __global__ void combine_kernel(const float* down, const int* row_of, const float
                                int k_used, int dim, bool with_shared, float* y) {
   pdl_wait();  // the expert outputs
   const int t = blockIdx.x;
-  int rows[kMaxK];
-  float weights[kMaxK];
-  for (int k = 0; k < k_used; ++k) {  // insertion sort by grouped row: cpu::moe_combine's order
-    const int row = row_of[t * (k_used + 1) + k];
-    const float w = sel_weight[t * (k_used + 1) + k];
-    int j = k;
-    for (; j > 0 && rows[j - 1] > row; --j) rows[j] = rows[j - 1], weights[j] = weights[j - 1];
-    rows[j] = row, weights[j] = w;
-  }
-  const int shared_row = row_of[t * (k_used + 1) + k_used];
+  const TokenRoutes routes = token_routes(row_of, sel_weight, t, k_used);
   const int d_end = min(dim, static_cast<int>(blockIdx.y + 1) * kCombineColumns);
   for (int d = blockIdx.y * kCombineColumns + threadIdx.x * 4; d < d_end; d += kCombineColumns) {
-    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-    for (int k = 0; k < k_used; ++k) {
-      const float4 o = *reinterpret_cast<const float4*>(down + int64_t{rows[k]} * dim + d);
-      acc.x = __fadd_rn(acc.x, __fmul_rn(weights[k], o.x));
-      acc.y = __fadd_rn(acc.y, __fmul_rn(weights[k], o.y));
-      acc.z = __fadd_rn(acc.z, __fmul_rn(weights[k], o.z));
-      acc.w = __fadd_rn(acc.w, __fmul_rn(weights[k], o.w));
-    }
-    if (with_shared) {
-      const float4 s = *reinterpret_cast<const float4*>(down + int64_t{shared_row} * dim + d);
-      acc = make_float4(__fadd_rn(acc.x, s.x), __fadd_rn(acc.y, s.y), __fadd_rn(acc.z, s.z),
-                        __fadd_rn(acc.w, s.w));
-    }
+    const float4 acc = combine_columns<float4>(routes, k_used, with_shared, down, dim, d);
     *reinterpret_cast<float4*>(y + int64_t{t} * dim + d) = acc;
   }
 }
@@ -107,7 +86,7 @@ void launch_permute(const int* sel_expert, const int* counts, int n_tokens, int 
 
 void launch_combine(const float* down, const int* row_of, const float* sel_weight, int n_tokens,
                     int k_used, int dim, float* y, cudaStream_t stream, bool with_shared) {
-  DSV4_CHECK(k_used <= kMaxK && dim % 4 == 0, "combine: K %d, D %d", k_used, dim);
+  DSV4_CHECK(k_used <= kMaxExpertsPerToken && dim % 4 == 0, "combine: K %d, D %d", k_used, dim);
   const dim3 grid(n_tokens, (dim + kCombineColumns - 1) / kCombineColumns);
   launch_pdl(combine_kernel, grid, kCombineThreads, 0, stream, down, row_of, sel_weight, k_used,
              dim, with_shared, y);

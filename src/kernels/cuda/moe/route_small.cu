@@ -6,7 +6,9 @@
 //   route_logits_small_kernel   kWarpsPerExpert warps per expert, each a strided 1/8 of D
 //                               for all T tokens (gate rows read once, 16 B per lane, every SM
 //                               busy); the parts are added in a fixed order. Also writes x
-//                               as bf16 in the pair layout for the fused expert kernels.
+//                               as bf16 in the pair layout for the fused expert kernels,
+//                               and zeroes the m-tile counts of the down kernel's fused
+//                               combine (they are read two launches later).
 //   route_select_small_kernel   one block: a warp per token selects (route_select.cuh), counts
 //                               in shared memory (then stored, not added, to p.counts), offsets
 //                               and the active list by a block scan,
@@ -77,6 +79,11 @@ __global__ void __launch_bounds__(kThreads) route_logits_small_kernel(RouterPara
     float logit = 0.0f;
     for (int q = 0; q < kWarpsPerExpert; ++q) logit += smem_part[slot * kWarpsPerExpert + q][t];
     p.logits[int64_t{t} * p.n_experts + e_out] = logit;
+  }
+  if (p.mtile_rows_done != nullptr) {
+    for (int i = blockIdx.x * kThreads + threadIdx.x; i < p.n_mtiles; i += gridDim.x * kThreads) {
+      p.mtile_rows_done[i] = 0;
+    }
   }
   if (p.x_bf16 != nullptr) {
     const int n = p.n_tokens * p.dim;

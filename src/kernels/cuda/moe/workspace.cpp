@@ -55,6 +55,7 @@ MoeWorkspace plan_workspace(int64_t n_tokens, const MoeWeightsView& w, const Moe
   ws.act_scale = take(s * f / 16);
   ws.act_global = take(4);
   ws.down = take(4 * s * d);
+  ws.mtile_done = take(4 * (d / 16));
   ws.total_bytes = at;
   return ws;
 }
