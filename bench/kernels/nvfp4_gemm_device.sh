@@ -21,12 +21,14 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu 
   > "$out/device.txt" 2>&1
 ncu --version >> "$out/device.txt" 2>&1
 
-# Per kernel: wgmma (HGMMA), mma.sync (HMMA) and local-memory (LDL/STL) instruction counts.
+# Per kernel: wgmma (HGMMA), mma.sync (HMMA), local-memory (LDL/STL), thread-index reads (S2R
+# of SR_TID) and generic loads (LD.E, which a shared-memory read becomes when the compiler loses
+# its address space) instruction counts.
 cuobjdump --dump-sass "$bins/nvfp4_gemm_bench" 2>/dev/null | awk '
-  /Function :/ { if (f != "") printf "%s HGMMA=%d HMMA=%d LDL/STL=%d\n", f, g, h, l;
-                 f = $3; g = h = l = 0 }
-  /HGMMA/ { g++ } /HMMA/ { h++ } /LDL|STL/ { l++ }
-  END { if (f != "") printf "%s HGMMA=%d HMMA=%d LDL/STL=%d\n", f, g, h, l }' |
+  function show() { printf "%s HGMMA=%d HMMA=%d LDL/STL=%d S2R_TID=%d LD.E=%d\n", f, g, h, l, t, e }
+  /Function :/ { if (f != "") show(); f = $3; g = h = l = t = e = 0 }
+  /HGMMA/ { g++ } /HMMA/ { h++ } /LDL|STL/ { l++ } /S2R.*SR_TID/ { t++ } / LD\.E/ { e++ }
+  END { if (f != "") show() }' |
   grep -i "nvfp4\|small_m" >> "$out/device.txt"
 cat "$out/device.txt"
 
