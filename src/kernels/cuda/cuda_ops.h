@@ -12,41 +12,10 @@
 
 namespace dsv4::kernels::cuda {
 
-// ---- The plain ops (one small .cu each or per family, mirroring kernels/cpu/): every variant
-// is implemented, so they return void like their CPU twins. Each says in its .cu how it relates
-// to the CPU: bit-identical (add, embedding, hc_repeat/collapse/expand, moe_gather/combine,
-// moe_group, topk) or equal up to f32 summation order and libm ulps (the rest). ----
-void linear(const TensorView& x, const TensorView& w, const TensorView& y);
-void rms_norm(const TensorView& x, const TensorView& weight, float eps, const TensorView& y);
-void softmax(const TensorView& x, const TensorView& y);
-void swiglu(const TensorView& gate_up, float limit, const TensorView& out);
-void add(const TensorView& a, const TensorView& b, const TensorView& y);
-void embedding(const TensorView& table, const TensorView& ids, const TensorView& y);
-
-void hc_repeat(const TensorView& x, const TensorView& out);
-void hc_split_sinkhorn(const TensorView& mixes, const TensorView& scale, const TensorView& base,
-                       int64_t n_sinkhorn_iters, float eps, const HcMix& out);
-void hc_head_weights(const TensorView& mixes, const TensorView& scale, const TensorView& base,
-                     float eps, const TensorView& pre);
-void hc_collapse(const TensorView& x, const TensorView& pre, const TensorView& y);
-void hc_expand(const TensorView& f, const TensorView& residual, const TensorView& post,
-               const TensorView& comb, const TensorView& out);
-
-void moe_route(const TensorView& logits, const TensorView& bias, const TensorView& hash_ids,
-               float route_scale, const MoeRouting& out);
-void moe_group(const TensorView& ids, const TensorView& order, const TensorView& offsets);
-void moe_gather(const TensorView& x, const TensorView& order, const TensorView& y);
-void moe_combine(const TensorView& expert_out, const TensorView& order, const TensorView& weights,
-                 const TensorView& out);
-void grouped_linear(const TensorView& x, const TensorView& w, const TensorView& offsets,
-                    const TensorView& y);
-
-void rope(const TensorView& x, const TensorView& positions, const TensorView& inv_freq,
-          RopeDirection direction);
-void sparse_attention(const SparseAttentionParams& params);
-void compressor_pool(const CompressorPoolParams& params);
-void indexer_scores(const IndexerScoreParams& params);
-void topk(const TensorView& scores, const TensorView& n_candidates, const TensorView& indices);
+// The plain ops (one small .cu each or per family, mirroring kernels/cpu/). Each says in its .cu
+// how it relates to the CPU: bit-identical (add, embedding, hc_repeat/collapse/expand,
+// moe_gather/combine, moe_group, topk) or equal up to f32 summation order and libm ulps (the rest).
+#include "kernels/backend_ops.inc"
 
 // ---- NVFP4: bit-identical to cpu::stage_activation; GEMMs equal to the CPU up to the f32
 // summation order (exact bf16 products, alpha applied once in the epilogue) ----
