@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (clang, ASan + UBSan, CPU only) and runs each for
-# DSV4_FUZZ_SECONDS (default 30) from the committed seed corpus in tests/fuzz/corpus.
+# DSV4_FUZZ_SECONDS (default 30) from the committed seeds: tests/fuzz/corpus for the
+# safetensors parsers, the golden and V4 fixture configs for config.json.
 # New inputs go to <build-dir>/corpus, so the committed corpus stays as it is; the full log of
 # each run is <build-dir>/<target>.log, a crashing input <build-dir>/crash-*.
 # Usage: scripts/fuzz.sh [build-dir]
@@ -10,13 +11,19 @@ build=${1:-build-fuzz}
 seconds=${DSV4_FUZZ_SECONDS:-30}
 CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       -DDSV4_CUDA=OFF -DDSV4_FUZZ=ON
-cmake --build "$build" -j "$(nproc)" --target safetensors_fuzz shard_index_fuzz
-for target in safetensors shard_index; do
+cmake --build "$build" -j "$(nproc)" --target safetensors_fuzz shard_index_fuzz config_fuzz
+# target, its dictionary, its seed folders
+runs=("safetensors safetensors tests/fuzz/corpus/safetensors"
+      "shard_index safetensors tests/fuzz/corpus/shard_index"
+      "config config tests/golden/configs tests/checkpoint/fixtures")
+for run in "${runs[@]}"; do
+  read -r target dict seeds <<<"$run"
   mkdir -p "$build/corpus/$target"
   echo "fuzzing $target for ${seconds} s"
+  # shellcheck disable=SC2086  # seeds: one or more folders
   "$build/tests/fuzz/${target}_fuzz" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
-      -dict=tests/fuzz/safetensors.dict -print_final_stats=1 -artifact_prefix="$build/" \
-      "$build/corpus/$target" "tests/fuzz/corpus/$target" >"$build/$target.log" 2>&1 ||
+      -dict="tests/fuzz/$dict.dict" -print_final_stats=1 -artifact_prefix="$build/" \
+      "$build/corpus/$target" $seeds >"$build/$target.log" 2>&1 ||
     { tail -n 60 "$build/$target.log"; echo "fuzz: $target failed; input saved in $build/"; exit 1; }
   grep '^stat::' "$build/$target.log"
 done

@@ -24,6 +24,7 @@ using format::Json;
 // More layers than any V4 model has by an order of magnitude; also bounds what a corrupt count
 // can make us allocate.
 constexpr int64_t kMaxLayers = 1024;
+constexpr int64_t kMaxCompressRatio = int64_t{1} << 16;
 
 constexpr const char* kSliding = "sliding_attention";
 constexpr const char* kCsa = "compressed_sparse_attention";
@@ -179,7 +180,8 @@ RopeConfig read_rope(FieldReader& r, const Json& json, const std::string& field,
   static const char* kKnown[] = {
       "rope_type", "type",      "rope_theta",       "factor",   "original_max_position_embeddings",
       "beta_fast", "beta_slow", "attention_factor", "truncate", "partial_rotary_factor"};
-  for (const auto& [key, value] : json.items()) {
+  for (const auto& item : json.items()) {
+    const std::string& key = item.key();  // a plain name: clang 14 cannot capture a binding
     if (std::find_if(std::begin(kKnown), std::end(kKnown),
                      [&](const char* k) { return key == k; }) == std::end(kKnown)) {
       p.fail(unimplemented(field + "." + key + " is not supported"));
@@ -393,6 +395,20 @@ Status check_positive(std::initializer_list<std::pair<const char*, int64_t>> fie
   return ok_status();
 }
 
+struct Ceiling {
+  const char* name;
+  int64_t value, limit;
+};
+Status check_at_most(std::initializer_list<Ceiling> fields) {
+  for (const Ceiling& field : fields) {
+    if (field.value > field.limit) {
+      return invalid_argument(std::string(field.name) + " (" + str(field.value) + ") is over " +
+                              str(field.limit) + ", the most this engine supports");
+    }
+  }
+  return ok_status();
+}
+
 Status validate_dimensions(const ModelConfig& c) {
   DSV4_RETURN_IF_ERROR(check_positive({{"vocab_size", c.vocab_size},
                                        {"hidden_size", c.hidden_size},
@@ -413,10 +429,27 @@ Status validate_dimensions(const ModelConfig& c) {
                                        {"index_head_dim", c.index_head_dim},
                                        {"index_topk", c.index_topk},
                                        {"max_position_embeddings", c.max_position_embeddings}}));
-  if (c.n_layer > kMaxLayers) {
-    return invalid_argument("num_hidden_layers (" + str(c.n_layer) + ") is over " +
-                            str(kMaxLayers));
-  }
+  // Generous ceilings (V4-Pro's values are at most an eighth of each): they keep every slot's element
+  // count far inside int64 and make a typo'd dimension an error instead of an endless name
+  // inventory or an overflowing shape.
+  DSV4_RETURN_IF_ERROR(check_at_most({{"vocab_size", c.vocab_size, int64_t{1} << 24},
+                                      {"hidden_size", c.hidden_size, int64_t{1} << 16},
+                                      {"num_hidden_layers", c.n_layer, kMaxLayers},
+                                      {"num_attention_heads", c.n_head, int64_t{1} << 10},
+                                      {"head_dim", c.head_dim, int64_t{1} << 12},
+                                      {"q_lora_rank", c.q_lora_rank, int64_t{1} << 16},
+                                      {"o_lora_rank", c.o_lora_rank, int64_t{1} << 16},
+                                      {"sliding_window", c.sliding_window, int64_t{1} << 20},
+                                      {"n_routed_experts", c.n_routed_experts, int64_t{1} << 12},
+                                      {"moe_intermediate_size", c.moe_intermediate_size,
+                                       int64_t{1} << 16},
+                                      {"hc_mult", c.hc_mult, 64},
+                                      {"hc_sinkhorn_iters", c.hc_sinkhorn_iters, int64_t{1} << 10},
+                                      {"index_n_heads", c.index_n_heads, int64_t{1} << 10},
+                                      {"index_head_dim", c.index_head_dim, int64_t{1} << 12},
+                                      {"index_topk", c.index_topk, int64_t{1} << 20},
+                                      {"max_position_embeddings", c.max_position_embeddings,
+                                       int64_t{1} << 24}}));
   if (c.head_dim <= c.rope_head_dim) {
     return invalid_argument("head_dim (" + str(c.head_dim) +
                             ") must be larger than qk_rope_head_dim (" + str(c.rope_head_dim) +
@@ -465,8 +498,9 @@ Status validate_moe(const ModelConfig& c) {
                               ") must be in (0, 1)");
     }
   }
-  if (c.n_mtp_layers < 0) {
-    return invalid_argument("num_nextn_predict_layers (" + str(c.n_mtp_layers) + ") must be >= 0");
+  if (c.n_mtp_layers < 0 || c.n_mtp_layers > kMaxLayers) {
+    return invalid_argument("num_nextn_predict_layers (" + str(c.n_mtp_layers) +
+                            ") must be in [0, " + str(kMaxLayers) + "]");
   }
   return ok_status();
 }
@@ -497,10 +531,11 @@ Status validate_schedule(const ModelConfig& c) {
   for (size_t i = 0; i < c.layers.size(); ++i) {
     const LayerSchedule& layer = c.layers[i];
     const bool sliding = layer.attention == AttentionType::kSliding;
-    if (sliding ? layer.compress_ratio != 0 : layer.compress_ratio < 2) {
+    if (sliding ? layer.compress_ratio != 0
+                : layer.compress_ratio < 2 || layer.compress_ratio > kMaxCompressRatio) {
       return invalid_argument("layer " + std::to_string(i) + ": compress ratio " +
                               str(layer.compress_ratio) + " does not fit its attention type (" +
-                              (sliding ? "sliding needs 0" : "compressed needs >= 2") + ")");
+                              (sliding ? "sliding needs 0" : "compressed needs 2 .. 65536") + ")");
     }
   }
   return ok_status();
