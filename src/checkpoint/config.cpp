@@ -429,9 +429,9 @@ Status validate_dimensions(const ModelConfig& c) {
                                        {"index_head_dim", c.index_head_dim},
                                        {"index_topk", c.index_topk},
                                        {"max_position_embeddings", c.max_position_embeddings}}));
-  // Generous ceilings (V4-Pro's values are at most an eighth of each): they keep every slot's element
-  // count far inside int64 and make a typo'd dimension an error instead of an endless name
-  // inventory or an overflowing shape.
+  // Generous ceilings (V4-Pro's values are at most an eighth of each): they keep every slot's
+  // element count far inside int64 and make a typo'd dimension an error instead of an endless
+  // name inventory or an overflowing shape.
   DSV4_RETURN_IF_ERROR(check_at_most({{"vocab_size", c.vocab_size, int64_t{1} << 24},
                                       {"hidden_size", c.hidden_size, int64_t{1} << 16},
                                       {"num_hidden_layers", c.n_layer, kMaxLayers},

@@ -28,7 +28,9 @@ __device__ __forceinline__ TokenRoutes token_routes(const int* row_of, const flo
     const int row = row_of[t * (k_used + 1) + k];
     const float w = sel_weight[t * (k_used + 1) + k];
     int j = k;
-    for (; j > 0 && r.rows[j - 1] > row; --j) r.rows[j] = r.rows[j - 1], r.weights[j] = r.weights[j - 1];
+    for (; j > 0 && r.rows[j - 1] > row; --j) {
+      r.rows[j] = r.rows[j - 1], r.weights[j] = r.weights[j - 1];
+    }
     r.rows[j] = row, r.weights[j] = w;
   }
   r.shared_row = row_of[t * (k_used + 1) + k_used];
@@ -59,7 +61,8 @@ __device__ __forceinline__ V combine_columns(const TokenRoutes& r, int k_used, b
                        __ldcg(reinterpret_cast<const V*>(down + int64_t{r.rows[k]} * dim + d)));
   }
   if (with_shared) {
-    acc = add_shared(acc, __ldcg(reinterpret_cast<const V*>(down + int64_t{r.shared_row} * dim + d)));
+    const V* shared = reinterpret_cast<const V*>(down + int64_t{r.shared_row} * dim + d);
+    acc = add_shared(acc, __ldcg(shared));
   }
   return acc;
 }

@@ -22,9 +22,10 @@
 // F + j for L1, so SwiGLU needs no exchange) and, in K step s (128 elements), the 32 elements
 // [128 s + 32 c, +32): 16 bytes and 2 block scales per row, the 4 lanes of a row reading 64
 // contiguous bytes. kDepth steps of these are loaded ahead per lane (a register ring refilled
-// after each step's use: 3 steps, ~3 KB a warp, in flight while one is decoded). The token operand: lane (g, c) loads token g's same 32 elements of the bf16
-// activation row in the pair layout (pair_layout.cuh), one 16-byte load per packed word, just in time (it
-// sits in L1/L2: every m-tile of the group reads it).
+// after each step's use: 4 steps, ~4 KB a warp, in flight while one is decoded). The token
+// operand: lane (g, c) loads token g's same 32 elements of the bf16 activation row in the pair
+// layout (pair_layout.cuh), one 16-byte load per packed word, just in time (it sits in L1/L2:
+// every m-tile of the group reads it).
 //
 // Scales. A UE4M3 scale s with exponent ≥ 1 becomes 2^116·s as bf16 by one multiply-add on its
 // bits (scale_pair_fast); a step holding any scale < 8 (zero or subnormal) takes the exact

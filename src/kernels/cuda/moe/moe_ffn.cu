@@ -4,8 +4,8 @@
 //     (T ≤ kSmallRouteTokens: route_small.cu, the same in two launches)
 //   fused:   gate_up+SwiGLU expert kernel → [stage act: W4A4] → down expert kernel
 //   grouped: gather → nvfp4_grouped_gemm + nvfp4_gemm (shared) → SwiGLU → [stage act] → same
-//   → combine (gather by token, fixed order; on the W4A16 fused path at T ≤ kSmallRouteTokens
-//     the down kernel's last warp per m-tile does it: fuses_combine).
+//   → combine (gather by token, fixed order; on the W4A16 fused path at
+//     T ≤ kSmallRouteTokens the down kernel's last warp per m-tile does it: fuses_combine).
 //
 // Dimension letters: T tokens, D model width, E routed experts, K experts per token, F expert
 // width, R = T·K routed rows, S = R + T grouped rows (group E: the shared expert).
