@@ -1,17 +1,22 @@
-// dsv4 generate [--model DIR] --ids 1,2,3 [--max-tokens N] [--temperature T --top-k K --top-p P
-// --seed S] [--experts w4a16|w4a4] [--device cpu|cuda]: one-shot generation, printing the
-// generated token ids.
+// dsv4 generate [--model DIR] (--ids 1,2,3 | --prompt TEXT [--tokenizer FILE]) [--max-tokens N]
+// [--temperature T --top-k K --top-p P --seed S] [--experts w4a16|w4a4] [--device cpu|cuda]
+// [--print-ids]: one-shot generation. With --ids it prints the generated token ids; with
+// --prompt it encodes the text with the checkpoint's tokenizer.json (special tokens such as
+// <｜begin▁of▁sentence｜> are written in the text; no chat template is applied) and prints the
+// generated text (or, with --print-ids, the ids).
 // Without --model it runs the small oracle checkpoint shipped in the repository (random
 // weights, so the ids mean nothing; it shows the whole path works), or $DSV4_MODEL.
 // Uses only the public API (include/dsv4/).
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "commands.h"
 #include "dsv4/engine.h"
+#include "dsv4/tokenizer.h"
 
 namespace dsv4::tools {
 namespace {
@@ -19,6 +24,9 @@ namespace {
 struct GenerateArgs {
   std::string model;
   std::vector<int64_t> ids;
+  std::string prompt;
+  std::string tokenizer;   // default: MODEL/tokenizer.json
+  bool print_ids = false;  // with --prompt: the generated ids instead of their text
   SamplingParams sampling;
   std::string experts = "w4a16";
   std::string device = "cpu";
@@ -29,6 +37,25 @@ std::string default_model(bool& random_weights) {
   if (const char* env = std::getenv("DSV4_MODEL"); env && *env) return env;
   random_weights = true;
   return std::string(DSV4_SOURCE_DIR) + "/tests/golden/tiny_a_pretrained/model";
+}
+
+// The prompt's ids (--ids, or --prompt through the tokenizer), and the tokenizer when there is
+// one to print text with.
+Result<std::vector<int64_t>> prompt_ids(const GenerateArgs& args, const std::string& model_dir,
+                                        std::optional<Tokenizer>& tokenizer) {
+  if (args.prompt.empty()) return args.ids;
+  const std::string path = args.tokenizer.empty() ? model_dir + "/tokenizer.json" : args.tokenizer;
+  Result<Tokenizer> loaded = Tokenizer::load(path);
+  if (!loaded.ok()) {
+    return loaded.status().with_context("--prompt needs the checkpoint's tokenizer (or --ids)");
+  }
+  tokenizer.emplace(std::move(loaded).value());
+  return tokenizer->encode(args.prompt);
+}
+
+int fail(const Status& status) {
+  std::fprintf(stderr, "dsv4 generate: %s\n", status.to_string().c_str());
+  return 1;
 }
 
 int run_generate(const GenerateArgs& args) {
@@ -43,15 +70,18 @@ int run_generate(const GenerateArgs& args) {
                  "(random weights: the tokens are meaningless)\n",
                  options.model_dir.c_str());
   }
+  std::optional<Tokenizer> tokenizer;
+  Result<std::vector<int64_t>> prompt = prompt_ids(args, options.model_dir, tokenizer);
+  if (!prompt.ok()) return fail(prompt.status());
   Result<Engine> engine = Engine::open(options);
-  if (!engine.ok()) {
-    std::fprintf(stderr, "dsv4 generate: %s\n", engine.status().to_string().c_str());
-    return 1;
-  }
-  Result<Generation> out = engine->generate({args.ids, args.sampling});
-  if (!out.ok()) {
-    std::fprintf(stderr, "dsv4 generate: %s\n", out.status().to_string().c_str());
-    return 1;
+  if (!engine.ok()) return fail(engine.status());
+  Result<Generation> out = engine->generate({*prompt, args.sampling});
+  if (!out.ok()) return fail(out.status());
+  if (tokenizer && !args.print_ids) {
+    Result<std::string> text = tokenizer->decode(out->tokens);
+    if (!text.ok()) return fail(text.status());
+    std::printf("%s\n", text->c_str());
+    return 0;
   }
   for (size_t i = 0; i < out->tokens.size(); ++i) {
     std::printf("%s%lld", i ? "," : "", static_cast<long long>(out->tokens[i]));
@@ -63,14 +93,23 @@ int run_generate(const GenerateArgs& args) {
 }  // namespace
 
 void register_generate(CLI::App& app, int& exit_code) {
-  CLI::App* cmd = app.add_subcommand("generate", "Generate token ids from a prompt of token ids");
+  CLI::App* cmd = app.add_subcommand("generate", "Generate from a prompt of token ids or of text");
   auto args = std::make_shared<GenerateArgs>();
   cmd->add_option(
       "--model", args->model,
       "checkpoint directory (default: $DSV4_MODEL, else a small random-weight test model)");
-  cmd->add_option("--ids", args->ids, "prompt token ids, comma separated")
-      ->required()
-      ->delimiter(',');
+  // Exactly one prompt: token ids or text.
+  CLI::Option_group* prompt = cmd->add_option_group("prompt", "one of --ids, --prompt");
+  prompt->add_option("--ids", args->ids, "prompt token ids, comma separated")->delimiter(',');
+  CLI::Option* text = prompt->add_option(
+      "--prompt", args->prompt,
+      "prompt text, encoded with the checkpoint's tokenizer.json (special tokens written out; no "
+      "chat template); prints text");
+  prompt->require_option(1);
+  cmd->add_option("--tokenizer", args->tokenizer, "tokenizer.json (default: MODEL/tokenizer.json)")
+      ->needs(text);
+  cmd->add_flag("--print-ids", args->print_ids, "with --prompt, print the generated ids, not text")
+      ->needs(text);
   cmd->add_option("--max-tokens", args->sampling.max_tokens, "tokens to generate at most")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
