@@ -4,8 +4,6 @@ find_package(OpenMP REQUIRED COMPONENTS CXX)
 find_package(nlohmann_json 3 REQUIRED)
 find_package(CLI11 REQUIRED)
 find_path(DSV4_HTTPLIB_INCLUDE httplib.h REQUIRED)  # header-only cpp-httplib
-find_package(PkgConfig REQUIRED)
-pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
 # OpenBLAS for the CPU reference GEMMs. The static archive keeps the binaries self-contained, so
 # they also run on the GPU machine, which has no OpenBLAS.
 find_library(DSV4_OPENBLAS_STATIC NAMES libopenblas.a PATHS /usr/lib/x86_64-linux-gnu/openblas-pthread
@@ -14,6 +12,12 @@ add_library(dsv4_blas INTERFACE)
 target_link_libraries(dsv4_blas INTERFACE ${DSV4_OPENBLAS_STATIC} Threads::Threads)
 find_path(DSV4_CBLAS_INCLUDE cblas.h PATHS /usr/include/x86_64-linux-gnu/openblas-pthread REQUIRED)
 target_include_directories(dsv4_blas INTERFACE ${DSV4_CBLAS_INCLUDE})
+# PCRE2 for the tokenizer's Split patterns, static for the same reason.
+find_library(DSV4_PCRE2_STATIC NAMES libpcre2-8.a REQUIRED)
+find_path(DSV4_PCRE2_INCLUDE pcre2.h REQUIRED)
+add_library(dsv4_pcre2 INTERFACE)
+target_link_libraries(dsv4_pcre2 INTERFACE ${DSV4_PCRE2_STATIC})
+target_include_directories(dsv4_pcre2 INTERFACE ${DSV4_PCRE2_INCLUDE})
 if(DSV4_TESTS)
   find_package(GTest REQUIRED)
   include(GoogleTest)

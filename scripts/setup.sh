@@ -3,7 +3,7 @@
 # Usage: scripts/setup.sh [build-dir]   (DSV4_CUDA=OFF for a CPU-only build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-packages=(cmake ninja-build g++ clang libclang-rt-14-dev pkg-config
+packages=(cmake ninja-build g++ clang libclang-rt-14-dev
           nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libopenblas-dev libpcre2-dev
           libgtest-dev libgmock-dev libbenchmark-dev)
 missing=()
