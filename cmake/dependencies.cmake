@@ -3,7 +3,9 @@ find_package(Threads REQUIRED)
 find_package(OpenMP REQUIRED COMPONENTS CXX)
 find_package(nlohmann_json 3 REQUIRED)
 find_package(CLI11 REQUIRED)
-find_path(DSV4_HTTPLIB_INCLUDE httplib.h REQUIRED)  # header-only cpp-httplib
+# cpp-httplib: Debian ships its implementation compiled, as libcpp-httplib.so.
+find_path(DSV4_HTTPLIB_INCLUDE httplib.h REQUIRED)
+find_library(DSV4_HTTPLIB_LIBRARY NAMES cpp-httplib REQUIRED)
 # OpenBLAS for the CPU reference GEMMs. The static archive keeps the binaries self-contained, so
 # they also run on the GPU machine, which has no OpenBLAS.
 find_library(DSV4_OPENBLAS_STATIC NAMES libopenblas.a PATHS /usr/lib/x86_64-linux-gnu/openblas-pthread

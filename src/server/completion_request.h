@@ -1,0 +1,36 @@
+// The body of POST /v1/completions (OpenAI's legacy completions API), checked field by field.
+// Supported: prompt (a string, which needs the checkpoint's tokenizer, or an array of token
+// ids), max_tokens, temperature, top_p, seed, and top_k (an extension, as vLLM has it); model
+// and user are accepted and ignored (one model per server). Fields that would change the answer
+// and are not implemented (stream, n > 1, stop, logprobs, echo, suffix, best_of, penalties,
+// logit_bias) are refused, never ignored; unknown fields are refused too, so a typo is not
+// silently dropped.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "dsv4/engine.h"
+
+namespace dsv4::server {
+
+struct CompletionRequest {
+  std::variant<std::string, std::vector<int64_t>> prompt;  // text or token ids
+  SamplingParams sampling;
+};
+
+// A refused request: what is wrong and which field (empty for the body as a whole), in the
+// shape of OpenAI's {"error": {"message", "param"}}.
+struct RequestError {
+  std::string message;
+  std::string param;
+};
+
+// Parses and checks `body`; max_tokens must not exceed `max_tokens_limit` (the context).
+std::variant<CompletionRequest, RequestError> parse_completion_request(std::string_view body,
+                                                                       int64_t max_tokens_limit);
+
+}  // namespace dsv4::server

@@ -1,0 +1,172 @@
+#include "server/completion_server.h"
+
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+
+#include "format/json.h"
+#include "server/completion_request.h"
+
+namespace dsv4::server {
+namespace {
+
+using format::Json;
+
+void send_json(httplib::Response& res, int status, const Json& body) {
+  res.status = status;
+  res.set_content(body.dump(), "application/json");
+}
+
+void send_error(httplib::Response& res, int status, const std::string& message,
+                const std::string& param = "") {
+  const char* type = status < 500 ? "invalid_request_error" : "server_error";
+  send_json(res, status,
+            {{"error",
+              {{"message", message},
+               {"type", type},
+               {"param", param.empty() ? Json() : Json(param)},
+               {"code", nullptr}}}});
+}
+
+int64_t unix_seconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+struct CompletionServer::State {
+  Engine& engine;
+  const Tokenizer* tokenizer;
+  ServerOptions options;
+  httplib::Server http;
+  std::mutex engine_mutex;  // one request in the engine at a time
+  std::atomic<int64_t> next_id{0};
+  int port = -1;
+
+  State(Engine& e, const Tokenizer* t, ServerOptions o)
+      : engine(e), tokenizer(t), options(std::move(o)) {}
+  void routes();
+  void complete(const httplib::Request& req, httplib::Response& res);
+  // The prompt's ids, or the error already sent.
+  std::optional<std::vector<int64_t>> prompt_ids(const CompletionRequest& request,
+                                                 httplib::Response& res) const;
+  void send_completion(httplib::Response& res, int64_t n_prompt, const Generation& out,
+                       const std::string& text);
+};
+
+std::optional<std::vector<int64_t>> CompletionServer::State::prompt_ids(
+    const CompletionRequest& request, httplib::Response& res) const {
+  if (const auto* ids = std::get_if<std::vector<int64_t>>(&request.prompt)) return *ids;
+  if (tokenizer == nullptr) {
+    send_error(res, 400, "this server has no tokenizer.json: send the prompt as token ids",
+               "prompt");
+    return std::nullopt;
+  }
+  Result<std::vector<int64_t>> ids = tokenizer->encode(std::get<std::string>(request.prompt));
+  if (!ids.ok()) {
+    send_error(res, 400, ids.status().message(), "prompt");
+    return std::nullopt;
+  }
+  return *std::move(ids);
+}
+
+void CompletionServer::State::complete(const httplib::Request& req, httplib::Response& res) {
+  auto parsed = parse_completion_request(req.body, options.max_context);
+  if (const auto* bad = std::get_if<RequestError>(&parsed)) {
+    return send_error(res, 400, bad->message, bad->param);
+  }
+  const CompletionRequest& request = std::get<CompletionRequest>(parsed);
+  const std::optional<std::vector<int64_t>> prompt = prompt_ids(request, res);
+  if (!prompt) return;
+  Result<Generation> out = [&] {
+    const std::lock_guard<std::mutex> lock(engine_mutex);
+    return engine.generate({*prompt, request.sampling});
+  }();
+  if (!out.ok()) {  // the engine refuses ids outside the vocabulary and prompts over the context
+    const bool callers = out.status().code() == StatusCode::kInvalidArgument;
+    return send_error(res, callers ? 400 : 500, out.status().message(), callers ? "prompt" : "");
+  }
+  std::string text;
+  if (tokenizer != nullptr) {
+    Result<std::string> decoded = tokenizer->decode(out->tokens);
+    if (!decoded.ok()) return send_error(res, 500, decoded.status().message());
+    text = *std::move(decoded);
+  }
+  send_completion(res, static_cast<int64_t>(prompt->size()), *out, text);
+}
+
+void CompletionServer::State::send_completion(httplib::Response& res, int64_t n_prompt,
+                                              const Generation& out, const std::string& text) {
+  const auto n_out = static_cast<int64_t>(out.tokens.size());
+  send_json(res, 200,
+            {{"id", "cmpl-" + std::to_string(next_id++)},
+             {"object", "text_completion"},
+             {"created", unix_seconds()},
+             {"model", options.model_name},
+             {"choices",
+              {{{"index", 0},
+                {"text", text},
+                {"token_ids", out.tokens},
+                {"logprobs", nullptr},
+                {"finish_reason", out.stopped_at_eos ? "stop" : "length"}}}},
+             {"usage",
+              {{"prompt_tokens", n_prompt},
+               {"completion_tokens", n_out},
+               {"total_tokens", n_prompt + n_out}}}});
+}
+
+void CompletionServer::State::routes() {
+  http.set_payload_max_length(options.max_body_bytes);
+  http.Get("/health", [](const httplib::Request&, httplib::Response& res) {
+    send_json(res, 200, {{"status", "ok"}});
+  });
+  http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    const Json model = {{"id", options.model_name}, {"object", "model"}, {"owned_by", "dsv4"}};
+    send_json(res, 200, {{"object", "list"}, {"data", {model}}});
+  });
+  http.Post("/v1/completions",
+            [this](const httplib::Request& req, httplib::Response& res) { complete(req, res); });
+  // Statuses httplib sets itself (404, 413, 400 for an unreadable request) get an error body too.
+  http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    const std::string message = res.status == 404   ? "no route " + req.method + " " + req.path
+                                : res.status == 413 ? "the request body is too large"
+                                                    : "the request could not be read";
+    send_error(res, res.status, message);
+  });
+  http.set_exception_handler([](const httplib::Request&, httplib::Response& res,
+                                std::exception_ptr) { send_error(res, 500, "internal error"); });
+}
+
+CompletionServer::CompletionServer(Engine& engine, const Tokenizer* tokenizer,
+                                   ServerOptions options)
+    : state_(std::make_unique<State>(engine, tokenizer, std::move(options))) {
+  state_->routes();
+}
+
+CompletionServer::~CompletionServer() = default;
+
+Result<int> CompletionServer::bind(const std::string& host, int port) {
+  const int bound = port == 0 ? state_->http.bind_to_any_port(host)
+                              : (state_->http.bind_to_port(host, port) ? port : -1);
+  if (bound <= 0) {
+    return invalid_argument("cannot listen on " + host + ":" + std::to_string(port) +
+                            " (in use, or not an address of this machine)");
+  }
+  state_->port = bound;
+  return bound;
+}
+
+Status CompletionServer::serve() {
+  if (state_->port < 0) return internal_error("serve() before bind()");
+  if (!state_->http.listen_after_bind()) return internal_error("the server stopped with an error");
+  return ok_status();
+}
+
+void CompletionServer::stop() { state_->http.stop(); }
+
+}  // namespace dsv4::server

@@ -1,0 +1,21 @@
+// libFuzzer target: any byte string as the body of POST /v1/completions. The parser must accept
+// it with values in range or refuse it naming a field; never crash.
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <string_view>
+
+#include "server/completion_request.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string_view body(reinterpret_cast<const char*>(data), size);
+  const auto parsed = dsv4::server::parse_completion_request(body, 4096);
+  const auto* request = std::get_if<dsv4::server::CompletionRequest>(&parsed);
+  if (request == nullptr) return 0;
+  const dsv4::SamplingParams& s = request->sampling;
+  if (s.max_tokens < 0 || s.max_tokens > 4096 || s.top_k < 0 || !(s.temperature >= 0.0f) ||
+      s.temperature > 2.0f || !(s.top_p > 0.0f) || s.top_p > 1.0f) {
+    std::abort();
+  }
+  return 0;
+}

@@ -1,0 +1,84 @@
+// parse_completion_request: what it accepts and how it reads it, and every refusal by field.
+#include "server/completion_request.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace dsv4::server {
+namespace {
+
+CompletionRequest accept(const std::string& body) {
+  auto parsed = parse_completion_request(body, 4096);
+  if (const auto* bad = std::get_if<RequestError>(&parsed)) {
+    ADD_FAILURE() << body << ": " << bad->message;
+    return {};
+  }
+  return std::get<CompletionRequest>(parsed);
+}
+
+TEST(CompletionRequestTest, ReadsTextOrIdsAndTheSamplingFields) {
+  const CompletionRequest ids = accept(R"({"prompt": [1, 2, 3], "max_tokens": 7,
+      "temperature": 0, "top_p": 0.5, "top_k": 4, "seed": 9, "model": "x", "user": "u",
+      "stream": false, "n": 1, "echo": false, "presence_penalty": 0, "stop": null})");
+  EXPECT_EQ(std::get<std::vector<int64_t>>(ids.prompt), (std::vector<int64_t>{1, 2, 3}));
+  EXPECT_EQ(ids.sampling.max_tokens, 7);
+  EXPECT_EQ(ids.sampling.temperature, 0.0f);
+  EXPECT_EQ(ids.sampling.top_p, 0.5f);
+  EXPECT_EQ(ids.sampling.top_k, 4);
+  EXPECT_EQ(ids.sampling.seed, 9u);
+  const CompletionRequest text = accept(R"({"prompt": "hello"})");
+  EXPECT_EQ(std::get<std::string>(text.prompt), "hello");
+  // OpenAI's defaults: 16 tokens, temperature 1, top_p 1.
+  EXPECT_EQ(text.sampling.max_tokens, 16);
+  EXPECT_EQ(text.sampling.temperature, 1.0f);
+  EXPECT_EQ(text.sampling.top_p, 1.0f);
+}
+
+TEST(CompletionRequestTest, RefusesEachBadFieldByName) {
+  const struct {
+    const char* body;
+    const char* param;
+    const char* message;
+  } cases[] = {
+      {R"({"prompt": "x", "max_tokens": 5000})", "max_tokens", "in [0, 4096]"},
+      {R"({"prompt": "x", "max_tokens": -1})", "max_tokens", "max_tokens must be an integer"},
+      {R"({"prompt": "x", "max_tokens": 1.5})", "max_tokens", "got 1.5"},
+      {R"({"prompt": "x", "temperature": 3})", "temperature", "temperature must be a number"},
+      {R"({"prompt": "x", "temperature": "hot"})", "temperature", "got \"hot\""},
+      {R"({"prompt": "x", "top_p": 0})", "top_p", "greater than 0"},
+      {R"({"prompt": "x", "top_k": -2})", "top_k", "top_k must be an integer"},
+      {R"({"prompt": "x", "seed": -1})", "seed", "seed must be an integer"},
+      {R"({"prompt": "x", "stream": true})", "stream", "streaming is not supported"},
+      {R"({"prompt": "x", "n": 2})", "n", "one completion per request"},
+      {R"({"prompt": "x", "best_of": 3})", "best_of", "one completion per request"},
+      {R"({"prompt": "x", "stop": ["\n"]})", "stop", "stop is not supported"},
+      {R"({"prompt": "x", "logprobs": 2})", "logprobs", "logprobs is not supported"},
+      {R"({"prompt": "x", "echo": true})", "echo", "echo is not supported"},
+      {R"({"prompt": "x", "frequency_penalty": 0.5})", "frequency_penalty", "other than 0"},
+      {R"({"prompt": "x", "logit_bias": {"1": 5}})", "logit_bias", "not supported"},
+      {R"({"prompt": "x", "model": 3})", "model", "model must be a string"},
+      {R"({"prompt": "x", "max_tokns": 3})", "max_tokns", "unknown field \"max_tokns\""},
+      {R"({"max_tokens": 3})", "prompt", "prompt is required"},
+      {R"({"prompt": ""})", "prompt", "the prompt is empty"},
+      {R"({"prompt": []})", "prompt", "the prompt is empty"},
+      {R"({"prompt": [1, -2]})", "prompt", "got -2"},
+      {R"({"prompt": [1, "a"]})", "prompt", "got \"a\""},
+      {R"({"prompt": {"text": "x"}})", "prompt", "a string or an array of token ids"},
+      {R"(["prompt"])", "", "must be a JSON object"},
+      {R"({"prompt": )", "", "request body: invalid JSON"},
+      {R"({"prompt": "a", "prompt": "b"})", "", "request body"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.body);
+    auto parsed = parse_completion_request(c.body, 4096);
+    const auto* bad = std::get_if<RequestError>(&parsed);
+    ASSERT_NE(bad, nullptr);
+    EXPECT_EQ(bad->param, c.param);
+    EXPECT_NE(bad->message.find(c.message), std::string::npos) << bad->message;
+  }
+}
+
+}  // namespace
+}  // namespace dsv4::server

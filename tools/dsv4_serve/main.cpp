@@ -1,0 +1,103 @@
+// dsv4-serve --model DIR [--tokenizer FILE] [--host H] [--port P] [--device cpu|cuda]
+// [--experts w4a16|w4a4] [--max-context N]: the OpenAI-compatible server
+// (server/completion_server.h) until SIGINT or SIGTERM. The tokenizer defaults to
+// MODEL/tokenizer.json; without one the server takes token-id prompts only and says so. A
+// binary of its own because cpp-httplib comes as a shared library (src/server/CMakeLists.txt).
+#include <CLI/CLI.hpp>
+#include <csignal>
+#include <cstdio>
+#include <optional>
+#include <string>
+
+#include "dsv4/engine.h"
+#include "dsv4/tokenizer.h"
+#include "server/completion_server.h"
+
+namespace {
+
+using dsv4::Result;
+using dsv4::Status;
+using dsv4::Tokenizer;
+
+struct ServeArgs {
+  std::string model;
+  std::string tokenizer;
+  std::string host = "127.0.0.1";
+  int port = 8000;
+  std::string device = "cpu";
+  std::string experts = "w4a16";
+  int64_t max_context = 4096;
+};
+
+dsv4::server::CompletionServer* running = nullptr;  // for the signal handler
+
+void stop_on_signal(int) {
+  if (running != nullptr) running->stop();
+}
+
+int fail(const Status& status) {
+  std::fprintf(stderr, "dsv4-serve: %s\n", status.to_string().c_str());
+  return 1;
+}
+
+// The tokenizer to serve text with: --tokenizer must load; MODEL/tokenizer.json may be absent.
+Result<std::optional<Tokenizer>> open_tokenizer(const ServeArgs& args) {
+  const bool named = !args.tokenizer.empty();
+  Result<Tokenizer> tok = Tokenizer::load(named ? args.tokenizer : args.model + "/tokenizer.json");
+  if (tok.ok()) return std::optional<Tokenizer>(std::move(tok).value());
+  if (named || tok.status().code() != dsv4::StatusCode::kNotFound) return tok.status();
+  std::fprintf(stderr, "dsv4-serve: no %s/tokenizer.json: token-id prompts only\n",
+               args.model.c_str());
+  return std::optional<Tokenizer>();
+}
+
+int serve(const ServeArgs& args) {
+  Result<std::optional<Tokenizer>> tokenizer = open_tokenizer(args);
+  if (!tokenizer.ok()) return fail(tokenizer.status());
+  dsv4::EngineOptions options;
+  options.model_dir = args.model;
+  options.device = args.device == "cuda" ? dsv4::EngineDevice::kCuda : dsv4::EngineDevice::kCpu;
+  options.experts =
+      args.experts == "w4a4" ? dsv4::ExpertPrecision::kW4A4 : dsv4::ExpertPrecision::kW4A16;
+  options.max_context = args.max_context;
+  Result<dsv4::Engine> engine = dsv4::Engine::open(options);
+  if (!engine.ok()) return fail(engine.status());
+  dsv4::server::ServerOptions server_options;
+  server_options.max_context = args.max_context;
+  dsv4::server::CompletionServer server(*engine, *tokenizer ? &**tokenizer : nullptr,
+                                        server_options);
+  Result<int> port = server.bind(args.host, args.port);
+  if (!port.ok()) return fail(port.status());
+  running = &server;
+  std::signal(SIGINT, stop_on_signal);
+  std::signal(SIGTERM, stop_on_signal);
+  std::fprintf(stderr, "dsv4-serve: listening on http://%s:%d/v1/completions\n", args.host.c_str(),
+               *port);
+  const Status served = server.serve();
+  running = nullptr;
+  return served.ok() ? 0 : fail(served);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"dsv4-serve: an OpenAI-compatible completions server for DeepSeek-V4"};
+  ServeArgs args;
+  app.add_option("--model", args.model, "checkpoint directory")->required();
+  app.add_option("--tokenizer", args.tokenizer, "tokenizer.json (default: MODEL/tokenizer.json)");
+  app.add_option("--host", args.host, "address to listen on")->capture_default_str();
+  app.add_option("--port", args.port, "port (0: any free port)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  app.add_option("--device", args.device, "cpu or cuda")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--experts", args.experts, "NVFP4 expert mode")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"w4a16", "w4a4"}));
+  app.add_option("--max-context", args.max_context, "most tokens (prompt + generated) a request")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  CLI11_PARSE(app, argc, argv);
+  return serve(args);
+}
