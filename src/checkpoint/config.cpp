@@ -12,6 +12,7 @@
 #include <cmath>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <sstream>
 
 #include "format/json.h"
@@ -387,20 +388,24 @@ void read_routing_schedule(FieldReader& r, ModelConfig& c) {
 
 std::string str(int64_t v) { return std::to_string(v); }
 
-Status check_positive(std::initializer_list<std::pair<const char*, int64_t>> fields) {
-  for (const auto& [name, value] : fields) {
-    if (value <= 0)
-      return invalid_argument(std::string(name) + " (" + str(value) + ") must be positive");
-  }
-  return ok_status();
-}
-
-struct Ceiling {
+// A dimension's range: positive, and at most `limit` (kNoCeiling for the ones a later check
+// bounds by another field).
+struct DimensionRange {
   const char* name;
   int64_t value, limit;
 };
-Status check_at_most(std::initializer_list<Ceiling> fields) {
-  for (const Ceiling& field : fields) {
+constexpr int64_t kNoCeiling = std::numeric_limits<int64_t>::max();
+
+// Every field positive first, then every ceiling, so a config with both kinds of fault reports
+// the non-positive one.
+Status check_ranges(std::initializer_list<DimensionRange> fields) {
+  for (const DimensionRange& field : fields) {
+    if (field.value <= 0) {
+      return invalid_argument(std::string(field.name) + " (" + str(field.value) +
+                              ") must be positive");
+    }
+  }
+  for (const DimensionRange& field : fields) {
     if (field.value > field.limit) {
       return invalid_argument(std::string(field.name) + " (" + str(field.value) + ") is over " +
                               str(field.limit) + ", the most this engine supports");
@@ -410,46 +415,30 @@ Status check_at_most(std::initializer_list<Ceiling> fields) {
 }
 
 Status validate_dimensions(const ModelConfig& c) {
-  DSV4_RETURN_IF_ERROR(check_positive({{"vocab_size", c.vocab_size},
-                                       {"hidden_size", c.hidden_size},
-                                       {"num_hidden_layers", c.n_layer},
-                                       {"num_attention_heads", c.n_head},
-                                       {"head_dim", c.head_dim},
-                                       {"qk_rope_head_dim", c.rope_head_dim},
-                                       {"q_lora_rank", c.q_lora_rank},
-                                       {"o_groups", c.o_groups},
-                                       {"o_lora_rank", c.o_lora_rank},
-                                       {"sliding_window", c.sliding_window},
-                                       {"n_routed_experts", c.n_routed_experts},
-                                       {"num_experts_per_tok", c.n_expert_used},
-                                       {"moe_intermediate_size", c.moe_intermediate_size},
-                                       {"hc_mult", c.hc_mult},
-                                       {"hc_sinkhorn_iters", c.hc_sinkhorn_iters},
-                                       {"index_n_heads", c.index_n_heads},
-                                       {"index_head_dim", c.index_head_dim},
-                                       {"index_topk", c.index_topk},
-                                       {"max_position_embeddings", c.max_position_embeddings}}));
   // Generous ceilings (V4-Pro's values are at most an eighth of each): they keep every slot's
   // element count far inside int64 and make a typo'd dimension an error instead of an endless
   // name inventory or an overflowing shape.
-  DSV4_RETURN_IF_ERROR(check_at_most({{"vocab_size", c.vocab_size, int64_t{1} << 24},
-                                      {"hidden_size", c.hidden_size, int64_t{1} << 16},
-                                      {"num_hidden_layers", c.n_layer, kMaxLayers},
-                                      {"num_attention_heads", c.n_head, int64_t{1} << 10},
-                                      {"head_dim", c.head_dim, int64_t{1} << 12},
-                                      {"q_lora_rank", c.q_lora_rank, int64_t{1} << 16},
-                                      {"o_lora_rank", c.o_lora_rank, int64_t{1} << 16},
-                                      {"sliding_window", c.sliding_window, int64_t{1} << 20},
-                                      {"n_routed_experts", c.n_routed_experts, int64_t{1} << 12},
-                                      {"moe_intermediate_size", c.moe_intermediate_size,
-                                       int64_t{1} << 16},
-                                      {"hc_mult", c.hc_mult, 64},
-                                      {"hc_sinkhorn_iters", c.hc_sinkhorn_iters, int64_t{1} << 10},
-                                      {"index_n_heads", c.index_n_heads, int64_t{1} << 10},
-                                      {"index_head_dim", c.index_head_dim, int64_t{1} << 12},
-                                      {"index_topk", c.index_topk, int64_t{1} << 20},
-                                      {"max_position_embeddings", c.max_position_embeddings,
-                                       int64_t{1} << 24}}));
+  DSV4_RETURN_IF_ERROR(check_ranges({
+      {"vocab_size", c.vocab_size, int64_t{1} << 24},
+      {"hidden_size", c.hidden_size, int64_t{1} << 16},
+      {"num_hidden_layers", c.n_layer, kMaxLayers},
+      {"num_attention_heads", c.n_head, int64_t{1} << 10},
+      {"head_dim", c.head_dim, int64_t{1} << 12},
+      {"qk_rope_head_dim", c.rope_head_dim, kNoCeiling},  // below head_dim
+      {"q_lora_rank", c.q_lora_rank, int64_t{1} << 16},
+      {"o_groups", c.o_groups, kNoCeiling},  // divides num_attention_heads
+      {"o_lora_rank", c.o_lora_rank, int64_t{1} << 16},
+      {"sliding_window", c.sliding_window, int64_t{1} << 20},
+      {"n_routed_experts", c.n_routed_experts, int64_t{1} << 12},
+      {"num_experts_per_tok", c.n_expert_used, kNoCeiling},  // at most n_routed_experts
+      {"moe_intermediate_size", c.moe_intermediate_size, int64_t{1} << 16},
+      {"hc_mult", c.hc_mult, 64},
+      {"hc_sinkhorn_iters", c.hc_sinkhorn_iters, int64_t{1} << 10},
+      {"index_n_heads", c.index_n_heads, int64_t{1} << 10},
+      {"index_head_dim", c.index_head_dim, int64_t{1} << 12},
+      {"index_topk", c.index_topk, int64_t{1} << 20},
+      {"max_position_embeddings", c.max_position_embeddings, int64_t{1} << 24},
+  }));
   if (c.head_dim <= c.rope_head_dim) {
     return invalid_argument("head_dim (" + str(c.head_dim) +
                             ") must be larger than qk_rope_head_dim (" + str(c.rope_head_dim) +

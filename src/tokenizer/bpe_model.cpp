@@ -109,15 +109,19 @@ Status BpeModel::encode_piece(std::string_view piece, std::vector<int64_t>& ids)
   }
   while (symbols.size() > 1) {
     std::optional<int> best;
+    size_t best_at = 0;
     for (size_t i = 0; i + 1 < symbols.size(); ++i) {
       const auto rank = rank_of(symbols[i], symbols[i + 1]);
-      if (rank && (!best || *rank < *best)) best = rank;
+      if (rank && (!best || *rank < *best)) best = rank, best_at = i;
     }
     if (!best) break;
+    // Join every occurrence of the best pair, left to right (ranks are unique per pair, so the
+    // pair is known by its strings; no second lookup).
+    const std::string left = symbols[best_at], right = symbols[best_at + 1];
     std::vector<std::string> merged;
     merged.reserve(symbols.size());
     for (size_t i = 0; i < symbols.size(); ++i) {
-      if (i + 1 < symbols.size() && rank_of(symbols[i], symbols[i + 1]) == best) {
+      if (i + 1 < symbols.size() && symbols[i] == left && symbols[i + 1] == right) {
         merged.push_back(symbols[i] + symbols[i + 1]);
         ++i;
       } else {
