@@ -7,7 +7,7 @@
 // For M ≥ 512 it also times, on the same call, the two-warpgroup kernel (kernel.cuh) the
 // warp-specialised one replaced, and the warp-specialised one with 128-token tiles where the
 // heuristics chose 256, and the warp-specialised one with its token tiles by cp.async instead
-// of TMA. With DSV4_BENCH_PROFILE=1 in the environment nothing is timed: each variant runs
+// of TMA; for M ≤ 16, the small-M kernel (split-K atomics) the stream kernel replaced. With DSV4_BENCH_PROFILE=1 in the environment nothing is timed: each variant runs
 // once, in the order check, W4A16 op, W4A4 op, two-warpgroup, ws 128 tokens, ws cp.async (for
 // ncu's --launch-skip: a shape's warp-specialised launches are 0..4 in that order).
 //   usage: nvfp4_gemm_bench [out.md [M,M,... [shape]]]   (default M: 1,8,64,512,4096,16384;
@@ -256,6 +256,7 @@ struct Row {
   double us_two_wg;     // the two-warpgroup kernel on the W4A16 call (0: not that path)
   double us_ws_narrow;  // the warp-specialised kernel with 128-token tiles (0: not timed)
   double us_ws_cp_async;  // the warp-specialised kernel, token tiles by cp.async (0: not timed)
+  double us_small_m;      // the small-M kernel where the stream kernel was chosen (0: not timed)
   std::string path;
 };
 
@@ -263,7 +264,8 @@ struct Row {
 std::string path_name(int64_t m, int64_t n, int64_t k, int n_sm) {
   using namespace kernels::cuda::sm90;
   const Nvfp4GemmPlan plan = plan_nvfp4_gemm(static_cast<int>(m), static_cast<int>(n),
-                                             static_cast<int>(k), 1, n_sm);
+                                             static_cast<int>(k), static_cast<int>(k), 1, n_sm);
+  if (plan.path == Nvfp4GemmPath::kStream) return "stream 4 warps × K/4";
   if (plan.path == Nvfp4GemmPath::kWsWgmma) {
     return plan.wide_n ? "ws 128 rows×256 tok" : "ws 128 rows×128 tok";
   }
@@ -309,7 +311,7 @@ Row run_shape(const Shape3& s, int64_t m, const Cublas& cublas, double bandwidth
   DSV4_CHECK(kernels::cuda::stage_activation(a.view(), TensorView{}, staged).ok(), "stage failed");
   Tensor d32 = device_tensor(DType::kF32, {m, n}), d16 = device_tensor(DType::kBF16, {m, n});
 
-  Row row{s.name, m, n, k, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, path_name(m, n, k, n_sm)};
+  Row row{s.name, m, n, k, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, path_name(m, n, k, n_sm)};
   DSV4_CHECK(kernels::cuda::nvfp4_gemm(a.view(), weights[0].view(), d32.view()).ok(), "gemm failed");
   row.check_error = check_against_cpu(weights[0], a, d32, m, n, k);
   row.us = graph_us_per_call([&](int i) {
@@ -347,6 +349,12 @@ Row run_shape(const Shape3& s, int64_t m, const Cublas& cublas, double bandwidth
       narrow.wide_n = false;  // the warp-specialised kernel with 128-token tiles instead
       row.us_ws_narrow = time_plan(narrow);
     }
+    if (plan_for(p).path == Nvfp4GemmPath::kStream) {  // the kernel it replaced, same call
+      Tensor accum = device_tensor(DType::kF32, {m, n});
+      p.accum = accum.data_as<float>();
+      row.us_small_m = time_plan(plan_small_m(p.n_rows, p.n, p.kp, 1, n_sm));
+      p.accum = nullptr;
+    }
     Nvfp4GemmPlan cp_async = plan_for(p);
     if (cp_async.path == Nvfp4GemmPath::kWsWgmma) {
       cp_async.tma_tokens = false;  // the warp-specialised kernel, token tiles by cp.async
@@ -367,11 +375,12 @@ Row run_shape(const Shape3& s, int64_t m, const Cublas& cublas, double bandwidth
 
 void print_row(std::FILE* f, const Row& r) {
   std::fprintf(f,
-               "| %s | %lld | %lld×%lld | %s | %.1f | %s | %s | %s | %.2f | %.1f | %.1f | %.0f%% | %.1f | %s | %.1f | %.2e |\n",
+               "| %s | %lld | %lld×%lld | %s | %.1f | %s | %s | %s | %s | %.2f | %.1f | %.1f | %.0f%% | %.1f | %s | %.1f | %.2e |\n",
                r.shape.c_str(), (long long)r.m, (long long)r.n, (long long)r.k, r.path.c_str(), r.us,
                r.us_two_wg > 0 ? std::to_string(r.us_two_wg).substr(0, 7).c_str() : "-",
                r.us_ws_narrow > 0 ? std::to_string(r.us_ws_narrow).substr(0, 7).c_str() : "-",
                r.us_ws_cp_async > 0 ? std::to_string(r.us_ws_cp_async).substr(0, 7).c_str() : "-",
+               r.us_small_m > 0 ? std::to_string(r.us_small_m).substr(0, 7).c_str() : "-",
                r.bytes / (r.us * 1e-6) / 1e12, r.flops / (r.us * 1e-6) / 1e12, r.floor_us,
                100.0 * r.floor_us / r.us, r.us_w4a4,
                r.us_cublas > 0 ? (std::to_string(r.us_cublas).substr(0, 7) + " (" +
@@ -406,9 +415,9 @@ int main(int argc, char** argv) {
   std::fprintf(out, "device: %s, %d SMs, L2 %d MB; copy bandwidth %.2f TB/s (read+write); "
                "cuBLAS bf16 8192³ %.0f TFLOP/s\n\n", prop.name, prop.multiProcessorCount,
                prop.l2CacheSize >> 20, bandwidth / 1e12, peak / 1e12);
-  std::fprintf(out, "| shape | M | N×K | kernel | µs (W4A16) | µs 2-WG kernel | µs ws 128 tok | µs ws cp.async tok | TB/s | TFLOP/s | floor µs | %% of floor | "
+  std::fprintf(out, "| shape | M | N×K | kernel | µs (W4A16) | µs 2-WG kernel | µs ws 128 tok | µs ws cp.async tok | µs small-M kernel | TB/s | TFLOP/s | floor µs | %% of floor | "
                "µs W4A4 | cuBLAS bf16 µs (ours vs it) | cuBLAS TFLOP/s | check rel err |\n");
-  std::fprintf(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  std::fprintf(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   const Shape3 shapes[] = {{"Flash gate_up", 2 * 2048, 4096}, {"Flash down", 4096, 2048},
                            {"Pro gate_up", 2 * 3072, 7168}, {"Pro down", 7168, 3072}};
   for (const Shape3& s : shapes) {

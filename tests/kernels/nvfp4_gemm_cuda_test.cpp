@@ -246,11 +246,17 @@ TEST_P(Nvfp4GemmCudaTest, MatchesTheCpu) {
   check_gemm(rng, c, one_group_offsets(c.t, c.g, rng.uniform_int(0, c.g - 1)));
 }
 
-// Small-M kernel: T ≤ 64 rows per group on average; wgmma kernel above (K = 48 and 112 give
-// one and two K steps, the pipeline's edge cases).
+// Stream kernel: one matrix, T ≤ 16, K a multiple of 128 (V4's K as constants: 2048, 3072,
+// 7168; others generic, with 1 and 3 K steps leaving warps idle; N not a multiple of 16;
+// 9 and 16 tokens in two chunks). Small-M kernel: T ≤ 64 rows per group on average, or K not
+// a multiple of 128; wgmma kernel above (K = 48 and 112 give one and two K steps, the
+// pipeline's edge cases).
 INSTANTIATE_TEST_SUITE_P(
     Shapes, Nvfp4GemmCudaTest,
-    ::testing::Values(GemmCase{1, 72, 48, 1, false}, GemmCase{5, 300, 208, 1, false},
+    ::testing::Values(GemmCase{1, 1000, 2048, 1, false}, GemmCase{3, 136, 7168, 1, false},
+                      GemmCase{8, 520, 3072, 1, false}, GemmCase{9, 200, 384, 1, false},
+                      GemmCase{12, 24, 128, 1, false},
+                      GemmCase{1, 72, 48, 1, false}, GemmCase{5, 300, 208, 1, false},
                       GemmCase{16, 4096, 1024, 1, false}, GemmCase{33, 200, 2064, 1, false},
                       GemmCase{64, 520, 512, 1, false}, GemmCase{65, 300, 336, 1, false},
                       GemmCase{200, 264, 1040, 1, false}, GemmCase{517, 1000, 528, 1, false},

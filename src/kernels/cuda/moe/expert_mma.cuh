@@ -25,7 +25,7 @@
 
 #include <cstdint>
 
-#include "kernels/cuda/moe/pair_layout.cuh"
+#include "kernels/cuda/pair_layout.cuh"
 
 namespace dsv4::kernels::cuda::moe {
 

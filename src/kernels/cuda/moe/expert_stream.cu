@@ -27,9 +27,8 @@
 // layout (pair_layout.cuh), one 16-byte load per packed word, just in time (it sits in L1/L2:
 // every m-tile of the group reads it).
 //
-// Scales. A UE4M3 scale s with exponent ≥ 1 becomes 2^116·s as bf16 by one multiply-add on its
-// bits (scale_pair_fast); a step holding any scale < 8 (zero or subnormal) takes the exact
-// general conversion (scale_pair) instead, so the result is the same either way.
+// Scales: scale_pairs4 (pair_layout.cuh), one PRMT and one multiply-add per scale unless the
+// step holds a zero or subnormal one.
 //
 // Deterministic: every output is one warp's MMA chain over K in a fixed order.
 //
@@ -85,20 +84,6 @@ __device__ __forceinline__ uint4 load_weights(const uint8_t* p) {
 // Asks L2 for `bytes` (a multiple of 16) at `p` (16-byte aligned) in one instruction.
 __device__ __forceinline__ void prefetch_l2_bulk(const void* p, int bytes) {
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes) : "memory");
-}
-
-__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t selector) {
-  uint32_t r;
-  asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(r) : "r"(a), "r"(b), "r"(selector));
-  return r;
-}
-
-// scale_pair for a scale byte with exponent ≥ 1 (byte kByte of `scales`): the bf16 bits of
-// 2^116·2^(e-7)·(1 + m/8) are ((e + 236) << 7) | (m << 4) = (s << 4) + (236 << 7).
-template <int kByte>
-__device__ __forceinline__ uint32_t scale_pair_fast(uint32_t scales) {
-  constexpr uint32_t kSelector = 0x4040u + kByte * 0x0101u;  // byte kByte into both halves
-  return prmt(scales, 0u, kSelector) * 16u + 0x76007600u;
 }
 
 __device__ __forceinline__ void combine_if_last(const ExpertParams& p, int mt, int rows_done);
@@ -191,14 +176,7 @@ __device__ __forceinline__ void stream_pass(const ExpertParams& p, int group, in
       if ((kK == 0 || kK / kStepK % kAhead != 0) && s >= n_steps) break;
       const StepWeights& w = ring[d];  // refilled after its use below
       uint32_t sp[4];  // bf16x2 scales: lo block 0, lo 1, hi 0, hi 1
-      const uint32_t x = w.scales;
-      if (((x - 0x08080808u) & ~x & 0x80808080u) == 0) {  // no scale byte below 8
-        sp[0] = scale_pair_fast<0>(x), sp[1] = scale_pair_fast<1>(x);
-        sp[2] = scale_pair_fast<2>(x), sp[3] = scale_pair_fast<3>(x);
-      } else {
-        sp[0] = scale_pair(x & 0xff), sp[1] = scale_pair((x >> 8) & 0xff);
-        sp[2] = scale_pair((x >> 16) & 0xff), sp[3] = scale_pair(x >> 24);
-      }
+      scale_pairs4(w.scales, sp);
       const uint32_t lo_words[4] = {w.lo.x, w.lo.y, w.lo.z, w.lo.w};
       const uint32_t hi_words[4] = {w.hi.x, w.hi.y, w.hi.z, w.hi.w};
 #pragma unroll

@@ -50,6 +50,16 @@ inline constexpr int kSmallBatch = 4;                // chunks whose loads are i
 inline constexpr int kSmallMaxTiles = 8;             // ≤ 64 tokens per pass
 inline constexpr int kSmallMaxSmem = 64 * 1024;      // the token slice in shared memory
 
+// ---- The stream kernel (decode, one matrix, stream_kernel.cuh): a CTA of kStreamWarps warps
+// per 16-row m-tile, each warp an equal run of the 128-element K steps, partials met in shared
+// memory; no split-K over CTAs ----
+inline constexpr int kStreamWarps = 4;
+inline constexpr int kStreamThreads = 32 * kStreamWarps;
+inline constexpr int kStreamStepK = 128;      // K per warp step: 4 lanes × 32 codes
+inline constexpr int kStreamDepth = 4;        // steps of weights in flight per lane
+inline constexpr int kStreamMaxTokens = 16;   // two MMA token chunks
+inline constexpr int kStreamMinBlocksPerSm = 4;  // 128 registers a thread
+
 // Weights are read with rows padded to a multiple of kTileK codes (README: "layouts").
 inline constexpr int kWeightKAlign = kTileK;
 

@@ -15,7 +15,9 @@ int ceil_div(int64_t a, int64_t b) { return static_cast<int>((a + b - 1) / b); }
 // kernel streams them once; above it the wgmma kernel's 128-row tiles are filled enough.
 constexpr int kSmallMaxRowsPerGroup = 8 * kSmallMaxTiles;
 
-Nvfp4GemmPlan plan_small(int n_rows, int n, int kp, int n_groups, int n_sm) {
+}  // namespace
+
+Nvfp4GemmPlan plan_small_m(int n_rows, int n, int kp, int n_groups, int n_sm) {
   Nvfp4GemmPlan plan;
   plan.path = Nvfp4GemmPath::kSmallM;
   const int rows_per_group = std::max(1, ceil_div(n_rows, n_groups));
@@ -38,6 +40,8 @@ Nvfp4GemmPlan plan_small(int n_rows, int n, int kp, int n_groups, int n_sm) {
   return plan;
 }
 
+namespace {
+
 // The warp-specialised kernel: 128 weight rows × 256 tokens per tile when there are at least as
 // many such tiles as SMs (the wgmma is at its widest), else 128 tokens.
 Nvfp4GemmPlan plan_ws(int n_rows, int n, int n_groups, int n_sm) {
@@ -54,9 +58,16 @@ Nvfp4GemmPlan plan_ws(int n_rows, int n, int n_groups, int n_sm) {
 
 }  // namespace
 
-Nvfp4GemmPlan plan_nvfp4_gemm(int n_rows, int n, int kp, int n_groups, int n_sm,
+Nvfp4GemmPlan plan_nvfp4_gemm(int n_rows, int n, int k, int kp, int n_groups, int n_sm,
                               bool warp_specialized) {
-  if (n_rows <= kSmallMaxRowsPerGroup * n_groups) return plan_small(n_rows, n, kp, n_groups, n_sm);
+  // One matrix and at most 16 tokens: the weights' bytes are the whole cost, and the stream
+  // kernel reads them in one launch with nothing to zero, add atomically or convert after.
+  if (n_groups == 1 && n_rows <= kStreamMaxTokens && k == kp && k % kStreamStepK == 0) {
+    Nvfp4GemmPlan plan;
+    plan.path = Nvfp4GemmPath::kStream;
+    return plan;
+  }
+  if (n_rows <= kSmallMaxRowsPerGroup * n_groups) return plan_small_m(n_rows, n, kp, n_groups, n_sm);
   if (warp_specialized) return plan_ws(n_rows, n, n_groups, n_sm);
   Nvfp4GemmPlan plan;
   plan.path = Nvfp4GemmPath::kWgmma;

@@ -8,6 +8,7 @@
 #include "kernels/cuda/stream.h"
 #include "kernels/cuda/sm90/nvfp4_gemm/heuristics.h"
 #include "kernels/cuda/sm90/nvfp4_gemm/small_m_kernel.cuh"
+#include "kernels/cuda/sm90/nvfp4_gemm/stream_kernel.cuh"
 
 namespace dsv4::kernels::cuda::sm90 {
 
@@ -62,6 +63,30 @@ void run_small(Nvfp4GemmParams p, const Nvfp4GemmPlan& plan) {
   }
 }
 
+template <int kK, int kChunks>
+void launch_stream_k(const Nvfp4GemmParams& p) {
+  const unsigned grid = static_cast<unsigned>((p.n + 15) / 16);
+  if (p.d_bf16) {
+    nvfp4_stream_gemm_sm90_kernel<kK, kChunks, true><<<grid, kStreamThreads, 0, op_stream()>>>(p);
+  } else {
+    nvfp4_stream_gemm_sm90_kernel<kK, kChunks, false><<<grid, kStreamThreads, 0, op_stream()>>>(p);
+  }
+  DSV4_CUDA_CHECK(cudaGetLastError());
+}
+
+// The V4 shapes' K (2048, 3072, 4096, 7168) as constants, so each warp's step count is too;
+// any other multiple of 128 through the generic loop.
+template <int kChunks>
+void launch_stream(const Nvfp4GemmParams& p) {
+  switch (p.k) {
+    case 2048: return launch_stream_k<2048, kChunks>(p);
+    case 3072: return launch_stream_k<3072, kChunks>(p);
+    case 4096: return launch_stream_k<4096, kChunks>(p);
+    case 7168: return launch_stream_k<7168, kChunks>(p);
+    default: return launch_stream_k<0, kChunks>(p);
+  }
+}
+
 }  // namespace
 
 Nvfp4GemmPlan plan_for(const Nvfp4GemmParams& p, bool warp_specialized) {
@@ -71,7 +96,7 @@ Nvfp4GemmPlan plan_for(const Nvfp4GemmParams& p, bool warp_specialized) {
     DSV4_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
     return count;
   }();
-  return plan_nvfp4_gemm(p.n_rows, p.n, p.kp, p.offsets == nullptr ? 1 : p.n_groups, n_sm,
+  return plan_nvfp4_gemm(p.n_rows, p.n, p.k, p.kp, p.offsets == nullptr ? 1 : p.n_groups, n_sm,
                          warp_specialized);
 }
 
@@ -80,7 +105,11 @@ void launch_nvfp4_gemm(Nvfp4GemmParams p, const Nvfp4GemmPlan& plan) {
              "nvfp4 gemm: kp=%d lda=%lld groups=%d break the kernel's layout", p.kp,
              (long long)p.lda, p.n_groups);
   if (p.n_rows == 0 || p.n == 0) return;
-  if (plan.path == Nvfp4GemmPath::kSmallM) {
+  if (plan.path == Nvfp4GemmPath::kStream) {
+    DSV4_CHECK(p.n_rows <= kStreamMaxTokens && p.k == p.kp && p.k % kStreamStepK == 0,
+               "nvfp4 stream gemm: T=%d K=%d Kp=%d", p.n_rows, p.k, p.kp);
+    p.n_rows <= 8 ? launch_stream<1>(p) : launch_stream<2>(p);
+  } else if (plan.path == Nvfp4GemmPath::kSmallM) {
     run_small(p, plan);
   } else if (plan.path == Nvfp4GemmPath::kWsWgmma) {
     const bool tma = plan.tma_tokens;

@@ -33,7 +33,7 @@ struct Nvfp4GemmParams {
 };
 
 // What the heuristics decide for one call (heuristics.cpp).
-enum class Nvfp4GemmPath { kWgmma, kWsWgmma, kSmallM };
+enum class Nvfp4GemmPath { kWgmma, kWsWgmma, kSmallM, kStream };
 
 struct Nvfp4GemmPlan {
   Nvfp4GemmPath path = Nvfp4GemmPath::kWgmma;

@@ -1,10 +1,11 @@
-// The register layout the fused expert kernels compute in, and the NVFP4 decode that produces
-// it. A 32-bit word of packed E2M1 holds 8 consecutive K elements (element i in nibble i); the
-// cheapest decode turns nibbles i and i+4 into one bf16x2 register (one shift pair and two
-// masks, no table), so the kernels pair K elements as (i, i+4) inside each group of 8. A dot
-// product does not care in which order it visits K, as long as both operands use the same one:
-// NVFP4 activations decode into the same pairs, and bf16 activations are written in the
-// "pair layout" below, where each 8-group is stored as e0 e4 e1 e5 e2 e6 e3 e7.
+// The register layout the decode-sized NVFP4 kernels (the fused MoE experts, the stream GEMM)
+// compute in, and the NVFP4 decode that produces it. A 32-bit word of packed E2M1 holds 8
+// consecutive K elements (element i in nibble i); the cheapest decode turns nibbles i and i+4
+// into one bf16x2 register (one shift pair and two masks, no table), so the kernels pair K
+// elements as (i, i+4) inside each group of 8. A dot product does not care in which order it
+// visits K, as long as both operands use the same one: NVFP4 activations decode into the same
+// pairs, and bf16 activations are written in (or permuted into) the "pair layout" below, where
+// each 8-group is stored as e0 e4 e1 e5 e2 e6 e3 e7.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -13,7 +14,7 @@
 
 #include "base/float_convert.h"
 
-namespace dsv4::kernels::cuda::moe {
+namespace dsv4::kernels::cuda {
 
 // Position of K element d in the pair layout.
 __device__ __forceinline__ int pair_layout_index(int d) {
@@ -41,6 +42,33 @@ __device__ __forceinline__ uint32_t scale_pair(uint32_t scale) {
   const uint32_t subnormal = __float_as_uint(__uint2float_rn(m) * 0x1p107f) >> 16;
   const uint32_t b = e != 0 ? normal : subnormal;
   return b | (b << 16);
+}
+
+__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t selector) {
+  uint32_t r;
+  asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(r) : "r"(a), "r"(b), "r"(selector));
+  return r;
+}
+
+// scale_pair for a scale byte with exponent ≥ 1 (byte kByte of `scales`): the bf16 bits of
+// 2^116·2^(e-7)·(1 + m/8) are ((e + 236) << 7) | (m << 4) = (s << 4) + (236 << 7).
+template <int kByte>
+__device__ __forceinline__ uint32_t scale_pair_fast(uint32_t scales) {
+  constexpr uint32_t kSelector = 0x4040u + kByte * 0x0101u;  // byte kByte into both halves
+  return prmt(scales, 0u, kSelector) * 16u + 0x76007600u;
+}
+
+// The four UE4M3 scales of `scales` (bytes 0..3) as scale_pair values: one PRMT and one
+// multiply-add each when every byte has exponent ≥ 1, else the exact general conversion, so
+// the result is the same either way.
+__device__ __forceinline__ void scale_pairs4(uint32_t x, uint32_t out[4]) {
+  if (((x - 0x08080808u) & ~x & 0x80808080u) == 0) {  // no scale byte below 8
+    out[0] = scale_pair_fast<0>(x), out[1] = scale_pair_fast<1>(x);
+    out[2] = scale_pair_fast<2>(x), out[3] = scale_pair_fast<3>(x);
+  } else {
+    out[0] = scale_pair(x & 0xff), out[1] = scale_pair((x >> 8) & 0xff);
+    out[2] = scale_pair((x >> 16) & 0xff), out[3] = scale_pair(x >> 24);
+  }
 }
 
 __device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, uint32_t b) {
@@ -86,4 +114,4 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
-}  // namespace dsv4::kernels::cuda::moe
+}  // namespace dsv4::kernels::cuda

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# One device-machine call: the CUDA test binaries, then the MoE benchmark (and, when carried,
+# the PyTorch baseline and the NVFP4 GEMM benchmark), logs to $OUT. The binaries are built on
+# the CPU machine and carried compressed, since the tree travels under 64 MiB:
+#   scripts/device/pack.sh            (writes build/carry/bins.tar.xz and copies the baseline)
+# then run this with carry ["build/carry"]:
+#   scripts/device/cuda_suite.sh TESTS MOE_ARGS [GEMM_M]
+#     TESTS     gtest filter for the cuda test binaries ('*' for all, '-' for none)
+#     MOE_ARGS  moe_bench arguments in one word, colons for spaces ('-' for none), e.g.
+#               --tokens:1,8:--modes:w4a16
+#     GEMM_M    M list for nvfp4_gemm_bench (absent: not run)
+# Environment: MOE_ENV_B, if set, runs moe_bench a second time with that VAR=value (an A/B of
+# an environment-gated variant in the same call); TORCH_TOKENS, if set, the PyTorch baseline's
+# token list.
+set -uo pipefail
+export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
+out=${OUT:-/tmp/dsv4_out}
+tests=${1:--}
+moe_args=${2:--}
+gemm_m=${3:-}
+mkdir -p "$out"
+bins=$(mktemp -d)
+tar xJf build/carry/bins.tar.xz -C "$bins"
+export DSV4_SOURCE_DIR=$PWD
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv \
+  > "$out/device.txt" 2>&1
+git log -1 --format='%H %s' >> "$out/device.txt" 2>/dev/null
+# Registers, stack and spills of the MoE expert kernels.
+cuobjdump --dump-resource-usage "$bins/moe_bench" 2>/dev/null | grep -A1 "expert_stream" |
+  grep -oE "REG:[0-9]+ STACK:[0-9]+ SHARED:[0-9]+ LOCAL:[0-9]+" | sort | uniq -c >> "$out/device.txt"
+cat "$out/device.txt"
+cublas=$(find /opt /usr /root -name 'libcublas.so.13' 2>/dev/null | head -1)
+[ -n "$cublas" ] && export LD_LIBRARY_PATH="$(dirname "$cublas")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+
+rc=0
+if [ "$tests" != "-" ]; then
+  for t in "$bins"/*_tests; do
+    name=$(basename "$t")
+    timeout 240 "$t" --gtest_filter="$tests" --gtest_brief=1 > "$out/$name.log" 2>&1
+    r=$?
+    echo "$name rc=$r: $(grep -E '^\[  PASSED  \]|^\[  FAILED  \]' "$out/$name.log" | head -3 | tr '\n' ' ')"
+    [ $r -ne 0 ] && rc=$r && grep -E 'FAILED|Failure|error' "$out/$name.log" | head -20
+  done
+fi
+if [ "$moe_args" != "-" ] && [ $rc -eq 0 ]; then
+  # shellcheck disable=SC2086
+  timeout 300 "$bins/moe_bench" ${moe_args//:/ } 2>&1 | tee "$out/moe_bench.md"
+  if [ -n "${MOE_ENV_B:-}" ]; then
+    echo "== again with $MOE_ENV_B"
+    # shellcheck disable=SC2086
+    env "$MOE_ENV_B" timeout 300 "$bins/moe_bench" ${moe_args//:/ } 2>&1 | tee "$out/moe_bench_b.md"
+  fi
+fi
+if [ -n "${TORCH_TOKENS:-}" ] && [ -f build/carry/torch_moe_baseline.py ]; then
+  for shape in flash pro; do
+    PYTHONUNBUFFERED=1 timeout 240 python3 build/carry/torch_moe_baseline.py --shape "$shape" \
+      --tokens "$TORCH_TOKENS" 2>&1 | tee -a "$out/torch_baseline.txt"
+  done
+fi
+if [ -n "$gemm_m" ] && [ $rc -eq 0 ]; then
+  timeout 300 "$bins/nvfp4_gemm_bench" "$out/gemm_bench.md" "$gemm_m" 2>&1 | tail -5
+  cat "$out/gemm_bench.md" 2>/dev/null | head -60
+fi
+if [ -x build/carry/extra.sh ]; then BINS=$bins build/carry/extra.sh "$out"; fi
+exit $rc

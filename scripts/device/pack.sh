@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Packs what scripts/device/cuda_suite.sh runs on the device machine into build/carry (ignored):
+# the stripped CUDA test binaries and benchmarks of the build directory, compressed, and the
+# shared PyTorch MoE baseline (../shared does not travel with the tree).
+#   usage: scripts/device/pack.sh [build-dir]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+build=${1:-build}
+stage=$(mktemp -d)
+for b in tests/kernels/kernels_cuda_tests tests/kernels/kernels_ops_cuda_tests \
+         tests/model/model_cuda_tests tests/checkpoint/checkpoint_device_tests \
+         bench/moe_bench bench/nvfp4_gemm_bench; do
+  [ -x "$build/$b" ] && strip -o "$stage/$(basename "$b")" "$build/$b"
+done
+mkdir -p "$build/carry"
+tar cJf "$build/carry/bins.tar.xz" -C "$stage" .
+rm -rf "$stage"
+[ -f ../shared/bench/torch_moe_baseline.py ] && cp ../shared/bench/torch_moe_baseline.py "$build/carry/"
+ls -la "$build/carry"
