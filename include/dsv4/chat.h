@@ -6,7 +6,8 @@
 //   dsv4::Conversation chat;
 //   chat.messages = {{.role = dsv4::ChatRole::kUser, .content = "1+1=?"}};
 //   chat.thinking = dsv4::ThinkingMode::kThinking;
-//   auto prompt = dsv4::encode_chat(chat);      // "<｜begin▁of▁sentence｜><｜User｜>1+1=?<｜Assistant｜><think>"
+//   auto prompt = dsv4::encode_chat(chat);
+//   // "<｜begin▁of▁sentence｜><｜User｜>1+1=?<｜Assistant｜><think>"
 //   auto ids = dsv4::tokenize_chat_prompt(tokenizer, *prompt);
 //   ... generate from *ids ...
 //   auto reply = dsv4::decode_chat_reply(tokenizer, out.tokens, out.stopped_at_eos,
@@ -37,7 +38,7 @@ struct ToolCall {
 struct ChatMessage {
   ChatRole role = ChatRole::kUser;
   std::string content;
-  std::string reasoning_content;     // assistant: its thinking (kept only where the format keeps it)
+  std::string reasoning_content;     // assistant: its thinking (the format drops some)
   std::vector<ToolCall> tool_calls;  // assistant
   std::string tool_call_id;          // tool: the call this is the result of
 };

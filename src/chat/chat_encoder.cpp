@@ -205,8 +205,8 @@ Result<std::string> encode_chat(const Conversation& conversation) {
         prompt += std::string(kAssistant) + std::string(think ? kThinkStart : kThinkEnd);
       }
     } else {
-      Result<std::string> reply = render_assistant(
-          *turn.message, thinking && (!drop_reasoning || after_last_user(i)));
+      Result<std::string> reply =
+          render_assistant(*turn.message, thinking && (!drop_reasoning || after_last_user(i)));
       if (!reply.ok()) return reply.status();
       prompt += *reply;
     }

@@ -1,6 +1,7 @@
 // parse_chat_reply: the model's text after the prompt -> reasoning, content and tool calls, as
 // encoding_dsv4.py's parse_message_from_completion_text reads a finished reply:
-//   [reasoning</think>] content [\n\n<｜DSML｜tool_calls>...</｜DSML｜tool_calls>] <｜end▁of▁sentence｜>
+//   [reasoning</think>] content [\n\n<｜DSML｜tool_calls>...</｜DSML｜tool_calls>]
+//   <｜end▁of▁sentence｜>
 // A reply cut short (max_tokens) has no end of sentence; what it has so far is returned, so a
 // client sees the partial reasoning or content rather than an error.
 #include <initializer_list>
@@ -29,8 +30,8 @@ std::pair<size_t, std::string_view> first_of(std::string_view text, size_t from,
 // DeepSeek's parser refuses a reply whose text holds one of the format's own tokens: the model
 // lost the format, and passing the text on would show it as if it were content.
 Status check_no_special_tokens(const ChatReply& reply) {
-  for (std::string_view token : {chat::kBeginOfSentence, kEndOfSentence, chat::kThinkStart,
-                                 kThinkEnd, chat::kDsml}) {
+  for (std::string_view token :
+       {chat::kBeginOfSentence, kEndOfSentence, chat::kThinkStart, kThinkEnd, chat::kDsml}) {
     for (const std::string* text : {&reply.reasoning_content, &reply.content}) {
       if (text->find(token) != std::string::npos) {
         return invalid_argument("reply: the special token " + std::string(token) + " inside the " +
@@ -59,7 +60,8 @@ Result<ChatReply> parse_chat_reply(std::string_view text, ThinkingMode thinking)
     const auto [end, stop] = first_of(text, 0, {kThinkEnd, kToolCallsStart});
     if (end == std::string_view::npos) {
       if (text.find(kEndOfSentence) != std::string_view::npos) {
-        return invalid_argument("reply: the model finished without closing its reasoning (</think>)");
+        return invalid_argument(
+            "reply: the model finished without closing its reasoning (</think>)");
       }
       reply.reasoning_content = std::string(text);  // cut short while still reasoning
       if (Status s = check_no_special_tokens(reply); !s.ok()) return s;
@@ -73,7 +75,8 @@ Result<ChatReply> parse_chat_reply(std::string_view text, ThinkingMode thinking)
     at = end + kThinkEnd.size();
   }
   const auto [end, stop] = first_of(text, at, {kEndOfSentence, kToolCallsStart});
-  reply.content = std::string(text.substr(at, end == std::string_view::npos ? text.npos : end - at));
+  reply.content =
+      std::string(text.substr(at, end == std::string_view::npos ? text.npos : end - at));
   if (Status s = check_no_special_tokens(reply); !s.ok()) return s;
   if (end == std::string_view::npos) return reply;  // cut short in the content
   if (stop == kEndOfSentence) {

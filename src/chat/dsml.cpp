@@ -51,7 +51,8 @@ struct Found {
   std::string_view stop;
 };
 
-Found find_first(std::string_view text, size_t from, std::initializer_list<std::string_view> stops) {
+Found find_first(std::string_view text, size_t from,
+                 std::initializer_list<std::string_view> stops) {
   Found found;
   for (std::string_view stop : stops) {
     const size_t at = text.find(stop, from);
@@ -104,7 +105,8 @@ Result<Parameter> parameter_parts(std::string_view body, size_t at) {
       body.back() != '<') {
     return malformed(at, "name=\"...\" string=\"true|false\">...< in a parameter");
   }
-  const Found kind = find_first(body, kOpen.size(), {"\" string=\"true\">", "\" string=\"false\">"});
+  const Found kind =
+      find_first(body, kOpen.size(), {"\" string=\"true\">", "\" string=\"false\">"});
   if (kind.at == std::string_view::npos || kind.at + kind.stop.size() > body.size() - 1) {
     return malformed(at, "string=\"true\" or string=\"false\" in a parameter");
   }

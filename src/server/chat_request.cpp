@@ -48,8 +48,8 @@ Refusal read_tool_call(const OrderedJson& call, const std::string& path, ToolCal
 }
 
 Refusal read_assistant(const OrderedJson& m, const std::string& path, ChatMessage& out) {
-  if (auto bad = refuse_unknown(m, {"role", "content", "reasoning_content", "tool_calls", "name"},
-                                path)) {
+  if (auto bad =
+          refuse_unknown(m, {"role", "content", "reasoning_content", "tool_calls", "name"}, path)) {
     return bad;
   }
   for (auto [field, text] : {std::pair{"content", &out.content},
@@ -84,8 +84,8 @@ Refusal read_message(const OrderedJson& m, const std::string& path, ChatMessage&
     return read_text(m, path, "content", true, out.content);
   }
   if (role != "system" && role != "user") {
-    return request_error(path + ".role", "role \"" + role +
-                                             "\" is not supported (system, user, assistant, tool)");
+    return request_error(path + ".role",
+                         "role \"" + role + "\" is not supported (system, user, assistant, tool)");
   }
   out.role = role == "system" ? ChatRole::kSystem : ChatRole::kUser;
   if (auto bad = refuse_unknown(m, {"role", "content", "name"}, path)) return bad;
@@ -105,8 +105,9 @@ Refusal read_messages(const OrderedJson& body, std::vector<ChatMessage>& out) {
   }
   if (out.back().role != ChatRole::kUser && out.back().role != ChatRole::kTool) {
     const std::string last = indexed("messages", out.size() - 1) + ".role";
-    return request_error(last, "the last message must be the user's or a tool's: the model "
-                               "answers it");
+    return request_error(last,
+                         "the last message must be the user's or a tool's: the model "
+                         "answers it");
   }
   return std::nullopt;
 }
@@ -147,7 +148,8 @@ Refusal read_thinking(const OrderedJson& body, Conversation& c) {
     const OrderedJson& t = body["thinking"];
     if (auto bad = expect_object(t, "thinking")) return bad;
     if (auto bad = refuse_unknown(t, {"type"}, "thinking")) return bad;
-    if (t.value("type", OrderedJson()) != "enabled" && t.value("type", OrderedJson()) != "disabled") {
+    if (t.value("type", OrderedJson()) != "enabled" &&
+        t.value("type", OrderedJson()) != "disabled") {
       return request_error("thinking.type", "thinking.type must be \"enabled\" or \"disabled\"");
     }
     if (auto bad = set(t["type"] == "enabled", "thinking.type")) return bad;
@@ -155,7 +157,8 @@ Refusal read_thinking(const OrderedJson& body, Conversation& c) {
   if (present(body, "chat_template_kwargs")) {
     const OrderedJson& kwargs = body["chat_template_kwargs"];
     if (auto bad = expect_object(kwargs, "chat_template_kwargs")) return bad;
-    if (auto bad = refuse_unknown(kwargs, {"thinking", "enable_thinking"}, "chat_template_kwargs")) {
+    if (auto bad =
+            refuse_unknown(kwargs, {"thinking", "enable_thinking"}, "chat_template_kwargs")) {
       return bad;
     }
     for (const char* key : {"thinking", "enable_thinking"}) {
@@ -173,19 +176,39 @@ Refusal read_thinking(const OrderedJson& body, Conversation& c) {
   } else if (!effort.empty() && effort != "low" && effort != "medium" && effort != "high") {
     return request_error("reasoning_effort",
                          "reasoning_effort must be low, medium, high (all high for DeepSeek-V4), "
-                         "xhigh or max (both max), got \"" + effort + "\"");
+                         "xhigh or max (both max), got \"" +
+                             effort + "\"");
   }
   return std::nullopt;
 }
 
 // Unknown fields, and the chat API's own unimplemented ones unless they ask for nothing.
 Refusal refuse_unsupported(const OrderedJson& body) {
-  if (auto unknown = refuse_unknown(
-          body, {"model", "messages", "max_tokens", "max_completion_tokens", "temperature",
-                 "top_p", "top_k", "seed", "stream", "stream_options", "n", "stop", "logprobs",
-                 "top_logprobs", "presence_penalty", "frequency_penalty", "logit_bias", "user",
-                 "tools", "tool_choice", "parallel_tool_calls", "response_format",
-                 "chat_template_kwargs", "thinking", "reasoning_effort"})) {
+  if (auto unknown = refuse_unknown(body, {"model",
+                                           "messages",
+                                           "max_tokens",
+                                           "max_completion_tokens",
+                                           "temperature",
+                                           "top_p",
+                                           "top_k",
+                                           "seed",
+                                           "stream",
+                                           "stream_options",
+                                           "n",
+                                           "stop",
+                                           "logprobs",
+                                           "top_logprobs",
+                                           "presence_penalty",
+                                           "frequency_penalty",
+                                           "logit_bias",
+                                           "user",
+                                           "tools",
+                                           "tool_choice",
+                                           "parallel_tool_calls",
+                                           "response_format",
+                                           "chat_template_kwargs",
+                                           "thinking",
+                                           "reasoning_effort"})) {
     return unknown;
   }
   if (auto bad = refuse_unimplemented(body)) return bad;
@@ -222,11 +245,12 @@ std::variant<ChatRequest, RequestError> parse_chat_request(std::string_view body
   ChatRequest request;
   const char* max_tokens =
       present(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
-  for (const auto& step : {refuse_unsupported(body),
-                           read_messages(body, request.conversation.messages),
-                           read_tools(body, request.conversation.tools),
-                           read_thinking(body, request.conversation),
-                           read_sampling(body, max_tokens, max_tokens_limit, request.sampling)}) {
+  // Every step runs, in order (a braced list is evaluated left to right); the first refusal is
+  // the answer.
+  for (const auto& step :
+       {refuse_unsupported(body), read_messages(body, request.conversation.messages),
+        read_tools(body, request.conversation.tools), read_thinking(body, request.conversation),
+        read_sampling(body, max_tokens, max_tokens_limit, request.sampling)}) {
     if (step) return *step;
   }
   return request;

@@ -39,9 +39,9 @@ std::variant<std::string, std::vector<int64_t>, RequestError> read_prompt(const 
 // Unknown fields, and the legacy API's own unimplemented ones unless they ask for nothing.
 std::optional<RequestError> refuse_unsupported(const OrderedJson& body) {
   if (auto unknown = refuse_unknown(
-          body, {"model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "seed",
-                 "stream", "n", "stop", "logprobs", "echo", "suffix", "best_of",
-                 "presence_penalty", "frequency_penalty", "logit_bias", "user"})) {
+          body, {"model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "seed", "stream",
+                 "n", "stop", "logprobs", "echo", "suffix", "best_of", "presence_penalty",
+                 "frequency_penalty", "logit_bias", "user"})) {
     return unknown;
   }
   if (auto bad = refuse_unimplemented(body)) return bad;

@@ -52,11 +52,11 @@ Json assistant_message(const ChatReply& reply, ThinkingMode thinking, const std:
   if (reply.tool_calls.empty()) return message;
   Json calls = Json::array();
   for (size_t i = 0; i < reply.tool_calls.size(); ++i) {
-    calls.push_back({{"id", "call_" + id + "_" + std::to_string(i)},
-                     {"type", "function"},
-                     {"function",
-                      {{"name", reply.tool_calls[i].name},
-                       {"arguments", reply.tool_calls[i].arguments}}}});
+    calls.push_back(
+        {{"id", "call_" + id + "_" + std::to_string(i)},
+         {"type", "function"},
+         {"function",
+          {{"name", reply.tool_calls[i].name}, {"arguments", reply.tool_calls[i].arguments}}}});
   }
   message["tool_calls"] = calls;
   return message;
@@ -127,9 +127,9 @@ void CompletionServer::State::complete(const httplib::Request& req, httplib::Res
 }
 
 std::optional<Generation> CompletionServer::State::generate(const std::vector<int64_t>& prompt,
-                                                           const SamplingParams& sampling,
-                                                           const char* param,
-                                                           httplib::Response& res) {
+                                                            const SamplingParams& sampling,
+                                                            const char* param,
+                                                            httplib::Response& res) {
   Result<Generation> out = [&] {
     const std::lock_guard<std::mutex> lock(engine_mutex);
     return engine.generate({prompt, sampling});

@@ -89,7 +89,8 @@ std::optional<RequestError> refuse_unimplemented(const OrderedJson& body) {
 std::optional<RequestError> read_string(const OrderedJson& body, const char* field,
                                         std::string& out) {
   if (!present(body, field)) return std::nullopt;
-  if (!body[field].is_string()) return request_error(field, std::string(field) + " must be a string");
+  if (!body[field].is_string())
+    return request_error(field, std::string(field) + " must be a string");
   out = body[field].get<std::string>();
   return std::nullopt;
 }

@@ -54,7 +54,8 @@ TEST(ChatEncoderTest, TokenizesThePromptWithOneBeginOfSentence) {
   Result<Tokenizer> tokenizer =
       Tokenizer::load(testing::source_path("tests/tokenizer/fixtures/small_tokenizer.json"));
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().to_string();
-  Result<std::vector<int64_t>> once = tokenize_chat_prompt(*tokenizer, "<｜begin▁of▁sentence｜>hello");
+  Result<std::vector<int64_t>> once =
+      tokenize_chat_prompt(*tokenizer, "<｜begin▁of▁sentence｜>hello");
   ASSERT_TRUE(once.ok()) << once.status().to_string();
   EXPECT_EQ(*once, (std::vector<int64_t>{300, 259}));
   EXPECT_EQ(tokenize_chat_prompt(*tokenizer, "<｜begin▁of▁sentence｜><｜begin▁of▁sentence｜>hello")

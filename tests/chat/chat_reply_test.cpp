@@ -53,8 +53,8 @@ TEST(ChatReplyTest, RoundTripsTheToolCallsTheEncoderWrites) {
                                                                         : "<｜Assistant｜></think>";
     const size_t start = prompt.rfind(opened);
     ASSERT_NE(start, std::string::npos);
-    const ChatReply reply = parse_ok(std::string_view(prompt).substr(start + opened.size()),
-                                     chat.thinking);
+    const ChatReply reply =
+        parse_ok(std::string_view(prompt).substr(start + opened.size()), chat.thinking);
     EXPECT_EQ(reply.content, last.content);
     if (chat.thinking == ThinkingMode::kThinking) {
       EXPECT_EQ(reply.reasoning_content, last.reasoning_content);
@@ -79,7 +79,8 @@ TEST(ChatReplyTest, RefusesMalformedReplies) {
   expect_refused("\n\n<｜DSML｜tool_calls>\n</｜DSML｜tool_calls></think>", ThinkingMode::kThinking,
                  "before the reasoning was closed");
   expect_refused("a<｜end▁of▁sentence｜>b", chat, "unexpected text at byte 1");
-  expect_refused("a<think>b<｜end▁of▁sentence｜>", chat, "special token <think> inside the content");
+  expect_refused("a<think>b<｜end▁of▁sentence｜>", chat,
+                 "special token <think> inside the content");
   expect_refused("r<｜begin▁of▁sentence｜></think>c", ThinkingMode::kThinking,
                  "inside the reasoning");
   const std::string block = "\n\n<｜DSML｜tool_calls>\n";
@@ -89,7 +90,8 @@ TEST(ChatReplyTest, RefusesMalformedReplies) {
   EXPECT_EQ(parse_ok(block + invoke + p + close, chat).tool_calls[0].arguments, "{\"a\": \"1\"}");
   expect_refused(block + invoke + p + p + close, chat, "parameter \"a\" given twice");
   expect_refused(block + "<｜DSML｜invoke nam=\"f\">\n" + p + close, chat, "name=");
-  expect_refused(block + invoke + "<｜DSML｜parameter name=\"a\" string=\"maybe\">1</｜DSML｜parameter>\n" +
+  expect_refused(block + invoke +
+                     "<｜DSML｜parameter name=\"a\" string=\"maybe\">1</｜DSML｜parameter>\n" +
                      close,
                  chat, "string=\"true\" or string=\"false\"");
   expect_refused(block + invoke + p + close + "trailing", chat, "unexpected text");

@@ -38,7 +38,8 @@ TEST(ChatRequestTest, EncodesEveryGoldenConversationAsDeepSeeksEncoderDoes) {
 }
 
 TEST(ChatRequestTest, ReadsTheSwitchesAndSamplingFields) {
-  const ChatRequest request = accept(R"({"messages": [{"role": "user", "content": "hi", "name": "u"}],
+  const ChatRequest request =
+      accept(R"({"messages": [{"role": "user", "content": "hi", "name": "u"}],
       "max_completion_tokens": 9, "temperature": 0, "seed": 3, "model": "m", "stream": false,
       "n": 1, "logprobs": false, "tool_choice": "auto", "parallel_tool_calls": true,
       "response_format": {"type": "text"}, "thinking": {"type": "enabled"},
@@ -105,8 +106,7 @@ TEST(ChatRequestTest, RefusesEachBadFieldByName) {
        "chat_template_kwargs.add_generation_prompt", "unknown field"},
       {"{" + user + R"(, "reasoning_effort": "none"})", "reasoning_effort", "got \"none\""},
       {"{" + user + R"(, "max_tokens": 5000})", "max_tokens", "in [0, 4096]"},
-      {"{" + user + R"(, "max_completion_tokens": 5000})", "max_completion_tokens",
-       "in [0, 4096]"},
+      {"{" + user + R"(, "max_completion_tokens": 5000})", "max_completion_tokens", "in [0, 4096]"},
       {"{" + user + R"(, "max_tokens": 1, "max_completion_tokens": 1})", "max_completion_tokens",
        "not both"},
       {"{" + user + R"(, "stream": true})", "stream", "streaming is not supported"},

@@ -185,8 +185,8 @@ TEST_F(CompletionServerTest, ChatAnswersAsTheEngineDoesOnTheEncodedPrompt) {
   ASSERT_EQ(status, 200) << json.dump();
   EXPECT_EQ(json["object"], "chat.completion");
   const Json& choice = json["choices"][0];
-  EXPECT_EQ(choice["message"], Json({{"role", "assistant"}, {"content", ""},
-                                     {"reasoning_content", ""}}));
+  EXPECT_EQ(choice["message"],
+            Json({{"role", "assistant"}, {"content", ""}, {"reasoning_content", ""}}));
   EXPECT_EQ(choice["finish_reason"], "length");
   EXPECT_EQ(json["usage"]["prompt_tokens"], prompt.size());
   EXPECT_EQ(json["usage"]["completion_tokens"], 0);
@@ -212,8 +212,8 @@ TEST_F(CompletionServerTest, ChatRefusesBadRequestsWithOpenAiErrors) {
                                         "stream": true})"),
                400, "stream", "streaming");
   const RunningServer without_tokenizer(engine_, nullptr);
-  expect_error(chat(without_tokenizer, R"({"messages": [{"role": "user", "content": "x"}]})"),
-               400, "messages", "no tokenizer.json");
+  expect_error(chat(without_tokenizer, R"({"messages": [{"role": "user", "content": "x"}]})"), 400,
+               "messages", "no tokenizer.json");
 }
 
 }  // namespace

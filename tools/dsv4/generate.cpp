@@ -141,8 +141,7 @@ void register_generate(CLI::App& app, int& exit_code) {
       "--chat", args->chat,
       "a user message, through DeepSeek-V4's chat encoder; prints the reply's content");
   prompt->require_option(1);
-  cmd->add_option("--system", args->system, "with --chat, a system message before it")
-      ->needs(chat);
+  cmd->add_option("--system", args->system, "with --chat, a system message before it")->needs(chat);
   CLI::Option* thinking =
       cmd->add_flag("--thinking", args->thinking, "with --chat, thinking mode (prints reasoning)")
           ->needs(chat);
