@@ -15,28 +15,27 @@ struct JsonRejected {
   std::string message;
 };
 
-}  // namespace
-
-Result<Json> parse_json(std::string_view text, std::string_view what) {
+template <typename JsonType>
+Result<JsonType> parse_checked(std::string_view text, std::string_view what) {
   // nlohmann keeps the last of two equal keys silently. For us a repeated key is a corrupt file
   // (a tensor listed twice, a config field given twice), so the callback tracks the keys of each
   // open object and refuses a repeat.
   std::vector<std::set<std::string>> open_objects;
-  const auto check = [&](int depth, Json::parse_event_t event, Json& parsed) {
+  const auto check = [&](int depth, typename JsonType::parse_event_t event, JsonType& parsed) {
     switch (event) {
-      case Json::parse_event_t::object_start:
-      case Json::parse_event_t::array_start:
+      case JsonType::parse_event_t::object_start:
+      case JsonType::parse_event_t::array_start:
         if (depth >= kMaxJsonDepth) {
           throw JsonRejected{"nesting deeper than " + std::to_string(kMaxJsonDepth)};
         }
-        if (event == Json::parse_event_t::object_start) open_objects.emplace_back();
+        if (event == JsonType::parse_event_t::object_start) open_objects.emplace_back();
         break;
-      case Json::parse_event_t::object_end:
+      case JsonType::parse_event_t::object_end:
         open_objects.pop_back();
         break;
-      case Json::parse_event_t::key:
-        if (!open_objects.back().insert(parsed.get<std::string>()).second) {
-          throw JsonRejected{"duplicate key '" + parsed.get<std::string>() + "'"};
+      case JsonType::parse_event_t::key:
+        if (!open_objects.back().insert(parsed.template get<std::string>()).second) {
+          throw JsonRejected{"duplicate key '" + parsed.template get<std::string>() + "'"};
         }
         break;
       default:
@@ -45,15 +44,25 @@ Result<Json> parse_json(std::string_view text, std::string_view what) {
     return true;
   };
   try {
-    return Json::parse(text.begin(), text.end(), check);
-  } catch (const Json::parse_error& e) {
+    return JsonType::parse(text.begin(), text.end(), check);
+  } catch (const typename JsonType::parse_error& e) {
     return invalid_argument(std::string(what) + ": invalid JSON at byte " + std::to_string(e.byte) +
                             ": " + e.what());
-  } catch (const Json::exception& e) {  // e.g. out_of_range for a number like 1e999
+  } catch (const typename JsonType::exception& e) {  // e.g. out_of_range for a number like 1e999
     return invalid_argument(std::string(what) + ": invalid JSON: " + e.what());
   } catch (const JsonRejected& e) {
     return invalid_argument(std::string(what) + ": invalid JSON: " + e.message);
   }
+}
+
+}  // namespace
+
+Result<Json> parse_json(std::string_view text, std::string_view what) {
+  return parse_checked<Json>(text, what);
+}
+
+Result<OrderedJson> parse_ordered_json(std::string_view text, std::string_view what) {
+  return parse_checked<OrderedJson>(text, what);
 }
 
 }  // namespace dsv4::format

@@ -14,19 +14,13 @@
 #include <vector>
 
 #include "dsv4/engine.h"
+#include "server/request_fields.h"
 
 namespace dsv4::server {
 
 struct CompletionRequest {
   std::variant<std::string, std::vector<int64_t>> prompt;  // text or token ids
   SamplingParams sampling;
-};
-
-// A refused request: what is wrong and which field (empty for the body as a whole), in the
-// shape of OpenAI's {"error": {"message", "param"}}.
-struct RequestError {
-  std::string message;
-  std::string param;
 };
 
 // Parses and checks `body`; max_tokens must not exceed `max_tokens_limit` (the context).

@@ -6,7 +6,9 @@
 #include <chrono>
 #include <mutex>
 
+#include "dsv4/chat.h"
 #include "format/json.h"
+#include "server/chat_request.h"
 #include "server/completion_request.h"
 
 namespace dsv4::server {
@@ -36,6 +38,30 @@ int64_t unix_seconds() {
       .count();
 }
 
+Json usage(int64_t n_prompt, const Generation& out) {
+  const auto n_out = static_cast<int64_t>(out.tokens.size());
+  return {{"prompt_tokens", n_prompt},
+          {"completion_tokens", n_out},
+          {"total_tokens", n_prompt + n_out}};
+}
+
+// The OpenAI assistant message for a reply; ids name the calls uniquely within the server.
+Json assistant_message(const ChatReply& reply, ThinkingMode thinking, const std::string& id) {
+  Json message = {{"role", "assistant"}, {"content", reply.content}};
+  if (thinking == ThinkingMode::kThinking) message["reasoning_content"] = reply.reasoning_content;
+  if (reply.tool_calls.empty()) return message;
+  Json calls = Json::array();
+  for (size_t i = 0; i < reply.tool_calls.size(); ++i) {
+    calls.push_back(
+        {{"id", "call_" + id + "_" + std::to_string(i)},
+         {"type", "function"},
+         {"function",
+          {{"name", reply.tool_calls[i].name}, {"arguments", reply.tool_calls[i].arguments}}}});
+  }
+  message["tool_calls"] = calls;
+  return message;
+}
+
 }  // namespace
 
 struct CompletionServer::State {
@@ -51,9 +77,16 @@ struct CompletionServer::State {
       : engine(e), tokenizer(t), options(std::move(o)) {}
   void routes();
   void complete(const httplib::Request& req, httplib::Response& res);
+  void chat(const httplib::Request& req, httplib::Response& res);
   // The prompt's ids, or the error already sent.
   std::optional<std::vector<int64_t>> prompt_ids(const CompletionRequest& request,
                                                  httplib::Response& res) const;
+  std::optional<std::vector<int64_t>> chat_prompt_ids(const Conversation& conversation,
+                                                      httplib::Response& res) const;
+  // The engine's answer, or the error already sent; `param` names the prompt's field.
+  std::optional<Generation> generate(const std::vector<int64_t>& prompt,
+                                     const SamplingParams& sampling, const char* param,
+                                     httplib::Response& res);
   void send_completion(httplib::Response& res, int64_t n_prompt, const Generation& out,
                        const std::string& text);
 };
@@ -82,14 +115,8 @@ void CompletionServer::State::complete(const httplib::Request& req, httplib::Res
   const CompletionRequest& request = std::get<CompletionRequest>(parsed);
   const std::optional<std::vector<int64_t>> prompt = prompt_ids(request, res);
   if (!prompt) return;
-  Result<Generation> out = [&] {
-    const std::lock_guard<std::mutex> lock(engine_mutex);
-    return engine.generate({*prompt, request.sampling});
-  }();
-  if (!out.ok()) {  // the engine refuses ids outside the vocabulary and prompts over the context
-    const bool callers = out.status().code() == StatusCode::kInvalidArgument;
-    return send_error(res, callers ? 400 : 500, out.status().message(), callers ? "prompt" : "");
-  }
+  const std::optional<Generation> out = generate(*prompt, request.sampling, "prompt", res);
+  if (!out) return;
   std::string text;
   if (tokenizer != nullptr) {
     Result<std::string> decoded = tokenizer->decode(out->tokens);
@@ -99,9 +126,68 @@ void CompletionServer::State::complete(const httplib::Request& req, httplib::Res
   send_completion(res, static_cast<int64_t>(prompt->size()), *out, text);
 }
 
+std::optional<Generation> CompletionServer::State::generate(const std::vector<int64_t>& prompt,
+                                                            const SamplingParams& sampling,
+                                                            const char* param,
+                                                            httplib::Response& res) {
+  Result<Generation> out = [&] {
+    const std::lock_guard<std::mutex> lock(engine_mutex);
+    return engine.generate({prompt, sampling});
+  }();
+  if (out.ok()) return *std::move(out);
+  // The engine refuses ids outside the vocabulary and prompts over the context.
+  const bool callers = out.status().code() == StatusCode::kInvalidArgument;
+  send_error(res, callers ? 400 : 500, out.status().message(), callers ? param : "");
+  return std::nullopt;
+}
+
+std::optional<std::vector<int64_t>> CompletionServer::State::chat_prompt_ids(
+    const Conversation& conversation, httplib::Response& res) const {
+  if (tokenizer == nullptr) {
+    send_error(res, 400, "this server has no tokenizer.json, which chat needs", "messages");
+    return std::nullopt;
+  }
+  Result<std::string> prompt = encode_chat(conversation);
+  Result<std::vector<int64_t>> ids =
+      prompt.ok() ? tokenize_chat_prompt(*tokenizer, *prompt) : prompt.status();
+  if (!ids.ok()) {
+    send_error(res, 400, ids.status().message(), "messages");
+    return std::nullopt;
+  }
+  return *std::move(ids);
+}
+
+void CompletionServer::State::chat(const httplib::Request& req, httplib::Response& res) {
+  auto parsed = parse_chat_request(req.body, options.max_context);
+  if (const auto* bad = std::get_if<RequestError>(&parsed)) {
+    return send_error(res, 400, bad->message, bad->param);
+  }
+  const ChatRequest& request = std::get<ChatRequest>(parsed);
+  const std::optional<std::vector<int64_t>> prompt = chat_prompt_ids(request.conversation, res);
+  if (!prompt) return;
+  const std::optional<Generation> out = generate(*prompt, request.sampling, "messages", res);
+  if (!out) return;
+  Result<ChatReply> reply = decode_chat_reply(*tokenizer, out->tokens, out->stopped_at_eos,
+                                              request.conversation.thinking);
+  if (!reply.ok()) return send_error(res, 500, reply.status().message());
+  const std::string id = std::to_string(next_id++);
+  send_json(res, 200,
+            {{"id", "chatcmpl-" + id},
+             {"object", "chat.completion"},
+             {"created", unix_seconds()},
+             {"model", options.model_name},
+             {"choices",
+              {{{"index", 0},
+                {"message", assistant_message(*reply, request.conversation.thinking, id)},
+                {"logprobs", nullptr},
+                {"finish_reason", !reply->tool_calls.empty() ? "tool_calls"
+                                  : out->stopped_at_eos      ? "stop"
+                                                             : "length"}}}},
+             {"usage", usage(static_cast<int64_t>(prompt->size()), *out)}});
+}
+
 void CompletionServer::State::send_completion(httplib::Response& res, int64_t n_prompt,
                                               const Generation& out, const std::string& text) {
-  const auto n_out = static_cast<int64_t>(out.tokens.size());
   send_json(res, 200,
             {{"id", "cmpl-" + std::to_string(next_id++)},
              {"object", "text_completion"},
@@ -113,10 +199,7 @@ void CompletionServer::State::send_completion(httplib::Response& res, int64_t n_
                 {"token_ids", out.tokens},
                 {"logprobs", nullptr},
                 {"finish_reason", out.stopped_at_eos ? "stop" : "length"}}}},
-             {"usage",
-              {{"prompt_tokens", n_prompt},
-               {"completion_tokens", n_out},
-               {"total_tokens", n_prompt + n_out}}}});
+             {"usage", usage(n_prompt, out)}});
 }
 
 void CompletionServer::State::routes() {
@@ -130,6 +213,8 @@ void CompletionServer::State::routes() {
   });
   http.Post("/v1/completions",
             [this](const httplib::Request& req, httplib::Response& res) { complete(req, res); });
+  http.Post("/v1/chat/completions",
+            [this](const httplib::Request& req, httplib::Response& res) { chat(req, res); });
   // Statuses httplib sets itself (404, 413, 400 for an unreadable request) get an error body too.
   http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;

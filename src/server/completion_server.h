@@ -3,6 +3,12 @@
 //   GET  /v1/models       the one model
 //   POST /v1/completions  completion_request.h; answers {"choices": [{"text", "token_ids",
 //                         "finish_reason"}], "usage": {...}}
+//   POST /v1/chat/completions  chat_request.h; the conversation through DeepSeek-V4's chat
+//                         encoder (include/dsv4/chat.h); answers {"choices": [{"message":
+//                         {"role", "content", "reasoning_content" (thinking mode), "tool_calls"},
+//                         "finish_reason": "stop" | "length" | "tool_calls"}], "usage": {...}}.
+//                         A reply the chat parser refuses (the model broke its format) comes back
+//                         whole as content.
 // Every refusal is OpenAI's {"error": {"message", "type", "param", "code"}}: 400 for a bad
 // request (naming the field), 404 for an unknown path, 413 for a body over the limit, 500 when
 // the engine or the tokenizer fails. Requests are served one at a time (the engine runs one
@@ -28,7 +34,8 @@ struct ServerOptions {
 
 class CompletionServer {
  public:
-  // `tokenizer` may be null: then only token-id prompts are served and "text" is empty.
+  // `tokenizer` may be null: then only token-id prompts are served, "text" is empty and chat
+  // is refused.
   CompletionServer(Engine& engine, const Tokenizer* tokenizer, ServerOptions options);
   ~CompletionServer();
   CompletionServer(const CompletionServer&) = delete;

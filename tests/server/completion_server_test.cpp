@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "dsv4/chat.h"
 #include "format/json.h"
 #include "testing/source_dir.h"
 
@@ -53,10 +54,11 @@ class RunningServer {
   std::thread thread_;
 };
 
-// POSTs `body` to /v1/completions; returns (status, parsed body).
-std::pair<int, Json> complete(const RunningServer& server, const std::string& body) {
+// POSTs `body` to `path`; returns (status, parsed body).
+std::pair<int, Json> complete(const RunningServer& server, const std::string& body,
+                              const char* path = "/v1/completions") {
   httplib::Client client = server.client();
-  const auto res = client.Post("/v1/completions", body, "application/json");
+  const auto res = client.Post(path, body, "application/json");
   EXPECT_TRUE(res) << "no response";
   if (!res) return {0, Json()};
   return {res->status, Json::parse(res->body)};
@@ -138,6 +140,80 @@ TEST_F(CompletionServerTest, RefusesBadRequestsWithOpenAiErrors) {
   ASSERT_TRUE(missing);
   expect_error({missing->status, Json::parse(missing->body)}, 404, "",
                "no route GET /v1/chat/completions");
+}
+
+std::pair<int, Json> chat(const RunningServer& server, const std::string& body) {
+  return complete(server, body, "/v1/chat/completions");
+}
+
+TEST_F(CompletionServerTest, ChatAnswersAsTheEngineDoesOnTheEncodedPrompt) {
+  Conversation conversation;
+  conversation.messages = {{ChatRole::kSystem, "Be brief.", "", {}, ""},
+                           {ChatRole::kUser, "hello world", "", {}, ""}};
+  conversation.thinking = ThinkingMode::kThinking;
+  const std::vector<int64_t> prompt =
+      tokenize_chat_prompt(tokenizer_, encode_chat(conversation).value()).value();
+  SamplingParams sampling;
+  sampling.max_tokens = 5;
+  sampling.temperature = 0.0f;
+  Result<Generation> direct = engine_.generate({prompt, sampling});
+  ASSERT_TRUE(direct.ok()) << direct.status().to_string();
+  // The random-weight model draws from 640 ids, the small tokenizer knows 268 of them: a reply
+  // it cannot decode must be the server's 500, one it can the same message.
+  const Result<ChatReply> reply =
+      decode_chat_reply(tokenizer_, direct->tokens, direct->stopped_at_eos, conversation.thinking);
+
+  const RunningServer server(engine_, &tokenizer_);
+  const std::string messages = R"("messages": [{"role": "system", "content": "Be brief."},
+      {"role": "user", "content": "hello world"}], "temperature": 0)";
+  for (int repeat = 0; repeat < 2; ++repeat) {  // same request, same answer
+    const auto got = chat(server, "{" + messages + R"(, "max_tokens": 5,
+                                   "chat_template_kwargs": {"thinking": true}})");
+    if (!reply.ok()) {
+      expect_error(got, 500, "", reply.status().message());
+      continue;
+    }
+    ASSERT_EQ(got.first, 200) << got.second.dump();
+    const Json& message = got.second["choices"][0]["message"];
+    EXPECT_EQ(message["content"], reply->content);
+    EXPECT_EQ(message["reasoning_content"], reply->reasoning_content);
+    EXPECT_EQ(got.second["usage"]["completion_tokens"], direct->tokens.size());
+  }
+  // No tokens: the answer's shape, and the prompt the server encoded has our ids' length.
+  const auto [status, json] =
+      chat(server, "{" + messages + R"(, "max_tokens": 0, "thinking": {"type": "enabled"}})");
+  ASSERT_EQ(status, 200) << json.dump();
+  EXPECT_EQ(json["object"], "chat.completion");
+  const Json& choice = json["choices"][0];
+  EXPECT_EQ(choice["message"],
+            Json({{"role", "assistant"}, {"content", ""}, {"reasoning_content", ""}}));
+  EXPECT_EQ(choice["finish_reason"], "length");
+  EXPECT_EQ(json["usage"]["prompt_tokens"], prompt.size());
+  EXPECT_EQ(json["usage"]["completion_tokens"], 0);
+  // Chat mode: no reasoning_content in the message.
+  const auto plain = chat(server, R"({"messages": [{"role": "user", "content": "hi"}],
+                                      "max_tokens": 0})");
+  ASSERT_EQ(plain.first, 200) << plain.second.dump();
+  EXPECT_EQ(plain.second["choices"][0]["message"], Json({{"role", "assistant"}, {"content", ""}}));
+}
+
+TEST_F(CompletionServerTest, ChatRefusesBadRequestsWithOpenAiErrors) {
+  const RunningServer with_tokenizer(engine_, &tokenizer_);
+  expect_error(chat(with_tokenizer, R"({"messages": [{"role": "user", "content": "x"}],
+                                        "max_tokens": 63})"),
+               400, "messages", "exceeds the context of 64");
+  expect_error(chat(with_tokenizer, R"({"messages": [{"role": "user", "content": "x"},
+      {"role": "assistant", "tool_calls": [{"id": "a", "function": {"name": "f",
+       "arguments": "[1]"}}]}, {"role": "tool", "tool_call_id": "a", "content": "r"}]})"),
+               400, "messages", "arguments must be a JSON object");
+  expect_error(chat(with_tokenizer, R"({"messages": [{"role": "user", "content": 1}]})"), 400,
+               "messages[0].content", "must be a string");
+  expect_error(chat(with_tokenizer, R"({"messages": [{"role": "user", "content": "x"}],
+                                        "stream": true})"),
+               400, "stream", "streaming");
+  const RunningServer without_tokenizer(engine_, nullptr);
+  expect_error(chat(without_tokenizer, R"({"messages": [{"role": "user", "content": "x"}]})"), 400,
+               "messages", "no tokenizer.json");
 }
 
 }  // namespace

@@ -1,9 +1,12 @@
-// dsv4 generate [--model DIR] (--ids 1,2,3 | --prompt TEXT [--tokenizer FILE]) [--max-tokens N]
+// dsv4 generate [--model DIR] (--ids 1,2,3 | --prompt TEXT | --chat TEXT [--system TEXT]
+// [--thinking [--reasoning-effort high|max]]) [--tokenizer FILE] [--max-tokens N]
 // [--temperature T --top-k K --top-p P --seed S] [--experts w4a16|w4a4] [--device cpu|cuda]
 // [--print-ids]: one-shot generation. With --ids it prints the generated token ids; with
 // --prompt it encodes the text with the checkpoint's tokenizer.json (special tokens such as
 // <｜begin▁of▁sentence｜> are written in the text; no chat template is applied) and prints the
-// generated text (or, with --print-ids, the ids).
+// generated text (or, with --print-ids, the ids). --chat makes TEXT one user message (after an
+// optional system message) of a DeepSeek-V4 chat (include/dsv4/chat.h) and prints the reply's
+// content, after its reasoning between <think> and </think> lines with --thinking.
 // Without --model it runs the small oracle checkpoint shipped in the repository (random
 // weights, so the ids mean nothing; it shows the whole path works), or $DSV4_MODEL.
 // Uses only the public API (include/dsv4/).
@@ -15,6 +18,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "dsv4/chat.h"
 #include "dsv4/engine.h"
 #include "dsv4/tokenizer.h"
 
@@ -25,6 +29,10 @@ struct GenerateArgs {
   std::string model;
   std::vector<int64_t> ids;
   std::string prompt;
+  std::string chat;  // a user message, through the chat encoder
+  std::string system;
+  bool thinking = false;
+  std::string reasoning_effort = "high";
   std::string tokenizer;   // default: MODEL/tokenizer.json
   bool print_ids = false;  // with --prompt: the generated ids instead of their text
   SamplingParams sampling;
@@ -39,18 +47,42 @@ std::string default_model(bool& random_weights) {
   return std::string(DSV4_SOURCE_DIR) + "/tests/golden/tiny_a_pretrained/model";
 }
 
-// The prompt's ids (--ids, or --prompt through the tokenizer), and the tokenizer when there is
-// one to print text with.
+Conversation chat_conversation(const GenerateArgs& args) {
+  Conversation chat;
+  if (!args.system.empty()) chat.messages.push_back({ChatRole::kSystem, args.system, "", {}, ""});
+  chat.messages.push_back({ChatRole::kUser, args.chat, "", {}, ""});
+  chat.thinking = args.thinking ? ThinkingMode::kThinking : ThinkingMode::kChat;
+  chat.effort = args.reasoning_effort == "max" ? ReasoningEffort::kMax : ReasoningEffort::kHigh;
+  return chat;
+}
+
+// The prompt's ids (--ids, or --prompt / --chat through the tokenizer), and the tokenizer when
+// there is one to print text with.
 Result<std::vector<int64_t>> prompt_ids(const GenerateArgs& args, const std::string& model_dir,
                                         std::optional<Tokenizer>& tokenizer) {
-  if (args.prompt.empty()) return args.ids;
+  if (args.prompt.empty() && args.chat.empty()) return args.ids;
   const std::string path = args.tokenizer.empty() ? model_dir + "/tokenizer.json" : args.tokenizer;
   Result<Tokenizer> loaded = Tokenizer::load(path);
   if (!loaded.ok()) {
-    return loaded.status().with_context("--prompt needs the checkpoint's tokenizer (or --ids)");
+    return loaded.status().with_context(
+        "--prompt and --chat need the checkpoint's tokenizer (or --ids)");
   }
   tokenizer.emplace(std::move(loaded).value());
-  return tokenizer->encode(args.prompt);
+  if (args.chat.empty()) return tokenizer->encode(args.prompt);
+  Result<std::string> prompt = encode_chat(chat_conversation(args));
+  if (!prompt.ok()) return prompt.status();
+  return tokenize_chat_prompt(*tokenizer, *prompt);
+}
+
+// The generated text: --prompt's as it is, --chat's read as a reply.
+Result<std::string> output_text(const GenerateArgs& args, const Tokenizer& tokenizer,
+                                const Generation& out) {
+  if (args.chat.empty()) return tokenizer.decode(out.tokens);
+  const ThinkingMode thinking = args.thinking ? ThinkingMode::kThinking : ThinkingMode::kChat;
+  Result<ChatReply> reply = decode_chat_reply(tokenizer, out.tokens, out.stopped_at_eos, thinking);
+  if (!reply.ok()) return reply.status();
+  if (!args.thinking) return reply->content;
+  return "<think>\n" + reply->reasoning_content + "\n</think>\n" + reply->content;
 }
 
 int fail(const Status& status) {
@@ -78,7 +110,7 @@ int run_generate(const GenerateArgs& args) {
   Result<Generation> out = engine->generate({*prompt, args.sampling});
   if (!out.ok()) return fail(out.status());
   if (tokenizer && !args.print_ids) {
-    Result<std::string> text = tokenizer->decode(out->tokens);
+    Result<std::string> text = output_text(args, *tokenizer, *out);
     if (!text.ok()) return fail(text.status());
     std::printf("%s\n", text->c_str());
     return 0;
@@ -99,17 +131,27 @@ void register_generate(CLI::App& app, int& exit_code) {
       "--model", args->model,
       "checkpoint directory (default: $DSV4_MODEL, else a small random-weight test model)");
   // Exactly one prompt: token ids or text.
-  CLI::Option_group* prompt = cmd->add_option_group("prompt", "one of --ids, --prompt");
+  CLI::Option_group* prompt = cmd->add_option_group("prompt", "one of --ids, --prompt, --chat");
   prompt->add_option("--ids", args->ids, "prompt token ids, comma separated")->delimiter(',');
-  CLI::Option* text = prompt->add_option(
+  prompt->add_option(
       "--prompt", args->prompt,
       "prompt text, encoded with the checkpoint's tokenizer.json (special tokens written out; no "
       "chat template); prints text");
+  CLI::Option* chat = prompt->add_option(
+      "--chat", args->chat,
+      "a user message, through DeepSeek-V4's chat encoder; prints the reply's content");
   prompt->require_option(1);
-  cmd->add_option("--tokenizer", args->tokenizer, "tokenizer.json (default: MODEL/tokenizer.json)")
-      ->needs(text);
-  cmd->add_flag("--print-ids", args->print_ids, "with --prompt, print the generated ids, not text")
-      ->needs(text);
+  cmd->add_option("--system", args->system, "with --chat, a system message before it")->needs(chat);
+  CLI::Option* thinking =
+      cmd->add_flag("--thinking", args->thinking, "with --chat, thinking mode (prints reasoning)")
+          ->needs(chat);
+  cmd->add_option("--reasoning-effort", args->reasoning_effort, "with --thinking: high or max")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"high", "max"}))
+      ->needs(thinking);
+  cmd->add_option("--tokenizer", args->tokenizer, "tokenizer.json (default: MODEL/tokenizer.json)");
+  cmd->add_flag("--print-ids", args->print_ids,
+                "with --prompt or --chat, print the generated ids, not text");
   cmd->add_option("--max-tokens", args->sampling.max_tokens, "tokens to generate at most")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);

@@ -1,0 +1,92 @@
+// DeepSeek-V4's chat format: a conversation -> the prompt text, and the model's reply text ->
+// reasoning, content and tool calls. DeepSeek ships no Jinja template for it; the format is its
+// Python module encoding_dsv4.py, and these functions give byte for byte what its
+// encode_messages and parse_message_from_completion_text give (tests/chat/golden).
+//
+//   dsv4::Conversation chat;
+//   chat.messages = {{.role = dsv4::ChatRole::kUser, .content = "1+1=?"}};
+//   chat.thinking = dsv4::ThinkingMode::kThinking;
+//   auto prompt = dsv4::encode_chat(chat);
+//   // "<｜begin▁of▁sentence｜><｜User｜>1+1=?<｜Assistant｜><think>"
+//   auto ids = dsv4::tokenize_chat_prompt(tokenizer, *prompt);
+//   ... generate from *ids ...
+//   auto reply = dsv4::decode_chat_reply(tokenizer, out.tokens, out.stopped_at_eos,
+//                                        chat.thinking);  // reasoning_content, content
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dsv4/status.h"
+#include "dsv4/tokenizer.h"
+
+namespace dsv4 {
+
+// The end-of-sentence token's text: a reply the model finished ends with it.
+inline constexpr std::string_view kEndOfSentence = "<｜end▁of▁sentence｜>";
+
+enum class ChatRole { kSystem, kUser, kAssistant, kTool };
+
+struct ToolCall {
+  std::string id;         // the caller's id, matched by a tool message's tool_call_id
+  std::string name;       // the function
+  std::string arguments;  // a JSON object's text, as OpenAI's API carries it
+};
+
+struct ChatMessage {
+  ChatRole role = ChatRole::kUser;
+  std::string content;
+  std::string reasoning_content;     // assistant: its thinking (the format drops some)
+  std::vector<ToolCall> tool_calls;  // assistant
+  std::string tool_call_id;          // tool: the call this is the result of
+};
+
+// "chat" answers at once; "thinking" reasons inside <think>...</think> first.
+enum class ThinkingMode { kChat, kThinking };
+
+// kHigh is the model's default (the encoder adds nothing); kMax puts DeepSeek's "absolute
+// maximum" instruction before the conversation, in thinking mode only.
+enum class ReasoningEffort { kHigh, kMax };
+
+struct Conversation {
+  std::vector<ChatMessage> messages;
+  // Each tool's OpenAI function object ({"name", "description", "parameters"}) as JSON text. It
+  // is written into the prompt as Python's json.dumps writes it, keys in the order given here.
+  std::vector<std::string> tools;
+  ThinkingMode thinking = ThinkingMode::kChat;
+  ReasoningEffort effort = ReasoningEffort::kHigh;
+};
+
+// The prompt text, starting with <｜begin▁of▁sentence｜>. When the last message is a user's or a
+// tool's, it ends with the assistant's turn opened (<｜Assistant｜> and <think> or </think>).
+// Tool schemas and arguments that are not valid JSON, or not objects, are errors naming them.
+Result<std::string> encode_chat(const Conversation& conversation);
+
+// The prompt's token ids. The encoder writes the begin-of-sentence token itself, as DeepSeek's
+// does, so one that tokenizer.json's post-processor adds in front of it is not doubled.
+Result<std::vector<int64_t>> tokenize_chat_prompt(const Tokenizer& tokenizer,
+                                                  const std::string& prompt);
+
+struct ChatReply {
+  std::string reasoning_content;  // thinking mode: the text before </think>
+  std::string content;
+  std::vector<ToolCall> tool_calls;  // ids are left empty: the caller names them
+};
+
+// Reads the text the model generated after the prompt. A finished reply ends with
+// kEndOfSentence, and is read exactly as DeepSeek's parser reads it. One cut short (no
+// kEndOfSentence) gives what it has so far: in thinking mode without </think> yet, all of it is
+// reasoning. A malformed tool-call block, a special token inside the text or text after the end
+// of sentence is an error saying where.
+Result<ChatReply> parse_chat_reply(std::string_view text, ThinkingMode thinking);
+
+// The reply from the generated ids; `finished`: the last id is the eos token, which stands for
+// kEndOfSentence whatever tokenizer.json calls it. A reply parse_chat_reply refuses (the model
+// broke its format) comes back whole as content, so no generated text is lost; only an id the
+// tokenizer does not know is an error.
+Result<ChatReply> decode_chat_reply(const Tokenizer& tokenizer, std::vector<int64_t> tokens,
+                                    bool finished, ThinkingMode thinking);
+
+}  // namespace dsv4

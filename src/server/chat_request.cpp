@@ -1,0 +1,259 @@
+#include "server/chat_request.h"
+
+#include <optional>
+#include <string>
+
+namespace dsv4::server {
+namespace {
+
+using format::OrderedJson;
+using Refusal = std::optional<RequestError>;
+
+std::string indexed(const std::string& path, size_t i) {
+  return path + "[" + std::to_string(i) + "]";
+}
+
+// `object[field]` (named path.field) as a string into `out`; absent or null is an error only
+// when `required`.
+Refusal read_text(const OrderedJson& object, const std::string& path, const char* field,
+                  bool required, std::string& out) {
+  const std::string name = path + "." + field;
+  if (!present(object, field)) {
+    if (required) return request_error(name, name + " is required");
+    return std::nullopt;
+  }
+  if (!object[field].is_string()) return request_error(name, name + " must be a string");
+  out = object[field].get<std::string>();
+  return std::nullopt;
+}
+
+Refusal expect_object(const OrderedJson& value, const std::string& path) {
+  if (value.is_object()) return std::nullopt;
+  return request_error(path, path + " must be an object");
+}
+
+Refusal read_tool_call(const OrderedJson& call, const std::string& path, ToolCall& out) {
+  if (auto bad = expect_object(call, path)) return bad;
+  if (auto bad = refuse_unknown(call, {"id", "type", "function"}, path)) return bad;
+  if (present(call, "type") && call["type"] != "function") {
+    return request_error(path + ".type", path + ".type must be \"function\"");
+  }
+  if (auto bad = read_text(call, path, "id", false, out.id)) return bad;
+  const std::string function = path + ".function";
+  if (!present(call, "function")) return request_error(function, function + " is required");
+  if (auto bad = expect_object(call["function"], function)) return bad;
+  if (auto bad = refuse_unknown(call["function"], {"name", "arguments"}, function)) return bad;
+  if (auto bad = read_text(call["function"], function, "name", true, out.name)) return bad;
+  return read_text(call["function"], function, "arguments", true, out.arguments);
+}
+
+Refusal read_assistant(const OrderedJson& m, const std::string& path, ChatMessage& out) {
+  if (auto bad =
+          refuse_unknown(m, {"role", "content", "reasoning_content", "tool_calls", "name"}, path)) {
+    return bad;
+  }
+  for (auto [field, text] : {std::pair{"content", &out.content},
+                             std::pair{"reasoning_content", &out.reasoning_content}}) {
+    if (auto bad = read_text(m, path, field, false, *text)) return bad;
+  }
+  if (!present(m, "tool_calls")) return std::nullopt;
+  const std::string calls = path + ".tool_calls";
+  if (!m["tool_calls"].is_array()) return request_error(calls, calls + " must be an array");
+  for (size_t i = 0; i < m["tool_calls"].size(); ++i) {
+    ToolCall call;
+    if (auto bad = read_tool_call(m["tool_calls"][i], indexed(calls, i), call)) return bad;
+    out.tool_calls.push_back(std::move(call));
+  }
+  return std::nullopt;
+}
+
+Refusal read_message(const OrderedJson& m, const std::string& path, ChatMessage& out) {
+  if (auto bad = expect_object(m, path)) return bad;
+  std::string role, ignored;
+  if (auto bad = read_text(m, path, "role", true, role)) return bad;
+  // A name changes nothing: DeepSeek's encoder does not write it.
+  if (auto bad = read_text(m, path, "name", false, ignored)) return bad;
+  if (role == "assistant") {
+    out.role = ChatRole::kAssistant;
+    return read_assistant(m, path, out);
+  }
+  if (role == "tool") {
+    out.role = ChatRole::kTool;
+    if (auto bad = refuse_unknown(m, {"role", "content", "tool_call_id"}, path)) return bad;
+    if (auto bad = read_text(m, path, "tool_call_id", true, out.tool_call_id)) return bad;
+    return read_text(m, path, "content", true, out.content);
+  }
+  if (role != "system" && role != "user") {
+    return request_error(path + ".role",
+                         "role \"" + role + "\" is not supported (system, user, assistant, tool)");
+  }
+  out.role = role == "system" ? ChatRole::kSystem : ChatRole::kUser;
+  if (auto bad = refuse_unknown(m, {"role", "content", "name"}, path)) return bad;
+  return read_text(m, path, "content", true, out.content);
+}
+
+Refusal read_messages(const OrderedJson& body, std::vector<ChatMessage>& out) {
+  if (!body.contains("messages")) return request_error("messages", "messages is required");
+  const OrderedJson& messages = body["messages"];
+  if (!messages.is_array() || messages.empty()) {
+    return request_error("messages", "messages must be a non-empty array");
+  }
+  for (size_t i = 0; i < messages.size(); ++i) {
+    ChatMessage message;
+    if (auto bad = read_message(messages[i], indexed("messages", i), message)) return bad;
+    out.push_back(std::move(message));
+  }
+  if (out.back().role != ChatRole::kUser && out.back().role != ChatRole::kTool) {
+    const std::string last = indexed("messages", out.size() - 1) + ".role";
+    return request_error(last,
+                         "the last message must be the user's or a tool's: the model "
+                         "answers it");
+  }
+  return std::nullopt;
+}
+
+// Each tool's function object, kept as its JSON text in the order given.
+Refusal read_tools(const OrderedJson& body, std::vector<std::string>& out) {
+  if (!present(body, "tools")) return std::nullopt;
+  if (!body["tools"].is_array()) return request_error("tools", "tools must be an array");
+  for (size_t i = 0; i < body["tools"].size(); ++i) {
+    const OrderedJson& tool = body["tools"][i];
+    const std::string path = indexed("tools", i);
+    if (auto bad = expect_object(tool, path)) return bad;
+    if (auto bad = refuse_unknown(tool, {"type", "function"}, path)) return bad;
+    if (tool.value("type", OrderedJson()) != "function") {
+      return request_error(path + ".type", path + ".type must be \"function\"");
+    }
+    const std::string function = path + ".function";
+    if (!present(tool, "function")) return request_error(function, function + " is required");
+    if (auto bad = expect_object(tool["function"], function)) return bad;
+    std::string name;
+    if (auto bad = read_text(tool["function"], function, "name", true, name)) return bad;
+    out.push_back(tool["function"].dump());
+  }
+  return std::nullopt;
+}
+
+// Thinking on or off from either switch (they must agree), and the reasoning effort.
+Refusal read_thinking(const OrderedJson& body, Conversation& c) {
+  std::optional<bool> on;
+  std::string set_by;
+  const auto set = [&](bool value, const std::string& field) -> Refusal {
+    if (on && *on != value) return request_error(field, field + " contradicts " + set_by);
+    on = value;
+    set_by = field;
+    return std::nullopt;
+  };
+  if (present(body, "thinking")) {
+    const OrderedJson& t = body["thinking"];
+    if (auto bad = expect_object(t, "thinking")) return bad;
+    if (auto bad = refuse_unknown(t, {"type"}, "thinking")) return bad;
+    if (t.value("type", OrderedJson()) != "enabled" &&
+        t.value("type", OrderedJson()) != "disabled") {
+      return request_error("thinking.type", "thinking.type must be \"enabled\" or \"disabled\"");
+    }
+    if (auto bad = set(t["type"] == "enabled", "thinking.type")) return bad;
+  }
+  if (present(body, "chat_template_kwargs")) {
+    const OrderedJson& kwargs = body["chat_template_kwargs"];
+    if (auto bad = expect_object(kwargs, "chat_template_kwargs")) return bad;
+    if (auto bad =
+            refuse_unknown(kwargs, {"thinking", "enable_thinking"}, "chat_template_kwargs")) {
+      return bad;
+    }
+    for (const char* key : {"thinking", "enable_thinking"}) {
+      if (!present(kwargs, key)) continue;
+      const std::string field = std::string("chat_template_kwargs.") + key;
+      if (!kwargs[key].is_boolean()) return request_error(field, field + " must be true or false");
+      if (auto bad = set(kwargs[key].get<bool>(), field)) return bad;
+    }
+  }
+  c.thinking = on.value_or(false) ? ThinkingMode::kThinking : ThinkingMode::kChat;
+  std::string effort;
+  if (auto bad = read_string(body, "reasoning_effort", effort)) return bad;
+  if (effort == "xhigh" || effort == "max") {
+    c.effort = ReasoningEffort::kMax;
+  } else if (!effort.empty() && effort != "low" && effort != "medium" && effort != "high") {
+    return request_error("reasoning_effort",
+                         "reasoning_effort must be low, medium, high (all high for DeepSeek-V4), "
+                         "xhigh or max (both max), got \"" +
+                             effort + "\"");
+  }
+  return std::nullopt;
+}
+
+// Unknown fields, and the chat API's own unimplemented ones unless they ask for nothing.
+Refusal refuse_unsupported(const OrderedJson& body) {
+  if (auto unknown = refuse_unknown(body, {"model",
+                                           "messages",
+                                           "max_tokens",
+                                           "max_completion_tokens",
+                                           "temperature",
+                                           "top_p",
+                                           "top_k",
+                                           "seed",
+                                           "stream",
+                                           "stream_options",
+                                           "n",
+                                           "stop",
+                                           "logprobs",
+                                           "top_logprobs",
+                                           "presence_penalty",
+                                           "frequency_penalty",
+                                           "logit_bias",
+                                           "user",
+                                           "tools",
+                                           "tool_choice",
+                                           "parallel_tool_calls",
+                                           "response_format",
+                                           "chat_template_kwargs",
+                                           "thinking",
+                                           "reasoning_effort"})) {
+    return unknown;
+  }
+  if (auto bad = refuse_unimplemented(body)) return bad;
+  const auto asks = [&](const char* field, const OrderedJson& no_op) {
+    return present(body, field) && body[field] != no_op;
+  };
+  if (asks("logprobs", false)) return request_error("logprobs", "logprobs is not supported");
+  for (const char* field : {"top_logprobs", "stream_options"}) {
+    if (present(body, field)) return request_error(field, std::string(field) + " is not supported");
+  }
+  if (asks("tool_choice", "auto")) {
+    return request_error("tool_choice", "tool_choice other than \"auto\" is not supported");
+  }
+  if (asks("parallel_tool_calls", true)) {
+    return request_error("parallel_tool_calls", "parallel_tool_calls false is not supported");
+  }
+  if (asks("response_format", OrderedJson{{"type", "text"}})) {
+    return request_error("response_format", "response_format other than text is not supported");
+  }
+  if (present(body, "max_tokens") && present(body, "max_completion_tokens")) {
+    return request_error("max_completion_tokens",
+                         "give max_tokens or max_completion_tokens, not both");
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::variant<ChatRequest, RequestError> parse_chat_request(std::string_view body_text,
+                                                           int64_t max_tokens_limit) {
+  auto parsed = parse_request_body(body_text);
+  if (auto* bad = std::get_if<RequestError>(&parsed)) return *bad;
+  const OrderedJson& body = std::get<OrderedJson>(parsed);
+  ChatRequest request;
+  const char* max_tokens =
+      present(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+  // Every step runs, in order (a braced list is evaluated left to right); the first refusal is
+  // the answer.
+  for (const auto& step :
+       {refuse_unsupported(body), read_messages(body, request.conversation.messages),
+        read_tools(body, request.conversation.tools), read_thinking(body, request.conversation),
+        read_sampling(body, max_tokens, max_tokens_limit, request.sampling)}) {
+    if (step) return *step;
+  }
+  return request;
+}
+
+}  // namespace dsv4::server

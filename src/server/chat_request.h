@@ -1,0 +1,39 @@
+// The body of POST /v1/chat/completions (OpenAI's chat API), checked field by field into a
+// dsv4::Conversation (include/dsv4/chat.h) and sampling parameters.
+//   messages      system, user, assistant (content, reasoning_content, tool_calls) and tool
+//                 messages; content is a string (assistant: or null); the last message is the
+//                 user's or a tool's, which the model answers. Errors name the message's index
+//                 and field ("messages[2].tool_calls[0].function.arguments").
+//   tools         type "function" tools; their function objects go into the prompt as given.
+//   thinking      DeepSeek's API switch {"type": "enabled" | "disabled"}, or vLLM's
+//                 chat_template_kwargs {"thinking": bool} / {"enable_thinking": bool}; both may
+//                 be given if they agree. Off by default.
+//   reasoning_effort  DeepSeek's mapping: "low", "medium", "high" -> high (the default),
+//                 "xhigh", "max" -> max.
+// Sampling fields as for /v1/completions (request_fields.h); max_completion_tokens is
+// max_tokens' newer name. Fields that would change the answer and are not implemented (stream,
+// n > 1, stop, logprobs, penalties, logit_bias, tool_choice other than "auto",
+// parallel_tool_calls false, response_format other than text) are refused by name, as are
+// unknown fields and roles (developer, function).
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <variant>
+
+#include "dsv4/chat.h"
+#include "dsv4/engine.h"
+#include "server/request_fields.h"
+
+namespace dsv4::server {
+
+struct ChatRequest {
+  Conversation conversation;
+  SamplingParams sampling;
+};
+
+// Parses and checks `body`; the token limit must not exceed `max_tokens_limit` (the context).
+std::variant<ChatRequest, RequestError> parse_chat_request(std::string_view body,
+                                                           int64_t max_tokens_limit);
+
+}  // namespace dsv4::server

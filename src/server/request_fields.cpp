@@ -1,0 +1,116 @@
+#include "server/request_fields.h"
+
+#include <cmath>
+#include <limits>
+
+namespace dsv4::server {
+namespace {
+
+using format::OrderedJson;
+
+// `field` as a number in [lo, hi] into `out` (left as is when absent); an error otherwise.
+std::optional<RequestError> read_number(const OrderedJson& body, const char* field, double lo,
+                                        double hi, double& out) {
+  if (!present(body, field)) return std::nullopt;
+  const OrderedJson& v = body[field];
+  if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < lo ||
+      v.get<double>() > hi) {
+    return request_error(field, std::string(field) + " must be a number in [" +
+                                    OrderedJson(lo).dump() + ", " + OrderedJson(hi).dump() +
+                                    "], got " + v.dump());
+  }
+  out = v.get<double>();
+  return std::nullopt;
+}
+
+std::optional<RequestError> read_integer(const OrderedJson& body, const char* field, int64_t lo,
+                                         int64_t hi, int64_t& out) {
+  if (!present(body, field)) return std::nullopt;
+  const OrderedJson& v = body[field];
+  if (!v.is_number_integer() || v.get<int64_t>() < lo || v.get<int64_t>() > hi) {
+    return request_error(field, std::string(field) + " must be an integer in [" +
+                                    std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
+                                    v.dump());
+  }
+  out = v.get<int64_t>();
+  return std::nullopt;
+}
+
+}  // namespace
+
+RequestError request_error(std::string param, std::string message) {
+  return RequestError{std::move(message), std::move(param)};
+}
+
+std::variant<OrderedJson, RequestError> parse_request_body(std::string_view body) {
+  Result<OrderedJson> parsed = format::parse_ordered_json(body, "request body");
+  if (!parsed.ok()) return request_error("", parsed.status().message());
+  if (!parsed->is_object()) return request_error("", "the request body must be a JSON object");
+  return *std::move(parsed);
+}
+
+bool present(const OrderedJson& body, const char* field) {
+  return body.contains(field) && !body[field].is_null();
+}
+
+std::optional<RequestError> refuse_unknown(const OrderedJson& object,
+                                           std::initializer_list<std::string_view> known,
+                                           const std::string& path) {
+  for (const auto& item : object.items()) {
+    bool is_known = false;
+    for (std::string_view k : known) is_known = is_known || k == item.key();
+    const std::string name = path.empty() ? item.key() : path + "." + item.key();
+    if (!is_known) return request_error(name, "unknown field \"" + name + "\"");
+  }
+  return std::nullopt;
+}
+
+std::optional<RequestError> refuse_unimplemented(const OrderedJson& body) {
+  const auto asks_nothing = [&](const char* field, const OrderedJson& no_op) {
+    return !present(body, field) || body[field] == no_op;
+  };
+  if (!asks_nothing("stream", false)) return request_error("stream", "streaming is not supported");
+  if (!asks_nothing("n", 1)) return request_error("n", "one completion per request (n = 1)");
+  for (const char* field : {"stop", "logit_bias"}) {
+    if (present(body, field)) return request_error(field, std::string(field) + " is not supported");
+  }
+  for (const char* field : {"presence_penalty", "frequency_penalty"}) {
+    if (!asks_nothing(field, 0)) {
+      return request_error(field, std::string(field) + " other than 0 is not supported");
+    }
+  }
+  std::string ignored;
+  for (const char* field : {"model", "user"}) {
+    if (auto bad = read_string(body, field, ignored)) return bad;
+  }
+  return std::nullopt;
+}
+
+std::optional<RequestError> read_string(const OrderedJson& body, const char* field,
+                                        std::string& out) {
+  if (!present(body, field)) return std::nullopt;
+  if (!body[field].is_string())
+    return request_error(field, std::string(field) + " must be a string");
+  out = body[field].get<std::string>();
+  return std::nullopt;
+}
+
+std::optional<RequestError> read_sampling(const OrderedJson& body, const char* max_tokens_field,
+                                          int64_t max_tokens_limit, SamplingParams& s) {
+  double temperature = 1.0, top_p = 1.0;  // OpenAI's defaults
+  int64_t seed = 0;
+  for (auto bad : {read_integer(body, max_tokens_field, 0, max_tokens_limit, s.max_tokens),
+                   read_integer(body, "top_k", 0, std::numeric_limits<int32_t>::max(), s.top_k),
+                   read_integer(body, "seed", 0, std::numeric_limits<int64_t>::max(), seed),
+                   read_number(body, "temperature", 0.0, 2.0, temperature),
+                   read_number(body, "top_p", 0.0, 1.0, top_p)}) {
+    if (bad) return bad;
+  }
+  if (top_p <= 0.0) return request_error("top_p", "top_p must be greater than 0");
+  s.seed = static_cast<uint64_t>(seed);
+  s.temperature = static_cast<float>(temperature);
+  s.top_p = static_cast<float>(top_p);
+  return std::nullopt;
+}
+
+}  // namespace dsv4::server

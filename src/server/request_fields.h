@@ -1,0 +1,55 @@
+// What the OpenAI-style request bodies have in common, checked one way for all endpoints: the
+// error shape, the sampling fields (max_tokens, temperature, top_p, top_k, seed) and the fields
+// that would change the answer and are not implemented, which are refused unless they ask for
+// nothing. Bodies are read with their keys in order (the chat endpoint's tool schemas keep it).
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include "dsv4/engine.h"
+#include "format/json.h"
+
+namespace dsv4::server {
+
+// A refused request: what is wrong and which field (empty for the body as a whole), in the
+// shape of OpenAI's {"error": {"message", "param"}}.
+struct RequestError {
+  std::string message;
+  std::string param;
+};
+
+RequestError request_error(std::string param, std::string message);
+
+// The body as a JSON object, or the error.
+std::variant<format::OrderedJson, RequestError> parse_request_body(std::string_view body);
+
+// `field` is in `body` and not null.
+bool present(const format::OrderedJson& body, const char* field);
+
+// The first field of `object` that is not in `known`, as an error; `path` names the object
+// inside the body ("messages[2]"), empty for the body itself.
+std::optional<RequestError> refuse_unknown(const format::OrderedJson& object,
+                                           std::initializer_list<std::string_view> known,
+                                           const std::string& path = "");
+
+// stream, n, stop, logit_bias, presence_penalty, frequency_penalty refused unless they ask for
+// nothing; model and user must be strings (one model per server: both are ignored).
+std::optional<RequestError> refuse_unimplemented(const format::OrderedJson& body);
+
+// `field` as a string in `body` (left as is when absent); an error when it is another type.
+std::optional<RequestError> read_string(const format::OrderedJson& body, const char* field,
+                                        std::string& out);
+
+// The token limit (the field `max_tokens_field`, at most `max_tokens_limit`: the context),
+// temperature, top_p, top_k and seed into `s`, OpenAI's defaults where absent (temperature 1,
+// top_p 1).
+std::optional<RequestError> read_sampling(const format::OrderedJson& body,
+                                          const char* max_tokens_field, int64_t max_tokens_limit,
+                                          SamplingParams& s);
+
+}  // namespace dsv4::server

@@ -1,0 +1,137 @@
+// parse_chat_request: what it accepts and how it reads it (every golden conversation sent as a
+// request encodes to DeepSeek's prompt), and every refusal by field.
+#include "server/chat_request.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "../chat/golden_cases.h"
+#include "dsv4/chat.h"
+
+namespace dsv4::server {
+namespace {
+
+ChatRequest accept(const std::string& body) {
+  auto parsed = parse_chat_request(body, 4096);
+  if (const auto* bad = std::get_if<RequestError>(&parsed)) {
+    ADD_FAILURE() << body << ": " << bad->message;
+    return {};
+  }
+  return std::get<ChatRequest>(parsed);
+}
+
+TEST(ChatRequestTest, EncodesEveryGoldenConversationAsDeepSeeksEncoderDoes) {
+  const format::OrderedJson golden = testing::chat_golden();
+  for (const auto& c : golden["encode"]) {
+    if (c["messages"].back()["role"] == "assistant") continue;  // no request ends so
+    SCOPED_TRACE(c["name"].get<std::string>());
+    format::OrderedJson body = {{"messages", c["messages"]}, {"max_tokens", 1}};
+    if (!c["tools"].empty()) body["tools"] = c["tools"];
+    if (c["thinking"].get<bool>()) body["chat_template_kwargs"] = {{"thinking", true}};
+    if (!c["reasoning_effort"].is_null()) body["reasoning_effort"] = c["reasoning_effort"];
+    const ChatRequest request = accept(body.dump());
+    Result<std::string> prompt = encode_chat(request.conversation);
+    ASSERT_TRUE(prompt.ok()) << prompt.status().to_string();
+    EXPECT_EQ(*prompt, c["prompt"].get<std::string>());
+  }
+}
+
+TEST(ChatRequestTest, ReadsTheSwitchesAndSamplingFields) {
+  const ChatRequest request =
+      accept(R"({"messages": [{"role": "user", "content": "hi", "name": "u"}],
+      "max_completion_tokens": 9, "temperature": 0, "seed": 3, "model": "m", "stream": false,
+      "n": 1, "logprobs": false, "tool_choice": "auto", "parallel_tool_calls": true,
+      "response_format": {"type": "text"}, "thinking": {"type": "enabled"},
+      "chat_template_kwargs": {"enable_thinking": true}, "reasoning_effort": "xhigh"})");
+  EXPECT_EQ(request.conversation.thinking, ThinkingMode::kThinking);
+  EXPECT_EQ(request.conversation.effort, ReasoningEffort::kMax);
+  EXPECT_EQ(request.sampling.max_tokens, 9);
+  EXPECT_EQ(request.sampling.temperature, 0.0f);
+  EXPECT_EQ(request.sampling.seed, 3u);
+  const ChatRequest plain = accept(R"({"messages": [{"role": "user", "content": ""}],
+      "reasoning_effort": "low"})");
+  EXPECT_EQ(plain.conversation.thinking, ThinkingMode::kChat);  // off unless asked
+  EXPECT_EQ(plain.conversation.effort, ReasoningEffort::kHigh);
+  EXPECT_EQ(plain.sampling.max_tokens, 16);
+  EXPECT_EQ(plain.sampling.temperature, 1.0f);
+}
+
+TEST(ChatRequestTest, RefusesEachBadFieldByName) {
+  const std::string user = R"("messages": [{"role": "user", "content": "x"}])";
+  const struct {
+    std::string body;
+    const char* param;
+    const char* message;
+  } cases[] = {
+      {"{}", "messages", "messages is required"},
+      {R"({"messages": []})", "messages", "non-empty array"},
+      {R"({"messages": ["hi"]})", "messages[0]", "messages[0] must be an object"},
+      {R"({"messages": [{"content": "x"}]})", "messages[0].role", "messages[0].role is required"},
+      {R"({"messages": [{"role": "developer", "content": "x"}]})", "messages[0].role",
+       "role \"developer\" is not supported"},
+      {R"({"messages": [{"role": "user"}]})", "messages[0].content", "is required"},
+      {R"({"messages": [{"role": "user", "content": [{"type": "text", "text": "x"}]}]})",
+       "messages[0].content", "messages[0].content must be a string"},
+      {R"({"messages": [{"role": "user", "content": "x", "extra": 1}]})", "messages[0].extra",
+       "unknown field \"messages[0].extra\""},
+      {R"({"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}]})",
+       "messages[1].role", "the last message must be the user's or a tool's"},
+      {R"({"messages": [{"role": "user", "content": "x"}, {"role": "assistant",
+          "tool_calls": [{"id": "a", "type": "function", "function": {"name": "f"}}]},
+          {"role": "tool", "tool_call_id": "a", "content": "r"}]})",
+       "messages[1].tool_calls[0].function.arguments", "is required"},
+      {R"({"messages": [{"role": "user", "content": "x"}, {"role": "assistant",
+          "tool_calls": [{"type": "code", "function": {"name": "f", "arguments": "{}"}}]},
+          {"role": "user", "content": "y"}]})",
+       "messages[1].tool_calls[0].type", "must be \"function\""},
+      {R"({"messages": [{"role": "tool", "content": "r"}]})", "messages[0].tool_call_id",
+       "is required"},
+      {R"({"messages": [{"role": "user", "content": "x"}, {"role": "assistant",
+          "reasoning_content": 5}, {"role": "user", "content": "y"}]})",
+       "messages[1].reasoning_content", "must be a string"},
+      {"{" + user + R"(, "tools": {}})", "tools", "tools must be an array"},
+      {"{" + user + R"(, "tools": [{"type": "retrieval"}]})", "tools[0].type",
+       "must be \"function\""},
+      {"{" + user + R"(, "tools": [{"type": "function", "function": {"description": "d"}}]})",
+       "tools[0].function.name", "is required"},
+      {"{" + user + R"(, "thinking": {"type": "on"}})", "thinking.type", "\"enabled\" or"},
+      {"{" + user + R"(, "thinking": true})", "thinking", "must be an object"},
+      {"{" + user + R"(, "thinking": {"type": "enabled"}, "chat_template_kwargs":
+          {"thinking": false}})",
+       "chat_template_kwargs.thinking", "contradicts thinking.type"},
+      {"{" + user + R"(, "chat_template_kwargs": {"thinking": "yes"}})",
+       "chat_template_kwargs.thinking", "true or false"},
+      {"{" + user + R"(, "chat_template_kwargs": {"add_generation_prompt": false}})",
+       "chat_template_kwargs.add_generation_prompt", "unknown field"},
+      {"{" + user + R"(, "reasoning_effort": "none"})", "reasoning_effort", "got \"none\""},
+      {"{" + user + R"(, "max_tokens": 5000})", "max_tokens", "in [0, 4096]"},
+      {"{" + user + R"(, "max_completion_tokens": 5000})", "max_completion_tokens", "in [0, 4096]"},
+      {"{" + user + R"(, "max_tokens": 1, "max_completion_tokens": 1})", "max_completion_tokens",
+       "not both"},
+      {"{" + user + R"(, "stream": true})", "stream", "streaming is not supported"},
+      {"{" + user + R"(, "n": 2})", "n", "one completion per request"},
+      {"{" + user + R"(, "stop": "x"})", "stop", "stop is not supported"},
+      {"{" + user + R"(, "logprobs": true})", "logprobs", "logprobs is not supported"},
+      {"{" + user + R"(, "top_logprobs": 2})", "top_logprobs", "not supported"},
+      {"{" + user + R"(, "tool_choice": "required"})", "tool_choice", "other than \"auto\""},
+      {"{" + user + R"(, "parallel_tool_calls": false})", "parallel_tool_calls", "not supported"},
+      {"{" + user + R"(, "response_format": {"type": "json_object"}})", "response_format",
+       "other than text"},
+      {"{" + user + R"(, "presence_penalty": 1})", "presence_penalty", "other than 0"},
+      {"{" + user + R"(, "functions": []})", "functions", "unknown field \"functions\""},
+      {"{" + user + R"(, "model": 3})", "model", "model must be a string"},
+      {"[]", "", "must be a JSON object"},
+      {"{not json", "", "request body: invalid JSON"},
+  };
+  for (const auto& c : cases) {
+    auto parsed = parse_chat_request(c.body, 4096);
+    const auto* bad = std::get_if<RequestError>(&parsed);
+    ASSERT_NE(bad, nullptr) << c.body;
+    EXPECT_EQ(bad->param, c.param) << c.body;
+    EXPECT_NE(bad->message.find(c.message), std::string::npos) << c.body << ": " << bad->message;
+  }
+}
+
+}  // namespace
+}  // namespace dsv4::server
