@@ -51,4 +51,43 @@ uint32_t decode_utf8(std::string_view text, size_t i, size_t n) {
   }
 }
 
+std::string to_valid_utf8(std::string_view bytes) {
+  std::string out;
+  out.reserve(bytes.size());
+  const auto at = [&](size_t k) { return static_cast<unsigned char>(bytes[k]); };
+  for (size_t i = 0; i < bytes.size();) {
+    const unsigned char lead = at(i);
+    if (lead < 0x80) {
+      out += static_cast<char>(lead);
+      ++i;
+      continue;
+    }
+    // The sequence's length and the range its second byte must be in (Unicode Table 3-7:
+    // no overlong forms, no surrogates, nothing past U+10FFFF).
+    size_t n = 0;
+    unsigned char low = 0x80, high = 0xBF;
+    if (lead >= 0xC2 && lead <= 0xDF) n = 2;
+    else if (lead == 0xE0) n = 3, low = 0xA0;
+    else if (lead == 0xED) n = 3, high = 0x9F;
+    else if (lead >= 0xE1 && lead <= 0xEF) n = 3;
+    else if (lead == 0xF0) n = 4, low = 0x90;
+    else if (lead == 0xF4) n = 4, high = 0x8F;
+    else if (lead >= 0xF1 && lead <= 0xF3) n = 4;
+    size_t good = 1;  // bytes of a well-formed prefix, the lead included
+    while (n != 0 && good < n && i + good < bytes.size()) {
+      const unsigned char b = at(i + good);
+      const bool fits = good == 1 ? (b >= low && b <= high) : (b >= 0x80 && b <= 0xBF);
+      if (!fits) break;
+      ++good;
+    }
+    if (n != 0 && good == n) {
+      out.append(bytes.substr(i, n));
+    } else {
+      out += "\xEF\xBF\xBD";  // U+FFFD for the maximal subpart (at least the lead byte)
+    }
+    i += n != 0 && good == n ? n : good;
+  }
+  return out;
+}
+
 }  // namespace dsv4::tokenizer
