@@ -80,8 +80,7 @@ Result<AddedVocabulary> AddedVocabulary::from_json(const Json& list, const BpeMo
                               std::to_string(token.id) + " in the file, but tokenizers gives it " +
                               std::to_string(*id));
     }
-    if (const std::string* in_vocab = model.token_of(token.id);
-        fresh && in_vocab != nullptr) {
+    if (const std::string* in_vocab = model.token_of(token.id); fresh && in_vocab != nullptr) {
       return invalid_argument(where + " gives id " + std::to_string(token.id) + " to \"" +
                               token.content + "\", which model.vocab gives to \"" + *in_vocab +
                               "\"");

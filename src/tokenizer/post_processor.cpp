@@ -20,8 +20,7 @@ Result<PostProcessor> parse_template(const Json& post, const std::string& where)
       seen_text = true;
       continue;
     }
-    if (!item.is_object() || !item.contains("SpecialToken") ||
-        !item["SpecialToken"].is_object()) {
+    if (!item.is_object() || !item.contains("SpecialToken") || !item["SpecialToken"].is_object()) {
       return invalid_argument(where + ".single holds " + item.dump() +
                               " (one Sequence and SpecialToken entries expected)");
     }

@@ -55,7 +55,13 @@ Result<std::string> to_pcre2(const std::string& pattern) {
         if (in_class) return unimplemented("\\S inside a character class is not supported");
         out += "[^" + std::string(kWhiteSpace) + "]";
         break;
-      case 'w': case 'W': case 'b': case 'B': case 'h': case 'H': case 'Q':
+      case 'w':
+      case 'W':
+      case 'b':
+      case 'B':
+      case 'h':
+      case 'H':
+      case 'Q':
         return unimplemented(std::string("\\") + e +
                              " is not supported (Oniguruma and PCRE2 read it differently)");
       default:

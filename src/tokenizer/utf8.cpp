@@ -51,41 +51,53 @@ uint32_t decode_utf8(std::string_view text, size_t i, size_t n) {
   }
 }
 
+namespace {
+
+// The length of the UTF-8 sequence a byte begins (0: none begins with it) and the range its
+// second byte must be in: Unicode's Table 3-7, which rules out overlong forms, surrogates and
+// anything past U+10FFFF.
+struct Lead {
+  size_t length;
+  unsigned char low, high;
+};
+
+Lead lead_of(unsigned char b) {
+  if (b >= 0xC2 && b <= 0xDF) return {2, 0x80, 0xBF};
+  if (b == 0xE0) return {3, 0xA0, 0xBF};
+  if (b == 0xED) return {3, 0x80, 0x9F};
+  if (b >= 0xE1 && b <= 0xEF) return {3, 0x80, 0xBF};
+  if (b == 0xF0) return {4, 0x90, 0xBF};
+  if (b >= 0xF1 && b <= 0xF3) return {4, 0x80, 0xBF};
+  if (b == 0xF4) return {4, 0x80, 0x8F};
+  return {0, 0, 0};
+}
+
+}  // namespace
+
 std::string to_valid_utf8(std::string_view bytes) {
   std::string out;
   out.reserve(bytes.size());
-  const auto at = [&](size_t k) { return static_cast<unsigned char>(bytes[k]); };
   for (size_t i = 0; i < bytes.size();) {
-    const unsigned char lead = at(i);
+    const auto lead = static_cast<unsigned char>(bytes[i]);
     if (lead < 0x80) {
       out += static_cast<char>(lead);
       ++i;
       continue;
     }
-    // The sequence's length and the range its second byte must be in (Unicode Table 3-7:
-    // no overlong forms, no surrogates, nothing past U+10FFFF).
-    size_t n = 0;
-    unsigned char low = 0x80, high = 0xBF;
-    if (lead >= 0xC2 && lead <= 0xDF) n = 2;
-    else if (lead == 0xE0) n = 3, low = 0xA0;
-    else if (lead == 0xED) n = 3, high = 0x9F;
-    else if (lead >= 0xE1 && lead <= 0xEF) n = 3;
-    else if (lead == 0xF0) n = 4, low = 0x90;
-    else if (lead == 0xF4) n = 4, high = 0x8F;
-    else if (lead >= 0xF1 && lead <= 0xF3) n = 4;
-    size_t good = 1;  // bytes of a well-formed prefix, the lead included
-    while (n != 0 && good < n && i + good < bytes.size()) {
-      const unsigned char b = at(i + good);
-      const bool fits = good == 1 ? (b >= low && b <= high) : (b >= 0x80 && b <= 0xBF);
+    const Lead need = lead_of(lead);
+    size_t good = 1;  // bytes of the well-formed prefix, the lead included
+    while (good < need.length && i + good < bytes.size()) {
+      const auto b = static_cast<unsigned char>(bytes[i + good]);
+      const bool fits = good == 1 ? (b >= need.low && b <= need.high) : (b >= 0x80 && b <= 0xBF);
       if (!fits) break;
       ++good;
     }
-    if (n != 0 && good == n) {
-      out.append(bytes.substr(i, n));
+    if (good == need.length) {
+      out.append(bytes.substr(i, good));
     } else {
-      out += "\xEF\xBF\xBD";  // U+FFFD for the maximal subpart (at least the lead byte)
+      out += "\xEF\xBF\xBD";  // one U+FFFD for the maximal ill-formed subpart
     }
-    i += n != 0 && good == n ? n : good;
+    i += good;
   }
   return out;
 }

@@ -78,6 +78,33 @@ TEST(TokenizerTest, AddedTokensMatchLiterallyFirst) {
   EXPECT_FALSE(tok.token_id("nope").has_value());
 }
 
+Json added_token(int64_t id, const std::string& content, bool strip, bool normalized) {
+  return {{"id", id},        {"content", content},       {"single_word", false},  {"lstrip", strip},
+          {"rstrip", strip}, {"normalized", normalized}, {"special", !normalized}};
+}
+
+TEST(TokenizerTest, AddedTokensStripAndMatchInTwoPasses) {
+  Json json = small_tokenizer();
+  json["added_tokens"].push_back(added_token(268, "<m>", true, false));
+  json["added_tokens"].push_back(added_token(269, "x<m", false, true));
+  const Tokenizer tok = load(json);
+  // lstrip and rstrip take the spaces around <m> into it; without them each space is the
+  // byte-level Ġ, id 32.
+  EXPECT_EQ(encode(tok, "a  <m>  b"), (Ids{'a', 268, 'b'}));
+  EXPECT_EQ(encode(tok, "a  <｜User｜>"), (Ids{'a', 32, 32, 267}));
+  // "x<m" (normalized) starts further left than "<m>", but the tokens with normalized = false
+  // are cut out first, leaving "x".
+  EXPECT_EQ(encode(tok, "x<m>"), (Ids{'x', 268}));
+  EXPECT_EQ(encode(tok, "x<mz"), (Ids{269, 'z'}));
+}
+
+TEST(TokenizerTest, DecodesACutCharacterAsReplacement) {
+  const Tokenizer tok = load(small_tokenizer());
+  // "é" is bytes C3 A9 (ids 195, 169); its first byte alone is not UTF-8.
+  EXPECT_EQ(tok.decode({'a', 195}).value(), "a\xEF\xBF\xBD");
+  EXPECT_EQ(tok.decode({195, 169}).value(), "\xC3\xA9");
+}
+
 TEST(TokenizerTest, DecodesWhatItEncodes) {
   const Tokenizer tok = load(small_tokenizer());
   const std::vector<std::string> parts = {"hello",
