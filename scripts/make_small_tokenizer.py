@@ -3,7 +3,8 @@
 DeepSeek's structure (digit and word Splits, then ByteLevel; two added special tokens) and ten
 merges, small enough that tests/tokenizer/tokenizer_test.cpp works its expected ids out by hand.
 Byte b is id b (its byte-level character, GPT-2's bytes_to_unicode); merges get ids 256.. in
-rank order. Usage: scripts/make_small_tokenizer.py (from the repository root)."""
+rank order; the added tokens follow the vocabulary (266, 267), where tokenizers puts them.
+Usage: scripts/make_small_tokenizer.py (from the repository root)."""
 import json
 
 
@@ -28,14 +29,15 @@ def main():
               (space + "w", "or"), ("1", "2"), ("b", "c"), ("a", "b")]
     for i, (left, right) in enumerate(merges):
         vocab[left + right] = 256 + i
+    first_added = len(vocab)
     tokenizer = {
         "version": "1.0",
         "truncation": None,
         "padding": None,
         "added_tokens": [
-            {"id": 300, "content": "<｜begin▁of▁sentence｜>", "single_word": False, "lstrip": False,
+            {"id": first_added, "content": "<｜begin▁of▁sentence｜>", "single_word": False, "lstrip": False,
              "rstrip": False, "normalized": False, "special": True},
-            {"id": 301, "content": "<｜User｜>", "single_word": False, "lstrip": False,
+            {"id": first_added + 1, "content": "<｜User｜>", "single_word": False, "lstrip": False,
              "rstrip": False, "normalized": False, "special": True},
         ],
         "normalizer": None,

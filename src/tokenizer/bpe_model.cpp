@@ -1,6 +1,6 @@
 #include "tokenizer/bpe_model.h"
 
-#include <algorithm>
+#include <queue>
 
 #include "tokenizer/utf8.h"
 
@@ -36,6 +36,9 @@ Result<std::pair<std::string, std::string>> parse_merge(const Json& merge, size_
   return invalid_argument(where + " is neither \"left right\" nor [left, right]: " + merge.dump());
 }
 
+// tokenizers keeps ids as u32.
+constexpr int64_t kIdLimit = int64_t{1} << 32;
+
 }  // namespace
 
 Result<BpeModel> BpeModel::from_json(const Json& model) {
@@ -56,8 +59,9 @@ Result<BpeModel> BpeModel::from_json(const Json& model) {
   }
   BpeModel bpe;
   for (const auto& item : model["vocab"].items()) {
-    if (!item.value().is_number_integer() || item.value().get<int64_t>() < 0) {
-      return invalid_argument("model.vocab[\"" + item.key() + "\"] is not an id >= 0");
+    if (!item.value().is_number_integer() || item.value().get<int64_t>() < 0 ||
+        item.value().get<int64_t>() >= kIdLimit) {
+      return invalid_argument("model.vocab[\"" + item.key() + "\"] is not an id in [0, 2^32)");
     }
     const int64_t id = item.value().get<int64_t>();
     if (!bpe.token_of_id_.emplace(id, item.key()).second) {
@@ -65,32 +69,60 @@ Result<BpeModel> BpeModel::from_json(const Json& model) {
                               bpe.token_of_id_[id] + "\" and \"" + item.key() + "\"");
     }
     bpe.id_of_token_.emplace(item.key(), id);
-    bpe.id_bound_ = std::max(bpe.id_bound_, id + 1);
   }
   const Json& merges = model["merges"];
   for (size_t i = 0; i < merges.size(); ++i) {
     DSV4_ASSIGN_OR_RETURN(auto pair, parse_merge(merges[i], i));
+    std::vector<int64_t> ids;  // left, right, joined
     for (const std::string& token : {pair.first, pair.second, pair.first + pair.second}) {
-      if (!bpe.id_of_token_.count(token)) {
+      const std::optional<int64_t> id = bpe.id_of(token);
+      if (!id) {
         return invalid_argument("model.merges[" + std::to_string(i) + "] needs \"" + token +
                                 "\", which is not in the vocabulary");
       }
+      ids.push_back(*id);
     }
-    bpe.merge_rank_.emplace(std::move(pair), static_cast<int>(i));  // the first rank wins
+    // A pair listed twice takes its later rank, as tokenizers' map of merges does.
+    bpe.merges_[pair_key(ids[0], ids[1])] = Merge{static_cast<int>(i), ids[2]};
   }
   if (model.contains("unk_token") && !model["unk_token"].is_null()) {
-    const auto unk = bpe.id_of(model["unk_token"].get<std::string>());
+    const auto unk = model["unk_token"].is_string()
+                         ? bpe.id_of(model["unk_token"].get<std::string>())
+                         : std::nullopt;
     if (!unk) return invalid_argument("model.unk_token is not in the vocabulary");
     bpe.unk_id_ = *unk;
   }
+  bpe.fuse_unk_ = model.value("fuse_unk", false);
   bpe.ignore_merges_ = model.value("ignore_merges", false);
   return bpe;
 }
 
-std::optional<int> BpeModel::rank_of(const std::string& left, const std::string& right) const {
-  const auto it = merge_rank_.find({left, right});
-  if (it == merge_rank_.end()) return std::nullopt;
-  return it->second;
+const BpeModel::Merge* BpeModel::merge_of(int64_t left, int64_t right) const {
+  const auto it = merges_.find(pair_key(left, right));
+  return it == merges_.end() ? nullptr : &it->second;
+}
+
+Status BpeModel::initial_symbols(std::string_view piece, std::vector<int64_t>& symbols) const {
+  bool in_unknown_run = false;
+  for (size_t i = 0; i < piece.size();) {
+    const size_t n = utf8_length(piece, i);
+    const std::string_view character = piece.substr(i, n);
+    i += n;
+    if (const auto id = id_of(character)) {
+      symbols.push_back(*id);
+      in_unknown_run = false;
+      continue;
+    }
+    if (!unk_id_) {
+      std::string message = "\"";
+      message += character;
+      message += "\" is not in the vocabulary and it has no unk_token";
+      return invalid_argument(std::move(message));
+    }
+    if (!(fuse_unk_ && in_unknown_run)) symbols.push_back(*unk_id_);
+    in_unknown_run = true;
+  }
+  return ok_status();
 }
 
 Status BpeModel::encode_piece(std::string_view piece, std::vector<int64_t>& ids) const {
@@ -101,42 +133,50 @@ Status BpeModel::encode_piece(std::string_view piece, std::vector<int64_t>& ids)
       return ok_status();
     }
   }
-  std::vector<std::string> symbols;
-  for (size_t i = 0; i < piece.size();) {
-    const size_t n = utf8_length(piece, i);
-    symbols.emplace_back(piece.substr(i, n));
-    i += n;
+  // symbol[i] is the id at original position i; next/prev link the live ones (a merged-away
+  // symbol is dead), so a queued pair is known by its left position.
+  std::vector<int64_t> symbol;
+  DSV4_RETURN_IF_ERROR(initial_symbols(piece, symbol));
+  const size_t n = symbol.size();
+  std::vector<ptrdiff_t> prev(n), next(n);
+  std::vector<bool> dead(n, false);
+  for (size_t i = 0; i < n; ++i) {
+    prev[i] = static_cast<ptrdiff_t>(i) - 1;
+    next[i] = i + 1 < n ? static_cast<ptrdiff_t>(i + 1) : -1;
   }
-  while (symbols.size() > 1) {
-    std::optional<int> best;
-    size_t best_at = 0;
-    for (size_t i = 0; i + 1 < symbols.size(); ++i) {
-      const auto rank = rank_of(symbols[i], symbols[i + 1]);
-      if (rank && (!best || *rank < *best)) best = rank, best_at = i;
+  struct Candidate {
+    int rank;
+    size_t pos;
+    int64_t result;
+    bool operator>(const Candidate& o) const {
+      return rank != o.rank ? rank > o.rank : pos > o.pos;
     }
-    if (!best) break;
-    // Join every occurrence of the best pair, left to right (ranks are unique per pair, so the
-    // pair is known by its strings; no second lookup).
-    const std::string left = symbols[best_at], right = symbols[best_at + 1];
-    std::vector<std::string> merged;
-    merged.reserve(symbols.size());
-    for (size_t i = 0; i < symbols.size(); ++i) {
-      if (i + 1 < symbols.size() && symbols[i] == left && symbols[i + 1] == right) {
-        merged.push_back(symbols[i] + symbols[i + 1]);
-        ++i;
-      } else {
-        merged.push_back(std::move(symbols[i]));
-      }
+  };
+  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> queue;
+  auto push = [&](size_t left) {
+    if (next[left] < 0) return;
+    if (const Merge* m = merge_of(symbol[left], symbol[static_cast<size_t>(next[left])])) {
+      queue.push({m->rank, left, m->result});
     }
-    symbols = std::move(merged);
+  };
+  for (size_t i = 0; i + 1 < n; ++i) push(i);
+  while (!queue.empty()) {
+    const Candidate top = queue.top();
+    queue.pop();
+    if (dead[top.pos] || next[top.pos] < 0) continue;
+    const auto right = static_cast<size_t>(next[top.pos]);
+    // A stale entry: the pair at this position has changed since it was queued.
+    const Merge* now = merge_of(symbol[top.pos], symbol[right]);
+    if (now == nullptr || now->result != top.result) continue;
+    symbol[top.pos] = top.result;
+    dead[right] = true;
+    next[top.pos] = next[right];
+    if (next[right] >= 0) prev[static_cast<size_t>(next[right])] = static_cast<ptrdiff_t>(top.pos);
+    if (prev[top.pos] >= 0) push(static_cast<size_t>(prev[top.pos]));
+    push(top.pos);
   }
-  for (const std::string& symbol : symbols) {
-    const auto id = id_of(symbol);
-    if (!id && !unk_id_) {
-      return invalid_argument("\"" + symbol +
-                              "\" is not in the vocabulary and it has no unk_token");
-    }
-    ids.push_back(id ? *id : *unk_id_);
+  for (size_t i = 0; i < n; ++i) {
+    if (!dead[i]) ids.push_back(symbol[i]);
   }
   return ok_status();
 }

@@ -1,7 +1,8 @@
 // The BPE model of a Hugging Face tokenizer.json ("model": {"type": "BPE", ...}): a vocabulary
-// of token strings and a ranked list of merges. A pre-tokenized piece starts as its characters;
-// the adjacent pair of lowest merge rank is joined everywhere (left to right) until no pair has
-// a rank; each final symbol is one id.
+// of token strings and a ranked list of merges, applied as tokenizers' Word::merge_all does.
+// A pre-tokenized piece starts as the ids of its characters; of all adjacent pairs that have a
+// merge, the one of lowest rank (leftmost among equals) is joined, and its new neighbours are
+// considered in turn, until no pair has a merge.
 #pragma once
 
 #include <cstdint>
@@ -22,28 +23,32 @@ class BpeModel {
   // and merges whose parts or result are not in the vocabulary, naming the field.
   static Result<BpeModel> from_json(const format::Json& model);
 
-  // Appends the ids of one piece (a string of vocabulary characters); a symbol outside the
-  // vocabulary is the unknown token when the model has one, else an error.
+  // Appends the ids of one piece (a string of vocabulary characters). A character outside the
+  // vocabulary is the unknown token when the model has one (runs of them fused into one with
+  // fuse_unk); without one it is an error here, where tokenizers would drop it silently.
   Status encode_piece(std::string_view piece, std::vector<int64_t>& ids) const;
 
   const std::string* token_of(int64_t id) const;  // nullptr for an id the vocabulary lacks
   std::optional<int64_t> id_of(std::string_view token) const;
-  int64_t id_bound() const { return id_bound_; }  // every id is below it
+  size_t vocab_size() const { return id_of_token_.size(); }
 
  private:
-  struct PairHash {
-    size_t operator()(const std::pair<std::string, std::string>& p) const {
-      return std::hash<std::string>()(p.first) * 31 + std::hash<std::string>()(p.second);
-    }
+  struct Merge {
+    int rank;
+    int64_t result;  // the id of the joined token
   };
-  std::optional<int> rank_of(const std::string& left, const std::string& right) const;
+  static uint64_t pair_key(int64_t left, int64_t right) {
+    return (static_cast<uint64_t>(left) << 32) | static_cast<uint64_t>(right);
+  }
+  const Merge* merge_of(int64_t left, int64_t right) const;
+  Status initial_symbols(std::string_view piece, std::vector<int64_t>& symbols) const;
 
   std::unordered_map<std::string, int64_t> id_of_token_;
   std::unordered_map<int64_t, std::string> token_of_id_;
-  std::unordered_map<std::pair<std::string, std::string>, int, PairHash> merge_rank_;
+  std::unordered_map<uint64_t, Merge> merges_;  // by pair_key(left id, right id)
   std::optional<int64_t> unk_id_;
+  bool fuse_unk_ = false;
   bool ignore_merges_ = false;
-  int64_t id_bound_ = 0;
 };
 
 }  // namespace dsv4::tokenizer

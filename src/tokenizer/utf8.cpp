@@ -51,4 +51,55 @@ uint32_t decode_utf8(std::string_view text, size_t i, size_t n) {
   }
 }
 
+namespace {
+
+// The length of the UTF-8 sequence a byte begins (0: none begins with it) and the range its
+// second byte must be in: Unicode's Table 3-7, which rules out overlong forms, surrogates and
+// anything past U+10FFFF.
+struct Lead {
+  size_t length;
+  unsigned char low, high;
+};
+
+Lead lead_of(unsigned char b) {
+  if (b >= 0xC2 && b <= 0xDF) return {2, 0x80, 0xBF};
+  if (b == 0xE0) return {3, 0xA0, 0xBF};
+  if (b == 0xED) return {3, 0x80, 0x9F};
+  if (b >= 0xE1 && b <= 0xEF) return {3, 0x80, 0xBF};
+  if (b == 0xF0) return {4, 0x90, 0xBF};
+  if (b >= 0xF1 && b <= 0xF3) return {4, 0x80, 0xBF};
+  if (b == 0xF4) return {4, 0x80, 0x8F};
+  return {0, 0, 0};
+}
+
+}  // namespace
+
+std::string to_valid_utf8(std::string_view bytes) {
+  std::string out;
+  out.reserve(bytes.size());
+  for (size_t i = 0; i < bytes.size();) {
+    const auto lead = static_cast<unsigned char>(bytes[i]);
+    if (lead < 0x80) {
+      out += static_cast<char>(lead);
+      ++i;
+      continue;
+    }
+    const Lead need = lead_of(lead);
+    size_t good = 1;  // bytes of the well-formed prefix, the lead included
+    while (good < need.length && i + good < bytes.size()) {
+      const auto b = static_cast<unsigned char>(bytes[i + good]);
+      const bool fits = good == 1 ? (b >= need.low && b <= need.high) : (b >= 0x80 && b <= 0xBF);
+      if (!fits) break;
+      ++good;
+    }
+    if (good == need.length) {
+      out.append(bytes.substr(i, good));
+    } else {
+      out += "\xEF\xBF\xBD";  // one U+FFFD for the maximal ill-formed subpart
+    }
+    i += good;
+  }
+  return out;
+}
+
 }  // namespace dsv4::tokenizer

@@ -17,4 +17,8 @@ void append_utf8(uint32_t cp, std::string& out);
 // itself.
 uint32_t decode_utf8(std::string_view text, size_t i, size_t n);
 
+// `bytes` as valid UTF-8, each maximal ill-formed subpart replaced by U+FFFD (Unicode's
+// recommended practice, which Rust's String::from_utf8_lossy and Python's "replace" follow).
+std::string to_valid_utf8(std::string_view bytes);
+
 }  // namespace dsv4::tokenizer

@@ -1,7 +1,8 @@
 // libFuzzer target: the tokenizer's two inputs. First byte even: the rest is a tokenizer.json,
 // which must load or fail with a Status. Odd: the rest is prompt text for the small test
-// tokenizer (tests/tokenizer/fixtures); it must encode or fail, and text that encodes must
-// decode to itself. Never a crash.
+// tokenizer (tests/tokenizer/fixtures), or for DeepSeek's tokenizer.json when
+// DSV4_DEEPSEEK_TOKENIZER names it; it must encode or fail, and text that encodes must decode
+// to itself. Never a crash.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -17,8 +18,11 @@ namespace {
 const dsv4::Tokenizer& small_tokenizer() {
   static const dsv4::Tokenizer tokenizer = [] {
     const char* root = std::getenv("DSV4_SOURCE_DIR");
+    const char* deepseek = std::getenv("DSV4_DEEPSEEK_TOKENIZER");
     const std::string path =
-        std::string(root ? root : ".") + "/tests/tokenizer/fixtures/small_tokenizer.json";
+        deepseek && *deepseek
+            ? std::string(deepseek)
+            : std::string(root ? root : ".") + "/tests/tokenizer/fixtures/small_tokenizer.json";
     auto loaded = dsv4::Tokenizer::load(path);
     if (!loaded.ok()) std::abort();  // the fixture itself is broken: not a finding
     return std::move(loaded).value();

@@ -28,7 +28,7 @@ constexpr const char* kUser = "<｜User｜>";
 //   256 "he" (h e)   257 "ll" (l l)   258 "hell" (he ll)   259 "hello" (hell o)
 //   260 "Ġw" (Ġ w)   261 "or" (o r)   262 "Ġwor" (Ġw or)   263 "12" (1 2)
 //   264 "bc" (b c)   265 "ab" (a b)
-// and the added tokens are 300 <｜begin▁of▁sentence｜> and 301 <｜User｜>.
+// and the added tokens are 266 <｜begin▁of▁sentence｜> and 267 <｜User｜>.
 Json small_tokenizer() {
   std::ifstream in(testing::source_path("tests/tokenizer/fixtures/small_tokenizer.json"));
   EXPECT_TRUE(in.good());
@@ -70,12 +70,39 @@ TEST(TokenizerTest, SplitsNeverMergeAcrossPieces) {
 
 TEST(TokenizerTest, AddedTokensMatchLiterallyFirst) {
   const Tokenizer tok = load(small_tokenizer());
-  EXPECT_EQ(encode(tok, std::string(kBos) + kUser + "abc"), (Ids{300, 301, 'a', 264}));
+  EXPECT_EQ(encode(tok, std::string(kBos) + kUser + "abc"), (Ids{266, 267, 'a', 264}));
   // Text on both sides of an added token is encoded on its own.
-  EXPECT_EQ(encode(tok, std::string("he") + kUser + "llo"), (Ids{256, 301, 257, 'o'}));
-  EXPECT_EQ(tok.token_id(kBos), 300);
+  EXPECT_EQ(encode(tok, std::string("he") + kUser + "llo"), (Ids{256, 267, 257, 'o'}));
+  EXPECT_EQ(tok.token_id(kBos), 266);
   EXPECT_EQ(tok.token_id("hello"), 259);
   EXPECT_FALSE(tok.token_id("nope").has_value());
+}
+
+Json added_token(int64_t id, const std::string& content, bool strip, bool normalized) {
+  return {{"id", id},        {"content", content},       {"single_word", false},  {"lstrip", strip},
+          {"rstrip", strip}, {"normalized", normalized}, {"special", !normalized}};
+}
+
+TEST(TokenizerTest, AddedTokensStripAndMatchInTwoPasses) {
+  Json json = small_tokenizer();
+  json["added_tokens"].push_back(added_token(268, "<m>", true, false));
+  json["added_tokens"].push_back(added_token(269, "x<m", false, true));
+  const Tokenizer tok = load(json);
+  // lstrip and rstrip take the spaces around <m> into it; without them each space is the
+  // byte-level Ġ, id 32.
+  EXPECT_EQ(encode(tok, "a  <m>  b"), (Ids{'a', 268, 'b'}));
+  EXPECT_EQ(encode(tok, "a  <｜User｜>"), (Ids{'a', 32, 32, 267}));
+  // "x<m" (normalized) starts further left than "<m>", but the tokens with normalized = false
+  // are cut out first, leaving "x".
+  EXPECT_EQ(encode(tok, "x<m>"), (Ids{'x', 268}));
+  EXPECT_EQ(encode(tok, "x<mz"), (Ids{269, 'z'}));
+}
+
+TEST(TokenizerTest, DecodesACutCharacterAsReplacement) {
+  const Tokenizer tok = load(small_tokenizer());
+  // "é" is bytes C3 A9 (ids 195, 169); its first byte alone is not UTF-8.
+  EXPECT_EQ(tok.decode({'a', 195}).value(), "a\xEF\xBF\xBD");
+  EXPECT_EQ(tok.decode({195, 169}).value(), "\xC3\xA9");
 }
 
 TEST(TokenizerTest, DecodesWhatItEncodes) {
@@ -117,9 +144,9 @@ TEST(TokenizerTest, TemplateAddsItsSpecialTokens) {
       "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
                  {"Sequence": {"id": "A", "type_id": 0}},
                  {"SpecialToken": {"id": "</s>", "type_id": 0}}],
-      "special_tokens": {"<s>": {"id": "<s>", "ids": [300], "tokens": ["<s>"]},
-                         "</s>": {"id": "</s>", "ids": [301], "tokens": ["</s>"]}}})");
-  EXPECT_EQ(encode(load(json), "hello"), (Ids{300, 259, 301}));
+      "special_tokens": {"<s>": {"id": "<s>", "ids": [266], "tokens": ["<s>"]},
+                         "</s>": {"id": "</s>", "ids": [267], "tokens": ["</s>"]}}})");
+  EXPECT_EQ(encode(load(json), "hello"), (Ids{266, 259, 267}));
 }
 
 TEST(TokenizerTest, RefusesUnknownIdsWhenDecoding) {
@@ -148,18 +175,39 @@ TEST(TokenizerTest, RefusesWhatItDoesNotImplementByName) {
       {"bad merge", R"({"model": {"merges": ["he"]}})", "model.merges[0] is neither"},
       {"split behaviour",
        R"({"pre_tokenizer": {"type": "Split", "pattern": {"Regex": "a"},
-                             "behavior": "MergedWithNext"}})",
-       "pre_tokenizer.behavior \"MergedWithNext\" is not supported"},
+                             "behavior": "Glued", "invert": false}})",
+       "pre_tokenizer.behavior \"Glued\" is not supported"},
+      {"split invert",
+       R"({"pre_tokenizer": {"type": "Split", "pattern": {"Regex": "a"},
+                             "behavior": "Isolated"}})",
+       "pre_tokenizer.invert must be true or false"},
+      {"oniguruma \\w", R"({"pre_tokenizer": {"type": "Split", "pattern": {"Regex": "\\w+"},
+                                            "behavior": "Isolated", "invert": false}})",
+       "\\w is not supported"},
       {"bad regex",
        R"({"pre_tokenizer": {"type": "Split", "pattern": {"Regex": "(("},
-                             "behavior": "Isolated"}})",
+                             "behavior": "Isolated", "invert": false}})",
        "does not compile"},
       {"pre type", R"({"pre_tokenizer": {"type": "Metaspace"}})", "\"Metaspace\" is not supported"},
       {"decoder", R"({"decoder": {"type": "WordPiece"}})", "decoder"},
-      {"lstrip", R"({"added_tokens": [{"id": 300, "content": "x", "lstrip": true}]})",
-       "added_tokens[0].lstrip true is not supported"},
-      {"added clash", R"({"added_tokens": [{"id": 97, "content": "b"}]})",
-       "added_tokens[0] gives id 97 to \"b\", which model.vocab gives to \"a\""},
+      {"single word",
+       R"({"added_tokens": [{"id": 266, "content": "x", "single_word": true, "lstrip": false,
+                             "rstrip": false, "normalized": false, "special": true}]})",
+       "added_tokens[0].single_word true is not supported"},
+      {"added flags", R"({"added_tokens": [{"id": 266, "content": "x"}]})",
+       "added_tokens[0].single_word must be true or false"},
+      // tokenizers gives a token the vocabulary has its vocabulary id, and the others the ids
+      // after the vocabulary in file order, whatever the file says.
+      {"added id of vocab",
+       R"({"added_tokens": [{"id": 97, "content": "b", "single_word": false, "lstrip": false,
+                             "rstrip": false, "normalized": false, "special": true}]})",
+       "added_tokens[0] \"b\" has id 97 in the file, but tokenizers gives it 98"},
+      {"added id past vocab",
+       R"({"added_tokens": [{"id": 300, "content": "xyz", "single_word": false, "lstrip": false,
+                             "rstrip": false, "normalized": false, "special": true}]})",
+       "added_tokens[0] \"xyz\" has id 300 in the file, but tokenizers gives it 266"},
+      {"wrong json type", R"({"model": {"fuse_unk": "yes"}})", "type must be boolean"},
+      {"padding", R"({"padding": {"strategy": {"Fixed": 8}}})", "padding"},
       {"truncation", R"({"truncation": {"max_length": 8}})", "truncation"},
   };
   for (const BadTokenizer& bad : cases) {
