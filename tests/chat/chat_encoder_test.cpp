@@ -49,7 +49,7 @@ TEST(ChatEncoderTest, RefusesToolSchemasAndArgumentsThatAreNotJsonObjects) {
 }
 
 TEST(ChatEncoderTest, TokenizesThePromptWithOneBeginOfSentence) {
-  // The small test tokenizer knows the begin-of-sentence token (id 300) and has no
+  // The small test tokenizer knows the begin-of-sentence token (id 266) and has no
   // post-processor; one that adds the token itself is simulated by writing it twice.
   Result<Tokenizer> tokenizer =
       Tokenizer::load(testing::source_path("tests/tokenizer/fixtures/small_tokenizer.json"));
@@ -57,7 +57,7 @@ TEST(ChatEncoderTest, TokenizesThePromptWithOneBeginOfSentence) {
   Result<std::vector<int64_t>> once =
       tokenize_chat_prompt(*tokenizer, "<｜begin▁of▁sentence｜>hello");
   ASSERT_TRUE(once.ok()) << once.status().to_string();
-  EXPECT_EQ(*once, (std::vector<int64_t>{300, 259}));
+  EXPECT_EQ(*once, (std::vector<int64_t>{266, 259}));
   EXPECT_EQ(tokenize_chat_prompt(*tokenizer, "<｜begin▁of▁sentence｜><｜begin▁of▁sentence｜>hello")
                 .value(),
             *once);
