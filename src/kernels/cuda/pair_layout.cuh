@@ -96,6 +96,44 @@ __device__ __forceinline__ void mma_bf16_16816(float d[4], const uint32_t a[4], 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// One lane's share of a 128-element K step of a 16-row m-tile: 16 packed bytes of each of its
+// two rows (g and g + 8) and their block scales (lo 2c, lo 2c+1, hi 2c, hi 2c+1 in bytes 0..3).
+struct StepWeights {
+  uint4 lo, hi;
+  uint32_t scales;
+};
+
+// 16 bytes of weights: read once, so no L1 allocation; L2 fetches the next 256 bytes of the row
+// (the following steps) with it.
+__device__ __forceinline__ uint4 load_weights_once(const uint8_t* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+// acc[i] += packed word q of the lane's two rows (decoded with their bf16x2 block scales) times
+// token chunk i's 8 elements b[i] in the pair layout: two m16n8k16 MMAs per live chunk.
+template <int kChunks>
+__device__ __forceinline__ void mma_packed_word(uint32_t lo_word, uint32_t hi_word,
+                                                uint32_t lo_scale, uint32_t hi_scale,
+                                                const uint4 (&b)[kChunks],
+                                                const bool (&chunk_on)[kChunks],
+                                                float (&acc)[kChunks][4]) {
+  uint32_t lo[4], hi[4];
+  decode_word(lo_word, lo_scale, lo);
+  decode_word(hi_word, hi_scale, hi);
+  const uint32_t a0[4] = {lo[0], hi[0], lo[1], hi[1]};
+  const uint32_t a1[4] = {lo[2], hi[2], lo[3], hi[3]};
+#pragma unroll
+  for (int i = 0; i < kChunks; ++i) {
+    if (!chunk_on[i]) continue;
+    mma_bf16_16816(acc[i], a0, b[i].x, b[i].y);
+    mma_bf16_16816(acc[i], a1, b[i].z, b[i].w);
+  }
+}
+
 // Starts moving a line of the next work unit's weights from HBM into L2 while this one computes.
 __device__ __forceinline__ void prefetch_l2(const void* p) {
   asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p));

@@ -64,23 +64,6 @@ constexpr int kDepth = 4;
 constexpr int kMinBlocksPerSm = 4;
 constexpr int kGridPasses = 4;
 
-// One lane's share of a K step: 16 packed bytes of each of its two rows and their block scales
-// (lo 2c, lo 2c+1, hi 2c, hi 2c+1 in bytes 0..3).
-struct StepWeights {
-  uint4 lo, hi;
-  uint32_t scales;
-};
-
-// 16 bytes of weights: read once, so no L1 allocation; L2 fetches the next 256 bytes of the row
-// (the following steps) with it.
-__device__ __forceinline__ uint4 load_weights(const uint8_t* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
-
 // Asks L2 for `bytes` (a multiple of 16) at `p` (16-byte aligned) in one instruction.
 __device__ __forceinline__ void prefetch_l2_bulk(const void* p, int bytes) {
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes) : "memory");
@@ -159,8 +142,8 @@ __device__ __forceinline__ void stream_pass(const ExpertParams& p, int group, in
   }
 
   auto load_step = [&](StepWeights& w, int s) {
-    w.lo = load_weights(w_lo + s * (kStepK / 2));
-    w.hi = load_weights(w_hi + s * (kStepK / 2));
+    w.lo = load_weights_once(w_lo + s * (kStepK / 2));
+    w.hi = load_weights_once(w_hi + s * (kStepK / 2));
     w.scales = __ldg(s_lo + s * (kStepK / 32)) | (uint32_t{__ldg(s_hi + s * (kStepK / 32))} << 16);
   };
   StepWeights ring[kAhead];
@@ -187,17 +170,7 @@ __device__ __forceinline__ void stream_pass(const ExpertParams& p, int group, in
           b[i] = make_uint4(0u, 0u, 0u, 0u);
           if (chunk_on[i] && token_on[i]) b[i] = __ldg(act_base + act[i] + s * (kStepK / 8) + q);
         }
-        uint32_t lo[4], hi[4];
-        decode_word(lo_words[q], sp[q / 2], lo);
-        decode_word(hi_words[q], sp[2 + q / 2], hi);
-        const uint32_t a0[4] = {lo[0], hi[0], lo[1], hi[1]};
-        const uint32_t a1[4] = {lo[2], hi[2], lo[3], hi[3]};
-#pragma unroll
-        for (int i = 0; i < kChunks; ++i) {
-          if (!chunk_on[i]) continue;
-          mma_bf16_16816(acc[i], a0, b[i].x, b[i].y);
-          mma_bf16_16816(acc[i], a1, b[i].z, b[i].w);
-        }
+        mma_packed_word(lo_words[q], hi_words[q], sp[q / 2], sp[2 + q / 2], b, chunk_on, acc);
       }
       if (s + kAhead < n_steps) load_step(ring[d], s + kAhead);
     }

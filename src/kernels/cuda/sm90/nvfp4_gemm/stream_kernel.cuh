@@ -31,23 +31,6 @@
 
 namespace dsv4::kernels::cuda::sm90 {
 
-// One lane's share of a K step: 16 packed bytes of each of its two rows and their block scales
-// (lo 2c, lo 2c+1, hi 2c, hi 2c+1 in bytes 0..3).
-struct StreamStep {
-  uint4 lo, hi;
-  uint32_t scales;
-};
-
-// 16 bytes of weights, read once: no L1 allocation; L2 fetches the rest of the 256-byte line
-// run (the following steps of the row) with it.
-__device__ __forceinline__ uint4 load_weights_once(const uint8_t* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
-
 // 8 consecutive bf16 (e0 .. e7 in four words) in the pair layout e0 e4 e1 e5 e2 e6 e3 e7.
 __device__ __forceinline__ uint4 to_pair_layout(uint4 v) {
   return make_uint4(prmt(v.x, v.z, 0x5410u), prmt(v.x, v.z, 0x7632u), prmt(v.y, v.w, 0x5410u),
@@ -76,12 +59,12 @@ __global__ void __launch_bounds__(kStreamThreads, kStreamMinBlocksPerSm)
       reinterpret_cast<const uint16_t*>(p.b_scale + lo_row * (k / 16)) + step_begin * 4 + c;
   const uint16_t* s_hi =
       reinterpret_cast<const uint16_t*>(p.b_scale + hi_row * (k / 16)) + step_begin * 4 + c;
-  auto load_step = [&](StreamStep& w, int j) {
+  auto load_step = [&](StepWeights& w, int j) {
     w.lo = load_weights_once(w_lo + j * (kStreamStepK / 2));
     w.hi = load_weights_once(w_hi + j * (kStreamStepK / 2));
     w.scales = __ldg(s_lo + j * 4) | (uint32_t{__ldg(s_hi + j * 4)} << 16);
   };
-  StreamStep ring[kStreamDepth];
+  StepWeights ring[kStreamDepth];
 #pragma unroll
   for (int d = 0; d < kStreamDepth; ++d) {
     if (d < count) load_step(ring[d], d);
@@ -93,7 +76,8 @@ __global__ void __launch_bounds__(kStreamThreads, kStreamMinBlocksPerSm)
   for (int i = 0; i < kChunks; ++i) {
     chunk_on[i] = 8 * i < p.n_rows;  // warp-uniform
     const int64_t token = 8 * i + g < p.n_rows ? 8 * i + g : 8 * i;
-    act[i] = reinterpret_cast<const uint4*>(p.a + token * p.lda + step_begin * kStreamStepK) + c * 4;
+    const uint16_t* row = p.a + token * p.lda + step_begin * kStreamStepK;
+    act[i] = reinterpret_cast<const uint4*>(row) + c * 4;
   }
 
   float acc[kChunks][4] = {};
@@ -102,7 +86,7 @@ __global__ void __launch_bounds__(kStreamThreads, kStreamMinBlocksPerSm)
     for (int d = 0; d < kStreamDepth; ++d) {
       const int j = j0 + d;
       if ((kK == 0 || kK / kStreamStepK / kStreamWarps % kStreamDepth != 0) && j >= count) break;
-      const StreamStep& w = ring[d];  // refilled after its use below
+      const StepWeights& w = ring[d];  // refilled after its use below
       uint32_t sp[4];                 // bf16x2 scales: lo block 0, lo 1, hi 0, hi 1
       scale_pairs4(w.scales, sp);
       const uint32_t lo_words[4] = {w.lo.x, w.lo.y, w.lo.z, w.lo.w};
@@ -114,17 +98,7 @@ __global__ void __launch_bounds__(kStreamThreads, kStreamMinBlocksPerSm)
         for (int i = 0; i < kChunks; ++i) {
           if (chunk_on[i]) b[i] = to_pair_layout(__ldg(act[i] + j * (kStreamStepK / 8) + q));
         }
-        uint32_t lo[4], hi[4];
-        decode_word(lo_words[q], sp[q / 2], lo);
-        decode_word(hi_words[q], sp[2 + q / 2], hi);
-        const uint32_t a0[4] = {lo[0], hi[0], lo[1], hi[1]};
-        const uint32_t a1[4] = {lo[2], hi[2], lo[3], hi[3]};
-#pragma unroll
-        for (int i = 0; i < kChunks; ++i) {
-          if (!chunk_on[i]) continue;
-          mma_bf16_16816(acc[i], a0, b[i].x, b[i].y);
-          mma_bf16_16816(acc[i], a1, b[i].z, b[i].w);
-        }
+        mma_packed_word(lo_words[q], hi_words[q], sp[q / 2], sp[2 + q / 2], b, chunk_on, acc);
       }
       if (j + kStreamDepth < count) load_step(ring[d], j + kStreamDepth);
     }
