@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -44,11 +45,16 @@ struct GenerateRequest {
   SamplingParams sampling;
   bool return_prompt_logits = false;  // every prompt position's logits (verification)
   bool return_step_logits = false;    // the logits each generated token was drawn from
+  // When set, called with each generated token as soon as it is drawn (before the forward that
+  // draws the next), so a caller can stream; returning false stops this sequence there, the
+  // token kept (a server's client went away). Runs on the thread that called generate().
+  std::function<bool(int64_t token)> on_token = nullptr;
 };
 
 struct Generation {
   std::vector<int64_t> tokens;  // generated ids
   bool stopped_at_eos = false;
+  bool stopped_by_caller = false;    // on_token returned false
   std::vector<float> prompt_logits;  // [prompt.size() × vocab_size] row-major, when asked
   std::vector<float> step_logits;    // [tokens.size() × vocab_size] row-major, when asked
 };
@@ -64,6 +70,10 @@ class Engine {
   int64_t vocab_size() const;
   int64_t eos_token_id() const;
 
+  // The checks generate() makes before it starts (prompt ids in the vocabulary, sampling values,
+  // prompt + max_tokens within the context), so a caller can refuse a request before it commits
+  // to an answer (a server's streamed response, whose status is sent first).
+  Status check(const GenerateRequest& request) const;
   // One sequence: prefill the prompt, then decode with the cache until max_tokens or eos.
   Result<Generation> generate(const GenerateRequest& request);
   // Several sequences of different lengths, stepped together (one forward per step for all).

@@ -52,9 +52,15 @@ int64_t Engine::eos_token_id() const { return state_->model.config().eos_token_i
 
 namespace {
 
-Status check_request(const GenerateRequest& r, int64_t max_context) {
+Status check_request(const GenerateRequest& r, int64_t max_context, int64_t vocab_size) {
   const SamplingParams& s = r.sampling;
   if (r.prompt.empty()) return invalid_argument("empty prompt");
+  for (const int64_t id : r.prompt) {
+    if (id < 0 || id >= vocab_size) {
+      return invalid_argument("prompt token id " + std::to_string(id) +
+                              " outside the vocabulary [0, " + std::to_string(vocab_size) + ")");
+    }
+  }
   if (s.max_tokens < 0) return invalid_argument("max_tokens must be >= 0");
   if (!(s.temperature >= 0.0f)) return invalid_argument("temperature must be >= 0");
   if (s.top_k < 0) return invalid_argument("top_k must be >= 0");
@@ -69,6 +75,10 @@ Status check_request(const GenerateRequest& r, int64_t max_context) {
 
 }  // namespace
 
+Status Engine::check(const GenerateRequest& request) const {
+  return check_request(request, state_->max_context, vocab_size());
+}
+
 Result<Generation> Engine::generate(const GenerateRequest& request) {
   DSV4_ASSIGN_OR_RETURN(std::vector<Generation> out, generate_batch({request}));
   return std::move(out.front());
@@ -81,7 +91,7 @@ Result<std::vector<Generation>> Engine::generate_batch(
   std::vector<runtime::Sampler> samplers;
   std::vector<runtime::StepInput> inputs;
   for (const GenerateRequest& r : requests) {
-    DSV4_RETURN_IF_ERROR(check_request(r, state_->max_context));
+    DSV4_RETURN_IF_ERROR(check(r));
     const auto context = static_cast<int64_t>(r.prompt.size()) + r.sampling.max_tokens;
     DSV4_ASSIGN_OR_RETURN(runtime::Session s, runtime::Session::create(model, context));
     sessions.push_back(std::move(s));
@@ -102,14 +112,19 @@ Result<std::vector<Generation>> Engine::generate_batch(
     for (size_t i = 0; i < requests.size(); ++i) {
       const SamplingParams& s = requests[i].sampling;
       Generation& g = out[i];
-      if (g.stopped_at_eos || static_cast<int64_t>(g.tokens.size()) >= s.max_tokens) continue;
+      if (g.stopped_at_eos || g.stopped_by_caller ||
+          static_cast<int64_t>(g.tokens.size()) >= s.max_tokens) {
+        continue;
+      }
       const std::span<const float> next = sessions[i].next_token_logits();
       g.tokens.push_back(samplers[i].sample(next));
       if (requests[i].return_step_logits)
         g.step_logits.insert(g.step_logits.end(), next.begin(), next.end());
       g.stopped_at_eos = s.stop_at_eos && g.tokens.back() == eos_token_id();
+      g.stopped_by_caller = requests[i].on_token && !requests[i].on_token(g.tokens.back());
       // The last token needs no forward: nothing will be drawn after it.
-      if (!g.stopped_at_eos && static_cast<int64_t>(g.tokens.size()) < s.max_tokens) {
+      if (!g.stopped_at_eos && !g.stopped_by_caller &&
+          static_cast<int64_t>(g.tokens.size()) < s.max_tokens) {
         inputs.push_back({&sessions[i], std::span<const int64_t>(&g.tokens.back(), 1), false});
       }
     }

@@ -216,9 +216,8 @@ Refusal refuse_unsupported(const OrderedJson& body) {
     return present(body, field) && body[field] != no_op;
   };
   if (asks("logprobs", false)) return request_error("logprobs", "logprobs is not supported");
-  for (const char* field : {"top_logprobs", "stream_options"}) {
-    if (present(body, field)) return request_error(field, std::string(field) + " is not supported");
-  }
+  if (present(body, "top_logprobs"))
+    return request_error("top_logprobs", "top_logprobs is not supported");
   if (asks("tool_choice", "auto")) {
     return request_error("tool_choice", "tool_choice other than \"auto\" is not supported");
   }
@@ -250,7 +249,8 @@ std::variant<ChatRequest, RequestError> parse_chat_request(std::string_view body
   for (const auto& step :
        {refuse_unsupported(body), read_messages(body, request.conversation.messages),
         read_tools(body, request.conversation.tools), read_thinking(body, request.conversation),
-        read_sampling(body, max_tokens, max_tokens_limit, request.sampling)}) {
+        read_sampling(body, max_tokens, max_tokens_limit, request.sampling),
+        read_stream(body, request.stream)}) {
     if (step) return *step;
   }
   return request;

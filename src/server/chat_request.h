@@ -11,10 +11,10 @@
 //   reasoning_effort  DeepSeek's mapping: "low", "medium", "high" -> high (the default),
 //                 "xhigh", "max" -> max.
 // Sampling fields as for /v1/completions (request_fields.h); max_completion_tokens is
-// max_tokens' newer name. Fields that would change the answer and are not implemented (stream,
-// n > 1, stop, logprobs, penalties, logit_bias, tool_choice other than "auto",
-// parallel_tool_calls false, response_format other than text) are refused by name, as are
-// unknown fields and roles (developer, function).
+// max_tokens' newer name; stream and stream_options as there too. Fields that would change the
+// answer and are not implemented (n > 1, stop, logprobs, penalties, logit_bias, tool_choice other
+// than "auto", parallel_tool_calls false, response_format other than text) are refused by name, as
+// are unknown fields and roles (developer, function).
 #pragma once
 
 #include <cstdint>
@@ -30,6 +30,7 @@ namespace dsv4::server {
 struct ChatRequest {
   Conversation conversation;
   SamplingParams sampling;
+  StreamOptions stream;
 };
 
 // Parses and checks `body`; the token limit must not exceed `max_tokens_limit` (the context).

@@ -40,8 +40,8 @@ std::variant<std::string, std::vector<int64_t>, RequestError> read_prompt(const 
 std::optional<RequestError> refuse_unsupported(const OrderedJson& body) {
   if (auto unknown = refuse_unknown(
           body, {"model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "seed", "stream",
-                 "n", "stop", "logprobs", "echo", "suffix", "best_of", "presence_penalty",
-                 "frequency_penalty", "logit_bias", "user"})) {
+                 "stream_options", "n", "stop", "logprobs", "echo", "suffix", "best_of",
+                 "presence_penalty", "frequency_penalty", "logit_bias", "user"})) {
     return unknown;
   }
   if (auto bad = refuse_unimplemented(body)) return bad;
@@ -76,6 +76,7 @@ std::variant<CompletionRequest, RequestError> parse_completion_request(std::stri
   if (auto bad = read_sampling(body, "max_tokens", max_tokens_limit, request.sampling)) {
     return *bad;
   }
+  if (auto bad = read_stream(body, request.stream)) return *bad;
   return request;
 }
 

@@ -10,6 +10,8 @@
 #include "format/json.h"
 #include "server/chat_request.h"
 #include "server/completion_request.h"
+#include "server/openai_json.h"
+#include "server/stream_choices.h"
 
 namespace dsv4::server {
 namespace {
@@ -23,13 +25,14 @@ void send_json(httplib::Response& res, int status, const Json& body) {
 
 void send_error(httplib::Response& res, int status, const std::string& message,
                 const std::string& param = "") {
-  const char* type = status < 500 ? "invalid_request_error" : "server_error";
-  send_json(res, status,
-            {{"error",
-              {{"message", message},
-               {"type", type},
-               {"param", param.empty() ? Json() : Json(param)},
-               {"code", nullptr}}}});
+  send_json(res, status, error_json(status, message, param));
+}
+
+// The engine refuses ids outside the vocabulary and prompts over the context: the caller's
+// mistake, in the prompt's field. Anything else is the server's.
+void send_engine_error(httplib::Response& res, const Status& status, const char* param) {
+  const bool callers = status.code() == StatusCode::kInvalidArgument;
+  send_error(res, callers ? 400 : 500, status.message(), callers ? param : "");
 }
 
 int64_t unix_seconds() {
@@ -38,29 +41,40 @@ int64_t unix_seconds() {
       .count();
 }
 
-Json usage(int64_t n_prompt, const Generation& out) {
-  const auto n_out = static_cast<int64_t>(out.tokens.size());
-  return {{"prompt_tokens", n_prompt},
-          {"completion_tokens", n_out},
-          {"total_tokens", n_prompt + n_out}};
-}
-
-// The OpenAI assistant message for a reply; ids name the calls uniquely within the server.
+// The OpenAI assistant message for a reply; `id` is the response's.
 Json assistant_message(const ChatReply& reply, ThinkingMode thinking, const std::string& id) {
   Json message = {{"role", "assistant"}, {"content", reply.content}};
   if (thinking == ThinkingMode::kThinking) message["reasoning_content"] = reply.reasoning_content;
-  if (reply.tool_calls.empty()) return message;
-  Json calls = Json::array();
-  for (size_t i = 0; i < reply.tool_calls.size(); ++i) {
-    calls.push_back(
-        {{"id", "call_" + id + "_" + std::to_string(i)},
-         {"type", "function"},
-         {"function",
-          {{"name", reply.tool_calls[i].name}, {"arguments", reply.tool_calls[i].arguments}}}});
-  }
-  message["tool_calls"] = calls;
+  if (!reply.tool_calls.empty()) message["tool_calls"] = tool_calls_json(reply.tool_calls, id);
   return message;
 }
+
+// One server-sent event: "data: " and the payload on one line, ended by a blank line.
+bool send_event(httplib::DataSink& sink, const std::string& payload) {
+  const std::string event = "data: " + payload + "\n\n";
+  return sink.write(event.data(), event.size());
+}
+
+// A streamed answer: what to generate, the chunk object's fields, and its choices.
+struct Stream {
+  std::vector<int64_t> prompt;
+  SamplingParams sampling;
+  StreamOptions options;
+  Json envelope;  // id, object, created, model: the same in every chunk
+  std::unique_ptr<StreamChoices> choices;
+
+  // Each choice as a chunk; false once the client is gone.
+  bool send(httplib::DataSink& sink, const std::vector<Json>& list) const {
+    for (const Json& choice : list) {
+      Json chunk = envelope;
+      chunk["choices"] = Json::array({choice});
+      // With include_usage every chunk has the field, null until the last (as OpenAI's do).
+      if (options.include_usage) chunk["usage"] = nullptr;
+      if (!send_event(sink, chunk.dump())) return false;
+    }
+    return true;
+  }
+};
 
 }  // namespace
 
@@ -89,6 +103,15 @@ struct CompletionServer::State {
                                      httplib::Response& res);
   void send_completion(httplib::Response& res, int64_t n_prompt, const Generation& out,
                        const std::string& text);
+  // Answers with server-sent events: the request was checked, so the status is 200 and what
+  // goes wrong from here is an error event.
+  void stream(httplib::Response& res, std::shared_ptr<Stream> s);
+  // Runs `s` in the engine, its events into `sink`; false when the client left.
+  bool run_stream(Stream& s, httplib::DataSink& sink);
+  // The envelope of a response's chunks.
+  Json chunk_envelope(const std::string& id, const char* object) const;
+  // Sends the engine's refusal of `request` and returns true, or returns false when it is fine.
+  bool refused(const GenerateRequest& request, const char* param, httplib::Response& res) const;
 };
 
 std::optional<std::vector<int64_t>> CompletionServer::State::prompt_ids(
@@ -112,9 +135,16 @@ void CompletionServer::State::complete(const httplib::Request& req, httplib::Res
   if (const auto* bad = std::get_if<RequestError>(&parsed)) {
     return send_error(res, 400, bad->message, bad->param);
   }
-  const CompletionRequest& request = std::get<CompletionRequest>(parsed);
-  const std::optional<std::vector<int64_t>> prompt = prompt_ids(request, res);
+  CompletionRequest& request = std::get<CompletionRequest>(parsed);
+  std::optional<std::vector<int64_t>> prompt = prompt_ids(request, res);
   if (!prompt) return;
+  if (request.stream.enabled) {
+    if (refused({*prompt, request.sampling}, "prompt", res)) return;
+    const std::string id = "cmpl-" + std::to_string(next_id++);
+    return stream(res, std::make_shared<Stream>(Stream{
+                           *std::move(prompt), request.sampling, request.stream,
+                           chunk_envelope(id, "text_completion"), completion_choices(tokenizer)}));
+  }
   const std::optional<Generation> out = generate(*prompt, request.sampling, "prompt", res);
   if (!out) return;
   std::string text;
@@ -126,6 +156,13 @@ void CompletionServer::State::complete(const httplib::Request& req, httplib::Res
   send_completion(res, static_cast<int64_t>(prompt->size()), *out, text);
 }
 
+bool CompletionServer::State::refused(const GenerateRequest& request, const char* param,
+                                      httplib::Response& res) const {
+  const Status checked = engine.check(request);
+  if (!checked.ok()) send_engine_error(res, checked, param);
+  return !checked.ok();
+}
+
 std::optional<Generation> CompletionServer::State::generate(const std::vector<int64_t>& prompt,
                                                             const SamplingParams& sampling,
                                                             const char* param,
@@ -135,9 +172,7 @@ std::optional<Generation> CompletionServer::State::generate(const std::vector<in
     return engine.generate({prompt, sampling});
   }();
   if (out.ok()) return *std::move(out);
-  // The engine refuses ids outside the vocabulary and prompts over the context.
-  const bool callers = out.status().code() == StatusCode::kInvalidArgument;
-  send_error(res, callers ? 400 : 500, out.status().message(), callers ? param : "");
+  send_engine_error(res, out.status(), param);
   return std::nullopt;
 }
 
@@ -163,14 +198,23 @@ void CompletionServer::State::chat(const httplib::Request& req, httplib::Respons
     return send_error(res, 400, bad->message, bad->param);
   }
   const ChatRequest& request = std::get<ChatRequest>(parsed);
-  const std::optional<std::vector<int64_t>> prompt = chat_prompt_ids(request.conversation, res);
+  std::optional<std::vector<int64_t>> prompt = chat_prompt_ids(request.conversation, res);
   if (!prompt) return;
+  const std::string id = std::to_string(next_id++);
+  if (request.stream.enabled) {
+    if (refused({*prompt, request.sampling}, "messages", res)) return;
+    return stream(
+        res,
+        std::make_shared<Stream>(Stream{
+            *std::move(prompt), request.sampling, request.stream,
+            chunk_envelope("chatcmpl-" + id, "chat.completion.chunk"),
+            chat_choices(*tokenizer, request.conversation.thinking, id, engine.eos_token_id())}));
+  }
   const std::optional<Generation> out = generate(*prompt, request.sampling, "messages", res);
   if (!out) return;
   Result<ChatReply> reply = decode_chat_reply(*tokenizer, out->tokens, out->stopped_at_eos,
                                               request.conversation.thinking);
   if (!reply.ok()) return send_error(res, 500, reply.status().message());
-  const std::string id = std::to_string(next_id++);
   send_json(res, 200,
             {{"id", "chatcmpl-" + id},
              {"object", "chat.completion"},
@@ -180,10 +224,8 @@ void CompletionServer::State::chat(const httplib::Request& req, httplib::Respons
               {{{"index", 0},
                 {"message", assistant_message(*reply, request.conversation.thinking, id)},
                 {"logprobs", nullptr},
-                {"finish_reason", !reply->tool_calls.empty() ? "tool_calls"
-                                  : out->stopped_at_eos      ? "stop"
-                                                             : "length"}}}},
-             {"usage", usage(static_cast<int64_t>(prompt->size()), *out)}});
+                {"finish_reason", chat_finish_reason(*reply, *out)}}}},
+             {"usage", usage_json(static_cast<int64_t>(prompt->size()), *out)}});
 }
 
 void CompletionServer::State::send_completion(httplib::Response& res, int64_t n_prompt,
@@ -198,8 +240,57 @@ void CompletionServer::State::send_completion(httplib::Response& res, int64_t n_
                 {"text", text},
                 {"token_ids", out.tokens},
                 {"logprobs", nullptr},
-                {"finish_reason", out.stopped_at_eos ? "stop" : "length"}}}},
-             {"usage", usage(n_prompt, out)}});
+                {"finish_reason", finish_reason(out)}}}},
+             {"usage", usage_json(n_prompt, out)}});
+}
+
+Json CompletionServer::State::chunk_envelope(const std::string& id, const char* object) const {
+  return {
+      {"id", id}, {"object", object}, {"created", unix_seconds()}, {"model", options.model_name}};
+}
+
+void CompletionServer::State::stream(httplib::Response& res, std::shared_ptr<Stream> s) {
+  // httplib calls the provider after this handler returns, on the same worker thread, and
+  // again until sink.done(); run_stream does all in one call. A false return (the client left)
+  // makes httplib drop the connection.
+  res.set_chunked_content_provider("text/event-stream", [this, s](size_t, httplib::DataSink& sink) {
+    return run_stream(*s, sink);
+  });
+}
+
+bool CompletionServer::State::run_stream(Stream& s, httplib::DataSink& sink) {
+  if (!s.send(sink, s.choices->start())) return false;
+  bool connected = true;
+  Status failed = ok_status();  // a chunk that could not be made (an id the tokenizer lacks)
+  GenerateRequest request{s.prompt, s.sampling};
+  request.on_token = [&](int64_t token) {
+    Result<std::vector<Json>> choices = s.choices->add(token);
+    if (!choices.ok()) failed = choices.status();
+    connected = choices.ok() && s.send(sink, *choices);
+    return connected;
+  };
+  Result<Generation> out = [&] {
+    const std::lock_guard<std::mutex> lock(engine_mutex);  // as for a whole answer
+    return engine.generate(request);
+  }();
+  if (failed.ok() && !out.ok()) failed = out.status();
+  if (!connected && failed.ok()) return false;  // the client left: generation stopped
+  Result<std::vector<Json>> last = failed.ok() ? s.choices->finish(*out) : failed;
+  if (!last.ok()) {
+    // The status went out with the first event: the error is an event of its own.
+    if (!send_event(sink, error_json(500, last.status().message()).dump())) return false;
+  } else {
+    if (!s.send(sink, *last)) return false;
+    if (s.options.include_usage) {
+      Json chunk = s.envelope;
+      chunk["choices"] = Json::array();
+      chunk["usage"] = usage_json(static_cast<int64_t>(s.prompt.size()), *out);
+      if (!send_event(sink, chunk.dump())) return false;
+    }
+  }
+  if (!send_event(sink, "[DONE]")) return false;
+  sink.done();
+  return true;
 }
 
 void CompletionServer::State::routes() {

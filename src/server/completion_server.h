@@ -9,11 +9,15 @@
 //                         "finish_reason": "stop" | "length" | "tool_calls"}], "usage": {...}}.
 //                         A reply the chat parser refuses (the model broke its format) comes back
 //                         whole as content.
+// With "stream": true either answer comes as server-sent events instead (stream_choices.h): one
+// chunk object per event ("text_completion" / "chat.completion.chunk"), data: [DONE] last.
 // Every refusal is OpenAI's {"error": {"message", "type", "param", "code"}}: 400 for a bad
 // request (naming the field), 404 for an unknown path, 413 for a body over the limit, 500 when
-// the engine or the tokenizer fails. Requests are served one at a time (the engine runs one
-// sequence at a time). Known issue: after httplib (0.11.4) refused a body over max_body_bytes
-// with 413, stop() did not return in a test; the 413 path is therefore not tested yet.
+// the engine or the tokenizer fails; once a stream has begun, a failure is an error event before
+// [DONE]. Requests are served one at a time (the engine runs one sequence at a time), streamed
+// ones too; a client that leaves mid-stream stops its generation. Known issue: after httplib
+// (0.11.4) refused a body over max_body_bytes with 413, stop() did not return in a test; the 413
+// path is therefore not tested yet.
 #pragma once
 
 #include <cstdint>

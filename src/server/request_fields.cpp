@@ -69,7 +69,6 @@ std::optional<RequestError> refuse_unimplemented(const OrderedJson& body) {
   const auto asks_nothing = [&](const char* field, const OrderedJson& no_op) {
     return !present(body, field) || body[field] == no_op;
   };
-  if (!asks_nothing("stream", false)) return request_error("stream", "streaming is not supported");
   if (!asks_nothing("n", 1)) return request_error("n", "one completion per request (n = 1)");
   for (const char* field : {"stop", "logit_bias"}) {
     if (present(body, field)) return request_error(field, std::string(field) + " is not supported");
@@ -82,6 +81,31 @@ std::optional<RequestError> refuse_unimplemented(const OrderedJson& body) {
   std::string ignored;
   for (const char* field : {"model", "user"}) {
     if (auto bad = read_string(body, field, ignored)) return bad;
+  }
+  return std::nullopt;
+}
+
+std::optional<RequestError> read_stream(const OrderedJson& body, StreamOptions& out) {
+  if (present(body, "stream")) {
+    if (!body["stream"].is_boolean()) {
+      return request_error("stream", "stream must be true or false, got " + body["stream"].dump());
+    }
+    out.enabled = body["stream"].get<bool>();
+  }
+  if (!present(body, "stream_options")) return std::nullopt;
+  const OrderedJson& options = body["stream_options"];
+  if (!out.enabled) {
+    return request_error("stream_options", "stream_options is only allowed with stream true");
+  }
+  if (!options.is_object())
+    return request_error("stream_options", "stream_options must be an object");
+  if (auto bad = refuse_unknown(options, {"include_usage"}, "stream_options")) return bad;
+  if (present(options, "include_usage")) {
+    if (!options["include_usage"].is_boolean()) {
+      return request_error("stream_options.include_usage",
+                           "stream_options.include_usage must be true or false");
+    }
+    out.include_usage = options["include_usage"].get<bool>();
   }
   return std::nullopt;
 }

@@ -1,7 +1,8 @@
 // What the OpenAI-style request bodies have in common, checked one way for all endpoints: the
 // error shape, the sampling fields (max_tokens, temperature, top_p, top_k, seed) and the fields
 // that would change the answer and are not implemented, which are refused unless they ask for
-// nothing. Bodies are read with their keys in order (the chat endpoint's tool schemas keep it).
+// nothing; whether to stream. Bodies are read with their keys in order (the chat endpoint's tool
+// schemas keep it).
 #pragma once
 
 #include <cstdint>
@@ -37,7 +38,16 @@ std::optional<RequestError> refuse_unknown(const format::OrderedJson& object,
                                            std::initializer_list<std::string_view> known,
                                            const std::string& path = "");
 
-// stream, n, stop, logit_bias, presence_penalty, frequency_penalty refused unless they ask for
+// OpenAI's "stream" (the answer as server-sent events) and "stream_options".
+struct StreamOptions {
+  bool enabled = false;        // "stream": true
+  bool include_usage = false;  // "stream_options": {"include_usage": true}: a last usage chunk
+};
+
+// stream (true or false) and stream_options (an object, with stream true only) into `out`.
+std::optional<RequestError> read_stream(const format::OrderedJson& body, StreamOptions& out);
+
+// n, stop, logit_bias, presence_penalty, frequency_penalty refused unless they ask for
 // nothing; model and user must be strings (one model per server: both are ignored).
 std::optional<RequestError> refuse_unimplemented(const format::OrderedJson& body);
 

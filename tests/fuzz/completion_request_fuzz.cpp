@@ -17,5 +17,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       s.temperature > 2.0f || !(s.top_p > 0.0f) || s.top_p > 1.0f) {
     std::abort();
   }
+  // stream_options are refused unless streaming.
+  if (request->stream.include_usage && !request->stream.enabled) std::abort();
   return 0;
 }

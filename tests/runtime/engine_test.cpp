@@ -87,6 +87,54 @@ TEST(EngineTest, BadRequestsAreRefused) {
             StatusCode::kInvalidArgument);
 }
 
+// on_token sees every generated token in order, and the same tokens come out as without it;
+// returning false stops the sequence at that token, in generate() and in a batch.
+TEST(EngineTest, OnTokenStreamsAndStops) {
+  Engine engine = open_engine("tiny_b_state_dict");
+  GenerateRequest r{{0, 17, 4, 200}, {}};
+  r.sampling = {.temperature = 1.0f, .seed = 3, .max_tokens = 8, .stop_at_eos = false};
+  auto plain = engine.generate(r);
+  ASSERT_TRUE(plain.ok()) << plain.status().to_string();
+  std::vector<int64_t> seen;
+  r.on_token = [&](int64_t token) {
+    seen.push_back(token);
+    return true;
+  };
+  auto streamed = engine.generate(r);
+  ASSERT_TRUE(streamed.ok()) << streamed.status().to_string();
+  EXPECT_EQ(seen, plain->tokens);
+  EXPECT_EQ(streamed->tokens, plain->tokens);
+  EXPECT_FALSE(streamed->stopped_by_caller);
+
+  seen.clear();
+  r.on_token = [&](int64_t token) {
+    seen.push_back(token);
+    return seen.size() < 3;
+  };
+  GenerateRequest other{{5, 6}, {.max_tokens = 4, .stop_at_eos = false}};
+  auto batch = engine.generate_batch({r, other});
+  ASSERT_TRUE(batch.ok()) << batch.status().to_string();
+  EXPECT_EQ(seen.size(), 3u);
+  EXPECT_EQ((*batch)[0].tokens,
+            std::vector<int64_t>(plain->tokens.begin(), plain->tokens.begin() + 3));
+  EXPECT_TRUE((*batch)[0].stopped_by_caller);
+  EXPECT_EQ((*batch)[1].tokens.size(), 4u);  // the other sequence runs to its end
+}
+
+// check() refuses what generate() refuses, before any forward.
+TEST(EngineTest, CheckRefusesWhatGenerateRefuses) {
+  Engine engine = open_engine("tiny_b_state_dict");
+  EXPECT_TRUE(engine.check({{1, 2}, {}}).ok());
+  const Status bad_id = engine.check({{1, engine.vocab_size()}, {}});
+  EXPECT_EQ(bad_id.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad_id.message().find("token id " + std::to_string(engine.vocab_size()) +
+                                  " outside the vocabulary"),
+            std::string::npos)
+      << bad_id.message();
+  EXPECT_EQ(engine.check({{-1}, {}}).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(engine.check({{1, 2}, {.max_tokens = 5000}}).code(), StatusCode::kInvalidArgument);
+}
+
 // A config.json the engine does not support: the error names the field.
 TEST(EngineTest, UnsupportedConfigIsRefusedNamingTheField) {
   testing::TempDir dir;

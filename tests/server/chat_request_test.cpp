@@ -49,6 +49,11 @@ TEST(ChatRequestTest, ReadsTheSwitchesAndSamplingFields) {
   EXPECT_EQ(request.sampling.max_tokens, 9);
   EXPECT_EQ(request.sampling.temperature, 0.0f);
   EXPECT_EQ(request.sampling.seed, 3u);
+  EXPECT_FALSE(request.stream.enabled);
+  const ChatRequest streamed = accept(R"({"messages": [{"role": "user", "content": "hi"}],
+      "stream": true, "stream_options": {"include_usage": true}})");
+  EXPECT_TRUE(streamed.stream.enabled);
+  EXPECT_TRUE(streamed.stream.include_usage);
   const ChatRequest plain = accept(R"({"messages": [{"role": "user", "content": ""}],
       "reasoning_effort": "low"})");
   EXPECT_EQ(plain.conversation.thinking, ThinkingMode::kChat);  // off unless asked
@@ -109,7 +114,11 @@ TEST(ChatRequestTest, RefusesEachBadFieldByName) {
       {"{" + user + R"(, "max_completion_tokens": 5000})", "max_completion_tokens", "in [0, 4096]"},
       {"{" + user + R"(, "max_tokens": 1, "max_completion_tokens": 1})", "max_completion_tokens",
        "not both"},
-      {"{" + user + R"(, "stream": true})", "stream", "streaming is not supported"},
+      {"{" + user + R"(, "stream": "true"})", "stream", "stream must be true or false"},
+      {"{" + user + R"(, "stream": false, "stream_options": {"include_usage": true}})",
+       "stream_options", "only allowed with stream true"},
+      {"{" + user + R"(, "stream": true, "stream_options": {"include_usage": "y"}})",
+       "stream_options.include_usage", "true or false"},
       {"{" + user + R"(, "n": 2})", "n", "one completion per request"},
       {"{" + user + R"(, "stop": "x"})", "stop", "stop is not supported"},
       {"{" + user + R"(, "logprobs": true})", "logprobs", "logprobs is not supported"},

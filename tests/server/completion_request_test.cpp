@@ -34,6 +34,20 @@ TEST(CompletionRequestTest, ReadsTextOrIdsAndTheSamplingFields) {
   EXPECT_EQ(text.sampling.max_tokens, 16);
   EXPECT_EQ(text.sampling.temperature, 1.0f);
   EXPECT_EQ(text.sampling.top_p, 1.0f);
+  EXPECT_FALSE(text.stream.enabled);
+  EXPECT_FALSE(ids.stream.enabled);
+}
+
+TEST(CompletionRequestTest, ReadsStreamAndStreamOptions) {
+  const CompletionRequest plain = accept(R"({"prompt": "x", "stream": true})");
+  EXPECT_TRUE(plain.stream.enabled);
+  EXPECT_FALSE(plain.stream.include_usage);
+  const CompletionRequest usage =
+      accept(R"({"prompt": "x", "stream": true, "stream_options": {"include_usage": true}})");
+  EXPECT_TRUE(usage.stream.enabled);
+  EXPECT_TRUE(usage.stream.include_usage);
+  // null asks for nothing, as everywhere in the API.
+  EXPECT_FALSE(accept(R"({"prompt": "x", "stream": null, "stream_options": null})").stream.enabled);
 }
 
 TEST(CompletionRequestTest, RefusesEachBadFieldByName) {
@@ -50,7 +64,17 @@ TEST(CompletionRequestTest, RefusesEachBadFieldByName) {
       {R"({"prompt": "x", "top_p": 0})", "top_p", "greater than 0"},
       {R"({"prompt": "x", "top_k": -2})", "top_k", "top_k must be an integer"},
       {R"({"prompt": "x", "seed": -1})", "seed", "seed must be an integer"},
-      {R"({"prompt": "x", "stream": true})", "stream", "streaming is not supported"},
+      {R"({"prompt": "x", "stream": "yes"})", "stream",
+       "stream must be true or false, got \"yes\""},
+      {R"({"prompt": "x", "stream": 1})", "stream", "stream must be true or false, got 1"},
+      {R"({"prompt": "x", "stream_options": {"include_usage": true}})", "stream_options",
+       "only allowed with stream true"},
+      {R"({"prompt": "x", "stream": true, "stream_options": true})", "stream_options",
+       "must be an object"},
+      {R"({"prompt": "x", "stream": true, "stream_options": {"include_usage": 1}})",
+       "stream_options.include_usage", "true or false"},
+      {R"({"prompt": "x", "stream": true, "stream_options": {"usage": true}})",
+       "stream_options.usage", "unknown field"},
       {R"({"prompt": "x", "n": 2})", "n", "one completion per request"},
       {R"({"prompt": "x", "best_of": 3})", "best_of", "one completion per request"},
       {R"({"prompt": "x", "stop": ["\n"]})", "stop", "stop is not supported"},

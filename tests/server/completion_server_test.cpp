@@ -6,14 +6,18 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "dsv4/chat.h"
 #include "format/json.h"
 #include "testing/source_dir.h"
+#include "tokenizer/byte_level.h"
 
 namespace dsv4::server {
 namespace {
@@ -74,15 +78,35 @@ void expect_error(const std::pair<int, Json>& got, int status, const std::string
   EXPECT_EQ(error["type"], status < 500 ? "invalid_request_error" : "server_error");
 }
 
+// The small tokenizer knows 268 of the random-weight model's 640 ids. This one knows them all:
+// its vocabulary grows by byte pairs (no merges reach them; decoding is all a reply needs) up to
+// 638, the two added tokens after it, where tokenizers would put them.
+Tokenizer every_id_tokenizer() {
+  std::ifstream in(testing::source_path("tests/tokenizer/fixtures/small_tokenizer.json"));
+  Json json = Json::parse(std::string(std::istreambuf_iterator<char>(in), {}));
+  Json& vocab = json["model"]["vocab"];
+  const auto n_vocab = static_cast<int64_t>(vocab.size());
+  for (int64_t k = 0, id = n_vocab; id < 638; ++k) {
+    const char pair[2] = {static_cast<char>(k % 256), static_cast<char>(k / 256 + 128)};
+    const std::string token = tokenizer::bytes_to_chars({pair, 2});
+    if (!vocab.contains(token)) vocab[token] = id++;
+  }
+  json["added_tokens"][0]["id"] = 638;
+  json["added_tokens"][1]["id"] = 639;
+  return Tokenizer::parse(json.dump(), "every-id tokenizer").value();
+}
+
 class CompletionServerTest : public ::testing::Test {
  protected:
   CompletionServerTest()
       : engine_(open_engine()),
         tokenizer_(
             Tokenizer::load(testing::source_path("tests/tokenizer/fixtures/small_tokenizer.json"))
-                .value()) {}
+                .value()),
+        every_id_(every_id_tokenizer()) {}
   Engine engine_;
   Tokenizer tokenizer_;
+  Tokenizer every_id_;
 };
 
 TEST_F(CompletionServerTest, AnswersAsTheEngineDoes) {
@@ -133,7 +157,8 @@ TEST_F(CompletionServerTest, RefusesBadRequestsWithOpenAiErrors) {
                "in [0, 64]");
   expect_error(complete(server, R"({"prompt": [1, 2], "max_tokens": 63})"), 400, "prompt",
                "exceeds the context of 64");
-  expect_error(complete(server, R"({"prompt": [1], "stream": true})"), 400, "stream", "streaming");
+  expect_error(complete(server, R"({"prompt": [1], "stream": "yes"})"), 400, "stream",
+               "stream must be true or false");
   expect_error(complete(server, "{not json"), 400, "", "request body: invalid JSON");
   httplib::Client client = server.client();
   const auto missing = client.Get("/v1/chat/completions");
@@ -209,11 +234,208 @@ TEST_F(CompletionServerTest, ChatRefusesBadRequestsWithOpenAiErrors) {
   expect_error(chat(with_tokenizer, R"({"messages": [{"role": "user", "content": 1}]})"), 400,
                "messages[0].content", "must be a string");
   expect_error(chat(with_tokenizer, R"({"messages": [{"role": "user", "content": "x"}],
-                                        "stream": true})"),
-               400, "stream", "streaming");
+                                        "stream": 1})"),
+               400, "stream", "stream must be true or false");
   const RunningServer without_tokenizer(engine_, nullptr);
   expect_error(chat(without_tokenizer, R"({"messages": [{"role": "user", "content": "x"}]})"), 400,
                "messages", "no tokenizer.json");
+}
+
+// ---- Streamed answers ("stream": true) ----
+
+// The payloads of a server-sent-event body ("data: X\n\n" each), checking the framing.
+std::vector<std::string> events(const std::string& body) {
+  std::vector<std::string> out;
+  size_t at = 0;
+  while (at < body.size()) {
+    const size_t end = body.find("\n\n", at);
+    EXPECT_NE(end, std::string::npos) << "an event without its blank line: " << body.substr(at);
+    EXPECT_EQ(body.compare(at, 6, "data: "), 0) << body.substr(at);
+    if (end == std::string::npos) break;
+    out.push_back(body.substr(at + 6, end - at - 6));
+    at = end + 2;
+  }
+  return out;
+}
+
+// A streamed answer: the chunks between the first event and [DONE], parsed.
+struct Streamed {
+  std::vector<Json> chunks;
+  std::string content_type;
+};
+
+Streamed post_stream(const RunningServer& server, const char* path, const std::string& body) {
+  httplib::Client client = server.client();
+  const auto res = client.Post(path, body, "application/json");
+  EXPECT_TRUE(res) << "no response";
+  if (!res) return {};
+  EXPECT_EQ(res->status, 200) << res->body;
+  const std::vector<std::string> payloads = events(res->body);
+  EXPECT_FALSE(payloads.empty());
+  if (payloads.empty()) return {};
+  EXPECT_EQ(payloads.back(), "[DONE]");
+  Streamed out{{}, res->get_header_value("Content-Type")};
+  for (size_t i = 0; i + 1 < payloads.size(); ++i) out.chunks.push_back(Json::parse(payloads[i]));
+  return out;
+}
+
+// Each chunk: the endpoint's object, one id and model for all, finish_reason on the last only.
+void expect_chunk_envelopes(const std::vector<Json>& chunks, const char* object) {
+  ASSERT_FALSE(chunks.empty());
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    EXPECT_EQ(chunks[i]["object"], object) << chunks[i];
+    EXPECT_EQ(chunks[i]["id"], chunks[0]["id"]);
+    EXPECT_EQ(chunks[i]["model"], "dsv4");
+    ASSERT_EQ(chunks[i]["choices"].size(), 1u) << chunks[i];
+    EXPECT_EQ(chunks[i]["choices"][0]["finish_reason"].is_null(), i + 1 < chunks.size())
+        << chunks[i];
+  }
+}
+
+// Seeds whose answer is compared whole and streamed: random byte pairs and bytes, so characters
+// split across tokens and bytes that never make one (U+FFFD) both come up.
+constexpr int kSeeds = 8;
+
+TEST_F(CompletionServerTest, StreamsTheWholeAnswersIdsAndText) {
+  for (const Tokenizer* tokenizer :
+       {static_cast<const Tokenizer*>(nullptr), &std::as_const(tokenizer_)}) {
+    const RunningServer server(engine_, tokenizer);
+    int n_decoded = 0;
+    for (int seed = 0; seed < kSeeds; ++seed) {
+      SCOPED_TRACE("seed " + std::to_string(seed));
+      const std::string request = R"({"prompt": [259, 262, 108, 100], "max_tokens": 6,
+          "temperature": 1, "top_k": 8, "seed": )" +
+                                  std::to_string(seed);
+      const auto whole = complete(server, request + "}");
+      const Streamed streamed = post_stream(server, "/v1/completions", request + R"(,
+          "stream": true, "stream_options": {"include_usage": true}})");
+      EXPECT_EQ(streamed.content_type, "text/event-stream");
+      if (whole.first != 200) {  // an id the tokenizer lacks: an error event
+        ASSERT_FALSE(streamed.chunks.empty());
+        EXPECT_EQ(streamed.chunks.back()["error"]["type"], "server_error")
+            << streamed.chunks.back();
+        continue;
+      }
+      ++n_decoded;
+      ASSERT_GE(streamed.chunks.size(), 2u);
+      const Json usage = streamed.chunks.back();  // include_usage: the last, without choices
+      EXPECT_EQ(usage["choices"], Json::array());
+      EXPECT_EQ(usage["usage"], whole.second["usage"]);
+      const std::vector<Json> chunks(streamed.chunks.begin(), streamed.chunks.end() - 1);
+      expect_chunk_envelopes(chunks, "text_completion");
+      std::string text;
+      std::vector<int64_t> ids;
+      for (const Json& chunk : chunks) {
+        EXPECT_TRUE(chunk["usage"].is_null()) << chunk;
+        text += chunk["choices"][0]["text"].get<std::string>();
+        for (const Json& id : chunk["choices"][0]["token_ids"]) ids.push_back(id.get<int64_t>());
+      }
+      const Json& choice = whole.second["choices"][0];
+      EXPECT_EQ(text, choice["text"]);
+      EXPECT_EQ(ids, choice["token_ids"].get<std::vector<int64_t>>());
+      EXPECT_EQ(chunks.back()["choices"][0]["finish_reason"], choice["finish_reason"]);
+    }
+  }
+}
+
+TEST_F(CompletionServerTest, ChatStreamsTheWholeAnswersMessage) {
+  const RunningServer server(engine_, &every_id_);
+  for (const char* thinking : {"true", "false"}) {
+    for (int seed = 0; seed < kSeeds; ++seed) {
+      SCOPED_TRACE(std::string("thinking ") + thinking + ", seed " + std::to_string(seed));
+      const std::string request = R"({"messages": [{"role": "user", "content": "hello world"}],
+          "max_tokens": 6, "temperature": 1, "top_k": 8, "chat_template_kwargs": {"thinking": )" +
+                                  std::string(thinking) + R"(}, "seed": )" + std::to_string(seed);
+      const auto whole = chat(server, request + "}");
+      const Streamed streamed =
+          post_stream(server, "/v1/chat/completions", request + R"(, "stream": true})");
+      ASSERT_GE(streamed.chunks.size(), 1u);
+      const Json first = streamed.chunks.front()["choices"][0]["delta"];
+      EXPECT_EQ(first, Json({{"role", "assistant"}, {"content", ""}}));
+      ASSERT_EQ(whole.first, 200) << whole.second.dump();
+      expect_chunk_envelopes(streamed.chunks, "chat.completion.chunk");
+      std::string reasoning, content;
+      for (const Json& chunk : streamed.chunks) {
+        EXPECT_FALSE(chunk.contains("usage")) << chunk;  // not asked for
+        const Json& delta = chunk["choices"][0]["delta"];
+        reasoning += delta.value("reasoning_content", "");
+        content += delta.value("content", "");
+      }
+      const Json& choice = whole.second["choices"][0];
+      const std::string whole_reasoning = choice["message"].value("reasoning_content", "");
+      const std::string whole_content = choice["message"]["content"];
+      // The random model never closes its reasoning: one that stopped at eos broke the format,
+      // and the whole answer is all content, while the stream had sent it as reasoning
+      // (chat_stream.h). No text is lost either way.
+      EXPECT_EQ(reasoning + content, whole_reasoning + whole_content);
+      if (whole_reasoning.empty() && !reasoning.empty()) {
+        EXPECT_EQ(choice["finish_reason"], "stop");
+      } else {
+        EXPECT_EQ(reasoning, whole_reasoning);
+        EXPECT_EQ(content, whole_content);
+      }
+      EXPECT_EQ(streamed.chunks.back()["choices"][0]["finish_reason"], choice["finish_reason"]);
+    }
+  }
+}
+
+// An id the small tokenizer lacks, drawn after the stream began: the whole answer's 500 is an
+// error event, then [DONE].
+TEST_F(CompletionServerTest, AnErrorAfterTheStreamBeganIsAnEvent) {
+  const RunningServer server(engine_, &tokenizer_);
+  const std::string request = R"({"prompt": [259, 262, 108, 100], "max_tokens": 6, "seed": 1)";
+  expect_error(complete(server, request + "}"), 500, "", "is not in the tokenizer");
+  const Streamed streamed =
+      post_stream(server, "/v1/completions", request + R"(, "stream": true})");
+  ASSERT_FALSE(streamed.chunks.empty());
+  const Json& last = streamed.chunks.back();
+  EXPECT_EQ(last["error"]["type"], "server_error") << last;
+  EXPECT_NE(last["error"]["message"].get<std::string>().find("is not in the tokenizer"),
+            std::string::npos)
+      << last;
+}
+
+// Refusals found before generation starts are whole JSON errors with their status, as unstreamed.
+TEST_F(CompletionServerTest, StreamRefusalsBeforeGenerationAreJsonErrors) {
+  const RunningServer server(engine_, &tokenizer_);
+  expect_error(complete(server, R"({"prompt": [1, 2], "max_tokens": 63, "stream": true})"), 400,
+               "prompt", "exceeds the context of 64");
+  expect_error(complete(server, R"({"prompt": [1, 640], "stream": true})"), 400, "prompt",
+               "token id 640 outside the vocabulary");
+  expect_error(chat(server, R"({"messages": [{"role": "user", "content": "x"}],
+                                "max_tokens": 63, "stream": true})"),
+               400, "messages", "exceeds the context of 64");
+  expect_error(complete(server, R"({"prompt": [1], "stream_options": {"include_usage": true}})"),
+               400, "stream_options", "only allowed with stream true");
+}
+
+// A client that leaves after the first event stops its generation, and the server goes on.
+TEST_F(CompletionServerTest, AClientThatLeavesMidStreamDoesNotStopTheServer) {
+  const RunningServer server(engine_, &every_id_);
+  for (const char* path : {"/v1/completions", "/v1/chat/completions"}) {
+    SCOPED_TRACE(path);
+    httplib::Request request;
+    request.method = "POST";
+    request.path = path;
+    request.set_header("Content-Type", "application/json");
+    request.body = std::string(path) == "/v1/completions"
+                       ? R"({"prompt": [259, 262], "max_tokens": 60, "stream": true})"
+                       : R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 50,
+                             "stream": true})";
+    int n_received = 0;
+    request.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) {
+      ++n_received;
+      return false;  // gone after the first piece
+    };
+    httplib::Client client = server.client();
+    EXPECT_FALSE(client.send(request));
+    EXPECT_EQ(n_received, 1);
+  }
+  const auto next = complete(server, R"({"prompt": [259, 262], "max_tokens": 2})");
+  EXPECT_EQ(next.first, 200) << next.second.dump();
+  const Streamed again = post_stream(server, "/v1/completions",
+                                     R"({"prompt": [259, 262], "max_tokens": 2, "stream": true})");
+  EXPECT_FALSE(again.chunks.empty());
 }
 
 }  // namespace

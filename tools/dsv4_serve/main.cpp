@@ -69,6 +69,8 @@ int serve(const ServeArgs& args) {
   Result<int> port = server.bind(args.host, args.port);
   if (!port.ok()) return fail(port.status());
   running = &server;
+  // A streaming client that leaves must fail the next write, not kill the process.
+  std::signal(SIGPIPE, SIG_IGN);
   std::signal(SIGINT, stop_on_signal);
   std::signal(SIGTERM, stop_on_signal);
   std::fprintf(stderr, "dsv4-serve: listening on http://%s:%d/v1/completions\n", args.host.c_str(),

@@ -1,0 +1,47 @@
+// The choices of a streamed answer ("stream": true), one endpoint's kind each, built as the
+// engine draws tokens. The server wraps each choice in a chunk object (id, object, created,
+// model) and sends it as one server-sent event; these classes know what a choice says:
+//   /v1/completions       {"index": 0, "text", "token_ids", "logprobs": null, "finish_reason"}
+//                         after each token (the ids wait while their text is an incomplete
+//                         character, and go with it), finish_reason on the last.
+//   /v1/chat/completions  {"index": 0, "delta", "logprobs": null, "finish_reason"}: the first
+//                         delta is {"role": "assistant", "content": ""}, then reasoning_content
+//                         and content as the text comes (chat_stream.h), the last one the rest,
+//                         the tool calls and finish_reason.
+// The streamed text and ids concatenate to the non-streamed answer's (see chat_stream.h for the
+// one exception, a reply that breaks DeepSeek's format).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dsv4/chat.h"
+#include "dsv4/engine.h"
+#include "dsv4/status.h"
+#include "dsv4/tokenizer.h"
+#include "format/json.h"
+
+namespace dsv4::server {
+
+class StreamChoices {
+ public:
+  virtual ~StreamChoices() = default;
+  // Before the first token.
+  virtual std::vector<format::Json> start() = 0;
+  // After `token` was drawn: what can be sent now (maybe nothing). An error ends the stream.
+  virtual Result<std::vector<format::Json>> add(int64_t token) = 0;
+  // Once generation ended with `out` (which add() saw token by token): the last choices.
+  virtual Result<std::vector<format::Json>> finish(const Generation& out) = 0;
+};
+
+// `tokenizer` may be null: the text stays empty, each token is a chunk of its id.
+std::unique_ptr<StreamChoices> completion_choices(const Tokenizer* tokenizer);
+
+// `id` is the response's (it names the tool calls); `eos_token_id` the engine's, whose text the
+// reply's parser stands in for itself.
+std::unique_ptr<StreamChoices> chat_choices(const Tokenizer& tokenizer, ThinkingMode thinking,
+                                            std::string id, int64_t eos_token_id);
+
+}  // namespace dsv4::server
