@@ -65,7 +65,7 @@ struct Conversation {
 Result<std::string> encode_chat(const Conversation& conversation);
 
 // The prompt's token ids. The encoder writes the begin-of-sentence token itself, as DeepSeek's
-// does, so one that tokenizer.json's post-processor adds in front of it is not doubled.
+// does, so tokenizer.json's post-processor adds none (add_special_tokens false).
 Result<std::vector<int64_t>> tokenize_chat_prompt(const Tokenizer& tokenizer,
                                                   const std::string& prompt);
 

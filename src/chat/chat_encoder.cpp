@@ -216,13 +216,9 @@ Result<std::string> encode_chat(const Conversation& conversation) {
 
 Result<std::vector<int64_t>> tokenize_chat_prompt(const Tokenizer& tokenizer,
                                                   const std::string& prompt) {
-  Result<std::vector<int64_t>> ids = tokenizer.encode(prompt);
-  if (!ids.ok()) return ids.status();
-  // The prompt starts with the begin-of-sentence token's text. A tokenizer.json whose
-  // post-processor also puts that token first would give it twice; the model saw it once.
-  const std::optional<int64_t> bos = tokenizer.token_id(chat::kBeginOfSentence);
-  if (bos && ids->size() >= 2 && (*ids)[0] == *bos && (*ids)[1] == *bos) ids->erase(ids->begin());
-  return ids;
+  // The prompt already holds every special token the model saw, begin-of-sentence first, so a
+  // tokenizer.json post-processor's template must not add its own.
+  return tokenizer.encode(prompt, /*add_special_tokens=*/false);
 }
 
 }  // namespace dsv4

@@ -1,6 +1,8 @@
 // encode_chat against DeepSeek's own encoder (tests/chat/golden), byte for byte, and its
-// refusals; tokenize_chat_prompt keeps one begin-of-sentence token.
+// refusals; tokenize_chat_prompt adds no post-processor tokens.
 #include <gtest/gtest.h>
+
+#include <fstream>
 
 #include "dsv4/chat.h"
 #include "golden_cases.h"
@@ -48,19 +50,27 @@ TEST(ChatEncoderTest, RefusesToolSchemasAndArgumentsThatAreNotJsonObjects) {
       << bad_arguments.status().to_string();
 }
 
-TEST(ChatEncoderTest, TokenizesThePromptWithOneBeginOfSentence) {
-  // The small test tokenizer knows the begin-of-sentence token (id 266) and has no
-  // post-processor; one that adds the token itself is simulated by writing it twice.
-  Result<Tokenizer> tokenizer =
-      Tokenizer::load(testing::source_path("tests/tokenizer/fixtures/small_tokenizer.json"));
+TEST(ChatEncoderTest, TokenizesThePromptWithoutThePostProcessorsTokens) {
+  // The small test tokenizer knows the begin-of-sentence token (id 266); a post-processor that
+  // puts it first, as DeepSeek's tokenizer.json may, must not double the one the prompt holds.
+  std::ifstream in(testing::source_path("tests/tokenizer/fixtures/small_tokenizer.json"));
+  format::OrderedJson json = format::OrderedJson::parse(in);
+  json["post_processor"] = format::OrderedJson::parse(R"({
+      "type": "TemplateProcessing",
+      "single": [{"SpecialToken": {"id": "<｜begin▁of▁sentence｜>", "type_id": 0}},
+                 {"Sequence": {"id": "A", "type_id": 0}}],
+      "special_tokens": {"<｜begin▁of▁sentence｜>": {"id": "<｜begin▁of▁sentence｜>",
+                                                      "ids": [266],
+                                                      "tokens": ["<｜begin▁of▁sentence｜>"]}}})");
+  Result<Tokenizer> tokenizer = Tokenizer::parse(json.dump(), "tokenizer.json");
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().to_string();
-  Result<std::vector<int64_t>> once =
-      tokenize_chat_prompt(*tokenizer, "<｜begin▁of▁sentence｜>hello");
-  ASSERT_TRUE(once.ok()) << once.status().to_string();
-  EXPECT_EQ(*once, (std::vector<int64_t>{266, 259}));
+  ASSERT_EQ(tokenizer->encode("hello").value(), (std::vector<int64_t>{266, 259}));
+  EXPECT_EQ(tokenize_chat_prompt(*tokenizer, "<｜begin▁of▁sentence｜>hello").value(),
+            (std::vector<int64_t>{266, 259}));
+  // What the prompt holds twice, the model sees twice: nothing is stripped.
   EXPECT_EQ(tokenize_chat_prompt(*tokenizer, "<｜begin▁of▁sentence｜><｜begin▁of▁sentence｜>hello")
                 .value(),
-            *once);
+            (std::vector<int64_t>{266, 266, 259}));
 }
 
 }  // namespace
