@@ -6,8 +6,10 @@
 // experts change), the floor max(weight bytes touched / bandwidth, flops / bf16 rate) and the
 // ratio. Fused W4A16 is also timed as a replayed CUDA graph (the decode use).
 //
-// Usage: moe_bench [--tokens 1,8,...] [--shapes flash,pro] [--modes w4a16,w4a4]. Prints one
-// table row per run.
+// Usage: moe_bench [--tokens 1,8,...] [--shapes flash,pro] [--modes w4a16,w4a4]
+//                  [--paths fused,grouped]. Prints one table row per run. Without --paths, fused
+// runs up to T = 512 and grouped from T = 8 (where each is a candidate); with it, the paths named
+// run at every T.
 // Dimension letters: T tokens, D model width, E routed experts, K experts per token, F width.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -366,12 +368,17 @@ std::vector<int64_t> parse_list(const char* text) {
 
 int run_main(int argc, char** argv) {
   std::vector<int64_t> tokens = {1, 8, 64, 128, 512, 2048, 8192};
-  std::string shapes = "flash,pro", modes = "w4a16,w4a4";
+  std::string shapes = "flash,pro", modes = "w4a16,w4a4", paths;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (std::strcmp(argv[i], "--tokens") == 0) tokens = parse_list(argv[i + 1]);
     if (std::strcmp(argv[i], "--shapes") == 0) shapes = argv[i + 1];
     if (std::strcmp(argv[i], "--modes") == 0) modes = argv[i + 1];
+    if (std::strcmp(argv[i], "--paths") == 0) paths = argv[i + 1];
   }
+  auto runs_path = [&paths](MoePath path, int64_t t) {
+    if (paths.empty()) return path == MoePath::kFused ? t <= 512 : t >= 8;
+    return paths.find(path == MoePath::kFused ? "fused" : "grouped") != std::string::npos;
+  };
   cudaDeviceProp prop;
   DSV4_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   const double bandwidth = measure_bandwidth(), peak = measure_bf16_peak();
@@ -391,8 +398,9 @@ int run_main(int argc, char** argv) {
           "ratio |\n");
       std::printf("|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
       for (int64_t t : tokens) {
-        if (t <= 512) run_tokens(layer, cfg, t, MoePath::kFused, bandwidth, peak);
-        if (t >= 8) run_tokens(layer, cfg, t, MoePath::kGrouped, bandwidth, peak);
+        for (MoePath path : {MoePath::kFused, MoePath::kGrouped}) {
+          if (runs_path(path, t)) run_tokens(layer, cfg, t, path, bandwidth, peak);
+        }
       }
     }
   }

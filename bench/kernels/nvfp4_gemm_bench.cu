@@ -12,6 +12,9 @@
 // ncu's --launch-skip: a shape's warp-specialised launches are 0..4 in that order).
 //   usage: nvfp4_gemm_bench [out.md [M,M,... [shape]]]   (default M: 1,8,64,512,4096,16384;
 //          shape: only the shapes whose name contains it, e.g. "Pro gate")
+//          nvfp4_gemm_bench grouped [out.md [R,R,... [shape]]]   grouped calls of 256 (Flash)
+//          or 384 (Pro) experts with R rows each (default R: 8,16,32,48,64,96,192), on every
+//          plan (run_grouped)
 // cuBLAS is opened at run time (dlopen libcublas.so.13): no static cuBLAS exists in this CUDA
 // install, and the binary must not need CUDA libraries to start.
 //
@@ -260,11 +263,8 @@ struct Row {
   std::string path;
 };
 
-// The kernel the heuristics pick for a dense M × N × K.
-std::string path_name(int64_t m, int64_t n, int64_t k, int n_sm) {
-  using namespace kernels::cuda::sm90;
-  const Nvfp4GemmPlan plan = plan_nvfp4_gemm(static_cast<int>(m), static_cast<int>(n),
-                                             static_cast<int>(k), static_cast<int>(k), 1, n_sm);
+std::string plan_name(const kernels::cuda::sm90::Nvfp4GemmPlan& plan) {
+  using kernels::cuda::sm90::Nvfp4GemmPath;
   if (plan.path == Nvfp4GemmPath::kStream) return "stream 4 warps × K/4";
   if (plan.path == Nvfp4GemmPath::kWsWgmma) {
     return plan.wide_n ? "ws 128 rows×256 tok" : "ws 128 rows×128 tok";
@@ -274,19 +274,27 @@ std::string path_name(int64_t m, int64_t n, int64_t k, int n_sm) {
          std::to_string(plan.small_chunks * 128);
 }
 
-// The GPU result's first kCheckRows rows against cpu::nvfp4_gemm on the same operands.
-double check_against_cpu(const Weights& w, const Tensor& a, const Tensor& d, int64_t m, int64_t n,
-                         int64_t k) {
-  const int64_t rows = std::min(m, kCheckRows);
+// The kernel the heuristics pick for a dense M × N × K.
+std::string path_name(int64_t m, int64_t n, int64_t k, int n_sm) {
+  return plan_name(kernels::cuda::sm90::plan_nvfp4_gemm(static_cast<int>(m), static_cast<int>(n),
+                                                        static_cast<int>(k), static_cast<int>(k),
+                                                        1, n_sm));
+}
+
+// A GPU result (d_rows, f32, device) against cpu::nvfp4_gemm of its device operands: a_rows
+// (bf16) times one weight matrix.
+double check_against_cpu(const format::Nvfp4View& w, const TensorView& a_rows,
+                         const TensorView& d_rows) {
+  const int64_t rows = a_rows.shape[0], n = w.n_rows(), k = w.n_cols();
   Tensor packed = Tensor::host(DType::kU8, {1, n, k / 2}), scale = Tensor::host(DType::kU8, {1, n, k / 16});
   Tensor global = Tensor::host(DType::kF32, {1});
   Tensor a_host = Tensor::host(DType::kBF16, {rows, k}), want = Tensor::host(DType::kF32, {rows, n});
   Tensor got = Tensor::host(DType::kF32, {rows, n});
-  DSV4_CHECK(copy_tensor(packed.view(), w.packed.view()).ok() &&
-             copy_tensor(scale.view(), w.scale.view()).ok() &&
-             copy_tensor(global.view(), w.global.view()).ok() &&
-             copy_tensor(a_host.view(), a.view().rows(0, rows)).ok() &&
-             copy_tensor(got.view(), d.view().rows(0, rows)).ok(), "copy to host failed");
+  DSV4_CHECK(copy_tensor(packed.view(), w.packed).ok() &&
+             copy_tensor(scale.view(), w.block_scale).ok() &&
+             copy_tensor(global.view(), w.global_scale).ok() &&
+             copy_tensor(a_host.view(), a_rows).ok() && copy_tensor(got.view(), d_rows).ok(),
+             "copy to host failed");
   const format::Nvfp4View b{packed.view(), scale.view(), global.view(), ScaleLayout::kLinear};
   kernels::cpu::nvfp4_gemm(a_host.view(), b, want.view());
   return dsv4::testing::max_row_rel_error(got.data_as<float>(), want.data_as<float>(), rows, n);
@@ -313,7 +321,9 @@ Row run_shape(const Shape3& s, int64_t m, const Cublas& cublas, double bandwidth
 
   Row row{s.name, m, n, k, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, path_name(m, n, k, n_sm)};
   DSV4_CHECK(kernels::cuda::nvfp4_gemm(a.view(), weights[0].view(), d32.view()).ok(), "gemm failed");
-  row.check_error = check_against_cpu(weights[0], a, d32, m, n, k);
+  const int64_t check_rows = std::min(m, kCheckRows);
+  row.check_error = check_against_cpu(weights[0].view(), a.view().rows(0, check_rows),
+                                      d32.view().rows(0, check_rows));
   row.us = graph_us_per_call([&](int i) {
     DSV4_CHECK(kernels::cuda::nvfp4_gemm(a.view(), weights[i % n_copies].view(), d16.view()).ok(), "gemm");
   });
@@ -373,6 +383,86 @@ Row run_shape(const Shape3& s, int64_t m, const Cublas& cublas, double bandwidth
   return row;
 }
 
+// ---- grouped (MoE) calls ----
+// G experts' matrices [G, N, K] with R rows each (an expert's share of T·top-k rows: V4-Flash
+// at T = 2048 gives R = 48), on the plan the heuristics choose and, in the same call, forced
+// onto the small-M kernel and onto the warp-specialised one with 128- and 256-token tiles.
+struct GroupedRow {
+  std::string shape, path;
+  int64_t g, rows_per_group, n, k;
+  double us, us_small_m, us_ws_128, us_ws_256, floor_us, flops, check_error;
+};
+
+GroupedRow run_grouped(const Shape3& s, int64_t g, int64_t r, double bandwidth, double peak,
+                       int n_sm) {
+  using namespace kernels::cuda::sm90;
+  const int64_t n = s.n, k = s.k, m = g * r;
+  Weights w{device_tensor(DType::kU8, {g, n, k / 2}), device_tensor(DType::kU8, {g, n, k / 16}),
+            device_tensor(DType::kF32, {g}), Tensor()};
+  fill_random(w.packed.view(), 5, false);
+  fill_random(w.scale.view(), 6, true);
+  const std::vector<float> globals(g, 1.0f / 1024.0f);
+  std::vector<int32_t> offsets_host(g + 1);
+  for (int64_t i = 0; i <= g; ++i) offsets_host[i] = static_cast<int32_t>(i * r);
+  Tensor offsets = device_tensor(DType::kI32, {g + 1});
+  DSV4_CUDA_CHECK(cudaMemcpy(w.global.view().data, globals.data(), 4 * g, cudaMemcpyHostToDevice));
+  DSV4_CUDA_CHECK(cudaMemcpy(offsets.view().data, offsets_host.data(), 4 * (g + 1),
+                             cudaMemcpyHostToDevice));
+  Tensor a = device_tensor(DType::kBF16, {m, k});
+  fill_bf16_kernel<<<4096, 256>>>(a.data_as<__nv_bfloat16>(), m * k, 77);
+  DSV4_CUDA_CHECK(cudaGetLastError());
+  Tensor d32 = device_tensor(DType::kF32, {m, n}), d16 = device_tensor(DType::kBF16, {m, n});
+  Tensor accum = device_tensor(DType::kF32, {m, n});
+
+  GroupedRow row{s.name, "", g, r, n, k, 0, 0, 0, 0, 0, 2.0 * m * n * k, 0};
+  DSV4_CHECK(kernels::cuda::nvfp4_grouped_gemm(a.view(), w.view(), offsets.view(), d32.view()).ok(),
+             "grouped gemm failed");
+  const int64_t checked = g / 2, check_rows = std::min(r, kCheckRows);  // a middle expert
+  row.check_error = check_against_cpu(w.view().matrix(checked),
+                                      a.view().rows(checked * r, checked * r + check_rows),
+                                      d32.view().rows(checked * r, checked * r + check_rows));
+  row.us = graph_us_per_call([&](int) {
+    DSV4_CHECK(kernels::cuda::nvfp4_grouped_gemm(a.view(), w.view(), offsets.view(), d16.view()).ok(),
+               "grouped gemm");
+  });
+  Nvfp4GemmParams p{};
+  p.a = a.data_as<const uint16_t>();
+  p.lda = k;
+  p.b_packed = w.packed.data_as<const uint8_t>();
+  p.b_scale = w.scale.data_as<const uint8_t>();
+  p.b_global = w.global.data_as<const float>();
+  p.offsets = offsets.data_as<const int32_t>();
+  p.d = d16.view().data;
+  p.ldd = n;
+  p.accum = accum.data_as<float>();
+  p.n_rows = static_cast<int>(m);
+  p.n = static_cast<int>(n);
+  p.k = p.kp = static_cast<int>(k);
+  p.n_groups = static_cast<int>(g);
+  p.d_bf16 = true;
+  row.path = plan_name(plan_for(p));
+  auto time_plan = [&](const Nvfp4GemmPlan& plan) {
+    return graph_us_per_call([&](int) { launch_nvfp4_gemm(p, plan); });
+  };
+  row.us_small_m = time_plan(plan_small_m(p.n_rows, p.n, p.kp, p.n_groups, n_sm));
+  Nvfp4GemmPlan ws = plan_ws(p.n_rows, p.n, p.n_groups, n_sm);
+  ws.wide_n = false;
+  row.us_ws_128 = time_plan(ws);
+  ws.wide_n = true;
+  row.us_ws_256 = time_plan(ws);
+  const double bytes = static_cast<double>(g) * (n * k / 2 + n * k / 16) + 2.0 * m * k + 2.0 * m * n;
+  row.floor_us = 1e6 * std::max(bytes / bandwidth, peak > 0 ? row.flops / peak : 0.0);
+  return row;
+}
+
+void print_grouped_row(std::FILE* f, const GroupedRow& r) {
+  const double best = std::min({r.us, r.us_small_m, r.us_ws_128, r.us_ws_256});
+  std::fprintf(f, "| %s | %lld | %lld | %lld×%lld | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f | %.2e |\n",
+               r.shape.c_str(), (long long)r.g, (long long)r.rows_per_group, (long long)r.n,
+               (long long)r.k, r.path.c_str(), r.us, r.us_small_m, r.us_ws_128, r.us_ws_256,
+               r.flops / (best * 1e-6) / 1e12, r.floor_us, best / r.floor_us, r.check_error);
+}
+
 void print_row(std::FILE* f, const Row& r) {
   std::fprintf(f,
                "| %s | %lld | %lld×%lld | %s | %.1f | %s | %s | %s | %s | %.2f | %.1f | %.1f | %.0f%% | %.1f | %s | %.1f | %.2e |\n",
@@ -393,41 +483,84 @@ void print_row(std::FILE* f, const Row& r) {
 }  // namespace
 }  // namespace dsv4::bench
 
+namespace dsv4::bench {
+namespace {
+
+std::vector<int64_t> parse_list(const char* text) {
+  std::vector<int64_t> values;
+  for (const char* c = text; *c != '\0';) {
+    char* end = nullptr;
+    values.push_back(std::strtoll(c, &end, 10));
+    DSV4_CHECK(values.back() > 0 && end != c, "bad list %s (want positive integers, a,b,...)", text);
+    c = *end == ',' ? end + 1 : end;
+  }
+  return values;
+}
+
+const Shape3 kShapes[] = {{"Flash gate_up", 2 * 2048, 4096}, {"Flash down", 4096, 2048},
+                          {"Pro gate_up", 2 * 3072, 7168}, {"Pro down", 7168, 3072}};
+
+// Each shape's experts (256 V4-Flash, 384 V4-Pro) at each rows-per-expert count.
+void run_grouped_table(std::FILE* out, const std::vector<int64_t>& rows_per_group,
+                       const char* only, double bandwidth, double peak, int n_sm) {
+  std::fprintf(out, "| shape | G | rows/expert | N×K | heuristic plan | µs (heuristic) | µs small-M | "
+               "µs ws 128 tok | µs ws 256 tok | TFLOP/s (best) | floor µs | best / floor | check rel err |\n");
+  std::fprintf(out, "|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  for (const Shape3& s : kShapes) {
+    if (only != nullptr && std::strstr(s.name, only) == nullptr) continue;
+    const int64_t g = std::strncmp(s.name, "Flash", 5) == 0 ? 256 : 384;
+    for (const int64_t r : rows_per_group) {
+      const GroupedRow row = run_grouped(s, g, r, bandwidth, peak, n_sm);
+      print_grouped_row(out, row);
+      if (out != stdout) print_grouped_row(stdout, row);
+      std::fflush(out);
+    }
+  }
+}
+
+void run_dense_table(std::FILE* out, const std::vector<int64_t>& ms, const char* only,
+                     const Cublas& cublas, double bandwidth, double peak, int n_sm) {
+  std::fprintf(out, "| shape | M | N×K | kernel | µs (W4A16) | µs 2-WG kernel | µs ws 128 tok | µs ws cp.async tok | µs small-M kernel | TB/s | TFLOP/s | floor µs | %% of floor | "
+               "µs W4A4 | cuBLAS bf16 µs (ours vs it) | cuBLAS TFLOP/s | check rel err |\n");
+  std::fprintf(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  for (const Shape3& s : kShapes) {
+    if (only != nullptr && std::strstr(s.name, only) == nullptr) continue;
+    for (const int64_t m : ms) {
+      const Row r = run_shape(s, m, cublas, bandwidth, peak, n_sm);
+      print_row(out, r);
+      if (out != stdout) print_row(stdout, r);
+      std::fflush(out);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace dsv4::bench
+
 int main(int argc, char** argv) {
   using namespace dsv4::bench;
+  // "grouped" first: the MoE table (rows per expert instead of M), the other arguments shift.
+  const bool grouped = argc > 1 && std::strcmp(argv[1], "grouped") == 0;
+  if (grouped) --argc, ++argv;
   cudaDeviceProp prop;
   DSV4_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   const Cublas cublas = open_cublas();
   const double bandwidth = profile_mode() ? 1e12 : measure_copy_bandwidth();
   const double peak = cublas.ok() && !profile_mode() ? measure_cublas_peak(cublas) : 0.0;
   std::FILE* out = argc > 1 ? std::fopen(argv[1], "w") : stdout;
-  std::vector<int64_t> ms = {1, 8, 64, 512, 4096, 16384};
-  if (argc > 2) {
-    ms.clear();
-    for (const char* c = argv[2]; *c != '\0';) {
-      char* end = nullptr;
-      ms.push_back(std::strtoll(c, &end, 10));
-      DSV4_CHECK(ms.back() > 0 && end != c, "bad M list %s", argv[2]);
-      c = *end == ',' ? end + 1 : end;
-    }
-  }
   DSV4_CHECK(out != nullptr, "cannot open %s", argv[1]);
+  const std::vector<int64_t> sizes =
+      argc > 2 ? parse_list(argv[2])
+               : grouped ? std::vector<int64_t>{8, 16, 32, 48, 64, 96, 192}
+                         : std::vector<int64_t>{1, 8, 64, 512, 4096, 16384};
+  const char* only = argc > 3 ? argv[3] : nullptr;
   std::fprintf(out, "device: %s, %d SMs, L2 %d MB; copy bandwidth %.2f TB/s (read+write); "
                "cuBLAS bf16 8192³ %.0f TFLOP/s\n\n", prop.name, prop.multiProcessorCount,
                prop.l2CacheSize >> 20, bandwidth / 1e12, peak / 1e12);
-  std::fprintf(out, "| shape | M | N×K | kernel | µs (W4A16) | µs 2-WG kernel | µs ws 128 tok | µs ws cp.async tok | µs small-M kernel | TB/s | TFLOP/s | floor µs | %% of floor | "
-               "µs W4A4 | cuBLAS bf16 µs (ours vs it) | cuBLAS TFLOP/s | check rel err |\n");
-  std::fprintf(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
-  const Shape3 shapes[] = {{"Flash gate_up", 2 * 2048, 4096}, {"Flash down", 4096, 2048},
-                           {"Pro gate_up", 2 * 3072, 7168}, {"Pro down", 7168, 3072}};
-  for (const Shape3& s : shapes) {
-    if (argc > 3 && std::strstr(s.name, argv[3]) == nullptr) continue;
-    for (const int64_t m : ms) {
-      const Row r = run_shape(s, m, cublas, bandwidth, peak, prop.multiProcessorCount);
-      print_row(out, r);
-      if (out != stdout) print_row(stdout, r);
-      std::fflush(out);
-    }
+  if (grouped) {
+    run_grouped_table(out, sizes, only, bandwidth, peak, prop.multiProcessorCount);
+  } else {
+    run_dense_table(out, sizes, only, cublas, bandwidth, peak, prop.multiProcessorCount);
   }
   if (out != stdout) std::fclose(out);
   return 0;

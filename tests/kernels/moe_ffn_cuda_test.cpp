@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/buffer.h"
+#include "kernels/cuda/moe/kernels.h"
 #include "kernels/cuda/moe/moe_pipeline.h"
 #include "kernels/ops.h"
 #include "moe_test_layer.h"
@@ -169,6 +170,19 @@ TEST_P(MoeFfnCudaManyUnitsTest, FusedMatchesCpuAndRepeatsBitwise) {
 INSTANTIATE_TEST_SUITE_P(Shapes, MoeFfnCudaManyUnitsTest,
                          ::testing::Combine(::testing::Values(1, 8, 64),
                                             ::testing::Values(MoeMode::kW4A16, MoeMode::kW4A4)));
+
+// From kRouterWideTileTokens tokens the router's logits run in 128 × 128 tiles: T = 1100 is not
+// a multiple of them and E = 160 needs a second, partly empty, expert tile.
+class MoeFfnCudaWideRouterTest : public ::testing::TestWithParam<Routing> {};
+
+TEST_P(MoeFfnCudaWideRouterTest, GroupedMatchesCpuAndRepeatsBitwise) {
+  static_assert(cuda::moe::kRouterWideTileTokens <= 1100);
+  check_against_cpu(LayerSize{256, 128, 160, 4}, 1100, GetParam(), MoeMode::kW4A16,
+                    MoePath::kGrouped);
+}
+
+INSTANTIATE_TEST_SUITE_P(Routings, MoeFfnCudaWideRouterTest,
+                         ::testing::Values(Routing::kScore, Routing::kSkewed, Routing::kHash));
 
 // The V4 K sizes the W4A16 decode kernel (expert_stream.cu) has as compile-time constants
 // (D = F = 2048) at one, two and four token chunks per pass (T = 1, 20, 70; 70 also takes

@@ -30,6 +30,12 @@ struct RouterParams {
   int n_mtiles;
 };
 void launch_router(const RouterParams& p, cudaStream_t stream);
+// Tokens × experts of one router logit block: 128 × 128 (8 × 8 outputs a thread) once there are
+// enough tokens to fill the GPU with them, else 64 × 64. The workspace's logit splits follow it.
+inline constexpr int64_t kRouterWideTileTokens = 1024;
+inline int router_logit_tile(int64_t n_tokens) {
+  return n_tokens >= kRouterWideTileTokens ? 128 : 64;
+}
 
 // ---- route_small.cu ----
 // Where the pipeline puts the permutation (moe_pipeline.h's MoeWorkspace has the shapes).

@@ -2,18 +2,21 @@
 // 256-byte-aligned offset, so any path can run at any T in the same workspace.
 #include <algorithm>
 
+#include "kernels/cuda/moe/kernels.h"
 #include "kernels/cuda/moe/moe_pipeline.h"
 
 namespace dsv4::kernels::cuda::moe {
 namespace {
 
-// Router logit splits: when T is small, enough blocks of the 64 × 64 logit tiles to cover the
-// GPU several times over, so each block runs only a few latency-bound 16-column steps of D.
+// Router logit splits: when T is small, enough logit blocks to cover the GPU several times over
+// (four 64 × 64 blocks per SM of an H200, or two of the four times larger 128 × 128 ones), so
+// each block runs only a few latency-bound 16-column steps of D.
 int pick_logit_splits(int64_t n_tokens, int64_t n_experts, int64_t dim) {
-  constexpr int64_t kWantedBlocks = 528;  // four per SM of an H200
-  const int64_t tiles = ((n_tokens + 63) / 64) * ((n_experts + 63) / 64);
+  const int64_t tile = router_logit_tile(n_tokens);
+  const int64_t wanted_blocks = tile == 128 ? 264 : 528;
+  const int64_t tiles = ((n_tokens + tile - 1) / tile) * ((n_experts + tile - 1) / tile);
   int splits = 1;
-  while (tiles * splits * 2 <= kWantedBlocks && dim % (16 * splits * 2) == 0) splits *= 2;
+  while (tiles * splits * 2 <= wanted_blocks && dim % (16 * splits * 2) == 0) splits *= 2;
   return splits;
 }
 

@@ -40,8 +40,6 @@ Nvfp4GemmPlan plan_small_m(int n_rows, int n, int kp, int n_groups, int n_sm) {
   return plan;
 }
 
-namespace {
-
 // The warp-specialised kernel: 128 weight rows × 256 tokens per tile when there are at least as
 // many such tiles as SMs (the wgmma is at its widest), else 128 tokens.
 Nvfp4GemmPlan plan_ws(int n_rows, int n, int n_groups, int n_sm) {
@@ -55,8 +53,6 @@ Nvfp4GemmPlan plan_ws(int n_rows, int n, int n_groups, int n_sm) {
   plan.grid = static_cast<int>(n_groups > 1 ? n_sm : std::min<int64_t>(n_sm, n_tiles));
   return plan;
 }
-
-}  // namespace
 
 Nvfp4GemmPlan plan_nvfp4_gemm(int n_rows, int n, int k, int kp, int n_groups, int n_sm,
                               bool warp_specialized) {

@@ -16,4 +16,8 @@ Nvfp4GemmPlan plan_nvfp4_gemm(int n_rows, int n, int k, int kp, int n_groups, in
 // would take; the benchmark times it against the stream kernel.
 Nvfp4GemmPlan plan_small_m(int n_rows, int n, int kp, int n_groups, int n_sm);
 
+// The warp-specialised kernel's plan (token tile width, persistent grid), whatever M is; the
+// benchmark times it against the small-M kernel on grouped calls.
+Nvfp4GemmPlan plan_ws(int n_rows, int n, int n_groups, int n_sm);
+
 }  // namespace dsv4::kernels::cuda::sm90
