@@ -248,9 +248,10 @@ TEST_P(Nvfp4GemmCudaTest, MatchesTheCpu) {
 
 // Stream kernel: one matrix, T ≤ 16, K a multiple of 128 (V4's K as constants: 2048, 3072,
 // 7168; others generic, with 1 and 3 K steps leaving warps idle; N not a multiple of 16;
-// 9 and 16 tokens in two chunks). Small-M kernel: T ≤ 64 rows per group on average, or K not
-// a multiple of 128; wgmma kernel above (K = 48 and 112 give one and two K steps, the
-// pipeline's edge cases).
+// 9 and 16 tokens in two chunks). Small-M kernel: T ≤ 64 for one matrix, ≤ 32 rows per group
+// on average grouped, or K not a multiple of 128; wgmma kernel above (K = 48 and 112 give one
+// and two K steps, the pipeline's edge cases), grouped with 128-token tiles up to 128 rows per
+// group (130 rows in 4 groups: 33, the first such size; 300 in 4: 75) and 256 above.
 INSTANTIATE_TEST_SUITE_P(
     Shapes, Nvfp4GemmCudaTest,
     ::testing::Values(GemmCase{1, 1000, 2048, 1, false}, GemmCase{3, 136, 7168, 1, false},
@@ -263,6 +264,7 @@ INSTANTIATE_TEST_SUITE_P(
                       GemmCase{130, 72, 48, 1, false}, GemmCase{300, 136, 112, 1, false},
                       GemmCase{2098, 4168, 192, 1, false},  // > 1 tile per persistent CTA
                       GemmCase{7, 136, 80, 5, true}, GemmCase{40, 264, 208, 8, true},
+                      GemmCase{130, 520, 1040, 4, true}, GemmCase{300, 264, 208, 4, true},
                       GemmCase{400, 264, 208, 3, true}, GemmCase{700, 520, 1040, 5, true},
                       GemmCase{3000, 520, 208, 4, true}));
 

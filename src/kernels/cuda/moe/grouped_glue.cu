@@ -42,17 +42,25 @@ __global__ void gather_nvfp4_kernel(const uint8_t* packed, const uint8_t* scale,
   }
 }
 
-__global__ void swiglu_kernel(const float* gate_up, int64_t n_rows, int ffn, float limit,
+// A block per grouped row at a time, each thread 4 columns: gate and up as float4, no 64-bit
+// division per element (that version ran at half the copy rate).
+__global__ void swiglu_kernel(const float* gate_up, int n_rows, int ffn, float limit,
                               float* act_f32, uint16_t* act_bf16) {
-  const int64_t n = n_rows * ffn;
-  for (int64_t i = blockIdx.x * int64_t{kThreads} + threadIdx.x; i < n;
-       i += int64_t{gridDim.x} * kThreads) {
-    const int64_t r = i / ffn, j = i % ffn;
-    const float act = swiglu(gate_up[r * 2 * ffn + j], gate_up[r * 2 * ffn + ffn + j], limit);
-    if (act_bf16) {
-      act_bf16[i] = float_to_bf16(act);
-    } else {
-      act_f32[i] = act;
+  for (int r = blockIdx.x; r < n_rows; r += gridDim.x) {
+    const float* gate = gate_up + int64_t{r} * 2 * ffn;
+    for (int j = threadIdx.x * 4; j < ffn; j += kThreads * 4) {
+      const float4 g = *reinterpret_cast<const float4*>(gate + j);
+      const float4 u = *reinterpret_cast<const float4*>(gate + ffn + j);
+      const float4 a = make_float4(swiglu(g.x, u.x, limit), swiglu(g.y, u.y, limit),
+                                   swiglu(g.z, u.z, limit), swiglu(g.w, u.w, limit));
+      const int64_t at = int64_t{r} * ffn + j;
+      if (act_bf16) {
+        *reinterpret_cast<uint2*>(act_bf16 + at) =
+            make_uint2(uint32_t{float_to_bf16(a.x)} | uint32_t{float_to_bf16(a.y)} << 16,
+                       uint32_t{float_to_bf16(a.z)} | uint32_t{float_to_bf16(a.w)} << 16);
+      } else {
+        *reinterpret_cast<float4*>(act_f32 + at) = a;
+      }
     }
   }
 }
@@ -75,8 +83,8 @@ void launch_gather_nvfp4(const uint8_t* packed, const uint8_t* scale, const int*
 
 void launch_swiglu(const float* gate_up, int n_rows, int ffn, float limit, float* act_f32,
                    uint16_t* act_bf16, cudaStream_t stream) {
-  const int64_t n = int64_t{n_rows} * ffn;
-  const int n_blocks = static_cast<int>(std::min<int64_t>((n + kThreads - 1) / kThreads, 8192));
+  DSV4_CHECK(ffn % 4 == 0, "swiglu: expert width %d is not a multiple of 4", ffn);
+  const int n_blocks = std::max(1, std::min(n_rows, 8192));
   swiglu_kernel<<<n_blocks, kThreads, 0, stream>>>(gate_up, n_rows, ffn, limit, act_f32, act_bf16);
   DSV4_CUDA_CHECK(cudaGetLastError());
 }

@@ -11,9 +11,19 @@ namespace {
 
 int ceil_div(int64_t a, int64_t b) { return static_cast<int>((a + b - 1) / b); }
 
-// Up to this many rows per group (on average) the weights dominate the bytes: the small-M
-// kernel streams them once; above it the wgmma kernel's 128-row tiles are filled enough.
-constexpr int kSmallMaxRowsPerGroup = 8 * kSmallMaxTiles;
+// Up to this many rows the weights dominate the bytes: the small-M kernel streams them once;
+// above it the wgmma kernel's 128-row tiles are filled enough.
+constexpr int kSmallMaxRows = 8 * kSmallMaxTiles;
+// Grouped calls (MoE): up to this many rows per group on average. Measured on the H200
+// (docs/bench.md, "grouped"; 256 experts 4096×4096): small-M 2.66 ms against the
+// warp-specialised kernel's 3.12 at 32 rows an expert, 4.60 against 3.06 at 48. The
+// warp-specialised kernel costs what its decode costs, once per weight and token tile, so
+// its time hardly moves from 8 to 96 rows (one tile an expert).
+constexpr int kGroupedSmallMaxRowsPerGroup = 32;
+// Grouped calls: 256-token tiles only when a group's rows fill more than one 128-token tile;
+// below that a 256-wide tile adds MMA work, not reuse (4.27 against 3.08 ms at 96 rows an
+// expert; 4.35 against 6.01 at 192).
+constexpr int kGroupedNarrowMaxRowsPerGroup = 128;
 
 }  // namespace
 
@@ -41,13 +51,15 @@ Nvfp4GemmPlan plan_small_m(int n_rows, int n, int kp, int n_groups, int n_sm) {
 }
 
 // The warp-specialised kernel: 128 weight rows × 256 tokens per tile when there are at least as
-// many such tiles as SMs (the wgmma is at its widest), else 128 tokens.
+// many such tiles as SMs (the wgmma is at its widest), else 128 tokens; grouped, by rows per
+// group (kGroupedNarrowMaxRowsPerGroup).
 Nvfp4GemmPlan plan_ws(int n_rows, int n, int n_groups, int n_sm) {
   Nvfp4GemmPlan plan;
   plan.path = Nvfp4GemmPath::kWsWgmma;
   const int64_t n_tiles_n = ceil_div(n, kWsRows);
   const int64_t wide_tiles = (ceil_div(n_rows, 256) + (n_groups > 1 ? n_groups / 2 : 0)) * n_tiles_n;
-  plan.wide_n = wide_tiles >= n_sm;
+  plan.wide_n = n_groups > 1 ? ceil_div(n_rows, n_groups) > kGroupedNarrowMaxRowsPerGroup
+                             : wide_tiles >= n_sm;
   const int64_t n_tiles =
       (ceil_div(n_rows, plan.wide_n ? 256 : 128) + (n_groups > 1 ? n_groups / 2 : 0)) * n_tiles_n;
   plan.grid = static_cast<int>(n_groups > 1 ? n_sm : std::min<int64_t>(n_sm, n_tiles));
@@ -63,7 +75,9 @@ Nvfp4GemmPlan plan_nvfp4_gemm(int n_rows, int n, int k, int kp, int n_groups, in
     plan.path = Nvfp4GemmPath::kStream;
     return plan;
   }
-  if (n_rows <= kSmallMaxRowsPerGroup * n_groups) return plan_small_m(n_rows, n, kp, n_groups, n_sm);
+  const bool small = n_groups > 1 ? n_rows <= int64_t{kGroupedSmallMaxRowsPerGroup} * n_groups
+                                   : n_rows <= kSmallMaxRows;
+  if (small) return plan_small_m(n_rows, n, kp, n_groups, n_sm);
   if (warp_specialized) return plan_ws(n_rows, n, n_groups, n_sm);
   Nvfp4GemmPlan plan;
   plan.path = Nvfp4GemmPath::kWgmma;
