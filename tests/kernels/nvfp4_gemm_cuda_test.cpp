@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -168,8 +169,37 @@ struct DeviceWeights {
   }
 };
 
-// Runs one case both ways for W4A16 and W4A4 and f32 / bf16 output.
-void check_gemm(SeededRng& rng, const GemmCase& c, const std::vector<int32_t>& offsets) {
+// The CPU reference of one case into want (f32 or bf16 [T, N], or [T, N/2] after the SwiGLU
+// with clamp *swiglu_limit: the f32 GEMM, cpu::swiglu, then the output rounding).
+void cpu_reference(const GemmCase& c, bool w4a4, const Tensor& a_host, const Staged& staged,
+                   const format::Nvfp4Tensor& b, const Tensor& offsets_host,
+                   std::optional<float> swiglu_limit, const Tensor& want) {
+  const bool direct = !swiglu_limit.has_value();
+  Tensor gemm = direct ? Tensor() : Tensor::host(DType::kF32, {c.t, c.n});
+  const TensorView d = direct ? want.view() : gemm.view();
+  if (c.grouped) {
+    w4a4 ? cpu::nvfp4_grouped_gemm(staged.view, b.view(), offsets_host.view(), d)
+         : cpu::nvfp4_grouped_gemm(a_host.view(), b.view(), offsets_host.view(), d);
+  } else {
+    w4a4 ? cpu::nvfp4_gemm(staged.view, b.view(), d) : cpu::nvfp4_gemm(a_host.view(), b.view(), d);
+  }
+  if (direct) return;
+  Tensor act = Tensor::host(DType::kF32, {c.t, c.n / 2});
+  cpu::swiglu(gemm.view(), *swiglu_limit, act.view());
+  for (int64_t i = 0; i < act.numel(); ++i) {
+    const float v = act.data_as<float>()[i];
+    if (want.dtype() == DType::kF32) {
+      want.data_as<float>()[i] = v;
+    } else {
+      want.data_as<uint16_t>()[i] = float_to_bf16(v);
+    }
+  }
+}
+
+// Runs one case both ways for W4A16 and W4A4 and f32 / bf16 output; with swiglu_limit, the
+// SwiGLU ops (nvfp4_gemm_swiglu: N = 2F, D [T, F]).
+void check_gemm(SeededRng& rng, const GemmCase& c, const std::vector<int32_t>& offsets,
+                std::optional<float> swiglu_limit = std::nullopt) {
   const format::Nvfp4Tensor b = random_weights(rng, c.g, c.n, c.k);
   const DeviceWeights b_dev{to_device(b.packed.view()), to_device(b.block_scale.view()),
                             to_device(b.global_scale.view())};
@@ -182,21 +212,27 @@ void check_gemm(SeededRng& rng, const GemmCase& c, const std::vector<int32_t>& o
   const StagedActivation staged_dev{sp.view(), ss.view(), sg.view(), ScaleLayout::kLinear};
   const Tensor offsets_host = host_tensor(DType::kI32, {c.g + 1}, offsets.data());
   const Tensor offsets_dev = to_device(offsets_host.view());
+  const int64_t n_out = swiglu_limit ? c.n / 2 : c.n;
 
   for (const bool w4a4 : {false, true}) {
     for (const DType d_dtype : {DType::kF32, DType::kBF16}) {
-      SCOPED_TRACE(describe(c, w4a4, d_dtype));
-      Tensor want = Tensor::host(d_dtype, {c.t, c.n});
-      Tensor got_dev = poisoned_device(d_dtype, {c.t, c.n});
+      SCOPED_TRACE(describe(c, w4a4, d_dtype) + (swiglu_limit ? " swiglu" : ""));
+      Tensor want = Tensor::host(d_dtype, {c.t, n_out});
+      cpu_reference(c, w4a4, a_host, staged, b, offsets_host, swiglu_limit, want);
+      Tensor got_dev = poisoned_device(d_dtype, {c.t, n_out});
+      const Tensor gate_up = poisoned_device(DType::kF32, {c.t, c.n});
+      const float limit = swiglu_limit.value_or(0.0f);
       Status status;
-      if (c.grouped) {
-        w4a4 ? cpu::nvfp4_grouped_gemm(staged.view, b.view(), offsets_host.view(), want.view())
-             : cpu::nvfp4_grouped_gemm(a_host.view(), b.view(), offsets_host.view(), want.view());
+      if (c.grouped && swiglu_limit) {
+        status = w4a4 ? cuda::nvfp4_grouped_gemm_swiglu(staged_dev, b_dev.view(), offsets_dev.view(), limit, gate_up.view(), got_dev.view())
+                      : cuda::nvfp4_grouped_gemm_swiglu(a_dev.view(), b_dev.view(), offsets_dev.view(), limit, gate_up.view(), got_dev.view());
+      } else if (swiglu_limit) {
+        status = w4a4 ? cuda::nvfp4_gemm_swiglu(staged_dev, b_dev.view(), limit, gate_up.view(), got_dev.view())
+                      : cuda::nvfp4_gemm_swiglu(a_dev.view(), b_dev.view(), limit, gate_up.view(), got_dev.view());
+      } else if (c.grouped) {
         status = w4a4 ? cuda::nvfp4_grouped_gemm(staged_dev, b_dev.view(), offsets_dev.view(), got_dev.view())
                       : cuda::nvfp4_grouped_gemm(a_dev.view(), b_dev.view(), offsets_dev.view(), got_dev.view());
       } else {
-        w4a4 ? cpu::nvfp4_gemm(staged.view, b.view(), want.view())
-             : cpu::nvfp4_gemm(a_host.view(), b.view(), want.view());
         status = w4a4 ? cuda::nvfp4_gemm(staged_dev, b_dev.view(), got_dev.view())
                       : cuda::nvfp4_gemm(a_dev.view(), b_dev.view(), got_dev.view());
       }
@@ -209,7 +245,7 @@ void check_gemm(SeededRng& rng, const GemmCase& c, const std::vector<int32_t>& o
         want_values[i] = f32 ? want.data_as<float>()[i] : bf16_to_float(want.data_as<uint16_t>()[i]);
       }
       const double error = dsv4::testing::max_row_rel_error(got_values.data(), want_values.data(),
-                                                             c.t, c.n);
+                                                             c.t, n_out);
       EXPECT_LE(error, d_dtype == DType::kF32 ? dsv4::testing::kF32OpRelTol
                                               : dsv4::testing::kBf16OutputRelTol);
     }
@@ -267,6 +303,33 @@ INSTANTIATE_TEST_SUITE_P(
                       GemmCase{130, 520, 1040, 4, true}, GemmCase{300, 264, 208, 4, true},
                       GemmCase{400, 264, 208, 3, true}, GemmCase{700, 520, 1040, 5, true},
                       GemmCase{3000, 520, 208, 4, true}));
+
+// The SwiGLU ops (an MoE's L1, N = 2F): in the warp-specialised kernel's epilogue (T = 300
+// dense; 75 and 750 rows per group, 128- and 256-token tiles; F = 100 leaves the second
+// 64-column tile part empty) and through gate_up and the row pass where another kernel runs
+// (T = 40 dense: small-M; 9 rows: stream; 40 rows in 8 groups: small-M grouped). The clamp at
+// 1.5 bites on the larger matrices (magnitudes up to 2, K up to 1024).
+class Nvfp4GemmSwigluCudaTest : public ::testing::TestWithParam<GemmCase> {};
+
+TEST_P(Nvfp4GemmSwigluCudaTest, MatchesTheCpu) {
+  SeededRng rng;
+  const GemmCase c = GetParam();
+  for (const float limit : {0.0f, 1.5f}) {
+    if (!c.grouped) {
+      check_gemm(rng, c, {0, static_cast<int32_t>(c.t)}, limit);
+      continue;
+    }
+    check_gemm(rng, c, random_offsets(rng, c.t, c.g), limit);
+    check_gemm(rng, c, one_group_offsets(c.t, c.g, rng.uniform_int(0, c.g - 1)), limit);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, Nvfp4GemmSwigluCudaTest,
+    ::testing::Values(GemmCase{300, 256, 1024, 1, false}, GemmCase{300, 200, 208, 1, false},
+                      GemmCase{40, 256, 512, 1, false}, GemmCase{9, 256, 384, 1, false},
+                      GemmCase{300, 264, 208, 4, true}, GemmCase{3000, 200, 208, 4, true},
+                      GemmCase{40, 264, 208, 8, true}));
 
 }  // namespace
 }  // namespace dsv4::kernels

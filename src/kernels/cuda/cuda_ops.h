@@ -27,6 +27,21 @@ Status nvfp4_grouped_gemm(const StagedActivation& a, const format::Nvfp4View& b,
                           const TensorView& group_offsets, const TensorView& d);
 Status nvfp4_grouped_gemm(const TensorView& a, const format::Nvfp4View& b,
                           const TensorView& group_offsets, const TensorView& d);
+// An MoE's L1 with its SwiGLU: act [T, F] (f32 or bf16) = swiglu(alpha · gate, alpha · up), the
+// GEMM's halves over B's 2F rows (gate [0, F), up [F, 2F)), clamped at `limit` as cpu::swiglu.
+// The warp-specialised kernel applies it in its epilogue; where the shape gets another kernel,
+// gate_up (f32 [T, 2F], the caller's scratch, written only then) takes the GEMM's output and a
+// row kernel the SwiGLU.
+Status nvfp4_gemm_swiglu(const TensorView& a, const format::Nvfp4View& b, float limit,
+                         const TensorView& gate_up, const TensorView& act);
+Status nvfp4_gemm_swiglu(const StagedActivation& a, const format::Nvfp4View& b, float limit,
+                         const TensorView& gate_up, const TensorView& act);
+Status nvfp4_grouped_gemm_swiglu(const TensorView& a, const format::Nvfp4View& b,
+                                 const TensorView& group_offsets, float limit,
+                                 const TensorView& gate_up, const TensorView& act);
+Status nvfp4_grouped_gemm_swiglu(const StagedActivation& a, const format::Nvfp4View& b,
+                                 const TensorView& group_offsets, float limit,
+                                 const TensorView& gate_up, const TensorView& act);
 
 // ---- MoE (kernels/cuda/moe/): the fused block; equal to cpu::moe_ffn up to f32 summation order
 // (W4A16) and the activation re-quantization that order can flip (W4A4) ----

@@ -9,6 +9,7 @@
 #include "kernels/contracts.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/swiglu.cuh"
 
 namespace dsv4::kernels::cuda {
 namespace {
@@ -33,13 +34,8 @@ __global__ void swiglu_kernel(RowMatrix in, RowMatrix out, float limit) {
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (i >= out.n_rows * f) return;
   const int64_t r = i / f, c = i % f;
-  float g = in.data[r * in.row_stride + c];
-  float u = in.data[r * in.row_stride + f + c];
-  if (limit > 0.0f) {
-    g = fminf(g, limit);
-    u = fminf(fmaxf(u, -limit), limit);
-  }
-  out.data[r * out.row_stride + c] = __fmul_rn(g / (1.0f + expf(-g)), u);
+  out.data[r * out.row_stride + c] =
+      swiglu(in.data[r * in.row_stride + c], in.data[r * in.row_stride + f + c], limit);
 }
 
 __global__ void add_kernel(const float* a, const float* b, float* y, int64_t n) {

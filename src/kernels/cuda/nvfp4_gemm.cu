@@ -4,16 +4,21 @@
 //     [T, K] (the global scale stays in alpha), so both paths run the same bf16 main loop.
 //   - B rows must be a multiple of 64 codes long; checkpoints' are (K = 2048, 3072, 4096,
 //     7168), other K get a zero-padded copy per call.
+//   - nvfp4_gemm_swiglu (an MoE's L1): the warp-specialised kernel's SwiGLU epilogue, or the
+//     GEMM into the caller's gate_up scratch and a row pass where another kernel runs.
 // Temporaries come from the stream-ordered allocator, so nothing synchronises.
 //
 // Dimension letters: T tokens (rows), N output features, K input features, G experts.
 #include <cuda_bf16.h>
+
+#include <algorithm>
 
 #include <string>
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/stream.h"
+#include "kernels/cuda/swiglu.cuh"
 #include "kernels/cuda/sm90/nvfp4_gemm/config.h"
 #include "kernels/cuda/sm90/nvfp4_gemm/launch.h"
 
@@ -103,12 +108,65 @@ Status check_output(const TensorView& d, int64_t n_rows, int64_t n) {
   return ok_status();
 }
 
+// The SwiGLU after an L1 GEMM (nvfp4_gemm_swiglu): its clamp, and the f32 [T, 2F] scratch
+// that takes the GEMM's output when the kernel has no SwiGLU epilogue.
+struct SwigluEpilogue {
+  float limit;
+  TensorView gate_up;
+};
+
+// act[r, j] = swiglu(gate_up[r, j], gate_up[r, F + j]): a block per row at a time, each thread 4
+// columns as float4 (F is a multiple of 16: it is L2's K).
+template <typename Out>
+__global__ void swiglu_rows_kernel(const float* gate_up, int64_t ld_in, int n_rows, int ffn,
+                                   float limit, Out* act, int64_t ld_out) {
+  for (int r = blockIdx.x; r < n_rows; r += gridDim.x) {
+    const float* gate = gate_up + r * ld_in;
+    for (int j = threadIdx.x * 4; j < ffn; j += blockDim.x * 4) {
+      const float4 g = *reinterpret_cast<const float4*>(gate + j);
+      const float4 u = *reinterpret_cast<const float4*>(gate + ffn + j);
+      const float v[4] = {swiglu(g.x, u.x, limit), swiglu(g.y, u.y, limit),
+                          swiglu(g.z, u.z, limit), swiglu(g.w, u.w, limit)};
+      Out* dst = act + r * ld_out + j;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        if constexpr (sizeof(Out) == 2) {
+          dst[e] = __float2bfloat16_rn(v[e]);
+        } else {
+          dst[e] = v[e];
+        }
+      }
+    }
+  }
+}
+
+void launch_swiglu_rows(const TensorView& gate_up, float limit, const TensorView& act) {
+  const int n_rows = static_cast<int>(act.size(0)), ffn = static_cast<int>(act.size(1));
+  DSV4_CHECK(ffn % 4 == 0 && gate_up.stride[0] % 4 == 0,
+             "swiglu rows: F %d and the gate_up row stride must be multiples of 4", ffn);
+  const int n_blocks = std::max(1, std::min(n_rows, 8192));
+  if (act.dtype == DType::kBF16) {
+    swiglu_rows_kernel<<<n_blocks, 256, 0, op_stream()>>>(
+        gate_up.data_as<const float>(), gate_up.stride[0], n_rows, ffn, limit,
+        act.data_as<__nv_bfloat16>(), act.stride[0]);
+  } else {
+    swiglu_rows_kernel<<<n_blocks, 256, 0, op_stream()>>>(
+        gate_up.data_as<const float>(), gate_up.stride[0], n_rows, ffn, limit,
+        act.data_as<float>(), act.stride[0]);
+  }
+  DSV4_CUDA_CHECK(cudaGetLastError());
+}
+
 // Runs the GEMM for a bf16 A (a_global: the staged activation's decode scale, or nullptr).
 Status run(const TensorView& a, const float* a_global, const format::Nvfp4View& b,
-           const int32_t* offsets, const TensorView& d) {
+           const int32_t* offsets, const TensorView& d, const SwigluEpilogue* swiglu) {
   const int64_t n_groups = b.n_matrices(), n = b.n_rows(), k = b.n_cols();
   const int64_t n_rows = a.size(0);
-  DSV4_RETURN_IF_ERROR(check_output(d, n_rows, n));
+  if (swiglu != nullptr && n % 2 != 0) {
+    return invalid_argument("nvfp4 gemm swiglu: b has " + std::to_string(n) +
+                            " rows, not gate and up halves");
+  }
+  DSV4_RETURN_IF_ERROR(check_output(d, n_rows, swiglu != nullptr ? n / 2 : n));
   if (a.stride[0] % 8 != 0 || reinterpret_cast<uintptr_t>(a.data) % 16 != 0) {
     return unimplemented("nvfp4 gemm (cuda): a's rows must be 16-byte aligned");
   }
@@ -149,15 +207,29 @@ Status run(const TensorView& a, const float* a_global, const format::Nvfp4View& 
                          std::to_string(sm90::kMaxGroups) + " groups");
   }
   const sm90::Nvfp4GemmPlan plan = sm90::plan_for(p);
+  const bool in_epilogue = plan.path == sm90::Nvfp4GemmPath::kWsWgmma;
+  if (swiglu != nullptr && in_epilogue) {
+    p.swiglu_ffn = static_cast<int>(n / 2);
+    p.swiglu_limit = swiglu->limit;
+  } else if (swiglu != nullptr) {  // gate_up takes the GEMM's output, the SwiGLU comes after
+    DSV4_RETURN_IF_ERROR(check_output(swiglu->gate_up, n_rows, n));
+    if (swiglu->gate_up.dtype != DType::kF32) {
+      return invalid_argument("nvfp4 gemm swiglu: gate_up scratch must be f32");
+    }
+    p.d = swiglu->gate_up.data;
+    p.ldd = swiglu->gate_up.stride[0];
+    p.d_bf16 = false;
+  }
   const bool needs_accum = plan.path == sm90::Nvfp4GemmPath::kSmallM && p.d_bf16;
   Scratch accum(needs_accum ? n_rows * n * sizeof(float) : 0);
   p.accum = accum.as<float>();
   sm90::launch_nvfp4_gemm(p, plan);
+  if (swiglu != nullptr && !in_epilogue && n_rows > 0) launch_swiglu_rows(swiglu->gate_up, swiglu->limit, d);
   return ok_status();
 }
 
 Status run_w4a16(const TensorView& a, const format::Nvfp4View& b, const int32_t* offsets,
-                 const TensorView& d) {
+                 const TensorView& d, const SwigluEpilogue* swiglu = nullptr) {
   DSV4_RETURN_IF_ERROR(check_weights(b));
   if (a.dtype != DType::kBF16) {
     return unimplemented("nvfp4 gemm (cuda): a W4A16 activation must be bf16, got " +
@@ -167,11 +239,11 @@ Status run_w4a16(const TensorView& a, const format::Nvfp4View& b, const int32_t*
     return invalid_argument("nvfp4 gemm: a must be bf16 [T, " + std::to_string(b.n_cols()) +
                             "] with dense rows, got " + a.shape.to_string());
   }
-  return run(a, nullptr, b, offsets, d);
+  return run(a, nullptr, b, offsets, d, swiglu);
 }
 
 Status run_w4a4(const StagedActivation& a, const format::Nvfp4View& b, const int32_t* offsets,
-                const TensorView& d) {
+                const TensorView& d, const SwigluEpilogue* swiglu = nullptr) {
   DSV4_RETURN_IF_ERROR(check_weights(b));
   const int64_t k = b.n_cols();
   if (a.packed.rank() != 2 || a.packed.size(1) * 2 != k || !a.packed.is_contiguous() ||
@@ -190,7 +262,7 @@ Status run_w4a4(const StagedActivation& a, const format::Nvfp4View& b, const int
   }
   const TensorView a_bf16 =
       TensorView::contiguous(decoded.as<void>(), DType::kBF16, Device::kCuda, {n_rows, k});
-  return run(a_bf16, a.global_scale.data_as<const float>(), b, offsets, d);
+  return run(a_bf16, a.global_scale.data_as<const float>(), b, offsets, d, swiglu);
 }
 
 const int32_t* checked_offsets(const TensorView& group_offsets, const format::Nvfp4View& b) {
@@ -228,6 +300,34 @@ Status nvfp4_grouped_gemm(const StagedActivation& a, const format::Nvfp4View& b,
 Status nvfp4_grouped_gemm(const TensorView& a, const format::Nvfp4View& b,
                           const TensorView& group_offsets, const TensorView& d) {
   return run_w4a16(a, b, checked_offsets(group_offsets, b), d);
+}
+
+Status nvfp4_gemm_swiglu(const TensorView& a, const format::Nvfp4View& b, float limit,
+                         const TensorView& gate_up, const TensorView& act) {
+  DSV4_RETURN_IF_ERROR(single_matrix(b));
+  const SwigluEpilogue swiglu{limit, gate_up};
+  return run_w4a16(a, b, nullptr, act, &swiglu);
+}
+
+Status nvfp4_gemm_swiglu(const StagedActivation& a, const format::Nvfp4View& b, float limit,
+                         const TensorView& gate_up, const TensorView& act) {
+  DSV4_RETURN_IF_ERROR(single_matrix(b));
+  const SwigluEpilogue swiglu{limit, gate_up};
+  return run_w4a4(a, b, nullptr, act, &swiglu);
+}
+
+Status nvfp4_grouped_gemm_swiglu(const TensorView& a, const format::Nvfp4View& b,
+                                 const TensorView& group_offsets, float limit,
+                                 const TensorView& gate_up, const TensorView& act) {
+  const SwigluEpilogue swiglu{limit, gate_up};
+  return run_w4a16(a, b, checked_offsets(group_offsets, b), act, &swiglu);
+}
+
+Status nvfp4_grouped_gemm_swiglu(const StagedActivation& a, const format::Nvfp4View& b,
+                                 const TensorView& group_offsets, float limit,
+                                 const TensorView& gate_up, const TensorView& act) {
+  const SwigluEpilogue swiglu{limit, gate_up};
+  return run_w4a4(a, b, checked_offsets(group_offsets, b), act, &swiglu);
 }
 
 }  // namespace dsv4::kernels::cuda

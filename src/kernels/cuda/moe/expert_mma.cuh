@@ -26,6 +26,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/pair_layout.cuh"
+#include "kernels/cuda/swiglu.cuh"
 
 namespace dsv4::kernels::cuda::moe {
 
@@ -173,14 +174,6 @@ __device__ __forceinline__ void mma_item(const ItemWeights& w, const uint32_t b[
     mma_bf16_16816(acc, a0, b[4 * q], b[4 * q + 1]);
     mma_bf16_16816(acc, a1, b[4 * q + 2], b[4 * q + 3]);
   }
-}
-
-__device__ __forceinline__ float swiglu(float gate, float up, float limit) {
-  if (limit > 0.0f) {
-    gate = fminf(gate, limit);
-    up = fminf(fmaxf(up, -limit), limit);
-  }
-  return __fmul_rn(__fdiv_rn(gate, __fadd_rn(1.0f, expf(-gate))), up);
 }
 
 // Sums the items' partials of m-tile mt in k-tile order and writes the outputs of this chunk.

@@ -40,6 +40,17 @@ __device__ __forceinline__ int swizzle128(int row, int chunk) {
   return row * 128 + ((chunk ^ (row & 7)) << 4);
 }
 
+// The weight row (of B's N) that row `row` of the weight tile at col0 holds, or -1 past the
+// matrix. With the SwiGLU epilogue (p.swiglu_ffn = F) each 16 tile rows are 8 gate rows j and
+// then their up rows F + j, j = col0 / 2 + 8 · (row / 16) + row % 8: a ws consumer thread's rows
+// r and r + 8 are then the gate and up of one output column j.
+__device__ __forceinline__ int tile_weight_row(const Nvfp4GemmParams& p, int col0, int row) {
+  if (p.swiglu_ffn == 0) return col0 + row < p.n ? col0 + row : -1;
+  const int j = col0 / 2 + 8 * (row / 16) + row % 8;
+  if (j >= p.swiglu_ffn) return -1;
+  return row % 16 < 8 ? j : p.swiglu_ffn + j;
+}
+
 // Starts the copy of one 16-byte part of raw weight row `row` of the tile for K step kt into
 // `dst`: parts 0 and 1 are the row's 32 code bytes, part 2 its 4 block-scale bytes (a 48-byte
 // raw row, kRawRowBytes); zero-filled past N.
@@ -47,8 +58,9 @@ __device__ __forceinline__ void copy_raw_weight_part(const Nvfp4GemmParams& p,
                                                      const TileCoord& tile, int kt, int row,
                                                      int part, uint8_t* dst) {
   const int64_t row_bytes = p.kp / 2, scale_row_bytes = p.kp / 16;
-  const bool valid = tile.col0 + row < p.n;
-  const int64_t weight_row = (int64_t)tile.group * p.n + tile.col0 + row;
+  const int n_row = tile_weight_row(p, tile.col0, row);
+  const bool valid = n_row >= 0;
+  const int64_t weight_row = (int64_t)tile.group * p.n + n_row;
   if (part < 2) {
     cp_async16(dst, valid ? p.b_packed + weight_row * row_bytes + kt * 32 + part * 16
                           : p.b_packed, valid);

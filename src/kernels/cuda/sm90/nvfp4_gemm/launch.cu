@@ -104,6 +104,9 @@ void launch_nvfp4_gemm(Nvfp4GemmParams p, const Nvfp4GemmPlan& plan) {
   DSV4_CHECK(p.kp % kWeightKAlign == 0 && p.lda % 8 == 0 && p.n_groups <= kMaxGroups,
              "nvfp4 gemm: kp=%d lda=%lld groups=%d break the kernel's layout", p.kp,
              (long long)p.lda, p.n_groups);
+  DSV4_CHECK(p.swiglu_ffn == 0 || (plan.path == Nvfp4GemmPath::kWsWgmma && p.n == 2 * p.swiglu_ffn),
+             "nvfp4 gemm: the SwiGLU epilogue needs the warp-specialised kernel and N = 2F (N %d)",
+             p.n);
   if (p.n_rows == 0 || p.n == 0) return;
   if (plan.path == Nvfp4GemmPath::kStream) {
     DSV4_CHECK(p.n_rows <= kStreamMaxTokens && p.k == p.kp && p.k % kStreamStepK == 0,

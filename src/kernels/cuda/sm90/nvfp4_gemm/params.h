@@ -30,6 +30,10 @@ struct Nvfp4GemmParams {
   bool d_bf16;
   bool a_tma;               // ws kernel: tokens by TMA through its tensor-map parameter (set by
                             // launch_ws), else by cp.async
+  // ws kernel only, > 0: the SwiGLU epilogue. B's N = 2F rows are the gate [0, F) and up
+  // [F, 2F) projections and D is [T, F] = swiglu(alpha · gate, alpha · up, swiglu_limit).
+  int swiglu_ffn = 0;       // F
+  float swiglu_limit = 0.0f;
 };
 
 // What the heuristics decide for one call (heuristics.cpp).

@@ -30,6 +30,7 @@
 #include "kernels/cuda/sm90/nvfp4_gemm/params.h"
 #include "kernels/cuda/sm90/nvfp4_gemm/ptx.cuh"
 #include "kernels/cuda/sm90/nvfp4_gemm/tile_table.cuh"
+#include "kernels/cuda/swiglu.cuh"
 
 namespace dsv4::kernels::cuda::sm90 {
 
@@ -172,14 +173,18 @@ __device__ __forceinline__ void ws_mma(const uint32_t (&frag)[16], const uint8_t
   wgmma_commit();
 }
 
+// alpha of the tile's group: B's decode scale, times the staged A's (W4A4).
+__device__ __forceinline__ float tile_alpha(const Nvfp4GemmParams& p, const TileCoord& tile) {
+  return p.a_global != nullptr ? p.a_global[0] * p.b_global[tile.group] : p.b_global[tile.group];
+}
+
 // D[token, n] = alpha · acc. Thread (warp w, lane l) holds weight rows n = 16 w + l/4 (+8) and
 // token pairs 8 j + 2 (l%4) + {0, 1}; lanes l and l^4 swap one value so that each stores two
 // adjacent n of one token.
 template <int kBM, bool kOutBf16>
 __device__ __forceinline__ void ws_store(const Nvfp4GemmParams& p, const TileCoord& tile,
                                          int row, float (&acc)[kBM / 2]) {
-  const float alpha = p.a_global != nullptr ? p.a_global[0] * p.b_global[tile.group]
-                                            : p.b_global[tile.group];
+  const float alpha = tile_alpha(p, tile);
   const int lane = threadIdx.x % 32;
   const bool even = (lane / 4) % 2 == 0;
   const bool pairs = p.ldd % 2 == 0;
@@ -226,6 +231,32 @@ __device__ __forceinline__ void ws_store(const Nvfp4GemmParams& p, const TileCoo
             static_cast<float*>(p.d)[offset] = v;
           }
         }
+      }
+    }
+  }
+}
+
+// The SwiGLU epilogue (p.swiglu_ffn = F): this thread's rows are the gate and up of output
+// column j (tile_weight_row), so D[token, j] = swiglu(alpha · gate, alpha · up) needs no exchange.
+template <int kBM, bool kOutBf16>
+__device__ __forceinline__ void ws_store_swiglu(const Nvfp4GemmParams& p, const TileCoord& tile,
+                                                int row, float (&acc)[kBM / 2]) {
+  const float alpha = tile_alpha(p, tile);
+  const int lane = threadIdx.x % 32;
+  const int j = tile.col0 / 2 + 8 * (row / 16) + row % 8;
+  if (j >= p.swiglu_ffn) return;
+#pragma unroll
+  for (int i = 0; i < kBM / 8; ++i) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int token = 8 * i + 2 * (lane % 4) + e;
+      if (token >= tile.n_rows_tile) continue;
+      const float act = swiglu(alpha * acc[4 * i + e], alpha * acc[4 * i + 2 + e], p.swiglu_limit);
+      const int64_t offset = (int64_t)(tile.row0 + token) * p.ldd + j;
+      if constexpr (kOutBf16) {
+        static_cast<__nv_bfloat16*>(p.d)[offset] = __float2bfloat16_rn(act);
+      } else {
+        static_cast<float*>(p.d)[offset] = act;
       }
     }
   }
@@ -291,7 +322,11 @@ __device__ __forceinline__ void ws_consume(const Nvfp4GemmParams& p, const int* 
     fence_operands(acc);
     release(it + n_steps - 1);
     it += n_steps;
-    ws_store<kBM, kOutBf16>(p, tile, row, acc);
+    if (p.swiglu_ffn > 0) {
+      ws_store_swiglu<kBM, kOutBf16>(p, tile, row, acc);
+    } else {
+      ws_store<kBM, kOutBf16>(p, tile, row, acc);
+    }
   }
 }
 
