@@ -258,10 +258,10 @@ Result<TensorView> routed_gate_up(State& s, int n_recv, int n_rows) {
       s.staged(s.rows_packed, s.rows_scale, s.at<float>(s.decode) + kInputAmax, n_rows, d);
   const TensorView offsets = s.view(s.group_offsets, DType::kI32, {s.w.w13.n_matrices() + 1});
   const TensorView gate_up = s.view(s.gate_up, DType::kF32, {n_rows, 2 * f});
-  const TensorView act = s.view(s.act, DType::kF32, {n_rows, f});
-  DSV4_RETURN_IF_ERROR(kernels::cuda::nvfp4_grouped_gemm_swiglu(rows, s.w.w13, offsets,
-                                                                s.cfg.swiglu_limit, gate_up, act));
-  return act;
+  DSV4_RETURN_IF_ERROR(kernels::cuda::nvfp4_grouped_gemm(rows, s.w.w13, offsets, gate_up));
+  moe::launch_swiglu(gate_up.data_as<const float>(), n_rows, static_cast<int>(f),
+                     s.cfg.swiglu_limit, s.at<float>(s.act), nullptr, cudaStreamPerThread);
+  return s.view(s.act, DType::kF32, {n_rows, f});
 }
 
 // L1 of the shared expert on this rank's tokens.
@@ -269,9 +269,12 @@ Status shared_gate_up(State& s, int64_t n_tokens) {
   if (n_tokens == 0) return ok_status();
   const int64_t f = s.w.w2.n_cols();
   const TensorView gate_up = s.view(s.shared_gate_up, DType::kF32, {n_tokens, 2 * f});
-  return kernels::cuda::nvfp4_gemm_swiglu(s.group->buffers()[s.rank].staged(n_tokens),
-                                          s.w.shared_w13, s.cfg.swiglu_limit, gate_up,
-                                          s.view(s.shared_act, DType::kF32, {n_tokens, f}));
+  DSV4_RETURN_IF_ERROR(kernels::cuda::nvfp4_gemm(s.group->buffers()[s.rank].staged(n_tokens),
+                                                 s.w.shared_w13, gate_up));
+  moe::launch_swiglu(gate_up.data_as<const float>(), static_cast<int>(n_tokens),
+                     static_cast<int>(f), s.cfg.swiglu_limit, s.at<float>(s.shared_act), nullptr,
+                     cudaStreamPerThread);
+  return ok_status();
 }
 
 // L2 of both halves; routed rows go home (peer stores, or the partial buffer reduce-scattered),
