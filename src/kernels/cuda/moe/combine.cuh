@@ -51,29 +51,23 @@ __device__ __forceinline__ float4 add_shared(float4 acc, float4 s) {
 }
 
 // Columns [d, d + sizeof(V)/4) of the token's combined output. The down rows are read through
-// L2 (ld.cg): in the fused combine other warps of the same grid wrote them. The loads go out
-// kCombineBatch rows at a time, all before that batch's adds (one load per add left the combine
-// kernel latency-bound; all K rows at once cost the registers of a second block an SM); the
-// sums run in the fixed order either way.
-inline constexpr int kCombineBatch = 4;
+// L2 (ld.cg): in the fused combine other warps of the same grid wrote them. Every row is loaded
+// before the first add (the loads are independent; issued one per add, the combine kernel was
+// latency-bound), then the sums run in the fixed order.
 template <typename V>
 __device__ __forceinline__ V combine_columns(const TokenRoutes& r, int k_used, bool with_shared,
                                              const float* down, int dim, int d) {
+  V routed[kMaxExpertsPerToken];
+#pragma unroll
+  for (int k = 0; k < kMaxExpertsPerToken; ++k) {
+    if (k < k_used) routed[k] = __ldcg(reinterpret_cast<const V*>(down + int64_t{r.rows[k]} * dim + d));
+  }
   V shared{};
   if (with_shared) shared = __ldcg(reinterpret_cast<const V*>(down + int64_t{r.shared_row} * dim + d));
   V acc{};
-  for (int k0 = 0; k0 < k_used; k0 += kCombineBatch) {
-    V batch[kCombineBatch];
 #pragma unroll
-    for (int j = 0; j < kCombineBatch; ++j) {
-      if (k0 + j < k_used) {
-        batch[j] = __ldcg(reinterpret_cast<const V*>(down + int64_t{r.rows[k0 + j]} * dim + d));
-      }
-    }
-#pragma unroll
-    for (int j = 0; j < kCombineBatch; ++j) {
-      if (k0 + j < k_used) acc = combine_step(acc, r.weights[k0 + j], batch[j]);
-    }
+  for (int k = 0; k < kMaxExpertsPerToken; ++k) {
+    if (k < k_used) acc = combine_step(acc, r.weights[k], routed[k]);
   }
   return with_shared ? add_shared(acc, shared) : acc;
 }

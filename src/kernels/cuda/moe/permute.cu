@@ -75,13 +75,9 @@ constexpr int kCombineThreads = 256;
 constexpr int kCombineColumns = 4 * kCombineThreads;
 __global__ void combine_kernel(const float* down, const int* row_of, const float* sel_weight,
                                int k_used, int dim, bool with_shared, float* y) {
-  // The token's routes once per block, in shared memory: token_routes sorts with dynamic
-  // indices, which in every thread meant a local-memory array per thread.
-  __shared__ TokenRoutes routes;
   pdl_wait();  // the expert outputs
   const int t = blockIdx.x;
-  if (threadIdx.x == 0) routes = token_routes(row_of, sel_weight, t, k_used);
-  __syncthreads();
+  const TokenRoutes routes = token_routes(row_of, sel_weight, t, k_used);
   const int d_end = min(dim, static_cast<int>(blockIdx.y + 1) * kCombineColumns);
   for (int d = blockIdx.y * kCombineColumns + threadIdx.x * 4; d < d_end; d += kCombineColumns) {
     const float4 acc = combine_columns<float4>(routes, k_used, with_shared, down, dim, d);
