@@ -12,7 +12,6 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
-
 #include <string>
 
 #include "kernels/cuda/cuda_check.h"
