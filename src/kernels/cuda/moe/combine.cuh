@@ -51,25 +51,20 @@ __device__ __forceinline__ float4 add_shared(float4 acc, float4 s) {
 }
 
 // Columns [d, d + sizeof(V)/4) of the token's combined output. The down rows are read through
-// L2 (ld.cg): in the fused combine other warps of the same grid wrote them. Every row is loaded
-// before the first add (the loads are independent; issued one per add, the combine kernel was
-// latency-bound), then the sums run in the fixed order.
+// L2 (ld.cg): in the fused combine other warps of the same grid wrote them.
 template <typename V>
 __device__ __forceinline__ V combine_columns(const TokenRoutes& r, int k_used, bool with_shared,
                                              const float* down, int dim, int d) {
-  V routed[kMaxExpertsPerToken];
-#pragma unroll
-  for (int k = 0; k < kMaxExpertsPerToken; ++k) {
-    if (k < k_used) routed[k] = __ldcg(reinterpret_cast<const V*>(down + int64_t{r.rows[k]} * dim + d));
-  }
-  V shared{};
-  if (with_shared) shared = __ldcg(reinterpret_cast<const V*>(down + int64_t{r.shared_row} * dim + d));
   V acc{};
-#pragma unroll
-  for (int k = 0; k < kMaxExpertsPerToken; ++k) {
-    if (k < k_used) acc = combine_step(acc, r.weights[k], routed[k]);
+  for (int k = 0; k < k_used; ++k) {
+    acc = combine_step(acc, r.weights[k],
+                       __ldcg(reinterpret_cast<const V*>(down + int64_t{r.rows[k]} * dim + d)));
   }
-  return with_shared ? add_shared(acc, shared) : acc;
+  if (with_shared) {
+    const V* shared = reinterpret_cast<const V*>(down + int64_t{r.shared_row} * dim + d);
+    acc = add_shared(acc, __ldcg(shared));
+  }
+  return acc;
 }
 
 }  // namespace dsv4::kernels::cuda::moe
