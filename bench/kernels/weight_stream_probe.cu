@@ -5,7 +5,8 @@
 // on V4-Flash's decode-step shape: 7 gate-up matrices [2·2048, 4096] NVFP4 codes (58.7 MB),
 // rotated over 8 copies so that no launch finds its bytes in L2.
 //
-// Patterns, each with loads kDepth steps ahead in a register ring like expert_stream's:
+// Patterns, each with expert_stream's load (load_weights_once) kDepth steps ahead in a
+// register ring:
 //   rows-64   expert_stream's: warp = 16-row m-tile (rows j and F + j for 8 j), lane (g, c)
 //             reads 16 bytes of each of its two rows per step, a row's 4 lanes 64 contiguous
 //             bytes; one warp load touches 8 rows.
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/pair_layout.cuh"
 
 namespace dsv4::bench {
 namespace {
@@ -32,14 +34,6 @@ constexpr int kCopies = 8;
 constexpr int kWarps = 4;
 
 enum class Pattern { kRows64, kRows128, kTiled };
-
-__device__ __forceinline__ uint4 load_once(const uint8_t* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
 
 __device__ __forceinline__ uint32_t fold(uint4 v) { return v.x ^ v.y ^ v.z ^ v.w; }
 
@@ -59,13 +53,13 @@ __global__ void __launch_bounds__(32 * kWarps) probe_kernel(const uint8_t* weigh
   const uint8_t* tile = matrix + int64_t{mt} * 16 * kRowBytes + lane * 16;
   auto issue = [&](int s, uint4 (&v)[kLoadsPerStep]) {
     if constexpr (kPattern == Pattern::kTiled) {
-      v[0] = load_once(tile + s * 1024);
-      v[1] = load_once(tile + s * 1024 + 512);
+      v[0] = kernels::cuda::load_weights_once(tile + s * 1024);
+      v[1] = kernels::cuda::load_weights_once(tile + s * 1024 + 512);
     } else {
 #pragma unroll
       for (int i = 0; i < kLoadsPerStep / 2; ++i) {
-        v[2 * i] = load_once(lo + s * kStepBytes + 16 * i);
-        v[2 * i + 1] = load_once(hi + s * kStepBytes + 16 * i);
+        v[2 * i] = kernels::cuda::load_weights_once(lo + s * kStepBytes + 16 * i);
+        v[2 * i + 1] = kernels::cuda::load_weights_once(hi + s * kStepBytes + 16 * i);
       }
     }
   };
