@@ -11,7 +11,6 @@
 // Dimension letters: T tokens (rows), N output features, K input features, G experts.
 #include <cuda_bf16.h>
 
-#include <algorithm>
 #include <string>
 
 #include "kernels/cuda/cuda_check.h"
@@ -113,48 +112,6 @@ struct SwigluEpilogue {
   float limit;
   TensorView gate_up;
 };
-
-// act[r, j] = swiglu(gate_up[r, j], gate_up[r, F + j]): a block per row at a time, each thread 4
-// columns as float4 (F is a multiple of 16: it is L2's K).
-template <typename Out>
-__global__ void swiglu_rows_kernel(const float* gate_up, int64_t ld_in, int n_rows, int ffn,
-                                   float limit, Out* act, int64_t ld_out) {
-  for (int r = blockIdx.x; r < n_rows; r += gridDim.x) {
-    const float* gate = gate_up + r * ld_in;
-    for (int j = threadIdx.x * 4; j < ffn; j += blockDim.x * 4) {
-      const float4 g = *reinterpret_cast<const float4*>(gate + j);
-      const float4 u = *reinterpret_cast<const float4*>(gate + ffn + j);
-      const float v[4] = {swiglu(g.x, u.x, limit), swiglu(g.y, u.y, limit),
-                          swiglu(g.z, u.z, limit), swiglu(g.w, u.w, limit)};
-      Out* dst = act + r * ld_out + j;
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        if constexpr (sizeof(Out) == 2) {
-          dst[e] = __float2bfloat16_rn(v[e]);
-        } else {
-          dst[e] = v[e];
-        }
-      }
-    }
-  }
-}
-
-void launch_swiglu_rows(const TensorView& gate_up, float limit, const TensorView& act) {
-  const int n_rows = static_cast<int>(act.size(0)), ffn = static_cast<int>(act.size(1));
-  DSV4_CHECK(ffn % 4 == 0 && gate_up.stride[0] % 4 == 0,
-             "swiglu rows: F %d and the gate_up row stride must be multiples of 4", ffn);
-  const int n_blocks = std::max(1, std::min(n_rows, 8192));
-  if (act.dtype == DType::kBF16) {
-    swiglu_rows_kernel<<<n_blocks, 256, 0, op_stream()>>>(
-        gate_up.data_as<const float>(), gate_up.stride[0], n_rows, ffn, limit,
-        act.data_as<__nv_bfloat16>(), act.stride[0]);
-  } else {
-    swiglu_rows_kernel<<<n_blocks, 256, 0, op_stream()>>>(
-        gate_up.data_as<const float>(), gate_up.stride[0], n_rows, ffn, limit,
-        act.data_as<float>(), act.stride[0]);
-  }
-  DSV4_CUDA_CHECK(cudaGetLastError());
-}
 
 // Runs the GEMM for a bf16 A (a_global: the staged activation's decode scale, or nullptr).
 Status run(const TensorView& a, const float* a_global, const format::Nvfp4View& b,

@@ -4,6 +4,8 @@
 // silu(gate) · up in the order cpu::swiglu rounds it.
 #pragma once
 
+#include "base/tensor.h"
+
 namespace dsv4::kernels::cuda {
 
 __device__ __forceinline__ float swiglu(float gate, float up, float limit) {
@@ -13,5 +15,9 @@ __device__ __forceinline__ float swiglu(float gate, float up, float limit) {
   }
   return __fmul_rn(__fdiv_rn(gate, __fadd_rn(1.0f, expf(-gate))), up);
 }
+
+// act [T, F] (f32 or bf16) = swiglu(gate_up[:, j], gate_up[:, F + j]) of an f32 [T, 2F] on
+// op_stream() (swiglu_rows.cu); F and both row strides multiples of 4.
+void launch_swiglu_rows(const TensorView& gate_up, float limit, const TensorView& act);
 
 }  // namespace dsv4::kernels::cuda

@@ -71,8 +71,5 @@ void launch_gather_bf16(const float* x, const int* row_token, int n_rows, int di
 void launch_gather_nvfp4(const uint8_t* packed, const uint8_t* scale, const int* row_token,
                          int n_rows, int dim, uint8_t* rows_packed, uint8_t* rows_scale,
                          cudaStream_t stream);
-// act[S, F] = silu(min(gate, limit)) · clamp(up, ±limit) of gate_up [S, 2F]; f32 or bf16 out.
-void launch_swiglu(const float* gate_up, int n_rows, int ffn, float limit, float* act_f32,
-                   uint16_t* act_bf16, cudaStream_t stream);
 
 }  // namespace dsv4::kernels::cuda::moe

@@ -23,6 +23,7 @@
 #include "kernels/cuda/moe/kernels.h"
 #include "kernels/cuda/moe/moe_pipeline.h"
 #include "kernels/cuda/stream.h"
+#include "kernels/cuda/swiglu.cuh"
 
 namespace dsv4::kernels::cuda::moe {
 namespace {
@@ -152,8 +153,7 @@ Status run_grouped(const Scratch& s, const TensorView& x, const MoeWeightsView& 
                        static_cast<int>(ws.dim), s.at<uint16_t>(ws.x_bf16), op_stream());
     DSV4_RETURN_IF_ERROR(grouped_layer(a.rows(0, n_routed), a.rows(n_routed, n_rows), w, true,
                                        offsets, gate_up, n_routed));
-    launch_swiglu(gate_up.data_as<const float>(), rows, static_cast<int>(ws.ffn), cfg.swiglu_limit,
-                  nullptr, s.at<uint16_t>(ws.act), op_stream());
+    launch_swiglu_rows(gate_up, cfg.swiglu_limit, act_bf16);
     return grouped_layer(act_bf16.rows(0, n_routed), act_bf16.rows(n_routed, n_rows), w, false,
                          offsets, down, n_routed);
   }
@@ -164,8 +164,7 @@ Status run_grouped(const Scratch& s, const TensorView& x, const MoeWeightsView& 
                       s.at<uint8_t>(ws.x_rows_packed), s.at<uint8_t>(ws.x_rows_scale), op_stream());
   DSV4_RETURN_IF_ERROR(grouped_layer(rows_of(a, 0, n_routed), rows_of(a, n_routed, n_rows), w, true,
                                      offsets, gate_up, n_routed));
-  launch_swiglu(gate_up.data_as<const float>(), rows, static_cast<int>(ws.ffn), cfg.swiglu_limit,
-                s.at<float>(ws.act), nullptr, op_stream());
+  launch_swiglu_rows(gate_up, cfg.swiglu_limit, act_f32);
   const StagedActivation act = s.staged(ws.act_packed, ws.act_scale, ws.act_global, n_rows, ws.ffn);
   const int64_t staged_rows = w.has_shared() ? n_rows : n_routed;
   DSV4_RETURN_IF_ERROR(cuda::stage_activation(act_f32.rows(0, staged_rows), w.w2_input_scale,

@@ -10,6 +10,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/moe/kernels.h"
+#include "kernels/cuda/swiglu.cuh"
 #include "kernels/cuda/moe/moe_pipeline.h"
 #include "kernels/ep/cuda/ep_moe_cuda.h"
 #include "kernels/ep/cuda/transfer.h"
@@ -259,9 +260,9 @@ Result<TensorView> routed_gate_up(State& s, int n_recv, int n_rows) {
   const TensorView offsets = s.view(s.group_offsets, DType::kI32, {s.w.w13.n_matrices() + 1});
   const TensorView gate_up = s.view(s.gate_up, DType::kF32, {n_rows, 2 * f});
   DSV4_RETURN_IF_ERROR(kernels::cuda::nvfp4_grouped_gemm(rows, s.w.w13, offsets, gate_up));
-  moe::launch_swiglu(gate_up.data_as<const float>(), n_rows, static_cast<int>(f),
-                     s.cfg.swiglu_limit, s.at<float>(s.act), nullptr, cudaStreamPerThread);
-  return s.view(s.act, DType::kF32, {n_rows, f});
+  const TensorView act = s.view(s.act, DType::kF32, {n_rows, f});
+  kernels::cuda::launch_swiglu_rows(gate_up, s.cfg.swiglu_limit, act);
+  return act;
 }
 
 // L1 of the shared expert on this rank's tokens.
@@ -271,9 +272,8 @@ Status shared_gate_up(State& s, int64_t n_tokens) {
   const TensorView gate_up = s.view(s.shared_gate_up, DType::kF32, {n_tokens, 2 * f});
   DSV4_RETURN_IF_ERROR(kernels::cuda::nvfp4_gemm(s.group->buffers()[s.rank].staged(n_tokens),
                                                  s.w.shared_w13, gate_up));
-  moe::launch_swiglu(gate_up.data_as<const float>(), static_cast<int>(n_tokens),
-                     static_cast<int>(f), s.cfg.swiglu_limit, s.at<float>(s.shared_act), nullptr,
-                     cudaStreamPerThread);
+  kernels::cuda::launch_swiglu_rows(gate_up, s.cfg.swiglu_limit,
+                                    s.view(s.shared_act, DType::kF32, {n_tokens, f}));
   return ok_status();
 }
 
