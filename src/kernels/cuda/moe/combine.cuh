@@ -37,6 +37,21 @@ __device__ __forceinline__ TokenRoutes token_routes(const int* row_of, const flo
   return r;
 }
 
+// token_routes for a whole block, written once into shared memory by its first warp: lane k
+// takes slot k and finds its place by counting the smaller rows (a token's rows are distinct),
+// so the order is token_routes' and no thread keeps the arrays in local memory.
+__device__ __forceinline__ void token_routes_by_warp(const int* row_of, const float* sel_weight,
+                                                     int t, int k_used, TokenRoutes& r) {
+  const int lane = threadIdx.x % 32;
+  const int* slots = row_of + t * (k_used + 1);
+  const bool mine = lane < k_used;
+  const int row = mine ? slots[lane] : 0;
+  int rank = 0;
+  for (int j = 0; j < k_used; ++j) rank += __shfl_sync(0xffffffffu, row, j) < row;
+  if (mine) r.rows[rank] = row, r.weights[rank] = sel_weight[t * (k_used + 1) + lane];
+  if (lane == 0) r.shared_row = slots[k_used];
+}
+
 __device__ __forceinline__ float combine_step(float acc, float w, float o) {
   return __fadd_rn(acc, __fmul_rn(w, o));
 }
@@ -56,6 +71,7 @@ template <typename V>
 __device__ __forceinline__ V combine_columns(const TokenRoutes& r, int k_used, bool with_shared,
                                              const float* down, int dim, int d) {
   V acc{};
+#pragma unroll 4  // four rows' loads in flight before their adds, which stay in order
   for (int k = 0; k < k_used; ++k) {
     acc = combine_step(acc, r.weights[k],
                        __ldcg(reinterpret_cast<const V*>(down + int64_t{r.rows[k]} * dim + d)));

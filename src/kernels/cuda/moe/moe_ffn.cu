@@ -3,7 +3,8 @@
 //   route (logits, top-K, counts) → permute (offsets, rows) → [stage x: W4A4]
 //     (T ≤ kSmallRouteTokens: route_small.cu, the same in two launches)
 //   fused:   gate_up+SwiGLU expert kernel → [stage act: W4A4] → down expert kernel
-//   grouped: gather → nvfp4_grouped_gemm + nvfp4_gemm (shared) → SwiGLU → [stage act] → same
+//   grouped: gather → nvfp4_grouped_gemm_swiglu + nvfp4_gemm_swiglu (shared) → [stage act]
+//            → nvfp4_grouped_gemm + nvfp4_gemm
 //   → combine (gather by token, fixed order; on the W4A16 fused path at
 //     T ≤ kSmallRouteTokens the down kernel's last warp per m-tile does it: fuses_combine).
 //
@@ -23,7 +24,6 @@
 #include "kernels/cuda/moe/kernels.h"
 #include "kernels/cuda/moe/moe_pipeline.h"
 #include "kernels/cuda/stream.h"
-#include "kernels/cuda/swiglu.cuh"
 
 namespace dsv4::kernels::cuda::moe {
 namespace {
@@ -125,16 +125,30 @@ Status run_fused(const Scratch& s, const MoeWeightsView& w, const MoeConfig& cfg
   return ok_status();
 }
 
-// L1 or L2 of the grouped path: routed rows [0, R) through the grouped GEMM over the E experts,
-// the shared expert's rows [R, S) through the plain GEMM.
+// L1 of the grouped path with its SwiGLU (in the GEMM's epilogue where the plan allows, else
+// through gate_up): routed rows [0, R) over the E experts, the shared expert's rows [R, S)
+// through the plain GEMM.
 template <typename A>
-Status grouped_layer(const A& a_routed, const A& a_shared, const MoeWeightsView& w, bool first,
-                     const TensorView& offsets, const TensorView& out, int64_t n_routed) {
-  const int64_t n_rows = out.size(0);
-  DSV4_RETURN_IF_ERROR(
-      cuda::nvfp4_grouped_gemm(a_routed, first ? w.w13 : w.w2, offsets, out.rows(0, n_routed)));
+Status grouped_gate_up(const A& a_routed, const A& a_shared, const MoeWeightsView& w,
+                       const MoeConfig& cfg, const TensorView& offsets, const TensorView& gate_up,
+                       const TensorView& act, int64_t n_routed) {
+  const int64_t n_rows = act.size(0);
+  DSV4_RETURN_IF_ERROR(cuda::nvfp4_grouped_gemm_swiglu(a_routed, w.w13, offsets, cfg.swiglu_limit,
+                                                       gate_up.rows(0, n_routed),
+                                                       act.rows(0, n_routed)));
   if (!w.has_shared()) return ok_status();
-  return cuda::nvfp4_gemm(a_shared, first ? w.shared_w13 : w.shared_w2, out.rows(n_routed, n_rows));
+  return cuda::nvfp4_gemm_swiglu(a_shared, w.shared_w13, cfg.swiglu_limit,
+                                 gate_up.rows(n_routed, n_rows), act.rows(n_routed, n_rows));
+}
+
+// L2 of the grouped path, split as L1.
+template <typename A>
+Status grouped_down(const A& a_routed, const A& a_shared, const MoeWeightsView& w,
+                    const TensorView& offsets, const TensorView& down, int64_t n_routed) {
+  const int64_t n_rows = down.size(0);
+  DSV4_RETURN_IF_ERROR(cuda::nvfp4_grouped_gemm(a_routed, w.w2, offsets, down.rows(0, n_routed)));
+  if (!w.has_shared()) return ok_status();
+  return cuda::nvfp4_gemm(a_shared, w.shared_w2, down.rows(n_routed, n_rows));
 }
 
 Status run_grouped(const Scratch& s, const TensorView& x, const MoeWeightsView& w,
@@ -151,26 +165,24 @@ Status run_grouped(const Scratch& s, const TensorView& x, const MoeWeightsView& 
     const TensorView a = s.view(ws.x_bf16, DType::kBF16, {n_rows, ws.dim});
     launch_gather_bf16(x.data_as<const float>(), s.at<int>(ws.row_token), rows,
                        static_cast<int>(ws.dim), s.at<uint16_t>(ws.x_bf16), op_stream());
-    DSV4_RETURN_IF_ERROR(grouped_layer(a.rows(0, n_routed), a.rows(n_routed, n_rows), w, true,
-                                       offsets, gate_up, n_routed));
-    launch_swiglu_rows(gate_up, cfg.swiglu_limit, act_bf16);
-    return grouped_layer(act_bf16.rows(0, n_routed), act_bf16.rows(n_routed, n_rows), w, false,
-                         offsets, down, n_routed);
+    DSV4_RETURN_IF_ERROR(grouped_gate_up(a.rows(0, n_routed), a.rows(n_routed, n_rows), w, cfg,
+                                         offsets, gate_up, act_bf16, n_routed));
+    return grouped_down(act_bf16.rows(0, n_routed), act_bf16.rows(n_routed, n_rows), w, offsets,
+                        down, n_routed);
   }
   const StagedActivation a =
       s.staged(ws.x_rows_packed, ws.x_rows_scale, ws.x_global, n_rows, ws.dim);
   launch_gather_nvfp4(s.at<uint8_t>(ws.x_packed), s.at<uint8_t>(ws.x_scale),
                       s.at<int>(ws.row_token), rows, static_cast<int>(ws.dim),
                       s.at<uint8_t>(ws.x_rows_packed), s.at<uint8_t>(ws.x_rows_scale), op_stream());
-  DSV4_RETURN_IF_ERROR(grouped_layer(rows_of(a, 0, n_routed), rows_of(a, n_routed, n_rows), w, true,
-                                     offsets, gate_up, n_routed));
-  launch_swiglu_rows(gate_up, cfg.swiglu_limit, act_f32);
+  DSV4_RETURN_IF_ERROR(grouped_gate_up(rows_of(a, 0, n_routed), rows_of(a, n_routed, n_rows), w,
+                                       cfg, offsets, gate_up, act_f32, n_routed));
   const StagedActivation act = s.staged(ws.act_packed, ws.act_scale, ws.act_global, n_rows, ws.ffn);
   const int64_t staged_rows = w.has_shared() ? n_rows : n_routed;
   DSV4_RETURN_IF_ERROR(cuda::stage_activation(act_f32.rows(0, staged_rows), w.w2_input_scale,
                                               rows_of(act, 0, staged_rows)));
-  return grouped_layer(rows_of(act, 0, n_routed), rows_of(act, n_routed, n_rows), w, false, offsets,
-                       down, n_routed);
+  return grouped_down(rows_of(act, 0, n_routed), rows_of(act, n_routed, n_rows), w, offsets, down,
+                      n_routed);
 }
 
 // What this pipeline supports beyond the op contract; anything else is unimplemented.

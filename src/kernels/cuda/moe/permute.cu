@@ -77,7 +77,9 @@ __global__ void combine_kernel(const float* down, const int* row_of, const float
                                int k_used, int dim, bool with_shared, float* y) {
   pdl_wait();  // the expert outputs
   const int t = blockIdx.x;
-  const TokenRoutes routes = token_routes(row_of, sel_weight, t, k_used);
+  __shared__ TokenRoutes routes;
+  if (threadIdx.x < 32) token_routes_by_warp(row_of, sel_weight, t, k_used, routes);
+  __syncthreads();
   const int d_end = min(dim, static_cast<int>(blockIdx.y + 1) * kCombineColumns);
   for (int d = blockIdx.y * kCombineColumns + threadIdx.x * 4; d < d_end; d += kCombineColumns) {
     const float4 acc = combine_columns<float4>(routes, k_used, with_shared, down, dim, d);

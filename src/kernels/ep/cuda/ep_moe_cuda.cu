@@ -10,7 +10,6 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/moe/kernels.h"
-#include "kernels/cuda/swiglu.cuh"
 #include "kernels/cuda/moe/moe_pipeline.h"
 #include "kernels/ep/cuda/ep_moe_cuda.h"
 #include "kernels/ep/cuda/transfer.h"
@@ -259,9 +258,9 @@ Result<TensorView> routed_gate_up(State& s, int n_recv, int n_rows) {
       s.staged(s.rows_packed, s.rows_scale, s.at<float>(s.decode) + kInputAmax, n_rows, d);
   const TensorView offsets = s.view(s.group_offsets, DType::kI32, {s.w.w13.n_matrices() + 1});
   const TensorView gate_up = s.view(s.gate_up, DType::kF32, {n_rows, 2 * f});
-  DSV4_RETURN_IF_ERROR(kernels::cuda::nvfp4_grouped_gemm(rows, s.w.w13, offsets, gate_up));
   const TensorView act = s.view(s.act, DType::kF32, {n_rows, f});
-  kernels::cuda::launch_swiglu_rows(gate_up, s.cfg.swiglu_limit, act);
+  DSV4_RETURN_IF_ERROR(kernels::cuda::nvfp4_grouped_gemm_swiglu(rows, s.w.w13, offsets,
+                                                                s.cfg.swiglu_limit, gate_up, act));
   return act;
 }
 
@@ -270,11 +269,9 @@ Status shared_gate_up(State& s, int64_t n_tokens) {
   if (n_tokens == 0) return ok_status();
   const int64_t f = s.w.w2.n_cols();
   const TensorView gate_up = s.view(s.shared_gate_up, DType::kF32, {n_tokens, 2 * f});
-  DSV4_RETURN_IF_ERROR(kernels::cuda::nvfp4_gemm(s.group->buffers()[s.rank].staged(n_tokens),
-                                                 s.w.shared_w13, gate_up));
-  kernels::cuda::launch_swiglu_rows(gate_up, s.cfg.swiglu_limit,
-                                    s.view(s.shared_act, DType::kF32, {n_tokens, f}));
-  return ok_status();
+  return kernels::cuda::nvfp4_gemm_swiglu(s.group->buffers()[s.rank].staged(n_tokens),
+                                          s.w.shared_w13, s.cfg.swiglu_limit, gate_up,
+                                          s.view(s.shared_act, DType::kF32, {n_tokens, f}));
 }
 
 // L2 of both halves; routed rows go home (peer stores, or the partial buffer reduce-scattered),
