@@ -22,9 +22,11 @@ inline constexpr double kGoldenLogitsRelTol = 1e-4;
 // One submodule's output against layers.safetensors: a single layer's worth of f32 rounding.
 inline constexpr double kGoldenLayerRelTol = 1e-4;
 
-// An f32-accumulated result rounded to bf16 on output: each element carries ≤ 2^-9 relative
-// rounding, so a row's relative norm error is ≤ 2^-9 ≈ 2e-3 plus the f32 part; 4e-3 leaves room
-// and still fails on a wrong alpha or a missed row (errors ≥ 1e-1).
+// An f32-accumulated result rounded to bf16 on output, against the unrounded reference: bf16
+// keeps 8 significant bits, so each element is within 2^-8 ≈ 3.9e-3 relative (round to nearest)
+// and so is a row's norm, plus the f32 part (~1e-6); 4e-3 still fails on a wrong alpha or a
+// missed row (errors ≥ 1e-1). Against a reference rounded to bf16 too, one flip can cost a
+// whole ulp (2^-7): compare with the unrounded one.
 inline constexpr double kBf16OutputRelTol = 4e-3;
 
 // A layer whose activations are staged to NVFP4 (W4A4) against the same layer with f32
