@@ -1,6 +1,6 @@
 // The grouped path's data movement around the sm90 grouped GEMMs: gathering L1's input rows by
 // group (bf16, or the staged NVFP4 rows, which is bit-identical to staging the gathered rows:
-// same values, same amax). The SwiGLU between the GEMMs is launch_swiglu_rows (swiglu.cuh).
+// same values, same amax). The SwiGLU between the GEMMs is in nvfp4_*_swiglu (moe_ffn.cu).
 //
 // Dimension letters: T tokens, D model width, F expert width, S grouped rows.
 #include "base/float_convert.h"
