@@ -59,8 +59,7 @@ if [ "$ncu_m" != 0 ]; then
   ncu --import /tmp/ws.ncu-rep --page source --print-source sass --csv > /tmp/source.csv \
     2>> "$out/ncu.txt" ||
     ncu --import /tmp/ws.ncu-rep --page source --csv > /tmp/source.csv 2>> "$out/ncu.txt"
-  [ -f build-gemm/carry/ncu_top.py ] &&
-    python3 build-gemm/carry/ncu_top.py /tmp/source.csv > "$out/source_top.txt" 2>&1
+  python3 scripts/device/ncu_source_top.py /tmp/source.csv > "$out/source_top.txt" 2>&1
   xz -T4 -c /tmp/source.csv > "$out/source.csv.xz"
   xz -T4 -c /tmp/ws.ncu-rep > "$out/ws.ncu-rep.xz"
   grep -v "^==PROF==" "$out/ncu.txt" | grep -E "Duration|Elapsed Cycles|Compute \(SM\) Th|Issued Warp|No Eligible|Eligible Warps|Stall|L1/TEX Hit|L2 Hit|Mem Busy|Max Bandwidth" | head -60
