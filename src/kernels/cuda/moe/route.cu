@@ -133,7 +133,11 @@ __global__ void __launch_bounds__(kSelectThreads) router_select_kernel(RouterPar
     }
   }
   __syncthreads();
-  if (threadIdx.x < 32) select_experts(p, smem_score, t, lane, p.counts);
+  if (threadIdx.x < 32) {
+    const int64_t entry = int64_t{t} * (p.k_used + 1);
+    select_experts(p, smem_score, p.bias, t, lane, p.counts, p.sel_expert + entry,
+                   p.sel_weight + entry);
+  }
 }
 
 }  // namespace

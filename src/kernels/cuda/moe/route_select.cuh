@@ -30,12 +30,13 @@ __device__ __forceinline__ void warp_argmax(float& value, int& expert) {
   }
 }
 
-// Warp-wide (all 32 lanes): token t's K experts and weights from its scores `score_in` [E] (any
-// memory), written to p.sel_expert / p.sel_weight with the shared expert E as slot K; each
-// chosen expert's entry of `counts` (global or shared) goes up by one. Expert e lives in lane
-// e % 32, register e / 32.
-__device__ __forceinline__ void select_experts(const RouterParams& p, const float* score_in, int t,
-                                               int lane, int* counts) {
+// Warp-wide (all 32 lanes): token t's K experts and weights from its scores `score_in` [E] and
+// the selection bias `bias` [E] (nullptr: none), written to `chosen` / `weight` [K+1] with the
+// shared expert E as slot K; each chosen expert's entry of `counts` goes up by one. Every
+// pointer may be global or shared memory. Expert e lives in lane e % 32, register e / 32.
+__device__ __forceinline__ void select_experts(const RouterParams& p, const float* score_in,
+                                               const float* bias, int t, int lane, int* counts,
+                                               int* chosen, float* weight) {
   float score[kMaxExpertsPerLane], biased[kMaxExpertsPerLane];
 #pragma unroll
   for (int i = 0; i < kMaxExpertsPerLane; ++i) {
@@ -43,11 +44,9 @@ __device__ __forceinline__ void select_experts(const RouterParams& p, const floa
     score[i] = biased[i] = -FLT_MAX;
     if (e < p.n_experts) {
       score[i] = score_in[e];
-      biased[i] = p.bias ? score[i] + p.bias[e] : score[i];
+      biased[i] = bias ? score[i] + bias[e] : score[i];
     }
   }
-  int* chosen = p.sel_expert + int64_t{t} * (p.k_used + 1);
-  float* weight = p.sel_weight + int64_t{t} * (p.k_used + 1);
   float sum = 0.0f;
   for (int k = 0; k < p.k_used; ++k) {
     int expert;

@@ -9,8 +9,10 @@
 //                               as bf16 in the pair layout for the fused expert kernels,
 //                               and zeroes the m-tile counts of the down kernel's fused
 //                               combine (they are read two launches later).
-//   route_select_small_kernel   one block: a warp per token selects (route_select.cuh), counts
-//                               in shared memory (then stored, not added, to p.counts), offsets
+//   route_select_small_kernel   one block: the bias into shared memory before the PDL wait,
+//                               then a warp per token selects (route_select.cuh) into shared
+//                               memory, counts there too (then stored, not added, to
+//                               p.counts), offsets
 //                               and the active list by a block scan,
 //                               then each (token, slot) finds its row by counting the earlier
 //                               entries of its group: the order permute.cu produces.
@@ -102,20 +104,34 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ int smem_count[32 * kMaxExpertsPerLane + 1];
   __shared__ int smem_offset[32 * kMaxExpertsPerLane + 1];
   __shared__ int smem_sel[kMaxEntries];
+  __shared__ float smem_weight[kMaxEntries];
+  __shared__ float smem_bias[32 * kMaxExpertsPerLane];
   pdl_trigger();  // the expert kernel may launch now (and prefetch the shared expert)
-  pdl_wait();     // the logits
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int n_groups = p.n_experts + 1, n_entries = p.n_tokens * (p.k_used + 1);
-  for (int i = threadIdx.x; i < p.n_tokens * p.n_experts; i += kThreads) {
-    smem_score[i / p.n_experts][i % p.n_experts] = sqrt_softplus(p.logits[i]);
+  // What needs no logits (the bias is a weight, the counts start fixed) before the wait, so
+  // the selection after it touches only shared memory and the logits.
+  for (int e = threadIdx.x; p.bias != nullptr && e < p.n_experts; e += kThreads) {
+    smem_bias[e] = p.bias[e];
   }
   for (int g = threadIdx.x; g < n_groups; g += kThreads) {
     smem_count[g] = g == p.n_experts ? p.n_tokens : 0;
   }
+  pdl_wait();  // the logits
+  for (int i = threadIdx.x; i < p.n_tokens * p.n_experts; i += kThreads) {
+    smem_score[i / p.n_experts][i % p.n_experts] = sqrt_softplus(p.logits[i]);
+  }
   __syncthreads();
-  if (warp < p.n_tokens) select_experts(p, smem_score[warp], warp, lane, smem_count);
-  __syncthreads();  // also makes select_experts' global sel_expert writes visible to the block
-  for (int i = threadIdx.x; i < n_entries; i += kThreads) smem_sel[i] = p.sel_expert[i];
+  if (warp < p.n_tokens) {
+    const int entry = warp * (p.k_used + 1);
+    select_experts(p, smem_score[warp], p.bias != nullptr ? smem_bias : nullptr, warp, lane,
+                   smem_count, smem_sel + entry, smem_weight + entry);
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < n_entries; i += kThreads) {
+    p.sel_expert[i] = smem_sel[i];
+    p.sel_weight[i] = smem_weight[i];
+  }
 
   int value[kGroupsPerThread];
 #pragma unroll
