@@ -1,6 +1,7 @@
 // The fused path's W4A16 expert kernel for decode sizes: each warp streams one 16-row m-tile of
 // one group's weight matrix over all of K, so the only work per weight is its decode and the
-// MMA, and warps never wait for each other (no shared memory, no barrier).
+// MMA, and warps never wait for each other (no barrier; what a warp keeps in shared memory is
+// its own lanes' weight ring).
 //
 // Why this shape. At a few tokens per expert a MoE layer is a stream of the touched experts'
 // NVFP4 bytes; on an H200 that stream is 4.2 TB/s, ~32 GB/s per SM, which one SM can decode
@@ -21,8 +22,8 @@
 // Lane (g, c) = (lane / 4, lane % 4) owns rows g and g + 8 of the m-tile (gate row j and up row
 // F + j for L1, so SwiGLU needs no exchange) and, in K step s (128 elements), the 32 elements
 // [128 s + 32 c, +32): 16 bytes and 2 block scales per row, the 4 lanes of a row reading 64
-// contiguous bytes. kDepth steps of these are loaded ahead per lane (a register ring refilled
-// after each step's use: 4 steps, ~4 KB a warp, in flight while one is decoded). The token
+// contiguous bytes. A ring of these steps is loaded ahead per lane (step_ring.cuh: 4 steps in
+// registers at one token chunk, 8 in shared memory at two), refilled after each step's use. The token
 // operand: lane (g, c) loads token g's same 32 elements of the bf16 activation row in the pair
 // layout (pair_layout.cuh), one 16-byte load per packed word, just in time (it sits in L1/L2:
 // every m-tile of the group reads it).
@@ -39,6 +40,7 @@
 #include "kernels/cuda/moe/combine.cuh"
 #include "kernels/cuda/moe/expert_mma.cuh"
 #include "kernels/cuda/moe/pdl.cuh"
+#include "kernels/cuda/step_ring.cuh"
 
 namespace dsv4::kernels::cuda::moe {
 namespace {
@@ -46,17 +48,17 @@ namespace {
 constexpr int kWarps = 4;
 constexpr int kThreads = 32 * kWarps;
 constexpr int kStepK = 128;  // K elements per lane quartet and step
-// Steps of weights loaded ahead per lane: 4 (~4 KB a warp). Measured on the H200: 8 steps at
+// The weight ring (step_ring.cuh). Measured on the H200: a register ring of 8 steps at
 // one token chunk (128 registers, 4 blocks an SM instead of 5) was slower at every T ≤ 8
 // (Flash T = 1 61.3 -> 64.1 µs, T = 8 279 -> 297; the gate-up kernel under ncu at T = 3 66.6
-// -> 83.2 µs), so the limit is not the bytes one warp has in flight. Four token chunks with 3
-// steps spilled and ran at ~1.1-1.6 TB/s; the launcher uses one or two.
+// -> 83.2 µs); so was an 8-step shared-memory ring (Flash T = 1 59.3 -> 64.7, T = 8 290 -> 294,
+// 2026-12-04), which at two chunks won (Flash T = 64 1240 -> 1169, Pro 3859 -> 3541). Four token
+// chunks with 3 register steps spilled and ran at ~1.1-1.6 TB/s; the launcher uses one or two.
 // Tried and dropped (H200, 2026-12-02, Flash T = 1 / 8 graph µs against 66 / 297): two MMA
 // accumulator chains (66 / 293, noise), activations loaded one step ahead (spilled: 69 / 300),
 // a sliding L2 bulk prefetch 8-32 steps ahead of the ring (73-81 / 350-376), and the L2 asked
 // for the down weights at the end of each gate-up warp or at its start (67-72 / 278-333).
-template <int kChunks>
-constexpr int kDepth = 4;
+
 // Register budget: 4 blocks an SM, i.e. 128 registers a thread. At 5 blocks (96 registers) the
 // gate-up kernel spilled 24 bytes, and every V4 decode grid (7 slots × 64 blocks at T = 1 on
 // 132 SMs) fits in 4 anyway: measured 63.0 vs 66.2 µs at Flash T = 1 (three runs each), T = 8
@@ -115,7 +117,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
 template <bool kGateUp, int kK, int kChunks>
 __device__ __forceinline__ void stream_pass(const ExpertParams& p, int group, int row_begin,
                                             int row_end, int lo_row, int hi_row, int c) {
-  constexpr int kAhead = kDepth<kChunks>;
+  using WeightRing = StreamStepRing<kChunks, kWarps, kK != 0>;
+  constexpr int kAhead = WeightRing::kStages;
   const int g = threadIdx.x % 32 / 4;
   const int k = kK > 0 ? kK : p.k;
   const int n_steps = k / kStepK;
@@ -125,8 +128,6 @@ __device__ __forceinline__ void stream_pass(const ExpertParams& p, int group, in
   const uint8_t* scale = shared ? p.shared_scale : p.scale + group * (matrix_bytes / 8);
   const uint8_t* w_lo = packed + int64_t{lo_row} * (k / 2) + c * 16;
   const uint8_t* w_hi = packed + int64_t{hi_row} * (k / 2) + c * 16;
-  const uint16_t* s_lo = reinterpret_cast<const uint16_t*>(scale + int64_t{lo_row} * (k / 16)) + c;
-  const uint16_t* s_hi = reinterpret_cast<const uint16_t*>(scale + int64_t{hi_row} * (k / 16)) + c;
   // Activations of token g of each chunk, as 16-byte offsets from act_bf16 (row 0 and zeros
   // when the chunk has no token g).
   const uint4* act_base = reinterpret_cast<const uint4*>(p.act_bf16) + c * 4;
@@ -141,23 +142,15 @@ __device__ __forceinline__ void stream_pass(const ExpertParams& p, int group, in
     act[i] = static_cast<uint32_t>(row) * static_cast<uint32_t>(k / 8);
   }
 
-  auto load_step = [&](StepWeights& w, int s) {
-    w.lo = load_weights_once(w_lo + s * (kStepK / 2));
-    w.hi = load_weights_once(w_hi + s * (kStepK / 2));
-    w.scales = __ldg(s_lo + s * (kStepK / 32)) | (uint32_t{__ldg(s_hi + s * (kStepK / 32))} << 16);
-  };
-  StepWeights ring[kAhead];
-#pragma unroll
-  for (int d = 0; d < kAhead; ++d) {
-    if (d < n_steps) load_step(ring[d], d);
-  }
+  WeightRing ring({w_lo, w_hi, scale + int64_t{lo_row} * (k / 16),
+                   scale + int64_t{hi_row} * (k / 16), n_steps});
   float acc[kChunks][4] = {};
   for (int s0 = 0; s0 < n_steps; s0 += kAhead) {
 #pragma unroll
     for (int d = 0; d < kAhead; ++d) {
       const int s = s0 + d;
       if ((kK == 0 || kK / kStepK % kAhead != 0) && s >= n_steps) break;
-      const StepWeights& w = ring[d];  // refilled after its use below
+      const StepWeights& w = ring.take(d);
       uint32_t sp[4];  // bf16x2 scales: lo block 0, lo 1, hi 0, hi 1
       scale_pairs4(w.scales, sp);
       const uint32_t lo_words[4] = {w.lo.x, w.lo.y, w.lo.z, w.lo.w};
@@ -172,7 +165,7 @@ __device__ __forceinline__ void stream_pass(const ExpertParams& p, int group, in
         }
         mma_packed_word(lo_words[q], hi_words[q], sp[q / 2], sp[2 + q / 2], b, chunk_on, acc);
       }
-      if (s + kAhead < n_steps) load_step(ring[d], s + kAhead);
+      ring.refill(d, s + kAhead);
     }
   }
 

@@ -56,7 +56,6 @@ inline constexpr int kSmallMaxSmem = 64 * 1024;      // the token slice in share
 inline constexpr int kStreamWarps = 4;
 inline constexpr int kStreamThreads = 32 * kStreamWarps;
 inline constexpr int kStreamStepK = 128;      // K per warp step: 4 lanes × 32 codes
-inline constexpr int kStreamDepth = 4;        // steps of weights in flight per lane
 inline constexpr int kStreamMaxTokens = 16;   // two MMA token chunks
 inline constexpr int kStreamMinBlocksPerSm = 4;  // 128 registers a thread
 

@@ -1,6 +1,6 @@
 // nvfp4_stream_gemm_sm90: the dense NVFP4 GEMM at decode sizes (≤ kStreamMaxTokens rows, one
 // matrix), written as a stream of the weights with nothing else in the way: one launch, no
-// shared-memory staging of the weights, no split-K atomics, no zeroed accumulator and no
+// block-wide staging of the weights, no split-K atomics, no zeroed accumulator and no
 // conversion pass (the small-M kernel needs all three, and at one token they cost more than
 // the weights' bytes: docs/bench.md).
 //
@@ -10,8 +10,8 @@
 //
 // Lane (g, c) = (lane / 4, lane % 4) of a warp owns rows g and g + 8 of the m-tile and, per
 // step, the 32 elements [128 s + 32 c, +32) of each: 16 packed bytes and two block scales a
-// row, the 4 lanes of a row reading 64 contiguous bytes; kStreamDepth steps are in flight in a
-// register ring. The decode and the MMA are the fused MoE kernel's (pair_layout.cuh: nibbles i
+// row, the 4 lanes of a row reading 64 contiguous bytes, loaded ahead in each lane's own ring
+// (step_ring.cuh: registers at one token chunk, shared memory at two). The decode and the MMA are the fused MoE kernel's (pair_layout.cuh: nibbles i
 // and i+4 of a packed word become one bf16x2, exactly e2m1 · ue4m3 · 2^-10), so the token
 // operand must come in the same (i, i+4) pair order: four byte permutes turn 8 consecutive bf16
 // of A's row into it. Tokens are the MMA's n8 columns, kChunks chunks of 8; a lane past the
@@ -26,6 +26,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/pair_layout.cuh"
+#include "kernels/cuda/step_ring.cuh"
 #include "kernels/cuda/sm90/nvfp4_gemm/config.h"
 #include "kernels/cuda/sm90/nvfp4_gemm/params.h"
 
@@ -55,20 +56,10 @@ __global__ void __launch_bounds__(kStreamThreads, kStreamMinBlocksPerSm)
   const int64_t lo_row = min(row0, p.n - 1), hi_row = min(row0 + 8, p.n - 1);
   const uint8_t* w_lo = p.b_packed + lo_row * (k / 2) + step_begin * (kStreamStepK / 2) + c * 16;
   const uint8_t* w_hi = p.b_packed + hi_row * (k / 2) + step_begin * (kStreamStepK / 2) + c * 16;
-  const uint16_t* s_lo =
-      reinterpret_cast<const uint16_t*>(p.b_scale + lo_row * (k / 16)) + step_begin * 4 + c;
-  const uint16_t* s_hi =
-      reinterpret_cast<const uint16_t*>(p.b_scale + hi_row * (k / 16)) + step_begin * 4 + c;
-  auto load_step = [&](StepWeights& w, int j) {
-    w.lo = load_weights_once(w_lo + j * (kStreamStepK / 2));
-    w.hi = load_weights_once(w_hi + j * (kStreamStepK / 2));
-    w.scales = __ldg(s_lo + j * 4) | (uint32_t{__ldg(s_hi + j * 4)} << 16);
-  };
-  StepWeights ring[kStreamDepth];
-#pragma unroll
-  for (int d = 0; d < kStreamDepth; ++d) {
-    if (d < count) load_step(ring[d], d);
-  }
+  using WeightRing = StreamStepRing<kChunks, kStreamWarps, kK != 0>;
+  constexpr int kDepth = WeightRing::kStages;
+  WeightRing ring({w_lo, w_hi, p.b_scale + lo_row * (k / 16) + step_begin * 8,
+                   p.b_scale + hi_row * (k / 16) + step_begin * 8, count});
   // Token g of each chunk as a pointer to its 16-byte units at this warp's first step.
   const uint4* act[kChunks];
   bool chunk_on[kChunks];
@@ -81,12 +72,12 @@ __global__ void __launch_bounds__(kStreamThreads, kStreamMinBlocksPerSm)
   }
 
   float acc[kChunks][4] = {};
-  for (int j0 = 0; j0 < count; j0 += kStreamDepth) {
+  for (int j0 = 0; j0 < count; j0 += kDepth) {
 #pragma unroll
-    for (int d = 0; d < kStreamDepth; ++d) {
+    for (int d = 0; d < kDepth; ++d) {
       const int j = j0 + d;
-      if ((kK == 0 || kK / kStreamStepK / kStreamWarps % kStreamDepth != 0) && j >= count) break;
-      const StepWeights& w = ring[d];  // refilled after its use below
+      if ((kK == 0 || kK / kStreamStepK / kStreamWarps % kDepth != 0) && j >= count) break;
+      const StepWeights& w = ring.take(d);
       uint32_t sp[4];                 // bf16x2 scales: lo block 0, lo 1, hi 0, hi 1
       scale_pairs4(w.scales, sp);
       const uint32_t lo_words[4] = {w.lo.x, w.lo.y, w.lo.z, w.lo.w};
@@ -100,7 +91,7 @@ __global__ void __launch_bounds__(kStreamThreads, kStreamMinBlocksPerSm)
         }
         mma_packed_word(lo_words[q], hi_words[q], sp[q / 2], sp[2 + q / 2], b, chunk_on, acc);
       }
-      if (j + kStreamDepth < count) load_step(ring[d], j + kStreamDepth);
+      ring.refill(d, j + kDepth);
     }
   }
 

@@ -1,0 +1,150 @@
+// A warp's ring of weight steps for the decode-size stream kernels (moe/expert_stream.cu,
+// sm90/nvfp4_gemm/stream_kernel.cuh). Lane (g, c) owns, per 128-element K step, 16 packed bytes
+// of each of its two rows and their block scales (pair_layout.cuh's StepWeights). The kernel
+// loop is the same for both rings:
+//   for step s (stage s % kStages):  w = ring.take(stage);  ... decode, MMA ...;
+//                                     ring.refill(stage, s + kStages);
+//
+// Two storages, chosen by the kernels' token chunks (measured, docs/bench.md session 11):
+// - RegisterStepRing: the steps in registers, loaded with plain loads. ptxas tracks all of the
+//   ring's loads on one scoreboard and waits for all of them at once, so a 4-step ring drains
+//   every fourth step; still the faster one at one token chunk, where the loop is short and
+//   every register is free for the ring.
+// - SharedStepRing: the steps in shared memory, copied with cp.async by each lane for itself
+//   (so no barrier, only the lane's own groups, one per step). cp.async.wait_group N waits for
+//   all but the newest N, so kStages − 1 steps stay in flight at every step, and the ring costs
+//   no registers: faster at two token chunks, whose accumulators and operands crowd a register
+//   ring.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/cuda/pair_layout.cuh"
+
+namespace dsv4::kernels::cuda {
+
+// Where a lane's steps come from: its first code byte of step 0 in each of its two rows
+// (lane c's 16 of the row's 64 per step), the rows' first scale byte of step 0 (8 per step),
+// and the number of steps.
+struct StepSource {
+  const uint8_t *codes_lo, *codes_hi, *scales_lo, *scales_hi;
+  int n_steps;
+};
+
+inline constexpr int kStepCodeBytes = 128 / 2;  // one row's codes in one step
+inline constexpr int kStepScaleBytes = 128 / 16;
+
+template <int kStagesIn>
+class RegisterStepRing {
+ public:
+  static constexpr int kStages = kStagesIn;
+
+  __device__ __forceinline__ explicit RegisterStepRing(const StepSource& source)
+      : source_(source),
+        scales_lo_(reinterpret_cast<const uint16_t*>(source.scales_lo) + threadIdx.x % 4),
+        scales_hi_(reinterpret_cast<const uint16_t*>(source.scales_hi) + threadIdx.x % 4) {
+#pragma unroll
+    for (int d = 0; d < kStages; ++d) refill(d, d);
+  }
+
+  __device__ __forceinline__ const StepWeights& take(int stage) const { return ring_[stage]; }
+
+  // Stage `stage` (whose values the caller has used) takes step s.
+  __device__ __forceinline__ void refill(int stage, int s) {
+    if (s >= source_.n_steps) return;
+    ring_[stage].lo = load_weights_once(source_.codes_lo + s * kStepCodeBytes);
+    ring_[stage].hi = load_weights_once(source_.codes_hi + s * kStepCodeBytes);
+    ring_[stage].scales = __ldg(scales_lo_ + s * (kStepScaleBytes / 2)) |
+                          (uint32_t{__ldg(scales_hi_ + s * (kStepScaleBytes / 2))} << 16);
+  }
+
+ private:
+  StepSource source_;
+  const uint16_t *scales_lo_, *scales_hi_;  // lane c's two scales of a row: one u16
+  StepWeights ring_[kStages];
+};
+
+// 16 weight bytes, past L1 (each is read once); L2 fetches the next 256 bytes of the row.
+__device__ __forceinline__ void cp_async_weights_16(void* smem, const void* global) {
+  const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;\n" ::"r"(dst), "l"(global));
+}
+// 4 scale bytes through L1: the next three steps of the row read the same sector.
+__device__ __forceinline__ void cp_async_scales_4(void* smem, const void* global) {
+  const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(global));
+}
+
+// kWarps: the warps of the block (each has its own kStages stages of shared memory).
+template <int kStagesIn, int kWarps>
+class SharedStepRing {
+ public:
+  static constexpr int kStages = kStagesIn;
+  static_assert(kStages >= 2, "one step in use, at least one in flight");
+
+  __device__ __forceinline__ explicit SharedStepRing(const StepSource& source)
+      : source_(source),
+        ring_(warp_storage()),
+        lane_(threadIdx.x % 32),
+        // Lane c's two scales of a row are bytes 2c, 2c + 1 of the step's 8: it copies the
+        // aligned 4 that hold them (lanes c = 0, 1 the first 4, c = 2, 3 the second) and picks
+        // its half.
+        scale_offset_(lane_ % 4 / 2 * 4),
+        scale_select_(lane_ % 2 ? 0x7632u : 0x5410u) {
+#pragma unroll
+    for (int d = 0; d < kStages; ++d) refill(d, d);
+  }
+
+  // The step in `stage`, once its copies have landed (every later step's group may pend).
+  __device__ __forceinline__ StepWeights take(int stage) const {
+    cp_async_wait<kStages - 1>();
+    const uint8_t* src = ring_ + stage * kStageBytes;
+    StepWeights w;
+    w.lo = *reinterpret_cast<const uint4*>(src + kLoCodes + lane_ * 16);
+    w.hi = *reinterpret_cast<const uint4*>(src + kHiCodes + lane_ * 16);
+    w.scales = __byte_perm(*reinterpret_cast<const uint32_t*>(src + kLoScales + lane_ * 4),
+                           *reinterpret_cast<const uint32_t*>(src + kHiScales + lane_ * 4),
+                           scale_select_);
+    return w;
+  }
+
+  // Stage `stage` (read by take) takes step s; past the last step an empty group, so that
+  // every step commits one and take's wait count holds.
+  __device__ __forceinline__ void refill(int stage, int s) const {
+    if (s < source_.n_steps) {
+      uint8_t* dst = ring_ + stage * kStageBytes;
+      cp_async_weights_16(dst + kLoCodes + lane_ * 16, source_.codes_lo + s * kStepCodeBytes);
+      cp_async_weights_16(dst + kHiCodes + lane_ * 16, source_.codes_hi + s * kStepCodeBytes);
+      const int scales = s * kStepScaleBytes + scale_offset_;
+      cp_async_scales_4(dst + kLoScales + lane_ * 4, source_.scales_lo + scales);
+      cp_async_scales_4(dst + kHiScales + lane_ * 4, source_.scales_hi + scales);
+    }
+    cp_async_commit();
+  }
+
+ private:
+  // One stage: 32 lanes × (16 + 16 code bytes, 4 + 4 scale bytes).
+  static constexpr int kLoCodes = 0, kHiCodes = 512, kLoScales = 1024, kHiScales = 1152;
+  static constexpr int kStageBytes = 1280;
+
+  __device__ __forceinline__ static uint8_t* warp_storage() {
+    __shared__ __align__(16) uint8_t storage[kWarps][kStages][kStageBytes];
+    return &storage[threadIdx.x / 32][0][0];
+  }
+
+  StepSource source_;
+  uint8_t* ring_;
+  int lane_, scale_offset_;
+  uint32_t scale_select_;
+};
+
+// The ring of a stream kernel with kChunks token chunks of 8 and kWarps warps a block: 4 steps
+// in registers at one chunk, 8 in shared memory at two (measured, docs/bench.md session 11).
+// kConstantK: K is a compile-time constant; the generic-K loop keeps the register ring, since
+// with the shared one ptxas 13.0 spilled 132-140 bytes there.
+template <int kChunks, int kWarps, bool kConstantK>
+using StreamStepRing = std::conditional_t<kChunks == 1 || !kConstantK, RegisterStepRing<4>,
+                                          SharedStepRing<8, kWarps>>;
+
+}  // namespace dsv4::kernels::cuda
