@@ -32,8 +32,9 @@ struct StepSource {
   int n_steps;
 };
 
-inline constexpr int kStepCodeBytes = 128 / 2;  // one row's codes in one step
-inline constexpr int kStepScaleBytes = 128 / 16;
+inline constexpr int kRingStepK = 128;  // K elements of one step (4 lanes × 32)
+inline constexpr int kStepCodeBytes = kRingStepK / 2;    // one row's codes in one step
+inline constexpr int kStepScaleBytes = kRingStepK / 16;
 
 template <int kStagesIn>
 class RegisterStepRing {
@@ -64,17 +65,6 @@ class RegisterStepRing {
   const uint16_t *scales_lo_, *scales_hi_;  // lane c's two scales of a row: one u16
   StepWeights ring_[kStages];
 };
-
-// 16 weight bytes, past L1 (each is read once); L2 fetches the next 256 bytes of the row.
-__device__ __forceinline__ void cp_async_weights_16(void* smem, const void* global) {
-  const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;\n" ::"r"(dst), "l"(global));
-}
-// 4 scale bytes through L1: the next three steps of the row read the same sector.
-__device__ __forceinline__ void cp_async_scales_4(void* smem, const void* global) {
-  const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(global));
-}
 
 // kWarps: the warps of the block (each has its own kStages stages of shared memory).
 template <int kStagesIn, int kWarps>
@@ -114,11 +104,13 @@ class SharedStepRing {
   __device__ __forceinline__ void refill(int stage, int s) const {
     if (s < source_.n_steps) {
       uint8_t* dst = ring_ + stage * kStageBytes;
-      cp_async_weights_16(dst + kLoCodes + lane_ * 16, source_.codes_lo + s * kStepCodeBytes);
-      cp_async_weights_16(dst + kHiCodes + lane_ * 16, source_.codes_hi + s * kStepCodeBytes);
+      // Codes past L1 (read once), L2 fetching the row's next steps; scales through L1 (the
+      // row's next three steps read the same sector).
+      cp_async_16<true>(dst + kLoCodes + lane_ * 16, source_.codes_lo + s * kStepCodeBytes);
+      cp_async_16<true>(dst + kHiCodes + lane_ * 16, source_.codes_hi + s * kStepCodeBytes);
       const int scales = s * kStepScaleBytes + scale_offset_;
-      cp_async_scales_4(dst + kLoScales + lane_ * 4, source_.scales_lo + scales);
-      cp_async_scales_4(dst + kHiScales + lane_ * 4, source_.scales_hi + scales);
+      cp_async_4(dst + kLoScales + lane_ * 4, source_.scales_lo + scales);
+      cp_async_4(dst + kHiScales + lane_ * 4, source_.scales_hi + scales);
     }
     cp_async_commit();
   }

@@ -23,10 +23,10 @@
 // F + j for L1, so SwiGLU needs no exchange) and, in K step s (128 elements), the 32 elements
 // [128 s + 32 c, +32): 16 bytes and 2 block scales per row, the 4 lanes of a row reading 64
 // contiguous bytes. A ring of these steps is loaded ahead per lane (step_ring.cuh: 4 steps in
-// registers at one token chunk, 8 in shared memory at two), refilled after each step's use. The token
-// operand: lane (g, c) loads token g's same 32 elements of the bf16 activation row in the pair
-// layout (pair_layout.cuh), one 16-byte load per packed word, just in time (it sits in L1/L2:
-// every m-tile of the group reads it).
+// registers at one token chunk, 8 in shared memory at two), refilled after each step's use. The
+// token operand: lane (g, c) loads token g's same 32 elements of the bf16 activation row in
+// the pair layout (pair_layout.cuh), one 16-byte load per packed word, just in time (it sits in
+// L1/L2: every m-tile of the group reads it).
 //
 // Scales: scale_pairs4 (pair_layout.cuh), one PRMT and one multiply-add per scale unless the
 // step holds a zero or subnormal one.
@@ -47,7 +47,7 @@ namespace {
 
 constexpr int kWarps = 4;
 constexpr int kThreads = 32 * kWarps;
-constexpr int kStepK = 128;  // K elements per lane quartet and step
+constexpr int kStepK = kRingStepK;  // K elements per lane quartet and step
 // The weight ring (step_ring.cuh). Measured on the H200: a register ring of 8 steps at
 // one token chunk (128 registers, 4 blocks an SM instead of 5) was slower at every T ≤ 8
 // (Flash T = 1 61.3 -> 64.1 µs, T = 8 279 -> 297; the gate-up kernel under ncu at T = 3 66.6

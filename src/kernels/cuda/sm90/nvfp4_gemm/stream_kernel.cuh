@@ -11,12 +11,13 @@
 // Lane (g, c) = (lane / 4, lane % 4) of a warp owns rows g and g + 8 of the m-tile and, per
 // step, the 32 elements [128 s + 32 c, +32) of each: 16 packed bytes and two block scales a
 // row, the 4 lanes of a row reading 64 contiguous bytes, loaded ahead in each lane's own ring
-// (step_ring.cuh: registers at one token chunk, shared memory at two). The decode and the MMA are the fused MoE kernel's (pair_layout.cuh: nibbles i
-// and i+4 of a packed word become one bf16x2, exactly e2m1 · ue4m3 · 2^-10), so the token
-// operand must come in the same (i, i+4) pair order: four byte permutes turn 8 consecutive bf16
-// of A's row into it. Tokens are the MMA's n8 columns, kChunks chunks of 8; a lane past the
-// last token reads the chunk's first row instead (an output column depends only on its own
-// token column, and those columns are never stored).
+// (step_ring.cuh: registers at one token chunk, shared memory at two). The decode and the MMA
+// are the fused MoE kernel's (pair_layout.cuh: nibbles i and i+4 of a packed word become one
+// bf16x2, exactly e2m1 · ue4m3 · 2^-10), so the token operand must come in the same (i, i+4)
+// pair order: four byte permutes turn 8 consecutive bf16 of A's row into it. Tokens are the
+// MMA's n8 columns, kChunks chunks of 8; a lane past the last token reads the chunk's first row
+// instead (an output column depends only on its own token column, and those columns are never
+// stored).
 //
 // Dimension letters: T tokens (rows of A and D), N rows of B, K.
 #pragma once
@@ -45,6 +46,7 @@ __global__ void __launch_bounds__(kStreamThreads, kStreamMinBlocksPerSm)
   static_assert(kDecodeScaleLog2 == 10, "alpha below undoes 2^-10 per decoded operand");
   static_assert(kK % (kStreamStepK * kStreamWarps) == 0, "whole steps for every warp");
   static_assert(kChunks >= 1 && 8 * kChunks <= kStreamMaxTokens, "token chunks of 8");
+  static_assert(kStreamStepK == kRingStepK, "the weight ring's steps");
   __shared__ float partial[kStreamWarps][kChunks][4][32];  // [warp][chunk][register][lane]
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
   const int k = kK > 0 ? kK : p.k;
