@@ -184,17 +184,35 @@ TEST_P(MoeFfnCudaWideRouterTest, GroupedMatchesCpuAndRepeatsBitwise) {
 INSTANTIATE_TEST_SUITE_P(Routings, MoeFfnCudaWideRouterTest,
                          ::testing::Values(Routing::kScore, Routing::kSkewed, Routing::kHash));
 
-// The V4 K sizes the W4A16 decode kernel (expert_stream.cu) has as compile-time constants
-// (D = F = 2048) at one, two and four token chunks per pass (T = 1, 20, 70; 70 also takes
-// several passes for the shared expert); the layers above run its generic-K loop.
-class MoeFfnCudaV4KTest : public ::testing::TestWithParam<int> {};
+// The V4 K sizes the W4A16 decode kernel (expert_stream.cu) has as compile-time constants, on
+// which it reads block scales from the warp's shared-memory slab and, at one token chunk, a
+// pass's activation rows from shared memory when they fit: D = F = 2048 at one, two and four
+// token chunks per pass (T = 1, 20, 70; 70 also takes several passes for the shared expert), and
+// V4-Flash's D = 4096, F = 2048 at T = 1, 3 (activation rows in shared memory: ≤ 4 of 4096),
+// 6 and 8 (gate-up reads them from global memory, down from shared memory), skewed so that some
+// experts get several rows; the layers above run its generic-K loop.
+struct V4KCase {
+  LayerSize size;
+  int n_tokens;
+  Routing routing;
+};
+
+class MoeFfnCudaV4KTest : public ::testing::TestWithParam<V4KCase> {};
 
 TEST_P(MoeFfnCudaV4KTest, FusedMatchesCpuAndRepeatsBitwise) {
-  check_against_cpu(LayerSize{2048, 2048, 8, 2}, GetParam(), Routing::kScore, MoeMode::kW4A16,
-                    MoePath::kFused);
+  const V4KCase& c = GetParam();
+  check_against_cpu(c.size, c.n_tokens, c.routing, MoeMode::kW4A16, MoePath::kFused);
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, MoeFfnCudaV4KTest, ::testing::Values(1, 20, 70));
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, MoeFfnCudaV4KTest,
+    ::testing::Values(V4KCase{{2048, 2048, 8, 2}, 1, Routing::kScore},
+                      V4KCase{{2048, 2048, 8, 2}, 20, Routing::kScore},
+                      V4KCase{{2048, 2048, 8, 2}, 70, Routing::kScore},
+                      V4KCase{{4096, 2048, 8, 2}, 1, Routing::kScore},
+                      V4KCase{{4096, 2048, 8, 2}, 3, Routing::kSkewed},
+                      V4KCase{{4096, 2048, 8, 2}, 6, Routing::kSkewed},
+                      V4KCase{{4096, 2048, 8, 2}, 8, Routing::kSkewed}));
 
 }  // namespace
 }  // namespace dsv4::kernels

@@ -1,15 +1,19 @@
 // A warp's ring of weight steps for the decode-size stream kernels (moe/expert_stream.cu,
 // sm90/nvfp4_gemm/stream_kernel.cuh). Lane (g, c) owns, per 128-element K step, 16 packed bytes
 // of each of its two rows and their block scales (pair_layout.cuh's StepWeights). The kernel
-// loop is the same for both rings:
-//   for step s (stage s % kStages):  w = ring.take(stage);  ... decode, MMA ...;
+// loop is the same for every ring:
+//   for step s (stage s % kStages):  w = ring.take(stage, s);  ... decode, MMA ...;
 //                                     ring.refill(stage, s + kStages);
 //
-// Two storages, chosen by the kernels' token chunks (measured, docs/bench.md session 11):
+// Three storages, chosen by the kernels' token chunks (measured, docs/bench.md sessions 11-12):
 // - RegisterStepRing: the steps in registers, loaded with plain loads. ptxas tracks all of the
 //   ring's loads on one scoreboard and waits for all of them at once, so a 4-step ring drains
-//   every fourth step; still the faster one at one token chunk, where the loop is short and
-//   every register is free for the ring.
+//   every fourth step; and the two block-scale loads of a step are joined as soon as they are
+//   loaded, so the warp waits for them right there (an L2 or HBM latency every fourth step).
+// - SlabStepRing: the codes in a RegisterStepRing, the block scales from the warp's scale slab:
+//   all of its rows' scales for the whole of K, copied into shared memory once per pass with
+//   cp.async while the ring's first loads are in flight. A step's scales are then two shared
+//   loads, never a wait on global memory: the faster one at one token chunk.
 // - SharedStepRing: the steps in shared memory, copied with cp.async by each lane for itself
 //   (so no barrier, only the lane's own groups, one per step). cp.async.wait_group N waits for
 //   all but the newest N, so kStages − 1 steps stay in flight at every step, and the ring costs
@@ -36,10 +40,13 @@ inline constexpr int kRingStepK = 128;  // K elements of one step (4 lanes × 32
 inline constexpr int kStepCodeBytes = kRingStepK / 2;    // one row's codes in one step
 inline constexpr int kStepScaleBytes = kRingStepK / 16;
 
-template <int kStagesIn>
+// kWithScales: the ring loads each step's block scales too (false: the caller gets them
+// elsewhere, and take() leaves StepWeights::scales unset).
+template <int kStagesIn, bool kWithScales = true>
 class RegisterStepRing {
  public:
   static constexpr int kStages = kStagesIn;
+  static constexpr int kSharedBytes = 0;  // of a block
 
   __device__ __forceinline__ explicit RegisterStepRing(const StepSource& source)
       : source_(source),
@@ -49,15 +56,19 @@ class RegisterStepRing {
     for (int d = 0; d < kStages; ++d) refill(d, d);
   }
 
-  __device__ __forceinline__ const StepWeights& take(int stage) const { return ring_[stage]; }
+  __device__ __forceinline__ const StepWeights& take(int stage, int /*step*/) const {
+    return ring_[stage];
+  }
 
   // Stage `stage` (whose values the caller has used) takes step s.
   __device__ __forceinline__ void refill(int stage, int s) {
     if (s >= source_.n_steps) return;
     ring_[stage].lo = load_weights_once(source_.codes_lo + s * kStepCodeBytes);
     ring_[stage].hi = load_weights_once(source_.codes_hi + s * kStepCodeBytes);
-    ring_[stage].scales = __ldg(scales_lo_ + s * (kStepScaleBytes / 2)) |
-                          (uint32_t{__ldg(scales_hi_ + s * (kStepScaleBytes / 2))} << 16);
+    if constexpr (kWithScales) {
+      ring_[stage].scales = __ldg(scales_lo_ + s * (kStepScaleBytes / 2)) |
+                            (uint32_t{__ldg(scales_hi_ + s * (kStepScaleBytes / 2))} << 16);
+    }
   }
 
  private:
@@ -69,8 +80,13 @@ class RegisterStepRing {
 // kWarps: the warps of the block (each has its own kStages stages of shared memory).
 template <int kStagesIn, int kWarps>
 class SharedStepRing {
+  // One stage: 32 lanes × (16 + 16 code bytes, 4 + 4 scale bytes).
+  static constexpr int kLoCodes = 0, kHiCodes = 512, kLoScales = 1024, kHiScales = 1152;
+  static constexpr int kStageBytes = 1280;
+
  public:
   static constexpr int kStages = kStagesIn;
+  static constexpr int kSharedBytes = kWarps * kStages * kStageBytes;  // of a block
   static_assert(kStages >= 2, "one step in use, at least one in flight");
 
   __device__ __forceinline__ explicit SharedStepRing(const StepSource& source)
@@ -87,7 +103,7 @@ class SharedStepRing {
   }
 
   // The step in `stage`, once its copies have landed (every later step's group may pend).
-  __device__ __forceinline__ StepWeights take(int stage) const {
+  __device__ __forceinline__ StepWeights take(int stage, int /*step*/) const {
     cp_async_wait<kStages - 1>();
     const uint8_t* src = ring_ + stage * kStageBytes;
     StepWeights w;
@@ -116,10 +132,6 @@ class SharedStepRing {
   }
 
  private:
-  // One stage: 32 lanes × (16 + 16 code bytes, 4 + 4 scale bytes).
-  static constexpr int kLoCodes = 0, kHiCodes = 512, kLoScales = 1024, kHiScales = 1152;
-  static constexpr int kStageBytes = 1280;
-
   __device__ __forceinline__ static uint8_t* warp_storage() {
     __shared__ __align__(16) uint8_t storage[kWarps][kStages][kStageBytes];
     return &storage[threadIdx.x / 32][0][0];
@@ -131,12 +143,68 @@ class SharedStepRing {
   uint32_t scale_select_;
 };
 
-// The ring of a stream kernel with kChunks token chunks of 8 and kWarps warps a block: 4 steps
-// in registers at one chunk, 8 in shared memory at two (measured, docs/bench.md session 11).
-// kConstantK: K is a compile-time constant; the generic-K loop keeps the register ring, since
-// with the shared one ptxas 13.0 spilled 132-140 bytes there.
-template <int kChunks, int kWarps, bool kConstantK>
-using StreamStepRing = std::conditional_t<kChunks == 1 || !kConstantK, RegisterStepRing<4>,
-                                          SharedStepRing<8, kWarps>>;
+// Codes in a register ring of kStages steps, block scales from the warp's slab in shared memory.
+// The slab holds the 16 rows of the warp's m-tile (lo rows g, then hi rows g + 8) over its
+// kSteps steps (even, so that a row's scales are whole 16-byte copies, and 16-byte aligned in
+// global memory), each row padded by 16 bytes so that the 8 rows a step reads fall in 8
+// different banks.
+template <int kStagesIn, int kWarps, int kSteps>
+class SlabStepRing {
+  static constexpr int kRowChunks = kSteps * kStepScaleBytes / 16;  // copies of a row's scales
+  static constexpr int kRowBytes = kSteps * kStepScaleBytes + 16;
+
+ public:
+  static constexpr int kStages = kStagesIn;
+  static constexpr int kSharedBytes = kWarps * 16 * kRowBytes;  // of a block
+  static_assert(kSteps % 2 == 0, "whole 16-byte copies of a row's scales");
+
+  // Copies the slab (each lane a quarter of its two rows), starts the code ring, then waits for
+  // the slab: its latency and the first code steps' overlap.
+  __device__ __forceinline__ explicit SlabStepRing(const StepSource& source)
+      : codes_(source), slab_(warp_storage()), lane_(threadIdx.x % 32) {
+    const int g = lane_ / 4, c = lane_ % 4;
+#pragma unroll
+    for (int i = c; i < kRowChunks; i += 4) {
+      cp_async_16(slab_ + g * kRowBytes + i * 16, source.scales_lo + i * 16);
+      cp_async_16(slab_ + (8 + g) * kRowBytes + i * 16, source.scales_hi + i * 16);
+    }
+    cp_async_commit();
+    cp_async_wait<0>();
+    __syncwarp();
+  }
+
+  __device__ __forceinline__ StepWeights take(int stage, int step) const {
+    StepWeights w = codes_.take(stage, step);
+    // Lane c's two scales of a row in step s: bytes 8 s + 2 c and + 1.
+    const int offset = (lane_ / 4) * kRowBytes + step * kStepScaleBytes + lane_ % 4 * 2;
+    w.scales = *reinterpret_cast<const uint16_t*>(slab_ + offset) |
+               uint32_t{*reinterpret_cast<const uint16_t*>(slab_ + 8 * kRowBytes + offset)} << 16;
+    return w;
+  }
+
+  __device__ __forceinline__ void refill(int stage, int s) { codes_.refill(stage, s); }
+
+ private:
+  __device__ __forceinline__ static uint8_t* warp_storage() {
+    __shared__ __align__(16) uint8_t storage[kWarps][16 * kRowBytes];
+    return storage[threadIdx.x / 32];
+  }
+
+  RegisterStepRing<kStagesIn, /*kWithScales=*/false> codes_;
+  uint8_t* slab_;
+  int lane_;
+};
+
+// The ring of a stream kernel with kChunks token chunks of 8, kWarps warps a block and kSteps
+// steps a warp (0: not a compile-time constant): at one chunk 4 steps in registers, their scales
+// from the slab with kScaleSlab; at two 8 steps in shared memory (measured, docs/bench.md
+// sessions 11 and 12). The slab pays for itself in the MoE kernel, whose warps stream all of K
+// (16-56 steps) from shared-memory activations; the dense stream GEMM's warps run 4-14 steps,
+// too few to hide its copy (1-2 µs slower at M ≤ 8). The generic-K loop keeps the plain register
+// ring, since with the shared one ptxas 13.0 spilled 132-140 bytes there.
+template <int kChunks, int kWarps, int kSteps, bool kScaleSlab = false>
+using StreamStepRing = std::conditional_t<
+    kSteps == 0 || (kChunks == 1 && !kScaleSlab), RegisterStepRing<4>,
+    std::conditional_t<kChunks == 1, SlabStepRing<4, kWarps, kSteps>, SharedStepRing<8, kWarps>>>;
 
 }  // namespace dsv4::kernels::cuda

@@ -1,7 +1,7 @@
 // The fused path's W4A16 expert kernel for decode sizes: each warp streams one 16-row m-tile of
 // one group's weight matrix over all of K, so the only work per weight is its decode and the
-// MMA, and warps never wait for each other (no barrier; what a warp keeps in shared memory is
-// its own lanes' weight ring).
+// MMA, and warps never wait for each other inside a pass (what a warp keeps in shared memory is
+// its own weight ring or scale slab; the block meets only to copy a pass's activation rows).
 //
 // Why this shape. At a few tokens per expert a MoE layer is a stream of the touched experts'
 // NVFP4 bytes; on an H200 that stream is 4.2 TB/s, ~32 GB/s per SM, which one SM can decode
@@ -22,11 +22,15 @@
 // Lane (g, c) = (lane / 4, lane % 4) owns rows g and g + 8 of the m-tile (gate row j and up row
 // F + j for L1, so SwiGLU needs no exchange) and, in K step s (128 elements), the 32 elements
 // [128 s + 32 c, +32): 16 bytes and 2 block scales per row, the 4 lanes of a row reading 64
-// contiguous bytes. A ring of these steps is loaded ahead per lane (step_ring.cuh: 4 steps in
-// registers at one token chunk, 8 in shared memory at two), refilled after each step's use. The
-// token operand: lane (g, c) loads token g's same 32 elements of the bf16 activation row in
-// the pair layout (pair_layout.cuh), one 16-byte load per packed word, just in time (it sits in
-// L1/L2: every m-tile of the group reads it).
+// contiguous bytes. A ring of these steps is loaded ahead per lane (step_ring.cuh: at one token
+// chunk 4 code steps in registers and the block scales in the warp's shared-memory slab, at two
+// 8 whole steps in shared memory), refilled after each step's use. The token operand: lane
+// (g, c) reads token g's same 32 elements of the bf16 activation row in the pair layout
+// (pair_layout.cuh), one 16-byte load per packed word, just in time. At one token chunk the
+// block first copies its pass's activation rows into shared memory (PassActivations, when they
+// fit): read from L1/L2 just in time, their latency was a quarter of the gate-up kernel's stall
+// samples at T = 1 (ncu, docs/bench.md session 12); from shared memory it hides behind the
+// decode.
 //
 // Scales: scale_pairs4 (pair_layout.cuh), one PRMT and one multiply-add per scale unless the
 // step holds a zero or subnormal one.
@@ -73,11 +77,41 @@ __device__ __forceinline__ void prefetch_l2_bulk(const void* p, int bytes) {
 
 __device__ __forceinline__ void combine_if_last(const ExpertParams& p, int mt, int rows_done);
 
-template <bool kGateUp, int kK, int kChunks>
+template <bool kGateUp, int kK, int kChunks, bool kActInSmem>
 __device__ __forceinline__ void stream_pass(const ExpertParams& p, int group, int row_begin,
                                             int row_end, int lo_row, int hi_row, int c);
 
-template <bool kGateUp, int kK, int kChunks>
+// The activation rows of one pass, in dynamic shared memory: row r (of the pass) at r · stride
+// 16-byte units, stride = K/8 + 1 so that the rows a load reads start in different banks.
+// The whole block copies them (cp.async) between two barriers, so every warp of the block must
+// run the pass (the launcher uses this only when the grid has no idle m-tiles).
+struct PassActivations {
+  __device__ __forceinline__ static uint4* rows() {
+    extern __shared__ uint4 pass_rows[];
+    return pass_rows;
+  }
+  __device__ __forceinline__ static int stride(int k) { return k / 8 + 1; }
+
+  __device__ __forceinline__ static void stage(const ExpertParams& p, int row_begin, int row_end,
+                                               int k) {
+    const int units = k / 8;  // 16-byte units of a row
+    const uint4* x = reinterpret_cast<const uint4*>(p.act_bf16);
+    __syncthreads();  // the previous pass has read its rows
+    for (int i = threadIdx.x; i < (row_end - row_begin) * units; i += kThreads) {
+      const int r = i / units, unit = i % units;
+      const int row = p.row_token ? p.row_token[row_begin + r] : row_begin + r;
+      cp_async_16(rows() + r * stride(k) + unit, x + int64_t{row} * units + unit);
+    }
+    cp_async_commit();
+  }
+  // After the caller's other copies are in flight: this thread's copies, then everyone's.
+  __device__ __forceinline__ static void wait() {
+    cp_async_wait<0>();
+    __syncthreads();
+  }
+};
+
+template <bool kGateUp, int kK, int kChunks, bool kActInSmem>
 __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
     expert_stream_kernel(ExpertParams p, int n_passes) {
   static_assert(kDecodeScaleLog2 == 10, "alpha below undoes 2^-10 per decoded operand");
@@ -99,7 +133,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
   // Slots in reverse: y = 0 is the last active group, the shared expert (when there is one; it
   // has the most rows, so its blocks start first and its extra passes do not form the tail).
   const int n_active = p.active[p.n_experts + 1] - (p.shared_packed ? 0 : 1);
-  if (static_cast<int>(blockIdx.y) >= n_active || !mt_on) return;
+  if (static_cast<int>(blockIdx.y) >= n_active || (!kActInSmem && !mt_on)) return;
   const int group = p.active[n_active - 1 - blockIdx.y];
   const int group_begin = p.offsets[group], group_end = p.offsets[group + 1];
   int rows_done = 0;
@@ -107,17 +141,18 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
     const int row_begin = group_begin + pass * kRowsPerPass;
     if (row_begin >= group_end) break;
     const int row_end = min(group_end, row_begin + kRowsPerPass);
-    stream_pass<kGateUp, kK, kChunks>(p, group, row_begin, row_end, lo_row, hi_row, c);
+    stream_pass<kGateUp, kK, kChunks, kActInSmem>(p, group, row_begin, row_end, lo_row, hi_row,
+                                                  c);
     rows_done += row_end - row_begin;
   }
   if (!kGateUp && p.combine_y != nullptr) combine_if_last(p, mt, rows_done);
 }
 
 // One pass: rows [row_begin, row_end) (≤ 8·kChunks) of `group` through this warp's m-tile.
-template <bool kGateUp, int kK, int kChunks>
+template <bool kGateUp, int kK, int kChunks, bool kActInSmem>
 __device__ __forceinline__ void stream_pass(const ExpertParams& p, int group, int row_begin,
                                             int row_end, int lo_row, int hi_row, int c) {
-  using WeightRing = StreamStepRing<kChunks, kWarps, kK != 0>;
+  using WeightRing = StreamStepRing<kChunks, kWarps, kK / kStepK, /*kScaleSlab=*/true>;
   constexpr int kAhead = WeightRing::kStages;
   const int g = threadIdx.x % 32 / 4;
   const int k = kK > 0 ? kK : p.k;
@@ -128,9 +163,11 @@ __device__ __forceinline__ void stream_pass(const ExpertParams& p, int group, in
   const uint8_t* scale = shared ? p.shared_scale : p.scale + group * (matrix_bytes / 8);
   const uint8_t* w_lo = packed + int64_t{lo_row} * (k / 2) + c * 16;
   const uint8_t* w_hi = packed + int64_t{hi_row} * (k / 2) + c * 16;
-  // Activations of token g of each chunk, as 16-byte offsets from act_bf16 (row 0 and zeros
-  // when the chunk has no token g).
-  const uint4* act_base = reinterpret_cast<const uint4*>(p.act_bf16) + c * 4;
+  if constexpr (kActInSmem) PassActivations::stage(p, row_begin, row_end, k);
+  // Activations of token g of each chunk, as 16-byte offsets from the rows' base (row 0 and
+  // zeros when the chunk has no token g).
+  const uint4* act_base =
+      (kActInSmem ? PassActivations::rows() : reinterpret_cast<const uint4*>(p.act_bf16)) + c * 4;
   uint32_t act[kChunks];
   bool chunk_on[kChunks], token_on[kChunks];
 #pragma unroll
@@ -138,19 +175,24 @@ __device__ __forceinline__ void stream_pass(const ExpertParams& p, int group, in
     const int r = row_begin + 8 * i + g;
     chunk_on[i] = row_begin + 8 * i < row_end;  // warp-uniform
     token_on[i] = r < row_end;
-    const int row = !token_on[i] ? 0 : p.row_token ? p.row_token[r] : r;
-    act[i] = static_cast<uint32_t>(row) * static_cast<uint32_t>(k / 8);
+    if constexpr (kActInSmem) {
+      act[i] = static_cast<uint32_t>(8 * i + g) * PassActivations::stride(k);
+    } else {
+      const int row = !token_on[i] ? 0 : p.row_token ? p.row_token[r] : r;
+      act[i] = static_cast<uint32_t>(row) * static_cast<uint32_t>(k / 8);
+    }
   }
 
   WeightRing ring({w_lo, w_hi, scale + int64_t{lo_row} * (k / 16),
                    scale + int64_t{hi_row} * (k / 16), n_steps});
+  if constexpr (kActInSmem) PassActivations::wait();
   float acc[kChunks][4] = {};
   for (int s0 = 0; s0 < n_steps; s0 += kAhead) {
 #pragma unroll
     for (int d = 0; d < kAhead; ++d) {
       const int s = s0 + d;
       if ((kK == 0 || kK / kStepK % kAhead != 0) && s >= n_steps) break;
-      const StepWeights& w = ring.take(d);
+      const StepWeights w = ring.take(d, s);
       uint32_t sp[4];  // bf16x2 scales: lo block 0, lo 1, hi 0, hi 1
       scale_pairs4(w.scales, sp);
       const uint32_t lo_words[4] = {w.lo.x, w.lo.y, w.lo.z, w.lo.w};
@@ -161,7 +203,10 @@ __device__ __forceinline__ void stream_pass(const ExpertParams& p, int group, in
 #pragma unroll
         for (int i = 0; i < kChunks; ++i) {
           b[i] = make_uint4(0u, 0u, 0u, 0u);
-          if (chunk_on[i] && token_on[i]) b[i] = __ldg(act_base + act[i] + s * (kStepK / 8) + q);
+          if (chunk_on[i] && token_on[i]) {
+            const uint4* unit = act_base + act[i] + s * (kStepK / 8) + q;
+            b[i] = kActInSmem ? *unit : __ldg(unit);
+          }
         }
         mma_packed_word(lo_words[q], hi_words[q], sp[q / 2], sp[2 + q / 2], b, chunk_on, acc);
       }
@@ -211,6 +256,36 @@ __device__ __forceinline__ void combine_if_last(const ExpertParams& p, int mt, i
   }
 }
 
+// Shared memory a block may use and still leave kMinBlocksPerSm blocks an SM (the H200's 227 KB,
+// less the 1 KB the driver reserves a block).
+constexpr int kSmemPerBlock = 227 * 1024 / kMinBlocksPerSm - 1024;
+
+// The bytes of a pass's activation rows in shared memory (one token chunk, K constant), or 0
+// where they do not fit beside the scale slab (step_ring.cuh) or some warp has no m-tile.
+template <int kK>
+int pass_activation_bytes(int n_mtiles, int max_group_rows) {
+  if (n_mtiles % kWarps != 0) return 0;
+  constexpr int kRingBytes = StreamStepRing<1, kWarps, kK / kStepK, true>::kSharedBytes;
+  const int bytes = std::min(8, max_group_rows) * (kK / 8 + 1) * 16;
+  return bytes <= kSmemPerBlock - kRingBytes ? bytes : 0;
+}
+
+template <bool kGateUp, int kK, int kChunks, bool kActInSmem>
+void launch_grid(const ExpertParams& p, dim3 grid, int smem_bytes, int n_passes,
+                 cudaStream_t stream) {
+  if constexpr (kActInSmem) {
+    static const bool opted_in = [] {  // dynamic shared memory above 48 KB
+      DSV4_CUDA_CHECK(cudaFuncSetAttribute(expert_stream_kernel<kGateUp, kK, kChunks, true>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           kSmemPerBlock));
+      return true;
+    }();
+    (void)opted_in;
+  }
+  launch_pdl(expert_stream_kernel<kGateUp, kK, kChunks, kActInSmem>, grid, kThreads, smem_bytes,
+             stream, p, n_passes);
+}
+
 template <bool kGateUp, int kK, int kChunks>
 void launch(const ExpertParams& p, int n_slots, int max_group_rows, cudaStream_t stream) {
   const int n_mtiles = kGateUp ? p.ffn / 8 : p.n_rows / 16;
@@ -218,7 +293,13 @@ void launch(const ExpertParams& p, int n_slots, int max_group_rows, cudaStream_t
   // group has more rows loops over passes pass, pass + n_passes, ...).
   const int n_passes = std::min(kGridPasses, (max_group_rows + 8 * kChunks - 1) / (8 * kChunks));
   const dim3 grid((n_mtiles + kWarps - 1) / kWarps * n_passes, n_slots);
-  launch_pdl(expert_stream_kernel<kGateUp, kK, kChunks>, grid, kThreads, 0, stream, p, n_passes);
+  if constexpr (kChunks == 1 && kK != 0) {
+    const int act_bytes = pass_activation_bytes<kK>(n_mtiles, max_group_rows);
+    if (act_bytes > 0) {
+      return launch_grid<kGateUp, kK, kChunks, true>(p, grid, act_bytes, n_passes, stream);
+    }
+  }
+  launch_grid<kGateUp, kK, kChunks, false>(p, grid, 0, n_passes, stream);
 }
 
 template <bool kGateUp, int kK>

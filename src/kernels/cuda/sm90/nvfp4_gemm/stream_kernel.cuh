@@ -58,7 +58,7 @@ __global__ void __launch_bounds__(kStreamThreads, kStreamMinBlocksPerSm)
   const int64_t lo_row = min(row0, p.n - 1), hi_row = min(row0 + 8, p.n - 1);
   const uint8_t* w_lo = p.b_packed + lo_row * (k / 2) + step_begin * (kStreamStepK / 2) + c * 16;
   const uint8_t* w_hi = p.b_packed + hi_row * (k / 2) + step_begin * (kStreamStepK / 2) + c * 16;
-  using WeightRing = StreamStepRing<kChunks, kStreamWarps, kK != 0>;
+  using WeightRing = StreamStepRing<kChunks, kStreamWarps, kK / kStreamStepK / kStreamWarps>;
   constexpr int kDepth = WeightRing::kStages;
   WeightRing ring({w_lo, w_hi, p.b_scale + lo_row * (k / 16) + step_begin * 8,
                    p.b_scale + hi_row * (k / 16) + step_begin * 8, count});
@@ -79,7 +79,7 @@ __global__ void __launch_bounds__(kStreamThreads, kStreamMinBlocksPerSm)
     for (int d = 0; d < kDepth; ++d) {
       const int j = j0 + d;
       if ((kK == 0 || kK / kStreamStepK / kStreamWarps % kDepth != 0) && j >= count) break;
-      const StepWeights& w = ring.take(d);
+      const StepWeights& w = ring.take(d, j);
       uint32_t sp[4];                 // bf16x2 scales: lo block 0, lo 1, hi 0, hi 1
       scale_pairs4(w.scales, sp);
       const uint32_t lo_words[4] = {w.lo.x, w.lo.y, w.lo.z, w.lo.w};
