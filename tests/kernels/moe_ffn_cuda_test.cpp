@@ -188,9 +188,11 @@ INSTANTIATE_TEST_SUITE_P(Routings, MoeFfnCudaWideRouterTest,
 // which it reads block scales from the warp's shared-memory slab and, at one token chunk, a
 // pass's activation rows from shared memory when they fit: D = F = 2048 at one, two and four
 // token chunks per pass (T = 1, 20, 70; 70 also takes several passes for the shared expert), and
-// V4-Flash's D = 4096, F = 2048 at T = 1, 3 (activation rows in shared memory: ≤ 4 of 4096),
-// 6 and 8 (gate-up reads them from global memory, down from shared memory), skewed so that some
-// experts get several rows; the layers above run its generic-K loop.
+// V4-Flash's D = 4096, F = 2048 at T = 1 (also the one-token early start: the down kernel reads
+// the routing and starts its weights before gate-up has finished), 3 (activation rows in shared
+// memory: ≤ 4 of 4096), 6 and 8 (gate-up reads them from global memory, down from shared
+// memory), skewed so that some experts get several rows; the layers above run its generic-K
+// loop.
 struct V4KCase {
   LayerSize size;
   int n_tokens;
@@ -204,15 +206,14 @@ TEST_P(MoeFfnCudaV4KTest, FusedMatchesCpuAndRepeatsBitwise) {
   check_against_cpu(c.size, c.n_tokens, c.routing, MoeMode::kW4A16, MoePath::kFused);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, MoeFfnCudaV4KTest,
-    ::testing::Values(V4KCase{{2048, 2048, 8, 2}, 1, Routing::kScore},
-                      V4KCase{{2048, 2048, 8, 2}, 20, Routing::kScore},
-                      V4KCase{{2048, 2048, 8, 2}, 70, Routing::kScore},
-                      V4KCase{{4096, 2048, 8, 2}, 1, Routing::kScore},
-                      V4KCase{{4096, 2048, 8, 2}, 3, Routing::kSkewed},
-                      V4KCase{{4096, 2048, 8, 2}, 6, Routing::kSkewed},
-                      V4KCase{{4096, 2048, 8, 2}, 8, Routing::kSkewed}));
+INSTANTIATE_TEST_SUITE_P(Shapes, MoeFfnCudaV4KTest,
+                         ::testing::Values(V4KCase{{2048, 2048, 8, 2}, 1, Routing::kScore},
+                                           V4KCase{{2048, 2048, 8, 2}, 20, Routing::kScore},
+                                           V4KCase{{2048, 2048, 8, 2}, 70, Routing::kScore},
+                                           V4KCase{{4096, 2048, 8, 2}, 1, Routing::kScore},
+                                           V4KCase{{4096, 2048, 8, 2}, 3, Routing::kSkewed},
+                                           V4KCase{{4096, 2048, 8, 2}, 6, Routing::kSkewed},
+                                           V4KCase{{4096, 2048, 8, 2}, 8, Routing::kSkewed}));
 
 }  // namespace
 }  // namespace dsv4::kernels

@@ -77,7 +77,7 @@ __device__ __forceinline__ void prefetch_l2_bulk(const void* p, int bytes) {
 
 __device__ __forceinline__ void combine_if_last(const ExpertParams& p, int mt, int rows_done);
 
-template <bool kGateUp, int kK, int kChunks, bool kActInSmem>
+template <bool kGateUp, int kK, int kChunks, bool kActInSmem, bool kEarlyStart = false>
 __device__ __forceinline__ void stream_pass(const ExpertParams& p, int group, int row_begin,
                                             int row_end, int lo_row, int hi_row, int c);
 
@@ -111,7 +111,7 @@ struct PassActivations {
   }
 };
 
-template <bool kGateUp, int kK, int kChunks, bool kActInSmem>
+template <bool kGateUp, int kK, int kChunks, bool kActInSmem, bool kEarlyStart = false>
 __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
     expert_stream_kernel(ExpertParams p, int n_passes) {
   static_assert(kDecodeScaleLog2 == 10, "alpha below undoes 2^-10 per decoded operand");
@@ -129,27 +129,34 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
     const uint8_t* row = p.shared_packed + int64_t{c == 0 ? lo_row : hi_row} * (k / 2);
     for (int b = 0; b < k / 2; b += 4096) prefetch_l2_bulk(row + b, min(4096, k / 2 - b));
   }
-  pdl_wait();  // the routing (offsets, active groups) and the activations
+  // kEarlyStart (one token, see launch): gate-up lets the down grid launch once its own wait is
+  // over, and the down kernel reads the routing and starts its weights before its wait, so its
+  // blocks stream while gate-up's last blocks still run. Reading the routing early is safe: the
+  // down grid launches only after every gate-up block has passed its wait, that is after the
+  // routing grid has completed; it reads through L2 (__ldcg), past any older line in L1.
+  if constexpr (!kEarlyStart || kGateUp) pdl_wait();  // the routing and the activations
+  if constexpr (kEarlyStart && kGateUp) pdl_trigger();
+  auto routing = [](const int* q) { return kEarlyStart && !kGateUp ? __ldcg(q) : *q; };
   // Slots in reverse: y = 0 is the last active group, the shared expert (when there is one; it
   // has the most rows, so its blocks start first and its extra passes do not form the tail).
-  const int n_active = p.active[p.n_experts + 1] - (p.shared_packed ? 0 : 1);
+  const int n_active = routing(p.active + p.n_experts + 1) - (p.shared_packed ? 0 : 1);
   if (static_cast<int>(blockIdx.y) >= n_active || (!kActInSmem && !mt_on)) return;
-  const int group = p.active[n_active - 1 - blockIdx.y];
-  const int group_begin = p.offsets[group], group_end = p.offsets[group + 1];
+  const int group = routing(p.active + n_active - 1 - blockIdx.y);
+  const int group_begin = routing(p.offsets + group), group_end = routing(p.offsets + group + 1);
   int rows_done = 0;
   for (int pass = blockIdx.x % n_passes;; pass += n_passes) {
     const int row_begin = group_begin + pass * kRowsPerPass;
     if (row_begin >= group_end) break;
     const int row_end = min(group_end, row_begin + kRowsPerPass);
-    stream_pass<kGateUp, kK, kChunks, kActInSmem>(p, group, row_begin, row_end, lo_row, hi_row,
-                                                  c);
+    stream_pass<kGateUp, kK, kChunks, kActInSmem, kEarlyStart>(p, group, row_begin, row_end, lo_row,
+                                                               hi_row, c);
     rows_done += row_end - row_begin;
   }
   if (!kGateUp && p.combine_y != nullptr) combine_if_last(p, mt, rows_done);
 }
 
 // One pass: rows [row_begin, row_end) (≤ 8·kChunks) of `group` through this warp's m-tile.
-template <bool kGateUp, int kK, int kChunks, bool kActInSmem>
+template <bool kGateUp, int kK, int kChunks, bool kActInSmem, bool kEarlyStart>
 __device__ __forceinline__ void stream_pass(const ExpertParams& p, int group, int row_begin,
                                             int row_end, int lo_row, int hi_row, int c) {
   using WeightRing = StreamStepRing<kChunks, kWarps, kK / kStepK, /*kScaleSlab=*/true>;
@@ -163,7 +170,9 @@ __device__ __forceinline__ void stream_pass(const ExpertParams& p, int group, in
   const uint8_t* scale = shared ? p.shared_scale : p.scale + group * (matrix_bytes / 8);
   const uint8_t* w_lo = packed + int64_t{lo_row} * (k / 2) + c * 16;
   const uint8_t* w_hi = packed + int64_t{hi_row} * (k / 2) + c * 16;
-  if constexpr (kActInSmem) PassActivations::stage(p, row_begin, row_end, k);
+  // The activation rows start moving now, or with kEarlyStart's down kernel once gate-up is done.
+  constexpr bool kStageAfterRing = kEarlyStart && !kGateUp;
+  if constexpr (kActInSmem && !kStageAfterRing) PassActivations::stage(p, row_begin, row_end, k);
   // Activations of token g of each chunk, as 16-byte offsets from the rows' base (row 0 and
   // zeros when the chunk has no token g).
   const uint4* act_base =
@@ -185,6 +194,10 @@ __device__ __forceinline__ void stream_pass(const ExpertParams& p, int group, in
 
   WeightRing ring({w_lo, w_hi, scale + int64_t{lo_row} * (k / 16),
                    scale + int64_t{hi_row} * (k / 16), n_steps});
+  if constexpr (kStageAfterRing) {
+    pdl_wait();  // gate-up's activations
+    PassActivations::stage(p, row_begin, row_end, k);
+  }
   if constexpr (kActInSmem) PassActivations::wait();
   float acc[kChunks][4] = {};
   for (int s0 = 0; s0 < n_steps; s0 += kAhead) {
@@ -270,20 +283,20 @@ int pass_activation_bytes(int n_mtiles, int max_group_rows) {
   return bytes <= kSmemPerBlock - kRingBytes ? bytes : 0;
 }
 
-template <bool kGateUp, int kK, int kChunks, bool kActInSmem>
+template <bool kGateUp, int kK, int kChunks, bool kActInSmem, bool kEarlyStart = false>
 void launch_grid(const ExpertParams& p, dim3 grid, int smem_bytes, int n_passes,
                  cudaStream_t stream) {
   if constexpr (kActInSmem) {
     static const bool opted_in = [] {  // dynamic shared memory above 48 KB
-      DSV4_CUDA_CHECK(cudaFuncSetAttribute(expert_stream_kernel<kGateUp, kK, kChunks, true>,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           kSmemPerBlock));
+      DSV4_CUDA_CHECK(
+          cudaFuncSetAttribute(expert_stream_kernel<kGateUp, kK, kChunks, true, kEarlyStart>,
+                               cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemPerBlock));
       return true;
     }();
     (void)opted_in;
   }
-  launch_pdl(expert_stream_kernel<kGateUp, kK, kChunks, kActInSmem>, grid, kThreads, smem_bytes,
-             stream, p, n_passes);
+  launch_pdl(expert_stream_kernel<kGateUp, kK, kChunks, kActInSmem, kEarlyStart>, grid, kThreads,
+             smem_bytes, stream, p, n_passes);
 }
 
 template <bool kGateUp, int kK, int kChunks>
@@ -295,6 +308,13 @@ void launch(const ExpertParams& p, int n_slots, int max_group_rows, cudaStream_t
   const dim3 grid((n_mtiles + kWarps - 1) / kWarps * n_passes, n_slots);
   if constexpr (kChunks == 1 && kK != 0) {
     const int act_bytes = pass_activation_bytes<kK>(n_mtiles, max_group_rows);
+    // One token: the early start (expert_stream_kernel). Measured on the H200 (docs/bench.md,
+    // session 12): Flash T = 1 56.7 -> 53.8 µs, Pro 115.0 -> 113.4; from two tokens on, where
+    // the early down blocks' weights compete with gate-up's stream for longer, 1-2 % slower
+    // on Pro, so only here.
+    if (act_bytes > 0 && max_group_rows == 1) {
+      return launch_grid<kGateUp, kK, kChunks, true, true>(p, grid, act_bytes, n_passes, stream);
+    }
     if (act_bytes > 0) {
       return launch_grid<kGateUp, kK, kChunks, true>(p, grid, act_bytes, n_passes, stream);
     }
