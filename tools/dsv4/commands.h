@@ -7,6 +7,7 @@
 namespace dsv4::tools {
 
 // Registration functions, one per subcommand file.
+void register_bench(CLI::App& app, int& exit_code);    // bench.cpp
 void register_check(CLI::App& app, int& exit_code);    // check.cpp
 void register_generate(CLI::App& app, int& exit_code);  // generate.cpp
 void register_inspect(CLI::App& app, int& exit_code);  // inspect.cpp

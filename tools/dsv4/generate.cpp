@@ -11,7 +11,6 @@
 // weights, so the ids mean nothing; it shows the whole path works), or $DSV4_MODEL.
 // Uses only the public API (include/dsv4/).
 #include <cstdio>
-#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <string>
@@ -21,12 +20,13 @@
 #include "dsv4/chat.h"
 #include "dsv4/engine.h"
 #include "dsv4/tokenizer.h"
+#include "engine_flags.h"
 
 namespace dsv4::tools {
 namespace {
 
 struct GenerateArgs {
-  std::string model;
+  EngineFlags engine;
   std::vector<int64_t> ids;
   std::string prompt;
   std::string chat;  // a user message, through the chat encoder
@@ -36,16 +36,7 @@ struct GenerateArgs {
   std::string tokenizer;   // default: MODEL/tokenizer.json
   bool print_ids = false;  // with --prompt: the generated ids instead of their text
   SamplingParams sampling;
-  std::string experts = "w4a16";
-  std::string device = "cpu";
 };
-
-// The checkpoint to run when no --model is given: $DSV4_MODEL, else the embedded default.
-std::string default_model(bool& random_weights) {
-  if (const char* env = std::getenv("DSV4_MODEL"); env && *env) return env;
-  random_weights = true;
-  return std::string(DSV4_SOURCE_DIR) + "/tests/golden/tiny_a_pretrained/model";
-}
 
 Conversation chat_conversation(const GenerateArgs& args) {
   Conversation chat;
@@ -91,17 +82,7 @@ int fail(const Status& status) {
 }
 
 int run_generate(const GenerateArgs& args) {
-  bool random_weights = false;
-  EngineOptions options;
-  options.model_dir = args.model.empty() ? default_model(random_weights) : args.model;
-  options.experts = args.experts == "w4a4" ? ExpertPrecision::kW4A4 : ExpertPrecision::kW4A16;
-  options.device = args.device == "cuda" ? EngineDevice::kCuda : EngineDevice::kCpu;
-  if (random_weights) {
-    std::fprintf(stderr,
-                 "dsv4 generate: no --model, using the embedded test checkpoint %s "
-                 "(random weights: the tokens are meaningless)\n",
-                 options.model_dir.c_str());
-  }
+  const EngineOptions options = engine_options(args.engine, "generate");
   std::optional<Tokenizer> tokenizer;
   Result<std::vector<int64_t>> prompt = prompt_ids(args, options.model_dir, tokenizer);
   if (!prompt.ok()) return fail(prompt.status());
@@ -127,9 +108,7 @@ int run_generate(const GenerateArgs& args) {
 void register_generate(CLI::App& app, int& exit_code) {
   CLI::App* cmd = app.add_subcommand("generate", "Generate from a prompt of token ids or of text");
   auto args = std::make_shared<GenerateArgs>();
-  cmd->add_option(
-      "--model", args->model,
-      "checkpoint directory (default: $DSV4_MODEL, else a small random-weight test model)");
+  add_engine_flags(cmd, args->engine, /*model_required=*/false);
   // Exactly one prompt: token ids or text.
   CLI::Option_group* prompt = cmd->add_option_group("prompt", "one of --ids, --prompt, --chat");
   prompt->add_option("--ids", args->ids, "prompt token ids, comma separated")->delimiter(',');
@@ -164,12 +143,6 @@ void register_generate(CLI::App& app, int& exit_code) {
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--seed", args->sampling.seed, "sampling seed")->capture_default_str();
-  cmd->add_option("--experts", args->experts, "NVFP4 expert mode")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"w4a16", "w4a4"}));
-  cmd->add_option("--device", args->device, "cpu or cuda")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->callback([args, &exit_code] { exit_code = run_generate(*args); });
 }
 

@@ -13,6 +13,7 @@
 #include "base/row_error.h"
 #include "commands.h"
 #include "dsv4/engine.h"
+#include "engine_flags.h"
 #include "format/safetensors.h"
 #include "format/safetensors_writer.h"
 
@@ -23,7 +24,8 @@ namespace {
 constexpr double kLogitsRelTol = 1e-4;
 
 struct VerifyArgs {
-  std::string model, reference, dump, device = "cpu", experts = "w4a16";
+  EngineFlags engine;
+  std::string reference, dump;
 };
 
 template <typename T>
@@ -100,10 +102,7 @@ int run_verify(const VerifyArgs& args) {
   };
   Result<format::SafetensorsFile> ref = format::SafetensorsFile::open(args.reference);
   if (!ref.ok()) return fail(ref.status());
-  EngineOptions options{args.model,
-                        args.device == "cuda" ? EngineDevice::kCuda : EngineDevice::kCpu,
-                        args.experts == "w4a4" ? ExpertPrecision::kW4A4 : ExpertPrecision::kW4A16};
-  Result<Engine> engine = Engine::open(options);
+  Result<Engine> engine = Engine::open(engine_options(args.engine, "verify"));
   if (!engine.ok()) return fail(engine.status());
   format::SafetensorsWriter writer;
   bool all_ok = true;
@@ -129,18 +128,12 @@ void register_verify(CLI::App& app, int& exit_code) {
   CLI::App* cmd = app.add_subcommand(
       "verify", "Recompute an oracle reference file's logits and greedy tokens and compare");
   auto args = std::make_shared<VerifyArgs>();
-  cmd->add_option("--model", args->model, "checkpoint directory")->required();
+  add_engine_flags(cmd, args->engine, /*model_required=*/true);
   cmd->add_option("--reference", args->reference,
                   "reference .safetensors (prompt_i, logits_i, ...)")
       ->required()
       ->check(CLI::ExistingFile);
   cmd->add_option("--dump", args->dump, "write the engine's outputs here (same names and shapes)");
-  cmd->add_option("--device", args->device, "cpu or cuda")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"cpu", "cuda"}));
-  cmd->add_option("--experts", args->experts, "NVFP4 expert mode")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"w4a16", "w4a4"}));
   cmd->callback([args, &exit_code] { exit_code = run_verify(*args); });
 }
 

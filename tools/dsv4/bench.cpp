@@ -1,0 +1,154 @@
+// dsv4 bench [--model DIR] [--device cpu|cuda] [--experts w4a16|w4a4] [--prompt-tokens N]
+// [--gen-tokens M] [--batch B] [--repeats R] [--seed S]: end-to-end speed of the engine as a
+// user meets it. B sequences of N random prompt ids each generate M tokens (greedy, eos
+// ignored, so every run does the same work), R times after one warm-up run; the engine reports
+// each token as it is drawn (GenerateRequest::on_token), so the host clock splits a run into
+//   time to first token  from generate_batch() to the last sequence's first token (the prefill
+//                        of all prompts and one sampling step);
+//   decode step          from there to the last token, divided by the M − 1 steps (one forward
+//                        for all B sequences and their sampling).
+// Prints the median over the R runs of both, with the fastest and slowest, and the tokens a
+// second they give. A program, not a test: run it on the machine you care about.
+// Uses only the public API (include/dsv4/).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "dsv4/engine.h"
+#include "engine_flags.h"
+
+namespace dsv4::tools {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct BenchArgs {
+  EngineFlags engine;
+  int64_t prompt_tokens = 128;
+  int64_t gen_tokens = 32;
+  int64_t batch = 1;
+  int64_t repeats = 5;
+  uint64_t seed = 0;
+};
+
+// One run's two figures, in milliseconds.
+struct RunTimes {
+  double first_token_ms = 0;
+  double decode_step_ms = 0;
+};
+
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+// B prompts of random ids below the vocabulary size, M greedy tokens each, eos ignored.
+std::vector<GenerateRequest> make_requests(const BenchArgs& args, int64_t vocab_size) {
+  std::mt19937_64 rng(args.seed);
+  std::uniform_int_distribution<int64_t> id(0, vocab_size - 1);
+  std::vector<GenerateRequest> requests(static_cast<size_t>(args.batch));
+  for (GenerateRequest& r : requests) {
+    r.prompt.resize(static_cast<size_t>(args.prompt_tokens));
+    for (int64_t& t : r.prompt) t = id(rng);
+    r.sampling.max_tokens = args.gen_tokens;
+    r.sampling.stop_at_eos = false;
+  }
+  return requests;
+}
+
+Result<RunTimes> run_once(Engine& engine, std::vector<GenerateRequest> requests) {
+  // Per sequence, when its first and its latest token arrived.
+  std::vector<Clock::time_point> first(requests.size()), last(requests.size());
+  std::vector<int64_t> seen(requests.size(), 0);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    requests[i].on_token = [&, i](int64_t) {
+      const Clock::time_point now = Clock::now();
+      if (seen[i]++ == 0) first[i] = now;
+      last[i] = now;
+      return true;
+    };
+  }
+  const Clock::time_point start = Clock::now();
+  Result<std::vector<Generation>> out = engine.generate_batch(requests);
+  if (!out.ok()) return out.status();
+  const int64_t steps = seen.front();
+  if (std::any_of(seen.begin(), seen.end(), [&](int64_t n) { return n != steps; }) || steps < 2) {
+    return internal_error("bench: the sequences did not all generate the tokens asked for");
+  }
+  const Clock::time_point first_done = *std::max_element(first.begin(), first.end());
+  const Clock::time_point all_done = *std::max_element(last.begin(), last.end());
+  return RunTimes{ms_between(start, first_done),
+                  ms_between(first_done, all_done) / static_cast<double>(steps - 1)};
+}
+
+// Median (the upper one of an even count), fastest and slowest of one figure over the runs.
+struct Spread {
+  double median, min, max;
+};
+Spread spread(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return Spread{v[v.size() / 2], v.front(), v.back()};
+}
+
+int fail(const Status& status) {
+  std::fprintf(stderr, "dsv4 bench: %s\n", status.to_string().c_str());
+  return 1;
+}
+
+int run_bench(const BenchArgs& args) {
+  EngineOptions options = engine_options(args.engine, "bench");
+  options.max_context = args.prompt_tokens + args.gen_tokens;
+  Result<Engine> engine = Engine::open(options);
+  if (!engine.ok()) return fail(engine.status());
+  const std::vector<GenerateRequest> requests = make_requests(args, engine->vocab_size());
+  std::vector<double> first_token, decode_step;
+  for (int64_t r = 0; r <= args.repeats; ++r) {  // run 0 warms up (allocations, caches)
+    Result<RunTimes> t = run_once(*engine, requests);
+    if (!t.ok()) return fail(t.status());
+    if (r == 0) continue;
+    first_token.push_back(t->first_token_ms);
+    decode_step.push_back(t->decode_step_ms);
+  }
+  const Spread ttft = spread(first_token), step = spread(decode_step);
+  const double b = static_cast<double>(args.batch);
+  std::printf("dsv4 bench: %s, %s, experts %s; batch %lld, prompt %lld, generate %lld; "
+              "median of %lld runs [fastest, slowest]\n",
+              options.model_dir.c_str(), args.engine.device.c_str(), args.engine.experts.c_str(),
+              static_cast<long long>(args.batch), static_cast<long long>(args.prompt_tokens),
+              static_cast<long long>(args.gen_tokens), static_cast<long long>(args.repeats));
+  std::printf("time to first token: %.3f ms [%.3f, %.3f]  prefill %.1f tokens/s\n", ttft.median,
+              ttft.min, ttft.max, b * static_cast<double>(args.prompt_tokens) * 1e3 / ttft.median);
+  std::printf("decode step:         %.3f ms [%.3f, %.3f]  %.1f tokens/s (%.1f a sequence)\n",
+              step.median, step.min, step.max, b * 1e3 / step.median, 1e3 / step.median);
+  return 0;
+}
+
+}  // namespace
+
+void register_bench(CLI::App& app, int& exit_code) {
+  CLI::App* cmd = app.add_subcommand(
+      "bench", "Time to first token and decode step of random prompts, end to end");
+  auto args = std::make_shared<BenchArgs>();
+  add_engine_flags(cmd, args->engine, /*model_required=*/false);
+  cmd->add_option("--prompt-tokens", args->prompt_tokens, "prompt length of each sequence")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  cmd->add_option("--gen-tokens", args->gen_tokens,
+                  "tokens each sequence generates (at least 2: one decode step)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{2}, int64_t{1} << 20));
+  cmd->add_option("--batch", args->batch, "sequences stepped together")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{4096}));
+  cmd->add_option("--repeats", args->repeats, "timed runs after one warm-up run")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1000}));
+  cmd->add_option("--seed", args->seed, "seed of the random prompts")->capture_default_str();
+  cmd->callback([args, &exit_code] { exit_code = run_bench(*args); });
+}
+
+}  // namespace dsv4::tools

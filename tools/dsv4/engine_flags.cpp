@@ -1,0 +1,43 @@
+#include "engine_flags.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace dsv4::tools {
+
+void add_engine_flags(CLI::App* cmd, EngineFlags& flags, bool model_required) {
+  if (model_required) {
+    cmd->add_option("--model", flags.model, "checkpoint directory")->required();
+  } else {
+    cmd->add_option(
+        "--model", flags.model,
+        "checkpoint directory (default: $DSV4_MODEL, else a small random-weight test model)");
+  }
+  cmd->add_option("--device", flags.device, "cpu or cuda")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option("--experts", flags.experts, "NVFP4 expert mode")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"w4a16", "w4a4"}));
+}
+
+EngineOptions engine_options(const EngineFlags& flags, const char* command) {
+  EngineOptions options;
+  options.model_dir = flags.model;
+  if (options.model_dir.empty()) {
+    if (const char* env = std::getenv("DSV4_MODEL"); env && *env) {
+      options.model_dir = env;
+    } else {
+      options.model_dir = std::string(DSV4_SOURCE_DIR) + "/tests/golden/tiny_a_pretrained/model";
+      std::fprintf(stderr,
+                   "dsv4 %s: no --model, using the embedded test checkpoint %s "
+                   "(random weights: the tokens are meaningless)\n",
+                   command, options.model_dir.c_str());
+    }
+  }
+  options.device = flags.device == "cuda" ? EngineDevice::kCuda : EngineDevice::kCpu;
+  options.experts = flags.experts == "w4a4" ? ExpertPrecision::kW4A4 : ExpertPrecision::kW4A16;
+  return options;
+}
+
+}  // namespace dsv4::tools

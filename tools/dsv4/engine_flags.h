@@ -1,0 +1,27 @@
+// The flags every subcommand that runs the engine shares (generate, verify, bench): the
+// checkpoint, the device and the NVFP4 expert mode, and the EngineOptions they make.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+
+#include "dsv4/engine.h"
+
+namespace dsv4::tools {
+
+struct EngineFlags {
+  std::string model;  // empty: $DSV4_MODEL, else the embedded test checkpoint (see engine_options)
+  std::string device = "cpu";
+  std::string experts = "w4a16";
+};
+
+// --model (required when model_required, else optional with the default above), --device and
+// --experts, with their allowed values checked by CLI11.
+void add_engine_flags(CLI::App* cmd, EngineFlags& flags, bool model_required);
+
+// The options the flags ask for. Without --model: $DSV4_MODEL, else the small oracle checkpoint
+// in the repository, whose weights are random, which `command` says on stderr.
+EngineOptions engine_options(const EngineFlags& flags, const char* command);
+
+}  // namespace dsv4::tools
