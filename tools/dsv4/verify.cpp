@@ -1,9 +1,10 @@
-// dsv4 verify --model DIR --reference REF.safetensors [--dump OUT.safetensors]
+// dsv4 verify --model DIR --reference REF.safetensors [--dump OUT.safetensors [--force]]
 // [--device cpu|cuda] [--experts w4a16|w4a4]: checks the engine against an oracle's reference
 // file (prompt_i, logits_i [len, V], greedy_i [n], greedy_logits_i [n, V]). For each prompt it
 // recomputes the full-sequence logits and the cached greedy continuation, prints the largest
 // per-row relative error ‖Δ‖/‖ref‖ of both and the token agreement, and exits 1 past the
-// tolerance. --dump writes the engine's own outputs under the same names and shapes.
+// tolerance. --dump writes the engine's own outputs under the same names and shapes; an existing
+// file is replaced only with --force.
 // Uses the public API plus the safetensors reader/writer for the two files.
 #include <cstdio>
 #include <memory>
@@ -26,6 +27,7 @@ constexpr double kLogitsRelTol = 1e-4;
 struct VerifyArgs {
   EngineFlags engine;
   std::string reference, dump;
+  bool force = false;  // --dump may replace an existing file
 };
 
 template <typename T>
@@ -115,7 +117,7 @@ int run_verify(const VerifyArgs& args) {
   }
   if (i == 0) return fail(not_found(args.reference + ": no prompt_0"));
   if (!args.dump.empty()) {
-    if (Status s = writer.write(args.dump, /*overwrite=*/true); !s.ok()) return fail(s);
+    if (Status s = writer.write(args.dump, args.force); !s.ok()) return fail(s);
   }
   std::printf("%s: %d prompts, tolerance %.0e: %s\n", args.reference.c_str(), i, kLogitsRelTol,
               all_ok ? "PASS" : "FAIL");
@@ -133,7 +135,9 @@ void register_verify(CLI::App& app, int& exit_code) {
                   "reference .safetensors (prompt_i, logits_i, ...)")
       ->required()
       ->check(CLI::ExistingFile);
-  cmd->add_option("--dump", args->dump, "write the engine's outputs here (same names and shapes)");
+  CLI::Option* dump = cmd->add_option("--dump", args->dump,
+                                      "write the engine's outputs here (same names and shapes)");
+  cmd->add_flag("--force", args->force, "with --dump, replace an existing file")->needs(dump);
   cmd->callback([args, &exit_code] { exit_code = run_verify(*args); });
 }
 
