@@ -7,6 +7,7 @@
 // file is replaced only with --force.
 // Uses the public API plus the safetensors reader/writer for the two files.
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -102,6 +103,12 @@ int run_verify(const VerifyArgs& args) {
     std::fprintf(stderr, "dsv4 verify: %s\n", s.to_string().c_str());
     return 2;
   };
+  // Refused before the forward passes too (minutes on a large checkpoint), not only at the write.
+  std::error_code ec;
+  if (!args.dump.empty() && !args.force && std::filesystem::exists(args.dump, ec)) {
+    return fail(
+        invalid_argument(args.dump + ": already exists (not overwritten; --force replaces it)"));
+  }
   Result<format::SafetensorsFile> ref = format::SafetensorsFile::open(args.reference);
   if (!ref.ok()) return fail(ref.status());
   Result<Engine> engine = Engine::open(engine_options(args.engine, "verify"));
