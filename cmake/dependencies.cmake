@@ -7,12 +7,20 @@ find_package(CLI11 REQUIRED)
 find_path(DSV4_HTTPLIB_INCLUDE httplib.h REQUIRED)
 find_library(DSV4_HTTPLIB_LIBRARY NAMES cpp-httplib REQUIRED)
 # OpenBLAS for the CPU reference GEMMs. The static archive keeps the binaries self-contained, so
-# they also run on the GPU machine, which has no OpenBLAS.
-find_library(DSV4_OPENBLAS_STATIC NAMES libopenblas.a PATHS /usr/lib/x86_64-linux-gnu/openblas-pthread
-             /usr/lib/x86_64-linux-gnu REQUIRED)
+# they also run on the GPU machine, which has no OpenBLAS. Its OpenMP build (Debian's
+# libopenblas-openmp-dev), so that BLAS and the kernels' own OpenMP loops share libgomp's one
+# thread pool: with the pthread build the two pools spin against each other between calls
+# (on 2 cores the tiny model's time to first token was 6-11x slower and erratic, `dsv4 bench`).
+find_library(DSV4_OPENBLAS_STATIC NAMES libopenblas.a
+             PATHS /usr/lib/x86_64-linux-gnu/openblas-openmp NO_DEFAULT_PATH)
+find_path(DSV4_CBLAS_INCLUDE cblas.h PATHS /usr/include/x86_64-linux-gnu/openblas-openmp
+          NO_DEFAULT_PATH)
+if(NOT DSV4_OPENBLAS_STATIC OR NOT DSV4_CBLAS_INCLUDE)
+  message(FATAL_ERROR "OpenBLAS's OpenMP build not found: install libopenblas-openmp-dev "
+                      "(scripts/setup.sh does)")
+endif()
 add_library(dsv4_blas INTERFACE)
-target_link_libraries(dsv4_blas INTERFACE ${DSV4_OPENBLAS_STATIC} Threads::Threads)
-find_path(DSV4_CBLAS_INCLUDE cblas.h PATHS /usr/include/x86_64-linux-gnu/openblas-pthread REQUIRED)
+target_link_libraries(dsv4_blas INTERFACE ${DSV4_OPENBLAS_STATIC} OpenMP::OpenMP_CXX)
 target_include_directories(dsv4_blas INTERFACE ${DSV4_CBLAS_INCLUDE})
 # PCRE2 for the tokenizer's Split patterns, static for the same reason.
 find_library(DSV4_PCRE2_STATIC NAMES libpcre2-8.a REQUIRED)
