@@ -27,6 +27,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// The most prompt ids of one run (B × N), so that absurd flags are refused with a message
+// rather than failing to allocate (16 M ids: 128 MB of prompts).
+constexpr int64_t kMaxPromptIds = int64_t{1} << 24;
+
 struct BenchArgs {
   EngineFlags engine;
   int64_t prompt_tokens = 128;
@@ -100,6 +104,11 @@ int fail(const Status& status) {
 }
 
 int run_bench(const BenchArgs& args) {
+  if (args.batch * args.prompt_tokens > kMaxPromptIds) {
+    return fail(invalid_argument("--batch " + std::to_string(args.batch) + " × --prompt-tokens " +
+                                 std::to_string(args.prompt_tokens) + " is more than " +
+                                 std::to_string(kMaxPromptIds) + " prompt ids"));
+  }
   EngineOptions options = engine_options(args.engine, "bench");
   options.max_context = args.prompt_tokens + args.gen_tokens;
   Result<Engine> engine = Engine::open(options);
