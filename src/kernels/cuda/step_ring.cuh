@@ -158,8 +158,8 @@ class SlabStepRing {
   static constexpr int kSharedBytes = kWarps * 16 * kRowBytes;  // of a block
   static_assert(kSteps % 2 == 0, "whole 16-byte copies of a row's scales");
 
-  // Copies the slab (each lane a quarter of its two rows), starts the code ring, then waits for
-  // the slab: its latency and the first code steps' overlap.
+  // Starts the code ring (its member is built first), copies the slab (each lane a quarter of
+  // its two rows), then waits for the slab: its latency and the first code steps' overlap.
   __device__ __forceinline__ explicit SlabStepRing(const StepSource& source)
       : codes_(source), slab_(warp_storage()), lane_(threadIdx.x % 32) {
     const int g = lane_ / 4, c = lane_ % 4;
