@@ -11,7 +11,8 @@
 #     GEMM_M    M list for nvfp4_gemm_bench (absent: not run)
 # Environment: MOE_ENV_B, if set, runs moe_bench a second time with that VAR=value (an A/B of
 # an environment-gated variant in the same call); TORCH_TOKENS, if set, the PyTorch baseline's
-# token list.
+# token list. After the tests, `dsv4 bench --device cuda` on the tree's tiny checkpoint (the
+# engine's own overheads end to end: its layers are too small to weigh anything) at batch 1 and 8.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
 out=${OUT:-/tmp/dsv4_out}
@@ -40,6 +41,12 @@ if [ "$tests" != "-" ]; then
     r=$?
     echo "$name rc=$r: $(grep -E '^\[  PASSED  \]|^\[  FAILED  \]' "$out/$name.log" | head -3 | tr '\n' ' ')"
     [ $r -ne 0 ] && rc=$r && grep -E 'FAILED|Failure|error' "$out/$name.log" | head -20
+  done
+fi
+if [ -x "$bins/dsv4" ] && [ $rc -eq 0 ]; then
+  for batch in 1 8; do
+    timeout 120 "$bins/dsv4" bench --device cuda --model tests/golden/tiny_a_pretrained/model \
+      --batch "$batch" --prompt-tokens 128 --gen-tokens 32 2>&1 | tee -a "$out/dsv4_bench.txt"
   done
 fi
 if [ "$moe_args" != "-" ] && [ $rc -eq 0 ]; then
