@@ -90,7 +90,8 @@ struct PassActivations {
     extern __shared__ uint4 pass_rows[];
     return pass_rows;
   }
-  __device__ __forceinline__ static int stride(int k) { return k / 8 + 1; }
+  // 16-byte units from one row to the next; the launcher sizes the rows with it too.
+  __host__ __device__ static constexpr int stride(int k) { return k / 8 + 1; }
 
   __device__ __forceinline__ static void stage(const ExpertParams& p, int row_begin, int row_end,
                                                int k) {
@@ -279,7 +280,7 @@ template <int kK>
 int pass_activation_bytes(int n_mtiles, int max_group_rows) {
   if (n_mtiles % kWarps != 0) return 0;
   constexpr int kRingBytes = StreamStepRing<1, kWarps, kK / kStepK, true>::kSharedBytes;
-  const int bytes = std::min(8, max_group_rows) * (kK / 8 + 1) * 16;
+  const int bytes = std::min(8, max_group_rows) * PassActivations::stride(kK) * 16;
   return bytes <= kSmemPerBlock - kRingBytes ? bytes : 0;
 }
 
