@@ -11,6 +11,39 @@
 
 namespace dsv4 {
 
+#ifdef DSV4_WITH_CUDA
+namespace {
+
+// Device memory is stream-ordered on the per-thread default stream, where every dsv4 op runs
+// (kernels/cuda/stream.h): the model's per-step activations come from the device's memory pool
+// and go back to it without the implicit device synchronisation of cudaFree, and the pool keeps
+// what it was given (release threshold: never), so a decode step's allocations are reuses.
+// Buffers are allocated, used and freed on one thread's stream (a generate call's activations
+// and caches), or allocated once and only read elsewhere after a synchronous upload (weights).
+// Devices without memory pools use cudaMalloc / cudaFree.
+bool device_has_pool() {
+  thread_local int device = -1;
+  thread_local bool has_pool = false;
+  int current = 0;
+  if (cudaGetDevice(&current) != cudaSuccess) return false;
+  if (current != device) {
+    device = current;
+    int supported = 0;
+    has_pool = cudaDeviceGetAttribute(&supported, cudaDevAttrMemoryPoolsSupported, current) ==
+                   cudaSuccess &&
+               supported != 0;
+    cudaMemPool_t pool;
+    if (has_pool && cudaDeviceGetDefaultMemPool(&pool, current) == cudaSuccess) {
+      uint64_t keep_all = UINT64_MAX;
+      cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all);
+    }
+  }
+  return has_pool;
+}
+
+}  // namespace
+#endif
+
 Result<Buffer> Buffer::allocate(size_t bytes, Device device) {
   Buffer buffer;
   buffer.bytes_ = bytes;
@@ -25,7 +58,10 @@ Result<Buffer> Buffer::allocate(size_t bytes, Device device) {
     return buffer;
   }
 #ifdef DSV4_WITH_CUDA
-  const cudaError_t err = cudaMalloc(&buffer.data_, bytes);
+  buffer.pooled_ = device_has_pool();
+  const cudaError_t err = buffer.pooled_
+                              ? cudaMallocAsync(&buffer.data_, bytes, cudaStreamPerThread)
+                              : cudaMalloc(&buffer.data_, bytes);
   if (err != cudaSuccess) {
     buffer.data_ = nullptr;
     return resource_exhausted("cudaMalloc of " + std::to_string(bytes) +
@@ -43,7 +79,8 @@ void Buffer::release() {
     std::free(data_);
   } else {
 #ifdef DSV4_WITH_CUDA
-    cudaFree(data_);  // errors at teardown have nowhere to go; the context may be gone already
+    // Errors at teardown have nowhere to go; the context may be gone already.
+    pooled_ ? cudaFreeAsync(data_, cudaStreamPerThread) : cudaFree(data_);
 #endif
   }
   data_ = nullptr;
@@ -54,7 +91,8 @@ Buffer::~Buffer() { release(); }
 Buffer::Buffer(Buffer&& other) noexcept
     : data_(std::exchange(other.data_, nullptr)),
       bytes_(std::exchange(other.bytes_, 0)),
-      device_(other.device_) {}
+      device_(other.device_),
+      pooled_(other.pooled_) {}
 
 Buffer& Buffer::operator=(Buffer&& other) noexcept {
   if (this != &other) {
@@ -62,6 +100,7 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
     data_ = std::exchange(other.data_, nullptr);
     bytes_ = std::exchange(other.bytes_, 0);
     device_ = other.device_;
+    pooled_ = other.pooled_;
   }
   return *this;
 }
@@ -98,12 +137,31 @@ Status copy_tensor(const TensorView& dst, const TensorView& src) {
     return ok_status();
   }
 #ifdef DSV4_WITH_CUDA
-  const cudaError_t err = cudaMemcpy(dst.data, src.data, src.bytes(), cudaMemcpyDefault);
-  if (err != cudaSuccess) return internal_error(std::string("cudaMemcpy: ") + cudaGetErrorString(err));
+  // On the per-thread stream, in order with the ops: cudaMemcpy from pageable host memory would
+  // first wait for all of the device's work, and the model uploads a step's positions and
+  // indices layer by layer. A copy to the host waits for its data, since the caller reads it.
+  cudaError_t err =
+      cudaMemcpyAsync(dst.data, src.data, src.bytes(), cudaMemcpyDefault, cudaStreamPerThread);
+  if (err == cudaSuccess && dst.device == Device::kCpu) {
+    err = cudaStreamSynchronize(cudaStreamPerThread);
+  }
+  if (err != cudaSuccess) {
+    return internal_error(std::string("cudaMemcpyAsync: ") + cudaGetErrorString(err));
+  }
   return ok_status();
 #else
   return unimplemented("this build of dsv4 has no CUDA support");
 #endif
+}
+
+Status finish_device_work() {
+#ifdef DSV4_WITH_CUDA
+  const cudaError_t err = cudaStreamSynchronize(cudaStreamPerThread);
+  if (err != cudaSuccess) {
+    return internal_error(std::string("cudaStreamSynchronize: ") + cudaGetErrorString(err));
+  }
+#endif
+  return ok_status();
 }
 
 }  // namespace dsv4

@@ -12,8 +12,9 @@ namespace dsv4 {
 class Buffer {
  public:
   Buffer() = default;
-  // Host memory is 64-byte aligned; device memory comes from cudaMalloc. Fails (never aborts)
-  // when the memory is not there: model sizes come from user configs.
+  // Host memory is 64-byte aligned; device memory comes from the device's memory pool, ordered
+  // on the calling thread's default stream (buffer.cpp says why), or cudaMalloc without pools.
+  // Fails (never aborts) when the memory is not there: model sizes come from user configs.
   static Result<Buffer> allocate(size_t bytes, Device device);
   ~Buffer();
   Buffer(Buffer&& other) noexcept;
@@ -30,6 +31,7 @@ class Buffer {
   void* data_ = nullptr;
   size_t bytes_ = 0;
   Device device_ = Device::kCpu;
+  bool pooled_ = false;  // device memory from the stream-ordered pool
 };
 
 class Tensor {
@@ -55,7 +57,13 @@ class Tensor {
   TensorView view_;
 };
 
-// Copies between any two devices (host<->device through cudaMemcpy); same dtype and numel.
+// Copies between any two devices; same dtype and numel. Host-to-device and device-to-device
+// copies are ordered on the calling thread's default stream, like the ops, and may still run
+// when this returns (the host source is already staged); a copy to the host has finished.
 Status copy_tensor(const TensorView& dst, const TensorView& src);
+
+// Waits for the device work this thread has queued (its copies and ops), so that another
+// thread may use what they wrote: the weights a server's request threads share, for one.
+Status finish_device_work();
 
 }  // namespace dsv4

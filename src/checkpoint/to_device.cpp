@@ -117,6 +117,8 @@ Result<ModelWeights> copy_weights(const ModelWeights& weights, Device device) {
   for (size_t i = 0; i < weights.layers.size(); ++i) {
     DSV4_RETURN_IF_ERROR(copier.copy(weights.layers[i], out.layers[i]));
   }
+  // The copies run on this thread's stream; the model may run on others (a server's).
+  DSV4_RETURN_IF_ERROR(finish_device_work());
   return out;
 }
 
