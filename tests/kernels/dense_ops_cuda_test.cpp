@@ -34,7 +34,11 @@ TensorView columns(const TensorView& m, int64_t begin, int64_t end) {
 
 TEST(DenseOpsCuda, LinearMatchesCpuOnStridedRows) {
   SeededRng rng;
-  for (const auto& [t, n, k] : {std::tuple{1, 1, 1}, {3, 65, 17}, {70, 130, 300}, {129, 7, 1025}}) {
+  // Both kernels (cuda/linear.cu): the few-rows one with one output a block (narrow N, any T;
+  // mHC's 24 mixes of a 16384-wide residual) and four (N ≥ 1024, two token chunks, ragged
+  // tails), and the tiled one (T > 16 with ≥ 128 tiles).
+  for (const auto& [t, n, k] : {std::tuple{1, 1, 1}, {3, 65, 17}, {70, 130, 300}, {129, 7, 1025},
+                                {2, 24, 16384}, {9, 1030, 700}, {130, 4100, 33}}) {
     SCOPED_TRACE(std::to_string(t) + "x" + std::to_string(n) + "x" + std::to_string(k));
     const OpPair x = OpPair::uniform(rng, {t, k + 5});
     const OpPair w = OpPair::uniform(rng, {n, k});
@@ -106,7 +110,9 @@ TEST(DenseOpsCuda, AddAndEmbeddingAreBitIdentical) {
 
 TEST(HyperConnectionsCuda, MixesMatchCpuAndStreamOpsAreBitIdentical) {
   SeededRng rng;
-  for (const auto& [t, m, d] : {std::tuple{1, 2, 1}, {5, 3, 33}, {19, 4, 130}}) {
+  // M ≤ 5 runs the Sinkhorn a warp a token, M = 6 a thread a token (cuda/hyper_connections.cu).
+  for (const auto& [t, m, d] :
+       {std::tuple{1, 2, 1}, {5, 3, 33}, {19, 4, 130}, {7, 5, 9}, {3, 6, 17}}) {
     SCOPED_TRACE(std::to_string(t) + "x" + std::to_string(m) + "x" + std::to_string(d));
     const OpPair mixes = OpPair::uniform(rng, {t, (2 + m) * m}, -2.0, 2.0);
     const OpPair scale = OpPair::uniform(rng, {3}, 0.1, 2.0);

@@ -1,6 +1,7 @@
 // mHC on CUDA (kernels/ops.h has the contracts; kernels/cpu/hyper_connections.cpp the
 // reference). The mixes are per token and tiny (M = 4 in the released models), so the Sinkhorn
-// kernel runs one thread per token, in place on its [M, M] slice of `comb`, in the CPU's order.
+// kernel runs one warp per token (one thread for M > 5) on its [M, M] slice of `comb`, in the
+// CPU's order.
 // The stream ops (repeat, collapse, expand) run one thread per output element and sum over the
 // streams in the CPU's order with explicitly rounded products and sums (no fused multiply-add),
 // which makes them bit-identical to the reference.
@@ -44,6 +45,50 @@ __device__ void sinkhorn(float* c, int64_t m, int64_t n_iters, float eps) {
   }
 }
 
+// The same iterations with one warp per token for M·M ≤ 32: lane l owns c[l] (row l / M,
+// column l % M), and a row's or column's sum gathers its M values by shuffles and adds them in
+// sinkhorn()'s order, so the bits are the same. A thread alone divided one element after the
+// other (each division is its own branchy sequence, so they do not overlap): 25 µs a call at
+// T = 1 on the H200; here a lane divides one element a pass. Lanes past M·M compute garbage
+// that no owner reads.
+class WarpSinkhorn {
+ public:
+  __device__ WarpSinkhorn(int m, float eps) : m_(m), eps_(eps), lane_(threadIdx.x % 32) {}
+
+  __device__ float run(float logit, int64_t n_iters) const {
+    float max = gather(logit, 0, 1);
+    for (int j = 1; j < m_; ++j) max = fmaxf(max, gather(logit, j, 1));
+    const float e = expf(logit - max);
+    float v = e / row_sum(e) + eps_;
+    for (int64_t it = 0; it < n_iters; ++it) {
+      if (it > 0) v = v / (row_sum(v) + eps_);
+      v = v / (column_sum(v) + eps_);
+    }
+    return v;
+  }
+
+ private:
+  // Element `index` of this lane's row (stride 1) or column (stride M).
+  __device__ float gather(float v, int index, int stride) const {
+    const int first = stride == 1 ? lane_ / m_ * m_ : lane_ % m_;
+    return __shfl_sync(0xffffffffu, v, first + index * stride);
+  }
+  __device__ float row_sum(float v) const {
+    float sum = 0.0f;
+    for (int j = 0; j < m_; ++j) sum += gather(v, j, 1);
+    return sum;
+  }
+  __device__ float column_sum(float v) const {
+    float sum = 0.0f;
+    for (int i = 0; i < m_; ++i) sum += gather(v, i, m_);
+    return sum;
+  }
+
+  int m_;
+  float eps_;
+  int lane_;
+};
+
 struct SplitArgs {
   RowMatrix mixes, pre, post;
   float* comb;
@@ -51,24 +96,44 @@ struct SplitArgs {
   const float* base;   // [(2+M)·M]
   int64_t n_sinkhorn_iters;
   float eps;
+
+  __device__ const float* logits(int64_t t) const { return mixes.data + t * mixes.row_stride; }
+  // pre[t, i] and post[t, i] from their logits.
+  __device__ void split(int64_t t, int64_t i) const {
+    const int64_t m = pre.n_cols;
+    const float* l = logits(t);
+    pre.data[t * pre.row_stride + i] = sigmoid(__fadd_rn(__fmul_rn(l[i], scale[0]), base[i])) + eps;
+    post.data[t * post.row_stride + i] =
+        2.0f * sigmoid(__fadd_rn(__fmul_rn(l[m + i], scale[1]), base[m + i]));
+  }
+  // comb's logit k of token t, before the Sinkhorn iterations.
+  __device__ float comb_logit(int64_t t, int64_t k) const {
+    const int64_t m = pre.n_cols;
+    return __fadd_rn(__fmul_rn(logits(t)[2 * m + k], scale[2]), base[2 * m + k]);
+  }
 };
 
+// One thread per token, in place in `comb` (any M).
 __global__ void hc_split_sinkhorn_kernel(SplitArgs a) {
   const int64_t t = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (t >= a.mixes.n_rows) return;
   const int64_t m = a.pre.n_cols;
-  const float* logits = a.mixes.data + t * a.mixes.row_stride;
-  for (int64_t i = 0; i < m; ++i) {
-    a.pre.data[t * a.pre.row_stride + i] =
-        sigmoid(__fadd_rn(__fmul_rn(logits[i], a.scale[0]), a.base[i])) + a.eps;
-    a.post.data[t * a.post.row_stride + i] =
-        2.0f * sigmoid(__fadd_rn(__fmul_rn(logits[m + i], a.scale[1]), a.base[m + i]));
-  }
+  for (int64_t i = 0; i < m; ++i) a.split(t, i);
   float* c = a.comb + t * m * m;
-  for (int64_t k = 0; k < m * m; ++k) {
-    c[k] = __fadd_rn(__fmul_rn(logits[2 * m + k], a.scale[2]), a.base[2 * m + k]);
-  }
+  for (int64_t k = 0; k < m * m; ++k) c[k] = a.comb_logit(t, k);
   sinkhorn(c, m, a.n_sinkhorn_iters, a.eps);
+}
+
+// One warp per token (M·M ≤ 32).
+__global__ void hc_split_sinkhorn_warp_kernel(SplitArgs a) {
+  const int64_t t = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) / 32;
+  if (t >= a.mixes.n_rows) return;  // warp-uniform
+  const int lane = threadIdx.x % 32, m = static_cast<int>(a.pre.n_cols);
+  if (lane < m) a.split(t, lane);
+  const bool owner = lane < m * m;
+  const float v = WarpSinkhorn(m, a.eps).run(owner ? a.comb_logit(t, lane) : 0.0f,
+                                             a.n_sinkhorn_iters);
+  if (owner) a.comb[t * m * m + lane] = v;
 }
 
 __global__ void hc_head_weights_kernel(RowMatrix mixes, RowMatrix pre, const float* scale,
@@ -146,7 +211,13 @@ void hc_split_sinkhorn(const TensorView& mixes, const TensorView& scale, const T
   a.scale = f32_vector(scale, 3, "hc_split_sinkhorn scale");
   a.base = f32_vector(base, (2 + m) * m, "hc_split_sinkhorn base");
   if (n_tokens == 0) return;
-  hc_split_sinkhorn_kernel<<<element_blocks(n_tokens), kElementThreads, 0, op_stream()>>>(a);
+  // A warp a token up to M = 5 (the released models have 4), else a thread.
+  if (m * m <= 32) {
+    hc_split_sinkhorn_warp_kernel<<<element_blocks(32 * n_tokens), kElementThreads, 0,
+                                    op_stream()>>>(a);
+  } else {
+    hc_split_sinkhorn_kernel<<<element_blocks(n_tokens), kElementThreads, 0, op_stream()>>>(a);
+  }
   check_launch();
 }
 
