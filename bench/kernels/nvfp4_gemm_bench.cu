@@ -41,15 +41,13 @@
 #include "kernels/cuda/sm90/nvfp4_gemm/heuristics.h"
 #include "kernels/cuda/sm90/nvfp4_gemm/launch.h"
 #include "testing/compare.h"
+#include "bench_clock.h"
 
 namespace dsv4::bench {
 namespace {
 
 using format::ScaleLayout;
 
-constexpr int kBatch = 20;
-constexpr int kWarmup = 3;
-constexpr int kRepeats = 20;
 constexpr int64_t kRotateBytes = 256ll << 20;  // > 4 × the 50 MB L2
 constexpr int64_t kCheckRows = 64;
 
@@ -104,12 +102,6 @@ void cublas_gemm(const Cublas& c, const void* a, const void* w, void* out, int64
 }
 
 // ---- device data ----
-Tensor device_tensor(DType dtype, Shape shape) {
-  Result<Tensor> t = Tensor::empty(dtype, shape, Device::kCuda);
-  DSV4_CHECK(t.ok(), "allocation of %s failed", shape.to_string().c_str());
-  return std::move(t).value();
-}
-
 // Random bytes: any byte is two valid E2M1 codes; scales in [2^-3, 2^4] (never 0x7f).
 __global__ void fill_random_kernel(uint8_t* p, int64_t n, uint32_t seed, bool scales) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
@@ -172,70 +164,6 @@ Weights make_weights(int64_t n, int64_t k, uint32_t seed, bool dense) {
     DSV4_CUDA_CHECK(cudaGetLastError());
   }
   return w;
-}
-
-// ---- timing ----
-// Median over kRepeats of `launch` (events around it on the op stream), after kWarmup.
-template <typename F>
-double median_ms(F&& launch) {
-  const cudaStream_t stream = kernels::cuda::op_stream();
-  cudaEvent_t start, stop;
-  DSV4_CUDA_CHECK(cudaEventCreate(&start));
-  DSV4_CUDA_CHECK(cudaEventCreate(&stop));
-  for (int i = 0; i < kWarmup; ++i) launch();
-  std::vector<float> ms(kRepeats);
-  for (int i = 0; i < kRepeats; ++i) {
-    DSV4_CUDA_CHECK(cudaEventRecord(start, stream));
-    launch();
-    DSV4_CUDA_CHECK(cudaEventRecord(stop, stream));
-    DSV4_CUDA_CHECK(cudaEventSynchronize(stop));
-    DSV4_CUDA_CHECK(cudaEventElapsedTime(&ms[i], start, stop));
-  }
-  DSV4_CUDA_CHECK(cudaEventDestroy(start));
-  DSV4_CUDA_CHECK(cudaEventDestroy(stop));
-  std::sort(ms.begin(), ms.end());
-  return ms[kRepeats / 2];
-}
-
-bool profile_mode() {
-  static const bool on = [] {
-    const char* v = std::getenv("DSV4_BENCH_PROFILE");
-    return v != nullptr && std::strcmp(v, "1") == 0;
-  }();
-  return on;
-}
-
-// µs per call of run(i), i = 0..kBatch-1 captured in one graph (run(0) once eagerly first, so
-// one-time setup stays out of the capture). Profile mode: run(0) once, no timing.
-template <typename F>
-double graph_us_per_call(F&& run) {
-  const cudaStream_t stream = kernels::cuda::op_stream();
-  run(0);
-  if (profile_mode()) {
-    DSV4_CUDA_CHECK(cudaStreamSynchronize(stream));
-    return 1.0;
-  }
-  cudaGraph_t graph;
-  DSV4_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
-  for (int i = 0; i < kBatch; ++i) run(i);
-  DSV4_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-  cudaGraphExec_t exec;
-  DSV4_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  const double ms = median_ms([&] { DSV4_CUDA_CHECK(cudaGraphLaunch(exec, stream)); });
-  DSV4_CUDA_CHECK(cudaGraphExecDestroy(exec));
-  DSV4_CUDA_CHECK(cudaGraphDestroy(graph));
-  return 1000.0 * ms / kBatch;
-}
-
-// Bytes read + written by a 1 GiB device-to-device copy, per second.
-double measure_copy_bandwidth() {
-  const int64_t bytes = 1ll << 30;
-  Tensor a = device_tensor(DType::kU8, {bytes}), b = device_tensor(DType::kU8, {bytes});
-  const double us = 1000.0 * median_ms([&] {
-    DSV4_CUDA_CHECK(cudaMemcpyAsync(b.view().data, a.view().data, bytes, cudaMemcpyDeviceToDevice,
-                                    kernels::cuda::op_stream()));
-  });
-  return 2.0 * bytes / (us * 1e-6);
 }
 
 double measure_cublas_peak(const Cublas& c) {

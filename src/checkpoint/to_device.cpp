@@ -1,9 +1,12 @@
 #include "checkpoint/to_device.h"
 
+#include <cmath>
 #include <optional>
+#include <vector>
 #include <utility>
 
 #include "base/buffer.h"
+#include "base/float_convert.h"
 
 namespace dsv4::checkpoint {
 namespace {
@@ -20,6 +23,26 @@ class DeviceCopier {
     }
     DSV4_ASSIGN_OR_RETURN(dst, Tensor::empty(src.dtype(), src.shape(), device_));
     return copy_tensor(dst.view(), src.view());
+  }
+
+  // A weight only kernels::linear reads: on a GPU in bf16 when every value is one (a bf16
+  // checkpoint's, which the loader widened to f32), since a decode step streams these weights
+  // and bf16 halves their bytes; the linear widens them back exactly. Else as it is.
+  Status copy_linear(const Tensor& src, Tensor& dst) const {
+    if (device_ != Device::kCuda || src.dtype() != DType::kF32 || !src.view().is_contiguous()) {
+      return copy(src, dst);
+    }
+    const float* values = src.data_as<const float>();
+    std::vector<uint16_t> bits(static_cast<size_t>(src.numel()));
+    for (size_t i = 0; i < bits.size(); ++i) {
+      bits[i] = float_to_bf16(values[i]);
+      if (bf16_to_float(bits[i]) != values[i] && !std::isnan(values[i])) return copy(src, dst);
+    }
+    DSV4_ASSIGN_OR_RETURN(dst, Tensor::empty(DType::kBF16, src.shape(), device_));
+    DSV4_RETURN_IF_ERROR(copy_tensor(
+        dst.view(), TensorView::contiguous(bits.data(), DType::kBF16, Device::kCpu, src.shape())));
+    // The copy reads `bits` from pageable memory, staged before copy_tensor returns.
+    return ok_status();
   }
 
   Status copy(const format::Nvfp4Tensor& src, format::Nvfp4Tensor& dst) const {
@@ -42,39 +65,41 @@ class DeviceCopier {
   }
 
   Status copy(const HyperConnectionWeights& src, HyperConnectionWeights& dst) const {
-    DSV4_RETURN_IF_ERROR(copy(src.fn, dst.fn));
+    DSV4_RETURN_IF_ERROR(copy_linear(src.fn, dst.fn));
     DSV4_RETURN_IF_ERROR(copy(src.base, dst.base));
     return copy(src.scale, dst.scale);
   }
 
   Status copy(const CompressorWeights& src, CompressorWeights& dst) const {
-    DSV4_RETURN_IF_ERROR(copy(src.wkv, dst.wkv));
-    DSV4_RETURN_IF_ERROR(copy(src.wgate, dst.wgate));
+    DSV4_RETURN_IF_ERROR(copy_linear(src.wkv, dst.wkv));
+    DSV4_RETURN_IF_ERROR(copy_linear(src.wgate, dst.wgate));
     DSV4_RETURN_IF_ERROR(copy(src.ape, dst.ape));
     return copy(src.norm, dst.norm);
   }
 
   Status copy(const IndexerWeights& src, IndexerWeights& dst) const {
-    DSV4_RETURN_IF_ERROR(copy(src.wq_b, dst.wq_b));
-    DSV4_RETURN_IF_ERROR(copy(src.weights_proj, dst.weights_proj));
+    DSV4_RETURN_IF_ERROR(copy_linear(src.wq_b, dst.wq_b));
+    DSV4_RETURN_IF_ERROR(copy_linear(src.weights_proj, dst.weights_proj));
     return copy(src.compressor, dst.compressor);
   }
 
   Status copy(const AttentionWeights& src, AttentionWeights& dst) const {
-    for (auto [from, to] : {std::pair{&src.attn_sink, &dst.attn_sink}, {&src.wq_a, &dst.wq_a},
-                            {&src.q_norm, &dst.q_norm}, {&src.wq_b, &dst.wq_b},
-                            {&src.wkv, &dst.wkv}, {&src.kv_norm, &dst.kv_norm},
-                            {&src.wo_a, &dst.wo_a}, {&src.wo_b, &dst.wo_b}}) {
-      DSV4_RETURN_IF_ERROR(copy(*from, *to));
+    DSV4_RETURN_IF_ERROR(copy(src.attn_sink, dst.attn_sink));
+    DSV4_RETURN_IF_ERROR(copy(src.q_norm, dst.q_norm));
+    DSV4_RETURN_IF_ERROR(copy(src.kv_norm, dst.kv_norm));
+    for (auto [from, to] : {std::pair{&src.wq_a, &dst.wq_a}, {&src.wq_b, &dst.wq_b},
+                            {&src.wkv, &dst.wkv}, {&src.wo_a, &dst.wo_a},
+                            {&src.wo_b, &dst.wo_b}}) {
+      DSV4_RETURN_IF_ERROR(copy_linear(*from, *to));
     }
     DSV4_RETURN_IF_ERROR(copy(src.compressor, dst.compressor));
     return copy(src.indexer, dst.indexer);
   }
 
   Status copy(const DenseExpertWeights& src, DenseExpertWeights& dst) const {
-    DSV4_RETURN_IF_ERROR(copy(src.w1, dst.w1));
-    DSV4_RETURN_IF_ERROR(copy(src.w3, dst.w3));
-    return copy(src.w2, dst.w2);
+    DSV4_RETURN_IF_ERROR(copy_linear(src.w1, dst.w1));
+    DSV4_RETURN_IF_ERROR(copy_linear(src.w3, dst.w3));
+    return copy_linear(src.w2, dst.w2);
   }
 
   Status copy(const MoeWeights& src, MoeWeights& dst) const {
@@ -110,7 +135,7 @@ Result<ModelWeights> copy_weights(const ModelWeights& weights, Device device) {
   ModelWeights out;
   out.config = weights.config;
   DSV4_RETURN_IF_ERROR(copier.copy(weights.embed, out.embed));
-  DSV4_RETURN_IF_ERROR(copier.copy(weights.head, out.head));
+  DSV4_RETURN_IF_ERROR(copier.copy_linear(weights.head, out.head));
   DSV4_RETURN_IF_ERROR(copier.copy(weights.norm, out.norm));
   DSV4_RETURN_IF_ERROR(copier.copy(weights.hc_head, out.hc_head));
   out.layers.resize(weights.layers.size());

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "base/check.h"
 #include "base/tensor.h"
@@ -27,12 +28,31 @@ inline const float* f32_vector(const TensorView& v, int64_t n, const char* what)
 
 // ---- Dense ops ----
 
+// A linear's weight: rows of f32, or of bf16 (a device keeps a bf16 checkpoint's linear weights
+// in bf16: checkpoint/to_device.h), dense within a row. Every value widens exactly to f32.
+struct WeightRows {
+  const void* data = nullptr;
+  DType dtype = DType::kF32;
+  int64_t n_rows = 0, n_cols = 0, row_stride = 0;  // row_stride in elements
+};
+inline WeightRows as_weight_rows(const TensorView& w, const char* what) {
+  DSV4_CHECK(w.dtype == DType::kF32 || w.dtype == DType::kBF16, "%s: expected f32 or bf16, got %s",
+             what, std::string(dtype_name(w.dtype)).c_str());
+  TensorView layout = w;  // as_rows checks rank, shape and strides, which are in elements
+  layout.dtype = DType::kF32;
+  const RowMatrix m = as_rows(layout, what);
+  return {w.data, w.dtype, m.n_rows, m.n_cols, m.row_stride};
+}
+
 struct LinearOperands {
-  RowMatrix x, w, y;  // [T, K], [N, K], [T, N]
+  RowMatrix x;   // [T, K]
+  WeightRows w;  // [N, K]
+  RowMatrix y;   // [T, N]
 };
 inline LinearOperands linear_operands(const TensorView& x, const TensorView& w,
                                       const TensorView& y) {
-  const LinearOperands o{as_rows(x, "linear x"), as_rows(w, "linear w"), as_rows(y, "linear y")};
+  const LinearOperands o{as_rows(x, "linear x"), as_weight_rows(w, "linear w"),
+                         as_rows(y, "linear y")};
   DSV4_CHECK(o.x.n_cols == o.w.n_cols, "linear: x has K=%lld, w has K=%lld", (long long)o.x.n_cols,
              (long long)o.w.n_cols);
   DSV4_CHECK(o.y.n_rows == o.x.n_rows && o.y.n_cols == o.w.n_rows,

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "base/float_convert.h"
 #include "kernels/ops.h"
 #include "kernels/cuda_op_pair.h"
 #include "testing/tolerance.h"
@@ -46,6 +47,35 @@ TEST(DenseOpsCuda, LinearMatchesCpuOnStridedRows) {
     ASSERT_TRUE(linear(columns(x.h(), 3, 3 + k), w.h(), y.h()).ok());
     ASSERT_TRUE(linear(columns(x.d(), 3, 3 + k), w.d(), y.d()).ok());
     EXPECT_LT(device_vs_host_error(y), kCudaF32OpRelTol);
+  }
+}
+
+// The same with the weight in bf16 (what copy_weights keeps of a bf16 checkpoint on a GPU):
+// the bits of the device's own f32-weight result, on both kernels, and the CPU's within the
+// usual tolerance.
+TEST(DenseOpsCuda, LinearBf16WeightGivesTheBitsOfItsF32Widening) {
+  SeededRng rng;
+  // Aligned rows (vector loads) on every few-rows configuration (N ≥ 8192, ≥ 1024, ≥ 128, less)
+  // and the tiled kernel; K odd (scalar loads).
+  for (const auto& [t, n, k] : {std::tuple{3, 8200, 128}, {9, 1030, 300}, {2, 130, 256},
+                                {5, 40, 512}, {1, 24, 4097}, {130, 4100, 33}}) {
+    SCOPED_TRACE(std::to_string(t) + "x" + std::to_string(n) + "x" + std::to_string(k));
+    const OpPair x = OpPair::uniform(rng, {t, k});
+    std::vector<uint16_t> bits(static_cast<size_t>(n) * k);
+    std::vector<float> widened(bits.size());
+    for (size_t i = 0; i < bits.size(); ++i) {
+      bits[i] = float_to_bf16(static_cast<float>(rng.uniform(-1.0, 1.0)));
+      widened[i] = bf16_to_float(bits[i]);
+    }
+    const OpPair w_bf16 = OpPair::values(DType::kBF16, {n, k}, bits);
+    const OpPair w_f32 = OpPair::values(DType::kF32, {n, k}, widened);
+    const OpPair y = OpPair::poisoned(DType::kF32, {t, n});
+    const OpPair y_f32 = OpPair::poisoned(DType::kF32, {t, n});
+    ASSERT_TRUE(linear(x.h(), w_bf16.h(), y.h()).ok());
+    ASSERT_TRUE(linear(x.d(), w_bf16.d(), y.d()).ok());
+    ASSERT_TRUE(linear(x.d(), w_f32.d(), y_f32.d()).ok());
+    EXPECT_LT(device_vs_host_error(y), kCudaF32OpRelTol);
+    EXPECT_TRUE(testing::same_bytes(y.result().view(), y_f32.result().view()));
   }
 }
 

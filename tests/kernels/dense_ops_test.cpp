@@ -3,11 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
 
 #include "base/buffer.h"
+#include "base/float_convert.h"
 #include "kernels/ops.h"
 #include "testing/compare.h"
 #include "testing/random.h"
@@ -58,6 +60,28 @@ INSTANTIATE_TEST_SUITE_P(Shapes, LinearTest,
                          ::testing::Values(std::make_tuple(1, 1, 1), std::make_tuple(1, 64, 128),
                                            std::make_tuple(7, 33, 65),
                                            std::make_tuple(130, 96, 512)));
+
+// A bf16 weight (what a device keeps of a bf16 checkpoint) is the same weight: rows of a
+// strided bf16 matrix give the bits of the f32 weight with the same values.
+TEST(LinearBf16WeightTest, GivesTheBitsOfTheSameF32Weight) {
+  SeededRng rng;
+  const int t = 3, n = 7, k = 37, stride = k + 3;
+  std::vector<float> x = random_normal(rng, t * k);
+  std::vector<uint16_t> w_bf16(n * stride, 0x7fc0);  // NaN padding: read it and the sums show
+  std::vector<float> w_f32(n * k);
+  for (int j = 0; j < n; ++j) {
+    for (int p = 0; p < k; ++p) {
+      w_bf16[j * stride + p] = float_to_bf16(static_cast<float>(rng.uniform(-1.0, 1.0)));
+      w_f32[j * k + p] = bf16_to_float(w_bf16[j * stride + p]);
+    }
+  }
+  TensorView w = TensorView::contiguous(w_bf16.data(), DType::kBF16, Device::kCpu, {n, k});
+  w.stride[0] = stride;
+  std::vector<float> want = poisoned(t * n), got = poisoned(t * n);
+  ASSERT_TRUE(linear(view_of(x, {t, k}), view_of(w_f32, {n, k}), view_of(want, {t, n})).ok());
+  ASSERT_TRUE(linear(view_of(x, {t, k}), w, view_of(got, {t, n})).ok());
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0);
+}
 
 TEST(LinearStridedTest, OutputIsColumnSlice) {
   SeededRng rng;

@@ -111,5 +111,30 @@ INSTANTIATE_TEST_SUITE_P(Oracle, GoldenModelCudaTest,
                                            "tiny_b_state_dict", "tiny_c_pretrained",
                                            "tiny_d_state_dict", "tiny_e_pretrained"));
 
+// copy_weights keeps a bf16 checkpoint's linear weights in bf16 on the GPU (every value is one;
+// the forward above ran on them), the rest in f32; a linear weight with a value bf16 cannot hold
+// stays f32, since bf16 would change it.
+TEST(CopyWeightsCudaTest, LinearWeightsInBf16ExactlyWhereTheyAre) {
+  auto loaded = checkpoint::load_model(testing::golden_path("tiny_d_state_dict/model"));
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  auto host = checkpoint::copy_weights(loaded->weights, Device::kCpu);
+  ASSERT_TRUE(host.ok()) << host.status().to_string();
+  host->layers[0].attn.wo_b.data_as<float>()[5] = 1.0f + 0x1p-12f;  // not a bf16
+  auto device = checkpoint::copy_weights(*host, Device::kCuda);
+  ASSERT_TRUE(device.ok()) << device.status().to_string();
+  const checkpoint::ModelWeights& on_device = *device;
+  const checkpoint::LayerWeights& layer = on_device.layers[0];
+  for (const Tensor* w : {&layer.attn.wq_a, &layer.attn.wq_b, &layer.attn.wkv, &layer.attn.wo_a,
+                          &layer.hc_attn.fn, &on_device.head, &on_device.layers[1].attn.wo_b}) {
+    EXPECT_EQ(w->dtype(), DType::kBF16);
+  }
+  EXPECT_EQ(layer.attn.wo_b.dtype(), DType::kF32);
+  for (const Tensor* w : {&layer.attn_norm, &layer.attn.q_norm, &layer.ffn.gate, &on_device.embed}) {
+    EXPECT_EQ(w->dtype(), DType::kF32);
+  }
+  const Tensor back = testing::to_host(layer.attn.wo_b.view());
+  EXPECT_EQ(back.data_as<float>()[5], 1.0f + 0x1p-12f);
+}
+
 }  // namespace
 }  // namespace dsv4::model
