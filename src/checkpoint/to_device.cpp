@@ -143,7 +143,7 @@ Result<ModelWeights> copy_weights(const ModelWeights& weights, Device device) {
     DSV4_RETURN_IF_ERROR(copier.copy(weights.layers[i], out.layers[i]));
   }
   // The copies run on this thread's stream; the model may run on others (a server's).
-  DSV4_RETURN_IF_ERROR(finish_device_work());
+  if (device == Device::kCuda) DSV4_RETURN_IF_ERROR(finish_device_work());
   return out;
 }
 
