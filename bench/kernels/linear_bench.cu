@@ -16,7 +16,7 @@
 
 #include "base/buffer.h"
 #include "base/float_convert.h"
-#include "bench_clock.h"
+#include "bench_harness.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "testing/compare.h"
@@ -46,11 +46,7 @@ constexpr LinearShape kShapes[] = {
 __global__ void fill_weight_kernel(uint16_t* bits, float* widened, int64_t n, uint32_t seed) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x) {
-    uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ seed;
-    h ^= h >> 15;
-    h *= 2246822519u;
-    h ^= h >> 13;
-    bits[i] = float_to_bf16(static_cast<float>(h % 4001) / 2000.0f - 1.0f);
+    bits[i] = float_to_bf16(static_cast<float>(fill_hash(i, seed) % 4001) / 2000.0f - 1.0f);
     widened[i] = bf16_to_float(bits[i]);
   }
 }
@@ -112,17 +108,6 @@ void run_shape(std::FILE* out, const LinearShape& s, const std::vector<int64_t>&
                  100.0 * floor16 / us[1], err);
     std::fflush(out);
   }
-}
-
-std::vector<int64_t> parse_list(const char* text) {
-  std::vector<int64_t> values;
-  for (const char* p = text; *p != '\0';) {
-    char* end = nullptr;
-    values.push_back(std::strtoll(p, &end, 10));
-    DSV4_CHECK(end != p && values.back() > 0, "bad token count list: %s", text);
-    p = *end == ',' ? end + 1 : end;
-  }
-  return values;
 }
 
 }  // namespace

@@ -41,7 +41,7 @@
 #include "kernels/cuda/sm90/nvfp4_gemm/heuristics.h"
 #include "kernels/cuda/sm90/nvfp4_gemm/launch.h"
 #include "testing/compare.h"
-#include "bench_clock.h"
+#include "bench_harness.h"
 
 namespace dsv4::bench {
 namespace {
@@ -106,10 +106,7 @@ void cublas_gemm(const Cublas& c, const void* a, const void* w, void* out, int64
 __global__ void fill_random_kernel(uint8_t* p, int64_t n, uint32_t seed, bool scales) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x) {
-    uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ seed;
-    h ^= h >> 15;
-    h *= 2246822519u;
-    h ^= h >> 13;
+    const uint32_t h = fill_hash(i, seed);
     p[i] = scales ? static_cast<uint8_t>(0x20 + h % 0x38) : static_cast<uint8_t>(h >> 8);
   }
 }
@@ -413,17 +410,6 @@ void print_row(std::FILE* f, const Row& r) {
 
 namespace dsv4::bench {
 namespace {
-
-std::vector<int64_t> parse_list(const char* text) {
-  std::vector<int64_t> values;
-  for (const char* c = text; *c != '\0';) {
-    char* end = nullptr;
-    values.push_back(std::strtoll(c, &end, 10));
-    DSV4_CHECK(values.back() > 0 && end != c, "bad list %s (want positive integers, a,b,...)", text);
-    c = *end == ',' ? end + 1 : end;
-  }
-  return values;
-}
 
 const Shape3 kShapes[] = {{"Flash gate_up", 2 * 2048, 4096}, {"Flash down", 4096, 2048},
                           {"Pro gate_up", 2 * 3072, 7168}, {"Pro down", 7168, 3072}};

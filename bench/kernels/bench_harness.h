@@ -1,12 +1,13 @@
-// What the kernel benchmarks (nvfp4_gemm_bench, linear_bench) time with: device tensors, the
-// median of repeated CUDA-event timings, a call's time inside a replayed CUDA graph (the decode
-// use, so host launch cost is not counted), and the copy bandwidth every floor is measured
-// against in the same program.
+// What the kernel benchmarks share: their argument lists, device tensors and the hash their
+// random fills draw from, the median of repeated CUDA-event timings, a call's time inside a
+// replayed CUDA graph (the decode use, so host launch cost is not counted), and the copy
+// bandwidth every floor is measured against in the same program.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -20,6 +21,27 @@ namespace dsv4::bench {
 inline constexpr int kBatch = 20;    // calls in one timed graph
 inline constexpr int kWarmup = 3;
 inline constexpr int kRepeats = 20;  // timings a median is taken of
+
+// "a,b,..." of positive integers (token counts, rows).
+inline std::vector<int64_t> parse_list(const char* text) {
+  std::vector<int64_t> values;
+  for (const char* c = text; *c != '\0';) {
+    char* end = nullptr;
+    values.push_back(std::strtoll(c, &end, 10));
+    DSV4_CHECK(values.back() > 0 && end != c, "bad list %s (want positive integers, a,b,...)", text);
+    c = *end == ',' ? end + 1 : end;
+  }
+  return values;
+}
+
+// A well-mixed 32-bit hash of (index, seed): the random fills' source, the same on every run.
+__device__ __forceinline__ uint32_t fill_hash(int64_t i, uint32_t seed) {
+  uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ seed;
+  h ^= h >> 15;
+  h *= 2246822519u;
+  h ^= h >> 13;
+  return h;
+}
 
 inline Tensor device_tensor(DType dtype, Shape shape) {
   Result<Tensor> t = Tensor::empty(dtype, shape, Device::kCuda);
