@@ -31,14 +31,21 @@ constexpr int64_t kRotateBytes = 256ll << 20;  // > 4 × the 60 MB L2
 struct LinearShape {
   const char* name;
   int64_t n, k;
+  int64_t groups = 1;  // > 1: block_diagonal_linear, x [T, groups·K]
 };
 
 // V4-Flash (hidden 4096, 64 heads of 512, q_lora 1024, 8 output groups of 1024, shared expert
 // 2048, indexer 64 heads of 128, mHC 4 streams, vocab 129280): the linears of a decode step.
 constexpr LinearShape kShapes[] = {
-    {"attn wq_a", 1024, 4096},     {"attn wq_b", 32768, 1024},  {"attn wkv", 512, 4096},
-    {"attn wo_a group", 1024, 4096}, {"attn wo_b", 4096, 8192},   {"indexer wq_b", 8192, 1024},
-    {"shared w1", 2048, 4096},     {"shared w2", 4096, 2048},   {"mHC fn", 24, 16384},
+    {"attn wq_a", 1024, 4096},
+    {"attn wq_b", 32768, 1024},
+    {"attn wkv", 512, 4096},
+    {"attn wo_a (8 groups)", 8192, 4096, 8},
+    {"attn wo_b", 4096, 8192},
+    {"indexer wq_b", 8192, 1024},
+    {"shared w1", 2048, 4096},
+    {"shared w2", 4096, 2048},
+    {"mHC fn", 24, 16384},
     {"lm_head", 129280, 4096},
 };
 
@@ -63,21 +70,29 @@ Weight make_weight(const LinearShape& s, uint32_t seed) {
   return w;
 }
 
-void run_linear(const Tensor& x, const Tensor& w, const Tensor& y) {
-  kernels::cuda::linear(x.view(), w.view(), y.view());
+void run_linear(const LinearShape& s, const Tensor& x, const Tensor& w, const Tensor& y) {
+  if (s.groups > 1) {
+    kernels::cuda::block_diagonal_linear(x.view(), w.view(), s.groups, y.view());
+  } else {
+    kernels::cuda::linear(x.view(), w.view(), y.view());
+  }
 }
 
 // The bf16 weight's result against the f32 one's (bits) and the CPU's (max row rel error).
 double check(const LinearShape& s, int64_t t, const Weight& w, const Tensor& x) {
   Tensor y32 = device_tensor(DType::kF32, {t, s.n}), y16 = device_tensor(DType::kF32, {t, s.n});
-  run_linear(x, w.f32, y32);
-  run_linear(x, w.bf16, y16);
+  run_linear(s, x, w.f32, y32);
+  run_linear(s, x, w.bf16, y16);
   const Tensor got32 = testing::to_host(y32.view()), got16 = testing::to_host(y16.view());
   DSV4_CHECK(testing::same_bytes(got32.view(), got16.view()),
              "%s T=%lld: the bf16 weight changed the result", s.name, (long long)t);
   const Tensor x_host = testing::to_host(x.view()), w_host = testing::to_host(w.f32.view());
   Tensor want = Tensor::host(DType::kF32, {t, s.n});
-  kernels::cpu::linear(x_host.view(), w_host.view(), want.view());
+  if (s.groups > 1) {
+    kernels::cpu::block_diagonal_linear(x_host.view(), w_host.view(), s.groups, want.view());
+  } else {
+    kernels::cpu::linear(x_host.view(), w_host.view(), want.view());
+  }
   return testing::max_row_rel_error(got32.data_as<float>(), want.data_as<float>(), t, s.n);
 }
 
@@ -89,17 +104,17 @@ void run_shape(std::FILE* out, const LinearShape& s, const std::vector<int64_t>&
   for (int c = 0; c < copies; ++c) weights.push_back(make_weight(s, 17u + 31u * c));
   for (const int64_t t : tokens) {
     // Activations: the f32 widening of random bf16 values.
-    const Tensor x = std::move(make_weight({"x", t, s.k}, 5u).f32);
+    const Tensor x = std::move(make_weight({"x", t, s.groups * s.k}, 5u).f32);
     const Tensor y = device_tensor(DType::kF32, {t, s.n});
     const double err = check(s, t, weights[0], x);
     double us[2];
     for (int bf16 = 0; bf16 < 2; ++bf16) {
       us[bf16] = graph_us_per_call([&](int i) {
         const Weight& w = weights[i % copies];
-        run_linear(x, bf16 ? w.bf16 : w.f32, y);
+        run_linear(s, x, bf16 ? w.bf16 : w.f32, y);
       });
     }
-    const double io = 4.0 * t * (s.k + s.n);
+    const double io = 4.0 * t * (s.groups * s.k + s.n);
     const double floor16 = (2.0 * s.n * s.k + io) / bandwidth * 1e6;
     const double floor32 = (4.0 * s.n * s.k + io) / bandwidth * 1e6;
     std::fprintf(out, "| %s | %lld×%lld | %lld | %.1f | %.0f%% | %.1f | %.2f | %.1f | %.0f%% | %.1e |\n",

@@ -61,6 +61,25 @@ inline LinearOperands linear_operands(const TensorView& x, const TensorView& w,
   return o;
 }
 
+// linear's operands with x [T, G·K]; returns them with x seen as its first group's columns
+// [T, K] (group g starts g·K columns further).
+inline LinearOperands block_diagonal_operands(const TensorView& x, const TensorView& w,
+                                              int64_t n_groups, const TensorView& y) {
+  LinearOperands o{as_rows(x, "block_diagonal_linear x"),
+                   as_weight_rows(w, "block_diagonal_linear w"),
+                   as_rows(y, "block_diagonal_linear y")};
+  DSV4_CHECK(n_groups > 0 && o.x.n_cols == n_groups * o.w.n_cols && o.w.n_rows % n_groups == 0,
+             "block_diagonal_linear: x [%lld, %lld] and w [%lld, %lld] are not %lld groups",
+             (long long)o.x.n_rows, (long long)o.x.n_cols, (long long)o.w.n_rows,
+             (long long)o.w.n_cols, (long long)n_groups);
+  DSV4_CHECK(o.y.n_rows == o.x.n_rows && o.y.n_cols == o.w.n_rows,
+             "block_diagonal_linear: y is [%lld, %lld], expected [%lld, %lld]",
+             (long long)o.y.n_rows, (long long)o.y.n_cols, (long long)o.x.n_rows,
+             (long long)o.w.n_rows);
+  o.x.n_cols = o.w.n_cols;
+  return o;
+}
+
 struct RmsNormOperands {
   RowMatrix x, y;
   const float* weight;  // [D], or nullptr (unweighted)

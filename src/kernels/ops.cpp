@@ -71,6 +71,14 @@ Status linear(const TensorView& x, const TensorView& w, const TensorView& y) {
       [&] { cuda::linear(x, w, y); });
 }
 
+Status block_diagonal_linear(const TensorView& x, const TensorView& w, int64_t n_groups,
+                             const TensorView& y) {
+  return dispatch(
+      "block_diagonal_linear", device_of({&x, &w, &y}),
+      [&] { cpu::block_diagonal_linear(x, w, n_groups, y); },
+      [&] { cuda::block_diagonal_linear(x, w, n_groups, y); });
+}
+
 Status rms_norm(const TensorView& x, const TensorView& weight, float eps, const TensorView& y) {
   return dispatch(
       "rms_norm", device_of({&x, &weight, &y}), [&] { cpu::rms_norm(x, weight, eps, y); },

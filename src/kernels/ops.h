@@ -25,6 +25,12 @@ namespace dsv4::kernels {
 // y[T, N] = x[T, K] · w[N, K]ᵀ, f32 accumulation (OpenBLAS on the CPU, row by row: batch-invariant).
 Status linear(const TensorView& x, const TensorView& w, const TensorView& y);
 
+// y[T, G·R] = x[T, G·K] · w[G·R, K]ᵀ block-diagonally: group g's outputs [g·R, (g+1)·R) are
+// x's columns [g·K, (g+1)·K) times w's rows [g·R, (g+1)·R) (the attention's grouped output
+// projection wo_a, in one call instead of G). Each group's bits are linear()'s on the CPU.
+Status block_diagonal_linear(const TensorView& x, const TensorView& w, int64_t n_groups,
+                             const TensorView& y);
+
 // y[T, D] = x / sqrt(mean(x²) + eps) ⊙ weight[D], the mean over the last dim in f32.
 // An empty `weight` (data == nullptr) gives the unweighted norm (mHC input norm, per-head q
 // norm). y may alias x.

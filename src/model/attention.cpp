@@ -17,7 +17,6 @@
 #include "kernels/ops.h"
 #include "model/compressor.h"
 #include "model/indexer.h"
-#include "model/scratch.h"
 #include "model/upload.h"
 
 namespace dsv4::model {
@@ -98,15 +97,11 @@ Status project_output(const checkpoint::ModelConfig& config,
                       const TensorView& out) {
   const int64_t n_tokens = o.size(0);
   const int64_t n_groups = config.o_groups;
-  const int64_t group_in = o.size(1) / n_groups;
   const int64_t rank = config.o_lora_rank;
   DSV4_ASSIGN_OR_RETURN(Tensor low,
                         Tensor::empty(DType::kF32, {n_tokens, n_groups * rank}, o.device));
-  for (int64_t g = 0; g < n_groups; ++g) {
-    DSV4_RETURN_IF_ERROR(kernels::linear(columns(o, g * group_in, (g + 1) * group_in),
-                                         weights.wo_a.view().rows(g * rank, (g + 1) * rank),
-                                         columns(low.view(), g * rank, (g + 1) * rank)));
-  }
+  DSV4_RETURN_IF_ERROR(
+      kernels::block_diagonal_linear(o, weights.wo_a.view(), n_groups, low.view()));
   return kernels::linear(low.view(), weights.wo_b.view(), out);
 }
 

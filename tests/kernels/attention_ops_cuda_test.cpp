@@ -134,12 +134,17 @@ TEST(AttentionOpsCuda, IndexerScoresMatchCpu) {
 
 TEST(AttentionOpsCuda, TopkPicksTheCpuIndicesInOrder) {
   SeededRng rng;
-  for (const auto& [t, n, k] : {std::tuple{1, 1, 1}, {7, 50, 8}, {13, 700, 64}, {3, 5, 9}}) {
+  // The radix select (K ≤ 4096; a 20000-candidate row is a 80k-token context's CSA indexer) and
+  // the rank kernel (K = 4097).
+  for (const auto& [t, n, k] : {std::tuple{1, 1, 1}, {7, 50, 8}, {13, 700, 64}, {3, 5, 9},
+                                {2, 20000, 512}, {1, 300, 4096}, {2, 5000, 4097}}) {
     SCOPED_TRACE(std::to_string(t) + "x" + std::to_string(n) + " top " + std::to_string(k));
-    // Scores on a coarse grid, so ties are common; rows with fewer candidates than K.
+    // Scores on a coarse grid, so ties are common (-0 among the zeros: equal to +0 for the CPU);
+    // rows with fewer candidates than K.
     Tensor scores = Tensor::host(DType::kF32, {t, n});
     for (int64_t i = 0; i < scores.numel(); ++i) {
-      scores.data_as<float>()[i] = static_cast<float>(rng.uniform_int(-20, 20)) * 0.25f;
+      const float v = static_cast<float>(rng.uniform_int(-20, 20)) * 0.25f;
+      scores.data_as<float>()[i] = v == 0.0f && i % 2 == 1 ? -0.0f : v;
     }
     std::vector<int32_t> limits(t);
     for (int32_t& l : limits) l = static_cast<int32_t>(rng.uniform_int(0, n + 2));

@@ -79,6 +79,23 @@ TEST(DenseOpsCuda, LinearBf16WeightGivesTheBitsOfItsF32Widening) {
   }
 }
 
+// The block-diagonal linear (the attention's wo_a): V4-Flash's 8 groups of 1024 at one token,
+// groups of 6 outputs (not a multiple of 4), and the tiled kernel group by group.
+TEST(DenseOpsCuda, BlockDiagonalLinearMatchesCpu) {
+  SeededRng rng;
+  for (const auto& [t, g, r, k] :
+       {std::tuple{1, 8, 1024, 64}, {5, 4, 6, 33}, {130, 2, 4100, 33}}) {
+    SCOPED_TRACE(std::to_string(t) + "x" + std::to_string(g) + "x" + std::to_string(r) + "x" +
+                 std::to_string(k));
+    const OpPair x = OpPair::uniform(rng, {t, g * k});
+    const OpPair w = OpPair::uniform(rng, {g * r, k});
+    const OpPair y = OpPair::poisoned(DType::kF32, {t, g * r});
+    ASSERT_TRUE(block_diagonal_linear(x.h(), w.h(), g, y.h()).ok());
+    ASSERT_TRUE(block_diagonal_linear(x.d(), w.d(), g, y.d()).ok());
+    EXPECT_LT(device_vs_host_error(y), kCudaF32OpRelTol);
+  }
+}
+
 TEST(DenseOpsCuda, RmsNormSoftmaxSwigluMatchCpu) {
   SeededRng rng;
   for (const auto& [t, d] : {std::pair{1, 1}, {5, 33}, {67, 1025}}) {

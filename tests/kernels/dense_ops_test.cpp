@@ -83,6 +83,38 @@ TEST(LinearBf16WeightTest, GivesTheBitsOfTheSameF32Weight) {
   EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0);
 }
 
+// G groups: against float64 per group, and each group the bits of linear() on its own columns.
+TEST(BlockDiagonalLinearTest, IsEachGroupsLinear) {
+  SeededRng rng;
+  const int t = 3, g = 4, r = 5, k = 7;
+  std::vector<float> x = random_normal(rng, t * g * k);
+  std::vector<float> w = random_normal(rng, g * r * k);
+  std::vector<float> y = poisoned(t * g * r);
+  ASSERT_TRUE(block_diagonal_linear(view_of(x, {t, g * k}), view_of(w, {g * r, k}), g,
+                                    view_of(y, {t, g * r}))
+                  .ok());
+  std::vector<double> ref(t * g * r);
+  for (int i = 0; i < t; ++i)
+    for (int n = 0; n < g * r; ++n) {
+      double acc = 0.0;
+      for (int p = 0; p < k; ++p) acc += double(x[i * g * k + n / r * k + p]) * w[n * k + p];
+      ref[i * g * r + n] = acc;
+    }
+  EXPECT_LT(max_row_rel_error(y.data(), ref.data(), t, g * r), kF32OpRelTol);
+  for (int group = 0; group < g; ++group) {
+    TensorView xg = view_of(x, {t, k}), yg = view_of(y, {t, r});
+    xg.data = x.data() + group * k;
+    xg.stride[0] = g * k;
+    std::vector<float> one = poisoned(t * r);
+    ASSERT_TRUE(linear(xg, view_of(w, {g * r, k}).rows(group * r, (group + 1) * r),
+                       view_of(one, {t, r}))
+                    .ok());
+    for (int i = 0; i < t; ++i) {
+      EXPECT_EQ(std::memcmp(&one[i * r], &y[i * g * r + group * r], r * sizeof(float)), 0);
+    }
+  }
+}
+
 TEST(LinearStridedTest, OutputIsColumnSlice) {
   SeededRng rng;
   // y is the right half of a [T, 2N] matrix, the way fused gate|up projections are written.

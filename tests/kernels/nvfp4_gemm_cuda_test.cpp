@@ -240,8 +240,11 @@ void check_gemm(SeededRng& rng, const GemmCase& c, const std::vector<int32_t>& o
       }
       const double error = dsv4::testing::max_row_rel_error(got_values.data(), want_values.data(),
                                                              c.t, n_out);
-      EXPECT_LE(error, d_dtype == DType::kF32 ? dsv4::testing::kF32OpRelTol
-                                              : dsv4::testing::kBf16OutputRelTol);
+      // The SwiGLU epilogue multiplies two GEMM outputs (silu(gate) · up), whose relative
+      // errors add: twice the GEMM's f32 tolerance (one fresh seed measured 1.0006e-5 on the
+      // H200, T = 300 N = 256 K = 1024, against 1e-5).
+      const double f32_tol = (swiglu_limit ? 2.0 : 1.0) * dsv4::testing::kF32OpRelTol;
+      EXPECT_LE(error, d_dtype == DType::kF32 ? f32_tol : dsv4::testing::kBf16OutputRelTol);
     }
   }
 }

@@ -119,9 +119,11 @@ __device__ __forceinline__ float4 load4(const uint16_t* p) {
 // load) of its slice in order, then the lanes meet by a shuffle tree and the group's warps in
 // shared memory, in warp order. The order depends on K, N and whether the rows allow vector
 // loads, never on T. Rows past the matrices read their last row and are never stored.
+// Block-diagonal (block_diagonal_linear): output n reads x's columns from (n / group_rows)·K on
+// (x.n_cols is one group's K); a plain linear is one group of N. A warp's outputs share a group.
 template <int kCols, int kSplit, int kBlockWarps, int kTokens, bool kVectors, typename W>
 __global__ void __launch_bounds__(32 * kBlockWarps)
-    linear_few_rows_kernel(Rows<float> x, Rows<W> w, RowMatrix y) {
+    linear_few_rows_kernel(Rows<float> x, Rows<W> w, RowMatrix y, int64_t group_rows) {
   constexpr int kGroups = kBlockWarps / kSplit;
   constexpr int kStep = kVectors ? kVec : 1;
   __shared__ float partial[kBlockWarps][kCols][kTokens];
@@ -134,8 +136,9 @@ __global__ void __launch_bounds__(32 * kBlockWarps)
   const float* x_rows[kTokens];
 #pragma unroll
   for (int c = 0; c < kCols; ++c) w_rows[c] = w.row(min(n0 + c, w.n_rows - 1));
+  const int64_t x_col0 = min(n0, w.n_rows - 1) / group_rows * x.n_cols;
 #pragma unroll
-  for (int t = 0; t < kTokens; ++t) x_rows[t] = x.row(min(t0 + t, x.n_rows - 1));
+  for (int t = 0; t < kTokens; ++t) x_rows[t] = x.row(min(t0 + t, x.n_rows - 1)) + x_col0;
   float acc[kCols][kTokens] = {};
 #pragma unroll 2
   for (int64_t u = u_begin + lane; u < u_end; u += 32) {
@@ -193,62 +196,86 @@ bool vector_rows(const Rows<T>& m) {
 }
 
 template <int kCols, int kSplit, int kBlockWarps, int kTokens, typename W>
-void launch_few_rows_as(const Rows<float>& x, const Rows<W>& w, const RowMatrix& y) {
+void launch_few_rows_as(const Rows<float>& x, const Rows<W>& w, const RowMatrix& y,
+                        int64_t group_rows) {
   const dim3 grid(static_cast<unsigned>(ceil_div(w.n_rows, kBlockWarps / kSplit * kCols)),
                   static_cast<unsigned>(ceil_div(x.n_rows, kTokens)));
   if (vector_rows(x) && vector_rows(w)) {
     linear_few_rows_kernel<kCols, kSplit, kBlockWarps, kTokens, true>
-        <<<grid, 32 * kBlockWarps, 0, op_stream()>>>(x, w, y);
+        <<<grid, 32 * kBlockWarps, 0, op_stream()>>>(x, w, y, group_rows);
   } else {
     linear_few_rows_kernel<kCols, kSplit, kBlockWarps, kTokens, false>
-        <<<grid, 32 * kBlockWarps, 0, op_stream()>>>(x, w, y);
+        <<<grid, 32 * kBlockWarps, 0, op_stream()>>>(x, w, y, group_rows);
   }
 }
 
 template <int kCols, int kSplit, int kBlockWarps, typename W>
-void launch_few_rows_as(const Rows<float>& x, const Rows<W>& w, const RowMatrix& y) {
-  if (x.n_rows == 1) return launch_few_rows_as<kCols, kSplit, kBlockWarps, 1>(x, w, y);
-  if (x.n_rows <= 4) return launch_few_rows_as<kCols, kSplit, kBlockWarps, 4>(x, w, y);
-  launch_few_rows_as<kCols, kSplit, kBlockWarps, kChunk>(x, w, y);
+void launch_few_rows_as(const Rows<float>& x, const Rows<W>& w, const RowMatrix& y,
+                        int64_t group_rows) {
+  if (x.n_rows == 1) return launch_few_rows_as<kCols, kSplit, kBlockWarps, 1>(x, w, y, group_rows);
+  if (x.n_rows <= 4) return launch_few_rows_as<kCols, kSplit, kBlockWarps, 4>(x, w, y, group_rows);
+  launch_few_rows_as<kCols, kSplit, kBlockWarps, kChunk>(x, w, y, group_rows);
 }
 
 // By the number of outputs N: with 8192 and more, a warp walks all of K for 4 of them; from
 // 1024 eight warps split K for 4, from 128 for 1; below, 16 warps split K for one (mHC's 24
-// mixes of a 16384-wide residual). Measured on the H200: linear_bench, docs/bench.md.
+// mixes of a 16384-wide residual). Four outputs a warp need groups of a multiple of 4.
+// Measured on the H200: linear_bench, docs/bench.md.
 template <typename W>
-void launch_few_rows(const Rows<float>& x, const Rows<W>& w, const RowMatrix& y) {
-  if (w.n_rows >= 8192) return launch_few_rows_as<4, 1, 8>(x, w, y);
-  if (w.n_rows >= 1024) return launch_few_rows_as<4, 8, 8>(x, w, y);
-  if (w.n_rows >= 128) return launch_few_rows_as<1, 8, 8>(x, w, y);
-  launch_few_rows_as<1, 16, 16>(x, w, y);
+void launch_few_rows(const Rows<float>& x, const Rows<W>& w, const RowMatrix& y,
+                     int64_t group_rows) {
+  const bool fours = group_rows % 4 == 0;
+  if (w.n_rows >= 8192 && fours) return launch_few_rows_as<4, 1, 8>(x, w, y, group_rows);
+  if (w.n_rows >= 1024 && fours) return launch_few_rows_as<4, 8, 8>(x, w, y, group_rows);
+  if (w.n_rows >= 128) return launch_few_rows_as<1, 8, 8>(x, w, y, group_rows);
+  launch_few_rows_as<1, 16, 16>(x, w, y, group_rows);
 }
 
 // The tiled kernel where it has rows to share a tile and blocks for every SM (132 on the H200),
-// else the few-rows one (then T < 64 · 128, so its grid's y stays small).
+// else the few-rows one (then T < 64 · 128, so its grid's y stays small). x.n_cols is one
+// group's K; the tiled kernel runs group by group.
 template <typename W>
-void launch(const Rows<float>& x, const Rows<W>& w, const RowMatrix& y) {
-  const dim3 grid(static_cast<unsigned>(ceil_div(w.n_rows, kTile)),
+void launch(const Rows<float>& x, const Rows<W>& w, const RowMatrix& y, int64_t n_groups) {
+  const int64_t group_rows = w.n_rows / n_groups;
+  const dim3 grid(static_cast<unsigned>(ceil_div(group_rows, kTile)),
                   static_cast<unsigned>(ceil_div(x.n_rows, kTile)));
-  if (x.n_rows > 2 * kChunk && grid.x * grid.y >= 128) {
-    linear_kernel<<<grid, kThreads, 0, op_stream()>>>(x, w, y);
-  } else {
-    launch_few_rows(x, w, y);
+  if (x.n_rows <= 2 * kChunk || grid.x * grid.y < 128) {
+    return launch_few_rows(x, w, y, group_rows);
   }
+  for (int64_t g = 0; g < n_groups; ++g) {
+    Rows<float> x_group = x;
+    x_group.data += g * x.n_cols;
+    Rows<W> w_group = w;
+    w_group.data += g * group_rows * w.row_stride;
+    w_group.n_rows = group_rows;
+    RowMatrix y_group = y;
+    y_group.data += g * group_rows;
+    y_group.n_cols = group_rows;
+    linear_kernel<<<grid, kThreads, 0, op_stream()>>>(x_group, w_group, y_group);
+  }
+}
+
+void run(const LinearOperands& o, int64_t n_groups) {
+  if (o.x.n_rows == 0 || o.w.n_rows == 0) return;
+  DSV4_CHECK(ceil_div(o.x.n_rows, kTile) <= 65535, "linear: %lld rows in one call",
+             (long long)o.x.n_rows);
+  if (o.w.dtype == DType::kBF16) {
+    launch(rows_of(o.x), rows_of<uint16_t>(o.w), o.y, n_groups);
+  } else {
+    launch(rows_of(o.x), rows_of<float>(o.w), o.y, n_groups);
+  }
+  check_launch();
 }
 
 }  // namespace
 
 void linear(const TensorView& x, const TensorView& w, const TensorView& y) {
-  const auto [a, b, c] = linear_operands(x, w, y);
-  if (a.n_rows == 0 || b.n_rows == 0) return;
-  DSV4_CHECK(ceil_div(a.n_rows, kTile) <= 65535, "linear: %lld rows in one call",
-             (long long)a.n_rows);
-  if (b.dtype == DType::kBF16) {
-    launch(rows_of(a), rows_of<uint16_t>(b), c);
-  } else {
-    launch(rows_of(a), rows_of<float>(b), c);
-  }
-  check_launch();
+  run(linear_operands(x, w, y), 1);
+}
+
+void block_diagonal_linear(const TensorView& x, const TensorView& w, int64_t n_groups,
+                           const TensorView& y) {
+  run(block_diagonal_operands(x, w, n_groups, y), n_groups);
 }
 
 }  // namespace dsv4::kernels::cuda
