@@ -11,6 +11,7 @@
 
 #include "dsv4/engine.h"
 #include "dsv4/tokenizer.h"
+#include "engine_flags.h"
 #include "server/completion_server.h"
 
 namespace {
@@ -20,12 +21,10 @@ using dsv4::Status;
 using dsv4::Tokenizer;
 
 struct ServeArgs {
-  std::string model;
+  dsv4::tools::EngineFlags engine;
   std::string tokenizer;
   std::string host = "127.0.0.1";
   int port = 8000;
-  std::string device = "cpu";
-  std::string experts = "w4a16";
   int64_t max_context = 4096;
 };
 
@@ -43,22 +42,19 @@ int fail(const Status& status) {
 // The tokenizer to serve text with: --tokenizer must load; MODEL/tokenizer.json may be absent.
 Result<std::optional<Tokenizer>> open_tokenizer(const ServeArgs& args) {
   const bool named = !args.tokenizer.empty();
-  Result<Tokenizer> tok = Tokenizer::load(named ? args.tokenizer : args.model + "/tokenizer.json");
+  Result<Tokenizer> tok =
+      Tokenizer::load(named ? args.tokenizer : args.engine.model + "/tokenizer.json");
   if (tok.ok()) return std::optional<Tokenizer>(std::move(tok).value());
   if (named || tok.status().code() != dsv4::StatusCode::kNotFound) return tok.status();
   std::fprintf(stderr, "dsv4-serve: no %s/tokenizer.json: token-id prompts only\n",
-               args.model.c_str());
+               args.engine.model.c_str());
   return std::optional<Tokenizer>();
 }
 
 int serve(const ServeArgs& args) {
   Result<std::optional<Tokenizer>> tokenizer = open_tokenizer(args);
   if (!tokenizer.ok()) return fail(tokenizer.status());
-  dsv4::EngineOptions options;
-  options.model_dir = args.model;
-  options.device = args.device == "cuda" ? dsv4::EngineDevice::kCuda : dsv4::EngineDevice::kCpu;
-  options.experts =
-      args.experts == "w4a4" ? dsv4::ExpertPrecision::kW4A4 : dsv4::ExpertPrecision::kW4A16;
+  dsv4::EngineOptions options = dsv4::tools::engine_options(args.engine, "serve");
   options.max_context = args.max_context;
   Result<dsv4::Engine> engine = dsv4::Engine::open(options);
   if (!engine.ok()) return fail(engine.status());
@@ -85,18 +81,12 @@ int serve(const ServeArgs& args) {
 int main(int argc, char** argv) {
   CLI::App app{"dsv4-serve: an OpenAI-compatible completions server for DeepSeek-V4"};
   ServeArgs args;
-  app.add_option("--model", args.model, "checkpoint directory")->required();
+  dsv4::tools::add_engine_flags(&app, args.engine, /*model_required=*/true);
   app.add_option("--tokenizer", args.tokenizer, "tokenizer.json (default: MODEL/tokenizer.json)");
   app.add_option("--host", args.host, "address to listen on")->capture_default_str();
   app.add_option("--port", args.port, "port (0: any free port)")
       ->capture_default_str()
       ->check(CLI::Range(0, 65535));
-  app.add_option("--device", args.device, "cpu or cuda")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"cpu", "cuda"}));
-  app.add_option("--experts", args.experts, "NVFP4 expert mode")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"w4a16", "w4a4"}));
   app.add_option("--max-context", args.max_context, "most tokens (prompt + generated) a request")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);

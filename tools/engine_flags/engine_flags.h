@@ -1,5 +1,6 @@
-// The flags every subcommand that runs the engine shares (generate, verify, bench): the
-// checkpoint, the device and the NVFP4 expert mode, and the EngineOptions they make.
+// The flags every command that runs the engine shares (dsv4 generate, verify, bench, and
+// dsv4-serve): the checkpoint, the device and the NVFP4 expert mode, and the EngineOptions they
+// make.
 #pragma once
 
 #include <CLI/CLI.hpp>
