@@ -102,7 +102,7 @@ TEST(BlockDiagonalLinearTest, IsEachGroupsLinear) {
     }
   EXPECT_LT(max_row_rel_error(y.data(), ref.data(), t, g * r), kF32OpRelTol);
   for (int group = 0; group < g; ++group) {
-    TensorView xg = view_of(x, {t, k}), yg = view_of(y, {t, r});
+    TensorView xg = view_of(x, {t, k});
     xg.data = x.data() + group * k;
     xg.stride[0] = g * k;
     std::vector<float> one = poisoned(t * r);
