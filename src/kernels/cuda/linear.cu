@@ -1,4 +1,5 @@
-// cuda::linear: y[T, N] = x[T, K] · w[N, K]ᵀ in f32, by one of two kernels:
+// cuda::linear: y[T, N] = x[T, K] · w[N, K]ᵀ in f32 (and block_diagonal_linear, G such products
+// side by side in one call), by one of two kernels:
 // - a classic shared-memory tiled SGEMM for many rows and wide outputs: both operands are
 //   K-contiguous rows, so a block stages a [64, 16] slab of each, transposed into shared memory,
 //   and every thread accumulates a 4×4 patch of y over K in order;
@@ -6,7 +7,8 @@
 //   residual, a router), where 64×64 tiles leave most SMs idle while one block walks all of K
 //   (measured on the H200: 29 µs a call on the tiny test model's decode step, most of its time).
 //   A block owns a few outputs for ≤ 8 tokens and its warps split K (or each walks all of K
-//   for its own outputs); partial sums meet in a fixed tree.
+//   for its own outputs); partial sums meet in a fixed tree. On the H200 it streams the bf16
+//   lm_head at one token at the copy rate (bench/kernels/linear_bench.cu, docs/bench.md).
 // The weight is f32 or bf16 (a device keeps a bf16 checkpoint's linear weights in bf16, half the
 // bytes a decode step streams: checkpoint/to_device.h); it widens exactly, so either gives the
 // same bits. Not batch-invariant across the two kernels: a row's sum order depends on which one
