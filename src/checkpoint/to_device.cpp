@@ -2,8 +2,8 @@
 
 #include <cmath>
 #include <optional>
-#include <vector>
 #include <utility>
+#include <vector>
 
 #include "base/buffer.h"
 #include "base/float_convert.h"
@@ -29,8 +29,9 @@ class DeviceCopier {
   // checkpoint's, which the loader widened to f32), since a decode step streams these weights
   // and bf16 halves their bytes; the linear widens them back exactly. Else as it is.
   Status copy_linear(const Tensor& src, Tensor& dst) const {
-    if (device_ != Device::kCuda || src.dtype() != DType::kF32 || !src.view().is_contiguous()) {
-      return copy(src, dst);
+    if (device_ != Device::kCuda || src.empty_tensor() || src.dtype() != DType::kF32 ||
+        !src.view().is_contiguous()) {
+      return copy(src, dst);  // and an absent weight stays absent
     }
     const float* values = src.data_as<const float>();
     std::vector<uint16_t> bits(static_cast<size_t>(src.numel()));
