@@ -130,10 +130,14 @@ std::optional<RequestError> read_sampling(const OrderedJson& body, const char* m
                    read_number(body, "top_p", 0.0, 1.0, top_p)}) {
     if (bad) return bad;
   }
-  if (top_p <= 0.0) return request_error("top_p", "top_p must be greater than 0");
   s.seed = static_cast<uint64_t>(seed);
   s.temperature = static_cast<float>(temperature);
   s.top_p = static_cast<float>(top_p);
+  // In the engine's float: a positive double below float's smallest value becomes 0 (the fuzzer
+  // sent 9e-56), which the engine would refuse as an internal error instead of a request error.
+  if (!(s.top_p > 0.0f)) {
+    return request_error("top_p", "top_p must be greater than 0 (and at least 1.4e-45)");
+  }
   return std::nullopt;
 }
 

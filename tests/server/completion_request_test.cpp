@@ -62,6 +62,7 @@ TEST(CompletionRequestTest, RefusesEachBadFieldByName) {
       {R"({"prompt": "x", "temperature": 3})", "temperature", "temperature must be a number"},
       {R"({"prompt": "x", "temperature": "hot"})", "temperature", "got \"hot\""},
       {R"({"prompt": "x", "top_p": 0})", "top_p", "greater than 0"},
+      {R"({"prompt": "x", "top_p": 9e-56})", "top_p", "greater than 0"},  // 0 as a float
       {R"({"prompt": "x", "top_k": -2})", "top_k", "top_k must be an integer"},
       {R"({"prompt": "x", "seed": -1})", "seed", "seed must be an integer"},
       {R"({"prompt": "x", "stream": "yes"})", "stream",
