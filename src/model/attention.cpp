@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -40,27 +41,29 @@ Status project_query(const checkpoint::ModelConfig& config,
   return kernels::rope(q, positions, inv_freq, kernels::RopeDirection::kForward);
 }
 
-// kv = rope(kv_norm(wkv(x))), written to the window ring at rows position mod R.
-Status project_kv_into_window(const checkpoint::ModelConfig& config,
-                              const checkpoint::AttentionWeights& weights, const TensorView& x,
-                              const TensorView& positions, int64_t start_pos,
-                              AttentionCache& cache) {
-  const int64_t n_tokens = x.size(0);
+// kv = rope(kv_norm(wkv(x))).
+Result<Tensor> project_kv(const checkpoint::ModelConfig& config,
+                          const checkpoint::AttentionWeights& weights, const TensorView& x,
+                          const TensorView& positions, const TensorView& inv_freq) {
   DSV4_ASSIGN_OR_RETURN(Tensor kv,
-                        Tensor::empty(DType::kF32, {n_tokens, config.head_dim}, x.device));
+                        Tensor::empty(DType::kF32, {x.size(0), config.head_dim}, x.device));
   DSV4_RETURN_IF_ERROR(kernels::linear(x, weights.wkv.view(), kv.view()));
   DSV4_RETURN_IF_ERROR(kernels::rms_norm(kv.view(), weights.kv_norm.view(),
                                          static_cast<float>(config.rms_norm_eps), kv.view()));
-  DSV4_RETURN_IF_ERROR(
-      kernels::rope(kv.view(), positions, cache.inv_freq.view(), kernels::RopeDirection::kForward));
+  DSV4_RETURN_IF_ERROR(kernels::rope(kv.view(), positions, inv_freq, kernels::RopeDirection::kForward));
+  return kv;
+}
+
+// One sequence's kv rows [T, Dh] into its window ring at rows position mod R.
+Status write_window(const TensorView& kv, int64_t start_pos, AttentionCache& cache) {
+  const int64_t n_tokens = kv.size(0);
   // T ≤ Ts < R, so the rows wrap around the ring at most once.
   const int64_t n_ring = cache.window.shape()[0];
   int64_t t = 0;
   while (t < n_tokens) {
     const int64_t slot = (start_pos + t) % n_ring;
     const int64_t n = std::min(n_tokens - t, n_ring - slot);
-    DSV4_RETURN_IF_ERROR(
-        copy_tensor(cache.window.view().rows(slot, slot + n), kv.view().rows(t, t + n)));
+    DSV4_RETURN_IF_ERROR(copy_tensor(cache.window.view().rows(slot, slot + n), kv.rows(t, t + n)));
     t += n;
   }
   return ok_status();
@@ -139,70 +142,82 @@ Result<CompressedCandidates> compressed_candidates(const checkpoint::ModelConfig
   return candidates;
 }
 
-// One step of T ≤ Ts tokens at positions start_pos … start_pos+T−1.
-Status attention_step(const checkpoint::ModelConfig& config,
-                      const checkpoint::AttentionWeights& weights, const TensorView& x,
-                      int64_t start_pos, AttentionCache& cache, const TensorView& out) {
-  const int64_t n_tokens = x.size(0);
-  const Device device = x.device;
-  IndexerStep step;
-  step.x = x;
-  step.inv_freq = cache.inv_freq.view();
-  step.host_positions.resize(n_tokens);
-  for (int64_t t = 0; t < n_tokens; ++t) step.host_positions[t] = start_pos + t;
-  DSV4_ASSIGN_OR_RETURN(Tensor positions, upload(step.host_positions, {n_tokens}, device));
-  step.positions = positions.view();
-
-  DSV4_ASSIGN_OR_RETURN(Tensor q_latent,
-                        Tensor::empty(DType::kF32, {n_tokens, config.q_lora_rank}, device));
-  DSV4_ASSIGN_OR_RETURN(
-      Tensor q, Tensor::empty(DType::kF32, {n_tokens, config.n_head, config.head_dim}, device));
-  DSV4_RETURN_IF_ERROR(
-      project_query(config, weights, x, step.positions, step.inv_freq, q_latent.view(), q.view()));
-  step.q_latent = q_latent.view();
-  DSV4_RETURN_IF_ERROR(
-      project_kv_into_window(config, weights, x, step.positions, start_pos, cache));
+// One sequence's rows of a step: attention over its own cache (its window ring written first),
+// the query rows q [T, H, Dh] in, the output rows o out.
+Status attend_sequence(const checkpoint::ModelConfig& config,
+                       const checkpoint::AttentionWeights& weights, const IndexerStep& step,
+                       const TensorView& kv, const TensorView& q, int64_t start_pos,
+                       AttentionCache& cache, const TensorView& o) {
+  DSV4_RETURN_IF_ERROR(write_window(kv, start_pos, cache));
   DSV4_ASSIGN_OR_RETURN(CompressedCandidates compressed,
                         compressed_candidates(config, weights, step, cache));
-  const int64_t window = config.sliding_window;
+  const int64_t window = config.sliding_window, n_tokens = q.size(0);
   DSV4_ASSIGN_OR_RETURN(Tensor window_rows,
                         upload(window_indices(step.host_positions, window, cache.window.shape()[0]),
-                               {n_tokens, window}, device));
-
-  DSV4_ASSIGN_OR_RETURN(Tensor o, Tensor::empty(DType::kF32, q.shape(), device));
+                               {n_tokens, window}, q.device));
   kernels::SparseAttentionParams attn;
-  attn.q = q.view();
+  attn.q = q;
   attn.kv = cache.window.view();
   attn.indices = window_rows.view();
   attn.extra_kv = compressed.entries;
   attn.extra_indices = compressed.indices.view();
   attn.sinks = weights.attn_sink.view();
   attn.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(config.head_dim)));
-  attn.out = o.view();
-  DSV4_RETURN_IF_ERROR(kernels::sparse_attention(attn));
+  attn.out = o;
+  return kernels::sparse_attention(attn);
+}
+
+// One step of every sequence in `sequences` (rows [begin, end) of x, each ≤ its cache's Ts): the
+// per-token projections run on all rows at once, so a batch reads the attention weights once,
+// not once a sequence; the caches and the attention sequence by sequence.
+Status attention_step(const checkpoint::ModelConfig& config,
+                      const checkpoint::AttentionWeights& weights, const TensorView& x,
+                      std::span<const SequenceRows> sequences, const TensorView& out) {
+  const int64_t n_tokens = x.size(0);
+  const Device device = x.device;
+  std::vector<int64_t> host_positions(n_tokens);
+  for (const SequenceRows& seq : sequences) {
+    for (int64_t t = seq.begin; t < seq.end; ++t) host_positions[t] = seq.start_pos + t - seq.begin;
+  }
+  DSV4_ASSIGN_OR_RETURN(Tensor positions, upload(host_positions, {n_tokens}, device));
+  // Every sequence's cache of this layer holds the same compress RoPE frequencies.
+  const TensorView inv_freq = sequences.front().cache->inv_freq.view();
+
+  DSV4_ASSIGN_OR_RETURN(Tensor q_latent,
+                        Tensor::empty(DType::kF32, {n_tokens, config.q_lora_rank}, device));
+  DSV4_ASSIGN_OR_RETURN(
+      Tensor q, Tensor::empty(DType::kF32, {n_tokens, config.n_head, config.head_dim}, device));
+  DSV4_RETURN_IF_ERROR(
+      project_query(config, weights, x, positions.view(), inv_freq, q_latent.view(), q.view()));
+  DSV4_ASSIGN_OR_RETURN(Tensor kv, project_kv(config, weights, x, positions.view(), inv_freq));
+  DSV4_ASSIGN_OR_RETURN(Tensor o, Tensor::empty(DType::kF32, q.shape(), device));
+  for (const SequenceRows& seq : sequences) {
+    IndexerStep step;
+    step.x = x.rows(seq.begin, seq.end);
+    step.q_latent = q_latent.view().rows(seq.begin, seq.end);
+    step.positions = positions.view().rows(seq.begin, seq.end);
+    step.host_positions.assign(host_positions.begin() + seq.begin,
+                               host_positions.begin() + seq.end);
+    step.inv_freq = inv_freq;
+    DSV4_RETURN_IF_ERROR(attend_sequence(config, weights, step, kv.view().rows(seq.begin, seq.end),
+                                         q.view().rows(seq.begin, seq.end), seq.start_pos,
+                                         *seq.cache, o.view().rows(seq.begin, seq.end)));
+  }
   // V = K carried the keys' rotation into the output; undo it at the query's position.
   DSV4_RETURN_IF_ERROR(
-      kernels::rope(o.view(), step.positions, step.inv_freq, kernels::RopeDirection::kInverse));
+      kernels::rope(o.view(), positions.view(), inv_freq, kernels::RopeDirection::kInverse));
   DSV4_RETURN_IF_ERROR(project_output(
       config, weights, o.view().reshaped({n_tokens, config.n_head * config.head_dim}), out));
-  cache.n_tokens += n_tokens;
+  for (const SequenceRows& seq : sequences) seq.cache->n_tokens += seq.end - seq.begin;
   return ok_status();
 }
 
-}  // namespace
-
-Status attention_forward(const checkpoint::ModelConfig& config, int64_t layer,
-                         const checkpoint::AttentionWeights& weights, const TensorView& x,
-                         int64_t start_pos, AttentionCache& cache, const TensorView& out) {
-  DSV4_CHECK(layer >= 0 && layer < static_cast<int64_t>(config.layers.size()), "layer %lld",
-             (long long)layer);
-  DSV4_CHECK(x.dtype == DType::kF32 && x.rank() == 2 && x.size(1) == config.hidden_size &&
-                 x.is_contiguous() && out.shape == x.shape && out.is_contiguous(),
-             "attention_forward: x and out must be f32 [T, D]");
+// The caller's checks on one sequence's rows: its layer, where they start, the cache's room.
+Status check_sequence(const checkpoint::ModelConfig& config, int64_t layer, int64_t n_tokens,
+                      int64_t start_pos, const AttentionCache& cache) {
   DSV4_CHECK(
       cache.compressor.has_value() == (config.layers[layer].attention != AttentionType::kSliding),
       "attention_forward: cache of another layer type");
-  const int64_t n_tokens = x.size(0);
   if (start_pos != cache.n_tokens) {
     return invalid_argument("attention layer " + std::to_string(layer) + ": start_pos " +
                             std::to_string(start_pos) + ", but the cache holds " +
@@ -213,12 +228,57 @@ Status attention_forward(const checkpoint::ModelConfig& config, int64_t layer,
                               std::to_string(start_pos + n_tokens) + " tokens, cache holds " +
                               std::to_string(cache.max_positions));
   }
-  for (int64_t begin = 0; begin < n_tokens; begin += cache.max_step_tokens) {
-    const int64_t end = std::min(n_tokens, begin + cache.max_step_tokens);
-    DSV4_RETURN_IF_ERROR(attention_step(config, weights, x.rows(begin, end), start_pos + begin,
-                                        cache, out.rows(begin, end)));
+  return ok_status();
+}
+
+}  // namespace
+
+Status attention_forward(const checkpoint::ModelConfig& config, int64_t layer,
+                         const checkpoint::AttentionWeights& weights, const TensorView& x,
+                         std::span<const SequenceRows> sequences, const TensorView& out) {
+  DSV4_CHECK(layer >= 0 && layer < static_cast<int64_t>(config.layers.size()), "layer %lld",
+             (long long)layer);
+  DSV4_CHECK(x.dtype == DType::kF32 && x.rank() == 2 && x.size(1) == config.hidden_size &&
+                 x.is_contiguous() && out.shape == x.shape && out.is_contiguous(),
+             "attention_forward: x and out must be f32 [T, D]");
+  std::vector<SequenceRows> batch;
+  bool one_step = true;
+  int64_t next = 0;
+  for (const SequenceRows& seq : sequences) {
+    DSV4_CHECK(seq.begin == next && seq.begin <= seq.end && seq.cache != nullptr,
+               "attention_forward: rows [%lld, %lld) do not continue at %lld",
+               (long long)seq.begin, (long long)seq.end, (long long)next);
+    next = seq.end;
+    if (seq.begin == seq.end) continue;
+    DSV4_RETURN_IF_ERROR(
+        check_sequence(config, layer, seq.end - seq.begin, seq.start_pos, *seq.cache));
+    one_step = one_step && seq.end - seq.begin <= seq.cache->max_step_tokens;
+    batch.push_back(seq);
+  }
+  DSV4_CHECK(next == x.size(0), "attention_forward: the sequences hold %lld of %lld rows",
+             (long long)next, (long long)x.size(0));
+  if (batch.empty()) return ok_status();
+  // A decode step, or prompts that each fit one step: all sequences in one step.
+  if (one_step) return attention_step(config, weights, x, batch, out);
+  // A sequence longer than a step (a long prompt) in steps of ≤ Ts tokens, one sequence at a time.
+  for (const SequenceRows& seq : batch) {
+    const int64_t ts = seq.cache->max_step_tokens;
+    for (int64_t begin = seq.begin; begin < seq.end; begin += ts) {
+      const int64_t end = std::min(seq.end, begin + ts);
+      const SequenceRows step{0, end - begin, seq.start_pos + begin - seq.begin, seq.cache};
+      DSV4_RETURN_IF_ERROR(attention_step(config, weights, x.rows(begin, end),
+                                          std::span<const SequenceRows>(&step, 1),
+                                          out.rows(begin, end)));
+    }
   }
   return ok_status();
+}
+
+Status attention_forward(const checkpoint::ModelConfig& config, int64_t layer,
+                         const checkpoint::AttentionWeights& weights, const TensorView& x,
+                         int64_t start_pos, AttentionCache& cache, const TensorView& out) {
+  const SequenceRows seq{0, x.size(0), start_pos, &cache};
+  return attention_forward(config, layer, weights, x, std::span<const SequenceRows>(&seq, 1), out);
 }
 
 }  // namespace dsv4::model

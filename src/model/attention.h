@@ -2,12 +2,14 @@
 // with per-head unweighted RMSNorm, one shared K=V head, interleaved RoPE on the trailing dims,
 // the sliding window with per-head sinks, and on compressed layers the compressor (CSA overlap
 // ratio 4 / HCA) and the lightning indexer; inverse RoPE on the output; grouped output
-// projection. Processes T new tokens of one sequence against its cache.
+// projection. Processes T new tokens of one sequence against its cache, or of several sequences
+// each against its own.
 //
 // Dimension letters: T new tokens, D model width, H heads, Dh head dim.
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "base/tensor.h"
 #include "checkpoint/weights.h"
@@ -16,6 +18,14 @@
 
 namespace dsv4::model {
 
+// The rows [begin, end) of a batch that belong to one sequence, its first position and cache.
+struct SequenceRows {
+  int64_t begin = 0;
+  int64_t end = 0;
+  int64_t start_pos = 0;
+  AttentionCache* cache = nullptr;  // this layer's cache of the sequence
+};
+
 // x:   [T, D] f32, the attn_norm'ed block input of tokens at positions start_pos .. start_pos+T-1.
 // out: [T, D] f32.
 // Appends the T tokens to `cache` (window ring, compressor partial state, compressed entries,
@@ -23,5 +33,14 @@ namespace dsv4::model {
 Status attention_forward(const checkpoint::ModelConfig& config, int64_t layer,
                          const checkpoint::AttentionWeights& weights, const TensorView& x,
                          int64_t start_pos, AttentionCache& cache, const TensorView& out);
+
+// The same for a batch: x [T, D] holds the sequences' rows one after the other (`sequences`
+// tile [0, T) in order; empty ones allowed), each attending over its own cache. When every
+// sequence's rows fit one step (a decode step), the per-token projections run once for all rows,
+// so the attention weights are read once a batch, not once a sequence; otherwise the sequences
+// run one at a time in steps.
+Status attention_forward(const checkpoint::ModelConfig& config, int64_t layer,
+                         const checkpoint::AttentionWeights& weights, const TensorView& x,
+                         std::span<const SequenceRows> sequences, const TensorView& out);
 
 }  // namespace dsv4::model

@@ -8,21 +8,6 @@
 #include "model/scratch.h"
 
 namespace dsv4::model {
-namespace {
-
-// out [T, D] = attention of each sequence's rows of x [T, D] over its own cache.
-Status attention_rows(const LayerInput& in, const TensorView& x, const TensorView& out) {
-  for (const SequenceRows& seq : in.sequences) {
-    if (seq.begin == seq.end) continue;
-    DSV4_RETURN_IF_ERROR(attention_forward(*in.config, in.layer, in.weights->attn,
-                                           x.rows(seq.begin, seq.end), seq.start_pos, *seq.cache,
-                                           out.rows(seq.begin, seq.end)));
-  }
-  return ok_status();
-}
-
-}  // namespace
-
 Status layer_forward(const LayerInput& in, Tensor& streams, Tensor& spare) {
   const checkpoint::ModelConfig& config = *in.config;
   const checkpoint::LayerWeights& w = *in.weights;
@@ -36,7 +21,8 @@ Status layer_forward(const LayerInput& in, Tensor& streams, Tensor& spare) {
   // Attention half.
   DSV4_RETURN_IF_ERROR(hc_pre(config, w.hc_attn, streams.view(), site, x.view()));
   DSV4_RETURN_IF_ERROR(kernels::rms_norm(x.view(), w.attn_norm.view(), eps, x.view()));
-  DSV4_RETURN_IF_ERROR(attention_rows(in, x.view(), block_out.view()));
+  DSV4_RETURN_IF_ERROR(attention_forward(config, in.layer, w.attn, x.view(), in.sequences,
+                                         block_out.view()));
   DSV4_RETURN_IF_ERROR(hc_post(block_out.view(), streams.view(), site, spare.view()));
   std::swap(streams, spare);
 

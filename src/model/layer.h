@@ -12,18 +12,10 @@
 
 #include "base/buffer.h"
 #include "checkpoint/weights.h"
-#include "model/attention_cache.h"
+#include "model/attention.h"
 #include "model/moe.h"
 
 namespace dsv4::model {
-
-// The rows [begin, end) of the batch that belong to one sequence, its first position and cache.
-struct SequenceRows {
-  int64_t begin = 0;
-  int64_t end = 0;
-  int64_t start_pos = 0;
-  AttentionCache* cache = nullptr;  // this layer's cache of the sequence
-};
 
 struct LayerInput {
   const checkpoint::ModelConfig* config = nullptr;
