@@ -31,7 +31,7 @@ constexpr int64_t kRotateBytes = 256ll << 20;  // > 4 × the 60 MB L2
 struct LinearShape {
   const char* name;
   int64_t n, k;
-  int64_t groups = 1;  // > 1: block_diagonal_linear, x [T, groups·K]
+  int64_t groups = 1;  // block_diagonal_linear's G: x is [T, groups·K]
 };
 
 // V4-Flash (hidden 4096, 64 heads of 512, q_lora 1024, 8 output groups of 1024, shared expert
@@ -70,12 +70,9 @@ Weight make_weight(const LinearShape& s, uint32_t seed) {
   return w;
 }
 
+// One group is linear itself (the same kernels, the same bits).
 void run_linear(const LinearShape& s, const Tensor& x, const Tensor& w, const Tensor& y) {
-  if (s.groups > 1) {
-    kernels::cuda::block_diagonal_linear(x.view(), w.view(), s.groups, y.view());
-  } else {
-    kernels::cuda::linear(x.view(), w.view(), y.view());
-  }
+  kernels::cuda::block_diagonal_linear(x.view(), w.view(), s.groups, y.view());
 }
 
 // The bf16 weight's result against the f32 one's (bits) and the CPU's (max row rel error).
@@ -88,11 +85,7 @@ double check(const LinearShape& s, int64_t t, const Weight& w, const Tensor& x) 
              "%s T=%lld: the bf16 weight changed the result", s.name, (long long)t);
   const Tensor x_host = testing::to_host(x.view()), w_host = testing::to_host(w.f32.view());
   Tensor want = Tensor::host(DType::kF32, {t, s.n});
-  if (s.groups > 1) {
-    kernels::cpu::block_diagonal_linear(x_host.view(), w_host.view(), s.groups, want.view());
-  } else {
-    kernels::cpu::linear(x_host.view(), w_host.view(), want.view());
-  }
+  kernels::cpu::block_diagonal_linear(x_host.view(), w_host.view(), s.groups, want.view());
   return testing::max_row_rel_error(got32.data_as<float>(), want.data_as<float>(), t, s.n);
 }
 
