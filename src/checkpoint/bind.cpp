@@ -271,6 +271,17 @@ void count_official(const Binding& binding, const ModelConfig& config, LoadRepor
 
 }  // namespace
 
+PieceMatrices piece_matrices(const BoundPiece& piece) {
+  const Shape& s = piece.shape;
+  const int64_t n = s[s.rank - 2], k = s[s.rank - 1];
+  return {s.numel() / (n * k), n, k};
+}
+
+PieceOrigin piece_origin(const BoundSlot& slot, const BoundPiece& piece) {
+  if (slot.stacking == Stacking::kWhole) return {};
+  return {piece.expert_idx, piece.half * piece.shape[0]};
+}
+
 std::string_view storage_form_name(StorageForm form) {
   switch (form) {
     case StorageForm::kDense:

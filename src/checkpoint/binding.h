@@ -55,6 +55,19 @@ struct BoundSlot {
   std::vector<BoundPiece> pieces;
 };
 
+// A piece as n_matrices matrices of n rows and k columns, back to back (a plain linear is one).
+struct PieceMatrices {
+  int64_t n_matrices = 1, n = 0, k = 0;
+};
+PieceMatrices piece_matrices(const BoundPiece& piece);
+
+// The matrix and first row a piece covers inside its slot seen as a stack [G, N, K] (a
+// per-expert gate or up piece fills half an expert's rows).
+struct PieceOrigin {
+  int64_t matrix = 0, row = 0;
+};
+PieceOrigin piece_origin(const BoundSlot& slot, const BoundPiece& piece);
+
 struct Binding {
   std::vector<BoundSlot> slots;  // only slots bound without problems
   LoadReport report;             // convention, counts, census, ignored keys, problems

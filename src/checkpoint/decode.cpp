@@ -43,19 +43,9 @@ float e2m1_at(const uint8_t* row, int64_t k) {
   return e2m1_to_float(k % 2 == 0 ? (byte & 0x0f) : (byte >> 4));
 }
 
-struct Geometry {
-  int64_t n_matrices, n, k;
-};
-
-Geometry geometry(const BoundPiece& piece) {
-  const Shape& s = piece.shape;
-  const int64_t n = s[s.rank - 2], k = s[s.rank - 1];
-  return {s.numel() / (n * k), n, k};
-}
-
 // FP8: W[b, r, c] = e4m3(w[b, r, c]) · scale[b, r/128, c/128] (scale e8m0 or f32).
 void decode_fp8_block(const BoundPiece& piece, float* out) {
-  const auto [n_matrices, n, k] = geometry(piece);
+  const auto [n_matrices, n, k] = piece_matrices(piece);
   const format::TensorInfo& sc = *piece.stored.block_scale;
   const int64_t sn = (n + 127) / 128, sk = (k + 127) / 128;
   const uint8_t* w = piece.stored.weight->data;
@@ -74,7 +64,7 @@ void decode_fp8_block(const BoundPiece& piece, float* out) {
 
 // MXFP4 (official experts): W[b, r, c] = e2m1(w[b, r, c]) · 2^(s[b, r, c/32] - 127), exact.
 void decode_mxfp4(const BoundPiece& piece, float* out) {
-  const auto [n_matrices, n, k] = geometry(piece);
+  const auto [n_matrices, n, k] = piece_matrices(piece);
   const uint8_t* w = piece.stored.weight->data;
   const uint8_t* sc = piece.stored.block_scale->data;
   for (int64_t row = 0; row < n_matrices * n; ++row) {
@@ -88,7 +78,7 @@ void decode_mxfp4(const BoundPiece& piece, float* out) {
 // from format/nvfp4.h, where the format is defined once; it is exact in f32, so multiplying by
 // the global scale rounds once.
 void decode_nvfp4(const BoundPiece& piece, float* out) {
-  const auto [n_matrices, n, k] = geometry(piece);
+  const auto [n_matrices, n, k] = piece_matrices(piece);
   const auto* blocks = reinterpret_cast<const format::Nvfp4Block*>(piece.stored.weight->data);
   const uint8_t* sc = piece.stored.block_scale->data;
   const format::TensorInfo& global_scale = *piece.stored.global_scale;
@@ -159,7 +149,7 @@ void decode_to_i64(const BoundPiece& piece, int64_t* out) {
 void copy_nvfp4_piece(const BoundPiece& piece, int64_t first_matrix, int64_t row,
                       format::Nvfp4Tensor& out) {
   DSV4_CHECK(piece.form == StorageForm::kNvfp4, "%s is not nvfp4", piece.name.c_str());
-  const auto [n_matrices, n, k] = geometry(piece);
+  const auto [n_matrices, n, k] = piece_matrices(piece);
   const int64_t out_rows = out.n_rows();
   for (int64_t b = 0; b < n_matrices; ++b) {
     const int64_t g = first_matrix + b;

@@ -8,6 +8,7 @@
 
 #include "checkpoint/binding.h"
 #include "checkpoint/decode.h"
+#include "checkpoint/expert_packing.h"
 
 namespace dsv4::checkpoint {
 namespace {
@@ -132,73 +133,27 @@ Tensor& slot_tensor(ModelWeights& w, Param param, int64_t layer) {
 }
 
 // clang-format on
-bool all_nvfp4(const BoundSlot& slot) {
-  for (const BoundPiece& piece : slot.pieces) {
-    if (piece.form != StorageForm::kNvfp4) return false;
-  }
-  return !slot.pieces.empty();
-}
-
-// Layers whose routed experts stay packed: both stacks NVFP4 in the checkpoint, as the engine's
-// NVFP4 MoE path needs w13 and w2 in the same form.
-std::vector<bool> packed_expert_layers(const Binding& binding, const ModelConfig& config,
-                                       bool keep_nvfp4) {
-  std::vector<int> n_nvfp4(static_cast<size_t>(config.n_layer), 0);
-  for (const BoundSlot& slot : binding.slots) {
-    if ((slot.param == kExpertsW13 || slot.param == kExpertsW2) && all_nvfp4(slot)) {
-      ++n_nvfp4[static_cast<size_t>(slot.layer)];
-    }
-  }
-  std::vector<bool> packed(n_nvfp4.size());
-  for (size_t l = 0; l < packed.size(); ++l) packed[l] = keep_nvfp4 && n_nvfp4[l] == 2;
-  return packed;
-}
-
-Result<format::Nvfp4Tensor> allocate_nvfp4(const BoundSlot& slot) {
-  const int64_t g = slot.shape[0], n = slot.shape[1], k = slot.shape[2];
-  format::Nvfp4Tensor t;
-  DSV4_ASSIGN_OR_RETURN(t.packed, Tensor::empty(DType::kU8, {g, n, k / 2}));
-  DSV4_ASSIGN_OR_RETURN(t.block_scale,
-                        Tensor::empty(DType::kU8, {g, n, k / format::kNvfp4BlockSize}));
-  DSV4_ASSIGN_OR_RETURN(t.global_scale, Tensor::empty(DType::kF32, {g}));
-  bool every_input_scale = true;
-  for (const BoundPiece& piece : slot.pieces)
-    every_input_scale &= piece.stored.input_scale != nullptr;
-  if (every_input_scale) {
-    DSV4_ASSIGN_OR_RETURN(t.input_scale, Tensor::empty(DType::kF32, {g}));
-    for (int64_t i = 0; i < g; ++i) t.input_scale.data_as<float>()[i] = 0.0f;
-  }
-  return t;
-}
-
-// Matrix and first row a piece covers inside its stacked slot.
-std::pair<int64_t, int64_t> piece_origin(const BoundSlot& slot, const BoundPiece& piece) {
-  if (slot.stacking == Stacking::kWhole) return {0, 0};
-  return {piece.expert_idx, piece.half * piece.shape[0]};
-}
-
 // ---- The one pass ----
 
-// Decodes every bound piece once. With `weights`, values land in their slots (NVFP4 experts of
-// `packed` layers are copied as they are and decoded to scratch only for the scan); without,
+// Decodes every bound piece once. With `weights`, values land in their slots (the FP4 experts of
+// packed layers are copied in NVFP4 and decoded to scratch only for the scan); without,
 // everything is decoded to scratch, scanned and dropped.
 Status decode_all(const Binding& binding, const ModelConfig& config, const LoadOptions& options,
                   ModelWeights* weights, LoadReport& report) {
-  const std::vector<bool> packed = packed_expert_layers(binding, config, options.keep_nvfp4);
+  const ExpertPacking packing =
+      ExpertPacking::plan(binding, config, options.keep_fp4_packed, report);
   size_t n_total = 0, n_done = 0;
   for (const BoundSlot& slot : binding.slots) n_total += slot.pieces.size();
   std::vector<float> scratch;
   std::vector<int64_t> scratch_ids;
   for (const BoundSlot& slot : binding.slots) {
     const bool integer = slot_spec(slot.param).storage == Storage::kIndex;
-    const bool keep_packed = slot.layer >= 0 && packed[static_cast<size_t>(slot.layer)] &&
-                             (slot.param == kExpertsW13 || slot.param == kExpertsW2);
     std::optional<format::Nvfp4Tensor>* nvfp4 = nullptr;
     Tensor* dst = nullptr;
-    if (weights && keep_packed) {
+    if (weights && packing.packed(slot)) {
       auto& experts = weights->layers[static_cast<size_t>(slot.layer)].ffn.experts;
       nvfp4 = slot.param == kExpertsW13 ? &experts.w13_nvfp4 : &experts.w2_nvfp4;
-      DSV4_ASSIGN_OR_RETURN(*nvfp4, allocate_nvfp4(slot));
+      DSV4_ASSIGN_OR_RETURN(*nvfp4, packing.allocate(slot));
     } else if (weights) {
       dst = &slot_tensor(*weights, slot.param, slot.layer);
       DSV4_ASSIGN_OR_RETURN(*dst, Tensor::empty(integer ? DType::kI64 : DType::kF32, slot.shape));
@@ -214,10 +169,7 @@ Status decode_all(const Binding& binding, const ModelConfig& config, const LoadO
         float* out = dst ? dst->data_as<float>() + piece.offset : scratch.data();
         decode_to_f32(piece, out);
         scan_f32(slot, piece, out, report);
-        if (nvfp4) {
-          const auto [matrix, row] = piece_origin(slot, piece);
-          copy_nvfp4_piece(piece, matrix, row, nvfp4->value());
-        }
+        if (nvfp4) packing.copy_piece(slot, piece, nvfp4->value());
       }
       if (options.progress) options.progress(++n_done, n_total);
     }

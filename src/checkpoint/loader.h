@@ -19,8 +19,9 @@ namespace dsv4::checkpoint {
 
 struct LoadOptions {
   std::optional<NamingConvention> force_convention;  // detected when empty
-  // Keep NVFP4 experts packed (the engine's NVFP4 paths) instead of dequantizing them to f32.
-  bool keep_nvfp4 = true;
+  // Keep FP4 routed experts packed in NVFP4 for the engine's NVFP4 paths (NVFP4 as stored,
+  // MXFP4 converted without changing a value; expert_packing.h) instead of decoding them to f32.
+  bool keep_fp4_packed = true;
   // Called with (tensors done, tensors total) while binding; for progress on big checkpoints.
   std::function<void(size_t, size_t)> progress;
 };
@@ -48,6 +49,9 @@ struct LoadReport {
   size_t official_count_found = 0;
   std::vector<std::string> zero_tensors;      // all-zero and not allow-listed
   std::vector<std::string> non_finite_tensors;
+  // What the loader chose and why, where a checkpoint allows more than one way (not problems):
+  // e.g. MXFP4 experts held as NVFP4, or a layer's experts left in f32 and the block that forced it.
+  std::vector<std::string> notes;
   bool clean() const { return problems.empty() && zero_tensors.empty() && non_finite_tensors.empty(); }
 };
 

@@ -3,106 +3,21 @@
 // (exactly: each stored form is one rounding away from its exact value); NVFP4 experts stay
 // packed when asked; all-zero, NaN, mismatched-global-scale and out-of-range inputs are reported
 // with slot and key.
-#include "checkpoint/loader.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
-#include "checkpoint/synthetic_checkpoint.h"
+#include "checkpoint/loader_fixture.h"
 #include "format/nvfp4.h"
-#include "testing/random.h"
 #include "testing/source_dir.h"
-#include "testing/temp_dir.h"
 
 namespace dsv4::checkpoint {
 namespace {
 
 using testing::ExpertForm;
-using testing::InventoryOptions;
 using testing::LinearForm;
 using testing::NamedShape;
 using testing::SyntheticCheckpoint;
-
-// Every element of `got` (from `offset`) equals the reference rounded once to f32.
-void expect_matches(const float* got, const std::vector<double>& want, const std::string& what) {
-  size_t n_bad = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    if (got[i] != static_cast<float>(want[i]) && n_bad++ == 0) {
-      ADD_FAILURE() << what << " element " << i << ": got " << got[i] << ", want " << want[i];
-    }
-  }
-  EXPECT_EQ(n_bad, 0u) << what;
-}
-
-void expect_matches(const Tensor& got, const std::vector<double>& want, const std::string& what) {
-  ASSERT_EQ(got.dtype(), DType::kF32) << what;
-  ASSERT_EQ(static_cast<size_t>(got.numel()), want.size()) << what;
-  expect_matches(got.data_as<float>(), want, what);
-}
-
-std::vector<double> concat(std::vector<double> a, const std::vector<double>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-
-LoadOptions dense_experts() {
-  LoadOptions options;
-  options.keep_nvfp4 = false;
-  return options;
-}
-
-class LoaderTest : public ::testing::Test {
- protected:
-  // Writes `ckpt` with `config_json` and loads it.
-  Result<LoadedModel> write_and_load(const SyntheticCheckpoint& ckpt,
-                                     const std::string& config_json, LoadOptions options = {}) {
-    const Status written = ckpt.write(dir_.path(), config_json, rng_.engine());
-    EXPECT_TRUE(written.ok()) << written.to_string();
-    return load_model(dir_.path(), options);
-  }
-  SyntheticCheckpoint official(const InventoryOptions& options) {
-    return SyntheticCheckpoint(testing::official_inventory(config_, options),
-                               config_.n_routed_experts, rng_.engine());
-  }
-  static void expect_clean(const LoadReport& report) {
-    EXPECT_TRUE(report.problems.empty()) << testing::joined(report.problems);
-    EXPECT_TRUE(report.zero_tensors.empty()) << testing::joined(report.zero_tensors);
-    EXPECT_TRUE(report.non_finite_tensors.empty()) << testing::joined(report.non_finite_tensors);
-  }
-
-  // The official-named slots whose storage varies with the layout, against the reference.
-  void expect_official_values(const SyntheticCheckpoint& ckpt, const ModelWeights& w) {
-    const int64_t d = config_.hidden_size, f = config_.moe_intermediate_size;
-    expect_matches(w.embed, ckpt.matrix("embed.weight", config_.vocab_size, d), "embed");
-    expect_matches(w.layers[1].attn.wq_a, ckpt.matrix("layers.1.attn.wq_a.weight", 32, d), "wq_a");
-    expect_matches(w.layers[2].attn.wo_b, ckpt.matrix("layers.2.attn.wo_b.weight", d, 32), "wo_b");
-    expect_matches(w.layers[1].attn.indexer->wq_b,
-                   ckpt.matrix("layers.1.attn.indexer.wq_b.weight", 32, 32), "indexer.wq_b");
-    expect_matches(w.layers[0].ffn.shared_expert.w2,
-                   ckpt.matrix("layers.0.ffn.shared_experts.w2.weight", d, f), "shared w2");
-    for (int64_t l = 0; l < config_.n_layer; ++l) {
-      const std::string p = "layers." + std::to_string(l) + ".ffn.experts.";
-      std::vector<double> w13, w2;
-      for (int64_t e = 0; e < config_.n_routed_experts; ++e) {
-        const std::string expert = p + std::to_string(e);
-        w13 = concat(concat(w13, ckpt.matrix(expert + ".w1.weight", f, d)),
-                     ckpt.matrix(expert + ".w3.weight", f, d));
-        w2 = concat(w2, ckpt.matrix(expert + ".w2.weight", d, f));
-      }
-      expect_matches(w.layers[l].ffn.experts.w13, w13, "layer " + std::to_string(l) + " w13");
-      expect_matches(w.layers[l].ffn.experts.w2, w2, "layer " + std::to_string(l) + " w2");
-    }
-    const testing::StoredBytes& ids = ckpt.at("layers.0.ffn.gate.tid2eid");
-    ASSERT_EQ(w.layers[0].ffn.tid2eid.dtype(), DType::kI64);
-    EXPECT_EQ(std::memcmp(w.layers[0].ffn.tid2eid.view().data, ids.bytes.data(), ids.bytes.size()),
-              0);
-  }
-
-  testing::SeededRng rng_;
-  testing::TempDir dir_;
-  ModelConfig config_ = testing::tiny_config();
-};
 
 struct LayoutCase {
   const char* name;
@@ -136,18 +51,13 @@ TEST_F(LoaderTest, Nvfp4ExpertsStayPackedAndDequantizeToTheReference) {
   Result<LoadedModel> model = write_and_load(ckpt, testing::kTinyConfigJson);
   ASSERT_TRUE(model.ok()) << model.status().to_string();
   expect_clean(model->report);
-  const int64_t d = config_.hidden_size, f = config_.moe_intermediate_size;
   for (int64_t l = 0; l < config_.n_layer; ++l) {
     const RoutedExpertWeights& experts = model->weights.layers[static_cast<size_t>(l)].ffn.experts;
     ASSERT_TRUE(experts.is_nvfp4() && experts.w2_nvfp4.has_value());
     EXPECT_TRUE(experts.w13.empty_tensor());
-    std::vector<double> w13;
     float largest_w13 = 0.0f, largest_w2 = 0.0f;  // the per-expert calibrations differ
     for (int64_t e = 0; e < config_.n_routed_experts; ++e) {
-      const std::string expert =
-          "layers." + std::to_string(l) + ".ffn.experts." + std::to_string(e);
-      w13 = concat(concat(w13, ckpt.matrix(expert + ".w1.weight", f, d)),
-                   ckpt.matrix(expert + ".w3.weight", f, d));
+      const std::string expert = official_expert(l, e);
       float input_scale, w2_input_scale;
       std::memcpy(&input_scale, ckpt.at(expert + ".w1.input_scale").bytes.data(), 4);
       std::memcpy(&w2_input_scale, ckpt.at(expert + ".w2.input_scale").bytes.data(), 4);
@@ -162,7 +72,7 @@ TEST_F(LoaderTest, Nvfp4ExpertsStayPackedAndDequantizeToTheReference) {
     EXPECT_EQ(experts.w2_input_scale.data_as<float>()[0], largest_w2);
     Result<Tensor> dense = format::dequantize_ref(experts.w13_nvfp4->view());
     ASSERT_TRUE(dense.ok()) << dense.status().to_string();
-    expect_matches(*dense, w13, "layer " + std::to_string(l) + " packed w13");
+    expect_matches(*dense, official_w13(ckpt, l), "layer " + std::to_string(l) + " packed w13");
   }
 }
 
@@ -236,7 +146,7 @@ TEST_F(TransformersLayoutTest, PretrainedPerExpertMxfp4Experts) {
   }
   list.insert(list.end(), scales.begin(), scales.end());
   const SyntheticCheckpoint ckpt(list, config_.n_routed_experts, rng_.engine());
-  Result<LoadedModel> model = write_and_load(ckpt, config_json_);
+  Result<LoadedModel> model = write_and_load(ckpt, config_json_, dense_experts());
   ASSERT_TRUE(model.ok()) << model.status().to_string();
   expect_clean(model->report);
   EXPECT_EQ(model->report.convention, NamingConvention::kPretrained);

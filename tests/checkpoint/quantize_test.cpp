@@ -152,7 +152,7 @@ TEST(QuantizeTest, OutputBindsAndDequantizesCloseToTheInput) {
     Result<LoadedModel> original = load_model(golden_model(name));
     Result<LoadedModel> packed = load_model(out.file("q"));
     LoadOptions dense_options;
-    dense_options.keep_nvfp4 = false;
+    dense_options.keep_fp4_packed = false;
     Result<LoadedModel> dequantized = load_model(out.file("q"), dense_options);
     ASSERT_TRUE(original.ok() && packed.ok() && dequantized.ok());
     EXPECT_TRUE(packed->report.clean())

@@ -1,6 +1,6 @@
 // The forward with NVFP4 routed experts: tiny_b quantized by `dsv4 quantize`'s library (ModelOpt
 // layout). W4A16 through the fused MoE op must compute the dense forward of the dequantized
-// weights (the loader's keep_nvfp4 = false) up to the bf16 rounding of the experts' activations;
+// weights (the loader's keep_fp4_packed = false) up to the bf16 rounding of the experts' activations;
 // W4A4 adds the activations' 4-bit rounding, so it differs by much more (random tiny models
 // amplify any perturbation; the tight bounds of both modes are per layer, in moe_test.cpp).
 #include <gtest/gtest.h>
@@ -26,7 +26,7 @@ TEST(ModelNvfp4Test, W4A16IsNearTheDenseForwardOfTheDequantizedExperts) {
   ASSERT_FALSE(HasFailure());
   auto packed = checkpoint::load_model(model_dir);
   checkpoint::LoadOptions dequantize;
-  dequantize.keep_nvfp4 = false;
+  dequantize.keep_fp4_packed = false;
   auto dense = checkpoint::load_model(model_dir, dequantize);
   ASSERT_TRUE(packed.ok() && dense.ok());
   ASSERT_TRUE(packed->report.clean() && dense->report.clean());

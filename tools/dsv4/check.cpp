@@ -93,6 +93,7 @@ int run_check(const std::string& dir, const std::string& convention) {
   print_list("problems", report.problems);
   print_list("all-zero tensors", report.zero_tensors);
   print_list("non-finite tensors", report.non_finite_tensors);
+  print_list("notes", report.notes);
   const bool count_failed = print_self_check(report);
   const bool clean = report.clean() && !count_failed;
   std::printf("result: %s\n",
