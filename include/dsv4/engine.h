@@ -6,6 +6,7 @@
 //   auto out = engine->generate({.prompt = {0, 21, 5}, .sampling = {.max_tokens = 16}});
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -29,6 +30,8 @@ struct EngineOptions {
   EngineDevice device = EngineDevice::kCpu;
   ExpertPrecision experts = ExpertPrecision::kW4A16;
   int64_t max_context = 4096;  // most tokens (prompt + generated) one sequence may hold
+  // Most sequences stepped together; requests beyond it wait, in arrival order, for a place.
+  int64_t max_batch = 32;
 };
 
 struct SamplingParams {
@@ -45,14 +48,17 @@ struct GenerateRequest {
   SamplingParams sampling;
   bool return_prompt_logits = false;  // every prompt position's logits (verification)
   bool return_step_logits = false;    // the logits each generated token was drawn from
-  // When set, called with each generated token as soon as it is drawn (before the forward that
-  // draws the next), so a caller can stream; returning false stops this sequence there, the
-  // token kept (a server's client went away). Runs on the thread that called generate().
+  // When set, called with each generated token as it is drawn, so a caller can stream; returning
+  // false stops this sequence there, the token kept (a server's client went away). Runs on the
+  // thread that called generate(), while the engine goes on stepping (it may have drawn a token
+  // or two past a stop; they are dropped from the result).
   std::function<bool(int64_t token)> on_token = nullptr;
 };
 
 struct Generation {
   std::vector<int64_t> tokens;  // generated ids
+  // When each token was drawn, by the engine's clock (a caller's on_token may see it later).
+  std::vector<std::chrono::steady_clock::time_point> token_times;
   bool stopped_at_eos = false;
   bool stopped_by_caller = false;    // on_token returned false
   std::vector<float> prompt_logits;  // [prompt.size() × vocab_size] row-major, when asked
@@ -75,8 +81,10 @@ class Engine {
   // to an answer (a server's streamed response, whose status is sent first).
   Status check(const GenerateRequest& request) const;
   // One sequence: prefill the prompt, then decode with the cache until max_tokens or eos.
+  // Thread-safe: concurrent calls (a server's requests) are stepped together, one forward per
+  // step for all (continuous batching: a sequence joins at the next step and leaves when done).
   Result<Generation> generate(const GenerateRequest& request);
-  // Several sequences of different lengths, stepped together (one forward per step for all).
+  // Several sequences of different lengths, joining the running batch in the same step.
   Result<std::vector<Generation>> generate_batch(const std::vector<GenerateRequest>& requests);
 
  private:

@@ -1,5 +1,6 @@
 // Implements include/dsv4/engine.h: loads the checkpoint, owns the weights and the model, and
-// drives generation (batched prefill, then one batched decode step per token) over Sessions.
+// hands generation to the scheduler (runtime/scheduler.h), whose worker steps every caller's
+// sequences together.
 #include "dsv4/engine.h"
 
 #include <string>
@@ -7,8 +8,7 @@
 
 #include "checkpoint/loader.h"
 #include "checkpoint/to_device.h"
-#include "runtime/sampler.h"
-#include "runtime/session.h"
+#include "runtime/scheduler.h"
 
 namespace dsv4 {
 
@@ -16,8 +16,12 @@ struct Engine::State {
   checkpoint::ModelWeights weights;
   model::Model model;
   int64_t max_context;
-  State(checkpoint::ModelWeights w, model::ModelOptions options, int64_t context)
-      : weights(std::move(w)), model(weights, options), max_context(context) {}
+  runtime::Scheduler scheduler;  // last: its worker steps the model above
+  State(checkpoint::ModelWeights w, model::ModelOptions options, const EngineOptions& engine)
+      : weights(std::move(w)),
+        model(weights, options),
+        max_context(engine.max_context),
+        scheduler(model, model.config().eos_token_id, static_cast<size_t>(engine.max_batch)) {}
 };
 
 Engine::Engine(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -27,6 +31,7 @@ Engine& Engine::operator=(Engine&&) noexcept = default;
 
 Result<Engine> Engine::open(const EngineOptions& options) {
   if (options.max_context <= 0) return invalid_argument("max_context must be positive");
+  if (options.max_batch <= 0) return invalid_argument("max_batch must be positive");
   DSV4_ASSIGN_OR_RETURN(checkpoint::LoadedModel loaded, checkpoint::load_model(options.model_dir));
   if (!loaded.report.clean()) {
     const auto& r = loaded.report;
@@ -44,7 +49,7 @@ Result<Engine> Engine::open(const EngineOptions& options) {
   if (options.device == EngineDevice::kCuda) {
     DSV4_ASSIGN_OR_RETURN(weights, checkpoint::copy_weights(weights, Device::kCuda));
   }
-  return Engine(std::make_unique<State>(std::move(weights), model_options, options.max_context));
+  return Engine(std::make_unique<State>(std::move(weights), model_options, options));
 }
 
 int64_t Engine::vocab_size() const { return state_->model.config().vocab_size; }
@@ -86,51 +91,8 @@ Result<Generation> Engine::generate(const GenerateRequest& request) {
 
 Result<std::vector<Generation>> Engine::generate_batch(
     const std::vector<GenerateRequest>& requests) {
-  const model::Model& model = state_->model;
-  std::vector<runtime::Session> sessions;
-  std::vector<runtime::Sampler> samplers;
-  std::vector<runtime::StepInput> inputs;
-  for (const GenerateRequest& r : requests) {
-    DSV4_RETURN_IF_ERROR(check(r));
-    const auto context = static_cast<int64_t>(r.prompt.size()) + r.sampling.max_tokens;
-    DSV4_ASSIGN_OR_RETURN(runtime::Session s, runtime::Session::create(model, context));
-    sessions.push_back(std::move(s));
-    samplers.emplace_back(r.sampling);
-  }
-  for (size_t i = 0; i < requests.size(); ++i) {
-    inputs.push_back({&sessions[i], requests[i].prompt, requests[i].return_prompt_logits});
-  }
-  DSV4_RETURN_IF_ERROR(runtime::step(model, inputs));  // prefill, all prompts in one forward
-
-  std::vector<Generation> out(requests.size());
-  for (size_t i = 0; i < requests.size(); ++i) {
-    if (requests[i].return_prompt_logits)
-      out[i].prompt_logits.assign(sessions[i].logits().begin(), sessions[i].logits().end());
-  }
-  while (true) {
-    inputs.clear();
-    for (size_t i = 0; i < requests.size(); ++i) {
-      const SamplingParams& s = requests[i].sampling;
-      Generation& g = out[i];
-      if (g.stopped_at_eos || g.stopped_by_caller ||
-          static_cast<int64_t>(g.tokens.size()) >= s.max_tokens) {
-        continue;
-      }
-      const std::span<const float> next = sessions[i].next_token_logits();
-      g.tokens.push_back(samplers[i].sample(next));
-      if (requests[i].return_step_logits)
-        g.step_logits.insert(g.step_logits.end(), next.begin(), next.end());
-      g.stopped_at_eos = s.stop_at_eos && g.tokens.back() == eos_token_id();
-      g.stopped_by_caller = requests[i].on_token && !requests[i].on_token(g.tokens.back());
-      // The last token needs no forward: nothing will be drawn after it.
-      if (!g.stopped_at_eos && !g.stopped_by_caller &&
-          static_cast<int64_t>(g.tokens.size()) < s.max_tokens) {
-        inputs.push_back({&sessions[i], std::span<const int64_t>(&g.tokens.back(), 1), false});
-      }
-    }
-    if (inputs.empty()) return out;
-    DSV4_RETURN_IF_ERROR(runtime::step(model, inputs));
-  }
+  for (const GenerateRequest& r : requests) DSV4_RETURN_IF_ERROR(check(r));
+  return state_->scheduler.run(requests);
 }
 
 }  // namespace dsv4

@@ -1,10 +1,10 @@
 #include "server/completion_server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <chrono>
-#include <mutex>
 
 #include "dsv4/chat.h"
 #include "format/json.h"
@@ -83,13 +83,14 @@ struct CompletionServer::State {
   const Tokenizer* tokenizer;
   ServerOptions options;
   httplib::Server http;
-  std::mutex engine_mutex;  // one request in the engine at a time
   std::atomic<int64_t> next_id{0};
   int port = -1;
+  socket_t listening = INVALID_SOCKET;  // set by listen_socket_options
 
   State(Engine& e, const Tokenizer* t, ServerOptions o)
       : engine(e), tokenizer(t), options(std::move(o)) {}
   void routes();
+  void listen_socket_options();
   void complete(const httplib::Request& req, httplib::Response& res);
   void chat(const httplib::Request& req, httplib::Response& res);
   // The prompt's ids, or the error already sent.
@@ -167,10 +168,7 @@ std::optional<Generation> CompletionServer::State::generate(const std::vector<in
                                                             const SamplingParams& sampling,
                                                             const char* param,
                                                             httplib::Response& res) {
-  Result<Generation> out = [&] {
-    const std::lock_guard<std::mutex> lock(engine_mutex);
-    return engine.generate({prompt, sampling});
-  }();
+  Result<Generation> out = engine.generate({prompt, sampling});
   if (out.ok()) return *std::move(out);
   send_engine_error(res, out.status(), param);
   return std::nullopt;
@@ -269,10 +267,7 @@ bool CompletionServer::State::run_stream(Stream& s, httplib::DataSink& sink) {
     connected = choices.ok() && s.send(sink, *choices);
     return connected;
   };
-  Result<Generation> out = [&] {
-    const std::lock_guard<std::mutex> lock(engine_mutex);  // as for a whole answer
-    return engine.generate(request);
-  }();
+  Result<Generation> out = engine.generate(request);
   if (failed.ok() && !out.ok()) failed = out.status();
   if (!connected && failed.ok()) return false;  // the client left: generation stopped
   Result<std::vector<Json>> last = failed.ok() ? s.choices->finish(*out) : failed;
@@ -293,8 +288,22 @@ bool CompletionServer::State::run_stream(Stream& s, httplib::DataSink& sink) {
   return true;
 }
 
+// The listening socket's options in place of httplib's: SO_REUSEADDR, so a restarted server
+// rebinds its port at once, but not the SO_REUSEPORT httplib sets, with which a second server
+// binds a port in use and silently takes part of its connections. Keeps the socket, whose
+// backlog bind() then raises.
+void CompletionServer::State::listen_socket_options() {
+  http.set_socket_options([this](socket_t sock) {
+    const int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    listening = sock;  // the last socket offered is the one that bound
+  });
+}
+
 void CompletionServer::State::routes() {
   http.set_payload_max_length(options.max_body_bytes);
+  http.new_task_queue = [n = options.n_threads] { return new httplib::ThreadPool(n); };
+  listen_socket_options();
   http.Get("/health", [](const httplib::Request&, httplib::Response& res) {
     send_json(res, 200, {{"status", "ok"}});
   });
@@ -334,6 +343,12 @@ Result<int> CompletionServer::bind(const std::string& host, int port) {
                             " (in use, or not an address of this machine)");
   }
   state_->port = bound;
+  // Debian's httplib listens with a backlog of 5: in a burst of more new connections than that
+  // (clients of a batching server), the kernel dropped the rest's SYNs and they came 1 s later,
+  // on the retransmit. listen() again on the bound socket only raises the backlog.
+  if (::listen(state_->listening, SOMAXCONN) != 0) {
+    return internal_error("listen() on " + host + ":" + std::to_string(bound) + " failed");
+  }
   return bound;
 }
 

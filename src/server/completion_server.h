@@ -14,8 +14,9 @@
 // Every refusal is OpenAI's {"error": {"message", "type", "param", "code"}}: 400 for a bad
 // request (naming the field), 404 for an unknown path, 413 for a body over the limit, 500 when
 // the engine or the tokenizer fails; once a stream has begun, a failure is an error event before
-// [DONE]. Requests are served one at a time (the engine runs one sequence at a time), streamed
-// ones too; a client that leaves mid-stream stops its generation. Known issue: after httplib
+// [DONE]. Requests are served concurrently, each on a thread of its own, and the engine steps
+// them together (continuous batching, runtime/scheduler.h); a client that leaves mid-stream
+// stops its generation. Known issue: after httplib
 // (0.11.4) refused a body over max_body_bytes with 413, stop() did not return in a test; the 413
 // path is therefore not tested yet.
 #pragma once
@@ -34,6 +35,9 @@ struct ServerOptions {
   std::string model_name = "dsv4";  // reported by /v1/models and in every response
   int64_t max_context = 4096;       // the engine's; bounds max_tokens
   size_t max_body_bytes = size_t{8} << 20;
+  // Connections served at once (httplib's thread pool). Each waits for its answer on its
+  // thread, so this bounds the requests in flight: keep it above the engine's max_batch.
+  size_t n_threads = 40;
 };
 
 class CompletionServer {

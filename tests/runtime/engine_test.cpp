@@ -12,29 +12,11 @@
 #include <string>
 #include <vector>
 
-#include "model/golden.h"
+#include "runtime/golden_cases.h"
 #include "testing/temp_dir.h"
 
 namespace dsv4 {
 namespace {
-
-using testing::golden_tensor;
-
-struct Case {
-  std::vector<int64_t> prompt, greedy;
-};
-
-std::vector<Case> reference_cases(const std::string& folder) {
-  const auto ref = testing::open_golden(folder + "/reference.safetensors");
-  std::vector<Case> cases;
-  for (int i = 0; ref.find("prompt_" + std::to_string(i)); ++i) {
-    const Tensor p = golden_tensor(ref, "prompt_" + std::to_string(i));
-    const Tensor g = golden_tensor(ref, "greedy_" + std::to_string(i));
-    cases.push_back({{p.data_as<int64_t>(), p.data_as<int64_t>() + p.numel()},
-                     {g.data_as<int64_t>(), g.data_as<int64_t>() + g.numel()}});
-  }
-  return cases;
-}
 
 Engine open_engine(const std::string& folder) {
   auto engine = Engine::open({.model_dir = testing::golden_path(folder + "/model")});
@@ -45,9 +27,9 @@ Engine open_engine(const std::string& folder) {
 // tiny_e: prompt 1's greedy continuation ends at eos after 10 tokens.
 TEST(EngineTest, GreedyBatchAndEosMatchTransformers) {
   Engine engine = open_engine("tiny_e_pretrained");
-  const std::vector<Case> cases = reference_cases("tiny_e_pretrained");
+  const std::vector<testing::GoldenCase> cases = testing::golden_cases("tiny_e_pretrained");
   std::vector<GenerateRequest> requests;
-  for (const Case& c : cases) {
+  for (const testing::GoldenCase& c : cases) {
     GenerateRequest r{c.prompt, {}};
     r.sampling.max_tokens = 20;
     auto one = engine.generate(r);

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <chrono>
 #include <fstream>
 #include <iterator>
 #include <memory>
@@ -290,6 +291,66 @@ void expect_chunk_envelopes(const std::vector<Json>& chunks, const char* object)
     EXPECT_EQ(chunks[i]["choices"][0]["finish_reason"].is_null(), i + 1 < chunks.size())
         << chunks[i];
   }
+}
+
+// Requests in flight together, streamed and not, are batched by the engine and answered as each
+// alone: the ids of the direct Engine call, and the streamed ids those of the whole answer. All
+// connect at once, more than httplib's backlog of 5: before bind() raised it, the kernel dropped
+// the extra SYNs and those requests took the 1 s of a retransmit (the whole burst takes ~70 ms).
+TEST_F(CompletionServerTest, ConcurrentRequestsAreAnsweredAsEachAlone) {
+  constexpr int kClients = 16;
+  std::vector<std::vector<int64_t>> direct(kClients);
+  for (int c = 0; c < kClients; ++c) {
+    SamplingParams sampling{
+        .temperature = 1.0f, .top_k = 20, .seed = static_cast<uint64_t>(c), .max_tokens = 3 + c};
+    Result<Generation> g =
+        engine_.generate({{259, 262, 108, static_cast<int64_t>(100 + c)}, sampling});
+    ASSERT_TRUE(g.ok()) << g.status().to_string();
+    direct[static_cast<size_t>(c)] = g->tokens;
+  }
+  const RunningServer server(engine_, nullptr);
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::vector<int64_t>> answered(kClients);
+  std::vector<std::thread> clients;
+  for (int c = 0; c < kClients; ++c) {
+    clients.emplace_back([&, c] {
+      const std::string request =
+          "{\"prompt\": [259, 262, 108, " + std::to_string(100 + c) +
+          "], \"max_tokens\": " + std::to_string(3 + c) +
+          ", \"temperature\": 1, \"top_k\": 20, \"seed\": " + std::to_string(c);
+      std::vector<int64_t>& ids = answered[static_cast<size_t>(c)];
+      if (c % 2 == 0) {
+        const auto [status, json] = complete(server, request + "}");
+        EXPECT_EQ(status, 200) << json.dump();
+        if (status == 200) ids = json["choices"][0]["token_ids"].get<std::vector<int64_t>>();
+        return;
+      }
+      const Streamed streamed =
+          post_stream(server, "/v1/completions", request + ", \"stream\": true}");
+      for (const Json& chunk : streamed.chunks) {
+        for (const Json& id : chunk["choices"][0]["token_ids"]) ids.push_back(id.get<int64_t>());
+      }
+    });
+  }
+  for (std::thread& t : clients) t.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(900))
+      << "a connection waited for a SYN retransmit";
+  for (int c = 0; c < kClients; ++c)
+    EXPECT_EQ(answered[static_cast<size_t>(c)], direct[static_cast<size_t>(c)]) << "client " << c;
+}
+
+// A second server on a port in use is refused: the listening socket does not set SO_REUSEPORT
+// (httplib's default), which let both bind and split the connections between them.
+TEST_F(CompletionServerTest, APortInUseIsRefused) {
+  CompletionServer first(engine_, nullptr, {});
+  const Result<int> port = first.bind("127.0.0.1", 0);
+  ASSERT_TRUE(port.ok()) << port.status().to_string();
+  CompletionServer second(engine_, nullptr, {});
+  const Result<int> again = second.bind("127.0.0.1", *port);
+  ASSERT_FALSE(again.ok());
+  EXPECT_NE(again.status().message().find("cannot listen on 127.0.0.1:" + std::to_string(*port)),
+            std::string::npos)
+      << again.status().message();
 }
 
 // Seeds whose answer is compared whole and streamed: random byte pairs and bytes, so characters

@@ -1,8 +1,8 @@
 // dsv4 bench [--model DIR] [--device cpu|cuda] [--experts w4a16|w4a4] [--prompt-tokens N]
 // [--gen-tokens M] [--batch B] [--repeats R] [--seed S]: end-to-end speed of the engine as a
 // user meets it. B sequences of N random prompt ids each generate M tokens (greedy, eos
-// ignored, so every run does the same work), R times after one warm-up run; the engine reports
-// each token as it is drawn (GenerateRequest::on_token), so the host clock splits a run into
+// ignored, so every run does the same work), R times after one warm-up run; the engine stamps
+// each token as it is drawn (Generation::token_times), so the host clock splits a run into
 //   time to first token  from generate_batch() to the last sequence's first token (the prefill
 //                        of all prompts and one sampling step);
 //   decode step          from there to the last token, divided by the M − 1 steps (one forward
@@ -64,27 +64,21 @@ std::vector<GenerateRequest> make_requests(const BenchArgs& args, int64_t vocab_
   return requests;
 }
 
-Result<RunTimes> run_once(Engine& engine, std::vector<GenerateRequest> requests) {
-  // Per sequence, when its first and its latest token arrived.
-  std::vector<Clock::time_point> first(requests.size()), last(requests.size());
-  std::vector<int64_t> seen(requests.size(), 0);
-  for (size_t i = 0; i < requests.size(); ++i) {
-    requests[i].on_token = [&, i](int64_t) {
-      const Clock::time_point now = Clock::now();
-      if (seen[i]++ == 0) first[i] = now;
-      last[i] = now;
-      return true;
-    };
-  }
+Result<RunTimes> run_once(Engine& engine, const std::vector<GenerateRequest>& requests) {
   const Clock::time_point start = Clock::now();
   Result<std::vector<Generation>> out = engine.generate_batch(requests);
   if (!out.ok()) return out.status();
-  const int64_t steps = seen.front();
-  if (std::any_of(seen.begin(), seen.end(), [&](int64_t n) { return n != steps; }) || steps < 2) {
+  const size_t steps = out->front().token_times.size();
+  if (steps < 2 || std::any_of(out->begin(), out->end(), [&](const Generation& g) {
+        return g.token_times.size() != steps;
+      })) {
     return internal_error("bench: the sequences did not all generate the tokens asked for");
   }
-  const Clock::time_point first_done = *std::max_element(first.begin(), first.end());
-  const Clock::time_point all_done = *std::max_element(last.begin(), last.end());
+  Clock::time_point first_done = start, all_done = start;
+  for (const Generation& g : *out) {
+    first_done = std::max(first_done, g.token_times.front());
+    all_done = std::max(all_done, g.token_times.back());
+  }
   return RunTimes{ms_between(start, first_done),
                   ms_between(first_done, all_done) / static_cast<double>(steps - 1)};
 }
@@ -111,6 +105,7 @@ int run_bench(const BenchArgs& args) {
   }
   EngineOptions options = engine_options(args.engine, "bench");
   options.max_context = args.prompt_tokens + args.gen_tokens;
+  options.max_batch = args.batch;  // all B sequences in every step
   Result<Engine> engine = Engine::open(options);
   if (!engine.ok()) return fail(engine.status());
   const std::vector<GenerateRequest> requests = make_requests(args, engine->vocab_size());
@@ -124,11 +119,12 @@ int run_bench(const BenchArgs& args) {
   }
   const Spread ttft = spread(first_token), step = spread(decode_step);
   const double b = static_cast<double>(args.batch);
-  std::printf("dsv4 bench: %s, %s, experts %s; batch %lld, prompt %lld, generate %lld; "
-              "median of %lld runs [fastest, slowest]\n",
-              options.model_dir.c_str(), args.engine.device.c_str(), args.engine.experts.c_str(),
-              static_cast<long long>(args.batch), static_cast<long long>(args.prompt_tokens),
-              static_cast<long long>(args.gen_tokens), static_cast<long long>(args.repeats));
+  std::printf(
+      "dsv4 bench: %s, %s, experts %s; batch %lld, prompt %lld, generate %lld; "
+      "median of %lld runs [fastest, slowest]\n",
+      options.model_dir.c_str(), args.engine.device.c_str(), args.engine.experts.c_str(),
+      static_cast<long long>(args.batch), static_cast<long long>(args.prompt_tokens),
+      static_cast<long long>(args.gen_tokens), static_cast<long long>(args.repeats));
   std::printf("time to first token: %.3f ms [%.3f, %.3f]  prefill %.1f tokens/s\n", ttft.median,
               ttft.min, ttft.max, b * static_cast<double>(args.prompt_tokens) * 1e3 / ttft.median);
   std::printf("decode step:         %.3f ms [%.3f, %.3f]  %.1f tokens/s (%.1f a sequence)\n",

@@ -1,5 +1,5 @@
 // dsv4-serve --model DIR [--tokenizer FILE] [--host H] [--port P] [--device cpu|cuda]
-// [--experts w4a16|w4a4] [--max-context N]: the OpenAI-compatible server
+// [--experts w4a16|w4a4] [--max-context N] [--max-batch B]: the OpenAI-compatible server
 // (server/completion_server.h) until SIGINT or SIGTERM. The tokenizer defaults to
 // MODEL/tokenizer.json; without one the server takes token-id prompts only and says so. A
 // binary of its own because cpp-httplib comes as a shared library (src/server/CMakeLists.txt).
@@ -26,6 +26,7 @@ struct ServeArgs {
   std::string host = "127.0.0.1";
   int port = 8000;
   int64_t max_context = 4096;
+  int64_t max_batch = 32;
 };
 
 dsv4::server::CompletionServer* running = nullptr;  // for the signal handler
@@ -56,10 +57,14 @@ int serve(const ServeArgs& args) {
   if (!tokenizer.ok()) return fail(tokenizer.status());
   dsv4::EngineOptions options = dsv4::tools::engine_options(args.engine, "serve");
   options.max_context = args.max_context;
+  options.max_batch = args.max_batch;
   Result<dsv4::Engine> engine = dsv4::Engine::open(options);
   if (!engine.ok()) return fail(engine.status());
   dsv4::server::ServerOptions server_options;
   server_options.max_context = args.max_context;
+  // A thread for every request the engine can step, and a few more for those that wait and
+  // for /health.
+  server_options.n_threads = static_cast<size_t>(args.max_batch) + 8;
   dsv4::server::CompletionServer server(*engine, *tokenizer ? &**tokenizer : nullptr,
                                         server_options);
   Result<int> port = server.bind(args.host, args.port);
@@ -90,6 +95,10 @@ int main(int argc, char** argv) {
   app.add_option("--max-context", args.max_context, "most tokens (prompt + generated) a request")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  app.add_option("--max-batch", args.max_batch,
+                 "most requests generated together (one forward a step for all); more wait")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{4096}));
   CLI11_PARSE(app, argc, argv);
   return serve(args);
 }

@@ -1,0 +1,73 @@
+#include "runtime/batch.h"
+
+#include <utility>
+#include <vector>
+
+namespace dsv4::runtime {
+
+RunningBatch::RunningBatch(const model::Model& model, int64_t eos_token_id)
+    : model_(model), eos_token_id_(eos_token_id) {}
+
+Status RunningBatch::admit(const GenerateRequest& request, OnDone on_done) {
+  const auto context = static_cast<int64_t>(request.prompt.size()) + request.sampling.max_tokens;
+  DSV4_ASSIGN_OR_RETURN(Session session, Session::create(model_, context));
+  sequences_.push_back(Sequence{request, std::move(on_done), std::move(session),
+                                Sampler(request.sampling), Generation{}});
+  return ok_status();
+}
+
+bool RunningBatch::finished(const Sequence& s) const {
+  return s.out.stopped_at_eos || s.out.stopped_by_caller ||
+         static_cast<int64_t>(s.out.tokens.size()) >= s.request.sampling.max_tokens;
+}
+
+void RunningBatch::take_step_output(Sequence& s) {
+  if (!s.prefilled) {
+    s.prefilled = true;
+    if (s.request.return_prompt_logits)
+      s.out.prompt_logits.assign(s.session.logits().begin(), s.session.logits().end());
+  }
+  if (finished(s)) return;  // max_tokens 0: the prompt alone
+  const std::span<const float> next = s.session.next_token_logits();
+  Generation& g = s.out;
+  g.tokens.push_back(s.sampler.sample(next));
+  g.token_times.push_back(std::chrono::steady_clock::now());
+  if (s.request.return_step_logits)
+    g.step_logits.insert(g.step_logits.end(), next.begin(), next.end());
+  g.stopped_at_eos = s.request.sampling.stop_at_eos && g.tokens.back() == eos_token_id_;
+  g.stopped_by_caller = s.request.on_token && !s.request.on_token(g.tokens.back());
+}
+
+void RunningBatch::step() {
+  std::vector<StepInput> inputs;
+  for (Sequence& s : sequences_) {
+    // A prompt runs whole; a decoding sequence feeds the token it drew last step (the last token
+    // of a generation needs no forward: it left the batch when it was drawn).
+    const std::span<const int64_t> tokens = s.prefilled
+                                                ? std::span<const int64_t>(&s.out.tokens.back(), 1)
+                                                : std::span<const int64_t>(s.request.prompt);
+    inputs.push_back({&s.session, tokens, !s.prefilled && s.request.return_prompt_logits});
+  }
+  if (inputs.empty()) return;
+  const Status stepped = runtime::step(model_, inputs);
+  if (!stepped.ok()) {
+    fail_all(stepped);
+    return;
+  }
+  for (auto it = sequences_.begin(); it != sequences_.end();) {
+    take_step_output(*it);
+    if (finished(*it)) {
+      it->on_done(std::move(it->out));
+      it = sequences_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void RunningBatch::fail_all(const Status& status) {
+  for (Sequence& s : sequences_) s.on_done(status);
+  sequences_.clear();
+}
+
+}  // namespace dsv4::runtime

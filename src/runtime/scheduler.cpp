@@ -1,0 +1,151 @@
+#include "runtime/scheduler.h"
+
+#include <optional>
+#include <utility>
+
+namespace dsv4::runtime {
+
+// One run() call: its requests and what the worker hands back to the calling thread. Shared by
+// the caller and the worker's callbacks, so it outlives a caller that left by an exception.
+struct Scheduler::Call {
+  struct Token {
+    size_t index;
+    int64_t token;
+  };
+  explicit Call(const std::vector<GenerateRequest>& r)
+      : requests(r), results(r.size()), stopped(r.size(), false), n_seen(r.size(), 0) {}
+
+  std::vector<GenerateRequest> requests;  // as the caller gave them
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::deque<Token> tokens;  // drawn, not yet seen by the caller
+  std::vector<std::optional<Result<Generation>>> results;
+  size_t n_done = 0;
+  std::vector<bool> stopped;   // the caller's on_token said stop
+  std::vector<size_t> n_seen;  // tokens the caller's on_token saw
+
+  // The worker's side.
+  bool drawn(size_t i, int64_t token) {
+    const std::lock_guard<std::mutex> lock(mutex);
+    if (stopped[i]) return false;
+    tokens.push_back({i, token});
+    changed.notify_one();
+    return true;
+  }
+  void done(size_t i, Result<Generation> result) {
+    const std::lock_guard<std::mutex> lock(mutex);
+    results[i] = std::move(result);
+    ++n_done;
+    changed.notify_one();
+  }
+
+  // The caller's side: every drawn token to its request's on_token, until all are done.
+  void deliver() {
+    std::unique_lock<std::mutex> lock(mutex);
+    try {
+      while (true) {
+        changed.wait(lock, [&] { return !tokens.empty() || n_done == requests.size(); });
+        if (tokens.empty()) return;
+        const Token t = tokens.front();
+        tokens.pop_front();
+        if (stopped[t.index]) continue;
+        lock.unlock();
+        const bool more = requests[t.index].on_token(t.token);
+        lock.lock();
+        ++n_seen[t.index];
+        stopped[t.index] = !more;
+      }
+    } catch (...) {
+      if (!lock.owns_lock()) lock.lock();
+      stopped.assign(stopped.size(), true);  // the worker drops them at their next token
+      throw;
+    }
+  }
+
+  // Request i's generation as its caller saw it: a stop cuts what the worker drew after it.
+  Result<Generation> result(size_t i, int64_t eos_token_id) {
+    Result<Generation>& r = *results[i];
+    if (!r.ok() || !stopped[i]) return std::move(r);
+    Generation g = std::move(r).value();
+    const size_t width = g.tokens.empty() ? 0 : g.step_logits.size() / g.tokens.size();
+    g.tokens.resize(n_seen[i]);
+    g.token_times.resize(n_seen[i]);
+    g.step_logits.resize(n_seen[i] * width);
+    g.stopped_by_caller = true;
+    g.stopped_at_eos =
+        requests[i].sampling.stop_at_eos && !g.tokens.empty() && g.tokens.back() == eos_token_id;
+    return g;
+  }
+};
+
+Scheduler::Scheduler(const model::Model& model, int64_t eos_token_id, size_t max_batch)
+    : batch_(model, eos_token_id),
+      eos_token_id_(eos_token_id),
+      max_batch_(max_batch),
+      worker_([this] { work(); }) {}
+
+Scheduler::~Scheduler() {
+  {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    shutting_down_ = true;
+  }
+  wake_.notify_all();
+  worker_.join();
+  for (Waiting& w : waiting_) w.call->done(w.index, shut_down());
+}
+
+Status Scheduler::shut_down() {
+  return internal_error("the engine shut down before the request ran");
+}
+
+Result<std::vector<Generation>> Scheduler::run(const std::vector<GenerateRequest>& requests) {
+  auto call = std::make_shared<Call>(requests);
+  {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    if (shutting_down_) return shut_down();
+    for (size_t i = 0; i < requests.size(); ++i) waiting_.push_back({call, i});
+  }
+  wake_.notify_one();
+  call->deliver();
+  std::vector<Generation> out;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    DSV4_ASSIGN_OR_RETURN(Generation g, call->result(i, eos_token_id_));
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
+void Scheduler::work() {
+  while (true) {
+    std::vector<Waiting> joining;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait(lock, [&] { return shutting_down_ || !waiting_.empty() || !batch_.empty(); });
+      if (shutting_down_) break;
+      while (!waiting_.empty() && batch_.size() + joining.size() < max_batch_) {
+        joining.push_back(std::move(waiting_.front()));
+        waiting_.pop_front();
+      }
+    }
+    admit(std::move(joining));
+    batch_.step();
+  }
+  batch_.fail_all(shut_down());
+}
+
+void Scheduler::admit(std::vector<Waiting> joining) {
+  for (Waiting& w : joining) {
+    GenerateRequest request = w.call->requests[w.index];
+    if (request.on_token) {
+      request.on_token = [call = w.call, i = w.index](int64_t token) {
+        return call->drawn(i, token);
+      };
+    }
+    const Status admitted = batch_.admit(
+        request,
+        [call = w.call, i = w.index](Result<Generation> r) { call->done(i, std::move(r)); });
+    if (!admitted.ok()) w.call->done(w.index, admitted);
+  }
+}
+
+}  // namespace dsv4::runtime

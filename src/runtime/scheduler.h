@@ -1,0 +1,53 @@
+// Serves Engine::generate and generate_batch from any number of threads at once: one worker
+// thread steps a RunningBatch, and each call's requests join it at the worker's next step (all of
+// a call's requests in the same step, up to max_batch sequences; the rest wait in arrival order)
+// and leave as each finishes, so concurrent callers share every forward (continuous batching).
+// A request's on_token still runs on the thread that called, as the worker draws the tokens;
+// when it returns false, tokens the worker drew after that one are dropped from the result.
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "runtime/batch.h"
+
+namespace dsv4::runtime {
+
+class Scheduler {
+ public:
+  Scheduler(const model::Model& model, int64_t eos_token_id, size_t max_batch);
+  // Lets the running step finish, then fails every request still waiting or running.
+  ~Scheduler();
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // The requests' generations in order, or the first error; they must have passed
+  // Engine::check.
+  Result<std::vector<Generation>> run(const std::vector<GenerateRequest>& requests);
+
+ private:
+  struct Call;
+  struct Waiting {
+    std::shared_ptr<Call> call;
+    size_t index;  // the request's place in its call
+  };
+  void work();
+  void admit(std::vector<Waiting> joining);
+  static Status shut_down();
+
+  RunningBatch batch_;  // the worker's alone
+  const int64_t eos_token_id_;
+  const size_t max_batch_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<Waiting> waiting_;  // under mutex_
+  bool shutting_down_ = false;   // under mutex_
+  std::thread worker_;           // last: starts once everything above exists
+};
+
+}  // namespace dsv4::runtime
