@@ -32,6 +32,10 @@ struct EngineOptions {
   int64_t max_context = 4096;  // most tokens (prompt + generated) one sequence may hold
   // Most sequences stepped together; requests beyond it wait, in arrival order, for a place.
   int64_t max_batch = 32;
+  // Most tokens one forward takes: a decode token for each sequence, then prompts in chunks in
+  // what is left (chunked prefill), so a long prompt that joins holds the others' next tokens
+  // back by one such step at most. At least max_batch.
+  int64_t max_step_tokens = 2048;
 };
 
 struct SamplingParams {

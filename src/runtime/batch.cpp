@@ -1,12 +1,13 @@
 #include "runtime/batch.h"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
 namespace dsv4::runtime {
 
-RunningBatch::RunningBatch(const model::Model& model, int64_t eos_token_id)
-    : model_(model), eos_token_id_(eos_token_id) {}
+RunningBatch::RunningBatch(const model::Model& model, int64_t eos_token_id, int64_t step_tokens)
+    : model_(model), eos_token_id_(eos_token_id), step_tokens_(step_tokens) {}
 
 Status RunningBatch::admit(const GenerateRequest& request, OnDone on_done) {
   const auto context = static_cast<int64_t>(request.prompt.size()) + request.sampling.max_tokens;
@@ -16,18 +17,49 @@ Status RunningBatch::admit(const GenerateRequest& request, OnDone on_done) {
   return ok_status();
 }
 
+bool RunningBatch::prefilled(const Sequence& s) {
+  return s.n_prompt_fed == static_cast<int64_t>(s.request.prompt.size());
+}
+
 bool RunningBatch::finished(const Sequence& s) const {
   return s.out.stopped_at_eos || s.out.stopped_by_caller ||
          static_cast<int64_t>(s.out.tokens.size()) >= s.request.sampling.max_tokens;
 }
 
-void RunningBatch::take_step_output(Sequence& s) {
-  if (!s.prefilled) {
-    s.prefilled = true;
-    if (s.request.return_prompt_logits)
-      s.out.prompt_logits.assign(s.session.logits().begin(), s.session.logits().end());
+std::vector<StepInput> RunningBatch::plan_step() {
+  std::vector<StepInput> inputs;
+  int64_t budget = step_tokens_;
+  // Every decoding sequence feeds the token it drew last step (the last token of a generation
+  // needs no forward: it left the batch when it was drawn).
+  for (Sequence& s : sequences_) {
+    if (!prefilled(s)) continue;
+    inputs.push_back({&s.session, std::span<const int64_t>(&s.out.tokens.back(), 1), false});
+    --budget;
   }
-  if (finished(s)) return;  // max_tokens 0: the prompt alone
+  // Then the prompts, oldest first, in chunks of what the budget leaves: a long prompt cannot
+  // stall the others' tokens for longer than one step of step_tokens.
+  for (Sequence& s : sequences_) {
+    if (prefilled(s) || budget <= 0) continue;
+    const std::span<const int64_t> rest = std::span<const int64_t>(s.request.prompt).subspan(
+        static_cast<size_t>(s.n_prompt_fed));
+    s.chunk = std::min(budget, static_cast<int64_t>(rest.size()));
+    budget -= s.chunk;
+    inputs.push_back({&s.session, rest.first(static_cast<size_t>(s.chunk)),
+                      s.request.return_prompt_logits});
+  }
+  return inputs;
+}
+
+void RunningBatch::take_step_output(Sequence& s) {
+  if (s.chunk > 0) {
+    if (s.request.return_prompt_logits) {
+      s.out.prompt_logits.insert(s.out.prompt_logits.end(), s.session.logits().begin(),
+                                 s.session.logits().end());
+    }
+    s.n_prompt_fed += s.chunk;
+    s.chunk = 0;
+  }
+  if (!prefilled(s) || finished(s)) return;  // more prompt to come; or max_tokens 0
   const std::span<const float> next = s.session.next_token_logits();
   Generation& g = s.out;
   g.tokens.push_back(s.sampler.sample(next));
@@ -39,15 +71,7 @@ void RunningBatch::take_step_output(Sequence& s) {
 }
 
 void RunningBatch::step() {
-  std::vector<StepInput> inputs;
-  for (Sequence& s : sequences_) {
-    // A prompt runs whole; a decoding sequence feeds the token it drew last step (the last token
-    // of a generation needs no forward: it left the batch when it was drawn).
-    const std::span<const int64_t> tokens = s.prefilled
-                                                ? std::span<const int64_t>(&s.out.tokens.back(), 1)
-                                                : std::span<const int64_t>(s.request.prompt);
-    inputs.push_back({&s.session, tokens, !s.prefilled && s.request.return_prompt_logits});
-  }
+  const std::vector<StepInput> inputs = plan_step();
   if (inputs.empty()) return;
   const Status stepped = runtime::step(model_, inputs);
   if (!stepped.ok()) {
@@ -56,7 +80,7 @@ void RunningBatch::step() {
   }
   for (auto it = sequences_.begin(); it != sequences_.end();) {
     take_step_output(*it);
-    if (finished(*it)) {
+    if (prefilled(*it) && finished(*it)) {
       it->on_done(std::move(it->out));
       it = sequences_.erase(it);
     } else {

@@ -21,7 +21,8 @@ struct Engine::State {
       : weights(std::move(w)),
         model(weights, options),
         max_context(engine.max_context),
-        scheduler(model, model.config().eos_token_id, static_cast<size_t>(engine.max_batch)) {}
+        scheduler(model, model.config().eos_token_id, static_cast<size_t>(engine.max_batch),
+                  engine.max_step_tokens) {}
 };
 
 Engine::Engine(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -32,6 +33,11 @@ Engine& Engine::operator=(Engine&&) noexcept = default;
 Result<Engine> Engine::open(const EngineOptions& options) {
   if (options.max_context <= 0) return invalid_argument("max_context must be positive");
   if (options.max_batch <= 0) return invalid_argument("max_batch must be positive");
+  if (options.max_step_tokens < options.max_batch) {
+    return invalid_argument("max_step_tokens (" + std::to_string(options.max_step_tokens) +
+                            ") must be at least max_batch (" + std::to_string(options.max_batch) +
+                            "): every sequence of a full batch decodes a token a step");
+  }
   DSV4_ASSIGN_OR_RETURN(checkpoint::LoadedModel loaded, checkpoint::load_model(options.model_dir));
   if (!loaded.report.clean()) {
     const auto& r = loaded.report;

@@ -1,7 +1,8 @@
 // The running batch (runtime/batch.h) on the oracle's tiny_e: sequences that join at different
 // steps, so that one step prefills a prompt beside the others' decode tokens, each come out as
-// transformers' cached greedy continuation (tiny_e's prompt 1 ends at eos, before max_tokens);
-// a sequence leaves the step it is done; max_tokens 0 runs the prompt alone.
+// transformers' cached greedy continuation (tiny_e's prompt 1 ends at eos, before max_tokens),
+// with prompts whole or in chunks of a few tokens; a prompt in chunks gives transformers' prompt
+// logits; a sequence leaves the step it is done; max_tokens 0 runs the prompt alone.
 #include "runtime/batch.h"
 
 #include <gtest/gtest.h>
@@ -11,16 +12,20 @@
 
 #include "checkpoint/loader.h"
 #include "runtime/golden_cases.h"
+#include "testing/compare.h"
+#include "testing/tolerance.h"
 
 namespace dsv4::runtime {
 namespace {
 
+constexpr int64_t kWholePrompts = 2048;  // more than any tiny_e prompt and its decode tokens
+
 class RunningBatchTest : public ::testing::Test {
  protected:
-  RunningBatchTest()
+  explicit RunningBatchTest(int64_t step_tokens = kWholePrompts)
       : loaded_(checkpoint::load_model(testing::golden_path("tiny_e_pretrained/model")).value()),
         model_(loaded_.weights, model::ModelOptions{}),
-        batch_(model_, model_.config().eos_token_id) {}
+        batch_(model_, model_.config().eos_token_id, step_tokens) {}
 
   // Admits `request`; its result lands in results_[index].
   void admit(const GenerateRequest& request, size_t index) {
@@ -38,7 +43,14 @@ class RunningBatchTest : public ::testing::Test {
   std::vector<std::optional<Result<Generation>>> results_;
 };
 
-TEST_F(RunningBatchTest, SequencesJoiningAtAnyStepGiveTransformersGreedyTokens) {
+// Prompts whole, or fed 3 or 4 tokens a step beside the decode tokens (3 is the least that lets
+// three sequences progress).
+class ChunkedBatchTest : public RunningBatchTest, public ::testing::WithParamInterface<int64_t> {
+ protected:
+  ChunkedBatchTest() : RunningBatchTest(GetParam()) {}
+};
+
+TEST_P(ChunkedBatchTest, SequencesJoiningAtAnyStepGiveTransformersGreedyTokens) {
   const std::vector<testing::GoldenCase> cases = testing::golden_cases("tiny_e_pretrained");
   ASSERT_EQ(cases.size(), 3u);
   const auto request = [&](size_t i) {
@@ -52,7 +64,7 @@ TEST_F(RunningBatchTest, SequencesJoiningAtAnyStepGiveTransformersGreedyTokens) 
   batch_.step();
   EXPECT_EQ(batch_.size(), 2u);
   admit(request(2), 2);
-  for (int s = 0; s < 40 && !batch_.empty(); ++s) batch_.step();
+  for (int s = 0; s < 100 && !batch_.empty(); ++s) batch_.step();
   ASSERT_TRUE(batch_.empty());
   for (size_t i = 0; i < cases.size(); ++i) {
     ASSERT_TRUE(results_[i].has_value() && results_[i]->ok()) << i;
@@ -63,6 +75,33 @@ TEST_F(RunningBatchTest, SequencesJoiningAtAnyStepGiveTransformersGreedyTokens) 
     EXPECT_TRUE(std::is_sorted(g.token_times.begin(), g.token_times.end())) << i;
   }
   EXPECT_TRUE((*results_[1])->stopped_at_eos) << "tiny_e's prompt 1 ends at eos";
+}
+
+INSTANTIATE_TEST_SUITE_P(StepTokens, ChunkedBatchTest, ::testing::Values(kWholePrompts, 4, 3),
+                         [](const auto& p) { return "step_tokens_" + std::to_string(p.param); });
+
+class FourTokensAStepTest : public RunningBatchTest {
+ protected:
+  FourTokensAStepTest() : RunningBatchTest(4) {}
+};
+
+TEST_F(FourTokensAStepTest, APromptLongerThanAStepRunsInChunksToTransformersLogits) {
+  const auto ref = testing::open_golden("tiny_e_pretrained/reference.safetensors");
+  const Tensor prompt = testing::golden_tensor(ref, "prompt_0");
+  const Tensor want = testing::golden_tensor(ref, "logits_0");
+  const int64_t n = prompt.numel(), v = model_.config().vocab_size;
+  GenerateRequest r{{prompt.data_as<int64_t>(), prompt.data_as<int64_t>() + n}, {.max_tokens = 1}};
+  r.return_prompt_logits = true;
+  admit(r, 0);
+  int steps = 0;
+  for (; steps < 100 && !batch_.empty(); ++steps) batch_.step();
+  EXPECT_EQ(steps, (n + 3) / 4) << "4 prompt tokens a step, the token drawn in the last";
+  ASSERT_TRUE(results_[0].has_value() && results_[0]->ok());
+  const Generation& g = **results_[0];
+  ASSERT_EQ(g.prompt_logits.size(), static_cast<size_t>(n * v));
+  EXPECT_LT(testing::max_row_rel_error(g.prompt_logits.data(), want.data_as<float>(), n, v),
+            testing::kGoldenLogitsRelTol);
+  EXPECT_EQ(g.tokens.size(), 1u);
 }
 
 TEST_F(RunningBatchTest, ASequenceLeavesTheStepItIsDone) {

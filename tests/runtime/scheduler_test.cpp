@@ -1,6 +1,6 @@
 // Continuous batching through the public Engine (runtime/scheduler.h): requests from many
-// threads at once, more of them than the batch has places, come out token for token as each
-// does alone (the CPU forward is batch-invariant: docs/numerics.md), greedy and sampled alike;
+// threads at once, more of them than the batch has places, prompts whole or in chunks, come out
+// token for token as each does alone (the CPU forward is batch-invariant: docs/numerics.md), greedy and sampled alike;
 // a caller whose on_token stops or throws gets what it saw, and the engine goes on serving.
 #include <gtest/gtest.h>
 
@@ -15,12 +15,17 @@
 namespace dsv4 {
 namespace {
 
-Engine open_engine(int64_t max_batch) {
+EngineOptions options_for(int64_t max_batch, int64_t max_step_tokens = 2048) {
   EngineOptions options;
   options.model_dir = testing::golden_path("tiny_b_state_dict/model");
   options.max_context = 64;
   options.max_batch = max_batch;
-  auto engine = Engine::open(options);
+  options.max_step_tokens = max_step_tokens;
+  return options;
+}
+
+Engine open_engine(int64_t max_batch, int64_t max_step_tokens = 2048) {
+  auto engine = Engine::open(options_for(max_batch, max_step_tokens));
   EXPECT_TRUE(engine.ok()) << engine.status().to_string();
   return std::move(engine).value();
 }
@@ -54,10 +59,15 @@ std::vector<Generation> one_at_a_time(Engine& engine,
   return out;
 }
 
-class SchedulerTest : public ::testing::TestWithParam<int64_t> {};
+struct Limits {
+  int64_t max_batch, max_step_tokens;
+};
+void PrintTo(const Limits& l, std::ostream* os) { *os << l.max_batch << "/" << l.max_step_tokens; }
+
+class SchedulerTest : public ::testing::TestWithParam<Limits> {};
 
 TEST_P(SchedulerTest, ConcurrentCallersGetWhatEachGetsAlone) {
-  Engine engine = open_engine(GetParam());
+  Engine engine = open_engine(GetParam().max_batch, GetParam().max_step_tokens);
   std::mt19937_64 rng(std::random_device{}());
   const std::vector<GenerateRequest> requests = varied_requests(12, engine.vocab_size(), rng);
   const std::vector<Generation> alone = one_at_a_time(engine, requests);
@@ -75,8 +85,22 @@ TEST_P(SchedulerTest, ConcurrentCallersGetWhatEachGetsAlone) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(MaxBatch, SchedulerTest, ::testing::Values(32, 3),
-                         [](const auto& p) { return "max_batch_" + std::to_string(p.param); });
+// Roomy; three places and whole prompts; three places fed 3 tokens a step (prompts in chunks).
+INSTANTIATE_TEST_SUITE_P(Limits, SchedulerTest,
+                         ::testing::Values(Limits{32, 2048}, Limits{3, 2048}, Limits{3, 3}),
+                         [](const auto& p) {
+                           return "batch_" + std::to_string(p.param.max_batch) + "_step_tokens_" +
+                                  std::to_string(p.param.max_step_tokens);
+                         });
+
+TEST(SchedulerLimitsTest, AreChecked) {
+  EXPECT_EQ(Engine::open(options_for(0)).status().code(), StatusCode::kInvalidArgument);
+  const Status small_step = Engine::open(options_for(8, 7)).status();
+  EXPECT_EQ(small_step.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(small_step.message().find("max_step_tokens (7) must be at least max_batch (8)"),
+            std::string::npos)
+      << small_step.message();
+}
 
 TEST(SchedulerStopTest, AStopKeepsWhatTheCallerSawAndTheEngineServesOn) {
   Engine engine = open_engine(4);

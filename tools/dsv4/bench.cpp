@@ -106,6 +106,7 @@ int run_bench(const BenchArgs& args) {
   EngineOptions options = engine_options(args.engine, "bench");
   options.max_context = args.prompt_tokens + args.gen_tokens;
   options.max_batch = args.batch;  // all B sequences in every step
+  options.max_step_tokens = std::max(options.max_step_tokens, args.batch);
   Result<Engine> engine = Engine::open(options);
   if (!engine.ok()) return fail(engine.status());
   const std::vector<GenerateRequest> requests = make_requests(args, engine->vocab_size());

@@ -1,5 +1,6 @@
 // dsv4-serve --model DIR [--tokenizer FILE] [--host H] [--port P] [--device cpu|cuda]
-// [--experts w4a16|w4a4] [--max-context N] [--max-batch B]: the OpenAI-compatible server
+// [--experts w4a16|w4a4] [--max-context N] [--max-batch B] [--max-step-tokens N]: the
+// OpenAI-compatible server
 // (server/completion_server.h) until SIGINT or SIGTERM. The tokenizer defaults to
 // MODEL/tokenizer.json; without one the server takes token-id prompts only and says so. A
 // binary of its own because cpp-httplib comes as a shared library (src/server/CMakeLists.txt).
@@ -27,6 +28,7 @@ struct ServeArgs {
   int port = 8000;
   int64_t max_context = 4096;
   int64_t max_batch = 32;
+  int64_t max_step_tokens = 2048;
 };
 
 dsv4::server::CompletionServer* running = nullptr;  // for the signal handler
@@ -58,6 +60,7 @@ int serve(const ServeArgs& args) {
   dsv4::EngineOptions options = dsv4::tools::engine_options(args.engine, "serve");
   options.max_context = args.max_context;
   options.max_batch = args.max_batch;
+  options.max_step_tokens = args.max_step_tokens;
   Result<dsv4::Engine> engine = dsv4::Engine::open(options);
   if (!engine.ok()) return fail(engine.status());
   dsv4::server::ServerOptions server_options;
@@ -99,6 +102,11 @@ int main(int argc, char** argv) {
                  "most requests generated together (one forward a step for all); more wait")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{4096}));
+  app.add_option("--max-step-tokens", args.max_step_tokens,
+                 "most tokens a forward takes: a decode token for each request, then prompts in "
+                 "chunks (at least --max-batch)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
   return serve(args);
 }
