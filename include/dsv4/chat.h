@@ -82,10 +82,14 @@ struct ChatReply {
 // of sentence is an error saying where.
 Result<ChatReply> parse_chat_reply(std::string_view text, ThinkingMode thinking);
 
+// The reply from the generated text (without the end of sentence); `finished`: generation ended
+// with it. A reply parse_chat_reply refuses (the model broke its format) comes back whole as
+// content, so no generated text is lost.
+ChatReply read_chat_reply(std::string text, bool finished, ThinkingMode thinking);
+
 // The reply from the generated ids; `finished`: the last id is the eos token, which stands for
-// kEndOfSentence whatever tokenizer.json calls it. A reply parse_chat_reply refuses (the model
-// broke its format) comes back whole as content, so no generated text is lost; only an id the
-// tokenizer does not know is an error.
+// kEndOfSentence whatever tokenizer.json calls it. As read_chat_reply; only an id the tokenizer
+// does not know is an error.
 Result<ChatReply> decode_chat_reply(const Tokenizer& tokenizer, std::vector<int64_t> tokens,
                                     bool finished, ThinkingMode thinking);
 

@@ -90,15 +90,19 @@ Result<ChatReply> parse_chat_reply(std::string_view text, ThinkingMode thinking)
   return reply;
 }
 
+ChatReply read_chat_reply(std::string text, bool finished, ThinkingMode thinking) {
+  Result<ChatReply> reply =
+      parse_chat_reply(text + (finished ? std::string(kEndOfSentence) : ""), thinking);
+  if (reply.ok()) return *std::move(reply);
+  return ChatReply{"", std::move(text), {}};
+}
+
 Result<ChatReply> decode_chat_reply(const Tokenizer& tokenizer, std::vector<int64_t> tokens,
                                     bool finished, ThinkingMode thinking) {
   if (finished && !tokens.empty()) tokens.pop_back();
   Result<std::string> text = tokenizer.decode(tokens);
   if (!text.ok()) return text.status();
-  Result<ChatReply> reply =
-      parse_chat_reply(*text + (finished ? std::string(kEndOfSentence) : ""), thinking);
-  if (reply.ok()) return reply;
-  return ChatReply{"", *std::move(text), {}};
+  return read_chat_reply(*std::move(text), finished, thinking);
 }
 
 }  // namespace dsv4

@@ -250,7 +250,7 @@ std::variant<ChatRequest, RequestError> parse_chat_request(std::string_view body
        {refuse_unsupported(body), read_messages(body, request.conversation.messages),
         read_tools(body, request.conversation.tools), read_thinking(body, request.conversation),
         read_sampling(body, max_tokens, max_tokens_limit, request.sampling),
-        read_stream(body, request.stream)}) {
+        read_stream(body, request.stream), read_stop(body, request.stop)}) {
     if (step) return *step;
   }
   return request;

@@ -11,15 +11,17 @@
 //   reasoning_effort  DeepSeek's mapping: "low", "medium", "high" -> high (the default),
 //                 "xhigh", "max" -> max.
 // Sampling fields as for /v1/completions (request_fields.h); max_completion_tokens is
-// max_tokens' newer name; stream and stream_options as there too. Fields that would change the
-// answer and are not implemented (n > 1, stop, logprobs, penalties, logit_bias, tool_choice other
+// max_tokens' newer name; stop, stream and stream_options as there too. Fields that would change
+// the answer and are not implemented (n > 1, logprobs, penalties, logit_bias, tool_choice other
 // than "auto", parallel_tool_calls false, response_format other than text) are refused by name, as
 // are unknown fields and roles (developer, function).
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 #include "dsv4/chat.h"
 #include "dsv4/engine.h"
@@ -31,6 +33,7 @@ struct ChatRequest {
   Conversation conversation;
   SamplingParams sampling;
   StreamOptions stream;
+  std::vector<std::string> stop;  // stop strings (stop_strings.h)
 };
 
 // Parses and checks `body`; the token limit must not exceed `max_tokens_limit` (the context).

@@ -77,6 +77,7 @@ std::variant<CompletionRequest, RequestError> parse_completion_request(std::stri
     return *bad;
   }
   if (auto bad = read_stream(body, request.stream)) return *bad;
+  if (auto bad = read_stop(body, request.stop)) return *bad;
   return request;
 }
 

@@ -1,8 +1,8 @@
 // The body of POST /v1/completions (OpenAI's legacy completions API), checked field by field.
 // Supported: prompt (a string, which needs the checkpoint's tokenizer, or an array of token
-// ids), max_tokens, temperature, top_p, seed, top_k (an extension, as vLLM has it), stream and
-// stream_options; model and user are accepted and ignored (one model per server). Fields that
-// would change the answer and are not implemented (n > 1, stop, logprobs, echo, suffix, best_of,
+// ids), max_tokens, temperature, top_p, seed, top_k (an extension, as vLLM has it), stop, stream
+// and stream_options; model and user are accepted and ignored (one model per server). Fields that
+// would change the answer and are not implemented (n > 1, logprobs, echo, suffix, best_of,
 // penalties, logit_bias) are refused, never ignored; unknown fields are refused too, so a typo is
 // not silently dropped.
 #pragma once
@@ -22,6 +22,7 @@ struct CompletionRequest {
   std::variant<std::string, std::vector<int64_t>> prompt;  // text or token ids
   SamplingParams sampling;
   StreamOptions stream;
+  std::vector<std::string> stop;  // stop strings (stop_strings.h)
 };
 
 // Parses and checks `body`; max_tokens must not exceed `max_tokens_limit` (the context).

@@ -10,6 +10,7 @@
 #include "format/json.h"
 #include "server/chat_request.h"
 #include "server/completion_request.h"
+#include "server/generated_text.h"
 #include "server/openai_json.h"
 #include "server/stream_choices.h"
 
@@ -98,12 +99,14 @@ struct CompletionServer::State {
                                                  httplib::Response& res) const;
   std::optional<std::vector<int64_t>> chat_prompt_ids(const Conversation& conversation,
                                                       httplib::Response& res) const;
-  // The engine's answer, or the error already sent; `param` names the prompt's field.
-  std::optional<Generation> generate(const std::vector<int64_t>& prompt,
-                                     const SamplingParams& sampling, const char* param,
-                                     httplib::Response& res);
+  // The engine's answer and its text read through `text` (none when null), which ends the
+  // generation at a stop string; or the error already sent; `param` names the prompt's field.
+  std::optional<std::pair<Generation, std::string>> generate(const std::vector<int64_t>& prompt,
+                                                             const SamplingParams& sampling,
+                                                             GeneratedText* text, const char* param,
+                                                             httplib::Response& res);
   void send_completion(httplib::Response& res, int64_t n_prompt, const Generation& out,
-                       const std::string& text);
+                       const std::string& text, bool stop_string);
   // Answers with server-sent events: the request was checked, so the status is 200 and what
   // goes wrong from here is an error event.
   void stream(httplib::Response& res, std::shared_ptr<Stream> s);
@@ -139,22 +142,24 @@ void CompletionServer::State::complete(const httplib::Request& req, httplib::Res
   CompletionRequest& request = std::get<CompletionRequest>(parsed);
   std::optional<std::vector<int64_t>> prompt = prompt_ids(request, res);
   if (!prompt) return;
+  if (tokenizer == nullptr && !request.stop.empty()) {
+    return send_error(res, 400, "this server has no tokenizer.json, which stop strings need",
+                      "stop");
+  }
   if (request.stream.enabled) {
     if (refused({*prompt, request.sampling}, "prompt", res)) return;
     const std::string id = "cmpl-" + std::to_string(next_id++);
-    return stream(res, std::make_shared<Stream>(Stream{
-                           *std::move(prompt), request.sampling, request.stream,
-                           chunk_envelope(id, "text_completion"), completion_choices(tokenizer)}));
+    return stream(res, std::make_shared<Stream>(
+                           Stream{*std::move(prompt), request.sampling, request.stream,
+                                  chunk_envelope(id, "text_completion"),
+                                  completion_choices(tokenizer, std::move(request.stop))}));
   }
-  const std::optional<Generation> out = generate(*prompt, request.sampling, "prompt", res);
+  std::optional<GeneratedText> text;
+  if (tokenizer != nullptr) text.emplace(*tokenizer, std::move(request.stop));
+  const auto out = generate(*prompt, request.sampling, text ? &*text : nullptr, "prompt", res);
   if (!out) return;
-  std::string text;
-  if (tokenizer != nullptr) {
-    Result<std::string> decoded = tokenizer->decode(out->tokens);
-    if (!decoded.ok()) return send_error(res, 500, decoded.status().message());
-    text = *std::move(decoded);
-  }
-  send_completion(res, static_cast<int64_t>(prompt->size()), *out, text);
+  send_completion(res, static_cast<int64_t>(prompt->size()), out->first, out->second,
+                  text && text->stopped());
 }
 
 bool CompletionServer::State::refused(const GenerateRequest& request, const char* param,
@@ -164,14 +169,35 @@ bool CompletionServer::State::refused(const GenerateRequest& request, const char
   return !checked.ok();
 }
 
-std::optional<Generation> CompletionServer::State::generate(const std::vector<int64_t>& prompt,
-                                                            const SamplingParams& sampling,
-                                                            const char* param,
-                                                            httplib::Response& res) {
-  Result<Generation> out = engine.generate({prompt, sampling});
-  if (out.ok()) return *std::move(out);
-  send_engine_error(res, out.status(), param);
-  return std::nullopt;
+std::optional<std::pair<Generation, std::string>> CompletionServer::State::generate(
+    const std::vector<int64_t>& prompt, const SamplingParams& sampling, GeneratedText* text,
+    const char* param, httplib::Response& res) {
+  GenerateRequest request{prompt, sampling};
+  std::string generated;
+  Status unreadable = ok_status();  // an id the tokenizer does not know
+  if (text != nullptr) {
+    request.on_token = [&](int64_t token) {
+      Result<std::string> piece = text->add(token);
+      if (!piece.ok()) unreadable = piece.status();
+      if (piece.ok()) generated += *piece;
+      return piece.ok() && !text->stopped();
+    };
+  }
+  Result<Generation> out = engine.generate(request);
+  if (!out.ok()) {
+    send_engine_error(res, out.status(), param);
+    return std::nullopt;
+  }
+  if (text != nullptr && unreadable.ok()) {
+    Result<std::string> rest = text->finish();
+    if (rest.ok()) generated += *rest;
+    if (!rest.ok()) unreadable = rest.status();
+  }
+  if (!unreadable.ok()) {
+    send_error(res, 500, unreadable.message());
+    return std::nullopt;
+  }
+  return std::make_pair(*std::move(out), std::move(generated));
 }
 
 std::optional<std::vector<int64_t>> CompletionServer::State::chat_prompt_ids(
@@ -201,18 +227,19 @@ void CompletionServer::State::chat(const httplib::Request& req, httplib::Respons
   const std::string id = std::to_string(next_id++);
   if (request.stream.enabled) {
     if (refused({*prompt, request.sampling}, "messages", res)) return;
-    return stream(
-        res,
-        std::make_shared<Stream>(Stream{
-            *std::move(prompt), request.sampling, request.stream,
-            chunk_envelope("chatcmpl-" + id, "chat.completion.chunk"),
-            chat_choices(*tokenizer, request.conversation.thinking, id, engine.eos_token_id())}));
+    return stream(res, std::make_shared<Stream>(
+                           Stream{*std::move(prompt), request.sampling, request.stream,
+                                  chunk_envelope("chatcmpl-" + id, "chat.completion.chunk"),
+                                  chat_choices(*tokenizer, request.conversation.thinking, id,
+                                               engine.eos_token_id(), request.stop)}));
   }
-  const std::optional<Generation> out = generate(*prompt, request.sampling, "messages", res);
+  GeneratedText text(*tokenizer, request.stop, engine.eos_token_id());
+  const auto out = generate(*prompt, request.sampling, &text, "messages", res);
   if (!out) return;
-  Result<ChatReply> reply = decode_chat_reply(*tokenizer, out->tokens, out->stopped_at_eos,
-                                              request.conversation.thinking);
-  if (!reply.ok()) return send_error(res, 500, reply.status().message());
+  const Generation& generation = out->first;
+  // The reply reached its end of sentence unless a stop string cut it first.
+  const ChatReply reply = read_chat_reply(out->second, generation.stopped_at_eos && !text.stopped(),
+                                          request.conversation.thinking);
   send_json(res, 200,
             {{"id", "chatcmpl-" + id},
              {"object", "chat.completion"},
@@ -220,14 +247,15 @@ void CompletionServer::State::chat(const httplib::Request& req, httplib::Respons
              {"model", options.model_name},
              {"choices",
               {{{"index", 0},
-                {"message", assistant_message(*reply, request.conversation.thinking, id)},
+                {"message", assistant_message(reply, request.conversation.thinking, id)},
                 {"logprobs", nullptr},
-                {"finish_reason", chat_finish_reason(*reply, *out)}}}},
-             {"usage", usage_json(static_cast<int64_t>(prompt->size()), *out)}});
+                {"finish_reason", chat_finish_reason(reply, generation, text.stopped())}}}},
+             {"usage", usage_json(static_cast<int64_t>(prompt->size()), generation)}});
 }
 
 void CompletionServer::State::send_completion(httplib::Response& res, int64_t n_prompt,
-                                              const Generation& out, const std::string& text) {
+                                              const Generation& out, const std::string& text,
+                                              bool stop_string) {
   send_json(res, 200,
             {{"id", "cmpl-" + std::to_string(next_id++)},
              {"object", "text_completion"},
@@ -238,7 +266,7 @@ void CompletionServer::State::send_completion(httplib::Response& res, int64_t n_
                 {"text", text},
                 {"token_ids", out.tokens},
                 {"logprobs", nullptr},
-                {"finish_reason", finish_reason(out)}}}},
+                {"finish_reason", finish_reason(out, stop_string)}}}},
              {"usage", usage_json(n_prompt, out)}});
 }
 
@@ -265,7 +293,7 @@ bool CompletionServer::State::run_stream(Stream& s, httplib::DataSink& sink) {
     Result<std::vector<Json>> choices = s.choices->add(token);
     if (!choices.ok()) failed = choices.status();
     connected = choices.ok() && s.send(sink, *choices);
-    return connected;
+    return connected && !s.choices->stopped();  // a stop string ends generation too
   };
   Result<Generation> out = engine.generate(request);
   if (failed.ok() && !out.ok()) failed = out.status();

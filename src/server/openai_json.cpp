@@ -11,10 +11,12 @@ Json usage_json(int64_t n_prompt, const Generation& out) {
           {"total_tokens", n_prompt + n_out}};
 }
 
-const char* finish_reason(const Generation& out) { return out.stopped_at_eos ? "stop" : "length"; }
+const char* finish_reason(const Generation& out, bool stop_string) {
+  return out.stopped_at_eos || stop_string ? "stop" : "length";
+}
 
-const char* chat_finish_reason(const ChatReply& reply, const Generation& out) {
-  return reply.tool_calls.empty() ? finish_reason(out) : "tool_calls";
+const char* chat_finish_reason(const ChatReply& reply, const Generation& out, bool stop_string) {
+  return reply.tool_calls.empty() ? finish_reason(out, stop_string) : "tool_calls";
 }
 
 Json tool_calls_json(const std::vector<ToolCall>& calls, const std::string& id) {

@@ -15,10 +15,11 @@ namespace dsv4::server {
 // {"prompt_tokens", "completion_tokens", "total_tokens"}.
 format::Json usage_json(int64_t n_prompt, const Generation& out);
 
-// "stop" after the eos token, "length" when max_tokens ran out.
-const char* finish_reason(const Generation& out);
+// "stop" after the eos token or at a stop string (`stop_string`), "length" when max_tokens ran
+// out.
+const char* finish_reason(const Generation& out, bool stop_string);
 // The same, or "tool_calls" when the reply calls tools.
-const char* chat_finish_reason(const ChatReply& reply, const Generation& out);
+const char* chat_finish_reason(const ChatReply& reply, const Generation& out, bool stop_string);
 
 // The reply's calls as OpenAI's tool_calls array; `id` (the response's) names them uniquely
 // within the server: call_<id>_<index>.

@@ -70,9 +70,8 @@ std::optional<RequestError> refuse_unimplemented(const OrderedJson& body) {
     return !present(body, field) || body[field] == no_op;
   };
   if (!asks_nothing("n", 1)) return request_error("n", "one completion per request (n = 1)");
-  for (const char* field : {"stop", "logit_bias"}) {
-    if (present(body, field)) return request_error(field, std::string(field) + " is not supported");
-  }
+  if (present(body, "logit_bias"))
+    return request_error("logit_bias", "logit_bias is not supported");
   for (const char* field : {"presence_penalty", "frequency_penalty"}) {
     if (!asks_nothing(field, 0)) {
       return request_error(field, std::string(field) + " other than 0 is not supported");
@@ -81,6 +80,28 @@ std::optional<RequestError> refuse_unimplemented(const OrderedJson& body) {
   std::string ignored;
   for (const char* field : {"model", "user"}) {
     if (auto bad = read_string(body, field, ignored)) return bad;
+  }
+  return std::nullopt;
+}
+
+std::optional<RequestError> read_stop(const OrderedJson& body, std::vector<std::string>& out) {
+  constexpr size_t kMaxStops = 4;  // OpenAI's limit
+  if (!present(body, "stop")) return std::nullopt;
+  const OrderedJson& stop = body["stop"];
+  const OrderedJson list = stop.is_array() ? stop : OrderedJson::array({stop});
+  if (list.size() > kMaxStops) {
+    return request_error("stop", "stop has " + std::to_string(list.size()) + " strings; at most " +
+                                     std::to_string(kMaxStops));
+  }
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string where = stop.is_array() ? "stop[" + std::to_string(i) + "]" : "stop";
+    if (!list[i].is_string()) {
+      return request_error("stop", where + " must be a string, got " + list[i].dump());
+    }
+    if (list[i].get_ref<const std::string&>().empty()) {
+      return request_error("stop", where + " is empty");
+    }
+    out.push_back(list[i].get<std::string>());
   }
   return std::nullopt;
 }

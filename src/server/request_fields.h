@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 #include "dsv4/engine.h"
 #include "format/json.h"
@@ -47,9 +48,14 @@ struct StreamOptions {
 // stream (true or false) and stream_options (an object, with stream true only) into `out`.
 std::optional<RequestError> read_stream(const format::OrderedJson& body, StreamOptions& out);
 
-// n, stop, logit_bias, presence_penalty, frequency_penalty refused unless they ask for
-// nothing; model and user must be strings (one model per server: both are ignored).
+// n, logit_bias, presence_penalty, frequency_penalty refused unless they ask for nothing; model and
+// user must be strings (one model per server: both are ignored).
 std::optional<RequestError> refuse_unimplemented(const format::OrderedJson& body);
+
+// OpenAI's "stop" into `out`: a string, or an array of at most 4; each non-empty. Absent or
+// null: none.
+std::optional<RequestError> read_stop(const format::OrderedJson& body,
+                                      std::vector<std::string>& out);
 
 // `field` as a string in `body` (left as is when absent); an error when it is another type.
 std::optional<RequestError> read_string(const format::OrderedJson& body, const char* field,

@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "server/chat_stream.h"
-#include "server/incremental_decoder.h"
+#include "server/generated_text.h"
 #include "server/openai_json.h"
 
 namespace dsv4::server {
@@ -14,28 +14,30 @@ using format::Json;
 
 class CompletionChoices final : public StreamChoices {
  public:
-  explicit CompletionChoices(const Tokenizer* tokenizer) {
-    if (tokenizer != nullptr) decoder_.emplace(*tokenizer);
+  CompletionChoices(const Tokenizer* tokenizer, std::vector<std::string> stop) {
+    if (tokenizer != nullptr) text_of_.emplace(*tokenizer, std::move(stop));
   }
 
   std::vector<Json> start() override { return {}; }
 
   Result<std::vector<Json>> add(int64_t token) override {
     ids_.push_back(token);
-    if (!decoder_) return std::vector<Json>{take(nullptr)};
-    DSV4_ASSIGN_OR_RETURN(const std::string text, decoder_->add(token));
+    if (!text_of_) return std::vector<Json>{take(nullptr)};
+    DSV4_ASSIGN_OR_RETURN(const std::string text, text_of_->add(token));
     text_ += text;
-    if (decoder_->holding()) return std::vector<Json>{};
+    if (text_of_->holding()) return std::vector<Json>{};
     return std::vector<Json>{take(nullptr)};
   }
 
   Result<std::vector<Json>> finish(const Generation& out) override {
-    if (decoder_) {
-      DSV4_ASSIGN_OR_RETURN(const std::string text, decoder_->finish());
+    if (text_of_) {
+      DSV4_ASSIGN_OR_RETURN(const std::string text, text_of_->finish());
       text_ += text;
     }
-    return std::vector<Json>{take(finish_reason(out))};
+    return std::vector<Json>{take(finish_reason(out, stopped()))};
   }
+
+  bool stopped() const override { return text_of_ && text_of_->stopped(); }
 
  private:
   // The choice for the text and ids not yet sent.
@@ -48,7 +50,7 @@ class CompletionChoices final : public StreamChoices {
     return choice;
   }
 
-  std::optional<IncrementalDecoder> decoder_;
+  std::optional<GeneratedText> text_of_;  // none without a tokenizer
   std::string text_;
   std::vector<int64_t> ids_;
 };
@@ -56,12 +58,10 @@ class CompletionChoices final : public StreamChoices {
 class ChatChoices final : public StreamChoices {
  public:
   ChatChoices(const Tokenizer& tokenizer, ThinkingMode thinking, std::string id,
-              int64_t eos_token_id)
-      : tokenizer_(tokenizer),
-        thinking_(thinking),
+              int64_t eos_token_id, std::vector<std::string> stop)
+      : thinking_(thinking),
         id_(std::move(id)),
-        eos_token_id_(eos_token_id),
-        decoder_(tokenizer),
+        text_of_(tokenizer, std::move(stop), eos_token_id),
         reply_(thinking) {}
 
   std::vector<Json> start() override {
@@ -69,20 +69,19 @@ class ChatChoices final : public StreamChoices {
   }
 
   Result<std::vector<Json>> add(int64_t token) override {
-    tokens_.push_back(token);
-    // The eos token ends generation; decode_chat_reply reads it as the end of sentence.
-    if (token == eos_token_id_) return std::vector<Json>{};
-    DSV4_ASSIGN_OR_RETURN(const std::string text, decoder_.add(token));
+    // The eos token adds no text: read_chat_reply reads it as the end of sentence.
+    DSV4_ASSIGN_OR_RETURN(const std::string text, text_of_.add(token));
+    text_ += text;
     const ChatDelta delta = reply_.add(text);
     if (delta.reasoning_content.empty() && delta.content.empty()) return std::vector<Json>{};
     return std::vector<Json>{choice(delta_json(delta), nullptr)};
   }
 
   Result<std::vector<Json>> finish(const Generation& out) override {
-    DSV4_ASSIGN_OR_RETURN(const std::string held, decoder_.finish());
+    DSV4_ASSIGN_OR_RETURN(const std::string held, text_of_.finish());
+    text_ += held;
     ChatDelta last = reply_.add(held);
-    DSV4_ASSIGN_OR_RETURN(const ChatReply reply,
-                          decode_chat_reply(tokenizer_, tokens_, out.stopped_at_eos, thinking_));
+    const ChatReply reply = read_chat_reply(text_, finished(out), thinking_);
     const ChatDelta rest = reply_.finish(reply);
     last.reasoning_content += rest.reasoning_content;
     last.content += rest.content;
@@ -94,8 +93,10 @@ class ChatChoices final : public StreamChoices {
       for (size_t i = 0; i < calls.size(); ++i) calls[i]["index"] = i;
       delta["tool_calls"] = calls;
     }
-    return std::vector<Json>{choice(delta, chat_finish_reason(reply, out))};
+    return std::vector<Json>{choice(delta, chat_finish_reason(reply, out, stopped()))};
   }
+
+  bool stopped() const override { return text_of_.stopped(); }
 
  private:
   static Json delta_json(const ChatDelta& d) {
@@ -112,24 +113,29 @@ class ChatChoices final : public StreamChoices {
             {"finish_reason", reason == nullptr ? Json() : Json(reason)}};
   }
 
-  const Tokenizer& tokenizer_;
+  // The reply reached its end of sentence: generation stopped at eos, and no stop string cut
+  // the text before.
+  bool finished(const Generation& out) const { return out.stopped_at_eos && !stopped(); }
+
   ThinkingMode thinking_;
   std::string id_;
-  int64_t eos_token_id_;
-  IncrementalDecoder decoder_;
+  GeneratedText text_of_;
+  std::string text_;  // all of the reply's text so far, for its parse at the end
   ChatStream reply_;
-  std::vector<int64_t> tokens_;  // all generated, for the reply's parse at the end
 };
 
 }  // namespace
 
-std::unique_ptr<StreamChoices> completion_choices(const Tokenizer* tokenizer) {
-  return std::make_unique<CompletionChoices>(tokenizer);
+std::unique_ptr<StreamChoices> completion_choices(const Tokenizer* tokenizer,
+                                                  std::vector<std::string> stop) {
+  return std::make_unique<CompletionChoices>(tokenizer, std::move(stop));
 }
 
 std::unique_ptr<StreamChoices> chat_choices(const Tokenizer& tokenizer, ThinkingMode thinking,
-                                            std::string id, int64_t eos_token_id) {
-  return std::make_unique<ChatChoices>(tokenizer, thinking, std::move(id), eos_token_id);
+                                            std::string id, int64_t eos_token_id,
+                                            std::vector<std::string> stop) {
+  return std::make_unique<ChatChoices>(tokenizer, thinking, std::move(id), eos_token_id,
+                                       std::move(stop));
 }
 
 }  // namespace dsv4::server

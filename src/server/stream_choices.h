@@ -34,14 +34,20 @@ class StreamChoices {
   virtual Result<std::vector<format::Json>> add(int64_t token) = 0;
   // Once generation ended with `out` (which add() saw token by token): the last choices.
   virtual Result<std::vector<format::Json>> finish(const Generation& out) = 0;
+  // A stop string ended the text (generated_text.h): generation should end here.
+  virtual bool stopped() const = 0;
 };
 
-// `tokenizer` may be null: the text stays empty, each token is a chunk of its id.
-std::unique_ptr<StreamChoices> completion_choices(const Tokenizer* tokenizer);
+// `tokenizer` may be null: the text stays empty, each token is a chunk of its id (and `stop`
+// must be empty). The text ends before the first of the `stop` strings.
+std::unique_ptr<StreamChoices> completion_choices(const Tokenizer* tokenizer,
+                                                  std::vector<std::string> stop);
 
 // `id` is the response's (it names the tool calls); `eos_token_id` the engine's, whose text the
-// reply's parser stands in for itself.
+// reply's parser stands in for itself. The reply's text ends before the first of the `stop`
+// strings.
 std::unique_ptr<StreamChoices> chat_choices(const Tokenizer& tokenizer, ThinkingMode thinking,
-                                            std::string id, int64_t eos_token_id);
+                                            std::string id, int64_t eos_token_id,
+                                            std::vector<std::string> stop);
 
 }  // namespace dsv4::server

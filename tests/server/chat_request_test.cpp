@@ -43,7 +43,9 @@ TEST(ChatRequestTest, ReadsTheSwitchesAndSamplingFields) {
       "max_completion_tokens": 9, "temperature": 0, "seed": 3, "model": "m", "stream": false,
       "n": 1, "logprobs": false, "tool_choice": "auto", "parallel_tool_calls": true,
       "response_format": {"type": "text"}, "thinking": {"type": "enabled"},
-      "chat_template_kwargs": {"enable_thinking": true}, "reasoning_effort": "xhigh"})");
+      "chat_template_kwargs": {"enable_thinking": true}, "reasoning_effort": "xhigh",
+      "stop": ["\n\n", "END"]})");
+  EXPECT_EQ(request.stop, (std::vector<std::string>{"\n\n", "END"}));
   EXPECT_EQ(request.conversation.thinking, ThinkingMode::kThinking);
   EXPECT_EQ(request.conversation.effort, ReasoningEffort::kMax);
   EXPECT_EQ(request.sampling.max_tokens, 9);
@@ -120,7 +122,7 @@ TEST(ChatRequestTest, RefusesEachBadFieldByName) {
       {"{" + user + R"(, "stream": true, "stream_options": {"include_usage": "y"}})",
        "stream_options.include_usage", "true or false"},
       {"{" + user + R"(, "n": 2})", "n", "one completion per request"},
-      {"{" + user + R"(, "stop": "x"})", "stop", "stop is not supported"},
+      {"{" + user + R"(, "stop": ["x", 1]})", "stop", "stop[1] must be a string, got 1"},
       {"{" + user + R"(, "logprobs": true})", "logprobs", "logprobs is not supported"},
       {"{" + user + R"(, "top_logprobs": 2})", "top_logprobs", "not supported"},
       {"{" + user + R"(, "tool_choice": "required"})", "tool_choice", "other than \"auto\""},

@@ -36,6 +36,14 @@ TEST(CompletionRequestTest, ReadsTextOrIdsAndTheSamplingFields) {
   EXPECT_EQ(text.sampling.top_p, 1.0f);
   EXPECT_FALSE(text.stream.enabled);
   EXPECT_FALSE(ids.stream.enabled);
+  EXPECT_TRUE(ids.stop.empty());
+}
+
+TEST(CompletionRequestTest, ReadsStopAsAStringOrAList) {
+  EXPECT_EQ(accept(R"({"prompt": "x", "stop": "\n\n"})").stop, std::vector<std::string>{"\n\n"});
+  EXPECT_EQ(accept(R"({"prompt": "x", "stop": ["a", "bc", "a"]})").stop,
+            (std::vector<std::string>{"a", "bc", "a"}));
+  EXPECT_TRUE(accept(R"({"prompt": "x", "stop": []})").stop.empty());
 }
 
 TEST(CompletionRequestTest, ReadsStreamAndStreamOptions) {
@@ -78,7 +86,11 @@ TEST(CompletionRequestTest, RefusesEachBadFieldByName) {
        "stream_options.usage", "unknown field"},
       {R"({"prompt": "x", "n": 2})", "n", "one completion per request"},
       {R"({"prompt": "x", "best_of": 3})", "best_of", "one completion per request"},
-      {R"({"prompt": "x", "stop": ["\n"]})", "stop", "stop is not supported"},
+      {R"({"prompt": "x", "stop": ["a", "b", "c", "d", "e"]})", "stop", "5 strings; at most 4"},
+      {R"({"prompt": "x", "stop": ""})", "stop", "stop is empty"},
+      {R"({"prompt": "x", "stop": ["a", ""]})", "stop", "stop[1] is empty"},
+      {R"({"prompt": "x", "stop": 5})", "stop", "stop must be a string, got 5"},
+      {R"({"prompt": "x", "stop": ["a", null]})", "stop", "stop[1] must be a string, got null"},
       {R"({"prompt": "x", "logprobs": 2})", "logprobs", "logprobs is not supported"},
       {R"({"prompt": "x", "echo": true})", "echo", "echo is not supported"},
       {R"({"prompt": "x", "frequency_penalty": 0.5})", "frequency_penalty", "other than 0"},

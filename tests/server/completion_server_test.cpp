@@ -339,6 +339,108 @@ TEST_F(CompletionServerTest, ConcurrentRequestsAreAnsweredAsEachAlone) {
     EXPECT_EQ(answered[static_cast<size_t>(c)], direct[static_cast<size_t>(c)]) << "client " << c;
 }
 
+// Seeds whose answer is compared whole and streamed: random byte pairs and bytes, so characters
+// split across tokens and bytes that never make one (U+FFFD) both come up.
+constexpr int kSeeds = 8;
+
+// ---- Stop strings ----
+
+// One whole character from the middle of `text` (at a UTF-8 lead byte), to stop at.
+std::string character_in_the_middle(const std::string& text) {
+  size_t at = text.size() / 2;
+  while (at < text.size() && (static_cast<unsigned char>(text[at]) & 0xC0) == 0x80) ++at;
+  size_t end = at + 1;
+  while (end < text.size() && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) ++end;
+  return text.substr(at, end - at);
+}
+
+// With one stop string taken from the middle of an answer, the same request (same seed) answers
+// the text before its first occurrence (one string: the occurrence that completes first is the
+// first), finish_reason "stop", the ids up to the token that completed it; streamed, the same.
+TEST_F(CompletionServerTest, StopStringsCutTheTextAndEndGeneration) {
+  const RunningServer server(engine_, &every_id_);
+  int n_cut_early = 0;
+  for (int seed = 0; seed < kSeeds; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    const std::string request = R"({"prompt": [259, 262, 108, 100], "max_tokens": 12,
+        "temperature": 1, "seed": )" +
+                                std::to_string(seed);
+    const auto full = complete(server, request + "}");
+    ASSERT_EQ(full.first, 200) << full.second.dump();
+    const std::string text = full.second["choices"][0]["text"];
+    const auto ids = full.second["choices"][0]["token_ids"].get<std::vector<int64_t>>();
+    if (text.size() < 2) continue;
+    const std::string stop = character_in_the_middle(text);
+    const std::string with_stop = request + R"(, "stop": [)" + Json(stop).dump() + "]";
+    const auto cut = complete(server, with_stop + "}");
+    ASSERT_EQ(cut.first, 200) << cut.second.dump();
+    const Json& choice = cut.second["choices"][0];
+    EXPECT_EQ(choice["text"], text.substr(0, text.find(stop)));
+    EXPECT_EQ(choice["finish_reason"], "stop");
+    const auto cut_ids = choice["token_ids"].get<std::vector<int64_t>>();
+    ASSERT_LE(cut_ids.size(), ids.size());
+    EXPECT_TRUE(std::equal(cut_ids.begin(), cut_ids.end(), ids.begin()));
+    n_cut_early += cut_ids.size() < ids.size();
+    EXPECT_EQ(cut.second["usage"]["completion_tokens"], cut_ids.size());
+
+    const Streamed streamed = post_stream(server, "/v1/completions", with_stop + R"(,
+        "stream": true})");
+    std::string streamed_text;
+    std::vector<int64_t> streamed_ids;
+    for (const Json& chunk : streamed.chunks) {
+      streamed_text += chunk["choices"][0]["text"].get<std::string>();
+      for (const Json& id : chunk["choices"][0]["token_ids"]) streamed_ids.push_back(id);
+    }
+    EXPECT_EQ(streamed_text, choice["text"]);
+    EXPECT_EQ(streamed_ids, cut_ids);
+    ASSERT_FALSE(streamed.chunks.empty());
+    EXPECT_EQ(streamed.chunks.back()["choices"][0]["finish_reason"], "stop");
+  }
+  EXPECT_GT(n_cut_early, 0) << "no stop string ended a generation before max_tokens";
+}
+
+TEST_F(CompletionServerTest, ChatStopStringsCutTheReply) {
+  const RunningServer server(engine_, &every_id_);
+  int n_cut = 0;
+  for (int seed = 0; seed < kSeeds; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    const std::string request = R"({"messages": [{"role": "user", "content": "hi"}],
+        "max_tokens": 12, "temperature": 1, "seed": )" +
+                                std::to_string(seed);
+    const auto full = chat(server, request + "}");
+    ASSERT_EQ(full.first, 200) << full.second.dump();
+    const Json& message = full.second["choices"][0]["message"];
+    if (message.contains("tool_calls") || !message["content"].is_string()) continue;
+    const std::string content = message["content"];
+    if (content.size() < 2) continue;
+    ++n_cut;
+    const std::string stop = character_in_the_middle(content);
+    const std::string with_stop = request + R"(, "stop": )" + Json(stop).dump();
+    const auto cut = chat(server, with_stop + "}");
+    ASSERT_EQ(cut.first, 200) << cut.second.dump();
+    EXPECT_EQ(cut.second["choices"][0]["message"]["content"],
+              content.substr(0, content.find(stop)));
+    EXPECT_EQ(cut.second["choices"][0]["finish_reason"], "stop");
+    const Streamed streamed = post_stream(server, "/v1/chat/completions", with_stop + R"(,
+        "stream": true})");
+    std::string streamed_content;
+    for (const Json& chunk : streamed.chunks) {
+      const Json& delta = chunk["choices"][0]["delta"];
+      if (delta.contains("content")) streamed_content += delta["content"].get<std::string>();
+    }
+    EXPECT_EQ(streamed_content, cut.second["choices"][0]["message"]["content"]);
+    ASSERT_FALSE(streamed.chunks.empty());
+    EXPECT_EQ(streamed.chunks.back()["choices"][0]["finish_reason"], "stop");
+  }
+  EXPECT_GT(n_cut, 0) << "no seed gave a reply of plain content to cut";
+}
+
+TEST_F(CompletionServerTest, StopStringsNeedATokenizer) {
+  const RunningServer server(engine_, nullptr);
+  expect_error(complete(server, R"({"prompt": [1, 2], "stop": "x"})"), 400, "stop",
+               "no tokenizer.json");
+}
+
 // A second server on a port in use is refused: the listening socket does not set SO_REUSEPORT
 // (httplib's default), which let both bind and split the connections between them.
 TEST_F(CompletionServerTest, APortInUseIsRefused) {
@@ -352,10 +454,6 @@ TEST_F(CompletionServerTest, APortInUseIsRefused) {
             std::string::npos)
       << again.status().message();
 }
-
-// Seeds whose answer is compared whole and streamed: random byte pairs and bytes, so characters
-// split across tokens and bytes that never make one (U+FFFD) both come up.
-constexpr int kSeeds = 8;
 
 TEST_F(CompletionServerTest, StreamsTheWholeAnswersIdsAndText) {
   for (const Tokenizer* tokenizer :

@@ -1,0 +1,38 @@
+#include "server/stop_strings.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace dsv4::server {
+
+StopStrings::Piece StopStrings::add(std::string_view text) {
+  if (stopped_) return {};
+  held_ += text;
+  size_t first = std::string::npos;
+  for (const std::string& stop : stops_) first = std::min(first, held_.find(stop));
+  if (first != std::string::npos) {
+    stopped_ = true;
+    held_.resize(first);
+    return {std::exchange(held_, ""), true};
+  }
+  const size_t keep = held_back();
+  Piece piece{held_.substr(0, held_.size() - keep), false};
+  held_.erase(0, held_.size() - keep);
+  return piece;
+}
+
+size_t StopStrings::held_back() const {
+  size_t longest = 0;
+  for (const std::string& stop : stops_) {
+    // The longest proper prefix of `stop` that ends held_ (a whole match was found above).
+    for (size_t n = std::min(stop.size() - 1, held_.size()); n > longest; --n) {
+      if (std::string_view(held_).substr(held_.size() - n) == std::string_view(stop).substr(0, n)) {
+        longest = n;
+        break;
+      }
+    }
+  }
+  return longest;
+}
+
+}  // namespace dsv4::server
