@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dsv4/status.h"
@@ -47,11 +48,23 @@ struct SamplingParams {
   bool stop_at_eos = true;   // stop after the model's eos token (which is kept in the output)
 };
 
+// A token's log-probability under the model: the log-softmax of the raw logits (before
+// temperature, top-k or top-p), with the most likely tokens at that position.
+struct TokenLogprob {
+  int64_t token = 0;
+  float logprob = 0.0f;
+  std::vector<std::pair<int64_t, float>> top;  // (token, logprob), most likely first
+};
+
 struct GenerateRequest {
   std::vector<int64_t> prompt;  // token ids, at least one
   SamplingParams sampling;
   bool return_prompt_logits = false;  // every prompt position's logits (verification)
   bool return_step_logits = false;    // the logits each generated token was drawn from
+  // Each generated token's TokenLogprob with this many alternatives (0: the token's alone);
+  // -1: none.
+  int64_t logprobs = -1;
+  bool prompt_logprobs = false;  // each prompt token's too (from the second), as many alternatives
   // When set, called with each generated token as it is drawn, so a caller can stream; returning
   // false stops this sequence there, the token kept (a server's client went away). Runs on the
   // thread that called generate(), while the engine goes on stepping (it may have drawn a token
@@ -64,9 +77,11 @@ struct Generation {
   // When each token was drawn, by the engine's clock (a caller's on_token may see it later).
   std::vector<std::chrono::steady_clock::time_point> token_times;
   bool stopped_at_eos = false;
-  bool stopped_by_caller = false;    // on_token returned false
-  std::vector<float> prompt_logits;  // [prompt.size() × vocab_size] row-major, when asked
-  std::vector<float> step_logits;    // [tokens.size() × vocab_size] row-major, when asked
+  bool stopped_by_caller = false;             // on_token returned false
+  std::vector<float> prompt_logits;           // [prompt.size() × vocab_size] row-major, when asked
+  std::vector<float> step_logits;             // [tokens.size() × vocab_size] row-major, when asked
+  std::vector<TokenLogprob> logprobs;         // one per generated token, when asked
+  std::vector<TokenLogprob> prompt_logprobs;  // one per prompt token from the second, when asked
 };
 
 class Engine {

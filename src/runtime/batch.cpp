@@ -4,6 +4,8 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/logprobs.h"
+
 namespace dsv4::runtime {
 
 RunningBatch::RunningBatch(const model::Model& model, int64_t eos_token_id, int64_t step_tokens)
@@ -40,25 +42,42 @@ std::vector<StepInput> RunningBatch::plan_step() {
   // stall the others' tokens for longer than one step of step_tokens.
   for (Sequence& s : sequences_) {
     if (prefilled(s) || budget <= 0) continue;
-    const std::span<const int64_t> rest = std::span<const int64_t>(s.request.prompt).subspan(
-        static_cast<size_t>(s.n_prompt_fed));
+    const std::span<const int64_t> rest =
+        std::span<const int64_t>(s.request.prompt).subspan(static_cast<size_t>(s.n_prompt_fed));
     s.chunk = std::min(budget, static_cast<int64_t>(rest.size()));
     budget -= s.chunk;
     inputs.push_back({&s.session, rest.first(static_cast<size_t>(s.chunk)),
-                      s.request.return_prompt_logits});
+                      s.request.return_prompt_logits || s.request.prompt_logprobs});
   }
   return inputs;
 }
 
-void RunningBatch::take_step_output(Sequence& s) {
-  if (s.chunk > 0) {
-    if (s.request.return_prompt_logits) {
-      s.out.prompt_logits.insert(s.out.prompt_logits.end(), s.session.logits().begin(),
-                                 s.session.logits().end());
+void RunningBatch::take_prompt_chunk(Sequence& s) {
+  const std::span<const float> rows = s.session.logits();
+  if (s.request.return_prompt_logits)
+    s.out.prompt_logits.insert(s.out.prompt_logits.end(), rows.begin(), rows.end());
+  if (s.request.prompt_logprobs) {
+    // Row r saw the prompt up to position n_prompt_fed + r and predicts the token after it; the
+    // chunk's last row, at the prompt's end, predicts the first generated token (drawn below).
+    const auto v = static_cast<size_t>(model_.config().vocab_size);
+    const std::vector<int64_t>& prompt = s.request.prompt;
+    for (int64_t r = 0; r < s.chunk; ++r) {
+      const auto next = static_cast<size_t>(s.n_prompt_fed + r + 1);
+      if (next == prompt.size()) break;
+      s.out.prompt_logprobs.push_back(token_logprob(rows.subspan(static_cast<size_t>(r) * v, v),
+                                                    prompt[next], n_alternatives(s)));
     }
-    s.n_prompt_fed += s.chunk;
-    s.chunk = 0;
   }
+  s.n_prompt_fed += s.chunk;
+  s.chunk = 0;
+}
+
+int64_t RunningBatch::n_alternatives(const Sequence& s) {
+  return std::max<int64_t>(s.request.logprobs, 0);
+}
+
+void RunningBatch::take_step_output(Sequence& s) {
+  if (s.chunk > 0) take_prompt_chunk(s);
   if (!prefilled(s) || finished(s)) return;  // more prompt to come; or max_tokens 0
   const std::span<const float> next = s.session.next_token_logits();
   Generation& g = s.out;
@@ -66,6 +85,8 @@ void RunningBatch::take_step_output(Sequence& s) {
   g.token_times.push_back(std::chrono::steady_clock::now());
   if (s.request.return_step_logits)
     g.step_logits.insert(g.step_logits.end(), next.begin(), next.end());
+  if (s.request.logprobs >= 0)
+    g.logprobs.push_back(token_logprob(next, g.tokens.back(), n_alternatives(s)));
   g.stopped_at_eos = s.request.sampling.stop_at_eos && g.tokens.back() == eos_token_id_;
   g.stopped_by_caller = s.request.on_token && !s.request.on_token(g.tokens.back());
 }

@@ -55,8 +55,11 @@ class RunningBatch {
   bool finished(const Sequence& s) const;
   // What each sequence feeds this step (sets the prompt chunks).
   std::vector<StepInput> plan_step();
-  // After the forward: keep the prompt's logits, draw the next token once the prompt is in.
+  // After the forward: the prompt chunk's logits and logprobs, when asked; then the next token
+  // once the prompt is in.
   void take_step_output(Sequence& s);
+  void take_prompt_chunk(Sequence& s);
+  static int64_t n_alternatives(const Sequence& s);
 
   const model::Model& model_;
   int64_t eos_token_id_;

@@ -70,6 +70,7 @@ struct Scheduler::Call {
     const size_t width = g.tokens.empty() ? 0 : g.step_logits.size() / g.tokens.size();
     g.tokens.resize(n_seen[i]);
     g.token_times.resize(n_seen[i]);
+    if (!g.logprobs.empty()) g.logprobs.resize(n_seen[i]);
     g.step_logits.resize(n_seen[i] * width);
     g.stopped_by_caller = true;
     g.stopped_at_eos =

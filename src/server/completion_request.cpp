@@ -48,11 +48,22 @@ std::optional<RequestError> refuse_unsupported(const OrderedJson& body) {
   if (present(body, "best_of") && body["best_of"] != 1) {
     return request_error("best_of", "one completion per request (n = 1)");
   }
-  if (present(body, "echo") && body["echo"] != false) {
-    return request_error("echo", "echo is not supported");
+  if (present(body, "suffix")) return request_error("suffix", "suffix is not supported");
+  return std::nullopt;
+}
+
+// logprobs (0 ... kMaxLogprobs alternatives) and echo, neither with stream.
+std::optional<RequestError> read_logprobs(const OrderedJson& body, CompletionRequest& request) {
+  if (auto bad = read_integer(body, "logprobs", 0, kMaxLogprobs, request.logprobs)) return bad;
+  if (present(body, "echo")) {
+    if (!body["echo"].is_boolean()) {
+      return request_error("echo", "echo must be true or false, got " + body["echo"].dump());
+    }
+    request.echo = body["echo"].get<bool>();
   }
-  for (const char* field : {"logprobs", "suffix"}) {
-    if (present(body, field)) return request_error(field, std::string(field) + " is not supported");
+  if (request.stream.enabled && (request.logprobs >= 0 || request.echo)) {
+    const char* field = request.logprobs >= 0 ? "logprobs" : "echo";
+    return request_error(field, std::string(field) + " with stream is not supported");
   }
   return std::nullopt;
 }
@@ -78,6 +89,7 @@ std::variant<CompletionRequest, RequestError> parse_completion_request(std::stri
   }
   if (auto bad = read_stream(body, request.stream)) return *bad;
   if (auto bad = read_stop(body, request.stop)) return *bad;
+  if (auto bad = read_logprobs(body, request)) return *bad;
   return request;
 }
 

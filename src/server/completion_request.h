@@ -1,8 +1,9 @@
 // The body of POST /v1/completions (OpenAI's legacy completions API), checked field by field.
 // Supported: prompt (a string, which needs the checkpoint's tokenizer, or an array of token
-// ids), max_tokens, temperature, top_p, seed, top_k (an extension, as vLLM has it), stop, stream
-// and stream_options; model and user are accepted and ignored (one model per server). Fields that
-// would change the answer and are not implemented (n > 1, logprobs, echo, suffix, best_of,
+// ids), max_tokens, temperature, top_p, seed, top_k (an extension, as vLLM has it), stop,
+// logprobs and echo (not with stream), stream and stream_options; model and user are accepted
+// and ignored (one model per server). Fields that would change the answer and are not
+// implemented (n > 1, suffix, best_of,
 // penalties, logit_bias) are refused, never ignored; unknown fields are refused too, so a typo is
 // not silently dropped.
 #pragma once
@@ -23,7 +24,12 @@ struct CompletionRequest {
   SamplingParams sampling;
   StreamOptions stream;
   std::vector<std::string> stop;  // stop strings (stop_strings.h)
+  int64_t logprobs = -1;          // each token's logprob and this many alternatives; -1: none
+  bool echo = false;              // the prompt is part of the answer (its text and logprobs)
 };
+
+// The most alternatives "logprobs" may ask for (vLLM's default limit).
+inline constexpr int64_t kMaxLogprobs = 20;
 
 // Parses and checks `body`; max_tokens must not exceed `max_tokens_limit` (the context).
 std::variant<CompletionRequest, RequestError> parse_completion_request(std::string_view body,

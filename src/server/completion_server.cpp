@@ -101,12 +101,16 @@ struct CompletionServer::State {
                                                       httplib::Response& res) const;
   // The engine's answer and its text read through `text` (none when null), which ends the
   // generation at a stop string; or the error already sent; `param` names the prompt's field.
-  std::optional<std::pair<Generation, std::string>> generate(const std::vector<int64_t>& prompt,
-                                                             const SamplingParams& sampling,
+  std::optional<std::pair<Generation, std::string>> generate(GenerateRequest request,
                                                              GeneratedText* text, const char* param,
                                                              httplib::Response& res);
-  void send_completion(httplib::Response& res, int64_t n_prompt, const Generation& out,
-                       const std::string& text, bool stop_string);
+  // The completion's one choice: its text (after the echoed prompt's), ids, logprobs when asked
+  // (of the echoed prompt's tokens too) and finish reason.
+  Result<Json> completion_choice(const CompletionRequest& request,
+                                 const std::vector<int64_t>& prompt, const Generation& out,
+                                 const std::string& text, bool stop_string) const;
+  // A token's text in logprobs: what it decodes to alone, or "token_id:N" without a tokenizer.
+  std::string token_text(int64_t id) const;
   // Answers with server-sent events: the request was checked, so the status is 200 and what
   // goes wrong from here is an error event.
   void stream(httplib::Response& res, std::shared_ptr<Stream> s);
@@ -156,10 +160,60 @@ void CompletionServer::State::complete(const httplib::Request& req, httplib::Res
   }
   std::optional<GeneratedText> text;
   if (tokenizer != nullptr) text.emplace(*tokenizer, std::move(request.stop));
-  const auto out = generate(*prompt, request.sampling, text ? &*text : nullptr, "prompt", res);
+  GenerateRequest generate_request{*prompt, request.sampling};
+  generate_request.logprobs = request.logprobs;
+  generate_request.prompt_logprobs = request.echo && request.logprobs >= 0;
+  const auto out = generate(std::move(generate_request), text ? &*text : nullptr, "prompt", res);
   if (!out) return;
-  send_completion(res, static_cast<int64_t>(prompt->size()), out->first, out->second,
-                  text && text->stopped());
+  Result<Json> choice =
+      completion_choice(request, *prompt, out->first, out->second, text && text->stopped());
+  if (!choice.ok()) return send_error(res, 500, choice.status().message());
+  send_json(res, 200,
+            {{"id", "cmpl-" + std::to_string(next_id++)},
+             {"object", "text_completion"},
+             {"created", unix_seconds()},
+             {"model", options.model_name},
+             {"choices", Json::array({*std::move(choice)})},
+             {"usage", usage_json(static_cast<int64_t>(prompt->size()), out->first)}});
+}
+
+Result<Json> CompletionServer::State::completion_choice(const CompletionRequest& request,
+                                                        const std::vector<int64_t>& prompt,
+                                                        const Generation& out,
+                                                        const std::string& text,
+                                                        bool stop_string) const {
+  std::string prompt_text;
+  if (request.echo) {
+    if (const auto* given = std::get_if<std::string>(&request.prompt)) {
+      prompt_text = *given;
+    } else if (tokenizer != nullptr) {
+      DSV4_ASSIGN_OR_RETURN(prompt_text, tokenizer->decode(prompt));
+    }
+  }
+  Json choice = {{"index", 0},
+                 {"text", prompt_text + text},
+                 {"token_ids", out.tokens},
+                 {"logprobs", nullptr},
+                 {"finish_reason", finish_reason(out, stop_string)}};
+  if (request.logprobs < 0) return choice;
+  std::vector<int64_t> tokens;
+  std::vector<const TokenLogprob*> logprobs;
+  if (request.echo) {
+    tokens = prompt;
+    logprobs.push_back(nullptr);  // the first prompt token has no context
+    for (const TokenLogprob& lp : out.prompt_logprobs) logprobs.push_back(&lp);
+  }
+  tokens.insert(tokens.end(), out.tokens.begin(), out.tokens.end());
+  for (const TokenLogprob& lp : out.logprobs) logprobs.push_back(&lp);
+  choice["logprobs"] =
+      completion_logprobs_json(tokens, logprobs, [this](int64_t id) { return token_text(id); });
+  return choice;
+}
+
+std::string CompletionServer::State::token_text(int64_t id) const {
+  if (tokenizer == nullptr) return "token_id:" + std::to_string(id);
+  Result<std::string> text = tokenizer->decode({id});
+  return text.ok() ? *std::move(text) : "token_id:" + std::to_string(id);
 }
 
 bool CompletionServer::State::refused(const GenerateRequest& request, const char* param,
@@ -170,9 +224,7 @@ bool CompletionServer::State::refused(const GenerateRequest& request, const char
 }
 
 std::optional<std::pair<Generation, std::string>> CompletionServer::State::generate(
-    const std::vector<int64_t>& prompt, const SamplingParams& sampling, GeneratedText* text,
-    const char* param, httplib::Response& res) {
-  GenerateRequest request{prompt, sampling};
+    GenerateRequest request, GeneratedText* text, const char* param, httplib::Response& res) {
   std::string generated;
   Status unreadable = ok_status();  // an id the tokenizer does not know
   if (text != nullptr) {
@@ -234,7 +286,7 @@ void CompletionServer::State::chat(const httplib::Request& req, httplib::Respons
                                                engine.eos_token_id(), request.stop)}));
   }
   GeneratedText text(*tokenizer, request.stop, engine.eos_token_id());
-  const auto out = generate(*prompt, request.sampling, &text, "messages", res);
+  const auto out = generate({*prompt, request.sampling}, &text, "messages", res);
   if (!out) return;
   const Generation& generation = out->first;
   // The reply reached its end of sentence unless a stop string cut it first.
@@ -251,23 +303,6 @@ void CompletionServer::State::chat(const httplib::Request& req, httplib::Respons
                 {"logprobs", nullptr},
                 {"finish_reason", chat_finish_reason(reply, generation, text.stopped())}}}},
              {"usage", usage_json(static_cast<int64_t>(prompt->size()), generation)}});
-}
-
-void CompletionServer::State::send_completion(httplib::Response& res, int64_t n_prompt,
-                                              const Generation& out, const std::string& text,
-                                              bool stop_string) {
-  send_json(res, 200,
-            {{"id", "cmpl-" + std::to_string(next_id++)},
-             {"object", "text_completion"},
-             {"created", unix_seconds()},
-             {"model", options.model_name},
-             {"choices",
-              {{{"index", 0},
-                {"text", text},
-                {"token_ids", out.tokens},
-                {"logprobs", nullptr},
-                {"finish_reason", finish_reason(out, stop_string)}}}},
-             {"usage", usage_json(n_prompt, out)}});
 }
 
 Json CompletionServer::State::chunk_envelope(const std::string& id, const char* object) const {

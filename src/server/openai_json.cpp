@@ -19,6 +19,38 @@ const char* chat_finish_reason(const ChatReply& reply, const Generation& out, bo
   return reply.tool_calls.empty() ? finish_reason(out, stop_string) : "tool_calls";
 }
 
+Json completion_logprobs_json(const std::vector<int64_t>& tokens,
+                              const std::vector<const TokenLogprob*>& logprobs,
+                              const std::function<std::string(int64_t)>& text_of) {
+  Json texts = Json::array(), values = Json::array(), tops = Json::array(), offsets = Json::array();
+  size_t offset = 0;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const std::string text = text_of(tokens[i]);
+    texts.push_back(text);
+    offsets.push_back(offset);
+    offset += text.size();
+    const TokenLogprob* lp = i < logprobs.size() ? logprobs[i] : nullptr;
+    if (lp == nullptr) {
+      values.push_back(nullptr);
+      tops.push_back(nullptr);
+      continue;
+    }
+    values.push_back(lp->logprob);
+    Json top = Json::object();
+    // Most likely first; a text two ids share keeps the likelier one's logprob.
+    for (const auto& [id, logprob] : lp->top) {
+      const std::string key = text_of(id);
+      if (!top.contains(key)) top[key] = logprob;
+    }
+    if (!top.contains(text)) top[text] = lp->logprob;
+    tops.push_back(std::move(top));
+  }
+  return {{"tokens", texts},
+          {"token_logprobs", values},
+          {"top_logprobs", tops},
+          {"text_offset", offsets}};
+}
+
 Json tool_calls_json(const std::vector<ToolCall>& calls, const std::string& id) {
   Json out = Json::array();
   for (size_t i = 0; i < calls.size(); ++i) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,14 @@ format::Json usage_json(int64_t n_prompt, const Generation& out);
 const char* finish_reason(const Generation& out, bool stop_string);
 // The same, or "tool_calls" when the reply calls tools.
 const char* chat_finish_reason(const ChatReply& reply, const Generation& out, bool stop_string);
+
+// OpenAI's legacy completion "logprobs" object {"tokens", "token_logprobs", "top_logprobs",
+// "text_offset"} for `tokens` and their logprobs (null for none: an echoed prompt's first
+// token), each token named by `text_of`; a token's top_logprobs holds it and its alternatives.
+// text_offset: where each token's text starts in the choice's text.
+format::Json completion_logprobs_json(const std::vector<int64_t>& tokens,
+                                      const std::vector<const TokenLogprob*>& logprobs,
+                                      const std::function<std::string(int64_t)>& text_of);
 
 // The reply's calls as OpenAI's tool_calls array; `id` (the response's) names them uniquely
 // within the server: call_<id>_<index>.

@@ -23,19 +23,6 @@ std::optional<RequestError> read_number(const OrderedJson& body, const char* fie
   return std::nullopt;
 }
 
-std::optional<RequestError> read_integer(const OrderedJson& body, const char* field, int64_t lo,
-                                         int64_t hi, int64_t& out) {
-  if (!present(body, field)) return std::nullopt;
-  const OrderedJson& v = body[field];
-  if (!v.is_number_integer() || v.get<int64_t>() < lo || v.get<int64_t>() > hi) {
-    return request_error(field, std::string(field) + " must be an integer in [" +
-                                    std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
-                                    v.dump());
-  }
-  out = v.get<int64_t>();
-  return std::nullopt;
-}
-
 }  // namespace
 
 RequestError request_error(std::string param, std::string message) {
@@ -137,6 +124,19 @@ std::optional<RequestError> read_string(const OrderedJson& body, const char* fie
   if (!body[field].is_string())
     return request_error(field, std::string(field) + " must be a string");
   out = body[field].get<std::string>();
+  return std::nullopt;
+}
+
+std::optional<RequestError> read_integer(const OrderedJson& body, const char* field, int64_t lo,
+                                         int64_t hi, int64_t& out) {
+  if (!present(body, field)) return std::nullopt;
+  const OrderedJson& v = body[field];
+  if (!v.is_number_integer() || v.get<int64_t>() < lo || v.get<int64_t>() > hi) {
+    return request_error(field, std::string(field) + " must be an integer in [" +
+                                    std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
+                                    v.dump());
+  }
+  out = v.get<int64_t>();
   return std::nullopt;
 }
 

@@ -61,6 +61,10 @@ std::optional<RequestError> read_stop(const format::OrderedJson& body,
 std::optional<RequestError> read_string(const format::OrderedJson& body, const char* field,
                                         std::string& out);
 
+// `field` as an integer in [lo, hi] in `body` (left as is when absent).
+std::optional<RequestError> read_integer(const format::OrderedJson& body, const char* field,
+                                         int64_t lo, int64_t hi, int64_t& out);
+
 // The token limit (the field `max_tokens_field`, at most `max_tokens_limit`: the context),
 // temperature, top_p, top_k and seed into `s`, OpenAI's defaults where absent (temperature 1,
 // top_p 1).

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <optional>
 #include <vector>
 
@@ -102,6 +103,51 @@ TEST_F(FourTokensAStepTest, APromptLongerThanAStepRunsInChunksToTransformersLogi
   EXPECT_LT(testing::max_row_rel_error(g.prompt_logits.data(), want.data_as<float>(), n, v),
             testing::kGoldenLogitsRelTol);
   EXPECT_EQ(g.tokens.size(), 1u);
+}
+
+// Log-softmax of transformers' logits rows, in double: the reference for logprobs.
+double golden_logprob(const Tensor& logits, int64_t row, int64_t token) {
+  const int64_t v = logits.shape()[logits.shape().rank - 1];
+  const float* r = logits.data_as<float>() + row * v;
+  double sum = 0;
+  for (int64_t i = 0; i < v; ++i) sum += std::exp(static_cast<double>(r[i]));
+  return r[token] - std::log(sum);
+}
+
+// Prompt logprobs from chunks of 4 (rows that straddle chunk ends) and the greedy tokens'
+// logprobs, against the log-softmax of transformers' own logits for the prompt and for each
+// greedy step; greedy tokens are their position's most likely.
+TEST_F(FourTokensAStepTest, LogprobsAreTransformersLogSoftmax) {
+  const auto ref = testing::open_golden("tiny_e_pretrained/reference.safetensors");
+  const Tensor prompt = testing::golden_tensor(ref, "prompt_0");
+  const Tensor greedy = testing::golden_tensor(ref, "greedy_0");
+  const Tensor prompt_logits = testing::golden_tensor(ref, "logits_0");
+  const Tensor greedy_logits = testing::golden_tensor(ref, "greedy_logits_0");
+  const int64_t n = prompt.numel(), m = std::min<int64_t>(greedy.numel(), 5);
+  GenerateRequest r{{prompt.data_as<int64_t>(), prompt.data_as<int64_t>() + n}, {.max_tokens = m}};
+  r.logprobs = 3;
+  r.prompt_logprobs = true;
+  admit(r, 0);
+  for (int s = 0; s < 100 && !batch_.empty(); ++s) batch_.step();
+  ASSERT_TRUE(results_[0].has_value() && results_[0]->ok());
+  const Generation& g = **results_[0];
+  ASSERT_EQ(g.prompt_logprobs.size(), static_cast<size_t>(n - 1));
+  for (int64_t p = 1; p < n; ++p) {
+    const TokenLogprob& lp = g.prompt_logprobs[static_cast<size_t>(p - 1)];
+    EXPECT_EQ(lp.token, r.prompt[static_cast<size_t>(p)]);
+    EXPECT_NEAR(lp.logprob, golden_logprob(prompt_logits, p - 1, lp.token), 1e-4)
+        << "position " << p;
+    ASSERT_EQ(lp.top.size(), 3u);
+  }
+  ASSERT_EQ(g.logprobs.size(), static_cast<size_t>(m));
+  for (int64_t j = 0; j < m; ++j) {
+    const TokenLogprob& lp = g.logprobs[static_cast<size_t>(j)];
+    EXPECT_EQ(lp.token, greedy.data_as<int64_t>()[j]);
+    EXPECT_NEAR(lp.logprob, golden_logprob(greedy_logits, j, lp.token), 1e-4) << "token " << j;
+    ASSERT_FALSE(lp.top.empty());
+    EXPECT_EQ(lp.top[0].first, lp.token) << "a greedy token is its position's most likely";
+    EXPECT_EQ(lp.top[0].second, lp.logprob);
+  }
 }
 
 TEST_F(RunningBatchTest, ASequenceLeavesTheStepItIsDone) {

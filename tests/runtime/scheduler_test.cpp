@@ -1,7 +1,8 @@
 // Continuous batching through the public Engine (runtime/scheduler.h): requests from many
 // threads at once, more of them than the batch has places, prompts whole or in chunks, come out
-// token for token as each does alone (the CPU forward is batch-invariant: docs/numerics.md), greedy and sampled alike;
-// a caller whose on_token stops or throws gets what it saw, and the engine goes on serving.
+// token for token as each does alone (the CPU forward is batch-invariant: docs/numerics.md), greedy
+// and sampled alike; a caller whose on_token stops or throws gets what it saw, and the engine goes
+// on serving.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -106,6 +107,7 @@ TEST(SchedulerStopTest, AStopKeepsWhatTheCallerSawAndTheEngineServesOn) {
   Engine engine = open_engine(4);
   GenerateRequest r{{0, 17, 4, 200}, {.max_tokens = 12, .stop_at_eos = false}};
   r.return_step_logits = true;
+  r.logprobs = 2;
   const Result<Generation> full = engine.generate(r);
   ASSERT_TRUE(full.ok());
   std::vector<int64_t> seen;
@@ -119,6 +121,8 @@ TEST(SchedulerStopTest, AStopKeepsWhatTheCallerSawAndTheEngineServesOn) {
   EXPECT_EQ(seen, first_five);
   EXPECT_EQ(stopped->tokens, first_five);
   EXPECT_EQ(stopped->token_times.size(), 5u);
+  ASSERT_EQ(stopped->logprobs.size(), 5u);
+  EXPECT_EQ(stopped->logprobs[4].logprob, full->logprobs[4].logprob);
   EXPECT_EQ(stopped->step_logits,
             std::vector<float>(full->step_logits.begin(),
                                full->step_logits.begin() + 5 * engine.vocab_size()));

@@ -39,6 +39,17 @@ TEST(CompletionRequestTest, ReadsTextOrIdsAndTheSamplingFields) {
   EXPECT_TRUE(ids.stop.empty());
 }
 
+TEST(CompletionRequestTest, ReadsLogprobsAndEcho) {
+  const CompletionRequest asked = accept(R"({"prompt": [1, 2], "logprobs": 5, "echo": true,
+      "max_tokens": 0})");
+  EXPECT_EQ(asked.logprobs, 5);
+  EXPECT_TRUE(asked.echo);
+  EXPECT_EQ(asked.sampling.max_tokens, 0);
+  const CompletionRequest plain = accept(R"({"prompt": [1, 2], "logprobs": null, "echo": false})");
+  EXPECT_EQ(plain.logprobs, -1);
+  EXPECT_FALSE(plain.echo);
+}
+
 TEST(CompletionRequestTest, ReadsStopAsAStringOrAList) {
   EXPECT_EQ(accept(R"({"prompt": "x", "stop": "\n\n"})").stop, std::vector<std::string>{"\n\n"});
   EXPECT_EQ(accept(R"({"prompt": "x", "stop": ["a", "bc", "a"]})").stop,
@@ -91,8 +102,14 @@ TEST(CompletionRequestTest, RefusesEachBadFieldByName) {
       {R"({"prompt": "x", "stop": ["a", ""]})", "stop", "stop[1] is empty"},
       {R"({"prompt": "x", "stop": 5})", "stop", "stop must be a string, got 5"},
       {R"({"prompt": "x", "stop": ["a", null]})", "stop", "stop[1] must be a string, got null"},
-      {R"({"prompt": "x", "logprobs": 2})", "logprobs", "logprobs is not supported"},
-      {R"({"prompt": "x", "echo": true})", "echo", "echo is not supported"},
+      {R"({"prompt": "x", "logprobs": 21})", "logprobs", "in [0, 20], got 21"},
+      {R"({"prompt": "x", "logprobs": true})", "logprobs", "got true"},
+      {R"({"prompt": "x", "echo": 1})", "echo", "echo must be true or false, got 1"},
+      {R"({"prompt": "x", "logprobs": 1, "stream": true})", "logprobs",
+       "logprobs with stream is not supported"},
+      {R"({"prompt": "x", "echo": true, "stream": true})", "echo",
+       "echo with stream is not supported"},
+      {R"({"prompt": "x", "suffix": "y"})", "suffix", "suffix is not supported"},
       {R"({"prompt": "x", "frequency_penalty": 0.5})", "frequency_penalty", "other than 0"},
       {R"({"prompt": "x", "logit_bias": {"1": 5}})", "logit_bias", "not supported"},
       {R"({"prompt": "x", "model": 3})", "model", "model must be a string"},

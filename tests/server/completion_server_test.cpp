@@ -441,6 +441,69 @@ TEST_F(CompletionServerTest, StopStringsNeedATokenizer) {
                "no tokenizer.json");
 }
 
+// ---- Logprobs and echo (lm-evaluation-harness's loglikelihood asks for both) ----
+
+// The logprobs object's values are the engine's own TokenLogprobs, the echoed prompt's first
+// token has none, a greedy token tops its alternatives, and the text is the prompt's then the
+// answer's; with max_tokens 0 the answer is the prompt alone.
+TEST_F(CompletionServerTest, LogprobsAreTheEnginesAndEchoAddsThePrompt) {
+  const std::vector<int64_t> prompt = {259, 262, 108, 100, 7};
+  GenerateRequest direct_request{prompt, {.temperature = 0.0f, .max_tokens = 4}};
+  direct_request.logprobs = 3;
+  direct_request.prompt_logprobs = true;
+  const Result<Generation> direct = engine_.generate(direct_request);
+  ASSERT_TRUE(direct.ok()) << direct.status().to_string();
+  const std::string prompt_text = every_id_.decode(prompt).value();
+  const std::string answer_text = every_id_.decode(direct->tokens).value();
+
+  const RunningServer server(engine_, &every_id_);
+  const auto [status, json] = complete(server, R"({"prompt": [259, 262, 108, 100, 7],
+      "max_tokens": 4, "temperature": 0, "logprobs": 3, "echo": true})");
+  ASSERT_EQ(status, 200) << json.dump();
+  const Json& choice = json["choices"][0];
+  EXPECT_EQ(choice["text"], prompt_text + answer_text);
+  const Json& lp = choice["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), prompt.size() + 4);
+  ASSERT_EQ(lp["token_logprobs"].size(), prompt.size() + 4);
+  EXPECT_TRUE(lp["token_logprobs"][0].is_null());
+  EXPECT_TRUE(lp["top_logprobs"][0].is_null());
+  for (size_t i = 1; i < prompt.size(); ++i) {
+    EXPECT_EQ(lp["token_logprobs"][i].get<float>(), direct->prompt_logprobs[i - 1].logprob) << i;
+    EXPECT_EQ(lp["tokens"][i], every_id_.decode({prompt[i]}).value());
+  }
+  size_t offset = 0;
+  for (size_t i = 0; i < lp["tokens"].size(); ++i) {
+    EXPECT_EQ(lp["text_offset"][i], offset);
+    offset += lp["tokens"][i].get<std::string>().size();
+  }
+  for (size_t j = 0; j < 4; ++j) {
+    const size_t i = prompt.size() + j;
+    EXPECT_EQ(lp["token_logprobs"][i].get<float>(), direct->logprobs[j].logprob) << j;
+    const Json& top = lp["top_logprobs"][i];
+    ASSERT_GE(top.size(), 1u);
+    ASSERT_LE(top.size(), 4u);  // 3 alternatives, and the token if it were not among them
+    std::string best;
+    for (const auto& [text, value] : top.items()) {
+      if (best.empty() || value.get<float>() > top[best].get<float>()) best = text;
+    }
+    EXPECT_EQ(best, lp["tokens"][i]) << "greedy token " << j << " is its position's most likely";
+  }
+
+  const auto [prompt_only_status, prompt_only] = complete(server, R"({"prompt": [259, 262, 108,
+      100, 7], "max_tokens": 0, "logprobs": 1, "echo": true})");
+  ASSERT_EQ(prompt_only_status, 200) << prompt_only.dump();
+  EXPECT_EQ(prompt_only["choices"][0]["text"], prompt_text);
+  EXPECT_EQ(prompt_only["choices"][0]["logprobs"]["tokens"].size(), prompt.size());
+  EXPECT_EQ(prompt_only["choices"][0]["finish_reason"], "length");
+
+  const auto [no_echo_status, no_echo] = complete(server, R"({"prompt": [259, 262, 108, 100, 7],
+      "max_tokens": 4, "temperature": 0, "logprobs": 0})");
+  ASSERT_EQ(no_echo_status, 200) << no_echo.dump();
+  EXPECT_EQ(no_echo["choices"][0]["text"], answer_text);
+  EXPECT_EQ(no_echo["choices"][0]["logprobs"]["tokens"].size(), 4u);
+  EXPECT_EQ(no_echo["choices"][0]["logprobs"]["top_logprobs"][0].size(), 1u);  // the token alone
+}
+
 // A second server on a port in use is refused: the listening socket does not set SO_REUSEPORT
 // (httplib's default), which let both bind and split the connections between them.
 TEST_F(CompletionServerTest, APortInUseIsRefused) {
