@@ -39,6 +39,8 @@ struct EngineOptions {
   int64_t max_step_tokens = 2048;
 };
 
+// How a token is drawn from the logits: penalties and bias first, then greedy or temperature
+// sampling within top-k and top-p. Logprobs (TokenLogprob) are of the raw logits.
 struct SamplingParams {
   float temperature = 0.0f;  // 0: greedy (argmax); otherwise softmax(logits / temperature)
   int64_t top_k = 0;         // keep the k most likely tokens; 0 keeps all
@@ -46,6 +48,12 @@ struct SamplingParams {
   uint64_t seed = 0;         // the same seed and inputs give the same tokens
   int64_t max_tokens = 16;   // generated tokens at most
   bool stop_at_eos = true;   // stop after the model's eos token (which is kept in the output)
+  // OpenAI's penalties, in [-2, 2], on the tokens this sequence generated: each one's logit
+  // less presence_penalty once it appeared and frequency_penalty for every time it did.
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  // Added to these tokens' logits, in [-100, 100] (OpenAI's logit_bias: -100 bans, +100 forces).
+  std::vector<std::pair<int64_t, float>> logit_bias = {};
 };
 
 // A token's log-probability under the model: the log-softmax of the raw logits (before

@@ -3,6 +3,7 @@
 // sequences together.
 #include "dsv4/engine.h"
 
+#include <cmath>
 #include <string>
 #include <utility>
 
@@ -76,6 +77,19 @@ Status check_request(const GenerateRequest& r, int64_t max_context, int64_t voca
   if (!(s.temperature >= 0.0f)) return invalid_argument("temperature must be >= 0");
   if (s.top_k < 0) return invalid_argument("top_k must be >= 0");
   if (!(s.top_p > 0.0f && s.top_p <= 1.0f)) return invalid_argument("top_p must be in (0, 1]");
+  if (!(std::fabs(s.presence_penalty) <= 2.0f) || !(std::fabs(s.frequency_penalty) <= 2.0f)) {
+    return invalid_argument("presence_penalty and frequency_penalty must be in [-2, 2]");
+  }
+  for (const auto& [id, bias] : s.logit_bias) {
+    if (id < 0 || id >= vocab_size) {
+      return invalid_argument("logit_bias token id " + std::to_string(id) +
+                              " outside the vocabulary [0, " + std::to_string(vocab_size) + ")");
+    }
+    if (!(std::fabs(bias) <= 100.0f)) {
+      return invalid_argument("logit_bias of token " + std::to_string(id) +
+                              " must be in [-100, 100]");
+    }
+  }
   const auto needed = static_cast<int64_t>(r.prompt.size()) + s.max_tokens;
   if (needed > max_context) {
     return invalid_argument("prompt + max_tokens = " + std::to_string(needed) +

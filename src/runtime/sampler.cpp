@@ -14,6 +14,27 @@ int64_t argmax(std::span<const float> logits) {
 }
 
 int64_t Sampler::sample(std::span<const float> logits) {
+  const int64_t token = adjusts() ? draw(adjusted(logits)) : draw(logits);
+  ++counts_[token];
+  return token;
+}
+
+bool Sampler::adjusts() const {
+  return params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f ||
+         !params_.logit_bias.empty();
+}
+
+std::vector<float> Sampler::adjusted(std::span<const float> logits) const {
+  std::vector<float> out(logits.begin(), logits.end());
+  for (const auto& [token, count] : counts_) {
+    out[static_cast<size_t>(token)] -=
+        params_.presence_penalty + params_.frequency_penalty * static_cast<float>(count);
+  }
+  for (const auto& [token, bias] : params_.logit_bias) out[static_cast<size_t>(token)] += bias;
+  return out;
+}
+
+int64_t Sampler::draw(std::span<const float> logits) {
   if (params_.temperature <= 0.0f) return argmax(logits);
   // Candidates by descending logit; the top-k cut first, then the nucleus (the order
   // transformers' TopK- and TopPLogitsWarper apply them in).

@@ -12,9 +12,9 @@
 //                 "xhigh", "max" -> max.
 // Sampling fields as for /v1/completions (request_fields.h); max_completion_tokens is
 // max_tokens' newer name; stop, stream and stream_options as there too. Fields that would change
-// the answer and are not implemented (n > 1, logprobs, penalties, logit_bias, tool_choice other
-// than "auto", parallel_tool_calls false, response_format other than text) are refused by name, as
-// are unknown fields and roles (developer, function).
+// the answer and are not implemented (n > 1, logprobs, tool_choice other than "auto",
+// parallel_tool_calls false, response_format other than text) are refused by name, as are unknown
+// fields and roles (developer, function).
 #pragma once
 
 #include <cstdint>

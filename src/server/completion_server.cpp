@@ -109,6 +109,9 @@ struct CompletionServer::State {
   Result<Json> completion_choice(const CompletionRequest& request,
                                  const std::vector<int64_t>& prompt, const Generation& out,
                                  const std::string& text, bool stop_string) const;
+  // Sends the error and returns true when logit_bias names an id outside the vocabulary (the
+  // engine would refuse it too, but not in the field's name).
+  bool outside_vocabulary(const SamplingParams& sampling, httplib::Response& res) const;
   // A token's text in logprobs: what it decodes to alone, or "token_id:N" without a tokenizer.
   std::string token_text(int64_t id) const;
   // Answers with server-sent events: the request was checked, so the status is 200 and what
@@ -144,6 +147,7 @@ void CompletionServer::State::complete(const httplib::Request& req, httplib::Res
     return send_error(res, 400, bad->message, bad->param);
   }
   CompletionRequest& request = std::get<CompletionRequest>(parsed);
+  if (outside_vocabulary(request.sampling, res)) return;
   std::optional<std::vector<int64_t>> prompt = prompt_ids(request, res);
   if (!prompt) return;
   if (tokenizer == nullptr && !request.stop.empty()) {
@@ -210,6 +214,20 @@ Result<Json> CompletionServer::State::completion_choice(const CompletionRequest&
   return choice;
 }
 
+bool CompletionServer::State::outside_vocabulary(const SamplingParams& sampling,
+                                                  httplib::Response& res) const {
+  for (const auto& [id, bias] : sampling.logit_bias) {
+    if (id >= engine.vocab_size()) {
+      send_error(res, 400,
+                 "logit_bias token id " + std::to_string(id) + " outside the vocabulary [0, " +
+                     std::to_string(engine.vocab_size()) + ")",
+                 "logit_bias");
+      return true;
+    }
+  }
+  return false;
+}
+
 std::string CompletionServer::State::token_text(int64_t id) const {
   if (tokenizer == nullptr) return "token_id:" + std::to_string(id);
   Result<std::string> text = tokenizer->decode({id});
@@ -274,6 +292,7 @@ void CompletionServer::State::chat(const httplib::Request& req, httplib::Respons
     return send_error(res, 400, bad->message, bad->param);
   }
   const ChatRequest& request = std::get<ChatRequest>(parsed);
+  if (outside_vocabulary(request.sampling, res)) return;
   std::optional<std::vector<int64_t>> prompt = chat_prompt_ids(request.conversation, res);
   if (!prompt) return;
   const std::string id = std::to_string(next_id++);

@@ -1,7 +1,10 @@
 #include "server/request_fields.h"
 
+#include <charconv>
 #include <cmath>
 #include <limits>
+#include <utility>
+#include <vector>
 
 namespace dsv4::server {
 namespace {
@@ -57,13 +60,6 @@ std::optional<RequestError> refuse_unimplemented(const OrderedJson& body) {
     return !present(body, field) || body[field] == no_op;
   };
   if (!asks_nothing("n", 1)) return request_error("n", "one completion per request (n = 1)");
-  if (present(body, "logit_bias"))
-    return request_error("logit_bias", "logit_bias is not supported");
-  for (const char* field : {"presence_penalty", "frequency_penalty"}) {
-    if (!asks_nothing(field, 0)) {
-      return request_error(field, std::string(field) + " other than 0 is not supported");
-    }
-  }
   std::string ignored;
   for (const char* field : {"model", "user"}) {
     if (auto bad = read_string(body, field, ignored)) return bad;
@@ -140,20 +136,54 @@ std::optional<RequestError> read_integer(const OrderedJson& body, const char* fi
   return std::nullopt;
 }
 
+// OpenAI's logit_bias: an object from token ids (as strings) to biases in [-100, 100], at most
+// kMaxLogitBias of them (the ids are checked against the vocabulary by the engine).
+std::optional<RequestError> read_logit_bias(const OrderedJson& body,
+                                            std::vector<std::pair<int64_t, float>>& out) {
+  constexpr size_t kMaxLogitBias = 300;  // OpenAI's limit
+  if (!present(body, "logit_bias")) return std::nullopt;
+  const OrderedJson& bias = body["logit_bias"];
+  if (!bias.is_object()) return request_error("logit_bias", "logit_bias must be an object");
+  if (bias.size() > kMaxLogitBias) {
+    return request_error("logit_bias", "logit_bias has " + std::to_string(bias.size()) +
+                                           " entries; at most " + std::to_string(kMaxLogitBias));
+  }
+  for (const auto& [key, value] : bias.items()) {
+    int64_t id = -1;
+    const auto [end, error] = std::from_chars(key.data(), key.data() + key.size(), id);
+    if (error != std::errc() || end != key.data() + key.size() || id < 0) {
+      return request_error("logit_bias", "logit_bias key \"" + key + "\" is not a token id");
+    }
+    if (!value.is_number() || !(std::fabs(value.get<double>()) <= 100.0)) {
+      return request_error(
+          "logit_bias",
+          "logit_bias of token " + key + " must be a number in [-100, 100], got " + value.dump());
+    }
+    out.emplace_back(id, static_cast<float>(value.get<double>()));
+  }
+  return std::nullopt;
+}
+
 std::optional<RequestError> read_sampling(const OrderedJson& body, const char* max_tokens_field,
                                           int64_t max_tokens_limit, SamplingParams& s) {
   double temperature = 1.0, top_p = 1.0;  // OpenAI's defaults
+  double presence = 0.0, frequency = 0.0;
   int64_t seed = 0;
   for (auto bad : {read_integer(body, max_tokens_field, 0, max_tokens_limit, s.max_tokens),
                    read_integer(body, "top_k", 0, std::numeric_limits<int32_t>::max(), s.top_k),
                    read_integer(body, "seed", 0, std::numeric_limits<int64_t>::max(), seed),
                    read_number(body, "temperature", 0.0, 2.0, temperature),
-                   read_number(body, "top_p", 0.0, 1.0, top_p)}) {
+                   read_number(body, "top_p", 0.0, 1.0, top_p),
+                   read_number(body, "presence_penalty", -2.0, 2.0, presence),
+                   read_number(body, "frequency_penalty", -2.0, 2.0, frequency),
+                   read_logit_bias(body, s.logit_bias)}) {
     if (bad) return bad;
   }
   s.seed = static_cast<uint64_t>(seed);
   s.temperature = static_cast<float>(temperature);
   s.top_p = static_cast<float>(top_p);
+  s.presence_penalty = static_cast<float>(presence);
+  s.frequency_penalty = static_cast<float>(frequency);
   // In the engine's float: a positive double below float's smallest value becomes 0 (the fuzzer
   // sent 9e-56), which the engine would refuse as an internal error instead of a request error.
   if (!(s.top_p > 0.0f)) {

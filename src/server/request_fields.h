@@ -1,5 +1,6 @@
 // What the OpenAI-style request bodies have in common, checked one way for all endpoints: the
-// error shape, the sampling fields (max_tokens, temperature, top_p, top_k, seed) and the fields
+// error shape, the sampling fields (max_tokens, temperature, top_p, top_k, seed, penalties,
+// logit_bias) and the fields
 // that would change the answer and are not implemented, which are refused unless they ask for
 // nothing; whether to stream. Bodies are read with their keys in order (the chat endpoint's tool
 // schemas keep it).
@@ -48,7 +49,7 @@ struct StreamOptions {
 // stream (true or false) and stream_options (an object, with stream true only) into `out`.
 std::optional<RequestError> read_stream(const format::OrderedJson& body, StreamOptions& out);
 
-// n, logit_bias, presence_penalty, frequency_penalty refused unless they ask for nothing; model and
+// n refused unless it asks for nothing (1); model and
 // user must be strings (one model per server: both are ignored).
 std::optional<RequestError> refuse_unimplemented(const format::OrderedJson& body);
 
@@ -66,8 +67,8 @@ std::optional<RequestError> read_integer(const format::OrderedJson& body, const 
                                          int64_t lo, int64_t hi, int64_t& out);
 
 // The token limit (the field `max_tokens_field`, at most `max_tokens_limit`: the context),
-// temperature, top_p, top_k and seed into `s`, OpenAI's defaults where absent (temperature 1,
-// top_p 1).
+// temperature, top_p, top_k, seed, presence_penalty, frequency_penalty and logit_bias into `s`,
+// OpenAI's defaults where absent (temperature 1, top_p 1).
 std::optional<RequestError> read_sampling(const format::OrderedJson& body,
                                           const char* max_tokens_field, int64_t max_tokens_limit,
                                           SamplingParams& s);

@@ -67,6 +67,16 @@ TEST(EngineTest, BadRequestsAreRefused) {
   EXPECT_NE(bad_id.message().find("vocabulary"), std::string::npos) << bad_id.message();
   EXPECT_EQ(engine.generate({{1, 2}, {.max_tokens = 5000}}).status().code(),
             StatusCode::kInvalidArgument);
+  GenerateRequest penalised{{1, 2}, {}};
+  penalised.sampling.frequency_penalty = 2.5f;
+  EXPECT_EQ(engine.generate(penalised).status().code(), StatusCode::kInvalidArgument);
+  GenerateRequest biased{{1, 2}, {}};
+  biased.sampling.logit_bias = {{engine.vocab_size(), 1.0f}};
+  const Status bad_bias = engine.generate(biased).status();
+  EXPECT_NE(bad_bias.message().find("logit_bias token id"), std::string::npos)
+      << bad_bias.message();
+  biased.sampling.logit_bias = {{3, 101.0f}};
+  EXPECT_EQ(engine.generate(biased).status().code(), StatusCode::kInvalidArgument);
 }
 
 // on_token sees every generated token in order, and the same tokens come out as without it;

@@ -1,6 +1,7 @@
 // The sampler (runtime/sampler.h): greedy is argmax; a seed fixes the draws; top-k and top-p
 // draw only from their sets, with the renormalised softmax probabilities (checked empirically
-// against probabilities computed here in double).
+// against probabilities computed here in double); penalties and bias move the logits as OpenAI
+// defines them.
 #include "runtime/sampler.h"
 
 #include <gtest/gtest.h>
@@ -104,6 +105,50 @@ TEST(SamplerTest, TopPKeepsTheSmallestSetReachingP) {
   // A tiny top_p still keeps the most likely token.
   params.top_p = 1e-6f;
   EXPECT_EQ(frequencies(params, logits, 100).size(), 1u);
+}
+
+
+// Each logit less presence once drawn and frequency per draw, plus its bias: computed here in
+// double from the draws so far.
+std::vector<float> reference_adjusted(const std::vector<float>& logits,
+                                      const std::map<int64_t, int>& counts,
+                                      const SamplingParams& p) {
+  std::vector<float> out(logits);
+  for (const auto& [token, count] : counts) {
+    out[static_cast<size_t>(token)] =
+        static_cast<float>(static_cast<double>(logits[static_cast<size_t>(token)]) -
+                           p.presence_penalty - static_cast<double>(p.frequency_penalty) * count);
+  }
+  for (const auto& [token, bias] : p.logit_bias) out[static_cast<size_t>(token)] += bias;
+  return out;
+}
+
+// Penalised and biased draws are the plain sampler's draws (same seed) on the reference's
+// adjusted logits, greedy and sampled, while the same raw logits come back every step (so the
+// penalties are what moves the choice).
+TEST(SamplerTest, PenaltiesAndBiasAdjustTheLogitsOfTheDrawsSoFar) {
+  SeededRng rng;
+  const std::vector<float> logits = random_logits(rng, 40);
+  for (const float temperature : {0.0f, 0.8f}) {
+    SamplingParams p{.temperature = temperature, .seed = 7};
+    p.presence_penalty = 0.6f;
+    p.frequency_penalty = 0.35f;
+    p.logit_bias = {{3, 1.5f}, {11, -100.0f}};
+    Sampler adjusted(p);
+    SamplingParams plain_params = p;
+    plain_params.presence_penalty = plain_params.frequency_penalty = 0.0f;
+    plain_params.logit_bias.clear();
+    Sampler plain(plain_params);
+    std::map<int64_t, int> counts;
+    for (int step = 0; step < 60; ++step) {
+      const int64_t got = adjusted.sample(logits);
+      const int64_t want = plain.sample(reference_adjusted(logits, counts, p));
+      ASSERT_EQ(got, want) << "temperature " << temperature << ", step " << step;
+      EXPECT_NE(got, 11) << "a -100 bias bans";
+      ++counts[got];
+    }
+    EXPECT_GT(counts.size(), 3u) << "the penalties spread the greedy choice";
+  }
 }
 
 }  // namespace

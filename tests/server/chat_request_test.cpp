@@ -129,7 +129,7 @@ TEST(ChatRequestTest, RefusesEachBadFieldByName) {
       {"{" + user + R"(, "parallel_tool_calls": false})", "parallel_tool_calls", "not supported"},
       {"{" + user + R"(, "response_format": {"type": "json_object"}})", "response_format",
        "other than text"},
-      {"{" + user + R"(, "presence_penalty": 1})", "presence_penalty", "other than 0"},
+      {"{" + user + R"(, "presence_penalty": 2.5})", "presence_penalty", "in [-2.0, 2.0], got 2.5"},
       {"{" + user + R"(, "functions": []})", "functions", "unknown field \"functions\""},
       {"{" + user + R"(, "model": 3})", "model", "model must be a string"},
       {"[]", "", "must be a JSON object"},

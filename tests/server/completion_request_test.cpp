@@ -39,6 +39,15 @@ TEST(CompletionRequestTest, ReadsTextOrIdsAndTheSamplingFields) {
   EXPECT_TRUE(ids.stop.empty());
 }
 
+TEST(CompletionRequestTest, ReadsPenaltiesAndLogitBias) {
+  const CompletionRequest r = accept(R"({"prompt": "x", "presence_penalty": 0.5,
+      "frequency_penalty": -1.25, "logit_bias": {"7": -100, "12": 2.5}})");
+  EXPECT_EQ(r.sampling.presence_penalty, 0.5f);
+  EXPECT_EQ(r.sampling.frequency_penalty, -1.25f);
+  EXPECT_EQ(r.sampling.logit_bias,
+            (std::vector<std::pair<int64_t, float>>{{7, -100.0f}, {12, 2.5f}}));
+}
+
 TEST(CompletionRequestTest, ReadsLogprobsAndEcho) {
   const CompletionRequest asked = accept(R"({"prompt": [1, 2], "logprobs": 5, "echo": true,
       "max_tokens": 0})");
@@ -110,8 +119,13 @@ TEST(CompletionRequestTest, RefusesEachBadFieldByName) {
       {R"({"prompt": "x", "echo": true, "stream": true})", "echo",
        "echo with stream is not supported"},
       {R"({"prompt": "x", "suffix": "y"})", "suffix", "suffix is not supported"},
-      {R"({"prompt": "x", "frequency_penalty": 0.5})", "frequency_penalty", "other than 0"},
-      {R"({"prompt": "x", "logit_bias": {"1": 5}})", "logit_bias", "not supported"},
+      {R"({"prompt": "x", "frequency_penalty": -3})", "frequency_penalty", "got -3"},
+      {R"({"prompt": "x", "presence_penalty": "1"})", "presence_penalty", "got \"1\""},
+      {R"({"prompt": "x", "logit_bias": [1, 5]})", "logit_bias", "must be an object"},
+      {R"({"prompt": "x", "logit_bias": {"a1": 5}})", "logit_bias", "\"a1\" is not a token id"},
+      {R"({"prompt": "x", "logit_bias": {"-1": 5}})", "logit_bias", "\"-1\" is not a token id"},
+      {R"({"prompt": "x", "logit_bias": {"1": 101}})", "logit_bias", "in [-100, 100], got 101"},
+      {R"({"prompt": "x", "logit_bias": {"1": "5"}})", "logit_bias", "got \"5\""},
       {R"({"prompt": "x", "model": 3})", "model", "model must be a string"},
       {R"({"prompt": "x", "max_tokns": 3})", "max_tokns", "unknown field \"max_tokns\""},
       {R"({"max_tokens": 3})", "prompt", "prompt is required"},

@@ -504,6 +504,18 @@ TEST_F(CompletionServerTest, LogprobsAreTheEnginesAndEchoAddsThePrompt) {
   EXPECT_EQ(no_echo["choices"][0]["logprobs"]["top_logprobs"][0].size(), 1u);  // the token alone
 }
 
+// logit_bias +100 on one token makes it every greedy choice; an id outside the vocabulary is
+// refused in the field's name.
+TEST_F(CompletionServerTest, LogitBiasReachesTheSampler) {
+  const RunningServer server(engine_, nullptr);
+  const auto [status, json] = complete(server, R"({"prompt": [259, 262], "max_tokens": 5,
+      "temperature": 0, "logit_bias": {"123": 100}, "frequency_penalty": 0.5})");
+  ASSERT_EQ(status, 200) << json.dump();
+  EXPECT_EQ(json["choices"][0]["token_ids"], Json(std::vector<int64_t>(5, 123)));
+  expect_error(complete(server, R"({"prompt": [1], "logit_bias": {"640": 1}})"), 400, "logit_bias",
+               "logit_bias token id 640 outside the vocabulary [0, 640)");
+}
+
 // A second server on a port in use is refused: the listening socket does not set SO_REUSEPORT
 // (httplib's default), which let both bind and split the connections between them.
 TEST_F(CompletionServerTest, APortInUseIsRefused) {
