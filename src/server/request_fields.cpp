@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cmath>
 #include <limits>
+#include <random>
 #include <utility>
 #include <vector>
 
@@ -179,7 +180,9 @@ std::optional<RequestError> read_sampling(const OrderedJson& body, const char* m
                    read_logit_bias(body, s.logit_bias)}) {
     if (bad) return bad;
   }
-  s.seed = static_cast<uint64_t>(seed);
+  // Without a seed every request draws differently, as OpenAI's do (the engine's default seed
+  // would give every unseeded request the same answer).
+  s.seed = present(body, "seed") ? static_cast<uint64_t>(seed) : std::random_device{}();
   s.temperature = static_cast<float>(temperature);
   s.top_p = static_cast<float>(top_p);
   s.presence_penalty = static_cast<float>(presence);

@@ -68,7 +68,7 @@ std::optional<RequestError> read_integer(const format::OrderedJson& body, const 
 
 // The token limit (the field `max_tokens_field`, at most `max_tokens_limit`: the context),
 // temperature, top_p, top_k, seed, presence_penalty, frequency_penalty and logit_bias into `s`,
-// OpenAI's defaults where absent (temperature 1, top_p 1).
+// OpenAI's defaults where absent (temperature 1, top_p 1; no seed: a fresh random one).
 std::optional<RequestError> read_sampling(const format::OrderedJson& body,
                                           const char* max_tokens_field, int64_t max_tokens_limit,
                                           SamplingParams& s);

@@ -39,6 +39,13 @@ TEST(CompletionRequestTest, ReadsTextOrIdsAndTheSamplingFields) {
   EXPECT_TRUE(ids.stop.empty());
 }
 
+// OpenAI's answers differ from call to call unless seeded: a request without a seed gets a fresh
+// one (each draw of 32 random bits; equal twice in a row once in 4e9).
+TEST(CompletionRequestTest, WithoutASeedEachRequestGetsItsOwn) {
+  EXPECT_NE(accept(R"({"prompt": "x"})").sampling.seed, accept(R"({"prompt": "x"})").sampling.seed);
+  EXPECT_EQ(accept(R"({"prompt": "x", "seed": 0})").sampling.seed, 0u);
+}
+
 TEST(CompletionRequestTest, ReadsPenaltiesAndLogitBias) {
   const CompletionRequest r = accept(R"({"prompt": "x", "presence_penalty": 0.5,
       "frequency_penalty": -1.25, "logit_bias": {"7": -100, "12": 2.5}})");
