@@ -182,6 +182,29 @@ Refusal read_thinking(const OrderedJson& body, Conversation& c) {
   return std::nullopt;
 }
 
+// logprobs (true or false) and top_logprobs (0 ... kMaxLogprobs, with logprobs true), not with
+// stream.
+Refusal read_logprobs(const OrderedJson& body, ChatRequest& request) {
+  bool asked = false;
+  if (present(body, "logprobs")) {
+    if (!body["logprobs"].is_boolean()) {
+      return request_error("logprobs",
+                           "logprobs must be true or false, got " + body["logprobs"].dump());
+    }
+    asked = body["logprobs"].get<bool>();
+  }
+  int64_t top = 0;
+  if (auto bad = read_integer(body, "top_logprobs", 0, kMaxLogprobs, top)) return bad;
+  if (present(body, "top_logprobs") && !asked) {
+    return request_error("top_logprobs", "top_logprobs needs logprobs true");
+  }
+  if (asked && request.stream.enabled) {
+    return request_error("logprobs", "logprobs with stream is not supported");
+  }
+  request.logprobs = asked ? top : -1;
+  return std::nullopt;
+}
+
 // Unknown fields, and the chat API's own unimplemented ones unless they ask for nothing.
 Refusal refuse_unsupported(const OrderedJson& body) {
   if (auto unknown = refuse_unknown(body, {"model",
@@ -215,9 +238,6 @@ Refusal refuse_unsupported(const OrderedJson& body) {
   const auto asks = [&](const char* field, const OrderedJson& no_op) {
     return present(body, field) && body[field] != no_op;
   };
-  if (asks("logprobs", false)) return request_error("logprobs", "logprobs is not supported");
-  if (present(body, "top_logprobs"))
-    return request_error("top_logprobs", "top_logprobs is not supported");
   if (asks("tool_choice", "auto")) {
     return request_error("tool_choice", "tool_choice other than \"auto\" is not supported");
   }
@@ -250,7 +270,8 @@ std::variant<ChatRequest, RequestError> parse_chat_request(std::string_view body
        {refuse_unsupported(body), read_messages(body, request.conversation.messages),
         read_tools(body, request.conversation.tools), read_thinking(body, request.conversation),
         read_sampling(body, max_tokens, max_tokens_limit, request.sampling),
-        read_stream(body, request.stream), read_stop(body, request.stop)}) {
+        read_stream(body, request.stream), read_stop(body, request.stop),
+        read_logprobs(body, request)}) {
     if (step) return *step;
   }
   return request;

@@ -11,8 +11,9 @@
 //   reasoning_effort  DeepSeek's mapping: "low", "medium", "high" -> high (the default),
 //                 "xhigh", "max" -> max.
 // Sampling fields as for /v1/completions (request_fields.h); max_completion_tokens is
-// max_tokens' newer name; stop, stream and stream_options as there too. Fields that would change
-// the answer and are not implemented (n > 1, logprobs, tool_choice other than "auto",
+// max_tokens' newer name; stop, stream and stream_options as there too; logprobs and
+// top_logprobs (not with stream). Fields that would change the answer and are not implemented
+// (n > 1, tool_choice other than "auto",
 // parallel_tool_calls false, response_format other than text) are refused by name, as are unknown
 // fields and roles (developer, function).
 #pragma once
@@ -34,6 +35,7 @@ struct ChatRequest {
   SamplingParams sampling;
   StreamOptions stream;
   std::vector<std::string> stop;  // stop strings (stop_strings.h)
+  int64_t logprobs = -1;  // "logprobs": true: each token's logprob and top_logprobs alternatives
 };
 
 // Parses and checks `body`; the token limit must not exceed `max_tokens_limit` (the context).

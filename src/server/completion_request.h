@@ -27,9 +27,6 @@ struct CompletionRequest {
   bool echo = false;              // the prompt is part of the answer (its text and logprobs)
 };
 
-// The most alternatives "logprobs" may ask for (vLLM's default limit).
-inline constexpr int64_t kMaxLogprobs = 20;
-
 // Parses and checks `body`; max_tokens must not exceed `max_tokens_limit` (the context).
 std::variant<CompletionRequest, RequestError> parse_completion_request(std::string_view body,
                                                                        int64_t max_tokens_limit);

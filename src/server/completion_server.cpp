@@ -215,7 +215,7 @@ Result<Json> CompletionServer::State::completion_choice(const CompletionRequest&
 }
 
 bool CompletionServer::State::outside_vocabulary(const SamplingParams& sampling,
-                                                  httplib::Response& res) const {
+                                                 httplib::Response& res) const {
   for (const auto& [id, bias] : sampling.logit_bias) {
     if (id >= engine.vocab_size()) {
       send_error(res, 400,
@@ -305,22 +305,28 @@ void CompletionServer::State::chat(const httplib::Request& req, httplib::Respons
                                                engine.eos_token_id(), request.stop)}));
   }
   GeneratedText text(*tokenizer, request.stop, engine.eos_token_id());
-  const auto out = generate({*prompt, request.sampling}, &text, "messages", res);
+  GenerateRequest generate_request{*prompt, request.sampling};
+  generate_request.logprobs = request.logprobs;
+  const auto out = generate(std::move(generate_request), &text, "messages", res);
   if (!out) return;
   const Generation& generation = out->first;
   // The reply reached its end of sentence unless a stop string cut it first.
   const ChatReply reply = read_chat_reply(out->second, generation.stopped_at_eos && !text.stopped(),
                                           request.conversation.thinking);
+  Json choice = {{"index", 0},
+                 {"message", assistant_message(reply, request.conversation.thinking, id)},
+                 {"logprobs", nullptr},
+                 {"finish_reason", chat_finish_reason(reply, generation, text.stopped())}};
+  if (request.logprobs >= 0) {
+    choice["logprobs"] = chat_logprobs_json(generation.logprobs,
+                                            [this](int64_t token) { return token_text(token); });
+  }
   send_json(res, 200,
             {{"id", "chatcmpl-" + id},
              {"object", "chat.completion"},
              {"created", unix_seconds()},
              {"model", options.model_name},
-             {"choices",
-              {{{"index", 0},
-                {"message", assistant_message(reply, request.conversation.thinking, id)},
-                {"logprobs", nullptr},
-                {"finish_reason", chat_finish_reason(reply, generation, text.stopped())}}}},
+             {"choices", Json::array({std::move(choice)})},
              {"usage", usage_json(static_cast<int64_t>(prompt->size()), generation)}});
 }
 

@@ -51,6 +51,24 @@ Json completion_logprobs_json(const std::vector<int64_t>& tokens,
           {"text_offset", offsets}};
 }
 
+Json chat_logprobs_json(const std::vector<TokenLogprob>& logprobs,
+                        const std::function<std::string(int64_t)>& text_of) {
+  const auto entry = [&](int64_t token, float logprob) {
+    const std::string text = text_of(token);
+    std::vector<int> bytes;  // as numbers 0-255: a token may hold part of a character
+    for (const unsigned char byte : text) bytes.push_back(byte);
+    return Json{{"token", text}, {"logprob", logprob}, {"bytes", bytes}};
+  };
+  Json content = Json::array();
+  for (const TokenLogprob& lp : logprobs) {
+    Json item = entry(lp.token, lp.logprob);
+    item["top_logprobs"] = Json::array();
+    for (const auto& [id, logprob] : lp.top) item["top_logprobs"].push_back(entry(id, logprob));
+    content.push_back(std::move(item));
+  }
+  return {{"content", std::move(content)}};
+}
+
 Json tool_calls_json(const std::vector<ToolCall>& calls, const std::string& id) {
   Json out = Json::array();
   for (size_t i = 0; i < calls.size(); ++i) {

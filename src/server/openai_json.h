@@ -30,6 +30,11 @@ format::Json completion_logprobs_json(const std::vector<int64_t>& tokens,
                                       const std::vector<const TokenLogprob*>& logprobs,
                                       const std::function<std::string(int64_t)>& text_of);
 
+// The chat API's "logprobs" object {"content": [{"token", "logprob", "bytes", "top_logprobs":
+// [{"token", "logprob", "bytes"}, ...]}, ...]}, a token's text from `text_of`.
+format::Json chat_logprobs_json(const std::vector<TokenLogprob>& logprobs,
+                                const std::function<std::string(int64_t)>& text_of);
+
 // The reply's calls as OpenAI's tool_calls array; `id` (the response's) names them uniquely
 // within the server: call_<id>_<index>.
 format::Json tool_calls_json(const std::vector<ToolCall>& calls, const std::string& id);

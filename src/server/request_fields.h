@@ -62,6 +62,9 @@ std::optional<RequestError> read_stop(const format::OrderedJson& body,
 std::optional<RequestError> read_string(const format::OrderedJson& body, const char* field,
                                         std::string& out);
 
+// The most alternatives logprobs may ask for (vLLM's default limit).
+inline constexpr int64_t kMaxLogprobs = 20;
+
 // `field` as an integer in [lo, hi] in `body` (left as is when absent).
 std::optional<RequestError> read_integer(const format::OrderedJson& body, const char* field,
                                          int64_t lo, int64_t hi, int64_t& out);

@@ -46,6 +46,11 @@ TEST(ChatRequestTest, ReadsTheSwitchesAndSamplingFields) {
       "chat_template_kwargs": {"enable_thinking": true}, "reasoning_effort": "xhigh",
       "stop": ["\n\n", "END"]})");
   EXPECT_EQ(request.stop, (std::vector<std::string>{"\n\n", "END"}));
+  EXPECT_EQ(request.logprobs, -1);  // "logprobs": false
+  EXPECT_EQ(accept(R"({"messages": [{"role": "user", "content": "hi"}], "logprobs": true,
+                       "top_logprobs": 3})")
+                .logprobs,
+            3);
   EXPECT_EQ(request.conversation.thinking, ThinkingMode::kThinking);
   EXPECT_EQ(request.conversation.effort, ReasoningEffort::kMax);
   EXPECT_EQ(request.sampling.max_tokens, 9);
@@ -123,8 +128,11 @@ TEST(ChatRequestTest, RefusesEachBadFieldByName) {
        "stream_options.include_usage", "true or false"},
       {"{" + user + R"(, "n": 2})", "n", "one completion per request"},
       {"{" + user + R"(, "stop": ["x", 1]})", "stop", "stop[1] must be a string, got 1"},
-      {"{" + user + R"(, "logprobs": true})", "logprobs", "logprobs is not supported"},
-      {"{" + user + R"(, "top_logprobs": 2})", "top_logprobs", "not supported"},
+      {"{" + user + R"(, "top_logprobs": 2})", "top_logprobs", "needs logprobs true"},
+      {"{" + user + R"(, "logprobs": true, "top_logprobs": 21})", "top_logprobs", "got 21"},
+      {"{" + user + R"(, "logprobs": 1})", "logprobs", "logprobs must be true or false, got 1"},
+      {"{" + user + R"(, "logprobs": true, "stream": true})", "logprobs",
+       "logprobs with stream is not supported"},
       {"{" + user + R"(, "tool_choice": "required"})", "tool_choice", "other than \"auto\""},
       {"{" + user + R"(, "parallel_tool_calls": false})", "parallel_tool_calls", "not supported"},
       {"{" + user + R"(, "response_format": {"type": "json_object"}})", "response_format",

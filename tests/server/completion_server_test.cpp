@@ -504,6 +504,44 @@ TEST_F(CompletionServerTest, LogprobsAreTheEnginesAndEchoAddsThePrompt) {
   EXPECT_EQ(no_echo["choices"][0]["logprobs"]["top_logprobs"][0].size(), 1u);  // the token alone
 }
 
+// Chat logprobs: one entry per generated token with the engine's logprob, the token's text as it
+// decodes alone and its UTF-8 bytes (0-255), and top_logprobs alternatives, most likely first.
+TEST_F(CompletionServerTest, ChatLogprobsAreTheEngines) {
+  Conversation conversation;
+  conversation.messages = {{ChatRole::kUser, "hi", "", {}, ""}};
+  const std::vector<int64_t> prompt =
+      tokenize_chat_prompt(every_id_, encode_chat(conversation).value()).value();
+  GenerateRequest direct_request{prompt, {.temperature = 0.0f, .max_tokens = 4}};
+  direct_request.logprobs = 2;
+  const Result<Generation> direct = engine_.generate(direct_request);
+  ASSERT_TRUE(direct.ok()) << direct.status().to_string();
+
+  const RunningServer server(engine_, &every_id_);
+  const auto [status, json] = chat(server, R"({"messages": [{"role": "user", "content": "hi"}],
+      "max_tokens": 4, "temperature": 0, "logprobs": true, "top_logprobs": 2})");
+  ASSERT_EQ(status, 200) << json.dump();
+  const Json& content = json["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), direct->tokens.size());
+  for (size_t i = 0; i < content.size(); ++i) {
+    const std::string text = every_id_.decode({direct->tokens[i]}).value();
+    EXPECT_EQ(content[i]["token"], text);
+    EXPECT_EQ(content[i]["logprob"].get<float>(), direct->logprobs[i].logprob);
+    std::string bytes;
+    for (const Json& b : content[i]["bytes"]) {
+      ASSERT_TRUE(b.get<int>() >= 0 && b.get<int>() < 256) << b;
+      bytes.push_back(static_cast<char>(b.get<int>()));
+    }
+    EXPECT_EQ(bytes, text);
+    ASSERT_EQ(content[i]["top_logprobs"].size(), 2u);
+    EXPECT_EQ(content[i]["top_logprobs"][0]["logprob"].get<float>(), direct->logprobs[i].logprob)
+        << "greedy: the token is the most likely";
+  }
+  const auto [plain_status, plain] = chat(server, R"({"messages": [{"role": "user",
+      "content": "hi"}], "max_tokens": 2})");
+  ASSERT_EQ(plain_status, 200);
+  EXPECT_TRUE(plain["choices"][0]["logprobs"].is_null());
+}
+
 // logit_bias +100 on one token makes it every greedy choice; an id outside the vocabulary is
 // refused in the field's name.
 TEST_F(CompletionServerTest, LogitBiasReachesTheSampler) {
