@@ -208,7 +208,7 @@ RopeConfig read_rope(FieldReader& r, const Json& json, const std::string& field,
   // it rather than silently compute something else than transformers.
   if (rope.yarn && !force_theta && !json.contains("attention_factor")) {
     p.fail(unimplemented(field + ".attention_factor is absent: transformers would scale cos/sin "
-                         "by YaRN's mscale; set it to 1.0"));
+                                 "by YaRN's mscale; set it to 1.0"));
   }
   if (p.number("attention_factor", 1.0) != 1.0) {
     p.fail(unimplemented(field + ".attention_factor other than 1.0 is not supported"));

@@ -15,7 +15,7 @@ namespace dsv4::checkpoint {
 
 // Attention kind of one layer (../shared/docs/deepseek_v4.md §1.3).
 enum class AttentionType {
-  kSliding,     // window only (compress ratio 0)
+  kSliding,            // window only (compress ratio 0)
   kCompressedSparse,   // CSA: window + overlapped ratio-4 compressor + lightning indexer top-k
   kHeavilyCompressed,  // HCA: window + non-overlapped compressor, attends to all entries
 };
@@ -42,23 +42,23 @@ struct LayerSchedule {
 
 struct ModelConfig {
   int64_t vocab_size = 0;
-  int64_t hidden_size = 0;          // D
-  int64_t n_layer = 0;              // L, main layers (MTP excluded)
-  int64_t n_head = 0;               // H query heads; one shared K=V head
-  int64_t head_dim = 0;             // Dh = nope + rope dims
-  int64_t rope_head_dim = 0;        // trailing rope dims of each head
+  int64_t hidden_size = 0;    // D
+  int64_t n_layer = 0;        // L, main layers (MTP excluded)
+  int64_t n_head = 0;         // H query heads; one shared K=V head
+  int64_t head_dim = 0;       // Dh = nope + rope dims
+  int64_t rope_head_dim = 0;  // trailing rope dims of each head
   int64_t q_lora_rank = 0;
   int64_t o_groups = 0;
   int64_t o_lora_rank = 0;
-  int64_t sliding_window = 0;       // includes the current token
+  int64_t sliding_window = 0;  // includes the current token
   int64_t max_position_embeddings = 0;
 
-  int64_t n_routed_experts = 0;     // E
-  int64_t n_shared_experts = 0;     // must be 1
-  int64_t n_expert_used = 0;        // K
+  int64_t n_routed_experts = 0;       // E
+  int64_t n_shared_experts = 0;       // must be 1
+  int64_t n_expert_used = 0;          // K
   int64_t moe_intermediate_size = 0;  // F, routed and shared
   double routed_scaling_factor = 1.0;
-  double swiglu_limit = 0.0;        // 0 disables the clamp
+  double swiglu_limit = 0.0;  // 0 disables the clamp
   bool norm_topk_prob = true;
 
   int64_t hc_mult = 0;
@@ -70,11 +70,11 @@ struct ModelConfig {
   int64_t index_head_dim = 0;
   int64_t index_topk = 0;
 
-  RopeConfig rope_sliding;      // plain RoPE of window-only layers
-  RopeConfig rope_compressed;   // compress_rope_theta + YaRN of CSA/HCA layers
+  RopeConfig rope_sliding;            // plain RoPE of window-only layers
+  RopeConfig rope_compressed;         // compress_rope_theta + YaRN of CSA/HCA layers
   std::vector<LayerSchedule> layers;  // n_layer entries
 
-  int64_t n_mtp_layers = 0;     // present in the checkpoint; never run
+  int64_t n_mtp_layers = 0;  // present in the checkpoint; never run
   // The official config's compress_ratios as written: n_layer + n_mtp_layers entries, the MTP
   // layers' last (their attention kind says which tensors an MTP block has). Empty for
   // transformers-style configs, which do not describe the MTP layers.

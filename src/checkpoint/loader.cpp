@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
+#include <utility>
 
 #include "checkpoint/binding.h"
 #include "checkpoint/decode.h"
@@ -133,6 +135,63 @@ Tensor& slot_tensor(ModelWeights& w, Param param, int64_t layer) {
 }
 
 // clang-format on
+// The largest of a stack's calibrated per-expert input scales as f32 [1] (host), or an empty
+// tensor when the stack has none.
+Result<Tensor> largest_input_scale(const std::optional<format::Nvfp4Tensor>& stack) {
+  if (!stack || stack->input_scale.empty_tensor()) return Tensor();
+  const Tensor& scales = stack->input_scale;
+  DSV4_ASSIGN_OR_RETURN(Tensor largest, Tensor::empty(DType::kF32, {1}));
+  const float* v = scales.data_as<const float>();
+  largest.data_as<float>()[0] = *std::max_element(v, v + scales.numel());
+  return largest;
+}
+
+Status set_static_input_scales(LayerWeights& layer) {
+  RoutedExpertWeights& experts = layer.ffn.experts;
+  DSV4_ASSIGN_OR_RETURN(experts.w13_input_scale, largest_input_scale(experts.w13_nvfp4));
+  DSV4_ASSIGN_OR_RETURN(experts.w2_input_scale, largest_input_scale(experts.w2_nvfp4));
+  return ok_status();
+}
+
+// Tells LoadOptions::on_layer_loaded when the last slot of each layer is decoded (a layer's
+// static input scales are set first), and at the end about any layer no slot was bound to.
+class LayerCompletion {
+ public:
+  using Callback = std::function<Status(ModelWeights&, int64_t)>;
+  LayerCompletion(const Binding& binding, const ModelConfig& config, Callback callback)
+      : remaining_(static_cast<size_t>(config.n_layer) + 1, 0), callback_(std::move(callback)) {
+    for (const BoundSlot& slot : binding.slots) ++remaining_[index(slot.layer)];
+  }
+
+  Status slot_done(int64_t layer, ModelWeights& weights) {
+    return --remaining_[index(layer)] == 0 ? complete(layer, weights) : ok_status();
+  }
+
+  // Layers no bound slot belongs to (a binding with problems) are complete at the end.
+  Status finish(ModelWeights& weights) {
+    for (int64_t layer = -1; layer + 1 < static_cast<int64_t>(remaining_.size()); ++layer) {
+      if (remaining_[index(layer)] == 0 && !done(layer))
+        DSV4_RETURN_IF_ERROR(complete(layer, weights));
+    }
+    return ok_status();
+  }
+
+ private:
+  static size_t index(int64_t layer) { return static_cast<size_t>(layer + 1); }
+  bool done(int64_t layer) const { return done_.count(layer) != 0; }
+
+  Status complete(int64_t layer, ModelWeights& weights) {
+    done_.insert(layer);
+    if (layer >= 0)
+      DSV4_RETURN_IF_ERROR(set_static_input_scales(weights.layers[static_cast<size_t>(layer)]));
+    return callback_ ? callback_(weights, layer) : ok_status();
+  }
+
+  std::vector<int> remaining_;  // bound slots not yet decoded, per layer (index 0: globals)
+  std::set<int64_t> done_;
+  Callback callback_;
+};
+
 // ---- The one pass ----
 
 // Decodes every bound piece once. With `weights`, values land in their slots (the FP4 experts of
@@ -144,6 +203,7 @@ Status decode_all(const Binding& binding, const ModelConfig& config, const LoadO
       ExpertPacking::plan(binding, config, options.keep_fp4_packed, report);
   size_t n_total = 0, n_done = 0;
   for (const BoundSlot& slot : binding.slots) n_total += slot.pieces.size();
+  LayerCompletion completion(binding, config, weights ? options.on_layer_loaded : nullptr);
   std::vector<float> scratch;
   std::vector<int64_t> scratch_ids;
   for (const BoundSlot& slot : binding.slots) {
@@ -173,28 +233,9 @@ Status decode_all(const Binding& binding, const ModelConfig& config, const LoadO
       }
       if (options.progress) options.progress(++n_done, n_total);
     }
+    if (weights) DSV4_RETURN_IF_ERROR(completion.slot_done(slot.layer, *weights));
   }
-  return ok_status();
-}
-
-// The largest of a stack's calibrated per-expert input scales as f32 [1] (host), or an empty
-// tensor when the stack has none.
-Result<Tensor> largest_input_scale(const std::optional<format::Nvfp4Tensor>& stack) {
-  if (!stack || stack->input_scale.empty_tensor()) return Tensor();
-  const Tensor& scales = stack->input_scale;
-  DSV4_ASSIGN_OR_RETURN(Tensor largest, Tensor::empty(DType::kF32, {1}));
-  const float* v = scales.data_as<const float>();
-  largest.data_as<float>()[0] = *std::max_element(v, v + scales.numel());
-  return largest;
-}
-
-Status set_static_input_scales(ModelWeights& w) {
-  for (LayerWeights& layer : w.layers) {
-    RoutedExpertWeights& experts = layer.ffn.experts;
-    DSV4_ASSIGN_OR_RETURN(experts.w13_input_scale, largest_input_scale(experts.w13_nvfp4));
-    DSV4_ASSIGN_OR_RETURN(experts.w2_input_scale, largest_input_scale(experts.w2_nvfp4));
-  }
-  return ok_status();
+  return weights ? completion.finish(*weights) : ok_status();
 }
 
 struct Opened {
@@ -228,7 +269,6 @@ Result<LoadedModel> load_model(const std::string& model_dir, const LoadOptions& 
     if (type == AttentionType::kCompressedSparse) w.layers[l].attn.indexer.emplace();
   }
   DSV4_RETURN_IF_ERROR(decode_all(opened.binding, w.config, options, &w, model.report));
-  DSV4_RETURN_IF_ERROR(set_static_input_scales(w));
   return model;
 }
 

@@ -24,6 +24,11 @@ struct LoadOptions {
   bool keep_fp4_packed = true;
   // Called with (tensors done, tensors total) while binding; for progress on big checkpoints.
   std::function<void(size_t, size_t)> progress;
+  // load_model calls this once every slot of a layer is decoded (layer -1: the model's global
+  // weights), with the weights so far; it may move that layer's tensors elsewhere (to_device.h
+  // streams each layer to a GPU and frees the host copy, so host memory holds one layer at a
+  // time). An error stops the load.
+  std::function<Status(ModelWeights& weights, int64_t layer)> on_layer_loaded;
 };
 
 struct IgnoredKey {
@@ -36,7 +41,7 @@ struct LoadReport {
   size_t n_keys = 0;
   size_t n_bound = 0;
   std::map<std::string, size_t> bound_per_category;  // "attention", "routed experts", ...
-  std::map<std::string, size_t> dtype_census;         // "BF16" -> count
+  std::map<std::string, size_t> dtype_census;        // "BF16" -> count
   std::vector<IgnoredKey> ignored;
   std::vector<std::string> problems;  // each a full sentence naming key and slot; empty = clean
   // The same problems in list form for `dsv4 check` (each also has its sentence in problems).
@@ -47,12 +52,15 @@ struct LoadReport {
   // config and the storage found on layer 0 (MTP excluded), and the main-model keys present.
   size_t official_count_expected = 0;
   size_t official_count_found = 0;
-  std::vector<std::string> zero_tensors;      // all-zero and not allow-listed
+  std::vector<std::string> zero_tensors;  // all-zero and not allow-listed
   std::vector<std::string> non_finite_tensors;
   // What the loader chose and why, where a checkpoint allows more than one way (not problems):
-  // e.g. MXFP4 experts held as NVFP4, or a layer's experts left in f32 and the block that forced it.
+  // e.g. MXFP4 experts held as NVFP4, or a layer's experts left in f32 and the block that forced
+  // it.
   std::vector<std::string> notes;
-  bool clean() const { return problems.empty() && zero_tensors.empty() && non_finite_tensors.empty(); }
+  bool clean() const {
+    return problems.empty() && zero_tensors.empty() && non_finite_tensors.empty();
+  }
 };
 
 // Binds and decodes. The weights are only valid when report.clean(); the Result fails only for

@@ -88,8 +88,10 @@ class DeviceCopier {
     DSV4_RETURN_IF_ERROR(copy(src.attn_sink, dst.attn_sink));
     DSV4_RETURN_IF_ERROR(copy(src.q_norm, dst.q_norm));
     DSV4_RETURN_IF_ERROR(copy(src.kv_norm, dst.kv_norm));
-    for (auto [from, to] : {std::pair{&src.wq_a, &dst.wq_a}, {&src.wq_b, &dst.wq_b},
-                            {&src.wkv, &dst.wkv}, {&src.wo_a, &dst.wo_a},
+    for (auto [from, to] : {std::pair{&src.wq_a, &dst.wq_a},
+                            {&src.wq_b, &dst.wq_b},
+                            {&src.wkv, &dst.wkv},
+                            {&src.wo_a, &dst.wo_a},
                             {&src.wo_b, &dst.wo_b}}) {
       DSV4_RETURN_IF_ERROR(copy_linear(*from, *to));
     }
@@ -116,6 +118,14 @@ class DeviceCopier {
     return copy(src.shared_expert, dst.shared_expert);
   }
 
+  // The weights outside the layers: embedding, head, final norm, hc_head.
+  Status copy_globals(const ModelWeights& src, ModelWeights& dst) const {
+    DSV4_RETURN_IF_ERROR(copy(src.embed, dst.embed));
+    DSV4_RETURN_IF_ERROR(copy_linear(src.head, dst.head));
+    DSV4_RETURN_IF_ERROR(copy(src.norm, dst.norm));
+    return copy(src.hc_head, dst.hc_head);
+  }
+
   Status copy(const LayerWeights& src, LayerWeights& dst) const {
     DSV4_RETURN_IF_ERROR(copy(src.hc_attn, dst.hc_attn));
     DSV4_RETURN_IF_ERROR(copy(src.hc_ffn, dst.hc_ffn));
@@ -135,10 +145,7 @@ Result<ModelWeights> copy_weights(const ModelWeights& weights, Device device) {
   const DeviceCopier copier(device);
   ModelWeights out;
   out.config = weights.config;
-  DSV4_RETURN_IF_ERROR(copier.copy(weights.embed, out.embed));
-  DSV4_RETURN_IF_ERROR(copier.copy_linear(weights.head, out.head));
-  DSV4_RETURN_IF_ERROR(copier.copy(weights.norm, out.norm));
-  DSV4_RETURN_IF_ERROR(copier.copy(weights.hc_head, out.hc_head));
+  DSV4_RETURN_IF_ERROR(copier.copy_globals(weights, out));
   out.layers.resize(weights.layers.size());
   for (size_t i = 0; i < weights.layers.size(); ++i) {
     DSV4_RETURN_IF_ERROR(copier.copy(weights.layers[i], out.layers[i]));
@@ -146,6 +153,30 @@ Result<ModelWeights> copy_weights(const ModelWeights& weights, Device device) {
   // The copies run on this thread's stream; the model may run on others (a server's).
   if (device == Device::kCuda) DSV4_RETURN_IF_ERROR(finish_device_work());
   return out;
+}
+
+Result<LoadedModel> load_model_on(const std::string& model_dir, Device device,
+                                  LoadOptions options) {
+  const DeviceCopier copier(device);
+  ModelWeights placed;
+  options.on_layer_loaded = [&](ModelWeights& host, int64_t layer) -> Status {
+    placed.layers.resize(host.layers.size());
+    if (layer < 0) {
+      DSV4_RETURN_IF_ERROR(copier.copy_globals(host, placed));
+      for (Tensor* t : {&host.embed, &host.head, &host.norm}) *t = Tensor();
+      host.hc_head = HyperConnectionWeights{};
+      return ok_status();
+    }
+    const auto l = static_cast<size_t>(layer);
+    DSV4_RETURN_IF_ERROR(copier.copy(host.layers[l], placed.layers[l]));
+    host.layers[l] = LayerWeights{};  // the host copy goes as soon as the device has it
+    return ok_status();
+  };
+  DSV4_ASSIGN_OR_RETURN(LoadedModel loaded, load_model(model_dir, options));
+  placed.config = loaded.weights.config;
+  loaded.weights = std::move(placed);
+  if (device == Device::kCuda) DSV4_RETURN_IF_ERROR(finish_device_work());
+  return loaded;
 }
 
 }  // namespace dsv4::checkpoint

@@ -35,20 +35,20 @@ struct CompressorWeights {
 };
 
 struct IndexerWeights {
-  Tensor wq_b;          // f32 [HI·DI, Q]
-  Tensor weights_proj;  // f32 [HI, D]
+  Tensor wq_b;                   // f32 [HI·DI, Q]
+  Tensor weights_proj;           // f32 [HI, D]
   CompressorWeights compressor;  // at width DI
 };
 
 struct AttentionWeights {
-  Tensor attn_sink;  // f32 [H]
-  Tensor wq_a;       // f32 [Q, D]
-  Tensor q_norm;     // f32 [Q]
-  Tensor wq_b;       // f32 [H·Dh, Q]
-  Tensor wkv;        // f32 [Dh, D]
-  Tensor kv_norm;    // f32 [Dh]
-  Tensor wo_a;       // f32 [G·R, H/G·Dh]
-  Tensor wo_b;       // f32 [D, G·R]
+  Tensor attn_sink;                             // f32 [H]
+  Tensor wq_a;                                  // f32 [Q, D]
+  Tensor q_norm;                                // f32 [Q]
+  Tensor wq_b;                                  // f32 [H·Dh, Q]
+  Tensor wkv;                                   // f32 [Dh, D]
+  Tensor kv_norm;                               // f32 [Dh]
+  Tensor wo_a;                                  // f32 [G·R, H/G·Dh]
+  Tensor wo_b;                                  // f32 [D, G·R]
   std::optional<CompressorWeights> compressor;  // CSA and HCA layers
   std::optional<IndexerWeights> indexer;        // CSA layers
 };
@@ -61,8 +61,8 @@ struct DenseExpertWeights {
 
 // All routed experts of a layer, stacked; exactly one of the two forms is filled.
 struct RoutedExpertWeights {
-  Tensor w13;   // f32 [E, 2F, D]  gate rows then up rows (not interleaved)
-  Tensor w2;    // f32 [E, D, F]
+  Tensor w13;  // f32 [E, 2F, D]  gate rows then up rows (not interleaved)
+  Tensor w2;   // f32 [E, D, F]
   std::optional<format::Nvfp4Tensor> w13_nvfp4;  // [E, 2F, D]; w1 and w3 share global_scale
   std::optional<format::Nvfp4Tensor> w2_nvfp4;   // [E, D, F]
   // W4A4's static activation decode scales of the two stacks, f32 [1]: the largest calibrated

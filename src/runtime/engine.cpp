@@ -39,7 +39,12 @@ Result<Engine> Engine::open(const EngineOptions& options) {
                             ") must be at least max_batch (" + std::to_string(options.max_batch) +
                             "): every sequence of a full batch decodes a token a step");
   }
-  DSV4_ASSIGN_OR_RETURN(checkpoint::LoadedModel loaded, checkpoint::load_model(options.model_dir));
+  // The loader decodes on the host; each layer then goes to the device the model runs on.
+  const Device device = options.device == EngineDevice::kCuda ? Device::kCuda : Device::kCpu;
+  DSV4_ASSIGN_OR_RETURN(checkpoint::LoadedModel loaded,
+                        device == Device::kCpu
+                            ? checkpoint::load_model(options.model_dir)
+                            : checkpoint::load_model_on(options.model_dir, device));
   if (!loaded.report.clean()) {
     const auto& r = loaded.report;
     std::string first = !r.problems.empty() ? r.problems.front()
@@ -51,12 +56,7 @@ Result<Engine> Engine::open(const EngineOptions& options) {
   const model::ModelOptions model_options{options.experts == ExpertPrecision::kW4A4
                                               ? model::ExpertMode::kW4A4
                                               : model::ExpertMode::kW4A16};
-  // The loader decodes on the host; the model then runs wherever its weights are.
-  checkpoint::ModelWeights weights = std::move(loaded.weights);
-  if (options.device == EngineDevice::kCuda) {
-    DSV4_ASSIGN_OR_RETURN(weights, checkpoint::copy_weights(weights, Device::kCuda));
-  }
-  return Engine(std::make_unique<State>(std::move(weights), model_options, options));
+  return Engine(std::make_unique<State>(std::move(loaded.weights), model_options, options));
 }
 
 int64_t Engine::vocab_size() const { return state_->model.config().vocab_size; }

@@ -158,6 +158,45 @@ TEST_F(TransformersLayoutTest, PretrainedPerExpertMxfp4Experts) {
                  "expert 2 w13");
 }
 
+// on_layer_loaded: once for the globals and once per layer, each time with that layer whole (its
+// static input scales set), in binding order; what the callback frees stays freed.
+TEST_F(LoaderTest, OnLayerLoadedSeesEachLayerOnceWhole) {
+  const SyntheticCheckpoint ckpt = official({LinearForm::kFp8E8m0, ExpertForm::kNvfp4, true});
+  std::vector<int64_t> seen;
+  LoadOptions options;
+  options.on_layer_loaded = [&](ModelWeights& w, int64_t layer) {
+    seen.push_back(layer);
+    if (layer < 0) {
+      EXPECT_FALSE(w.embed.empty_tensor() || w.head.empty_tensor() || w.hc_head.fn.empty_tensor());
+      return ok_status();
+    }
+    const LayerWeights& l = w.layers[static_cast<size_t>(layer)];
+    EXPECT_FALSE(l.attn.wq_a.empty_tensor() || l.attn.wo_b.empty_tensor() ||
+                 l.ffn.shared_expert.w2.empty_tensor() || l.hc_ffn.fn.empty_tensor())
+        << "layer " << layer;
+    EXPECT_TRUE(l.ffn.experts.is_nvfp4()) << "layer " << layer;
+    EXPECT_EQ(l.ffn.experts.w13_input_scale.numel(), 1) << "layer " << layer;
+    w.layers[static_cast<size_t>(layer)] = LayerWeights{};
+    return ok_status();
+  };
+  Result<LoadedModel> model = write_and_load(ckpt, testing::kTinyConfigJson, options);
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  expect_clean(model->report);
+  EXPECT_EQ(seen, (std::vector<int64_t>{-1, 0, 1, 2}));
+  for (const LayerWeights& l : model->weights.layers) EXPECT_TRUE(l.attn.wq_a.empty_tensor());
+}
+
+TEST_F(LoaderTest, AnErrorFromOnLayerLoadedStopsTheLoad) {
+  const SyntheticCheckpoint ckpt = official({LinearForm::kBf16, ExpertForm::kBf16, true});
+  LoadOptions options;
+  options.on_layer_loaded = [](ModelWeights&, int64_t layer) {
+    return layer == 1 ? resource_exhausted("out of device memory at layer 1") : ok_status();
+  };
+  Result<LoadedModel> model = write_and_load(ckpt, testing::kTinyConfigJson, options);
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().message(), "out of device memory at layer 1");
+}
+
 // ---- Bad values: each reported with slot and key ----
 
 TEST_F(LoaderTest, AllZeroWeightIsReported) {

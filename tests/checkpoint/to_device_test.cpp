@@ -1,6 +1,7 @@
-// checkpoint::copy_weights, checked through the model: a copy (here to the host, so it runs in
-// CI; the CUDA copy is exercised by tests/model/deepseek_v4_cuda_test.cpp) must drive the
-// forward to bit-identical logits, with no tensor shared with the original. A weight the copy
+// checkpoint::copy_weights and load_model_on, checked through the model: a copy (here to the
+// host, so it runs in CI; the CUDA copy is exercised by tests/model/deepseek_v4_cuda_test.cpp)
+// must drive the forward to bit-identical logits, with no tensor shared with the original; so
+// must a model loaded layer by layer onto the device. A weight the copy
 // missed would be empty and stop the forward, one copied wrongly would change the logits. Two
 // checkpoints cover every optional member: tiny_d (dense experts, CSA with an indexer, HCA) and
 // tiny_b quantized to NVFP4 experts with input scales (W4A4 reads them).
@@ -21,18 +22,33 @@
 namespace dsv4::checkpoint {
 namespace {
 
+void expect_same_logits(const ModelWeights& original, const ModelWeights& copy,
+                        model::ExpertMode mode, const std::string& reference) {
+  const Tensor prompt = testing::golden_tensor(testing::open_golden(reference), "prompt_0");
+  const std::vector<int64_t> ids(prompt.data_as<int64_t>(),
+                                 prompt.data_as<int64_t>() + prompt.numel());
+  const Tensor want = testing::host_prompt_logits(original, mode, ids);
+  const Tensor got = testing::host_prompt_logits(copy, mode, ids);
+  EXPECT_TRUE(testing::same_bytes(got.view(), want.view()));
+}
+
 void expect_copy_computes_the_same(const ModelWeights& original, model::ExpertMode mode,
                                    const std::string& reference) {
   auto copy = copy_weights(original, Device::kCpu);
   ASSERT_TRUE(copy.ok()) << copy.status().to_string();
   EXPECT_NE(copy->embed.view().data, original.embed.view().data);
   EXPECT_NE(copy->layers.back().ffn.gate.view().data, original.layers.back().ffn.gate.view().data);
-  const Tensor prompt = testing::golden_tensor(testing::open_golden(reference), "prompt_0");
-  const std::vector<int64_t> ids(prompt.data_as<int64_t>(),
-                                 prompt.data_as<int64_t>() + prompt.numel());
-  const Tensor want = testing::host_prompt_logits(original, mode, ids);
-  const Tensor got = testing::host_prompt_logits(*copy, mode, ids);
-  EXPECT_TRUE(testing::same_bytes(got.view(), want.view()));
+  expect_same_logits(original, *copy, mode, reference);
+}
+
+// load_model_on against load_model: the same logits, so every layer (and the globals) arrived.
+void expect_loaded_on_computes_the_same(const std::string& model_dir, model::ExpertMode mode,
+                                        const std::string& reference) {
+  auto loaded = load_model(model_dir);
+  auto placed = load_model_on(model_dir, Device::kCpu);
+  ASSERT_TRUE(loaded.ok() && placed.ok());
+  EXPECT_TRUE(placed->report.clean());
+  expect_same_logits(loaded->weights, placed->weights, mode, reference);
 }
 
 TEST(CopyWeightsTest, DenseCopyComputesTheSameLogits) {
@@ -54,6 +70,18 @@ TEST(CopyWeightsTest, Nvfp4CopyComputesTheSameLogits) {
   ASSERT_FALSE(loaded->weights.layers[0].ffn.experts.w13_nvfp4->input_scale.empty_tensor());
   expect_copy_computes_the_same(loaded->weights, model::ExpertMode::kW4A4,
                                 "tiny_b_state_dict/reference.safetensors");
+}
+
+TEST(LoadModelOnTest, LayerByLayerComputesTheSameLogits) {
+  expect_loaded_on_computes_the_same(testing::golden_path("tiny_d_state_dict/model"),
+                                     model::ExpertMode::kW4A16,
+                                     "tiny_d_state_dict/reference.safetensors");
+  testing::TempDir dir;
+  const std::string model_dir = testing::quantized_tiny_b(dir);
+  ASSERT_FALSE(HasFailure());
+  // W4A4 reads the static input scales, which the loader sets layer by layer.
+  expect_loaded_on_computes_the_same(model_dir, model::ExpertMode::kW4A4,
+                                     "tiny_b_state_dict/reference.safetensors");
 }
 
 }  // namespace
