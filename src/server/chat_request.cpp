@@ -264,6 +264,7 @@ std::variant<ChatRequest, RequestError> parse_chat_request(std::string_view body
   ChatRequest request;
   const char* max_tokens =
       present(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+  request.max_tokens_given = present(body, max_tokens);
   // Every step runs, in order (a braced list is evaluated left to right); the first refusal is
   // the answer.
   for (const auto& step :

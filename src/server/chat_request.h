@@ -36,6 +36,9 @@ struct ChatRequest {
   StreamOptions stream;
   std::vector<std::string> stop;  // stop strings (stop_strings.h)
   int64_t logprobs = -1;  // "logprobs": true: each token's logprob and top_logprobs alternatives
+  // Neither max_tokens nor max_completion_tokens given: the reply may fill the context (OpenAI's
+  // chat default), which the server sets once it knows the prompt's length.
+  bool max_tokens_given = false;
 };
 
 // Parses and checks `body`; the token limit must not exceed `max_tokens_limit` (the context).

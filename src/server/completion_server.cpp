@@ -3,6 +3,7 @@
 #include <httplib.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 
@@ -291,10 +292,15 @@ void CompletionServer::State::chat(const httplib::Request& req, httplib::Respons
   if (const auto* bad = std::get_if<RequestError>(&parsed)) {
     return send_error(res, 400, bad->message, bad->param);
   }
-  const ChatRequest& request = std::get<ChatRequest>(parsed);
+  ChatRequest& request = std::get<ChatRequest>(parsed);
   if (outside_vocabulary(request.sampling, res)) return;
   std::optional<std::vector<int64_t>> prompt = chat_prompt_ids(request.conversation, res);
   if (!prompt) return;
+  if (!request.max_tokens_given) {
+    // The rest of the context (the engine refuses a prompt that fills it already).
+    request.sampling.max_tokens =
+        std::max<int64_t>(options.max_context - static_cast<int64_t>(prompt->size()), 0);
+  }
   const std::string id = std::to_string(next_id++);
   if (request.stream.enabled) {
     if (refused({*prompt, request.sampling}, "messages", res)) return;

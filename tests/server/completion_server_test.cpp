@@ -542,6 +542,26 @@ TEST_F(CompletionServerTest, ChatLogprobsAreTheEngines) {
   EXPECT_TRUE(plain["choices"][0]["logprobs"].is_null());
 }
 
+// Without max_tokens a chat reply may fill the context (OpenAI's chat default; the test server's
+// context is 64), while a completion stops at OpenAI's legacy default of 16.
+TEST_F(CompletionServerTest, ChatRepliesMayFillTheContextByDefault) {
+  const RunningServer server(engine_, &every_id_);
+  const auto [status, json] = chat(server, R"({"messages": [{"role": "user", "content": "hi"}],
+      "temperature": 0, "stop": []})");
+  ASSERT_EQ(status, 200) << json.dump();
+  const int64_t used = json["usage"]["total_tokens"];
+  if (json["choices"][0]["finish_reason"] == "length") {
+    EXPECT_EQ(used, 64);
+  } else {
+    EXPECT_LE(used, 64);
+  }
+  EXPECT_GT(json["usage"]["completion_tokens"].get<int64_t>(), 16);
+  const auto [completion_status, completion] = complete(server, R"({"prompt": [1, 2],
+      "temperature": 0, "logit_bias": {"5": 100}})");
+  ASSERT_EQ(completion_status, 200) << completion.dump();
+  EXPECT_EQ(completion["usage"]["completion_tokens"], 16);
+}
+
 // logit_bias +100 on one token makes it every greedy choice; an id outside the vocabulary is
 // refused in the field's name.
 TEST_F(CompletionServerTest, LogitBiasReachesTheSampler) {
