@@ -234,7 +234,7 @@ Refusal refuse_unsupported(const OrderedJson& body) {
                                            "reasoning_effort"})) {
     return unknown;
   }
-  if (auto bad = refuse_unimplemented(body)) return bad;
+  if (auto bad = check_model_and_user(body)) return bad;
   const auto asks = [&](const char* field, const OrderedJson& no_op) {
     return present(body, field) && body[field] != no_op;
   };
@@ -272,7 +272,7 @@ std::variant<ChatRequest, RequestError> parse_chat_request(std::string_view body
         read_tools(body, request.conversation.tools), read_thinking(body, request.conversation),
         read_sampling(body, max_tokens, max_tokens_limit, request.sampling),
         read_stream(body, request.stream), read_stop(body, request.stop),
-        read_logprobs(body, request)}) {
+        read_logprobs(body, request), read_choices(body, request.stream.enabled, request.n)}) {
     if (step) return *step;
   }
   return request;

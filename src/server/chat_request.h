@@ -12,8 +12,8 @@
 //                 "xhigh", "max" -> max.
 // Sampling fields as for /v1/completions (request_fields.h); max_completion_tokens is
 // max_tokens' newer name; stop, stream and stream_options as there too; logprobs and
-// top_logprobs (not with stream). Fields that would change the answer and are not implemented
-// (n > 1, tool_choice other than "auto",
+// top_logprobs and n (not with stream). Fields that would change the answer and are not
+// implemented (tool_choice other than "auto",
 // parallel_tool_calls false, response_format other than text) are refused by name, as are unknown
 // fields and roles (developer, function).
 #pragma once
@@ -39,6 +39,7 @@ struct ChatRequest {
   // Neither max_tokens nor max_completion_tokens given: the reply may fill the context (OpenAI's
   // chat default), which the server sets once it knows the prompt's length.
   bool max_tokens_given = false;
+  int64_t n = 1;  // choices, each drawn with its own seed (seed + index)
 };
 
 // Parses and checks `body`; the token limit must not exceed `max_tokens_limit` (the context).

@@ -44,9 +44,9 @@ std::optional<RequestError> refuse_unsupported(const OrderedJson& body) {
                  "presence_penalty", "frequency_penalty", "logit_bias", "user"})) {
     return unknown;
   }
-  if (auto bad = refuse_unimplemented(body)) return bad;
+  if (auto bad = check_model_and_user(body)) return bad;
   if (present(body, "best_of") && body["best_of"] != 1) {
-    return request_error("best_of", "one completion per request (n = 1)");
+    return request_error("best_of", "best_of other than 1 is not supported");
   }
   if (present(body, "suffix")) return request_error("suffix", "suffix is not supported");
   return std::nullopt;
@@ -90,6 +90,7 @@ std::variant<CompletionRequest, RequestError> parse_completion_request(std::stri
   if (auto bad = read_stream(body, request.stream)) return *bad;
   if (auto bad = read_stop(body, request.stop)) return *bad;
   if (auto bad = read_logprobs(body, request)) return *bad;
+  if (auto bad = read_choices(body, request.stream.enabled, request.n)) return *bad;
   return request;
 }
 

@@ -3,8 +3,9 @@
 // ids), max_tokens, temperature, top_p, seed, top_k (an extension, as vLLM has it),
 // presence_penalty, frequency_penalty, logit_bias, stop, logprobs and echo (not with stream),
 // stream and stream_options; model and user are accepted and ignored (one model per server).
-// Fields that would change the answer and are not implemented (n > 1, suffix, best_of) are
-// refused, never ignored; unknown fields are refused too, so a typo is not silently dropped.
+// n (not with stream). Fields that would change the answer and are not implemented (suffix,
+// best_of) are refused, never ignored; unknown fields are refused too, so a typo is not silently
+// dropped.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +26,7 @@ struct CompletionRequest {
   std::vector<std::string> stop;  // stop strings (stop_strings.h)
   int64_t logprobs = -1;          // each token's logprob and this many alternatives; -1: none
   bool echo = false;              // the prompt is part of the answer (its text and logprobs)
+  int64_t n = 1;                  // choices, each drawn with its own seed (seed + index)
 };
 
 // Parses and checks `body`; max_tokens must not exceed `max_tokens_limit` (the context).

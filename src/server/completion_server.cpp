@@ -78,6 +78,27 @@ struct Stream {
   }
 };
 
+// One choice's generation and its text (cut at a stop string when `stop_string`).
+struct Answer {
+  Generation out;
+  std::string text;
+  bool stop_string = false;
+};
+
+// A request's n choices: the same request, each drawn with its own seed (seed + index).
+std::vector<GenerateRequest> choices_of(const GenerateRequest& request, int64_t n) {
+  std::vector<GenerateRequest> choices(static_cast<size_t>(n), request);
+  for (size_t i = 0; i < choices.size(); ++i) choices[i].sampling.seed += i;
+  return choices;
+}
+
+// {"prompt_tokens", "completion_tokens", "total_tokens"}: the prompt once, every choice's tokens.
+Json usage_json(int64_t n_prompt, const std::vector<Answer>& answers) {
+  int64_t n_completion = 0;
+  for (const Answer& a : answers) n_completion += static_cast<int64_t>(a.out.tokens.size());
+  return server::usage_json(n_prompt, n_completion);
+}
+
 }  // namespace
 
 struct CompletionServer::State {
@@ -102,14 +123,17 @@ struct CompletionServer::State {
                                                       httplib::Response& res) const;
   // The engine's answer and its text read through `text` (none when null), which ends the
   // generation at a stop string; or the error already sent; `param` names the prompt's field.
-  std::optional<std::pair<Generation, std::string>> generate(GenerateRequest request,
-                                                             GeneratedText* text, const char* param,
-                                                             httplib::Response& res);
-  // The completion's one choice: its text (after the echoed prompt's), ids, logprobs when asked
-  // (of the echoed prompt's tokens too) and finish reason.
+  // The engine's answers to `requests` (a request's n choices) and their texts, read through
+  // `texts` (one per request, or none), which end a generation at a stop string; or the error
+  // already sent; `param` names the prompt's field.
+  std::optional<std::vector<Answer>> generate(std::vector<GenerateRequest> requests,
+                                              std::vector<GeneratedText>& texts, const char* param,
+                                              httplib::Response& res);
+  // A completion's choice `index`: its text (after the echoed prompt's), ids, logprobs when
+  // asked (of the echoed prompt's tokens too) and finish reason.
   Result<Json> completion_choice(const CompletionRequest& request,
-                                 const std::vector<int64_t>& prompt, const Generation& out,
-                                 const std::string& text, bool stop_string) const;
+                                 const std::vector<int64_t>& prompt, const Answer& answer,
+                                 size_t index) const;
   // Sends the error and returns true when logit_bias names an id outside the vocabulary (the
   // engine would refuse it too, but not in the field's name).
   bool outside_vocabulary(const SamplingParams& sampling, httplib::Response& res) const;
@@ -163,30 +187,33 @@ void CompletionServer::State::complete(const httplib::Request& req, httplib::Res
                                   chunk_envelope(id, "text_completion"),
                                   completion_choices(tokenizer, std::move(request.stop))}));
   }
-  std::optional<GeneratedText> text;
-  if (tokenizer != nullptr) text.emplace(*tokenizer, std::move(request.stop));
-  GenerateRequest generate_request{*prompt, request.sampling};
-  generate_request.logprobs = request.logprobs;
-  generate_request.prompt_logprobs = request.echo && request.logprobs >= 0;
-  const auto out = generate(std::move(generate_request), text ? &*text : nullptr, "prompt", res);
-  if (!out) return;
-  Result<Json> choice =
-      completion_choice(request, *prompt, out->first, out->second, text && text->stopped());
-  if (!choice.ok()) return send_error(res, 500, choice.status().message());
+  GenerateRequest base{*prompt, request.sampling};
+  base.logprobs = request.logprobs;
+  base.prompt_logprobs = request.echo && request.logprobs >= 0;
+  std::vector<GeneratedText> texts;
+  for (int64_t i = 0; tokenizer != nullptr && i < request.n; ++i)
+    texts.emplace_back(*tokenizer, request.stop);
+  const auto answers = generate(choices_of(base, request.n), texts, "prompt", res);
+  if (!answers) return;
+  Json choices = Json::array();
+  for (size_t i = 0; i < answers->size(); ++i) {
+    Result<Json> choice = completion_choice(request, *prompt, (*answers)[i], i);
+    if (!choice.ok()) return send_error(res, 500, choice.status().message());
+    choices.push_back(*std::move(choice));
+  }
   send_json(res, 200,
             {{"id", "cmpl-" + std::to_string(next_id++)},
              {"object", "text_completion"},
              {"created", unix_seconds()},
              {"model", options.model_name},
-             {"choices", Json::array({*std::move(choice)})},
-             {"usage", usage_json(static_cast<int64_t>(prompt->size()), out->first)}});
+             {"choices", std::move(choices)},
+             {"usage", usage_json(static_cast<int64_t>(prompt->size()), *answers)}});
 }
 
 Result<Json> CompletionServer::State::completion_choice(const CompletionRequest& request,
                                                         const std::vector<int64_t>& prompt,
-                                                        const Generation& out,
-                                                        const std::string& text,
-                                                        bool stop_string) const {
+                                                        const Answer& answer, size_t index) const {
+  const Generation& out = answer.out;
   std::string prompt_text;
   if (request.echo) {
     if (const auto* given = std::get_if<std::string>(&request.prompt)) {
@@ -195,11 +222,11 @@ Result<Json> CompletionServer::State::completion_choice(const CompletionRequest&
       DSV4_ASSIGN_OR_RETURN(prompt_text, tokenizer->decode(prompt));
     }
   }
-  Json choice = {{"index", 0},
-                 {"text", prompt_text + text},
+  Json choice = {{"index", index},
+                 {"text", prompt_text + answer.text},
                  {"token_ids", out.tokens},
                  {"logprobs", nullptr},
-                 {"finish_reason", finish_reason(out, stop_string)}};
+                 {"finish_reason", finish_reason(out, answer.stop_string)}};
   if (request.logprobs < 0) return choice;
   std::vector<int64_t> tokens;
   std::vector<const TokenLogprob*> logprobs;
@@ -242,33 +269,37 @@ bool CompletionServer::State::refused(const GenerateRequest& request, const char
   return !checked.ok();
 }
 
-std::optional<std::pair<Generation, std::string>> CompletionServer::State::generate(
-    GenerateRequest request, GeneratedText* text, const char* param, httplib::Response& res) {
-  std::string generated;
+std::optional<std::vector<Answer>> CompletionServer::State::generate(
+    std::vector<GenerateRequest> requests, std::vector<GeneratedText>& texts, const char* param,
+    httplib::Response& res) {
+  std::vector<Answer> answers(requests.size());
   Status unreadable = ok_status();  // an id the tokenizer does not know
-  if (text != nullptr) {
-    request.on_token = [&](int64_t token) {
-      Result<std::string> piece = text->add(token);
+  for (size_t i = 0; i < texts.size(); ++i) {
+    requests[i].on_token = [&, i](int64_t token) {
+      Result<std::string> piece = texts[i].add(token);
       if (!piece.ok()) unreadable = piece.status();
-      if (piece.ok()) generated += *piece;
-      return piece.ok() && !text->stopped();
+      if (piece.ok()) answers[i].text += *piece;
+      return piece.ok() && !texts[i].stopped();
     };
   }
-  Result<Generation> out = engine.generate(request);
+  Result<std::vector<Generation>> out = engine.generate_batch(requests);
   if (!out.ok()) {
     send_engine_error(res, out.status(), param);
     return std::nullopt;
   }
-  if (text != nullptr && unreadable.ok()) {
-    Result<std::string> rest = text->finish();
-    if (rest.ok()) generated += *rest;
+  for (size_t i = 0; i < answers.size(); ++i) {
+    answers[i].out = std::move((*out)[i]);
+    if (i >= texts.size() || !unreadable.ok()) continue;
+    Result<std::string> rest = texts[i].finish();
+    if (rest.ok()) answers[i].text += *rest;
     if (!rest.ok()) unreadable = rest.status();
+    answers[i].stop_string = texts[i].stopped();
   }
   if (!unreadable.ok()) {
     send_error(res, 500, unreadable.message());
     return std::nullopt;
   }
-  return std::make_pair(*std::move(out), std::move(generated));
+  return answers;
 }
 
 std::optional<std::vector<int64_t>> CompletionServer::State::chat_prompt_ids(
@@ -310,30 +341,39 @@ void CompletionServer::State::chat(const httplib::Request& req, httplib::Respons
                                   chat_choices(*tokenizer, request.conversation.thinking, id,
                                                engine.eos_token_id(), request.stop)}));
   }
-  GeneratedText text(*tokenizer, request.stop, engine.eos_token_id());
-  GenerateRequest generate_request{*prompt, request.sampling};
-  generate_request.logprobs = request.logprobs;
-  const auto out = generate(std::move(generate_request), &text, "messages", res);
-  if (!out) return;
-  const Generation& generation = out->first;
-  // The reply reached its end of sentence unless a stop string cut it first.
-  const ChatReply reply = read_chat_reply(out->second, generation.stopped_at_eos && !text.stopped(),
-                                          request.conversation.thinking);
-  Json choice = {{"index", 0},
-                 {"message", assistant_message(reply, request.conversation.thinking, id)},
-                 {"logprobs", nullptr},
-                 {"finish_reason", chat_finish_reason(reply, generation, text.stopped())}};
-  if (request.logprobs >= 0) {
-    choice["logprobs"] = chat_logprobs_json(generation.logprobs,
-                                            [this](int64_t token) { return token_text(token); });
+  GenerateRequest base{*prompt, request.sampling};
+  base.logprobs = request.logprobs;
+  std::vector<GeneratedText> texts;
+  for (int64_t i = 0; i < request.n; ++i)
+    texts.emplace_back(*tokenizer, request.stop, engine.eos_token_id());
+  const auto answers = generate(choices_of(base, request.n), texts, "messages", res);
+  if (!answers) return;
+  Json choices = Json::array();
+  for (size_t i = 0; i < answers->size(); ++i) {
+    const Answer& answer = (*answers)[i];
+    // The reply reached its end of sentence unless a stop string cut it first.
+    const ChatReply reply =
+        read_chat_reply(answer.text, answer.out.stopped_at_eos && !answer.stop_string,
+                        request.conversation.thinking);
+    // Tool calls are named after the response and, past the first choice, the choice too.
+    const std::string call_id = i == 0 ? id : id + "." + std::to_string(i);
+    Json choice = {{"index", i},
+                   {"message", assistant_message(reply, request.conversation.thinking, call_id)},
+                   {"logprobs", nullptr},
+                   {"finish_reason", chat_finish_reason(reply, answer.out, answer.stop_string)}};
+    if (request.logprobs >= 0) {
+      choice["logprobs"] = chat_logprobs_json(answer.out.logprobs,
+                                              [this](int64_t token) { return token_text(token); });
+    }
+    choices.push_back(std::move(choice));
   }
   send_json(res, 200,
             {{"id", "chatcmpl-" + id},
              {"object", "chat.completion"},
              {"created", unix_seconds()},
              {"model", options.model_name},
-             {"choices", Json::array({std::move(choice)})},
-             {"usage", usage_json(static_cast<int64_t>(prompt->size()), generation)}});
+             {"choices", std::move(choices)},
+             {"usage", usage_json(static_cast<int64_t>(prompt->size()), *answers)}});
 }
 
 Json CompletionServer::State::chunk_envelope(const std::string& id, const char* object) const {
@@ -373,7 +413,8 @@ bool CompletionServer::State::run_stream(Stream& s, httplib::DataSink& sink) {
     if (s.options.include_usage) {
       Json chunk = s.envelope;
       chunk["choices"] = Json::array();
-      chunk["usage"] = usage_json(static_cast<int64_t>(s.prompt.size()), *out);
+      chunk["usage"] = usage_json(static_cast<int64_t>(s.prompt.size()),
+                                  static_cast<int64_t>(out->tokens.size()));
       if (!send_event(sink, chunk.dump())) return false;
     }
   }

@@ -4,11 +4,10 @@ namespace dsv4::server {
 
 using format::Json;
 
-Json usage_json(int64_t n_prompt, const Generation& out) {
-  const auto n_out = static_cast<int64_t>(out.tokens.size());
+Json usage_json(int64_t n_prompt, int64_t n_completion) {
   return {{"prompt_tokens", n_prompt},
-          {"completion_tokens", n_out},
-          {"total_tokens", n_prompt + n_out}};
+          {"completion_tokens", n_completion},
+          {"total_tokens", n_prompt + n_completion}};
 }
 
 const char* finish_reason(const Generation& out, bool stop_string) {

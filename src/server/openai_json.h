@@ -14,7 +14,7 @@
 namespace dsv4::server {
 
 // {"prompt_tokens", "completion_tokens", "total_tokens"}.
-format::Json usage_json(int64_t n_prompt, const Generation& out);
+format::Json usage_json(int64_t n_prompt, int64_t n_completion);
 
 // "stop" after the eos token or at a stop string (`stop_string`), "length" when max_tokens ran
 // out.

@@ -56,15 +56,17 @@ std::optional<RequestError> refuse_unknown(const OrderedJson& object,
   return std::nullopt;
 }
 
-std::optional<RequestError> refuse_unimplemented(const OrderedJson& body) {
-  const auto asks_nothing = [&](const char* field, const OrderedJson& no_op) {
-    return !present(body, field) || body[field] == no_op;
-  };
-  if (!asks_nothing("n", 1)) return request_error("n", "one completion per request (n = 1)");
+std::optional<RequestError> check_model_and_user(const OrderedJson& body) {
   std::string ignored;
   for (const char* field : {"model", "user"}) {
     if (auto bad = read_string(body, field, ignored)) return bad;
   }
+  return std::nullopt;
+}
+
+std::optional<RequestError> read_choices(const OrderedJson& body, bool stream, int64_t& n) {
+  if (auto bad = read_integer(body, "n", 1, kMaxChoices, n)) return bad;
+  if (n > 1 && stream) return request_error("n", "n > 1 with stream is not supported");
   return std::nullopt;
 }
 

@@ -49,9 +49,14 @@ struct StreamOptions {
 // stream (true or false) and stream_options (an object, with stream true only) into `out`.
 std::optional<RequestError> read_stream(const format::OrderedJson& body, StreamOptions& out);
 
-// n refused unless it asks for nothing (1); model and
-// user must be strings (one model per server: both are ignored).
-std::optional<RequestError> refuse_unimplemented(const format::OrderedJson& body);
+// model and user must be strings (one model per server: both are ignored).
+std::optional<RequestError> check_model_and_user(const format::OrderedJson& body);
+
+// The most choices "n" may ask for.
+inline constexpr int64_t kMaxChoices = 16;
+
+// OpenAI's "n" (choices of one prompt, 1 ... kMaxChoices) into `n`; not above 1 with stream.
+std::optional<RequestError> read_choices(const format::OrderedJson& body, bool stream, int64_t& n);
 
 // OpenAI's "stop" into `out`: a string, or an array of at most 4; each non-empty. Absent or
 // null: none.

@@ -59,6 +59,8 @@ TEST(CompletionRequestTest, ReadsLogprobsAndEcho) {
   const CompletionRequest asked = accept(R"({"prompt": [1, 2], "logprobs": 5, "echo": true,
       "max_tokens": 0})");
   EXPECT_EQ(asked.logprobs, 5);
+  EXPECT_EQ(asked.n, 1);
+  EXPECT_EQ(accept(R"({"prompt": [1], "n": 4})").n, 4);
   EXPECT_TRUE(asked.echo);
   EXPECT_EQ(asked.sampling.max_tokens, 0);
   const CompletionRequest plain = accept(R"({"prompt": [1, 2], "logprobs": null, "echo": false})");
@@ -111,8 +113,10 @@ TEST(CompletionRequestTest, RefusesEachBadFieldByName) {
        "stream_options.include_usage", "true or false"},
       {R"({"prompt": "x", "stream": true, "stream_options": {"usage": true}})",
        "stream_options.usage", "unknown field"},
-      {R"({"prompt": "x", "n": 2})", "n", "one completion per request"},
-      {R"({"prompt": "x", "best_of": 3})", "best_of", "one completion per request"},
+      {R"({"prompt": "x", "n": 17})", "n", "in [1, 16], got 17"},
+      {R"({"prompt": "x", "n": 0})", "n", "got 0"},
+      {R"({"prompt": "x", "n": 2, "stream": true})", "n", "n > 1 with stream is not supported"},
+      {R"({"prompt": "x", "best_of": 3})", "best_of", "best_of other than 1 is not supported"},
       {R"({"prompt": "x", "stop": ["a", "b", "c", "d", "e"]})", "stop", "5 strings; at most 4"},
       {R"({"prompt": "x", "stop": ""})", "stop", "stop is empty"},
       {R"({"prompt": "x", "stop": ["a", ""]})", "stop", "stop[1] is empty"},

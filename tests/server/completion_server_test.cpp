@@ -562,6 +562,40 @@ TEST_F(CompletionServerTest, ChatRepliesMayFillTheContextByDefault) {
   EXPECT_EQ(completion["usage"]["completion_tokens"], 16);
 }
 
+// n choices: choice i is the engine's answer with seed + i (the choices of one request differ),
+// usage counts the prompt once and every choice's tokens; chat choices are indexed the same way.
+TEST_F(CompletionServerTest, NChoicesAreDrawnWithConsecutiveSeeds) {
+  const std::vector<int64_t> prompt = {259, 262, 108};
+  std::vector<std::vector<int64_t>> direct;
+  size_t n_tokens = 0;
+  for (uint64_t seed = 40; seed < 43; ++seed) {
+    Result<Generation> g =
+        engine_.generate({prompt, {.temperature = 1.0f, .seed = seed, .max_tokens = 6}});
+    ASSERT_TRUE(g.ok()) << g.status().to_string();
+    direct.push_back(g->tokens);
+    n_tokens += g->tokens.size();
+  }
+  const RunningServer server(engine_, &every_id_);
+  const auto [status, json] = complete(server, R"({"prompt": [259, 262, 108], "max_tokens": 6,
+      "temperature": 1, "seed": 40, "n": 3})");
+  ASSERT_EQ(status, 200) << json.dump();
+  ASSERT_EQ(json["choices"].size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(json["choices"][i]["index"], i);
+    EXPECT_EQ(json["choices"][i]["token_ids"].get<std::vector<int64_t>>(), direct[i]) << i;
+    EXPECT_EQ(json["choices"][i]["text"], every_id_.decode(direct[i]).value()) << i;
+  }
+  EXPECT_NE(direct[0], direct[1]);
+  EXPECT_EQ(json["usage"]["prompt_tokens"], 3);
+  EXPECT_EQ(json["usage"]["completion_tokens"], n_tokens);
+
+  const auto [chat_status, chat_json] = chat(server, R"({"messages": [{"role": "user",
+      "content": "hi"}], "max_tokens": 3, "n": 2})");
+  ASSERT_EQ(chat_status, 200) << chat_json.dump();
+  ASSERT_EQ(chat_json["choices"].size(), 2u);
+  EXPECT_EQ(chat_json["choices"][1]["index"], 1);
+}
+
 // logit_bias +100 on one token makes it every greedy choice; an id outside the vocabulary is
 // refused in the field's name.
 TEST_F(CompletionServerTest, LogitBiasReachesTheSampler) {
