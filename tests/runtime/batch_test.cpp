@@ -1,14 +1,16 @@
-// The running batch (runtime/batch.h) on the oracle's tiny_e: sequences that join at different
-// steps, so that one step prefills a prompt beside the others' decode tokens, each come out as
-// transformers' cached greedy continuation (tiny_e's prompt 1 ends at eos, before max_tokens),
-// with prompts whole or in chunks of a few tokens; a prompt in chunks gives transformers' prompt
-// logits; a sequence leaves the step it is done; max_tokens 0 runs the prompt alone.
+// The running batch (runtime/batch.h) on the oracle's tiny_e (sliding and HCA layers) and tiny_d
+// (CSA layers, the indexer's sparse selection): sequences that join at different steps, so that
+// one step prefills a prompt beside the others' decode tokens, each come out as transformers'
+// cached greedy continuation (tiny_e's prompt 1 ends at eos, before max_tokens), with prompts
+// whole or in chunks of a few tokens; a prompt in chunks gives transformers' prompt logits and
+// logprobs; a sequence leaves the step it is done; max_tokens 0 runs the prompt alone.
 #include "runtime/batch.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "checkpoint/loader.h"
@@ -19,12 +21,13 @@
 namespace dsv4::runtime {
 namespace {
 
-constexpr int64_t kWholePrompts = 2048;  // more than any tiny_e prompt and its decode tokens
+constexpr int64_t kWholePrompts = 2048;  // more than any golden prompt and its decode tokens
 
 class RunningBatchTest : public ::testing::Test {
  protected:
-  explicit RunningBatchTest(int64_t step_tokens = kWholePrompts)
-      : loaded_(checkpoint::load_model(testing::golden_path("tiny_e_pretrained/model")).value()),
+  explicit RunningBatchTest(int64_t step_tokens = kWholePrompts,
+                            const std::string& folder = "tiny_e_pretrained")
+      : loaded_(checkpoint::load_model(testing::golden_path(folder + "/model")).value()),
         model_(loaded_.weights, model::ModelOptions{}),
         batch_(model_, model_.config().eos_token_id, step_tokens) {}
 
@@ -44,19 +47,24 @@ class RunningBatchTest : public ::testing::Test {
   std::vector<std::optional<Result<Generation>>> results_;
 };
 
+struct Chunking {
+  const char* folder;
+  int64_t step_tokens;
+};
+
 // Prompts whole, or fed 3 or 4 tokens a step beside the decode tokens (3 is the least that lets
 // three sequences progress).
-class ChunkedBatchTest : public RunningBatchTest, public ::testing::WithParamInterface<int64_t> {
+class ChunkedBatchTest : public RunningBatchTest, public ::testing::WithParamInterface<Chunking> {
  protected:
-  ChunkedBatchTest() : RunningBatchTest(GetParam()) {}
+  ChunkedBatchTest() : RunningBatchTest(GetParam().step_tokens, GetParam().folder) {}
 };
 
 TEST_P(ChunkedBatchTest, SequencesJoiningAtAnyStepGiveTransformersGreedyTokens) {
-  const std::vector<testing::GoldenCase> cases = testing::golden_cases("tiny_e_pretrained");
+  const std::vector<testing::GoldenCase> cases = testing::golden_cases(GetParam().folder);
   ASSERT_EQ(cases.size(), 3u);
   const auto request = [&](size_t i) {
     GenerateRequest r{cases[i].prompt, {}};
-    r.sampling.max_tokens = 20;
+    r.sampling.max_tokens = static_cast<int64_t>(cases[i].greedy.size());
     return r;
   };
   admit(request(0), 0);
@@ -65,7 +73,7 @@ TEST_P(ChunkedBatchTest, SequencesJoiningAtAnyStepGiveTransformersGreedyTokens) 
   batch_.step();
   EXPECT_EQ(batch_.size(), 2u);
   admit(request(2), 2);
-  for (int s = 0; s < 100 && !batch_.empty(); ++s) batch_.step();
+  for (int s = 0; s < 1000 && !batch_.empty(); ++s) batch_.step();
   ASSERT_TRUE(batch_.empty());
   for (size_t i = 0; i < cases.size(); ++i) {
     ASSERT_TRUE(results_[i].has_value() && results_[i]->ok()) << i;
@@ -75,11 +83,30 @@ TEST_P(ChunkedBatchTest, SequencesJoiningAtAnyStepGiveTransformersGreedyTokens) 
     EXPECT_EQ(g.token_times.size(), g.tokens.size()) << i;
     EXPECT_TRUE(std::is_sorted(g.token_times.begin(), g.token_times.end())) << i;
   }
-  EXPECT_TRUE((*results_[1])->stopped_at_eos) << "tiny_e's prompt 1 ends at eos";
 }
 
-INSTANTIATE_TEST_SUITE_P(StepTokens, ChunkedBatchTest, ::testing::Values(kWholePrompts, 4, 3),
-                         [](const auto& p) { return "step_tokens_" + std::to_string(p.param); });
+INSTANTIATE_TEST_SUITE_P(Golden, ChunkedBatchTest,
+                         ::testing::Values(Chunking{"tiny_e_pretrained", kWholePrompts},
+                                           Chunking{"tiny_e_pretrained", 4},
+                                           Chunking{"tiny_e_pretrained", 3},
+                                           Chunking{"tiny_d_state_dict", kWholePrompts},
+                                           Chunking{"tiny_d_state_dict", 3}),
+                         [](const auto& p) {
+                           return std::string(p.param.folder) + "_step_tokens_" +
+                                  std::to_string(p.param.step_tokens);
+                         });
+
+TEST_F(RunningBatchTest, TinyEsSecondPromptEndsAtEos) {
+  const std::vector<testing::GoldenCase> cases = testing::golden_cases("tiny_e_pretrained");
+  ASSERT_EQ(cases[1].greedy.back(), model_.config().eos_token_id);
+  GenerateRequest r{cases[1].prompt, {}};
+  r.sampling.max_tokens = 40;
+  admit(r, 0);
+  for (int s = 0; s < 100 && !batch_.empty(); ++s) batch_.step();
+  ASSERT_TRUE(results_[0].has_value() && results_[0]->ok());
+  EXPECT_EQ((*results_[0])->tokens, cases[1].greedy);
+  EXPECT_TRUE((*results_[0])->stopped_at_eos);
+}
 
 class FourTokensAStepTest : public RunningBatchTest {
  protected:
