@@ -52,7 +52,7 @@ Status internal_error(std::string message);
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : state_(std::move(value)) {}  // NOLINT: implicit, like absl::StatusOr
+  Result(T value) : state_(std::move(value)) {}        // NOLINT: implicit, like absl::StatusOr
   Result(Status status) : state_(std::move(status)) {  // NOLINT
     if (std::get<Status>(state_).ok()) {
       state_ = Status(StatusCode::kInternal, "Result constructed from an OK status");
@@ -82,15 +82,15 @@ class [[nodiscard]] Result {
 #define DSV4_STATUS_CONCAT(a, b) DSV4_STATUS_CONCAT_INNER(a, b)
 
 // Returns the Status of `expr` from the enclosing function when it is not OK.
-#define DSV4_RETURN_IF_ERROR(expr)                 \
-  do {                                             \
-    ::dsv4::Status dsv4_status_ = (expr);          \
-    if (!dsv4_status_.ok()) return dsv4_status_;   \
+#define DSV4_RETURN_IF_ERROR(expr)               \
+  do {                                           \
+    ::dsv4::Status dsv4_status_ = (expr);        \
+    if (!dsv4_status_.ok()) return dsv4_status_; \
   } while (0)
 
 // `DSV4_ASSIGN_OR_RETURN(auto x, f());` binds x to f()'s value or returns its Status.
-#define DSV4_ASSIGN_OR_RETURN(lhs, expr)                                          \
-  auto DSV4_STATUS_CONCAT(dsv4_result_, __LINE__) = (expr);                       \
-  if (!DSV4_STATUS_CONCAT(dsv4_result_, __LINE__).ok())                           \
-    return DSV4_STATUS_CONCAT(dsv4_result_, __LINE__).status();                   \
+#define DSV4_ASSIGN_OR_RETURN(lhs, expr)                        \
+  auto DSV4_STATUS_CONCAT(dsv4_result_, __LINE__) = (expr);     \
+  if (!DSV4_STATUS_CONCAT(dsv4_result_, __LINE__).ok())         \
+    return DSV4_STATUS_CONCAT(dsv4_result_, __LINE__).status(); \
   lhs = std::move(DSV4_STATUS_CONCAT(dsv4_result_, __LINE__)).value()

@@ -1,5 +1,5 @@
 // A generation's text as the engine draws its tokens: decoded one id at a time
-// (incremental_decoder.h) and cut at the first stop string (stop_strings.h). Streamed and
+// (IncrementalDecoder, dsv4/tokenizer.h) and cut at the first stop string (stop_strings.h). Streamed and
 // whole answers both read their text through it, so the two always agree.
 #pragma once
 
@@ -9,7 +9,6 @@
 
 #include "dsv4/status.h"
 #include "dsv4/tokenizer.h"
-#include "server/incremental_decoder.h"
 #include "server/stop_strings.h"
 
 namespace dsv4::server {

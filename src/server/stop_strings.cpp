@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "base/partial_match.h"
+
 namespace dsv4::server {
 
 StopStrings::Piece StopStrings::add(std::string_view text) {
@@ -23,15 +25,8 @@ StopStrings::Piece StopStrings::add(std::string_view text) {
 
 size_t StopStrings::held_back() const {
   size_t longest = 0;
-  for (const std::string& stop : stops_) {
-    // The longest proper prefix of `stop` that ends held_ (a whole match was found above).
-    for (size_t n = std::min(stop.size() - 1, held_.size()); n > longest; --n) {
-      if (std::string_view(held_).substr(held_.size() - n) == std::string_view(stop).substr(0, n)) {
-        longest = n;
-        break;
-      }
-    }
-  }
+  for (const std::string& stop : stops_)
+    longest = std::max(longest, partial_match_at_end(held_, stop));
   return longest;
 }
 

@@ -3,7 +3,6 @@
 #include <optional>
 #include <utility>
 
-#include "server/chat_stream.h"
 #include "server/generated_text.h"
 #include "server/openai_json.h"
 

@@ -6,7 +6,8 @@
 // <｜begin▁of▁sentence｜> are written in the text; no chat template is applied) and prints the
 // generated text (or, with --print-ids, the ids). --chat makes TEXT one user message (after an
 // optional system message) of a DeepSeek-V4 chat (include/dsv4/chat.h) and prints the reply's
-// content, after its reasoning between <think> and </think> lines with --thinking.
+// content, after its reasoning between <think> and </think> lines with --thinking. Text is printed
+// as it is generated.
 // Without --model it runs the small oracle checkpoint shipped in the repository (random
 // weights, so the ids mean nothing; it shows the whole path works), or $DSV4_MODEL.
 // Uses only the public API (include/dsv4/).
@@ -65,16 +66,72 @@ Result<std::vector<int64_t>> prompt_ids(const GenerateArgs& args, const std::str
   return tokenize_chat_prompt(*tokenizer, *prompt);
 }
 
-// The generated text: --prompt's as it is, --chat's read as a reply.
-Result<std::string> output_text(const GenerateArgs& args, const Tokenizer& tokenizer,
-                                const Generation& out) {
-  if (args.chat.empty()) return tokenizer.decode(out.tokens);
-  const ThinkingMode thinking = args.thinking ? ThinkingMode::kThinking : ThinkingMode::kChat;
-  Result<ChatReply> reply = decode_chat_reply(tokenizer, out.tokens, out.stopped_at_eos, thinking);
-  if (!reply.ok()) return reply.status();
-  if (!args.thinking) return reply->content;
-  return "<think>\n" + reply->reasoning_content + "\n</think>\n" + reply->content;
-}
+// Prints the text as the engine draws its tokens: --prompt's as it is, --chat's reply read as one
+// (its reasoning between <think> and </think> lines with --thinking).
+class LivePrinter {
+ public:
+  LivePrinter(const Tokenizer& tokenizer, const GenerateArgs& args, int64_t eos_token_id)
+      : decoder_(tokenizer), eos_token_id_(eos_token_id), thinking_(args.thinking) {
+    if (!args.chat.empty()) {
+      reply_.emplace(thinking_ ? ThinkingMode::kThinking : ThinkingMode::kChat);
+      if (thinking_) print("<think>\n");
+    }
+  }
+
+  // The engine's on_token: false stops generation (an id the tokenizer does not know).
+  bool token(int64_t id) {
+    if (reply_ && id == eos_token_id_) return true;  // a chat reply's end, not its text
+    Result<std::string> piece = decoder_.add(id);
+    if (!piece.ok()) failed_ = piece.status();
+    if (piece.ok()) show(*piece);
+    return piece.ok();
+  }
+
+  // The rest once generation ended with `out`.
+  Status finish(const Generation& out) {
+    DSV4_RETURN_IF_ERROR(failed_);
+    DSV4_ASSIGN_OR_RETURN(const std::string held, decoder_.finish());
+    show(held);
+    if (reply_) {
+      const ThinkingMode mode = thinking_ ? ThinkingMode::kThinking : ThinkingMode::kChat;
+      print_delta(reply_->finish(read_chat_reply(text_, out.stopped_at_eos, mode)));
+      close_reasoning();
+    }
+    print("\n");
+    return ok_status();
+  }
+
+ private:
+  void show(const std::string& piece) {
+    text_ += piece;
+    if (reply_) {
+      print_delta(reply_->add(piece));
+    } else {
+      print(piece);
+    }
+  }
+  void print_delta(const ChatDelta& delta) {
+    print(delta.reasoning_content);
+    if (!delta.content.empty()) close_reasoning();
+    print(delta.content);
+  }
+  void close_reasoning() {
+    if (thinking_ && !reasoning_closed_) print("\n</think>\n");
+    reasoning_closed_ = true;
+  }
+  static void print(const std::string& text) {
+    std::fputs(text.c_str(), stdout);
+    std::fflush(stdout);
+  }
+
+  IncrementalDecoder decoder_;
+  std::optional<ChatStream> reply_;  // --chat
+  int64_t eos_token_id_;
+  bool thinking_;
+  bool reasoning_closed_ = false;
+  std::string text_;  // all of it, for the reply's reading at the end
+  Status failed_ = ok_status();
+};
 
 int fail(const Status& status) {
   std::fprintf(stderr, "dsv4 generate: %s\n", status.to_string().c_str());
@@ -88,13 +145,17 @@ int run_generate(const GenerateArgs& args) {
   if (!prompt.ok()) return fail(prompt.status());
   Result<Engine> engine = Engine::open(options);
   if (!engine.ok()) return fail(engine.status());
-  Result<Generation> out = engine->generate({*prompt, args.sampling});
-  if (!out.ok()) return fail(out.status());
+  GenerateRequest request{*prompt, args.sampling};
+  std::optional<LivePrinter> printer;
   if (tokenizer && !args.print_ids) {
-    Result<std::string> text = output_text(args, *tokenizer, *out);
-    if (!text.ok()) return fail(text.status());
-    std::printf("%s\n", text->c_str());
-    return 0;
+    printer.emplace(*tokenizer, args, engine->eos_token_id());
+    request.on_token = [&](int64_t id) { return printer->token(id); };
+  }
+  Result<Generation> out = engine->generate(request);
+  if (!out.ok()) return fail(out.status());
+  if (printer) {
+    const Status printed = printer->finish(*out);
+    return printed.ok() ? 0 : fail(printed);
   }
   for (size_t i = 0; i < out->tokens.size(); ++i) {
     std::printf("%s%lld", i ? "," : "", static_cast<long long>(out->tokens[i]));

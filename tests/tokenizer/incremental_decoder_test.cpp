@@ -1,8 +1,6 @@
 // IncrementalDecoder on the small tokenizer (tests/tokenizer/fixtures), whose ids 0-255 are the
 // 256 bytes: characters split across tokens are held until whole, bytes that never make one
 // come out as decode()'s U+FFFD, and the pieces always concatenate to decode() of all the ids.
-#include "server/incremental_decoder.h"
-
 #include <gtest/gtest.h>
 
 #include <optional>
@@ -10,11 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "dsv4/tokenizer.h"
 #include "testing/source_dir.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/utf8.h"
 
-namespace dsv4::server {
+namespace dsv4 {
 namespace {
 
 Tokenizer small_tokenizer() {
@@ -86,4 +85,4 @@ TEST(IncrementalDecoderTest, AnUnknownIdIsAnError) {
 }
 
 }  // namespace
-}  // namespace dsv4::server
+}  // namespace dsv4

@@ -1,8 +1,6 @@
 // ChatStream: DeepSeek's golden replies (tests/chat/golden, the "parse" cases) fed a character
 // at a time and whole: the reasoning and content deltas, with finish() on parse_chat_reply's
 // reading, concatenate to that reading; markers are never sent, and a marker's start is held.
-#include "server/chat_stream.h"
-
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -10,11 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "dsv4/chat.h"
 #include "format/json.h"
 #include "testing/source_dir.h"
 #include "tokenizer/utf8.h"
 
-namespace dsv4::server {
+namespace dsv4 {
 namespace {
 
 // The deltas of `pieces` and finish() on the whole text's reply, joined.
@@ -101,4 +100,4 @@ TEST(ChatStreamTest, AReplyThatBreaksTheFormatLosesNoText) {
 }
 
 }  // namespace
-}  // namespace dsv4::server
+}  // namespace dsv4

@@ -1,8 +1,9 @@
-#include "server/incremental_decoder.h"
-
+// IncrementalDecoder (include/dsv4/tokenizer.h).
 #include <string_view>
 
-namespace dsv4::server {
+#include "dsv4/tokenizer.h"
+
+namespace dsv4 {
 namespace {
 
 constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
@@ -38,4 +39,4 @@ Result<std::string> IncrementalDecoder::finish() {
   return text_after_read(false);
 }
 
-}  // namespace dsv4::server
+}  // namespace dsv4

@@ -1,19 +1,10 @@
-#include "server/chat_stream.h"
-
+#include "base/partial_match.h"
 #include "chat/dsml.h"            // kToolCallsStart
 #include "chat/special_tokens.h"  // kThinkEnd
+#include "dsv4/chat.h"
 
-namespace dsv4::server {
+namespace dsv4 {
 namespace {
-
-// The length of the longest end of `text` that `marker` starts with (shorter than the marker:
-// a whole one is found by find()).
-size_t marker_start_at_end(std::string_view text, std::string_view marker) {
-  for (size_t n = std::min(text.size(), marker.size() - 1); n > 0; --n) {
-    if (text.substr(text.size() - n) == marker.substr(0, n)) return n;
-  }
-  return 0;
-}
 
 bool starts_with(const std::string& text, const std::string& prefix) {
   return text.compare(0, prefix.size(), prefix) == 0;
@@ -29,7 +20,7 @@ void ChatStream::release(ChatDelta& out) {
     const size_t at = held_.find(marker);
     if (at == std::string::npos) {
       // Markers start with an ASCII byte, so what is held back starts a whole character.
-      const size_t keep = marker_start_at_end(held_, marker);
+      const size_t keep = partial_match_at_end(held_, marker);
       to += held_.substr(0, held_.size() - keep);
       held_.erase(0, held_.size() - keep);
       return;
@@ -63,4 +54,4 @@ ChatDelta ChatStream::finish(const ChatReply& reply) const {
   return {"", held_};  // the format broke after reasoning went out (see the header)
 }
 
-}  // namespace dsv4::server
+}  // namespace dsv4
