@@ -7,20 +7,6 @@ namespace {
 
 using format::OrderedJson;
 
-// The ids of an array prompt: integers >= 0 (the engine checks them against the vocabulary).
-std::variant<std::vector<int64_t>, RequestError> token_ids(const OrderedJson& prompt) {
-  std::vector<int64_t> ids;
-  for (const OrderedJson& id : prompt) {
-    if (!id.is_number_integer() || id.get<int64_t>() < 0) {
-      return request_error("prompt",
-                           "an array prompt holds token ids (integers >= 0), got " + id.dump());
-    }
-    ids.push_back(id.get<int64_t>());
-  }
-  if (ids.empty()) return request_error("prompt", "the prompt is empty");
-  return ids;
-}
-
 std::variant<std::string, std::vector<int64_t>, RequestError> read_prompt(const OrderedJson& body) {
   if (!body.contains("prompt")) return request_error("prompt", "prompt is required");
   const OrderedJson& prompt = body["prompt"];
@@ -29,7 +15,7 @@ std::variant<std::string, std::vector<int64_t>, RequestError> read_prompt(const 
     return prompt.get<std::string>();
   }
   if (prompt.is_array()) {
-    auto ids = token_ids(prompt);
+    auto ids = token_ids(prompt, "prompt");
     if (auto* bad = std::get_if<RequestError>(&ids)) return *bad;
     return std::get<std::vector<int64_t>>(std::move(ids));
   }

@@ -14,6 +14,7 @@
 #include "server/generated_text.h"
 #include "server/openai_json.h"
 #include "server/stream_choices.h"
+#include "server/tokenize_request.h"
 
 namespace dsv4::server {
 namespace {
@@ -116,6 +117,8 @@ struct CompletionServer::State {
   void listen_socket_options();
   void complete(const httplib::Request& req, httplib::Response& res);
   void chat(const httplib::Request& req, httplib::Response& res);
+  void tokenize(const httplib::Request& req, httplib::Response& res) const;
+  void detokenize(const httplib::Request& req, httplib::Response& res) const;
   // The prompt's ids, or the error already sent.
   std::optional<std::vector<int64_t>> prompt_ids(const CompletionRequest& request,
                                                  httplib::Response& res) const;
@@ -376,6 +379,31 @@ void CompletionServer::State::chat(const httplib::Request& req, httplib::Respons
              {"usage", usage_json(static_cast<int64_t>(prompt->size()), *answers)}});
 }
 
+void CompletionServer::State::tokenize(const httplib::Request& req, httplib::Response& res) const {
+  auto parsed = parse_tokenize_request(req.body);
+  if (const auto* bad = std::get_if<RequestError>(&parsed)) {
+    return send_error(res, 400, bad->message, bad->param);
+  }
+  if (tokenizer == nullptr) return send_error(res, 400, "this server has no tokenizer.json");
+  const TokenizeRequest& request = std::get<TokenizeRequest>(parsed);
+  Result<std::vector<int64_t>> ids = tokenizer->encode(request.prompt, request.add_special_tokens);
+  if (!ids.ok()) return send_error(res, 400, ids.status().message(), "prompt");
+  send_json(res, 200,
+            {{"tokens", *ids}, {"count", ids->size()}, {"max_model_len", options.max_context}});
+}
+
+void CompletionServer::State::detokenize(const httplib::Request& req,
+                                         httplib::Response& res) const {
+  auto parsed = parse_detokenize_request(req.body);
+  if (const auto* bad = std::get_if<RequestError>(&parsed)) {
+    return send_error(res, 400, bad->message, bad->param);
+  }
+  if (tokenizer == nullptr) return send_error(res, 400, "this server has no tokenizer.json");
+  Result<std::string> text = tokenizer->decode(std::get<DetokenizeRequest>(parsed).tokens);
+  if (!text.ok()) return send_error(res, 400, text.status().message(), "tokens");
+  send_json(res, 200, {{"prompt", *text}});
+}
+
 Json CompletionServer::State::chunk_envelope(const std::string& id, const char* object) const {
   return {
       {"id", id}, {"object", object}, {"created", unix_seconds()}, {"model", options.model_name}};
@@ -450,6 +478,10 @@ void CompletionServer::State::routes() {
             [this](const httplib::Request& req, httplib::Response& res) { complete(req, res); });
   http.Post("/v1/chat/completions",
             [this](const httplib::Request& req, httplib::Response& res) { chat(req, res); });
+  http.Post("/tokenize",
+            [this](const httplib::Request& req, httplib::Response& res) { tokenize(req, res); });
+  http.Post("/detokenize",
+            [this](const httplib::Request& req, httplib::Response& res) { detokenize(req, res); });
   // Statuses httplib sets itself (404, 413, 400 for an unreadable request) get an error body too.
   http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;

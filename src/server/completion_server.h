@@ -9,6 +9,7 @@
 //                         "finish_reason": "stop" | "length" | "tool_calls"}], "usage": {...}}.
 //                         A reply the chat parser refuses (the model broke its format) comes back
 //                         whole as content.
+//   POST /tokenize, /detokenize  text <-> the model's ids (tokenize_request.h), as vLLM has them.
 // With "stream": true either answer comes as server-sent events instead (stream_choices.h): one
 // chunk object per event ("text_completion" / "chat.completion.chunk"), data: [DONE] last.
 // Every refusal is OpenAI's {"error": {"message", "type", "param", "code"}}: 400 for a bad

@@ -1,6 +1,6 @@
 // A generation's text as the engine draws its tokens: decoded one id at a time
-// (IncrementalDecoder, dsv4/tokenizer.h) and cut at the first stop string (stop_strings.h). Streamed and
-// whole answers both read their text through it, so the two always agree.
+// (IncrementalDecoder, dsv4/tokenizer.h) and cut at the first stop string (stop_strings.h).
+// Streamed and whole answers both read their text through it, so the two always agree.
 #pragma once
 
 #include <cstdint>

@@ -64,6 +64,20 @@ std::optional<RequestError> check_model_and_user(const OrderedJson& body) {
   return std::nullopt;
 }
 
+std::variant<std::vector<int64_t>, RequestError> token_ids(const OrderedJson& array,
+                                                           const char* field) {
+  std::vector<int64_t> ids;
+  for (const OrderedJson& id : array) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0) {
+      return request_error(
+          field, std::string(field) + " holds token ids (integers >= 0), got " + id.dump());
+    }
+    ids.push_back(id.get<int64_t>());
+  }
+  if (ids.empty()) return request_error(field, std::string("the ") + field + " is empty");
+  return ids;
+}
+
 std::optional<RequestError> read_choices(const OrderedJson& body, bool stream, int64_t& n) {
   if (auto bad = read_integer(body, "n", 1, kMaxChoices, n)) return bad;
   if (n > 1 && stream) return request_error("n", "n > 1 with stream is not supported");

@@ -52,6 +52,11 @@ std::optional<RequestError> read_stream(const format::OrderedJson& body, StreamO
 // model and user must be strings (one model per server: both are ignored).
 std::optional<RequestError> check_model_and_user(const format::OrderedJson& body);
 
+// A JSON array of token ids (integers >= 0; the vocabulary is the engine's to check), not empty;
+// `field` names it in errors.
+std::variant<std::vector<int64_t>, RequestError> token_ids(const format::OrderedJson& array,
+                                                           const char* field);
+
 // The most choices "n" may ask for.
 inline constexpr int64_t kMaxChoices = 16;
 

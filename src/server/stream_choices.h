@@ -6,10 +6,10 @@
 //                         character, and go with it), finish_reason on the last.
 //   /v1/chat/completions  {"index": 0, "delta", "logprobs": null, "finish_reason"}: the first
 //                         delta is {"role": "assistant", "content": ""}, then reasoning_content
-//                         and content as the text comes (ChatStream, dsv4/chat.h), the last one the rest,
-//                         the tool calls and finish_reason.
-// The streamed text and ids concatenate to the non-streamed answer's (see ChatStream in dsv4/chat.h for the
-// one exception, a reply that breaks DeepSeek's format).
+//                         and content as the text comes (ChatStream, dsv4/chat.h), the last one the
+//                         rest, the tool calls and finish_reason.
+// The streamed text and ids concatenate to the non-streamed answer's (see ChatStream in dsv4/chat.h
+// for the one exception, a reply that breaks DeepSeek's format).
 #pragma once
 
 #include <cstdint>

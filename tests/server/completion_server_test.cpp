@@ -596,6 +596,28 @@ TEST_F(CompletionServerTest, NChoicesAreDrawnWithConsecutiveSeeds) {
   EXPECT_EQ(chat_json["choices"][1]["index"], 1);
 }
 
+// /tokenize gives the tokenizer's ids (with and without the special tokens), /detokenize its
+// text back; an id it does not know, or a server without a tokenizer, is a 400.
+TEST_F(CompletionServerTest, TokenizeAndDetokenizeAreTheTokenizers) {
+  const RunningServer server(engine_, &tokenizer_);
+  const auto [status, json] = complete(server, R"({"prompt": "hello world"})", "/tokenize");
+  ASSERT_EQ(status, 200) << json.dump();
+  const std::vector<int64_t> want = tokenizer_.encode("hello world").value();
+  EXPECT_EQ(json["tokens"].get<std::vector<int64_t>>(), want);
+  EXPECT_EQ(json["count"], want.size());
+  EXPECT_EQ(json["max_model_len"], 64);
+  const auto bare =
+      complete(server, R"({"prompt": "hello world", "add_special_tokens": false})", "/tokenize");
+  EXPECT_EQ(bare.second["tokens"].get<std::vector<int64_t>>(),
+            tokenizer_.encode("hello world", false).value());
+  const auto back = complete(server, R"({"tokens": )" + Json(want).dump() + "}", "/detokenize");
+  ASSERT_EQ(back.first, 200) << back.second.dump();
+  EXPECT_EQ(back.second["prompt"], tokenizer_.decode(want).value());
+  expect_error(complete(server, R"({"tokens": [100000]})", "/detokenize"), 400, "tokens", "100000");
+  const RunningServer without(engine_, nullptr);
+  expect_error(complete(without, R"({"prompt": "x"})", "/tokenize"), 400, "", "no tokenizer.json");
+}
+
 // logit_bias +100 on one token makes it every greedy choice; an id outside the vocabulary is
 // refused in the field's name.
 TEST_F(CompletionServerTest, LogitBiasReachesTheSampler) {
