@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "server/expect_refused.h"
+
 namespace dsv4::server {
 namespace {
 
@@ -151,11 +153,7 @@ TEST(CompletionRequestTest, RefusesEachBadFieldByName) {
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.body);
-    auto parsed = parse_completion_request(c.body, 4096);
-    const auto* bad = std::get_if<RequestError>(&parsed);
-    ASSERT_NE(bad, nullptr);
-    EXPECT_EQ(bad->param, c.param);
-    EXPECT_NE(bad->message.find(c.message), std::string::npos) << bad->message;
+    expect_refused(parse_completion_request(c.body, 4096), c.param, c.message);
   }
 }
 

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "server/expect_refused.h"
+
 namespace dsv4::server {
 namespace {
 
@@ -36,11 +38,7 @@ TEST(TokenizeRequestTest, RefusesEachBadFieldByName) {
            {R"(["x"])", "", "must be a JSON object"},
        }) {
     SCOPED_TRACE(c.body);
-    auto parsed = parse_tokenize_request(c.body);
-    const auto* bad = std::get_if<RequestError>(&parsed);
-    ASSERT_NE(bad, nullptr);
-    EXPECT_EQ(bad->param, c.param);
-    EXPECT_NE(bad->message.find(c.message), std::string::npos) << bad->message;
+    expect_refused(parse_tokenize_request(c.body), c.param, c.message);
   }
   for (const Case& c : std::vector<Case>{
            {R"({})", "tokens", "tokens must be an array"},
@@ -51,11 +49,7 @@ TEST(TokenizeRequestTest, RefusesEachBadFieldByName) {
            {R"({"tokens": [1], "prompt": "x"})", "prompt", "unknown field"},
        }) {
     SCOPED_TRACE(c.body);
-    auto parsed = parse_detokenize_request(c.body);
-    const auto* bad = std::get_if<RequestError>(&parsed);
-    ASSERT_NE(bad, nullptr);
-    EXPECT_EQ(bad->param, c.param);
-    EXPECT_NE(bad->message.find(c.message), std::string::npos) << bad->message;
+    expect_refused(parse_detokenize_request(c.body), c.param, c.message);
   }
 }
 
