@@ -32,10 +32,12 @@ void send_error(httplib::Response& res, int status, const std::string& message,
 }
 
 // The engine refuses ids outside the vocabulary and prompts over the context: the caller's
-// mistake, in the prompt's field. Anything else is the server's.
+// mistake, in the prompt's field. Memory running out (a sequence's caches) is 503, worth a
+// retry once others finish; anything else is the server's.
 void send_engine_error(httplib::Response& res, const Status& status, const char* param) {
   const bool callers = status.code() == StatusCode::kInvalidArgument;
-  send_error(res, callers ? 400 : 500, status.message(), callers ? param : "");
+  const bool busy = status.code() == StatusCode::kResourceExhausted;
+  send_error(res, callers ? 400 : busy ? 503 : 500, status.message(), callers ? param : "");
 }
 
 int64_t unix_seconds() {

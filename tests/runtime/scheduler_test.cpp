@@ -103,6 +103,18 @@ TEST(SchedulerLimitsTest, AreChecked) {
       << small_step.message();
 }
 
+// A sequence whose caches cannot be allocated fails alone with resource_exhausted (the server's
+// 503), and the engine serves the next request.
+TEST(SchedulerLimitsTest, ASequenceTooLargeForMemoryFailsAlone) {
+  EngineOptions options = options_for(4);
+  options.max_context = int64_t{1} << 50;
+  Result<Engine> engine = Engine::open(options);
+  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  const Status huge = engine->generate({{1, 2}, {.max_tokens = int64_t{1} << 49}}).status();
+  EXPECT_EQ(huge.code(), StatusCode::kResourceExhausted) << huge.to_string();
+  EXPECT_TRUE(engine->generate({{1, 2}, {.max_tokens = 3}}).ok());
+}
+
 TEST(SchedulerStopTest, AStopKeepsWhatTheCallerSawAndTheEngineServesOn) {
   Engine engine = open_engine(4);
   GenerateRequest r{{0, 17, 4, 200}, {.max_tokens = 12, .stop_at_eos = false}};
