@@ -92,6 +92,16 @@ struct Generation {
   std::vector<TokenLogprob> prompt_logprobs;  // one per prompt token from the second, when asked
 };
 
+// What the engine is doing and has done (a server's /metrics): gauges now, totals since open.
+struct EngineStats {
+  int64_t running = 0;           // sequences in the batch being stepped
+  int64_t waiting = 0;           // requests waiting for a place in it
+  int64_t steps = 0;             // forwards run
+  int64_t prompt_tokens = 0;     // prompt tokens run through the model
+  int64_t generated_tokens = 0;  // tokens drawn
+  int64_t finished = 0;          // sequences that ended (any reason, errors included)
+};
+
 class Engine {
  public:
   // Loads and validates the checkpoint; every error names the file, tensor or config field.
@@ -113,6 +123,8 @@ class Engine {
   Result<Generation> generate(const GenerateRequest& request);
   // Several sequences of different lengths, joining the running batch in the same step.
   Result<std::vector<Generation>> generate_batch(const std::vector<GenerateRequest>& requests);
+  // Thread-safe; the gauges are as of the last step.
+  EngineStats stats() const;
 
  private:
   struct State;

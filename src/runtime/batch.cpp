@@ -82,6 +82,7 @@ void RunningBatch::take_step_output(Sequence& s) {
   const std::span<const float> next = s.session.next_token_logits();
   Generation& g = s.out;
   g.tokens.push_back(s.sampler.sample(next));
+  ++totals_.generated_tokens;
   g.token_times.push_back(std::chrono::steady_clock::now());
   if (s.request.return_step_logits)
     g.step_logits.insert(g.step_logits.end(), next.begin(), next.end());
@@ -94,6 +95,8 @@ void RunningBatch::take_step_output(Sequence& s) {
 void RunningBatch::step() {
   const std::vector<StepInput> inputs = plan_step();
   if (inputs.empty()) return;
+  ++totals_.steps;
+  for (const Sequence& s : sequences_) totals_.prompt_tokens += s.chunk;
   const Status stepped = runtime::step(model_, inputs);
   if (!stepped.ok()) {
     fail_all(stepped);
@@ -102,6 +105,7 @@ void RunningBatch::step() {
   for (auto it = sequences_.begin(); it != sequences_.end();) {
     take_step_output(*it);
     if (prefilled(*it) && finished(*it)) {
+      ++totals_.finished;
       it->on_done(std::move(it->out));
       it = sequences_.erase(it);
     } else {
@@ -111,6 +115,7 @@ void RunningBatch::step() {
 }
 
 void RunningBatch::fail_all(const Status& status) {
+  totals_.finished += static_cast<int64_t>(sequences_.size());
   for (Sequence& s : sequences_) s.on_done(status);
   sequences_.clear();
 }

@@ -38,6 +38,8 @@ class RunningBatch {
   // Ends every sequence with `status` (a shutdown).
   void fail_all(const Status& status);
 
+  // What the steps so far did (steps, prompt_tokens, generated_tokens, finished).
+  const EngineStats& totals() const { return totals_; }
   size_t size() const { return sequences_.size(); }
   bool empty() const { return sequences_.empty(); }
 
@@ -65,6 +67,7 @@ class RunningBatch {
   int64_t eos_token_id_;
   int64_t step_tokens_;
   std::list<Sequence> sequences_;  // stable addresses: step() holds pointers to sessions
+  EngineStats totals_;
 };
 
 }  // namespace dsv4::runtime

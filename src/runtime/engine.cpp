@@ -109,6 +109,8 @@ Result<Generation> Engine::generate(const GenerateRequest& request) {
   return std::move(out.front());
 }
 
+EngineStats Engine::stats() const { return state_->scheduler.stats(); }
+
 Result<std::vector<Generation>> Engine::generate_batch(
     const std::vector<GenerateRequest>& requests) {
   for (const GenerateRequest& r : requests) DSV4_RETURN_IF_ERROR(check(r));

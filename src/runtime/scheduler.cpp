@@ -117,6 +117,13 @@ Result<std::vector<Generation>> Scheduler::run(const std::vector<GenerateRequest
   return out;
 }
 
+EngineStats Scheduler::stats() const {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  EngineStats now = stats_;
+  now.waiting = static_cast<int64_t>(waiting_.size());
+  return now;
+}
+
 void Scheduler::work() {
   while (true) {
     std::vector<Waiting> joining;
@@ -131,6 +138,9 @@ void Scheduler::work() {
     }
     admit(std::move(joining));
     batch_.step();
+    const std::lock_guard<std::mutex> lock(mutex_);
+    stats_ = batch_.totals();
+    stats_.running = static_cast<int64_t>(batch_.size());
   }
   batch_.fail_all(shut_down());
 }

@@ -30,6 +30,8 @@ class Scheduler {
   // The requests' generations in order, or the first error; they must have passed
   // Engine::check.
   Result<std::vector<Generation>> run(const std::vector<GenerateRequest>& requests);
+  // The batch's totals and gauges as of its last step (any thread).
+  EngineStats stats() const;
 
  private:
   struct Call;
@@ -44,9 +46,10 @@ class Scheduler {
   RunningBatch batch_;  // the worker's alone
   const int64_t eos_token_id_;
   const size_t max_batch_;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<Waiting> waiting_;  // under mutex_
+  EngineStats stats_;            // under mutex_: the batch's, copied after each step
   bool shutting_down_ = false;   // under mutex_
   std::thread worker_;           // last: starts once everything above exists
 };

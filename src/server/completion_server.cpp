@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 
 #include "dsv4/chat.h"
 #include "format/json.h"
@@ -13,6 +14,7 @@
 #include "server/completion_request.h"
 #include "server/generated_text.h"
 #include "server/openai_json.h"
+#include "server/server_metrics.h"
 #include "server/stream_choices.h"
 #include "server/tokenize_request.h"
 
@@ -110,12 +112,14 @@ struct CompletionServer::State {
   ServerOptions options;
   httplib::Server http;
   std::atomic<int64_t> next_id{0};
+  ServerMetrics metrics;
   int port = -1;
   socket_t listening = INVALID_SOCKET;  // set by listen_socket_options
 
   State(Engine& e, const Tokenizer* t, ServerOptions o)
       : engine(e), tokenizer(t), options(std::move(o)) {}
   void routes();
+  void count_requests();
   void listen_socket_options();
   void complete(const httplib::Request& req, httplib::Response& res);
   void chat(const httplib::Request& req, httplib::Response& res);
@@ -465,6 +469,23 @@ void CompletionServer::State::listen_socket_options() {
   });
 }
 
+// Every answered request counts for /metrics, and goes to stderr with the access log on. The
+// time runs from routing (a thread handles one request at a time) to the response's last byte.
+void CompletionServer::State::count_requests() {
+  static thread_local std::chrono::steady_clock::time_point started;
+  http.set_pre_routing_handler([](const httplib::Request&, httplib::Response&) {
+    started = std::chrono::steady_clock::now();
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+  http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+    metrics.record(req.path, res.status);
+    if (!options.access_log) return;
+    const std::string line = access_log_line(req.method, req.path, res.status, res.body.size(),
+                                             std::chrono::steady_clock::now() - started);
+    std::fprintf(stderr, "dsv4-serve: %s\n", line.c_str());
+  });
+}
+
 void CompletionServer::State::routes() {
   http.set_payload_max_length(options.max_body_bytes);
   http.new_task_queue = [n = options.n_threads] { return new httplib::ThreadPool(n); };
@@ -472,6 +493,10 @@ void CompletionServer::State::routes() {
   http.Get("/health", [](const httplib::Request&, httplib::Response& res) {
     send_json(res, 200, {{"status", "ok"}});
   });
+  http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics.prometheus(engine.stats()), "text/plain; version=0.0.4");
+  });
+  count_requests();
   http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
     const Json model = {{"id", options.model_name}, {"object", "model"}, {"owned_by", "dsv4"}};
     send_json(res, 200, {{"object", "list"}, {"data", {model}}});

@@ -10,6 +10,8 @@
 //                         A reply the chat parser refuses (the model broke its format) comes back
 //                         whole as content.
 //   POST /tokenize, /detokenize  text <-> the model's ids (tokenize_request.h), as vLLM has them.
+//   GET  /metrics         the engine's and the server's counts, Prometheus' text format
+//                         (server_metrics.h).
 // With "stream": true either answer comes as server-sent events instead (stream_choices.h): one
 // chunk object per event ("text_completion" / "chat.completion.chunk"), data: [DONE] last.
 // Every refusal is OpenAI's {"error": {"message", "type", "param", "code"}}: 400 for a bad
@@ -39,6 +41,7 @@ struct ServerOptions {
   // Connections served at once (httplib's thread pool). Each waits for its answer on its
   // thread, so this bounds the requests in flight: keep it above the engine's max_batch.
   size_t n_threads = 40;
+  bool access_log = false;  // a line on stderr for every request answered (server_metrics.h)
 };
 
 class CompletionServer {

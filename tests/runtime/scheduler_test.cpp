@@ -5,6 +5,7 @@
 // on serving.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <random>
 #include <stdexcept>
 #include <thread>
@@ -113,6 +114,32 @@ TEST(SchedulerLimitsTest, ASequenceTooLargeForMemoryFailsAlone) {
   const Status huge = engine->generate({{1, 2}, {.max_tokens = int64_t{1} << 49}}).status();
   EXPECT_EQ(huge.code(), StatusCode::kResourceExhausted) << huge.to_string();
   EXPECT_TRUE(engine->generate({{1, 2}, {.max_tokens = 3}}).ok());
+}
+
+// stats(): the totals count every prompt token and drawn token of the requests run, and the
+// gauges are back to zero once they are done (the worker copies them right after its step, so
+// the test waits for that copy).
+TEST(SchedulerStatsTest, CountWhatWasRun) {
+  Engine engine = open_engine(4);
+  std::mt19937_64 rng(std::random_device{}());
+  const std::vector<GenerateRequest> requests = varied_requests(6, engine.vocab_size(), rng);
+  const std::vector<Generation> out = one_at_a_time(engine, requests);
+  int64_t prompt_tokens = 0, generated = 0;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    prompt_tokens += static_cast<int64_t>(requests[i].prompt.size());
+    generated += static_cast<int64_t>(out[i].tokens.size());
+  }
+  EngineStats stats = engine.stats();
+  for (int wait = 0; wait < 1000 && stats.finished < 6; ++wait) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    stats = engine.stats();
+  }
+  EXPECT_EQ(stats.finished, 6);
+  EXPECT_EQ(stats.prompt_tokens, prompt_tokens);
+  EXPECT_EQ(stats.generated_tokens, generated);
+  EXPECT_GE(stats.steps, 6);
+  EXPECT_EQ(stats.running, 0);
+  EXPECT_EQ(stats.waiting, 0);
 }
 
 TEST(SchedulerStopTest, AStopKeepsWhatTheCallerSawAndTheEngineServesOn) {

@@ -618,6 +618,34 @@ TEST_F(CompletionServerTest, TokenizeAndDetokenizeAreTheTokenizers) {
   expect_error(complete(without, R"({"prompt": "x"})", "/tokenize"), 400, "", "no tokenizer.json");
 }
 
+// GET /metrics: the engine's totals (the tokens drawn) and every answered request by route and
+// status, unknown paths as "other". The server counts a request after its last byte went out, so
+// the test asks until the counts are there.
+TEST_F(CompletionServerTest, MetricsCountTheEngineAndTheRequests) {
+  const RunningServer server(engine_, nullptr);
+  ASSERT_EQ(complete(server, R"({"prompt": [1, 2], "max_tokens": 5, "seed": 1})").first, 200);
+  ASSERT_EQ(complete(server, R"({"prompt": [1, 2], "max_tokens": -1})").first, 400);
+  httplib::Client client = server.client();
+  ASSERT_TRUE(client.Get("/no/such/route"));
+  std::string text;
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    const auto res = client.Get("/metrics");
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 200);
+    text = res->body;
+    if (text.find("path=\"other\",status=\"404\"} 1") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  for (const char* line :
+       {"dsv4_http_requests_total{path=\"/v1/completions\",status=\"200\"} 1\n",
+        "dsv4_http_requests_total{path=\"/v1/completions\",status=\"400\"} 1\n",
+        "dsv4_http_requests_total{path=\"other\",status=\"404\"} 1\n",
+        "# TYPE dsv4_generated_tokens_total counter\ndsv4_generated_tokens_total 5\n",
+        "dsv4_prompt_tokens_total 2\n", "dsv4_sequences_running 0\n"}) {
+    EXPECT_NE(text.find(line), std::string::npos) << line << " not in\n" << text;
+  }
+}
+
 // logit_bias +100 on one token makes it every greedy choice; an id outside the vocabulary is
 // refused in the field's name.
 TEST_F(CompletionServerTest, LogitBiasReachesTheSampler) {

@@ -68,6 +68,7 @@ int serve(const ServeArgs& args) {
   // A thread for every request the engine can step, and a few more for those that wait and
   // for /health.
   server_options.n_threads = static_cast<size_t>(args.max_batch) + 8;
+  server_options.access_log = true;
   dsv4::server::CompletionServer server(*engine, *tokenizer ? &**tokenizer : nullptr,
                                         server_options);
   Result<int> port = server.bind(args.host, args.port);

@@ -1,0 +1,62 @@
+#include "server/server_metrics.h"
+
+#include <cstdio>
+#include <string_view>
+
+namespace dsv4::server {
+namespace {
+
+constexpr std::string_view kRoutes[] = {
+    "/health",   "/v1/models",  "/v1/completions", "/v1/chat/completions",
+    "/tokenize", "/detokenize", "/metrics"};
+
+std::string route_of(const std::string& path) {
+  for (const std::string_view route : kRoutes) {
+    if (path == route) return path;
+  }
+  return "other";
+}
+
+void metric(std::string& out, const char* name, const char* type, const char* help, int64_t value) {
+  out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" +
+         name + " " + std::to_string(value) + "\n";
+}
+
+}  // namespace
+
+void ServerMetrics::record(const std::string& path, int status) {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  ++requests_[{route_of(path), status}];
+}
+
+std::string ServerMetrics::prometheus(const EngineStats& engine) const {
+  std::string out;
+  metric(out, "dsv4_sequences_running", "gauge", "Sequences in the batch being stepped.",
+         engine.running);
+  metric(out, "dsv4_sequences_waiting", "gauge", "Requests waiting for a place in the batch.",
+         engine.waiting);
+  metric(out, "dsv4_steps_total", "counter", "Forwards run.", engine.steps);
+  metric(out, "dsv4_prompt_tokens_total", "counter", "Prompt tokens run through the model.",
+         engine.prompt_tokens);
+  metric(out, "dsv4_generated_tokens_total", "counter", "Tokens drawn.", engine.generated_tokens);
+  metric(out, "dsv4_sequences_finished_total", "counter", "Sequences that ended.", engine.finished);
+  out +=
+      "# HELP dsv4_http_requests_total HTTP requests answered.\n"
+      "# TYPE dsv4_http_requests_total counter\n";
+  const std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& [key, count] : requests_) {
+    out += "dsv4_http_requests_total{path=\"" + key.first + "\",status=\"" +
+           std::to_string(key.second) + "\"} " + std::to_string(count) + "\n";
+  }
+  return out;
+}
+
+std::string access_log_line(const std::string& method, const std::string& path, int status,
+                            size_t body_bytes, std::chrono::steady_clock::duration took) {
+  char ms[32];
+  std::snprintf(ms, sizeof ms, "%.1f", std::chrono::duration<double, std::milli>(took).count());
+  return method + " " + route_of(path) + " " + std::to_string(status) + " " +
+         std::to_string(body_bytes) + " B " + ms + " ms";
+}
+
+}  // namespace dsv4::server

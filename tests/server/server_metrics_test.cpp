@@ -1,0 +1,43 @@
+// ServerMetrics and the access log line (server/server_metrics.h): requests counted by route and
+// status with unknown paths as "other", the engine's numbers in Prometheus' text format.
+#include "server/server_metrics.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace dsv4::server {
+namespace {
+
+TEST(ServerMetricsTest, CountsByRouteAndStatusAndPrintsTheEngine) {
+  ServerMetrics metrics;
+  metrics.record("/v1/completions", 200);
+  metrics.record("/v1/completions", 200);
+  metrics.record("/../../etc/passwd", 404);
+  metrics.record("/wp-admin", 404);
+  const std::string text = metrics.prometheus({.running = 2,
+                                               .waiting = 1,
+                                               .steps = 9,
+                                               .prompt_tokens = 30,
+                                               .generated_tokens = 12,
+                                               .finished = 4});
+  for (const char* line :
+       {"dsv4_http_requests_total{path=\"/v1/completions\",status=\"200\"} 2\n",
+        "dsv4_http_requests_total{path=\"other\",status=\"404\"} 2\n",
+        "# TYPE dsv4_sequences_running gauge\ndsv4_sequences_running 2\n",
+        "dsv4_sequences_waiting 1\n", "dsv4_steps_total 9\n", "dsv4_prompt_tokens_total 30\n",
+        "dsv4_generated_tokens_total 12\n", "dsv4_sequences_finished_total 4\n"}) {
+    EXPECT_NE(text.find(line), std::string::npos) << line << " not in\n" << text;
+  }
+  EXPECT_EQ(text.find("passwd"), std::string::npos);
+}
+
+TEST(ServerMetricsTest, AccessLogLine) {
+  EXPECT_EQ(access_log_line("POST", "/v1/completions", 200, 123, std::chrono::microseconds(1500)),
+            "POST /v1/completions 200 123 B 1.5 ms");
+  EXPECT_EQ(access_log_line("GET", "/admin", 404, 0, std::chrono::milliseconds(2)),
+            "GET other 404 0 B 2.0 ms");
+}
+
+}  // namespace
+}  // namespace dsv4::server
