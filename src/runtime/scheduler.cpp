@@ -1,6 +1,8 @@
 #include "runtime/scheduler.h"
 
+#include <exception>
 #include <optional>
+#include <string>
 #include <utility>
 
 namespace dsv4::runtime {
@@ -96,6 +98,10 @@ Scheduler::~Scheduler() {
   for (Waiting& w : waiting_) w.call->done(w.index, shut_down());
 }
 
+Status Scheduler::failed(const std::exception& e) {
+  return internal_error(std::string("generation failed: ") + e.what());
+}
+
 Status Scheduler::shut_down() {
   return internal_error("the engine shut down before the request ran");
 }
@@ -137,7 +143,14 @@ void Scheduler::work() {
       }
     }
     admit(std::move(joining));
-    batch_.step();
+    // An exception from the model (the CPU reference's containers allocate with new) ends the
+    // batch's sequences with an error instead of the process, as it ended one caller's call
+    // when generation ran on the caller's thread.
+    try {
+      batch_.step();
+    } catch (const std::exception& e) {
+      batch_.fail_all(failed(e));
+    }
     const std::lock_guard<std::mutex> lock(mutex_);
     stats_ = batch_.totals();
     stats_.running = static_cast<int64_t>(batch_.size());
@@ -153,9 +166,14 @@ void Scheduler::admit(std::vector<Waiting> joining) {
         return call->drawn(i, token);
       };
     }
-    const Status admitted = batch_.admit(
-        request,
-        [call = w.call, i = w.index](Result<Generation> r) { call->done(i, std::move(r)); });
+    Status admitted = ok_status();
+    try {
+      admitted = batch_.admit(request, [call = w.call, i = w.index](Result<Generation> r) {
+        call->done(i, std::move(r));
+      });
+    } catch (const std::exception& e) {
+      admitted = failed(e);  // a session's caches, say: this request fails, the others go on
+    }
     if (!admitted.ok()) w.call->done(w.index, admitted);
   }
 }

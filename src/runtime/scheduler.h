@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -42,6 +43,7 @@ class Scheduler {
   void work();
   void admit(std::vector<Waiting> joining);
   static Status shut_down();
+  static Status failed(const std::exception& e);
 
   RunningBatch batch_;  // the worker's alone
   const int64_t eos_token_id_;
