@@ -1,6 +1,7 @@
 // dsv4 generate [--model DIR] (--ids 1,2,3 | --prompt TEXT | --chat TEXT [--system TEXT]
 // [--thinking [--reasoning-effort high|max]]) [--tokenizer FILE] [--max-tokens N]
-// [--temperature T --top-k K --top-p P --seed S] [--experts w4a16|w4a4] [--device cpu|cuda]
+// [--temperature T --top-k K --top-p P --seed S --presence-penalty P --frequency-penalty F]
+// [--experts w4a16|w4a4] [--device cpu|cuda]
 // [--print-ids]: one-shot generation. With --ids it prints the generated token ids; with
 // --prompt it encodes the text with the checkpoint's tokenizer.json (special tokens such as
 // <｜begin▁of▁sentence｜> are written in the text; no chat template is applied) and prints the
@@ -204,6 +205,12 @@ void register_generate(CLI::App& app, int& exit_code) {
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--seed", args->sampling.seed, "sampling seed")->capture_default_str();
+  cmd->add_option("--presence-penalty", args->sampling.presence_penalty,
+                  "less this on the logit of every token already generated")
+      ->check(CLI::Range(-2.0, 2.0));
+  cmd->add_option("--frequency-penalty", args->sampling.frequency_penalty,
+                  "less this on a token's logit for every time it was generated")
+      ->check(CLI::Range(-2.0, 2.0));
   cmd->callback([args, &exit_code] { exit_code = run_generate(*args); });
 }
 
