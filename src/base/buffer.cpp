@@ -1,5 +1,7 @@
 #include "base/buffer.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -149,6 +151,22 @@ Status copy_tensor(const TensorView& dst, const TensorView& src) {
     return internal_error(std::string("cudaMemcpyAsync: ") + cudaGetErrorString(err));
   }
   return ok_status();
+#else
+  return unimplemented("this build of dsv4 has no CUDA support");
+#endif
+}
+
+Result<int64_t> free_device_bytes(Device device) {
+  if (device == Device::kCpu) {
+    return static_cast<int64_t>(sysconf(_SC_AVPHYS_PAGES)) * sysconf(_SC_PAGESIZE);
+  }
+#ifdef DSV4_WITH_CUDA
+  size_t free = 0, total = 0;
+  const cudaError_t err = cudaMemGetInfo(&free, &total);
+  if (err != cudaSuccess) {
+    return internal_error(std::string("cudaMemGetInfo: ") + cudaGetErrorString(err));
+  }
+  return static_cast<int64_t>(free);
 #else
   return unimplemented("this build of dsv4 has no CUDA support");
 #endif

@@ -62,6 +62,10 @@ class Tensor {
 // when this returns (the host source is already staged); a copy to the host has finished.
 Status copy_tensor(const TensorView& dst, const TensorView& src);
 
+// Bytes `device` can still allocate: a GPU's free memory (cudaMemGetInfo), or the host's
+// available physical memory.
+Result<int64_t> free_device_bytes(Device device);
+
 // Waits for the device work this thread has queued (its copies and ops), so that another
 // thread may use what they wrote: the weights a server's request threads share, for one.
 Status finish_device_work();

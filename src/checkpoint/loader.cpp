@@ -194,13 +194,28 @@ class LayerCompletion {
 
 // ---- The one pass ----
 
+// The sizes of what decode_all will keep.
+LoadPlan plan_load(const Binding& binding, const ExpertPacking& packing) {
+  LoadPlan plan;
+  for (const BoundSlot& slot : binding.slots) {
+    if (packing.packed(slot)) {
+      const int64_t g = slot.shape[0], n = slot.shape[1], k = slot.shape[2];
+      // Codes, block scales and the global scales (a calibrated input scale adds 4 bytes more).
+      plan.packed_expert_bytes += g * n * (k / 2 + k / format::kNvfp4BlockSize) + 4 * g;
+    } else if (slot_spec(slot.param).storage == Storage::kIndex) {
+      plan.index_elements += slot.shape.numel();
+    } else {
+      plan.value_elements += slot.shape.numel();
+    }
+  }
+  return plan;
+}
+
 // Decodes every bound piece once. With `weights`, values land in their slots (the FP4 experts of
 // packed layers are copied in NVFP4 and decoded to scratch only for the scan); without,
 // everything is decoded to scratch, scanned and dropped.
 Status decode_all(const Binding& binding, const ModelConfig& config, const LoadOptions& options,
-                  ModelWeights* weights, LoadReport& report) {
-  const ExpertPacking packing =
-      ExpertPacking::plan(binding, config, options.keep_fp4_packed, report);
+                  const ExpertPacking& packing, ModelWeights* weights, LoadReport& report) {
   size_t n_total = 0, n_done = 0;
   for (const BoundSlot& slot : binding.slots) n_total += slot.pieces.size();
   LayerCompletion completion(binding, config, weights ? options.on_layer_loaded : nullptr);
@@ -268,14 +283,21 @@ Result<LoadedModel> load_model(const std::string& model_dir, const LoadOptions& 
     if (type != AttentionType::kSliding) w.layers[l].attn.compressor.emplace();
     if (type == AttentionType::kCompressedSparse) w.layers[l].attn.indexer.emplace();
   }
-  DSV4_RETURN_IF_ERROR(decode_all(opened.binding, w.config, options, &w, model.report));
+  const ExpertPacking packing =
+      ExpertPacking::plan(opened.binding, w.config, options.keep_fp4_packed, model.report);
+  if (options.before_decode)
+    DSV4_RETURN_IF_ERROR(options.before_decode(plan_load(opened.binding, packing)));
+  DSV4_RETURN_IF_ERROR(decode_all(opened.binding, w.config, options, packing, &w, model.report));
   return model;
 }
 
 Result<LoadReport> check_model(const std::string& model_dir, const LoadOptions& options) {
   DSV4_ASSIGN_OR_RETURN(Opened opened, open_and_bind(model_dir, options));
   LoadReport report = std::move(opened.binding.report);
-  DSV4_RETURN_IF_ERROR(decode_all(opened.binding, opened.config, options, nullptr, report));
+  const ExpertPacking packing =
+      ExpertPacking::plan(opened.binding, opened.config, options.keep_fp4_packed, report);
+  DSV4_RETURN_IF_ERROR(
+      decode_all(opened.binding, opened.config, options, packing, nullptr, report));
   return report;
 }
 

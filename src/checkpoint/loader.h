@@ -17,6 +17,17 @@
 
 namespace dsv4::checkpoint {
 
+// What a load will hold, known once the checkpoint is bound and before any byte is decoded.
+struct LoadPlan {
+  int64_t packed_expert_bytes = 0;  // NVFP4 stacks: codes, block scales, global scales
+  int64_t value_elements = 0;       // every other weight's values (f32 on the host)
+  int64_t index_elements = 0;       // tid2eid's expert ids (i64)
+  // The fewest bytes the weights can take on a GPU, where a value is at least a bf16.
+  int64_t min_device_bytes() const {
+    return packed_expert_bytes + 2 * value_elements + 8 * index_elements;
+  }
+};
+
 struct LoadOptions {
   std::optional<NamingConvention> force_convention;  // detected when empty
   // Keep FP4 routed experts packed in NVFP4 for the engine's NVFP4 paths (NVFP4 as stored,
@@ -29,6 +40,9 @@ struct LoadOptions {
   // streams each layer to a GPU and frees the host copy, so host memory holds one layer at a
   // time). An error stops the load.
   std::function<Status(ModelWeights& weights, int64_t layer)> on_layer_loaded;
+  // load_model calls this once the checkpoint is bound, before decoding anything: an error
+  // (to_device.h's: the weights cannot fit on the GPU) stops the load early.
+  std::function<Status(const LoadPlan& plan)> before_decode;
 };
 
 struct IgnoredKey {

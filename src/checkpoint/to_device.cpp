@@ -1,7 +1,9 @@
 #include "checkpoint/to_device.h"
 
 #include <cmath>
+#include <cstdio>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -155,6 +157,19 @@ Result<ModelWeights> copy_weights(const ModelWeights& weights, Device device) {
   return out;
 }
 
+Status weights_fit(const LoadPlan& plan, int64_t free_bytes) {
+  if (plan.min_device_bytes() <= free_bytes) return ok_status();
+  const auto gib = [](int64_t bytes) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.1f GiB", static_cast<double>(bytes) / (1 << 30));
+    return std::string(text);
+  };
+  return resource_exhausted(
+      "the checkpoint's weights need at least " + gib(plan.min_device_bytes()) +
+      " on the device (NVFP4 experts " + gib(plan.packed_expert_bytes) + ", the other weights " +
+      gib(2 * plan.value_elements) + " in bf16), which has " + gib(free_bytes) + " free");
+}
+
 Result<LoadedModel> load_model_on(const std::string& model_dir, Device device,
                                   LoadOptions options) {
   const DeviceCopier copier(device);
@@ -171,6 +186,10 @@ Result<LoadedModel> load_model_on(const std::string& model_dir, Device device,
     DSV4_RETURN_IF_ERROR(copier.copy(host.layers[l], placed.layers[l]));
     host.layers[l] = LayerWeights{};  // the host copy goes as soon as the device has it
     return ok_status();
+  };
+  options.before_decode = [device](const LoadPlan& plan) -> Status {
+    DSV4_ASSIGN_OR_RETURN(const int64_t free_bytes, free_device_bytes(device));
+    return weights_fit(plan, free_bytes);
   };
   DSV4_ASSIGN_OR_RETURN(LoadedModel loaded, load_model(model_dir, options));
   placed.config = loaded.weights.config;

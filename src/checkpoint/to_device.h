@@ -19,7 +19,13 @@ Result<ModelWeights> copy_weights(const ModelWeights& weights, Device device);
 // decoded it, and its host copy then freed: the host holds one layer at a time (and the
 // embedding and head), so a model larger than host memory loads onto a GPU that holds it. The
 // report is load_model's; the weights are only valid when it is clean.
+// Before decoding anything it checks that the weights can fit (weights_fit): a checkpoint too
+// large for the device fails in seconds, not after minutes of decoding.
 Result<LoadedModel> load_model_on(const std::string& model_dir, Device device,
                                   LoadOptions options = {});
+
+// resource_exhausted, saying what needs how much, when `plan`'s smallest device form is more
+// than `free_bytes`.
+Status weights_fit(const LoadPlan& plan, int64_t free_bytes);
 
 }  // namespace dsv4::checkpoint

@@ -197,6 +197,46 @@ TEST_F(LoaderTest, AnErrorFromOnLayerLoadedStopsTheLoad) {
   EXPECT_EQ(model.status().message(), "out of device memory at layer 1");
 }
 
+// before_decode: the plan of a checkpoint with NVFP4 experts counts their packed bytes exactly
+// (codes, a UE4M3 scale per 16, a global scale per expert), every tid2eid entry, and every other
+// value; decoded to f32 instead, the experts move to the values. An error stops the load before
+// a byte is decoded.
+TEST_F(LoaderTest, BeforeDecodeSeesThePlanAndCanStopTheLoad) {
+  const SyntheticCheckpoint ckpt = official({LinearForm::kFp8E8m0, ExpertForm::kNvfp4, true});
+  const Status written = ckpt.write(dir_.path(), testing::kTinyConfigJson, rng_.engine());
+  ASSERT_TRUE(written.ok()) << written.to_string();
+  LoadPlan packed, dense;
+  LoadOptions options;
+  options.before_decode = [&](const LoadPlan& plan) {
+    packed = plan;
+    return ok_status();
+  };
+  ASSERT_TRUE(load_model(dir_.path(), options).ok());
+  options = dense_experts();
+  options.before_decode = [&](const LoadPlan& plan) {
+    dense = plan;
+    return ok_status();
+  };
+  ASSERT_TRUE(load_model(dir_.path(), options).ok());
+  const int64_t e = config_.n_routed_experts, d = config_.hidden_size,
+                f = config_.moe_intermediate_size, n_layers = config_.n_layer;
+  const int64_t per_layer = e * 2 * f * (d / 2 + d / 16) + 4 * e + e * d * (f / 2 + f / 16) + 4 * e;
+  EXPECT_EQ(packed.packed_expert_bytes, n_layers * per_layer);
+  EXPECT_EQ(dense.packed_expert_bytes, 0);
+  EXPECT_EQ(dense.value_elements, packed.value_elements + n_layers * 3 * e * f * d);
+  EXPECT_EQ(packed.index_elements, config_.vocab_size * config_.n_expert_used);  // layer 0
+  EXPECT_EQ(packed.min_device_bytes(),
+            packed.packed_expert_bytes + 2 * packed.value_elements + 8 * packed.index_elements);
+
+  size_t n_decoded = 0;
+  options.progress = [&](size_t, size_t) { ++n_decoded; };
+  options.before_decode = [](const LoadPlan&) { return resource_exhausted("too large"); };
+  const Result<LoadedModel> stopped = load_model(dir_.path(), options);
+  ASSERT_FALSE(stopped.ok());
+  EXPECT_EQ(stopped.status().message(), "too large");
+  EXPECT_EQ(n_decoded, 0u);
+}
+
 // ---- Bad values: each reported with slot and key ----
 
 TEST_F(LoaderTest, AllZeroWeightIsReported) {
