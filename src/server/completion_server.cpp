@@ -120,6 +120,7 @@ struct CompletionServer::State {
       : engine(e), tokenizer(t), options(std::move(o)) {}
   void routes();
   void count_requests();
+  bool authorized(const httplib::Request& req) const;
   void listen_socket_options();
   void complete(const httplib::Request& req, httplib::Response& res);
   void chat(const httplib::Request& req, httplib::Response& res);
@@ -471,11 +472,26 @@ void CompletionServer::State::listen_socket_options() {
 
 // Every answered request counts for /metrics, and goes to stderr with the access log on. The
 // time runs from routing (a thread handles one request at a time) to the response's last byte.
+// With an API key, the /v1/ routes need "Authorization: Bearer <key>" (as OpenAI's and vLLM's
+// servers); /health, /metrics and the tokenizer routes stay open. The key is compared in time
+// independent of where it differs.
+bool CompletionServer::State::authorized(const httplib::Request& req) const {
+  if (options.api_key.empty() || !req.path.starts_with("/v1/")) return true;
+  const std::string given = req.get_header_value("Authorization");
+  const std::string want = "Bearer " + options.api_key;
+  if (given.size() != want.size()) return false;
+  unsigned char differ = 0;
+  for (size_t i = 0; i < want.size(); ++i) differ |= static_cast<unsigned char>(given[i] ^ want[i]);
+  return differ == 0;
+}
+
 void CompletionServer::State::count_requests() {
   static thread_local std::chrono::steady_clock::time_point started;
-  http.set_pre_routing_handler([](const httplib::Request&, httplib::Response&) {
+  http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     started = std::chrono::steady_clock::now();
-    return httplib::Server::HandlerResponse::Unhandled;
+    if (authorized(req)) return httplib::Server::HandlerResponse::Unhandled;
+    send_error(res, 401, "a valid API key is needed: Authorization: Bearer <key>");
+    return httplib::Server::HandlerResponse::Handled;
   });
   http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
     metrics.record(req.path, res.status);

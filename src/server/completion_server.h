@@ -15,13 +15,13 @@
 // With "stream": true either answer comes as server-sent events instead (stream_choices.h): one
 // chunk object per event ("text_completion" / "chat.completion.chunk"), data: [DONE] last.
 // Every refusal is OpenAI's {"error": {"message", "type", "param", "code"}}: 400 for a bad
-// request (naming the field), 404 for an unknown path, 413 for a body over the limit, 500 when
-// the engine or the tokenizer fails; once a stream has begun, a failure is an error event before
-// [DONE]. Requests are served concurrently, each on a thread of its own, and the engine steps
-// them together (continuous batching, runtime/scheduler.h); a client that leaves mid-stream
-// stops its generation. Known issue: after httplib
-// (0.11.4) refused a body over max_body_bytes with 413, stop() did not return in a test; the 413
-// path is therefore not tested yet.
+// request (naming the field), 401 without the API key (when one is set), 404 for an unknown path,
+// 413 for a body over the limit, 500 when the engine or the tokenizer fails; once a stream has
+// begun, a failure is an error event before [DONE]. Requests are served concurrently, each on a
+// thread of its own, and the engine steps them together (continuous batching, runtime/scheduler.h);
+// a client that leaves mid-stream stops its generation. Known issue: after httplib (0.11.4) refused
+// a body over max_body_bytes with 413, stop() did not return in a test; the 413 path is therefore
+// not tested yet.
 #pragma once
 
 #include <cstdint>
@@ -42,6 +42,8 @@ struct ServerOptions {
   // thread, so this bounds the requests in flight: keep it above the engine's max_batch.
   size_t n_threads = 40;
   bool access_log = false;  // a line on stderr for every request answered (server_metrics.h)
+  // Non-empty: the /v1/ routes answer 401 unless "Authorization: Bearer <api_key>".
+  std::string api_key;
 };
 
 class CompletionServer {

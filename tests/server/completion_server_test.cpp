@@ -646,6 +646,32 @@ TEST_F(CompletionServerTest, MetricsCountTheEngineAndTheRequests) {
   }
 }
 
+// With an API key the /v1/ routes answer 401 unless the request carries it as a bearer token
+// (a wrong one, one a character short, none); /health stays open.
+TEST_F(CompletionServerTest, AnApiKeyGuardsTheV1Routes) {
+  ServerOptions options;
+  options.api_key = "sk-test-123";
+  const RunningServer server(engine_, nullptr, options);
+  httplib::Client client = server.client();
+  const std::string body = R"({"prompt": [1, 2], "max_tokens": 1})";
+  for (const char* header : {"", "Bearer sk-test-124", "Bearer sk-test-12", "sk-test-123"}) {
+    SCOPED_TRACE(header);
+    httplib::Headers headers;
+    if (*header != '\0') headers.emplace("Authorization", header);
+    const auto res = client.Post("/v1/completions", headers, body, "application/json");
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 401);
+    EXPECT_NE(res->body.find("API key"), std::string::npos) << res->body;
+  }
+  const auto ok = client.Post("/v1/completions", {{"Authorization", "Bearer sk-test-123"}}, body,
+                              "application/json");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200) << ok->body;
+  const auto health = client.Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+}
+
 // logit_bias +100 on one token makes it every greedy choice; an id outside the vocabulary is
 // refused in the field's name.
 TEST_F(CompletionServerTest, LogitBiasReachesTheSampler) {

@@ -1,12 +1,13 @@
 // dsv4-serve --model DIR [--tokenizer FILE] [--host H] [--port P] [--device cpu|cuda]
-// [--experts w4a16|w4a4] [--max-context N] [--max-batch B] [--max-step-tokens N]: the
-// OpenAI-compatible server
+// [--experts w4a16|w4a4] [--max-context N] [--max-batch B] [--max-step-tokens N]
+// [--served-model-name NAME] [--api-key KEY]: the OpenAI-compatible server
 // (server/completion_server.h) until SIGINT or SIGTERM. The tokenizer defaults to
 // MODEL/tokenizer.json; without one the server takes token-id prompts only and says so. A
 // binary of its own because cpp-httplib comes as a shared library (src/server/CMakeLists.txt).
 #include <CLI/CLI.hpp>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <optional>
 #include <string>
 
@@ -29,6 +30,8 @@ struct ServeArgs {
   int64_t max_context = 4096;
   int64_t max_batch = 32;
   int64_t max_step_tokens = 2048;
+  std::string served_model_name = "dsv4";
+  std::string api_key;  // --api-key, else $DSV4_API_KEY
 };
 
 dsv4::server::CompletionServer* running = nullptr;  // for the signal handler
@@ -69,6 +72,11 @@ int serve(const ServeArgs& args) {
   // for /health.
   server_options.n_threads = static_cast<size_t>(args.max_batch) + 8;
   server_options.access_log = true;
+  server_options.model_name = args.served_model_name;
+  server_options.api_key = args.api_key;
+  if (const char* key = std::getenv("DSV4_API_KEY"); key != nullptr && args.api_key.empty()) {
+    server_options.api_key = key;
+  }
   dsv4::server::CompletionServer server(*engine, *tokenizer ? &**tokenizer : nullptr,
                                         server_options);
   Result<int> port = server.bind(args.host, args.port);
@@ -108,6 +116,12 @@ int main(int argc, char** argv) {
                  "chunks (at least --max-batch)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  app.add_option("--served-model-name", args.served_model_name,
+                 "the model's name in /v1/models and in every response")
+      ->capture_default_str();
+  app.add_option("--api-key", args.api_key,
+                 "the /v1/ routes need \"Authorization: Bearer KEY\" (default: $DSV4_API_KEY; "
+                 "none: open)");
   CLI11_PARSE(app, argc, argv);
   return serve(args);
 }
