@@ -164,7 +164,8 @@ Result<int64_t> free_device_bytes(Device device) {
   size_t free = 0, total = 0;
   const cudaError_t err = cudaMemGetInfo(&free, &total);
   if (err != cudaSuccess) {
-    return internal_error(std::string("cudaMemGetInfo: ") + cudaGetErrorString(err));
+    return not_found(std::string("no usable CUDA device (cudaMemGetInfo: ") +
+                     cudaGetErrorString(err) + ")");
   }
   return static_cast<int64_t>(free);
 #else
