@@ -272,7 +272,7 @@ std::variant<ChatRequest, RequestError> parse_chat_request(std::string_view body
         read_tools(body, request.conversation.tools), read_thinking(body, request.conversation),
         read_sampling(body, max_tokens, max_tokens_limit, request.sampling),
         read_stream(body, request.stream), read_stop(body, request.stop),
-        read_logprobs(body, request), read_choices(body, request.stream.enabled, request.n)}) {
+        read_logprobs(body, request), read_choices(body, request.n)}) {
     if (step) return *step;
   }
   return request;

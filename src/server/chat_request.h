@@ -11,11 +11,10 @@
 //   reasoning_effort  DeepSeek's mapping: "low", "medium", "high" -> high (the default),
 //                 "xhigh", "max" -> max.
 // Sampling fields as for /v1/completions (request_fields.h); max_completion_tokens is
-// max_tokens' newer name; stop, stream and stream_options as there too; logprobs and
-// top_logprobs and n (not with stream). Fields that would change the answer and are not
-// implemented (tool_choice other than "auto",
-// parallel_tool_calls false, response_format other than text) are refused by name, as are unknown
-// fields and roles (developer, function).
+// max_tokens' newer name; stop, n, stream and stream_options as there too; logprobs and
+// top_logprobs (not with stream). Fields that would change the answer and are not implemented
+// (tool_choice other than "auto", parallel_tool_calls false, response_format other than text) are
+// refused by name, as are unknown fields and roles (developer, function).
 #pragma once
 
 #include <cstdint>

@@ -76,7 +76,7 @@ std::variant<CompletionRequest, RequestError> parse_completion_request(std::stri
   if (auto bad = read_stream(body, request.stream)) return *bad;
   if (auto bad = read_stop(body, request.stop)) return *bad;
   if (auto bad = read_logprobs(body, request)) return *bad;
-  if (auto bad = read_choices(body, request.stream.enabled, request.n)) return *bad;
+  if (auto bad = read_choices(body, request.n)) return *bad;
   return request;
 }
 

@@ -68,7 +68,7 @@ struct Stream {
   SamplingParams sampling;
   StreamOptions options;
   Json envelope;  // id, object, created, model: the same in every chunk
-  std::unique_ptr<StreamChoices> choices;
+  std::vector<std::unique_ptr<StreamChoices>> choices;  // a request's n, choice i at index i
 
   // Each choice as a chunk; false once the client is gone.
   bool send(httplib::DataSink& sink, const std::vector<Json>& list) const {
@@ -91,10 +91,15 @@ struct Answer {
 };
 
 // A request's n choices: the same request, each drawn with its own seed (seed + index).
-std::vector<GenerateRequest> choices_of(const GenerateRequest& request, int64_t n) {
-  std::vector<GenerateRequest> choices(static_cast<size_t>(n), request);
+std::vector<GenerateRequest> choices_of(const GenerateRequest& request, size_t n) {
+  std::vector<GenerateRequest> choices(n, request);
   for (size_t i = 0; i < choices.size(); ++i) choices[i].sampling.seed += i;
   return choices;
+}
+
+// What names choice i's tool calls: the response's id and, past the first choice, the index.
+std::string choice_id(const std::string& id, size_t i) {
+  return i == 0 ? id : id + "." + std::to_string(i);
 }
 
 // {"prompt_tokens", "completion_tokens", "total_tokens"}: the prompt once, every choice's tokens.
@@ -192,10 +197,12 @@ void CompletionServer::State::complete(const httplib::Request& req, httplib::Res
   if (request.stream.enabled) {
     if (refused({*prompt, request.sampling}, "prompt", res)) return;
     const std::string id = "cmpl-" + std::to_string(next_id++);
+    std::vector<std::unique_ptr<StreamChoices>> choices;
+    for (int64_t i = 0; i < request.n; ++i)
+      choices.push_back(completion_choices(tokenizer, request.stop, static_cast<size_t>(i)));
     return stream(res, std::make_shared<Stream>(
                            Stream{*std::move(prompt), request.sampling, request.stream,
-                                  chunk_envelope(id, "text_completion"),
-                                  completion_choices(tokenizer, std::move(request.stop))}));
+                                  chunk_envelope(id, "text_completion"), std::move(choices)}));
   }
   GenerateRequest base{*prompt, request.sampling};
   base.logprobs = request.logprobs;
@@ -203,7 +210,8 @@ void CompletionServer::State::complete(const httplib::Request& req, httplib::Res
   std::vector<GeneratedText> texts;
   for (int64_t i = 0; tokenizer != nullptr && i < request.n; ++i)
     texts.emplace_back(*tokenizer, request.stop);
-  const auto answers = generate(choices_of(base, request.n), texts, "prompt", res);
+  const auto answers =
+      generate(choices_of(base, static_cast<size_t>(request.n)), texts, "prompt", res);
   if (!answers) return;
   Json choices = Json::array();
   for (size_t i = 0; i < answers->size(); ++i) {
@@ -345,18 +353,24 @@ void CompletionServer::State::chat(const httplib::Request& req, httplib::Respons
   const std::string id = std::to_string(next_id++);
   if (request.stream.enabled) {
     if (refused({*prompt, request.sampling}, "messages", res)) return;
-    return stream(res, std::make_shared<Stream>(
-                           Stream{*std::move(prompt), request.sampling, request.stream,
-                                  chunk_envelope("chatcmpl-" + id, "chat.completion.chunk"),
-                                  chat_choices(*tokenizer, request.conversation.thinking, id,
-                                               engine.eos_token_id(), request.stop)}));
+    std::vector<std::unique_ptr<StreamChoices>> choices;
+    for (int64_t i = 0; i < request.n; ++i) {
+      choices.push_back(chat_choices(*tokenizer, request.conversation.thinking,
+                                     choice_id(id, static_cast<size_t>(i)), engine.eos_token_id(),
+                                     request.stop, static_cast<size_t>(i)));
+    }
+    return stream(
+        res, std::make_shared<Stream>(Stream{
+                 *std::move(prompt), request.sampling, request.stream,
+                 chunk_envelope("chatcmpl-" + id, "chat.completion.chunk"), std::move(choices)}));
   }
   GenerateRequest base{*prompt, request.sampling};
   base.logprobs = request.logprobs;
   std::vector<GeneratedText> texts;
   for (int64_t i = 0; i < request.n; ++i)
     texts.emplace_back(*tokenizer, request.stop, engine.eos_token_id());
-  const auto answers = generate(choices_of(base, request.n), texts, "messages", res);
+  const auto answers =
+      generate(choices_of(base, static_cast<size_t>(request.n)), texts, "messages", res);
   if (!answers) return;
   Json choices = Json::array();
   for (size_t i = 0; i < answers->size(); ++i) {
@@ -365,8 +379,7 @@ void CompletionServer::State::chat(const httplib::Request& req, httplib::Respons
     const ChatReply reply =
         read_chat_reply(answer.text, answer.out.stopped_at_eos && !answer.stop_string,
                         request.conversation.thinking);
-    // Tool calls are named after the response and, past the first choice, the choice too.
-    const std::string call_id = i == 0 ? id : id + "." + std::to_string(i);
+    const std::string call_id = choice_id(id, i);
     Json choice = {{"index", i},
                    {"message", assistant_message(reply, request.conversation.thinking, call_id)},
                    {"logprobs", nullptr},
@@ -426,32 +439,43 @@ void CompletionServer::State::stream(httplib::Response& res, std::shared_ptr<Str
 }
 
 bool CompletionServer::State::run_stream(Stream& s, httplib::DataSink& sink) {
-  if (!s.send(sink, s.choices->start())) return false;
+  for (const auto& choices : s.choices) {
+    if (!s.send(sink, choices->start())) return false;
+  }
   bool connected = true;
   Status failed = ok_status();  // a chunk that could not be made (an id the tokenizer lacks)
-  GenerateRequest request{s.prompt, s.sampling};
-  request.on_token = [&](int64_t token) {
-    Result<std::vector<Json>> choices = s.choices->add(token);
-    if (!choices.ok()) failed = choices.status();
-    connected = choices.ok() && s.send(sink, *choices);
-    return connected && !s.choices->stopped();  // a stop string ends generation too
-  };
-  Result<Generation> out = engine.generate(request);
+  std::vector<GenerateRequest> requests = choices_of({s.prompt, s.sampling}, s.choices.size());
+  for (size_t i = 0; i < requests.size(); ++i) {
+    StreamChoices& choices = *s.choices[i];
+    requests[i].on_token = [&](int64_t token) {
+      if (!connected || !failed.ok()) return false;
+      Result<std::vector<Json>> chunk = choices.add(token);
+      if (!chunk.ok()) failed = chunk.status();
+      connected = chunk.ok() && s.send(sink, *chunk);
+      return connected && !choices.stopped();  // a stop string ends generation too
+    };
+  }
+  Result<std::vector<Generation>> out = engine.generate_batch(requests);
   if (failed.ok() && !out.ok()) failed = out.status();
   if (!connected && failed.ok()) return false;  // the client left: generation stopped
-  Result<std::vector<Json>> last = failed.ok() ? s.choices->finish(*out) : failed;
-  if (!last.ok()) {
-    // The status went out with the first event: the error is an event of its own.
-    if (!send_event(sink, error_json(500, last.status().message()).dump())) return false;
-  } else {
-    if (!s.send(sink, *last)) return false;
-    if (s.options.include_usage) {
-      Json chunk = s.envelope;
-      chunk["choices"] = Json::array();
-      chunk["usage"] = usage_json(static_cast<int64_t>(s.prompt.size()),
-                                  static_cast<int64_t>(out->tokens.size()));
-      if (!send_event(sink, chunk.dump())) return false;
+  int64_t n_generated = 0;
+  for (size_t i = 0; i < s.choices.size() && failed.ok(); ++i) {
+    Result<std::vector<Json>> last = s.choices[i]->finish((*out)[i]);
+    if (!last.ok()) {
+      failed = last.status();
+      break;
     }
+    if (!s.send(sink, *last)) return false;
+    n_generated += static_cast<int64_t>((*out)[i].tokens.size());
+  }
+  if (!failed.ok()) {
+    // The status went out with the first event: the error is an event of its own.
+    if (!send_event(sink, error_json(500, failed.message()).dump())) return false;
+  } else if (s.options.include_usage) {
+    Json chunk = s.envelope;
+    chunk["choices"] = Json::array();
+    chunk["usage"] = usage_json(static_cast<int64_t>(s.prompt.size()), n_generated);
+    if (!send_event(sink, chunk.dump())) return false;
   }
   if (!send_event(sink, "[DONE]")) return false;
   sink.done();

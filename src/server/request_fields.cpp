@@ -78,10 +78,8 @@ std::variant<std::vector<int64_t>, RequestError> token_ids(const OrderedJson& ar
   return ids;
 }
 
-std::optional<RequestError> read_choices(const OrderedJson& body, bool stream, int64_t& n) {
-  if (auto bad = read_integer(body, "n", 1, kMaxChoices, n)) return bad;
-  if (n > 1 && stream) return request_error("n", "n > 1 with stream is not supported");
-  return std::nullopt;
+std::optional<RequestError> read_choices(const OrderedJson& body, int64_t& n) {
+  return read_integer(body, "n", 1, kMaxChoices, n);
 }
 
 std::optional<RequestError> read_stop(const OrderedJson& body, std::vector<std::string>& out) {

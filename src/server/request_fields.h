@@ -60,8 +60,8 @@ std::variant<std::vector<int64_t>, RequestError> token_ids(const format::Ordered
 // The most choices "n" may ask for.
 inline constexpr int64_t kMaxChoices = 16;
 
-// OpenAI's "n" (choices of one prompt, 1 ... kMaxChoices) into `n`; not above 1 with stream.
-std::optional<RequestError> read_choices(const format::OrderedJson& body, bool stream, int64_t& n);
+// OpenAI's "n" (choices of one prompt, 1 ... kMaxChoices) into `n`.
+std::optional<RequestError> read_choices(const format::OrderedJson& body, int64_t& n);
 
 // OpenAI's "stop" into `out`: a string, or an array of at most 4; each non-empty. Absent or
 // null: none.

@@ -13,7 +13,8 @@ using format::Json;
 
 class CompletionChoices final : public StreamChoices {
  public:
-  CompletionChoices(const Tokenizer* tokenizer, std::vector<std::string> stop) {
+  CompletionChoices(const Tokenizer* tokenizer, std::vector<std::string> stop, size_t index)
+      : index_(index) {
     if (tokenizer != nullptr) text_of_.emplace(*tokenizer, std::move(stop));
   }
 
@@ -41,7 +42,7 @@ class CompletionChoices final : public StreamChoices {
  private:
   // The choice for the text and ids not yet sent.
   Json take(const char* reason) {
-    Json choice = {{"index", 0},
+    Json choice = {{"index", index_},
                    {"text", std::exchange(text_, "")},
                    {"token_ids", std::exchange(ids_, {})},
                    {"logprobs", nullptr},
@@ -49,6 +50,7 @@ class CompletionChoices final : public StreamChoices {
     return choice;
   }
 
+  size_t index_;
   std::optional<GeneratedText> text_of_;  // none without a tokenizer
   std::string text_;
   std::vector<int64_t> ids_;
@@ -57,8 +59,9 @@ class CompletionChoices final : public StreamChoices {
 class ChatChoices final : public StreamChoices {
  public:
   ChatChoices(const Tokenizer& tokenizer, ThinkingMode thinking, std::string id,
-              int64_t eos_token_id, std::vector<std::string> stop)
-      : thinking_(thinking),
+              int64_t eos_token_id, std::vector<std::string> stop, size_t index)
+      : index_(index),
+        thinking_(thinking),
         id_(std::move(id)),
         text_of_(tokenizer, std::move(stop), eos_token_id),
         reply_(thinking) {}
@@ -105,8 +108,8 @@ class ChatChoices final : public StreamChoices {
     return delta;
   }
 
-  static Json choice(Json delta, const char* reason) {
-    return {{"index", 0},
+  Json choice(Json delta, const char* reason) const {
+    return {{"index", index_},
             {"delta", std::move(delta)},
             {"logprobs", nullptr},
             {"finish_reason", reason == nullptr ? Json() : Json(reason)}};
@@ -116,6 +119,7 @@ class ChatChoices final : public StreamChoices {
   // the text before.
   bool finished(const Generation& out) const { return out.stopped_at_eos && !stopped(); }
 
+  size_t index_;
   ThinkingMode thinking_;
   std::string id_;
   GeneratedText text_of_;
@@ -126,15 +130,15 @@ class ChatChoices final : public StreamChoices {
 }  // namespace
 
 std::unique_ptr<StreamChoices> completion_choices(const Tokenizer* tokenizer,
-                                                  std::vector<std::string> stop) {
-  return std::make_unique<CompletionChoices>(tokenizer, std::move(stop));
+                                                  std::vector<std::string> stop, size_t index) {
+  return std::make_unique<CompletionChoices>(tokenizer, std::move(stop), index);
 }
 
 std::unique_ptr<StreamChoices> chat_choices(const Tokenizer& tokenizer, ThinkingMode thinking,
                                             std::string id, int64_t eos_token_id,
-                                            std::vector<std::string> stop) {
+                                            std::vector<std::string> stop, size_t index) {
   return std::make_unique<ChatChoices>(tokenizer, thinking, std::move(id), eos_token_id,
-                                       std::move(stop));
+                                       std::move(stop), index);
 }
 
 }  // namespace dsv4::server

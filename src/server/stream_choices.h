@@ -1,6 +1,7 @@
 // The choices of a streamed answer ("stream": true), one endpoint's kind each, built as the
-// engine draws tokens. The server wraps each choice in a chunk object (id, object, created,
-// model) and sends it as one server-sent event; these classes know what a choice says:
+// engine draws tokens; a request's n choices are n of these, each with its index. The server wraps
+// each choice in a chunk object (id, object, created, model) and sends it as one server-sent event;
+// these classes know what a choice says:
 //   /v1/completions       {"index": 0, "text", "token_ids", "logprobs": null, "finish_reason"}
 //                         after each token (the ids wait while their text is an incomplete
 //                         character, and go with it), finish_reason on the last.
@@ -41,13 +42,13 @@ class StreamChoices {
 // `tokenizer` may be null: the text stays empty, each token is a chunk of its id (and `stop`
 // must be empty). The text ends before the first of the `stop` strings.
 std::unique_ptr<StreamChoices> completion_choices(const Tokenizer* tokenizer,
-                                                  std::vector<std::string> stop);
+                                                  std::vector<std::string> stop, size_t index);
 
 // `id` is the response's (it names the tool calls); `eos_token_id` the engine's, whose text the
 // reply's parser stands in for itself. The reply's text ends before the first of the `stop`
 // strings.
 std::unique_ptr<StreamChoices> chat_choices(const Tokenizer& tokenizer, ThinkingMode thinking,
                                             std::string id, int64_t eos_token_id,
-                                            std::vector<std::string> stop);
+                                            std::vector<std::string> stop, size_t index);
 
 }  // namespace dsv4::server

@@ -26,11 +26,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       s.temperature > 2.0f || !(s.top_p > 0.0f) || s.top_p > 1.0f) {
     std::abort();
   }
-  // stream_options are refused unless streaming; so are n > 1, logprobs and echo with it.
+  // stream_options are refused unless streaming; logprobs and echo with it.
   if (request->stream.include_usage && !request->stream.enabled) std::abort();
-  if (request->stream.enabled && (request->n > 1 || request->logprobs >= 0 || request->echo)) {
+  if (request->stream.enabled && (request->logprobs >= 0 || request->echo)) std::abort();
+  if (request->n < 1 || request->n > 16 || request->logprobs > 20 || request->stop.size() > 4) {
     std::abort();
   }
-  if (request->n < 1 || request->logprobs > 20 || request->stop.size() > 4) std::abort();
   return 0;
 }

@@ -127,7 +127,7 @@ TEST(ChatRequestTest, RefusesEachBadFieldByName) {
        "stream_options", "only allowed with stream true"},
       {"{" + user + R"(, "stream": true, "stream_options": {"include_usage": "y"}})",
        "stream_options.include_usage", "true or false"},
-      {"{" + user + R"(, "n": 2, "stream": true})", "n", "n > 1 with stream is not supported"},
+      {"{" + user + R"(, "n": 17})", "n", "got 17"},
       {"{" + user + R"(, "stop": ["x", 1]})", "stop", "stop[1] must be a string, got 1"},
       {"{" + user + R"(, "top_logprobs": 2})", "top_logprobs", "needs logprobs true"},
       {"{" + user + R"(, "logprobs": true, "top_logprobs": 21})", "top_logprobs", "got 21"},

@@ -594,6 +594,28 @@ TEST_F(CompletionServerTest, NChoicesAreDrawnWithConsecutiveSeeds) {
   ASSERT_EQ(chat_status, 200) << chat_json.dump();
   ASSERT_EQ(chat_json["choices"].size(), 2u);
   EXPECT_EQ(chat_json["choices"][1]["index"], 1);
+
+  // Streamed: each choice's chunks carry its index, and put together they are the whole answer's.
+  const Streamed streamed = post_stream(server, "/v1/completions", R"({"prompt": [259, 262, 108],
+      "max_tokens": 6, "temperature": 1, "seed": 40, "n": 3, "stream": true,
+      "stream_options": {"include_usage": true}})");
+  std::vector<std::vector<int64_t>> ids(3);
+  std::vector<std::string> texts(3), reasons(3);
+  ASSERT_FALSE(streamed.chunks.empty());
+  for (size_t c = 0; c + 1 < streamed.chunks.size(); ++c) {
+    const Json& choice = streamed.chunks[c]["choices"][0];
+    const size_t i = choice["index"];
+    ASSERT_LT(i, 3u);
+    for (const Json& id : choice["token_ids"]) ids[i].push_back(id.get<int64_t>());
+    texts[i] += choice["text"].get<std::string>();
+    if (!choice["finish_reason"].is_null()) reasons[i] = choice["finish_reason"];
+  }
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(ids[i], direct[i]) << i;
+    EXPECT_EQ(texts[i], json["choices"][i]["text"]) << i;
+    EXPECT_EQ(reasons[i], json["choices"][i]["finish_reason"]) << i;
+  }
+  EXPECT_EQ(streamed.chunks.back()["usage"]["completion_tokens"], n_tokens);
 }
 
 // /tokenize gives the tokenizer's ids (with and without the special tokens), /detokenize its
@@ -627,23 +649,29 @@ TEST_F(CompletionServerTest, MetricsCountTheEngineAndTheRequests) {
   ASSERT_EQ(complete(server, R"({"prompt": [1, 2], "max_tokens": -1})").first, 400);
   httplib::Client client = server.client();
   ASSERT_TRUE(client.Get("/no/such/route"));
+  const std::vector<std::string> lines = {
+      "dsv4_http_requests_total{path=\"/v1/completions\",status=\"200\"} 1\n",
+      "dsv4_http_requests_total{path=\"/v1/completions\",status=\"400\"} 1\n",
+      "dsv4_http_requests_total{path=\"other\",status=\"404\"} 1\n",
+      "# TYPE dsv4_generated_tokens_total counter\ndsv4_generated_tokens_total 5\n",
+      "dsv4_prompt_tokens_total 2\n",
+      "dsv4_sequences_running 0\n"};
+  const auto missing = [&](const std::string& text) {
+    for (const std::string& line : lines) {
+      if (text.find(line) == std::string::npos) return line;
+    }
+    return std::string();
+  };
   std::string text;
-  for (int attempt = 0; attempt < 100; ++attempt) {
+  for (int attempt = 0; attempt < 200; ++attempt) {
     const auto res = client.Get("/metrics");
     ASSERT_TRUE(res);
     EXPECT_EQ(res->status, 200);
     text = res->body;
-    if (text.find("path=\"other\",status=\"404\"} 1") != std::string::npos) break;
+    if (missing(text).empty()) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  for (const char* line :
-       {"dsv4_http_requests_total{path=\"/v1/completions\",status=\"200\"} 1\n",
-        "dsv4_http_requests_total{path=\"/v1/completions\",status=\"400\"} 1\n",
-        "dsv4_http_requests_total{path=\"other\",status=\"404\"} 1\n",
-        "# TYPE dsv4_generated_tokens_total counter\ndsv4_generated_tokens_total 5\n",
-        "dsv4_prompt_tokens_total 2\n", "dsv4_sequences_running 0\n"}) {
-    EXPECT_NE(text.find(line), std::string::npos) << line << " not in\n" << text;
-  }
+  EXPECT_EQ(missing(text), "") << "not in\n" << text;
 }
 
 // With an API key the /v1/ routes answer 401 unless the request carries it as a bearer token
