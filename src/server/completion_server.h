@@ -1,8 +1,8 @@
 // An OpenAI-compatible HTTP server over one Engine (cpp-httplib):
 //   GET  /health          {"status": "ok"}
 //   GET  /v1/models       the one model
-//   POST /v1/completions  completion_request.h; answers {"choices": [{"text", "token_ids",
-//                         "finish_reason"}], "usage": {...}}
+//   POST /v1/completions  completion_request.h; answers {"choices": [{"index", "text",
+//                         "token_ids", "logprobs", "finish_reason"}, ...], "usage": {...}}
 //   POST /v1/chat/completions  chat_request.h; the conversation through DeepSeek-V4's chat
 //                         encoder (include/dsv4/chat.h); answers {"choices": [{"message":
 //                         {"role", "content", "reasoning_content" (thinking mode), "tool_calls"},
@@ -16,7 +16,8 @@
 // chunk object per event ("text_completion" / "chat.completion.chunk"), data: [DONE] last.
 // Every refusal is OpenAI's {"error": {"message", "type", "param", "code"}}: 400 for a bad
 // request (naming the field), 401 without the API key (when one is set), 404 for an unknown path,
-// 413 for a body over the limit, 500 when the engine or the tokenizer fails; once a stream has
+// 413 for a body over the limit, 503 when a sequence's caches do not fit in memory (retry), 500
+// when the engine or the tokenizer fails; once a stream has
 // begun, a failure is an error event before [DONE]. Requests are served concurrently, each on a
 // thread of its own, and the engine steps them together (continuous batching, runtime/scheduler.h);
 // a client that leaves mid-stream stops its generation. Known issue: after httplib (0.11.4) refused
