@@ -74,18 +74,29 @@ bool ExpertPacking::packed(const BoundSlot& slot) const {
          packed_layers_[static_cast<size_t>(slot.layer)];
 }
 
-Result<format::Nvfp4Tensor> ExpertPacking::allocate(const BoundSlot& slot) const {
+ExpertPacking::StackShapes ExpertPacking::stack_shapes(const BoundSlot& slot) {
   const int64_t g = slot.shape[0], n = slot.shape[1], k = slot.shape[2];
+  return {{g, n, k / 2}, {g, n, k / format::kNvfp4BlockSize}, {g}};
+}
+
+int64_t ExpertPacking::packed_bytes(const BoundSlot& slot) {
+  const StackShapes shapes = stack_shapes(slot);
+  return shapes.packed.numel() + shapes.block_scale.numel() +
+         static_cast<int64_t>(sizeof(float)) * shapes.per_matrix.numel();
+}
+
+Result<format::Nvfp4Tensor> ExpertPacking::allocate(const BoundSlot& slot) const {
+  const StackShapes shapes = stack_shapes(slot);
   format::Nvfp4Tensor t;
-  DSV4_ASSIGN_OR_RETURN(t.packed, Tensor::empty(DType::kU8, {g, n, k / 2}));
-  DSV4_ASSIGN_OR_RETURN(t.block_scale,
-                        Tensor::empty(DType::kU8, {g, n, k / format::kNvfp4BlockSize}));
-  DSV4_ASSIGN_OR_RETURN(t.global_scale, Tensor::empty(DType::kF32, {g}));
+  DSV4_ASSIGN_OR_RETURN(t.packed, Tensor::empty(DType::kU8, shapes.packed));
+  DSV4_ASSIGN_OR_RETURN(t.block_scale, Tensor::empty(DType::kU8, shapes.block_scale));
+  DSV4_ASSIGN_OR_RETURN(t.global_scale, Tensor::empty(DType::kF32, shapes.per_matrix));
   bool every_input_scale = true;
   for (const BoundPiece& piece : slot.pieces)
     every_input_scale &= piece.stored.input_scale != nullptr;
   if (every_input_scale) {
-    DSV4_ASSIGN_OR_RETURN(t.input_scale, Tensor::empty(DType::kF32, {g}));
+    const int64_t g = shapes.per_matrix.numel();
+    DSV4_ASSIGN_OR_RETURN(t.input_scale, Tensor::empty(DType::kF32, shapes.per_matrix));
     for (int64_t i = 0; i < g; ++i) t.input_scale.data_as<float>()[i] = 0.0f;
   }
   return t;

@@ -25,10 +25,18 @@ class ExpertPacking {
   bool packed(const BoundSlot& slot) const;
   // The empty stack `slot` fills (linear scales; input_scale only if every piece has one).
   Result<format::Nvfp4Tensor> allocate(const BoundSlot& slot) const;
+  // Its bytes without the input scales (codes, block scales, global scales): a lower bound.
+  static int64_t packed_bytes(const BoundSlot& slot);
   // Copies one piece of a packed slot into its place in `out`.
   void copy_piece(const BoundSlot& slot, const BoundPiece& piece, format::Nvfp4Tensor& out) const;
 
  private:
+  // A packed stack's tensors: codes, block scales, and the per-matrix scales.
+  struct StackShapes {
+    Shape packed, block_scale, per_matrix;
+  };
+  static StackShapes stack_shapes(const BoundSlot& slot);
+
   std::vector<bool> packed_layers_;
   std::map<std::pair<Param, int64_t>, Mxfp4AsNvfp4> from_mxfp4_;  // by (param, layer)
 };

@@ -199,9 +199,7 @@ LoadPlan plan_load(const Binding& binding, const ExpertPacking& packing) {
   LoadPlan plan;
   for (const BoundSlot& slot : binding.slots) {
     if (packing.packed(slot)) {
-      const int64_t g = slot.shape[0], n = slot.shape[1], k = slot.shape[2];
-      // Codes, block scales and the global scales (a calibrated input scale adds 4 bytes more).
-      plan.packed_expert_bytes += g * n * (k / 2 + k / format::kNvfp4BlockSize) + 4 * g;
+      plan.packed_expert_bytes += ExpertPacking::packed_bytes(slot);
     } else if (slot_spec(slot.param).storage == Storage::kIndex) {
       plan.index_elements += slot.shape.numel();
     } else {

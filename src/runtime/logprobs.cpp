@@ -16,6 +16,7 @@ TokenLogprob token_logprob(std::span<const float> logits, int64_t token, int64_t
     return static_cast<float>(logits[static_cast<size_t>(id)] - log_sum);
   };
   TokenLogprob out{token, logprob(token), {}};
+  if (n_top <= 0) return out;  // the token's alone: no ranking of the vocabulary
   const auto n = std::min<int64_t>(n_top, static_cast<int64_t>(logits.size()));
   std::vector<int64_t> ids(logits.size());
   std::iota(ids.begin(), ids.end(), int64_t{0});

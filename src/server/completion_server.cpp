@@ -103,10 +103,10 @@ std::string choice_id(const std::string& id, size_t i) {
 }
 
 // {"prompt_tokens", "completion_tokens", "total_tokens"}: the prompt once, every choice's tokens.
-Json usage_json(int64_t n_prompt, const std::vector<Answer>& answers) {
+Json answers_usage(int64_t n_prompt, const std::vector<Answer>& answers) {
   int64_t n_completion = 0;
   for (const Answer& a : answers) n_completion += static_cast<int64_t>(a.out.tokens.size());
-  return server::usage_json(n_prompt, n_completion);
+  return usage_json(n_prompt, n_completion);
 }
 
 }  // namespace
@@ -144,11 +144,13 @@ struct CompletionServer::State {
   std::optional<std::vector<Answer>> generate(std::vector<GenerateRequest> requests,
                                               std::vector<GeneratedText>& texts, const char* param,
                                               httplib::Response& res);
-  // A completion's choice `index`: its text (after the echoed prompt's), ids, logprobs when
-  // asked (of the echoed prompt's tokens too) and finish reason.
-  Result<Json> completion_choice(const CompletionRequest& request,
-                                 const std::vector<int64_t>& prompt, const Answer& answer,
-                                 size_t index) const;
+  // The echoed prompt's text: the request's own, or its ids decoded (empty without echo).
+  Result<std::string> echoed_text(const CompletionRequest& request,
+                                  const std::vector<int64_t>& prompt) const;
+  // A completion's choice `index`: its text (after `prompt_text`, the echoed prompt's), ids,
+  // logprobs when asked (of the echoed prompt's tokens too) and finish reason.
+  Json completion_choice(const CompletionRequest& request, const std::vector<int64_t>& prompt,
+                         const std::string& prompt_text, const Answer& answer, size_t index) const;
   // Sends the error and returns true when logit_bias names an id outside the vocabulary (the
   // engine would refuse it too, but not in the field's name).
   bool outside_vocabulary(const SamplingParams& sampling, httplib::Response& res) const;
@@ -213,33 +215,33 @@ void CompletionServer::State::complete(const httplib::Request& req, httplib::Res
   const auto answers =
       generate(choices_of(base, static_cast<size_t>(request.n)), texts, "prompt", res);
   if (!answers) return;
+  const Result<std::string> prompt_text = echoed_text(request, *prompt);
+  if (!prompt_text.ok()) return send_error(res, 500, prompt_text.status().message());
   Json choices = Json::array();
-  for (size_t i = 0; i < answers->size(); ++i) {
-    Result<Json> choice = completion_choice(request, *prompt, (*answers)[i], i);
-    if (!choice.ok()) return send_error(res, 500, choice.status().message());
-    choices.push_back(*std::move(choice));
-  }
+  for (size_t i = 0; i < answers->size(); ++i)
+    choices.push_back(completion_choice(request, *prompt, *prompt_text, (*answers)[i], i));
   send_json(res, 200,
             {{"id", "cmpl-" + std::to_string(next_id++)},
              {"object", "text_completion"},
              {"created", unix_seconds()},
              {"model", options.model_name},
              {"choices", std::move(choices)},
-             {"usage", usage_json(static_cast<int64_t>(prompt->size()), *answers)}});
+             {"usage", answers_usage(static_cast<int64_t>(prompt->size()), *answers)}});
 }
 
-Result<Json> CompletionServer::State::completion_choice(const CompletionRequest& request,
-                                                        const std::vector<int64_t>& prompt,
-                                                        const Answer& answer, size_t index) const {
+Result<std::string> CompletionServer::State::echoed_text(const CompletionRequest& request,
+                                                         const std::vector<int64_t>& prompt) const {
+  if (!request.echo) return std::string();
+  if (const auto* given = std::get_if<std::string>(&request.prompt)) return *given;
+  if (tokenizer == nullptr) return std::string();
+  return tokenizer->decode(prompt);
+}
+
+Json CompletionServer::State::completion_choice(const CompletionRequest& request,
+                                                const std::vector<int64_t>& prompt,
+                                                const std::string& prompt_text,
+                                                const Answer& answer, size_t index) const {
   const Generation& out = answer.out;
-  std::string prompt_text;
-  if (request.echo) {
-    if (const auto* given = std::get_if<std::string>(&request.prompt)) {
-      prompt_text = *given;
-    } else if (tokenizer != nullptr) {
-      DSV4_ASSIGN_OR_RETURN(prompt_text, tokenizer->decode(prompt));
-    }
-  }
   Json choice = {{"index", index},
                  {"text", prompt_text + answer.text},
                  {"token_ids", out.tokens},
@@ -396,7 +398,7 @@ void CompletionServer::State::chat(const httplib::Request& req, httplib::Respons
              {"created", unix_seconds()},
              {"model", options.model_name},
              {"choices", std::move(choices)},
-             {"usage", usage_json(static_cast<int64_t>(prompt->size()), *answers)}});
+             {"usage", answers_usage(static_cast<int64_t>(prompt->size()), *answers)}});
 }
 
 void CompletionServer::State::tokenize(const httplib::Request& req, httplib::Response& res) const {
