@@ -37,6 +37,11 @@ struct EngineOptions {
   // what is left (chunked prefill), so a long prompt that joins holds the others' next tokens
   // back by one such step at most. At least max_batch.
   int64_t max_step_tokens = 2048;
+  // Device memory for the states of finished sequences and prompts, kept so that a prompt that
+  // begins with the same tokens (a chat's next turn, a system prompt or document sent again)
+  // starts from there instead of computing them again; least recently used out first. They
+  // make way when a new sequence needs the memory. 0: no prefix cache.
+  int64_t prefix_cache_mb = 1024;
 };
 
 // How a token is drawn from the logits: penalties and bias first, then greedy or temperature
@@ -94,12 +99,14 @@ struct Generation {
 
 // What the engine is doing and has done (a server's /metrics): gauges now, totals since open.
 struct EngineStats {
-  int64_t running = 0;           // sequences in the batch being stepped
-  int64_t waiting = 0;           // requests waiting for a place in it
-  int64_t steps = 0;             // forwards run
-  int64_t prompt_tokens = 0;     // prompt tokens run through the model
-  int64_t generated_tokens = 0;  // tokens drawn
-  int64_t finished = 0;          // sequences that ended (any reason, errors included)
+  int64_t running = 0;               // sequences in the batch being stepped
+  int64_t waiting = 0;               // requests waiting for a place in it
+  int64_t steps = 0;                 // forwards run
+  int64_t prompt_tokens = 0;         // prompt tokens run through the model
+  int64_t cached_prompt_tokens = 0;  // prompt tokens taken from the prefix cache instead
+  int64_t prefix_cache_bytes = 0;    // device memory the prefix cache holds now
+  int64_t generated_tokens = 0;      // tokens drawn
+  int64_t finished = 0;              // sequences that ended (any reason, errors included)
 };
 
 class Engine {

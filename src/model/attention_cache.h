@@ -46,6 +46,9 @@ struct AttentionCache {
                                        int64_t max_positions, Device device,
                                        int64_t max_step_tokens = kDefaultStepTokens);
 
+  // W: the ring holds W + Ts − 1 rows.
+  int64_t sliding_window() const { return window.shape()[0] - max_step_tokens + 1; }
+
   int64_t n_tokens = 0;  // tokens seen so far = the position of the next one
   int64_t max_positions = 0;
   int64_t max_step_tokens = 0;                // Ts

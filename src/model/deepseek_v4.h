@@ -47,8 +47,10 @@ class Model {
   const checkpoint::ModelConfig& config() const { return weights_->config; }
   Device device() const { return weights_->embed.device(); }
 
-  // Empty caches for one sequence of up to max_positions tokens.
-  Result<SequenceCache> new_cache(int64_t max_positions) const;
+  // Empty caches for one sequence of up to max_positions tokens, run max_step_tokens at a time
+  // (longer chunks are split; the window ring holds W + max_step_tokens − 1 rows).
+  Result<SequenceCache> new_cache(
+      int64_t max_positions, int64_t max_step_tokens = AttentionCache::kDefaultStepTokens) const;
 
   // Runs every chunk's tokens through the model, appending them to their caches. Fails with
   // invalid_argument for a token id outside the vocabulary or a start_pos that does not

@@ -8,15 +8,65 @@
 
 namespace dsv4::runtime {
 
-RunningBatch::RunningBatch(const model::Model& model, int64_t eos_token_id, int64_t step_tokens)
-    : model_(model), eos_token_id_(eos_token_id), step_tokens_(step_tokens) {}
+RunningBatch::RunningBatch(const model::Model& model, int64_t eos_token_id, int64_t step_tokens,
+                           int64_t prefix_cache_bytes)
+    : model_(model),
+      eos_token_id_(eos_token_id),
+      step_tokens_(step_tokens),
+      prefix_cache_(prefix_cache_bytes) {}
+
+Result<Session> RunningBatch::new_session(const GenerateRequest& request) {
+  const auto context = static_cast<int64_t>(request.prompt.size()) + request.sampling.max_tokens;
+  Result<Session> session = Session::create(model_, context);
+  if (session.ok() || session.status().code() != StatusCode::kResourceExhausted ||
+      prefix_cache_.size() == 0) {
+    return session;
+  }
+  prefix_cache_.clear();  // a running sequence matters more than a kept state
+  totals_.prefix_cache_bytes = 0;
+  return Session::create(model_, context);
+}
 
 Status RunningBatch::admit(const GenerateRequest& request, OnDone on_done) {
-  const auto context = static_cast<int64_t>(request.prompt.size()) + request.sampling.max_tokens;
-  DSV4_ASSIGN_OR_RETURN(Session session, Session::create(model_, context));
-  sequences_.push_back(Sequence{request, std::move(on_done), std::move(session),
-                                Sampler(request.sampling), Generation{}});
+  DSV4_ASSIGN_OR_RETURN(Session session, new_session(request));
+  Sequence s{request, std::move(on_done), std::move(session), Sampler(request.sampling),
+             Generation{}};
+  DSV4_RETURN_IF_ERROR(resume_from_prefix(s));
+  sequences_.push_back(std::move(s));
   return ok_status();
+}
+
+Status RunningBatch::resume_from_prefix(Sequence& s) {
+  if (!prefix_cache_.enabled()) return ok_status();
+  const std::vector<int64_t>& prompt = s.request.prompt;
+  const auto keep_at = static_cast<int64_t>(prompt.size()) - 1;
+  if (keep_at >= kMinKeptTokens) s.keep_prompt_at = keep_at;
+  if (s.request.return_prompt_logits || s.request.prompt_logprobs) return ok_status();
+  const PrefixCache::Entry* kept = prefix_cache_.longest_prefix(prompt);
+  if (kept == nullptr) return ok_status();
+  DSV4_RETURN_IF_ERROR(s.session.resume(kept->state));
+  s.n_prompt_fed = static_cast<int64_t>(kept->tokens.size());
+  totals_.cached_prompt_tokens += s.n_prompt_fed;
+  return ok_status();
+}
+
+void RunningBatch::keep_state(const Session& session, std::span<const int64_t> tokens) {
+  const auto n = static_cast<int64_t>(tokens.size());
+  if (!prefix_cache_.enabled() || n < kMinKeptTokens || prefix_cache_.contains(tokens)) return;
+  DSV4_CHECK(session.n_tokens() == n, "keeping a state of %lld tokens under %lld",
+             static_cast<long long>(session.n_tokens()), static_cast<long long>(n));
+  // A state that cannot be copied (the device is short of memory) is simply not kept.
+  Result<model::SequenceCache> state = session.snapshot(model_);
+  if (!state.ok()) return;
+  prefix_cache_.insert({tokens.begin(), tokens.end()}, std::move(state).value());
+  totals_.prefix_cache_bytes = prefix_cache_.bytes();
+}
+
+void RunningBatch::keep_finished_state(const Sequence& s) {
+  // The last drawn token was never fed.
+  std::vector<int64_t> ran = s.request.prompt;
+  if (!s.out.tokens.empty()) ran.insert(ran.end(), s.out.tokens.begin(), s.out.tokens.end() - 1);
+  keep_state(s.session, ran);
 }
 
 bool RunningBatch::prefilled(const Sequence& s) {
@@ -45,6 +95,9 @@ std::vector<StepInput> RunningBatch::plan_step() {
     const std::span<const int64_t> rest =
         std::span<const int64_t>(s.request.prompt).subspan(static_cast<size_t>(s.n_prompt_fed));
     s.chunk = std::min(budget, static_cast<int64_t>(rest.size()));
+    if (s.n_prompt_fed < s.keep_prompt_at) {
+      s.chunk = std::min(s.chunk, s.keep_prompt_at - s.n_prompt_fed);
+    }
     budget -= s.chunk;
     inputs.push_back({&s.session, rest.first(static_cast<size_t>(s.chunk)),
                       s.request.return_prompt_logits || s.request.prompt_logprobs});
@@ -70,6 +123,11 @@ void RunningBatch::take_prompt_chunk(Sequence& s) {
   }
   s.n_prompt_fed += s.chunk;
   s.chunk = 0;
+  if (s.n_prompt_fed == s.keep_prompt_at) {
+    keep_state(
+        s.session,
+        std::span<const int64_t>(s.request.prompt).first(static_cast<size_t>(s.keep_prompt_at)));
+  }
 }
 
 int64_t RunningBatch::n_alternatives(const Sequence& s) {
@@ -105,6 +163,7 @@ void RunningBatch::step() {
   for (auto it = sequences_.begin(); it != sequences_.end();) {
     take_step_output(*it);
     if (prefilled(*it) && finished(*it)) {
+      keep_finished_state(*it);
       ++totals_.finished;
       it->on_done(std::move(it->out));
       it = sequences_.erase(it);

@@ -3,6 +3,13 @@
 // within a budget of tokens a step), it draws one token a step, and it leaves as soon as it is
 // done (eos, max_tokens, or its on_token said stop), so a new one can take its place at the next
 // step. Every step is one Model::forward for all.
+//
+// It keeps sequences' states in a prefix cache (runtime/prefix_cache.h) and starts a prompt from
+// the longest one it begins with. Two states of each sequence are kept: after its prompt but the
+// last token (that token runs in a step of its own), which serves the same prompt again and a
+// chat's next turn where the template rewrites the end of the prompt (a thinking turn's
+// reasoning is dropped from the history); and after all it ran when it is done (prompt and
+// reply but the last token), which serves the next turn of a chat that keeps the reply as is.
 #pragma once
 
 #include <functional>
@@ -11,6 +18,7 @@
 
 #include "dsv4/engine.h"
 #include "model/deepseek_v4.h"
+#include "runtime/prefix_cache.h"
 #include "runtime/sampler.h"
 #include "runtime/session.h"
 
@@ -21,13 +29,20 @@ using OnDone = std::function<void(Result<Generation>)>;
 
 class RunningBatch {
  public:
-  // A step feeds at most step_tokens tokens: every decoding sequence's one, and prompt chunks
-  // in what is left (at least one token while fewer than step_tokens sequences decode).
-  RunningBatch(const model::Model& model, int64_t eos_token_id, int64_t step_tokens);
+  // States of fewer tokens are not kept: they cost less to compute than to keep.
+  static constexpr int64_t kMinKeptTokens = 64;
 
-  // Makes the sequence's session (its caches for prompt + max_tokens); the prompt runs from the
-  // next step on. The request must have passed Engine::check. On failure nothing joined and
-  // on_done is not called.
+  // A step feeds at most step_tokens tokens: every decoding sequence's one, and prompt chunks
+  // in what is left (at least one token while fewer than step_tokens sequences decode). At most
+  // prefix_cache_bytes of kept states (0: no prefix cache).
+  RunningBatch(const model::Model& model, int64_t eos_token_id, int64_t step_tokens,
+               int64_t prefix_cache_bytes);
+
+  // Makes the sequence's session (its caches for prompt + max_tokens) and starts it from the
+  // longest kept state its prompt begins with (unless it asks for the prompt's logits or
+  // logprobs, which need every row computed); the rest of the prompt runs from the next step
+  // on. The request must have passed Engine::check. On failure nothing joined and on_done is
+  // not called.
   Status admit(const GenerateRequest& request, OnDone on_done);
 
   // One forward over the sequences' new tokens, then each whose prompt is complete draws a
@@ -38,7 +53,8 @@ class RunningBatch {
   // Ends every sequence with `status` (a shutdown).
   void fail_all(const Status& status);
 
-  // What the steps so far did (steps, prompt_tokens, generated_tokens, finished).
+  // What the steps so far did (steps, prompt_tokens, cached_prompt_tokens, generated_tokens,
+  // finished) and the prefix cache's size.
   const EngineStats& totals() const { return totals_; }
   size_t size() const { return sequences_.size(); }
   bool empty() const { return sequences_.empty(); }
@@ -50,9 +66,17 @@ class RunningBatch {
     Session session;
     Sampler sampler;
     Generation out;
-    int64_t n_prompt_fed = 0;  // prompt tokens in the cache
-    int64_t chunk = 0;         // prompt tokens fed in the current step
+    int64_t n_prompt_fed = 0;    // prompt tokens in the cache
+    int64_t chunk = 0;           // prompt tokens fed in the current step
+    int64_t keep_prompt_at = 0;  // after this many prompt tokens the state is kept (0: never)
   };
+  // The Session for `request`; when memory is short, the prefix cache makes way for it.
+  Result<Session> new_session(const GenerateRequest& request);
+  // Sets where s's prompt state is kept, and starts s from the longest kept prefix.
+  Status resume_from_prefix(Sequence& s);
+  // Keeps the session's state after `tokens` (what it ran), when worth it.
+  void keep_state(const Session& session, std::span<const int64_t> tokens);
+  void keep_finished_state(const Sequence& s);
   static bool prefilled(const Sequence& s);
   bool finished(const Sequence& s) const;
   // What each sequence feeds this step (sets the prompt chunks).
@@ -67,6 +91,7 @@ class RunningBatch {
   int64_t eos_token_id_;
   int64_t step_tokens_;
   std::list<Sequence> sequences_;  // stable addresses: step() holds pointers to sessions
+  PrefixCache prefix_cache_;
   EngineStats totals_;
 };
 

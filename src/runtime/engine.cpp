@@ -23,7 +23,7 @@ struct Engine::State {
         model(weights, options),
         max_context(engine.max_context),
         scheduler(model, model.config().eos_token_id, static_cast<size_t>(engine.max_batch),
-                  engine.max_step_tokens) {}
+                  engine.max_step_tokens, engine.prefix_cache_mb << 20) {}
 };
 
 Engine::Engine(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -34,6 +34,10 @@ Engine& Engine::operator=(Engine&&) noexcept = default;
 Result<Engine> Engine::open(const EngineOptions& options) {
   if (options.max_context <= 0) return invalid_argument("max_context must be positive");
   if (options.max_batch <= 0) return invalid_argument("max_batch must be positive");
+  // The upper bound keeps the byte count (mb << 20) within int64.
+  if (options.prefix_cache_mb < 0 || options.prefix_cache_mb > (int64_t{1} << 40)) {
+    return invalid_argument("prefix_cache_mb must be in [0, 2^40]");
+  }
   if (options.max_step_tokens < options.max_batch) {
     return invalid_argument("max_step_tokens (" + std::to_string(options.max_step_tokens) +
                             ") must be at least max_batch (" + std::to_string(options.max_batch) +

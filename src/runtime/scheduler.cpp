@@ -82,8 +82,8 @@ struct Scheduler::Call {
 };
 
 Scheduler::Scheduler(const model::Model& model, int64_t eos_token_id, size_t max_batch,
-                     int64_t step_tokens)
-    : batch_(model, eos_token_id, step_tokens),
+                     int64_t step_tokens, int64_t prefix_cache_bytes)
+    : batch_(model, eos_token_id, step_tokens, prefix_cache_bytes),
       eos_token_id_(eos_token_id),
       max_batch_(max_batch),
       worker_([this] { work(); }) {}

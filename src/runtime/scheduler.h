@@ -21,8 +21,10 @@ namespace dsv4::runtime {
 
 class Scheduler {
  public:
-  // max_batch sequences at most in the batch; step_tokens at most fed a step (RunningBatch).
-  Scheduler(const model::Model& model, int64_t eos_token_id, size_t max_batch, int64_t step_tokens);
+  // max_batch sequences at most in the batch; step_tokens at most fed a step, and
+  // prefix_cache_bytes of kept states (RunningBatch).
+  Scheduler(const model::Model& model, int64_t eos_token_id, size_t max_batch, int64_t step_tokens,
+            int64_t prefix_cache_bytes);
   // Lets the running step finish, then fails every request still waiting or running.
   ~Scheduler();
   Scheduler(const Scheduler&) = delete;

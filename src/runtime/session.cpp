@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "model/cache_copy.h"
+
 namespace dsv4::runtime {
 
 Result<Session> Session::create(const model::Model& model, int64_t max_positions) {
@@ -17,7 +19,17 @@ std::span<const float> Session::next_token_logits() const {
   return std::span<const float>(logits_).last(static_cast<size_t>(vocab_size_));
 }
 
-// The only code allowed into a Session's cache and logits: step() below.
+Result<model::SequenceCache> Session::snapshot(const model::Model& model) const {
+  return model::snapshot_cache(model, cache_);
+}
+
+Status Session::resume(const model::SequenceCache& state) {
+  DSV4_RETURN_IF_ERROR(model::copy_cache_state(state, cache_));
+  logits_.clear();
+  return ok_status();
+}
+
+// Besides the two above, the only code allowed into a Session's cache and logits: step() below.
 struct StepRunner {
   static Status run(const model::Model& model, std::span<const StepInput> inputs) {
     const int64_t v = model.config().vocab_size;

@@ -26,6 +26,11 @@ class Session {
   // The last row: the distribution of the next token.
   std::span<const float> next_token_logits() const;
 
+  // Prefix caching (runtime/prefix_cache.h): a compact copy of this session's state, and taking
+  // such a copy as this session's own (it continues from there; its logits are gone).
+  Result<model::SequenceCache> snapshot(const model::Model& model) const;
+  Status resume(const model::SequenceCache& state);
+
  private:
   friend struct StepRunner;
   model::SequenceCache cache_;

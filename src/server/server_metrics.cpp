@@ -38,6 +38,10 @@ std::string ServerMetrics::prometheus(const EngineStats& engine) const {
   metric(out, "dsv4_steps_total", "counter", "Forwards run.", engine.steps);
   metric(out, "dsv4_prompt_tokens_total", "counter", "Prompt tokens run through the model.",
          engine.prompt_tokens);
+  metric(out, "dsv4_cached_prompt_tokens_total", "counter",
+         "Prompt tokens taken from the prefix cache instead.", engine.cached_prompt_tokens);
+  metric(out, "dsv4_prefix_cache_bytes", "gauge", "Device memory the prefix cache holds.",
+         engine.prefix_cache_bytes);
   metric(out, "dsv4_generated_tokens_total", "counter", "Tokens drawn.", engine.generated_tokens);
   metric(out, "dsv4_sequences_finished_total", "counter", "Sequences that ended.", engine.finished);
   out +=

@@ -22,6 +22,7 @@ namespace dsv4::runtime {
 namespace {
 
 constexpr int64_t kWholePrompts = 2048;  // more than any golden prompt and its decode tokens
+constexpr int64_t kPrefixCacheBytes = int64_t{64} << 20;  // on, as in the engine
 
 class RunningBatchTest : public ::testing::Test {
  protected:
@@ -29,7 +30,7 @@ class RunningBatchTest : public ::testing::Test {
                             const std::string& folder = "tiny_e_pretrained")
       : loaded_(checkpoint::load_model(testing::golden_path(folder + "/model")).value()),
         model_(loaded_.weights, model::ModelOptions{}),
-        batch_(model_, model_.config().eos_token_id, step_tokens) {}
+        batch_(model_, model_.config().eos_token_id, step_tokens, kPrefixCacheBytes) {}
 
   // Admits `request`; its result lands in results_[index].
   void admit(const GenerateRequest& request, size_t index) {

@@ -2,7 +2,8 @@
 // forwards on the scheduler's worker thread, callers on threads of their own. Every oracle prompt
 // of tiny_e, asked twice and all at once, must come out as transformers' cached greedy
 // continuation (the CUDA forward matches transformers within kGoldenLogitsRelTol, and its greedy
-// tokens exactly: tests/model/deepseek_v4_cuda_test.cpp).
+// tokens exactly: tests/model/deepseek_v4_cuda_test.cpp). The prefix cache's states copied on
+// the device serve a chat's next turn as they do on the host (runtime/prefix_turns.h).
 #include <gtest/gtest.h>
 
 #include <thread>
@@ -10,6 +11,7 @@
 
 #include "dsv4/engine.h"
 #include "runtime/golden_cases.h"
+#include "runtime/prefix_turns.h"
 
 namespace dsv4 {
 namespace {
@@ -36,6 +38,10 @@ TEST(EngineCudaTest, ConcurrentCallersGetTransformersGreedyTokens) {
     ASSERT_TRUE(got[i].ok()) << i << ": " << got[i].status().to_string();
     EXPECT_EQ(got[i]->tokens, cases[i % cases.size()].greedy) << "caller " << i;
   }
+}
+
+TEST(EngineCudaTest, TurnsStartFromKeptStates) {
+  testing::expect_turns_start_from_kept_states(EngineDevice::kCuda);
 }
 
 }  // namespace

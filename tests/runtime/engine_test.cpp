@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "runtime/golden_cases.h"
+#include "runtime/prefix_turns.h"
 #include "testing/temp_dir.h"
 
 namespace dsv4 {
@@ -41,6 +42,10 @@ TEST(EngineTest, GreedyBatchAndEosMatchTransformers) {
   auto batch = engine.generate_batch(requests);
   ASSERT_TRUE(batch.ok()) << batch.status().to_string();
   for (size_t i = 0; i < cases.size(); ++i) EXPECT_EQ((*batch)[i].tokens, cases[i].greedy) << i;
+}
+
+TEST(EngineTest, TurnsStartFromKeptStates) {
+  testing::expect_turns_start_from_kept_states(EngineDevice::kCpu);
 }
 
 TEST(EngineTest, SamplingIsReproducibleBySeed) {

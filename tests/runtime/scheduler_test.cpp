@@ -102,18 +102,29 @@ TEST(SchedulerLimitsTest, AreChecked) {
   EXPECT_NE(small_step.message().find("max_step_tokens (7) must be at least max_batch (8)"),
             std::string::npos)
       << small_step.message();
+  for (const int64_t mb : {int64_t{-1}, (int64_t{1} << 40) + 1}) {
+    EngineOptions options = options_for(4);
+    options.prefix_cache_mb = mb;
+    const Status cache = Engine::open(options).status();
+    EXPECT_EQ(cache.code(), StatusCode::kInvalidArgument) << mb;
+    EXPECT_NE(cache.message().find("prefix_cache_mb"), std::string::npos) << cache.message();
+  }
 }
 
 // A sequence whose caches cannot be allocated fails alone with resource_exhausted (the server's
-// 503), and the engine serves the next request.
+// 503), after the prefix cache's kept states made way for it, and the engine serves the next
+// request.
 TEST(SchedulerLimitsTest, ASequenceTooLargeForMemoryFailsAlone) {
   EngineOptions options = options_for(4);
   options.max_context = int64_t{1} << 50;
   Result<Engine> engine = Engine::open(options);
   ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  ASSERT_TRUE(engine->generate({std::vector<int64_t>(80, 5), {.max_tokens = 3}}).ok());
+  EXPECT_GT(engine->stats().prefix_cache_bytes, 0);
   const Status huge = engine->generate({{1, 2}, {.max_tokens = int64_t{1} << 49}}).status();
   EXPECT_EQ(huge.code(), StatusCode::kResourceExhausted) << huge.to_string();
   EXPECT_TRUE(engine->generate({{1, 2}, {.max_tokens = 3}}).ok());
+  EXPECT_EQ(engine->stats().prefix_cache_bytes, 0);
 }
 
 // stats(): the totals count every prompt token and drawn token of the requests run, and the

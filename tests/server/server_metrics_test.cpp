@@ -19,6 +19,8 @@ TEST(ServerMetricsTest, CountsByRouteAndStatusAndPrintsTheEngine) {
                                                .waiting = 1,
                                                .steps = 9,
                                                .prompt_tokens = 30,
+                                               .cached_prompt_tokens = 70,
+                                               .prefix_cache_bytes = 4096,
                                                .generated_tokens = 12,
                                                .finished = 4});
   for (const char* line :
@@ -26,6 +28,7 @@ TEST(ServerMetricsTest, CountsByRouteAndStatusAndPrintsTheEngine) {
         "dsv4_http_requests_total{path=\"other\",status=\"404\"} 2\n",
         "# TYPE dsv4_sequences_running gauge\ndsv4_sequences_running 2\n",
         "dsv4_sequences_waiting 1\n", "dsv4_steps_total 9\n", "dsv4_prompt_tokens_total 30\n",
+        "dsv4_cached_prompt_tokens_total 70\n", "dsv4_prefix_cache_bytes 4096\n",
         "dsv4_generated_tokens_total 12\n", "dsv4_sequences_finished_total 4\n"}) {
     EXPECT_NE(text.find(line), std::string::npos) << line << " not in\n" << text;
   }

@@ -1,10 +1,13 @@
 // dsv4 bench [--model DIR] [--device cpu|cuda] [--experts w4a16|w4a4] [--prompt-tokens N]
-// [--gen-tokens M] [--batch B] [--repeats R] [--seed S]: end-to-end speed of the engine as a
-// user meets it. B sequences of N random prompt ids each generate M tokens (greedy, eos
-// ignored, so every run does the same work), R times after one warm-up run; the engine stamps
+// [--gen-tokens M] [--batch B] [--repeats R] [--seed S] [--prefix-cache-mb C]: end-to-end speed
+// of the engine as a user meets it. B sequences of N random prompt ids each generate M tokens
+// (greedy, eos ignored, so every run does the same work), R times after one warm-up run, new
+// prompts each run (none starts from a state the prefix cache kept); the engine stamps
 // each token as it is drawn (Generation::token_times), so the host clock splits a run into
 //   time to first token  from generate_batch() to the last sequence's first token (the prefill
-//                        of all prompts and one sampling step);
+//                        of all prompts and one sampling step; with the prefix cache on and
+//                        N ≥ 65, the prompts' last tokens run in a step of their own after
+//                        the rest, whose state is kept: runtime/batch.h);
 //   decode step          from there to the last token, divided by the M − 1 steps (one forward
 //                        for all B sequences and their sampling).
 // Prints the median over the R runs of both, with the fastest and slowest, and the tokens a
@@ -38,6 +41,7 @@ struct BenchArgs {
   int64_t batch = 1;
   int64_t repeats = 5;
   uint64_t seed = 0;
+  int64_t prefix_cache_mb = EngineOptions{}.prefix_cache_mb;
 };
 
 // One run's two figures, in milliseconds.
@@ -50,9 +54,10 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
-// B prompts of random ids below the vocabulary size, M greedy tokens each, eos ignored.
-std::vector<GenerateRequest> make_requests(const BenchArgs& args, int64_t vocab_size) {
-  std::mt19937_64 rng(args.seed);
+// B prompts of random ids below the vocabulary size, M greedy tokens each, eos ignored; new ones
+// for each run, so that no run starts from states the prefix cache kept of the one before.
+std::vector<GenerateRequest> make_requests(const BenchArgs& args, int64_t vocab_size, int64_t run) {
+  std::mt19937_64 rng(args.seed + static_cast<uint64_t>(run));
   std::uniform_int_distribution<int64_t> id(0, vocab_size - 1);
   std::vector<GenerateRequest> requests(static_cast<size_t>(args.batch));
   for (GenerateRequest& r : requests) {
@@ -107,12 +112,12 @@ int run_bench(const BenchArgs& args) {
   options.max_context = args.prompt_tokens + args.gen_tokens;
   options.max_batch = args.batch;  // all B sequences in every step
   options.max_step_tokens = std::max(options.max_step_tokens, args.batch);
+  options.prefix_cache_mb = args.prefix_cache_mb;
   Result<Engine> engine = Engine::open(options);
   if (!engine.ok()) return fail(engine.status());
-  const std::vector<GenerateRequest> requests = make_requests(args, engine->vocab_size());
   std::vector<double> first_token, decode_step;
   for (int64_t r = 0; r <= args.repeats; ++r) {  // run 0 warms up (allocations, caches)
-    Result<RunTimes> t = run_once(*engine, requests);
+    Result<RunTimes> t = run_once(*engine, make_requests(args, engine->vocab_size(), r));
     if (!t.ok()) return fail(t.status());
     if (r == 0) continue;
     first_token.push_back(t->first_token_ms);
@@ -154,6 +159,7 @@ void register_bench(CLI::App& app, int& exit_code) {
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1000}));
   cmd->add_option("--seed", args->seed, "seed of the random prompts")->capture_default_str();
+  add_prefix_cache_flag(cmd, args->prefix_cache_mb);
   cmd->callback([args, &exit_code] { exit_code = run_bench(*args); });
 }
 

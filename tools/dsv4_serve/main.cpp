@@ -30,6 +30,7 @@ struct ServeArgs {
   int64_t max_context = 4096;
   int64_t max_batch = 32;
   int64_t max_step_tokens = 2048;
+  int64_t prefix_cache_mb = dsv4::EngineOptions{}.prefix_cache_mb;
   std::string served_model_name = "dsv4";
   std::string api_key;  // --api-key, else $DSV4_API_KEY
 };
@@ -64,6 +65,7 @@ int serve(const ServeArgs& args) {
   options.max_context = args.max_context;
   options.max_batch = args.max_batch;
   options.max_step_tokens = args.max_step_tokens;
+  options.prefix_cache_mb = args.prefix_cache_mb;
   Result<dsv4::Engine> engine = dsv4::Engine::open(options);
   if (!engine.ok()) return fail(engine.status());
   dsv4::server::ServerOptions server_options;
@@ -116,6 +118,7 @@ int main(int argc, char** argv) {
                  "chunks (at least --max-batch)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  dsv4::tools::add_prefix_cache_flag(&app, args.prefix_cache_mb);
   app.add_option("--served-model-name", args.served_model_name,
                  "the model's name in /v1/models and in every response")
       ->capture_default_str();

@@ -21,6 +21,14 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& flags, bool model_required) {
       ->check(CLI::IsMember({"w4a16", "w4a4"}));
 }
 
+void add_prefix_cache_flag(CLI::App* cmd, int64_t& prefix_cache_mb) {
+  cmd->add_option("--prefix-cache-mb", prefix_cache_mb,
+                  "device memory (MiB) for states kept so that prompts beginning with the same "
+                  "tokens (a chat's next turn) skip them; 0: off")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+}
+
 EngineOptions engine_options(const EngineFlags& flags, const char* command) {
   EngineOptions options;
   options.model_dir = flags.model;

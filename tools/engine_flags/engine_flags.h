@@ -4,7 +4,6 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-
 #include <string>
 
 #include "dsv4/engine.h"
@@ -20,6 +19,9 @@ struct EngineFlags {
 // --model (required when model_required, else optional with the default above), --device and
 // --experts, with their allowed values checked by CLI11.
 void add_engine_flags(CLI::App* cmd, EngineFlags& flags, bool model_required);
+
+// --prefix-cache-mb, for the commands that run many requests on one engine (serve, bench).
+void add_prefix_cache_flag(CLI::App* cmd, int64_t& prefix_cache_mb);
 
 // The options the flags ask for. Without --model: $DSV4_MODEL, else the small oracle checkpoint
 // in the repository, whose weights are random, which `command` says on stderr.
