@@ -257,7 +257,7 @@ Refusal refuse_unsupported(const OrderedJson& body) {
 }  // namespace
 
 std::variant<ChatRequest, RequestError> parse_chat_request(std::string_view body_text,
-                                                           int64_t max_tokens_limit) {
+                                                           const RequestLimits& limits) {
   auto parsed = parse_request_body(body_text);
   if (auto* bad = std::get_if<RequestError>(&parsed)) return *bad;
   const OrderedJson& body = std::get<OrderedJson>(parsed);
@@ -270,7 +270,7 @@ std::variant<ChatRequest, RequestError> parse_chat_request(std::string_view body
   for (const auto& step :
        {refuse_unsupported(body), read_messages(body, request.conversation.messages),
         read_tools(body, request.conversation.tools), read_thinking(body, request.conversation),
-        read_sampling(body, max_tokens, max_tokens_limit, request.sampling),
+        read_sampling(body, max_tokens, limits, request.sampling),
         read_stream(body, request.stream), read_stop(body, request.stop),
         read_logprobs(body, request), read_choices(body, request.n)}) {
     if (step) return *step;

@@ -56,8 +56,8 @@ std::optional<RequestError> read_logprobs(const OrderedJson& body, CompletionReq
 
 }  // namespace
 
-std::variant<CompletionRequest, RequestError> parse_completion_request(std::string_view body_text,
-                                                                       int64_t max_tokens_limit) {
+std::variant<CompletionRequest, RequestError> parse_completion_request(
+    std::string_view body_text, const RequestLimits& limits) {
   auto parsed = parse_request_body(body_text);
   if (auto* bad = std::get_if<RequestError>(&parsed)) return *bad;
   const OrderedJson& body = std::get<OrderedJson>(parsed);
@@ -70,7 +70,7 @@ std::variant<CompletionRequest, RequestError> parse_completion_request(std::stri
   } else {
     request.prompt = std::get<std::vector<int64_t>>(std::move(prompt));
   }
-  if (auto bad = read_sampling(body, "max_tokens", max_tokens_limit, request.sampling)) {
+  if (auto bad = read_sampling(body, "max_tokens", limits, request.sampling)) {
     return *bad;
   }
   if (auto bad = read_stream(body, request.stream)) return *bad;

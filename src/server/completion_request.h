@@ -28,8 +28,8 @@ struct CompletionRequest {
   int64_t n = 1;                  // choices, each drawn with its own seed (seed + index)
 };
 
-// Parses and checks `body`; max_tokens must not exceed `max_tokens_limit` (the context).
+// Parses and checks `body` within the engine's `limits`.
 std::variant<CompletionRequest, RequestError> parse_completion_request(std::string_view body,
-                                                                       int64_t max_tokens_limit);
+                                                                       const RequestLimits& limits);
 
 }  // namespace dsv4::server

@@ -151,9 +151,8 @@ struct CompletionServer::State {
   // logprobs when asked (of the echoed prompt's tokens too) and finish reason.
   Json completion_choice(const CompletionRequest& request, const std::vector<int64_t>& prompt,
                          const std::string& prompt_text, const Answer& answer, size_t index) const;
-  // Sends the error and returns true when logit_bias names an id outside the vocabulary (the
-  // engine would refuse it too, but not in the field's name).
-  bool outside_vocabulary(const SamplingParams& sampling, httplib::Response& res) const;
+  // What the request parsers check against: the context and the engine's vocabulary.
+  RequestLimits limits() const;
   // A token's text in logprobs: what it decodes to alone, or "token_id:N" without a tokenizer.
   std::string token_text(int64_t id) const;
   // Answers with server-sent events: the request was checked, so the status is 200 and what
@@ -184,12 +183,11 @@ std::optional<std::vector<int64_t>> CompletionServer::State::prompt_ids(
 }
 
 void CompletionServer::State::complete(const httplib::Request& req, httplib::Response& res) {
-  auto parsed = parse_completion_request(req.body, options.max_context);
+  auto parsed = parse_completion_request(req.body, limits());
   if (const auto* bad = std::get_if<RequestError>(&parsed)) {
     return send_error(res, 400, bad->message, bad->param);
   }
   CompletionRequest& request = std::get<CompletionRequest>(parsed);
-  if (outside_vocabulary(request.sampling, res)) return;
   std::optional<std::vector<int64_t>> prompt = prompt_ids(request, res);
   if (!prompt) return;
   if (tokenizer == nullptr && !request.stop.empty()) {
@@ -262,18 +260,8 @@ Json CompletionServer::State::completion_choice(const CompletionRequest& request
   return choice;
 }
 
-bool CompletionServer::State::outside_vocabulary(const SamplingParams& sampling,
-                                                 httplib::Response& res) const {
-  for (const auto& [id, bias] : sampling.logit_bias) {
-    if (id >= engine.vocab_size()) {
-      send_error(res, 400,
-                 "logit_bias token id " + std::to_string(id) + " outside the vocabulary [0, " +
-                     std::to_string(engine.vocab_size()) + ")",
-                 "logit_bias");
-      return true;
-    }
-  }
-  return false;
+RequestLimits CompletionServer::State::limits() const {
+  return {options.max_context, engine.vocab_size()};
 }
 
 std::string CompletionServer::State::token_text(int64_t id) const {
@@ -339,12 +327,11 @@ std::optional<std::vector<int64_t>> CompletionServer::State::chat_prompt_ids(
 }
 
 void CompletionServer::State::chat(const httplib::Request& req, httplib::Response& res) {
-  auto parsed = parse_chat_request(req.body, options.max_context);
+  auto parsed = parse_chat_request(req.body, limits());
   if (const auto* bad = std::get_if<RequestError>(&parsed)) {
     return send_error(res, 400, bad->message, bad->param);
   }
   ChatRequest& request = std::get<ChatRequest>(parsed);
-  if (outside_vocabulary(request.sampling, res)) return;
   std::optional<std::vector<int64_t>> prompt = chat_prompt_ids(request.conversation, res);
   if (!prompt) return;
   if (!request.max_tokens_given) {

@@ -151,9 +151,9 @@ std::optional<RequestError> read_integer(const OrderedJson& body, const char* fi
   return std::nullopt;
 }
 
-// OpenAI's logit_bias: an object from token ids (as strings) to biases in [-100, 100], at most
-// kMaxLogitBias of them (the ids are checked against the vocabulary by the engine).
-std::optional<RequestError> read_logit_bias(const OrderedJson& body,
+// OpenAI's logit_bias: an object from token ids (as strings, below vocab_size) to biases in
+// [-100, 100], at most kMaxLogitBias of them.
+std::optional<RequestError> read_logit_bias(const OrderedJson& body, int64_t vocab_size,
                                             std::vector<std::pair<int64_t, float>>& out) {
   constexpr size_t kMaxLogitBias = 300;  // OpenAI's limit
   if (!present(body, "logit_bias")) return std::nullopt;
@@ -169,6 +169,11 @@ std::optional<RequestError> read_logit_bias(const OrderedJson& body,
     if (error != std::errc() || end != key.data() + key.size() || id < 0) {
       return request_error("logit_bias", "logit_bias key \"" + key + "\" is not a token id");
     }
+    if (id >= vocab_size) {
+      return request_error("logit_bias", "logit_bias token id " + key +
+                                             " outside the vocabulary [0, " +
+                                             std::to_string(vocab_size) + ")");
+    }
     if (!value.is_number() || !(std::fabs(value.get<double>()) <= 100.0)) {
       return request_error(
           "logit_bias",
@@ -180,18 +185,18 @@ std::optional<RequestError> read_logit_bias(const OrderedJson& body,
 }
 
 std::optional<RequestError> read_sampling(const OrderedJson& body, const char* max_tokens_field,
-                                          int64_t max_tokens_limit, SamplingParams& s) {
+                                          const RequestLimits& limits, SamplingParams& s) {
   double temperature = 1.0, top_p = 1.0;  // OpenAI's defaults
   double presence = 0.0, frequency = 0.0;
   int64_t seed = 0;
-  for (auto bad : {read_integer(body, max_tokens_field, 0, max_tokens_limit, s.max_tokens),
+  for (auto bad : {read_integer(body, max_tokens_field, 0, limits.max_context, s.max_tokens),
                    read_integer(body, "top_k", 0, std::numeric_limits<int32_t>::max(), s.top_k),
                    read_integer(body, "seed", 0, std::numeric_limits<int64_t>::max(), seed),
                    read_number(body, "temperature", 0.0, 2.0, temperature),
                    read_number(body, "top_p", 0.0, 1.0, top_p),
                    read_number(body, "presence_penalty", -2.0, 2.0, presence),
                    read_number(body, "frequency_penalty", -2.0, 2.0, frequency),
-                   read_logit_bias(body, s.logit_bias)}) {
+                   read_logit_bias(body, limits.vocab_size, s.logit_bias)}) {
     if (bad) return bad;
   }
   // Without a seed every request draws differently, as OpenAI's do (the engine's default seed

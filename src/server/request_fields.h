@@ -19,6 +19,13 @@
 
 namespace dsv4::server {
 
+// What a request may ask for, from the engine: max_tokens up to the context, token ids (in
+// logit_bias) below the vocabulary size.
+struct RequestLimits {
+  int64_t max_context = 0;
+  int64_t vocab_size = 0;
+};
+
 // A refused request: what is wrong and which field (empty for the body as a whole), in the
 // shape of OpenAI's {"error": {"message", "param"}}.
 struct RequestError {
@@ -79,11 +86,11 @@ inline constexpr int64_t kMaxLogprobs = 20;
 std::optional<RequestError> read_integer(const format::OrderedJson& body, const char* field,
                                          int64_t lo, int64_t hi, int64_t& out);
 
-// The token limit (the field `max_tokens_field`, at most `max_tokens_limit`: the context),
-// temperature, top_p, top_k, seed, presence_penalty, frequency_penalty and logit_bias into `s`,
-// OpenAI's defaults where absent (temperature 1, top_p 1; no seed: a fresh random one).
+// The token limit (the field `max_tokens_field`, at most the context), temperature, top_p,
+// top_k, seed, presence_penalty, frequency_penalty and logit_bias (ids in the vocabulary) into
+// `s`, OpenAI's defaults where absent (temperature 1, top_p 1; no seed: a fresh random one).
 std::optional<RequestError> read_sampling(const format::OrderedJson& body,
-                                          const char* max_tokens_field, int64_t max_tokens_limit,
+                                          const char* max_tokens_field, const RequestLimits& limits,
                                           SamplingParams& s);
 
 }  // namespace dsv4::server

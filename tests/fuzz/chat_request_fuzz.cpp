@@ -11,7 +11,7 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view body(reinterpret_cast<const char*>(data), size);
-  const auto parsed = dsv4::server::parse_chat_request(body, 4096);
+  const auto parsed = dsv4::server::parse_chat_request(body, {4096, 640});
   const auto* request = std::get_if<dsv4::server::ChatRequest>(&parsed);
   if (request == nullptr) {
     // The body as a reply the model wrote, in both modes.

@@ -18,13 +18,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   }
   (void)dsv4::server::parse_tokenize_request(body);
-  const auto parsed = dsv4::server::parse_completion_request(body, 4096);
+  const auto parsed = dsv4::server::parse_completion_request(body, {4096, 640});
   const auto* request = std::get_if<dsv4::server::CompletionRequest>(&parsed);
   if (request == nullptr) return 0;
   const dsv4::SamplingParams& s = request->sampling;
   if (s.max_tokens < 0 || s.max_tokens > 4096 || s.top_k < 0 || !(s.temperature >= 0.0f) ||
       s.temperature > 2.0f || !(s.top_p > 0.0f) || s.top_p > 1.0f) {
     std::abort();
+  }
+  for (const auto& [id, bias] : s.logit_bias) {
+    if (id < 0 || id >= 640 || !(bias >= -100.0f && bias <= 100.0f)) std::abort();
   }
   // stream_options are refused unless streaming; logprobs and echo with it.
   if (request->stream.include_usage && !request->stream.enabled) std::abort();

@@ -14,7 +14,7 @@ namespace dsv4::server {
 namespace {
 
 ChatRequest accept(const std::string& body) {
-  auto parsed = parse_chat_request(body, 4096);
+  auto parsed = parse_chat_request(body, {4096, 640});
   if (const auto* bad = std::get_if<RequestError>(&parsed)) {
     ADD_FAILURE() << body << ": " << bad->message;
     return {};
@@ -146,7 +146,7 @@ TEST(ChatRequestTest, RefusesEachBadFieldByName) {
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.body);
-    expect_refused(parse_chat_request(c.body, 4096), c.param, c.message);
+    expect_refused(parse_chat_request(c.body, {4096, 640}), c.param, c.message);
   }
 }
 

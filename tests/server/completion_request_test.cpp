@@ -12,7 +12,7 @@ namespace dsv4::server {
 namespace {
 
 CompletionRequest accept(const std::string& body) {
-  auto parsed = parse_completion_request(body, 4096);
+  auto parsed = parse_completion_request(body, {4096, 640});
   if (const auto* bad = std::get_if<RequestError>(&parsed)) {
     ADD_FAILURE() << body << ": " << bad->message;
     return {};
@@ -137,6 +137,8 @@ TEST(CompletionRequestTest, RefusesEachBadFieldByName) {
       {R"({"prompt": "x", "logit_bias": {"a1": 5}})", "logit_bias", "\"a1\" is not a token id"},
       {R"({"prompt": "x", "logit_bias": {"-1": 5}})", "logit_bias", "\"-1\" is not a token id"},
       {R"({"prompt": "x", "logit_bias": {"1": 101}})", "logit_bias", "in [-100, 100], got 101"},
+      {R"({"prompt": "x", "logit_bias": {"640": 1}})", "logit_bias",
+       "token id 640 outside the vocabulary [0, 640)"},
       {R"({"prompt": "x", "logit_bias": {"1": "5"}})", "logit_bias", "got \"5\""},
       {R"({"prompt": "x", "model": 3})", "model", "model must be a string"},
       {R"({"prompt": "x", "max_tokns": 3})", "max_tokns", "unknown field \"max_tokns\""},
@@ -152,7 +154,7 @@ TEST(CompletionRequestTest, RefusesEachBadFieldByName) {
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.body);
-    expect_refused(parse_completion_request(c.body, 4096), c.param, c.message);
+    expect_refused(parse_completion_request(c.body, {4096, 640}), c.param, c.message);
   }
 }
 
