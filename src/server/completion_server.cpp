@@ -124,6 +124,9 @@ struct CompletionServer::State {
   State(Engine& e, const Tokenizer* t, ServerOptions o)
       : engine(e), tokenizer(t), options(std::move(o)) {}
   void routes();
+  // A route registered with httplib and with the metrics' labels.
+  void get(const char* path, httplib::Server::Handler handler);
+  void post(const char* path, httplib::Server::Handler handler);
   void count_requests();
   bool authorized(const httplib::Request& req) const;
   void listen_socket_options();
@@ -509,35 +512,46 @@ void CompletionServer::State::count_requests() {
   http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
     metrics.record(req.path, res.status);
     if (!options.access_log) return;
-    const std::string line = access_log_line(req.method, req.path, res.status, res.body.size(),
-                                             std::chrono::steady_clock::now() - started);
+    const std::string line =
+        access_log_line(req.method, metrics.route_of(req.path), res.status, res.body.size(),
+                        std::chrono::steady_clock::now() - started);
     std::fprintf(stderr, "dsv4-serve: %s\n", line.c_str());
   });
+}
+
+void CompletionServer::State::get(const char* path, httplib::Server::Handler handler) {
+  metrics.add_route(path);
+  http.Get(path, std::move(handler));
+}
+
+void CompletionServer::State::post(const char* path, httplib::Server::Handler handler) {
+  metrics.add_route(path);
+  http.Post(path, std::move(handler));
 }
 
 void CompletionServer::State::routes() {
   http.set_payload_max_length(options.max_body_bytes);
   http.new_task_queue = [n = options.n_threads] { return new httplib::ThreadPool(n); };
   listen_socket_options();
-  http.Get("/health", [](const httplib::Request&, httplib::Response& res) {
+  get("/health", [](const httplib::Request&, httplib::Response& res) {
     send_json(res, 200, {{"status", "ok"}});
   });
-  http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+  get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics.prometheus(engine.stats()), "text/plain; version=0.0.4");
   });
   count_requests();
-  http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+  get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
     const Json model = {{"id", options.model_name}, {"object", "model"}, {"owned_by", "dsv4"}};
     send_json(res, 200, {{"object", "list"}, {"data", {model}}});
   });
-  http.Post("/v1/completions",
-            [this](const httplib::Request& req, httplib::Response& res) { complete(req, res); });
-  http.Post("/v1/chat/completions",
-            [this](const httplib::Request& req, httplib::Response& res) { chat(req, res); });
-  http.Post("/tokenize",
-            [this](const httplib::Request& req, httplib::Response& res) { tokenize(req, res); });
-  http.Post("/detokenize",
-            [this](const httplib::Request& req, httplib::Response& res) { detokenize(req, res); });
+  post("/v1/completions",
+       [this](const httplib::Request& req, httplib::Response& res) { complete(req, res); });
+  post("/v1/chat/completions",
+       [this](const httplib::Request& req, httplib::Response& res) { chat(req, res); });
+  post("/tokenize",
+       [this](const httplib::Request& req, httplib::Response& res) { tokenize(req, res); });
+  post("/detokenize",
+       [this](const httplib::Request& req, httplib::Response& res) { detokenize(req, res); });
   // Statuses httplib sets itself (404, 413, 400 for an unreadable request) get an error body too.
   http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;

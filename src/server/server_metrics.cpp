@@ -1,21 +1,10 @@
 #include "server/server_metrics.h"
 
 #include <cstdio>
-#include <string_view>
+#include <utility>
 
 namespace dsv4::server {
 namespace {
-
-constexpr std::string_view kRoutes[] = {
-    "/health",   "/v1/models",  "/v1/completions", "/v1/chat/completions",
-    "/tokenize", "/detokenize", "/metrics"};
-
-std::string route_of(const std::string& path) {
-  for (const std::string_view route : kRoutes) {
-    if (path == route) return path;
-  }
-  return "other";
-}
 
 void metric(std::string& out, const char* name, const char* type, const char* help, int64_t value) {
   out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" +
@@ -23,6 +12,12 @@ void metric(std::string& out, const char* name, const char* type, const char* he
 }
 
 }  // namespace
+
+void ServerMetrics::add_route(std::string path) { routes_.insert(std::move(path)); }
+
+std::string ServerMetrics::route_of(const std::string& path) const {
+  return routes_.contains(path) ? path : "other";
+}
 
 void ServerMetrics::record(const std::string& path, int status) {
   const std::lock_guard<std::mutex> lock(mutex_);
@@ -55,12 +50,12 @@ std::string ServerMetrics::prometheus(const EngineStats& engine) const {
   return out;
 }
 
-std::string access_log_line(const std::string& method, const std::string& path, int status,
+std::string access_log_line(const std::string& method, const std::string& route, int status,
                             size_t body_bytes, std::chrono::steady_clock::duration took) {
   char ms[32];
   std::snprintf(ms, sizeof ms, "%.1f", std::chrono::duration<double, std::milli>(took).count());
-  return method + " " + route_of(path) + " " + std::to_string(status) + " " +
-         std::to_string(body_bytes) + " B " + ms + " ms";
+  return method + " " + route + " " + std::to_string(status) + " " + std::to_string(body_bytes) +
+         " B " + ms + " ms";
 }
 
 }  // namespace dsv4::server

@@ -649,7 +649,13 @@ TEST_F(CompletionServerTest, MetricsCountTheEngineAndTheRequests) {
   ASSERT_EQ(complete(server, R"({"prompt": [1, 2], "max_tokens": -1})").first, 400);
   httplib::Client client = server.client();
   ASSERT_TRUE(client.Get("/no/such/route"));
+  ASSERT_TRUE(client.Get("/health"));
+  ASSERT_TRUE(client.Get("/v1/models"));
+  ASSERT_TRUE(client.Post("/tokenize", R"({"prompt": "x"})", "application/json"));
   const std::vector<std::string> lines = {
+      "dsv4_http_requests_total{path=\"/health\",status=\"200\"} 1\n",
+      "dsv4_http_requests_total{path=\"/v1/models\",status=\"200\"} 1\n",
+      "dsv4_http_requests_total{path=\"/tokenize\",status=\"400\"} 1\n",
       "dsv4_http_requests_total{path=\"/v1/completions\",status=\"200\"} 1\n",
       "dsv4_http_requests_total{path=\"/v1/completions\",status=\"400\"} 1\n",
       "dsv4_http_requests_total{path=\"other\",status=\"404\"} 1\n",

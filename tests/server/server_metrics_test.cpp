@@ -11,6 +11,7 @@ namespace {
 
 TEST(ServerMetricsTest, CountsByRouteAndStatusAndPrintsTheEngine) {
   ServerMetrics metrics;
+  metrics.add_route("/v1/completions");
   metrics.record("/v1/completions", 200);
   metrics.record("/v1/completions", 200);
   metrics.record("/../../etc/passwd", 404);
@@ -36,10 +37,14 @@ TEST(ServerMetricsTest, CountsByRouteAndStatusAndPrintsTheEngine) {
 }
 
 TEST(ServerMetricsTest, AccessLogLine) {
-  EXPECT_EQ(access_log_line("POST", "/v1/completions", 200, 123, std::chrono::microseconds(1500)),
+  ServerMetrics metrics;
+  metrics.add_route("/v1/completions");
+  EXPECT_EQ(access_log_line("POST", metrics.route_of("/v1/completions"), 200, 123,
+                            std::chrono::microseconds(1500)),
             "POST /v1/completions 200 123 B 1.5 ms");
-  EXPECT_EQ(access_log_line("GET", "/admin", 404, 0, std::chrono::milliseconds(2)),
-            "GET other 404 0 B 2.0 ms");
+  EXPECT_EQ(
+      access_log_line("GET", metrics.route_of("/admin"), 404, 0, std::chrono::milliseconds(2)),
+      "GET other 404 0 B 2.0 ms");
 }
 
 }  // namespace
