@@ -113,12 +113,19 @@ struct ChatDelta {
 class ChatStream {
  public:
   explicit ChatStream(ThinkingMode thinking)
-      : part_(thinking == ThinkingMode::kThinking ? Part::kReasoning : Part::kContent) {}
+      : thinking_(thinking),
+        part_(thinking == ThinkingMode::kThinking ? Part::kReasoning : Part::kContent) {}
 
   // The next piece of the reply's text (the eos token's excluded); what can be sent now.
   ChatDelta add(std::string_view text);
-  // The rest of each, given `reply`, read_chat_reply's reading of the whole reply.
-  ChatDelta finish(const ChatReply& reply) const;
+
+  // Once generation ended (`finished`: at the end of sentence): the whole text's reply, as
+  // read_chat_reply reads it, and what of each part add() did not send.
+  struct End {
+    ChatReply reply;
+    ChatDelta rest;
+  };
+  End finish(bool finished) const;
 
  private:
   enum class Part { kReasoning, kContent, kToolCalls };
@@ -126,6 +133,8 @@ class ChatStream {
   // Moves what is certain to be reasoning or content from held_ to `out`.
   void release(ChatDelta& out);
 
+  ThinkingMode thinking_;
+  std::string text_;  // all of it
   Part part_;
   std::string held_;  // text not sent: maybe a marker's start, or the tool-call block
   ChatDelta sent_;    // all that was sent

@@ -37,6 +37,7 @@ void ChatStream::release(ChatDelta& out) {
 }
 
 ChatDelta ChatStream::add(std::string_view text) {
+  text_ += text;
   held_ += text;
   ChatDelta out;
   release(out);
@@ -45,13 +46,17 @@ ChatDelta ChatStream::add(std::string_view text) {
   return out;
 }
 
-ChatDelta ChatStream::finish(const ChatReply& reply) const {
+ChatStream::End ChatStream::finish(bool finished) const {
+  End end{read_chat_reply(text_, finished, thinking_), {}};
+  const ChatReply& reply = end.reply;
   if (starts_with(reply.reasoning_content, sent_.reasoning_content) &&
       starts_with(reply.content, sent_.content)) {
-    return {reply.reasoning_content.substr(sent_.reasoning_content.size()),
-            reply.content.substr(sent_.content.size())};
+    end.rest = {reply.reasoning_content.substr(sent_.reasoning_content.size()),
+                reply.content.substr(sent_.content.size())};
+  } else {
+    end.rest = {"", held_};  // the format broke after reasoning went out (see the header)
   }
-  return {"", held_};  // the format broke after reasoning went out (see the header)
+  return end;
 }
 
 }  // namespace dsv4

@@ -61,7 +61,6 @@ class ChatChoices final : public StreamChoices {
   ChatChoices(const Tokenizer& tokenizer, ThinkingMode thinking, std::string id,
               int64_t eos_token_id, std::vector<std::string> stop, size_t index)
       : index_(index),
-        thinking_(thinking),
         id_(std::move(id)),
         text_of_(tokenizer, std::move(stop), eos_token_id),
         reply_(thinking) {}
@@ -73,7 +72,6 @@ class ChatChoices final : public StreamChoices {
   Result<std::vector<Json>> add(int64_t token) override {
     // The eos token adds no text: read_chat_reply reads it as the end of sentence.
     DSV4_ASSIGN_OR_RETURN(const std::string text, text_of_.add(token));
-    text_ += text;
     const ChatDelta delta = reply_.add(text);
     if (delta.reasoning_content.empty() && delta.content.empty()) return std::vector<Json>{};
     return std::vector<Json>{choice(delta_json(delta), nullptr)};
@@ -81,10 +79,8 @@ class ChatChoices final : public StreamChoices {
 
   Result<std::vector<Json>> finish(const Generation& out) override {
     DSV4_ASSIGN_OR_RETURN(const std::string held, text_of_.finish());
-    text_ += held;
     ChatDelta last = reply_.add(held);
-    const ChatReply reply = read_chat_reply(text_, finished(out), thinking_);
-    const ChatDelta rest = reply_.finish(reply);
+    const auto [reply, rest] = reply_.finish(finished(out));
     last.reasoning_content += rest.reasoning_content;
     last.content += rest.content;
     Json delta = delta_json(last);
@@ -120,10 +116,8 @@ class ChatChoices final : public StreamChoices {
   bool finished(const Generation& out) const { return out.stopped_at_eos && !stopped(); }
 
   size_t index_;
-  ThinkingMode thinking_;
   std::string id_;
   GeneratedText text_of_;
-  std::string text_;  // all of the reply's text so far, for its parse at the end
   ChatStream reply_;
 };
 

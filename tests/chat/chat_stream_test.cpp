@@ -16,7 +16,7 @@
 namespace dsv4 {
 namespace {
 
-// The deltas of `pieces` and finish() on the whole text's reply, joined.
+// The deltas of `pieces` and finish()'s rest, joined; finish()'s reply is the whole text's.
 ChatDelta stream(const std::vector<std::string>& pieces, ThinkingMode thinking, bool finished) {
   ChatStream s(thinking);
   ChatDelta joined;
@@ -27,10 +27,10 @@ ChatDelta stream(const std::vector<std::string>& pieces, ThinkingMode thinking, 
     joined.content += d.content;
     text += piece;
   }
-  const Result<ChatReply> reply =
-      parse_chat_reply(text + (finished ? std::string(kEndOfSentence) : ""), thinking);
-  // As decode_chat_reply does: a reply that breaks the format is all content.
-  const ChatDelta rest = s.finish(reply.ok() ? *reply : ChatReply{"", text, {}});
+  const auto [reply, rest] = s.finish(finished);
+  const ChatReply whole = read_chat_reply(text, finished, thinking);
+  EXPECT_EQ(reply.reasoning_content, whole.reasoning_content);
+  EXPECT_EQ(reply.content, whole.content);
   joined.reasoning_content += rest.reasoning_content;
   joined.content += rest.content;
   return joined;

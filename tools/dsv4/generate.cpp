@@ -94,8 +94,7 @@ class LivePrinter {
     DSV4_ASSIGN_OR_RETURN(const std::string held, decoder_.finish());
     show(held);
     if (reply_) {
-      const ThinkingMode mode = thinking_ ? ThinkingMode::kThinking : ThinkingMode::kChat;
-      print_delta(reply_->finish(read_chat_reply(text_, out.stopped_at_eos, mode)));
+      print_delta(reply_->finish(out.stopped_at_eos).rest);
       close_reasoning();
     }
     print("\n");
@@ -104,7 +103,6 @@ class LivePrinter {
 
  private:
   void show(const std::string& piece) {
-    text_ += piece;
     if (reply_) {
       print_delta(reply_->add(piece));
     } else {
@@ -130,7 +128,6 @@ class LivePrinter {
   int64_t eos_token_id_;
   bool thinking_;
   bool reasoning_closed_ = false;
-  std::string text_;  // all of it, for the reply's reading at the end
   Status failed_ = ok_status();
 };
 
