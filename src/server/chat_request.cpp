@@ -9,29 +9,6 @@ namespace {
 using format::OrderedJson;
 using Refusal = std::optional<RequestError>;
 
-std::string indexed(const std::string& path, size_t i) {
-  return path + "[" + std::to_string(i) + "]";
-}
-
-// `object[field]` (named path.field) as a string into `out`; absent or null is an error only
-// when `required`.
-Refusal read_text(const OrderedJson& object, const std::string& path, const char* field,
-                  bool required, std::string& out) {
-  const std::string name = path + "." + field;
-  if (!present(object, field)) {
-    if (required) return request_error(name, name + " is required");
-    return std::nullopt;
-  }
-  if (!object[field].is_string()) return request_error(name, name + " must be a string");
-  out = object[field].get<std::string>();
-  return std::nullopt;
-}
-
-Refusal expect_object(const OrderedJson& value, const std::string& path) {
-  if (value.is_object()) return std::nullopt;
-  return request_error(path, path + " must be an object");
-}
-
 Refusal read_tool_call(const OrderedJson& call, const std::string& path, ToolCall& out) {
   if (auto bad = expect_object(call, path)) return bad;
   if (auto bad = refuse_unknown(call, {"id", "type", "function"}, path)) return bad;
@@ -114,24 +91,22 @@ Refusal read_messages(const OrderedJson& body, std::vector<ChatMessage>& out) {
 
 // Each tool's function object, kept as its JSON text in the order given.
 Refusal read_tools(const OrderedJson& body, std::vector<std::string>& out) {
-  if (!present(body, "tools")) return std::nullopt;
-  if (!body["tools"].is_array()) return request_error("tools", "tools must be an array");
-  for (size_t i = 0; i < body["tools"].size(); ++i) {
-    const OrderedJson& tool = body["tools"][i];
-    const std::string path = indexed("tools", i);
-    if (auto bad = expect_object(tool, path)) return bad;
-    if (auto bad = refuse_unknown(tool, {"type", "function"}, path)) return bad;
-    if (tool.value("type", OrderedJson()) != "function") {
-      return request_error(path + ".type", path + ".type must be \"function\"");
-    }
-    const std::string function = path + ".function";
-    if (!present(tool, "function")) return request_error(function, function + " is required");
-    if (auto bad = expect_object(tool["function"], function)) return bad;
-    std::string name;
-    if (auto bad = read_text(tool["function"], function, "name", true, name)) return bad;
-    out.push_back(tool["function"].dump());
-  }
-  return std::nullopt;
+  return read_objects(body, "tools",
+                      [&](const OrderedJson& tool, const std::string& path) -> Refusal {
+                        if (auto bad = refuse_unknown(tool, {"type", "function"}, path)) return bad;
+                        if (tool.value("type", OrderedJson()) != "function") {
+                          return request_error(path + ".type", path + ".type must be \"function\"");
+                        }
+                        const std::string function = path + ".function";
+                        if (!present(tool, "function"))
+                          return request_error(function, function + " is required");
+                        if (auto bad = expect_object(tool["function"], function)) return bad;
+                        std::string name;
+                        if (auto bad = read_text(tool["function"], function, "name", true, name))
+                          return bad;
+                        out.push_back(tool["function"].dump());
+                        return std::nullopt;
+                      });
 }
 
 // Thinking on or off from either switch (they must agree), and the reasoning effort.

@@ -13,6 +13,8 @@
 #include "server/chat_request.h"
 #include "server/completion_request.h"
 #include "server/generated_text.h"
+#include "server/messages_json.h"
+#include "server/messages_request.h"
 #include "server/openai_json.h"
 #include "server/server_metrics.h"
 #include "server/stream_choices.h"
@@ -28,18 +30,23 @@ void send_json(httplib::Response& res, int status, const Json& body) {
   res.set_content(body.dump(), "application/json");
 }
 
+// Whose API a route speaks, which decides the shape of its errors and of its stream.
+enum class Api { kOpenAi, kAnthropic };
+
 void send_error(httplib::Response& res, int status, const std::string& message,
-                const std::string& param = "") {
-  send_json(res, status, error_json(status, message, param));
+                const std::string& param = "", Api api = Api::kOpenAi) {
+  send_json(res, status,
+            api == Api::kOpenAi ? error_json(status, message, param)
+                                : messages_error_json(status, message));
 }
 
 // The engine refuses ids outside the vocabulary and prompts over the context: the caller's
 // mistake, in the prompt's field. Memory running out (a sequence's caches) is 503, worth a
 // retry once others finish; anything else is the server's.
-void send_engine_error(httplib::Response& res, const Status& status, const char* param) {
+void send_engine_error(httplib::Response& res, const Status& status, const char* param, Api api) {
   const bool callers = status.code() == StatusCode::kInvalidArgument;
   const bool busy = status.code() == StatusCode::kResourceExhausted;
-  send_error(res, callers ? 400 : busy ? 503 : 500, status.message(), callers ? param : "");
+  send_error(res, callers ? 400 : busy ? 503 : 500, status.message(), callers ? param : "", api);
 }
 
 int64_t unix_seconds() {
@@ -62,6 +69,13 @@ bool send_event(httplib::DataSink& sink, const std::string& payload) {
   return sink.write(event.data(), event.size());
 }
 
+// An Anthropic event: named by its "type" on an event: line before the data.
+bool send_named_event(httplib::DataSink& sink, const Json& event) {
+  const std::string text =
+      "event: " + event["type"].get<std::string>() + "\ndata: " + event.dump() + "\n\n";
+  return sink.write(text.data(), text.size());
+}
+
 // A streamed answer: what to generate, the chunk object's fields, and its choices.
 struct Stream {
   std::vector<int64_t> prompt;
@@ -69,10 +83,15 @@ struct Stream {
   StreamOptions options;
   Json envelope;  // id, object, created, model: the same in every chunk
   std::vector<std::unique_ptr<StreamChoices>> choices;  // a request's n, choice i at index i
+  Api api = Api::kOpenAi;  // Anthropic's choices are whole events: no envelope, no [DONE]
 
-  // Each choice as a chunk; false once the client is gone.
+  // Each choice as a chunk (or an Anthropic event); false once the client is gone.
   bool send(httplib::DataSink& sink, const std::vector<Json>& list) const {
     for (const Json& choice : list) {
+      if (api == Api::kAnthropic) {
+        if (!send_named_event(sink, choice)) return false;
+        continue;
+      }
       Json chunk = envelope;
       chunk["choices"] = Json::array({choice});
       // With include_usage every chunk has the field, null until the last (as OpenAI's do).
@@ -80,6 +99,25 @@ struct Stream {
       if (!send_event(sink, chunk.dump())) return false;
     }
     return true;
+  }
+
+  // A failure once the status went out: an error event of the API's kind.
+  bool send_error(httplib::DataSink& sink, const std::string& message) const {
+    return api == Api::kAnthropic ? send_named_event(sink, messages_error_json(500, message))
+                                  : send_event(sink, error_json(500, message).dump());
+  }
+
+  // After the last choice: OpenAI's usage chunk (when asked and all went well) and data:
+  // [DONE]; Anthropic's message_stop was the last event already.
+  bool end(httplib::DataSink& sink, bool succeeded, int64_t n_generated) const {
+    if (api == Api::kAnthropic) return true;
+    if (succeeded && options.include_usage) {
+      Json chunk = envelope;
+      chunk["choices"] = Json::array();
+      chunk["usage"] = usage_json(static_cast<int64_t>(prompt.size()), n_generated);
+      if (!send_event(sink, chunk.dump())) return false;
+    }
+    return send_event(sink, "[DONE]");
   }
 };
 
@@ -132,21 +170,23 @@ struct CompletionServer::State {
   void listen_socket_options();
   void complete(const httplib::Request& req, httplib::Response& res);
   void chat(const httplib::Request& req, httplib::Response& res);
+  // Anthropic's POST /v1/messages and /v1/messages/count_tokens.
+  void messages(const httplib::Request& req, httplib::Response& res);
+  void count_tokens(const httplib::Request& req, httplib::Response& res);
   void tokenize(const httplib::Request& req, httplib::Response& res) const;
   void detokenize(const httplib::Request& req, httplib::Response& res) const;
   // The prompt's ids, or the error already sent.
   std::optional<std::vector<int64_t>> prompt_ids(const CompletionRequest& request,
                                                  httplib::Response& res) const;
   std::optional<std::vector<int64_t>> chat_prompt_ids(const Conversation& conversation,
-                                                      httplib::Response& res) const;
-  // The engine's answer and its text read through `text` (none when null), which ends the
-  // generation at a stop string; or the error already sent; `param` names the prompt's field.
+                                                      httplib::Response& res,
+                                                      Api api = Api::kOpenAi) const;
   // The engine's answers to `requests` (a request's n choices) and their texts, read through
   // `texts` (one per request, or none), which end a generation at a stop string; or the error
   // already sent; `param` names the prompt's field.
   std::optional<std::vector<Answer>> generate(std::vector<GenerateRequest> requests,
                                               std::vector<GeneratedText>& texts, const char* param,
-                                              httplib::Response& res);
+                                              httplib::Response& res, Api api = Api::kOpenAi);
   // The echoed prompt's text: the request's own, or its ids decoded (empty without echo).
   Result<std::string> echoed_text(const CompletionRequest& request,
                                   const std::vector<int64_t>& prompt) const;
@@ -166,7 +206,8 @@ struct CompletionServer::State {
   // The envelope of a response's chunks.
   Json chunk_envelope(const std::string& id, const char* object) const;
   // Sends the engine's refusal of `request` and returns true, or returns false when it is fine.
-  bool refused(const GenerateRequest& request, const char* param, httplib::Response& res) const;
+  bool refused(const GenerateRequest& request, const char* param, httplib::Response& res,
+               Api api = Api::kOpenAi) const;
 };
 
 std::optional<std::vector<int64_t>> CompletionServer::State::prompt_ids(
@@ -274,15 +315,15 @@ std::string CompletionServer::State::token_text(int64_t id) const {
 }
 
 bool CompletionServer::State::refused(const GenerateRequest& request, const char* param,
-                                      httplib::Response& res) const {
+                                      httplib::Response& res, Api api) const {
   const Status checked = engine.check(request);
-  if (!checked.ok()) send_engine_error(res, checked, param);
+  if (!checked.ok()) send_engine_error(res, checked, param, api);
   return !checked.ok();
 }
 
 std::optional<std::vector<Answer>> CompletionServer::State::generate(
     std::vector<GenerateRequest> requests, std::vector<GeneratedText>& texts, const char* param,
-    httplib::Response& res) {
+    httplib::Response& res, Api api) {
   std::vector<Answer> answers(requests.size());
   Status unreadable = ok_status();  // an id the tokenizer does not know
   for (size_t i = 0; i < texts.size(); ++i) {
@@ -295,7 +336,7 @@ std::optional<std::vector<Answer>> CompletionServer::State::generate(
   }
   Result<std::vector<Generation>> out = engine.generate_batch(requests);
   if (!out.ok()) {
-    send_engine_error(res, out.status(), param);
+    send_engine_error(res, out.status(), param, api);
     return std::nullopt;
   }
   for (size_t i = 0; i < answers.size(); ++i) {
@@ -307,26 +348,79 @@ std::optional<std::vector<Answer>> CompletionServer::State::generate(
     answers[i].stop_string = texts[i].stopped();
   }
   if (!unreadable.ok()) {
-    send_error(res, 500, unreadable.message());
+    send_error(res, 500, unreadable.message(), "", api);
     return std::nullopt;
   }
   return answers;
 }
 
 std::optional<std::vector<int64_t>> CompletionServer::State::chat_prompt_ids(
-    const Conversation& conversation, httplib::Response& res) const {
+    const Conversation& conversation, httplib::Response& res, Api api) const {
   if (tokenizer == nullptr) {
-    send_error(res, 400, "this server has no tokenizer.json, which chat needs", "messages");
+    send_error(res, 400, "this server has no tokenizer.json, which chat needs", "messages", api);
     return std::nullopt;
   }
   Result<std::string> prompt = encode_chat(conversation);
   Result<std::vector<int64_t>> ids =
       prompt.ok() ? tokenize_chat_prompt(*tokenizer, *prompt) : prompt.status();
   if (!ids.ok()) {
-    send_error(res, 400, ids.status().message(), "messages");
+    send_error(res, 400, ids.status().message(), "messages", api);
     return std::nullopt;
   }
   return *std::move(ids);
+}
+
+void CompletionServer::State::messages(const httplib::Request& req, httplib::Response& res) {
+  auto parsed = parse_messages_request(req.body, limits());
+  if (const auto* bad = std::get_if<RequestError>(&parsed)) {
+    return send_error(res, 400, bad->message, bad->param, Api::kAnthropic);
+  }
+  const MessagesRequest& request = std::get<MessagesRequest>(parsed);
+  const ThinkingMode thinking = request.conversation.thinking;
+  std::optional<std::vector<int64_t>> prompt =
+      chat_prompt_ids(request.conversation, res, Api::kAnthropic);
+  if (!prompt) return;
+  const std::string id = std::to_string(next_id++);
+  const auto n_prompt = static_cast<int64_t>(prompt->size());
+  if (request.stream) {
+    if (refused({*prompt, request.sampling}, "messages", res, Api::kAnthropic)) return;
+    std::vector<std::unique_ptr<StreamChoices>> events;
+    events.push_back(message_events(*tokenizer, {id, options.model_name, n_prompt, thinking},
+                                    engine.eos_token_id(), request.stop));
+    Stream s{*std::move(prompt), request.sampling, {}, {}, std::move(events), Api::kAnthropic};
+    return stream(res, std::make_shared<Stream>(std::move(s)));
+  }
+  std::vector<GeneratedText> texts;
+  texts.emplace_back(*tokenizer, request.stop, engine.eos_token_id());
+  const auto answers =
+      generate({{*prompt, request.sampling}}, texts, "messages", res, Api::kAnthropic);
+  if (!answers) return;
+  const Answer& answer = answers->front();
+  const ChatReply reply =
+      read_chat_reply(answer.text, answer.out.stopped_at_eos && !answer.stop_string, thinking);
+  Result<Json> content = message_content_json(reply, thinking, id);
+  if (!content.ok()) return send_error(res, 500, content.status().message(), "", Api::kAnthropic);
+  const std::string& found = texts.front().stop_found();
+  send_json(
+      res, 200,
+      {{"id", "msg_" + id},
+       {"type", "message"},
+       {"role", "assistant"},
+       {"model", options.model_name},
+       {"content", *std::move(content)},
+       {"stop_reason", stop_reason(reply, answer.out, answer.stop_string)},
+       {"stop_sequence", found.empty() ? Json() : Json(found)},
+       {"usage", message_usage_json(n_prompt, static_cast<int64_t>(answer.out.tokens.size()))}});
+}
+
+void CompletionServer::State::count_tokens(const httplib::Request& req, httplib::Response& res) {
+  auto parsed = parse_count_tokens_request(req.body);
+  if (const auto* bad = std::get_if<RequestError>(&parsed)) {
+    return send_error(res, 400, bad->message, bad->param, Api::kAnthropic);
+  }
+  std::optional<std::vector<int64_t>> prompt =
+      chat_prompt_ids(std::get<Conversation>(parsed), res, Api::kAnthropic);
+  if (prompt) send_json(res, 200, {{"input_tokens", prompt->size()}});
 }
 
 void CompletionServer::State::chat(const httplib::Request& req, httplib::Response& res) {
@@ -460,16 +554,9 @@ bool CompletionServer::State::run_stream(Stream& s, httplib::DataSink& sink) {
     if (!s.send(sink, *last)) return false;
     n_generated += static_cast<int64_t>((*out)[i].tokens.size());
   }
-  if (!failed.ok()) {
-    // The status went out with the first event: the error is an event of its own.
-    if (!send_event(sink, error_json(500, failed.message()).dump())) return false;
-  } else if (s.options.include_usage) {
-    Json chunk = s.envelope;
-    chunk["choices"] = Json::array();
-    chunk["usage"] = usage_json(static_cast<int64_t>(s.prompt.size()), n_generated);
-    if (!send_event(sink, chunk.dump())) return false;
-  }
-  if (!send_event(sink, "[DONE]")) return false;
+  // The status went out with the first event: an error is an event of its own.
+  if (!failed.ok() && !s.send_error(sink, failed.message())) return false;
+  if (!s.end(sink, failed.ok(), n_generated)) return false;
   sink.done();
   return true;
 }
@@ -489,16 +576,21 @@ void CompletionServer::State::listen_socket_options() {
 // Every answered request counts for /metrics, and goes to stderr with the access log on. The
 // time runs from routing (a thread handles one request at a time) to the response's last byte.
 // With an API key, the /v1/ routes need "Authorization: Bearer <key>" (as OpenAI's and vLLM's
-// servers); /health, /metrics and the tokenizer routes stay open. The key is compared in time
+// servers) or "x-api-key: <key>" (Anthropic's); /health, /metrics and the tokenizer routes stay
+// open. The key is compared in time
 // independent of where it differs.
 bool CompletionServer::State::authorized(const httplib::Request& req) const {
   if (options.api_key.empty() || !req.path.starts_with("/v1/")) return true;
-  const std::string given = req.get_header_value("Authorization");
-  const std::string want = "Bearer " + options.api_key;
-  if (given.size() != want.size()) return false;
-  unsigned char differ = 0;
-  for (size_t i = 0; i < want.size(); ++i) differ |= static_cast<unsigned char>(given[i] ^ want[i]);
-  return differ == 0;
+  const auto equal = [](const std::string& given, const std::string& want) {
+    if (given.size() != want.size()) return false;
+    unsigned char differ = 0;
+    for (size_t i = 0; i < want.size(); ++i)
+      differ |= static_cast<unsigned char>(given[i] ^ want[i]);
+    return differ == 0;
+  };
+  // Anthropic's clients send the key as x-api-key.
+  return equal(req.get_header_value("Authorization"), "Bearer " + options.api_key) ||
+         equal(req.get_header_value("x-api-key"), options.api_key);
 }
 
 void CompletionServer::State::count_requests() {
@@ -506,7 +598,10 @@ void CompletionServer::State::count_requests() {
   http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     started = std::chrono::steady_clock::now();
     if (authorized(req)) return httplib::Server::HandlerResponse::Unhandled;
-    send_error(res, 401, "a valid API key is needed: Authorization: Bearer <key>");
+    const std::string message =
+        "a valid API key is needed: Authorization: Bearer <key>, or x-api-key";
+    send_error(res, 401, message, "",
+               req.path.starts_with("/v1/messages") ? Api::kAnthropic : Api::kOpenAi);
     return httplib::Server::HandlerResponse::Handled;
   });
   http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
@@ -548,6 +643,10 @@ void CompletionServer::State::routes() {
        [this](const httplib::Request& req, httplib::Response& res) { complete(req, res); });
   post("/v1/chat/completions",
        [this](const httplib::Request& req, httplib::Response& res) { chat(req, res); });
+  post("/v1/messages",
+       [this](const httplib::Request& req, httplib::Response& res) { messages(req, res); });
+  post("/v1/messages/count_tokens",
+       [this](const httplib::Request& req, httplib::Response& res) { count_tokens(req, res); });
   post("/tokenize",
        [this](const httplib::Request& req, httplib::Response& res) { tokenize(req, res); });
   post("/detokenize",

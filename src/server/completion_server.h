@@ -1,4 +1,4 @@
-// An OpenAI-compatible HTTP server over one Engine (cpp-httplib):
+// An OpenAI- and Anthropic-compatible HTTP server over one Engine (cpp-httplib):
 //   GET  /health          {"status": "ok"}
 //   GET  /v1/models       the one model
 //   POST /v1/completions  completion_request.h; answers {"choices": [{"index", "text",
@@ -9,6 +9,14 @@
 //                         "finish_reason": "stop" | "length" | "tool_calls"}], "usage": {...}}.
 //                         A reply the chat parser refuses (the model broke its format) comes back
 //                         whole as content.
+//   POST /v1/messages     Anthropic's Messages API (messages_request.h), the conversation through
+//                         the same encoder; answers {"type": "message", "content": [thinking,
+//                         text, tool_use blocks], "stop_reason": "end_turn" | "max_tokens" |
+//                         "stop_sequence" | "tool_use", "stop_sequence", "usage": {input_tokens,
+//                         output_tokens}}; streamed as Anthropic's named events (message_start,
+//                         content_block_*, message_delta, message_stop); errors as
+//                         {"type": "error", "error": {"type", "message"}}.
+//   POST /v1/messages/count_tokens  {"input_tokens": N} of the encoded conversation.
 //   POST /tokenize, /detokenize  text <-> the model's ids (tokenize_request.h), as vLLM has them.
 //   GET  /metrics         the engine's and the server's counts, Prometheus' text format
 //                         (server_metrics.h).
@@ -43,7 +51,8 @@ struct ServerOptions {
   // thread, so this bounds the requests in flight: keep it above the engine's max_batch.
   size_t n_threads = 40;
   bool access_log = false;  // a line on stderr for every request answered (server_metrics.h)
-  // Non-empty: the /v1/ routes answer 401 unless "Authorization: Bearer <api_key>".
+  // Non-empty: the /v1/ routes answer 401 unless "Authorization: Bearer <api_key>" or (as
+  // Anthropic's clients send it) "x-api-key: <api_key>".
   std::string api_key;
 };
 

@@ -29,6 +29,8 @@ class GeneratedText {
 
   // A stop string ended the text: generation should end too.
   bool stopped() const { return stop_.stopped(); }
+  // Which one ("" before a stop).
+  const std::string& stop_found() const { return stop_.found(); }
   // Token ids are held whose text (an incomplete character) has not gone out.
   bool holding() const { return decoder_.holding(); }
 

@@ -82,22 +82,59 @@ std::optional<RequestError> read_choices(const OrderedJson& body, int64_t& n) {
   return read_integer(body, "n", 1, kMaxChoices, n);
 }
 
-std::optional<RequestError> read_stop(const OrderedJson& body, std::vector<std::string>& out) {
+std::string indexed(const std::string& path, size_t i) {
+  return path + "[" + std::to_string(i) + "]";
+}
+
+std::optional<RequestError> read_text(const OrderedJson& object, const std::string& path,
+                                      const char* field, bool required, std::string& out) {
+  const std::string name = path.empty() ? std::string(field) : path + "." + field;
+  if (!present(object, field)) {
+    if (required) return request_error(name, name + " is required");
+    return std::nullopt;
+  }
+  if (!object[field].is_string()) return request_error(name, name + " must be a string");
+  out = object[field].get<std::string>();
+  return std::nullopt;
+}
+
+std::optional<RequestError> expect_object(const OrderedJson& value, const std::string& path) {
+  if (value.is_object()) return std::nullopt;
+  return request_error(path, path + " must be an object");
+}
+
+std::optional<RequestError> read_objects(
+    const OrderedJson& body, const char* field,
+    const std::function<std::optional<RequestError>(const OrderedJson&, const std::string&)>&
+        read) {
+  if (!present(body, field)) return std::nullopt;
+  if (!body[field].is_array())
+    return request_error(field, std::string(field) + " must be an array");
+  for (size_t i = 0; i < body[field].size(); ++i) {
+    const std::string path = indexed(field, i);
+    if (auto bad = expect_object(body[field][i], path)) return bad;
+    if (auto bad = read(body[field][i], path)) return bad;
+  }
+  return std::nullopt;
+}
+
+std::optional<RequestError> read_stop(const OrderedJson& body, std::vector<std::string>& out,
+                                      const char* field) {
   constexpr size_t kMaxStops = 4;  // OpenAI's limit
-  if (!present(body, "stop")) return std::nullopt;
-  const OrderedJson& stop = body["stop"];
+  if (!present(body, field)) return std::nullopt;
+  const OrderedJson& stop = body[field];
   const OrderedJson list = stop.is_array() ? stop : OrderedJson::array({stop});
   if (list.size() > kMaxStops) {
-    return request_error("stop", "stop has " + std::to_string(list.size()) + " strings; at most " +
-                                     std::to_string(kMaxStops));
+    return request_error(field, std::string(field) + " has " + std::to_string(list.size()) +
+                                    " strings; at most " + std::to_string(kMaxStops));
   }
   for (size_t i = 0; i < list.size(); ++i) {
-    const std::string where = stop.is_array() ? "stop[" + std::to_string(i) + "]" : "stop";
+    const std::string where = stop.is_array() ? indexed(field, i) : std::string(field);
     if (!list[i].is_string()) {
-      return request_error("stop", where + " must be a string, got " + list[i].dump());
+      return request_error(field, where + " must be a string, got " + list[i].dump());
     }
     if (list[i].get_ref<const std::string&>().empty()) {
-      return request_error("stop", where + " is empty");
+      return request_error(field, where + " is empty");
     }
     out.push_back(list[i].get<std::string>());
   }

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <optional>
 #include <string>
@@ -70,10 +71,29 @@ inline constexpr int64_t kMaxChoices = 16;
 // OpenAI's "n" (choices of one prompt, 1 ... kMaxChoices) into `n`.
 std::optional<RequestError> read_choices(const format::OrderedJson& body, int64_t& n);
 
-// OpenAI's "stop" into `out`: a string, or an array of at most 4; each non-empty. Absent or
-// null: none.
+// OpenAI's "stop" (or Anthropic's "stop_sequences": `field`) into `out`: a string, or an array
+// of at most 4; each non-empty. Absent or null: none.
 std::optional<RequestError> read_stop(const format::OrderedJson& body,
-                                      std::vector<std::string>& out);
+                                      std::vector<std::string>& out, const char* field = "stop");
+
+// "path[i]", naming an array's element in errors.
+std::string indexed(const std::string& path, size_t i);
+
+// `object[field]` (named path.field, or field when path is empty) as a string into `out`;
+// absent or null is an error only when `required`.
+std::optional<RequestError> read_text(const format::OrderedJson& object, const std::string& path,
+                                      const char* field, bool required, std::string& out);
+
+// body[field], when present, must be an array of objects: `read` takes each with its path
+// ("field[i]"); the first refusal is the answer.
+std::optional<RequestError> read_objects(
+    const format::OrderedJson& body, const char* field,
+    const std::function<std::optional<RequestError>(const format::OrderedJson& object,
+                                                    const std::string& path)>& read);
+
+// An error naming `path` unless `value` is an object.
+std::optional<RequestError> expect_object(const format::OrderedJson& value,
+                                          const std::string& path);
 
 // `field` as a string in `body` (left as is when absent); an error when it is another type.
 std::optional<RequestError> read_string(const format::OrderedJson& body, const char* field,

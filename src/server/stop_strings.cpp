@@ -11,7 +11,10 @@ StopStrings::Piece StopStrings::add(std::string_view text) {
   if (stopped_) return {};
   held_ += text;
   size_t first = std::string::npos;
-  for (const std::string& stop : stops_) first = std::min(first, held_.find(stop));
+  for (const std::string& stop : stops_) {
+    const size_t at = held_.find(stop);
+    if (at < first) first = at, found_ = stop;
+  }
   if (first != std::string::npos) {
     stopped_ = true;
     held_.resize(first);

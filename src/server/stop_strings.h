@@ -27,6 +27,8 @@ class StopStrings {
 
   bool empty() const { return stops_.empty(); }
   bool stopped() const { return stopped_; }
+  // The stop string that was found (the one that starts first in the text), or "".
+  const std::string& found() const { return found_; }
 
  private:
   // Bytes at the end of held_ that begin some stop string (held back).
@@ -35,6 +37,7 @@ class StopStrings {
   std::vector<std::string> stops_;
   std::string held_;
   bool stopped_ = false;
+  std::string found_;
 };
 
 }  // namespace dsv4::server

@@ -51,4 +51,22 @@ std::unique_ptr<StreamChoices> chat_choices(const Tokenizer& tokenizer, Thinking
                                             std::string id, int64_t eos_token_id,
                                             std::vector<std::string> stop, size_t index);
 
+// What an Anthropic message stream starts with: the response's id ("msg_<id>"; it names the tool
+// calls too), the model's name, the prompt's tokens and the thinking mode.
+struct MessageStart {
+  std::string id;
+  std::string model;
+  int64_t input_tokens = 0;
+  ThinkingMode thinking = ThinkingMode::kChat;
+};
+
+// Anthropic's streamed message (/v1/messages, message_events.cpp): not OpenAI choices but the
+// message's events, each a JSON object whose "type" names its server-sent event: message_start,
+// content_block_start / _delta / _stop for the thinking, text and tool_use blocks, message_delta
+// (stop_reason, stop_sequence, output_tokens) and message_stop. The text ends before the first of
+// the `stop` strings.
+std::unique_ptr<StreamChoices> message_events(const Tokenizer& tokenizer,
+                                              const MessageStart& message, int64_t eos_token_id,
+                                              std::vector<std::string> stop);
+
 }  // namespace dsv4::server

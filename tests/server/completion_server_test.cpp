@@ -17,47 +17,16 @@
 
 #include "dsv4/chat.h"
 #include "format/json.h"
+#include "server/server_fixture.h"
 #include "testing/source_dir.h"
-#include "tokenizer/byte_level.h"
 
 namespace dsv4::server {
 namespace {
 
 using format::Json;
-
-Engine open_engine() {
-  EngineOptions options;
-  options.model_dir = testing::source_path("tests/golden/tiny_a_pretrained/model");
-  options.max_context = 64;
-  Result<Engine> engine = Engine::open(options);
-  EXPECT_TRUE(engine.ok()) << engine.status().to_string();
-  return std::move(engine).value();
-}
-
-// A server on its own thread for one test, stopped and joined at the end.
-class RunningServer {
- public:
-  RunningServer(Engine& engine, const Tokenizer* tokenizer, ServerOptions options = {})
-      : server_(engine, tokenizer, [&] {
-          options.max_context = 64;
-          return options;
-        }()) {
-    Result<int> port = server_.bind("127.0.0.1", 0);
-    EXPECT_TRUE(port.ok()) << port.status().to_string();
-    port_ = port.ok() ? *port : 0;
-    thread_ = std::thread([this] { EXPECT_TRUE(server_.serve().ok()); });
-  }
-  ~RunningServer() {
-    server_.stop();
-    thread_.join();
-  }
-  httplib::Client client() const { return httplib::Client("127.0.0.1", port_); }
-
- private:
-  CompletionServer server_;
-  int port_ = 0;
-  std::thread thread_;
-};
+using testing_fixture::every_id_tokenizer;
+using testing_fixture::open_engine;
+using testing_fixture::RunningServer;
 
 // POSTs `body` to `path`; returns (status, parsed body).
 std::pair<int, Json> complete(const RunningServer& server, const std::string& body,
@@ -77,24 +46,6 @@ void expect_error(const std::pair<int, Json>& got, int status, const std::string
   EXPECT_EQ(error["param"], param.empty() ? Json() : Json(param));
   EXPECT_NE(error["message"].get<std::string>().find(message), std::string::npos) << error;
   EXPECT_EQ(error["type"], status < 500 ? "invalid_request_error" : "server_error");
-}
-
-// The small tokenizer knows 268 of the random-weight model's 640 ids. This one knows them all:
-// its vocabulary grows by byte pairs (no merges reach them; decoding is all a reply needs) up to
-// 638, the two added tokens after it, where tokenizers would put them.
-Tokenizer every_id_tokenizer() {
-  std::ifstream in(testing::source_path("tests/tokenizer/fixtures/small_tokenizer.json"));
-  Json json = Json::parse(std::string(std::istreambuf_iterator<char>(in), {}));
-  Json& vocab = json["model"]["vocab"];
-  const auto n_vocab = static_cast<int64_t>(vocab.size());
-  for (int64_t k = 0, id = n_vocab; id < 638; ++k) {
-    const char pair[2] = {static_cast<char>(k % 256), static_cast<char>(k / 256 + 128)};
-    const std::string token = tokenizer::bytes_to_chars({pair, 2});
-    if (!vocab.contains(token)) vocab[token] = id++;
-  }
-  json["added_tokens"][0]["id"] = 638;
-  json["added_tokens"][1]["id"] = 639;
-  return Tokenizer::parse(json.dump(), "every-id tokenizer").value();
 }
 
 class CompletionServerTest : public ::testing::Test {

@@ -3,7 +3,7 @@
 // where one occurs, generation ends and the text is cut at the earliest occurrence. Random texts
 // over a small alphabet, so stop strings occur, overlap and straddle pieces, fed in random
 // pieces. What goes out, piece by piece, is always a prefix of the reference's answer and ends as
-// exactly it; `stopped` says whether a stop string occurred.
+// exactly it; `stopped` says whether a stop string occurred, and `found` which.
 #include "server/stop_strings.h"
 
 #include <gtest/gtest.h>
@@ -18,6 +18,7 @@ namespace {
 struct Cut {
   std::string text;
   bool stopped;
+  std::string found;  // the stop string at the cut (the first listed of those starting there)
 };
 
 Cut reference_cut(const std::vector<std::string>& pieces, const std::vector<std::string>& stops) {
@@ -25,10 +26,13 @@ Cut reference_cut(const std::vector<std::string>& pieces, const std::vector<std:
   for (const std::string& piece : pieces) {
     text += piece;
     size_t first = std::string::npos;
-    for (const std::string& s : stops) first = std::min(first, text.find(s));
-    if (first != std::string::npos) return {text.substr(0, first), true};
+    std::string found;
+    for (const std::string& s : stops) {
+      if (text.find(s) < first) first = text.find(s), found = s;
+    }
+    if (first != std::string::npos) return {text.substr(0, first), true, found};
   }
-  return {text, false};
+  return {text, false, ""};
 }
 
 std::string random_text(std::mt19937_64& rng, size_t max_len) {
@@ -68,6 +72,7 @@ TEST(StopStringsTest, PiecesAddUpToTheWholeTextCutAtTheFirstStop) {
     ASSERT_EQ(sent, want.text) << "text \"" << text << "\"";
     ASSERT_EQ(stopped, want.stopped) << "text \"" << text << "\"";
     EXPECT_EQ(stop.stopped(), want.stopped);
+    EXPECT_EQ(stop.found(), want.found) << "text \"" << text << "\"";
   }
 }
 
@@ -79,6 +84,7 @@ TEST(StopStringsTest, HoldsBackOnlyWhatCouldBeginAStop) {
   const StopStrings::Piece last = stop.add("\nmore");
   EXPECT_EQ(last.text, "");
   EXPECT_TRUE(last.stopped);
+  EXPECT_EQ(stop.found(), "\n\n");
   EXPECT_EQ(stop.add("after").text, "");
   StopStrings none({});
   EXPECT_EQ(none.add("anything").text, "anything");

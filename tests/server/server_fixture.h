@@ -1,0 +1,76 @@
+// What the server tests share: the tiny random-weight golden checkpoint's engine, a server on
+// its own thread for one test, and a tokenizer that knows every id of that model.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <thread>
+
+#include "dsv4/engine.h"
+#include "dsv4/tokenizer.h"
+#include "format/json.h"
+#include "server/completion_server.h"
+#include "testing/source_dir.h"
+#include "tokenizer/byte_level.h"
+
+namespace dsv4::server::testing_fixture {
+
+using format::Json;
+
+inline Engine open_engine() {
+  EngineOptions options;
+  options.model_dir = testing::source_path("tests/golden/tiny_a_pretrained/model");
+  options.max_context = 64;
+  Result<Engine> engine = Engine::open(options);
+  EXPECT_TRUE(engine.ok()) << engine.status().to_string();
+  return std::move(engine).value();
+}
+
+// A server on its own thread for one test, stopped and joined at the end.
+class RunningServer {
+ public:
+  RunningServer(Engine& engine, const Tokenizer* tokenizer, ServerOptions options = {})
+      : server_(engine, tokenizer, [&] {
+          options.max_context = 64;
+          return options;
+        }()) {
+    Result<int> port = server_.bind("127.0.0.1", 0);
+    EXPECT_TRUE(port.ok()) << port.status().to_string();
+    port_ = port.ok() ? *port : 0;
+    thread_ = std::thread([this] { EXPECT_TRUE(server_.serve().ok()); });
+  }
+  ~RunningServer() {
+    server_.stop();
+    thread_.join();
+  }
+  httplib::Client client() const { return httplib::Client("127.0.0.1", port_); }
+
+ private:
+  CompletionServer server_;
+  int port_ = 0;
+  std::thread thread_;
+};
+
+// The small tokenizer knows 268 of the random-weight model's 640 ids. This one knows them all:
+// its vocabulary grows by byte pairs (no merges reach them; decoding is all a reply needs) up to
+// 638, the two added tokens after it, where tokenizers would put them.
+inline Tokenizer every_id_tokenizer() {
+  std::ifstream in(testing::source_path("tests/tokenizer/fixtures/small_tokenizer.json"));
+  Json json = Json::parse(std::string(std::istreambuf_iterator<char>(in), {}));
+  Json& vocab = json["model"]["vocab"];
+  const auto n_vocab = static_cast<int64_t>(vocab.size());
+  for (int64_t k = 0, id = n_vocab; id < 638; ++k) {
+    const char pair[2] = {static_cast<char>(k % 256), static_cast<char>(k / 256 + 128)};
+    const std::string token = tokenizer::bytes_to_chars({pair, 2});
+    if (!vocab.contains(token)) vocab[token] = id++;
+  }
+  json["added_tokens"][0]["id"] = 638;
+  json["added_tokens"][1]["id"] = 639;
+  return Tokenizer::parse(json.dump(), "every-id tokenizer").value();
+}
+
+}  // namespace dsv4::server::testing_fixture
