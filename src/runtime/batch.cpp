@@ -46,6 +46,7 @@ Status RunningBatch::resume_from_prefix(Sequence& s) {
   if (kept == nullptr) return ok_status();
   DSV4_RETURN_IF_ERROR(s.session.resume(kept->state));
   s.n_prompt_fed = static_cast<int64_t>(kept->tokens.size());
+  s.kept_at = s.n_prompt_fed;
   totals_.cached_prompt_tokens += s.n_prompt_fed;
   return ok_status();
 }
@@ -123,10 +124,13 @@ void RunningBatch::take_prompt_chunk(Sequence& s) {
   }
   s.n_prompt_fed += s.chunk;
   s.chunk = 0;
-  if (s.n_prompt_fed == s.keep_prompt_at) {
+  const bool along =
+      s.n_prompt_fed < s.keep_prompt_at && s.n_prompt_fed - s.kept_at >= kKeptSpacing;
+  if (s.n_prompt_fed == s.keep_prompt_at || along) {
     keep_state(
         s.session,
-        std::span<const int64_t>(s.request.prompt).first(static_cast<size_t>(s.keep_prompt_at)));
+        std::span<const int64_t>(s.request.prompt).first(static_cast<size_t>(s.n_prompt_fed)));
+    s.kept_at = s.n_prompt_fed;
   }
 }
 

@@ -5,11 +5,14 @@
 // step. Every step is one Model::forward for all.
 //
 // It keeps sequences' states in a prefix cache (runtime/prefix_cache.h) and starts a prompt from
-// the longest one it begins with. Two states of each sequence are kept: after its prompt but the
-// last token (that token runs in a step of its own), which serves the same prompt again and a
-// chat's next turn where the template rewrites the end of the prompt (a thinking turn's
-// reasoning is dropped from the history); and after all it ran when it is done (prompt and
-// reply but the last token), which serves the next turn of a chat that keeps the reply as is.
+// the longest one it begins with. These states of each sequence are kept: after its prompt but
+// the last token (that token runs in a step of its own), which serves the same prompt again and
+// a chat's next turn where the template rewrites the end of the prompt (a thinking turn's
+// reasoning is dropped from the history); along a long prompt, at the end of a chunk at least
+// kKeptSpacing tokens past the last kept state, which serves another prompt that shares a long
+// start (a system prompt or document) and then differs; and after all it ran when it is done
+// (prompt and reply but the last token), which serves the next turn of a chat that keeps the
+// reply as is.
 #pragma once
 
 #include <functional>
@@ -31,6 +34,9 @@ class RunningBatch {
  public:
   // States of fewer tokens are not kept: they cost less to compute than to keep.
   static constexpr int64_t kMinKeptTokens = 64;
+  // Along a prompt, states this far apart at least (each holds its entries so far, so closer
+  // ones would cost memory quadratic in the prompt's length).
+  static constexpr int64_t kKeptSpacing = 1024;
 
   // A step feeds at most step_tokens tokens: every decoding sequence's one, and prompt chunks
   // in what is left (at least one token while fewer than step_tokens sequences decode). At most
@@ -69,6 +75,7 @@ class RunningBatch {
     int64_t n_prompt_fed = 0;    // prompt tokens in the cache
     int64_t chunk = 0;           // prompt tokens fed in the current step
     int64_t keep_prompt_at = 0;  // after this many prompt tokens the state is kept (0: never)
+    int64_t kept_at = 0;         // prompt tokens of the last state kept along the prompt
   };
   // The Session for `request`; when memory is short, the prefix cache makes way for it.
   Result<Session> new_session(const GenerateRequest& request);

@@ -1,8 +1,9 @@
 // Prefix caching: the store (runtime/prefix_cache.h: longest prefix, byte budget, least recently
 // used out first) and the running batch that uses it (runtime/batch.h) on tiny_a (sliding, CSA
-// and HCA layers): the same prompt again, a chat's next turn after the reply and a prompt whose
-// end differs each start from a kept state and give the tokens and logits of a batch without the
-// cache; requests that want every prompt row compute them all.
+// and HCA layers): the same prompt again, a chat's next turn after the reply, a prompt whose end
+// differs and one that shares only a long start each start from a kept state and give the tokens
+// and logits of a batch without the cache; requests that want every prompt row compute them
+// all.
 #include "runtime/prefix_cache.h"
 
 #include <gtest/gtest.h>
@@ -79,8 +80,10 @@ class PrefixCachingBatchTest : public ::testing::Test {
   PrefixCachingBatchTest()
       : loaded_(checkpoint::load_model(testing::golden_path("tiny_a_state_dict/model")).value()),
         model_(loaded_.weights, model::ModelOptions{}),
-        cached_(model_, model_.config().eos_token_id, 2048, int64_t{64} << 20),
-        uncached_(model_, model_.config().eos_token_id, 2048, 0) {}
+        cached_(model_, model_.config().eos_token_id, kStepTokens, int64_t{64} << 20),
+        uncached_(model_, model_.config().eos_token_id, kStepTokens, 0) {}
+
+  static constexpr int64_t kStepTokens = 512;
 
   std::vector<int64_t> random_tokens(int64_t n) {
     std::vector<int64_t> ids(static_cast<size_t>(n));
@@ -158,6 +161,23 @@ TEST_F(PrefixCachingBatchTest, PromptsStartFromKeptStatesAndGiveTheUncachedNumbe
   early.push_back(prompt[40] + 1 == model_.config().vocab_size ? 0 : prompt[40] + 1);
   run_both(request(early, 3));
   EXPECT_EQ(cached_tokens(), 79 + 85 + 79);
+}
+
+// A prompt of 1200 tokens runs in chunks ending at 512, 1024 and 1199: the state at 1024 is kept
+// (kKeptSpacing past none), not the one at 512.
+TEST_F(PrefixCachingBatchTest, APromptSharingALongStartStartsFromAStateAlongTheOther) {
+  static_assert(RunningBatch::kKeptSpacing == 2 * kStepTokens);
+  const std::vector<int64_t> first = random_tokens(1200);
+  run_both(request(first, 2));
+  std::vector<int64_t> second(first.begin(), first.begin() + 1100);
+  const std::vector<int64_t> question = random_tokens(30);
+  second.insert(second.end(), question.begin(), question.end());
+  run_both(request(second, 3));
+  EXPECT_EQ(cached_tokens(), 1024);
+  std::vector<int64_t> shorter(first.begin(), first.begin() + 1000);
+  shorter.push_back(0);
+  run_both(request(shorter, 2));
+  EXPECT_EQ(cached_tokens(), 1024) << "no state at 512";
 }
 
 TEST_F(PrefixCachingBatchTest, RequestsForEveryPromptRowComputeThemAll) {
