@@ -7,10 +7,11 @@
 namespace dsv4::tools {
 
 // Registration functions, one per subcommand file.
-void register_bench(CLI::App& app, int& exit_code);    // bench.cpp
-void register_check(CLI::App& app, int& exit_code);    // check.cpp
+void register_bench(CLI::App& app, int& exit_code);     // bench.cpp
+void register_chat(CLI::App& app, int& exit_code);      // chat.cpp
+void register_check(CLI::App& app, int& exit_code);     // check.cpp
 void register_generate(CLI::App& app, int& exit_code);  // generate.cpp
-void register_inspect(CLI::App& app, int& exit_code);  // inspect.cpp
+void register_inspect(CLI::App& app, int& exit_code);   // inspect.cpp
 void register_quantize(CLI::App& app, int& exit_code);  // quantize.cpp
 void register_verify(CLI::App& app, int& exit_code);    // verify.cpp
 

@@ -23,6 +23,7 @@
 #include "dsv4/engine.h"
 #include "dsv4/tokenizer.h"
 #include "engine_flags.h"
+#include "reply_printer.h"
 
 namespace dsv4::tools {
 namespace {
@@ -67,70 +68,6 @@ Result<std::vector<int64_t>> prompt_ids(const GenerateArgs& args, const std::str
   return tokenize_chat_prompt(*tokenizer, *prompt);
 }
 
-// Prints the text as the engine draws its tokens: --prompt's as it is, --chat's reply read as one
-// (its reasoning between <think> and </think> lines with --thinking).
-class LivePrinter {
- public:
-  LivePrinter(const Tokenizer& tokenizer, const GenerateArgs& args, int64_t eos_token_id)
-      : decoder_(tokenizer), eos_token_id_(eos_token_id), thinking_(args.thinking) {
-    if (!args.chat.empty()) {
-      reply_.emplace(thinking_ ? ThinkingMode::kThinking : ThinkingMode::kChat);
-      if (thinking_) print("<think>\n");
-    }
-  }
-
-  // The engine's on_token: false stops generation (an id the tokenizer does not know).
-  bool token(int64_t id) {
-    if (reply_ && id == eos_token_id_) return true;  // a chat reply's end, not its text
-    Result<std::string> piece = decoder_.add(id);
-    if (!piece.ok()) failed_ = piece.status();
-    if (piece.ok()) show(*piece);
-    return piece.ok();
-  }
-
-  // The rest once generation ended with `out`.
-  Status finish(const Generation& out) {
-    DSV4_RETURN_IF_ERROR(failed_);
-    DSV4_ASSIGN_OR_RETURN(const std::string held, decoder_.finish());
-    show(held);
-    if (reply_) {
-      print_delta(reply_->finish(out.stopped_at_eos).rest);
-      close_reasoning();
-    }
-    print("\n");
-    return ok_status();
-  }
-
- private:
-  void show(const std::string& piece) {
-    if (reply_) {
-      print_delta(reply_->add(piece));
-    } else {
-      print(piece);
-    }
-  }
-  void print_delta(const ChatDelta& delta) {
-    print(delta.reasoning_content);
-    if (!delta.content.empty()) close_reasoning();
-    print(delta.content);
-  }
-  void close_reasoning() {
-    if (thinking_ && !reasoning_closed_) print("\n</think>\n");
-    reasoning_closed_ = true;
-  }
-  static void print(const std::string& text) {
-    std::fputs(text.c_str(), stdout);
-    std::fflush(stdout);
-  }
-
-  IncrementalDecoder decoder_;
-  std::optional<ChatStream> reply_;  // --chat
-  int64_t eos_token_id_;
-  bool thinking_;
-  bool reasoning_closed_ = false;
-  Status failed_ = ok_status();
-};
-
 int fail(const Status& status) {
   std::fprintf(stderr, "dsv4 generate: %s\n", status.to_string().c_str());
   return 1;
@@ -144,16 +81,18 @@ int run_generate(const GenerateArgs& args) {
   Result<Engine> engine = Engine::open(options);
   if (!engine.ok()) return fail(engine.status());
   GenerateRequest request{*prompt, args.sampling};
-  std::optional<LivePrinter> printer;
+  std::optional<ReplyPrinter> printer;
   if (tokenizer && !args.print_ids) {
-    printer.emplace(*tokenizer, args, engine->eos_token_id());
+    const std::optional<ThinkingMode> chat =
+        args.chat.empty() ? std::nullopt : std::optional(chat_conversation(args).thinking);
+    printer.emplace(*tokenizer, chat, engine->eos_token_id());
     request.on_token = [&](int64_t id) { return printer->token(id); };
   }
   Result<Generation> out = engine->generate(request);
   if (!out.ok()) return fail(out.status());
   if (printer) {
-    const Status printed = printer->finish(*out);
-    return printed.ok() ? 0 : fail(printed);
+    const Result<ChatReply> printed = printer->finish(*out);
+    return printed.ok() ? 0 : fail(printed.status());
   }
   for (size_t i = 0; i < out->tokens.size(); ++i) {
     std::printf("%s%lld", i ? "," : "", static_cast<long long>(out->tokens[i]));
@@ -193,21 +132,7 @@ void register_generate(CLI::App& app, int& exit_code) {
   cmd->add_option("--max-tokens", args->sampling.max_tokens, "tokens to generate at most")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--temperature", args->sampling.temperature, "0 = greedy")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--top-k", args->sampling.top_k, "keep the k most likely tokens (0 = all)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--top-p", args->sampling.top_p, "nucleus probability mass")
-      ->capture_default_str()
-      ->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--seed", args->sampling.seed, "sampling seed")->capture_default_str();
-  cmd->add_option("--presence-penalty", args->sampling.presence_penalty,
-                  "less this on the logit of every token already generated")
-      ->check(CLI::Range(-2.0, 2.0));
-  cmd->add_option("--frequency-penalty", args->sampling.frequency_penalty,
-                  "less this on a token's logit for every time it was generated")
-      ->check(CLI::Range(-2.0, 2.0));
+  add_sampling_flags(cmd, args->sampling);
   cmd->callback([args, &exit_code] { exit_code = run_generate(*args); });
 }
 

@@ -8,6 +8,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   int exit_code = 0;
   dsv4::tools::register_bench(app, exit_code);
+  dsv4::tools::register_chat(app, exit_code);
   dsv4::tools::register_check(app, exit_code);
   dsv4::tools::register_generate(app, exit_code);
   dsv4::tools::register_inspect(app, exit_code);

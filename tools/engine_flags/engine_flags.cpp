@@ -21,6 +21,24 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& flags, bool model_required) {
       ->check(CLI::IsMember({"w4a16", "w4a4"}));
 }
 
+void add_sampling_flags(CLI::App* cmd, SamplingParams& sampling) {
+  cmd->add_option("--temperature", sampling.temperature, "0 = greedy")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--top-k", sampling.top_k, "keep the k most likely tokens (0 = all)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--top-p", sampling.top_p, "nucleus probability mass")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--seed", sampling.seed, "sampling seed")->capture_default_str();
+  cmd->add_option("--presence-penalty", sampling.presence_penalty,
+                  "less this on the logit of every token already generated")
+      ->check(CLI::Range(-2.0, 2.0));
+  cmd->add_option("--frequency-penalty", sampling.frequency_penalty,
+                  "less this on a token's logit for every time it was generated")
+      ->check(CLI::Range(-2.0, 2.0));
+}
+
 void add_prefix_cache_flag(CLI::App* cmd, int64_t& prefix_cache_mb) {
   cmd->add_option("--prefix-cache-mb", prefix_cache_mb,
                   "device memory (MiB) for states kept so that prompts beginning with the same "

@@ -20,6 +20,10 @@ struct EngineFlags {
 // --experts, with their allowed values checked by CLI11.
 void add_engine_flags(CLI::App* cmd, EngineFlags& flags, bool model_required);
 
+// --temperature, --top-k, --top-p, --seed, --presence-penalty, --frequency-penalty into
+// `sampling` (dsv4 generate and chat), their ranges checked by CLI11.
+void add_sampling_flags(CLI::App* cmd, SamplingParams& sampling);
+
 // --prefix-cache-mb, for the commands that run many requests on one engine (serve, bench).
 void add_prefix_cache_flag(CLI::App* cmd, int64_t& prefix_cache_mb);
 

@@ -1,0 +1,160 @@
+// dsv4 chat [--model DIR] [--tokenizer FILE] [--system TEXT] [--thinking [--reasoning-effort
+// high|max]] [--max-tokens N] [--max-context N] [--temperature T --top-k K --top-p P --seed S
+// --presence-penalty P --frequency-penalty F] [--experts w4a16|w4a4] [--device cpu|cuda]:
+// a conversation on the terminal. Each line read from stdin is a user message; the reply is
+// printed as it is generated (its reasoning between <think> and </think> lines with --thinking)
+// and joins the conversation, so the next line continues it. The engine's prefix cache keeps the
+// conversation's state between turns, so a turn runs only its new tokens. "/clear" starts over
+// (the system message stays); the end of input ends the chat. A turn that fails (the
+// conversation outgrew --max-context, say) prints why and is left out of the conversation; the
+// exit status is then 1.
+// Uses only the public API (include/dsv4/).
+#include "dsv4/chat.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "commands.h"
+#include "dsv4/engine.h"
+#include "dsv4/tokenizer.h"
+#include "engine_flags.h"
+#include "reply_printer.h"
+
+namespace dsv4::tools {
+namespace {
+
+struct ChatArgs {
+  EngineFlags engine;
+  std::string tokenizer;  // default: MODEL/tokenizer.json
+  std::string system;
+  bool thinking = false;
+  std::string reasoning_effort = "high";
+  std::optional<int64_t> max_tokens;  // default: the rest of the context
+  int64_t max_context = EngineOptions{}.max_context;
+  SamplingParams sampling;
+};
+
+void report(const Status& status) {
+  std::fprintf(stderr, "dsv4 chat: %s\n", status.to_string().c_str());
+}
+
+// A conversation with the system message alone (when one is given).
+Conversation new_conversation(const ChatArgs& args) {
+  Conversation chat;
+  if (!args.system.empty()) chat.messages.push_back({ChatRole::kSystem, args.system, "", {}, ""});
+  chat.thinking = args.thinking ? ThinkingMode::kThinking : ThinkingMode::kChat;
+  chat.effort = args.reasoning_effort == "max" ? ReasoningEffort::kMax : ReasoningEffort::kHigh;
+  return chat;
+}
+
+class ChatSession {
+ public:
+  ChatSession(const ChatArgs& args, Engine& engine, const Tokenizer& tokenizer)
+      : args_(args), engine_(engine), tokenizer_(tokenizer), chat_(new_conversation(args)) {}
+
+  void clear() { chat_ = new_conversation(args_); }
+
+  // One turn: `line` as the user's message, the reply printed and added to the conversation.
+  // On failure the conversation is as it was.
+  Status turn(const std::string& line) {
+    chat_.messages.push_back({ChatRole::kUser, line, "", {}, ""});
+    Result<ChatReply> reply = answer();
+    if (!reply.ok()) {
+      chat_.messages.pop_back();
+      return reply.status();
+    }
+    chat_.messages.push_back(
+        {ChatRole::kAssistant, reply->content, reply->reasoning_content, reply->tool_calls, ""});
+    return ok_status();
+  }
+
+ private:
+  Result<ChatReply> answer() {
+    DSV4_ASSIGN_OR_RETURN(const std::string text, encode_chat(chat_));
+    DSV4_ASSIGN_OR_RETURN(std::vector<int64_t> prompt, tokenize_chat_prompt(tokenizer_, text));
+    GenerateRequest request{std::move(prompt), args_.sampling};
+    const auto rest = args_.max_context - static_cast<int64_t>(request.prompt.size());
+    if (rest <= 0 && !args_.max_tokens) {
+      return invalid_argument("the conversation's " + std::to_string(request.prompt.size()) +
+                              " tokens fill the context of " + std::to_string(args_.max_context) +
+                              ": /clear, or a larger --max-context");
+    }
+    request.sampling.max_tokens = args_.max_tokens.value_or(rest);
+    ReplyPrinter printer(tokenizer_, chat_.thinking, engine_.eos_token_id());
+    request.on_token = [&](int64_t id) { return printer.token(id); };
+    DSV4_ASSIGN_OR_RETURN(const Generation out, engine_.generate(request));
+    return printer.finish(out);
+  }
+
+  const ChatArgs& args_;
+  Engine& engine_;
+  const Tokenizer& tokenizer_;
+  Conversation chat_;
+};
+
+int run_chat(const ChatArgs& args) {
+  EngineOptions options = engine_options(args.engine, "chat");
+  options.max_context = args.max_context;
+  const std::string path =
+      args.tokenizer.empty() ? options.model_dir + "/tokenizer.json" : args.tokenizer;
+  Result<Tokenizer> tokenizer = Tokenizer::load(path);
+  if (!tokenizer.ok()) {
+    report(tokenizer.status().with_context("chat needs the checkpoint's tokenizer"));
+    return 1;
+  }
+  Result<Engine> engine = Engine::open(options);
+  if (!engine.ok()) {
+    report(engine.status());
+    return 1;
+  }
+  ChatSession session(args, *engine, *tokenizer);
+  const bool terminal = isatty(STDIN_FILENO) != 0;
+  bool failed = false;
+  std::string line;
+  while (true) {
+    if (terminal) std::fputs("> ", stderr);
+    if (!std::getline(std::cin, line)) break;
+    if (line.empty()) continue;
+    if (line == "/clear") {
+      session.clear();
+      continue;
+    }
+    const Status turned = session.turn(line);
+    if (!turned.ok()) report(turned);
+    failed = failed || !turned.ok();
+  }
+  return failed ? 1 : 0;
+}
+
+}  // namespace
+
+void register_chat(CLI::App& app, int& exit_code) {
+  CLI::App* cmd = app.add_subcommand(
+      "chat", "A conversation on the terminal: each line a user message, each reply printed");
+  auto args = std::make_shared<ChatArgs>();
+  add_engine_flags(cmd, args->engine, /*model_required=*/false);
+  cmd->add_option("--tokenizer", args->tokenizer, "tokenizer.json (default: MODEL/tokenizer.json)");
+  cmd->add_option("--system", args->system, "a system message before the conversation");
+  CLI::Option* thinking =
+      cmd->add_flag("--thinking", args->thinking, "thinking mode (prints the reasoning)");
+  cmd->add_option("--reasoning-effort", args->reasoning_effort, "with --thinking: high or max")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"high", "max"}))
+      ->needs(thinking);
+  cmd->add_option("--max-tokens", args->max_tokens,
+                  "tokens a reply at most (default: the rest of the context)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--max-context", args->max_context,
+                  "most tokens of the conversation, replies included")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  add_sampling_flags(cmd, args->sampling);
+  cmd->callback([args, &exit_code] { exit_code = run_chat(*args); });
+}
+
+}  // namespace dsv4::tools
