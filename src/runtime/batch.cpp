@@ -39,16 +39,26 @@ Status RunningBatch::admit(const GenerateRequest& request, OnDone on_done) {
 Status RunningBatch::resume_from_prefix(Sequence& s) {
   if (!prefix_cache_.enabled()) return ok_status();
   const std::vector<int64_t>& prompt = s.request.prompt;
-  const auto keep_at = static_cast<int64_t>(prompt.size()) - 1;
-  if (keep_at >= kMinKeptTokens) s.keep_prompt_at = keep_at;
-  if (s.request.return_prompt_logits || s.request.prompt_logprobs) return ok_status();
-  const PrefixCache::Entry* kept = prefix_cache_.longest_prefix(prompt);
-  if (kept == nullptr) return ok_status();
-  DSV4_RETURN_IF_ERROR(s.session.resume(kept->state));
-  s.n_prompt_fed = static_cast<int64_t>(kept->tokens.size());
-  s.kept_at = s.n_prompt_fed;
-  totals_.cached_prompt_tokens += s.n_prompt_fed;
+  const auto last = static_cast<int64_t>(prompt.size()) - 1;
+  const int64_t branch = prefix_cache_.longest_common_prefix(prompt);
+  const bool every_row = s.request.return_prompt_logits || s.request.prompt_logprobs;
+  if (const PrefixCache::Entry* kept = every_row ? nullptr : prefix_cache_.longest_prefix(prompt)) {
+    DSV4_RETURN_IF_ERROR(s.session.resume(kept->state));
+    s.n_prompt_fed = static_cast<int64_t>(kept->tokens.size());
+    s.kept_at = s.n_prompt_fed;
+    totals_.cached_prompt_tokens += s.n_prompt_fed;
+  }
+  if (branch > s.n_prompt_fed && branch < last && branch >= kMinKeptTokens) {
+    s.keep_points.push_back(branch);
+  }
+  if (last >= kMinKeptTokens) s.keep_points.push_back(last);
   return ok_status();
+}
+
+std::optional<int64_t> RunningBatch::next_keep_point(const Sequence& s) {
+  const auto it = std::upper_bound(s.keep_points.begin(), s.keep_points.end(), s.n_prompt_fed);
+  if (it == s.keep_points.end()) return std::nullopt;
+  return *it;
 }
 
 void RunningBatch::keep_state(const Session& session, std::span<const int64_t> tokens) {
@@ -96,8 +106,8 @@ std::vector<StepInput> RunningBatch::plan_step() {
     const std::span<const int64_t> rest =
         std::span<const int64_t>(s.request.prompt).subspan(static_cast<size_t>(s.n_prompt_fed));
     s.chunk = std::min(budget, static_cast<int64_t>(rest.size()));
-    if (s.n_prompt_fed < s.keep_prompt_at) {
-      s.chunk = std::min(s.chunk, s.keep_prompt_at - s.n_prompt_fed);
+    if (const std::optional<int64_t> point = next_keep_point(s)) {
+      s.chunk = std::min(s.chunk, *point - s.n_prompt_fed);
     }
     budget -= s.chunk;
     inputs.push_back({&s.session, rest.first(static_cast<size_t>(s.chunk)),
@@ -124,9 +134,11 @@ void RunningBatch::take_prompt_chunk(Sequence& s) {
   }
   s.n_prompt_fed += s.chunk;
   s.chunk = 0;
-  const bool along =
-      s.n_prompt_fed < s.keep_prompt_at && s.n_prompt_fed - s.kept_at >= kKeptSpacing;
-  if (s.n_prompt_fed == s.keep_prompt_at || along) {
+  const std::vector<int64_t>& points = s.keep_points;
+  const bool at_point = std::binary_search(points.begin(), points.end(), s.n_prompt_fed);
+  const bool along = !points.empty() && s.n_prompt_fed < points.back() &&
+                     s.n_prompt_fed - s.kept_at >= kKeptSpacing;
+  if (at_point || along) {
     keep_state(
         s.session,
         std::span<const int64_t>(s.request.prompt).first(static_cast<size_t>(s.n_prompt_fed)));

@@ -5,18 +5,22 @@
 // step. Every step is one Model::forward for all.
 //
 // It keeps sequences' states in a prefix cache (runtime/prefix_cache.h) and starts a prompt from
-// the longest one it begins with. These states of each sequence are kept: after its prompt but
-// the last token (that token runs in a step of its own), which serves the same prompt again and
-// a chat's next turn where the template rewrites the end of the prompt (a thinking turn's
-// reasoning is dropped from the history); along a long prompt, at the end of a chunk at least
-// kKeptSpacing tokens past the last kept state, which serves another prompt that shares a long
-// start (a system prompt or document) and then differs; and after all it ran when it is done
-// (prompt and reply but the last token), which serves the next turn of a chat that keeps the
-// reply as is.
+// the longest one it begins with. These states of each sequence are kept:
+//   - after its prompt but the last token (that token runs in a step of its own): the same prompt
+//     again, and a chat's next turn where the template rewrites the end of the prompt (a thinking
+//     turn's reasoning is dropped from the history);
+//   - where its prompt branches off the tokens of a kept state (their longest common start; a
+//     chunk ends there): the start that two prompts shared - a system prompt, a document - is
+//     then kept for a third;
+//   - along a long prompt, at the end of a chunk at least kKeptSpacing tokens past the last kept
+//     state: another prompt that shares a long start with the first;
+//   - after all it ran when it is done (prompt and reply but the last token): the next turn of a
+//     chat that keeps the reply as is.
 #pragma once
 
 #include <functional>
 #include <list>
+#include <optional>
 #include <vector>
 
 #include "dsv4/engine.h"
@@ -72,15 +76,19 @@ class RunningBatch {
     Session session;
     Sampler sampler;
     Generation out;
-    int64_t n_prompt_fed = 0;    // prompt tokens in the cache
-    int64_t chunk = 0;           // prompt tokens fed in the current step
-    int64_t keep_prompt_at = 0;  // after this many prompt tokens the state is kept (0: never)
-    int64_t kept_at = 0;         // prompt tokens of the last state kept along the prompt
+    int64_t n_prompt_fed = 0;  // prompt tokens in the cache
+    int64_t chunk = 0;         // prompt tokens fed in the current step
+    // Prompt positions where a chunk ends and the state is kept, ascending: the branch point and
+    // all but the last token (none without a prefix cache).
+    std::vector<int64_t> keep_points = {};
+    int64_t kept_at = 0;  // prompt tokens of the last state kept along the prompt
   };
   // The Session for `request`; when memory is short, the prefix cache makes way for it.
   Result<Session> new_session(const GenerateRequest& request);
-  // Sets where s's prompt state is kept, and starts s from the longest kept prefix.
+  // Starts s from the longest kept prefix, and sets where its prompt's states are kept.
   Status resume_from_prefix(Sequence& s);
+  // The first keep point past what s's prompt has fed.
+  static std::optional<int64_t> next_keep_point(const Sequence& s);
   // Keeps the session's state after `tokens` (what it ran), when worth it.
   void keep_state(const Session& session, std::span<const int64_t> tokens);
   void keep_finished_state(const Sequence& s);

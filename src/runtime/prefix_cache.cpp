@@ -33,6 +33,17 @@ const PrefixCache::Entry* PrefixCache::longest_prefix(std::span<const int64_t> p
   return &entries_.front();
 }
 
+int64_t PrefixCache::longest_common_prefix(std::span<const int64_t> prompt) const {
+  size_t longest = 0;
+  for (const Entry& e : entries_) {
+    const size_t n = std::min(e.tokens.size(), prompt.size());
+    const auto differ =
+        std::mismatch(e.tokens.begin(), e.tokens.begin() + static_cast<long>(n), prompt.begin());
+    longest = std::max(longest, static_cast<size_t>(differ.first - e.tokens.begin()));
+  }
+  return static_cast<int64_t>(longest);
+}
+
 bool PrefixCache::contains(std::span<const int64_t> tokens) {
   const auto it = std::find_if(entries_.begin(), entries_.end(), [&](const Entry& e) {
     return e.tokens.size() == tokens.size() && begins_with(tokens, e.tokens);

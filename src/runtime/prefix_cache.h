@@ -33,6 +33,9 @@ class PrefixCache {
   // The entry of the most tokens that begins `prompt` and is shorter than it (a step needs at
   // least one new token to draw the next from); nullptr when none. Marks it used.
   const Entry* longest_prefix(std::span<const int64_t> prompt);
+  // The most tokens `prompt` shares with the start of a kept state's tokens (where it branches
+  // off them).
+  int64_t longest_common_prefix(std::span<const int64_t> prompt) const;
   // Whether the state after exactly `tokens` is kept; marks it used.
   bool contains(std::span<const int64_t> tokens);
   // Keeps the state after `tokens`, dropping the least recently used entries to make room; a

@@ -1,9 +1,9 @@
 // Prefix caching: the store (runtime/prefix_cache.h: longest prefix, byte budget, least recently
 // used out first) and the running batch that uses it (runtime/batch.h) on tiny_a (sliding, CSA
 // and HCA layers): the same prompt again, a chat's next turn after the reply, a prompt whose end
-// differs and one that shares only a long start each start from a kept state and give the tokens
-// and logits of a batch without the cache; requests that want every prompt row compute them
-// all.
+// differs, one that shares only a long start and a third with the start two others shared each
+// start from a kept state and give the tokens and logits of a batch without the cache; requests
+// that want every prompt row compute them all.
 #include "runtime/prefix_cache.h"
 
 #include <gtest/gtest.h>
@@ -45,6 +45,10 @@ TEST(PrefixCacheTest, FindsTheLongestKeptPrefixShorterThanThePrompt) {
   EXPECT_EQ(cache.longest_prefix(std::vector<int64_t>{2, 1, 2, 3}), nullptr);
   EXPECT_TRUE(cache.contains(std::vector<int64_t>{1, 9, 3}));
   EXPECT_FALSE(cache.contains(std::vector<int64_t>{1, 9}));
+  EXPECT_EQ(cache.longest_common_prefix(std::vector<int64_t>{1, 2, 3, 7}), 3);
+  EXPECT_EQ(cache.longest_common_prefix(std::vector<int64_t>{1, 9, 3, 4, 5}), 3);
+  EXPECT_EQ(cache.longest_common_prefix(std::vector<int64_t>{1, 2}), 2);
+  EXPECT_EQ(cache.longest_common_prefix(std::vector<int64_t>{5}), 0);
 }
 
 TEST(PrefixCacheTest, KeepsWithinItsBytesDroppingTheLeastRecentlyUsed) {
@@ -178,6 +182,24 @@ TEST_F(PrefixCachingBatchTest, APromptSharingALongStartStartsFromAStateAlongTheO
   shorter.push_back(0);
   run_both(request(shorter, 2));
   EXPECT_EQ(cached_tokens(), 1024) << "no state at 512";
+}
+
+// Three prompts of one 300-token start and different questions: the second branches off the
+// first's kept states at 300, where its chunk ends and its state is kept; the third starts there.
+TEST_F(PrefixCachingBatchTest, TheStartTwoPromptsShareIsKeptForAThird) {
+  const std::vector<int64_t> start = random_tokens(300);
+  const auto asking = [&](int64_t first_token) {
+    std::vector<int64_t> prompt = start;
+    prompt.push_back(first_token);  // the questions differ from their first token
+    const std::vector<int64_t> question = random_tokens(20);
+    prompt.insert(prompt.end(), question.begin(), question.end());
+    return prompt;
+  };
+  run_both(request(asking(1), 2));
+  run_both(request(asking(2), 2));
+  EXPECT_EQ(cached_tokens(), 0);
+  run_both(request(asking(3), 2));
+  EXPECT_EQ(cached_tokens(), 300);
 }
 
 TEST_F(PrefixCachingBatchTest, RequestsForEveryPromptRowComputeThemAll) {

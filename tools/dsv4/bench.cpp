@@ -1,8 +1,11 @@
 // dsv4 bench [--model DIR] [--device cpu|cuda] [--experts w4a16|w4a4] [--prompt-tokens N]
-// [--gen-tokens M] [--batch B] [--repeats R] [--seed S] [--prefix-cache-mb C]: end-to-end speed
-// of the engine as a user meets it. B sequences of N random prompt ids each generate M tokens
-// (greedy, eos ignored, so every run does the same work), R times after one warm-up run, new
-// prompts each run (none starts from a state the prefix cache kept); the engine stamps
+// [--gen-tokens M] [--batch B] [--repeats R] [--seed S] [--prefix-cache-mb C] [--shared-prefix P]:
+// end-to-end speed of the engine as a user meets it. B sequences of N random prompt ids each
+// generate M tokens (greedy, eos ignored, so every run does the same work), R times after one
+// warm-up run, new prompts each run; their first P ids are the same in every prompt of every run
+// (a system prompt), the rest differ, so with the prefix cache the runs after the first two start
+// from the state of those P (kept where the second run's prompts branched off the first's); the
+// engine stamps
 // each token as it is drawn (Generation::token_times), so the host clock splits a run into
 //   time to first token  from generate_batch() to the last sequence's first token (the prefill
 //                        of all prompts and one sampling step; with the prefix cache on and
@@ -42,6 +45,7 @@ struct BenchArgs {
   int64_t repeats = 5;
   uint64_t seed = 0;
   int64_t prefix_cache_mb = EngineOptions{}.prefix_cache_mb;
+  int64_t shared_prefix = 0;  // P
 };
 
 // One run's two figures, in milliseconds.
@@ -54,15 +58,19 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
-// B prompts of random ids below the vocabulary size, M greedy tokens each, eos ignored; new ones
-// for each run, so that no run starts from states the prefix cache kept of the one before.
+// B prompts of random ids below the vocabulary size, M greedy tokens each, eos ignored: the
+// first P ids the same for all (drawn from the seed alone), the rest new for each run.
 std::vector<GenerateRequest> make_requests(const BenchArgs& args, int64_t vocab_size, int64_t run) {
-  std::mt19937_64 rng(args.seed + static_cast<uint64_t>(run));
   std::uniform_int_distribution<int64_t> id(0, vocab_size - 1);
+  std::mt19937_64 shared(args.seed);
+  std::vector<int64_t> start(static_cast<size_t>(args.shared_prefix));
+  for (int64_t& t : start) t = id(shared);
+  std::mt19937_64 rng(args.seed + 1 + static_cast<uint64_t>(run));
   std::vector<GenerateRequest> requests(static_cast<size_t>(args.batch));
   for (GenerateRequest& r : requests) {
+    r.prompt = start;
     r.prompt.resize(static_cast<size_t>(args.prompt_tokens));
-    for (int64_t& t : r.prompt) t = id(rng);
+    for (size_t i = start.size(); i < r.prompt.size(); ++i) r.prompt[i] = id(rng);
     r.sampling.max_tokens = args.gen_tokens;
     r.sampling.stop_at_eos = false;
   }
@@ -103,6 +111,11 @@ int fail(const Status& status) {
 }
 
 int run_bench(const BenchArgs& args) {
+  if (args.shared_prefix >= args.prompt_tokens) {
+    return fail(invalid_argument("--shared-prefix " + std::to_string(args.shared_prefix) +
+                                 " must be less than --prompt-tokens " +
+                                 std::to_string(args.prompt_tokens)));
+  }
   if (args.batch * args.prompt_tokens > kMaxPromptIds) {
     return fail(invalid_argument("--batch " + std::to_string(args.batch) + " × --prompt-tokens " +
                                  std::to_string(args.prompt_tokens) + " is more than " +
@@ -126,11 +139,12 @@ int run_bench(const BenchArgs& args) {
   const Spread ttft = spread(first_token), step = spread(decode_step);
   const double b = static_cast<double>(args.batch);
   std::printf(
-      "dsv4 bench: %s, %s, experts %s; batch %lld, prompt %lld, generate %lld; "
+      "dsv4 bench: %s, %s, experts %s; batch %lld, prompt %lld (shared %lld), generate %lld; "
       "median of %lld runs [fastest, slowest]\n",
       options.model_dir.c_str(), args.engine.device.c_str(), args.engine.experts.c_str(),
       static_cast<long long>(args.batch), static_cast<long long>(args.prompt_tokens),
-      static_cast<long long>(args.gen_tokens), static_cast<long long>(args.repeats));
+      static_cast<long long>(args.shared_prefix), static_cast<long long>(args.gen_tokens),
+      static_cast<long long>(args.repeats));
   std::printf("time to first token: %.3f ms [%.3f, %.3f]  prefill %.1f tokens/s\n", ttft.median,
               ttft.min, ttft.max, b * static_cast<double>(args.prompt_tokens) * 1e3 / ttft.median);
   std::printf("decode step:         %.3f ms [%.3f, %.3f]  %.1f tokens/s (%.1f a sequence)\n",
@@ -160,6 +174,10 @@ void register_bench(CLI::App& app, int& exit_code) {
       ->check(CLI::Range(int64_t{1}, int64_t{1000}));
   cmd->add_option("--seed", args->seed, "seed of the random prompts")->capture_default_str();
   add_prefix_cache_flag(cmd, args->prefix_cache_mb);
+  cmd->add_option("--shared-prefix", args->shared_prefix,
+                  "the first P prompt ids are the same in every prompt of every run")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   cmd->callback([args, &exit_code] { exit_code = run_bench(*args); });
 }
 
