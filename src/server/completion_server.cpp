@@ -375,11 +375,15 @@ void CompletionServer::State::messages(const httplib::Request& req, httplib::Res
   if (const auto* bad = std::get_if<RequestError>(&parsed)) {
     return send_error(res, 400, bad->message, bad->param, Api::kAnthropic);
   }
-  const MessagesRequest& request = std::get<MessagesRequest>(parsed);
+  MessagesRequest& request = std::get<MessagesRequest>(parsed);
   const ThinkingMode thinking = request.conversation.thinking;
   std::optional<std::vector<int64_t>> prompt =
       chat_prompt_ids(request.conversation, res, Api::kAnthropic);
   if (!prompt) return;
+  // Within what the context leaves (the engine refuses a prompt that fills it already).
+  request.sampling.max_tokens =
+      std::min(request.sampling.max_tokens,
+               std::max<int64_t>(options.max_context - static_cast<int64_t>(prompt->size()), 1));
   const std::string id = std::to_string(next_id++);
   const auto n_prompt = static_cast<int64_t>(prompt->size());
   if (request.stream) {

@@ -1,5 +1,6 @@
 #include "server/messages_request.h"
 
+#include <limits>
 #include <optional>
 #include <string>
 #include <utility>
@@ -299,7 +300,10 @@ std::variant<MessagesRequest, RequestError> parse_messages_request(std::string_v
   StreamOptions stream;
   for (const auto& step :
        {read_conversation(body, request.conversation),
-        read_sampling(body, "max_tokens", limits, request.sampling),
+        // Anthropic's clients ask for more than any context (Claude Code: 32000); the server
+        // cuts max_tokens to what the context leaves after the prompt.
+        read_sampling(body, "max_tokens", {std::numeric_limits<int32_t>::max(), limits.vocab_size},
+                      request.sampling),
         read_stop(body, request.stop, "stop_sequences"), read_stream(body, stream)}) {
     if (step) return *step;
   }

@@ -16,7 +16,9 @@
 //   thinking      {"type": "enabled", "budget_tokens": N} or {"type": "disabled"} (the default).
 //                 The budget is read, not enforced: the model ends its reasoning itself, within
 //                 max_tokens.
-//   max_tokens (required), temperature, top_p, top_k, stop_sequences (at most 4), stream;
+//   max_tokens (required; the server cuts it to what the context leaves after the prompt, as
+//   Anthropic's clients ask for more than any context), temperature, top_p, top_k,
+//   stop_sequences (at most 4), stream;
 //   model and metadata are read and ignored; cache_control is accepted on any block (prefix
 //   caching is automatic). Unknown fields and block types are refused by name.
 // POST /v1/messages/count_tokens takes the same body without max_tokens, sampling and stream.

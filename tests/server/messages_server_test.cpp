@@ -194,6 +194,22 @@ TEST_F(MessagesServerTest, AStopSequenceEndsTheTextAndIsReported) {
   }
 }
 
+// Claude Code asks for 32000 tokens whatever the context: the reply may fill what is left of it.
+TEST_F(MessagesServerTest, MaxTokensPastTheContextIsCutToIt) {
+  Conversation conversation;
+  conversation.messages = {{ChatRole::kUser, "hello world", "", {}, ""}};
+  const size_t n_prompt =
+      tokenize_chat_prompt(tokenizer_, encode_chat(conversation).value()).value().size();
+  const RunningServer server(engine_, &tokenizer_);  // a context of 64
+  const auto [status, message] = post(server, R"({"max_tokens": 32000, "temperature": 0,
+      "messages": [{"role": "user", "content": "hello world"}]})");
+  ASSERT_EQ(status, 200) << message.dump();
+  EXPECT_LE(message["usage"]["output_tokens"].get<size_t>(), 64 - n_prompt);
+  if (message["stop_reason"] == "max_tokens") {
+    EXPECT_EQ(message["usage"]["output_tokens"].get<size_t>(), 64 - n_prompt);
+  }
+}
+
 TEST_F(MessagesServerTest, CountTokensIsTheEncodedPromptsLength) {
   Conversation conversation;
   conversation.messages = {{ChatRole::kSystem, "Be brief.", "", {}, ""},
@@ -214,9 +230,12 @@ TEST_F(MessagesServerTest, RefusalsAreAnthropicErrors) {
   const RunningServer server(engine_, &tokenizer_);
   expect_anthropic_error(post(server, R"({"messages": [{"role": "user", "content": "x"}]})"), 400,
                          "invalid_request_error", "max_tokens is required");
-  expect_anthropic_error(post(server, R"({"max_tokens": 60,
-      "messages": [{"role": "user", "content": "a long enough prompt"}]})"),
-                         400, "invalid_request_error", "exceeds the context");
+  // A conversation longer than the context (64) itself.
+  const std::string long_message =
+      R"({"max_tokens": 1, "messages": [{"role": "user", "content": ")" + std::string(200, 'a') +
+      R"("}]})";
+  expect_anthropic_error(post(server, long_message), 400, "invalid_request_error",
+                         "exceeds the context");
   const RunningServer no_tokenizer(engine_, nullptr);
   expect_anthropic_error(post(no_tokenizer, R"({"max_tokens": 1,
       "messages": [{"role": "user", "content": "x"}]})"),
