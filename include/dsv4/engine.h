@@ -83,6 +83,10 @@ struct GenerateRequest {
   // thread that called generate(), while the engine goes on stepping (it may have drawn a token
   // or two past a stop; they are dropped from the result).
   std::function<bool(int64_t token)> on_token = nullptr;
+  // With logprobs >= 0 and on_token set: called with each generated token's TokenLogprob just
+  // before on_token sees that token (on the same thread, in the same order), so a stream can carry
+  // them.
+  std::function<void(const TokenLogprob& logprob)> on_logprob = nullptr;
 };
 
 struct Generation {

@@ -160,8 +160,10 @@ void RunningBatch::take_step_output(Sequence& s) {
   g.token_times.push_back(std::chrono::steady_clock::now());
   if (s.request.return_step_logits)
     g.step_logits.insert(g.step_logits.end(), next.begin(), next.end());
-  if (s.request.logprobs >= 0)
+  if (s.request.logprobs >= 0) {
     g.logprobs.push_back(token_logprob(next, g.tokens.back(), n_alternatives(s)));
+    if (s.request.on_logprob) s.request.on_logprob(g.logprobs.back());
+  }
   g.stopped_at_eos = s.request.sampling.stop_at_eos && g.tokens.back() == eos_token_id_;
   g.stopped_by_caller = s.request.on_token && !s.request.on_token(g.tokens.back());
 }

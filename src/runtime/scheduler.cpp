@@ -13,9 +13,14 @@ struct Scheduler::Call {
   struct Token {
     size_t index;
     int64_t token;
+    std::optional<TokenLogprob> logprob;  // for the request's on_logprob
   };
   explicit Call(const std::vector<GenerateRequest>& r)
-      : requests(r), results(r.size()), stopped(r.size(), false), n_seen(r.size(), 0) {}
+      : requests(r),
+        results(r.size()),
+        stopped(r.size(), false),
+        n_seen(r.size(), 0),
+        pending(r.size()) {}
 
   std::vector<GenerateRequest> requests;  // as the caller gave them
   std::mutex mutex;
@@ -23,14 +28,19 @@ struct Scheduler::Call {
   std::deque<Token> tokens;  // drawn, not yet seen by the caller
   std::vector<std::optional<Result<Generation>>> results;
   size_t n_done = 0;
-  std::vector<bool> stopped;   // the caller's on_token said stop
-  std::vector<size_t> n_seen;  // tokens the caller's on_token saw
+  std::vector<bool> stopped;                         // the caller's on_token said stop
+  std::vector<size_t> n_seen;                        // tokens the caller's on_token saw
+  std::vector<std::optional<TokenLogprob>> pending;  // the logprob of the token drawn next
 
-  // The worker's side.
+  // The worker's side: a token's logprob, then the token.
+  void drawn_logprob(size_t i, const TokenLogprob& logprob) {
+    const std::lock_guard<std::mutex> lock(mutex);
+    pending[i] = logprob;
+  }
   bool drawn(size_t i, int64_t token) {
     const std::lock_guard<std::mutex> lock(mutex);
     if (stopped[i]) return false;
-    tokens.push_back({i, token});
+    tokens.push_back({i, token, std::exchange(pending[i], std::nullopt)});
     changed.notify_one();
     return true;
   }
@@ -48,11 +58,13 @@ struct Scheduler::Call {
       while (true) {
         changed.wait(lock, [&] { return !tokens.empty() || n_done == requests.size(); });
         if (tokens.empty()) return;
-        const Token t = tokens.front();
+        const Token t = std::move(tokens.front());
         tokens.pop_front();
         if (stopped[t.index]) continue;
         lock.unlock();
-        const bool more = requests[t.index].on_token(t.token);
+        const GenerateRequest& r = requests[t.index];
+        if (t.logprob && r.on_logprob) r.on_logprob(*t.logprob);
+        const bool more = r.on_token(t.token);
         lock.lock();
         ++n_seen[t.index];
         stopped[t.index] = !more;
@@ -165,6 +177,13 @@ void Scheduler::admit(std::vector<Waiting> joining) {
       request.on_token = [call = w.call, i = w.index](int64_t token) {
         return call->drawn(i, token);
       };
+    }
+    if (request.on_logprob && request.on_token) {
+      request.on_logprob = [call = w.call, i = w.index](const TokenLogprob& logprob) {
+        call->drawn_logprob(i, logprob);
+      };
+    } else {
+      request.on_logprob = nullptr;  // delivered with on_token's tokens only
     }
     Status admitted = ok_status();
     try {

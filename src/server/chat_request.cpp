@@ -157,8 +157,7 @@ Refusal read_thinking(const OrderedJson& body, Conversation& c) {
   return std::nullopt;
 }
 
-// logprobs (true or false) and top_logprobs (0 ... kMaxLogprobs, with logprobs true), not with
-// stream.
+// logprobs (true or false) and top_logprobs (0 ... kMaxLogprobs, with logprobs true).
 Refusal read_logprobs(const OrderedJson& body, ChatRequest& request) {
   bool asked = false;
   if (present(body, "logprobs")) {
@@ -172,9 +171,6 @@ Refusal read_logprobs(const OrderedJson& body, ChatRequest& request) {
   if (auto bad = read_integer(body, "top_logprobs", 0, kMaxLogprobs, top)) return bad;
   if (present(body, "top_logprobs") && !asked) {
     return request_error("top_logprobs", "top_logprobs needs logprobs true");
-  }
-  if (asked && request.stream.enabled) {
-    return request_error("logprobs", "logprobs with stream is not supported");
   }
   request.logprobs = asked ? top : -1;
   return std::nullopt;

@@ -12,9 +12,10 @@
 //                 "xhigh", "max" -> max.
 // Sampling fields as for /v1/completions (request_fields.h); max_completion_tokens is
 // max_tokens' newer name; stop, n, stream and stream_options as there too; logprobs and
-// top_logprobs (not with stream). Fields that would change the answer and are not implemented
-// (tool_choice other than "auto", parallel_tool_calls false, response_format other than text) are
-// refused by name, as are unknown fields and roles (developer, function).
+// top_logprobs (streamed too, each chunk with the tokens drawn since the one before). Fields that
+// would change the answer and are not implemented (tool_choice other than "auto",
+// parallel_tool_calls false, response_format other than text) are refused by name, as are unknown
+// fields and roles (developer, function).
 #pragma once
 
 #include <cstdint>

@@ -38,7 +38,8 @@ std::optional<RequestError> refuse_unsupported(const OrderedJson& body) {
   return std::nullopt;
 }
 
-// logprobs (0 ... kMaxLogprobs alternatives) and echo, neither with stream.
+// logprobs (0 ... kMaxLogprobs alternatives) and echo (not with stream: the prompt's logprobs
+// come at the end of generation, after the first chunk).
 std::optional<RequestError> read_logprobs(const OrderedJson& body, CompletionRequest& request) {
   if (auto bad = read_integer(body, "logprobs", 0, kMaxLogprobs, request.logprobs)) return bad;
   if (present(body, "echo")) {
@@ -47,9 +48,8 @@ std::optional<RequestError> read_logprobs(const OrderedJson& body, CompletionReq
     }
     request.echo = body["echo"].get<bool>();
   }
-  if (request.stream.enabled && (request.logprobs >= 0 || request.echo)) {
-    const char* field = request.logprobs >= 0 ? "logprobs" : "echo";
-    return request_error(field, std::string(field) + " with stream is not supported");
+  if (request.stream.enabled && request.echo) {
+    return request_error("echo", "echo with stream is not supported");
   }
   return std::nullopt;
 }

@@ -84,6 +84,7 @@ struct Stream {
   Json envelope;  // id, object, created, model: the same in every chunk
   std::vector<std::unique_ptr<StreamChoices>> choices;  // a request's n, choice i at index i
   Api api = Api::kOpenAi;  // Anthropic's choices are whole events: no envelope, no [DONE]
+  int64_t logprobs = -1;   // alternatives of each token's logprob; -1: none
 
   // Each choice as a chunk (or an Anthropic event); false once the client is gone.
   bool send(httplib::DataSink& sink, const std::vector<Json>& list) const {
@@ -198,6 +199,8 @@ struct CompletionServer::State {
   RequestLimits limits() const;
   // A token's text in logprobs: what it decodes to alone, or "token_id:N" without a tokenizer.
   std::string token_text(int64_t id) const;
+  // token_text for a stream's choices when `logprobs` asks for them (>= 0), else null.
+  TokenText logprob_text(int64_t logprobs) const;
   // Answers with server-sent events: the request was checked, so the status is 200 and what
   // goes wrong from here is an error event.
   void stream(httplib::Response& res, std::shared_ptr<Stream> s);
@@ -242,11 +245,14 @@ void CompletionServer::State::complete(const httplib::Request& req, httplib::Res
     if (refused({*prompt, request.sampling}, "prompt", res)) return;
     const std::string id = "cmpl-" + std::to_string(next_id++);
     std::vector<std::unique_ptr<StreamChoices>> choices;
-    for (int64_t i = 0; i < request.n; ++i)
-      choices.push_back(completion_choices(tokenizer, request.stop, static_cast<size_t>(i)));
-    return stream(res, std::make_shared<Stream>(
-                           Stream{*std::move(prompt), request.sampling, request.stream,
-                                  chunk_envelope(id, "text_completion"), std::move(choices)}));
+    for (int64_t i = 0; i < request.n; ++i) {
+      choices.push_back(completion_choices(tokenizer, request.stop, static_cast<size_t>(i),
+                                           logprob_text(request.logprobs)));
+    }
+    return stream(
+        res, std::make_shared<Stream>(Stream{*std::move(prompt), request.sampling, request.stream,
+                                             chunk_envelope(id, "text_completion"),
+                                             std::move(choices), Api::kOpenAi, request.logprobs}));
   }
   GenerateRequest base{*prompt, request.sampling};
   base.logprobs = request.logprobs;
@@ -306,6 +312,11 @@ Json CompletionServer::State::completion_choice(const CompletionRequest& request
 
 RequestLimits CompletionServer::State::limits() const {
   return {options.max_context, engine.vocab_size()};
+}
+
+TokenText CompletionServer::State::logprob_text(int64_t logprobs) const {
+  if (logprobs < 0) return nullptr;
+  return [this](int64_t id) { return token_text(id); };
 }
 
 std::string CompletionServer::State::token_text(int64_t id) const {
@@ -447,12 +458,13 @@ void CompletionServer::State::chat(const httplib::Request& req, httplib::Respons
     for (int64_t i = 0; i < request.n; ++i) {
       choices.push_back(chat_choices(*tokenizer, request.conversation.thinking,
                                      choice_id(id, static_cast<size_t>(i)), engine.eos_token_id(),
-                                     request.stop, static_cast<size_t>(i)));
+                                     request.stop, static_cast<size_t>(i),
+                                     logprob_text(request.logprobs)));
     }
-    return stream(
-        res, std::make_shared<Stream>(Stream{
-                 *std::move(prompt), request.sampling, request.stream,
-                 chunk_envelope("chatcmpl-" + id, "chat.completion.chunk"), std::move(choices)}));
+    return stream(res, std::make_shared<Stream>(
+                           Stream{*std::move(prompt), request.sampling, request.stream,
+                                  chunk_envelope("chatcmpl-" + id, "chat.completion.chunk"),
+                                  std::move(choices), Api::kOpenAi, request.logprobs}));
   }
   GenerateRequest base{*prompt, request.sampling};
   base.logprobs = request.logprobs;
@@ -534,12 +546,19 @@ bool CompletionServer::State::run_stream(Stream& s, httplib::DataSink& sink) {
   }
   bool connected = true;
   Status failed = ok_status();  // a chunk that could not be made (an id the tokenizer lacks)
-  std::vector<GenerateRequest> requests = choices_of({s.prompt, s.sampling}, s.choices.size());
+  GenerateRequest base{s.prompt, s.sampling};
+  base.logprobs = s.logprobs;
+  std::vector<GenerateRequest> requests = choices_of(base, s.choices.size());
+  std::vector<std::optional<TokenLogprob>> logprob(requests.size());  // of the token drawn next
   for (size_t i = 0; i < requests.size(); ++i) {
     StreamChoices& choices = *s.choices[i];
-    requests[i].on_token = [&](int64_t token) {
+    if (s.logprobs >= 0) {
+      requests[i].on_logprob = [&, i](const TokenLogprob& lp) { logprob[i] = lp; };
+    }
+    requests[i].on_token = [&, i](int64_t token) {
       if (!connected || !failed.ok()) return false;
-      Result<std::vector<Json>> chunk = choices.add(token);
+      const std::optional<TokenLogprob> lp = std::exchange(logprob[i], std::nullopt);
+      Result<std::vector<Json>> chunk = choices.add(token, lp ? &*lp : nullptr);
       if (!chunk.ok()) failed = chunk.status();
       connected = chunk.ok() && s.send(sink, *chunk);
       return connected && !choices.stopped();  // a stop string ends generation too

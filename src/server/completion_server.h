@@ -21,7 +21,8 @@
 //   GET  /metrics         the engine's and the server's counts, Prometheus' text format
 //                         (server_metrics.h).
 // With "stream": true either answer comes as server-sent events instead (stream_choices.h): one
-// chunk object per event ("text_completion" / "chat.completion.chunk"), data: [DONE] last.
+// chunk object per event ("text_completion" / "chat.completion.chunk", each with the logprobs of
+// its tokens when asked), data: [DONE] last.
 // Every refusal is OpenAI's {"error": {"message", "type", "param", "code"}}: 400 for a bad
 // request (naming the field), 401 without the API key (when one is set), 404 for an unknown path,
 // 413 for a body over the limit, 503 when a sequence's caches do not fit in memory (retry), 500

@@ -38,7 +38,7 @@ class MessageEvents final : public StreamChoices {
     return events;
   }
 
-  Result<std::vector<Json>> add(int64_t token) override {
+  Result<std::vector<Json>> add(int64_t token, const TokenLogprob*) override {
     DSV4_ASSIGN_OR_RETURN(const std::string text, text_of_.add(token));
     std::vector<Json> events;
     send(reply_.add(text), events);

@@ -20,9 +20,10 @@ const char* chat_finish_reason(const ChatReply& reply, const Generation& out, bo
 
 Json completion_logprobs_json(const std::vector<int64_t>& tokens,
                               const std::vector<const TokenLogprob*>& logprobs,
-                              const std::function<std::string(int64_t)>& text_of) {
+                              const std::function<std::string(int64_t)>& text_of,
+                              size_t first_offset) {
   Json texts = Json::array(), values = Json::array(), tops = Json::array(), offsets = Json::array();
-  size_t offset = 0;
+  size_t offset = first_offset;
   for (size_t i = 0; i < tokens.size(); ++i) {
     const std::string text = text_of(tokens[i]);
     texts.push_back(text);

@@ -25,10 +25,12 @@ const char* chat_finish_reason(const ChatReply& reply, const Generation& out, bo
 // OpenAI's legacy completion "logprobs" object {"tokens", "token_logprobs", "top_logprobs",
 // "text_offset"} for `tokens` and their logprobs (null for none: an echoed prompt's first
 // token), each token named by `text_of`; a token's top_logprobs holds it and its alternatives.
-// text_offset: where each token's text starts in the choice's text.
+// text_offset: where each token's text starts in the choice's text, the first at first_offset
+// (a stream's chunk goes on from the one before).
 format::Json completion_logprobs_json(const std::vector<int64_t>& tokens,
                                       const std::vector<const TokenLogprob*>& logprobs,
-                                      const std::function<std::string(int64_t)>& text_of);
+                                      const std::function<std::string(int64_t)>& text_of,
+                                      size_t first_offset = 0);
 
 // The chat API's "logprobs" object {"content": [{"token", "logprob", "bytes", "top_logprobs":
 // [{"token", "logprob", "bytes"}, ...]}, ...]}, a token's text from `text_of`.

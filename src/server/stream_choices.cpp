@@ -11,17 +11,53 @@ namespace {
 
 using format::Json;
 
+// The logprobs a stream has yet to send, and how they are written.
+class PendingLogprobs {
+ public:
+  explicit PendingLogprobs(TokenText text_of) : text_of_(std::move(text_of)) {}
+
+  void add(const TokenLogprob* logprob) {
+    if (text_of_ && logprob != nullptr) pending_.push_back(*logprob);
+  }
+  // The completion API's object for the pending ones (text_offset going on from the last), or
+  // null when logprobs were not asked.
+  Json take_completion() {
+    if (!text_of_) return nullptr;
+    std::vector<int64_t> tokens;
+    std::vector<const TokenLogprob*> logprobs;
+    for (const TokenLogprob& lp : pending_) tokens.push_back(lp.token), logprobs.push_back(&lp);
+    Json out = completion_logprobs_json(tokens, logprobs, text_of_, offset_);
+    for (const int64_t t : tokens) offset_ += text_of_(t).size();
+    pending_.clear();
+    return out;
+  }
+  // The chat API's {"content": [...]} for the pending ones, or null when not asked or none are.
+  Json take_chat() {
+    if (!text_of_ || pending_.empty()) return nullptr;
+    Json out = chat_logprobs_json(pending_, text_of_);
+    pending_.clear();
+    return out;
+  }
+
+ private:
+  TokenText text_of_;  // null: logprobs were not asked
+  std::vector<TokenLogprob> pending_;
+  size_t offset_ = 0;
+};
+
 class CompletionChoices final : public StreamChoices {
  public:
-  CompletionChoices(const Tokenizer* tokenizer, std::vector<std::string> stop, size_t index)
-      : index_(index) {
+  CompletionChoices(const Tokenizer* tokenizer, std::vector<std::string> stop, size_t index,
+                    TokenText logprob_text)
+      : index_(index), logprobs_(std::move(logprob_text)) {
     if (tokenizer != nullptr) text_of_.emplace(*tokenizer, std::move(stop));
   }
 
   std::vector<Json> start() override { return {}; }
 
-  Result<std::vector<Json>> add(int64_t token) override {
+  Result<std::vector<Json>> add(int64_t token, const TokenLogprob* logprob) override {
     ids_.push_back(token);
+    logprobs_.add(logprob);
     if (!text_of_) return std::vector<Json>{take(nullptr)};
     DSV4_ASSIGN_OR_RETURN(const std::string text, text_of_->add(token));
     text_ += text;
@@ -45,12 +81,13 @@ class CompletionChoices final : public StreamChoices {
     Json choice = {{"index", index_},
                    {"text", std::exchange(text_, "")},
                    {"token_ids", std::exchange(ids_, {})},
-                   {"logprobs", nullptr},
+                   {"logprobs", logprobs_.take_completion()},
                    {"finish_reason", reason == nullptr ? Json() : Json(reason)}};
     return choice;
   }
 
   size_t index_;
+  PendingLogprobs logprobs_;
   std::optional<GeneratedText> text_of_;  // none without a tokenizer
   std::string text_;
   std::vector<int64_t> ids_;
@@ -59,17 +96,20 @@ class CompletionChoices final : public StreamChoices {
 class ChatChoices final : public StreamChoices {
  public:
   ChatChoices(const Tokenizer& tokenizer, ThinkingMode thinking, std::string id,
-              int64_t eos_token_id, std::vector<std::string> stop, size_t index)
+              int64_t eos_token_id, std::vector<std::string> stop, size_t index,
+              TokenText logprob_text)
       : index_(index),
         id_(std::move(id)),
         text_of_(tokenizer, std::move(stop), eos_token_id),
-        reply_(thinking) {}
+        reply_(thinking),
+        logprobs_(std::move(logprob_text)) {}
 
   std::vector<Json> start() override {
     return {choice({{"role", "assistant"}, {"content", ""}}, nullptr)};
   }
 
-  Result<std::vector<Json>> add(int64_t token) override {
+  Result<std::vector<Json>> add(int64_t token, const TokenLogprob* logprob) override {
+    logprobs_.add(logprob);  // sent with the next delta
     // The eos token adds no text: read_chat_reply reads it as the end of sentence.
     DSV4_ASSIGN_OR_RETURN(const std::string text, text_of_.add(token));
     const ChatDelta delta = reply_.add(text);
@@ -104,10 +144,10 @@ class ChatChoices final : public StreamChoices {
     return delta;
   }
 
-  Json choice(Json delta, const char* reason) const {
+  Json choice(Json delta, const char* reason) {
     return {{"index", index_},
             {"delta", std::move(delta)},
-            {"logprobs", nullptr},
+            {"logprobs", logprobs_.take_chat()},
             {"finish_reason", reason == nullptr ? Json() : Json(reason)}};
   }
 
@@ -119,20 +159,24 @@ class ChatChoices final : public StreamChoices {
   std::string id_;
   GeneratedText text_of_;
   ChatStream reply_;
+  PendingLogprobs logprobs_;
 };
 
 }  // namespace
 
 std::unique_ptr<StreamChoices> completion_choices(const Tokenizer* tokenizer,
-                                                  std::vector<std::string> stop, size_t index) {
-  return std::make_unique<CompletionChoices>(tokenizer, std::move(stop), index);
+                                                  std::vector<std::string> stop, size_t index,
+                                                  TokenText logprob_text) {
+  return std::make_unique<CompletionChoices>(tokenizer, std::move(stop), index,
+                                             std::move(logprob_text));
 }
 
 std::unique_ptr<StreamChoices> chat_choices(const Tokenizer& tokenizer, ThinkingMode thinking,
                                             std::string id, int64_t eos_token_id,
-                                            std::vector<std::string> stop, size_t index) {
+                                            std::vector<std::string> stop, size_t index,
+                                            TokenText logprob_text) {
   return std::make_unique<ChatChoices>(tokenizer, thinking, std::move(id), eos_token_id,
-                                       std::move(stop), index);
+                                       std::move(stop), index, std::move(logprob_text));
 }
 
 }  // namespace dsv4::server

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,25 +32,34 @@ class StreamChoices {
   virtual ~StreamChoices() = default;
   // Before the first token.
   virtual std::vector<format::Json> start() = 0;
-  // After `token` was drawn: what can be sent now (maybe nothing). An error ends the stream.
-  virtual Result<std::vector<format::Json>> add(int64_t token) = 0;
+  // After `token` was drawn (with its logprob when the request asked for them, else null): what
+  // can be sent now (maybe nothing). An error ends the stream.
+  virtual Result<std::vector<format::Json>> add(int64_t token, const TokenLogprob* logprob) = 0;
   // Once generation ended with `out` (which add() saw token by token): the last choices.
   virtual Result<std::vector<format::Json>> finish(const Generation& out) = 0;
   // A stop string ended the text (generated_text.h): generation should end here.
   virtual bool stopped() const = 0;
 };
 
+// A token's text in logprobs (the server's: what the id decodes to alone). Null: the request
+// asked for no logprobs, and every choice's "logprobs" is null.
+using TokenText = std::function<std::string(int64_t)>;
+
 // `tokenizer` may be null: the text stays empty, each token is a chunk of its id (and `stop`
-// must be empty). The text ends before the first of the `stop` strings.
+// must be empty). The text ends before the first of the `stop` strings. Each chunk carries the
+// logprobs of its tokens (text_offset counting on from the chunk before).
 std::unique_ptr<StreamChoices> completion_choices(const Tokenizer* tokenizer,
-                                                  std::vector<std::string> stop, size_t index);
+                                                  std::vector<std::string> stop, size_t index,
+                                                  TokenText logprob_text = nullptr);
 
 // `id` is the response's (it names the tool calls); `eos_token_id` the engine's, whose text the
 // reply's parser stands in for itself. The reply's text ends before the first of the `stop`
 // strings.
+// Each chunk carries {"content": [...]} for the tokens drawn since the chunk before.
 std::unique_ptr<StreamChoices> chat_choices(const Tokenizer& tokenizer, ThinkingMode thinking,
                                             std::string id, int64_t eos_token_id,
-                                            std::vector<std::string> stop, size_t index);
+                                            std::vector<std::string> stop, size_t index,
+                                            TokenText logprob_text = nullptr);
 
 // What an Anthropic message stream starts with: the response's id ("msg_<id>"; it names the tool
 // calls too), the model's name, the prompt's tokens and the thinking mode.

@@ -161,6 +161,11 @@ TEST(SchedulerStopTest, AStopKeepsWhatTheCallerSawAndTheEngineServesOn) {
   const Result<Generation> full = engine.generate(r);
   ASSERT_TRUE(full.ok());
   std::vector<int64_t> seen;
+  std::vector<float> seen_logprobs;  // each token's, delivered just before the token
+  r.on_logprob = [&](const TokenLogprob& lp) {
+    EXPECT_EQ(seen_logprobs.size(), seen.size()) << "one logprob before each token";
+    seen_logprobs.push_back(lp.logprob);
+  };
   r.on_token = [&](int64_t token) {
     seen.push_back(token);
     return seen.size() < 5;
@@ -169,6 +174,9 @@ TEST(SchedulerStopTest, AStopKeepsWhatTheCallerSawAndTheEngineServesOn) {
   ASSERT_TRUE(stopped.ok());
   const std::vector<int64_t> first_five(full->tokens.begin(), full->tokens.begin() + 5);
   EXPECT_EQ(seen, first_five);
+  ASSERT_EQ(seen_logprobs.size(), 5u);
+  for (size_t i = 0; i < 5; ++i) EXPECT_EQ(seen_logprobs[i], full->logprobs[i].logprob) << i;
+  r.on_logprob = nullptr;
   EXPECT_EQ(stopped->tokens, first_five);
   EXPECT_EQ(stopped->token_times.size(), 5u);
   ASSERT_EQ(stopped->logprobs.size(), 5u);

@@ -766,6 +766,50 @@ TEST_F(CompletionServerTest, ChatStreamsTheWholeAnswersMessage) {
   }
 }
 
+// Streamed logprobs, each chunk with its tokens', add up to the whole answer's: the completion
+// API's four arrays (text_offset going on across chunks), the chat API's content list; two
+// choices each.
+TEST_F(CompletionServerTest, StreamedLogprobsAddUpToTheWholeAnswers) {
+  const RunningServer server(engine_, &every_id_);
+  const std::string completion = R"({"prompt": [259, 262, 108, 100, 7], "max_tokens": 6,
+      "temperature": 1, "seed": 5, "n": 2, "logprobs": 2)";
+  const auto whole = complete(server, completion + "}");
+  ASSERT_EQ(whole.first, 200) << whole.second.dump();
+  const Streamed streamed =
+      post_stream(server, "/v1/completions", completion + R"(, "stream": true})");
+  for (size_t i = 0; i < 2; ++i) {
+    Json joined = {{"tokens", Json::array()},
+                   {"token_logprobs", Json::array()},
+                   {"top_logprobs", Json::array()},
+                   {"text_offset", Json::array()}};
+    for (const Json& chunk : streamed.chunks) {
+      const Json& choice = chunk["choices"][0];
+      if (choice["index"] != i) continue;
+      for (const auto& [key, list] : choice["logprobs"].items()) {
+        for (const Json& item : list) joined[key].push_back(item);
+      }
+    }
+    EXPECT_EQ(joined, whole.second["choices"][i]["logprobs"]) << i;
+  }
+
+  const std::string chat_request = R"({"messages": [{"role": "user", "content": "hello world"}],
+      "max_tokens": 6, "temperature": 1, "seed": 5, "n": 2, "logprobs": true,
+      "top_logprobs": 2)";
+  const auto whole_chat = chat(server, chat_request + "}");
+  ASSERT_EQ(whole_chat.first, 200) << whole_chat.second.dump();
+  const Streamed streamed_chat =
+      post_stream(server, "/v1/chat/completions", chat_request + R"(, "stream": true})");
+  for (size_t i = 0; i < 2; ++i) {
+    Json content = Json::array();
+    for (const Json& chunk : streamed_chat.chunks) {
+      const Json& choice = chunk["choices"][0];
+      if (choice["index"] != i || choice["logprobs"].is_null()) continue;
+      for (const Json& item : choice["logprobs"]["content"]) content.push_back(item);
+    }
+    EXPECT_EQ(content, whole_chat.second["choices"][i]["logprobs"]["content"]) << i;
+  }
+}
+
 // An id the small tokenizer lacks, drawn after the stream began: the whole answer's 500 is an
 // error event, then [DONE].
 TEST_F(CompletionServerTest, AnErrorAfterTheStreamBeganIsAnEvent) {
