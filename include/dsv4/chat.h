@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -57,11 +58,21 @@ struct Conversation {
   std::vector<std::string> tools;
   ThinkingMode thinking = ThinkingMode::kChat;
   ReasoningEffort effort = ReasoningEffort::kHigh;
+  // The reply must call a tool (OpenAI's tool_choice "required" or a named function, Anthropic's
+  // "any" or "tool"): "" for any of them, else the one named. The prompt then ends with the
+  // reply's tool-call block opened (reply_opening), in chat mode only. Unset: the model chooses.
+  std::optional<std::string> forced_tool;
 };
 
+// What a reply to `conversation` starts with before the model writes a token: empty, or the
+// tool-call block a forced tool opens. encode_chat ends the prompt with it, and the reply's text
+// is read after it: read_chat_reply(reply_opening(c) + generated text, ...).
+std::string reply_opening(const Conversation& conversation);
+
 // The prompt text, starting with <｜begin▁of▁sentence｜>. When the last message is a user's or a
-// tool's, it ends with the assistant's turn opened (<｜Assistant｜> and <think> or </think>).
-// Tool schemas and arguments that are not valid JSON, or not objects, are errors naming them.
+// tool's, it ends with the assistant's turn opened (<｜Assistant｜> and <think> or </think>, then
+// reply_opening). Tool schemas and arguments that are not valid JSON, or not objects, are errors
+// naming them; so is a forced tool in thinking mode, without tools or not among them.
 Result<std::string> encode_chat(const Conversation& conversation);
 
 // The prompt's token ids. The encoder writes the begin-of-sentence token itself, as DeepSeek's

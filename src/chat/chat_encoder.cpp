@@ -170,9 +170,32 @@ Result<std::string> render_assistant(const ChatMessage& m, bool with_reasoning) 
   return out + std::string(kEndOfSentence);
 }
 
+// A forced tool call opens the reply, so it cannot follow reasoning; the named tool must exist.
+Status check_forced_tool(const Conversation& c) {
+  if (!c.forced_tool) return ok_status();
+  if (c.thinking == ThinkingMode::kThinking) {
+    return invalid_argument(
+        "a forced tool call needs thinking off: it opens the reply, before any reasoning");
+  }
+  if (c.tools.empty()) return invalid_argument("a forced tool call needs tools");
+  if (c.forced_tool->empty()) return ok_status();
+  for (const std::string& tool : c.tools) {
+    Result<format::OrderedJson> function = format::parse_ordered_json(tool, "a tool");
+    if (function.ok() && function->is_object() && function->value("name", "") == *c.forced_tool) {
+      return ok_status();
+    }
+  }
+  return invalid_argument("the forced tool \"" + *c.forced_tool + "\" is not among the tools");
+}
+
 }  // namespace
 
+std::string reply_opening(const Conversation& conversation) {
+  return conversation.forced_tool ? chat::tool_calls_opening(*conversation.forced_tool) : "";
+}
+
 Result<std::string> encode_chat(const Conversation& conversation) {
+  DSV4_RETURN_IF_ERROR(check_forced_tool(conversation));
   std::vector<Turn> turns = merge_turns(conversation);
   order_tool_results(turns);
   const bool thinking = conversation.thinking == ThinkingMode::kThinking;
@@ -211,6 +234,7 @@ Result<std::string> encode_chat(const Conversation& conversation) {
       prompt += *reply;
     }
   }
+  if (!turns.empty() && turns.back().role == ChatRole::kUser) prompt += reply_opening(conversation);
   return prompt;
 }
 

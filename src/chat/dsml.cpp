@@ -144,6 +144,12 @@ Result<std::string> invoke_arguments(std::string_view text, size_t& from, std::s
 
 }  // namespace
 
+std::string tool_calls_opening(std::string_view name) {
+  std::string out = std::string(kToolCallsStart) + std::string(kTagEnd);
+  if (!name.empty()) out += std::string(kInvokeOpen) + " name=\"" + std::string(name) + "\">\n";
+  return out;
+}
+
 Result<std::string> render_tool_calls(const std::vector<ToolCall>& calls) {
   std::string out = std::string(kToolCallsStart) + std::string(kTagEnd);
   for (size_t i = 0; i < calls.size(); ++i) {

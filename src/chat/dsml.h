@@ -22,6 +22,10 @@ namespace dsv4::chat {
 // What starts a block of calls in a reply: the text before it is the content.
 inline constexpr std::string_view kToolCallsStart = "\n\n<｜DSML｜tool_calls";
 
+// The start of a block whose first call is to `name` (any tool when empty): what a reply that
+// must call a tool begins with.
+std::string tool_calls_opening(std::string_view name);
+
 // The block for an assistant message's calls, starting with kToolCallsStart. Arguments that are
 // not JSON are passed as one string parameter named "arguments", as DeepSeek's encoder does;
 // JSON that is not an object is an error naming the call.

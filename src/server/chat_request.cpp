@@ -109,6 +109,39 @@ Refusal read_tools(const OrderedJson& body, std::vector<std::string>& out) {
                       });
 }
 
+// tool_choice: "auto" (the default), "required" (a call to any tool) or {"type": "function",
+// "function": {"name"}} (a call to that one); "none" is not supported. encode_chat checks the
+// name against the tools and the mode.
+Refusal read_tool_choice(const OrderedJson& body, Conversation& c) {
+  if (!present(body, "tool_choice")) return std::nullopt;
+  const OrderedJson& choice = body["tool_choice"];
+  if (choice == "auto") return std::nullopt;
+  if (choice == "required") {
+    c.forced_tool = "";
+    return std::nullopt;
+  }
+  if (choice.is_object()) {
+    if (auto bad = refuse_unknown(choice, {"type", "function"}, "tool_choice")) return bad;
+    if (choice.value("type", OrderedJson()) != "function") {
+      return request_error("tool_choice.type", "tool_choice.type must be \"function\"");
+    }
+    if (!present(choice, "function")) {
+      return request_error("tool_choice.function", "tool_choice.function is required");
+    }
+    if (auto bad = expect_object(choice["function"], "tool_choice.function")) return bad;
+    std::string name;
+    if (auto bad = read_text(choice["function"], "tool_choice.function", "name", true, name)) {
+      return bad;
+    }
+    c.forced_tool = name;
+    return std::nullopt;
+  }
+  return request_error("tool_choice",
+                       "tool_choice must be \"auto\", \"required\" or a named function (\"none\" "
+                       "is not supported), got " +
+                           choice.dump());
+}
+
 // Thinking on or off from either switch (they must agree), and the reasoning effort.
 Refusal read_thinking(const OrderedJson& body, Conversation& c) {
   std::optional<bool> on;
@@ -209,9 +242,6 @@ Refusal refuse_unsupported(const OrderedJson& body) {
   const auto asks = [&](const char* field, const OrderedJson& no_op) {
     return present(body, field) && body[field] != no_op;
   };
-  if (asks("tool_choice", "auto")) {
-    return request_error("tool_choice", "tool_choice other than \"auto\" is not supported");
-  }
   if (asks("parallel_tool_calls", true)) {
     return request_error("parallel_tool_calls", "parallel_tool_calls false is not supported");
   }
@@ -241,6 +271,7 @@ std::variant<ChatRequest, RequestError> parse_chat_request(std::string_view body
   for (const auto& step :
        {refuse_unsupported(body), read_messages(body, request.conversation.messages),
         read_tools(body, request.conversation.tools), read_thinking(body, request.conversation),
+        read_tool_choice(body, request.conversation),
         read_sampling(body, max_tokens, limits, request.sampling),
         read_stream(body, request.stream), read_stop(body, request.stop),
         read_logprobs(body, request), read_choices(body, request.n)}) {

@@ -400,8 +400,10 @@ void CompletionServer::State::messages(const httplib::Request& req, httplib::Res
   if (request.stream) {
     if (refused({*prompt, request.sampling}, "messages", res, Api::kAnthropic)) return;
     std::vector<std::unique_ptr<StreamChoices>> events;
-    events.push_back(message_events(*tokenizer, {id, options.model_name, n_prompt, thinking},
-                                    engine.eos_token_id(), request.stop));
+    events.push_back(message_events(
+        *tokenizer,
+        {id, options.model_name, n_prompt, thinking, reply_opening(request.conversation)},
+        engine.eos_token_id(), request.stop));
     Stream s{*std::move(prompt), request.sampling, {}, {}, std::move(events), Api::kAnthropic};
     return stream(res, std::make_shared<Stream>(std::move(s)));
   }
@@ -412,7 +414,8 @@ void CompletionServer::State::messages(const httplib::Request& req, httplib::Res
   if (!answers) return;
   const Answer& answer = answers->front();
   const ChatReply reply =
-      read_chat_reply(answer.text, answer.out.stopped_at_eos && !answer.stop_string, thinking);
+      read_chat_reply(reply_opening(request.conversation) + answer.text,
+                      answer.out.stopped_at_eos && !answer.stop_string, thinking);
   Result<Json> content = message_content_json(reply, thinking, id);
   if (!content.ok()) return send_error(res, 500, content.status().message(), "", Api::kAnthropic);
   const std::string& found = texts.front().stop_found();
@@ -456,10 +459,10 @@ void CompletionServer::State::chat(const httplib::Request& req, httplib::Respons
     if (refused({*prompt, request.sampling}, "messages", res)) return;
     std::vector<std::unique_ptr<StreamChoices>> choices;
     for (int64_t i = 0; i < request.n; ++i) {
-      choices.push_back(chat_choices(*tokenizer, request.conversation.thinking,
-                                     choice_id(id, static_cast<size_t>(i)), engine.eos_token_id(),
-                                     request.stop, static_cast<size_t>(i),
-                                     logprob_text(request.logprobs)));
+      choices.push_back(chat_choices(
+          *tokenizer, request.conversation.thinking, choice_id(id, static_cast<size_t>(i)),
+          engine.eos_token_id(), request.stop, static_cast<size_t>(i),
+          reply_opening(request.conversation), logprob_text(request.logprobs)));
     }
     return stream(res, std::make_shared<Stream>(
                            Stream{*std::move(prompt), request.sampling, request.stream,
@@ -478,9 +481,9 @@ void CompletionServer::State::chat(const httplib::Request& req, httplib::Respons
   for (size_t i = 0; i < answers->size(); ++i) {
     const Answer& answer = (*answers)[i];
     // The reply reached its end of sentence unless a stop string cut it first.
-    const ChatReply reply =
-        read_chat_reply(answer.text, answer.out.stopped_at_eos && !answer.stop_string,
-                        request.conversation.thinking);
+    const ChatReply reply = read_chat_reply(reply_opening(request.conversation) + answer.text,
+                                            answer.out.stopped_at_eos && !answer.stop_string,
+                                            request.conversation.thinking);
     const std::string call_id = choice_id(id, i);
     Json choice = {{"index", i},
                    {"message", assistant_message(reply, request.conversation.thinking, call_id)},

@@ -21,7 +21,9 @@ class MessageEvents final : public StreamChoices {
                 std::vector<std::string> stop)
       : message_(message),
         text_of_(tokenizer, std::move(stop), eos_token_id),
-        reply_(message.thinking) {}
+        reply_(message.thinking) {
+    (void)reply_.add(message.opening);  // a tool-call block's start: held until the end
+  }
 
   std::vector<Json> start() override {
     std::vector<Json> events = {{{"type", "message_start"},

@@ -220,24 +220,35 @@ Refusal read_tools(const OrderedJson& body, std::vector<std::string>& out) {
       });
 }
 
-Refusal read_tool_choice(const OrderedJson& body) {
+// tool_choice: {"type": "auto"} (the default), "any" (a call to any tool) or "tool" with a
+// name (a call to that one); "none" and disable_parallel_tool_use true are not supported.
+Refusal read_tool_choice(const OrderedJson& body, Conversation& c) {
   if (!present(body, "tool_choice")) return std::nullopt;
   const OrderedJson& choice = body["tool_choice"];
   if (auto bad = expect_object(choice, "tool_choice")) return bad;
   if (auto bad =
           refuse_unknown(choice, {"type", "name", "disable_parallel_tool_use"}, "tool_choice"))
     return bad;
-  if (choice.value("type", OrderedJson()) != "auto") {
-    return request_error("tool_choice.type",
-                         "tool_choice other than {\"type\": \"auto\"} is not "
-                         "supported");
-  }
   if (present(choice, "disable_parallel_tool_use") &&
       choice["disable_parallel_tool_use"] != false) {
     return request_error("tool_choice.disable_parallel_tool_use",
                          "disable_parallel_tool_use true is not supported");
   }
-  return std::nullopt;
+  const OrderedJson type = choice.value("type", OrderedJson());
+  if (type == "auto") return std::nullopt;
+  if (type == "any") {
+    c.forced_tool = "";
+    return std::nullopt;
+  }
+  if (type == "tool") {
+    std::string name;
+    if (auto bad = read_text(choice, "tool_choice", "name", true, name)) return bad;
+    c.forced_tool = name;
+    return std::nullopt;
+  }
+  return request_error("tool_choice.type",
+                       "tool_choice.type must be \"auto\", \"any\" or \"tool\" (\"none\" is not "
+                       "supported)");
 }
 
 Refusal read_thinking(const OrderedJson& body, ThinkingMode& out) {
@@ -263,7 +274,7 @@ Refusal read_thinking(const OrderedJson& body, ThinkingMode& out) {
 Refusal read_conversation(const OrderedJson& body, Conversation& c) {
   for (const auto& step :
        {read_messages(body, c.messages), read_system(body, c.messages), read_tools(body, c.tools),
-        read_tool_choice(body), read_thinking(body, c.thinking)}) {
+        read_thinking(body, c.thinking), read_tool_choice(body, c)}) {
     if (step) return step;
   }
   return std::nullopt;

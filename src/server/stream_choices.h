@@ -55,10 +55,12 @@ std::unique_ptr<StreamChoices> completion_choices(const Tokenizer* tokenizer,
 // `id` is the response's (it names the tool calls); `eos_token_id` the engine's, whose text the
 // reply's parser stands in for itself. The reply's text ends before the first of the `stop`
 // strings.
-// Each chunk carries {"content": [...]} for the tokens drawn since the chunk before.
+// The reply's text is read after `opening` (reply_opening, dsv4/chat.h: a forced tool call's
+// start). Each chunk carries {"content": [...]} for the tokens drawn since the chunk before.
 std::unique_ptr<StreamChoices> chat_choices(const Tokenizer& tokenizer, ThinkingMode thinking,
                                             std::string id, int64_t eos_token_id,
                                             std::vector<std::string> stop, size_t index,
+                                            const std::string& opening,
                                             TokenText logprob_text = nullptr);
 
 // What an Anthropic message stream starts with: the response's id ("msg_<id>"; it names the tool
@@ -68,6 +70,7 @@ struct MessageStart {
   std::string model;
   int64_t input_tokens = 0;
   ThinkingMode thinking = ThinkingMode::kChat;
+  std::string opening;  // reply_opening (dsv4/chat.h): the reply's text is read after it
 };
 
 // Anthropic's streamed message (/v1/messages, message_events.cpp): not OpenAI choices but the

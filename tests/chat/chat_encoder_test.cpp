@@ -50,6 +50,49 @@ TEST(ChatEncoderTest, RefusesToolSchemasAndArgumentsThatAreNotJsonObjects) {
       << bad_arguments.status().to_string();
 }
 
+// A forced tool call: the prompt ends where the encoder would have written that call (checked
+// against the conversation with the call in it), and the reply read after the opening is the
+// call; a forced call needs chat mode, tools, and the named one among them.
+TEST(ChatEncoderTest, AForcedToolCallOpensTheReplyAsTheCallWouldBeWritten) {
+  Conversation chat;
+  chat.messages = {{ChatRole::kUser, "weather in Lima?", "", {}, ""}};
+  chat.tools = {R"({"name": "get_weather", "description": "d", "parameters": {"type": "object"}})",
+                R"({"name": "search", "description": "s", "parameters": {"type": "object"}})"};
+  Conversation answered = chat;
+  answered.messages.push_back({ChatRole::kAssistant,
+                               "",
+                               "",
+                               {{"c1", "get_weather", R"({"city": "Lima", "days": 3})"}},
+                               ""});
+  const std::string written = encode_chat(answered).value();
+  for (const std::string forced : {"get_weather", ""}) {
+    SCOPED_TRACE("forced \"" + forced + "\"");
+    chat.forced_tool = forced;
+    const std::string prompt = encode_chat(chat).value();
+    EXPECT_TRUE(prompt.ends_with(reply_opening(chat)));
+    ASSERT_TRUE(written.starts_with(prompt)) << prompt << "\n" << written;
+    ASSERT_TRUE(written.ends_with(kEndOfSentence));
+    const std::string generated =
+        written.substr(prompt.size(), written.size() - prompt.size() - kEndOfSentence.size());
+    const ChatReply reply =
+        read_chat_reply(reply_opening(chat) + generated, true, ThinkingMode::kChat);
+    ASSERT_EQ(reply.tool_calls.size(), 1u);
+    EXPECT_EQ(reply.tool_calls[0].name, "get_weather");
+    EXPECT_EQ(format::parse_json(reply.tool_calls[0].arguments, "a").value(),
+              format::parse_json(R"({"city": "Lima", "days": 3})", "b").value());
+    EXPECT_EQ(reply.content, "");
+  }
+  chat.forced_tool = "get_time";
+  EXPECT_NE(encode_chat(chat).status().message().find("\"get_time\" is not among the tools"),
+            std::string::npos);
+  chat.forced_tool = "search";
+  chat.thinking = ThinkingMode::kThinking;
+  EXPECT_NE(encode_chat(chat).status().message().find("needs thinking off"), std::string::npos);
+  chat.thinking = ThinkingMode::kChat;
+  chat.tools.clear();
+  EXPECT_NE(encode_chat(chat).status().message().find("needs tools"), std::string::npos);
+}
+
 TEST(ChatEncoderTest, TokenizesThePromptWithoutThePostProcessorsTokens) {
   // The small test tokenizer knows the begin-of-sentence token (id 266); a post-processor that
   // puts it first, as DeepSeek's tokenizer.json may, must not double the one the prompt holds.

@@ -54,6 +54,16 @@ TEST(ChatRequestTest, ReadsTheSwitchesAndSamplingFields) {
             3);
   EXPECT_EQ(request.conversation.thinking, ThinkingMode::kThinking);
   EXPECT_EQ(request.conversation.effort, ReasoningEffort::kMax);
+  EXPECT_FALSE(request.conversation.forced_tool.has_value());  // "auto"
+  const std::string tools = R"("tools": [{"type": "function", "function": {"name": "f"}}])";
+  EXPECT_EQ(accept(R"({"messages": [{"role": "user", "content": "hi"}], )" + tools +
+                   R"(, "tool_choice": "required"})")
+                .conversation.forced_tool,
+            "");
+  EXPECT_EQ(accept(R"({"messages": [{"role": "user", "content": "hi"}], )" + tools +
+                   R"(, "tool_choice": {"type": "function", "function": {"name": "f"}}})")
+                .conversation.forced_tool,
+            "f");
   EXPECT_EQ(request.sampling.max_tokens, 9);
   EXPECT_EQ(request.sampling.temperature, 0.0f);
   EXPECT_EQ(request.sampling.seed, 3u);
@@ -132,7 +142,9 @@ TEST(ChatRequestTest, RefusesEachBadFieldByName) {
       {"{" + user + R"(, "top_logprobs": 2})", "top_logprobs", "needs logprobs true"},
       {"{" + user + R"(, "logprobs": true, "top_logprobs": 21})", "top_logprobs", "got 21"},
       {"{" + user + R"(, "logprobs": 1})", "logprobs", "logprobs must be true or false, got 1"},
-      {"{" + user + R"(, "tool_choice": "required"})", "tool_choice", "other than \"auto\""},
+      {"{" + user + R"(, "tool_choice": "none"})", "tool_choice", "(\"none\" is not supported)"},
+      {"{" + user + R"(, "tool_choice": {"type": "function", "function": {}}})",
+       "tool_choice.function.name", "is required"},
       {"{" + user + R"(, "parallel_tool_calls": false})", "parallel_tool_calls", "not supported"},
       {"{" + user + R"(, "response_format": {"type": "json_object"}})", "response_format",
        "other than text"},

@@ -125,6 +125,11 @@ TEST(MessagesRequestTest, ReadsTheSamplingAndSwitches) {
   EXPECT_EQ(r.stop, (std::vector<std::string>{"END"}));
   EXPECT_TRUE(r.stream);
   EXPECT_EQ(r.conversation.thinking, ThinkingMode::kThinking);
+  EXPECT_FALSE(r.conversation.forced_tool.has_value());  // "auto"
+  const std::string asks = R"({"max_tokens": 1, "messages": [{"role": "user", "content": "x"}],
+      "tools": [{"name": "f", "input_schema": {}}], "tool_choice": )";
+  EXPECT_EQ(accept(asks + R"({"type": "any"}})").conversation.forced_tool, "");
+  EXPECT_EQ(accept(asks + R"({"type": "tool", "name": "f"}})").conversation.forced_tool, "f");
   ASSERT_EQ(r.conversation.messages.size(), 3u);
   EXPECT_EQ(r.conversation.messages[0].role, ChatRole::kSystem);
   EXPECT_EQ(r.conversation.messages[0].content, "be brief");
@@ -183,8 +188,9 @@ TEST(MessagesRequestTest, RefusesEachBadFieldByName) {
       {"{" + user + R"(, "tools": [{"type": "web_search_20250305", "name": "s"}]})",
        "tools[0].type", "tool type \"web_search_20250305\" is not supported"},
       {"{" + user + R"(, "tools": [{"name": "f"}]})", "tools[0].input_schema", "is required"},
-      {"{" + user + R"(, "tool_choice": {"type": "any"}})", "tool_choice.type",
-       "other than {\"type\": \"auto\"}"},
+      {"{" + user + R"(, "tool_choice": {"type": "none"}})", "tool_choice.type",
+       "(\"none\" is not supported)"},
+      {"{" + user + R"(, "tool_choice": {"type": "tool"}})", "tool_choice.name", "is required"},
       {"{" + user + R"(, "tool_choice": {"type": "auto", "disable_parallel_tool_use": true}})",
        "tool_choice.disable_parallel_tool_use", "not supported"},
       {"{" + user + R"(, "thinking": {"type": "enabled"}})", "thinking.budget_tokens",

@@ -226,6 +226,30 @@ TEST_F(MessagesServerTest, CountTokensIsTheEncodedPromptsLength) {
   EXPECT_EQ(json, Json({{"input_tokens", want}}));
 }
 
+// tool_choice "tool" and "any" end the prompt with the reply's tool call opened (count_tokens
+// counts it; the tools' instructions make the prompt too long to generate within this context).
+TEST_F(MessagesServerTest, AForcedToolCallIsPartOfThePrompt) {
+  Conversation conversation;
+  conversation.messages = {{ChatRole::kUser, "hello world", "", {}, ""}};
+  conversation.tools = {R"({"name": "f", "parameters": {"type": "object"}})"};
+  const RunningServer server(engine_, &tokenizer_);
+  const std::string body = R"({"messages": [{"role": "user", "content": "hello world"}],
+      "tools": [{"name": "f", "input_schema": {"type": "object"}}], "tool_choice": )";
+  for (const auto& [choice, forced] :
+       {std::pair<std::string, std::string>{R"({"type": "tool", "name": "f"})", "f"},
+        {R"({"type": "any"})", ""}}) {
+    SCOPED_TRACE(choice);
+    conversation.forced_tool = forced;
+    const size_t want =
+        tokenize_chat_prompt(tokenizer_, encode_chat(conversation).value()).value().size();
+    const auto [status, json] = post(server, body + choice + "}", "/v1/messages/count_tokens");
+    ASSERT_EQ(status, 200) << json.dump();
+    EXPECT_EQ(json["input_tokens"], want);
+  }
+  expect_anthropic_error(post(server, body + R"({"type": "tool", "name": "g"}, "max_tokens": 1})"),
+                         400, "invalid_request_error", "\"g\" is not among the tools");
+}
+
 TEST_F(MessagesServerTest, RefusalsAreAnthropicErrors) {
   const RunningServer server(engine_, &tokenizer_);
   expect_anthropic_error(post(server, R"({"messages": [{"role": "user", "content": "x"}]})"), 400,
