@@ -662,7 +662,11 @@ void CompletionServer::State::routes() {
   });
   count_requests();
   get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-    const Json model = {{"id", options.model_name}, {"object", "model"}, {"owned_by", "dsv4"}};
+    // max_model_len as vLLM reports it: clients size their requests by it.
+    const Json model = {{"id", options.model_name},
+                        {"object", "model"},
+                        {"owned_by", "dsv4"},
+                        {"max_model_len", options.max_context}};
     send_json(res, 200, {{"object", "list"}, {"data", {model}}});
   });
   post("/v1/completions",

@@ -1,6 +1,6 @@
 // An OpenAI- and Anthropic-compatible HTTP server over one Engine (cpp-httplib):
 //   GET  /health          {"status": "ok"}
-//   GET  /v1/models       the one model
+//   GET  /v1/models       the one model (with max_model_len, the context, as vLLM has it)
 //   POST /v1/completions  completion_request.h; answers {"choices": [{"index", "text",
 //                         "token_ids", "logprobs", "finish_reason"}, ...], "usage": {...}}
 //   POST /v1/chat/completions  chat_request.h; the conversation through DeepSeek-V4's chat

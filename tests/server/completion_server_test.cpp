@@ -89,6 +89,7 @@ TEST_F(CompletionServerTest, AnswersAsTheEngineDoes) {
   const auto models = client.Get("/v1/models");
   ASSERT_TRUE(models);
   EXPECT_EQ(Json::parse(models->body)["data"][0]["id"], "dsv4");
+  EXPECT_EQ(Json::parse(models->body)["data"][0]["max_model_len"], 64);
 }
 
 TEST_F(CompletionServerTest, EncodesTextPromptsWithItsTokenizer) {
