@@ -62,7 +62,14 @@ struct Conversation {
   // "any" or "tool"): "" for any of them, else the one named. The prompt then ends with the
   // reply's tool-call block opened (reply_opening), in chat mode only. Unset: the model chooses.
   std::optional<std::string> forced_tool;
+  // The reply must not call a tool (tool_choice "none"): the tools stay in the prompt, and
+  // generation stops where a tool-call block would begin (tool_calls_marker), as at a stop string.
+  bool no_tool_calls = false;
 };
+
+// The text that begins a reply's tool-call block: where a reply of a conversation with
+// no_tool_calls ends.
+std::string_view tool_calls_marker();
 
 // What a reply to `conversation` starts with before the model writes a token: empty, or the
 // tool-call block a forced tool opens. encode_chat ends the prompt with it, and the reply's text

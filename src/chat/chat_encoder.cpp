@@ -173,6 +173,7 @@ Result<std::string> render_assistant(const ChatMessage& m, bool with_reasoning) 
 // A forced tool call opens the reply, so it cannot follow reasoning; the named tool must exist.
 Status check_forced_tool(const Conversation& c) {
   if (!c.forced_tool) return ok_status();
+  if (c.no_tool_calls) return invalid_argument("a forced tool call and no tool calls at once");
   if (c.thinking == ThinkingMode::kThinking) {
     return invalid_argument(
         "a forced tool call needs thinking off: it opens the reply, before any reasoning");
@@ -189,6 +190,8 @@ Status check_forced_tool(const Conversation& c) {
 }
 
 }  // namespace
+
+std::string_view tool_calls_marker() { return chat::kToolCallsStart; }
 
 std::string reply_opening(const Conversation& conversation) {
   return conversation.forced_tool ? chat::tool_calls_opening(*conversation.forced_tool) : "";

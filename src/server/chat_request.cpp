@@ -109,13 +109,17 @@ Refusal read_tools(const OrderedJson& body, std::vector<std::string>& out) {
                       });
 }
 
-// tool_choice: "auto" (the default), "required" (a call to any tool) or {"type": "function",
-// "function": {"name"}} (a call to that one); "none" is not supported. encode_chat checks the
-// name against the tools and the mode.
+// tool_choice: "auto" (the default), "none" (no call), "required" (a call to any tool) or
+// {"type": "function", "function": {"name"}} (a call to that one). encode_chat checks the name
+// against the tools and the mode.
 Refusal read_tool_choice(const OrderedJson& body, Conversation& c) {
   if (!present(body, "tool_choice")) return std::nullopt;
   const OrderedJson& choice = body["tool_choice"];
   if (choice == "auto") return std::nullopt;
+  if (choice == "none") {
+    c.no_tool_calls = true;
+    return std::nullopt;
+  }
   if (choice == "required") {
     c.forced_tool = "";
     return std::nullopt;
@@ -137,8 +141,8 @@ Refusal read_tool_choice(const OrderedJson& body, Conversation& c) {
     return std::nullopt;
   }
   return request_error("tool_choice",
-                       "tool_choice must be \"auto\", \"required\" or a named function (\"none\" "
-                       "is not supported), got " +
+                       "tool_choice must be \"auto\", \"none\", \"required\" or a named function, "
+                       "got " +
                            choice.dump());
 }
 

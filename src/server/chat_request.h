@@ -13,10 +13,10 @@
 // Sampling fields as for /v1/completions (request_fields.h); max_completion_tokens is
 // max_tokens' newer name; stop, n, stream and stream_options as there too; logprobs and
 // top_logprobs (streamed too, each chunk with the tokens drawn since the one before); tool_choice
-// "auto", "required" or a named function (the reply then opens with that call: chat mode only).
-// Fields that would change the answer and are not implemented (tool_choice "none",
-// parallel_tool_calls false, response_format other than text) are refused by name, as are unknown
-// fields and roles (developer, function).
+// "auto", "none" (the reply ends where a call would begin), "required" or a named function (the
+// reply then opens with that call: chat mode only). Fields that would change the answer and are
+// not implemented (parallel_tool_calls false, response_format other than text) are refused by name,
+// as are unknown fields and roles (developer, function).
 #pragma once
 
 #include <cstdint>

@@ -136,6 +136,13 @@ std::vector<GenerateRequest> choices_of(const GenerateRequest& request, size_t n
   return choices;
 }
 
+// A chat reply's stop strings: the request's, and where a tool call would begin when the
+// conversation allows none (tool_choice "none").
+std::vector<std::string> reply_stops(std::vector<std::string> stop, const Conversation& c) {
+  if (c.no_tool_calls) stop.emplace_back(tool_calls_marker());
+  return stop;
+}
+
 // What names choice i's tool calls: the response's id and, past the first choice, the index.
 std::string choice_id(const std::string& id, size_t i) {
   return i == 0 ? id : id + "." + std::to_string(i);
@@ -403,12 +410,13 @@ void CompletionServer::State::messages(const httplib::Request& req, httplib::Res
     events.push_back(message_events(
         *tokenizer,
         {id, options.model_name, n_prompt, thinking, reply_opening(request.conversation)},
-        engine.eos_token_id(), request.stop));
+        engine.eos_token_id(), reply_stops(request.stop, request.conversation)));
     Stream s{*std::move(prompt), request.sampling, {}, {}, std::move(events), Api::kAnthropic};
     return stream(res, std::make_shared<Stream>(std::move(s)));
   }
   std::vector<GeneratedText> texts;
-  texts.emplace_back(*tokenizer, request.stop, engine.eos_token_id());
+  texts.emplace_back(*tokenizer, reply_stops(request.stop, request.conversation),
+                     engine.eos_token_id());
   const auto answers =
       generate({{*prompt, request.sampling}}, texts, "messages", res, Api::kAnthropic);
   if (!answers) return;
@@ -426,8 +434,8 @@ void CompletionServer::State::messages(const httplib::Request& req, httplib::Res
        {"role", "assistant"},
        {"model", options.model_name},
        {"content", *std::move(content)},
-       {"stop_reason", stop_reason(reply, answer.out, answer.stop_string)},
-       {"stop_sequence", found.empty() ? Json() : Json(found)},
+       {"stop_reason", stop_reason(reply, answer.out, found)},
+       {"stop_sequence", stop_sequence_json(found)},
        {"usage", message_usage_json(n_prompt, static_cast<int64_t>(answer.out.tokens.size()))}});
 }
 
@@ -459,10 +467,11 @@ void CompletionServer::State::chat(const httplib::Request& req, httplib::Respons
     if (refused({*prompt, request.sampling}, "messages", res)) return;
     std::vector<std::unique_ptr<StreamChoices>> choices;
     for (int64_t i = 0; i < request.n; ++i) {
-      choices.push_back(chat_choices(
-          *tokenizer, request.conversation.thinking, choice_id(id, static_cast<size_t>(i)),
-          engine.eos_token_id(), request.stop, static_cast<size_t>(i),
-          reply_opening(request.conversation), logprob_text(request.logprobs)));
+      choices.push_back(chat_choices(*tokenizer, request.conversation.thinking,
+                                     choice_id(id, static_cast<size_t>(i)), engine.eos_token_id(),
+                                     reply_stops(request.stop, request.conversation),
+                                     static_cast<size_t>(i), reply_opening(request.conversation),
+                                     logprob_text(request.logprobs)));
     }
     return stream(res, std::make_shared<Stream>(
                            Stream{*std::move(prompt), request.sampling, request.stream,
@@ -473,7 +482,8 @@ void CompletionServer::State::chat(const httplib::Request& req, httplib::Respons
   base.logprobs = request.logprobs;
   std::vector<GeneratedText> texts;
   for (int64_t i = 0; i < request.n; ++i)
-    texts.emplace_back(*tokenizer, request.stop, engine.eos_token_id());
+    texts.emplace_back(*tokenizer, reply_stops(request.stop, request.conversation),
+                       engine.eos_token_id());
   const auto answers =
       generate(choices_of(base, static_cast<size_t>(request.n)), texts, "messages", res);
   if (!answers) return;

@@ -70,8 +70,8 @@ class MessageEvents final : public StreamChoices {
     const std::string& found = text_of_.stop_found();
     events.push_back({{"type", "message_delta"},
                       {"delta",
-                       {{"stop_reason", stop_reason(reply, out, stopped())},
-                        {"stop_sequence", found.empty() ? Json() : Json(found)}}},
+                       {{"stop_reason", stop_reason(reply, out, found)},
+                        {"stop_sequence", stop_sequence_json(found)}}},
                       {"usage", {{"output_tokens", out.tokens.size()}}}});
     events.push_back({{"type", "message_stop"}});
     return events;

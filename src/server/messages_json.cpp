@@ -33,10 +33,17 @@ Result<Json> message_content_json(const ChatReply& reply, ThinkingMode thinking,
   return content;
 }
 
-const char* stop_reason(const ChatReply& reply, const Generation& out, bool stop_string) {
+const char* stop_reason(const ChatReply& reply, const Generation& out,
+                        const std::string& stop_found) {
   if (!reply.tool_calls.empty()) return "tool_use";
-  if (stop_string) return "stop_sequence";
+  if (stop_found == tool_calls_marker()) return "end_turn";
+  if (!stop_found.empty()) return "stop_sequence";
   return out.stopped_at_eos ? "end_turn" : "max_tokens";
+}
+
+Json stop_sequence_json(const std::string& stop_found) {
+  if (stop_found.empty() || stop_found == tool_calls_marker()) return nullptr;
+  return stop_found;
 }
 
 Json message_usage_json(int64_t input_tokens, int64_t output_tokens) {

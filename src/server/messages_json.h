@@ -24,9 +24,14 @@ Result<format::Json> tool_use_json(const ToolCall& call, const std::string& id);
 Result<format::Json> message_content_json(const ChatReply& reply, ThinkingMode thinking,
                                           const std::string& id);
 
-// "tool_use" when the reply calls tools, "stop_sequence" at a stop string, "end_turn" at the end
-// of sentence, "max_tokens" when max_tokens ran out.
-const char* stop_reason(const ChatReply& reply, const Generation& out, bool stop_string);
+// "tool_use" when the reply calls tools, "stop_sequence" at one of the request's stop strings
+// (`stop_found`, as GeneratedText::stop_found gives it), "end_turn" at the end of sentence or
+// where a tool call would have begun (tool_choice "none"), "max_tokens" when max_tokens ran out.
+const char* stop_reason(const ChatReply& reply, const Generation& out,
+                        const std::string& stop_found);
+
+// The response's "stop_sequence": the request's stop string that ended the text, else null.
+format::Json stop_sequence_json(const std::string& stop_found);
 
 // {"input_tokens", "output_tokens"}.
 format::Json message_usage_json(int64_t input_tokens, int64_t output_tokens);

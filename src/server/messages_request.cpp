@@ -220,8 +220,8 @@ Refusal read_tools(const OrderedJson& body, std::vector<std::string>& out) {
       });
 }
 
-// tool_choice: {"type": "auto"} (the default), "any" (a call to any tool) or "tool" with a
-// name (a call to that one); "none" and disable_parallel_tool_use true are not supported.
+// tool_choice: {"type": "auto"} (the default), "none" (no call), "any" (a call to any tool) or
+// "tool" with a name (a call to that one); disable_parallel_tool_use true is not supported.
 Refusal read_tool_choice(const OrderedJson& body, Conversation& c) {
   if (!present(body, "tool_choice")) return std::nullopt;
   const OrderedJson& choice = body["tool_choice"];
@@ -236,6 +236,10 @@ Refusal read_tool_choice(const OrderedJson& body, Conversation& c) {
   }
   const OrderedJson type = choice.value("type", OrderedJson());
   if (type == "auto") return std::nullopt;
+  if (type == "none") {
+    c.no_tool_calls = true;
+    return std::nullopt;
+  }
   if (type == "any") {
     c.forced_tool = "";
     return std::nullopt;
@@ -247,8 +251,7 @@ Refusal read_tool_choice(const OrderedJson& body, Conversation& c) {
     return std::nullopt;
   }
   return request_error("tool_choice.type",
-                       "tool_choice.type must be \"auto\", \"any\" or \"tool\" (\"none\" is not "
-                       "supported)");
+                       "tool_choice.type must be \"auto\", \"none\", \"any\" or \"tool\"");
 }
 
 Refusal read_thinking(const OrderedJson& body, ThinkingMode& out) {

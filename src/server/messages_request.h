@@ -12,8 +12,8 @@
 //   tools         custom tools {name, description, input_schema}, written into the prompt as the
 //                 OpenAI function objects {name, description, parameters} DeepSeek's format takes;
 //                 Anthropic's server tools (a type other than "custom") are refused.
-//   tool_choice   {"type": "auto"}, "any" or "tool" with a name (the reply then opens with that
-//                 call: thinking off only); "none" is refused.
+//   tool_choice   {"type": "auto"}, "none" (the reply ends where a call would begin), "any" or
+//                 "tool" with a name (the reply then opens with that call: thinking off only).
 //   thinking      {"type": "enabled", "budget_tokens": N} or {"type": "disabled"} (the default).
 //                 The budget is read, not enforced: the model ends its reasoning itself, within
 //                 max_tokens.

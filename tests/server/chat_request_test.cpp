@@ -64,6 +64,9 @@ TEST(ChatRequestTest, ReadsTheSwitchesAndSamplingFields) {
                    R"(, "tool_choice": {"type": "function", "function": {"name": "f"}}})")
                 .conversation.forced_tool,
             "f");
+  EXPECT_TRUE(accept(R"({"messages": [{"role": "user", "content": "hi"}], )" + tools +
+                     R"(, "tool_choice": "none"})")
+                  .conversation.no_tool_calls);
   EXPECT_EQ(request.sampling.max_tokens, 9);
   EXPECT_EQ(request.sampling.temperature, 0.0f);
   EXPECT_EQ(request.sampling.seed, 3u);
@@ -142,7 +145,7 @@ TEST(ChatRequestTest, RefusesEachBadFieldByName) {
       {"{" + user + R"(, "top_logprobs": 2})", "top_logprobs", "needs logprobs true"},
       {"{" + user + R"(, "logprobs": true, "top_logprobs": 21})", "top_logprobs", "got 21"},
       {"{" + user + R"(, "logprobs": 1})", "logprobs", "logprobs must be true or false, got 1"},
-      {"{" + user + R"(, "tool_choice": "none"})", "tool_choice", "(\"none\" is not supported)"},
+      {"{" + user + R"(, "tool_choice": "any"})", "tool_choice", "got \"any\""},
       {"{" + user + R"(, "tool_choice": {"type": "function", "function": {}}})",
        "tool_choice.function.name", "is required"},
       {"{" + user + R"(, "parallel_tool_calls": false})", "parallel_tool_calls", "not supported"},

@@ -130,6 +130,7 @@ TEST(MessagesRequestTest, ReadsTheSamplingAndSwitches) {
       "tools": [{"name": "f", "input_schema": {}}], "tool_choice": )";
   EXPECT_EQ(accept(asks + R"({"type": "any"}})").conversation.forced_tool, "");
   EXPECT_EQ(accept(asks + R"({"type": "tool", "name": "f"}})").conversation.forced_tool, "f");
+  EXPECT_TRUE(accept(asks + R"({"type": "none"}})").conversation.no_tool_calls);
   ASSERT_EQ(r.conversation.messages.size(), 3u);
   EXPECT_EQ(r.conversation.messages[0].role, ChatRole::kSystem);
   EXPECT_EQ(r.conversation.messages[0].content, "be brief");
@@ -188,8 +189,8 @@ TEST(MessagesRequestTest, RefusesEachBadFieldByName) {
       {"{" + user + R"(, "tools": [{"type": "web_search_20250305", "name": "s"}]})",
        "tools[0].type", "tool type \"web_search_20250305\" is not supported"},
       {"{" + user + R"(, "tools": [{"name": "f"}]})", "tools[0].input_schema", "is required"},
-      {"{" + user + R"(, "tool_choice": {"type": "none"}})", "tool_choice.type",
-       "(\"none\" is not supported)"},
+      {"{" + user + R"(, "tool_choice": {"type": "required"}})", "tool_choice.type",
+       "must be \"auto\", \"none\", \"any\" or \"tool\""},
       {"{" + user + R"(, "tool_choice": {"type": "tool"}})", "tool_choice.name", "is required"},
       {"{" + user + R"(, "tool_choice": {"type": "auto", "disable_parallel_tool_use": true}})",
        "tool_choice.disable_parallel_tool_use", "not supported"},
