@@ -149,6 +149,10 @@ int run_bench(const BenchArgs& args) {
               ttft.min, ttft.max, b * static_cast<double>(args.prompt_tokens) * 1e3 / ttft.median);
   std::printf("decode step:         %.3f ms [%.3f, %.3f]  %.1f tokens/s (%.1f a sequence)\n",
               step.median, step.min, step.max, b * 1e3 / step.median, 1e3 / step.median);
+  const EngineStats stats = engine->stats();
+  std::printf("prefix cache:        %lld of %lld prompt tokens taken from kept states (all runs)\n",
+              static_cast<long long>(stats.cached_prompt_tokens),
+              static_cast<long long>(stats.cached_prompt_tokens + stats.prompt_tokens));
   return 0;
 }
 
