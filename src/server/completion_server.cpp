@@ -13,10 +13,9 @@
 #include "server/chat_request.h"
 #include "server/completion_request.h"
 #include "server/generated_text.h"
-#include "server/messages_json.h"
-#include "server/messages_request.h"
 #include "server/openai_json.h"
 #include "server/server_metrics.h"
+#include "server/server_state.h"
 #include "server/stream_choices.h"
 #include "server/tokenize_request.h"
 
@@ -24,30 +23,6 @@ namespace dsv4::server {
 namespace {
 
 using format::Json;
-
-void send_json(httplib::Response& res, int status, const Json& body) {
-  res.status = status;
-  res.set_content(body.dump(), "application/json");
-}
-
-// Whose API a route speaks, which decides the shape of its errors and of its stream.
-enum class Api { kOpenAi, kAnthropic };
-
-void send_error(httplib::Response& res, int status, const std::string& message,
-                const std::string& param = "", Api api = Api::kOpenAi) {
-  send_json(res, status,
-            api == Api::kOpenAi ? error_json(status, message, param)
-                                : messages_error_json(status, message));
-}
-
-// The engine refuses ids outside the vocabulary and prompts over the context: the caller's
-// mistake, in the prompt's field. Memory running out (a sequence's caches) is 503, worth a
-// retry once others finish; anything else is the server's.
-void send_engine_error(httplib::Response& res, const Status& status, const char* param, Api api) {
-  const bool callers = status.code() == StatusCode::kInvalidArgument;
-  const bool busy = status.code() == StatusCode::kResourceExhausted;
-  send_error(res, callers ? 400 : busy ? 503 : 500, status.message(), callers ? param : "", api);
-}
 
 int64_t unix_seconds() {
   return std::chrono::duration_cast<std::chrono::seconds>(
@@ -63,86 +38,6 @@ Json assistant_message(const ChatReply& reply, ThinkingMode thinking, const std:
   return message;
 }
 
-// One server-sent event: "data: " and the payload on one line, ended by a blank line.
-bool send_event(httplib::DataSink& sink, const std::string& payload) {
-  const std::string event = "data: " + payload + "\n\n";
-  return sink.write(event.data(), event.size());
-}
-
-// An Anthropic event: named by its "type" on an event: line before the data.
-bool send_named_event(httplib::DataSink& sink, const Json& event) {
-  const std::string text =
-      "event: " + event["type"].get<std::string>() + "\ndata: " + event.dump() + "\n\n";
-  return sink.write(text.data(), text.size());
-}
-
-// A streamed answer: what to generate, the chunk object's fields, and its choices.
-struct Stream {
-  std::vector<int64_t> prompt;
-  SamplingParams sampling;
-  StreamOptions options;
-  Json envelope;  // id, object, created, model: the same in every chunk
-  std::vector<std::unique_ptr<StreamChoices>> choices;  // a request's n, choice i at index i
-  Api api = Api::kOpenAi;  // Anthropic's choices are whole events: no envelope, no [DONE]
-  int64_t logprobs = -1;   // alternatives of each token's logprob; -1: none
-
-  // Each choice as a chunk (or an Anthropic event); false once the client is gone.
-  bool send(httplib::DataSink& sink, const std::vector<Json>& list) const {
-    for (const Json& choice : list) {
-      if (api == Api::kAnthropic) {
-        if (!send_named_event(sink, choice)) return false;
-        continue;
-      }
-      Json chunk = envelope;
-      chunk["choices"] = Json::array({choice});
-      // With include_usage every chunk has the field, null until the last (as OpenAI's do).
-      if (options.include_usage) chunk["usage"] = nullptr;
-      if (!send_event(sink, chunk.dump())) return false;
-    }
-    return true;
-  }
-
-  // A failure once the status went out: an error event of the API's kind.
-  bool send_error(httplib::DataSink& sink, const std::string& message) const {
-    return api == Api::kAnthropic ? send_named_event(sink, messages_error_json(500, message))
-                                  : send_event(sink, error_json(500, message).dump());
-  }
-
-  // After the last choice: OpenAI's usage chunk (when asked and all went well) and data:
-  // [DONE]; Anthropic's message_stop was the last event already.
-  bool end(httplib::DataSink& sink, bool succeeded, int64_t n_generated) const {
-    if (api == Api::kAnthropic) return true;
-    if (succeeded && options.include_usage) {
-      Json chunk = envelope;
-      chunk["choices"] = Json::array();
-      chunk["usage"] = usage_json(static_cast<int64_t>(prompt.size()), n_generated);
-      if (!send_event(sink, chunk.dump())) return false;
-    }
-    return send_event(sink, "[DONE]");
-  }
-};
-
-// One choice's generation and its text (cut at a stop string when `stop_string`).
-struct Answer {
-  Generation out;
-  std::string text;
-  bool stop_string = false;
-};
-
-// A request's n choices: the same request, each drawn with its own seed (seed + index).
-std::vector<GenerateRequest> choices_of(const GenerateRequest& request, size_t n) {
-  std::vector<GenerateRequest> choices(n, request);
-  for (size_t i = 0; i < choices.size(); ++i) choices[i].sampling.seed += i;
-  return choices;
-}
-
-// A chat reply's stop strings: the request's, and where a tool call would begin when the
-// conversation allows none (tool_choice "none").
-std::vector<std::string> reply_stops(std::vector<std::string> stop, const Conversation& c) {
-  if (c.no_tool_calls) stop.emplace_back(tool_calls_marker());
-  return stop;
-}
-
 // What names choice i's tool calls: the response's id and, past the first choice, the index.
 std::string choice_id(const std::string& id, size_t i) {
   return i == 0 ? id : id + "." + std::to_string(i);
@@ -156,69 +51,6 @@ Json answers_usage(int64_t n_prompt, const std::vector<Answer>& answers) {
 }
 
 }  // namespace
-
-struct CompletionServer::State {
-  Engine& engine;
-  const Tokenizer* tokenizer;
-  ServerOptions options;
-  httplib::Server http;
-  std::atomic<int64_t> next_id{0};
-  ServerMetrics metrics;
-  int port = -1;
-  socket_t listening = INVALID_SOCKET;  // set by listen_socket_options
-
-  State(Engine& e, const Tokenizer* t, ServerOptions o)
-      : engine(e), tokenizer(t), options(std::move(o)) {}
-  void routes();
-  // A route registered with httplib and with the metrics' labels.
-  void get(const char* path, httplib::Server::Handler handler);
-  void post(const char* path, httplib::Server::Handler handler);
-  void count_requests();
-  bool authorized(const httplib::Request& req) const;
-  void listen_socket_options();
-  void complete(const httplib::Request& req, httplib::Response& res);
-  void chat(const httplib::Request& req, httplib::Response& res);
-  // Anthropic's POST /v1/messages and /v1/messages/count_tokens.
-  void messages(const httplib::Request& req, httplib::Response& res);
-  void count_tokens(const httplib::Request& req, httplib::Response& res);
-  void tokenize(const httplib::Request& req, httplib::Response& res) const;
-  void detokenize(const httplib::Request& req, httplib::Response& res) const;
-  // The prompt's ids, or the error already sent.
-  std::optional<std::vector<int64_t>> prompt_ids(const CompletionRequest& request,
-                                                 httplib::Response& res) const;
-  std::optional<std::vector<int64_t>> chat_prompt_ids(const Conversation& conversation,
-                                                      httplib::Response& res,
-                                                      Api api = Api::kOpenAi) const;
-  // The engine's answers to `requests` (a request's n choices) and their texts, read through
-  // `texts` (one per request, or none), which end a generation at a stop string; or the error
-  // already sent; `param` names the prompt's field.
-  std::optional<std::vector<Answer>> generate(std::vector<GenerateRequest> requests,
-                                              std::vector<GeneratedText>& texts, const char* param,
-                                              httplib::Response& res, Api api = Api::kOpenAi);
-  // The echoed prompt's text: the request's own, or its ids decoded (empty without echo).
-  Result<std::string> echoed_text(const CompletionRequest& request,
-                                  const std::vector<int64_t>& prompt) const;
-  // A completion's choice `index`: its text (after `prompt_text`, the echoed prompt's), ids,
-  // logprobs when asked (of the echoed prompt's tokens too) and finish reason.
-  Json completion_choice(const CompletionRequest& request, const std::vector<int64_t>& prompt,
-                         const std::string& prompt_text, const Answer& answer, size_t index) const;
-  // What the request parsers check against: the context and the engine's vocabulary.
-  RequestLimits limits() const;
-  // A token's text in logprobs: what it decodes to alone, or "token_id:N" without a tokenizer.
-  std::string token_text(int64_t id) const;
-  // token_text for a stream's choices when `logprobs` asks for them (>= 0), else null.
-  TokenText logprob_text(int64_t logprobs) const;
-  // Answers with server-sent events: the request was checked, so the status is 200 and what
-  // goes wrong from here is an error event.
-  void stream(httplib::Response& res, std::shared_ptr<Stream> s);
-  // Runs `s` in the engine, its events into `sink`; false when the client left.
-  bool run_stream(Stream& s, httplib::DataSink& sink);
-  // The envelope of a response's chunks.
-  Json chunk_envelope(const std::string& id, const char* object) const;
-  // Sends the engine's refusal of `request` and returns true, or returns false when it is fine.
-  bool refused(const GenerateRequest& request, const char* param, httplib::Response& res,
-               Api api = Api::kOpenAi) const;
-};
 
 std::optional<std::vector<int64_t>> CompletionServer::State::prompt_ids(
     const CompletionRequest& request, httplib::Response& res) const {
@@ -386,67 +218,6 @@ std::optional<std::vector<int64_t>> CompletionServer::State::chat_prompt_ids(
     return std::nullopt;
   }
   return *std::move(ids);
-}
-
-void CompletionServer::State::messages(const httplib::Request& req, httplib::Response& res) {
-  auto parsed = parse_messages_request(req.body, limits());
-  if (const auto* bad = std::get_if<RequestError>(&parsed)) {
-    return send_error(res, 400, bad->message, bad->param, Api::kAnthropic);
-  }
-  MessagesRequest& request = std::get<MessagesRequest>(parsed);
-  const ThinkingMode thinking = request.conversation.thinking;
-  std::optional<std::vector<int64_t>> prompt =
-      chat_prompt_ids(request.conversation, res, Api::kAnthropic);
-  if (!prompt) return;
-  // Within what the context leaves (the engine refuses a prompt that fills it already).
-  request.sampling.max_tokens =
-      std::min(request.sampling.max_tokens,
-               std::max<int64_t>(options.max_context - static_cast<int64_t>(prompt->size()), 1));
-  const std::string id = std::to_string(next_id++);
-  const auto n_prompt = static_cast<int64_t>(prompt->size());
-  if (request.stream) {
-    if (refused({*prompt, request.sampling}, "messages", res, Api::kAnthropic)) return;
-    std::vector<std::unique_ptr<StreamChoices>> events;
-    events.push_back(message_events(
-        *tokenizer,
-        {id, options.model_name, n_prompt, thinking, reply_opening(request.conversation)},
-        engine.eos_token_id(), reply_stops(request.stop, request.conversation)));
-    Stream s{*std::move(prompt), request.sampling, {}, {}, std::move(events), Api::kAnthropic};
-    return stream(res, std::make_shared<Stream>(std::move(s)));
-  }
-  std::vector<GeneratedText> texts;
-  texts.emplace_back(*tokenizer, reply_stops(request.stop, request.conversation),
-                     engine.eos_token_id());
-  const auto answers =
-      generate({{*prompt, request.sampling}}, texts, "messages", res, Api::kAnthropic);
-  if (!answers) return;
-  const Answer& answer = answers->front();
-  const ChatReply reply =
-      read_chat_reply(reply_opening(request.conversation) + answer.text,
-                      answer.out.stopped_at_eos && !answer.stop_string, thinking);
-  Result<Json> content = message_content_json(reply, thinking, id);
-  if (!content.ok()) return send_error(res, 500, content.status().message(), "", Api::kAnthropic);
-  const std::string& found = texts.front().stop_found();
-  send_json(
-      res, 200,
-      {{"id", "msg_" + id},
-       {"type", "message"},
-       {"role", "assistant"},
-       {"model", options.model_name},
-       {"content", *std::move(content)},
-       {"stop_reason", stop_reason(reply, answer.out, found)},
-       {"stop_sequence", stop_sequence_json(found)},
-       {"usage", message_usage_json(n_prompt, static_cast<int64_t>(answer.out.tokens.size()))}});
-}
-
-void CompletionServer::State::count_tokens(const httplib::Request& req, httplib::Response& res) {
-  auto parsed = parse_count_tokens_request(req.body);
-  if (const auto* bad = std::get_if<RequestError>(&parsed)) {
-    return send_error(res, 400, bad->message, bad->param, Api::kAnthropic);
-  }
-  std::optional<std::vector<int64_t>> prompt =
-      chat_prompt_ids(std::get<Conversation>(parsed), res, Api::kAnthropic);
-  if (prompt) send_json(res, 200, {{"input_tokens", prompt->size()}});
 }
 
 void CompletionServer::State::chat(const httplib::Request& req, httplib::Response& res) {
