@@ -42,17 +42,56 @@ Status RunningBatch::resume_from_prefix(Sequence& s) {
   const auto last = static_cast<int64_t>(prompt.size()) - 1;
   const int64_t branch = prefix_cache_.longest_common_prefix(prompt);
   const bool every_row = s.request.return_prompt_logits || s.request.prompt_logprobs;
-  if (const PrefixCache::Entry* kept = every_row ? nullptr : prefix_cache_.longest_prefix(prompt)) {
-    DSV4_RETURN_IF_ERROR(s.session.resume(kept->state));
-    s.n_prompt_fed = static_cast<int64_t>(kept->tokens.size());
-    s.kept_at = s.n_prompt_fed;
-    totals_.cached_prompt_tokens += s.n_prompt_fed;
-  }
+  if (!every_row) DSV4_RETURN_IF_ERROR(resume_from_kept(s));
   if (branch > s.n_prompt_fed && branch < last && branch >= kMinKeptTokens) {
     s.keep_points.push_back(branch);
   }
   if (last >= kMinKeptTokens) s.keep_points.push_back(last);
+  // The same prompt already on its way (a request's n choices): wait for its state.
+  s.awaits_twin =
+      !every_row && last >= kMinKeptTokens && s.n_prompt_fed < last && has_prefilling_twin(s);
   return ok_status();
+}
+
+Status RunningBatch::resume_from_kept(Sequence& s) {
+  const PrefixCache::Entry* kept = prefix_cache_.longest_prefix(s.request.prompt);
+  if (kept == nullptr || static_cast<int64_t>(kept->tokens.size()) <= s.n_prompt_fed) {
+    return ok_status();
+  }
+  DSV4_RETURN_IF_ERROR(s.session.resume(kept->state));
+  const auto n = static_cast<int64_t>(kept->tokens.size());
+  totals_.cached_prompt_tokens += n - s.n_prompt_fed;
+  s.n_prompt_fed = n;
+  s.kept_at = n;
+  return ok_status();
+}
+
+bool RunningBatch::has_prefilling_twin(const Sequence& s) const {
+  const std::vector<int64_t>& prompt = s.request.prompt;
+  const auto last = static_cast<int64_t>(prompt.size()) - 1;
+  return std::any_of(sequences_.begin(), sequences_.end(), [&](const Sequence& t) {
+    return &t != &s && !t.awaits_twin && t.n_prompt_fed < last && t.request.prompt == prompt;
+  });
+}
+
+void RunningBatch::catch_up_twins() {
+  for (auto it = sequences_.begin(); it != sequences_.end();) {
+    Sequence& s = *it;
+    Status caught = ok_status();
+    if (s.awaits_twin) {
+      caught = resume_from_kept(s);
+      s.awaits_twin = caught.ok() &&
+                      s.n_prompt_fed < static_cast<int64_t>(s.request.prompt.size()) - 1 &&
+                      has_prefilling_twin(s);
+    }
+    if (caught.ok()) {
+      ++it;
+      continue;
+    }
+    ++totals_.finished;  // its state may be half copied: it ends here
+    s.on_done(caught);
+    it = sequences_.erase(it);
+  }
 }
 
 std::optional<int64_t> RunningBatch::next_keep_point(const Sequence& s) {
@@ -102,7 +141,7 @@ std::vector<StepInput> RunningBatch::plan_step() {
   // Then the prompts, oldest first, in chunks of what the budget leaves: a long prompt cannot
   // stall the others' tokens for longer than one step of step_tokens.
   for (Sequence& s : sequences_) {
-    if (prefilled(s) || budget <= 0) continue;
+    if (prefilled(s) || s.awaits_twin || budget <= 0) continue;
     const std::span<const int64_t> rest =
         std::span<const int64_t>(s.request.prompt).subspan(static_cast<size_t>(s.n_prompt_fed));
     s.chunk = std::min(budget, static_cast<int64_t>(rest.size()));
@@ -169,6 +208,7 @@ void RunningBatch::take_step_output(Sequence& s) {
 }
 
 void RunningBatch::step() {
+  catch_up_twins();
   const std::vector<StepInput> inputs = plan_step();
   if (inputs.empty()) return;
   ++totals_.steps;

@@ -16,6 +16,8 @@
 //     state: another prompt that shares a long start with the first;
 //   - after all it ran when it is done (prompt and reply but the last token): the next turn of a
 //     chat that keeps the reply as is.
+// A sequence whose prompt another one is prefilling (a request's n choices, admitted together)
+// waits for that one's state instead of computing the same tokens.
 #pragma once
 
 #include <functional>
@@ -82,11 +84,21 @@ class RunningBatch {
     // all but the last token (none without a prefix cache).
     std::vector<int64_t> keep_points = {};
     int64_t kept_at = 0;  // prompt tokens of the last state kept along the prompt
+    // Another sequence prefills the same prompt: this one feeds nothing until that one's state
+    // after all but the last prompt token is kept, then starts from it.
+    bool awaits_twin = false;
   };
   // The Session for `request`; when memory is short, the prefix cache makes way for it.
   Result<Session> new_session(const GenerateRequest& request);
   // Starts s from the longest kept prefix, and sets where its prompt's states are kept.
   Status resume_from_prefix(Sequence& s);
+  // Starts s from the longest kept state of its prompt, when longer than what it has fed.
+  Status resume_from_kept(Sequence& s);
+  // Another sequence, not waiting itself, is still prefilling s's prompt short of its last token.
+  bool has_prefilling_twin(const Sequence& s) const;
+  // Waiting sequences start from their twin's kept state once it is there, or go on alone once
+  // no twin is left to wait for; one whose copy fails ends with that error.
+  void catch_up_twins();
   // The first keep point past what s's prompt has fed.
   static std::optional<int64_t> next_keep_point(const Sequence& s);
   // Keeps the session's state after `tokens` (what it ran), when worth it.

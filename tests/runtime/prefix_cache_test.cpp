@@ -202,6 +202,33 @@ TEST_F(PrefixCachingBatchTest, TheStartTwoPromptsShareIsKeptForAThird) {
   EXPECT_EQ(cached_tokens(), 300);
 }
 
+// A request's n choices, admitted together: one computes the prompt, the others wait for its
+// kept state and compute the last prompt token alone; each draws what it draws without the
+// cache.
+TEST_F(PrefixCachingBatchTest, ChoicesOfOnePromptComputeItOnce) {
+  const std::vector<int64_t> prompt = random_tokens(100);
+  const auto all = [&](RunningBatch& batch) {
+    std::vector<std::optional<Result<Generation>>> out(3);
+    for (size_t i = 0; i < out.size(); ++i) {
+      GenerateRequest r = request(prompt, 4);
+      r.sampling.temperature = 1.0f;
+      r.sampling.seed = i;
+      EXPECT_TRUE(batch.admit(r, [&out, i](Result<Generation> g) { out[i] = std::move(g); }).ok());
+    }
+    for (int s = 0; s < 100 && !batch.empty(); ++s) batch.step();
+    std::vector<std::vector<int64_t>> tokens;
+    for (auto& g : out)
+      tokens.push_back(g.has_value() && g->ok() ? (*g)->tokens : std::vector<int64_t>{});
+    return tokens;
+  };
+  const auto cached = all(cached_), uncached = all(uncached_);
+  EXPECT_EQ(cached, uncached);
+  EXPECT_EQ(cached[0].size(), 4u);
+  EXPECT_EQ(cached_tokens(), 2 * 99);
+  EXPECT_EQ(cached_.totals().prompt_tokens, 99 + 3);
+  EXPECT_EQ(uncached_.totals().prompt_tokens, 3 * 100);
+}
+
 TEST_F(PrefixCachingBatchTest, RequestsForEveryPromptRowComputeThemAll) {
   const std::vector<int64_t> prompt = random_tokens(70);
   run_both(request(prompt, 2));
