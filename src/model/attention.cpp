@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "kernels/ops.h"
+#include "model/cache_copy.h"
 #include "model/compressor.h"
 #include "model/indexer.h"
 #include "model/upload.h"
@@ -50,7 +51,8 @@ Result<Tensor> project_kv(const checkpoint::ModelConfig& config,
   DSV4_RETURN_IF_ERROR(kernels::linear(x, weights.wkv.view(), kv.view()));
   DSV4_RETURN_IF_ERROR(kernels::rms_norm(kv.view(), weights.kv_norm.view(),
                                          static_cast<float>(config.rms_norm_eps), kv.view()));
-  DSV4_RETURN_IF_ERROR(kernels::rope(kv.view(), positions, inv_freq, kernels::RopeDirection::kForward));
+  DSV4_RETURN_IF_ERROR(
+      kernels::rope(kv.view(), positions, inv_freq, kernels::RopeDirection::kForward));
   return kv;
 }
 
@@ -231,6 +233,21 @@ Status check_sequence(const checkpoint::ModelConfig& config, int64_t layer, int6
   return ok_status();
 }
 
+// Rows [from, to) of one sequence in steps of ≤ Ts tokens.
+Status sequence_steps(const checkpoint::ModelConfig& config,
+                      const checkpoint::AttentionWeights& weights, const TensorView& x,
+                      const SequenceRows& seq, int64_t from, int64_t to, const TensorView& out) {
+  const int64_t ts = seq.cache->max_step_tokens;
+  for (int64_t begin = from; begin < to; begin += ts) {
+    const int64_t end = std::min(to, begin + ts);
+    const SequenceRows step{0, end - begin, seq.start_pos + begin - seq.begin, seq.cache};
+    DSV4_RETURN_IF_ERROR(attention_step(config, weights, x.rows(begin, end),
+                                        std::span<const SequenceRows>(&step, 1),
+                                        out.rows(begin, end)));
+  }
+  return ok_status();
+}
+
 }  // namespace
 
 Status attention_forward(const checkpoint::ModelConfig& config, int64_t layer,
@@ -246,13 +263,13 @@ Status attention_forward(const checkpoint::ModelConfig& config, int64_t layer,
   int64_t next = 0;
   for (const SequenceRows& seq : sequences) {
     DSV4_CHECK(seq.begin == next && seq.begin <= seq.end && seq.cache != nullptr,
-               "attention_forward: rows [%lld, %lld) do not continue at %lld",
-               (long long)seq.begin, (long long)seq.end, (long long)next);
+               "attention_forward: rows [%lld, %lld) do not continue at %lld", (long long)seq.begin,
+               (long long)seq.end, (long long)next);
     next = seq.end;
     if (seq.begin == seq.end) continue;
     DSV4_RETURN_IF_ERROR(
         check_sequence(config, layer, seq.end - seq.begin, seq.start_pos, *seq.cache));
-    one_step = one_step && seq.end - seq.begin <= seq.cache->max_step_tokens;
+    one_step = one_step && seq.end - seq.begin <= seq.cache->max_step_tokens && !seq.snapshot;
     batch.push_back(seq);
   }
   DSV4_CHECK(next == x.size(0), "attention_forward: the sequences hold %lld of %lld rows",
@@ -260,16 +277,13 @@ Status attention_forward(const checkpoint::ModelConfig& config, int64_t layer,
   if (batch.empty()) return ok_status();
   // A decode step, or prompts that each fit one step: all sequences in one step.
   if (one_step) return attention_step(config, weights, x, batch, out);
-  // A sequence longer than a step (a long prompt) in steps of ≤ Ts tokens, one sequence at a time.
+  // A sequence longer than a step (a long prompt), or one that keeps a snapshot, in steps of
+  // ≤ Ts tokens, one sequence at a time; a snapshot's position ends a step.
   for (const SequenceRows& seq : batch) {
-    const int64_t ts = seq.cache->max_step_tokens;
-    for (int64_t begin = seq.begin; begin < seq.end; begin += ts) {
-      const int64_t end = std::min(seq.end, begin + ts);
-      const SequenceRows step{0, end - begin, seq.start_pos + begin - seq.begin, seq.cache};
-      DSV4_RETURN_IF_ERROR(attention_step(config, weights, x.rows(begin, end),
-                                          std::span<const SequenceRows>(&step, 1),
-                                          out.rows(begin, end)));
-    }
+    const int64_t split = seq.snapshot ? seq.begin + seq.snapshot_at - seq.start_pos : seq.end;
+    DSV4_RETURN_IF_ERROR(sequence_steps(config, weights, x, seq, seq.begin, split, out));
+    if (seq.snapshot) DSV4_RETURN_IF_ERROR(copy_cache_state(*seq.cache, *seq.snapshot));
+    DSV4_RETURN_IF_ERROR(sequence_steps(config, weights, x, seq, split, seq.end, out));
   }
   return ok_status();
 }

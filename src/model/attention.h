@@ -24,6 +24,10 @@ struct SequenceRows {
   int64_t end = 0;
   int64_t start_pos = 0;
   AttentionCache* cache = nullptr;  // this layer's cache of the sequence
+  // When set, the state after the tokens before position snapshot_at (inside the rows) is copied
+  // here: prefix caching's state after all but a prompt's last token, without a step of its own.
+  AttentionCache* snapshot = nullptr;
+  int64_t snapshot_at = 0;
 };
 
 // x:   [T, D] f32, the attn_norm'ed block input of tokens at positions start_pos .. start_pos+T-1.

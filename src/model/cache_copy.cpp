@@ -100,10 +100,12 @@ Status copy_cache_state(const SequenceCache& from, SequenceCache& to) {
   return ok_status();
 }
 
+Result<SequenceCache> empty_snapshot(const Model& model, int64_t n_tokens) {
+  return model.new_cache(std::max<int64_t>(n_tokens, 1), /*max_step_tokens=*/1);
+}
+
 Result<SequenceCache> snapshot_cache(const Model& model, const SequenceCache& cache) {
-  DSV4_ASSIGN_OR_RETURN(SequenceCache snapshot,
-                        model.new_cache(std::max<int64_t>(cache.n_tokens(), 1),
-                                        /*max_step_tokens=*/1));
+  DSV4_ASSIGN_OR_RETURN(SequenceCache snapshot, empty_snapshot(model, cache.n_tokens()));
   DSV4_RETURN_IF_ERROR(copy_cache_state(cache, snapshot));
   return snapshot;
 }

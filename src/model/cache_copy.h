@@ -22,6 +22,8 @@ Status copy_cache_state(const SequenceCache& from, SequenceCache& to);
 // A copy of `cache`'s state in the least memory that holds it: a window ring of W rows (one
 // token a step) and entries for n_tokens positions.
 Result<SequenceCache> snapshot_cache(const Model& model, const SequenceCache& cache);
+// An empty one of that size, for a state of n_tokens (SequenceChunk::snapshot).
+Result<SequenceCache> empty_snapshot(const Model& model, int64_t n_tokens);
 
 // Device bytes the cache's tensors hold.
 int64_t cache_bytes(const SequenceCache& cache);

@@ -41,6 +41,10 @@ Status Model::check_chunk(const SequenceChunk& chunk) const {
                             " does not continue a cache of " +
                             std::to_string(chunk.cache->n_tokens()) + " tokens");
   }
+  DSV4_CHECK(!chunk.snapshot || (chunk.snapshot->layers.size() == weights_->layers.size() &&
+                                 chunk.snapshot_after > 0 && chunk.snapshot_after < n),
+             "a snapshot needs %zu layers and a position inside the chunk",
+             weights_->layers.size());
   return ok_status();
 }
 
@@ -67,7 +71,13 @@ Status Model::forward(std::span<const SequenceChunk> chunks) const {
     int64_t begin = 0;
     for (size_t i = 0; i < chunks.size(); ++i) {
       const int64_t end = begin + static_cast<int64_t>(chunks[i].tokens.size());
-      rows[i] = {begin, end, chunks[i].start_pos, &chunks[i].cache->layers[layer]};
+      const SequenceChunk& chunk = chunks[i];
+      rows[i] = {begin,
+                 end,
+                 chunk.start_pos,
+                 &chunk.cache->layers[layer],
+                 chunk.snapshot ? &chunk.snapshot->layers[layer] : nullptr,
+                 chunk.start_pos + chunk.snapshot_after};
       begin = end;
     }
     const LayerInput input{

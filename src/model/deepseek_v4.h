@@ -33,6 +33,11 @@ struct SequenceChunk {
   // f32 [n, V] on the model's device: n = tokens.size() for every position's logits, or n = 1
   // for the last token's only (decode, and prefill when only the next token matters).
   TensorView logits;
+  // Prefix caching: when set, the state after the chunk's first snapshot_after tokens
+  // (0 < snapshot_after < tokens.size()) is copied into it, a cache of at least
+  // start_pos + snapshot_after positions (model::empty_snapshot), within this same forward.
+  SequenceCache* snapshot = nullptr;
+  int64_t snapshot_after = 0;
 };
 
 struct ModelOptions {

@@ -29,9 +29,8 @@ Status route(const ModelConfig& config, int64_t layer, const MoeWeights& w, cons
 
 // NVFP4 routed experts: the fused MoE op (router included) without its shared expert, which
 // stays in the checkpoint's precision (shared_expert below).
-Status nvfp4_experts(const ModelConfig& config, int64_t layer, const MoeWeights& w,
-                     ExpertMode mode, const TensorView& x, const TensorView& tokens,
-                     const TensorView& out) {
+Status nvfp4_experts(const ModelConfig& config, int64_t layer, const MoeWeights& w, ExpertMode mode,
+                     const TensorView& x, const TensorView& tokens, const TensorView& out) {
   const bool hash = config.layers[layer].routing == checkpoint::RoutingType::kHash;
   // W4A4 stages with the checkpoint's calibrated scales when it has them (the loader's
   // RoutedExpertWeights::w13_input_scale), else dynamic ones.

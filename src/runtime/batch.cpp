@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "model/cache_copy.h"
 #include "runtime/logprobs.h"
 
 namespace dsv4::runtime {
@@ -94,6 +95,19 @@ void RunningBatch::catch_up_twins() {
   }
 }
 
+bool RunningBatch::snapshot_inside(Sequence& s, int64_t point) {
+  s.snapshot.reset();
+  if (point != s.keep_points.back() || s.n_prompt_fed + s.chunk <= point) return false;
+  const std::span<const int64_t> kept =
+      std::span<const int64_t>(s.request.prompt).first(static_cast<size_t>(point));
+  if (prefix_cache_.contains(kept)) return true;  // nothing to take: the chunk runs on
+  Result<model::SequenceCache> snapshot = model::empty_snapshot(model_, point);
+  if (!snapshot.ok()) return false;  // no memory for it: the chunk ends there instead
+  s.snapshot = std::move(snapshot).value();
+  s.snapshot_at = point;
+  return true;
+}
+
 std::optional<int64_t> RunningBatch::next_keep_point(const Sequence& s) {
   const auto it = std::upper_bound(s.keep_points.begin(), s.keep_points.end(), s.n_prompt_fed);
   if (it == s.keep_points.end()) return std::nullopt;
@@ -145,12 +159,13 @@ std::vector<StepInput> RunningBatch::plan_step() {
     const std::span<const int64_t> rest =
         std::span<const int64_t>(s.request.prompt).subspan(static_cast<size_t>(s.n_prompt_fed));
     s.chunk = std::min(budget, static_cast<int64_t>(rest.size()));
-    if (const std::optional<int64_t> point = next_keep_point(s)) {
-      s.chunk = std::min(s.chunk, *point - s.n_prompt_fed);
-    }
+    // A keep point ends the chunk, but for the last one, whose state the forward takes inside.
+    const std::optional<int64_t> point = next_keep_point(s);
+    if (point && !snapshot_inside(s, *point)) s.chunk = std::min(s.chunk, *point - s.n_prompt_fed);
     budget -= s.chunk;
     inputs.push_back({&s.session, rest.first(static_cast<size_t>(s.chunk)),
-                      s.request.return_prompt_logits || s.request.prompt_logprobs});
+                      s.request.return_prompt_logits || s.request.prompt_logprobs,
+                      s.snapshot ? &*s.snapshot : nullptr, s.snapshot_at - s.n_prompt_fed});
   }
   return inputs;
 }
@@ -173,6 +188,14 @@ void RunningBatch::take_prompt_chunk(Sequence& s) {
   }
   s.n_prompt_fed += s.chunk;
   s.chunk = 0;
+  if (s.snapshot) {
+    prefix_cache_.insert(
+        {s.request.prompt.begin(), s.request.prompt.begin() + static_cast<long>(s.snapshot_at)},
+        std::move(*s.snapshot));
+    totals_.prefix_cache_bytes = prefix_cache_.bytes();
+    s.kept_at = s.snapshot_at;
+    s.snapshot.reset();
+  }
   const std::vector<int64_t>& points = s.keep_points;
   const bool at_point = std::binary_search(points.begin(), points.end(), s.n_prompt_fed);
   const bool along = !points.empty() && s.n_prompt_fed < points.back() &&

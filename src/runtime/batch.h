@@ -6,9 +6,9 @@
 //
 // It keeps sequences' states in a prefix cache (runtime/prefix_cache.h) and starts a prompt from
 // the longest one it begins with. These states of each sequence are kept:
-//   - after its prompt but the last token (that token runs in a step of its own): the same prompt
-//     again, and a chat's next turn where the template rewrites the end of the prompt (a thinking
-//     turn's reasoning is dropped from the history);
+//   - after its prompt but the last token (taken inside the forward of the chunk that runs past
+//     it): the same prompt again, and a chat's next turn where the template rewrites the end of
+//     the prompt (a thinking turn's reasoning is dropped from the history);
 //   - where its prompt branches off the tokens of a kept state (their longest common start; a
 //     chunk ends there): the start that two prompts shared - a system prompt, a document - is
 //     then kept for a third;
@@ -87,6 +87,10 @@ class RunningBatch {
     // Another sequence prefills the same prompt: this one feeds nothing until that one's state
     // after all but the last prompt token is kept, then starts from it.
     bool awaits_twin = false;
+    // The state after all but the prompt's last token, taken inside this step's forward when
+    // its chunk runs past that point (no step of its own), and its prompt tokens.
+    std::optional<model::SequenceCache> snapshot = std::nullopt;
+    int64_t snapshot_at = 0;
   };
   // The Session for `request`; when memory is short, the prefix cache makes way for it.
   Result<Session> new_session(const GenerateRequest& request);
@@ -99,6 +103,9 @@ class RunningBatch {
   // Waiting sequences start from their twin's kept state once it is there, or go on alone once
   // no twin is left to wait for; one whose copy fails ends with that error.
   void catch_up_twins();
+  // Whether s's chunk of this step takes the state at `point` inside the forward (the last keep
+  // point, past which the chunk runs, not yet kept, and memory for it), and if so readies it.
+  bool snapshot_inside(Sequence& s, int64_t point);
   // The first keep point past what s's prompt has fed.
   static std::optional<int64_t> next_keep_point(const Sequence& s);
   // Keeps the session's state after `tokens` (what it ran), when worth it.

@@ -45,7 +45,8 @@ struct StepRunner {
       }
       DSV4_ASSIGN_OR_RETURN(Tensor rows,
                             Tensor::empty(DType::kF32, {in.all_logits ? n : 1, v}, model.device()));
-      chunks.push_back({in.tokens, s.n_tokens(), &s.cache_, rows.view()});
+      chunks.push_back(
+          {in.tokens, s.n_tokens(), &s.cache_, rows.view(), in.snapshot, in.snapshot_after});
       logits.push_back(std::move(rows));
     }
     DSV4_RETURN_IF_ERROR(model.forward(chunks));

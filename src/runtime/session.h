@@ -43,6 +43,10 @@ struct StepInput {
   Session* session = nullptr;
   std::span<const int64_t> tokens;  // the session's next tokens, at least one
   bool all_logits = false;          // keep every row's logits, not just the last
+  // When set, the state after the first snapshot_after tokens is copied into it during the step
+  // (model::SequenceChunk::snapshot).
+  model::SequenceCache* snapshot = nullptr;
+  int64_t snapshot_after = 0;
 };
 
 // One forward over every input; fails without touching a session whose tokens do not fit.

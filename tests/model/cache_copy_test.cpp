@@ -92,6 +92,33 @@ TEST_F(CacheCopyTest, ContinuingACopiedStateGivesTheUnbrokenSequencesLogits) {
   }
 }
 
+// A snapshot taken inside a forward (SequenceChunk::snapshot) is the state after its first
+// tokens: continuing from it gives the logits of the sequence that ran only those, then more.
+TEST_F(CacheCopyTest, ASnapshotInsideAForwardIsTheStateAfterItsFirstTokens) {
+  const int64_t v = model_->config().vocab_size;
+  const std::vector<int64_t> prefix = random_tokens(37), last = random_tokens(1),
+                             rest = random_tokens(9);
+  SequenceCache unbroken = cache(64);
+  run(prefix, unbroken);
+  const Tensor want = run(rest, unbroken);
+
+  std::vector<int64_t> chunk = prefix;
+  chunk.push_back(last[0]);
+  SequenceCache ran = cache(64);
+  auto snapshot = empty_snapshot(*model_, 37);
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status().to_string();
+  Tensor logits = Tensor::host(DType::kF32, {1, v});
+  const SequenceChunk with_snapshot{chunk, 0, &ran, logits.view(), &*snapshot, 37};
+  ASSERT_TRUE(model_->forward(std::span<const SequenceChunk>(&with_snapshot, 1)).ok());
+  EXPECT_EQ(ran.n_tokens(), 38);
+  EXPECT_EQ(snapshot->n_tokens(), 37);
+  SequenceCache resumed = cache(64);
+  ASSERT_TRUE(copy_cache_state(*snapshot, resumed).ok());
+  const Tensor got = run(rest, resumed);
+  EXPECT_LT(max_row_rel_error(got.data_as<float>(), want.data_as<float>(), 9, v),
+            testing::kStepwiseRelTol);
+}
+
 TEST_F(CacheCopyTest, CopiesThatCannotHoldTheStateAreRefusedUntouched) {
   SequenceCache first = cache(64);
   run(random_tokens(40), first);
