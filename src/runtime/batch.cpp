@@ -121,8 +121,11 @@ void RunningBatch::keep_state(const Session& session, std::span<const int64_t> t
              static_cast<long long>(session.n_tokens()), static_cast<long long>(n));
   // A state that cannot be copied (the device is short of memory) is simply not kept.
   Result<model::SequenceCache> state = session.snapshot(model_);
-  if (!state.ok()) return;
-  prefix_cache_.insert({tokens.begin(), tokens.end()}, std::move(state).value());
+  if (state.ok()) store_state(tokens, std::move(state).value());
+}
+
+void RunningBatch::store_state(std::span<const int64_t> tokens, model::SequenceCache state) {
+  prefix_cache_.insert({tokens.begin(), tokens.end()}, std::move(state));
   totals_.prefix_cache_bytes = prefix_cache_.bytes();
 }
 
@@ -189,10 +192,9 @@ void RunningBatch::take_prompt_chunk(Sequence& s) {
   s.n_prompt_fed += s.chunk;
   s.chunk = 0;
   if (s.snapshot) {
-    prefix_cache_.insert(
-        {s.request.prompt.begin(), s.request.prompt.begin() + static_cast<long>(s.snapshot_at)},
+    store_state(
+        std::span<const int64_t>(s.request.prompt).first(static_cast<size_t>(s.snapshot_at)),
         std::move(*s.snapshot));
-    totals_.prefix_cache_bytes = prefix_cache_.bytes();
     s.kept_at = s.snapshot_at;
     s.snapshot.reset();
   }

@@ -111,6 +111,8 @@ class RunningBatch {
   // Keeps the session's state after `tokens` (what it ran), when worth it.
   void keep_state(const Session& session, std::span<const int64_t> tokens);
   void keep_finished_state(const Sequence& s);
+  // Puts a state in the prefix cache, and its size in the totals.
+  void store_state(std::span<const int64_t> tokens, model::SequenceCache state);
   static bool prefilled(const Sequence& s);
   bool finished(const Sequence& s) const;
   // What each sequence feeds this step (sets the prompt chunks).

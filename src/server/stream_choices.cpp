@@ -27,7 +27,7 @@ class PendingLogprobs {
     std::vector<const TokenLogprob*> logprobs;
     for (const TokenLogprob& lp : pending_) tokens.push_back(lp.token), logprobs.push_back(&lp);
     Json out = completion_logprobs_json(tokens, logprobs, text_of_, offset_);
-    for (const int64_t t : tokens) offset_ += text_of_(t).size();
+    for (const Json& text : out["tokens"]) offset_ += text.get_ref<const std::string&>().size();
     pending_.clear();
     return out;
   }

@@ -41,11 +41,15 @@ struct GenerateArgs {
   SamplingParams sampling;
 };
 
+ThinkingMode thinking_mode(const GenerateArgs& args) {
+  return args.thinking ? ThinkingMode::kThinking : ThinkingMode::kChat;
+}
+
 Conversation chat_conversation(const GenerateArgs& args) {
   Conversation chat;
   if (!args.system.empty()) chat.messages.push_back({ChatRole::kSystem, args.system, "", {}, ""});
   chat.messages.push_back({ChatRole::kUser, args.chat, "", {}, ""});
-  chat.thinking = args.thinking ? ThinkingMode::kThinking : ThinkingMode::kChat;
+  chat.thinking = thinking_mode(args);
   chat.effort = args.reasoning_effort == "max" ? ReasoningEffort::kMax : ReasoningEffort::kHigh;
   return chat;
 }
@@ -84,7 +88,7 @@ int run_generate(const GenerateArgs& args) {
   std::optional<ReplyPrinter> printer;
   if (tokenizer && !args.print_ids) {
     const std::optional<ThinkingMode> chat =
-        args.chat.empty() ? std::nullopt : std::optional(chat_conversation(args).thinking);
+        args.chat.empty() ? std::nullopt : std::optional(thinking_mode(args));
     printer.emplace(*tokenizer, chat, engine->eos_token_id());
     request.on_token = [&](int64_t id) { return printer->token(id); };
   }
