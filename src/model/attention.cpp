@@ -169,9 +169,42 @@ Status attend_sequence(const checkpoint::ModelConfig& config,
   return kernels::sparse_attention(attn);
 }
 
+// The per-token inputs of one step's rows, computed once for all sequences of the step.
+struct StepRows {
+  const TensorView& x;
+  const TensorView& q_latent;
+  const TensorView& q;
+  const TensorView& kv;
+  const TensorView& positions;
+  const std::vector<int64_t>& host_positions;
+  TensorView inv_freq;
+  const TensorView& o;
+};
+
+// Rows [from, to) of one sequence (a whole sequence's rows, or the part before or after its
+// snapshot) attend over its cache, which then holds them.
+Status attend_rows(const checkpoint::ModelConfig& config,
+                   const checkpoint::AttentionWeights& weights, const StepRows& rows,
+                   const SequenceRows& seq, int64_t from, int64_t to) {
+  if (from == to) return ok_status();
+  IndexerStep step;
+  step.x = rows.x.rows(from, to);
+  step.q_latent = rows.q_latent.rows(from, to);
+  step.positions = rows.positions.rows(from, to);
+  step.host_positions.assign(rows.host_positions.begin() + from, rows.host_positions.begin() + to);
+  step.inv_freq = rows.inv_freq;
+  DSV4_RETURN_IF_ERROR(attend_sequence(config, weights, step, rows.kv.rows(from, to),
+                                       rows.q.rows(from, to), seq.start_pos + from - seq.begin,
+                                       *seq.cache, rows.o.rows(from, to)));
+  seq.cache->n_tokens += to - from;
+  return ok_status();
+}
+
 // One step of every sequence in `sequences` (rows [begin, end) of x, each ≤ its cache's Ts): the
 // per-token projections run on all rows at once, so a batch reads the attention weights once,
-// not once a sequence; the caches and the attention sequence by sequence.
+// not once a sequence; the caches and the attention sequence by sequence. A sequence that keeps
+// a snapshot attends in two parts with the state copied between them, so keeping it costs the
+// batch no step of its own.
 Status attention_step(const checkpoint::ModelConfig& config,
                       const checkpoint::AttentionWeights& weights, const TensorView& x,
                       std::span<const SequenceRows> sequences, const TensorView& out) {
@@ -193,28 +226,22 @@ Status attention_step(const checkpoint::ModelConfig& config,
       project_query(config, weights, x, positions.view(), inv_freq, q_latent.view(), q.view()));
   DSV4_ASSIGN_OR_RETURN(Tensor kv, project_kv(config, weights, x, positions.view(), inv_freq));
   DSV4_ASSIGN_OR_RETURN(Tensor o, Tensor::empty(DType::kF32, q.shape(), device));
+  const StepRows rows{x,         q_latent.view(),  q.view(),
+                      kv.view(), positions.view(), host_positions,
+                      inv_freq,  o.view()};
   for (const SequenceRows& seq : sequences) {
-    IndexerStep step;
-    step.x = x.rows(seq.begin, seq.end);
-    step.q_latent = q_latent.view().rows(seq.begin, seq.end);
-    step.positions = positions.view().rows(seq.begin, seq.end);
-    step.host_positions.assign(host_positions.begin() + seq.begin,
-                               host_positions.begin() + seq.end);
-    step.inv_freq = inv_freq;
-    DSV4_RETURN_IF_ERROR(attend_sequence(config, weights, step, kv.view().rows(seq.begin, seq.end),
-                                         q.view().rows(seq.begin, seq.end), seq.start_pos,
-                                         *seq.cache, o.view().rows(seq.begin, seq.end)));
+    const int64_t split = seq.snapshot ? seq.begin + seq.snapshot_at - seq.start_pos : seq.end;
+    DSV4_RETURN_IF_ERROR(attend_rows(config, weights, rows, seq, seq.begin, split));
+    if (seq.snapshot) DSV4_RETURN_IF_ERROR(copy_cache_state(*seq.cache, *seq.snapshot));
+    DSV4_RETURN_IF_ERROR(attend_rows(config, weights, rows, seq, split, seq.end));
   }
   // V = K carried the keys' rotation into the output; undo it at the query's position.
   DSV4_RETURN_IF_ERROR(
       kernels::rope(o.view(), positions.view(), inv_freq, kernels::RopeDirection::kInverse));
-  DSV4_RETURN_IF_ERROR(project_output(
-      config, weights, o.view().reshaped({n_tokens, config.n_head * config.head_dim}), out));
-  for (const SequenceRows& seq : sequences) seq.cache->n_tokens += seq.end - seq.begin;
-  return ok_status();
+  return project_output(config, weights,
+                        o.view().reshaped({n_tokens, config.n_head * config.head_dim}), out);
 }
 
-// The caller's checks on one sequence's rows: its layer, where they start, the cache's room.
 Status check_sequence(const checkpoint::ModelConfig& config, int64_t layer, int64_t n_tokens,
                       int64_t start_pos, const AttentionCache& cache) {
   DSV4_CHECK(
@@ -233,14 +260,20 @@ Status check_sequence(const checkpoint::ModelConfig& config, int64_t layer, int6
   return ok_status();
 }
 
-// Rows [from, to) of one sequence in steps of ≤ Ts tokens.
+// One sequence's rows in steps of ≤ Ts tokens; its snapshot, if any, is taken in the step that
+// holds the snapshot's position.
 Status sequence_steps(const checkpoint::ModelConfig& config,
                       const checkpoint::AttentionWeights& weights, const TensorView& x,
-                      const SequenceRows& seq, int64_t from, int64_t to, const TensorView& out) {
+                      const SequenceRows& seq, const TensorView& out) {
   const int64_t ts = seq.cache->max_step_tokens;
-  for (int64_t begin = from; begin < to; begin += ts) {
-    const int64_t end = std::min(to, begin + ts);
-    const SequenceRows step{0, end - begin, seq.start_pos + begin - seq.begin, seq.cache};
+  for (int64_t begin = seq.begin; begin < seq.end; begin += ts) {
+    const int64_t end = std::min(seq.end, begin + ts);
+    SequenceRows step{0, end - begin, seq.start_pos + begin - seq.begin, seq.cache};
+    if (seq.snapshot && step.start_pos < seq.snapshot_at &&
+        seq.snapshot_at <= step.start_pos + step.end) {
+      step.snapshot = seq.snapshot;
+      step.snapshot_at = seq.snapshot_at;
+    }
     DSV4_RETURN_IF_ERROR(attention_step(config, weights, x.rows(begin, end),
                                         std::span<const SequenceRows>(&step, 1),
                                         out.rows(begin, end)));
@@ -269,7 +302,7 @@ Status attention_forward(const checkpoint::ModelConfig& config, int64_t layer,
     if (seq.begin == seq.end) continue;
     DSV4_RETURN_IF_ERROR(
         check_sequence(config, layer, seq.end - seq.begin, seq.start_pos, *seq.cache));
-    one_step = one_step && seq.end - seq.begin <= seq.cache->max_step_tokens && !seq.snapshot;
+    one_step = one_step && seq.end - seq.begin <= seq.cache->max_step_tokens;
     batch.push_back(seq);
   }
   DSV4_CHECK(next == x.size(0), "attention_forward: the sequences hold %lld of %lld rows",
@@ -277,13 +310,10 @@ Status attention_forward(const checkpoint::ModelConfig& config, int64_t layer,
   if (batch.empty()) return ok_status();
   // A decode step, or prompts that each fit one step: all sequences in one step.
   if (one_step) return attention_step(config, weights, x, batch, out);
-  // A sequence longer than a step (a long prompt), or one that keeps a snapshot, in steps of
-  // ≤ Ts tokens, one sequence at a time; a snapshot's position ends a step.
+  // A sequence longer than a step (a long prompt): in steps of ≤ Ts tokens, one sequence at a
+  // time.
   for (const SequenceRows& seq : batch) {
-    const int64_t split = seq.snapshot ? seq.begin + seq.snapshot_at - seq.start_pos : seq.end;
-    DSV4_RETURN_IF_ERROR(sequence_steps(config, weights, x, seq, seq.begin, split, out));
-    if (seq.snapshot) DSV4_RETURN_IF_ERROR(copy_cache_state(*seq.cache, *seq.snapshot));
-    DSV4_RETURN_IF_ERROR(sequence_steps(config, weights, x, seq, split, seq.end, out));
+    DSV4_RETURN_IF_ERROR(sequence_steps(config, weights, x, seq, out));
   }
   return ok_status();
 }

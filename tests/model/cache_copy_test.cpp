@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "checkpoint/loader.h"
@@ -94,29 +95,48 @@ TEST_F(CacheCopyTest, ContinuingACopiedStateGivesTheUnbrokenSequencesLogits) {
 
 // A snapshot taken inside a forward (SequenceChunk::snapshot) is the state after its first
 // tokens: continuing from it gives the logits of the sequence that ran only those, then more.
+// The chunk runs beside another sequence (one batched step), or alone in steps of 8 tokens with
+// the snapshot's position inside a step or on a step's end; the other sequence's logits are its
+// own run's.
 TEST_F(CacheCopyTest, ASnapshotInsideAForwardIsTheStateAfterItsFirstTokens) {
   const int64_t v = model_->config().vocab_size;
-  const std::vector<int64_t> prefix = random_tokens(37), last = random_tokens(1),
-                             rest = random_tokens(9);
-  SequenceCache unbroken = cache(64);
-  run(prefix, unbroken);
-  const Tensor want = run(rest, unbroken);
+  for (const auto& [n_prefix, step_tokens, beside] :
+       std::vector<std::tuple<int64_t, int64_t, bool>>{
+           {37, AttentionCache::kDefaultStepTokens, true}, {37, 8, false}, {32, 8, false}}) {
+    SCOPED_TRACE("prefix " + std::to_string(n_prefix) + ", steps of " +
+                 std::to_string(step_tokens) + (beside ? ", beside another" : ""));
+    const std::vector<int64_t> prefix = random_tokens(n_prefix), rest = random_tokens(9);
+    SequenceCache unbroken = cache(64);
+    run(prefix, unbroken);
+    const Tensor want = run(rest, unbroken);
 
-  std::vector<int64_t> chunk = prefix;
-  chunk.push_back(last[0]);
-  SequenceCache ran = cache(64);
-  auto snapshot = empty_snapshot(*model_, 37);
-  ASSERT_TRUE(snapshot.ok()) << snapshot.status().to_string();
-  Tensor logits = Tensor::host(DType::kF32, {1, v});
-  const SequenceChunk with_snapshot{chunk, 0, &ran, logits.view(), &*snapshot, 37};
-  ASSERT_TRUE(model_->forward(std::span<const SequenceChunk>(&with_snapshot, 1)).ok());
-  EXPECT_EQ(ran.n_tokens(), 38);
-  EXPECT_EQ(snapshot->n_tokens(), 37);
-  SequenceCache resumed = cache(64);
-  ASSERT_TRUE(copy_cache_state(*snapshot, resumed).ok());
-  const Tensor got = run(rest, resumed);
-  EXPECT_LT(max_row_rel_error(got.data_as<float>(), want.data_as<float>(), 9, v),
-            testing::kStepwiseRelTol);
+    std::vector<int64_t> chunk = prefix;
+    chunk.push_back(random_tokens(1)[0]);
+    const std::vector<int64_t> other = random_tokens(20);
+    SequenceCache other_alone = cache(64);
+    const Tensor other_want = run(other, other_alone);
+
+    SequenceCache ran = cache(64, step_tokens), other_ran = cache(64, step_tokens);
+    auto snapshot = empty_snapshot(*model_, n_prefix);
+    ASSERT_TRUE(snapshot.ok()) << snapshot.status().to_string();
+    Tensor logits = Tensor::host(DType::kF32, {1, v}),
+           other_logits = Tensor::host(DType::kF32, {1, v});
+    std::vector<SequenceChunk> chunks{{chunk, 0, &ran, logits.view(), &*snapshot, n_prefix}};
+    if (beside) chunks.push_back({other, 0, &other_ran, other_logits.view()});
+    ASSERT_TRUE(model_->forward(chunks).ok());
+    EXPECT_EQ(ran.n_tokens(), n_prefix + 1);
+    EXPECT_EQ(snapshot->n_tokens(), n_prefix);
+    if (beside) {
+      EXPECT_LT(max_row_rel_error(other_logits.data_as<float>(),
+                                  other_want.data_as<float>() + (other.size() - 1) * v, 1, v),
+                testing::kStepwiseRelTol);
+    }
+    SequenceCache resumed = cache(64);
+    ASSERT_TRUE(copy_cache_state(*snapshot, resumed).ok());
+    const Tensor got = run(rest, resumed);
+    EXPECT_LT(max_row_rel_error(got.data_as<float>(), want.data_as<float>(), 9, v),
+              testing::kStepwiseRelTol);
+  }
 }
 
 TEST_F(CacheCopyTest, CopiesThatCannotHoldTheStateAreRefusedUntouched) {
