@@ -65,15 +65,19 @@ struct Conversation {
   // The reply must not call a tool (tool_choice "none"): the tools stay in the prompt, and
   // generation stops where a tool-call block would begin (tool_calls_marker), as at a stop string.
   bool no_tool_calls = false;
+  // The reply continues this text (a prefill: Anthropic's final assistant message, OpenAI's
+  // continue_final_message): the prompt ends with it (reply_opening), in chat mode only and
+  // without a forced tool; the answer's content is the continuation alone.
+  std::string prefill;
 };
 
 // The text that begins a reply's tool-call block: where a reply of a conversation with
 // no_tool_calls ends.
 std::string_view tool_calls_marker();
 
-// What a reply to `conversation` starts with before the model writes a token: empty, or the
-// tool-call block a forced tool opens. encode_chat ends the prompt with it, and the reply's text
-// is read after it: read_chat_reply(reply_opening(c) + generated text, ...).
+// What a reply to `conversation` starts with before the model writes a token: empty, the
+// tool-call block a forced tool opens, or the prefill. encode_chat ends the prompt with it, and
+// the reply's text is read after it (read_reply).
 std::string reply_opening(const Conversation& conversation);
 
 // The prompt text, starting with <｜begin▁of▁sentence｜>. When the last message is a user's or a
@@ -105,6 +109,11 @@ Result<ChatReply> parse_chat_reply(std::string_view text, ThinkingMode thinking)
 // content, so no generated text is lost.
 ChatReply read_chat_reply(std::string text, bool finished, ThinkingMode thinking);
 
+// The reply to `conversation` from its generated text: read_chat_reply of reply_opening and the
+// text, with the prefill taken off the content's start (the answer is the continuation; none
+// where the prefill holds all the content, having opened the tool-call block).
+ChatReply read_reply(const Conversation& conversation, const std::string& generated, bool finished);
+
 // The reply from the generated ids; `finished`: the last id is the eos token, which stands for
 // kEndOfSentence whatever tokenizer.json calls it. As read_chat_reply; only an id the tokenizer
 // does not know is an error.
@@ -118,11 +127,11 @@ Result<ChatReply> decode_chat_reply(const Tokenizer& tokenizer, std::vector<int6
 // is not streamed: it is held whole and its calls come in the last delta, from the reply that
 // read_chat_reply reads once generation ends (the same reading as the non-streamed answer).
 //
-// The deltas concatenate to that reply's reasoning_content and content. The one exception is a
-// reply that breaks the format after reasoning went out (no </think> before the end, a special
-// token in the text, a malformed tool-call block): the non-streamed answer gives the whole text
-// as content, which sent deltas cannot take back; the stream then sends the text it still holds
-// as content, so no text is lost.
+// A prefill and the deltas concatenate to that reply's reasoning_content and content. The one
+// exception is a reply that breaks the format after reasoning went out (no </think> before the end,
+// a special token in the text, a malformed tool-call block): the non-streamed answer gives the
+// whole text as content, which sent deltas cannot take back; the stream then sends the text it
+// still holds as content, so no text is lost.
 struct ChatDelta {
   std::string reasoning_content;
   std::string content;
@@ -130,9 +139,11 @@ struct ChatDelta {
 
 class ChatStream {
  public:
-  explicit ChatStream(ThinkingMode thinking)
-      : thinking_(thinking),
-        part_(thinking == ThinkingMode::kThinking ? Part::kReasoning : Part::kContent) {}
+  explicit ChatStream(ThinkingMode thinking);
+  // The reply to `conversation`: its text is read after reply_opening, whose prefill the client
+  // has (never sent) and whose forced tool-call start it has not (sent as content only where
+  // the format breaks, as the whole answer would hold it).
+  explicit ChatStream(const Conversation& conversation);
 
   // The next piece of the reply's text (the eos token's excluded); what can be sent now.
   ChatDelta add(std::string_view text);
@@ -150,12 +161,15 @@ class ChatStream {
 
   // Moves what is certain to be reasoning or content from held_ to `out`.
   void release(ChatDelta& out);
+  // Moves held_'s first n bytes to `to` and `sent`, but the prefill's to `sent` only.
+  void release_text(size_t n, std::string& to, std::string& sent);
 
   ThinkingMode thinking_;
   std::string text_;  // all of it
   Part part_;
-  std::string held_;  // text not sent: maybe a marker's start, or the tool-call block
-  ChatDelta sent_;    // all that was sent
+  std::string held_;         // text not sent: maybe a marker's start, or the tool-call block
+  ChatDelta sent_;           // all that was sent, the opening's part included
+  size_t held_opening_ = 0;  // bytes at held_'s start from the prefill: never to be sent
 };
 
 }  // namespace dsv4

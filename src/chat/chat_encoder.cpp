@@ -189,18 +189,34 @@ Status check_forced_tool(const Conversation& c) {
   return invalid_argument("the forced tool \"" + *c.forced_tool + "\" is not among the tools");
 }
 
+// A prefill opens the reply, as a forced tool call does: in chat mode, after a user's turn.
+Status check_prefill(const Conversation& c, const std::vector<Turn>& turns) {
+  if (c.prefill.empty()) return ok_status();
+  if (c.forced_tool) return invalid_argument("a prefill and a forced tool call at once");
+  if (c.thinking == ThinkingMode::kThinking) {
+    return invalid_argument(
+        "a prefill needs thinking off: it opens the reply, before any reasoning");
+  }
+  if (turns.empty() || turns.back().role != ChatRole::kUser) {
+    return invalid_argument("a prefill continues the reply to a user's message or a tool's");
+  }
+  return ok_status();
+}
+
 }  // namespace
 
 std::string_view tool_calls_marker() { return chat::kToolCallsStart; }
 
 std::string reply_opening(const Conversation& conversation) {
-  return conversation.forced_tool ? chat::tool_calls_opening(*conversation.forced_tool) : "";
+  if (conversation.forced_tool) return chat::tool_calls_opening(*conversation.forced_tool);
+  return conversation.prefill;
 }
 
 Result<std::string> encode_chat(const Conversation& conversation) {
   DSV4_RETURN_IF_ERROR(check_forced_tool(conversation));
   std::vector<Turn> turns = merge_turns(conversation);
   order_tool_results(turns);
+  DSV4_RETURN_IF_ERROR(check_prefill(conversation, turns));
   const bool thinking = conversation.thinking == ThinkingMode::kThinking;
   const bool drop_reasoning = conversation.tools.empty();
   size_t last_user = 0;  // with no user turn every turn counts as after it, as in DeepSeek's

@@ -97,6 +97,18 @@ ChatReply read_chat_reply(std::string text, bool finished, ThinkingMode thinking
   return ChatReply{"", std::move(text), {}};
 }
 
+ChatReply read_reply(const Conversation& conversation, const std::string& generated,
+                     bool finished) {
+  ChatReply reply =
+      read_chat_reply(reply_opening(conversation) + generated, finished, conversation.thinking);
+  if (reply.content.starts_with(conversation.prefill)) {
+    reply.content.erase(0, conversation.prefill.size());
+  } else if (conversation.prefill.starts_with(reply.content)) {
+    reply.content.clear();  // the prefill opened the tool-call block: its content is the client's
+  }
+  return reply;
+}
+
 Result<ChatReply> decode_chat_reply(const Tokenizer& tokenizer, std::vector<int64_t> tokens,
                                     bool finished, ThinkingMode thinking) {
   if (finished && !tokens.empty()) tokens.pop_back();

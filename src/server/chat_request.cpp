@@ -69,7 +69,24 @@ Refusal read_message(const OrderedJson& m, const std::string& path, ChatMessage&
   return read_text(m, path, "content", true, out.content);
 }
 
-Refusal read_messages(const OrderedJson& body, std::vector<ChatMessage>& out) {
+// continue_final_message (vLLM's switch) true: the last message, an assistant's text, is the
+// prefill the reply continues. add_generation_prompt, when given, must say the opposite.
+Refusal read_continue(const OrderedJson& body, bool& out) {
+  if (auto bad = read_bool(body, "", "continue_final_message", out)) return bad;
+  bool generation_prompt = !out;
+  if (auto bad = read_bool(body, "", "add_generation_prompt", generation_prompt)) return bad;
+  if (generation_prompt == out) {
+    return request_error("add_generation_prompt",
+                         "add_generation_prompt must be the opposite of continue_final_message: "
+                         "a reply either opens a new assistant turn or continues the last one");
+  }
+  return std::nullopt;
+}
+
+Refusal read_messages(const OrderedJson& body, Conversation& c) {
+  std::vector<ChatMessage>& out = c.messages;
+  bool prefill = false;
+  if (auto bad = read_continue(body, prefill)) return bad;
   if (!body.contains("messages")) return request_error("messages", "messages is required");
   const OrderedJson& messages = body["messages"];
   if (!messages.is_array() || messages.empty()) {
@@ -80,9 +97,20 @@ Refusal read_messages(const OrderedJson& body, std::vector<ChatMessage>& out) {
     if (auto bad = read_message(messages[i], indexed("messages", i), message)) return bad;
     out.push_back(std::move(message));
   }
+  const std::string last = indexed("messages", out.size() - 1);
+  if (prefill) {
+    const ChatMessage& reply = out.back();
+    if (reply.role != ChatRole::kAssistant || !reply.tool_calls.empty() ||
+        !reply.reasoning_content.empty() || out.size() < 2) {
+      return request_error(last,
+                           "continue_final_message needs the last message to be an "
+                           "assistant's text after another message");
+    }
+    c.prefill = reply.content;
+    out.pop_back();
+  }
   if (out.back().role != ChatRole::kUser && out.back().role != ChatRole::kTool) {
-    const std::string last = indexed("messages", out.size() - 1) + ".role";
-    return request_error(last,
+    return request_error(indexed("messages", out.size() - 1) + ".role",
                          "the last message must be the user's or a tool's: the model "
                          "answers it");
   }
@@ -175,9 +203,9 @@ Refusal read_thinking(const OrderedJson& body, Conversation& c) {
     }
     for (const char* key : {"thinking", "enable_thinking"}) {
       if (!present(kwargs, key)) continue;
-      const std::string field = std::string("chat_template_kwargs.") + key;
-      if (!kwargs[key].is_boolean()) return request_error(field, field + " must be true or false");
-      if (auto bad = set(kwargs[key].get<bool>(), field)) return bad;
+      bool value = false;
+      if (auto bad = read_bool(kwargs, "chat_template_kwargs", key, value)) return bad;
+      if (auto bad = set(value, std::string("chat_template_kwargs.") + key)) return bad;
     }
   }
   c.thinking = on.value_or(false) ? ThinkingMode::kThinking : ThinkingMode::kChat;
@@ -197,13 +225,7 @@ Refusal read_thinking(const OrderedJson& body, Conversation& c) {
 // logprobs (true or false) and top_logprobs (0 ... kMaxLogprobs, with logprobs true).
 Refusal read_logprobs(const OrderedJson& body, ChatRequest& request) {
   bool asked = false;
-  if (present(body, "logprobs")) {
-    if (!body["logprobs"].is_boolean()) {
-      return request_error("logprobs",
-                           "logprobs must be true or false, got " + body["logprobs"].dump());
-    }
-    asked = body["logprobs"].get<bool>();
-  }
+  if (auto bad = read_bool(body, "", "logprobs", asked)) return bad;
   int64_t top = 0;
   if (auto bad = read_integer(body, "top_logprobs", 0, kMaxLogprobs, top)) return bad;
   if (present(body, "top_logprobs") && !asked) {
@@ -239,7 +261,9 @@ Refusal refuse_unsupported(const OrderedJson& body) {
                                            "response_format",
                                            "chat_template_kwargs",
                                            "thinking",
-                                           "reasoning_effort"})) {
+                                           "reasoning_effort",
+                                           "continue_final_message",
+                                           "add_generation_prompt"})) {
     return unknown;
   }
   if (auto bad = check_model_and_user(body)) return bad;
@@ -273,7 +297,7 @@ std::variant<ChatRequest, RequestError> parse_chat_request(std::string_view body
   // Every step runs, in order (a braced list is evaluated left to right); the first refusal is
   // the answer.
   for (const auto& step :
-       {refuse_unsupported(body), read_messages(body, request.conversation.messages),
+       {refuse_unsupported(body), read_messages(body, request.conversation),
         read_tools(body, request.conversation.tools), read_thinking(body, request.conversation),
         read_tool_choice(body, request.conversation),
         read_sampling(body, max_tokens, limits, request.sampling),

@@ -42,12 +42,7 @@ std::optional<RequestError> refuse_unsupported(const OrderedJson& body) {
 // come at the end of generation, after the first chunk).
 std::optional<RequestError> read_logprobs(const OrderedJson& body, CompletionRequest& request) {
   if (auto bad = read_integer(body, "logprobs", 0, kMaxLogprobs, request.logprobs)) return bad;
-  if (present(body, "echo")) {
-    if (!body["echo"].is_boolean()) {
-      return request_error("echo", "echo must be true or false, got " + body["echo"].dump());
-    }
-    request.echo = body["echo"].get<bool>();
-  }
+  if (auto bad = read_bool(body, "", "echo", request.echo)) return bad;
   if (request.stream.enabled && request.echo) {
     return request_error("echo", "echo with stream is not supported");
   }

@@ -238,11 +238,10 @@ void CompletionServer::State::chat(const httplib::Request& req, httplib::Respons
     if (refused({*prompt, request.sampling}, "messages", res)) return;
     std::vector<std::unique_ptr<StreamChoices>> choices;
     for (int64_t i = 0; i < request.n; ++i) {
-      choices.push_back(chat_choices(*tokenizer, request.conversation.thinking,
+      choices.push_back(chat_choices(*tokenizer, request.conversation,
                                      choice_id(id, static_cast<size_t>(i)), engine.eos_token_id(),
                                      reply_stops(request.stop, request.conversation),
-                                     static_cast<size_t>(i), reply_opening(request.conversation),
-                                     logprob_text(request.logprobs)));
+                                     static_cast<size_t>(i), logprob_text(request.logprobs)));
     }
     return stream(res, std::make_shared<Stream>(
                            Stream{*std::move(prompt), request.sampling, request.stream,
@@ -262,9 +261,8 @@ void CompletionServer::State::chat(const httplib::Request& req, httplib::Respons
   for (size_t i = 0; i < answers->size(); ++i) {
     const Answer& answer = (*answers)[i];
     // The reply reached its end of sentence unless a stop string cut it first.
-    const ChatReply reply = read_chat_reply(reply_opening(request.conversation) + answer.text,
-                                            answer.out.stopped_at_eos && !answer.stop_string,
-                                            request.conversation.thinking);
+    const ChatReply reply = read_reply(request.conversation, answer.text,
+                                       answer.out.stopped_at_eos && !answer.stop_string);
     const std::string call_id = choice_id(id, i);
     Json choice = {{"index", i},
                    {"message", assistant_message(reply, request.conversation.thinking, call_id)},

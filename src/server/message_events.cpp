@@ -17,13 +17,13 @@ using format::Json;
 
 class MessageEvents final : public StreamChoices {
  public:
-  MessageEvents(const Tokenizer& tokenizer, const MessageStart& message, int64_t eos_token_id,
+  MessageEvents(const Tokenizer& tokenizer, const MessageStart& message,
+                const Conversation& conversation, int64_t eos_token_id,
                 std::vector<std::string> stop)
       : message_(message),
+        thinking_(conversation.thinking),
         text_of_(tokenizer, std::move(stop), eos_token_id),
-        reply_(message.thinking) {
-    (void)reply_.add(message.opening);  // a tool-call block's start: held until the end
-  }
+        reply_(conversation) {}
 
   std::vector<Json> start() override {
     std::vector<Json> events = {{{"type", "message_start"},
@@ -36,7 +36,7 @@ class MessageEvents final : public StreamChoices {
                                    {"stop_reason", nullptr},
                                    {"stop_sequence", nullptr},
                                    {"usage", message_usage_json(message_.input_tokens, 0)}}}}};
-    if (message_.thinking == ThinkingMode::kThinking) open(Block::kThinking, events);
+    if (thinking_ == ThinkingMode::kThinking) open(Block::kThinking, events);
     return events;
   }
 
@@ -117,6 +117,7 @@ class MessageEvents final : public StreamChoices {
   }
 
   MessageStart message_;
+  ThinkingMode thinking_;
   GeneratedText text_of_;
   ChatStream reply_;
   Block open_ = Block::kNone;
@@ -127,9 +128,11 @@ class MessageEvents final : public StreamChoices {
 }  // namespace
 
 std::unique_ptr<StreamChoices> message_events(const Tokenizer& tokenizer,
-                                              const MessageStart& message, int64_t eos_token_id,
-                                              std::vector<std::string> stop) {
-  return std::make_unique<MessageEvents>(tokenizer, message, eos_token_id, std::move(stop));
+                                              const MessageStart& message,
+                                              const Conversation& conversation,
+                                              int64_t eos_token_id, std::vector<std::string> stop) {
+  return std::make_unique<MessageEvents>(tokenizer, message, conversation, eos_token_id,
+                                         std::move(stop));
 }
 
 }  // namespace dsv4::server

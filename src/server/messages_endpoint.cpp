@@ -31,10 +31,9 @@ void CompletionServer::State::messages(const httplib::Request& req, httplib::Res
   if (request.stream) {
     if (refused({*prompt, request.sampling}, "messages", res, Api::kAnthropic)) return;
     std::vector<std::unique_ptr<StreamChoices>> events;
-    events.push_back(message_events(
-        *tokenizer,
-        {id, options.model_name, n_prompt, thinking, reply_opening(request.conversation)},
-        engine.eos_token_id(), reply_stops(request.stop, request.conversation)));
+    events.push_back(message_events(*tokenizer, {id, options.model_name, n_prompt},
+                                    request.conversation, engine.eos_token_id(),
+                                    reply_stops(request.stop, request.conversation)));
     Stream s{*std::move(prompt), request.sampling, {}, {}, std::move(events), Api::kAnthropic};
     return stream(res, std::make_shared<Stream>(std::move(s)));
   }
@@ -45,9 +44,8 @@ void CompletionServer::State::messages(const httplib::Request& req, httplib::Res
       generate({{*prompt, request.sampling}}, texts, "messages", res, Api::kAnthropic);
   if (!answers) return;
   const Answer& answer = answers->front();
-  const ChatReply reply =
-      read_chat_reply(reply_opening(request.conversation) + answer.text,
-                      answer.out.stopped_at_eos && !answer.stop_string, thinking);
+  const ChatReply reply = read_reply(request.conversation, answer.text,
+                                     answer.out.stopped_at_eos && !answer.stop_string);
   Result<Json> content = message_content_json(reply, thinking, id);
   if (!content.ok()) return send_error(res, 500, content.status().message(), "", Api::kAnthropic);
   const std::string& found = texts.front().stop_found();

@@ -144,7 +144,10 @@ Refusal read_assistant(const OrderedJson& content, const std::string& path, Chat
   return std::nullopt;
 }
 
-Refusal read_messages(const OrderedJson& body, std::vector<ChatMessage>& out) {
+// The messages; a final assistant message is the reply's prefill.
+Refusal read_messages(const OrderedJson& body, Conversation& c) {
+  std::vector<ChatMessage>& out = c.messages;
+  bool prefilled = false;
   if (!present(body, "messages")) return request_error("messages", "messages is required");
   const OrderedJson& messages = body["messages"];
   if (!messages.is_array() || messages.empty()) {
@@ -162,21 +165,31 @@ Refusal read_messages(const OrderedJson& body, std::vector<ChatMessage>& out) {
     if (role == "user") {
       if (auto bad = read_user(m["content"], path + ".content", out)) return bad;
     } else if (role == "assistant") {
-      if (i + 1 == messages.size()) {
-        return request_error(path + ".role",
-                             "a final assistant message (a prefill to continue) is not supported: "
-                             "the last message must be the user's");
-      }
       ChatMessage reply;
       if (auto bad = read_assistant(m["content"], path + ".content", reply)) return bad;
-      out.push_back(std::move(reply));
+      if (i + 1 < messages.size()) {
+        out.push_back(std::move(reply));
+        continue;
+      }
+      // The last message: a prefill the reply continues.
+      if (!reply.tool_calls.empty() || !reply.reasoning_content.empty()) {
+        return request_error(path + ".content",
+                             "a final assistant message (a prefill) must hold text only");
+      }
+      c.prefill = std::move(reply.content);
+      prefilled = true;
     } else {
       return request_error(path + ".role",
                            "role \"" + role + "\" is not supported (user, assistant)");
     }
   }
   if (out.empty() || out.back().role == ChatRole::kAssistant) {
-    const std::string last = indexed("messages", messages.size() - 1) + ".content";
+    if (prefilled && messages.size() == 1) {
+      return request_error("messages[0].role",
+                           "a final assistant message (a prefill) needs a user message before it");
+    }
+    const size_t answered = messages.size() - (prefilled ? 2 : 1);
+    const std::string last = indexed("messages", answered) + ".content";
     return request_error(last, last + " has no text or tool result for the model to answer");
   }
   return std::nullopt;
@@ -276,7 +289,7 @@ Refusal read_thinking(const OrderedJson& body, ThinkingMode& out) {
 // The conversation's fields, shared by both endpoints.
 Refusal read_conversation(const OrderedJson& body, Conversation& c) {
   for (const auto& step :
-       {read_messages(body, c.messages), read_system(body, c.messages), read_tools(body, c.tools),
+       {read_messages(body, c), read_system(body, c.messages), read_tools(body, c.tools),
         read_thinking(body, c.thinking), read_tool_choice(body, c)}) {
     if (step) return step;
   }

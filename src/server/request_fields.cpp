@@ -98,6 +98,17 @@ std::optional<RequestError> read_text(const OrderedJson& object, const std::stri
   return std::nullopt;
 }
 
+std::optional<RequestError> read_bool(const OrderedJson& object, const std::string& path,
+                                      const char* field, bool& out) {
+  if (!present(object, field)) return std::nullopt;
+  const std::string name = path.empty() ? std::string(field) : path + "." + field;
+  if (!object[field].is_boolean()) {
+    return request_error(name, name + " must be true or false, got " + object[field].dump());
+  }
+  out = object[field].get<bool>();
+  return std::nullopt;
+}
+
 std::optional<RequestError> expect_object(const OrderedJson& value, const std::string& path) {
   if (value.is_object()) return std::nullopt;
   return request_error(path, path + " must be an object");
@@ -142,12 +153,7 @@ std::optional<RequestError> read_stop(const OrderedJson& body, std::vector<std::
 }
 
 std::optional<RequestError> read_stream(const OrderedJson& body, StreamOptions& out) {
-  if (present(body, "stream")) {
-    if (!body["stream"].is_boolean()) {
-      return request_error("stream", "stream must be true or false, got " + body["stream"].dump());
-    }
-    out.enabled = body["stream"].get<bool>();
-  }
+  if (auto bad = read_bool(body, "", "stream", out.enabled)) return bad;
   if (!present(body, "stream_options")) return std::nullopt;
   const OrderedJson& options = body["stream_options"];
   if (!out.enabled) {
@@ -156,14 +162,7 @@ std::optional<RequestError> read_stream(const OrderedJson& body, StreamOptions& 
   if (!options.is_object())
     return request_error("stream_options", "stream_options must be an object");
   if (auto bad = refuse_unknown(options, {"include_usage"}, "stream_options")) return bad;
-  if (present(options, "include_usage")) {
-    if (!options["include_usage"].is_boolean()) {
-      return request_error("stream_options.include_usage",
-                           "stream_options.include_usage must be true or false");
-    }
-    out.include_usage = options["include_usage"].get<bool>();
-  }
-  return std::nullopt;
+  return read_bool(options, "stream_options", "include_usage", out.include_usage);
 }
 
 std::optional<RequestError> read_string(const OrderedJson& body, const char* field,

@@ -84,6 +84,11 @@ std::string indexed(const std::string& path, size_t i);
 std::optional<RequestError> read_text(const format::OrderedJson& object, const std::string& path,
                                       const char* field, bool required, std::string& out);
 
+// `object[field]` (named as read_text names it) as true or false into `out`, left as is when
+// absent or null.
+std::optional<RequestError> read_bool(const format::OrderedJson& object, const std::string& path,
+                                      const char* field, bool& out);
+
 // body[field], when present, must be an array of objects: `read` takes each with its path
 // ("field[i]"); the first refusal is the answer.
 std::optional<RequestError> read_objects(

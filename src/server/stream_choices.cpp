@@ -95,16 +95,14 @@ class CompletionChoices final : public StreamChoices {
 
 class ChatChoices final : public StreamChoices {
  public:
-  ChatChoices(const Tokenizer& tokenizer, ThinkingMode thinking, std::string id,
+  ChatChoices(const Tokenizer& tokenizer, const Conversation& conversation, std::string id,
               int64_t eos_token_id, std::vector<std::string> stop, size_t index,
-              const std::string& opening, TokenText logprob_text)
+              TokenText logprob_text)
       : index_(index),
         id_(std::move(id)),
         text_of_(tokenizer, std::move(stop), eos_token_id),
-        reply_(thinking),
-        logprobs_(std::move(logprob_text)) {
-    (void)reply_.add(opening);  // a tool-call block's start: held until the end
-  }
+        reply_(conversation),
+        logprobs_(std::move(logprob_text)) {}
 
   std::vector<Json> start() override {
     return {choice({{"role", "assistant"}, {"content", ""}}, nullptr)};
@@ -173,12 +171,12 @@ std::unique_ptr<StreamChoices> completion_choices(const Tokenizer* tokenizer,
                                              std::move(logprob_text));
 }
 
-std::unique_ptr<StreamChoices> chat_choices(const Tokenizer& tokenizer, ThinkingMode thinking,
-                                            std::string id, int64_t eos_token_id,
-                                            std::vector<std::string> stop, size_t index,
-                                            const std::string& opening, TokenText logprob_text) {
-  return std::make_unique<ChatChoices>(tokenizer, thinking, std::move(id), eos_token_id,
-                                       std::move(stop), index, opening, std::move(logprob_text));
+std::unique_ptr<StreamChoices> chat_choices(const Tokenizer& tokenizer,
+                                            const Conversation& conversation, std::string id,
+                                            int64_t eos_token_id, std::vector<std::string> stop,
+                                            size_t index, TokenText logprob_text) {
+  return std::make_unique<ChatChoices>(tokenizer, conversation, std::move(id), eos_token_id,
+                                       std::move(stop), index, std::move(logprob_text));
 }
 
 }  // namespace dsv4::server

@@ -55,22 +55,20 @@ std::unique_ptr<StreamChoices> completion_choices(const Tokenizer* tokenizer,
 // `id` is the response's (it names the tool calls); `eos_token_id` the engine's, whose text the
 // reply's parser stands in for itself. The reply's text ends before the first of the `stop`
 // strings.
-// The reply's text is read after `opening` (reply_opening, dsv4/chat.h: a forced tool call's
-// start). Each chunk carries {"content": [...]} for the tokens drawn since the chunk before.
-std::unique_ptr<StreamChoices> chat_choices(const Tokenizer& tokenizer, ThinkingMode thinking,
-                                            std::string id, int64_t eos_token_id,
-                                            std::vector<std::string> stop, size_t index,
-                                            const std::string& opening,
-                                            TokenText logprob_text = nullptr);
+// The reply to `conversation` (ChatStream(conversation), dsv4/chat.h: read after its forced tool
+// call's start or its prefill, the prefill never sent). Each chunk carries {"content": [...]} for
+// the tokens drawn since the chunk before.
+std::unique_ptr<StreamChoices> chat_choices(const Tokenizer& tokenizer,
+                                            const Conversation& conversation, std::string id,
+                                            int64_t eos_token_id, std::vector<std::string> stop,
+                                            size_t index, TokenText logprob_text = nullptr);
 
 // What an Anthropic message stream starts with: the response's id ("msg_<id>"; it names the tool
-// calls too), the model's name, the prompt's tokens and the thinking mode.
+// calls too), the model's name and the prompt's tokens.
 struct MessageStart {
   std::string id;
   std::string model;
   int64_t input_tokens = 0;
-  ThinkingMode thinking = ThinkingMode::kChat;
-  std::string opening;  // reply_opening (dsv4/chat.h): the reply's text is read after it
 };
 
 // Anthropic's streamed message (/v1/messages, message_events.cpp): not OpenAI choices but the
@@ -78,8 +76,10 @@ struct MessageStart {
 // content_block_start / _delta / _stop for the thinking, text and tool_use blocks, message_delta
 // (stop_reason, stop_sequence, output_tokens) and message_stop. The text ends before the first of
 // the `stop` strings.
+// The reply to `conversation` is read as chat_choices reads it.
 std::unique_ptr<StreamChoices> message_events(const Tokenizer& tokenizer,
-                                              const MessageStart& message, int64_t eos_token_id,
-                                              std::vector<std::string> stop);
+                                              const MessageStart& message,
+                                              const Conversation& conversation,
+                                              int64_t eos_token_id, std::vector<std::string> stop);
 
 }  // namespace dsv4::server

@@ -13,12 +13,7 @@ std::variant<TokenizeRequest, RequestError> parse_tokenize_request(std::string_v
   TokenizeRequest request;
   if (!present(body, "prompt")) return request_error("prompt", "prompt is required");
   if (auto bad = read_string(body, "prompt", request.prompt)) return *bad;
-  if (present(body, "add_special_tokens")) {
-    if (!body["add_special_tokens"].is_boolean()) {
-      return request_error("add_special_tokens", "add_special_tokens must be true or false");
-    }
-    request.add_special_tokens = body["add_special_tokens"].get<bool>();
-  }
+  if (auto bad = read_bool(body, "", "add_special_tokens", request.add_special_tokens)) return *bad;
   return request;
 }
 

@@ -93,6 +93,34 @@ TEST(ChatEncoderTest, AForcedToolCallOpensTheReplyAsTheCallWouldBeWritten) {
   EXPECT_NE(encode_chat(chat).status().message().find("needs tools"), std::string::npos);
 }
 
+// A prefill ends the prompt right after the opened assistant turn, and the reply read after it
+// is the continuation; it needs chat mode, no forced tool and a user's turn before it.
+TEST(ChatEncoderTest, APrefillOpensTheReplyAndIsNotPartOfItsAnswer) {
+  Conversation chat;
+  chat.messages = {{ChatRole::kUser, "hi", "", {}, ""}};
+  const std::string opened = encode_chat(chat).value();
+  chat.prefill = "Hello";
+  EXPECT_EQ(encode_chat(chat).value(), opened + "Hello");
+  EXPECT_EQ(reply_opening(chat), "Hello");
+  const ChatReply reply = read_reply(chat, " there", true);
+  EXPECT_EQ(reply.content, " there");
+  EXPECT_EQ(read_reply(chat, "", false).content, "");
+
+  Conversation thinking = chat;
+  thinking.thinking = ThinkingMode::kThinking;
+  EXPECT_NE(encode_chat(thinking).status().message().find("a prefill needs thinking off"),
+            std::string::npos);
+  Conversation forced = chat;
+  forced.tools = {R"({"name": "f", "parameters": {"type": "object"}})"};
+  forced.forced_tool = "f";
+  EXPECT_NE(encode_chat(forced).status().message().find("a prefill and a forced tool call"),
+            std::string::npos);
+  Conversation answered = chat;
+  answered.messages.push_back({ChatRole::kAssistant, "done", "", {}, ""});
+  EXPECT_NE(encode_chat(answered).status().message().find("continues the reply to a user's"),
+            std::string::npos);
+}
+
 TEST(ChatEncoderTest, TokenizesThePromptWithoutThePostProcessorsTokens) {
   // The small test tokenizer knows the begin-of-sentence token (id 266); a post-processor that
   // puts it first, as DeepSeek's tokenizer.json may, must not double the one the prompt holds.

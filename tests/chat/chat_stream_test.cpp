@@ -1,6 +1,7 @@
 // ChatStream: DeepSeek's golden replies (tests/chat/golden, the "parse" cases) fed a character
 // at a time and whole: the reasoning and content deltas, with finish() on parse_chat_reply's
-// reading, concatenate to that reading; markers are never sent, and a marker's start is held.
+// reading, concatenate to that reading; markers are never sent, and a marker's start is held;
+// an opening (a prefill) is read but never sent.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -8,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "chat/dsml.h"
 #include "dsv4/chat.h"
 #include "format/json.h"
 #include "testing/source_dir.h"
@@ -16,11 +18,16 @@
 namespace dsv4 {
 namespace {
 
-// The deltas of `pieces` and finish()'s rest, joined; finish()'s reply is the whole text's.
-ChatDelta stream(const std::vector<std::string>& pieces, ThinkingMode thinking, bool finished) {
-  ChatStream s(thinking);
+// The deltas of `pieces` and finish()'s rest, joined; finish()'s reply is the whole text's
+// (the prefill's and the pieces').
+ChatDelta stream(const std::vector<std::string>& pieces, ThinkingMode thinking, bool finished,
+                 const std::string& prefill = "") {
+  Conversation conversation;
+  conversation.thinking = thinking;
+  conversation.prefill = prefill;
+  ChatStream s(conversation);
   ChatDelta joined;
-  std::string text;
+  std::string text = prefill;
   for (const std::string& piece : pieces) {
     const ChatDelta d = s.add(piece);
     joined.reasoning_content += d.reasoning_content;
@@ -97,6 +104,54 @@ TEST(ChatStreamTest, AReplyThatBreaksTheFormatLosesNoText) {
   const ChatDelta chat = stream({"a<think>", "b"}, ThinkingMode::kChat, true);
   EXPECT_EQ(chat.reasoning_content, "");
   EXPECT_EQ(chat.content, "a<think>b");
+}
+
+// A prefill's text, even the part held as a marker's possible start, is never sent; the
+// prefill and the deltas make the reply's content, also where the prefill starts a tool-call
+// block that parses or breaks.
+TEST(ChatStreamTest, APrefillIsReadButNeverSent) {
+  Conversation conversation;
+  conversation.prefill = "Sure:\n";
+  ChatStream s(conversation);
+  EXPECT_EQ(s.add("\nfirst").content, "\nfirst");  // the prefill's "\n" was held, not sent
+  EXPECT_EQ(s.finish(true).reply.content, "Sure:\n\nfirst");
+  const std::string call =
+      "_calls>\n<｜DSML｜invoke name=\"f\">\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>";
+  for (const std::string prefill : {"Sure:\n", "a\n\n<｜DSML｜tool", "plain"}) {
+    SCOPED_TRACE(prefill);
+    for (const std::vector<std::string>& pieces :
+         {std::vector<std::string>{"\n", "x", "\n\n", "y"}, {"_calls>"}, {call}, {}}) {
+      const ChatDelta got = stream(pieces, ThinkingMode::kChat, true, prefill);
+      std::string whole = prefill;
+      for (const std::string& piece : pieces) whole += piece;
+      const ChatReply reply = read_chat_reply(whole, true, ThinkingMode::kChat);
+      if (reply.tool_calls.empty()) {
+        EXPECT_EQ(prefill + got.content, reply.content);
+      } else {  // the prefill opened the tool-call block: the reply's content is inside it
+        EXPECT_TRUE(prefill.starts_with(reply.content)) << reply.content;
+        EXPECT_EQ(got.content, "");
+      }
+    }
+  }
+}
+
+// A forced tool call's start is not the client's: where the block breaks, the whole text goes
+// out as content, as the non-streamed answer holds it.
+TEST(ChatStreamTest, AForcedToolCallsStartIsSentOnlyWhereItBreaks) {
+  Conversation conversation;
+  conversation.forced_tool = "f";
+  const std::string opening = reply_opening(conversation);
+  ChatStream broken(conversation);
+  EXPECT_EQ(broken.add("oops").content, "");
+  EXPECT_EQ(broken.finish(true).rest.content, opening + "oops");
+  const Result<std::string> block = chat::render_tool_calls({ToolCall{"", "f", "{}"}});
+  ASSERT_TRUE(block.ok() && block->starts_with(opening)) << opening;
+  ChatStream parsed(conversation);
+  EXPECT_EQ(parsed.add(block->substr(opening.size())).content, "");
+  const ChatStream::End end = parsed.finish(true);
+  EXPECT_EQ(end.rest.content, "");
+  ASSERT_EQ(end.reply.tool_calls.size(), 1u);
+  EXPECT_EQ(end.reply.tool_calls[0].name, "f");
 }
 
 }  // namespace

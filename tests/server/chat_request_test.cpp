@@ -83,6 +83,25 @@ TEST(ChatRequestTest, ReadsTheSwitchesAndSamplingFields) {
   EXPECT_EQ(plain.sampling.temperature, 1.0f);
 }
 
+// continue_final_message (with add_generation_prompt false, or alone): the last message, an
+// assistant's text, becomes the prefill.
+TEST(ChatRequestTest, ContinueFinalMessageMakesItThePrefill) {
+  const std::string messages = R"("messages": [{"role": "user", "content": "x"},
+      {"role": "assistant", "content": "Sure,"}])";
+  for (const std::string switches :
+       {R"("continue_final_message": true)",
+        R"("continue_final_message": true, "add_generation_prompt": false)"}) {
+    const ChatRequest request = accept("{" + messages + ", " + switches + "}");
+    EXPECT_EQ(request.conversation.prefill, "Sure,");
+    ASSERT_EQ(request.conversation.messages.size(), 1u);
+    EXPECT_EQ(request.conversation.messages[0].content, "x");
+  }
+  EXPECT_EQ(accept(R"({"messages": [{"role": "user", "content": "x"}],
+                       "add_generation_prompt": true})")
+                .conversation.prefill,
+            "");
+}
+
 TEST(ChatRequestTest, RefusesEachBadFieldByName) {
   const std::string user = R"("messages": [{"role": "user", "content": "x"}])";
   const struct {
@@ -91,6 +110,18 @@ TEST(ChatRequestTest, RefusesEachBadFieldByName) {
     const char* message;
   } cases[] = {
       {"{}", "messages", "messages is required"},
+      {"{" + user + R"(, "continue_final_message": true})", "messages[0]",
+       "continue_final_message needs the last message to be an assistant's text"},
+      {R"({"messages": [{"role": "assistant", "content": "x"}], "continue_final_message": true})",
+       "messages[0]", "after another message"},
+      {R"({"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y",
+          "tool_calls": [{"function": {"name": "f", "arguments": "{}"}}]}],
+          "continue_final_message": true})",
+       "messages[1]", "an assistant's text"},
+      {"{" + user + R"(, "add_generation_prompt": false})", "add_generation_prompt",
+       "must be the opposite of continue_final_message"},
+      {"{" + user + R"(, "continue_final_message": 1})", "continue_final_message",
+       "continue_final_message must be true or false, got 1"},
       {R"({"messages": []})", "messages", "non-empty array"},
       {R"({"messages": ["hi"]})", "messages[0]", "messages[0] must be an object"},
       {R"({"messages": [{"content": "x"}]})", "messages[0].role", "messages[0].role is required"},

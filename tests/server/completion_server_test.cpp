@@ -767,6 +767,44 @@ TEST_F(CompletionServerTest, ChatStreamsTheWholeAnswersMessage) {
   }
 }
 
+// continue_final_message: the last assistant message is a prefill the reply continues; the
+// answer, streamed or not, holds only the continuation.
+TEST_F(CompletionServerTest, ChatContinuesAFinalAssistantMessage) {
+  Conversation conversation;
+  conversation.messages = {{ChatRole::kUser, "hello world", "", {}, ""}};
+  conversation.prefill = "Sure,";
+  const std::vector<int64_t> prompt =
+      tokenize_chat_prompt(every_id_, encode_chat(conversation).value()).value();
+  SamplingParams sampling;
+  sampling.max_tokens = 6;
+  sampling.temperature = 0.0f;
+  const Generation direct = engine_.generate({prompt, sampling}).value();
+  std::vector<int64_t> generated = direct.tokens;
+  if (direct.stopped_at_eos) generated.pop_back();
+  const ChatReply reply =
+      read_reply(conversation, every_id_.decode(generated).value(), direct.stopped_at_eos);
+
+  const RunningServer server(engine_, &every_id_);
+  const std::string request = R"({"messages": [{"role": "user", "content": "hello world"},
+      {"role": "assistant", "content": "Sure,"}], "max_tokens": 6, "temperature": 0,
+      "continue_final_message": true, "add_generation_prompt": false)";
+  const auto whole = chat(server, request + "}");
+  ASSERT_EQ(whole.first, 200) << whole.second.dump();
+  EXPECT_EQ(whole.second["choices"][0]["message"]["content"], reply.content);
+  EXPECT_EQ(whole.second["usage"]["prompt_tokens"], prompt.size());
+  const Streamed streamed =
+      post_stream(server, "/v1/chat/completions", request + R"(, "stream": true})");
+  std::string content;
+  for (const Json& chunk : streamed.chunks) {
+    content += chunk["choices"][0]["delta"].value("content", "");
+  }
+  EXPECT_EQ(content, reply.content);
+  // Without the switch a final assistant message is refused, as before.
+  expect_error(chat(server, R"({"messages": [{"role": "user", "content": "x"},
+                                {"role": "assistant", "content": "y"}]})"),
+               400, "messages[1].role", "the last message must be the user's or a tool's");
+}
+
 // Streamed logprobs, each chunk with its tokens', add up to the whole answer's: the completion
 // API's four arrays (text_offset going on across chunks), the chat API's content list; two
 // choices each.

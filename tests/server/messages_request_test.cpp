@@ -151,6 +151,18 @@ TEST(MessagesRequestTest, ReadsTheSamplingAndSwitches) {
             32000);
 }
 
+// A final assistant message is the prefill the reply continues; the prompt ends with it.
+TEST(MessagesRequestTest, AFinalAssistantMessageIsThePrefill) {
+  const MessagesRequest r = accept(R"({"max_tokens": 5, "messages": [
+      {"role": "user", "content": "Name a colour."},
+      {"role": "assistant", "content": [{"type": "text", "text": "The colour is"}]}]})");
+  EXPECT_EQ(r.conversation.prefill, "The colour is");
+  ASSERT_EQ(r.conversation.messages.size(), 1u);
+  Result<std::string> prompt = encode_chat(r.conversation);
+  ASSERT_TRUE(prompt.ok()) << prompt.status().to_string();
+  EXPECT_TRUE(prompt->ends_with("Name a colour.<｜Assistant｜></think>The colour is")) << *prompt;
+}
+
 TEST(MessagesRequestTest, RefusesEachBadFieldByName) {
   const std::string user = R"("max_tokens": 5, "messages": [{"role": "user", "content": "x"}])";
   const struct {
@@ -165,8 +177,14 @@ TEST(MessagesRequestTest, RefusesEachBadFieldByName) {
       {R"({"max_tokens": 5, "messages": [{"role": "system", "content": "x"}]})", "messages[0].role",
        "role \"system\" is not supported (user, assistant)"},
       {R"({"max_tokens": 5, "messages": [{"role": "user", "content": "x"},
-          {"role": "assistant", "content": "Sure,"}]})",
-       "messages[1].role", "a final assistant message (a prefill to continue) is not supported"},
+          {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "f",
+          "input": {}}]}]})",
+       "messages[1].content", "a final assistant message (a prefill) must hold text only"},
+      {R"({"max_tokens": 5, "messages": [{"role": "assistant", "content": "Sure,"}]})",
+       "messages[0].role", "needs a user message before it"},
+      {R"({"max_tokens": 5, "messages": [{"role": "user", "content": "x"},
+          {"role": "assistant", "content": "y"}, {"role": "assistant", "content": "Sure,"}]})",
+       "messages[1].content", "no text or tool result for the model to answer"},
       {R"({"max_tokens": 5, "messages": [{"role": "user", "content": []}]})", "messages[0].content",
        "no text or tool result for the model to answer"},
       {R"({"max_tokens": 5, "messages": [{"role": "user", "content": [{"type": "image",

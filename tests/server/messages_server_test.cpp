@@ -250,6 +250,37 @@ TEST_F(MessagesServerTest, AForcedToolCallIsPartOfThePrompt) {
                          400, "invalid_request_error", "\"g\" is not among the tools");
 }
 
+// A final assistant message is a prefill: the prompt ends with it, and the message (streamed
+// or not) holds only what the engine wrote after it.
+TEST_F(MessagesServerTest, APrefillIsContinuedNotRepeated) {
+  Conversation conversation;
+  conversation.messages = {{ChatRole::kUser, "hello world", "", {}, ""}};
+  conversation.prefill = "The answer is";
+  const Direct want = direct(conversation, 6);
+  std::vector<int64_t> generated = want.out.tokens;
+  if (want.out.stopped_at_eos) generated.pop_back();
+  const ChatReply reply =
+      read_reply(conversation, tokenizer_.decode(generated).value(), want.out.stopped_at_eos);
+  const RunningServer server(engine_, &tokenizer_);
+  Json body = Json::parse(R"({"max_tokens": 6, "temperature": 0, "messages": [
+      {"role": "user", "content": "hello world"},
+      {"role": "assistant", "content": "The answer is"}]})");
+  const auto [status, message] = post(server, body.dump());
+  ASSERT_EQ(status, 200) << message.dump();
+  EXPECT_EQ(message["content"], Json::array({{{"type", "text"}, {"text", reply.content}}}));
+  EXPECT_EQ(message["usage"]["input_tokens"], want.prompt.size());
+  body["stream"] = true;
+  httplib::Client client = server.client();
+  const auto res = client.Post("/v1/messages", body.dump(), "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(assemble(named_events(res->body))["content"], message["content"]);
+
+  body["thinking"] = {{"type", "enabled"}, {"budget_tokens", 1024}};
+  body["stream"] = false;
+  expect_anthropic_error(post(server, body.dump()), 400, "invalid_request_error",
+                         "a prefill needs thinking off");
+}
+
 TEST_F(MessagesServerTest, RefusalsAreAnthropicErrors) {
   const RunningServer server(engine_, &tokenizer_);
   expect_anthropic_error(post(server, R"({"messages": [{"role": "user", "content": "x"}]})"), 400,
