@@ -19,6 +19,7 @@
 #include <optional>
 #include <string>
 
+#include "chat_flags.h"
 #include "commands.h"
 #include "dsv4/engine.h"
 #include "dsv4/tokenizer.h"
@@ -31,9 +32,7 @@ namespace {
 struct ChatArgs {
   EngineFlags engine;
   std::string tokenizer;  // default: MODEL/tokenizer.json
-  std::string system;
-  bool thinking = false;
-  std::string reasoning_effort = "high";
+  ChatFlags chat;
   std::optional<int64_t> max_tokens;  // default: the rest of the context
   int64_t max_context = EngineOptions{}.max_context;
   SamplingParams sampling;
@@ -43,21 +42,12 @@ void report(const Status& status) {
   std::fprintf(stderr, "dsv4 chat: %s\n", status.to_string().c_str());
 }
 
-// A conversation with the system message alone (when one is given).
-Conversation new_conversation(const ChatArgs& args) {
-  Conversation chat;
-  if (!args.system.empty()) chat.messages.push_back({ChatRole::kSystem, args.system, "", {}, ""});
-  chat.thinking = args.thinking ? ThinkingMode::kThinking : ThinkingMode::kChat;
-  chat.effort = args.reasoning_effort == "max" ? ReasoningEffort::kMax : ReasoningEffort::kHigh;
-  return chat;
-}
-
 class ChatSession {
  public:
   ChatSession(const ChatArgs& args, Engine& engine, const Tokenizer& tokenizer)
-      : args_(args), engine_(engine), tokenizer_(tokenizer), chat_(new_conversation(args)) {}
+      : args_(args), engine_(engine), tokenizer_(tokenizer), chat_(start_conversation(args.chat)) {}
 
-  void clear() { chat_ = new_conversation(args_); }
+  void clear() { chat_ = start_conversation(args_.chat); }
 
   // One turn: `line` as the user's message, the reply printed and added to the conversation.
   // On failure the conversation is as it was.
@@ -139,13 +129,7 @@ void register_chat(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<ChatArgs>();
   add_engine_flags(cmd, args->engine, /*model_required=*/false);
   cmd->add_option("--tokenizer", args->tokenizer, "tokenizer.json (default: MODEL/tokenizer.json)");
-  cmd->add_option("--system", args->system, "a system message before the conversation");
-  CLI::Option* thinking =
-      cmd->add_flag("--thinking", args->thinking, "thinking mode (prints the reasoning)");
-  cmd->add_option("--reasoning-effort", args->reasoning_effort, "with --thinking: high or max")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"high", "max"}))
-      ->needs(thinking);
+  add_chat_flags(cmd, args->chat);
   cmd->add_option("--max-tokens", args->max_tokens,
                   "tokens a reply at most (default: the rest of the context)")
       ->check(CLI::NonNegativeNumber);

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "chat_flags.h"
 #include "commands.h"
 #include "dsv4/chat.h"
 #include "dsv4/engine.h"
@@ -33,24 +34,15 @@ struct GenerateArgs {
   std::vector<int64_t> ids;
   std::string prompt;
   std::string chat;  // a user message, through the chat encoder
-  std::string system;
-  bool thinking = false;
-  std::string reasoning_effort = "high";
+  ChatFlags chat_flags;
   std::string tokenizer;   // default: MODEL/tokenizer.json
   bool print_ids = false;  // with --prompt: the generated ids instead of their text
   SamplingParams sampling;
 };
 
-ThinkingMode thinking_mode(const GenerateArgs& args) {
-  return args.thinking ? ThinkingMode::kThinking : ThinkingMode::kChat;
-}
-
 Conversation chat_conversation(const GenerateArgs& args) {
-  Conversation chat;
-  if (!args.system.empty()) chat.messages.push_back({ChatRole::kSystem, args.system, "", {}, ""});
+  Conversation chat = start_conversation(args.chat_flags);
   chat.messages.push_back({ChatRole::kUser, args.chat, "", {}, ""});
-  chat.thinking = thinking_mode(args);
-  chat.effort = args.reasoning_effort == "max" ? ReasoningEffort::kMax : ReasoningEffort::kHigh;
   return chat;
 }
 
@@ -88,7 +80,7 @@ int run_generate(const GenerateArgs& args) {
   std::optional<ReplyPrinter> printer;
   if (tokenizer && !args.print_ids) {
     const std::optional<ThinkingMode> chat =
-        args.chat.empty() ? std::nullopt : std::optional(thinking_mode(args));
+        args.chat.empty() ? std::nullopt : std::optional(thinking_mode(args.chat_flags));
     printer.emplace(*tokenizer, chat, engine->eos_token_id());
     request.on_token = [&](int64_t id) { return printer->token(id); };
   }
@@ -122,14 +114,7 @@ void register_generate(CLI::App& app, int& exit_code) {
       "--chat", args->chat,
       "a user message, through DeepSeek-V4's chat encoder; prints the reply's content");
   prompt->require_option(1);
-  cmd->add_option("--system", args->system, "with --chat, a system message before it")->needs(chat);
-  CLI::Option* thinking =
-      cmd->add_flag("--thinking", args->thinking, "with --chat, thinking mode (prints reasoning)")
-          ->needs(chat);
-  cmd->add_option("--reasoning-effort", args->reasoning_effort, "with --thinking: high or max")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"high", "max"}))
-      ->needs(thinking);
+  add_chat_flags(cmd, args->chat_flags, chat);
   cmd->add_option("--tokenizer", args->tokenizer, "tokenizer.json (default: MODEL/tokenizer.json)");
   cmd->add_flag("--print-ids", args->print_ids,
                 "with --prompt or --chat, print the generated ids, not text");
