@@ -171,14 +171,14 @@ Status attend_sequence(const checkpoint::ModelConfig& config,
 
 // The per-token inputs of one step's rows, computed once for all sequences of the step.
 struct StepRows {
-  const TensorView& x;
-  const TensorView& q_latent;
-  const TensorView& q;
-  const TensorView& kv;
-  const TensorView& positions;
+  TensorView x;
+  TensorView q;
+  TensorView kv;
   const std::vector<int64_t>& host_positions;
   TensorView inv_freq;
-  const TensorView& o;
+  TensorView index_q;        // CSA layers: the indexer's queries and head weights
+  TensorView index_weights;  // (IndexerQueries)
+  TensorView o;
 };
 
 // Rows [from, to) of one sequence (a whole sequence's rows, or the part before or after its
@@ -189,8 +189,10 @@ Status attend_rows(const checkpoint::ModelConfig& config,
   if (from == to) return ok_status();
   IndexerStep step;
   step.x = rows.x.rows(from, to);
-  step.q_latent = rows.q_latent.rows(from, to);
-  step.positions = rows.positions.rows(from, to);
+  if (weights.indexer) {
+    step.q = rows.index_q.rows(from, to);
+    step.head_weights = rows.index_weights.rows(from, to);
+  }
   step.host_positions.assign(rows.host_positions.begin() + from, rows.host_positions.begin() + to);
   step.inv_freq = rows.inv_freq;
   DSV4_RETURN_IF_ERROR(attend_sequence(config, weights, step, rows.kv.rows(from, to),
@@ -225,10 +227,15 @@ Status attention_step(const checkpoint::ModelConfig& config,
   DSV4_RETURN_IF_ERROR(
       project_query(config, weights, x, positions.view(), inv_freq, q_latent.view(), q.view()));
   DSV4_ASSIGN_OR_RETURN(Tensor kv, project_kv(config, weights, x, positions.view(), inv_freq));
+  IndexerQueries index;
+  if (weights.indexer) {
+    DSV4_ASSIGN_OR_RETURN(index, indexer_queries(config, *weights.indexer, x, q_latent.view(),
+                                                 positions.view(), inv_freq));
+  }
   DSV4_ASSIGN_OR_RETURN(Tensor o, Tensor::empty(DType::kF32, q.shape(), device));
-  const StepRows rows{x,         q_latent.view(),  q.view(),
-                      kv.view(), positions.view(), host_positions,
-                      inv_freq,  o.view()};
+  const StepRows rows{
+      x,       q.view(), kv.view(), host_positions, inv_freq, index.q.view(), index.weights.view(),
+      o.view()};
   for (const SequenceRows& seq : sequences) {
     const int64_t split = seq.snapshot ? seq.begin + seq.snapshot_at - seq.start_pos : seq.end;
     DSV4_RETURN_IF_ERROR(attend_rows(config, weights, rows, seq, seq.begin, split));

@@ -5,6 +5,7 @@
 // whole rows so that one pooling op serves the first and the later windows alike.
 #include "model/compressor.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -35,14 +36,22 @@ Status compressor_forward(const checkpoint::CompressorWeights& weights, const Te
   const int64_t n_kept = cache.n_rows;
   const int64_t n_stream = n_kept + n_tokens;
   const int64_t row_width = cache.kv.shape()[1];
-  const Device device = x.device;
-  DSV4_ASSIGN_OR_RETURN(Tensor kv, Tensor::empty(DType::kF32, {n_stream, row_width}, device));
-  DSV4_ASSIGN_OR_RETURN(Tensor gate, Tensor::empty(DType::kF32, {n_stream, row_width}, device));
-  DSV4_RETURN_IF_ERROR(copy_tensor(kv.view().rows(0, n_kept), cache.kv.view().rows(0, n_kept)));
-  DSV4_RETURN_IF_ERROR(copy_tensor(gate.view().rows(0, n_kept), cache.gate.view().rows(0, n_kept)));
-  DSV4_RETURN_IF_ERROR(kernels::linear(x, weights.wkv.view(), kv.view().rows(n_kept, n_stream)));
-  DSV4_RETURN_IF_ERROR(
-      kernels::linear(x, weights.wgate.view(), gate.view().rows(n_kept, n_stream)));
+  // A decode step's rows fit behind the kept ones (≤ 2m rows in all): the stream is the cache's
+  // own rows. A longer step streams through a buffer holding the kept rows and the new.
+  const bool in_place = n_stream <= cache.kv.shape()[0];
+  Tensor kv_buffer, gate_buffer;
+  TensorView kv = cache.kv.view().rows(0, std::min(n_stream, cache.kv.shape()[0]));
+  TensorView gate = cache.gate.view().rows(0, kv.size(0));
+  if (!in_place) {
+    DSV4_ASSIGN_OR_RETURN(kv_buffer, Tensor::empty(DType::kF32, {n_stream, row_width}, x.device));
+    DSV4_ASSIGN_OR_RETURN(gate_buffer, Tensor::empty(DType::kF32, {n_stream, row_width}, x.device));
+    DSV4_RETURN_IF_ERROR(copy_tensor(kv_buffer.view().rows(0, n_kept), kv.rows(0, n_kept)));
+    DSV4_RETURN_IF_ERROR(copy_tensor(gate_buffer.view().rows(0, n_kept), gate.rows(0, n_kept)));
+    kv = kv_buffer.view();
+    gate = gate_buffer.view();
+  }
+  DSV4_RETURN_IF_ERROR(kernels::linear(x, weights.wkv.view(), kv.rows(n_kept, n_stream)));
+  DSV4_RETURN_IF_ERROR(kernels::linear(x, weights.wgate.view(), gate.rows(n_kept, n_stream)));
 
   // CSA's first m stream rows are the previous block: they close no window of their own.
   const int64_t n_lead = cache.overlap ? cache.ratio : 0;
@@ -54,8 +63,8 @@ Status compressor_forward(const checkpoint::CompressorWeights& weights, const Te
                                 std::to_string(cache.entries.shape()[0]) + " entries");
     }
     kernels::CompressorPoolParams pool;
-    pool.kv = kv.view();
-    pool.gate = gate.view();
+    pool.kv = kv;
+    pool.gate = gate;
     pool.ape = weights.ape.view();
     pool.overlap = cache.overlap;
     pool.out = cache.entries.view().rows(first, first + n_windows);
@@ -63,13 +72,15 @@ Status compressor_forward(const checkpoint::CompressorWeights& weights, const Te
     DSV4_RETURN_IF_ERROR(finish_entries(weights, inv_freq, eps, first, n_windows, cache));
     cache.n_entries += n_windows;
   }
-  // Keep the stream from the last pooled block on: (CSA) that block plus the partial one.
+  // Keep the stream from the last pooled block on: (CSA) that block plus the partial one. In
+  // place, they stay where they are when nothing was pooled; else they move to the front, from
+  // rows ≥ m to rows < m, so the two ranges never overlap.
   const int64_t keep_from = n_windows * cache.ratio;
   cache.n_rows = n_stream - keep_from;
+  if (in_place && keep_from == 0) return ok_status();
   DSV4_RETURN_IF_ERROR(
-      copy_tensor(cache.kv.view().rows(0, cache.n_rows), kv.view().rows(keep_from, n_stream)));
-  return copy_tensor(cache.gate.view().rows(0, cache.n_rows),
-                     gate.view().rows(keep_from, n_stream));
+      copy_tensor(cache.kv.view().rows(0, cache.n_rows), kv.rows(keep_from, n_stream)));
+  return copy_tensor(cache.gate.view().rows(0, cache.n_rows), gate.rows(keep_from, n_stream));
 }
 
 }  // namespace dsv4::model

@@ -22,6 +22,24 @@ std::vector<int32_t> visible_entries(const std::vector<int64_t>& positions, int6
 
 }  // namespace
 
+Result<IndexerQueries> indexer_queries(const checkpoint::ModelConfig& config,
+                                       const checkpoint::IndexerWeights& weights,
+                                       const TensorView& x, const TensorView& q_latent,
+                                       const TensorView& positions, const TensorView& inv_freq) {
+  const int64_t n_tokens = x.size(0);
+  const int64_t n_heads = config.index_n_heads;
+  const int64_t head_dim = config.index_head_dim;
+  IndexerQueries out;
+  DSV4_ASSIGN_OR_RETURN(out.q, Tensor::empty(DType::kF32, {n_tokens, n_heads, head_dim}, x.device));
+  DSV4_RETURN_IF_ERROR(kernels::linear(q_latent, weights.wq_b.view(),
+                                       out.q.view().reshaped({n_tokens, n_heads * head_dim})));
+  DSV4_RETURN_IF_ERROR(
+      kernels::rope(out.q.view(), positions, inv_freq, kernels::RopeDirection::kForward));
+  DSV4_ASSIGN_OR_RETURN(out.weights, Tensor::empty(DType::kF32, {n_tokens, n_heads}, x.device));
+  DSV4_RETURN_IF_ERROR(kernels::linear(x, weights.weights_proj.view(), out.weights.view()));
+  return out;
+}
+
 Result<Tensor> indexer_forward(const checkpoint::ModelConfig& config,
                                const checkpoint::IndexerWeights& weights, const IndexerStep& step,
                                CompressorCache& cache) {
@@ -35,21 +53,11 @@ Result<Tensor> indexer_forward(const checkpoint::ModelConfig& config,
   const int64_t n_heads = config.index_n_heads;
   const int64_t head_dim = config.index_head_dim;
 
-  DSV4_ASSIGN_OR_RETURN(Tensor q,
-                        Tensor::empty(DType::kF32, {n_tokens, n_heads, head_dim}, device));
-  DSV4_RETURN_IF_ERROR(kernels::linear(step.q_latent, weights.wq_b.view(),
-                                       q.view().reshaped({n_tokens, n_heads * head_dim})));
-  DSV4_RETURN_IF_ERROR(
-      kernels::rope(q.view(), step.positions, step.inv_freq, kernels::RopeDirection::kForward));
-  DSV4_ASSIGN_OR_RETURN(Tensor head_weights,
-                        Tensor::empty(DType::kF32, {n_tokens, n_heads}, device));
-  DSV4_RETURN_IF_ERROR(kernels::linear(step.x, weights.weights_proj.view(), head_weights.view()));
-
   DSV4_ASSIGN_OR_RETURN(Tensor scores, Tensor::empty(DType::kF32, {n_tokens, n_entries}, device));
   kernels::IndexerScoreParams score;
-  score.q = q.view();
+  score.q = step.q;
   score.keys = cache.entries.view().rows(0, n_entries);
-  score.weights = head_weights.view();
+  score.weights = step.head_weights;
   score.q_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
   score.weight_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(n_heads)));
   score.scores = scores.view();

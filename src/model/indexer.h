@@ -18,12 +18,26 @@
 
 namespace dsv4::model {
 
-// What one attention step hands the indexer.
+// The per-token half of the indexer, which needs no cache: each token's queries and head
+// weights. A step computes them once for all of its sequences' rows.
+struct IndexerQueries {
+  Tensor q;        // f32 [T, HI, DI]  rope(wq_b(q_latent)) at the token's position
+  Tensor weights;  // f32 [T, HI]  weights_proj(x)
+};
+
+// x f32 [T, D] the attention's input, q_latent f32 [T, Q] = q_norm(wq_a(x)), positions i64 [T],
+// inv_freq f32 [P] the compress RoPE.
+Result<IndexerQueries> indexer_queries(const checkpoint::ModelConfig& config,
+                                       const checkpoint::IndexerWeights& weights,
+                                       const TensorView& x, const TensorView& q_latent,
+                                       const TensorView& positions, const TensorView& inv_freq);
+
+// What one attention step hands the indexer for one sequence's rows.
 struct IndexerStep {
   TensorView x;                         // f32 [T, D]  the attention's input
-  TensorView q_latent;                  // f32 [T, Q]  q_norm(wq_a(x))
-  TensorView positions;                 // i64 [T]
-  std::vector<int64_t> host_positions;  // the same, on the host
+  TensorView q;                         // f32 [T, HI, DI]  these rows' IndexerQueries
+  TensorView head_weights;              // f32 [T, HI]
+  std::vector<int64_t> host_positions;  // i64 [T] on the host
   TensorView inv_freq;                  // f32 [P]  the compress RoPE
 };
 

@@ -162,18 +162,21 @@ TEST_P(AttentionGoldenTest, IndexerPicksMatchTransformers) {
     const Tensor x = golden.input(layer);
     const Tensor q_latent = golden_tensor(golden.layers, golden.name(layer, "self_attn.q_a_norm"),
                                           {n, config.q_lora_rank});
+    const checkpoint::IndexerWeights& weights = *golden.weights.layers[layer].attn.indexer;
     IndexerStep step;
     step.x = x.view();
-    step.q_latent = q_latent.view();
     Tensor positions = Tensor::host(DType::kI64, {n});
     for (int64_t t = 0; t < n; ++t) {
       positions.data_as<int64_t>()[t] = t;
       step.host_positions.push_back(t);
     }
-    step.positions = positions.view();
     step.inv_freq = cache.value().inv_freq.view();
-    auto picks = indexer_forward(config, *golden.weights.layers[layer].attn.indexer, step,
-                                 *cache.value().indexer);
+    auto queries = indexer_queries(config, weights, x.view(), q_latent.view(), positions.view(),
+                                   step.inv_freq);
+    ASSERT_TRUE(queries.ok()) << queries.status().to_string();
+    step.q = queries->q.view();
+    step.head_weights = queries->weights.view();
+    auto picks = indexer_forward(config, weights, step, *cache.value().indexer);
     ASSERT_TRUE(picks.ok()) << picks.status().to_string();
     const int64_t k = picks.value().shape()[1];
     const Tensor expected =
