@@ -71,17 +71,22 @@ Status write_window(const TensorView& kv, int64_t start_pos, AttentionCache& cac
   return ok_status();
 }
 
-// i32 [T, W]: the ring rows of positions p−W+1 … p for each query position p (−1 before 0).
-std::vector<int32_t> window_indices(const std::vector<int64_t>& positions, int64_t window,
-                                    int64_t n_ring) {
+// i32 [T, W] of a step: the ring rows of positions p−W+1 … p for each row's query position p
+// (−1 before 0), in the ring of the row's sequence; one upload for all sequences.
+Result<Tensor> window_indices(std::span<const SequenceRows> sequences,
+                              const std::vector<int64_t>& positions, int64_t window,
+                              Device device) {
   std::vector<int32_t> indices(positions.size() * window);
-  for (size_t t = 0; t < positions.size(); ++t) {
-    for (int64_t j = 0; j < window; ++j) {
-      const int64_t pos = positions[t] - window + 1 + j;
-      indices[t * window + j] = pos < 0 ? -1 : static_cast<int32_t>(pos % n_ring);
+  for (const SequenceRows& seq : sequences) {
+    const int64_t n_ring = seq.cache->window.shape()[0];
+    for (int64_t t = seq.begin; t < seq.end; ++t) {
+      for (int64_t j = 0; j < window; ++j) {
+        const int64_t pos = positions[t] - window + 1 + j;
+        indices[t * window + j] = pos < 0 ? -1 : static_cast<int32_t>(pos % n_ring);
+      }
     }
   }
-  return indices;
+  return upload(indices, {static_cast<int64_t>(positions.size()), window}, device);
 }
 
 // HCA: i32 [T, N], every entry whose block is complete at the query's position.
@@ -145,22 +150,18 @@ Result<CompressedCandidates> compressed_candidates(const checkpoint::ModelConfig
 }
 
 // One sequence's rows of a step: attention over its own cache (its window ring written first),
-// the query rows q [T, H, Dh] in, the output rows o out.
+// the query rows q [T, H, Dh] and their window_indices in, the output rows o out.
 Status attend_sequence(const checkpoint::ModelConfig& config,
                        const checkpoint::AttentionWeights& weights, const IndexerStep& step,
-                       const TensorView& kv, const TensorView& q, int64_t start_pos,
-                       AttentionCache& cache, const TensorView& o) {
+                       const TensorView& kv, const TensorView& q, const TensorView& window_rows,
+                       int64_t start_pos, AttentionCache& cache, const TensorView& o) {
   DSV4_RETURN_IF_ERROR(write_window(kv, start_pos, cache));
   DSV4_ASSIGN_OR_RETURN(CompressedCandidates compressed,
                         compressed_candidates(config, weights, step, cache));
-  const int64_t window = config.sliding_window, n_tokens = q.size(0);
-  DSV4_ASSIGN_OR_RETURN(Tensor window_rows,
-                        upload(window_indices(step.host_positions, window, cache.window.shape()[0]),
-                               {n_tokens, window}, q.device));
   kernels::SparseAttentionParams attn;
   attn.q = q;
   attn.kv = cache.window.view();
-  attn.indices = window_rows.view();
+  attn.indices = window_rows;
   attn.extra_kv = compressed.entries;
   attn.extra_indices = compressed.indices.view();
   attn.sinks = weights.attn_sink.view();
@@ -174,6 +175,7 @@ struct StepRows {
   TensorView x;
   TensorView q;
   TensorView kv;
+  TensorView window_rows;  // window_indices
   const std::vector<int64_t>& host_positions;
   TensorView inv_freq;
   TensorView index_q;        // CSA layers: the indexer's queries and head weights
@@ -196,8 +198,9 @@ Status attend_rows(const checkpoint::ModelConfig& config,
   step.host_positions.assign(rows.host_positions.begin() + from, rows.host_positions.begin() + to);
   step.inv_freq = rows.inv_freq;
   DSV4_RETURN_IF_ERROR(attend_sequence(config, weights, step, rows.kv.rows(from, to),
-                                       rows.q.rows(from, to), seq.start_pos + from - seq.begin,
-                                       *seq.cache, rows.o.rows(from, to)));
+                                       rows.q.rows(from, to), rows.window_rows.rows(from, to),
+                                       seq.start_pos + from - seq.begin, *seq.cache,
+                                       rows.o.rows(from, to)));
   seq.cache->n_tokens += to - from;
   return ok_status();
 }
@@ -232,10 +235,18 @@ Status attention_step(const checkpoint::ModelConfig& config,
     DSV4_ASSIGN_OR_RETURN(index, indexer_queries(config, *weights.indexer, x, q_latent.view(),
                                                  positions.view(), inv_freq));
   }
+  DSV4_ASSIGN_OR_RETURN(Tensor window_rows,
+                        window_indices(sequences, host_positions, config.sliding_window, device));
   DSV4_ASSIGN_OR_RETURN(Tensor o, Tensor::empty(DType::kF32, q.shape(), device));
-  const StepRows rows{
-      x,       q.view(), kv.view(), host_positions, inv_freq, index.q.view(), index.weights.view(),
-      o.view()};
+  const StepRows rows{x,
+                      q.view(),
+                      kv.view(),
+                      window_rows.view(),
+                      host_positions,
+                      inv_freq,
+                      index.q.view(),
+                      index.weights.view(),
+                      o.view()};
   for (const SequenceRows& seq : sequences) {
     const int64_t split = seq.snapshot ? seq.begin + seq.snapshot_at - seq.start_pos : seq.end;
     DSV4_RETURN_IF_ERROR(attend_rows(config, weights, rows, seq, seq.begin, split));
