@@ -14,20 +14,25 @@ namespace {
 using checkpoint::AttentionType;
 
 Result<CompressorCache> create_compressor(int64_t ratio, bool overlap, int64_t width,
-                                          int64_t max_positions, Device device) {
+                                          int64_t max_positions, Device device, CacheStart start) {
   CompressorCache cache;
   cache.ratio = ratio;
   cache.overlap = overlap;
   cache.width = width;
   const int64_t row_width = (overlap ? 2 : 1) * width;
   const Shape rows_shape{2 * ratio, row_width};
-  // Before the first block, the overlapped window's "previous block" slots are kv 0, gate −inf
-  // (transformers' new_zeros / new_full(-inf) for window 0 on the first call).
-  cache.n_rows = overlap ? ratio : 0;
-  std::vector<float> gate(rows_shape.numel(), -std::numeric_limits<float>::infinity());
-  DSV4_ASSIGN_OR_RETURN(cache.kv,
-                        upload(std::vector<float>(rows_shape.numel(), 0.0f), rows_shape, device));
-  DSV4_ASSIGN_OR_RETURN(cache.gate, upload(gate, rows_shape, device));
+  if (start == CacheStart::kForCopy) {
+    DSV4_ASSIGN_OR_RETURN(cache.kv, Tensor::empty(DType::kF32, rows_shape, device));
+    DSV4_ASSIGN_OR_RETURN(cache.gate, Tensor::empty(DType::kF32, rows_shape, device));
+  } else {
+    // Before the first block, the overlapped window's "previous block" slots are kv 0, gate
+    // −inf (transformers' new_zeros / new_full(-inf) for window 0 on the first call).
+    cache.n_rows = overlap ? ratio : 0;
+    std::vector<float> gate(rows_shape.numel(), -std::numeric_limits<float>::infinity());
+    DSV4_ASSIGN_OR_RETURN(cache.kv,
+                          upload(std::vector<float>(rows_shape.numel(), 0.0f), rows_shape, device));
+    DSV4_ASSIGN_OR_RETURN(cache.gate, upload(gate, rows_shape, device));
+  }
   DSV4_ASSIGN_OR_RETURN(
       cache.entries,
       Tensor::empty(DType::kF32, {std::max<int64_t>(max_positions / ratio, 1), width}, device));
@@ -38,7 +43,7 @@ Result<CompressorCache> create_compressor(int64_t ratio, bool overlap, int64_t w
 
 Result<AttentionCache> AttentionCache::create(const checkpoint::ModelConfig& config, int64_t layer,
                                               int64_t max_positions, Device device,
-                                              int64_t max_step_tokens) {
+                                              int64_t max_step_tokens, CacheStart start) {
   if (layer < 0 || layer >= static_cast<int64_t>(config.layers.size())) {
     return invalid_argument("attention cache: layer " + std::to_string(layer) + " of " +
                             std::to_string(config.layers.size()));
@@ -57,10 +62,12 @@ Result<AttentionCache> AttentionCache::create(const checkpoint::ModelConfig& con
       cache.window,
       Tensor::empty(DType::kF32, {config.sliding_window + max_step_tokens - 1, config.head_dim},
                     device));
-  const std::vector<float> inv_freq =
-      rope_inv_freq(sliding ? config.rope_sliding : config.rope_compressed, config.rope_head_dim);
-  DSV4_ASSIGN_OR_RETURN(cache.inv_freq,
-                        upload(inv_freq, {static_cast<int64_t>(inv_freq.size())}, device));
+  if (start == CacheStart::kEmptySequence) {
+    const std::vector<float> inv_freq =
+        rope_inv_freq(sliding ? config.rope_sliding : config.rope_compressed, config.rope_head_dim);
+    DSV4_ASSIGN_OR_RETURN(cache.inv_freq,
+                          upload(inv_freq, {static_cast<int64_t>(inv_freq.size())}, device));
+  }
   if (sliding) return cache;
   if (schedule.compress_ratio < 1) {
     return invalid_argument("attention cache: layer " + std::to_string(layer) +
@@ -68,13 +75,13 @@ Result<AttentionCache> AttentionCache::create(const checkpoint::ModelConfig& con
                             std::to_string(schedule.compress_ratio));
   }
   const bool csa = schedule.attention == AttentionType::kCompressedSparse;
-  DSV4_ASSIGN_OR_RETURN(
-      cache.compressor,
-      create_compressor(schedule.compress_ratio, csa, config.head_dim, max_positions, device));
+  DSV4_ASSIGN_OR_RETURN(cache.compressor,
+                        create_compressor(schedule.compress_ratio, csa, config.head_dim,
+                                          max_positions, device, start));
   if (csa) {
     DSV4_ASSIGN_OR_RETURN(cache.indexer,
                           create_compressor(schedule.compress_ratio, true, config.index_head_dim,
-                                            max_positions, device));
+                                            max_positions, device, start));
   }
   return cache;
 }

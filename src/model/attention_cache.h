@@ -36,6 +36,11 @@ struct CompressorCache {
   int64_t n_entries = 0;
 };
 
+// What a new cache holds: the state of a sequence with no tokens yet, ready for a forward; or
+// buffers only (no initial rows, no RoPE table), which a copy of another cache's state fills
+// (cache_copy.h) and which is never run: a prefix cache's kept state, made without the uploads.
+enum class CacheStart { kEmptySequence, kForCopy };
+
 struct AttentionCache {
   // Tokens per internal step: attention_forward splits longer calls, so that the ring of
   // W + Ts − 1 rows holds every window a step reads while the step's own rows are written.
@@ -44,7 +49,8 @@ struct AttentionCache {
   // For `layer` of `config`, for sequences of up to max_positions tokens, on `device`.
   static Result<AttentionCache> create(const checkpoint::ModelConfig& config, int64_t layer,
                                        int64_t max_positions, Device device,
-                                       int64_t max_step_tokens = kDefaultStepTokens);
+                                       int64_t max_step_tokens = kDefaultStepTokens,
+                                       CacheStart start = CacheStart::kEmptySequence);
 
   // W: the ring holds W + Ts − 1 rows.
   int64_t sliding_window() const { return window.shape()[0] - max_step_tokens + 1; }

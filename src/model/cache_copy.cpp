@@ -29,9 +29,9 @@ Status check_copy(const AttentionCache& from, const AttentionCache& to) {
     return mismatch("a state of " + std::to_string(from.n_tokens) + " tokens into a cache of " +
                     std::to_string(to.max_positions) + " positions");
   }
+  // (The RoPE tables are not compared: a kept state has none, CacheStart::kForCopy.)
   if (from.sliding_window() != to.sliding_window() ||
-      from.window.shape()[1] != to.window.shape()[1] ||
-      from.inv_freq.shape() != to.inv_freq.shape()) {
+      from.window.shape()[1] != to.window.shape()[1]) {
     return mismatch("caches of different layers (window or head sizes differ)");
   }
   DSV4_RETURN_IF_ERROR(check_compressor(from.compressor, to.compressor, "compressor"));
@@ -101,7 +101,15 @@ Status copy_cache_state(const SequenceCache& from, SequenceCache& to) {
 }
 
 Result<SequenceCache> empty_snapshot(const Model& model, int64_t n_tokens) {
-  return model.new_cache(std::max<int64_t>(n_tokens, 1), /*max_step_tokens=*/1);
+  SequenceCache snapshot;
+  for (int64_t layer = 0; layer < model.config().n_layer; ++layer) {
+    DSV4_ASSIGN_OR_RETURN(
+        AttentionCache c,
+        AttentionCache::create(model.config(), layer, std::max<int64_t>(n_tokens, 1),
+                               model.device(), /*max_step_tokens=*/1, CacheStart::kForCopy));
+    snapshot.layers.push_back(std::move(c));
+  }
+  return snapshot;
 }
 
 Result<SequenceCache> snapshot_cache(const Model& model, const SequenceCache& cache) {

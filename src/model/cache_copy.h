@@ -20,9 +20,10 @@ Status copy_cache_state(const AttentionCache& from, AttentionCache& to);
 Status copy_cache_state(const SequenceCache& from, SequenceCache& to);
 
 // A copy of `cache`'s state in the least memory that holds it: a window ring of W rows (one
-// token a step) and entries for n_tokens positions.
+// token a step) and entries for n_tokens positions. It holds state only (CacheStart::kForCopy):
+// it is copied from, never run.
 Result<SequenceCache> snapshot_cache(const Model& model, const SequenceCache& cache);
-// An empty one of that size, for a state of n_tokens (SequenceChunk::snapshot).
+// Buffers of that size, for a state of n_tokens to be copied in (SequenceChunk::snapshot).
 Result<SequenceCache> empty_snapshot(const Model& model, int64_t n_tokens);
 
 // Device bytes the cache's tensors hold.
