@@ -38,13 +38,15 @@ std::optional<RequestError> refuse_unsupported(const OrderedJson& body) {
   return std::nullopt;
 }
 
-// logprobs (0 ... kMaxLogprobs alternatives) and echo (not with stream: the prompt's logprobs
-// come at the end of generation, after the first chunk).
+// logprobs (0 ... kMaxLogprobs alternatives) and echo (with stream only without logprobs: the
+// prompt's logprobs come at the end of generation, after the first chunk).
 std::optional<RequestError> read_logprobs(const OrderedJson& body, CompletionRequest& request) {
   if (auto bad = read_integer(body, "logprobs", 0, kMaxLogprobs, request.logprobs)) return bad;
   if (auto bad = read_bool(body, "", "echo", request.echo)) return bad;
-  if (request.stream.enabled && request.echo) {
-    return request_error("echo", "echo with stream is not supported");
+  if (request.stream.enabled && request.echo && request.logprobs >= 0) {
+    return request_error("echo",
+                         "echo with stream and logprobs is not supported: the prompt's logprobs "
+                         "are known only when generation ends");
   }
   return std::nullopt;
 }

@@ -80,13 +80,15 @@ void CompletionServer::State::complete(const httplib::Request& req, httplib::Res
     return send_error(res, 400, "this server has no tokenizer.json, which stop strings need",
                       "stop");
   }
+  const Result<std::string> prompt_text = echoed_text(request, *prompt);
+  if (!prompt_text.ok()) return send_error(res, 500, prompt_text.status().message());
   if (request.stream.enabled) {
     if (refused({*prompt, request.sampling}, "prompt", res)) return;
     const std::string id = "cmpl-" + std::to_string(next_id++);
     std::vector<std::unique_ptr<StreamChoices>> choices;
     for (int64_t i = 0; i < request.n; ++i) {
       choices.push_back(completion_choices(tokenizer, request.stop, static_cast<size_t>(i),
-                                           logprob_text(request.logprobs)));
+                                           logprob_text(request.logprobs), *prompt_text));
     }
     return stream(
         res, std::make_shared<Stream>(Stream{*std::move(prompt), request.sampling, request.stream,
@@ -102,8 +104,6 @@ void CompletionServer::State::complete(const httplib::Request& req, httplib::Res
   const auto answers =
       generate(choices_of(base, static_cast<size_t>(request.n)), texts, "prompt", res);
   if (!answers) return;
-  const Result<std::string> prompt_text = echoed_text(request, *prompt);
-  if (!prompt_text.ok()) return send_error(res, 500, prompt_text.status().message());
   Json choices = Json::array();
   for (size_t i = 0; i < answers->size(); ++i)
     choices.push_back(completion_choice(request, *prompt, *prompt_text, (*answers)[i], i));

@@ -48,12 +48,15 @@ class PendingLogprobs {
 class CompletionChoices final : public StreamChoices {
  public:
   CompletionChoices(const Tokenizer* tokenizer, std::vector<std::string> stop, size_t index,
-                    TokenText logprob_text)
-      : index_(index), logprobs_(std::move(logprob_text)) {
+                    TokenText logprob_text, std::string echo)
+      : index_(index), logprobs_(std::move(logprob_text)), text_(std::move(echo)) {
     if (tokenizer != nullptr) text_of_.emplace(*tokenizer, std::move(stop));
   }
 
-  std::vector<Json> start() override { return {}; }
+  std::vector<Json> start() override {
+    if (text_.empty()) return {};
+    return {take(nullptr)};  // the echoed prompt
+  }
 
   Result<std::vector<Json>> add(int64_t token, const TokenLogprob* logprob) override {
     ids_.push_back(token);
@@ -166,9 +169,9 @@ class ChatChoices final : public StreamChoices {
 
 std::unique_ptr<StreamChoices> completion_choices(const Tokenizer* tokenizer,
                                                   std::vector<std::string> stop, size_t index,
-                                                  TokenText logprob_text) {
+                                                  TokenText logprob_text, std::string echo) {
   return std::make_unique<CompletionChoices>(tokenizer, std::move(stop), index,
-                                             std::move(logprob_text));
+                                             std::move(logprob_text), std::move(echo));
 }
 
 std::unique_ptr<StreamChoices> chat_choices(const Tokenizer& tokenizer,

@@ -684,6 +684,7 @@ TEST_F(CompletionServerTest, APortInUseIsRefused) {
       << again.status().message();
 }
 
+// Echoed too (every other seed): the prompt's text is the first chunk.
 TEST_F(CompletionServerTest, StreamsTheWholeAnswersIdsAndText) {
   for (const Tokenizer* tokenizer :
        {static_cast<const Tokenizer*>(nullptr), &std::as_const(tokenizer_)}) {
@@ -692,7 +693,8 @@ TEST_F(CompletionServerTest, StreamsTheWholeAnswersIdsAndText) {
     for (int seed = 0; seed < kSeeds; ++seed) {
       SCOPED_TRACE("seed " + std::to_string(seed));
       const std::string request = R"({"prompt": [259, 262, 108, 100], "max_tokens": 6,
-          "temperature": 1, "top_k": 8, "seed": )" +
+          "temperature": 1, "top_k": 8, "echo": )" +
+                                  std::string(seed % 2 ? "true" : "false") + R"(, "seed": )" +
                                   std::to_string(seed);
       const auto whole = complete(server, request + "}");
       const Streamed streamed = post_stream(server, "/v1/completions", request + R"(,
