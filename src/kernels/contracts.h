@@ -133,6 +133,36 @@ inline RowMatrix hc_repeat_input(const TensorView& x, const TensorView& out) {
 
 // ---- Attention ----
 
+// rope's x f32 [T, .., Dh] (contiguous; H heads of Dh, or one), positions i64 [T], inv_freq f32
+// [P] with 2P ≤ Dh.
+struct RopeOperands {
+  float* x;
+  const int64_t* positions;
+  const float* inv_freq;
+  int64_t n_tokens, n_heads, head_dim, n_pairs;
+};
+inline RopeOperands rope_operands(const TensorView& x, const TensorView& positions,
+                                  const TensorView& inv_freq) {
+  DSV4_CHECK(x.dtype == DType::kF32 && x.is_contiguous() && x.rank() >= 2,
+             "rope: x f32 [T, .., Dh]");
+  DSV4_CHECK(
+      positions.dtype == DType::kI64 && positions.is_contiguous() && positions.numel() == x.size(0),
+      "rope: positions i64 [T]");
+  DSV4_CHECK(inv_freq.dtype == DType::kF32 && inv_freq.rank() == 1 && inv_freq.is_contiguous(),
+             "rope: inv_freq f32 [P]");
+  const int64_t n_tokens = x.size(0), head_dim = x.size(-1), n_pairs = inv_freq.size(0);
+  DSV4_CHECK(2 * n_pairs <= head_dim, "rope: %lld pairs in a head of %lld", (long long)n_pairs,
+             (long long)head_dim);
+  const int64_t n_heads = x.numel() == 0 ? 0 : x.numel() / (n_tokens * head_dim);
+  return {x.data_as<float>(),
+          positions.data_as<const int64_t>(),
+          inv_freq.data_as<const float>(),
+          n_tokens,
+          n_heads,
+          head_dim,
+          n_pairs};
+}
+
 // One candidate source of sparse_attention: rows of `kv` picked by `indices` (−1 = none).
 struct CandidateSource {
   const float* kv = nullptr;

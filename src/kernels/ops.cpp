@@ -238,6 +238,14 @@ Status nvfp4_grouped_gemm(const TensorView& a, const format::Nvfp4View& b,
 
 // ---- Attention ----
 
+Status rms_norm_rope(const TensorView& x, const TensorView& weight, float eps,
+                     const TensorView& positions, const TensorView& inv_freq) {
+  return dispatch(
+      "rms_norm_rope", device_of({&x, &weight, &positions, &inv_freq}),
+      [&] { cpu::rms_norm_rope(x, weight, eps, positions, inv_freq); },
+      [&] { cuda::rms_norm_rope(x, weight, eps, positions, inv_freq); });
+}
+
 Status rope(const TensorView& x, const TensorView& positions, const TensorView& inv_freq,
             RopeDirection direction) {
   return dispatch(

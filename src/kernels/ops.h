@@ -22,7 +22,8 @@ namespace dsv4::kernels {
 // Row-major 2-D views whose rows may be strided (stride[1] == 1): a column slice of a wider
 // matrix is a valid operand, so fused projections (gate|up) need no copy.
 
-// y[T, N] = x[T, K] · w[N, K]ᵀ, f32 accumulation (OpenBLAS on the CPU, row by row: batch-invariant).
+// y[T, N] = x[T, K] · w[N, K]ᵀ, f32 accumulation (OpenBLAS on the CPU, row by row:
+// batch-invariant).
 Status linear(const TensorView& x, const TensorView& w, const TensorView& y);
 
 // y[T, G·R] = x[T, G·K] · w[G·R, K]ᵀ block-diagonally: group g's outputs [g·R, (g+1)·R) are
@@ -109,8 +110,8 @@ Status moe_gather(const TensorView& x, const TensorView& order, const TensorView
 // out[t, :] = Σ over t's slots of weights[slot] · expert_out[row(slot), :], accumulated from
 // zero in row order (expert by expert, as transformers' index_add_ loop does).
 // expert_out f32 [T·K, D], weights f32 [T, K], out f32 [T, D].
-Status moe_combine(const TensorView& expert_out, const TensorView& order,
-                   const TensorView& weights, const TensorView& out);
+Status moe_combine(const TensorView& expert_out, const TensorView& order, const TensorView& weights,
+                   const TensorView& out);
 
 // Rows [offsets[g], offsets[g+1]) of y[R, N] = those rows of x[R, K] · w[g]ᵀ, w f32 [G, N, K],
 // offsets i32 [G+1] (the dense-expert twin of nvfp4_grouped_gemm).
@@ -152,10 +153,11 @@ Status nvfp4_grouped_gemm(const StagedActivation& a, const format::Nvfp4View& b,
 Status nvfp4_grouped_gemm(const TensorView& a, const format::Nvfp4View& b,
                           const TensorView& group_offsets, const TensorView& d);
 
-// ---- MoE (docs/moe.md) ---------------------------------------------------------------------------
-// One DeepSeek-V4 MoE block as a fused op: router, the routed NVFP4 experts and the shared expert.
-// The CPU version is the composition of the plain ops above (linear, stage_activation,
-// nvfp4_grouped_gemm, nvfp4_gemm, swiglu) and is the contract the CUDA pipeline matches.
+// ---- MoE (docs/moe.md)
+// --------------------------------------------------------------------------- One DeepSeek-V4 MoE
+// block as a fused op: router, the routed NVFP4 experts and the shared expert. The CPU version is
+// the composition of the plain ops above (linear, stage_activation, nvfp4_grouped_gemm, nvfp4_gemm,
+// swiglu) and is the contract the CUDA pipeline matches.
 
 enum class MoeMode {
   kW4A16,  // bf16 activations (x and the SwiGLU output rounded to bf16): the exact path
@@ -164,15 +166,15 @@ enum class MoeMode {
 
 // One layer's MoE weights as views (all on the device the op runs on).
 struct MoeWeightsView {
-  TensorView gate;                // f32 [E, D]  router
-  TensorView bias;                // f32 [E]     selection bias; empty for hash routing
-  TensorView tid2eid;             // i64 [V, K]  experts per token id; empty for score routing
-  format::Nvfp4View w13;          // [E, 2F, D]  gate rows then up rows, linear scales
-  format::Nvfp4View w2;           // [E, D, F]
+  TensorView gate;        // f32 [E, D]  router
+  TensorView bias;        // f32 [E]     selection bias; empty for hash routing
+  TensorView tid2eid;     // i64 [V, K]  experts per token id; empty for score routing
+  format::Nvfp4View w13;  // [E, 2F, D]  gate rows then up rows, linear scales
+  format::Nvfp4View w2;   // [E, D, F]
   // The shared expert in NVFP4 (docs/moe.md), or both empty (packed.data == nullptr): y is then
   // the routed sum alone and the caller adds its own (e.g. dense) shared expert.
-  format::Nvfp4View shared_w13;   // [1, 2F, D]
-  format::Nvfp4View shared_w2;    // [1, D, F]
+  format::Nvfp4View shared_w13;  // [1, 2F, D]
+  format::Nvfp4View shared_w2;   // [1, D, F]
   // W4A4 only: the decode scale each expert input is staged with, f32 [1] (a calibrated
   // input_scale: stage_activation's static scale), or empty for the dynamic one.
   TensorView w13_input_scale{};
@@ -181,9 +183,9 @@ struct MoeWeightsView {
 };
 
 struct MoeConfig {
-  int n_expert_used = 0;              // K
+  int n_expert_used = 0;  // K
   float routed_scaling_factor = 1.0f;
-  float swiglu_limit = 0.0f;          // 0 disables the clamp
+  float swiglu_limit = 0.0f;  // 0 disables the clamp
   MoeMode mode = MoeMode::kW4A16;
 };
 
@@ -218,6 +220,11 @@ enum class RopeDirection {
 // angle one f32 product as in transformers. positions i64 [T], inv_freq f32 [P].
 Status rope(const TensorView& x, const TensorView& positions, const TensorView& inv_freq,
             RopeDirection direction);
+
+// rms_norm of every head row of x f32 [T, H, Dh] (or [T, Dh]) over its Dh, ⊙ weight [Dh] when
+// given, then rope forward, in place: the two ops in one pass, with the same numbers.
+Status rms_norm_rope(const TensorView& x, const TensorView& weight, float eps,
+                     const TensorView& positions, const TensorView& inv_freq);
 
 // Attention of T queries over candidate rows picked by index from two K=V sources (the sliding
 // window ring and the compressed entries), with a per-head sink logit in the denominator:
@@ -257,7 +264,7 @@ struct IndexerScoreParams {
   TensorView weights;  // f32 [T, HI]
   float q_scale = 1.0f;
   float weight_scale = 1.0f;
-  TensorView scores;   // f32 [T, N]
+  TensorView scores;  // f32 [T, N]
 };
 Status indexer_scores(const IndexerScoreParams& params);
 

@@ -37,9 +37,7 @@ Status project_query(const checkpoint::ModelConfig& config,
   DSV4_RETURN_IF_ERROR(kernels::rms_norm(q_latent, weights.q_norm.view(), eps, q_latent));
   const TensorView q_rows = q.reshaped({n_tokens, config.n_head * config.head_dim});
   DSV4_RETURN_IF_ERROR(kernels::linear(q_latent, weights.wq_b.view(), q_rows));
-  const TensorView q_heads = q.reshaped({n_tokens * config.n_head, config.head_dim});
-  DSV4_RETURN_IF_ERROR(kernels::rms_norm(q_heads, TensorView{}, eps, q_heads));
-  return kernels::rope(q, positions, inv_freq, kernels::RopeDirection::kForward);
+  return kernels::rms_norm_rope(q, TensorView{}, eps, positions, inv_freq);
 }
 
 // kv = rope(kv_norm(wkv(x))).
@@ -49,10 +47,9 @@ Result<Tensor> project_kv(const checkpoint::ModelConfig& config,
   DSV4_ASSIGN_OR_RETURN(Tensor kv,
                         Tensor::empty(DType::kF32, {x.size(0), config.head_dim}, x.device));
   DSV4_RETURN_IF_ERROR(kernels::linear(x, weights.wkv.view(), kv.view()));
-  DSV4_RETURN_IF_ERROR(kernels::rms_norm(kv.view(), weights.kv_norm.view(),
-                                         static_cast<float>(config.rms_norm_eps), kv.view()));
-  DSV4_RETURN_IF_ERROR(
-      kernels::rope(kv.view(), positions, inv_freq, kernels::RopeDirection::kForward));
+  DSV4_RETURN_IF_ERROR(kernels::rms_norm_rope(kv.view(), weights.kv_norm.view(),
+                                              static_cast<float>(config.rms_norm_eps), positions,
+                                              inv_freq));
   return kv;
 }
 

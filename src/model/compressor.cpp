@@ -21,11 +21,11 @@ namespace {
 Status finish_entries(const checkpoint::CompressorWeights& weights, const TensorView& inv_freq,
                       float eps, int64_t first, int64_t n, CompressorCache& cache) {
   const TensorView entries = cache.entries.view().rows(first, first + n);  // [n, d]
-  DSV4_RETURN_IF_ERROR(kernels::rms_norm(entries, weights.norm.view(), eps, entries));
   std::vector<int64_t> positions(n);
   for (int64_t w = 0; w < n; ++w) positions[w] = (first + w) * cache.ratio;
   DSV4_ASSIGN_OR_RETURN(Tensor position_tensor, upload(positions, {n}, entries.device));
-  return kernels::rope(entries, position_tensor.view(), inv_freq, kernels::RopeDirection::kForward);
+  return kernels::rms_norm_rope(entries, weights.norm.view(), eps, position_tensor.view(),
+                                inv_freq);
 }
 
 }  // namespace

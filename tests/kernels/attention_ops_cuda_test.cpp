@@ -1,8 +1,9 @@
 // The CUDA attention ops against the CPU reference (label cuda: needs the GPU), through
 // kernels/ops.h on host and device copies of the same random inputs: RoPE (both directions, long
-// positions), sparse attention (missing candidates, with and without the extra source),
-// compressor pooling (HCA and overlapping CSA with a −inf block), indexer scores, and top-k,
-// which must pick exactly the CPU's indices in the CPU's order, ties and short rows included.
+// positions; and after a per-head norm, fused), sparse attention (missing candidates, with and
+// without the extra source), compressor pooling (HCA and overlapping CSA with a −inf block),
+// indexer scores, and top-k, which must pick exactly the CPU's indices in the CPU's order, ties and
+// short rows included.
 //
 // Dimension letters: T tokens, H heads, Dh head dim, P rope pairs, N kv rows, K candidates,
 // S compressor rows, m ratio, d entry width, HI / DI indexer heads / dim.
@@ -13,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/ops.h"
 #include "kernels/cuda_op_pair.h"
+#include "kernels/ops.h"
 #include "testing/tolerance.h"
 
 namespace dsv4::kernels {
@@ -38,7 +39,8 @@ TEST(AttentionOpsCuda, RopeMatchesCpu) {
     SCOPED_TRACE(std::to_string(t) + "x" + std::to_string(h) + "x" + std::to_string(dh));
     const OpPair positions = OpPair::values(DType::kI64, {t}, random_positions(rng, t));
     std::vector<float> freq(p);
-    for (int64_t i = 0; i < p; ++i) freq[i] = static_cast<float>(std::pow(10000.0, -2.0 * i / (2 * p)));
+    for (int64_t i = 0; i < p; ++i)
+      freq[i] = static_cast<float>(std::pow(10000.0, -2.0 * i / (2 * p)));
     const OpPair inv_freq = OpPair::values(DType::kF32, {p}, freq);
     for (const RopeDirection dir : {RopeDirection::kForward, RopeDirection::kInverse}) {
       const OpPair x = OpPair::uniform(rng, {t, h, dh});
@@ -53,20 +55,45 @@ TEST(AttentionOpsCuda, RopeMatchesCpu) {
   }
 }
 
+// The fused per-head norm and rotation, weighted or not, on heads and on single rows.
+TEST(AttentionOpsCuda, RmsNormRopeMatchesCpu) {
+  SeededRng rng;
+  for (const auto& [t, h, dh, p] : {std::tuple{1, 1, 2, 1}, {7, 3, 24, 5}, {5, 64, 512, 32}}) {
+    SCOPED_TRACE(std::to_string(t) + "x" + std::to_string(h) + "x" + std::to_string(dh));
+    const OpPair positions = OpPair::values(DType::kI64, {t}, random_positions(rng, t));
+    std::vector<float> freq(p);
+    for (int64_t i = 0; i < p; ++i)
+      freq[i] = static_cast<float>(std::pow(10000.0, -2.0 * i / (2 * p)));
+    const OpPair inv_freq = OpPair::values(DType::kF32, {p}, freq);
+    const OpPair weight = OpPair::uniform(rng, {dh});
+    for (const bool weighted : {false, true}) {
+      const TensorView w_h = weighted ? weight.h() : TensorView{};
+      const TensorView w_d = weighted ? weight.d() : TensorView{};
+      for (const Shape& shape : {Shape{t, h, dh}, Shape{t, dh}}) {
+        const OpPair x = OpPair::uniform(rng, shape);
+        ASSERT_TRUE(rms_norm_rope(x.h(), w_h, 1e-6f, positions.h(), inv_freq.h()).ok());
+        ASSERT_TRUE(rms_norm_rope(x.d(), w_d, 1e-6f, positions.d(), inv_freq.d()).ok());
+        EXPECT_LT(device_vs_host_error(x), kCudaF32OpRelTol);
+      }
+    }
+  }
+}
+
 // Indices into n rows, about a fifth of them −1.
 OpPair random_indices(SeededRng& rng, int64_t t, int64_t k, int64_t n) {
   std::vector<int32_t> idx(t * k);
-  for (int32_t& i : idx) i = rng.uniform_int(0, 4) == 0 ? -1 : static_cast<int32_t>(rng.uniform_int(0, n - 1));
+  for (int32_t& i : idx)
+    i = rng.uniform_int(0, 4) == 0 ? -1 : static_cast<int32_t>(rng.uniform_int(0, n - 1));
   return OpPair::values(DType::kI32, {t, k}, idx);
 }
 
 TEST(AttentionOpsCuda, SparseAttentionMatchesCpu) {
   SeededRng rng;
   for (const bool with_extra : {false, true}) {
-    for (const auto& [t, h, dh, kw, kc] : {std::tuple{1, 1, 8, 1, 1}, {5, 3, 40, 17, 9},
-                                          {21, 8, 128, 128, 300}}) {
-      SCOPED_TRACE(std::to_string(t) + " queries, " + std::to_string(kw) + "+" + std::to_string(kc) +
-                   (with_extra ? " with extra" : " window only"));
+    for (const auto& [t, h, dh, kw, kc] :
+         {std::tuple{1, 1, 8, 1, 1}, {5, 3, 40, 17, 9}, {21, 8, 128, 128, 300}}) {
+      SCOPED_TRACE(std::to_string(t) + " queries, " + std::to_string(kw) + "+" +
+                   std::to_string(kc) + (with_extra ? " with extra" : " window only"));
       const int64_t n = kw + 3, ne = 2 * kc + 1;
       const OpPair q = OpPair::uniform(rng, {t, h, dh});
       const OpPair kv = OpPair::uniform(rng, {n, dh});
@@ -78,8 +105,8 @@ TEST(AttentionOpsCuda, SparseAttentionMatchesCpu) {
       const float scale = 1.0f / std::sqrt(static_cast<float>(dh)) * 4.0f;
       auto params = [&](bool device) {
         auto pick = [&](const OpPair& pair) { return device ? pair.d() : pair.h(); };
-        SparseAttentionParams p{pick(q), pick(kv), pick(indices), {}, {}, pick(sinks), scale,
-                                pick(out)};
+        SparseAttentionParams p{pick(q), pick(kv),    pick(indices), {},
+                                {},      pick(sinks), scale,         pick(out)};
         if (with_extra) {
           p.extra_kv = pick(extra_kv);
           p.extra_indices = pick(extra_indices);
@@ -102,10 +129,12 @@ TEST(AttentionOpsCuda, CompressorPoolMatchesCpu) {
       const int64_t c = overlap ? 2 : 1, s = (n_entries + c - 1) * ratio + ratio / 2;
       const OpPair kv = OpPair::uniform(rng, {s, c * d});
       Tensor gate = Tensor::host(DType::kF32, {s, c * d});
-      for (int64_t i = 0; i < gate.numel(); ++i) gate.data_as<float>()[i] = static_cast<float>(rng.uniform(-5, 5));
+      for (int64_t i = 0; i < gate.numel(); ++i)
+        gate.data_as<float>()[i] = static_cast<float>(rng.uniform(-5, 5));
       if (overlap) {  // the "previous block" before the first: its A halves weigh nothing
         for (int64_t r = 0; r < ratio; ++r) {
-          for (int64_t i = 0; i < d; ++i) gate.data_as<float>()[r * c * d + i] = -std::numeric_limits<float>::infinity();
+          for (int64_t i = 0; i < d; ++i)
+            gate.data_as<float>()[r * c * d + i] = -std::numeric_limits<float>::infinity();
         }
       }
       const OpPair gates = OpPair::of(std::move(gate));
@@ -136,8 +165,13 @@ TEST(AttentionOpsCuda, TopkPicksTheCpuIndicesInOrder) {
   SeededRng rng;
   // The radix select (K ≤ 4096; a 20000-candidate row is a 80k-token context's CSA indexer) and
   // the rank kernel (K = 4097).
-  for (const auto& [t, n, k] : {std::tuple{1, 1, 1}, {7, 50, 8}, {13, 700, 64}, {3, 5, 9},
-                                {2, 20000, 512}, {1, 300, 4096}, {2, 5000, 4097}}) {
+  for (const auto& [t, n, k] : {std::tuple{1, 1, 1},
+                                {7, 50, 8},
+                                {13, 700, 64},
+                                {3, 5, 9},
+                                {2, 20000, 512},
+                                {1, 300, 4096},
+                                {2, 5000, 4097}}) {
     SCOPED_TRACE(std::to_string(t) + "x" + std::to_string(n) + " top " + std::to_string(k));
     // Scores on a coarse grid, so ties are common (-0 among the zeros: equal to +0 for the CPU);
     // rows with fewer candidates than K.

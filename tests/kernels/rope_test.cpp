@@ -1,5 +1,6 @@
-// kernels::rope against a float64 rotation written here. The contract fixes the angle to the f32
-// product pos·θ (what transformers computes); everything after it is compared with double math.
+// kernels::rope (and rms_norm_rope) against a float64 rotation (and norm) written here. The
+// contract fixes the angle to the f32 product pos·θ (what transformers computes); everything after
+// it is compared with double math.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -69,6 +70,46 @@ TEST_P(RopeTest, MatchesFloat64Rotation) {
   EXPECT_LT(
       max_row_rel_error(x.data_as<float>(), original.data(), c.n_tokens * c.n_heads, c.head_dim),
       kF32OpRelTol);
+}
+
+// rms_norm_rope: each head normalised (and weighted) in float64, then the float64 rotation.
+TEST_P(RopeTest, RmsNormRopeMatchesFloat64) {
+  const RopeCase c = GetParam();
+  SeededRng rng;
+  std::normal_distribution<float> normal;
+  const int64_t n_rows = int64_t{c.n_tokens} * c.n_heads;
+  Tensor x = Tensor::host(DType::kF32, {c.n_tokens, c.n_heads, c.head_dim});
+  for (int64_t i = 0; i < x.numel(); ++i) x.data_as<float>()[i] = 3.0f * normal(rng.engine());
+  Tensor weight = Tensor::host(DType::kF32, {c.head_dim});
+  for (int d = 0; d < c.head_dim; ++d) weight.data_as<float>()[d] = normal(rng.engine());
+  Tensor positions = Tensor::host(DType::kI64, {c.n_tokens});
+  for (int t = 0; t < c.n_tokens; ++t) positions.data_as<int64_t>()[t] = rng.uniform_int(0, 5000);
+  Tensor inv_freq = Tensor::host(DType::kF32, {c.n_pairs});
+  for (int i = 0; i < c.n_pairs; ++i) {
+    inv_freq.data_as<float>()[i] =
+        static_cast<float>(std::pow(10000.0, -2.0 * i / (2 * c.n_pairs)));
+  }
+  const float eps = 1e-6f;
+  std::vector<double> ref(x.data_as<float>(), x.data_as<float>() + x.numel());
+  ASSERT_TRUE(rms_norm_rope(x.view(), weight.view(), eps, positions.view(), inv_freq.view()).ok());
+  const int nope = c.head_dim - 2 * c.n_pairs;
+  for (int64_t r = 0; r < n_rows; ++r) {
+    double* row = &ref[r * c.head_dim];
+    double sum_sq = 0.0;
+    for (int d = 0; d < c.head_dim; ++d) sum_sq += row[d] * row[d];
+    const double inv_rms = 1.0 / std::sqrt(sum_sq / c.head_dim + eps);
+    for (int d = 0; d < c.head_dim; ++d) row[d] *= inv_rms * weight.data_as<float>()[d];
+    const int64_t t = r / c.n_heads;
+    for (int i = 0; i < c.n_pairs; ++i) {
+      const float angle =
+          static_cast<float>(positions.data_as<int64_t>()[t]) * inv_freq.data_as<float>()[i];
+      double* pair = row + nope + 2 * i;
+      const double a = pair[0], b = pair[1];
+      pair[0] = a * std::cos(double{angle}) - b * std::sin(double{angle});
+      pair[1] = b * std::cos(double{angle}) + a * std::sin(double{angle});
+    }
+  }
+  EXPECT_LT(max_row_rel_error(x.data_as<float>(), ref.data(), n_rows, c.head_dim), kF32OpRelTol);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, RopeTest,

@@ -1,4 +1,5 @@
-// Interleaved (GPT-J) RoPE on the trailing rope dims of each head, as transformers'
+// Interleaved (GPT-J) RoPE on the trailing rope dims of each head (and rms_norm_rope, a per-head
+// norm before it), as transformers'
 // apply_rotary_pos_emb for DeepSeek-V4 computes it: the angle pos·θ_i is one f32 product (its
 // `inv_freq @ position_ids`), cos/sin are taken of that f32 angle, and the rotation is
 // x·cos + rotate_half(x)·sin in f32, rotate_half mapping the pair (a, b) to (−b, a).
@@ -6,27 +7,16 @@
 // Dimension letters: T tokens, H heads, Dh head dim, P rope pairs.
 #include <cmath>
 
+#include "kernels/contracts.h"
 #include "kernels/cpu/cpu_ops.h"
 
 namespace dsv4::kernels::cpu {
 
 void rope(const TensorView& x, const TensorView& positions, const TensorView& inv_freq,
           RopeDirection direction) {
-  DSV4_CHECK(x.dtype == DType::kF32 && x.is_contiguous() && x.rank() >= 2,
-             "rope: x f32 [T, .., Dh]");
-  DSV4_CHECK(positions.dtype == DType::kI64 && positions.numel() == x.size(0),
-             "rope: positions i64 [T]");
-  DSV4_CHECK(inv_freq.dtype == DType::kF32 && inv_freq.rank() == 1, "rope: inv_freq f32 [P]");
-  const int64_t n_tokens = x.size(0);
-  const int64_t head_dim = x.size(-1);
-  const int64_t n_heads = x.numel() / (n_tokens * head_dim);  // [T, H, Dh] or [T, Dh]
-  const int64_t n_pairs = inv_freq.size(0);
-  DSV4_CHECK(2 * n_pairs <= head_dim, "rope: %lld pairs in a head of %lld", (long long)n_pairs,
-             (long long)head_dim);
+  const auto [data, pos, theta, n_tokens, n_heads, head_dim, n_pairs] =
+      rope_operands(x, positions, inv_freq);
   const float sign = direction == RopeDirection::kInverse ? -1.0f : 1.0f;
-  const int64_t* pos = positions.data_as<const int64_t>();
-  const float* theta = inv_freq.data_as<const float>();
-  float* data = x.data_as<float>();
 #pragma omp parallel for if (n_tokens * n_heads * n_pairs > kParallelWork)
   for (int64_t t = 0; t < n_tokens; ++t) {
     for (int64_t i = 0; i < n_pairs; ++i) {
@@ -42,6 +32,14 @@ void rope(const TensorView& x, const TensorView& positions, const TensorView& in
       }
     }
   }
+}
+
+// The composition itself: the reference the fused CUDA kernel matches bit for bit.
+void rms_norm_rope(const TensorView& x, const TensorView& weight, float eps,
+                   const TensorView& positions, const TensorView& inv_freq) {
+  const TensorView heads = x.reshaped({x.numel() / x.size(-1), x.size(-1)});
+  cpu::rms_norm(heads, weight, eps, heads);
+  cpu::rope(x, positions, inv_freq, RopeDirection::kForward);
 }
 
 }  // namespace dsv4::kernels::cpu

@@ -1,52 +1,74 @@
 // cuda::rope: interleaved (GPT-J) RoPE in place, one thread per (token, head, pair). The angle is
 // the same single f32 product as on the CPU and the rotation the same rounded expression; only
-// cosf/sinf may differ from the host's libm in the last ulp.
+// cosf/sinf may differ from the host's libm in the last ulp. cuda::rms_norm_rope: one block per
+// head row, rms_norm's kernel and then the same rotation on the normed values, in registers.
 //
 // Dimension letters: T tokens, H heads, Dh head dim, P rope pairs.
 #include <cmath>
 
+#include "kernels/contracts.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_ops.h"
 
 namespace dsv4::kernels::cuda {
 namespace {
 
-__global__ void rope_kernel(float* x, const int64_t* positions, const float* inv_freq,
-                            int64_t n_tokens, int64_t n_heads, int64_t head_dim, int64_t n_pairs,
-                            float sign) {
-  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
-  if (i >= n_tokens * n_heads * n_pairs) return;
-  const int64_t pair_idx = i % n_pairs, head = i / n_pairs;  // head runs over T·H
-  const int64_t t = head / n_heads;
-  const float angle = __fmul_rn(static_cast<float>(positions[t]), inv_freq[pair_idx]);
+// Pair (a, b) turned by position · inv_freq (sign −1: back).
+__device__ __forceinline__ void rotate(float* pair, float a, float b, int64_t position,
+                                       float inv_freq, float sign) {
+  const float angle = __fmul_rn(static_cast<float>(position), inv_freq);
   const float c = cosf(angle);
   const float s = sign * sinf(angle);
-  float* pair = x + head * head_dim + head_dim - 2 * n_pairs + 2 * pair_idx;
-  const float a = pair[0], b = pair[1];
   pair[0] = __fadd_rn(__fmul_rn(a, c), __fmul_rn(-b, s));
   pair[1] = __fadd_rn(__fmul_rn(b, c), __fmul_rn(a, s));
+}
+
+__global__ void rope_kernel(RopeOperands o, float sign) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i >= o.n_tokens * o.n_heads * o.n_pairs) return;
+  const int64_t pair_idx = i % o.n_pairs, head = i / o.n_pairs;  // head runs over T·H
+  float* pair = o.x + head * o.head_dim + o.head_dim - 2 * o.n_pairs + 2 * pair_idx;
+  rotate(pair, pair[0], pair[1], o.positions[head / o.n_heads], o.inv_freq[pair_idx], sign);
+}
+
+__global__ void rms_norm_rope_kernel(RopeOperands o, const float* weight, float eps) {
+  float* v = o.x + blockIdx.x * o.head_dim;
+  double sum_sq = 0.0;
+  for (int64_t i = threadIdx.x; i < o.head_dim; i += blockDim.x) {
+    sum_sq += static_cast<double>(v[i]) * v[i];
+  }
+  sum_sq = block_reduce(sum_sq, SumOp{});  // every read is done before the first write
+  const float inv_rms = 1.0f / sqrtf(static_cast<float>(sum_sq / o.head_dim) + eps);
+  const auto normed = [&](int64_t i) { return v[i] * inv_rms * (weight ? weight[i] : 1.0f); };
+  const int64_t first_pair = o.head_dim - 2 * o.n_pairs;
+  for (int64_t i = threadIdx.x; i < first_pair; i += blockDim.x) v[i] = normed(i);
+  const int64_t position = o.positions[blockIdx.x / o.n_heads];
+  for (int64_t p = threadIdx.x; p < o.n_pairs; p += blockDim.x) {
+    const int64_t i = first_pair + 2 * p;
+    rotate(v + i, normed(i), normed(i + 1), position, o.inv_freq[p], 1.0f);
+  }
 }
 
 }  // namespace
 
 void rope(const TensorView& x, const TensorView& positions, const TensorView& inv_freq,
           RopeDirection direction) {
-  DSV4_CHECK(x.dtype == DType::kF32 && x.is_contiguous() && x.rank() >= 2,
-             "rope: x f32 [T, .., Dh]");
-  DSV4_CHECK(positions.dtype == DType::kI64 && positions.is_contiguous() &&
-                 positions.numel() == x.size(0),
-             "rope: positions i64 [T]");
-  DSV4_CHECK(inv_freq.dtype == DType::kF32 && inv_freq.rank() == 1 && inv_freq.is_contiguous(),
-             "rope: inv_freq f32 [P]");
-  const int64_t n_tokens = x.size(0), head_dim = x.size(-1), n_pairs = inv_freq.size(0);
-  DSV4_CHECK(2 * n_pairs <= head_dim, "rope: %lld pairs in a head of %lld", (long long)n_pairs,
-             (long long)head_dim);
-  if (x.numel() == 0 || n_pairs == 0) return;
-  const int64_t n_heads = x.numel() / (n_tokens * head_dim);
+  const RopeOperands o = rope_operands(x, positions, inv_freq);
+  if (x.numel() == 0 || o.n_pairs == 0) return;
   const float sign = direction == RopeDirection::kInverse ? -1.0f : 1.0f;
-  rope_kernel<<<element_blocks(n_tokens * n_heads * n_pairs), kElementThreads, 0, op_stream()>>>(
-      x.data_as<float>(), positions.data_as<const int64_t>(), inv_freq.data_as<const float>(),
-      n_tokens, n_heads, head_dim, n_pairs, sign);
+  rope_kernel<<<element_blocks(o.n_tokens * o.n_heads * o.n_pairs), kElementThreads, 0,
+                op_stream()>>>(o, sign);
+  check_launch();
+}
+
+void rms_norm_rope(const TensorView& x, const TensorView& weight, float eps,
+                   const TensorView& positions, const TensorView& inv_freq) {
+  const RopeOperands o = rope_operands(x, positions, inv_freq);
+  const float* w =
+      weight.data == nullptr ? nullptr : f32_vector(weight, o.head_dim, "rms_norm_rope weight");
+  if (x.numel() == 0) return;
+  rms_norm_rope_kernel<<<static_cast<unsigned>(o.n_tokens * o.n_heads), kRowThreads, 0,
+                         op_stream()>>>(o, w, eps);
   check_launch();
 }
 
