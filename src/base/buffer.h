@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <span>
 
 #include "base/tensor.h"
 #include "dsv4/status.h"
@@ -61,6 +62,14 @@ class Tensor {
 // copies are ordered on the calling thread's default stream, like the ops, and may still run
 // when this returns (the host source is already staged); a copy to the host has finished.
 Status copy_tensor(const TensorView& dst, const TensorView& src);
+
+// Copies each pair as copy_tensor does. A batch of device-to-device copies goes to the device in
+// one call (cudaMemcpyBatchAsync), in no order among themselves: a kept cache state is tens of
+// small tensors, whose calls one by one cost the host more than the copies cost the GPU.
+struct TensorCopy {
+  TensorView dst, src;
+};
+Status copy_tensors(std::span<const TensorCopy> copies);
 
 // Bytes `device` can still allocate: a GPU's free memory (cudaMemGetInfo), or the host's
 // available physical memory.

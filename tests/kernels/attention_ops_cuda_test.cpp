@@ -33,15 +33,20 @@ std::vector<int64_t> random_positions(SeededRng& rng, int64_t n) {
   return positions;
 }
 
+// P RoPE frequencies θ_i = 10000^(−2i / 2P).
+OpPair rope_frequencies(int64_t p) {
+  std::vector<float> freq(p);
+  for (int64_t i = 0; i < p; ++i)
+    freq[i] = static_cast<float>(std::pow(10000.0, -2.0 * i / (2 * p)));
+  return OpPair::values(DType::kF32, {p}, freq);
+}
+
 TEST(AttentionOpsCuda, RopeMatchesCpu) {
   SeededRng rng;
   for (const auto& [t, h, dh, p] : {std::tuple{1, 1, 2, 1}, {7, 3, 24, 5}, {33, 8, 64, 32}}) {
     SCOPED_TRACE(std::to_string(t) + "x" + std::to_string(h) + "x" + std::to_string(dh));
     const OpPair positions = OpPair::values(DType::kI64, {t}, random_positions(rng, t));
-    std::vector<float> freq(p);
-    for (int64_t i = 0; i < p; ++i)
-      freq[i] = static_cast<float>(std::pow(10000.0, -2.0 * i / (2 * p)));
-    const OpPair inv_freq = OpPair::values(DType::kF32, {p}, freq);
+    const OpPair inv_freq = rope_frequencies(p);
     for (const RopeDirection dir : {RopeDirection::kForward, RopeDirection::kInverse}) {
       const OpPair x = OpPair::uniform(rng, {t, h, dh});
       ASSERT_TRUE(rope(x.h(), positions.h(), inv_freq.h(), dir).ok());
@@ -61,10 +66,7 @@ TEST(AttentionOpsCuda, RmsNormRopeMatchesCpu) {
   for (const auto& [t, h, dh, p] : {std::tuple{1, 1, 2, 1}, {7, 3, 24, 5}, {5, 64, 512, 32}}) {
     SCOPED_TRACE(std::to_string(t) + "x" + std::to_string(h) + "x" + std::to_string(dh));
     const OpPair positions = OpPair::values(DType::kI64, {t}, random_positions(rng, t));
-    std::vector<float> freq(p);
-    for (int64_t i = 0; i < p; ++i)
-      freq[i] = static_cast<float>(std::pow(10000.0, -2.0 * i / (2 * p)));
-    const OpPair inv_freq = OpPair::values(DType::kF32, {p}, freq);
+    const OpPair inv_freq = rope_frequencies(p);
     const OpPair weight = OpPair::uniform(rng, {dh});
     for (const bool weighted : {false, true}) {
       const TensorView w_h = weighted ? weight.h() : TensorView{};

@@ -26,6 +26,21 @@ struct RopeCase {
 
 class RopeTest : public ::testing::TestWithParam<RopeCase> {};
 
+Tensor random_positions(SeededRng& rng, int n_tokens) {
+  Tensor positions = Tensor::host(DType::kI64, {n_tokens});
+  for (int t = 0; t < n_tokens; ++t) positions.data_as<int64_t>()[t] = rng.uniform_int(0, 5000);
+  return positions;
+}
+
+// θ_i = 10000^(−2i / 2P).
+Tensor rope_frequencies(int n_pairs) {
+  Tensor inv_freq = Tensor::host(DType::kF32, {n_pairs});
+  for (int i = 0; i < n_pairs; ++i) {
+    inv_freq.data_as<float>()[i] = static_cast<float>(std::pow(10000.0, -2.0 * i / (2 * n_pairs)));
+  }
+  return inv_freq;
+}
+
 TEST_P(RopeTest, MatchesFloat64Rotation) {
   const RopeCase c = GetParam();
   SeededRng rng;
@@ -33,13 +48,8 @@ TEST_P(RopeTest, MatchesFloat64Rotation) {
   Tensor x = Tensor::host(DType::kF32, {c.n_tokens, c.n_heads, c.head_dim});
   for (int64_t i = 0; i < x.numel(); ++i) x.data_as<float>()[i] = normal(rng.engine());
   std::vector<float> original(x.data_as<float>(), x.data_as<float>() + x.numel());
-  Tensor positions = Tensor::host(DType::kI64, {c.n_tokens});
-  for (int t = 0; t < c.n_tokens; ++t) positions.data_as<int64_t>()[t] = rng.uniform_int(0, 5000);
-  Tensor inv_freq = Tensor::host(DType::kF32, {c.n_pairs});
-  for (int i = 0; i < c.n_pairs; ++i) {
-    inv_freq.data_as<float>()[i] =
-        static_cast<float>(std::pow(10000.0, -2.0 * i / (2 * c.n_pairs)));
-  }
+  const Tensor positions = random_positions(rng, c.n_tokens);
+  const Tensor inv_freq = rope_frequencies(c.n_pairs);
   ASSERT_TRUE(rope(x.view(), positions.view(), inv_freq.view(), RopeDirection::kForward).ok());
 
   std::vector<double> ref(original.begin(), original.end());
@@ -82,13 +92,8 @@ TEST_P(RopeTest, RmsNormRopeMatchesFloat64) {
   for (int64_t i = 0; i < x.numel(); ++i) x.data_as<float>()[i] = 3.0f * normal(rng.engine());
   Tensor weight = Tensor::host(DType::kF32, {c.head_dim});
   for (int d = 0; d < c.head_dim; ++d) weight.data_as<float>()[d] = normal(rng.engine());
-  Tensor positions = Tensor::host(DType::kI64, {c.n_tokens});
-  for (int t = 0; t < c.n_tokens; ++t) positions.data_as<int64_t>()[t] = rng.uniform_int(0, 5000);
-  Tensor inv_freq = Tensor::host(DType::kF32, {c.n_pairs});
-  for (int i = 0; i < c.n_pairs; ++i) {
-    inv_freq.data_as<float>()[i] =
-        static_cast<float>(std::pow(10000.0, -2.0 * i / (2 * c.n_pairs)));
-  }
+  const Tensor positions = random_positions(rng, c.n_tokens);
+  const Tensor inv_freq = rope_frequencies(c.n_pairs);
   const float eps = 1e-6f;
   std::vector<double> ref(x.data_as<float>(), x.data_as<float>() + x.numel());
   ASSERT_TRUE(rms_norm_rope(x.view(), weight.view(), eps, positions.view(), inv_freq.view()).ok());
