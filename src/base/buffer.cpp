@@ -2,12 +2,10 @@
 
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <utility>
-#include <vector>
 
 #ifdef DSV4_WITH_CUDA
 #include <cuda_runtime_api.h>
@@ -127,9 +125,7 @@ Tensor Tensor::host(DType dtype, Shape shape) {
   return std::move(tensor).value();
 }
 
-namespace {
-
-Status check_copy(const TensorView& dst, const TensorView& src) {
+Status copy_tensor(const TensorView& dst, const TensorView& src) {
   if (dst.dtype != src.dtype || dst.numel() != src.numel()) {
     return invalid_argument("copy_tensor: " + std::string(dtype_name(src.dtype)) +
                             src.shape.to_string() + " into " + std::string(dtype_name(dst.dtype)) +
@@ -138,46 +134,6 @@ Status check_copy(const TensorView& dst, const TensorView& src) {
   if (!dst.is_contiguous() || !src.is_contiguous()) {
     return unimplemented("copy_tensor of non-contiguous views");
   }
-  return ok_status();
-}
-
-}  // namespace
-
-Status copy_tensors(std::span<const TensorCopy> copies) {
-  for (const TensorCopy& c : copies) DSV4_RETURN_IF_ERROR(check_copy(c.dst, c.src));
-#ifdef DSV4_WITH_CUDA
-  if (std::all_of(copies.begin(), copies.end(), [](const TensorCopy& c) {
-        return c.dst.device == Device::kCuda && c.src.device == Device::kCuda;
-      })) {
-    std::vector<void*> dsts;
-    std::vector<const void*> srcs;
-    std::vector<size_t> sizes;
-    for (const TensorCopy& c : copies) {
-      if (c.src.bytes() == 0) continue;
-      dsts.push_back(c.dst.data);
-      srcs.push_back(c.src.data);
-      sizes.push_back(c.src.bytes());
-    }
-    if (sizes.empty()) return ok_status();
-    // The sources are read in stream order: after the ops before this call wrote them.
-    cudaMemcpyAttributes in_stream_order{};
-    in_stream_order.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
-    size_t first = 0;
-    const cudaError_t err =
-        cudaMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(), sizes.size(), &in_stream_order,
-                             &first, 1, cudaStreamPerThread);
-    if (err != cudaSuccess) {
-      return internal_error(std::string("cudaMemcpyBatchAsync: ") + cudaGetErrorString(err));
-    }
-    return ok_status();
-  }
-#endif
-  for (const TensorCopy& c : copies) DSV4_RETURN_IF_ERROR(copy_tensor(c.dst, c.src));
-  return ok_status();
-}
-
-Status copy_tensor(const TensorView& dst, const TensorView& src) {
-  DSV4_RETURN_IF_ERROR(check_copy(dst, src));
   if (dst.device == Device::kCpu && src.device == Device::kCpu) {
     if (src.bytes()) std::memcpy(dst.data, src.data, src.bytes());
     return ok_status();

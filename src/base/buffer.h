@@ -3,7 +3,6 @@
 #pragma once
 
 #include <cstddef>
-#include <span>
 
 #include "base/tensor.h"
 #include "dsv4/status.h"
@@ -62,14 +61,6 @@ class Tensor {
 // copies are ordered on the calling thread's default stream, like the ops, and may still run
 // when this returns (the host source is already staged); a copy to the host has finished.
 Status copy_tensor(const TensorView& dst, const TensorView& src);
-
-// Copies each pair as copy_tensor does. A batch of device-to-device copies goes to the device in
-// one call (cudaMemcpyBatchAsync), in no order among themselves: a kept cache state is tens of
-// small tensors, whose calls one by one cost the host more than the copies cost the GPU.
-struct TensorCopy {
-  TensorView dst, src;
-};
-Status copy_tensors(std::span<const TensorCopy> copies);
 
 // Bytes `device` can still allocate: a GPU's free memory (cudaMemGetInfo), or the host's
 // available physical memory.

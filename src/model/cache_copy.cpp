@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <string>
-#include <utility>
-#include <vector>
 
 namespace dsv4::model {
 namespace {
@@ -42,44 +40,28 @@ Status check_copy(const AttentionCache& from, const AttentionCache& to) {
 
 // The window rows of positions [first, end) from one ring to the other; a position p sits in row
 // p mod R of each, so the copy breaks where either ring wraps.
-void window_copies(const AttentionCache& from, const AttentionCache& to, int64_t first, int64_t end,
-                   std::vector<TensorCopy>& out) {
+Status copy_window(const AttentionCache& from, AttentionCache& to, int64_t first, int64_t end) {
   const int64_t from_rows = from.window.shape()[0], to_rows = to.window.shape()[0];
   for (int64_t p = first; p < end;) {
     const int64_t from_slot = p % from_rows, to_slot = p % to_rows;
     const int64_t n = std::min({end - p, from_rows - from_slot, to_rows - to_slot});
-    out.push_back({to.window.view().rows(to_slot, to_slot + n),
-                   from.window.view().rows(from_slot, from_slot + n)});
+    DSV4_RETURN_IF_ERROR(copy_tensor(to.window.view().rows(to_slot, to_slot + n),
+                                     from.window.view().rows(from_slot, from_slot + n)));
     p += n;
   }
+  return ok_status();
 }
 
-void compressor_copies(const CompressorCache& from, const CompressorCache& to,
-                       std::vector<TensorCopy>& out) {
-  out.push_back({to.kv.view().rows(0, from.n_rows), from.kv.view().rows(0, from.n_rows)});
-  out.push_back({to.gate.view().rows(0, from.n_rows), from.gate.view().rows(0, from.n_rows)});
-  out.push_back(
-      {to.entries.view().rows(0, from.n_entries), from.entries.view().rows(0, from.n_entries)});
-}
-
-// The copies of one layer's state (a step at position n reads the window back to n − W + 1).
-void state_copies(const AttentionCache& from, const AttentionCache& to,
-                  std::vector<TensorCopy>& out) {
-  const int64_t n = from.n_tokens;
-  window_copies(from, to, std::max<int64_t>(0, n - from.sliding_window()), n, out);
-  if (from.compressor) compressor_copies(*from.compressor, *to.compressor, out);
-  if (from.indexer) compressor_copies(*from.indexer, *to.indexer, out);
-}
-
-// The state's counts, once its copies are queued.
-void take_counts(const AttentionCache& from, AttentionCache& to) {
-  for (auto [f, t] :
-       {std::pair{&from.compressor, &to.compressor}, std::pair{&from.indexer, &to.indexer}}) {
-    if (!*f) continue;
-    (*t)->n_rows = (*f)->n_rows;
-    (*t)->n_entries = (*f)->n_entries;
-  }
-  to.n_tokens = from.n_tokens;
+Status copy_compressor(const CompressorCache& from, CompressorCache& to) {
+  DSV4_RETURN_IF_ERROR(
+      copy_tensor(to.kv.view().rows(0, from.n_rows), from.kv.view().rows(0, from.n_rows)));
+  DSV4_RETURN_IF_ERROR(
+      copy_tensor(to.gate.view().rows(0, from.n_rows), from.gate.view().rows(0, from.n_rows)));
+  DSV4_RETURN_IF_ERROR(copy_tensor(to.entries.view().rows(0, from.n_entries),
+                                   from.entries.view().rows(0, from.n_entries)));
+  to.n_rows = from.n_rows;
+  to.n_entries = from.n_entries;
+  return ok_status();
 }
 
 int64_t held_bytes(const Tensor& t) {
@@ -95,10 +77,12 @@ int64_t compressor_bytes(const std::optional<CompressorCache>& c) {
 
 Status copy_cache_state(const AttentionCache& from, AttentionCache& to) {
   DSV4_RETURN_IF_ERROR(check_copy(from, to));
-  std::vector<TensorCopy> copies;
-  state_copies(from, to, copies);
-  DSV4_RETURN_IF_ERROR(copy_tensors(copies));
-  take_counts(from, to);
+  // A step at position n reads the window back to n − W + 1.
+  const int64_t n = from.n_tokens;
+  DSV4_RETURN_IF_ERROR(copy_window(from, to, std::max<int64_t>(0, n - from.sliding_window()), n));
+  if (from.compressor) DSV4_RETURN_IF_ERROR(copy_compressor(*from.compressor, *to.compressor));
+  if (from.indexer) DSV4_RETURN_IF_ERROR(copy_compressor(*from.indexer, *to.indexer));
+  to.n_tokens = n;
   return ok_status();
 }
 
@@ -107,14 +91,11 @@ Status copy_cache_state(const SequenceCache& from, SequenceCache& to) {
     return mismatch("caches of " + std::to_string(from.layers.size()) + " and " +
                     std::to_string(to.layers.size()) + " layers");
   }
-  std::vector<TensorCopy> copies;
   for (size_t layer = 0; layer < from.layers.size(); ++layer) {
     DSV4_RETURN_IF_ERROR(check_copy(from.layers[layer], to.layers[layer]));
-    state_copies(from.layers[layer], to.layers[layer], copies);
   }
-  DSV4_RETURN_IF_ERROR(copy_tensors(copies));  // every layer's in one batch
   for (size_t layer = 0; layer < from.layers.size(); ++layer) {
-    take_counts(from.layers[layer], to.layers[layer]);
+    DSV4_RETURN_IF_ERROR(copy_cache_state(from.layers[layer], to.layers[layer]));
   }
   return ok_status();
 }
