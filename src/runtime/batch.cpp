@@ -41,9 +41,10 @@ Status RunningBatch::resume_from_prefix(Sequence& s) {
   if (!prefix_cache_.enabled()) return ok_status();
   const std::vector<int64_t>& prompt = s.request.prompt;
   const auto last = static_cast<int64_t>(prompt.size()) - 1;
-  const int64_t branch = prefix_cache_.longest_common_prefix(prompt);
+  const PrefixCache::Match match = prefix_cache_.match(prompt);
+  const int64_t branch = match.common;
   const bool every_row = s.request.return_prompt_logits || s.request.prompt_logprobs;
-  if (!every_row) DSV4_RETURN_IF_ERROR(resume_from_kept(s));
+  if (!every_row) DSV4_RETURN_IF_ERROR(resume_from_kept(s, match.kept));
   if (branch > s.n_prompt_fed && branch < last && branch >= kMinKeptTokens) {
     s.keep_points.push_back(branch);
   }
@@ -54,8 +55,7 @@ Status RunningBatch::resume_from_prefix(Sequence& s) {
   return ok_status();
 }
 
-Status RunningBatch::resume_from_kept(Sequence& s) {
-  const PrefixCache::Entry* kept = prefix_cache_.longest_prefix(s.request.prompt);
+Status RunningBatch::resume_from_kept(Sequence& s, const PrefixCache::Entry* kept) {
   if (kept == nullptr || static_cast<int64_t>(kept->tokens.size()) <= s.n_prompt_fed) {
     return ok_status();
   }
@@ -80,7 +80,7 @@ void RunningBatch::catch_up_twins() {
     Sequence& s = *it;
     Status caught = ok_status();
     if (s.awaits_twin) {
-      caught = resume_from_kept(s);
+      caught = resume_from_kept(s, prefix_cache_.match(s.request.prompt).kept);
       s.awaits_twin = caught.ok() &&
                       s.n_prompt_fed < static_cast<int64_t>(s.request.prompt.size()) - 1 &&
                       has_prefilling_twin(s);

@@ -96,8 +96,9 @@ class RunningBatch {
   Result<Session> new_session(const GenerateRequest& request);
   // Starts s from the longest kept prefix, and sets where its prompt's states are kept.
   Status resume_from_prefix(Sequence& s);
-  // Starts s from the longest kept state of its prompt, when longer than what it has fed.
-  Status resume_from_kept(Sequence& s);
+  // Starts s from `kept` (the longest kept state of its prompt, PrefixCache::match), when
+  // longer than what it has fed.
+  Status resume_from_kept(Sequence& s, const PrefixCache::Entry* kept);
   // Another sequence, not waiting itself, is still prefilling s's prompt short of its last token.
   bool has_prefilling_twin(const Sequence& s) const;
   // Waiting sequences start from their twin's kept state once it is there, or go on alone once

@@ -22,26 +22,24 @@ void PrefixCache::touch(std::list<Entry>::iterator it) {
   entries_.splice(entries_.begin(), entries_, it);
 }
 
-const PrefixCache::Entry* PrefixCache::longest_prefix(std::span<const int64_t> prompt) {
+PrefixCache::Match PrefixCache::match(std::span<const int64_t> prompt) {
   auto best = entries_.end();
-  for (auto it = entries_.begin(); it != entries_.end(); ++it) {
-    if (it->tokens.size() >= prompt.size() || !begins_with(prompt, it->tokens)) continue;
-    if (best == entries_.end() || it->tokens.size() > best->tokens.size()) best = it;
-  }
-  if (best == entries_.end()) return nullptr;
-  touch(best);
-  return &entries_.front();
-}
-
-int64_t PrefixCache::longest_common_prefix(std::span<const int64_t> prompt) const {
   size_t longest = 0;
-  for (const Entry& e : entries_) {
-    const size_t n = std::min(e.tokens.size(), prompt.size());
-    const auto differ =
-        std::mismatch(e.tokens.begin(), e.tokens.begin() + static_cast<long>(n), prompt.begin());
-    longest = std::max(longest, static_cast<size_t>(differ.first - e.tokens.begin()));
+  for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+    const size_t n = std::min(it->tokens.size(), prompt.size());
+    const auto differ = std::mismatch(it->tokens.begin(), it->tokens.begin() + static_cast<long>(n),
+                                      prompt.begin());
+    const auto common = static_cast<size_t>(differ.first - it->tokens.begin());
+    longest = std::max(longest, common);
+    const bool begins_prompt = common == it->tokens.size() && common < prompt.size();
+    if (begins_prompt && (best == entries_.end() || common > best->tokens.size())) best = it;
   }
-  return static_cast<int64_t>(longest);
+  Match found{nullptr, static_cast<int64_t>(longest)};
+  if (best != entries_.end()) {
+    touch(best);
+    found.kept = &entries_.front();
+  }
+  return found;
 }
 
 bool PrefixCache::contains(std::span<const int64_t> tokens) {

@@ -30,12 +30,16 @@ class PrefixCache {
   explicit PrefixCache(int64_t capacity_bytes);
 
   bool enabled() const { return capacity_ > 0; }
-  // The entry of the most tokens that begins `prompt` and is shorter than it (a step needs at
-  // least one new token to draw the next from); nullptr when none. Marks it used.
-  const Entry* longest_prefix(std::span<const int64_t> prompt);
-  // The most tokens `prompt` shares with the start of a kept state's tokens (where it branches
-  // off them).
-  int64_t longest_common_prefix(std::span<const int64_t> prompt) const;
+  // What one pass over the entries finds for a prompt:
+  struct Match {
+    // The entry of the most tokens that begins the prompt and is shorter than it (a step needs
+    // at least one new token to draw the next from); nullptr when none. Marked used.
+    const Entry* kept = nullptr;
+    // The most tokens the prompt shares with the start of a kept state's tokens (where it
+    // branches off them).
+    int64_t common = 0;
+  };
+  Match match(std::span<const int64_t> prompt);
   // Whether the state after exactly `tokens` is kept; marks it used.
   bool contains(std::span<const int64_t> tokens);
   // Keeps the state after `tokens`, dropping the least recently used entries to make room; a

@@ -31,24 +31,25 @@ model::SequenceCache state_of(int64_t bytes) {
 
 TEST(PrefixCacheTest, FindsTheLongestKeptPrefixShorterThanThePrompt) {
   PrefixCache cache(1 << 20);
-  EXPECT_EQ(cache.longest_prefix(std::vector<int64_t>{1, 2, 3}), nullptr);
+  EXPECT_EQ(cache.match(std::vector<int64_t>{1, 2, 3}).kept, nullptr);
   cache.insert({1, 2}, state_of(64));
   cache.insert({1, 2, 3, 4}, state_of(64));
   cache.insert({1, 9, 3}, state_of(64));
   cache.insert({1, 2, 3, 4, 5}, state_of(64));
-  const PrefixCache::Entry* hit = cache.longest_prefix(std::vector<int64_t>{1, 2, 3, 4, 5});
+  const PrefixCache::Entry* hit = cache.match(std::vector<int64_t>{1, 2, 3, 4, 5}).kept;
   ASSERT_NE(hit, nullptr);
   EXPECT_EQ(hit->tokens, (std::vector<int64_t>{1, 2, 3, 4})) << "the same tokens leave none to run";
-  hit = cache.longest_prefix(std::vector<int64_t>{1, 2, 3});
+  hit = cache.match(std::vector<int64_t>{1, 2, 3}).kept;
   ASSERT_NE(hit, nullptr);
   EXPECT_EQ(hit->tokens, (std::vector<int64_t>{1, 2}));
-  EXPECT_EQ(cache.longest_prefix(std::vector<int64_t>{2, 1, 2, 3}), nullptr);
+  EXPECT_EQ(cache.match(std::vector<int64_t>{2, 1, 2, 3}).kept, nullptr);
   EXPECT_TRUE(cache.contains(std::vector<int64_t>{1, 9, 3}));
   EXPECT_FALSE(cache.contains(std::vector<int64_t>{1, 9}));
-  EXPECT_EQ(cache.longest_common_prefix(std::vector<int64_t>{1, 2, 3, 7}), 3);
-  EXPECT_EQ(cache.longest_common_prefix(std::vector<int64_t>{1, 9, 3, 4, 5}), 3);
-  EXPECT_EQ(cache.longest_common_prefix(std::vector<int64_t>{1, 2}), 2);
-  EXPECT_EQ(cache.longest_common_prefix(std::vector<int64_t>{5}), 0);
+  // Where a prompt branches off the kept tokens, found in the same pass.
+  EXPECT_EQ(cache.match(std::vector<int64_t>{1, 2, 3, 7}).common, 3);
+  EXPECT_EQ(cache.match(std::vector<int64_t>{1, 9, 3, 4, 5}).common, 3);
+  EXPECT_EQ(cache.match(std::vector<int64_t>{1, 2}).common, 2);
+  EXPECT_EQ(cache.match(std::vector<int64_t>{5}).common, 0);
 }
 
 TEST(PrefixCacheTest, KeepsWithinItsBytesDroppingTheLeastRecentlyUsed) {
@@ -57,7 +58,7 @@ TEST(PrefixCacheTest, KeepsWithinItsBytesDroppingTheLeastRecentlyUsed) {
   cache.insert({2}, state_of(100));
   cache.insert({3}, state_of(100));
   EXPECT_EQ(cache.bytes(), 300);
-  ASSERT_NE(cache.longest_prefix(std::vector<int64_t>{1, 7}), nullptr);  // {1} used: {2} is last
+  ASSERT_NE(cache.match(std::vector<int64_t>{1, 7}).kept, nullptr);  // {1} used: {2} is last
   cache.insert({4}, state_of(100));
   EXPECT_EQ(cache.size(), 3u);
   EXPECT_FALSE(cache.contains(std::vector<int64_t>{2}));
