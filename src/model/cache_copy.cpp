@@ -101,15 +101,8 @@ Status copy_cache_state(const SequenceCache& from, SequenceCache& to) {
 }
 
 Result<SequenceCache> empty_snapshot(const Model& model, int64_t n_tokens) {
-  SequenceCache snapshot;
-  for (int64_t layer = 0; layer < model.config().n_layer; ++layer) {
-    DSV4_ASSIGN_OR_RETURN(
-        AttentionCache c,
-        AttentionCache::create(model.config(), layer, std::max<int64_t>(n_tokens, 1),
-                               model.device(), /*max_step_tokens=*/1, CacheStart::kForCopy));
-    snapshot.layers.push_back(std::move(c));
-  }
-  return snapshot;
+  return model.new_cache(std::max<int64_t>(n_tokens, 1), /*max_step_tokens=*/1,
+                         CacheStart::kForCopy);
 }
 
 Result<SequenceCache> snapshot_cache(const Model& model, const SequenceCache& cache) {

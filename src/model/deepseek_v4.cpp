@@ -13,11 +13,13 @@ namespace dsv4::model {
 Model::Model(const checkpoint::ModelWeights& weights, ModelOptions options)
     : weights_(&weights), options_(options) {}
 
-Result<SequenceCache> Model::new_cache(int64_t max_positions, int64_t max_step_tokens) const {
+Result<SequenceCache> Model::new_cache(int64_t max_positions, int64_t max_step_tokens,
+                                       CacheStart start) const {
   SequenceCache cache;
   for (int64_t layer = 0; layer < config().n_layer; ++layer) {
-    DSV4_ASSIGN_OR_RETURN(AttentionCache c, AttentionCache::create(config(), layer, max_positions,
-                                                                   device(), max_step_tokens));
+    DSV4_ASSIGN_OR_RETURN(
+        AttentionCache c,
+        AttentionCache::create(config(), layer, max_positions, device(), max_step_tokens, start));
     cache.layers.push_back(std::move(c));
   }
   return cache;

@@ -53,9 +53,11 @@ class Model {
   Device device() const { return weights_->embed.device(); }
 
   // Empty caches for one sequence of up to max_positions tokens, run max_step_tokens at a time
-  // (longer chunks are split; the window ring holds W + max_step_tokens − 1 rows).
-  Result<SequenceCache> new_cache(
-      int64_t max_positions, int64_t max_step_tokens = AttentionCache::kDefaultStepTokens) const;
+  // (longer chunks are split; the window ring holds W + max_step_tokens − 1 rows); or, with
+  // CacheStart::kForCopy, buffers for a kept state.
+  Result<SequenceCache> new_cache(int64_t max_positions,
+                                  int64_t max_step_tokens = AttentionCache::kDefaultStepTokens,
+                                  CacheStart start = CacheStart::kEmptySequence) const;
 
   // Runs every chunk's tokens through the model, appending them to their caches. Fails with
   // invalid_argument for a token id outside the vocabulary or a start_pos that does not

@@ -64,6 +64,16 @@ __device__ T block_reduce(T value, Op op) {
   return total;
 }
 
+// 1 / sqrt(mean(row²) + eps) of a row of n, the same in every thread of the block (one block a
+// row). The sum of squares is accumulated in double, as the CPU reference does.
+__device__ inline float row_inv_rms(const float* row, int64_t n, float eps) {
+  double sum_sq = 0.0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+    sum_sq += static_cast<double>(row[i]) * row[i];
+  sum_sq = block_reduce(sum_sq, SumOp{});
+  return 1.0f / sqrtf(static_cast<float>(sum_sq / n) + eps);
+}
+
 // Checks the launch that was just made (configuration errors surface here, faults later).
 inline void check_launch() { DSV4_CUDA_CHECK(cudaGetLastError()); }
 

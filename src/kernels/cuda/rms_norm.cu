@@ -11,12 +11,7 @@ namespace {
 __global__ void rms_norm_kernel(RowMatrix in, RowMatrix out, const float* weight, float eps) {
   const float* src = in.data + blockIdx.x * in.row_stride;
   float* dst = out.data + blockIdx.x * out.row_stride;
-  double sum_sq = 0.0;
-  for (int64_t i = threadIdx.x; i < in.n_cols; i += blockDim.x) {
-    sum_sq += static_cast<double>(src[i]) * src[i];
-  }
-  sum_sq = block_reduce(sum_sq, SumOp{});
-  const float inv_rms = 1.0f / sqrtf(static_cast<float>(sum_sq / in.n_cols) + eps);
+  const float inv_rms = row_inv_rms(src, in.n_cols, eps);
   for (int64_t i = threadIdx.x; i < in.n_cols; i += blockDim.x) {
     dst[i] = src[i] * inv_rms * (weight ? weight[i] : 1.0f);
   }

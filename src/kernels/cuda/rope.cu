@@ -33,12 +33,7 @@ __global__ void rope_kernel(RopeOperands o, float sign) {
 
 __global__ void rms_norm_rope_kernel(RopeOperands o, const float* weight, float eps) {
   float* v = o.x + blockIdx.x * o.head_dim;
-  double sum_sq = 0.0;
-  for (int64_t i = threadIdx.x; i < o.head_dim; i += blockDim.x) {
-    sum_sq += static_cast<double>(v[i]) * v[i];
-  }
-  sum_sq = block_reduce(sum_sq, SumOp{});  // every read is done before the first write
-  const float inv_rms = 1.0f / sqrtf(static_cast<float>(sum_sq / o.head_dim) + eps);
+  const float inv_rms = row_inv_rms(v, o.head_dim, eps);  // its reduction ends every read
   const auto normed = [&](int64_t i) { return v[i] * inv_rms * (weight ? weight[i] : 1.0f); };
   const int64_t first_pair = o.head_dim - 2 * o.n_pairs;
   for (int64_t i = threadIdx.x; i < first_pair; i += blockDim.x) v[i] = normed(i);
