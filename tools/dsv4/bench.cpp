@@ -181,7 +181,7 @@ void register_bench(CLI::App& app, int& exit_code) {
   cmd->add_option("--shared-prefix", args->shared_prefix,
                   "the first P prompt ids are the same in every prompt of every run")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative());
   cmd->callback([args, &exit_code] { exit_code = run_bench(*args); });
 }
 

@@ -132,11 +132,11 @@ void register_chat(CLI::App& app, int& exit_code) {
   add_chat_flags(cmd, args->chat);
   cmd->add_option("--max-tokens", args->max_tokens,
                   "tokens a reply at most (default: the rest of the context)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative());
   cmd->add_option("--max-context", args->max_context,
                   "most tokens of the conversation, replies included")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   add_sampling_flags(cmd, args->sampling);
   cmd->callback([args, &exit_code] { exit_code = run_chat(*args); });
 }

@@ -120,7 +120,7 @@ void register_generate(CLI::App& app, int& exit_code) {
                 "with --prompt or --chat, print the generated ids, not text");
   cmd->add_option("--max-tokens", args->sampling.max_tokens, "tokens to generate at most")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative());
   add_sampling_flags(cmd, args->sampling);
   cmd->callback([args, &exit_code] { exit_code = run_generate(*args); });
 }

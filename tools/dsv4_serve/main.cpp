@@ -108,7 +108,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 65535));
   app.add_option("--max-context", args.max_context, "most tokens (prompt + generated) a request")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(dsv4::tools::positive());
   app.add_option("--max-batch", args.max_batch,
                  "most requests generated together (one forward a step for all); more wait")
       ->capture_default_str()
@@ -117,7 +117,7 @@ int main(int argc, char** argv) {
                  "most tokens a forward takes: a decode token for each request, then prompts in "
                  "chunks (at least --max-batch)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(dsv4::tools::positive());
   dsv4::tools::add_prefix_cache_flag(&app, args.prefix_cache_mb);
   app.add_option("--served-model-name", args.served_model_name,
                  "the model's name in /v1/models and in every response")

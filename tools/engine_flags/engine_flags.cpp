@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 namespace dsv4::tools {
 
@@ -21,12 +22,37 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& flags, bool model_required) {
       ->check(CLI::IsMember({"w4a16", "w4a4"}));
 }
 
+namespace {
+
+// A check that `text`, read as a number, satisfies `holds`; text that is no number passes here
+// and is refused by the option's conversion, which names it.
+CLI::Validator number_rule(bool (*holds)(double), const std::string& rule,
+                           const std::string& name) {
+  return CLI::Validator(
+      [holds, rule](std::string& text) -> std::string {
+        double value = 0;
+        if (!CLI::detail::lexical_cast(text, value) || holds(value)) return {};
+        return "must be " + rule + ", not " + text;
+      },
+      name);
+}
+
+}  // namespace
+
+CLI::Validator non_negative() {
+  return number_rule([](double value) { return value >= 0; }, "non-negative", "NONNEGATIVE");
+}
+
+CLI::Validator positive() {
+  return number_rule([](double value) { return value > 0; }, "positive", "POSITIVE");
+}
+
 void add_sampling_flags(CLI::App* cmd, SamplingParams& sampling) {
   cmd->add_option("--temperature", sampling.temperature, "0 = greedy")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative());
   cmd->add_option("--top-k", sampling.top_k, "keep the k most likely tokens (0 = all)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative());
   cmd->add_option("--top-p", sampling.top_p, "nucleus probability mass")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
