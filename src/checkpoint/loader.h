@@ -75,6 +75,13 @@ struct LoadReport {
   bool clean() const {
     return problems.empty() && zero_tensors.empty() && non_finite_tensors.empty();
   }
+  // The first thing that makes the report unclean, as a phrase ("" when clean).
+  std::string first_problem() const {
+    if (!problems.empty()) return problems.front();
+    if (!zero_tensors.empty()) return "all-zero tensor " + zero_tensors.front();
+    if (!non_finite_tensors.empty()) return "non-finite tensor " + non_finite_tensors.front();
+    return {};
+  }
 };
 
 // Binds and decodes. The weights are only valid when report.clean(); the Result fails only for

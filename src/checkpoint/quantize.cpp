@@ -30,8 +30,13 @@ namespace fs = std::filesystem;
 constexpr const char* kShardIndexName = "model.safetensors.index.json";
 constexpr const char* kConfigName = "config.json";
 
-// A weight to quantize: one global scale per matrix ([E] for a stacked tensor, 1 for 2-D).
-using Plan = std::map<std::string, std::vector<format::GlobalScale>, std::less<>>;
+// A weight to quantize: per matrix ([E] for a stacked tensor, 1 for 2-D) its global scale and
+// the input_scale written beside it.
+struct PlannedWeight {
+  std::vector<format::GlobalScale> scales;
+  std::vector<float> input_scales;
+};
+using Plan = std::map<std::string, PlannedWeight, std::less<>>;
 
 bool selected(Param param, bool all_linears) {
   const SlotSpec& spec = slot_spec(param);
@@ -81,9 +86,21 @@ Result<std::vector<float>> matrix_amaxes(const format::TensorInfo& t) {
   return amaxes;
 }
 
+// The input_scale of matrix g of `piece` in `slot`: the routed expert's calibrated one when the
+// options have them, else the one static value.
+float input_scale_of(const BoundSlot& slot, const BoundPiece& piece, int64_t g,
+                     const QuantizeOptions& options) {
+  const ExpertInputScales* calibrated = options.expert_input_scales;
+  const bool expert = slot.param == Param::kExpertsW13 || slot.param == Param::kExpertsW2;
+  if (calibrated == nullptr || !expert) return options.input_scale;
+  const int64_t e = piece.expert_idx >= 0 ? piece.expert_idx : g;
+  const auto& by_layer = slot.param == Param::kExpertsW13 ? calibrated->gate_up : calibrated->down;
+  return by_layer[slot.layer][e];
+}
+
 // Adds one slot's weights to the plan. w1 and w3 stored per expert share the larger amax; a
 // fused [E, 2F, D] stack gets it by taking each expert's amax over both halves at once.
-Status plan_slot(const BoundSlot& slot, Plan& plan) {
+Status plan_slot(const BoundSlot& slot, const QuantizeOptions& options, Plan& plan) {
   std::map<int64_t, float> shared_amax;  // expert -> max(amax w1, amax w3)
   std::vector<std::pair<const BoundPiece*, std::vector<float>>> amaxes;
   for (const BoundPiece& piece : slot.pieces) {
@@ -96,22 +113,26 @@ Status plan_slot(const BoundSlot& slot, Plan& plan) {
   }
   for (auto& [piece, a] : amaxes) {
     if (slot.stacking == Stacking::kPerExpertGateUp) a[0] = shared_amax[piece->expert_idx];
-    std::vector<format::GlobalScale>& scales = plan[piece->stored.weight->name];
-    for (float amax : a) scales.push_back(format::GlobalScale::from_amax(amax));
+    PlannedWeight& planned = plan[piece->stored.weight->name];
+    for (size_t g = 0; g < a.size(); ++g) {
+      planned.scales.push_back(format::GlobalScale::from_amax(a[g]));
+      planned.input_scales.push_back(
+          input_scale_of(slot, *piece, static_cast<int64_t>(g), options));
+    }
   }
   return ok_status();
 }
 
-Result<Plan> plan_quantization(const Binding& binding, bool all_linears) {
+Result<Plan> plan_quantization(const Binding& binding, const QuantizeOptions& options) {
   Plan plan;
   for (const BoundSlot& slot : binding.slots) {
-    if (!selected(slot.param, all_linears)) continue;
+    if (!selected(slot.param, options.all_linears)) continue;
     // A slot already stored quantized (FP8, FP4) is copied as it is.
     const bool dense = std::all_of(slot.pieces.begin(), slot.pieces.end(), [](const BoundPiece& p) {
       return p.form == StorageForm::kDense;
     });
     if (!dense) continue;
-    DSV4_RETURN_IF_ERROR(plan_slot(slot, plan));
+    DSV4_RETURN_IF_ERROR(plan_slot(slot, options, plan));
   }
   return plan;
 }
@@ -153,24 +174,23 @@ std::vector<uint8_t> f32_bytes(const std::vector<float>& values) {
 
 // Quantizes `t` matrix by matrix and adds its four ModelOpt tensors to `writer`; returns their
 // bytes.
-Result<size_t> add_quantized(const format::TensorInfo& t,
-                             const std::vector<format::GlobalScale>& scales, float input_scale,
+Result<size_t> add_quantized(const format::TensorInfo& t, const PlannedWeight& planned,
                              format::SafetensorsWriter& writer, std::vector<std::string>& names) {
   DSV4_ASSIGN_OR_RETURN(MatrixGeometry geo, geometry(t));
   DSV4_ASSIGN_OR_RETURN(SiblingNames siblings, sibling_names(t.name));
   const int64_t n_elems = geo.n_rows * geo.n_cols;
   std::vector<uint8_t> packed, block_scale;
-  std::vector<float> values(n_elems), decode, input;
+  std::vector<float> values(n_elems), decode;
   for (int64_t g = 0; g < geo.n_matrices; ++g) {
     load_matrix(t, g, n_elems, values.data());
-    DSV4_ASSIGN_OR_RETURN(format::Nvfp4Tensor q,
-                          format::quantize_ref(values.data(), geo.n_rows, geo.n_cols, scales[g]));
+    DSV4_ASSIGN_OR_RETURN(
+        format::Nvfp4Tensor q,
+        format::quantize_ref(values.data(), geo.n_rows, geo.n_cols, planned.scales[g]));
     const uint8_t* p = q.packed.data_as<uint8_t>();
     const uint8_t* s = q.block_scale.data_as<uint8_t>();
     packed.insert(packed.end(), p, p + q.packed.numel());
     block_scale.insert(block_scale.end(), s, s + q.block_scale.numel());
-    decode.push_back(scales[g].decode);
-    input.push_back(input_scale);
+    decode.push_back(planned.scales[g].decode);
   }
   Shape packed_shape = t.shape, scale_shape = t.shape;
   packed_shape[t.shape.rank - 1] = geo.n_cols / 2;
@@ -180,7 +200,7 @@ Result<size_t> add_quantized(const format::TensorInfo& t,
   writer.add_raw(t.name, DType::kU8, packed_shape, std::move(packed));
   writer.add_raw(siblings.block_scale, DType::kF8E4M3, scale_shape, std::move(block_scale));
   writer.add_raw(siblings.global_scale, DType::kF32, per_matrix, f32_bytes(decode));
-  writer.add_raw(siblings.input_scale, DType::kF32, per_matrix, f32_bytes(input));
+  writer.add_raw(siblings.input_scale, DType::kF32, per_matrix, f32_bytes(planned.input_scales));
   names.insert(names.end(),
                {t.name, siblings.block_scale, siblings.global_scale, siblings.input_scale});
   return bytes;
@@ -215,7 +235,9 @@ Status write_config(const fs::path& in_dir, const fs::path& out_dir,
       {"group_size", format::kNvfp4BlockSize},
       {"producer", "dsv4 quantize"},
       {"dsv4_scope",
-       options.all_linears ? "all linears but embedding, head and router" : "routed experts"}};
+       options.all_linears ? "all linears but embedding, head and router" : "routed experts"},
+      {"dsv4_input_scales", options.expert_input_scales != nullptr ? "calibrated per routed expert"
+                                                                   : "one static value"}};
   return write_text(out_dir / kConfigName, config.dump(2) + "\n");
 }
 
@@ -249,16 +271,52 @@ Status copy_other_files(const fs::path& in_dir, const fs::path& out_dir, bool fo
   return ec ? internal_error(in_dir.string() + ": " + ec.message()) : ok_status();
 }
 
+bool usable_scale(float scale) { return scale > 0.0f && std::isfinite(scale); }
+
+// One calibrated scale per layer and routed expert, each usable; and the static one wherever it
+// is written (every linear without calibration, the other linears with all_linears).
+Status check_input_scales(const QuantizeOptions& options, const ModelConfig& config) {
+  const ExpertInputScales* calibrated = options.expert_input_scales;
+  if ((calibrated == nullptr || options.all_linears) && !usable_scale(options.input_scale)) {
+    return invalid_argument(
+        "input scale " + std::to_string(options.input_scale) + ": must be finite and > 0" +
+        (calibrated ? " (the calibration covers the routed experts only)" : ""));
+  }
+  if (calibrated == nullptr) return ok_status();
+  for (const auto* by_layer : {&calibrated->gate_up, &calibrated->down}) {
+    const char* which = by_layer == &calibrated->gate_up ? "gate-up" : "down";
+    if (static_cast<int64_t>(by_layer->size()) != config.n_layer) {
+      return invalid_argument(std::string("calibrated ") + which + " input scales for " +
+                              std::to_string(by_layer->size()) + " layers, the model has " +
+                              std::to_string(config.n_layer));
+    }
+    for (size_t layer = 0; layer < by_layer->size(); ++layer) {
+      const std::vector<float>& scales = (*by_layer)[layer];
+      if (static_cast<int64_t>(scales.size()) != config.n_routed_experts) {
+        return invalid_argument(std::string("calibrated ") + which + " input scales of layer " +
+                                std::to_string(layer) + ": " + std::to_string(scales.size()) +
+                                " experts, the model has " +
+                                std::to_string(config.n_routed_experts));
+      }
+      for (size_t e = 0; e < scales.size(); ++e) {
+        if (!usable_scale(scales[e])) {
+          return invalid_argument(std::string("calibrated ") + which + " input scale of layer " +
+                                  std::to_string(layer) + " expert " + std::to_string(e) + ": " +
+                                  std::to_string(scales[e]) + ", must be finite and > 0");
+        }
+      }
+    }
+  }
+  return ok_status();
+}
+
 }  // namespace
 
 Result<QuantizeSummary> quantize_checkpoint(const std::string& in_dir, const std::string& out_dir,
                                             const QuantizeOptions& options) {
-  if (!(options.input_scale > 0.0f) || !std::isfinite(options.input_scale)) {
-    return invalid_argument("input scale " + std::to_string(options.input_scale) +
-                            ": must be finite and > 0 (calibration is not implemented)");
-  }
   DSV4_ASSIGN_OR_RETURN(ModelConfig config, load_model_config(in_dir));
   DSV4_RETURN_IF_ERROR(validate(config));
+  DSV4_RETURN_IF_ERROR(check_input_scales(options, config));
   DSV4_ASSIGN_OR_RETURN(format::CheckpointFiles files, format::CheckpointFiles::open(in_dir));
   const FileOf file_of = [&files](std::string_view name) { return files.file_of(name); };
   DSV4_ASSIGN_OR_RETURN(Binding binding,
@@ -267,7 +325,7 @@ Result<QuantizeSummary> quantize_checkpoint(const std::string& in_dir, const std
     return invalid_argument(
         in_dir + " does not bind cleanly (run dsv4 check): " + binding.report.problems.front());
   }
-  DSV4_ASSIGN_OR_RETURN(Plan plan, plan_quantization(binding, options.all_linears));
+  DSV4_ASSIGN_OR_RETURN(Plan plan, plan_quantization(binding, options));
   DSV4_RETURN_IF_ERROR(prepare_output(in_dir, out_dir, options.force));
 
   QuantizeSummary summary;
@@ -284,8 +342,7 @@ Result<QuantizeSummary> quantize_checkpoint(const std::string& in_dir, const std
       const format::TensorInfo& t = *tensors[end];
       std::vector<std::string> names;
       if (const auto it = plan.find(t.name); it != plan.end()) {
-        DSV4_ASSIGN_OR_RETURN(size_t bytes,
-                              add_quantized(t, it->second, options.input_scale, writer, names));
+        DSV4_ASSIGN_OR_RETURN(size_t bytes, add_quantized(t, it->second, writer, names));
         summary.tensor_bytes += bytes;
         ++summary.n_quantized;
       } else {

@@ -12,22 +12,33 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "checkpoint/tensor_names.h"
 #include "dsv4/status.h"
 
 namespace dsv4::checkpoint {
 
+// The routed experts' calibrated activation decode scales (amax / 2688 of each expert's inputs
+// over a calibration pass, runtime/calibration.h), [layer][expert]: of the gate-up (w1, w3)
+// input and of the down (w2) input.
+struct ExpertInputScales {
+  std::vector<std::vector<float>> gate_up, down;
+};
+
 struct QuantizeOptions {
   // Also quantize every 2-D linear (attention, compressor, indexer, shared expert), not only
   // the routed experts. The embedding, the head and the router stay as they are.
   bool all_linears = false;
   // The activation decode scale written as every input_scale (ModelOpt's calibrated
-  // amax_x / 2688); must be finite and > 0. A calibration pass needs the model forward, which
-  // this function does not run.
+  // amax_x / 2688), or, with expert_input_scales, as that of every linear but the routed
+  // experts; finite and > 0 wherever it is written.
   float input_scale = 0.0f;
   // Write into an existing, non-empty output directory, replacing files of the same name.
   bool force = false;
+  // When set, each routed expert's input_scale: one per layer and expert, finite and > 0. Not
+  // owned; must outlive the call.
+  const ExpertInputScales* expert_input_scales = nullptr;
 };
 
 struct QuantizeSummary {

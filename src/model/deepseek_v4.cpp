@@ -50,7 +50,19 @@ Status Model::check_chunk(const SequenceChunk& chunk) const {
   return ok_status();
 }
 
-Status Model::forward(std::span<const SequenceChunk> chunks) const {
+Status Model::forward(std::span<const SequenceChunk> chunks) const { return run(chunks, nullptr); }
+
+Status Model::forward(std::span<const SequenceChunk> chunks, ExpertAmaxes& amaxes) const {
+  const checkpoint::ModelConfig& c = config();
+  if (amaxes.n_layers() != c.n_layer || amaxes.n_experts() != c.n_routed_experts) {
+    return invalid_argument("expert amaxes of " + std::to_string(amaxes.n_layers()) + " layers × " +
+                            std::to_string(amaxes.n_experts()) + " experts for a model of " +
+                            std::to_string(c.n_layer) + " × " + std::to_string(c.n_routed_experts));
+  }
+  return run(chunks, &amaxes);
+}
+
+Status Model::run(std::span<const SequenceChunk> chunks, ExpertAmaxes* amaxes) const {
   const checkpoint::ModelConfig& c = config();
   std::vector<int64_t> ids;
   for (const SequenceChunk& chunk : chunks) {
@@ -83,7 +95,7 @@ Status Model::forward(std::span<const SequenceChunk> chunks) const {
       begin = end;
     }
     const LayerInput input{
-        &c, layer, &weights_->layers[layer], options_.expert_mode, tokens.view(), rows};
+        &c, layer, &weights_->layers[layer], options_.expert_mode, tokens.view(), rows, amaxes};
     DSV4_RETURN_IF_ERROR(layer_forward(input, streams, spare));
   }
   return lm_head(chunks, streams);

@@ -24,6 +24,7 @@ struct LayerInput {
   ExpertMode expert_mode = ExpertMode::kW4A16;
   TensorView tokens;  // i64 [T] token ids (hash routing)
   std::span<const SequenceRows> sequences;
+  ExpertAmaxes* expert_amaxes = nullptr;  // a calibration forward's record (moe_forward)
 };
 
 // streams f32 [T, M, D], updated in place (through `spare`, same shape, as the other buffer).

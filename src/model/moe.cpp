@@ -1,5 +1,7 @@
 #include "model/moe.h"
 
+#include <string>
+
 #include "kernels/ops.h"
 #include "model/scratch.h"
 
@@ -57,7 +59,8 @@ Status nvfp4_experts(const ModelConfig& config, int64_t layer, const MoeWeights&
 // Dense routed experts, composed from the plain ops: route, group, gather, gate_up, SwiGLU, down,
 // combine.
 Status dense_experts(const ModelConfig& config, int64_t layer, const MoeWeights& w,
-                     const TensorView& x, const TensorView& tokens, const TensorView& out) {
+                     const TensorView& x, const TensorView& tokens, const TensorView& out,
+                     ExpertAmaxes* amaxes) {
   const int64_t n_tokens = x.size(0), k = config.n_expert_used;
   const int64_t n_rows = n_tokens * k, f = config.moe_intermediate_size;
   const Device device = x.device;
@@ -77,6 +80,9 @@ Status dense_experts(const ModelConfig& config, int64_t layer, const MoeWeights&
   DSV4_ASSIGN_OR_RETURN(Tensor hidden, scratch(DType::kF32, {n_rows, f}, device));
   DSV4_RETURN_IF_ERROR(
       kernels::swiglu(gate_up.view(), static_cast<float>(config.swiglu_limit), hidden.view()));
+  if (amaxes != nullptr) {
+    DSV4_RETURN_IF_ERROR(amaxes->record(layer, offsets.view(), rows.view(), hidden.view()));
+  }
   DSV4_RETURN_IF_ERROR(
       kernels::grouped_linear(hidden.view(), w.experts.w2.view(), offsets.view(), rows.view()));
   // transformers applies the routing weight to each expert's output (after w2); the official
@@ -102,10 +108,16 @@ Status shared_expert(const ModelConfig& config, const checkpoint::DenseExpertWei
 
 Status moe_forward(const ModelConfig& config, int64_t layer, const MoeWeights& weights,
                    ExpertMode mode, const TensorView& x, const TensorView& tokens,
-                   const TensorView& out) {
-  DSV4_RETURN_IF_ERROR(weights.experts.is_nvfp4()
-                           ? nvfp4_experts(config, layer, weights, mode, x, tokens, out)
-                           : dense_experts(config, layer, weights, x, tokens, out));
+                   const TensorView& out, ExpertAmaxes* amaxes) {
+  if (weights.experts.is_nvfp4()) {
+    if (amaxes != nullptr) {
+      return invalid_argument("layer " + std::to_string(layer) +
+                              ": recording expert input amaxes needs dense (bf16/f32) experts");
+    }
+    DSV4_RETURN_IF_ERROR(nvfp4_experts(config, layer, weights, mode, x, tokens, out));
+  } else {
+    DSV4_RETURN_IF_ERROR(dense_experts(config, layer, weights, x, tokens, out, amaxes));
+  }
   DSV4_ASSIGN_OR_RETURN(Tensor shared, scratch(DType::kF32, out.shape, x.device));
   DSV4_RETURN_IF_ERROR(shared_expert(config, weights.shared_expert, x, shared.view()));
   return kernels::add(out, shared.view(), out);

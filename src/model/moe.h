@@ -14,6 +14,7 @@
 #include "checkpoint/weights.h"
 #include "dsv4/status.h"
 #include "kernels/ops.h"
+#include "model/expert_amaxes.h"
 
 namespace dsv4::model {
 
@@ -23,9 +24,10 @@ namespace dsv4::model {
 using ExpertMode = kernels::MoeMode;
 
 // x f32 [T, D]: the ffn_norm'ed block input; tokens i64 [T] (hash routing reads them);
-// out f32 [T, D].
+// out f32 [T, D]. With `amaxes`, dense routed experts also record their inputs' amaxes there
+// (a calibration forward; NVFP4 experts refuse it).
 Status moe_forward(const checkpoint::ModelConfig& config, int64_t layer,
                    const checkpoint::MoeWeights& weights, ExpertMode mode, const TensorView& x,
-                   const TensorView& tokens, const TensorView& out);
+                   const TensorView& tokens, const TensorView& out, ExpertAmaxes* amaxes = nullptr);
 
 }  // namespace dsv4::model

@@ -50,12 +50,8 @@ Result<Engine> Engine::open(const EngineOptions& options) {
                             ? checkpoint::load_model(options.model_dir)
                             : checkpoint::load_model_on(options.model_dir, device));
   if (!loaded.report.clean()) {
-    const auto& r = loaded.report;
-    std::string first = !r.problems.empty() ? r.problems.front()
-                        : !r.zero_tensors.empty()
-                            ? "all-zero tensor " + r.zero_tensors.front()
-                            : "non-finite tensor " + r.non_finite_tensors.front();
-    return data_loss(options.model_dir + ": checkpoint does not bind cleanly: " + first);
+    return data_loss(options.model_dir +
+                     ": checkpoint does not bind cleanly: " + loaded.report.first_problem());
   }
   const model::ModelOptions model_options{options.experts == ExpertPrecision::kW4A4
                                               ? model::ExpertMode::kW4A4

@@ -140,6 +140,86 @@ TEST(QuantizeTest, FusedStacksTakeUnderscoreNamesAndPerExpertScales) {
   }
 }
 
+// Distinct calibrated scales for every (layer, expert): gate-up 1e-3 · (1 + layer + expert / 64),
+// down twice that.
+ExpertInputScales distinct_scales(int64_t n_layers, int64_t n_experts) {
+  ExpertInputScales scales;
+  for (int64_t layer = 0; layer < n_layers; ++layer) {
+    scales.gate_up.emplace_back();
+    scales.down.emplace_back();
+    for (int64_t e = 0; e < n_experts; ++e) {
+      const float s = 1e-3f * (1.0f + static_cast<float>(layer) + static_cast<float>(e) / 64.0f);
+      scales.gate_up.back().push_back(s);
+      scales.down.back().push_back(2.0f * s);
+    }
+  }
+  return scales;
+}
+
+// Calibrated scales land on their own expert's input_scale, in both layouts: w1 and w3 (or the
+// fused gate_up stack) take the gate-up one, w2 the down one; with --all-linears the other
+// linears take the static one.
+TEST(QuantizeTest, CalibratedScalesLandOnTheirExperts) {
+  for (const char* model : {"tiny_a_pretrained", "tiny_a_state_dict"}) {
+    TempDir out;
+    const std::string in_dir = golden_model(model);
+    Result<ModelConfig> config = load_model_config(in_dir);
+    ASSERT_TRUE(config.ok());
+    const ExpertInputScales scales = distinct_scales(config->n_layer, config->n_routed_experts);
+    QuantizeOptions options{true, 0.25f, false, &scales};
+    ASSERT_TRUE(quantize_checkpoint(in_dir, out.file("q"), options).ok()) << model;
+    const format::SafetensorsFile q = open_file(out.file("q/model.safetensors"));
+    const int64_t layer = 2, e = 3;
+    if (q.find("model.layers.2.ffn.experts.3.w1.input_scale") != nullptr) {
+      const std::string stem = "model.layers.2.ffn.experts.3.";
+      EXPECT_EQ(f32_at(*q.find(stem + "w1.input_scale"), 0), scales.gate_up[layer][e]);
+      EXPECT_EQ(f32_at(*q.find(stem + "w3.input_scale"), 0), scales.gate_up[layer][e]);
+      EXPECT_EQ(f32_at(*q.find(stem + "w2.input_scale"), 0), scales.down[layer][e]);
+      EXPECT_EQ(f32_at(*q.find("model.layers.2.attn.wq_a.input_scale"), 0), 0.25f);
+    } else {
+      const std::string stem = "model.layers.2.mlp.experts.";
+      const format::TensorInfo* gate_up = q.find(stem + "gate_up_proj_input_scale");
+      const format::TensorInfo* down = q.find(stem + "down_proj_input_scale");
+      ASSERT_TRUE(gate_up && down) << model;
+      for (int64_t g = 0; g < config->n_routed_experts; ++g) {
+        EXPECT_EQ(f32_at(*gate_up, g), scales.gate_up[layer][g]) << "expert " << g;
+        EXPECT_EQ(f32_at(*down, g), scales.down[layer][g]) << "expert " << g;
+      }
+      EXPECT_EQ(f32_at(*q.find("model.layers.2.self_attn.q_a_proj.input_scale"), 0), 0.25f);
+    }
+  }
+}
+
+// Calibrated scales must cover every layer and expert with usable values, and the static scale
+// is still needed where they do not reach (--all-linears).
+TEST(QuantizeTest, RefusesCalibratedScalesThatDoNotFit) {
+  TempDir out;
+  const std::string in_dir = golden_model("tiny_a_state_dict");
+  Result<ModelConfig> config = load_model_config(in_dir);
+  ASSERT_TRUE(config.ok());
+  const ExpertInputScales good = distinct_scales(config->n_layer, config->n_routed_experts);
+  EXPECT_TRUE(
+      quantize_checkpoint(in_dir, out.file("q"), QuantizeOptions{false, 0.0f, false, &good}).ok());
+  ExpertInputScales short_layers = good;
+  short_layers.down.pop_back();
+  ExpertInputScales short_experts = good;
+  short_experts.gate_up[1].pop_back();
+  ExpertInputScales non_finite = good;
+  non_finite.down[2][4] = NAN;
+  ExpertInputScales zero = good;
+  zero.gate_up[0][0] = 0.0f;
+  for (const ExpertInputScales* bad : {&short_layers, &short_experts, &non_finite, &zero}) {
+    Result<QuantizeSummary> r =
+        quantize_checkpoint(in_dir, out.file("r"), QuantizeOptions{false, 0.0f, false, bad});
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  }
+  Result<QuantizeSummary> no_static =
+      quantize_checkpoint(in_dir, out.file("r"), QuantizeOptions{true, 0.0f, false, &good});
+  EXPECT_EQ(no_static.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(no_static.status().message().find("routed experts only"), std::string::npos);
+  EXPECT_FALSE(std::filesystem::exists(out.file("r")));
+}
+
 // The output binds cleanly under the loader, and its dequantized experts are the originals up to
 // NVFP4's quantization error (relative RMS 0.095 on Gaussian-like weights, nvfp4.md §5.2).
 TEST(QuantizeTest, OutputBindsAndDequantizesCloseToTheInput) {

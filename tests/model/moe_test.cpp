@@ -116,11 +116,11 @@ void ffn_ref(const float* x, const float* gate, const float* up, const float* w2
   }
 }
 
-std::vector<double> moe_ref(const ModelConfig& c, const MoeWeights& w, const float* x,
-                            int64_t token, ExpertInputs inputs = ExpertInputs::kExact) {
-  const int64_t d = c.hidden_size, e = c.n_routed_experts, k = c.n_expert_used,
-                f = c.moe_intermediate_size;
-  std::vector<double> score(e);
+// The K experts `token` (x its row) is routed to, and every expert's sqrtsoftplus score.
+std::vector<int64_t> routed_experts(const ModelConfig& c, const MoeWeights& w, const float* x,
+                                    int64_t token, std::vector<double>& score) {
+  const int64_t d = c.hidden_size, e = c.n_routed_experts, k = c.n_expert_used;
+  score.assign(e, 0.0);
   for (int64_t i = 0; i < e; ++i) {
     double logit = 0.0;
     for (int64_t j = 0; j < d; ++j) logit += double(w.gate.data_as<float>()[i * d + j]) * x[j];
@@ -137,6 +137,14 @@ std::vector<double> moe_ref(const ModelConfig& c, const MoeWeights& w, const flo
     });
     std::copy_n(order.begin(), k, chosen.begin());
   }
+  return chosen;
+}
+
+std::vector<double> moe_ref(const ModelConfig& c, const MoeWeights& w, const float* x,
+                            int64_t token, ExpertInputs inputs = ExpertInputs::kExact) {
+  const int64_t d = c.hidden_size, f = c.moe_intermediate_size;
+  std::vector<double> score;
+  const std::vector<int64_t> chosen = routed_experts(c, w, x, token, score);
   double sum = 0.0;
   for (int64_t id : chosen) sum += score[id];
   std::vector<double> y(d, 0.0);
@@ -170,6 +178,53 @@ TEST_P(MoeTest, MatchesFloat64) {
     EXPECT_LT(max_row_rel_error(out.data_as<float>() + t * d, ref.data(), 1, d),
               testing::kF32OpRelTol)
         << "token " << t;
+  }
+}
+
+// A calibration forward records, per routed expert, the amax of the rows it took (x exactly) and
+// of their SwiGLU outputs, against float64 routing and SwiGLU; over two forwards the record
+// keeps the larger.
+TEST_P(MoeTest, RecordsEachExpertsInputAmaxes) {
+  const auto [routing, n_tokens] = GetParam();
+  SeededRng rng;
+  const int64_t vocab = 50, d = 32, f = 24;
+  const ModelConfig config = moe_config(d, 6, 2, f, routing);
+  const MoeWeights w = random_moe(rng, config, vocab);
+  const int64_t e = config.n_routed_experts;
+  std::vector<double> want_in(e, 0.0), want_mid(e, 0.0);
+  std::vector<int64_t> want_rows(e, 0);
+  ExpertAmaxes amaxes(1, e);
+  for (float scale : {3.0f, 1.0f}) {  // the first forward's larger amaxes must stay
+    const Tensor x = random_tensor(rng, {n_tokens, d}, scale);
+    Tensor tokens = Tensor::host(DType::kI64, {n_tokens});
+    Tensor out = poisoned({n_tokens, d});
+    for (int t = 0; t < n_tokens; ++t) {
+      tokens.data_as<int64_t>()[t] = rng.uniform_int(0, vocab - 1);
+      const float* row = x.data_as<float>() + t * d;
+      std::vector<double> score;
+      for (int64_t id : routed_experts(config, w, row, tokens.data_as<int64_t>()[t], score)) {
+        ++want_rows[id];
+        const float* w13 = w.experts.w13.data_as<float>() + id * 2 * f * d;
+        for (int64_t i = 0; i < f; ++i) {
+          double g = 0.0, u = 0.0;
+          for (int64_t j = 0; j < d; ++j) {
+            want_in[id] = std::max(want_in[id], std::fabs(double(row[j])));
+            g += double(w13[i * d + j]) * row[j];
+            u += double(w13[(f + i) * d + j]) * row[j];
+          }
+          want_mid[id] = std::max(want_mid[id], std::fabs(swiglu_ref(g, u, config.swiglu_limit)));
+        }
+      }
+    }
+    ASSERT_TRUE(
+        moe_forward(config, 0, w, ExpertMode::kW4A16, x.view(), tokens.view(), out.view(), &amaxes)
+            .ok());
+  }
+  for (int64_t id = 0; id < e; ++id) {
+    const ExpertAmax& got = amaxes.at(0, id);
+    EXPECT_EQ(got.rows, want_rows[id]) << "expert " << id;
+    EXPECT_EQ(got.gate_up, static_cast<float>(want_in[id])) << "expert " << id;
+    EXPECT_NEAR(got.down, want_mid[id], testing::kF32OpRelTol * want_mid[id]) << "expert " << id;
   }
 }
 
@@ -318,6 +373,12 @@ TEST(MoeNvfp4Test, ModesAgainstDequantizedDenseExperts) {
       max_row_rel_error(w4a4.data_as<float>(), want.data_as<float>(), n_tokens, d);
   EXPECT_GT(a4_error, testing::kF32OpRelTol) << "W4A4 did not quantize the activations";
   EXPECT_LT(a4_error, testing::kNvfp4ActivationRelTol);
+  // A calibration record needs the dense experts the quantizer reads, not quantized ones.
+  ExpertAmaxes amaxes(1, e);
+  const Status refused = moe_forward(config, 0, quantized, ExpertMode::kW4A16, x.view(),
+                                     tokens.view(), w4a16.view(), &amaxes);
+  EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("dense"), std::string::npos);
 }
 
 }  // namespace

@@ -1,13 +1,21 @@
-// dsv4 quantize IN_DIR OUT_DIR --input-scale X [--all-linears] [--force]: a bf16/f32
-// checkpoint's routed experts (optionally every 2-D linear) to ModelOpt-layout NVFP4
-// (checkpoint/quantize.h, docs/nvfp4.md). The result binds under `dsv4 check`.
+// dsv4 quantize IN_DIR OUT_DIR (--input-scale X | --calibration-text FILE [--calibration-tokens N]
+// [--tokenizer FILE]) [--all-linears] [--force]: a bf16/f32 checkpoint's routed experts
+// (optionally every 2-D linear) to ModelOpt-layout NVFP4 (checkpoint/quantize.h, docs/nvfp4.md).
+// The input scales are one static value, or calibrated per routed expert on a text's tokens
+// (runtime/calibration.h); the result binds under `dsv4 check`.
 #include "checkpoint/quantize.h"
 
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
+#include "base/mapped_file.h"
 #include "commands.h"
+#include "dsv4/tokenizer.h"
+#include "engine_flags.h"
+#include "runtime/calibration.h"
 
 namespace dsv4::tools {
 namespace {
@@ -16,16 +24,55 @@ struct QuantizeArgs {
   std::string in_dir;
   std::string out_dir;
   checkpoint::QuantizeOptions options;
-  int64_t calibration_tokens = 0;
+  std::string calibration_text;
+  int64_t calibration_tokens = 2048;
+  std::string tokenizer;  // default: IN_DIR/tokenizer.json
 };
 
-int run_quantize(const QuantizeArgs& args) {
-  if (args.calibration_tokens > 0 || args.options.input_scale <= 0.0f) {
-    std::fprintf(stderr,
-                 "dsv4 quantize: a calibration pass (--calibration-tokens) needs the model forward "
-                 "and is not implemented; pass --input-scale X, the activation decode scale "
-                 "amax_x / 2688 written as every input_scale\n");
-    return 2;
+// The first calibration_tokens ids of the calibration text, through the checkpoint's tokenizer.
+Result<std::vector<int64_t>> calibration_ids(const QuantizeArgs& args) {
+  const std::string path =
+      args.tokenizer.empty() ? args.in_dir + "/tokenizer.json" : args.tokenizer;
+  Result<Tokenizer> tokenizer = Tokenizer::load(path);
+  if (!tokenizer.ok()) {
+    return tokenizer.status().with_context("--calibration-text needs the checkpoint's tokenizer");
+  }
+  DSV4_ASSIGN_OR_RETURN(MappedFile file, MappedFile::open(args.calibration_text));
+  if (file.size() == 0) return invalid_argument(args.calibration_text + ": empty calibration text");
+  DSV4_ASSIGN_OR_RETURN(
+      std::vector<int64_t> ids,
+      tokenizer->encode(std::string_view(reinterpret_cast<const char*>(file.data()), file.size())));
+  if (static_cast<int64_t>(ids.size()) > args.calibration_tokens) {
+    ids.resize(args.calibration_tokens);
+  }
+  return ids;
+}
+
+// The calibration pass, its scales into `scales`, and what it measured on stdout.
+Status calibrate(const QuantizeArgs& args, checkpoint::ExpertInputScales& scales) {
+  DSV4_ASSIGN_OR_RETURN(std::vector<int64_t> ids, calibration_ids(args));
+  DSV4_ASSIGN_OR_RETURN(runtime::ExpertCalibration calibration,
+                        runtime::calibrate_expert_inputs(args.in_dir, ids));
+  const size_t n_pairs =
+      calibration.scales.gate_up.size() *
+      (calibration.scales.gate_up.empty() ? 0 : calibration.scales.gate_up[0].size());
+  std::printf(
+      "calibrated:  %lld tokens of %s; %lld of %zu (layer, expert) pairs reached no "
+      "token and take their layer's largest input scale\n",
+      static_cast<long long>(calibration.n_tokens), args.calibration_text.c_str(),
+      static_cast<long long>(calibration.n_unreached), n_pairs);
+  scales = std::move(calibration.scales);
+  return ok_status();
+}
+
+int run_quantize(QuantizeArgs args) {
+  checkpoint::ExpertInputScales scales;
+  if (!args.calibration_text.empty()) {
+    if (const Status s = calibrate(args, scales); !s.ok()) {
+      std::fprintf(stderr, "dsv4 quantize: %s\n", s.to_string().c_str());
+      return 1;
+    }
+    args.options.expert_input_scales = &scales;
   }
   const Result<checkpoint::QuantizeSummary> summary =
       checkpoint::quantize_checkpoint(args.in_dir, args.out_dir, args.options);
@@ -50,15 +97,40 @@ void register_quantize(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<QuantizeArgs>();
   cmd->add_option("IN_DIR", args->in_dir, "input checkpoint directory")->required();
   cmd->add_option("OUT_DIR", args->out_dir, "output directory (empty or absent)")->required();
-  cmd->add_flag("--all-linears", args->options.all_linears,
-                "also quantize every 2-D linear but the embedding, head and router");
+  auto* all = cmd->add_flag("--all-linears", args->options.all_linears,
+                            "also quantize every 2-D linear but the embedding, head and router");
   auto* scale = cmd->add_option("--input-scale", args->options.input_scale,
-                                "static activation decode scale (amax_x / 2688) for every linear");
+                                "static activation decode scale (amax_x / 2688) of every "
+                                "quantized linear the calibration does not cover")
+                    ->check(positive());
+  auto* text = cmd->add_option("--calibration-text", args->calibration_text,
+                               "calibrate each routed expert's input scales on this text's "
+                               "tokens (the checkpoint runs them on the CPU)");
   cmd->add_option("--calibration-tokens", args->calibration_tokens,
-                  "calibrate input scales on N tokens (not implemented: needs the model forward)")
-      ->excludes(scale);
+                  "at most this many tokens of the calibration text")
+      ->capture_default_str()
+      ->check(positive())
+      ->needs(text);
+  cmd->add_option("--tokenizer", args->tokenizer,
+                  "tokenizer.json of the calibration text (default: IN_DIR/tokenizer.json)")
+      ->needs(text);
   cmd->add_flag("--force", args->options.force, "write into a non-empty OUT_DIR");
-  cmd->callback([args, &exit_code] { exit_code = run_quantize(*args); });
+  cmd->callback([args, scale, text, all, &exit_code] {
+    // Without calibration every input scale is the static one; with it, the static one covers
+    // the other linears of --all-linears only.
+    if (text->count() == 0 && scale->count() == 0) {
+      throw CLI::RequiredError("--input-scale or --calibration-text");
+    }
+    if (text->count() > 0 && (all->count() > 0) != (scale->count() > 0)) {
+      throw CLI::ValidationError(
+          "--input-scale", all->count() > 0 ? "--all-linears with --calibration-text needs "
+                                              "--input-scale for the linears it does not cover"
+                                            : "with --calibration-text it applies only with "
+                                              "--all-linears (the calibration covers the "
+                                              "routed experts)");
+    }
+    exit_code = run_quantize(*args);
+  });
 }
 
 }  // namespace dsv4::tools

@@ -1,0 +1,75 @@
+#include "runtime/calibration.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "checkpoint/loader.h"
+#include "format/nvfp4.h"
+#include "model/deepseek_v4.h"
+
+namespace dsv4::runtime {
+namespace {
+
+// One layer's scales of one input (gate-up or down) from its experts' amaxes; unreached experts
+// (no rows) take the largest of the reached ones.
+Result<std::vector<float>> layer_scales(const model::ExpertAmaxes& amaxes, int64_t layer,
+                                        float model::ExpertAmax::*input, const char* name) {
+  std::vector<float> scales(amaxes.n_experts(), 0.0f);
+  float largest = 0.0f;
+  for (int64_t e = 0; e < amaxes.n_experts(); ++e) {
+    const model::ExpertAmax& a = amaxes.at(layer, e);
+    if (a.rows > 0) scales[e] = a.*input / format::kNvfp4Range;
+    largest = std::max(largest, scales[e]);
+  }
+  if (!(largest > 0.0f)) {
+    return invalid_argument("calibration: layer " + std::to_string(layer) +
+                            "'s routed experts saw " + "only zeros at their " + name + " input");
+  }
+  for (int64_t e = 0; e < amaxes.n_experts(); ++e) {
+    if (amaxes.at(layer, e).rows == 0) scales[e] = largest;
+  }
+  return scales;
+}
+
+}  // namespace
+
+Result<ExpertCalibration> input_scales_of(const model::ExpertAmaxes& amaxes) {
+  ExpertCalibration out;
+  for (int64_t layer = 0; layer < amaxes.n_layers(); ++layer) {
+    DSV4_ASSIGN_OR_RETURN(std::vector<float> gate_up,
+                          layer_scales(amaxes, layer, &model::ExpertAmax::gate_up, "gate-up"));
+    DSV4_ASSIGN_OR_RETURN(std::vector<float> down,
+                          layer_scales(amaxes, layer, &model::ExpertAmax::down, "down"));
+    for (int64_t e = 0; e < amaxes.n_experts(); ++e) {
+      out.n_unreached += amaxes.at(layer, e).rows == 0 ? 1 : 0;
+    }
+    out.scales.gate_up.push_back(std::move(gate_up));
+    out.scales.down.push_back(std::move(down));
+  }
+  return out;
+}
+
+Result<ExpertCalibration> calibrate_expert_inputs(const std::string& model_dir,
+                                                  std::span<const int64_t> tokens) {
+  if (tokens.empty()) return invalid_argument("calibration: no tokens");
+  DSV4_ASSIGN_OR_RETURN(checkpoint::LoadedModel loaded, checkpoint::load_model(model_dir));
+  if (!loaded.report.clean()) {
+    return data_loss(model_dir +
+                     ": checkpoint does not bind cleanly: " + loaded.report.first_problem());
+  }
+  const model::Model model(loaded.weights, model::ModelOptions{});
+  const checkpoint::ModelConfig& config = model.config();
+  const auto n_tokens = static_cast<int64_t>(tokens.size());
+  DSV4_ASSIGN_OR_RETURN(model::SequenceCache cache, model.new_cache(n_tokens));
+  Tensor logits = Tensor::host(DType::kF32, {1, config.vocab_size});  // the last token's only
+  const model::SequenceChunk chunk{tokens, 0, &cache, logits.view()};
+  model::ExpertAmaxes amaxes(config.n_layer, config.n_routed_experts);
+  DSV4_RETURN_IF_ERROR(model.forward(std::span<const model::SequenceChunk>(&chunk, 1), amaxes));
+  DSV4_ASSIGN_OR_RETURN(ExpertCalibration calibration, input_scales_of(amaxes));
+  calibration.n_tokens = n_tokens;
+  return calibration;
+}
+
+}  // namespace dsv4::runtime
