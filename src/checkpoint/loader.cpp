@@ -283,8 +283,11 @@ Result<LoadedModel> load_model(const std::string& model_dir, const LoadOptions& 
   }
   const ExpertPacking packing =
       ExpertPacking::plan(opened.binding, w.config, options.keep_fp4_packed, model.report);
-  if (options.before_decode)
-    DSV4_RETURN_IF_ERROR(options.before_decode(plan_load(opened.binding, packing)));
+  if (options.before_decode) {
+    LoadPlan plan = plan_load(opened.binding, packing);
+    plan.first_problem = model.report.first_problem();
+    DSV4_RETURN_IF_ERROR(options.before_decode(plan));
+  }
   DSV4_RETURN_IF_ERROR(decode_all(opened.binding, w.config, options, packing, &w, model.report));
   return model;
 }

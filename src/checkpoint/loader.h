@@ -22,6 +22,7 @@ struct LoadPlan {
   int64_t packed_expert_bytes = 0;  // NVFP4 stacks: codes, block scales, global scales
   int64_t value_elements = 0;       // every other weight's values (f32 on the host)
   int64_t index_elements = 0;       // tid2eid's expert ids (i64)
+  std::string first_problem;        // the binding's first problem; empty when it binds cleanly
   // The fewest bytes the weights can take on a GPU, where a value is at least a bf16.
   int64_t min_device_bytes() const {
     return packed_expert_bytes + 2 * value_elements + 8 * index_elements;

@@ -32,12 +32,7 @@ Status Model::check_chunk(const SequenceChunk& chunk) const {
   DSV4_CHECK(chunk.logits.rank() == 2 && chunk.logits.size(1) == config().vocab_size &&
                  (chunk.logits.size(0) == n || chunk.logits.size(0) == 1) && n > 0,
              "logits must be f32 [T or 1, V] for a non-empty chunk");
-  for (int64_t id : chunk.tokens) {
-    if (id < 0 || id >= config().vocab_size) {
-      return invalid_argument("token id " + std::to_string(id) + " outside the vocabulary [0, " +
-                              std::to_string(config().vocab_size) + ")");
-    }
-  }
+  DSV4_RETURN_IF_ERROR(check_token_ids(chunk.tokens, config().vocab_size));
   if (chunk.start_pos != chunk.cache->n_tokens()) {
     return invalid_argument("start_pos " + std::to_string(chunk.start_pos) +
                             " does not continue a cache of " +
@@ -50,19 +45,7 @@ Status Model::check_chunk(const SequenceChunk& chunk) const {
   return ok_status();
 }
 
-Status Model::forward(std::span<const SequenceChunk> chunks) const { return run(chunks, nullptr); }
-
-Status Model::forward(std::span<const SequenceChunk> chunks, ExpertAmaxes& amaxes) const {
-  const checkpoint::ModelConfig& c = config();
-  if (amaxes.n_layers() != c.n_layer || amaxes.n_experts() != c.n_routed_experts) {
-    return invalid_argument("expert amaxes of " + std::to_string(amaxes.n_layers()) + " layers × " +
-                            std::to_string(amaxes.n_experts()) + " experts for a model of " +
-                            std::to_string(c.n_layer) + " × " + std::to_string(c.n_routed_experts));
-  }
-  return run(chunks, &amaxes);
-}
-
-Status Model::run(std::span<const SequenceChunk> chunks, ExpertAmaxes* amaxes) const {
+Status Model::forward(std::span<const SequenceChunk> chunks) const {
   const checkpoint::ModelConfig& c = config();
   std::vector<int64_t> ids;
   for (const SequenceChunk& chunk : chunks) {
@@ -72,12 +55,7 @@ Status Model::run(std::span<const SequenceChunk> chunks, ExpertAmaxes* amaxes) c
   const int64_t n_rows = static_cast<int64_t>(ids.size());
   DSV4_ASSIGN_OR_RETURN(Tensor tokens, upload(ids, {n_rows}, device()));
 
-  // Embedding, then M identical copies of it as the initial streams [T, M, D].
-  DSV4_ASSIGN_OR_RETURN(Tensor x, scratch(DType::kF32, {n_rows, c.hidden_size}, device()));
-  DSV4_RETURN_IF_ERROR(kernels::embedding(weights_->embed.view(), tokens.view(), x.view()));
-  DSV4_ASSIGN_OR_RETURN(Tensor streams,
-                        scratch(DType::kF32, {n_rows, c.hc_mult, c.hidden_size}, device()));
-  DSV4_RETURN_IF_ERROR(kernels::hc_repeat(x.view(), streams.view()));
+  DSV4_ASSIGN_OR_RETURN(Tensor streams, embed_streams(c, weights_->embed.view(), tokens.view()));
   DSV4_ASSIGN_OR_RETURN(Tensor spare, scratch(DType::kF32, streams.shape(), device()));
 
   std::vector<SequenceRows> rows(chunks.size());
@@ -95,7 +73,7 @@ Status Model::run(std::span<const SequenceChunk> chunks, ExpertAmaxes* amaxes) c
       begin = end;
     }
     const LayerInput input{
-        &c, layer, &weights_->layers[layer], options_.expert_mode, tokens.view(), rows, amaxes};
+        &c, layer, &weights_->layers[layer], options_.expert_mode, tokens.view(), rows};
     DSV4_RETURN_IF_ERROR(layer_forward(input, streams, spare));
   }
   return lm_head(chunks, streams);
@@ -103,12 +81,7 @@ Status Model::run(std::span<const SequenceChunk> chunks, ExpertAmaxes* amaxes) c
 
 // logits = head · norm(hc_head(streams)), in f32, only for the rows each chunk asked for.
 Status Model::lm_head(std::span<const SequenceChunk> chunks, const Tensor& streams) const {
-  const checkpoint::ModelConfig& c = config();
-  const int64_t n_rows = streams.shape()[0];
-  DSV4_ASSIGN_OR_RETURN(Tensor hidden, scratch(DType::kF32, {n_rows, c.hidden_size}, device()));
-  DSV4_RETURN_IF_ERROR(hc_head(c, weights_->hc_head, streams.view(), hidden.view()));
-  DSV4_RETURN_IF_ERROR(kernels::rms_norm(hidden.view(), weights_->norm.view(),
-                                         static_cast<float>(c.rms_norm_eps), hidden.view()));
+  DSV4_ASSIGN_OR_RETURN(Tensor hidden, final_hidden(*weights_, streams.view()));
   int64_t end = 0;
   for (const SequenceChunk& chunk : chunks) {
     end += static_cast<int64_t>(chunk.tokens.size());

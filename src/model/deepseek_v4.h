@@ -63,15 +63,11 @@ class Model {
   // invalid_argument for a token id outside the vocabulary or a start_pos that does not
   // continue the cache, resource_exhausted past the cache's capacity.
   Status forward(std::span<const SequenceChunk> chunks) const;
-  // The same forward, recording the routed experts' input amaxes into `amaxes` (one of every
-  // layer and routed expert; dense experts only): dsv4 quantize's calibration pass.
-  Status forward(std::span<const SequenceChunk> chunks, ExpertAmaxes& amaxes) const;
   // One sequence: Model::forward(tokens, start_pos, cache, logits).
   Status forward(std::span<const int64_t> tokens, int64_t start_pos, SequenceCache& cache,
                  const TensorView& logits) const;
 
  private:
-  Status run(std::span<const SequenceChunk> chunks, ExpertAmaxes* amaxes) const;
   Status check_chunk(const SequenceChunk& chunk) const;
   Status lm_head(std::span<const SequenceChunk> chunks, const Tensor& streams) const;
 

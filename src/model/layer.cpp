@@ -1,5 +1,6 @@
 #include "model/layer.h"
 
+#include <string>
 #include <utility>
 
 #include "kernels/ops.h"
@@ -34,6 +35,39 @@ Status layer_forward(const LayerInput& in, Tensor& streams, Tensor& spare) {
   DSV4_RETURN_IF_ERROR(hc_post(block_out.view(), streams.view(), site, spare.view()));
   std::swap(streams, spare);
   return ok_status();
+}
+
+Status check_token_ids(std::span<const int64_t> ids, int64_t vocab_size) {
+  for (int64_t id : ids) {
+    if (id < 0 || id >= vocab_size) {
+      return invalid_argument("token id " + std::to_string(id) + " outside the vocabulary [0, " +
+                              std::to_string(vocab_size) + ")");
+    }
+  }
+  return ok_status();
+}
+
+Result<Tensor> embed_streams(const checkpoint::ModelConfig& config, const TensorView& embed,
+                             const TensorView& tokens) {
+  const int64_t n_rows = tokens.numel();
+  DSV4_ASSIGN_OR_RETURN(Tensor x,
+                        scratch(DType::kF32, {n_rows, config.hidden_size}, tokens.device));
+  DSV4_RETURN_IF_ERROR(kernels::embedding(embed, tokens, x.view()));
+  DSV4_ASSIGN_OR_RETURN(
+      Tensor streams,
+      scratch(DType::kF32, {n_rows, config.hc_mult, config.hidden_size}, tokens.device));
+  DSV4_RETURN_IF_ERROR(kernels::hc_repeat(x.view(), streams.view()));
+  return streams;
+}
+
+Result<Tensor> final_hidden(const checkpoint::ModelWeights& weights, const TensorView& streams) {
+  const checkpoint::ModelConfig& c = weights.config;
+  DSV4_ASSIGN_OR_RETURN(Tensor hidden,
+                        scratch(DType::kF32, {streams.size(0), c.hidden_size}, streams.device));
+  DSV4_RETURN_IF_ERROR(hc_head(c, weights.hc_head, streams, hidden.view()));
+  DSV4_RETURN_IF_ERROR(kernels::rms_norm(hidden.view(), weights.norm.view(),
+                                         static_cast<float>(c.rms_norm_eps), hidden.view()));
+  return hidden;
 }
 
 }  // namespace dsv4::model

@@ -30,4 +30,15 @@ struct LayerInput {
 // streams f32 [T, M, D], updated in place (through `spare`, same shape, as the other buffer).
 Status layer_forward(const LayerInput& input, Tensor& streams, Tensor& spare);
 
+// Every id in [0, V), else invalid_argument naming the first that is not.
+Status check_token_ids(std::span<const int64_t> ids, int64_t vocab_size);
+
+// The streams before layer 0: the embedding of tokens (i64 [T] on the embedding's device) in
+// each of the M streams, f32 [T, M, D].
+Result<Tensor> embed_streams(const checkpoint::ModelConfig& config, const TensorView& embed,
+                             const TensorView& tokens);
+
+// What the head reads after the last layer: norm(hc_head(streams)), f32 [T, D].
+Result<Tensor> final_hidden(const checkpoint::ModelWeights& weights, const TensorView& streams);
+
 }  // namespace dsv4::model

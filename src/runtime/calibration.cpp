@@ -1,13 +1,14 @@
 #include "runtime/calibration.h"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "checkpoint/loader.h"
 #include "format/nvfp4.h"
-#include "model/deepseek_v4.h"
+#include "model/layerwise_forward.h"
 
 namespace dsv4::runtime {
 namespace {
@@ -54,21 +55,33 @@ Result<ExpertCalibration> input_scales_of(const model::ExpertAmaxes& amaxes) {
 Result<ExpertCalibration> calibrate_expert_inputs(const std::string& model_dir,
                                                   std::span<const int64_t> tokens) {
   if (tokens.empty()) return invalid_argument("calibration: no tokens");
-  DSV4_ASSIGN_OR_RETURN(checkpoint::LoadedModel loaded, checkpoint::load_model(model_dir));
+  // The loader decodes the globals, then layer after layer: each runs as soon as it is decoded
+  // and is dropped, so memory holds the embedding, the head and one layer.
+  std::optional<model::ExpertAmaxes> amaxes;
+  std::optional<model::LayerwiseForward> forward;
+  checkpoint::LoadOptions options;
+  options.before_decode = [&model_dir](const checkpoint::LoadPlan& plan) -> Status {
+    if (plan.first_problem.empty()) return ok_status();
+    return data_loss(model_dir + ": checkpoint does not bind cleanly: " + plan.first_problem);
+  };
+  options.on_layer_loaded = [&](checkpoint::ModelWeights& w, int64_t layer) -> Status {
+    if (layer < 0) {
+      amaxes.emplace(w.config.n_layer, w.config.n_routed_experts);
+      DSV4_ASSIGN_OR_RETURN(
+          forward, model::LayerwiseForward::start(w.config, w.embed.view(), tokens, &*amaxes));
+      return ok_status();
+    }
+    DSV4_RETURN_IF_ERROR(forward->run_layer(layer, w.layers[layer]));
+    w.layers[layer] = checkpoint::LayerWeights{};
+    return ok_status();
+  };
+  DSV4_ASSIGN_OR_RETURN(checkpoint::LoadedModel loaded, checkpoint::load_model(model_dir, options));
   if (!loaded.report.clean()) {
     return data_loss(model_dir +
                      ": checkpoint does not bind cleanly: " + loaded.report.first_problem());
   }
-  const model::Model model(loaded.weights, model::ModelOptions{});
-  const checkpoint::ModelConfig& config = model.config();
-  const auto n_tokens = static_cast<int64_t>(tokens.size());
-  DSV4_ASSIGN_OR_RETURN(model::SequenceCache cache, model.new_cache(n_tokens));
-  Tensor logits = Tensor::host(DType::kF32, {1, config.vocab_size});  // the last token's only
-  const model::SequenceChunk chunk{tokens, 0, &cache, logits.view()};
-  model::ExpertAmaxes amaxes(config.n_layer, config.n_routed_experts);
-  DSV4_RETURN_IF_ERROR(model.forward(std::span<const model::SequenceChunk>(&chunk, 1), amaxes));
-  DSV4_ASSIGN_OR_RETURN(ExpertCalibration calibration, input_scales_of(amaxes));
-  calibration.n_tokens = n_tokens;
+  DSV4_ASSIGN_OR_RETURN(ExpertCalibration calibration, input_scales_of(*amaxes));
+  calibration.n_tokens = static_cast<int64_t>(tokens.size());
   return calibration;
 }
 

@@ -1,7 +1,8 @@
 // dsv4 quantize's calibration pass: a bf16/f32 checkpoint runs a calibration text's tokens on
-// the CPU (as `dsv4 generate` would load it), every routed expert recording the amax of its
-// inputs (model/expert_amaxes.h), and each amax becomes ModelOpt's static input scale,
-// amax / 2688 (docs/nvfp4.md), for the W4A4 path's activation staging.
+// the CPU, one layer at a time as the loader decodes it (model/layerwise_forward.h: memory holds
+// the globals and one layer in f32), every routed expert recording the amax of its inputs
+// (model/expert_amaxes.h); each amax becomes ModelOpt's static input scale, amax / 2688
+// (docs/nvfp4.md), for the W4A4 path's activation staging.
 #pragma once
 
 #include <cstdint>
@@ -26,7 +27,7 @@ struct ExpertCalibration {
 // The input scales of recorded amaxes. Fails for a layer whose reached experts saw only zeros.
 Result<ExpertCalibration> input_scales_of(const model::ExpertAmaxes& amaxes);
 
-// Loads `model_dir` (its routed experts dense) and runs `tokens` through it as one sequence.
+// Streams `model_dir` (its routed experts dense) and runs `tokens` through it as one sequence.
 Result<ExpertCalibration> calibrate_expert_inputs(const std::string& model_dir,
                                                   std::span<const int64_t> tokens);
 

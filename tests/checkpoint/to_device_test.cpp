@@ -89,7 +89,8 @@ TEST(LoadModelOnTest, LayerByLayerComputesTheSameLogits) {
 TEST(WeightsFitTest, RefusesAModelLargerThanTheDeviceSayingWhy) {
   const LoadPlan plan{.packed_expert_bytes = int64_t{3} << 30,
                       .value_elements = int64_t{1} << 29,
-                      .index_elements = 0};
+                      .index_elements = 0,
+                      .first_problem = ""};
   EXPECT_TRUE(weights_fit(plan, int64_t{4} << 30).ok());
   const Status too_big = weights_fit(plan, int64_t{3} << 30);
   EXPECT_EQ(too_big.code(), StatusCode::kResourceExhausted);

@@ -13,6 +13,7 @@
 
 #include "checkpoint/loader.h"
 #include "model/golden.h"
+#include "model/layerwise_forward.h"
 #include "testing/compare.h"
 #include "testing/tolerance.h"
 
@@ -99,6 +100,34 @@ TEST_P(GoldenModelTest, LogitsAndCachedGreedyMatchTransformers) {
 }
 
 // Prefill in uneven chunks and a batch of two sequences give the numbers of single calls.
+// A layer at a time (model/layerwise_forward.h, what the calibration pass streams) is the same
+// forward: every prompt's logits as transformers recorded them.
+TEST_P(GoldenModelTest, LayerwiseForwardMatchesTransformers) {
+  Golden g = load_golden(GetParam());
+  const checkpoint::ModelWeights& w = g.loaded.weights;
+  const int64_t v = w.config.vocab_size;
+  for (int p = 0; p < n_prompts(g.reference); ++p) {
+    SCOPED_TRACE("prompt " + std::to_string(p));
+    const std::string i = std::to_string(p);
+    const std::vector<int64_t> prompt = ids_of(golden_tensor(g.reference, "prompt_" + i));
+    const auto n = static_cast<int64_t>(prompt.size());
+    auto forward = LayerwiseForward::start(w.config, w.embed.view(), prompt, nullptr);
+    ASSERT_TRUE(forward.ok()) << forward.status().to_string();
+    Tensor logits = Tensor::host(DType::kF32, {n, v});
+    EXPECT_EQ(forward->logits(w, logits.view()).code(), StatusCode::kInvalidArgument)
+        << "logits before the last layer";
+    EXPECT_EQ(forward->run_layer(1, w.layers[1]).code(), StatusCode::kInvalidArgument)
+        << "a layer out of order";
+    for (int64_t layer = 0; layer < w.config.n_layer; ++layer) {
+      ASSERT_TRUE(forward->run_layer(layer, w.layers[layer]).ok()) << "layer " << layer;
+    }
+    ASSERT_TRUE(forward->logits(w, logits.view()).ok());
+    const Tensor want = golden_tensor(g.reference, "logits_" + i);
+    EXPECT_LT(max_row_rel_error(logits.data_as<float>(), want.data_as<float>(), n, v),
+              kGoldenLogitsRelTol);
+  }
+}
+
 TEST_P(GoldenModelTest, ChunkedPrefillAndBatchMatchSingleCalls) {
   Golden g = load_golden(GetParam());
   const Model model(g.loaded.weights, ModelOptions{});

@@ -12,8 +12,8 @@
 #include "checkpoint/loader.h"
 #include "checkpoint/quantize.h"
 #include "format/nvfp4.h"
-#include "model/deepseek_v4.h"
 #include "model/golden.h"
+#include "model/layerwise_forward.h"
 #include "testing/temp_dir.h"
 
 namespace dsv4::runtime {
@@ -64,38 +64,35 @@ std::vector<int64_t> some_ids(int64_t n, int64_t vocab) {
 }
 
 // Every token goes to K routed experts in every layer (score and hash layers alike), so a layer's
-// rows add up to T·K; the pass returns one usable scale per layer and expert.
-TEST(CalibrationTest, APassOverAGoldenCheckpointRecordsEveryRoute) {
+// rows add up to T·K; the streamed pass (each layer dropped once run) gives the scales of a
+// layerwise forward over the whole model, one usable scale per layer and expert.
+TEST(CalibrationTest, AStreamedPassRecordsEveryRouteAsTheWholeModelDoes) {
   const std::string dir = testing::golden_path("tiny_a_pretrained/model");
   auto loaded = checkpoint::load_model(dir);
   ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
-  const model::Model model(loaded->weights, model::ModelOptions{});
-  const checkpoint::ModelConfig& config = model.config();
+  const checkpoint::ModelWeights& w = loaded->weights;
+  const checkpoint::ModelConfig& config = w.config;
   const std::vector<int64_t> ids = some_ids(24, config.vocab_size);
-  auto cache = model.new_cache(24);
-  ASSERT_TRUE(cache.ok());
-  Tensor logits = Tensor::host(DType::kF32, {1, config.vocab_size});
-  const model::SequenceChunk chunk{ids, 0, &*cache, logits.view()};
   model::ExpertAmaxes amaxes(config.n_layer, config.n_routed_experts);
-  ASSERT_TRUE(model.forward(std::span<const model::SequenceChunk>(&chunk, 1), amaxes).ok());
+  auto forward = model::LayerwiseForward::start(config, w.embed.view(), ids, &amaxes);
+  ASSERT_TRUE(forward.ok()) << forward.status().to_string();
   for (int64_t layer = 0; layer < config.n_layer; ++layer) {
+    ASSERT_TRUE(forward->run_layer(layer, w.layers[layer]).ok());
     int64_t rows = 0;
     for (int64_t e = 0; e < config.n_routed_experts; ++e) rows += amaxes.at(layer, e).rows;
     EXPECT_EQ(rows, 24 * config.n_expert_used) << "layer " << layer;
   }
+  Result<ExpertCalibration> whole = input_scales_of(amaxes);
+  ASSERT_TRUE(whole.ok()) << whole.status().to_string();
 
-  Result<ExpertCalibration> c = calibrate_expert_inputs(dir, ids);
-  ASSERT_TRUE(c.ok()) << c.status().to_string();
-  EXPECT_EQ(c->n_tokens, 24);
-  ASSERT_EQ(static_cast<int64_t>(c->scales.gate_up.size()), config.n_layer);
-  for (int64_t layer = 0; layer < config.n_layer; ++layer) {
-    for (int64_t e = 0; e < config.n_routed_experts; ++e) {
-      const float scale = c->scales.gate_up[layer][e];
-      EXPECT_TRUE(scale > 0.0f && std::isfinite(scale)) << layer << " " << e;
-      if (amaxes.at(layer, e).rows > 0) {
-        EXPECT_EQ(scale, amaxes.at(layer, e).gate_up / format::kNvfp4Range);
-      }
-    }
+  Result<ExpertCalibration> streamed = calibrate_expert_inputs(dir, ids);
+  ASSERT_TRUE(streamed.ok()) << streamed.status().to_string();
+  EXPECT_EQ(streamed->n_tokens, 24);
+  EXPECT_EQ(streamed->n_unreached, whole->n_unreached);
+  EXPECT_EQ(streamed->scales.gate_up, whole->scales.gate_up);
+  EXPECT_EQ(streamed->scales.down, whole->scales.down);
+  for (const std::vector<float>& layer : streamed->scales.down) {
+    for (float scale : layer) EXPECT_TRUE(scale > 0.0f && std::isfinite(scale));
   }
 }
 
@@ -115,14 +112,10 @@ TEST(CalibrationTest, RefusesNoTokensForeignIdsQuantizedExpertsAndAnotherModelsR
 
   auto loaded = checkpoint::load_model(dir);
   ASSERT_TRUE(loaded.ok());
-  const model::Model model(loaded->weights, model::ModelOptions{});
-  auto cache = model.new_cache(4);
-  ASSERT_TRUE(cache.ok());
+  const checkpoint::ModelWeights& w = loaded->weights;
+  model::ExpertAmaxes wrong(w.config.n_layer + 1, w.config.n_routed_experts);
   const std::vector<int64_t> ids = {1, 2, 3};
-  Tensor logits = Tensor::host(DType::kF32, {1, model.config().vocab_size});
-  const model::SequenceChunk chunk{ids, 0, &*cache, logits.view()};
-  model::ExpertAmaxes wrong(model.config().n_layer + 1, model.config().n_routed_experts);
-  EXPECT_EQ(model.forward(std::span<const model::SequenceChunk>(&chunk, 1), wrong).code(),
+  EXPECT_EQ(model::LayerwiseForward::start(w.config, w.embed.view(), ids, &wrong).status().code(),
             StatusCode::kInvalidArgument);
 }
 
