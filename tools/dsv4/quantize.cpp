@@ -29,7 +29,17 @@ struct QuantizeArgs {
   std::string tokenizer;  // default: IN_DIR/tokenizer.json
 };
 
+// The text's first bytes, at least `bytes` of them unless the text is shorter, ending on a
+// UTF-8 character boundary.
+std::string_view text_prefix(std::string_view text, size_t bytes) {
+  if (bytes >= text.size()) return text;
+  while (bytes > 0 && (static_cast<unsigned char>(text[bytes]) & 0xC0) == 0x80) --bytes;
+  return text.substr(0, bytes);
+}
+
 // The first calibration_tokens ids of the calibration text, through the checkpoint's tokenizer.
+// A calibration text may be a whole dataset: only a prefix is encoded, long enough that where it
+// was cut (a word split in two) lies past the ids taken (a word is a few tokens).
 Result<std::vector<int64_t>> calibration_ids(const QuantizeArgs& args) {
   const std::string path =
       args.tokenizer.empty() ? args.in_dir + "/tokenizer.json" : args.tokenizer;
@@ -39,13 +49,19 @@ Result<std::vector<int64_t>> calibration_ids(const QuantizeArgs& args) {
   }
   DSV4_ASSIGN_OR_RETURN(MappedFile file, MappedFile::open(args.calibration_text));
   if (file.size() == 0) return invalid_argument(args.calibration_text + ": empty calibration text");
-  DSV4_ASSIGN_OR_RETURN(
-      std::vector<int64_t> ids,
-      tokenizer->encode(std::string_view(reinterpret_cast<const char*>(file.data()), file.size())));
-  if (static_cast<int64_t>(ids.size()) > args.calibration_tokens) {
-    ids.resize(args.calibration_tokens);
+  const std::string_view text(reinterpret_cast<const char*>(file.data()), file.size());
+  constexpr int64_t kCutMargin = 64;  // ids past the last one taken, before the cut
+  const auto wanted = static_cast<size_t>(args.calibration_tokens + kCutMargin);
+  for (size_t bytes = 16 * wanted;; bytes *= 2) {
+    const std::string_view prefix = text_prefix(text, bytes);
+    DSV4_ASSIGN_OR_RETURN(std::vector<int64_t> ids, tokenizer->encode(prefix));
+    if (ids.size() >= wanted || prefix.size() == text.size()) {
+      if (static_cast<int64_t>(ids.size()) > args.calibration_tokens) {
+        ids.resize(args.calibration_tokens);
+      }
+      return ids;
+    }
   }
-  return ids;
 }
 
 // The calibration pass, its scales into `scales`, and what it measured on stdout.
