@@ -26,7 +26,7 @@ Result<std::vector<float>> layer_scales(const model::ExpertAmaxes& amaxes, int64
   }
   if (!(largest > 0.0f)) {
     return invalid_argument("calibration: layer " + std::to_string(layer) +
-                            "'s routed experts saw " + "only zeros at their " + name + " input");
+                            "'s routed experts saw only zeros at their " + name + " input");
   }
   for (int64_t e = 0; e < amaxes.n_experts(); ++e) {
     if (amaxes.at(layer, e).rows == 0) scales[e] = largest;
@@ -71,6 +71,7 @@ Result<ExpertCalibration> calibrate_expert_inputs(const std::string& model_dir,
           forward, model::LayerwiseForward::start(w.config, w.embed.view(), tokens, &*amaxes));
       return ok_status();
     }
+    if (!forward) return internal_error("calibration: layer decoded before the globals");
     DSV4_RETURN_IF_ERROR(forward->run_layer(layer, w.layers[layer]));
     w.layers[layer] = checkpoint::LayerWeights{};
     return ok_status();
@@ -79,6 +80,9 @@ Result<ExpertCalibration> calibrate_expert_inputs(const std::string& model_dir,
   if (!loaded.report.clean()) {
     return data_loss(model_dir +
                      ": checkpoint does not bind cleanly: " + loaded.report.first_problem());
+  }
+  if (!forward || forward->next_layer() != loaded.weights.config.n_layer) {
+    return internal_error("calibration: the loader did not hand over every layer");
   }
   DSV4_ASSIGN_OR_RETURN(ExpertCalibration calibration, input_scales_of(*amaxes));
   calibration.n_tokens = static_cast<int64_t>(tokens.size());
