@@ -123,9 +123,9 @@ void register_quantize(CLI::App& app, int& exit_code) {
                                "calibrate each routed expert's input scales on this text's "
                                "tokens (the checkpoint runs them on the CPU)");
   cmd->add_option("--calibration-tokens", args->calibration_tokens,
-                  "at most this many tokens of the calibration text")
+                  "at most this many tokens of the calibration text (one sequence)")
       ->capture_default_str()
-      ->check(positive())
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
       ->needs(text);
   cmd->add_option("--tokenizer", args->tokenizer,
                   "tokenizer.json of the calibration text (default: IN_DIR/tokenizer.json)")
