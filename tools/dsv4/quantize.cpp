@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "base/mapped_file.h"
@@ -54,7 +55,9 @@ Result<std::vector<int64_t>> calibration_ids(const QuantizeArgs& args) {
   const auto wanted = static_cast<size_t>(args.calibration_tokens + kCutMargin);
   for (size_t bytes = 16 * wanted;; bytes *= 2) {
     const std::string_view prefix = text_prefix(text, bytes);
-    DSV4_ASSIGN_OR_RETURN(std::vector<int64_t> ids, tokenizer->encode(prefix));
+    Result<std::vector<int64_t>> encoded = tokenizer->encode(prefix);
+    if (!encoded.ok()) return encoded.status().with_context(args.calibration_text);
+    std::vector<int64_t> ids = std::move(encoded).value();
     if (ids.size() >= wanted || prefix.size() == text.size()) {
       if (static_cast<int64_t>(ids.size()) > args.calibration_tokens) {
         ids.resize(args.calibration_tokens);
