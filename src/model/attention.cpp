@@ -173,7 +173,7 @@ struct StepRows {
   TensorView q;
   TensorView kv;
   TensorView window_rows;  // window_indices
-  const std::vector<int64_t>& host_positions;
+  std::span<const int64_t> host_positions;
   TensorView inv_freq;
   TensorView index_q;        // CSA layers: the indexer's queries and head weights
   TensorView index_weights;  // (IndexerQueries)
@@ -202,6 +202,18 @@ Status attend_rows(const checkpoint::ModelConfig& config,
   return ok_status();
 }
 
+// One step's rows' positions: a slice of the forward's RowPositions.
+struct StepPositions {
+  std::span<const int64_t> host;
+  TensorView positions;
+  TensorView window_rows;
+
+  StepPositions rows(int64_t begin, int64_t end) const {
+    return {host.subspan(begin, end - begin), positions.rows(begin, end),
+            window_rows.rows(begin, end)};
+  }
+};
+
 // One step of every sequence in `sequences` (rows [begin, end) of x, each ≤ its cache's Ts): the
 // per-token projections run on all rows at once, so a batch reads the attention weights once,
 // not once a sequence; the caches and the attention sequence by sequence. A sequence that keeps
@@ -209,14 +221,10 @@ Status attend_rows(const checkpoint::ModelConfig& config,
 // batch no step of its own.
 Status attention_step(const checkpoint::ModelConfig& config,
                       const checkpoint::AttentionWeights& weights, const TensorView& x,
-                      std::span<const SequenceRows> sequences, const TensorView& out) {
+                      std::span<const SequenceRows> sequences, const StepPositions& at,
+                      const TensorView& out) {
   const int64_t n_tokens = x.size(0);
   const Device device = x.device;
-  std::vector<int64_t> host_positions(n_tokens);
-  for (const SequenceRows& seq : sequences) {
-    for (int64_t t = seq.begin; t < seq.end; ++t) host_positions[t] = seq.start_pos + t - seq.begin;
-  }
-  DSV4_ASSIGN_OR_RETURN(Tensor positions, upload(host_positions, {n_tokens}, device));
   // Every sequence's cache of this layer holds the same compress RoPE frequencies.
   const TensorView inv_freq = sequences.front().cache->inv_freq.view();
 
@@ -225,24 +233,16 @@ Status attention_step(const checkpoint::ModelConfig& config,
   DSV4_ASSIGN_OR_RETURN(
       Tensor q, Tensor::empty(DType::kF32, {n_tokens, config.n_head, config.head_dim}, device));
   DSV4_RETURN_IF_ERROR(
-      project_query(config, weights, x, positions.view(), inv_freq, q_latent.view(), q.view()));
-  DSV4_ASSIGN_OR_RETURN(Tensor kv, project_kv(config, weights, x, positions.view(), inv_freq));
+      project_query(config, weights, x, at.positions, inv_freq, q_latent.view(), q.view()));
+  DSV4_ASSIGN_OR_RETURN(Tensor kv, project_kv(config, weights, x, at.positions, inv_freq));
   IndexerQueries index;
   if (weights.indexer) {
     DSV4_ASSIGN_OR_RETURN(index, indexer_queries(config, *weights.indexer, x, q_latent.view(),
-                                                 positions.view(), inv_freq));
+                                                 at.positions, inv_freq));
   }
-  DSV4_ASSIGN_OR_RETURN(Tensor window_rows,
-                        window_indices(sequences, host_positions, config.sliding_window, device));
   DSV4_ASSIGN_OR_RETURN(Tensor o, Tensor::empty(DType::kF32, q.shape(), device));
-  const StepRows rows{x,
-                      q.view(),
-                      kv.view(),
-                      window_rows.view(),
-                      host_positions,
-                      inv_freq,
-                      index.q.view(),
-                      index.weights.view(),
+  const StepRows rows{x,       q.view(), kv.view(),      at.window_rows,
+                      at.host, inv_freq, index.q.view(), index.weights.view(),
                       o.view()};
   for (const SequenceRows& seq : sequences) {
     const int64_t split = seq.snapshot ? seq.begin + seq.snapshot_at - seq.start_pos : seq.end;
@@ -252,7 +252,7 @@ Status attention_step(const checkpoint::ModelConfig& config,
   }
   // V = K carried the keys' rotation into the output; undo it at the query's position.
   DSV4_RETURN_IF_ERROR(
-      kernels::rope(o.view(), positions.view(), inv_freq, kernels::RopeDirection::kInverse));
+      kernels::rope(o.view(), at.positions, inv_freq, kernels::RopeDirection::kInverse));
   return project_output(config, weights,
                         o.view().reshaped({n_tokens, config.n_head * config.head_dim}), out);
 }
@@ -275,11 +275,11 @@ Status check_sequence(const checkpoint::ModelConfig& config, int64_t layer, int6
   return ok_status();
 }
 
-// One sequence's rows in steps of ≤ Ts tokens; its snapshot, if any, is taken in the step that
-// holds the snapshot's position.
+// One sequence's rows in steps of ≤ Ts tokens (`at`: the sequence's rows' positions); its
+// snapshot, if any, is taken in the step that holds the snapshot's position.
 Status sequence_steps(const checkpoint::ModelConfig& config,
                       const checkpoint::AttentionWeights& weights, const TensorView& x,
-                      const SequenceRows& seq, const TensorView& out) {
+                      const SequenceRows& seq, const StepPositions& at, const TensorView& out) {
   const int64_t ts = seq.cache->max_step_tokens;
   for (int64_t begin = seq.begin; begin < seq.end; begin += ts) {
     const int64_t end = std::min(seq.end, begin + ts);
@@ -289,27 +289,59 @@ Status sequence_steps(const checkpoint::ModelConfig& config,
       step.snapshot = seq.snapshot;
       step.snapshot_at = seq.snapshot_at;
     }
-    DSV4_RETURN_IF_ERROR(attention_step(config, weights, x.rows(begin, end),
-                                        std::span<const SequenceRows>(&step, 1),
-                                        out.rows(begin, end)));
+    DSV4_RETURN_IF_ERROR(
+        attention_step(config, weights, x.rows(begin, end), std::span<const SequenceRows>(&step, 1),
+                       at.rows(begin - seq.begin, end - seq.begin), out.rows(begin, end)));
   }
   return ok_status();
 }
 
 }  // namespace
 
+Result<RowPositions> RowPositions::of(const checkpoint::ModelConfig& config,
+                                      std::span<const SequenceRows> sequences, int64_t n_rows,
+                                      Device device) {
+  RowPositions at;
+  at.host.assign(n_rows, 0);
+  for (const SequenceRows& seq : sequences) {
+    DSV4_CHECK(seq.cache != nullptr && 0 <= seq.begin && seq.begin <= seq.end && seq.end <= n_rows,
+               "RowPositions: rows [%lld, %lld) of %lld", (long long)seq.begin, (long long)seq.end,
+               (long long)n_rows);
+    for (int64_t t = seq.begin; t < seq.end; ++t) at.host[t] = seq.start_pos + t - seq.begin;
+    at.ring_rows.push_back(seq.cache->window.shape()[0]);
+  }
+  DSV4_ASSIGN_OR_RETURN(at.positions, upload(at.host, {n_rows}, device));
+  DSV4_ASSIGN_OR_RETURN(at.window_rows,
+                        window_indices(sequences, at.host, config.sliding_window, device));
+  return at;
+}
+
 Status attention_forward(const checkpoint::ModelConfig& config, int64_t layer,
                          const checkpoint::AttentionWeights& weights, const TensorView& x,
                          std::span<const SequenceRows> sequences, const TensorView& out) {
+  DSV4_ASSIGN_OR_RETURN(RowPositions at, RowPositions::of(config, sequences, x.size(0), x.device));
+  return attention_forward(config, layer, weights, x, sequences, at, out);
+}
+
+Status attention_forward(const checkpoint::ModelConfig& config, int64_t layer,
+                         const checkpoint::AttentionWeights& weights, const TensorView& x,
+                         std::span<const SequenceRows> sequences, const RowPositions& at,
+                         const TensorView& out) {
   DSV4_CHECK(layer >= 0 && layer < static_cast<int64_t>(config.layers.size()), "layer %lld",
              (long long)layer);
   DSV4_CHECK(x.dtype == DType::kF32 && x.rank() == 2 && x.size(1) == config.hidden_size &&
                  x.is_contiguous() && out.shape == x.shape && out.is_contiguous(),
              "attention_forward: x and out must be f32 [T, D]");
+  DSV4_CHECK(
+      at.ring_rows.size() == sequences.size() && static_cast<int64_t>(at.host.size()) == x.size(0),
+      "attention_forward: positions of %zu sequences and %zu rows for %zu and %lld",
+      at.ring_rows.size(), at.host.size(), sequences.size(), (long long)x.size(0));
+  const StepPositions all{at.host, at.positions.view(), at.window_rows.view()};
   std::vector<SequenceRows> batch;
   bool one_step = true;
   int64_t next = 0;
-  for (const SequenceRows& seq : sequences) {
+  for (size_t i = 0; i < sequences.size(); ++i) {
+    const SequenceRows& seq = sequences[i];
     DSV4_CHECK(seq.begin == next && seq.begin <= seq.end && seq.cache != nullptr,
                "attention_forward: rows [%lld, %lld) do not continue at %lld", (long long)seq.begin,
                (long long)seq.end, (long long)next);
@@ -317,6 +349,10 @@ Status attention_forward(const checkpoint::ModelConfig& config, int64_t layer,
     if (seq.begin == seq.end) continue;
     DSV4_RETURN_IF_ERROR(
         check_sequence(config, layer, seq.end - seq.begin, seq.start_pos, *seq.cache));
+    DSV4_CHECK(seq.cache->window.shape()[0] == at.ring_rows[i],
+               "attention_forward: layer %lld's ring of %lld rows, positions made for %lld",
+               (long long)layer, (long long)seq.cache->window.shape()[0],
+               (long long)at.ring_rows[i]);
     one_step = one_step && seq.end - seq.begin <= seq.cache->max_step_tokens;
     batch.push_back(seq);
   }
@@ -324,11 +360,12 @@ Status attention_forward(const checkpoint::ModelConfig& config, int64_t layer,
              (long long)next, (long long)x.size(0));
   if (batch.empty()) return ok_status();
   // A decode step, or prompts that each fit one step: all sequences in one step.
-  if (one_step) return attention_step(config, weights, x, batch, out);
+  if (one_step) return attention_step(config, weights, x, batch, all, out);
   // A sequence longer than a step (a long prompt): in steps of ≤ Ts tokens, one sequence at a
   // time.
   for (const SequenceRows& seq : batch) {
-    DSV4_RETURN_IF_ERROR(sequence_steps(config, weights, x, seq, out));
+    DSV4_RETURN_IF_ERROR(
+        sequence_steps(config, weights, x, seq, all.rows(seq.begin, seq.end), out));
   }
   return ok_status();
 }

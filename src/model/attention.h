@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "base/tensor.h"
 #include "checkpoint/weights.h"
@@ -30,6 +31,22 @@ struct SequenceRows {
   int64_t snapshot_at = 0;
 };
 
+// What every layer's attention reads of a forward's rows and is the same in all of them: each
+// row's position (on the host and on the device) and its window's ring rows (every layer's ring
+// holds W + Ts − 1 rows). Made once a forward (Model::forward), not once a layer: two uploads a
+// forward instead of two a layer.
+struct RowPositions {
+  std::vector<int64_t> host;  // [T]
+  Tensor positions;           // i64 [T]
+  Tensor window_rows;  // i32 [T, W]: ring rows of positions p − W + 1 … p (−1 before 0)
+  std::vector<int64_t> ring_rows;  // [sequences]: the rings these rows were made for
+
+  // For `sequences` (tiling [0, T) as attention_forward's) and their caches' rings, on `device`.
+  static Result<RowPositions> of(const checkpoint::ModelConfig& config,
+                                 std::span<const SequenceRows> sequences, int64_t n_rows,
+                                 Device device);
+};
+
 // x:   [T, D] f32, the attn_norm'ed block input of tokens at positions start_pos .. start_pos+T-1.
 // out: [T, D] f32.
 // Appends the T tokens to `cache` (window ring, compressor partial state, compressed entries,
@@ -46,5 +63,11 @@ Status attention_forward(const checkpoint::ModelConfig& config, int64_t layer,
 Status attention_forward(const checkpoint::ModelConfig& config, int64_t layer,
                          const checkpoint::AttentionWeights& weights, const TensorView& x,
                          std::span<const SequenceRows> sequences, const TensorView& out);
+// The same with the rows' positions made once for all layers (RowPositions::of over the same
+// rows, with caches whose rings have the same rows as this layer's).
+Status attention_forward(const checkpoint::ModelConfig& config, int64_t layer,
+                         const checkpoint::AttentionWeights& weights, const TensorView& x,
+                         std::span<const SequenceRows> sequences, const RowPositions& at,
+                         const TensorView& out);
 
 }  // namespace dsv4::model

@@ -58,8 +58,9 @@ Status Model::forward(std::span<const SequenceChunk> chunks) const {
   DSV4_ASSIGN_OR_RETURN(Tensor streams, embed_streams(c, weights_->embed.view(), tokens.view()));
   DSV4_ASSIGN_OR_RETURN(Tensor spare, scratch(DType::kF32, streams.shape(), device()));
 
+  // Each chunk's rows of the batch, with the caches of one layer.
   std::vector<SequenceRows> rows(chunks.size());
-  for (int64_t layer = 0; layer < c.n_layer; ++layer) {
+  const auto rows_of_layer = [&](int64_t layer) {
     int64_t begin = 0;
     for (size_t i = 0; i < chunks.size(); ++i) {
       const int64_t end = begin + static_cast<int64_t>(chunks[i].tokens.size());
@@ -72,8 +73,15 @@ Status Model::forward(std::span<const SequenceChunk> chunks) const {
                  chunk.start_pos + chunk.snapshot_after};
       begin = end;
     }
+  };
+  // The rows' positions and window rings are the same in every layer: made once.
+  rows_of_layer(0);
+  DSV4_ASSIGN_OR_RETURN(const RowPositions positions, RowPositions::of(c, rows, n_rows, device()));
+  for (int64_t layer = 0; layer < c.n_layer; ++layer) {
+    rows_of_layer(layer);
     const LayerInput input{
-        &c, layer, &weights_->layers[layer], options_.expert_mode, tokens.view(), rows};
+        &c,      layer,     &weights_->layers[layer], options_.expert_mode, tokens.view(), rows,
+        nullptr, &positions};
     DSV4_RETURN_IF_ERROR(layer_forward(input, streams, spare));
   }
   return lm_head(chunks, streams);

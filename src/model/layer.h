@@ -25,6 +25,8 @@ struct LayerInput {
   TensorView tokens;  // i64 [T] token ids (hash routing)
   std::span<const SequenceRows> sequences;
   ExpertAmaxes* expert_amaxes = nullptr;  // a calibration forward's record (moe_forward)
+  // The rows' positions, made once for all layers (attention.h); nullptr: each layer makes them.
+  const RowPositions* positions = nullptr;
 };
 
 // streams f32 [T, M, D], updated in place (through `spare`, same shape, as the other buffer).
