@@ -39,7 +39,9 @@ struct LoadOptions {
   // load_model calls this once every slot of a layer is decoded (layer -1: the model's global
   // weights), with the weights so far; it may move that layer's tensors elsewhere (to_device.h
   // streams each layer to a GPU and frees the host copy, so host memory holds one layer at a
-  // time). An error stops the load.
+  // time) or run and drop them (runtime/calibration.h). An error stops the load. The calls come
+  // in order, -1 (the globals) first, then 0, 1, ... (the name table lists the slots so, and
+  // decoding follows it), for a checkpoint that binds cleanly (LoadPlan::first_problem empty).
   std::function<Status(ModelWeights& weights, int64_t layer)> on_layer_loaded;
   // load_model calls this once the checkpoint is bound, before decoding anything: an error
   // (to_device.h's: the weights cannot fit on the GPU) stops the load early.

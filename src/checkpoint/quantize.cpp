@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <vector>
 
@@ -86,11 +87,10 @@ Result<std::vector<float>> matrix_amaxes(const format::TensorInfo& t) {
   return amaxes;
 }
 
-// The input_scale of matrix g of `piece` in `slot`: the routed expert's calibrated one when the
-// options have them, else the one static value.
+// The input_scale of matrix g of `piece` in `slot`: the routed expert's calibrated one when
+// there are calibrated scales, else the one static value.
 float input_scale_of(const BoundSlot& slot, const BoundPiece& piece, int64_t g,
-                     const QuantizeOptions& options) {
-  const ExpertInputScales* calibrated = options.expert_input_scales;
+                     const QuantizeOptions& options, const ExpertInputScales* calibrated) {
   const bool expert = slot.param == Param::kExpertsW13 || slot.param == Param::kExpertsW2;
   if (calibrated == nullptr || !expert) return options.input_scale;
   const int64_t e = piece.expert_idx >= 0 ? piece.expert_idx : g;
@@ -100,7 +100,8 @@ float input_scale_of(const BoundSlot& slot, const BoundPiece& piece, int64_t g,
 
 // Adds one slot's weights to the plan. w1 and w3 stored per expert share the larger amax; a
 // fused [E, 2F, D] stack gets it by taking each expert's amax over both halves at once.
-Status plan_slot(const BoundSlot& slot, const QuantizeOptions& options, Plan& plan) {
+Status plan_slot(const BoundSlot& slot, const QuantizeOptions& options,
+                 const ExpertInputScales* calibrated, Plan& plan) {
   std::map<int64_t, float> shared_amax;  // expert -> max(amax w1, amax w3)
   std::vector<std::pair<const BoundPiece*, std::vector<float>>> amaxes;
   for (const BoundPiece& piece : slot.pieces) {
@@ -117,22 +118,24 @@ Status plan_slot(const BoundSlot& slot, const QuantizeOptions& options, Plan& pl
     for (size_t g = 0; g < a.size(); ++g) {
       planned.scales.push_back(format::GlobalScale::from_amax(a[g]));
       planned.input_scales.push_back(
-          input_scale_of(slot, *piece, static_cast<int64_t>(g), options));
+          input_scale_of(slot, *piece, static_cast<int64_t>(g), options, calibrated));
     }
   }
   return ok_status();
 }
 
-Result<Plan> plan_quantization(const Binding& binding, const QuantizeOptions& options) {
+bool stored_dense(const BoundSlot& slot) {
+  return std::all_of(slot.pieces.begin(), slot.pieces.end(),
+                     [](const BoundPiece& p) { return p.form == StorageForm::kDense; });
+}
+
+Result<Plan> plan_quantization(const Binding& binding, const QuantizeOptions& options,
+                               const ExpertInputScales* calibrated) {
   Plan plan;
   for (const BoundSlot& slot : binding.slots) {
     if (!selected(slot.param, options.all_linears)) continue;
-    // A slot already stored quantized (FP8, FP4) is copied as it is.
-    const bool dense = std::all_of(slot.pieces.begin(), slot.pieces.end(), [](const BoundPiece& p) {
-      return p.form == StorageForm::kDense;
-    });
-    if (!dense) continue;
-    DSV4_RETURN_IF_ERROR(plan_slot(slot, options, plan));
+    if (!stored_dense(slot)) continue;  // stored quantized (FP8, FP4): copied as it is
+    DSV4_RETURN_IF_ERROR(plan_slot(slot, options, calibrated, plan));
   }
   return plan;
 }
@@ -224,8 +227,8 @@ Status write_text(const fs::path& path, const std::string& text) {
 
 // config.json with a ModelOpt-style quantization_config (the fields vLLM and ModelOpt read) and
 // which weights this tool quantized.
-Status write_config(const fs::path& in_dir, const fs::path& out_dir,
-                    const QuantizeOptions& options) {
+Status write_config(const fs::path& in_dir, const fs::path& out_dir, const QuantizeOptions& options,
+                    bool calibrated) {
   DSV4_ASSIGN_OR_RETURN(std::string text, read_text(in_dir / kConfigName));
   DSV4_ASSIGN_OR_RETURN(format::Json config,
                         format::parse_json(text, (in_dir / kConfigName).string()));
@@ -236,12 +239,12 @@ Status write_config(const fs::path& in_dir, const fs::path& out_dir,
       {"producer", "dsv4 quantize"},
       {"dsv4_scope",
        options.all_linears ? "all linears but embedding, head and router" : "routed experts"},
-      {"dsv4_input_scales", options.expert_input_scales != nullptr ? "calibrated per routed expert"
-                                                                   : "one static value"}};
+      {"dsv4_input_scales", calibrated ? "calibrated per routed expert" : "one static value"}};
   return write_text(out_dir / kConfigName, config.dump(2) + "\n");
 }
 
-Status prepare_output(const fs::path& in_dir, const fs::path& out_dir, bool force) {
+// The output directory may be written: not the input, and empty or absent unless forced.
+Status check_output(const fs::path& in_dir, const fs::path& out_dir, bool force) {
   std::error_code ec;
   if (fs::exists(out_dir, ec) && fs::equivalent(in_dir, out_dir, ec)) {
     return invalid_argument(out_dir.string() + ": the output directory is the input directory");
@@ -249,6 +252,11 @@ Status prepare_output(const fs::path& in_dir, const fs::path& out_dir, bool forc
   if (fs::exists(out_dir, ec) && !fs::is_empty(out_dir, ec) && !force) {
     return invalid_argument(out_dir.string() + ": not empty (pass --force to write into it)");
   }
+  return ok_status();
+}
+
+Status create_output(const fs::path& out_dir) {
+  std::error_code ec;
   fs::create_directories(out_dir, ec);
   if (ec) return internal_error(out_dir.string() + ": cannot create: " + ec.message());
   return ok_status();
@@ -273,18 +281,35 @@ Status copy_other_files(const fs::path& in_dir, const fs::path& out_dir, bool fo
 
 bool usable_scale(float scale) { return scale > 0.0f && std::isfinite(scale); }
 
-// One calibrated scale per layer and routed expert, each usable; and the static one wherever it
-// is written (every linear without calibration, the other linears with all_linears).
-Status check_input_scales(const QuantizeOptions& options, const ModelConfig& config) {
-  const ExpertInputScales* calibrated = options.expert_input_scales;
-  if ((calibrated == nullptr || options.all_linears) && !usable_scale(options.input_scale)) {
-    return invalid_argument(
-        "input scale " + std::to_string(options.input_scale) + ": must be finite and > 0" +
-        (calibrated ? " (the calibration covers the routed experts only)" : ""));
+// The static scale wherever it is written: every linear without calibration, the other linears
+// with all_linears.
+Status check_static_scale(const QuantizeOptions& options) {
+  const bool calibrating = static_cast<bool>(options.calibrate_experts);
+  if ((calibrating && !options.all_linears) || usable_scale(options.input_scale)) {
+    return ok_status();
   }
-  if (calibrated == nullptr) return ok_status();
-  for (const auto* by_layer : {&calibrated->gate_up, &calibrated->down}) {
-    const char* which = by_layer == &calibrated->gate_up ? "gate-up" : "down";
+  return invalid_argument("input scale " + std::to_string(options.input_scale) +
+                          ": must be finite and > 0" +
+                          (calibrating ? " (the calibration covers the routed experts only)" : ""));
+}
+
+// A calibration needs dense routed experts: stored quantized, they are copied as they are.
+Status check_calibratable(const Binding& binding) {
+  for (const BoundSlot& slot : binding.slots) {
+    const bool expert = slot.param == Param::kExpertsW13 || slot.param == Param::kExpertsW2;
+    if (expert && !stored_dense(slot)) {
+      return invalid_argument("layer " + std::to_string(slot.layer) +
+                              ": the routed experts are stored quantized (FP8 or FP4); a "
+                              "calibration pass needs dense (bf16/f32) experts");
+    }
+  }
+  return ok_status();
+}
+
+// One calibrated scale per layer and routed expert, each usable.
+Status check_calibrated(const ExpertInputScales& calibrated, const ModelConfig& config) {
+  for (const auto* by_layer : {&calibrated.gate_up, &calibrated.down}) {
+    const char* which = by_layer == &calibrated.gate_up ? "gate-up" : "down";
     if (static_cast<int64_t>(by_layer->size()) != config.n_layer) {
       return invalid_argument(std::string("calibrated ") + which + " input scales for " +
                               std::to_string(by_layer->size()) + " layers, the model has " +
@@ -316,7 +341,7 @@ Result<QuantizeSummary> quantize_checkpoint(const std::string& in_dir, const std
                                             const QuantizeOptions& options) {
   DSV4_ASSIGN_OR_RETURN(ModelConfig config, load_model_config(in_dir));
   DSV4_RETURN_IF_ERROR(validate(config));
-  DSV4_RETURN_IF_ERROR(check_input_scales(options, config));
+  DSV4_RETURN_IF_ERROR(check_static_scale(options));
   DSV4_ASSIGN_OR_RETURN(format::CheckpointFiles files, format::CheckpointFiles::open(in_dir));
   const FileOf file_of = [&files](std::string_view name) { return files.file_of(name); };
   DSV4_ASSIGN_OR_RETURN(Binding binding,
@@ -325,8 +350,16 @@ Result<QuantizeSummary> quantize_checkpoint(const std::string& in_dir, const std
     return invalid_argument(
         in_dir + " does not bind cleanly (run dsv4 check): " + binding.report.problems.front());
   }
-  DSV4_ASSIGN_OR_RETURN(Plan plan, plan_quantization(binding, options));
-  DSV4_RETURN_IF_ERROR(prepare_output(in_dir, out_dir, options.force));
+  DSV4_RETURN_IF_ERROR(check_output(in_dir, out_dir, options.force));
+  std::optional<ExpertInputScales> calibrated;
+  if (options.calibrate_experts) {
+    DSV4_RETURN_IF_ERROR(check_calibratable(binding));
+    DSV4_ASSIGN_OR_RETURN(calibrated, options.calibrate_experts());
+    DSV4_RETURN_IF_ERROR(check_calibrated(*calibrated, config));
+  }
+  DSV4_ASSIGN_OR_RETURN(Plan plan,
+                        plan_quantization(binding, options, calibrated ? &*calibrated : nullptr));
+  DSV4_RETURN_IF_ERROR(create_output(out_dir));
 
   QuantizeSummary summary;
   summary.convention = binding.report.convention;
@@ -362,7 +395,7 @@ Result<QuantizeSummary> quantize_checkpoint(const std::string& in_dir, const std
                                 {"weight_map", weight_map}};
     DSV4_RETURN_IF_ERROR(write_text(fs::path(out_dir) / kShardIndexName, index.dump(2) + "\n"));
   }
-  DSV4_RETURN_IF_ERROR(write_config(in_dir, out_dir, options));
+  DSV4_RETURN_IF_ERROR(write_config(in_dir, out_dir, options, calibrated.has_value()));
   DSV4_RETURN_IF_ERROR(copy_other_files(in_dir, out_dir, options.force));
   return summary;
 }

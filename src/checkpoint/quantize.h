@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -31,14 +32,16 @@ struct QuantizeOptions {
   // the routed experts. The embedding, the head and the router stay as they are.
   bool all_linears = false;
   // The activation decode scale written as every input_scale (ModelOpt's calibrated
-  // amax_x / 2688), or, with expert_input_scales, as that of every linear but the routed
-  // experts; finite and > 0 wherever it is written.
+  // amax_x / 2688), or, with calibrate_experts, as that of every linear but the routed experts;
+  // finite and > 0 wherever it is written.
   float input_scale = 0.0f;
   // Write into an existing, non-empty output directory, replacing files of the same name.
   bool force = false;
-  // When set, each routed expert's input_scale: one per layer and expert, finite and > 0. Not
-  // owned; must outlive the call.
-  const ExpertInputScales* expert_input_scales = nullptr;
+  // When set, the routed experts' input scales come from a calibration pass (one per layer and
+  // expert, finite and > 0; runtime/calibration.h). It is called once, after the input binds,
+  // its routed experts are found dense and the output directory usable, and before anything is
+  // written: a pass over a V4-size checkpoint is long, so every cheap refusal comes first.
+  std::function<Result<ExpertInputScales>()> calibrate_experts;
 };
 
 struct QuantizeSummary {

@@ -308,7 +308,7 @@ Result<RowPositions> RowPositions::of(const checkpoint::ModelConfig& config,
                "RowPositions: rows [%lld, %lld) of %lld", (long long)seq.begin, (long long)seq.end,
                (long long)n_rows);
     for (int64_t t = seq.begin; t < seq.end; ++t) at.host[t] = seq.start_pos + t - seq.begin;
-    at.ring_rows.push_back(seq.cache->window.shape()[0]);
+    at.n_ring_rows.push_back(seq.cache->window.shape()[0]);
   }
   DSV4_ASSIGN_OR_RETURN(at.positions, upload(at.host, {n_rows}, device));
   DSV4_ASSIGN_OR_RETURN(at.window_rows,
@@ -332,10 +332,10 @@ Status attention_forward(const checkpoint::ModelConfig& config, int64_t layer,
   DSV4_CHECK(x.dtype == DType::kF32 && x.rank() == 2 && x.size(1) == config.hidden_size &&
                  x.is_contiguous() && out.shape == x.shape && out.is_contiguous(),
              "attention_forward: x and out must be f32 [T, D]");
-  DSV4_CHECK(
-      at.ring_rows.size() == sequences.size() && static_cast<int64_t>(at.host.size()) == x.size(0),
-      "attention_forward: positions of %zu sequences and %zu rows for %zu and %lld",
-      at.ring_rows.size(), at.host.size(), sequences.size(), (long long)x.size(0));
+  DSV4_CHECK(at.n_ring_rows.size() == sequences.size() &&
+                 static_cast<int64_t>(at.host.size()) == x.size(0),
+             "attention_forward: positions of %zu sequences and %zu rows for %zu and %lld",
+             at.n_ring_rows.size(), at.host.size(), sequences.size(), (long long)x.size(0));
   const StepPositions all{at.host, at.positions.view(), at.window_rows.view()};
   std::vector<SequenceRows> batch;
   bool one_step = true;
@@ -349,10 +349,10 @@ Status attention_forward(const checkpoint::ModelConfig& config, int64_t layer,
     if (seq.begin == seq.end) continue;
     DSV4_RETURN_IF_ERROR(
         check_sequence(config, layer, seq.end - seq.begin, seq.start_pos, *seq.cache));
-    DSV4_CHECK(seq.cache->window.shape()[0] == at.ring_rows[i],
+    DSV4_CHECK(seq.cache->window.shape()[0] == at.n_ring_rows[i],
                "attention_forward: layer %lld's ring of %lld rows, positions made for %lld",
                (long long)layer, (long long)seq.cache->window.shape()[0],
-               (long long)at.ring_rows[i]);
+               (long long)at.n_ring_rows[i]);
     one_step = one_step && seq.end - seq.begin <= seq.cache->max_step_tokens;
     batch.push_back(seq);
   }

@@ -39,7 +39,7 @@ struct RowPositions {
   std::vector<int64_t> host;  // [T]
   Tensor positions;           // i64 [T]
   Tensor window_rows;  // i32 [T, W]: ring rows of positions p − W + 1 … p (−1 before 0)
-  std::vector<int64_t> ring_rows;  // [sequences]: the rings these rows were made for
+  std::vector<int64_t> n_ring_rows;  // [sequences]: the rings these rows were made for
 
   // For `sequences` (tiling [0, T) as attention_forward's) and their caches' rings, on `device`.
   static Result<RowPositions> of(const checkpoint::ModelConfig& config,

@@ -26,7 +26,8 @@ class ExpertAmaxes {
 
   // One layer's grouped rows: offsets i32 [E+1] (expert e's rows are [offsets[e],
   // offsets[e+1])), rows f32 [R, D] the gathered inputs, hidden f32 [R, F] the SwiGLU outputs;
-  // on any device (copied to the host here).
+  // on any device (device ones are copied to the host here). A non-finite value is data_loss
+  // naming the layer and expert: its scale would be meaningless.
   Status record(int64_t layer, const TensorView& offsets, const TensorView& rows,
                 const TensorView& hidden);
 

@@ -17,13 +17,12 @@ Result<LayerwiseForward> LayerwiseForward::start(const checkpoint::ModelConfig& 
                                                  ExpertAmaxes* amaxes) {
   if (tokens.empty()) return invalid_argument("a layerwise forward needs tokens");
   DSV4_RETURN_IF_ERROR(check_token_ids(tokens, config.vocab_size));
-  if (amaxes != nullptr &&
-      (amaxes->n_layers() != config.n_layer || amaxes->n_experts() != config.n_routed_experts)) {
-    return invalid_argument("expert amaxes of " + std::to_string(amaxes->n_layers()) +
-                            " layers × " + std::to_string(amaxes->n_experts()) +
-                            " experts for a model of " + std::to_string(config.n_layer) + " × " +
-                            std::to_string(config.n_routed_experts));
-  }
+  DSV4_CHECK(
+      amaxes == nullptr ||
+          (amaxes->n_layers() == config.n_layer && amaxes->n_experts() == config.n_routed_experts),
+      "layerwise forward: expert amaxes of %lld × %lld for a model of %lld × %lld",
+      (long long)(amaxes ? amaxes->n_layers() : 0), (long long)(amaxes ? amaxes->n_experts() : 0),
+      (long long)config.n_layer, (long long)config.n_routed_experts);
   LayerwiseForward forward;
   forward.config_ = config;
   forward.amaxes_ = amaxes;
@@ -33,6 +32,12 @@ Result<LayerwiseForward> LayerwiseForward::start(const checkpoint::ModelConfig& 
   DSV4_ASSIGN_OR_RETURN(forward.streams_, embed_streams(config, embed, forward.tokens_.view()));
   DSV4_ASSIGN_OR_RETURN(forward.spare_,
                         scratch(DType::kF32, forward.streams_.shape(), embed.device));
+  // Every layer's cache has the same ring, so the rows' positions are made once (layer 0's).
+  const auto n_tokens = static_cast<int64_t>(ids.size());
+  DSV4_ASSIGN_OR_RETURN(AttentionCache cache,
+                        AttentionCache::create(config, 0, n_tokens, embed.device));
+  const SequenceRows rows[] = {{.begin = 0, .end = n_tokens, .start_pos = 0, .cache = &cache}};
+  DSV4_ASSIGN_OR_RETURN(forward.positions_, RowPositions::of(config, rows, n_tokens, embed.device));
   return forward;
 }
 
@@ -45,9 +50,15 @@ Status LayerwiseForward::run_layer(int64_t layer, const checkpoint::LayerWeights
   const int64_t n_tokens = tokens_.numel();
   DSV4_ASSIGN_OR_RETURN(AttentionCache cache,
                         AttentionCache::create(config_, layer, n_tokens, streams_.device()));
-  const SequenceRows rows[] = {{0, n_tokens, 0, &cache}};
-  const LayerInput input{&config_,       layer, &weights, ExpertMode::kW4A16,
-                         tokens_.view(), rows,  amaxes_};
+  const SequenceRows rows[] = {{.begin = 0, .end = n_tokens, .start_pos = 0, .cache = &cache}};
+  const LayerInput input{.config = &config_,
+                         .layer = layer,
+                         .weights = &weights,
+                         .expert_mode = ExpertMode::kW4A16,
+                         .tokens = tokens_.view(),
+                         .sequences = rows,
+                         .expert_amaxes = amaxes_,
+                         .positions = &positions_};
   DSV4_RETURN_IF_ERROR(layer_forward(input, streams_, spare_));
   ++next_layer_;
   return ok_status();

@@ -15,6 +15,7 @@
 #include "checkpoint/config.h"
 #include "checkpoint/weights.h"
 #include "dsv4/status.h"
+#include "model/attention.h"
 #include "model/expert_amaxes.h"
 
 namespace dsv4::model {
@@ -43,6 +44,7 @@ class LayerwiseForward {
   Tensor tokens_;   // i64 [T]
   Tensor streams_;  // f32 [T, M, D]
   Tensor spare_;
+  RowPositions positions_;  // made once, for every layer
   int64_t next_layer_ = 0;
 };
 

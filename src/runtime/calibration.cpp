@@ -13,8 +13,8 @@
 namespace dsv4::runtime {
 namespace {
 
-// One layer's scales of one input (gate-up or down) from its experts' amaxes; unreached experts
-// (no rows) take the largest of the reached ones.
+// One layer's scales of one input (gate-up or down) from its experts' amaxes; an expert with no
+// scale of its own (no rows, or only zeros) takes the largest of the others.
 Result<std::vector<float>> layer_scales(const model::ExpertAmaxes& amaxes, int64_t layer,
                                         float model::ExpertAmax::*input, const char* name) {
   std::vector<float> scales(amaxes.n_experts(), 0.0f);
@@ -28,8 +28,8 @@ Result<std::vector<float>> layer_scales(const model::ExpertAmaxes& amaxes, int64
     return invalid_argument("calibration: layer " + std::to_string(layer) +
                             "'s routed experts saw only zeros at their " + name + " input");
   }
-  for (int64_t e = 0; e < amaxes.n_experts(); ++e) {
-    if (amaxes.at(layer, e).rows == 0) scales[e] = largest;
+  for (float& scale : scales) {
+    if (scale == 0.0f) scale = largest;
   }
   return scales;
 }
@@ -61,14 +61,23 @@ Result<ExpertCalibration> calibrate_expert_inputs(const std::string& model_dir,
   std::optional<model::LayerwiseForward> forward;
   checkpoint::LoadOptions options;
   options.before_decode = [&model_dir](const checkpoint::LoadPlan& plan) -> Status {
-    if (plan.first_problem.empty()) return ok_status();
-    return data_loss(model_dir + ": checkpoint does not bind cleanly: " + plan.first_problem);
+    if (!plan.first_problem.empty()) {
+      return data_loss(model_dir + ": checkpoint does not bind cleanly: " + plan.first_problem);
+    }
+    if (plan.packed_expert_bytes > 0) {
+      return invalid_argument(model_dir +
+                              ": its routed experts are stored in FP4; a calibration "
+                              "pass needs dense (bf16/f32) experts");
+    }
+    return ok_status();
   };
   options.on_layer_loaded = [&](checkpoint::ModelWeights& w, int64_t layer) -> Status {
     if (layer < 0) {
       amaxes.emplace(w.config.n_layer, w.config.n_routed_experts);
       DSV4_ASSIGN_OR_RETURN(
           forward, model::LayerwiseForward::start(w.config, w.embed.view(), tokens, &*amaxes));
+      w.embed = Tensor();  // the streams are made; no logits are asked for
+      w.head = Tensor();
       return ok_status();
     }
     if (!forward) return internal_error("calibration: layer decoded before the globals");

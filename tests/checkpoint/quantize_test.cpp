@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <string>
 
@@ -83,7 +84,7 @@ TEST(QuantizeTest, PerExpertNamesMatchTheReferenceAndShareW13Scales) {
   TempDir out;
   const std::string in_dir = golden_model("tiny_a_pretrained");
   Result<QuantizeSummary> summary =
-      quantize_checkpoint(in_dir, out.file("q"), QuantizeOptions{false, 0.0125f, false});
+      quantize_checkpoint(in_dir, out.file("q"), QuantizeOptions{false, 0.0125f, false, {}});
   ASSERT_TRUE(summary.ok()) << summary.status().to_string();
   EXPECT_EQ(summary->convention, NamingConvention::kPretrained);
   const format::SafetensorsFile in = open_file(in_dir + "/model.safetensors");
@@ -123,7 +124,8 @@ TEST(QuantizeTest, PerExpertNamesMatchTheReferenceAndShareW13Scales) {
 TEST(QuantizeTest, FusedStacksTakeUnderscoreNamesAndPerExpertScales) {
   TempDir out;
   const std::string in_dir = golden_model("tiny_a_state_dict");
-  ASSERT_TRUE(quantize_checkpoint(in_dir, out.file("q"), QuantizeOptions{false, 0.5f, false}).ok());
+  ASSERT_TRUE(
+      quantize_checkpoint(in_dir, out.file("q"), QuantizeOptions{false, 0.5f, false, {}}).ok());
   const format::SafetensorsFile in = open_file(in_dir + "/model.safetensors");
   const format::SafetensorsFile q = open_file(out.file("q/model.safetensors"));
   const std::string name = "model.layers.3.mlp.experts.gate_up_proj";
@@ -138,6 +140,11 @@ TEST(QuantizeTest, FusedStacksTakeUnderscoreNamesAndPerExpertScales) {
     EXPECT_EQ(reference_mismatches(*w, *q.find(name), *q.find(name + "_weight_scale"), g, decode),
               0);
   }
+}
+
+// A calibration pass that gives `scales`.
+std::function<Result<ExpertInputScales>()> calibrated_as(const ExpertInputScales& scales) {
+  return [scales] { return Result<ExpertInputScales>(scales); };
 }
 
 // Distinct calibrated scales for every (layer, expert): gate-up 1e-3 · (1 + layer + expert / 64),
@@ -166,7 +173,7 @@ TEST(QuantizeTest, CalibratedScalesLandOnTheirExperts) {
     Result<ModelConfig> config = load_model_config(in_dir);
     ASSERT_TRUE(config.ok());
     const ExpertInputScales scales = distinct_scales(config->n_layer, config->n_routed_experts);
-    QuantizeOptions options{true, 0.25f, false, &scales};
+    const QuantizeOptions options{true, 0.25f, false, calibrated_as(scales)};
     ASSERT_TRUE(quantize_checkpoint(in_dir, out.file("q"), options).ok()) << model;
     const format::SafetensorsFile q = open_file(out.file("q/model.safetensors"));
     const int64_t layer = 2, e = 3;
@@ -198,8 +205,9 @@ TEST(QuantizeTest, RefusesCalibratedScalesThatDoNotFit) {
   Result<ModelConfig> config = load_model_config(in_dir);
   ASSERT_TRUE(config.ok());
   const ExpertInputScales good = distinct_scales(config->n_layer, config->n_routed_experts);
-  EXPECT_TRUE(
-      quantize_checkpoint(in_dir, out.file("q"), QuantizeOptions{false, 0.0f, false, &good}).ok());
+  EXPECT_TRUE(quantize_checkpoint(in_dir, out.file("q"),
+                                  QuantizeOptions{false, 0.0f, false, calibrated_as(good)})
+                  .ok());
   ExpertInputScales short_layers = good;
   short_layers.down.pop_back();
   ExpertInputScales short_experts = good;
@@ -209,15 +217,36 @@ TEST(QuantizeTest, RefusesCalibratedScalesThatDoNotFit) {
   ExpertInputScales zero = good;
   zero.gate_up[0][0] = 0.0f;
   for (const ExpertInputScales* bad : {&short_layers, &short_experts, &non_finite, &zero}) {
-    Result<QuantizeSummary> r =
-        quantize_checkpoint(in_dir, out.file("r"), QuantizeOptions{false, 0.0f, false, bad});
+    Result<QuantizeSummary> r = quantize_checkpoint(
+        in_dir, out.file("r"), QuantizeOptions{false, 0.0f, false, calibrated_as(*bad)});
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
   }
-  Result<QuantizeSummary> no_static =
-      quantize_checkpoint(in_dir, out.file("r"), QuantizeOptions{true, 0.0f, false, &good});
+  Result<QuantizeSummary> no_static = quantize_checkpoint(
+      in_dir, out.file("r"), QuantizeOptions{true, 0.0f, false, calibrated_as(good)});
   EXPECT_EQ(no_static.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(no_static.status().message().find("routed experts only"), std::string::npos);
   EXPECT_FALSE(std::filesystem::exists(out.file("r")));
+
+  // The pass is long, so it runs only once every cheap check has passed: not for an output
+  // directory that is in use, nor for experts stored quantized (it would calibrate nothing).
+  int passes = 0;
+  const auto counted = [&passes, &good] {
+    ++passes;
+    return Result<ExpertInputScales>(good);
+  };
+  std::filesystem::create_directories(out.file("used"));
+  std::ofstream(out.file("used/keep.txt")) << "mine";
+  EXPECT_FALSE(
+      quantize_checkpoint(in_dir, out.file("used"), QuantizeOptions{false, 0.0f, false, counted})
+          .ok());
+  ASSERT_TRUE(
+      quantize_checkpoint(in_dir, out.file("nvfp4"), QuantizeOptions{false, 0.01f, false, {}})
+          .ok());
+  Result<QuantizeSummary> quantized = quantize_checkpoint(
+      out.file("nvfp4"), out.file("again"), QuantizeOptions{false, 0.0f, false, counted});
+  EXPECT_EQ(quantized.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(quantized.status().message().find("stored quantized"), std::string::npos);
+  EXPECT_EQ(passes, 0);
 }
 
 // The output binds cleanly under the loader, and its dequantized experts are the originals up to
@@ -226,9 +255,9 @@ TEST(QuantizeTest, OutputBindsAndDequantizesCloseToTheInput) {
   for (const char* name : {"tiny_c_pretrained", "tiny_b_state_dict"}) {
     SCOPED_TRACE(name);
     TempDir out;
-    ASSERT_TRUE(
-        quantize_checkpoint(golden_model(name), out.file("q"), QuantizeOptions{true, 0.01f, false})
-            .ok());
+    ASSERT_TRUE(quantize_checkpoint(golden_model(name), out.file("q"),
+                                    QuantizeOptions{true, 0.01f, false, {}})
+                    .ok());
     Result<LoadedModel> original = load_model(golden_model(name));
     Result<LoadedModel> packed = load_model(out.file("q"));
     LoadOptions dense_options;
@@ -258,7 +287,7 @@ TEST(QuantizeTest, ConfigGainsQuantizationConfigAndOtherFilesAreCopied) {
   TempDir out;
   const std::string in_dir = golden_model("tiny_a_pretrained");
   ASSERT_TRUE(
-      quantize_checkpoint(in_dir, out.file("q"), QuantizeOptions{false, 0.01f, false}).ok());
+      quantize_checkpoint(in_dir, out.file("q"), QuantizeOptions{false, 0.01f, false, {}}).ok());
   std::ifstream config_file(out.file("q/config.json"));
   const std::string text((std::istreambuf_iterator<char>(config_file)),
                          std::istreambuf_iterator<char>());
@@ -276,19 +305,20 @@ TEST(QuantizeTest, RefusesANonEmptyOutputUnlessForcedAndABadInputScale) {
   std::filesystem::create_directories(out.file("q"));
   std::ofstream(out.file("q/keep.txt")) << "mine";
   Result<QuantizeSummary> refused =
-      quantize_checkpoint(in_dir, out.file("q"), QuantizeOptions{false, 0.01f, false});
+      quantize_checkpoint(in_dir, out.file("q"), QuantizeOptions{false, 0.01f, false, {}});
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("--force"), std::string::npos);
   EXPECT_FALSE(std::filesystem::exists(out.file("q/model.safetensors")));
-  EXPECT_TRUE(quantize_checkpoint(in_dir, out.file("q"), QuantizeOptions{false, 0.01f, true}).ok());
+  EXPECT_TRUE(
+      quantize_checkpoint(in_dir, out.file("q"), QuantizeOptions{false, 0.01f, true, {}}).ok());
   EXPECT_TRUE(std::filesystem::exists(out.file("q/keep.txt")));
 
   for (const float bad : {0.0f, -1.0f, NAN, INFINITY}) {
     Result<QuantizeSummary> r =
-        quantize_checkpoint(in_dir, out.file("r"), QuantizeOptions{false, bad, false});
+        quantize_checkpoint(in_dir, out.file("r"), QuantizeOptions{false, bad, false, {}});
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << bad;
   }
-  EXPECT_FALSE(quantize_checkpoint(in_dir, in_dir, QuantizeOptions{false, 0.01f, true}).ok());
+  EXPECT_FALSE(quantize_checkpoint(in_dir, in_dir, QuantizeOptions{false, 0.01f, true, {}}).ok());
 }
 
 // A sharded input keeps its shards: each tensor, and each new scale tensor, lands in the shard
@@ -307,8 +337,8 @@ TEST(QuantizeTest, ShardedInputKeepsItsShardsAndIndex) {
   const Status written = dsv4::testing::write_tiny_sharded(dir.file("in"), shards, rng);
   ASSERT_TRUE(written.ok()) << written.to_string();
   std::filesystem::copy_file(golden + "/config.json", dir.file("in/config.json"));
-  Result<QuantizeSummary> summary =
-      quantize_checkpoint(dir.file("in"), dir.file("out"), QuantizeOptions{false, 0.01f, false});
+  Result<QuantizeSummary> summary = quantize_checkpoint(dir.file("in"), dir.file("out"),
+                                                        QuantizeOptions{false, 0.01f, false, {}});
   ASSERT_TRUE(summary.ok()) << summary.status().to_string();
   EXPECT_EQ(summary->n_shards, 2u);
   Result<LoadedModel> model = load_model(dir.file("out"));

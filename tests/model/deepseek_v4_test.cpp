@@ -99,7 +99,6 @@ TEST_P(GoldenModelTest, LogitsAndCachedGreedyMatchTransformers) {
   }
 }
 
-// Prefill in uneven chunks and a batch of two sequences give the numbers of single calls.
 // A layer at a time (model/layerwise_forward.h, what the calibration pass streams) is the same
 // forward: every prompt's logits as transformers recorded them.
 TEST_P(GoldenModelTest, LayerwiseForwardMatchesTransformers) {
@@ -128,6 +127,7 @@ TEST_P(GoldenModelTest, LayerwiseForwardMatchesTransformers) {
   }
 }
 
+// Prefill in uneven chunks and a batch of two sequences give the numbers of single calls.
 TEST_P(GoldenModelTest, ChunkedPrefillAndBatchMatchSingleCalls) {
   Golden g = load_golden(GetParam());
   const Model model(g.loaded.weights, ModelOptions{});

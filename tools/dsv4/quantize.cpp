@@ -5,6 +5,7 @@
 // (runtime/calibration.h); the result binds under `dsv4 check`.
 #include "checkpoint/quantize.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -30,8 +31,7 @@ struct QuantizeArgs {
   std::string tokenizer;  // default: IN_DIR/tokenizer.json
 };
 
-// The text's first bytes, at least `bytes` of them unless the text is shorter, ending on a
-// UTF-8 character boundary.
+// The text's first `bytes` bytes (all of it when shorter), cut back to a UTF-8 character boundary.
 std::string_view text_prefix(std::string_view text, size_t bytes) {
   if (bytes >= text.size()) return text;
   while (bytes > 0 && (static_cast<unsigned char>(text[bytes]) & 0xC0) == 0x80) --bytes;
@@ -39,8 +39,9 @@ std::string_view text_prefix(std::string_view text, size_t bytes) {
 }
 
 // The first calibration_tokens ids of the calibration text, through the checkpoint's tokenizer.
-// A calibration text may be a whole dataset: only a prefix is encoded, long enough that where it
-// was cut (a word split in two) lies past the ids taken (a word is a few tokens).
+// A calibration text may be a whole dataset, so only a prefix is encoded: one that gives the
+// same first ids as a prefix twice as long, so that where it was cut (a word split in two, which
+// may change that word's ids) lies past the ids taken.
 Result<std::vector<int64_t>> calibration_ids(const QuantizeArgs& args) {
   const std::string path =
       args.tokenizer.empty() ? args.in_dir + "/tokenizer.json" : args.tokenizer;
@@ -51,24 +52,30 @@ Result<std::vector<int64_t>> calibration_ids(const QuantizeArgs& args) {
   DSV4_ASSIGN_OR_RETURN(MappedFile file, MappedFile::open(args.calibration_text));
   if (file.size() == 0) return invalid_argument(args.calibration_text + ": empty calibration text");
   const std::string_view text(reinterpret_cast<const char*>(file.data()), file.size());
-  constexpr int64_t kCutMargin = 64;  // ids past the last one taken, before the cut
-  const auto wanted = static_cast<size_t>(args.calibration_tokens + kCutMargin);
-  for (size_t bytes = 16 * wanted;; bytes *= 2) {
-    const std::string_view prefix = text_prefix(text, bytes);
-    Result<std::vector<int64_t>> encoded = tokenizer->encode(prefix);
-    if (!encoded.ok()) return encoded.status().with_context(args.calibration_text);
-    std::vector<int64_t> ids = std::move(encoded).value();
-    if (ids.size() >= wanted || prefix.size() == text.size()) {
-      if (static_cast<int64_t>(ids.size()) > args.calibration_tokens) {
-        ids.resize(args.calibration_tokens);
-      }
-      return ids;
-    }
+  const auto encode = [&](std::string_view prefix) -> Result<std::vector<int64_t>> {
+    Result<std::vector<int64_t>> ids = tokenizer->encode(prefix);
+    return ids.ok() ? std::move(ids) : ids.status().with_context(args.calibration_text);
+  };
+  const auto n = static_cast<size_t>(args.calibration_tokens);
+  size_t bytes = 16 * n;  // a few bytes a token: usually settles at once
+  std::string_view prefix = text_prefix(text, bytes);
+  DSV4_ASSIGN_OR_RETURN(std::vector<int64_t> ids, encode(prefix));
+  while (prefix.size() < text.size()) {
+    bytes *= 2;
+    prefix = text_prefix(text, bytes);
+    DSV4_ASSIGN_OR_RETURN(std::vector<int64_t> longer, encode(prefix));
+    const bool settled =
+        ids.size() >= n && longer.size() >= n &&
+        std::equal(ids.begin(), ids.begin() + static_cast<int64_t>(n), longer.begin());
+    ids = std::move(longer);
+    if (settled) break;
   }
+  if (ids.size() > n) ids.resize(n);
+  return ids;
 }
 
-// The calibration pass, its scales into `scales`, and what it measured on stdout.
-Status calibrate(const QuantizeArgs& args, checkpoint::ExpertInputScales& scales) {
+// The calibration pass: its scales, and what it measured on stdout.
+Result<checkpoint::ExpertInputScales> calibrate(const QuantizeArgs& args) {
   DSV4_ASSIGN_OR_RETURN(std::vector<int64_t> ids, calibration_ids(args));
   DSV4_ASSIGN_OR_RETURN(runtime::ExpertCalibration calibration,
                         runtime::calibrate_expert_inputs(args.in_dir, ids));
@@ -80,19 +87,12 @@ Status calibrate(const QuantizeArgs& args, checkpoint::ExpertInputScales& scales
       "token and take their layer's largest input scale\n",
       static_cast<long long>(calibration.n_tokens), args.calibration_text.c_str(),
       static_cast<long long>(calibration.n_unreached), n_pairs);
-  scales = std::move(calibration.scales);
-  return ok_status();
+  return std::move(calibration.scales);
 }
 
-int run_quantize(QuantizeArgs args) {
-  checkpoint::ExpertInputScales scales;
-  if (!args.calibration_text.empty()) {
-    if (const Status s = calibrate(args, scales); !s.ok()) {
-      std::fprintf(stderr, "dsv4 quantize: %s\n", s.to_string().c_str());
-      return 1;
-    }
-    args.options.expert_input_scales = &scales;
-  }
+int run_quantize(QuantizeArgs args, bool calibrating) {
+  // The pass runs inside quantize_checkpoint, once the input and the output have been checked.
+  if (calibrating) args.options.calibrate_experts = [&args] { return calibrate(args); };
   const Result<checkpoint::QuantizeSummary> summary =
       checkpoint::quantize_checkpoint(args.in_dir, args.out_dir, args.options);
   if (!summary.ok()) {
@@ -124,14 +124,17 @@ void register_quantize(CLI::App& app, int& exit_code) {
                     ->check(positive());
   auto* text = cmd->add_option("--calibration-text", args->calibration_text,
                                "calibrate each routed expert's input scales on this text's "
-                               "tokens (the checkpoint runs them on the CPU)");
+                               "tokens (the checkpoint runs them on the CPU)")
+                   ->check(CLI::ExistingFile);
   cmd->add_option("--calibration-tokens", args->calibration_tokens,
-                  "at most this many tokens of the calibration text (one sequence)")
+                  "at most this many tokens of the calibration text, run as one sequence "
+                  "(about 1 MB of activations a token at V4-Flash's width)")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 15))
       ->needs(text);
   cmd->add_option("--tokenizer", args->tokenizer,
                   "tokenizer.json of the calibration text (default: IN_DIR/tokenizer.json)")
+      ->check(CLI::ExistingFile)
       ->needs(text);
   cmd->add_flag("--force", args->options.force, "write into a non-empty OUT_DIR");
   cmd->callback([args, scale, text, all, &exit_code] {
@@ -148,7 +151,7 @@ void register_quantize(CLI::App& app, int& exit_code) {
                                               "--all-linears (the calibration covers the "
                                               "routed experts)");
     }
-    exit_code = run_quantize(*args);
+    exit_code = run_quantize(*args, text->count() > 0);
   });
 }
 

@@ -1,5 +1,6 @@
 #include "engine_flags.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -30,8 +31,9 @@ CLI::Validator number_rule(bool (*holds)(double), const std::string& rule,
                            const std::string& name) {
   return CLI::Validator(
       [holds, rule](std::string& text) -> std::string {
-        double value = 0;
-        if (!CLI::detail::lexical_cast(text, value) || holds(value)) return {};
+        char* end = nullptr;
+        const double value = std::strtod(text.c_str(), &end);
+        if (end == text.c_str() || *end != '\0' || holds(value)) return {};
         return "must be " + rule + ", not " + text;
       },
       name);
@@ -40,11 +42,13 @@ CLI::Validator number_rule(bool (*holds)(double), const std::string& rule,
 }  // namespace
 
 CLI::Validator non_negative() {
-  return number_rule([](double value) { return value >= 0; }, "non-negative", "NONNEGATIVE");
+  return number_rule([](double value) { return value >= 0 && std::isfinite(value); },
+                     "finite and non-negative", "NONNEGATIVE");
 }
 
 CLI::Validator positive() {
-  return number_rule([](double value) { return value > 0; }, "positive", "POSITIVE");
+  return number_rule([](double value) { return value > 0 && std::isfinite(value); },
+                     "finite and positive", "POSITIVE");
 }
 
 void add_sampling_flags(CLI::App* cmd, SamplingParams& sampling) {

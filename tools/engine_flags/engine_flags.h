@@ -27,9 +27,10 @@ void add_sampling_flags(CLI::App* cmd, SamplingParams& sampling);
 // --prefix-cache-mb, for the commands that run many requests on one engine (serve, bench).
 void add_prefix_cache_flag(CLI::App* cmd, int64_t& prefix_cache_mb);
 
-// Checks for numeric flags that name the rule a value breaks ("--max-context: must be positive,
-// not 0"). CLI11 2.1's NonNegativeNumber and PositiveNumber are ranges up to DBL_MAX whose message
-// spells that bound out in 309 digits, and for a positive one reads "0 not in range 0 to ...".
+// Checks for numeric flags that name the rule a value breaks ("--max-context: must be finite and
+// positive, not 0"). CLI11 2.1's NonNegativeNumber and PositiveNumber are ranges up to DBL_MAX
+// whose message spells that bound out in 309 digits, and for a positive one reads "0 not in
+// range 0 to ...".
 CLI::Validator non_negative();
 CLI::Validator positive();
 
