@@ -116,7 +116,8 @@ Status project_output(const checkpoint::ModelConfig& config,
 // Empty on sliding layers and before the first block completes.
 struct CompressedCandidates {
   TensorView entries;  // f32 [N, Dh]
-  Tensor indices;
+  TensorView indices;
+  Tensor owned_indices;  // what `indices` views when the step made them
 };
 
 Result<CompressedCandidates> compressed_candidates(const checkpoint::ModelConfig& config,
@@ -136,13 +137,18 @@ Result<CompressedCandidates> compressed_candidates(const checkpoint::ModelConfig
   if (n_entries == 0) return candidates;
   candidates.entries = compressor.entries.view().rows(0, n_entries);
   if (cache.indexer) {  // CSA: the indexer's top-k
-    candidates.indices = std::move(picks);
-  } else {  // HCA: every complete block
+    candidates.owned_indices = std::move(picks);
+  } else if (step.x.size(0) == 1 && (step.host_positions[0] + 1) / compressor.ratio == n_entries) {
+    // HCA, a decode row: it sees every entry so far, 0 … N−1, which the cache holds.
+    candidates.indices = cache.entry_ids.view().rows(0, n_entries).reshaped({1, n_entries});
+    return candidates;
+  } else {  // HCA: every complete block at each row's position
     const int64_t n_tokens = step.x.size(0);
-    DSV4_ASSIGN_OR_RETURN(candidates.indices,
+    DSV4_ASSIGN_OR_RETURN(candidates.owned_indices,
                           upload(visible_entries(step.host_positions, compressor.ratio, n_entries),
                                  {n_tokens, n_entries}, step.x.device));
   }
+  candidates.indices = candidates.owned_indices.view();
   return candidates;
 }
 
@@ -160,7 +166,7 @@ Status attend_sequence(const checkpoint::ModelConfig& config,
   attn.kv = cache.window.view();
   attn.indices = window_rows;
   attn.extra_kv = compressed.entries;
-  attn.extra_indices = compressed.indices.view();
+  attn.extra_indices = compressed.indices;
   attn.sinks = weights.attn_sink.view();
   attn.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(config.head_dim)));
   attn.out = o;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -82,6 +83,10 @@ Result<AttentionCache> AttentionCache::create(const checkpoint::ModelConfig& con
     DSV4_ASSIGN_OR_RETURN(cache.indexer,
                           create_compressor(schedule.compress_ratio, true, config.index_head_dim,
                                             max_positions, device, start));
+  } else if (start == CacheStart::kEmptySequence) {
+    std::vector<int32_t> ids(cache.compressor->entries.shape()[0]);
+    std::iota(ids.begin(), ids.end(), 0);
+    DSV4_ASSIGN_OR_RETURN(cache.entry_ids, upload(ids, {static_cast<int64_t>(ids.size())}, device));
   }
   return cache;
 }
