@@ -270,7 +270,8 @@ Status indexer_scores(const IndexerScoreParams& params);
 
 // indices i32 [T, K] (rows may be strided) = the K largest of scores[t, 0:n_candidates[t]] in
 // descending order, equal scores lower index first, −1 once the candidates run out.
-// scores f32 [T, N] (rows may be strided), n_candidates i32 [T].
+// scores f32 [T, N] (rows may be strided), n_candidates i32 [T], or empty when every row's
+// candidates are all N entries (a decode row: no per-step upload of its count).
 Status topk(const TensorView& scores, const TensorView& n_candidates, const TensorView& indices);
 
 }  // namespace dsv4::kernels

@@ -63,9 +63,12 @@ Result<Tensor> indexer_forward(const checkpoint::ModelConfig& config,
   score.scores = scores.view();
   DSV4_RETURN_IF_ERROR(kernels::indexer_scores(score));
 
-  DSV4_ASSIGN_OR_RETURN(
-      Tensor n_candidates,
-      upload(visible_entries(step.host_positions, cache.ratio, n_entries), {n_tokens}, device));
+  // A decode row sees every entry so far: its count needs no upload.
+  const std::vector<int32_t> counts = visible_entries(step.host_positions, cache.ratio, n_entries);
+  Tensor n_candidates;
+  if (std::any_of(counts.begin(), counts.end(), [&](int32_t n) { return n != n_entries; })) {
+    DSV4_ASSIGN_OR_RETURN(n_candidates, upload(counts, {n_tokens}, device));
+  }
   DSV4_ASSIGN_OR_RETURN(Tensor picks, Tensor::empty(DType::kI32, {n_tokens, n_picks}, device));
   DSV4_RETURN_IF_ERROR(kernels::topk(scores.view(), n_candidates.view(), picks.view()));
   return picks;

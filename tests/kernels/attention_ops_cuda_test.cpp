@@ -190,6 +190,11 @@ TEST(AttentionOpsCuda, TopkPicksTheCpuIndicesInOrder) {
     ASSERT_TRUE(topk(s.h(), n_candidates.h(), indices.h()).ok());
     ASSERT_TRUE(topk(s.d(), n_candidates.d(), indices.d()).ok());
     EXPECT_TRUE(device_equals_host(indices));
+    // No counts: every row's candidates are all N (decode rows).
+    const OpPair all = OpPair::poisoned(DType::kI32, {t, k});
+    ASSERT_TRUE(topk(s.h(), TensorView{}, all.h()).ok());
+    ASSERT_TRUE(topk(s.d(), TensorView{}, all.d()).ok());
+    EXPECT_TRUE(device_equals_host(all));
   }
 }
 

@@ -218,5 +218,22 @@ TEST(TopkTest, PicksLargestAmongCandidatesWithTiesByIndex) {
   }
 }
 
+TEST(TopkTest, NoCountsMeansEveryEntryIsACandidate) {
+  SeededRng rng;
+  const int n_tokens = 5, n_entries = 9, k = 12;  // k > N: the tail is −1
+  Tensor scores = Tensor::host(DType::kF32, {n_tokens, n_entries});
+  for (int64_t i = 0; i < scores.numel(); ++i)
+    scores.data_as<float>()[i] = static_cast<float>(rng.uniform_int(-3, 3));
+  Tensor all = Tensor::host(DType::kI32, {n_tokens});
+  std::fill_n(all.data_as<int32_t>(), n_tokens, n_entries);
+  Tensor want = poisoned(DType::kI32, {n_tokens, k}), got = poisoned(DType::kI32, {n_tokens, k});
+  ASSERT_TRUE(topk(scores.view(), all.view(), want.view()).ok());
+  ASSERT_TRUE(topk(scores.view(), TensorView{}, got.view()).ok());
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    ASSERT_EQ(got.data_as<int32_t>()[i], want.data_as<int32_t>()[i]) << "pick " << i;
+  }
+  EXPECT_EQ(got.data_as<int32_t>()[k - 1], -1);
+}
+
 }  // namespace
 }  // namespace dsv4::kernels

@@ -16,8 +16,9 @@ namespace dsv4::kernels::cpu {
 void topk(const TensorView& scores, const TensorView& n_candidates, const TensorView& indices) {
   DSV4_CHECK(scores.dtype == DType::kF32 && scores.rank() == 2 && scores.stride[1] == 1,
              "topk: scores f32 [T, N]");
-  DSV4_CHECK(n_candidates.dtype == DType::kI32 && n_candidates.numel() == scores.size(0),
-             "topk: n_candidates i32 [T]");
+  DSV4_CHECK(n_candidates.data == nullptr ||
+                 (n_candidates.dtype == DType::kI32 && n_candidates.numel() == scores.size(0)),
+             "topk: n_candidates i32 [T] or empty");
   DSV4_CHECK(indices.dtype == DType::kI32 && indices.rank() == 2 && indices.stride[1] == 1 &&
                  indices.size(0) == scores.size(0),
              "topk: indices i32 [T, K]");
@@ -32,7 +33,7 @@ void topk(const TensorView& scores, const TensorView& n_candidates, const Tensor
     for (int64_t t = 0; t < n_tokens; ++t) {
       const float* row = scores.data_as<const float>() + t * scores.stride[0];
       int32_t* picks = indices.data_as<int32_t>() + t * indices.stride[0];
-      const int64_t n = std::clamp<int64_t>(limits[t], 0, n_entries);
+      const int64_t n = limits ? std::clamp<int64_t>(limits[t], 0, n_entries) : n_entries;
       const int64_t n_picked = std::min(n, k);
       order.resize(n);
       std::iota(order.begin(), order.end(), 0);

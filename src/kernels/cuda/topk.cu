@@ -23,10 +23,15 @@ namespace {
 struct TopkArgs {
   const float* scores;
   int64_t score_stride, n_entries;
-  const int32_t* n_candidates;
+  const int32_t* n_candidates;  // null: every row's candidates are all n_entries
   int32_t* indices;
   int64_t index_stride, k;
 };
+
+__device__ __forceinline__ int64_t row_candidates(const TopkArgs& a, int64_t t) {
+  return a.n_candidates ? min(max(int64_t{a.n_candidates[t]}, int64_t{0}), a.n_entries)
+                        : a.n_entries;
+}
 
 constexpr int kMaxSelectK = 4096;  // the sort buffer: 32 KB of shared memory
 
@@ -93,7 +98,7 @@ __global__ void topk_select_kernel(TopkArgs a) {
   const int64_t t = blockIdx.x;
   const float* row = a.scores + t * a.score_stride;
   int32_t* picks = a.indices + t * a.index_stride;
-  const int64_t n = min(max(int64_t{a.n_candidates[t]}, int64_t{0}), a.n_entries);
+  const int64_t n = row_candidates(a, t);
   const int want = static_cast<int>(min(n, a.k));
   uint64_t threshold = 0;  // the want-th largest key, its bits decided 8 at a time from the top
   uint32_t rank = want;
@@ -131,7 +136,7 @@ __global__ void topk_rank_kernel(TopkArgs a) {
   const int64_t t = blockIdx.x;
   const float* row = a.scores + t * a.score_stride;
   int32_t* picks = a.indices + t * a.index_stride;
-  const int64_t n = min(max(int64_t{a.n_candidates[t]}, int64_t{0}), a.n_entries);
+  const int64_t n = row_candidates(a, t);
   for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
     const float score = row[j];
     int64_t rank = 0;
@@ -146,15 +151,20 @@ __global__ void topk_rank_kernel(TopkArgs a) {
 void topk(const TensorView& scores, const TensorView& n_candidates, const TensorView& indices) {
   DSV4_CHECK(scores.dtype == DType::kF32 && scores.rank() == 2 && scores.stride[1] == 1,
              "topk: scores f32 [T, N]");
-  DSV4_CHECK(n_candidates.dtype == DType::kI32 && n_candidates.is_contiguous() &&
-                 n_candidates.numel() == scores.size(0),
-             "topk: n_candidates i32 [T]");
+  DSV4_CHECK(n_candidates.data == nullptr ||
+                 (n_candidates.dtype == DType::kI32 && n_candidates.is_contiguous() &&
+                  n_candidates.numel() == scores.size(0)),
+             "topk: n_candidates i32 [T] or empty");
   DSV4_CHECK(indices.dtype == DType::kI32 && indices.rank() == 2 && indices.stride[1] == 1 &&
                  indices.size(0) == scores.size(0),
              "topk: indices i32 [T, K]");
-  const TopkArgs a{scores.data_as<const float>(), scores.stride[0], scores.size(1),
-                   n_candidates.data_as<const int32_t>(), indices.data_as<int32_t>(),
-                   indices.stride[0], indices.size(1)};
+  const TopkArgs a{scores.data_as<const float>(),
+                   scores.stride[0],
+                   scores.size(1),
+                   n_candidates.data_as<const int32_t>(),
+                   indices.data_as<int32_t>(),
+                   indices.stride[0],
+                   indices.size(1)};
   if (scores.size(0) == 0 || a.k == 0) return;
   const auto rows = static_cast<unsigned>(scores.size(0));
   if (a.k <= kMaxSelectK) {
