@@ -1,10 +1,10 @@
-// Programmatic dependent launch, for kernels of a few microseconds (the MoE decode chain, route
-// → experts → combine; the dense NVFP4 GEMM at decode sizes), where the gap between two launches
-// (the next grid's launch and prologue) is a visible share of the work. A kernel launched with
-// launch_pdl may start while its predecessor in the stream still runs; it must call pdl_wait()
-// before it reads anything the predecessor writes (it waits for the predecessor's completion and
-// its memory). Work that needs no upstream data (weights: into L2 or a load ring) goes before the
-// wait. pdl_trigger() lets the next grid launch early; without it that happens as blocks exit. Both
+// Programmatic dependent launch for the decode chain (route → experts → combine). At one token
+// each kernel runs a few microseconds, so the gap between two launches (the next grid's launch
+// and prologue) is a visible share of the layer. A kernel launched with launch_pdl may start
+// while its predecessor in the stream still runs; it must call pdl_wait() before it reads
+// anything the predecessor writes (it waits for the predecessor's completion and its memory).
+// Work that needs no upstream data (the shared expert's weights into L2) goes before the wait.
+// pdl_trigger() lets the next grid launch early; without it that happens as blocks exit. Both
 // are no-ops when the kernel was launched normally. Works under stream capture (graph edges).
 #pragma once
 
@@ -12,7 +12,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 
-namespace dsv4::kernels::cuda {
+namespace dsv4::kernels::cuda::moe {
 
 __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
 __device__ __forceinline__ void pdl_trigger() {
@@ -20,8 +20,8 @@ __device__ __forceinline__ void pdl_trigger() {
 }
 
 template <typename... Params, typename... Args>
-void launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
-                Args&&... args) {
+void launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                cudaStream_t stream, Args&&... args) {
   cudaLaunchAttribute attribute{};
   attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attribute.val.programmaticStreamSerializationAllowed = 1;
@@ -35,4 +35,4 @@ void launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, c
   DSV4_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
 }
 
-}  // namespace dsv4::kernels::cuda
+}  // namespace dsv4::kernels::cuda::moe

@@ -43,7 +43,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/moe/combine.cuh"
 #include "kernels/cuda/moe/expert_mma.cuh"
-#include "kernels/cuda/pdl.cuh"
+#include "kernels/cuda/moe/pdl.cuh"
 #include "kernels/cuda/step_ring.cuh"
 
 namespace dsv4::kernels::cuda::moe {

@@ -26,7 +26,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/moe/kernels.h"
 #include "kernels/cuda/pair_layout.cuh"
-#include "kernels/cuda/pdl.cuh"
+#include "kernels/cuda/moe/pdl.cuh"
 #include "kernels/cuda/moe/route_select.cuh"
 
 namespace dsv4::kernels::cuda::moe {

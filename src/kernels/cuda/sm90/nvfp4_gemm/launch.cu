@@ -1,14 +1,14 @@
 // Host side of the sm_90a NVFP4 GEMM: plan, zero the split-K accumulator when the small-M
 // kernel runs, launch, and round the accumulator to bf16 when D is bf16.
+#include "kernels/cuda/sm90/nvfp4_gemm/launch.h"
+
 #include <cuda_bf16.h>
 
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/pdl.cuh"
+#include "kernels/cuda/stream.h"
 #include "kernels/cuda/sm90/nvfp4_gemm/heuristics.h"
-#include "kernels/cuda/sm90/nvfp4_gemm/launch.h"
 #include "kernels/cuda/sm90/nvfp4_gemm/small_m_kernel.cuh"
 #include "kernels/cuda/sm90/nvfp4_gemm/stream_kernel.cuh"
-#include "kernels/cuda/stream.h"
 
 namespace dsv4::kernels::cuda::sm90 {
 
@@ -20,8 +20,8 @@ void launch_ws(Nvfp4GemmParams p, int grid, bool tma);  // instantiations/
 namespace {
 
 // d bf16 [T, ldd] = accum f32 [T, N].
-__global__ void round_to_bf16_kernel(const float* accum, int64_t n_rows, int n, __nv_bfloat16* d,
-                                     int64_t ldd) {
+__global__ void round_to_bf16_kernel(const float* accum, int64_t n_rows, int n,
+                                     __nv_bfloat16* d, int64_t ldd) {
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (i >= n_rows * n) return;
   d[(i / n) * ldd + i % n] = __float2bfloat16_rn(accum[i]);
@@ -47,21 +47,13 @@ void launch_small(const Nvfp4GemmParams& p, const Nvfp4GemmPlan& plan) {
 void run_small(Nvfp4GemmParams p, const Nvfp4GemmPlan& plan) {
   if (!p.d_bf16) p.accum = static_cast<float*>(p.d);
   const int64_t ld = p.d_bf16 ? p.n : p.ldd;
-  DSV4_CUDA_CHECK(cudaMemset2DAsync(p.accum, ld * sizeof(float), 0, p.n * sizeof(float), p.n_rows,
-                                    op_stream()));
+  DSV4_CUDA_CHECK(cudaMemset2DAsync(p.accum, ld * sizeof(float), 0, p.n * sizeof(float),
+                                    p.n_rows, op_stream()));
   switch (plan.small_tiles) {
-    case 1:
-      launch_small<1>(p, plan);
-      break;
-    case 2:
-      launch_small<2>(p, plan);
-      break;
-    case 4:
-      launch_small<4>(p, plan);
-      break;
-    default:
-      launch_small<8>(p, plan);
-      break;
+    case 1: launch_small<1>(p, plan); break;
+    case 2: launch_small<2>(p, plan); break;
+    case 4: launch_small<4>(p, plan); break;
+    default: launch_small<8>(p, plan); break;
   }
   if (p.d_bf16) {
     const int64_t count = int64_t{p.n_rows} * p.n;
@@ -72,14 +64,12 @@ void run_small(Nvfp4GemmParams p, const Nvfp4GemmPlan& plan) {
 }
 
 template <int kK, int kChunks>
-void launch_stream_k(const Nvfp4GemmParams& p, bool early_weights) {
+void launch_stream_k(const Nvfp4GemmParams& p) {
   const unsigned grid = static_cast<unsigned>((p.n + 15) / 16);
-  auto* kernel = p.d_bf16 ? &nvfp4_stream_gemm_sm90_kernel<kK, kChunks, true>
-                          : &nvfp4_stream_gemm_sm90_kernel<kK, kChunks, false>;
-  if (early_weights) {
-    launch_pdl(kernel, grid, kStreamThreads, 0, op_stream(), p);
+  if (p.d_bf16) {
+    nvfp4_stream_gemm_sm90_kernel<kK, kChunks, true><<<grid, kStreamThreads, 0, op_stream()>>>(p);
   } else {
-    kernel<<<grid, kStreamThreads, 0, op_stream()>>>(p);
+    nvfp4_stream_gemm_sm90_kernel<kK, kChunks, false><<<grid, kStreamThreads, 0, op_stream()>>>(p);
   }
   DSV4_CUDA_CHECK(cudaGetLastError());
 }
@@ -87,18 +77,13 @@ void launch_stream_k(const Nvfp4GemmParams& p, bool early_weights) {
 // The V4 shapes' K (2048, 3072, 4096, 7168) as constants, so each warp's step count is too;
 // any other multiple of 128 through the generic loop.
 template <int kChunks>
-void launch_stream(const Nvfp4GemmParams& p, bool early_weights) {
+void launch_stream(const Nvfp4GemmParams& p) {
   switch (p.k) {
-    case 2048:
-      return launch_stream_k<2048, kChunks>(p, early_weights);
-    case 3072:
-      return launch_stream_k<3072, kChunks>(p, early_weights);
-    case 4096:
-      return launch_stream_k<4096, kChunks>(p, early_weights);
-    case 7168:
-      return launch_stream_k<7168, kChunks>(p, early_weights);
-    default:
-      return launch_stream_k<0, kChunks>(p, early_weights);
+    case 2048: return launch_stream_k<2048, kChunks>(p);
+    case 3072: return launch_stream_k<3072, kChunks>(p);
+    case 4096: return launch_stream_k<4096, kChunks>(p);
+    case 7168: return launch_stream_k<7168, kChunks>(p);
+    default: return launch_stream_k<0, kChunks>(p);
   }
 }
 
@@ -126,8 +111,7 @@ void launch_nvfp4_gemm(Nvfp4GemmParams p, const Nvfp4GemmPlan& plan) {
   if (plan.path == Nvfp4GemmPath::kStream) {
     DSV4_CHECK(p.n_rows <= kStreamMaxTokens && p.k == p.kp && p.k % kStreamStepK == 0,
                "nvfp4 stream gemm: T=%d K=%d Kp=%d", p.n_rows, p.k, p.kp);
-    p.n_rows <= 8 ? launch_stream<1>(p, plan.early_weights)
-                  : launch_stream<2>(p, plan.early_weights);
+    p.n_rows <= 8 ? launch_stream<1>(p) : launch_stream<2>(p);
   } else if (plan.path == Nvfp4GemmPath::kSmallM) {
     run_small(p, plan);
   } else if (plan.path == Nvfp4GemmPath::kWsWgmma) {

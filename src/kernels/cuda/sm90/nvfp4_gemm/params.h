@@ -21,18 +21,18 @@ struct Nvfp4GemmParams {
   const int32_t* offsets;   // i32 [G+1] row offsets on the device, or nullptr: one group of T
   void* d;                  // f32|bf16 [T, ldd]
   int64_t ldd;
-  float* accum;  // f32 [T, N] split-K accumulator of the small-M kernel (may be d)
-  int n_rows;    // T
-  int n;         // N
-  int k;         // K (multiple of 16)
-  int kp;        // Kp (multiple of kWeightKAlign)
-  int n_groups;  // G
+  float* accum;             // f32 [T, N] split-K accumulator of the small-M kernel (may be d)
+  int n_rows;               // T
+  int n;                    // N
+  int k;                    // K (multiple of 16)
+  int kp;                   // Kp (multiple of kWeightKAlign)
+  int n_groups;             // G
   bool d_bf16;
-  bool a_tma;  // ws kernel: tokens by TMA through its tensor-map parameter (set by
-               // launch_ws), else by cp.async
+  bool a_tma;               // ws kernel: tokens by TMA through its tensor-map parameter (set by
+                            // launch_ws), else by cp.async
   // ws kernel only, > 0: the SwiGLU epilogue. B's N = 2F rows are the gate [0, F) and up
   // [F, 2F) projections and D is [T, F] = swiglu(alpha · gate, alpha · up, swiglu_limit).
-  int swiglu_ffn = 0;  // F
+  int swiglu_ffn = 0;       // F
   float swiglu_limit = 0.0f;
 };
 
@@ -41,15 +41,13 @@ enum class Nvfp4GemmPath { kWgmma, kWsWgmma, kSmallM, kStream };
 
 struct Nvfp4GemmPlan {
   Nvfp4GemmPath path = Nvfp4GemmPath::kWgmma;
-  int grid = 0;               // kWgmma, kWsWgmma: persistent CTAs
-  bool wide_n = true;         // kWgmma: 256-column tiles (else 128); kWsWgmma: 256 tokens per
-                              // tile (else 128)
-  bool tma_tokens = true;     // kWsWgmma: token tiles by TMA where A allows (else cp.async)
-  bool early_weights = true;  // kStream: launched as a programmatic dependent (pdl.cuh), so its
-                              // weights stream in while the stream's previous kernel still runs
-  int small_tiles = 1;        // kSmallM: n8 token tiles per pass (1, 2, 4 or 8)
-  int small_chunks = 4;       // kSmallM: 128-element K chunks per CTA
-  int small_slots = 1;        // kSmallM: group slots (grid z): min(G, T)
+  int grid = 0;              // kWgmma, kWsWgmma: persistent CTAs
+  bool wide_n = true;        // kWgmma: 256-column tiles (else 128); kWsWgmma: 256 tokens per
+                             // tile (else 128)
+  bool tma_tokens = true;    // kWsWgmma: token tiles by TMA where A allows (else cp.async)
+  int small_tiles = 1;       // kSmallM: n8 token tiles per pass (1, 2, 4 or 8)
+  int small_chunks = 4;      // kSmallM: 128-element K chunks per CTA
+  int small_slots = 1;       // kSmallM: group slots (grid z): min(G, T)
 };
 
 }  // namespace dsv4::kernels::cuda::sm90

@@ -19,13 +19,6 @@
 // instead (an output column depends only on its own token column, and those columns are never
 // stored).
 //
-// Launched as a programmatic dependent (pdl.cuh, Nvfp4GemmPlan::early_weights), a CTA lets the
-// next grid launch at once and fills its weight ring before it waits for the previous kernel:
-// at decode sizes a call is a few microseconds, and its ramp (launch, first loads) would
-// otherwise follow the previous kernel's tail. So B, its scales and b_global must not be written
-// by the kernels just before this one (they are weights); A, a_global and D are touched only
-// after the wait.
-//
 // Dimension letters: T tokens (rows of A and D), N rows of B, K.
 #pragma once
 
@@ -34,10 +27,9 @@
 #include <cstdint>
 
 #include "kernels/cuda/pair_layout.cuh"
-#include "kernels/cuda/pdl.cuh"
+#include "kernels/cuda/step_ring.cuh"
 #include "kernels/cuda/sm90/nvfp4_gemm/config.h"
 #include "kernels/cuda/sm90/nvfp4_gemm/params.h"
-#include "kernels/cuda/step_ring.cuh"
 
 namespace dsv4::kernels::cuda::sm90 {
 
@@ -56,13 +48,12 @@ __global__ void __launch_bounds__(kStreamThreads, kStreamMinBlocksPerSm)
   static_assert(kChunks >= 1 && 8 * kChunks <= kStreamMaxTokens, "token chunks of 8");
   static_assert(kStreamStepK == kRingStepK, "the weight ring's steps");
   __shared__ float partial[kStreamWarps][kChunks][4][32];  // [warp][chunk][register][lane]
-  pdl_trigger();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
   const int k = kK > 0 ? kK : p.k;
   const int n_steps = k / kStreamStepK;
   const int step_begin = warp * n_steps / kStreamWarps;
-  const int count =
-      kK > 0 ? kK / kStreamStepK / kStreamWarps : (warp + 1) * n_steps / kStreamWarps - step_begin;
+  const int count = kK > 0 ? kK / kStreamStepK / kStreamWarps
+                           : (warp + 1) * n_steps / kStreamWarps - step_begin;
   const int row0 = blockIdx.x * 16 + g;  // rows row0 and row0 + 8; clamped rows are not stored
   const int64_t lo_row = min(row0, p.n - 1), hi_row = min(row0 + 8, p.n - 1);
   const uint8_t* w_lo = p.b_packed + lo_row * (k / 2) + step_begin * (kStreamStepK / 2) + c * 16;
@@ -71,7 +62,6 @@ __global__ void __launch_bounds__(kStreamThreads, kStreamMinBlocksPerSm)
   constexpr int kDepth = WeightRing::kStages;
   WeightRing ring({w_lo, w_hi, p.b_scale + lo_row * (k / 16) + step_begin * 8,
                    p.b_scale + hi_row * (k / 16) + step_begin * 8, count});
-  pdl_wait();  // A (and D) belong to the kernels before this one
   // Token g of each chunk as a pointer to its 16-byte units at this warp's first step.
   const uint4* act[kChunks];
   bool chunk_on[kChunks];
@@ -90,7 +80,7 @@ __global__ void __launch_bounds__(kStreamThreads, kStreamMinBlocksPerSm)
       const int j = j0 + d;
       if ((kK == 0 || kK / kStreamStepK / kStreamWarps % kDepth != 0) && j >= count) break;
       const StepWeights& w = ring.take(d, j);
-      uint32_t sp[4];  // bf16x2 scales: lo block 0, lo 1, hi 0, hi 1
+      uint32_t sp[4];                 // bf16x2 scales: lo block 0, lo 1, hi 0, hi 1
       scale_pairs4(w.scales, sp);
       const uint32_t lo_words[4] = {w.lo.x, w.lo.y, w.lo.z, w.lo.w};
       const uint32_t hi_words[4] = {w.hi.x, w.hi.y, w.hi.z, w.hi.w};
