@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -122,10 +123,12 @@ struct CompressedCandidates {
 
 Result<CompressedCandidates> compressed_candidates(const checkpoint::ModelConfig& config,
                                                    const checkpoint::AttentionWeights& weights,
-                                                   const IndexerStep& step, AttentionCache& cache) {
+                                                   const IndexerStep& step,
+                                                   const CompressorInput& compressor_rows,
+                                                   AttentionCache& cache) {
   if (!cache.compressor) return CompressedCandidates{};
   CompressorCache& compressor = *cache.compressor;
-  DSV4_RETURN_IF_ERROR(compressor_forward(*weights.compressor, step.x, step.inv_freq,
+  DSV4_RETURN_IF_ERROR(compressor_forward(*weights.compressor, compressor_rows, step.inv_freq,
                                           static_cast<float>(config.rms_norm_eps), compressor));
   // The indexer's own compressor must see every token, whether or not an entry exists yet.
   Tensor picks;
@@ -138,15 +141,16 @@ Result<CompressedCandidates> compressed_candidates(const checkpoint::ModelConfig
   candidates.entries = compressor.entries.view().rows(0, n_entries);
   if (cache.indexer) {  // CSA: the indexer's top-k
     candidates.owned_indices = std::move(picks);
-  } else if (step.x.size(0) == 1 && (step.host_positions[0] + 1) / compressor.ratio == n_entries) {
+  } else if (step.rows.n_tokens() == 1 &&
+             (step.host_positions[0] + 1) / compressor.ratio == n_entries) {
     // HCA, a decode row: it sees every entry so far, 0 … N−1, which the cache holds.
     candidates.indices = cache.entry_ids.view().rows(0, n_entries).reshaped({1, n_entries});
     return candidates;
   } else {  // HCA: every complete block at each row's position
-    const int64_t n_tokens = step.x.size(0);
+    const int64_t n_tokens = step.rows.n_tokens();
     DSV4_ASSIGN_OR_RETURN(candidates.owned_indices,
                           upload(visible_entries(step.host_positions, compressor.ratio, n_entries),
-                                 {n_tokens, n_entries}, step.x.device));
+                                 {n_tokens, n_entries}, step.rows.x.device));
   }
   candidates.indices = candidates.owned_indices.view();
   return candidates;
@@ -156,11 +160,12 @@ Result<CompressedCandidates> compressed_candidates(const checkpoint::ModelConfig
 // the query rows q [T, H, Dh] and their window_indices in, the output rows o out.
 Status attend_sequence(const checkpoint::ModelConfig& config,
                        const checkpoint::AttentionWeights& weights, const IndexerStep& step,
-                       const TensorView& kv, const TensorView& q, const TensorView& window_rows,
-                       int64_t start_pos, AttentionCache& cache, const TensorView& o) {
+                       const CompressorInput& compressor_rows, const TensorView& kv,
+                       const TensorView& q, const TensorView& window_rows, int64_t start_pos,
+                       AttentionCache& cache, const TensorView& o) {
   DSV4_RETURN_IF_ERROR(write_window(kv, start_pos, cache));
   DSV4_ASSIGN_OR_RETURN(CompressedCandidates compressed,
-                        compressed_candidates(config, weights, step, cache));
+                        compressed_candidates(config, weights, step, compressor_rows, cache));
   kernels::SparseAttentionParams attn;
   attn.q = q;
   attn.kv = cache.window.view();
@@ -183,8 +188,24 @@ struct StepRows {
   TensorView inv_freq;
   TensorView index_q;        // CSA layers: the indexer's queries and head weights
   TensorView index_weights;  // (IndexerQueries)
+  // A step of several sequences: the compressors' projections of every row (else null: each
+  // sequence projects its own rows straight into its cache).
+  const CompressorRows* compressor_rows = nullptr;
+  const CompressorRows* index_compressor_rows = nullptr;
   TensorView o;
 };
+
+// Rows [from, to) as one sequence's compressor input: its tokens, with their projections when
+// the step made them.
+CompressorInput compressor_input(const TensorView& x, const CompressorRows* projected, int64_t from,
+                                 int64_t to) {
+  CompressorInput input{x.rows(from, to), TensorView{}, TensorView{}};
+  if (projected != nullptr) {
+    input.kv = projected->kv.view().rows(from, to);
+    input.gate = projected->gate.view().rows(from, to);
+  }
+  return input;
+}
 
 // Rows [from, to) of one sequence (a whole sequence's rows, or the part before or after its
 // snapshot) attend over its cache, which then holds them.
@@ -193,17 +214,17 @@ Status attend_rows(const checkpoint::ModelConfig& config,
                    const SequenceRows& seq, int64_t from, int64_t to) {
   if (from == to) return ok_status();
   IndexerStep step;
-  step.x = rows.x.rows(from, to);
+  step.rows = compressor_input(rows.x, rows.index_compressor_rows, from, to);
   if (weights.indexer) {
     step.q = rows.index_q.rows(from, to);
     step.head_weights = rows.index_weights.rows(from, to);
   }
   step.host_positions.assign(rows.host_positions.begin() + from, rows.host_positions.begin() + to);
   step.inv_freq = rows.inv_freq;
-  DSV4_RETURN_IF_ERROR(attend_sequence(config, weights, step, rows.kv.rows(from, to),
-                                       rows.q.rows(from, to), rows.window_rows.rows(from, to),
-                                       seq.start_pos + from - seq.begin, *seq.cache,
-                                       rows.o.rows(from, to)));
+  DSV4_RETURN_IF_ERROR(attend_sequence(
+      config, weights, step, compressor_input(rows.x, rows.compressor_rows, from, to),
+      rows.kv.rows(from, to), rows.q.rows(from, to), rows.window_rows.rows(from, to),
+      seq.start_pos + from - seq.begin, *seq.cache, rows.o.rows(from, to)));
   seq.cache->n_tokens += to - from;
   return ok_status();
 }
@@ -246,9 +267,27 @@ Status attention_step(const checkpoint::ModelConfig& config,
     DSV4_ASSIGN_OR_RETURN(index, indexer_queries(config, *weights.indexer, x, q_latent.view(),
                                                  at.positions, inv_freq));
   }
+  // Several sequences: each compressor's projections once for all rows (a sequence's rows are
+  // copied into its cache), so its weights are read once a step, not once a sequence.
+  std::optional<CompressorRows> compressor_rows, index_compressor_rows;
+  if (sequences.size() > 1 && weights.compressor) {
+    DSV4_ASSIGN_OR_RETURN(compressor_rows, project_compressor_rows(*weights.compressor, x));
+  }
+  if (sequences.size() > 1 && weights.indexer) {
+    DSV4_ASSIGN_OR_RETURN(index_compressor_rows,
+                          project_compressor_rows(weights.indexer->compressor, x));
+  }
   DSV4_ASSIGN_OR_RETURN(Tensor o, Tensor::empty(DType::kF32, q.shape(), device));
-  const StepRows rows{x,       q.view(), kv.view(),      at.window_rows,
-                      at.host, inv_freq, index.q.view(), index.weights.view(),
+  const StepRows rows{x,
+                      q.view(),
+                      kv.view(),
+                      at.window_rows,
+                      at.host,
+                      inv_freq,
+                      index.q.view(),
+                      index.weights.view(),
+                      compressor_rows ? &*compressor_rows : nullptr,
+                      index_compressor_rows ? &*index_compressor_rows : nullptr,
                       o.view()};
   for (const SequenceRows& seq : sequences) {
     const int64_t split = seq.snapshot ? seq.begin + seq.snapshot_at - seq.start_pos : seq.end;

@@ -28,11 +28,37 @@ Status finish_entries(const checkpoint::CompressorWeights& weights, const Tensor
                                 inv_freq);
 }
 
+// The new rows' projections into rows [n_kept, n_stream) of the stream.
+Status write_new_rows(const checkpoint::CompressorWeights& weights, const CompressorInput& input,
+                      const TensorView& kv, const TensorView& gate) {
+  if (input.kv.data == nullptr) {
+    DSV4_RETURN_IF_ERROR(kernels::linear(input.x, weights.wkv.view(), kv));
+    return kernels::linear(input.x, weights.wgate.view(), gate);
+  }
+  DSV4_CHECK(input.kv.shape == kv.shape && input.gate.shape == gate.shape,
+             "compressor_forward: projected rows of another shape");
+  DSV4_RETURN_IF_ERROR(copy_tensor(kv, input.kv));
+  return copy_tensor(gate, input.gate);
+}
+
 }  // namespace
 
-Status compressor_forward(const checkpoint::CompressorWeights& weights, const TensorView& x,
-                          const TensorView& inv_freq, float eps, CompressorCache& cache) {
-  const int64_t n_tokens = x.size(0);
+Result<CompressorRows> project_compressor_rows(const checkpoint::CompressorWeights& weights,
+                                               const TensorView& x) {
+  const Shape shape{x.size(0), weights.wkv.shape()[0]};
+  CompressorRows rows;
+  DSV4_ASSIGN_OR_RETURN(rows.kv, Tensor::empty(DType::kF32, shape, x.device));
+  DSV4_ASSIGN_OR_RETURN(rows.gate, Tensor::empty(DType::kF32, shape, x.device));
+  DSV4_RETURN_IF_ERROR(kernels::linear(x, weights.wkv.view(), rows.kv.view()));
+  DSV4_RETURN_IF_ERROR(kernels::linear(x, weights.wgate.view(), rows.gate.view()));
+  return rows;
+}
+
+Status compressor_forward(const checkpoint::CompressorWeights& weights,
+                          const CompressorInput& input, const TensorView& inv_freq, float eps,
+                          CompressorCache& cache) {
+  const TensorView& x = input.x;
+  const int64_t n_tokens = input.n_tokens();
   const int64_t n_kept = cache.n_rows;
   const int64_t n_stream = n_kept + n_tokens;
   const int64_t row_width = cache.kv.shape()[1];
@@ -50,8 +76,8 @@ Status compressor_forward(const checkpoint::CompressorWeights& weights, const Te
     kv = kv_buffer.view();
     gate = gate_buffer.view();
   }
-  DSV4_RETURN_IF_ERROR(kernels::linear(x, weights.wkv.view(), kv.rows(n_kept, n_stream)));
-  DSV4_RETURN_IF_ERROR(kernels::linear(x, weights.wgate.view(), gate.rows(n_kept, n_stream)));
+  DSV4_RETURN_IF_ERROR(
+      write_new_rows(weights, input, kv.rows(n_kept, n_stream), gate.rows(n_kept, n_stream)));
 
   // CSA's first m stream rows are the previous block: they close no window of their own.
   const int64_t n_lead = cache.overlap ? cache.ratio : 0;

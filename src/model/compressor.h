@@ -13,10 +13,31 @@
 
 namespace dsv4::model {
 
-// Feeds the T tokens x [T, D] (the next ones of the sequence) to the compressor: appends the
-// entries of every block they complete to cache.entries and keeps the rest in cache's rows.
-// inv_freq f32 [P] is the layer's compress RoPE.
-Status compressor_forward(const checkpoint::CompressorWeights& weights, const TensorView& x,
-                          const TensorView& inv_freq, float eps, CompressorCache& cache);
+// A step's tokens projected by the compressor's two linears: kv = wkv(x), gate = wgate(x), each
+// f32 [T, c·d]. A step of several sequences projects all its rows at once, so the weights (20 MB
+// a CSA layer for V4-Flash's two compressors) are read once a step, not once a sequence.
+struct CompressorRows {
+  Tensor kv;
+  Tensor gate;
+};
+Result<CompressorRows> project_compressor_rows(const checkpoint::CompressorWeights& weights,
+                                               const TensorView& x);
+
+// One sequence's new rows for compressor_forward: its tokens x f32 [T, D], which it projects
+// into the cache's rows itself (a step of one sequence: no copy), or the rows of a step's
+// CompressorRows (kv and gate [T, c·d], copied in).
+struct CompressorInput {
+  TensorView x;
+  TensorView kv;  // empty: project x
+  TensorView gate;
+  int64_t n_tokens() const { return x.size(0); }
+};
+
+// Feeds the T tokens (the next ones of the sequence) to the compressor: appends the entries of
+// every block they complete to cache.entries and keeps the rest in cache's rows. inv_freq f32
+// [P] is the layer's compress RoPE.
+Status compressor_forward(const checkpoint::CompressorWeights& weights,
+                          const CompressorInput& input, const TensorView& inv_freq, float eps,
+                          CompressorCache& cache);
 
 }  // namespace dsv4::model

@@ -44,12 +44,13 @@ Result<Tensor> indexer_forward(const checkpoint::ModelConfig& config,
                                const checkpoint::IndexerWeights& weights, const IndexerStep& step,
                                CompressorCache& cache) {
   const float eps = static_cast<float>(config.rms_norm_eps);
-  DSV4_RETURN_IF_ERROR(compressor_forward(weights.compressor, step.x, step.inv_freq, eps, cache));
-  const int64_t n_tokens = step.x.size(0);
+  DSV4_RETURN_IF_ERROR(
+      compressor_forward(weights.compressor, step.rows, step.inv_freq, eps, cache));
+  const int64_t n_tokens = step.rows.n_tokens();
   const int64_t n_entries = cache.n_entries;
   const int64_t n_picks = std::min(config.index_topk, n_entries);
   if (n_picks == 0) return Tensor();
-  const Device device = step.x.device;
+  const Device device = step.rows.x.device;
   const int64_t n_heads = config.index_n_heads;
   const int64_t head_dim = config.index_head_dim;
 

@@ -15,6 +15,7 @@
 #include "checkpoint/weights.h"
 #include "dsv4/status.h"
 #include "model/attention_cache.h"
+#include "model/compressor.h"
 
 namespace dsv4::model {
 
@@ -34,7 +35,8 @@ Result<IndexerQueries> indexer_queries(const checkpoint::ModelConfig& config,
 
 // What one attention step hands the indexer for one sequence's rows.
 struct IndexerStep {
-  TensorView x;                         // f32 [T, D]  the attention's input
+  CompressorInput rows;                 // the attention's input x f32 [T, D], for the indexer's
+                                        // compressor (with its projections when made already)
   TensorView q;                         // f32 [T, HI, DI]  these rows' IndexerQueries
   TensorView head_weights;              // f32 [T, HI]
   std::vector<int64_t> host_positions;  // i64 [T] on the host

@@ -155,8 +155,13 @@ TEST_P(AttentionGoldenTest, IndexerPicksMatchTransformers) {
       })) {
     GTEST_SKIP() << GetParam() << " has no CSA layer";
   }
-  for (int64_t layer = 0; layer < config.n_layer; ++layer) {
+  // Each layer twice: the indexer's compressor projecting the rows itself (a step of one
+  // sequence), and taking them projected already (a step of several).
+  for (int64_t run = 0; run < 2 * config.n_layer; ++run) {
+    const int64_t layer = run / 2;
+    const bool projected = run % 2 == 1;
     if (config.layers[layer].attention != AttentionType::kCompressedSparse) continue;
+    SCOPED_TRACE(projected ? "rows projected before" : "rows projected by the compressor");
     auto cache = AttentionCache::create(config, layer, n, Device::kCpu);
     ASSERT_TRUE(cache.ok()) << cache.status().to_string();
     const Tensor x = golden.input(layer);
@@ -164,7 +169,15 @@ TEST_P(AttentionGoldenTest, IndexerPicksMatchTransformers) {
                                           {n, config.q_lora_rank});
     const checkpoint::IndexerWeights& weights = *golden.weights.layers[layer].attn.indexer;
     IndexerStep step;
-    step.x = x.view();
+    step.rows.x = x.view();
+    CompressorRows rows;
+    if (projected) {
+      auto made = project_compressor_rows(weights.compressor, x.view());
+      ASSERT_TRUE(made.ok()) << made.status().to_string();
+      rows = std::move(made.value());
+      step.rows.kv = rows.kv.view();
+      step.rows.gate = rows.gate.view();
+    }
     Tensor positions = Tensor::host(DType::kI64, {n});
     for (int64_t t = 0; t < n; ++t) {
       positions.data_as<int64_t>()[t] = t;
