@@ -341,6 +341,24 @@ Status sequence_steps(const checkpoint::ModelConfig& config,
   return ok_status();
 }
 
+bool fits_one_step(const SequenceRows& seq) {
+  return seq.end - seq.begin <= seq.cache->max_step_tokens;
+}
+
+// One step of consecutive sequences `run` (rows [front.begin, back.end) of x), on those rows.
+Status run_step(const checkpoint::ModelConfig& config, const checkpoint::AttentionWeights& weights,
+                const TensorView& x, std::span<const SequenceRows> run, const StepPositions& all,
+                const TensorView& out) {
+  const int64_t begin = run.front().begin, end = run.back().end;
+  std::vector<SequenceRows> rebased(run.begin(), run.end());
+  for (SequenceRows& seq : rebased) {
+    seq.begin -= begin;
+    seq.end -= begin;
+  }
+  return attention_step(config, weights, x.rows(begin, end), rebased, all.rows(begin, end),
+                        out.rows(begin, end));
+}
+
 }  // namespace
 
 Result<RowPositions> RowPositions::of(const checkpoint::ModelConfig& config,
@@ -383,7 +401,6 @@ Status attention_forward(const checkpoint::ModelConfig& config, int64_t layer,
              at.n_ring_rows.size(), at.host.size(), sequences.size(), (long long)x.size(0));
   const StepPositions all{at.host, at.positions.view(), at.window_rows.view()};
   std::vector<SequenceRows> batch;
-  bool one_step = true;
   int64_t next = 0;
   for (size_t i = 0; i < sequences.size(); ++i) {
     const SequenceRows& seq = sequences[i];
@@ -398,19 +415,27 @@ Status attention_forward(const checkpoint::ModelConfig& config, int64_t layer,
                "attention_forward: layer %lld's ring of %lld rows, positions made for %lld",
                (long long)layer, (long long)seq.cache->window.shape()[0],
                (long long)at.n_ring_rows[i]);
-    one_step = one_step && seq.end - seq.begin <= seq.cache->max_step_tokens;
     batch.push_back(seq);
   }
   DSV4_CHECK(next == x.size(0), "attention_forward: the sequences hold %lld of %lld rows",
              (long long)next, (long long)x.size(0));
-  if (batch.empty()) return ok_status();
-  // A decode step, or prompts that each fit one step: all sequences in one step.
-  if (one_step) return attention_step(config, weights, x, batch, all, out);
-  // A sequence longer than a step (a long prompt): in steps of ≤ Ts tokens, one sequence at a
-  // time.
-  for (const SequenceRows& seq : batch) {
-    DSV4_RETURN_IF_ERROR(
-        sequence_steps(config, weights, x, seq, all.rows(seq.begin, seq.end), out));
+  // Sequences that fit one step (decode rows, short prompts) attend in one step per run of
+  // consecutive ones; a longer one (a long prompt's chunk) in steps of ≤ Ts tokens on its own.
+  // Continuous batching puts the decode rows first and the prompts after them, so a long prompt
+  // beside them leaves the decode rows one batched step.
+  size_t run = 0;  // the first sequence of the run of ones that fit
+  for (size_t i = 0; i <= batch.size(); ++i) {
+    if (i < batch.size() && fits_one_step(batch[i])) continue;
+    if (run < i) {
+      DSV4_RETURN_IF_ERROR(
+          run_step(config, weights, x, std::span(batch).subspan(run, i - run), all, out));
+    }
+    if (i < batch.size()) {
+      const SequenceRows& seq = batch[i];
+      DSV4_RETURN_IF_ERROR(
+          sequence_steps(config, weights, x, seq, all.rows(seq.begin, seq.end), out));
+    }
+    run = i + 1;
   }
   return ok_status();
 }
