@@ -56,10 +56,10 @@ Status attention_forward(const checkpoint::ModelConfig& config, int64_t layer,
                          int64_t start_pos, AttentionCache& cache, const TensorView& out);
 
 // The same for a batch: x [T, D] holds the sequences' rows one after the other (`sequences`
-// tile [0, T) in order; empty ones allowed), each attending over its own cache. When every
-// sequence's rows fit one step (a decode step), the per-token projections (the compressors'
-// included) run once for all rows, so the attention weights are read once a batch, not once a
-// sequence; otherwise the sequences run one at a time in steps.
+// tile [0, T) in order; empty ones allowed), each attending over its own cache. Consecutive
+// sequences whose rows fit one step (decode rows, short prompts) run as one step: the per-token
+// projections (the compressors' included) once for all their rows, so the attention weights are
+// read once a step, not once a sequence; a longer sequence runs alone in steps.
 Status attention_forward(const checkpoint::ModelConfig& config, int64_t layer,
                          const checkpoint::AttentionWeights& weights, const TensorView& x,
                          std::span<const SequenceRows> sequences, const TensorView& out);
