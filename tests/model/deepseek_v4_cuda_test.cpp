@@ -1,7 +1,8 @@
 // The whole forward on the GPU (label cuda): each oracle folder's weights moved to the device
 // with checkpoint::copy_weights, then the same checks as deepseek_v4_test.cpp's first test
 // against transformers: full-sequence logits of every prompt within kGoldenLogitsRelTol per row,
-// and the greedy continuation decoded with the (device) cache, token for token. Then a checkpoint
+// and the greedy continuation decoded with the (device) cache, token for token; a long chunk
+// beside short ones in one forward (mixed_batch.h). Then a checkpoint
 // whose NVFP4 expert widths the CUDA MoE pipeline does not run, which must be refused.
 #include <gtest/gtest.h>
 
@@ -14,6 +15,7 @@
 #include "checkpoint/to_device.h"
 #include "model/deepseek_v4.h"
 #include "model/golden.h"
+#include "model/mixed_batch.h"
 #include "model/nvfp4_golden.h"
 #include "testing/compare.h"
 #include "testing/device.h"
@@ -40,7 +42,8 @@ TEST_P(GoldenModelCudaTest, LogitsAndCachedGreedyMatchTransformers) {
   ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
   auto weights = checkpoint::copy_weights(loaded->weights, Device::kCuda);
   ASSERT_TRUE(weights.ok()) << weights.status().to_string();
-  const format::SafetensorsFile reference = testing::open_golden(GetParam() + "/reference.safetensors");
+  const format::SafetensorsFile reference =
+      testing::open_golden(GetParam() + "/reference.safetensors");
   const Model model(*weights, ModelOptions{});
   ASSERT_EQ(model.device(), Device::kCuda);
   const int64_t v = model.config().vocab_size;
@@ -78,6 +81,17 @@ TEST_P(GoldenModelCudaTest, LogitsAndCachedGreedyMatchTransformers) {
                                 n_gen, v),
               kGoldenLogitsRelTol);
   }
+}
+
+TEST_P(GoldenModelCudaTest, LongChunkBesideShortOnesMatchesTransformers) {
+  auto loaded = checkpoint::load_model(testing::golden_path(GetParam() + "/model"));
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  auto weights = checkpoint::copy_weights(loaded->weights, Device::kCuda);
+  ASSERT_TRUE(weights.ok()) << weights.status().to_string();
+  const Model model(*weights, ModelOptions{});
+  ASSERT_EQ(model.device(), Device::kCuda);
+  expect_mixed_batch_matches_transformers(
+      model, testing::open_golden(GetParam() + "/reference.safetensors"));
 }
 
 // tiny_b with NVFP4 experts (quantized as deepseek_v4_nvfp4_test.cpp does): its expert widths
@@ -129,7 +143,8 @@ TEST(CopyWeightsCudaTest, LinearWeightsInBf16ExactlyWhereTheyAre) {
     EXPECT_EQ(w->dtype(), DType::kBF16);
   }
   EXPECT_EQ(layer.attn.wo_b.dtype(), DType::kF32);
-  for (const Tensor* w : {&layer.attn_norm, &layer.attn.q_norm, &layer.ffn.gate, &on_device.embed}) {
+  for (const Tensor* w :
+       {&layer.attn_norm, &layer.attn.q_norm, &layer.ffn.gate, &on_device.embed}) {
     EXPECT_EQ(w->dtype(), DType::kF32);
   }
   const Tensor back = testing::to_host(layer.attn.wo_b.view());

@@ -1,8 +1,9 @@
 // The whole forward (model/deepseek_v4.h) against transformers, for every oracle folder under
 // tests/golden (five configs, both checkpoint layouts): the full-sequence logits of each prompt,
 // the greedy continuation decoded with the cache (tokens identical, logits close), the cached
-// decode against a full recompute of prompt + continuation, chunked prefill, and a batch of
-// sequences of different lengths against one sequence at a time.
+// decode against a full recompute of prompt + continuation, chunked prefill, a batch of
+// sequences of different lengths against one sequence at a time, and a long chunk beside short
+// ones (mixed_batch.h).
 #include "model/deepseek_v4.h"
 
 #include <gtest/gtest.h>
@@ -14,6 +15,7 @@
 #include "checkpoint/loader.h"
 #include "model/golden.h"
 #include "model/layerwise_forward.h"
+#include "model/mixed_batch.h"
 #include "testing/compare.h"
 #include "testing/tolerance.h"
 
@@ -160,39 +162,9 @@ TEST_P(GoldenModelTest, ChunkedPrefillAndBatchMatchSingleCalls) {
             kGoldenLogitsRelTol);
 }
 
-// A chunk longer than its cache's step (in steps on its own) beside short ones (each fits one
-// step: consecutive ones attend as one batched step), after them as continuous batching orders
-// them, and before them (their batched step then starts at a later row).
 TEST_P(GoldenModelTest, LongChunkBesideShortOnesMatchesTransformers) {
-  Golden g = load_golden(GetParam());
-  const Model model(g.loaded.weights, ModelOptions{});
-  const int64_t v = model.config().vocab_size;
-  const std::vector<int64_t> a = ids_of(golden_tensor(g.reference, "prompt_0"));
-  const std::vector<int64_t> b = ids_of(golden_tensor(g.reference, "prompt_1"));
-  const Tensor want_a = golden_tensor(g.reference, "logits_0");
-  const Tensor want_b = golden_tensor(g.reference, "logits_1");
-  const int64_t na = static_cast<int64_t>(a.size()), nb = static_cast<int64_t>(b.size());
-  const int64_t long_step = 3;
-  ASSERT_GT(na, long_step);
-  for (const bool long_first : {false, true}) {
-    SCOPED_TRACE(long_first ? "long chunk first" : "long chunk last");
-    auto cache_a = model.new_cache(na, long_step);
-    auto cache_b = model.new_cache(nb), cache_c = model.new_cache(nb);
-    ASSERT_TRUE(cache_a.ok() && cache_b.ok() && cache_c.ok());
-    Tensor la = Tensor::host(DType::kF32, {na, v});
-    Tensor lb = Tensor::host(DType::kF32, {nb, v}), lc = Tensor::host(DType::kF32, {1, v});
-    const SequenceChunk chunk_a{a, 0, &*cache_a, la.view()};
-    const SequenceChunk chunk_b{b, 0, &*cache_b, lb.view()}, chunk_c{b, 0, &*cache_c, lc.view()};
-    const std::vector<SequenceChunk> batch = long_first ? std::vector{chunk_a, chunk_b, chunk_c}
-                                                        : std::vector{chunk_b, chunk_c, chunk_a};
-    ASSERT_TRUE(model.forward(batch).ok());
-    EXPECT_LT(max_row_rel_error(la.data_as<float>(), want_a.data_as<float>(), na, v),
-              kGoldenLogitsRelTol);
-    EXPECT_LT(max_row_rel_error(lb.data_as<float>(), want_b.data_as<float>(), nb, v),
-              kGoldenLogitsRelTol);
-    EXPECT_LT(max_row_rel_error(lc.data_as<float>(), want_b.data_as<float>() + (nb - 1) * v, 1, v),
-              kGoldenLogitsRelTol);
-  }
+  const Golden g = load_golden(GetParam());
+  expect_mixed_batch_matches_transformers(Model(g.loaded.weights, ModelOptions{}), g.reference);
 }
 
 TEST_P(GoldenModelTest, BadTokenAndPositionAreRefused) {
