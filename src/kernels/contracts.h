@@ -169,6 +169,10 @@ struct CandidateSource {
   int64_t n_rows = 0;
   const int32_t* indices = nullptr;
   int64_t n_candidates = 0;  // per query
+  int64_t index_stride = 0;  // between queries' lists: n_candidates, or 0 (one list for all)
+  // Causal compressed entries: query t sees candidates j < (positions[t] + 1) / ratio.
+  const int64_t* positions = nullptr;
+  int64_t ratio = 0;
 };
 
 struct SparseAttentionOperands {
@@ -182,9 +186,10 @@ inline CandidateSource candidate_source(const TensorView& kv, const TensorView& 
       kv.dtype == DType::kF32 && kv.is_contiguous() && kv.rank() == 2 && kv.size(1) == head_dim,
       "sparse_attention %s: kv f32 [N, %lld]", what, (long long)head_dim);
   DSV4_CHECK(indices.dtype == DType::kI32 && indices.is_contiguous() && indices.rank() == 2 &&
-                 indices.size(0) == n_tokens,
-             "sparse_attention %s: indices i32 [%lld, K]", what, (long long)n_tokens);
-  return {kv.data_as<const float>(), kv.size(0), indices.data_as<const int32_t>(), indices.size(1)};
+                 (indices.size(0) == n_tokens || indices.size(0) == 1),
+             "sparse_attention %s: indices i32 [%lld or 1, K]", what, (long long)n_tokens);
+  return {kv.data_as<const float>(), kv.size(0), indices.data_as<const int32_t>(), indices.size(1),
+          indices.size(0) == 1 ? 0 : indices.size(1)};
 }
 inline SparseAttentionOperands sparse_attention_operands(const SparseAttentionParams& p) {
   DSV4_CHECK(p.q.dtype == DType::kF32 && p.q.is_contiguous() && p.q.rank() == 3,
@@ -193,9 +198,20 @@ inline SparseAttentionOperands sparse_attention_operands(const SparseAttentionPa
              "sparse_attention: out must match q");
   const int64_t n_tokens = p.q.size(0), n_heads = p.q.size(1), head_dim = p.q.size(2);
   f32_vector(p.sinks, n_heads, "sparse_attention sinks");
-  return {n_tokens, n_heads, head_dim,
-          candidate_source(p.kv, p.indices, n_tokens, head_dim, "window"),
-          candidate_source(p.extra_kv, p.extra_indices, n_tokens, head_dim, "extra")};
+  SparseAttentionOperands o{
+      n_tokens, n_heads, head_dim, candidate_source(p.kv, p.indices, n_tokens, head_dim, "window"),
+      candidate_source(p.extra_kv, p.extra_indices, n_tokens, head_dim, "extra")};
+  if (p.extra_positions.data != nullptr) {
+    DSV4_CHECK(o.extra.kv != nullptr && p.extra_ratio >= 1 &&
+                   p.extra_positions.dtype == DType::kI64 && p.extra_positions.is_contiguous() &&
+                   p.extra_positions.numel() == n_tokens,
+               "sparse_attention: extra_positions i64 [%lld] with an extra source and a ratio "
+               "≥ 1 (%lld)",
+               (long long)n_tokens, (long long)p.extra_ratio);
+    o.extra.positions = p.extra_positions.data_as<const int64_t>();
+    o.extra.ratio = p.extra_ratio;
+  }
+  return o;
 }
 
 struct CompressorPoolDims {

@@ -257,7 +257,8 @@ Status rope(const TensorView& x, const TensorView& positions, const TensorView& 
 Status sparse_attention(const SparseAttentionParams& p) {
   return dispatch(
       "sparse_attention",
-      device_of({&p.q, &p.kv, &p.indices, &p.extra_kv, &p.extra_indices, &p.sinks, &p.out}),
+      device_of({&p.q, &p.kv, &p.indices, &p.extra_kv, &p.extra_indices, &p.sinks, &p.out,
+                 &p.extra_positions}),
       [&] { cpu::sparse_attention(p); }, [&] { cuda::sparse_attention(p); });
 }
 

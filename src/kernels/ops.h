@@ -229,16 +229,22 @@ Status rms_norm_rope(const TensorView& x, const TensorView& weight, float eps,
 // Attention of T queries over candidate rows picked by index from two K=V sources (the sliding
 // window ring and the compressed entries), with a per-head sink logit in the denominator:
 //   out[t,h] = Σ_j p_j·row_j,  p = softmax({scale·q[t,h]·row_j} ∪ {sinks[h]}) without the sink.
-// Index −1 means "no candidate". The extra source may be empty (data == nullptr).
+// Index −1 means "no candidate". The extra source may be empty (data == nullptr). Index lists
+// of one row ([1, K]) serve every query. With extra_positions, the extra source is compressed
+// entries in block order, causal: query t sees only its extra candidates j < (extra_positions[t]
+// + 1) / extra_ratio, the blocks complete at its position (so HCA rows share one list of every
+// entry, 0 … N − 1, and need no [T, N] table).
 struct SparseAttentionParams {
-  TensorView q;              // f32 [T, H, Dh]
-  TensorView kv;             // f32 [N, Dh]
-  TensorView indices;        // i32 [T, Kw]  rows of kv
-  TensorView extra_kv;       // f32 [Ne, Dh]
-  TensorView extra_indices;  // i32 [T, Kc]  rows of extra_kv
-  TensorView sinks;          // f32 [H]
-  float scale = 1.0f;        // applied to q·k (the sink logit is not scaled)
-  TensorView out;            // f32 [T, H, Dh]
+  TensorView q;                // f32 [T, H, Dh]
+  TensorView kv;               // f32 [N, Dh]
+  TensorView indices;          // i32 [T or 1, Kw]  rows of kv
+  TensorView extra_kv;         // f32 [Ne, Dh]
+  TensorView extra_indices;    // i32 [T or 1, Kc]  rows of extra_kv
+  TensorView sinks;            // f32 [H]
+  float scale = 1.0f;          // applied to q·k (the sink logit is not scaled)
+  TensorView out;              // f32 [T, H, Dh]
+  TensorView extra_positions;  // i64 [T], or empty: every extra candidate is visible
+  int64_t extra_ratio = 0;     // m ≥ 1 with extra_positions
 };
 Status sparse_attention(const SparseAttentionParams& params);
 

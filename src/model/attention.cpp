@@ -87,18 +87,6 @@ Result<Tensor> window_indices(std::span<const SequenceRows> sequences,
   return upload(indices, {static_cast<int64_t>(positions.size()), window}, device);
 }
 
-// HCA: i32 [T, N], every entry whose block is complete at the query's position.
-std::vector<int32_t> visible_entries(const std::vector<int64_t>& positions, int64_t ratio,
-                                     int64_t n_entries) {
-  std::vector<int32_t> indices(positions.size() * n_entries);
-  for (size_t t = 0; t < positions.size(); ++t) {
-    for (int64_t j = 0; j < n_entries; ++j) {
-      indices[t * n_entries + j] = j < (positions[t] + 1) / ratio ? static_cast<int32_t>(j) : -1;
-    }
-  }
-  return indices;
-}
-
 // y = wo_b(concat_g wo_a[g] · o_g): o [T, H·Dh] seen as G groups of H/G heads.
 Status project_output(const checkpoint::ModelConfig& config,
                       const checkpoint::AttentionWeights& weights, const TensorView& o,
@@ -113,12 +101,15 @@ Status project_output(const checkpoint::ModelConfig& config,
   return kernels::linear(low.view(), weights.wo_b.view(), out);
 }
 
-// The compressed entries a step's queries may attend to, and which per query (i32 [T, K]).
+// The compressed entries a step's queries may attend to, and which per query: CSA the
+// indexer's picks i32 [T, K]; HCA every entry so far, 0 … N − 1 ([1, N], the cache's
+// entry_ids), each query seeing those whose block is complete at its position (`causal`).
 // Empty on sliding layers and before the first block completes.
 struct CompressedCandidates {
   TensorView entries;  // f32 [N, Dh]
   TensorView indices;
-  Tensor owned_indices;  // what `indices` views when the step made them
+  Tensor picks;  // what `indices` views on CSA
+  bool causal = false;
 };
 
 Result<CompressedCandidates> compressed_candidates(const checkpoint::ModelConfig& config,
@@ -139,20 +130,13 @@ Result<CompressedCandidates> compressed_candidates(const checkpoint::ModelConfig
   const int64_t n_entries = compressor.n_entries;
   if (n_entries == 0) return candidates;
   candidates.entries = compressor.entries.view().rows(0, n_entries);
-  if (cache.indexer) {  // CSA: the indexer's top-k
-    candidates.owned_indices = std::move(picks);
-  } else if (step.rows.n_tokens() == 1 &&
-             (step.host_positions[0] + 1) / compressor.ratio == n_entries) {
-    // HCA, a decode row: it sees every entry so far, 0 … N−1, which the cache holds.
+  if (cache.indexer) {
+    candidates.picks = std::move(picks);
+    candidates.indices = candidates.picks.view();
+  } else {
     candidates.indices = cache.entry_ids.view().rows(0, n_entries).reshaped({1, n_entries});
-    return candidates;
-  } else {  // HCA: every complete block at each row's position
-    const int64_t n_tokens = step.rows.n_tokens();
-    DSV4_ASSIGN_OR_RETURN(candidates.owned_indices,
-                          upload(visible_entries(step.host_positions, compressor.ratio, n_entries),
-                                 {n_tokens, n_entries}, step.rows.x.device));
+    candidates.causal = true;
   }
-  candidates.indices = candidates.owned_indices.view();
   return candidates;
 }
 
@@ -172,6 +156,10 @@ Status attend_sequence(const checkpoint::ModelConfig& config,
   attn.indices = window_rows;
   attn.extra_kv = compressed.entries;
   attn.extra_indices = compressed.indices;
+  if (compressed.causal) {
+    attn.extra_positions = step.positions;
+    attn.extra_ratio = cache.compressor->ratio;
+  }
   attn.sinks = weights.attn_sink.view();
   attn.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(config.head_dim)));
   attn.out = o;
@@ -184,6 +172,7 @@ struct StepRows {
   TensorView q;
   TensorView kv;
   TensorView window_rows;  // window_indices
+  TensorView positions;    // i64 [T]
   std::span<const int64_t> host_positions;
   TensorView inv_freq;
   TensorView index_q;        // CSA layers: the indexer's queries and head weights
@@ -219,6 +208,7 @@ Status attend_rows(const checkpoint::ModelConfig& config,
     step.q = rows.index_q.rows(from, to);
     step.head_weights = rows.index_weights.rows(from, to);
   }
+  step.positions = rows.positions.rows(from, to);
   step.host_positions.assign(rows.host_positions.begin() + from, rows.host_positions.begin() + to);
   step.inv_freq = rows.inv_freq;
   DSV4_RETURN_IF_ERROR(attend_sequence(
@@ -282,6 +272,7 @@ Status attention_step(const checkpoint::ModelConfig& config,
                       q.view(),
                       kv.view(),
                       at.window_rows,
+                      at.positions,
                       at.host,
                       inv_freq,
                       index.q.view(),

@@ -62,8 +62,9 @@ struct AttentionCache {
   Tensor inv_freq;                            // f32 [P]  this layer's RoPE frequencies (rope.h)
   std::optional<CompressorCache> compressor;  // CSA and HCA layers
   std::optional<CompressorCache> indexer;     // CSA layers
-  // HCA layers of a running sequence: i32 [C], 0 … C − 1. A decode row attends to every entry so
-  // far, so its candidates are a prefix of this, with no upload a step.
+  // HCA layers of a running sequence: i32 [C], 0 … C − 1. Every row's candidates are a prefix of
+  // this (the entries so far, each row seeing those complete at its position: sparse_attention's
+  // extra_positions), so a step uploads no candidate table.
   Tensor entry_ids;
 };
 

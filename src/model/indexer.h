@@ -39,6 +39,7 @@ struct IndexerStep {
                                         // compressor (with its projections when made already)
   TensorView q;                         // f32 [T, HI, DI]  these rows' IndexerQueries
   TensorView head_weights;              // f32 [T, HI]
+  TensorView positions;                 // i64 [T] on the device
   std::vector<int64_t> host_positions;  // i64 [T] on the host
   TensorView inv_freq;                  // f32 [P]  the compress RoPE
 };

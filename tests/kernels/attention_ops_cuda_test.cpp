@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <limits>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -89,29 +90,47 @@ OpPair random_indices(SeededRng& rng, int64_t t, int64_t k, int64_t n) {
   return OpPair::values(DType::kI32, {t, k}, idx);
 }
 
+// The extra source per query ([T, Kc] lists), or as causal compressed entries: one list of
+// every entry [1, Kc] and the queries' positions (ratio 3).
+enum class Extra { kNone, kPerQuery, kCausal };
+
 TEST(AttentionOpsCuda, SparseAttentionMatchesCpu) {
   SeededRng rng;
-  for (const bool with_extra : {false, true}) {
+  for (const Extra extra : {Extra::kNone, Extra::kPerQuery, Extra::kCausal}) {
     for (const auto& [t, h, dh, kw, kc] :
          {std::tuple{1, 1, 8, 1, 1}, {5, 3, 40, 17, 9}, {21, 8, 128, 128, 300}}) {
       SCOPED_TRACE(std::to_string(t) + " queries, " + std::to_string(kw) + "+" +
-                   std::to_string(kc) + (with_extra ? " with extra" : " window only"));
-      const int64_t n = kw + 3, ne = 2 * kc + 1;
+                   std::to_string(kc) + " extra mode " + std::to_string(static_cast<int>(extra)));
+      const int64_t n = kw + 3, ne = 2 * kc + 1, ratio = 3;
       const OpPair q = OpPair::uniform(rng, {t, h, dh});
       const OpPair kv = OpPair::uniform(rng, {n, dh});
       const OpPair indices = random_indices(rng, t, kw, n);
       const OpPair extra_kv = OpPair::uniform(rng, {ne, dh});
       const OpPair extra_indices = random_indices(rng, t, kc, ne);
+      std::vector<int32_t> every_entry(kc);
+      std::iota(every_entry.begin(), every_entry.end(), 0);
+      const OpPair shared_list = OpPair::values(DType::kI32, {1, kc}, every_entry);
+      std::vector<int64_t> positions(t);  // from no entry visible to past the last one
+      for (int64_t& p : positions) p = rng.uniform_int(0, ratio * (kc + 2));
+      const OpPair extra_positions = OpPair::values(DType::kI64, {t}, positions);
       const OpPair sinks = OpPair::uniform(rng, {h}, -2.0, 2.0);
       const OpPair out = OpPair::poisoned(DType::kF32, {t, h, dh});
       const float scale = 1.0f / std::sqrt(static_cast<float>(dh)) * 4.0f;
       auto params = [&](bool device) {
         auto pick = [&](const OpPair& pair) { return device ? pair.d() : pair.h(); };
-        SparseAttentionParams p{pick(q), pick(kv),    pick(indices), {},
-                                {},      pick(sinks), scale,         pick(out)};
-        if (with_extra) {
-          p.extra_kv = pick(extra_kv);
-          p.extra_indices = pick(extra_indices);
+        SparseAttentionParams p;
+        p.q = pick(q);
+        p.kv = pick(kv);
+        p.indices = pick(indices);
+        p.sinks = pick(sinks);
+        p.scale = scale;
+        p.out = pick(out);
+        if (extra != Extra::kNone) p.extra_kv = pick(extra_kv);
+        if (extra == Extra::kPerQuery) p.extra_indices = pick(extra_indices);
+        if (extra == Extra::kCausal) {
+          p.extra_indices = pick(shared_list);
+          p.extra_positions = pick(extra_positions);
+          p.extra_ratio = ratio;
         }
         return p;
       };

@@ -54,6 +54,44 @@ Tensor random_indices(SeededRng& rng, int64_t n_tokens, int64_t k, int64_t n_row
   return t;
 }
 
+// A query's candidate rows (window source, then extra), as the reference attends to them.
+std::vector<const float*> listed_rows(const Tensor& indices, int64_t t, const Tensor& kv) {
+  std::vector<const float*> rows;
+  const int64_t k = indices.shape()[1], head_dim = kv.shape()[1];
+  for (int64_t j = 0; j < k; ++j) {
+    const int32_t r = indices.data_as<int32_t>()[t * k + j];
+    if (r >= 0) rows.push_back(kv.data_as<float>() + r * head_dim);
+  }
+  return rows;
+}
+
+// out[t, h] in float64: softmax over q·row·scale of `rows_of(t)` and the sink, times the rows.
+template <typename RowsOf>
+std::vector<double> reference_attention(const Tensor& q, const Tensor& sinks, double scale,
+                                        RowsOf rows_of) {
+  const int64_t n_tokens = q.shape()[0], n_heads = q.shape()[1], head_dim = q.shape()[2];
+  std::vector<double> ref(q.numel(), 0.0);
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const std::vector<const float*> rows = rows_of(t);
+    for (int64_t h = 0; h < n_heads; ++h) {
+      const float* qh = q.data_as<float>() + (t * n_heads + h) * head_dim;
+      std::vector<double> w(rows.size());
+      double denom = std::exp(double{sinks.data_as<float>()[h]});
+      for (size_t j = 0; j < rows.size(); ++j) {
+        double dot = 0.0;
+        for (int64_t d = 0; d < head_dim; ++d) dot += double{qh[d]} * rows[j][d];
+        w[j] = std::exp(dot * scale);
+        denom += w[j];
+      }
+      for (size_t j = 0; j < rows.size(); ++j) {
+        for (int64_t d = 0; d < head_dim; ++d)
+          ref[(t * n_heads + h) * head_dim + d] += w[j] / denom * rows[j][d];
+      }
+    }
+  }
+  return ref;
+}
+
 struct AttentionCase {
   int n_tokens, n_heads, head_dim, n_rows, k_window, n_extra, k_extra;
 };
@@ -84,33 +122,14 @@ TEST_P(SparseAttentionTest, MatchesFloat64) {
   p.out = out.view();
   ASSERT_TRUE(sparse_attention(p).ok());
 
-  std::vector<double> ref(out.numel(), 0.0);
-  for (int t = 0; t < c.n_tokens; ++t) {
-    std::vector<const float*> rows;
-    for (int j = 0; j < c.k_window; ++j) {
-      const int32_t r = idx.data_as<int32_t>()[t * c.k_window + j];
-      if (r >= 0) rows.push_back(kv.data_as<float>() + r * c.head_dim);
-    }
-    for (int j = 0; c.n_extra > 0 && j < c.k_extra; ++j) {
-      const int32_t r = extra_idx.data_as<int32_t>()[t * c.k_extra + j];
-      if (r >= 0) rows.push_back(extra.data_as<float>() + r * c.head_dim);
-    }
-    for (int h = 0; h < c.n_heads; ++h) {
-      const float* qh = q.data_as<float>() + (t * c.n_heads + h) * c.head_dim;
-      std::vector<double> w(rows.size());
-      double denom = std::exp(double{sinks.data_as<float>()[h]});
-      for (size_t j = 0; j < rows.size(); ++j) {
-        double dot = 0.0;
-        for (int d = 0; d < c.head_dim; ++d) dot += double{qh[d]} * rows[j][d];
-        w[j] = std::exp(dot / std::sqrt(double(c.head_dim)));
-        denom += w[j];
-      }
-      for (size_t j = 0; j < rows.size(); ++j) {
-        for (int d = 0; d < c.head_dim; ++d)
-          ref[(t * c.n_heads + h) * c.head_dim + d] += w[j] / denom * rows[j][d];
-      }
-    }
-  }
+  const std::vector<double> ref =
+      reference_attention(q, sinks, 1.0 / std::sqrt(double(c.head_dim)), [&](int64_t t) {
+        std::vector<const float*> rows = listed_rows(idx, t, kv);
+        if (c.n_extra > 0) {
+          for (const float* row : listed_rows(extra_idx, t, extra)) rows.push_back(row);
+        }
+        return rows;
+      });
   EXPECT_LT(max_row_rel_error(out.data_as<float>(), ref.data(), c.n_tokens * c.n_heads, c.head_dim),
             kF32OpRelTol);
 }
@@ -120,6 +139,59 @@ INSTANTIATE_TEST_SUITE_P(Shapes, SparseAttentionTest,
                                            AttentionCase{1, 4, 64, 20, 16, 5, 5},
                                            AttentionCase{9, 6, 48, 11, 4, 7, 2},
                                            AttentionCase{40, 8, 32, 64, 24, 0, 0}));
+
+// Causal compressed entries as one list of every entry [1, Ne] and the queries' positions give
+// what the per-query table does (entry j for j < (p + 1) / m, −1 after): the table the model
+// used to upload for HCA rows. Both against float64 over the table's rows.
+TEST(SparseAttentionTest, CausalSharedListIsItsPerQueryTable) {
+  SeededRng rng;
+  const int n_tokens = 7, n_heads = 3, head_dim = 16, n_rows = 12, k_window = 5, n_extra = 9;
+  const int64_t ratio = 4;
+  Tensor q = random_tensor(rng, {n_tokens, n_heads, head_dim});
+  Tensor kv = random_tensor(rng, {n_rows, head_dim});
+  Tensor idx = random_indices(rng, n_tokens, k_window, n_rows);
+  Tensor extra = random_tensor(rng, {n_extra, head_dim});
+  Tensor sinks = random_tensor(rng, {n_heads}, 2.0f);
+  Tensor positions = Tensor::host(DType::kI64, {n_tokens});
+  Tensor shared = Tensor::host(DType::kI32, {1, n_extra});
+  Tensor table = Tensor::host(DType::kI32, {n_tokens, n_extra});
+  std::iota(shared.data_as<int32_t>(), shared.data_as<int32_t>() + n_extra, 0);
+  for (int t = 0; t < n_tokens; ++t) {
+    // No block complete yet (2); on a block's last token and the one before it (3, 6, 7); the
+    // last entry's last token (35); past the last entry (100); anywhere.
+    const int64_t fixed[] = {2, 3, 6, 7, ratio * n_extra - 1, 100};
+    const int64_t p = t < 6 ? fixed[t] : rng.uniform_int(0, ratio * (n_extra + 2));
+    positions.data_as<int64_t>()[t] = p;
+    for (int j = 0; j < n_extra; ++j)
+      table.data_as<int32_t>()[t * n_extra + j] = j < (p + 1) / ratio ? j : -1;
+  }
+  SparseAttentionParams p;
+  p.q = q.view();
+  p.kv = kv.view();
+  p.indices = idx.view();
+  p.extra_kv = extra.view();
+  p.sinks = sinks.view();
+  p.scale = 0.5f;
+  Tensor by_table = poisoned(DType::kF32, q.shape()), causal = poisoned(DType::kF32, q.shape());
+  p.extra_indices = table.view();
+  p.out = by_table.view();
+  ASSERT_TRUE(sparse_attention(p).ok());
+  p.extra_indices = shared.view();
+  p.extra_positions = positions.view();
+  p.extra_ratio = ratio;
+  p.out = causal.view();
+  ASSERT_TRUE(sparse_attention(p).ok());
+
+  const std::vector<double> ref = reference_attention(q, sinks, 0.5, [&](int64_t t) {
+    std::vector<const float*> rows = listed_rows(idx, t, kv);
+    for (const float* row : listed_rows(table, t, extra)) rows.push_back(row);
+    return rows;
+  });
+  for (const Tensor* out : {&by_table, &causal}) {
+    EXPECT_LT(max_row_rel_error(out->data_as<float>(), ref.data(), n_tokens * n_heads, head_dim),
+              kF32OpRelTol);
+  }
+}
 
 class CompressorPoolTest : public ::testing::TestWithParam<std::tuple<bool, int, int, int>> {};
 

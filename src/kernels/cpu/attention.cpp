@@ -21,8 +21,11 @@ void gather_rows(const CandidateSource (&sources)[2], int64_t t, int64_t head_di
                  std::vector<const float*>& rows) {
   rows.clear();
   for (const CandidateSource& src : sources) {
-    for (int64_t j = 0; j < src.n_candidates; ++j) {
-      const int32_t row = src.indices[t * src.n_candidates + j];
+    const int64_t n_visible = src.positions
+                                  ? std::min(src.n_candidates, (src.positions[t] + 1) / src.ratio)
+                                  : src.n_candidates;
+    for (int64_t j = 0; j < n_visible; ++j) {
+      const int32_t row = src.indices[t * src.index_stride + j];
       if (row < 0) continue;
       DSV4_CHECK(row < src.n_rows, "sparse_attention: index %d of %lld rows", row,
                  (long long)src.n_rows);

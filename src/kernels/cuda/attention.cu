@@ -24,11 +24,13 @@ struct AttentionArgs {
   float* out;  // [T, H, Dh]
 };
 
-// Row j of query t's candidates (window first), or nullptr for "no candidate".
+// Row j of query t's candidates (window first), or nullptr for "no candidate" (index −1, or an
+// entry past the causal limit).
 __device__ const float* candidate(const AttentionArgs& a, int64_t t, int64_t j) {
   const CandidateSource& src = j < a.window.n_candidates ? a.window : a.extra;
   if (j >= a.window.n_candidates) j -= a.window.n_candidates;
-  const int32_t row = src.indices[t * src.n_candidates + j];
+  if (src.positions != nullptr && j >= (src.positions[t] + 1) / src.ratio) return nullptr;
+  const int32_t row = src.indices[t * src.index_stride + j];
   if (row < 0) return nullptr;
   if (row >= src.n_rows) __trap();  // the model built the indices: a bug
   return src.kv + int64_t{row} * a.head_dim;
