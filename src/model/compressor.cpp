@@ -28,7 +28,8 @@ Status finish_entries(const checkpoint::CompressorWeights& weights, const Tensor
                                 inv_freq);
 }
 
-// The new rows' projections into rows [n_kept, n_stream) of the stream.
+// The new rows' projections into kv and gate (rows [n_kept, n_stream) of the stream), projected
+// here or copied from a step's projections.
 Status write_new_rows(const checkpoint::CompressorWeights& weights, const CompressorInput& input,
                       const TensorView& kv, const TensorView& gate) {
   if (input.kv.data == nullptr) {
@@ -49,8 +50,7 @@ Result<CompressorRows> project_compressor_rows(const checkpoint::CompressorWeigh
   CompressorRows rows;
   DSV4_ASSIGN_OR_RETURN(rows.kv, Tensor::empty(DType::kF32, shape, x.device));
   DSV4_ASSIGN_OR_RETURN(rows.gate, Tensor::empty(DType::kF32, shape, x.device));
-  DSV4_RETURN_IF_ERROR(kernels::linear(x, weights.wkv.view(), rows.kv.view()));
-  DSV4_RETURN_IF_ERROR(kernels::linear(x, weights.wgate.view(), rows.gate.view()));
+  DSV4_RETURN_IF_ERROR(write_new_rows(weights, {x, {}, {}}, rows.kv.view(), rows.gate.view()));
   return rows;
 }
 
