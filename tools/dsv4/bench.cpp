@@ -1,5 +1,6 @@
 // dsv4 bench [--model DIR] [--device cpu|cuda] [--experts w4a16|w4a4] [--prompt-tokens N]
-// [--gen-tokens M] [--batch B] [--repeats R] [--seed S] [--prefix-cache-mb C] [--shared-prefix P]:
+// [--gen-tokens M] [--batch B] [--repeats R] [--seed S] [--prefix-cache-mb C] [--shared-prefix P]
+// [--join-prompt-tokens L]:
 // end-to-end speed of the engine as a user meets it. B sequences of N random prompt ids each
 // generate M tokens (greedy, eos ignored, so every run does the same work), R times after one
 // warm-up run, new prompts each run; their first P ids are the same in every prompt of every run
@@ -13,15 +14,25 @@
 //                        the rest, whose state is kept: runtime/batch.h);
 //   decode step          from there to the last token, divided by the M − 1 steps (one forward
 //                        for all B sequences and their sampling).
-// Prints the median over the R runs of both, with the fastest and slowest, and the tokens a
+// With L > 0, once the first sequence has its first token a request with a prompt of L random
+// ids joins the batch (continuous batching feeds it in chunks beside the B decode rows), and two
+// more figures come from the same clock:
+//   decode beside a prefill  the B sequences' gaps between tokens drawn while that prompt
+//                        prefilled (from its arrival to its first token), averaged;
+//   joining prefill      from its arrival to its first token.
+// (The decode step above then includes the steps beside that prefill.)
+// Prints the median over the R runs of each, with the fastest and slowest, and the tokens a
 // second they give. A program, not a test: run it on the machine you care about.
 // Uses only the public API (include/dsv4/).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <future>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "commands.h"
@@ -45,13 +56,16 @@ struct BenchArgs {
   int64_t repeats = 5;
   uint64_t seed = 0;
   int64_t prefix_cache_mb = EngineOptions{}.prefix_cache_mb;
-  int64_t shared_prefix = 0;  // P
+  int64_t shared_prefix = 0;       // P
+  int64_t join_prompt_tokens = 0;  // L
 };
 
-// One run's two figures, in milliseconds.
+// One run's figures, in milliseconds (the last two with a joining prompt only).
 struct RunTimes {
   double first_token_ms = 0;
   double decode_step_ms = 0;
+  double decode_beside_prefill_ms = 0;
+  double joining_prefill_ms = 0;
 };
 
 double ms_between(Clock::time_point a, Clock::time_point b) {
@@ -77,9 +91,75 @@ std::vector<GenerateRequest> make_requests(const BenchArgs& args, int64_t vocab_
   return requests;
 }
 
-Result<RunTimes> run_once(Engine& engine, const std::vector<GenerateRequest>& requests) {
+// One request of L random ids (a new prompt each run) and one token.
+GenerateRequest joining_request(const BenchArgs& args, int64_t vocab_size, int64_t run) {
+  std::uniform_int_distribution<int64_t> id(0, vocab_size - 1);
+  std::mt19937_64 rng(args.seed ^ (0x9e3779b97f4a7c15ull + static_cast<uint64_t>(run)));
+  GenerateRequest r;
+  r.prompt.resize(static_cast<size_t>(args.join_prompt_tokens));
+  for (int64_t& t : r.prompt) t = id(rng);
+  r.sampling.max_tokens = 1;
+  return r;
+}
+
+// The mean gap between consecutive tokens of `out` drawn within [from, to].
+std::optional<double> mean_gap_ms(const std::vector<Generation>& out, Clock::time_point from,
+                                  Clock::time_point to) {
+  double sum = 0;
+  int64_t n = 0;
+  for (const Generation& g : out) {
+    for (size_t i = 1; i < g.token_times.size(); ++i) {
+      if (g.token_times[i - 1] < from || g.token_times[i] > to) continue;
+      sum += ms_between(g.token_times[i - 1], g.token_times[i]);
+      ++n;
+    }
+  }
+  if (n == 0) return std::nullopt;
+  return sum / static_cast<double>(n);
+}
+
+// The batch's requests, and with a joining request, that one sent once the first sequence has
+// its first token (its on_token, on the batch's thread, releases this one).
+Result<std::vector<Generation>> generate_run(Engine& engine, std::vector<GenerateRequest> requests,
+                                             const std::optional<GenerateRequest>& joining,
+                                             RunTimes& times) {
+  if (!joining) return engine.generate_batch(requests);
+  std::promise<void> first_token;
+  requests.front().on_token = [&first_token, sent = false](int64_t) mutable {
+    if (!sent) first_token.set_value();
+    sent = true;
+    return true;
+  };
+  auto batch = std::async(std::launch::async, [&] { return engine.generate_batch(requests); });
+  const std::future<void> first = first_token.get_future();
+  while (first.wait_for(std::chrono::milliseconds(1)) != std::future_status::ready) {
+    if (batch.wait_for(std::chrono::seconds(0)) != std::future_status::ready) continue;
+    Result<std::vector<Generation>> out = batch.get();  // ended without a token: an error
+    return out.ok() ? internal_error("bench: the batch ended before its first token")
+                    : out.status();
+  }
+  const Clock::time_point arrival = Clock::now();
+  Result<Generation> joined = engine.generate(*joining);
+  Result<std::vector<Generation>> out = batch.get();
+  if (!joined.ok()) return joined.status();
+  if (!out.ok()) return out.status();
+  const Clock::time_point prefilled = joined->token_times.front();
+  const std::optional<double> gap = mean_gap_ms(*out, arrival, prefilled);
+  if (!gap) {
+    return invalid_argument(
+        "bench: no decode step fell inside the joining prompt's prefill; "
+        "give more --gen-tokens");
+  }
+  times.decode_beside_prefill_ms = *gap;
+  times.joining_prefill_ms = ms_between(arrival, prefilled);
+  return out;
+}
+
+Result<RunTimes> run_once(Engine& engine, const std::vector<GenerateRequest>& requests,
+                          const std::optional<GenerateRequest>& joining) {
+  RunTimes times;
   const Clock::time_point start = Clock::now();
-  Result<std::vector<Generation>> out = engine.generate_batch(requests);
+  Result<std::vector<Generation>> out = generate_run(engine, requests, joining, times);
   if (!out.ok()) return out.status();
   const size_t steps = out->front().token_times.size();
   if (steps < 2 || std::any_of(out->begin(), out->end(), [&](const Generation& g) {
@@ -92,8 +172,9 @@ Result<RunTimes> run_once(Engine& engine, const std::vector<GenerateRequest>& re
     first_done = std::max(first_done, g.token_times.front());
     all_done = std::max(all_done, g.token_times.back());
   }
-  return RunTimes{ms_between(start, first_done),
-                  ms_between(first_done, all_done) / static_cast<double>(steps - 1)};
+  times.first_token_ms = ms_between(start, first_done);
+  times.decode_step_ms = ms_between(first_done, all_done) / static_cast<double>(steps - 1);
+  return times;
 }
 
 // Median (the upper one of an even count), fastest and slowest of one figure over the runs.
@@ -122,19 +203,23 @@ int run_bench(const BenchArgs& args) {
                                  std::to_string(kMaxPromptIds) + " prompt ids"));
   }
   EngineOptions options = engine_options(args.engine, "bench");
-  options.max_context = args.prompt_tokens + args.gen_tokens;
-  options.max_batch = args.batch;  // all B sequences in every step
+  options.max_context = std::max(args.prompt_tokens + args.gen_tokens, args.join_prompt_tokens + 1);
+  options.max_batch = args.batch + (args.join_prompt_tokens > 0 ? 1 : 0);  // all in every step
   options.max_step_tokens = std::max(options.max_step_tokens, args.batch);
   options.prefix_cache_mb = args.prefix_cache_mb;
   Result<Engine> engine = Engine::open(options);
   if (!engine.ok()) return fail(engine.status());
-  std::vector<double> first_token, decode_step;
+  std::vector<double> first_token, decode_step, beside_prefill, joining_prefill;
   for (int64_t r = 0; r <= args.repeats; ++r) {  // run 0 warms up (allocations, caches)
-    Result<RunTimes> t = run_once(*engine, make_requests(args, engine->vocab_size(), r));
+    std::optional<GenerateRequest> joining;
+    if (args.join_prompt_tokens > 0) joining = joining_request(args, engine->vocab_size(), r);
+    Result<RunTimes> t = run_once(*engine, make_requests(args, engine->vocab_size(), r), joining);
     if (!t.ok()) return fail(t.status());
     if (r == 0) continue;
     first_token.push_back(t->first_token_ms);
     decode_step.push_back(t->decode_step_ms);
+    beside_prefill.push_back(t->decode_beside_prefill_ms);
+    joining_prefill.push_back(t->joining_prefill_ms);
   }
   const Spread ttft = spread(first_token), step = spread(decode_step);
   const double b = static_cast<double>(args.batch);
@@ -149,6 +234,15 @@ int run_bench(const BenchArgs& args) {
               ttft.min, ttft.max, b * static_cast<double>(args.prompt_tokens) * 1e3 / ttft.median);
   std::printf("decode step:         %.3f ms [%.3f, %.3f]  %.1f tokens/s (%.1f a sequence)\n",
               step.median, step.min, step.max, b * 1e3 / step.median, 1e3 / step.median);
+  if (args.join_prompt_tokens > 0) {
+    const Spread beside = spread(beside_prefill), joined = spread(joining_prefill);
+    std::printf("decode beside a prefill: %.3f ms [%.3f, %.3f]  (a %lld-token prompt joining)\n",
+                beside.median, beside.min, beside.max,
+                static_cast<long long>(args.join_prompt_tokens));
+    std::printf("joining prefill:     %.3f ms [%.3f, %.3f]  %.1f tokens/s\n", joined.median,
+                joined.min, joined.max,
+                static_cast<double>(args.join_prompt_tokens) * 1e3 / joined.median);
+  }
   const EngineStats stats = engine->stats();
   std::printf("prefix cache:        %lld of %lld prompt tokens taken from kept states (all runs)\n",
               static_cast<long long>(stats.cached_prompt_tokens),
@@ -182,6 +276,10 @@ void register_bench(CLI::App& app, int& exit_code) {
                   "the first P prompt ids are the same in every prompt of every run")
       ->capture_default_str()
       ->check(non_negative());
+  cmd->add_option("--join-prompt-tokens", args->join_prompt_tokens,
+                  "a prompt of L ids joins once the batch decodes (0: none)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
   cmd->callback([args, &exit_code] { exit_code = run_bench(*args); });
 }
 
