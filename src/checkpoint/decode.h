@@ -11,9 +11,17 @@
 
 namespace dsv4::checkpoint {
 
-// Writes piece.shape.numel() f32 values to `out`. The piece must have passed validate_piece
-// with a float or block-quantized form.
-void decode_to_f32(const BoundPiece& piece, float* out);
+// What the post-load scan learns of a piece's values.
+struct PieceScan {
+  int64_t n_non_finite = 0;  // NaN or infinite
+  bool all_zero = true;
+};
+
+// Writes piece.shape.numel() f32 values to `out`, or with `out` null only scans them (values
+// kept packed, or a check that keeps nothing), and returns the scan. The piece must have passed
+// validate_piece with a float or block-quantized form. Runs on the OpenMP threads (in chunks of
+// rows); the values are those of base/float_convert.h's codecs, element by element.
+PieceScan decode_to_f32(const BoundPiece& piece, float* out);
 
 // Writes piece.shape.numel() i64 values to `out` (form kInteger).
 void decode_to_i64(const BoundPiece& piece, int64_t* out);

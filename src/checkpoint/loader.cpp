@@ -45,19 +45,14 @@ std::string piece_what(const BoundSlot& slot, const BoundPiece& piece) {
   return what + " (key " + piece.name + " in " + piece.file + ")";
 }
 
-void scan_f32(const BoundSlot& slot, const BoundPiece& piece, const float* v, LoadReport& report) {
+void report_scan(const BoundSlot& slot, const BoundPiece& piece, const PieceScan& scan,
+                 LoadReport& report) {
   const int64_t n = piece.shape.numel();
-  int64_t n_non_finite = 0;
-  bool all_zero = true;
-  for (int64_t i = 0; i < n; ++i) {
-    if (!std::isfinite(v[i])) ++n_non_finite;
-    if (v[i] != 0.0f) all_zero = false;
-  }
-  if (n_non_finite > 0) {
+  if (scan.n_non_finite > 0) {
     report.non_finite_tensors.push_back(piece_what(slot, piece) + ": " +
-                                        std::to_string(n_non_finite) + " of " + std::to_string(n) +
-                                        " values are NaN or infinite");
-  } else if (all_zero && !zero_allowed(slot.param)) {
+                                        std::to_string(scan.n_non_finite) + " of " +
+                                        std::to_string(n) + " values are NaN or infinite");
+  } else if (scan.all_zero && !zero_allowed(slot.param)) {
     report.zero_tensors.push_back(piece_what(slot, piece) + ": all " + std::to_string(n) +
                                   " values are zero");
   }
@@ -210,14 +205,13 @@ LoadPlan plan_load(const Binding& binding, const ExpertPacking& packing) {
 }
 
 // Decodes every bound piece once. With `weights`, values land in their slots (the FP4 experts of
-// packed layers are copied in NVFP4 and decoded to scratch only for the scan); without,
-// everything is decoded to scratch, scanned and dropped.
+// packed layers are copied in NVFP4 and decoded only for the scan); without, everything is
+// decoded, scanned and dropped.
 Status decode_all(const Binding& binding, const ModelConfig& config, const LoadOptions& options,
                   const ExpertPacking& packing, ModelWeights* weights, LoadReport& report) {
   size_t n_total = 0, n_done = 0;
   for (const BoundSlot& slot : binding.slots) n_total += slot.pieces.size();
   LayerCompletion completion(binding, config, weights ? options.on_layer_loaded : nullptr);
-  std::vector<float> scratch;
   std::vector<int64_t> scratch_ids;
   for (const BoundSlot& slot : binding.slots) {
     const bool integer = slot_spec(slot.param).storage == Storage::kIndex;
@@ -238,10 +232,8 @@ Status decode_all(const Binding& binding, const ModelConfig& config, const LoadO
         decode_to_i64(piece, out);
         scan_i64(slot, piece, out, config.n_routed_experts, report);
       } else {
-        scratch.resize(static_cast<size_t>(piece.shape.numel()));
-        float* out = dst ? dst->data_as<float>() + piece.offset : scratch.data();
-        decode_to_f32(piece, out);
-        scan_f32(slot, piece, out, report);
+        float* out = dst ? dst->data_as<float>() + piece.offset : nullptr;
+        report_scan(slot, piece, decode_to_f32(piece, out), report);
         if (nvfp4) packing.copy_piece(slot, piece, nvfp4->value());
       }
       if (options.progress) options.progress(++n_done, n_total);
