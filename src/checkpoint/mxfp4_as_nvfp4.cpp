@@ -1,6 +1,7 @@
 #include "checkpoint/mxfp4_as_nvfp4.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 
@@ -16,11 +17,20 @@ constexpr int kLargestUe4m3Power = 8;    // 2^8 = 256 <= 448
 constexpr int kSmallestUe4m3Power = -9;  // the smallest subnormal
 constexpr int kE8m0Bias = 127;
 
-// The UE4M3 byte of 2^(s - largest + 8), or -1 when that power is below UE4M3's reach.
+// The UE4M3 byte of 2^(s - largest + 8), or -1 when that power is below UE4M3's reach. By a
+// table of the codec's own bytes (one a block of 32 values: an ldexp and a rounding each cost
+// about as much as decoding the block).
 int ue4m3_power_of_two(int scale, int largest) {
+  static const std::array<uint8_t, kLargestUe4m3Power - kSmallestUe4m3Power + 1> bytes = [] {
+    std::array<uint8_t, kLargestUe4m3Power - kSmallestUe4m3Power + 1> t{};
+    for (int p = kSmallestUe4m3Power; p <= kLargestUe4m3Power; ++p) {
+      t[static_cast<size_t>(p - kSmallestUe4m3Power)] = float_to_e4m3(std::ldexp(1.0f, p));
+    }
+    return t;
+  }();
   const int power = scale - largest + kLargestUe4m3Power;
   if (power < kSmallestUe4m3Power) return -1;
-  return float_to_e4m3(std::ldexp(1.0f, power));
+  return bytes[static_cast<size_t>(power - kSmallestUe4m3Power)];
 }
 
 // Whether 32 packed E2M1 elements (16 bytes) hold a non-zero value (codes 0 and 8 are ±0).
