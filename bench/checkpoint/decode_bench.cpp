@@ -2,16 +2,15 @@
 // (checkpoint::decode_to_f32), per storage form, on V4-sized pieces of random codes: written to
 // memory (a dense weight the engine keeps in f32 / bf16) and scanned only (FP4 experts kept
 // packed: their values are decoded for the post-load scan alone). Median of 9 timed calls after
-// one warm-up, on the OpenMP threads the environment gives (OMP_NUM_THREADS). A program, not a
+// one warm-up, on parallel_for's threads (one a core). A program, not a
 // test; results in docs/bench.md. The last line scales the MXFP4 rate to V4-Flash's routed
 // experts (43 layers × 256 experts × 3 matrices of 2048 × 4096), the bulk of a load.
 //   usage: decode_bench
-#include <omp.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "checkpoint/decode.h"
@@ -74,7 +73,7 @@ int main() {
   using checkpoint::StorageForm;
   std::mt19937 rng(7);
   const int64_t n = 4096, k = 4096, f = 2048;
-  std::printf("decode_bench: %d OpenMP threads\n\n", omp_get_max_threads());
+  std::printf("decode_bench: %u threads\n\n", std::thread::hardware_concurrency());
   std::printf(
       "| form | piece | ns a value, written | ns a value, scanned only | GB/s stored, scanned |\n");
   std::printf("| --- | --- | ---: | ---: | ---: |\n");

@@ -12,12 +12,13 @@
 
 #include "base/check.h"
 #include "base/float_convert.h"
+#include "base/parallel_for.h"
 
 namespace dsv4::checkpoint {
 namespace {
 
-// A piece's values are decoded in chunks of whole rows of about this many elements (64 KB of
-// f32: a chunk decoded and scanned stays in the core's cache), the chunks spread over threads.
+// Pieces are decoded in chunks of whole rows of about this many elements (64 KB of f32: a chunk
+// decoded and scanned stays in the core's cache), the chunks spread over threads.
 constexpr int64_t kChunkElements = int64_t{1} << 14;
 
 uint16_t load_u16(const uint8_t* p, int64_t i) {
@@ -195,28 +196,53 @@ int64_t integer_value(DType dtype, const uint8_t* p, int64_t i) {
 
 }  // namespace
 
-PieceScan decode_to_f32(const BoundPiece& piece, float* out) {
-  const RowDecoder decode = row_decoder(piece);
-  const int64_t k = piece.shape[piece.shape.rank - 1];
-  const int64_t n_rows = piece.shape.numel() / k;
-  const int64_t chunk_rows = std::max<int64_t>(1, kChunkElements / k);
-  const int64_t n_chunks = (n_rows + chunk_rows - 1) / chunk_rows;
-  int64_t n_non_finite = 0;
-  bool all_zero = true;
-#pragma omp parallel if (n_chunks > 1) reduction(+ : n_non_finite) reduction(&& : all_zero)
-  {
-    std::vector<float> scratch(out ? 0 : static_cast<size_t>(chunk_rows * k));
-#pragma omp for schedule(static)
-    for (int64_t chunk = 0; chunk < n_chunks; ++chunk) {
-      const int64_t first = chunk * chunk_rows, end = std::min(n_rows, first + chunk_rows);
-      float* values = out ? out + first * k : scratch.data();
-      decode(piece, first, end, values);
-      const PieceScan s = scan(values, (end - first) * k);
-      n_non_finite += s.n_non_finite;
-      all_zero = all_zero && s.all_zero;
+std::vector<PieceScan> decode_to_f32(std::span<const BoundPiece* const> pieces,
+                                     std::span<float* const> outs) {
+  DSV4_CHECK(pieces.size() == outs.size(), "decode_to_f32: %zu pieces, %zu outputs", pieces.size(),
+             outs.size());
+  // Every piece in chunks of whole rows (of its last dimension), all chunks on the threads.
+  struct Chunk {
+    size_t piece;
+    int64_t first, end;  // rows
+  };
+  std::vector<Chunk> chunks;
+  for (size_t p = 0; p < pieces.size(); ++p) {
+    const int64_t k = pieces[p]->shape[pieces[p]->shape.rank - 1];
+    const int64_t n_rows = pieces[p]->shape.numel() / k;
+    const int64_t chunk_rows = std::max<int64_t>(1, kChunkElements / k);
+    for (int64_t first = 0; first < n_rows; first += chunk_rows) {
+      chunks.push_back({p, first, std::min(n_rows, first + chunk_rows)});
     }
   }
-  return {n_non_finite, all_zero};
+  std::vector<PieceScan> chunk_scans(chunks.size());
+  parallel_for(static_cast<int64_t>(chunks.size()), [&](int64_t i) {
+    const Chunk& c = chunks[static_cast<size_t>(i)];
+    const BoundPiece& piece = *pieces[c.piece];
+    const int64_t k = piece.shape[piece.shape.rank - 1];
+    thread_local std::vector<float> scratch;
+    float* values = outs[c.piece];
+    if (values != nullptr) {
+      values += c.first * k;
+    } else {
+      scratch.resize(static_cast<size_t>((c.end - c.first) * k));
+      values = scratch.data();
+    }
+    row_decoder(piece)(piece, c.first, c.end, values);
+    chunk_scans[static_cast<size_t>(i)] = scan(values, (c.end - c.first) * k);
+  });
+  std::vector<PieceScan> scans(pieces.size());
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    PieceScan& s = scans[chunks[i].piece];
+    s.n_non_finite += chunk_scans[i].n_non_finite;
+    s.all_zero = s.all_zero && chunk_scans[i].all_zero;
+  }
+  return scans;
+}
+
+PieceScan decode_to_f32(const BoundPiece& piece, float* out) {
+  const BoundPiece* pieces[] = {&piece};
+  float* const outs[] = {out};
+  return decode_to_f32(pieces, outs).front();
 }
 
 void decode_to_i64(const BoundPiece& piece, int64_t* out) {

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
+#include <vector>
 
 #include "checkpoint/binding.h"
 #include "format/nvfp4.h"
@@ -19,9 +21,14 @@ struct PieceScan {
 
 // Writes piece.shape.numel() f32 values to `out`, or with `out` null only scans them (values
 // kept packed, or a check that keeps nothing), and returns the scan. The piece must have passed
-// validate_piece with a float or block-quantized form. Runs on the OpenMP threads (in chunks of
-// rows); the values are those of base/float_convert.h's codecs, element by element.
+// validate_piece with a float or block-quantized form. The values are those of
+// base/float_convert.h's codecs, element by element; the work runs in chunks of rows on
+// parallel_for's threads.
 PieceScan decode_to_f32(const BoundPiece& piece, float* out);
+// The same for several pieces at once (a slot's: many small pieces share the threads), piece i
+// into outs[i]; the scans in piece order.
+std::vector<PieceScan> decode_to_f32(std::span<const BoundPiece* const> pieces,
+                                     std::span<float* const> outs);
 
 // Writes piece.shape.numel() i64 values to `out` (form kInteger).
 void decode_to_i64(const BoundPiece& piece, int64_t* out);

@@ -225,15 +225,26 @@ Status decode_all(const Binding& binding, const ModelConfig& config, const LoadO
       dst = &slot_tensor(*weights, slot.param, slot.layer);
       DSV4_ASSIGN_OR_RETURN(*dst, Tensor::empty(integer ? DType::kI64 : DType::kF32, slot.shape));
     }
-    for (const BoundPiece& piece : slot.pieces) {
+    // A float slot's pieces decode together on the threads, then report in order.
+    std::vector<PieceScan> scans;
+    if (!integer) {
+      std::vector<const BoundPiece*> pieces;
+      std::vector<float*> outs;
+      for (const BoundPiece& piece : slot.pieces) {
+        pieces.push_back(&piece);
+        outs.push_back(dst ? dst->data_as<float>() + piece.offset : nullptr);
+      }
+      scans = decode_to_f32(pieces, outs);
+    }
+    for (size_t i = 0; i < slot.pieces.size(); ++i) {
+      const BoundPiece& piece = slot.pieces[i];
       if (integer) {
         scratch_ids.resize(static_cast<size_t>(piece.shape.numel()));
         int64_t* out = dst ? dst->data_as<int64_t>() + piece.offset : scratch_ids.data();
         decode_to_i64(piece, out);
         scan_i64(slot, piece, out, config.n_routed_experts, report);
       } else {
-        float* out = dst ? dst->data_as<float>() + piece.offset : nullptr;
-        report_scan(slot, piece, decode_to_f32(piece, out), report);
+        report_scan(slot, piece, scans[i], report);
         if (nvfp4) packing.copy_piece(slot, piece, nvfp4->value());
       }
       if (options.progress) options.progress(++n_done, n_total);

@@ -1,5 +1,6 @@
 #include "checkpoint/to_device.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <optional>
@@ -9,11 +10,12 @@
 
 #include "base/buffer.h"
 #include "base/float_convert.h"
+#include "base/parallel_for.h"
 
 namespace dsv4::checkpoint {
 namespace {
 
-constexpr int64_t kParallelValues = int64_t{1} << 16;  // fewer run on the calling thread
+constexpr int64_t kChunkValues = int64_t{1} << 20;  // values a thread converts at a time
 
 // Copies tensors to one device; an empty tensor (an absent optional weight) stays empty.
 class DeviceCopier {
@@ -40,13 +42,20 @@ class DeviceCopier {
     const float* values = src.data_as<const float>();
     const int64_t n = src.numel();
     std::vector<uint16_t> bits(static_cast<size_t>(n));
-    bool all_bf16 = true;  // on the OpenMP threads: V4-Flash has ~14 G such values
-#pragma omp parallel for reduction(&& : all_bf16) if (n > kParallelValues)
-    for (int64_t i = 0; i < n; ++i) {
-      bits[static_cast<size_t>(i)] = float_to_bf16(values[i]);
-      all_bf16 = all_bf16 && (bf16_to_float(bits[static_cast<size_t>(i)]) == values[i] ||
-                              std::isnan(values[i]));
-    }
+    // In chunks on parallel_for's threads: V4-Flash has ~14 G such values.
+    const int64_t n_chunks = (n + kChunkValues - 1) / kChunkValues;
+    std::vector<char> chunk_exact(static_cast<size_t>(n_chunks));
+    parallel_for(n_chunks, [&](int64_t c) {
+      bool exact = true;
+      for (int64_t i = c * kChunkValues; i < std::min(n, (c + 1) * kChunkValues); ++i) {
+        bits[static_cast<size_t>(i)] = float_to_bf16(values[i]);
+        exact = exact &&
+                (bf16_to_float(bits[static_cast<size_t>(i)]) == values[i] || std::isnan(values[i]));
+      }
+      chunk_exact[static_cast<size_t>(c)] = exact;
+    });
+    const bool all_bf16 =
+        std::all_of(chunk_exact.begin(), chunk_exact.end(), [](char e) { return e != 0; });
     if (!all_bf16) return copy(src, dst);
     DSV4_ASSIGN_OR_RETURN(dst, Tensor::empty(DType::kBF16, src.shape(), device_));
     DSV4_RETURN_IF_ERROR(copy_tensor(
