@@ -17,8 +17,8 @@
 // With L > 0, once the first sequence has its first token a request with a prompt of L random
 // ids joins the batch (continuous batching feeds it in chunks beside the B decode rows), and two
 // more figures come from the same clock:
-//   decode beside a prefill  the B sequences' gaps between tokens drawn while that prompt
-//                        prefilled (from its arrival to its first token), averaged;
+//   decode beside a prefill  the B sequences' steps that ran that prompt (from its arrival to
+//                        its first token), averaged;
 //   joining prefill      from its arrival to its first token.
 // (The decode step above then includes the steps beside that prefill.)
 // Prints the median over the R runs of each, with the fastest and slowest, and the tokens a
@@ -102,14 +102,17 @@ GenerateRequest joining_request(const BenchArgs& args, int64_t vocab_size, int64
   return r;
 }
 
-// The mean gap between consecutive tokens of `out` drawn within [from, to].
+// The mean gap between consecutive tokens of `out` that began after `from` and lies mostly
+// before `to`: the steps that ran the joining prompt. (The tokens of one step are stamped in
+// some order, so the step that finished the prompt may end a little before or after `to`.)
 std::optional<double> mean_gap_ms(const std::vector<Generation>& out, Clock::time_point from,
                                   Clock::time_point to) {
   double sum = 0;
   int64_t n = 0;
   for (const Generation& g : out) {
     for (size_t i = 1; i < g.token_times.size(); ++i) {
-      if (g.token_times[i - 1] < from || g.token_times[i] > to) continue;
+      const Clock::time_point begin = g.token_times[i - 1], end = g.token_times[i];
+      if (begin < from || std::min(end, to) - begin < (end - begin) / 2) continue;
       sum += ms_between(g.token_times[i - 1], g.token_times[i]);
       ++n;
     }
