@@ -5,9 +5,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 #include <utility>
+#include <vector>
 
+#include "base/parallel_for.h"
 #include "checkpoint/binding.h"
 #include "checkpoint/decode.h"
 #include "checkpoint/expert_packing.h"
@@ -204,6 +207,23 @@ LoadPlan plan_load(const Binding& binding, const ExpertPacking& packing) {
   return plan;
 }
 
+// Copies a packed slot's pieces into its NVFP4 stack on parallel_for's threads, an expert's
+// pieces (gate and up halves, which both set its global and input scale) on one thread.
+void copy_packed_pieces(const BoundSlot& slot, const ExpertPacking& packing,
+                        format::Nvfp4Tensor& out) {
+  std::map<int64_t, std::vector<const BoundPiece*>> by_expert;
+  for (const BoundPiece& piece : slot.pieces) {
+    by_expert[piece_origin(slot, piece).matrix].push_back(&piece);
+  }
+  std::vector<const std::vector<const BoundPiece*>*> experts;
+  for (const auto& [matrix, pieces] : by_expert) experts.push_back(&pieces);
+  parallel_for(static_cast<int64_t>(experts.size()), [&](int64_t e) {
+    for (const BoundPiece* piece : *experts[static_cast<size_t>(e)]) {
+      packing.copy_piece(slot, *piece, out);
+    }
+  });
+}
+
 // Decodes every bound piece once. With `weights`, values land in their slots (the FP4 experts of
 // packed layers are copied in NVFP4 and decoded only for the scan); without, everything is
 // decoded, scanned and dropped.
@@ -236,6 +256,7 @@ Status decode_all(const Binding& binding, const ModelConfig& config, const LoadO
       }
       scans = decode_to_f32(pieces, outs);
     }
+    if (nvfp4) copy_packed_pieces(slot, packing, nvfp4->value());
     for (size_t i = 0; i < slot.pieces.size(); ++i) {
       const BoundPiece& piece = slot.pieces[i];
       if (integer) {
@@ -245,7 +266,6 @@ Status decode_all(const Binding& binding, const ModelConfig& config, const LoadO
         scan_i64(slot, piece, out, config.n_routed_experts, report);
       } else {
         report_scan(slot, piece, scans[i], report);
-        if (nvfp4) packing.copy_piece(slot, piece, nvfp4->value());
       }
       if (options.progress) options.progress(++n_done, n_total);
     }
