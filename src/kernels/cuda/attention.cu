@@ -24,12 +24,23 @@ struct AttentionArgs {
   float* out;  // [T, H, Dh]
 };
 
+// How many of query t's extra candidates it may see: all, or with causal compressed entries
+// those whose block is complete at its position (one division a query, not one a candidate).
+__device__ int64_t visible_extra(const AttentionArgs& a, int64_t t) {
+  const CandidateSource& e = a.extra;
+  return e.positions == nullptr ? e.n_candidates
+                                : min(e.n_candidates, (e.positions[t] + 1) / e.ratio);
+}
+
 // Row j of query t's candidates (window first), or nullptr for "no candidate" (index −1, or an
-// entry past the causal limit).
-__device__ const float* candidate(const AttentionArgs& a, int64_t t, int64_t j) {
+// extra candidate at or past n_extra_visible).
+__device__ const float* candidate(const AttentionArgs& a, int64_t t, int64_t j,
+                                  int64_t n_extra_visible) {
   const CandidateSource& src = j < a.window.n_candidates ? a.window : a.extra;
-  if (j >= a.window.n_candidates) j -= a.window.n_candidates;
-  if (src.positions != nullptr && j >= (src.positions[t] + 1) / src.ratio) return nullptr;
+  if (j >= a.window.n_candidates) {
+    j -= a.window.n_candidates;
+    if (j >= n_extra_visible) return nullptr;
+  }
   const int32_t row = src.indices[t * src.index_stride + j];
   if (row < 0) return nullptr;
   if (row >= src.n_rows) __trap();  // the model built the indices: a bug
@@ -41,6 +52,7 @@ __global__ void sparse_attention_kernel(AttentionArgs a) {
   extern __shared__ float smem_attention[];
   const int64_t t = blockIdx.x / a.n_heads, h = blockIdx.x % a.n_heads;
   const int64_t n_candidates = a.window.n_candidates + a.extra.n_candidates;
+  const int64_t n_extra_visible = visible_extra(a, t);
   const float* q_global = a.q + blockIdx.x * a.head_dim;
   float* smem_q = smem_attention;
   float* smem_logits = smem_attention + a.head_dim;
@@ -49,7 +61,7 @@ __global__ void sparse_attention_kernel(AttentionArgs a) {
   const float sink = a.sinks[h];
   float max_logit = sink;
   for (int64_t j = threadIdx.x; j < n_candidates; j += blockDim.x) {
-    const float* row = candidate(a, t, j);
+    const float* row = candidate(a, t, j, n_extra_visible);
     float logit = -INFINITY;
     if (row != nullptr) {
       float dot = 0.0f;
@@ -69,7 +81,7 @@ __global__ void sparse_attention_kernel(AttentionArgs a) {
   for (int64_t d = threadIdx.x; d < a.head_dim; d += blockDim.x) {
     float acc = 0.0f;
     for (int64_t j = 0; j < n_candidates; ++j) {
-      const float* row = candidate(a, t, j);
+      const float* row = candidate(a, t, j, n_extra_visible);
       if (row != nullptr) acc += smem_logits[j] / denom * row[d];
     }
     a.out[blockIdx.x * a.head_dim + d] = acc;
