@@ -212,6 +212,7 @@ std::vector<PieceScan> decode_to_f32(std::span<const BoundPiece* const> pieces,
   struct Chunk {
     size_t piece;
     int64_t first, end;  // rows
+    int64_t k;           // values a row
   };
   std::vector<Chunk> chunks;
   for (size_t p = 0; p < pieces.size(); ++p) {
@@ -219,24 +220,24 @@ std::vector<PieceScan> decode_to_f32(std::span<const BoundPiece* const> pieces,
     const int64_t n_rows = pieces[p]->shape.numel() / k;
     const int64_t chunk_rows = std::max<int64_t>(1, kChunkElements / k);
     for (int64_t first = 0; first < n_rows; first += chunk_rows) {
-      chunks.push_back({p, first, std::min(n_rows, first + chunk_rows)});
+      chunks.push_back({p, first, std::min(n_rows, first + chunk_rows), k});
     }
   }
   std::vector<PieceScan> chunk_scans(chunks.size());
   parallel_for(static_cast<int64_t>(chunks.size()), [&](int64_t i) {
     const Chunk& c = chunks[static_cast<size_t>(i)];
     const BoundPiece& piece = *pieces[c.piece];
-    const int64_t k = piece.shape[piece.shape.rank - 1];
+    const int64_t n_values = (c.end - c.first) * c.k;
     thread_local std::vector<float> scratch;
     float* values = outs[c.piece];
     if (values != nullptr) {
-      values += c.first * k;
+      values += c.first * c.k;
     } else {
-      scratch.resize(static_cast<size_t>((c.end - c.first) * k));
+      scratch.resize(static_cast<size_t>(n_values));
       values = scratch.data();
     }
     row_decoder(piece)(piece, c.first, c.end, values);
-    chunk_scans[static_cast<size_t>(i)] = scan(values, (c.end - c.first) * k);
+    chunk_scans[static_cast<size_t>(i)] = scan(values, n_values);
   });
   std::vector<PieceScan> scans(pieces.size());
   for (size_t i = 0; i < chunks.size(); ++i) {

@@ -234,6 +234,15 @@ Status rms_norm_rope(const TensorView& x, const TensorView& weight, float eps,
 // entries in block order, causal: query t sees only its extra candidates j < (extra_positions[t]
 // + 1) / extra_ratio, the blocks complete at its position (so HCA rows share one list of every
 // entry, 0 … N − 1, and need no [T, N] table).
+// Compressed entry j pools tokens [j·m, (j+1)·m): a query at `position` sees the entries whose
+// block is complete there, of the n_entries that exist (sparse_attention's causal extra source,
+// the indexer's candidate counts).
+DSV4_HOST_DEVICE inline int64_t visible_entries(int64_t position, int64_t ratio,
+                                                int64_t n_entries) {
+  const int64_t complete = (position + 1) / ratio;
+  return complete < n_entries ? complete : n_entries;
+}
+
 struct SparseAttentionParams {
   TensorView q;                // f32 [T, H, Dh]
   TensorView kv;               // f32 [N, Dh]

@@ -10,12 +10,12 @@
 namespace dsv4::model {
 namespace {
 
-// Entry j covers tokens [j·m, (j+1)·m): visible to the query at p iff j < (p + 1) / m.
-std::vector<int32_t> visible_entries(const std::vector<int64_t>& positions, int64_t ratio,
-                                     int64_t n_entries) {
+// How many entries each query may pick from (kernels::visible_entries).
+std::vector<int32_t> candidate_counts(const std::vector<int64_t>& positions, int64_t ratio,
+                                      int64_t n_entries) {
   std::vector<int32_t> counts(positions.size());
   for (size_t t = 0; t < positions.size(); ++t) {
-    counts[t] = static_cast<int32_t>(std::min((positions[t] + 1) / ratio, n_entries));
+    counts[t] = static_cast<int32_t>(kernels::visible_entries(positions[t], ratio, n_entries));
   }
   return counts;
 }
@@ -65,7 +65,7 @@ Result<Tensor> indexer_forward(const checkpoint::ModelConfig& config,
   DSV4_RETURN_IF_ERROR(kernels::indexer_scores(score));
 
   // A decode row sees every entry so far: its count needs no upload.
-  const std::vector<int32_t> counts = visible_entries(step.host_positions, cache.ratio, n_entries);
+  const std::vector<int32_t> counts = candidate_counts(step.host_positions, cache.ratio, n_entries);
   Tensor n_candidates;
   if (std::any_of(counts.begin(), counts.end(), [&](int32_t n) { return n != n_entries; })) {
     DSV4_ASSIGN_OR_RETURN(n_candidates, upload(counts, {n_tokens}, device));

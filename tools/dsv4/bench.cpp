@@ -32,7 +32,6 @@
 #include <optional>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "commands.h"
@@ -113,7 +112,7 @@ std::optional<double> mean_gap_ms(const std::vector<Generation>& out, Clock::tim
     for (size_t i = 1; i < g.token_times.size(); ++i) {
       const Clock::time_point begin = g.token_times[i - 1], end = g.token_times[i];
       if (begin < from || std::min(end, to) - begin < (end - begin) / 2) continue;
-      sum += ms_between(g.token_times[i - 1], g.token_times[i]);
+      sum += ms_between(begin, end);
       ++n;
     }
   }

@@ -22,7 +22,7 @@ void gather_rows(const CandidateSource (&sources)[2], int64_t t, int64_t head_di
   rows.clear();
   for (const CandidateSource& src : sources) {
     const int64_t n_visible = src.positions
-                                  ? std::min(src.n_candidates, (src.positions[t] + 1) / src.ratio)
+                                  ? visible_entries(src.positions[t], src.ratio, src.n_candidates)
                                   : src.n_candidates;
     for (int64_t j = 0; j < n_visible; ++j) {
       const int32_t row = src.indices[t * src.index_stride + j];

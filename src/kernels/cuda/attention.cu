@@ -29,7 +29,7 @@ struct AttentionArgs {
 __device__ int64_t visible_extra(const AttentionArgs& a, int64_t t) {
   const CandidateSource& e = a.extra;
   return e.positions == nullptr ? e.n_candidates
-                                : min(e.n_candidates, (e.positions[t] + 1) / e.ratio);
+                                : visible_entries(e.positions[t], e.ratio, e.n_candidates);
 }
 
 // Row j of query t's candidates (window first), or nullptr for "no candidate" (index −1, or an
