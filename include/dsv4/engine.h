@@ -42,6 +42,10 @@ struct EngineOptions {
   // starts from there instead of computing them again; least recently used out first. They
   // make way when a new sequence needs the memory. 0: no prefix cache.
   int64_t prefix_cache_mb = 1024;
+  // On a GPU that cannot hold every weight: how many layers keep their NVFP4 routed experts in
+  // pinned host memory, which the GPU reads over PCIe (slower, but the model runs). -1: as few
+  // as make the rest fit beside the prefix cache and a step's scratch (none when all fit).
+  int64_t expert_offload_layers = -1;
 };
 
 // How a token is drawn from the logits: penalties and bias first, then greedy or temperature
@@ -123,6 +127,9 @@ class Engine {
 
   int64_t vocab_size() const;
   int64_t eos_token_id() const;
+  // What loading decided that a user should know: routed experts held in f32 instead of NVFP4,
+  // MXFP4 experts converted, the layers whose experts are in host memory.
+  const std::vector<std::string>& load_notes() const;
 
   // The checks generate() makes before it starts (prompt ids in the vocabulary, sampling values,
   // prompt + max_tokens within the context), so a caller can refuse a request before it commits

@@ -75,6 +75,27 @@ Result<Buffer> Buffer::allocate(size_t bytes, Device device) {
 #endif
 }
 
+Result<Buffer> Buffer::allocate_mapped_host(size_t bytes) {
+  Buffer buffer;
+  buffer.bytes_ = bytes;
+  buffer.device_ = Device::kCuda;
+  buffer.mapped_host_ = true;
+  if (bytes == 0) return buffer;
+#ifdef DSV4_WITH_CUDA
+  // Every 64-bit CUDA platform has unified addressing, so the host pointer is also the address
+  // kernels use (cudaHostGetDevicePointer would return it unchanged).
+  const cudaError_t err = cudaHostAlloc(&buffer.data_, bytes, cudaHostAllocMapped);
+  if (err != cudaSuccess) {
+    buffer.data_ = nullptr;
+    return resource_exhausted("pinned host allocation of " + std::to_string(bytes) +
+                              " bytes failed: " + cudaGetErrorString(err));
+  }
+  return buffer;
+#else
+  return unimplemented("this build of dsv4 has no CUDA support");
+#endif
+}
+
 void Buffer::release() {
   if (data_ == nullptr) return;
   if (device_ == Device::kCpu) {
@@ -82,7 +103,11 @@ void Buffer::release() {
   } else {
 #ifdef DSV4_WITH_CUDA
     // Errors at teardown have nowhere to go; the context may be gone already.
-    pooled_ ? cudaFreeAsync(data_, cudaStreamPerThread) : cudaFree(data_);
+    if (mapped_host_) {
+      cudaFreeHost(data_);
+    } else {
+      pooled_ ? cudaFreeAsync(data_, cudaStreamPerThread) : cudaFree(data_);
+    }
 #endif
   }
   data_ = nullptr;
@@ -94,7 +119,8 @@ Buffer::Buffer(Buffer&& other) noexcept
     : data_(std::exchange(other.data_, nullptr)),
       bytes_(std::exchange(other.bytes_, 0)),
       device_(other.device_),
-      pooled_(other.pooled_) {}
+      pooled_(other.pooled_),
+      mapped_host_(other.mapped_host_) {}
 
 Buffer& Buffer::operator=(Buffer&& other) noexcept {
   if (this != &other) {
@@ -103,20 +129,36 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
     bytes_ = std::exchange(other.bytes_, 0);
     device_ = other.device_;
     pooled_ = other.pooled_;
+    mapped_host_ = other.mapped_host_;
   }
   return *this;
 }
 
-Result<Tensor> Tensor::empty(DType dtype, Shape shape, Device device) {
+namespace {
+
+Result<size_t> tensor_bytes(DType dtype, const Shape& shape) {
   for (int i = 0; i < shape.rank; ++i) {
     if (shape[i] < 0) return invalid_argument("negative dimension in shape " + shape.to_string());
   }
-  const size_t bytes = static_cast<size_t>(shape.numel()) * dtype_size(dtype);
+  return static_cast<size_t>(shape.numel()) * dtype_size(dtype);
+}
+
+}  // namespace
+
+Tensor::Tensor(Buffer buffer, DType dtype, Shape shape)
+    : buffer_(std::move(buffer)),
+      view_(TensorView::contiguous(buffer_.data(), dtype, buffer_.device(), shape)) {}
+
+Result<Tensor> Tensor::empty(DType dtype, Shape shape, Device device) {
+  DSV4_ASSIGN_OR_RETURN(const size_t bytes, tensor_bytes(dtype, shape));
   DSV4_ASSIGN_OR_RETURN(Buffer buffer, Buffer::allocate(bytes, device));
-  Tensor tensor;
-  tensor.view_ = TensorView::contiguous(buffer.data(), dtype, device, shape);
-  tensor.buffer_ = std::move(buffer);
-  return tensor;
+  return Tensor(std::move(buffer), dtype, shape);
+}
+
+Result<Tensor> Tensor::empty_mapped_host(DType dtype, Shape shape) {
+  DSV4_ASSIGN_OR_RETURN(const size_t bytes, tensor_bytes(dtype, shape));
+  DSV4_ASSIGN_OR_RETURN(Buffer buffer, Buffer::allocate_mapped_host(bytes));
+  return Tensor(std::move(buffer), dtype, shape);
 }
 
 Tensor Tensor::host(DType dtype, Shape shape) {

@@ -16,6 +16,10 @@ class Buffer {
   // on the calling thread's default stream (buffer.cpp says why), or cudaMalloc without pools.
   // Fails (never aborts) when the memory is not there: model sizes come from user configs.
   static Result<Buffer> allocate(size_t bytes, Device device);
+  // Pinned host memory mapped into the GPU's address space (a kCuda buffer whose bytes stay in
+  // host RAM): kernels read it through its device address over PCIe, and copy_tensor fills it
+  // like any device buffer. For weights a GPU cannot hold (checkpoint/expert_offload.h).
+  static Result<Buffer> allocate_mapped_host(size_t bytes);
   ~Buffer();
   Buffer(Buffer&& other) noexcept;
   Buffer& operator=(Buffer&& other) noexcept;
@@ -31,13 +35,16 @@ class Buffer {
   void* data_ = nullptr;
   size_t bytes_ = 0;
   Device device_ = Device::kCpu;
-  bool pooled_ = false;  // device memory from the stream-ordered pool
+  bool pooled_ = false;       // device memory from the stream-ordered pool
+  bool mapped_host_ = false;  // allocate_mapped_host's pinned host memory
 };
 
 class Tensor {
  public:
   Tensor() = default;
   static Result<Tensor> empty(DType dtype, Shape shape, Device device = Device::kCpu);
+  // A kCuda tensor in Buffer::allocate_mapped_host's memory.
+  static Result<Tensor> empty_mapped_host(DType dtype, Shape shape);
   // Host-only convenience for references and tests, where allocation failure is a bug.
   static Tensor host(DType dtype, Shape shape);
 
@@ -53,6 +60,7 @@ class Tensor {
   bool empty_tensor() const { return view_.data == nullptr; }
 
  private:
+  Tensor(Buffer buffer, DType dtype, Shape shape);
   Buffer buffer_;
   TensorView view_;
 };

@@ -80,9 +80,13 @@ ExpertPacking::StackShapes ExpertPacking::stack_shapes(const BoundSlot& slot) {
 }
 
 int64_t ExpertPacking::packed_bytes(const BoundSlot& slot) {
+  return bulk_bytes(slot) +
+         static_cast<int64_t>(sizeof(float)) * stack_shapes(slot).per_matrix.numel();
+}
+
+int64_t ExpertPacking::bulk_bytes(const BoundSlot& slot) {
   const StackShapes shapes = stack_shapes(slot);
-  return shapes.packed.numel() + shapes.block_scale.numel() +
-         static_cast<int64_t>(sizeof(float)) * shapes.per_matrix.numel();
+  return shapes.packed.numel() + shapes.block_scale.numel();
 }
 
 Result<format::Nvfp4Tensor> ExpertPacking::allocate(const BoundSlot& slot) const {

@@ -27,6 +27,8 @@ class ExpertPacking {
   Result<format::Nvfp4Tensor> allocate(const BoundSlot& slot) const;
   // Its bytes without the input scales (codes, block scales, global scales): a lower bound.
   static int64_t packed_bytes(const BoundSlot& slot);
+  // Its codes and block scales alone: what expert offload may keep in host memory.
+  static int64_t bulk_bytes(const BoundSlot& slot);
   // Copies one piece of a packed slot into its place in `out`.
   void copy_piece(const BoundSlot& slot, const BoundPiece& piece, format::Nvfp4Tensor& out) const;
 

@@ -198,6 +198,9 @@ LoadPlan plan_load(const Binding& binding, const ExpertPacking& packing) {
   for (const BoundSlot& slot : binding.slots) {
     if (packing.packed(slot)) {
       plan.packed_expert_bytes += ExpertPacking::packed_bytes(slot);
+      const auto layer = static_cast<size_t>(slot.layer);
+      if (plan.expert_bulk_bytes.size() <= layer) plan.expert_bulk_bytes.resize(layer + 1);
+      plan.expert_bulk_bytes[layer] += ExpertPacking::bulk_bytes(slot);
     } else if (slot_spec(slot.param).storage == Storage::kIndex) {
       plan.index_elements += slot.shape.numel();
     } else {

@@ -22,6 +22,9 @@ struct LoadPlan {
   int64_t packed_expert_bytes = 0;  // NVFP4 stacks: codes, block scales, global scales
   int64_t value_elements = 0;       // every other weight's values (f32 on the host)
   int64_t index_elements = 0;       // tid2eid's expert ids (i64)
+  // Per layer: its NVFP4 stacks' codes and block scales, the part of packed_expert_bytes that
+  // expert offload may keep in host memory (expert_offload.h); 0 for a layer decoded to f32.
+  std::vector<int64_t> expert_bulk_bytes;
   std::string first_problem;        // the binding's first problem; empty when it binds cleanly
   // The fewest bytes the weights can take on a GPU, where a value is at least a bf16.
   int64_t min_device_bytes() const {

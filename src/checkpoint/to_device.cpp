@@ -64,9 +64,17 @@ class DeviceCopier {
     return ok_status();
   }
 
-  Status copy(const format::Nvfp4Tensor& src, format::Nvfp4Tensor& dst) const {
-    DSV4_RETURN_IF_ERROR(copy(src.packed, dst.packed));
-    DSV4_RETURN_IF_ERROR(copy(src.block_scale, dst.block_scale));
+  // An NVFP4 stack; with `bulk_in_host_memory` its codes and block scales in mapped pinned host
+  // memory (expert_offload.h), the per-matrix scales on the device all the same.
+  Status copy(const format::Nvfp4Tensor& src, format::Nvfp4Tensor& dst,
+              bool bulk_in_host_memory = false) const {
+    if (bulk_in_host_memory && device_ == Device::kCuda) {
+      DSV4_RETURN_IF_ERROR(copy_to_mapped_host(src.packed, dst.packed));
+      DSV4_RETURN_IF_ERROR(copy_to_mapped_host(src.block_scale, dst.block_scale));
+    } else {
+      DSV4_RETURN_IF_ERROR(copy(src.packed, dst.packed));
+      DSV4_RETURN_IF_ERROR(copy(src.block_scale, dst.block_scale));
+    }
     DSV4_RETURN_IF_ERROR(copy(src.global_scale, dst.global_scale));
     DSV4_RETURN_IF_ERROR(copy(src.input_scale, dst.input_scale));
     dst.scale_layout = src.scale_layout;
@@ -123,14 +131,18 @@ class DeviceCopier {
     return copy_linear(src.w2, dst.w2);
   }
 
-  Status copy(const MoeWeights& src, MoeWeights& dst) const {
+  Status copy(const MoeWeights& src, MoeWeights& dst, bool experts_in_host_memory) const {
     DSV4_RETURN_IF_ERROR(copy(src.gate, dst.gate));
     DSV4_RETURN_IF_ERROR(copy(src.bias, dst.bias));
     DSV4_RETURN_IF_ERROR(copy(src.tid2eid, dst.tid2eid));
     DSV4_RETURN_IF_ERROR(copy(src.experts.w13, dst.experts.w13));
     DSV4_RETURN_IF_ERROR(copy(src.experts.w2, dst.experts.w2));
-    DSV4_RETURN_IF_ERROR(copy(src.experts.w13_nvfp4, dst.experts.w13_nvfp4));
-    DSV4_RETURN_IF_ERROR(copy(src.experts.w2_nvfp4, dst.experts.w2_nvfp4));
+    for (auto [from, to] : {std::pair{&src.experts.w13_nvfp4, &dst.experts.w13_nvfp4},
+                            {&src.experts.w2_nvfp4, &dst.experts.w2_nvfp4}}) {
+      to->reset();
+      if (from->has_value())
+        DSV4_RETURN_IF_ERROR(copy(**from, to->emplace(), experts_in_host_memory));
+    }
     DSV4_RETURN_IF_ERROR(copy(src.experts.w13_input_scale, dst.experts.w13_input_scale));
     DSV4_RETURN_IF_ERROR(copy(src.experts.w2_input_scale, dst.experts.w2_input_scale));
     return copy(src.shared_expert, dst.shared_expert);
@@ -144,16 +156,23 @@ class DeviceCopier {
     return copy(src.hc_head, dst.hc_head);
   }
 
-  Status copy(const LayerWeights& src, LayerWeights& dst) const {
+  Status copy(const LayerWeights& src, LayerWeights& dst, bool experts_in_host_memory) const {
     DSV4_RETURN_IF_ERROR(copy(src.hc_attn, dst.hc_attn));
     DSV4_RETURN_IF_ERROR(copy(src.hc_ffn, dst.hc_ffn));
     DSV4_RETURN_IF_ERROR(copy(src.attn_norm, dst.attn_norm));
     DSV4_RETURN_IF_ERROR(copy(src.ffn_norm, dst.ffn_norm));
     DSV4_RETURN_IF_ERROR(copy(src.attn, dst.attn));
-    return copy(src.ffn, dst.ffn);
+    return copy(src.ffn, dst.ffn, experts_in_host_memory);
   }
 
  private:
+  // Host to pinned host memory: copy_tensor has finished it when it returns (a host-to-host
+  // cudaMemcpyAsync is synchronous), so the source may go at once.
+  static Status copy_to_mapped_host(const Tensor& src, Tensor& dst) {
+    DSV4_ASSIGN_OR_RETURN(dst, Tensor::empty_mapped_host(src.dtype(), src.shape()));
+    return copy_tensor(dst.view(), src.view());
+  }
+
   Device device_;
 };
 
@@ -166,30 +185,18 @@ Result<ModelWeights> copy_weights(const ModelWeights& weights, Device device) {
   DSV4_RETURN_IF_ERROR(copier.copy_globals(weights, out));
   out.layers.resize(weights.layers.size());
   for (size_t i = 0; i < weights.layers.size(); ++i) {
-    DSV4_RETURN_IF_ERROR(copier.copy(weights.layers[i], out.layers[i]));
+    DSV4_RETURN_IF_ERROR(copier.copy(weights.layers[i], out.layers[i], false));
   }
   // The copies run on this thread's stream; the model may run on others (a server's).
   if (device == Device::kCuda) DSV4_RETURN_IF_ERROR(finish_device_work());
   return out;
 }
 
-Status weights_fit(const LoadPlan& plan, int64_t free_bytes) {
-  if (plan.min_device_bytes() <= free_bytes) return ok_status();
-  const auto gib = [](int64_t bytes) {
-    char text[32];
-    std::snprintf(text, sizeof text, "%.1f GiB", static_cast<double>(bytes) / (1 << 30));
-    return std::string(text);
-  };
-  return resource_exhausted(
-      "the checkpoint's weights need at least " + gib(plan.min_device_bytes()) +
-      " on the device (NVFP4 experts " + gib(plan.packed_expert_bytes) + ", the other weights " +
-      gib(2 * plan.value_elements) + " in bf16), which has " + gib(free_bytes) + " free");
-}
-
 Result<LoadedModel> load_model_on(const std::string& model_dir, Device device,
-                                  LoadOptions options) {
+                                  const DevicePlacement& placement, LoadOptions options) {
   const DeviceCopier copier(device);
   ModelWeights placed;
+  ExpertOffloadPlan offload;
   options.on_layer_loaded = [&](ModelWeights& host, int64_t layer) -> Status {
     placed.layers.resize(host.layers.size());
     if (layer < 0) {
@@ -199,17 +206,27 @@ Result<LoadedModel> load_model_on(const std::string& model_dir, Device device,
       return ok_status();
     }
     const auto l = static_cast<size_t>(layer);
-    DSV4_RETURN_IF_ERROR(copier.copy(host.layers[l], placed.layers[l]));
+    const bool experts_in_host_memory = l < offload.offloaded.size() && offload.offloaded[l];
+    DSV4_RETURN_IF_ERROR(copier.copy(host.layers[l], placed.layers[l], experts_in_host_memory));
     host.layers[l] = LayerWeights{};  // the host copy goes as soon as the device has it
     return ok_status();
   };
-  options.before_decode = [device](const LoadPlan& plan) -> Status {
+  options.before_decode = [&](const LoadPlan& plan) -> Status {
     DSV4_ASSIGN_OR_RETURN(const int64_t free_bytes, free_device_bytes(device));
-    return weights_fit(plan, free_bytes);
+    if (device != Device::kCuda) {
+      // The host holds the weights: nothing to offload to.
+      return plan_expert_offload(plan, 0, free_bytes, placement.device_headroom, 0).status();
+    }
+    DSV4_ASSIGN_OR_RETURN(const int64_t host_free, free_device_bytes(Device::kCpu));
+    DSV4_ASSIGN_OR_RETURN(offload,
+                          plan_expert_offload(plan, placement.expert_offload_layers, free_bytes,
+                                              placement.device_headroom, host_free));
+    return ok_status();
   };
   DSV4_ASSIGN_OR_RETURN(LoadedModel loaded, load_model(model_dir, options));
   placed.config = loaded.weights.config;
   loaded.weights = std::move(placed);
+  if (offload.layers() > 0) loaded.report.notes.push_back(offload.describe());
   if (device == Device::kCuda) DSV4_RETURN_IF_ERROR(finish_device_work());
   return loaded;
 }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "base/tensor.h"
+#include "checkpoint/expert_offload.h"
 #include "checkpoint/loader.h"
 #include "checkpoint/weights.h"
 #include "dsv4/status.h"
@@ -15,17 +16,22 @@ namespace dsv4::checkpoint {
 // out (the model size comes from the user's checkpoint), or unimplemented in a CPU-only build.
 Result<ModelWeights> copy_weights(const ModelWeights& weights, Device device);
 
+// Where load_model_on puts the weights on a GPU: all in device memory, except the routed
+// experts of the layers expert offload picks (expert_offload.h), and what it leaves free.
+struct DevicePlacement {
+  int64_t expert_offload_layers = kAutoExpertOffload;  // or a number of layers; 0: none
+  int64_t device_headroom = 0;  // bytes the weights must leave free (caches, scratch)
+};
+
 // load_model with every layer copied to `device` (as copy_weights copies it) once the loader has
 // decoded it, and its host copy then freed: the host holds one layer at a time (and the
 // embedding and head), so a model larger than host memory loads onto a GPU that holds it. The
-// report is load_model's; the weights are only valid when it is clean.
-// Before decoding anything it checks that the weights can fit (weights_fit): a checkpoint too
-// large for the device fails in seconds, not after minutes of decoding.
+// report is load_model's, with a note naming the layers whose experts went to host memory; the
+// weights are only valid when it is clean.
+// Before decoding anything it plans the placement (plan_expert_offload): a checkpoint too large
+// for the device, even with offload, fails in seconds, not after minutes of decoding. On the host
+// (Device::kCpu) nothing is offloaded.
 Result<LoadedModel> load_model_on(const std::string& model_dir, Device device,
-                                  LoadOptions options = {});
-
-// resource_exhausted, saying what needs how much, when `plan`'s smallest device form is more
-// than `free_bytes`.
-Status weights_fit(const LoadPlan& plan, int64_t free_bytes);
+                                  const DevicePlacement& placement = {}, LoadOptions options = {});
 
 }  // namespace dsv4::checkpoint

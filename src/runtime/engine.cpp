@@ -6,22 +6,33 @@
 #include <cmath>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "checkpoint/loader.h"
 #include "checkpoint/to_device.h"
 #include "runtime/scheduler.h"
 
 namespace dsv4 {
+namespace {
+
+// Device memory the weights leave free besides the prefix cache when expert offload decides
+// what fits: a margin for the sequences' caches and a step's activations and MoE workspace,
+// which grow with the requests and are allocated as they come, so no config gives them exactly.
+constexpr int64_t kStepHeadroomBytes = int64_t{4} << 30;
+
+}  // namespace
 
 struct Engine::State {
   checkpoint::ModelWeights weights;
   model::Model model;
   int64_t max_context;
+  std::vector<std::string> load_notes;
   runtime::Scheduler scheduler;  // last: its worker steps the model above
-  State(checkpoint::ModelWeights w, model::ModelOptions options, const EngineOptions& engine)
-      : weights(std::move(w)),
+  State(checkpoint::LoadedModel loaded, model::ModelOptions options, const EngineOptions& engine)
+      : weights(std::move(loaded.weights)),
         model(weights, options),
         max_context(engine.max_context),
+        load_notes(std::move(loaded.report.notes)),
         scheduler(model, model.config().eos_token_id, static_cast<size_t>(engine.max_batch),
                   engine.max_step_tokens, engine.prefix_cache_mb << 20) {}
 };
@@ -43,12 +54,23 @@ Result<Engine> Engine::open(const EngineOptions& options) {
                             ") must be at least max_batch (" + std::to_string(options.max_batch) +
                             "): every sequence of a full batch decodes a token a step");
   }
+  if (options.expert_offload_layers < -1) {
+    return invalid_argument("expert_offload_layers must be -1 (automatic) or a count of layers");
+  }
+  if (options.device == EngineDevice::kCpu && options.expert_offload_layers > 0) {
+    return invalid_argument(
+        "expert offload keeps experts in host memory for a GPU; on the CPU "
+        "every weight is in host memory already");
+  }
   // The loader decodes on the host; each layer then goes to the device the model runs on.
   const Device device = options.device == EngineDevice::kCuda ? Device::kCuda : Device::kCpu;
+  const checkpoint::DevicePlacement placement{
+      .expert_offload_layers = options.expert_offload_layers,
+      .device_headroom = (options.prefix_cache_mb << 20) + kStepHeadroomBytes};
   DSV4_ASSIGN_OR_RETURN(checkpoint::LoadedModel loaded,
                         device == Device::kCpu
                             ? checkpoint::load_model(options.model_dir)
-                            : checkpoint::load_model_on(options.model_dir, device));
+                            : checkpoint::load_model_on(options.model_dir, device, placement));
   if (!loaded.report.clean()) {
     return data_loss(options.model_dir +
                      ": checkpoint does not bind cleanly: " + loaded.report.first_problem());
@@ -56,11 +78,12 @@ Result<Engine> Engine::open(const EngineOptions& options) {
   const model::ModelOptions model_options{options.experts == ExpertPrecision::kW4A4
                                               ? model::ExpertMode::kW4A4
                                               : model::ExpertMode::kW4A16};
-  return Engine(std::make_unique<State>(std::move(loaded.weights), model_options, options));
+  return Engine(std::make_unique<State>(std::move(loaded), model_options, options));
 }
 
 int64_t Engine::vocab_size() const { return state_->model.config().vocab_size; }
 int64_t Engine::eos_token_id() const { return state_->model.config().eos_token_id; }
+const std::vector<std::string>& Engine::load_notes() const { return state_->load_notes; }
 
 namespace {
 

@@ -33,15 +33,17 @@ using moe_test::Routing;
 using dsv4::testing::to_device;
 using dsv4::testing::to_device_or_empty;
 
-// The layer with every tensor on the device (its view() then serves the CUDA op).
-MoeTestLayer on_device(const MoeTestLayer& l) {
+// The layer with every tensor on the device (its view() then serves the CUDA op); with
+// `routed_in_host_memory` the routed experts' codes and block scales in mapped pinned host
+// memory instead, as expert offload places them.
+MoeTestLayer on_device(const MoeTestLayer& l, bool routed_in_host_memory) {
   MoeTestLayer d;
   d.dim = l.dim, d.ffn = l.ffn, d.n_experts = l.n_experts, d.k_used = l.k_used, d.vocab = l.vocab;
   d.gate = to_device(l.gate.view());
   d.bias = to_device(l.bias.view());
   d.tid2eid = to_device(l.tid2eid.view());
-  d.w13 = to_device(l.w13);
-  d.w2 = to_device(l.w2);
+  d.w13 = routed_in_host_memory ? dsv4::testing::to_mapped_host(l.w13) : to_device(l.w13);
+  d.w2 = routed_in_host_memory ? dsv4::testing::to_mapped_host(l.w2) : to_device(l.w2);
   d.shared_w13 = to_device(l.shared_w13);
   d.shared_w2 = to_device(l.shared_w2);
   d.with_shared = l.with_shared;
@@ -54,9 +56,10 @@ MoeTestLayer on_device(const MoeTestLayer& l) {
 // What the op is given besides the routed experts (moe_ffn_test.cpp has the same variants
 // against float64).
 enum class Variant {
-  kSharedExpert,  // the NVFP4 shared expert inside the op; dynamic W4A4 scales
-  kRoutedOnly,    // no shared expert
-  kStaticScales,  // calibrated W4A4 input scales, below the data's range (some saturate)
+  kSharedExpert,        // the NVFP4 shared expert inside the op; dynamic W4A4 scales
+  kRoutedOnly,          // no shared expert
+  kStaticScales,        // calibrated W4A4 input scales, below the data's range (some saturate)
+  kRoutedInHostMemory,  // the routed experts read over PCIe from mapped host memory (offload)
 };
 
 void apply(Variant variant, MoeTestLayer& layer) {
@@ -91,7 +94,7 @@ void check_against_cpu(const LayerSize& size, int n_tokens, Routing routing, Moe
                       TensorView::contiguous(expected.data(), DType::kF32, Device::kCpu, shape))
                   .ok());
 
-  const MoeTestLayer device = on_device(layer);
+  const MoeTestLayer device = on_device(layer, variant == Variant::kRoutedInHostMemory);
   const Tensor x_dev = to_device(x_host), ids_dev = to_device(ids_host);
   const int64_t ws_bytes = moe_ffn_workspace_bytes(n_tokens, device.view(hash), layer.config);
   Result<Tensor> ws = Tensor::empty(DType::kU8, {ws_bytes}, Device::kCuda);
@@ -140,8 +143,9 @@ INSTANTIATE_TEST_SUITE_P(Shapes, MoeFfnCudaTest,
                                             ::testing::Values(MoeMode::kW4A16, MoeMode::kW4A4),
                                             ::testing::Values(MoePath::kFused, MoePath::kGrouped)));
 
-// Without the shared expert (the model's call when its shared expert is dense) and with static
-// W4A4 scales (a calibrated checkpoint), on both paths.
+// Without the shared expert (the model's call when its shared expert is dense), with static
+// W4A4 scales (a calibrated checkpoint) and with the routed experts in host memory, on both
+// paths.
 class MoeFfnCudaVariantTest
     : public ::testing::TestWithParam<std::tuple<int, MoeMode, MoePath, Variant>> {};
 
@@ -155,7 +159,8 @@ INSTANTIATE_TEST_SUITE_P(Variants, MoeFfnCudaVariantTest,
                                             ::testing::Values(MoeMode::kW4A16, MoeMode::kW4A4),
                                             ::testing::Values(MoePath::kFused, MoePath::kGrouped),
                                             ::testing::Values(Variant::kRoutedOnly,
-                                                              Variant::kStaticScales)));
+                                                              Variant::kStaticScales,
+                                                              Variant::kRoutedInHostMemory)));
 
 // A layer with more fused work units than an H200 has SMs (T = 8: ~40 groups × 16 units per
 // layer), so every block streams several units through its weight ring; T = 8 is also the last
@@ -192,28 +197,34 @@ INSTANTIATE_TEST_SUITE_P(Routings, MoeFfnCudaWideRouterTest,
 // the routing and starts its weights before gate-up has finished), 3 (activation rows in shared
 // memory: ≤ 4 of 4096), 6 and 8 (gate-up reads them from global memory, down from shared
 // memory), skewed so that some experts get several rows; the layers above run its generic-K
-// loop.
+// loop. V4-Flash's shape also with its routed experts in host memory (the slab's and the
+// activation rows' copies then read PCIe).
 struct V4KCase {
   LayerSize size;
   int n_tokens;
   Routing routing;
+  Variant variant = Variant::kSharedExpert;
 };
 
 class MoeFfnCudaV4KTest : public ::testing::TestWithParam<V4KCase> {};
 
 TEST_P(MoeFfnCudaV4KTest, FusedMatchesCpuAndRepeatsBitwise) {
   const V4KCase& c = GetParam();
-  check_against_cpu(c.size, c.n_tokens, c.routing, MoeMode::kW4A16, MoePath::kFused);
+  check_against_cpu(c.size, c.n_tokens, c.routing, MoeMode::kW4A16, MoePath::kFused, c.variant);
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, MoeFfnCudaV4KTest,
-                         ::testing::Values(V4KCase{{2048, 2048, 8, 2}, 1, Routing::kScore},
-                                           V4KCase{{2048, 2048, 8, 2}, 20, Routing::kScore},
-                                           V4KCase{{2048, 2048, 8, 2}, 70, Routing::kScore},
-                                           V4KCase{{4096, 2048, 8, 2}, 1, Routing::kScore},
-                                           V4KCase{{4096, 2048, 8, 2}, 3, Routing::kSkewed},
-                                           V4KCase{{4096, 2048, 8, 2}, 6, Routing::kSkewed},
-                                           V4KCase{{4096, 2048, 8, 2}, 8, Routing::kSkewed}));
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, MoeFfnCudaV4KTest,
+    ::testing::Values(V4KCase{{2048, 2048, 8, 2}, 1, Routing::kScore},
+                      V4KCase{{2048, 2048, 8, 2}, 20, Routing::kScore},
+                      V4KCase{{2048, 2048, 8, 2}, 70, Routing::kScore},
+                      V4KCase{{4096, 2048, 8, 2}, 1, Routing::kScore},
+                      V4KCase{{4096, 2048, 8, 2}, 3, Routing::kSkewed},
+                      V4KCase{{4096, 2048, 8, 2}, 6, Routing::kSkewed},
+                      V4KCase{{4096, 2048, 8, 2}, 8, Routing::kSkewed},
+                      V4KCase{{4096, 2048, 8, 2}, 1, Routing::kScore, Variant::kRoutedInHostMemory},
+                      V4KCase{
+                          {4096, 2048, 8, 2}, 8, Routing::kSkewed, Variant::kRoutedInHostMemory}));
 
 }  // namespace
 }  // namespace dsv4::kernels

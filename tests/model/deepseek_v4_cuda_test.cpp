@@ -4,11 +4,13 @@
 // and the greedy continuation decoded with the (device) cache, token for token; a long chunk
 // beside short ones in one forward (mixed_batch.h). Then a checkpoint
 // whose NVFP4 expert widths the CUDA MoE pipeline does not run, which must be refused.
+#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "checkpoint/loader.h"
@@ -149,6 +151,48 @@ TEST(CopyWeightsCudaTest, LinearWeightsInBf16ExactlyWhereTheyAre) {
   }
   const Tensor back = testing::to_host(layer.attn.wo_b.view());
   EXPECT_EQ(back.data_as<float>()[5], 1.0f + 0x1p-12f);
+}
+
+// Expert offload on load_model_on: the last layers' NVFP4 codes and block scales land in mapped
+// pinned host memory with the bytes the host load has, the per-matrix scales on the device, and
+// the report says which layers (the kernels' reads of such stacks: moe_ffn_cuda_test.cpp's
+// kRoutedInHostMemory cases, since tiny_b's expert widths are below what the CUDA MoE runs).
+TEST(ExpertOffloadCudaTest, LastLayersStacksAreInHostMemoryWithTheLoadedBytes) {
+  testing::TempDir dir;
+  const std::string model_dir = testing::quantized_tiny_b(dir);
+  ASSERT_FALSE(HasFailure());
+  auto host = checkpoint::load_model(model_dir);
+  ASSERT_TRUE(host.ok()) << host.status().to_string();
+  const size_t n_layers = host->weights.layers.size();
+  auto placed = checkpoint::load_model_on(model_dir, Device::kCuda, {.expert_offload_layers = 1});
+  ASSERT_TRUE(placed.ok()) << placed.status().to_string();
+  ASSERT_FALSE(placed->report.notes.empty());
+  EXPECT_NE(placed->report.notes.back().find("of 1 layers (" + std::to_string(n_layers - 1) + ";"),
+            std::string::npos)
+      << placed->report.notes.back();
+  const auto memory_type = [](const Tensor& t) {
+    cudaPointerAttributes attributes{};
+    EXPECT_EQ(cudaPointerGetAttributes(&attributes, t.view().data), cudaSuccess);
+    return attributes.type;
+  };
+  for (size_t l = 0; l < n_layers; ++l) {
+    const auto& want = host->weights.layers[l].ffn.experts;
+    const auto& got = placed->weights.layers[l].ffn.experts;
+    ASSERT_TRUE(want.is_nvfp4() && got.is_nvfp4());
+    const cudaMemoryType bulk = l + 1 == n_layers ? cudaMemoryTypeHost : cudaMemoryTypeDevice;
+    for (auto [w, g] :
+         {std::pair{&*want.w13_nvfp4, &*got.w13_nvfp4}, {&*want.w2_nvfp4, &*got.w2_nvfp4}}) {
+      EXPECT_EQ(memory_type(g->packed), bulk) << "layer " << l;
+      EXPECT_EQ(memory_type(g->block_scale), bulk) << "layer " << l;
+      EXPECT_EQ(memory_type(g->global_scale), cudaMemoryTypeDevice) << "layer " << l;
+      for (auto [a, b] : {std::pair{&w->packed, &g->packed},
+                          {&w->block_scale, &g->block_scale},
+                          {&w->global_scale, &g->global_scale}}) {
+        EXPECT_TRUE(testing::same_bytes(testing::to_host(b->view()).view(), a->view()))
+            << "layer " << l;
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -153,5 +153,18 @@ TEST(EngineTest, UnsupportedConfigIsRefusedNamingTheField) {
             StatusCode::kNotFound);
 }
 
+// Expert offload is for a GPU: on the CPU a count of layers is refused, saying why; a count
+// below -1 (automatic) is no count.
+TEST(EngineTest, ExpertOffloadOnTheCpuIsRefused) {
+  const std::string model = testing::golden_path("tiny_a_pretrained/model");
+  const auto on_cpu = Engine::open({.model_dir = model, .expert_offload_layers = 1});
+  EXPECT_EQ(on_cpu.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(on_cpu.status().message().find("for a GPU"), std::string::npos)
+      << on_cpu.status().to_string();
+  EXPECT_EQ(Engine::open({.model_dir = model, .expert_offload_layers = -2}).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_TRUE(Engine::open({.model_dir = model, .expert_offload_layers = 0}).ok());
+}
+
 }  // namespace
 }  // namespace dsv4

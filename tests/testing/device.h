@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "base/buffer.h"
@@ -33,6 +34,21 @@ inline format::Nvfp4Tensor to_device(const format::Nvfp4Tensor& host) {
   t.global_scale = to_device(host.global_scale.view());
   t.input_scale = to_device_or_empty(host.input_scale);
   t.scale_layout = host.scale_layout;
+  return t;
+}
+
+// The same with the codes and block scales in mapped pinned host memory (expert offload: the
+// kernels read them over PCIe), the per-matrix scales on the device.
+inline format::Nvfp4Tensor to_mapped_host(const format::Nvfp4Tensor& host) {
+  format::Nvfp4Tensor t = to_device(host);
+  for (auto [from, to] :
+       {std::pair{&host.packed, &t.packed}, {&host.block_scale, &t.block_scale}}) {
+    Result<Tensor> mapped = Tensor::empty_mapped_host(from->dtype(), from->shape());
+    DSV4_CHECK(mapped.ok(), "mapped host allocation: %s", mapped.status().to_string().c_str());
+    const Status copied = copy_tensor(mapped->view(), from->view());
+    DSV4_CHECK(copied.ok(), "copy to mapped host memory: %s", copied.to_string().c_str());
+    *to = std::move(mapped).value();
+  }
   return t;
 }
 

@@ -209,7 +209,7 @@ int run_bench(const BenchArgs& args) {
   options.max_batch = args.batch + (args.join_prompt_tokens > 0 ? 1 : 0);  // all in every step
   options.max_step_tokens = std::max(options.max_step_tokens, args.batch);
   options.prefix_cache_mb = args.prefix_cache_mb;
-  Result<Engine> engine = Engine::open(options);
+  Result<Engine> engine = open_engine(options, "bench");
   if (!engine.ok()) return fail(engine.status());
   std::vector<double> first_token, decode_step, beside_prefill, joining_prefill;
   for (int64_t r = 0; r <= args.repeats; ++r) {  // run 0 warms up (allocations, caches)

@@ -97,7 +97,7 @@ int run_chat(const ChatArgs& args) {
     report(tokenizer.status().with_context("chat needs the checkpoint's tokenizer"));
     return 1;
   }
-  Result<Engine> engine = Engine::open(options);
+  Result<Engine> engine = open_engine(options, "chat");
   if (!engine.ok()) {
     report(engine.status());
     return 1;

@@ -74,7 +74,7 @@ int run_generate(const GenerateArgs& args) {
   std::optional<Tokenizer> tokenizer;
   Result<std::vector<int64_t>> prompt = prompt_ids(args, options.model_dir, tokenizer);
   if (!prompt.ok()) return fail(prompt.status());
-  Result<Engine> engine = Engine::open(options);
+  Result<Engine> engine = open_engine(options, "generate");
   if (!engine.ok()) return fail(engine.status());
   GenerateRequest request{*prompt, args.sampling};
   std::optional<ReplyPrinter> printer;

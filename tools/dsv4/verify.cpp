@@ -111,7 +111,7 @@ int run_verify(const VerifyArgs& args) {
   }
   Result<format::SafetensorsFile> ref = format::SafetensorsFile::open(args.reference);
   if (!ref.ok()) return fail(ref.status());
-  Result<Engine> engine = Engine::open(engine_options(args.engine, "verify"));
+  Result<Engine> engine = open_engine(engine_options(args.engine, "verify"), "verify");
   if (!engine.ok()) return fail(engine.status());
   format::SafetensorsWriter writer;
   bool all_ok = true;

@@ -66,7 +66,7 @@ int serve(const ServeArgs& args) {
   options.max_batch = args.max_batch;
   options.max_step_tokens = args.max_step_tokens;
   options.prefix_cache_mb = args.prefix_cache_mb;
-  Result<dsv4::Engine> engine = dsv4::Engine::open(options);
+  Result<dsv4::Engine> engine = dsv4::tools::open_engine(options, "serve");
   if (!engine.ok()) return fail(engine.status());
   dsv4::server::ServerOptions server_options;
   server_options.max_context = args.max_context;

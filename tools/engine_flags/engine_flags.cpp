@@ -21,6 +21,19 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& flags, bool model_required) {
   cmd->add_option("--experts", flags.experts, "NVFP4 expert mode")
       ->capture_default_str()
       ->check(CLI::IsMember({"w4a16", "w4a4"}));
+  cmd->add_option("--expert-offload", flags.expert_offload,
+                  "layers whose NVFP4 routed experts stay in host memory, read by the GPU over "
+                  "PCIe: auto (as few as make the rest fit; none when all fit) or a number")
+      ->capture_default_str()
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            if (text == "auto") return {};
+            char* end = nullptr;
+            const long long layers = std::strtoll(text.c_str(), &end, 10);
+            if (end != text.c_str() && *end == '\0' && layers >= 0 && layers <= 1000000) return {};
+            return "must be auto or a number of layers, not " + text;
+          },
+          "auto|LAYERS"));
 }
 
 namespace {
@@ -93,7 +106,20 @@ EngineOptions engine_options(const EngineFlags& flags, const char* command) {
   }
   options.device = flags.device == "cuda" ? EngineDevice::kCuda : EngineDevice::kCpu;
   options.experts = flags.experts == "w4a4" ? ExpertPrecision::kW4A4 : ExpertPrecision::kW4A16;
+  // The flag's check let through "auto" and whole numbers only.
+  options.expert_offload_layers =
+      flags.expert_offload == "auto" ? -1 : std::strtoll(flags.expert_offload.c_str(), nullptr, 10);
   return options;
+}
+
+Result<Engine> open_engine(const EngineOptions& options, const char* command) {
+  Result<Engine> engine = Engine::open(options);
+  if (engine.ok()) {
+    for (const std::string& note : engine->load_notes()) {
+      std::fprintf(stderr, "dsv4 %s: note: %s\n", command, note.c_str());
+    }
+  }
+  return engine;
 }
 
 }  // namespace dsv4::tools

@@ -14,10 +14,11 @@ struct EngineFlags {
   std::string model;  // empty: $DSV4_MODEL, else the embedded test checkpoint (see engine_options)
   std::string device = "cpu";
   std::string experts = "w4a16";
+  std::string expert_offload = "auto";  // or a number of layers
 };
 
-// --model (required when model_required, else optional with the default above), --device and
-// --experts, with their allowed values checked by CLI11.
+// --model (required when model_required, else optional with the default above), --device,
+// --experts and --expert-offload, with their allowed values checked by CLI11.
 void add_engine_flags(CLI::App* cmd, EngineFlags& flags, bool model_required);
 
 // --temperature, --top-k, --top-p, --seed, --presence-penalty, --frequency-penalty into
@@ -37,5 +38,9 @@ CLI::Validator positive();
 // The options the flags ask for. Without --model: $DSV4_MODEL, else the small oracle checkpoint
 // in the repository, whose weights are random, which `command` says on stderr.
 EngineOptions engine_options(const EngineFlags& flags, const char* command);
+
+// Engine::open, then the engine's load notes on stderr ("dsv4 COMMAND: note: ..."): which
+// experts went to host memory, which stayed in f32.
+Result<Engine> open_engine(const EngineOptions& options, const char* command);
 
 }  // namespace dsv4::tools

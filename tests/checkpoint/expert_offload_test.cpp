@@ -1,0 +1,144 @@
+// plan_expert_offload: which layers' NVFP4 experts go to host memory, and the messages when a
+// checkpoint cannot be placed. Sizes in GiB (the messages print one decimal of them).
+#include "checkpoint/expert_offload.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "testing/random.h"
+
+namespace dsv4::checkpoint {
+namespace {
+
+constexpr int64_t kGiB = int64_t{1} << 30;
+
+// Layer 0 dense (no NVFP4 stacks), layers 1-3 with 3 GiB of codes and block scales each; the
+// other weights 1 GiB of values (2 GiB in bf16): 11 GiB at least on the device.
+LoadPlan three_packed_layers() {
+  LoadPlan plan;
+  plan.packed_expert_bytes = 9 * kGiB;
+  plan.value_elements = kGiB;
+  plan.expert_bulk_bytes = {0, 3 * kGiB, 3 * kGiB, 3 * kGiB};
+  return plan;
+}
+
+TEST(ExpertOffloadTest, AutomaticOffloadsNothingWhenEverythingFits) {
+  auto offload =
+      plan_expert_offload(three_packed_layers(), kAutoExpertOffload, 12 * kGiB, kGiB, 100 * kGiB);
+  ASSERT_TRUE(offload.ok()) << offload.status().to_string();
+  EXPECT_EQ(offload->layers(), 0);
+  EXPECT_EQ(offload->host_bytes, 0);
+}
+
+TEST(ExpertOffloadTest, AutomaticOffloadsTheFewestLastLayers) {
+  // 11 + 1 headroom = 12 GiB against 7 free: two layers' 6 GiB must go.
+  auto offload =
+      plan_expert_offload(three_packed_layers(), kAutoExpertOffload, 7 * kGiB, kGiB, 100 * kGiB);
+  ASSERT_TRUE(offload.ok()) << offload.status().to_string();
+  EXPECT_EQ(offload->offloaded, (std::vector<bool>{false, false, true, true}));
+  EXPECT_EQ(offload->host_bytes, 6 * kGiB);
+  EXPECT_EQ(offload->describe(),
+            "expert offload: the NVFP4 routed experts of 2 layers (2, 3; 6.0 GiB) are in mapped "
+            "host memory, read over PCIe");
+}
+
+TEST(ExpertOffloadTest, ACountOffloadsThatManyLayersEvenWhenAllFit) {
+  auto offload = plan_expert_offload(three_packed_layers(), 3, 100 * kGiB, kGiB, 100 * kGiB);
+  ASSERT_TRUE(offload.ok()) << offload.status().to_string();
+  EXPECT_EQ(offload->offloaded, (std::vector<bool>{false, true, true, true}));
+  auto none = plan_expert_offload(three_packed_layers(), 0, 100 * kGiB, kGiB, 100 * kGiB);
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->layers(), 0);
+}
+
+TEST(ExpertOffloadTest, RefusesMoreLayersThanHaveNvfp4Experts) {
+  const Status status =
+      plan_expert_offload(three_packed_layers(), 4, 100 * kGiB, kGiB, 100 * kGiB).status();
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(),
+            "expert offload of 4 layers: the checkpoint has 3 layers with NVFP4 routed experts");
+  EXPECT_EQ(
+      plan_expert_offload(three_packed_layers(), -2, 100 * kGiB, kGiB, 100 * kGiB).status().code(),
+      StatusCode::kInvalidArgument);
+}
+
+// V4-Flash's experts alone, in NVFP4, are 156 GB: more than one H200 without offload.
+TEST(ExpertOffloadTest, SaysWhatNeedsHowMuchWhenTheDeviceIsTooSmall) {
+  const Status none = plan_expert_offload(three_packed_layers(), 0, 10 * kGiB, kGiB, 0).status();
+  EXPECT_EQ(none.code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(none.message(),
+            "the checkpoint's weights need at least 11.0 GiB on the device (NVFP4 experts 9.0 GiB, "
+            "the other weights 2.0 GiB in bf16), and 1.0 GiB for caches and scratch; the device "
+            "has 10.0 GiB free (more layers' experts in host memory would make it fit)");
+  const Status all =
+      plan_expert_offload(three_packed_layers(), kAutoExpertOffload, 2 * kGiB, kGiB, 100 * kGiB)
+          .status();
+  EXPECT_EQ(all.code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(all.message(),
+            "the checkpoint's weights need at least 11.0 GiB on the device (NVFP4 experts 9.0 GiB, "
+            "the other weights 2.0 GiB in bf16), 2.0 GiB with the experts of 3 layers (9.0 GiB) "
+            "in host memory, and 1.0 GiB for caches and scratch; the device has 2.0 GiB free");
+}
+
+TEST(ExpertOffloadTest, SaysSoWhenTheHostCannotPinTheOffloadedExperts) {
+  const Status status =
+      plan_expert_offload(three_packed_layers(), kAutoExpertOffload, 7 * kGiB, kGiB, 5 * kGiB)
+          .status();
+  EXPECT_EQ(status.code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(status.message(),
+            "the routed experts of 2 layers in host memory need 6.0 GiB of pinned host memory; "
+            "the host has 5.0 GiB available");
+}
+
+// Random plans: an automatic plan fits, offloads a suffix of the NVFP4 layers, and is minimal
+// (without its first offloaded layer it would not fit); an error only when all would not fit.
+TEST(ExpertOffloadTest, AutomaticPlansFitAndAreMinimalOnRandomCheckpoints) {
+  testing::SeededRng rng;
+  for (int trial = 0; trial < 500; ++trial) {
+    LoadPlan plan;
+    plan.value_elements = rng.uniform_int(0, 1000);
+    plan.expert_bulk_bytes.resize(static_cast<size_t>(rng.uniform_int(0, 12)));
+    int64_t all_bulk = 0;
+    for (int64_t& bytes : plan.expert_bulk_bytes) {
+      bytes = rng.uniform_int(0, 3) == 0 ? 0 : rng.uniform_int(1, 500);
+      all_bulk += bytes;
+    }
+    plan.packed_expert_bytes = all_bulk + rng.uniform_int(0, 50);
+    const int64_t headroom = rng.uniform_int(0, 100);
+    const int64_t need = plan.min_device_bytes() + headroom;
+    const int64_t device_free = rng.uniform_int(0, need + 100);
+    auto offload = plan_expert_offload(plan, kAutoExpertOffload, device_free, headroom, all_bulk);
+    SCOPED_TRACE("trial " + std::to_string(trial));
+    if (need - all_bulk > device_free) {
+      EXPECT_EQ(offload.status().code(), StatusCode::kResourceExhausted);
+      continue;
+    }
+    ASSERT_TRUE(offload.ok()) << offload.status().to_string();
+    EXPECT_LE(need - offload->host_bytes, device_free);
+    int64_t host_bytes = 0, first_offloaded = -1;
+    bool seen_kept = false;  // walking down from the last layer: an NVFP4 layer kept
+    for (size_t l = offload->offloaded.size(); l-- > 0;) {
+      if (offload->offloaded[l]) {
+        EXPECT_GT(plan.expert_bulk_bytes[l], 0) << "layer " << l << " has no NVFP4 experts";
+        EXPECT_FALSE(seen_kept) << "layer " << l << " offloaded below a kept layer";
+        host_bytes += plan.expert_bulk_bytes[l];
+        first_offloaded = static_cast<int64_t>(l);
+      } else if (plan.expert_bulk_bytes[l] > 0) {
+        seen_kept = true;
+      }
+    }
+    EXPECT_EQ(host_bytes, offload->host_bytes);
+    if (first_offloaded >= 0) {
+      EXPECT_GT(
+          need - offload->host_bytes + plan.expert_bulk_bytes[static_cast<size_t>(first_offloaded)],
+          device_free)
+          << "one layer fewer would have fit";
+    } else {
+      EXPECT_LE(need, device_free);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace dsv4::checkpoint
