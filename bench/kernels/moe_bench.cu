@@ -7,9 +7,11 @@
 // ratio. Fused W4A16 is also timed as a replayed CUDA graph (the decode use).
 //
 // Usage: moe_bench [--tokens 1,8,...] [--shapes flash,pro] [--modes w4a16,w4a4]
-//                  [--paths fused,grouped]. Prints one table row per run. Without --paths, fused
-// runs up to T = 512 and grouped from T = 8 (where each is a candidate); with it, the paths named
-// run at every T.
+//                  [--paths fused,grouped] [--experts device|host]. Prints one table row per run.
+// Without --paths, fused runs up to T = 512 and grouped from T = 8 (where each is a candidate);
+// with it, the paths named run at every T. --experts host puts the routed experts' codes and
+// block scales in mapped pinned host memory, as expert offload does (checkpoint/
+// expert_offload.h); the routed bytes' floor is then the host-to-device copy rate, measured here.
 // Dimension letters: T tokens, D model width, E routed experts, K experts per token, F width.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -53,6 +55,12 @@ Tensor device_tensor(DType dtype, Shape shape) {
   return std::move(t).value();
 }
 
+Tensor mapped_host_tensor(DType dtype, Shape shape) {
+  Result<Tensor> t = Tensor::empty_mapped_host(dtype, shape);
+  DSV4_CHECK(t.ok(), "pinned host allocation of %s failed", shape.to_string().c_str());
+  return std::move(t).value();
+}
+
 Tensor to_host(const TensorView& device) {
   Tensor t = Tensor::host(device.dtype, device.shape);
   DSV4_CHECK(copy_tensor(t.view(), device).ok(), "copy to host failed");
@@ -87,9 +95,10 @@ void fill(const TensorView& t, uint32_t seed, int kind, float scale = 1.0f) {
 
 struct DeviceNvfp4 {
   Tensor packed, scale, global;
-  DeviceNvfp4(int64_t g, int64_t n, int64_t k, uint32_t seed)
-      : packed(device_tensor(DType::kU8, {g, n, k / 2})),
-        scale(device_tensor(DType::kU8, {g, n, k / 16})),
+  // in_host_memory: codes and block scales in mapped pinned host memory (expert offload).
+  DeviceNvfp4(int64_t g, int64_t n, int64_t k, uint32_t seed, bool in_host_memory = false)
+      : packed((in_host_memory ? mapped_host_tensor : device_tensor)(DType::kU8, {g, n, k / 2})),
+        scale((in_host_memory ? mapped_host_tensor : device_tensor)(DType::kU8, {g, n, k / 16})),
         global(device_tensor(DType::kF32, {g})) {
     fill(packed.view(), seed, 0);
     fill(scale.view(), seed + 1, 1);
@@ -110,14 +119,16 @@ struct Layer {
   LayerShape shape;
   Tensor gate, bias;
   DeviceNvfp4 w13, w2, shared_w13, shared_w2;
-  explicit Layer(const LayerShape& s)
+  bool routed_in_host_memory;
+  Layer(const LayerShape& s, bool routed_in_host)
       : shape(s),
         gate(device_tensor(DType::kF32, {s.n_experts, s.dim})),
         bias(device_tensor(DType::kF32, {s.n_experts})),
-        w13(s.n_experts, 2 * s.ffn, s.dim, 11),
-        w2(s.n_experts, s.dim, s.ffn, 21),
+        w13(s.n_experts, 2 * s.ffn, s.dim, 11, routed_in_host),
+        w2(s.n_experts, s.dim, s.ffn, 21, routed_in_host),
         shared_w13(1, 2 * s.ffn, s.dim, 31),
-        shared_w2(1, s.dim, s.ffn, 41) {
+        shared_w2(1, s.dim, s.ffn, 41),
+        routed_in_host_memory(routed_in_host) {
     fill(gate.view(), 5, 2, 1.0f / std::sqrt(static_cast<float>(s.dim)));
     fill(bias.view(), 6, 2, 0.05f);
   }
@@ -147,6 +158,19 @@ double median_us(const std::function<void(int)>& run) {
   DSV4_CUDA_CHECK(cudaEventDestroy(stop));
   std::sort(us.begin(), us.end());
   return us[us.size() / 2];
+}
+
+// Host-to-device copy from pinned memory, bytes a second: what PCIe gives offloaded experts.
+double measure_host_to_device() {
+  const int64_t bytes = int64_t{1} << 30;
+  Tensor host = mapped_host_tensor(DType::kU8, {bytes}),
+         device = device_tensor(DType::kU8, {bytes});
+  std::memset(host.view().data, 1, bytes);
+  const double us = median_us([&](int) {
+    DSV4_CUDA_CHECK(cudaMemcpyAsync(device.view().data, host.view().data, bytes,
+                                    cudaMemcpyHostToDevice, cudaStreamPerThread));
+  });
+  return bytes / (us * 1e-6);
 }
 
 double measure_bandwidth() {
@@ -303,8 +327,14 @@ double route_us(const Layer& layer, const std::vector<Tensor>& xs, const Tensor&
   return us;
 }
 
+// The rates the floors divide by: HBM copy, host-to-device (0 when the experts are on the
+// device), cuBLAS bf16.
+struct Ceilings {
+  double bandwidth, host_to_device, peak;
+};
+
 void run_tokens(const Layer& layer, const MoeConfig& cfg, int64_t n_tokens, MoePath path,
-                double bandwidth, double peak) {
+                const Ceilings& ceilings) {
   const LayerShape& s = layer.shape;
   std::vector<Tensor> xs;
   for (int i = 0; i < kInputs; ++i) {
@@ -340,10 +370,14 @@ void run_tokens(const Layer& layer, const MoeConfig& cfg, int64_t n_tokens, MoeP
         [&](int i) { DSV4_CUDA_CHECK(cudaGraphLaunch(graphs[i % kInputs], cudaStreamPerThread)); });
     for (cudaGraphExec_t g : graphs) DSV4_CUDA_CHECK(cudaGraphExecDestroy(g));
   }
-  const double bytes = static_cast<double>(touched + 1) * layer.expert_bytes();
+  // The touched routed experts (over PCIe when in host memory) and the shared one.
+  const double routed_bytes = static_cast<double>(touched) * layer.expert_bytes();
   const double flops = 2.0 * n_tokens * (s.k_used + 1) * 3.0 * s.dim * s.ffn;
-  const double mem_floor = bytes / bandwidth * 1e6,
-               compute_floor = peak > 0 ? flops / peak * 1e6 : 0;
+  const double mem_floor = (layer.routed_in_host_memory ? routed_bytes / ceilings.host_to_device
+                                                        : routed_bytes / ceilings.bandwidth) *
+                               1e6 +
+                           layer.expert_bytes() / ceilings.bandwidth * 1e6;
+  const double compute_floor = ceilings.peak > 0 ? flops / ceilings.peak * 1e6 : 0;
   const double floor_us = std::max(mem_floor, compute_floor);
   const double best = graph_us > 0 ? std::min(us, graph_us) : us;
   std::printf("| %s | %s | %s | %lld | %lld | %.1f | %s | %.1f | %.1f (%s) | %.2f |\n", s.name,
@@ -368,26 +402,33 @@ std::vector<int64_t> parse_list(const char* text) {
 
 int run_main(int argc, char** argv) {
   std::vector<int64_t> tokens = {1, 8, 64, 128, 512, 2048, 8192};
-  std::string shapes = "flash,pro", modes = "w4a16,w4a4", paths;
+  std::string shapes = "flash,pro", modes = "w4a16,w4a4", paths, experts = "device";
   for (int i = 1; i + 1 < argc; i += 2) {
     if (std::strcmp(argv[i], "--tokens") == 0) tokens = parse_list(argv[i + 1]);
     if (std::strcmp(argv[i], "--shapes") == 0) shapes = argv[i + 1];
     if (std::strcmp(argv[i], "--modes") == 0) modes = argv[i + 1];
     if (std::strcmp(argv[i], "--paths") == 0) paths = argv[i + 1];
+    if (std::strcmp(argv[i], "--experts") == 0) experts = argv[i + 1];
   }
+  const bool routed_in_host = experts == "host";
   auto runs_path = [&paths](MoePath path, int64_t t) {
     if (paths.empty()) return path == MoePath::kFused ? t <= 512 : t >= 8;
     return paths.find(path == MoePath::kFused ? "fused" : "grouped") != std::string::npos;
   };
   cudaDeviceProp prop;
   DSV4_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-  const double bandwidth = measure_bandwidth(), peak = measure_bf16_peak();
+  const Ceilings ceilings{measure_bandwidth(), routed_in_host ? measure_host_to_device() : 0.0,
+                          measure_bf16_peak()};
   std::printf("device %s, %d SMs; D2D copy %.0f GB/s (read + write); cuBLAS bf16 %.0f TFLOP/s\n",
-              prop.name, prop.multiProcessorCount, bandwidth / 1e9, peak / 1e12);
+              prop.name, prop.multiProcessorCount, ceilings.bandwidth / 1e9, ceilings.peak / 1e12);
+  if (routed_in_host) {
+    std::printf("routed experts in mapped host memory; pinned host-to-device copy %.1f GB/s\n",
+                ceilings.host_to_device / 1e9);
+  }
   const LayerShape all[] = {{"flash", 4096, 2048, 256, 6}, {"pro", 7168, 3072, 384, 6}};
   for (const LayerShape& s : all) {
     if (shapes.find(s.name) == std::string::npos) continue;
-    const Layer layer(s);
+    const Layer layer(s, routed_in_host);
     const HostLayer host(layer);
     for (MoeMode mode : {MoeMode::kW4A16, MoeMode::kW4A4}) {
       if (modes.find(mode == MoeMode::kW4A16 ? "w4a16" : "w4a4") == std::string::npos) continue;
@@ -399,7 +440,7 @@ int run_main(int argc, char** argv) {
       std::printf("|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
       for (int64_t t : tokens) {
         for (MoePath path : {MoePath::kFused, MoePath::kGrouped}) {
-          if (runs_path(path, t)) run_tokens(layer, cfg, t, path, bandwidth, peak);
+          if (runs_path(path, t)) run_tokens(layer, cfg, t, path, ceilings);
         }
       }
     }

@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <utility>
 
@@ -200,6 +201,15 @@ Status copy_tensor(const TensorView& dst, const TensorView& src) {
 
 Result<int64_t> free_device_bytes(Device device) {
   if (device == Device::kCpu) {
+    // MemAvailable counts the page cache the kernel would give back (a checkpoint's files just
+    // read, say), which free pages (_SC_AVPHYS_PAGES) leave out; the latter where /proc is absent.
+    std::ifstream meminfo("/proc/meminfo");
+    std::string key;
+    int64_t kib = 0;
+    while (meminfo >> key >> kib) {
+      if (key == "MemAvailable:") return kib * 1024;
+      meminfo.ignore(64, '\n');
+    }
     return static_cast<int64_t>(sysconf(_SC_AVPHYS_PAGES)) * sysconf(_SC_PAGESIZE);
   }
 #ifdef DSV4_WITH_CUDA
