@@ -44,6 +44,15 @@ bool device_has_pool() {
   return has_pool;
 }
 
+// A CUDA allocation's outcome: on failure `data` is cleared (the buffer owns nothing) and the
+// error says what of how many bytes failed, and why.
+Status allocated(cudaError_t err, const char* what, size_t bytes, void*& data) {
+  if (err == cudaSuccess) return ok_status();
+  data = nullptr;
+  return resource_exhausted(std::string(what) + " of " + std::to_string(bytes) +
+                            " bytes failed: " + cudaGetErrorString(err));
+}
+
 }  // namespace
 #endif
 
@@ -65,11 +74,7 @@ Result<Buffer> Buffer::allocate(size_t bytes, Device device) {
   const cudaError_t err = buffer.pooled_
                               ? cudaMallocAsync(&buffer.data_, bytes, cudaStreamPerThread)
                               : cudaMalloc(&buffer.data_, bytes);
-  if (err != cudaSuccess) {
-    buffer.data_ = nullptr;
-    return resource_exhausted("cudaMalloc of " + std::to_string(bytes) +
-                              " bytes failed: " + cudaGetErrorString(err));
-  }
+  DSV4_RETURN_IF_ERROR(allocated(err, "cudaMalloc", bytes, buffer.data_));
   return buffer;
 #else
   return unimplemented("this build of dsv4 has no CUDA support");
@@ -86,11 +91,7 @@ Result<Buffer> Buffer::allocate_mapped_host(size_t bytes) {
   // Every 64-bit CUDA platform has unified addressing, so the host pointer is also the address
   // kernels use (cudaHostGetDevicePointer would return it unchanged).
   const cudaError_t err = cudaHostAlloc(&buffer.data_, bytes, cudaHostAllocMapped);
-  if (err != cudaSuccess) {
-    buffer.data_ = nullptr;
-    return resource_exhausted("pinned host allocation of " + std::to_string(bytes) +
-                              " bytes failed: " + cudaGetErrorString(err));
-  }
+  DSV4_RETURN_IF_ERROR(allocated(err, "pinned host allocation", bytes, buffer.data_));
   return buffer;
 #else
   return unimplemented("this build of dsv4 has no CUDA support");
