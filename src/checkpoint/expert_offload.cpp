@@ -13,6 +13,12 @@ std::string gib(int64_t bytes) {
   return std::string(text);
 }
 
+// What the weights take on the device under `offload`: the offloaded bulk goes, one layer's
+// copy (for the steps that copy an offloaded layer back, model/moe.cpp) comes.
+int64_t device_bytes(const LoadPlan& plan, const ExpertOffloadPlan& offload) {
+  return plan.min_device_bytes() - offload.host_bytes + offload.copy_bytes;
+}
+
 // The layers that have NVFP4 expert stacks, last first: the order they are offloaded in.
 std::vector<size_t> offload_order(const LoadPlan& plan) {
   std::vector<size_t> order;
@@ -28,9 +34,9 @@ Status device_too_small(const LoadPlan& plan, const ExpertOffloadPlan& offload,
                         " on the device (NVFP4 experts " + gib(plan.packed_expert_bytes) +
                         ", the other weights " + gib(2 * plan.value_elements) + " in bf16)";
   if (offload.layers() > 0) {
-    message += ", " + gib(plan.min_device_bytes() - offload.host_bytes) + " with the experts of " +
+    message += ", " + gib(device_bytes(plan, offload)) + " with the experts of " +
                std::to_string(offload.layers()) + " layers (" + gib(offload.host_bytes) +
-               ") in host memory";
+               ") in host memory and room to copy one back (" + gib(offload.copy_bytes) + ")";
   }
   message += ", and " + gib(device_headroom) + " for caches and scratch; the device has " +
              gib(device_free) + " free";
@@ -39,6 +45,12 @@ Status device_too_small(const LoadPlan& plan, const ExpertOffloadPlan& offload,
 }
 
 }  // namespace
+
+void ExpertOffloadPlan::add(const LoadPlan& plan, size_t layer) {
+  offloaded[layer] = true;
+  host_bytes += plan.expert_bulk_bytes[layer];
+  copy_bytes = std::max(copy_bytes, plan.expert_bulk_bytes[layer]);
+}
 
 int64_t ExpertOffloadPlan::layers() const {
   return std::count(offloaded.begin(), offloaded.end(), true);
@@ -68,21 +80,17 @@ Result<ExpertOffloadPlan> plan_expert_offload(const LoadPlan& plan, int64_t requ
   }
   const bool automatic = requested == kAutoExpertOffload;
   const size_t limit = automatic ? order.size() : static_cast<size_t>(requested);
+  const auto fits = [&](const ExpertOffloadPlan& offload) {
+    return device_bytes(plan, offload) + device_headroom <= device_free;
+  };
   ExpertOffloadPlan offload;
   offload.offloaded.assign(plan.expert_bulk_bytes.size(), false);
-  const auto fits = [&] {
-    return plan.min_device_bytes() - offload.host_bytes + device_headroom <= device_free;
-  };
-  for (size_t n = 0; n < limit && (!automatic || !fits()); ++n) {
-    offload.offloaded[order[n]] = true;
-    offload.host_bytes += plan.expert_bulk_bytes[order[n]];
-  }
-  if (!fits()) {
-    int64_t all_bulk = 0;
-    for (const size_t l : order) all_bulk += plan.expert_bulk_bytes[l];
-    const bool more_would_fit =
-        limit < order.size() && plan.min_device_bytes() - all_bulk + device_headroom <= device_free;
-    return device_too_small(plan, offload, device_headroom, device_free, more_would_fit);
+  for (size_t n = 0; n < limit && (!automatic || !fits(offload)); ++n) offload.add(plan, order[n]);
+  if (!fits(offload)) {
+    ExpertOffloadPlan all = offload;
+    for (size_t n = limit; n < order.size(); ++n) all.add(plan, order[n]);
+    return device_too_small(plan, offload, device_headroom, device_free,
+                            limit < order.size() && fits(all));
   }
   if (offload.host_bytes > host_free) {
     return resource_exhausted("the routed experts of " + std::to_string(offload.layers()) +

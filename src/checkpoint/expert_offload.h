@@ -3,11 +3,15 @@
 // still runs on it. V4-Flash in NVFP4 needs ~184 GB and an H200 has 141 GB (architecture.md).
 // The expert kernels need no change: they read an offloaded stack through its device address,
 // over PCIe, so a decode step pays for the bytes of the experts it touches in those layers
-// (~85 MB a V4-Flash layer at one token) at PCIe rates instead of HBM rates. Only the codes and
-// block scales move (LoadPlan::expert_bulk_bytes); the per-matrix scales, which every kernel
-// reads first, stay on the GPU. Which layers go does not change the cost; the last ones do.
+// (~85 MB a V4-Flash layer at one token) at PCIe rates instead of HBM rates; a step of many
+// tokens, which would touch most experts, copies the layer's stacks to the device first (the copy
+// engines are ~3× faster than the kernels' own reads over PCIe), so the plan keeps room for one
+// such copy. Only the codes and block scales move (LoadPlan::expert_bulk_bytes); the per-matrix
+// scales, which every kernel reads first, stay on the GPU. Which layers go does not change the
+// cost; the last ones do.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -23,6 +27,10 @@ inline constexpr int64_t kAutoExpertOffload = -1;
 struct ExpertOffloadPlan {
   std::vector<bool> offloaded;  // per layer (as many as LoadPlan::expert_bulk_bytes)
   int64_t host_bytes = 0;       // the offloaded codes and block scales
+  // Device memory a step of many tokens copies an offloaded layer's stacks into (model/moe.cpp):
+  // the largest offloaded layer's bulk, kept free beside the weights.
+  int64_t copy_bytes = 0;
+  void add(const LoadPlan& plan, size_t layer);
   int64_t layers() const;
   // For the load report: which layers, how many bytes.
   std::string describe() const;

@@ -143,6 +143,8 @@ class DeviceCopier {
       if (from->has_value())
         DSV4_RETURN_IF_ERROR(copy(**from, to->emplace(), experts_in_host_memory));
     }
+    dst.experts.in_host_memory =
+        experts_in_host_memory && device_ == Device::kCuda && src.experts.is_nvfp4();
     DSV4_RETURN_IF_ERROR(copy(src.experts.w13_input_scale, dst.experts.w13_input_scale));
     DSV4_RETURN_IF_ERROR(copy(src.experts.w2_input_scale, dst.experts.w2_input_scale));
     return copy(src.shared_expert, dst.shared_expert);

@@ -69,6 +69,9 @@ struct RoutedExpertWeights {
   // per-expert input_scale, so no expert's rows saturate (vLLM's choice), set once at load so
   // the forward never reads scales back from the device; empty without calibration (dynamic).
   Tensor w13_input_scale, w2_input_scale;
+  // The NVFP4 stacks' codes and block scales are in mapped host memory (expert offload,
+  // expert_offload.h): the kernels may read them in place over PCIe, or the model copies them.
+  bool in_host_memory = false;
   bool is_nvfp4() const { return w13_nvfp4.has_value(); }
 };
 

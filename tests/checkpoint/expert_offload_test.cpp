@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
 #include <vector>
 
 #include "testing/random.h"
@@ -32,12 +34,14 @@ TEST(ExpertOffloadTest, AutomaticOffloadsNothingWhenEverythingFits) {
 }
 
 TEST(ExpertOffloadTest, AutomaticOffloadsTheFewestLastLayers) {
-  // 11 + 1 headroom = 12 GiB against 7 free: two layers' 6 GiB must go.
+  // 11 + 1 headroom = 12 GiB against 9 free: with room to copy a layer back (3 GiB), one layer
+  // offloaded saves nothing, two save 3 GiB.
   auto offload =
-      plan_expert_offload(three_packed_layers(), kAutoExpertOffload, 7 * kGiB, kGiB, 100 * kGiB);
+      plan_expert_offload(three_packed_layers(), kAutoExpertOffload, 9 * kGiB, kGiB, 100 * kGiB);
   ASSERT_TRUE(offload.ok()) << offload.status().to_string();
   EXPECT_EQ(offload->offloaded, (std::vector<bool>{false, false, true, true}));
   EXPECT_EQ(offload->host_bytes, 6 * kGiB);
+  EXPECT_EQ(offload->copy_bytes, 3 * kGiB);
   EXPECT_EQ(offload->describe(),
             "expert offload: the NVFP4 routed experts of 2 layers (2, 3; 6.0 GiB) are in mapped "
             "host memory, read over PCIe");
@@ -72,18 +76,19 @@ TEST(ExpertOffloadTest, SaysWhatNeedsHowMuchWhenTheDeviceIsTooSmall) {
             "the other weights 2.0 GiB in bf16), and 1.0 GiB for caches and scratch; the device "
             "has 10.0 GiB free (more layers' experts in host memory would make it fit)");
   const Status all =
-      plan_expert_offload(three_packed_layers(), kAutoExpertOffload, 2 * kGiB, kGiB, 100 * kGiB)
+      plan_expert_offload(three_packed_layers(), kAutoExpertOffload, 5 * kGiB, kGiB, 100 * kGiB)
           .status();
   EXPECT_EQ(all.code(), StatusCode::kResourceExhausted);
   EXPECT_EQ(all.message(),
             "the checkpoint's weights need at least 11.0 GiB on the device (NVFP4 experts 9.0 GiB, "
-            "the other weights 2.0 GiB in bf16), 2.0 GiB with the experts of 3 layers (9.0 GiB) "
-            "in host memory, and 1.0 GiB for caches and scratch; the device has 2.0 GiB free");
+            "the other weights 2.0 GiB in bf16), 5.0 GiB with the experts of 3 layers (9.0 GiB) "
+            "in host memory and room to copy one back (3.0 GiB), and 1.0 GiB for caches and "
+            "scratch; the device has 5.0 GiB free");
 }
 
 TEST(ExpertOffloadTest, SaysSoWhenTheHostCannotPinTheOffloadedExperts) {
   const Status status =
-      plan_expert_offload(three_packed_layers(), kAutoExpertOffload, 7 * kGiB, kGiB, 5 * kGiB)
+      plan_expert_offload(three_packed_layers(), kAutoExpertOffload, 9 * kGiB, kGiB, 5 * kGiB)
           .status();
   EXPECT_EQ(status.code(), StatusCode::kResourceExhausted);
   EXPECT_EQ(status.message(),
@@ -91,52 +96,57 @@ TEST(ExpertOffloadTest, SaysSoWhenTheHostCannotPinTheOffloadedExperts) {
             "the host has 5.0 GiB available");
 }
 
+// The device bytes of an offload set, restated: the weights, less the offloaded bulk, plus room
+// for the largest offloaded layer's copy, plus the headroom.
+int64_t device_need(const LoadPlan& plan, const std::vector<bool>& offloaded, int64_t headroom) {
+  int64_t need = plan.min_device_bytes() + headroom, largest = 0;
+  for (size_t l = 0; l < offloaded.size(); ++l) {
+    if (!offloaded[l]) continue;
+    need -= plan.expert_bulk_bytes[l];
+    largest = std::max(largest, plan.expert_bulk_bytes[l]);
+  }
+  return need + largest;
+}
+
 // Random plans: an automatic plan fits, offloads a suffix of the NVFP4 layers, and is minimal
-// (without its first offloaded layer it would not fit); an error only when all would not fit.
+// (one layer fewer would not fit); an error only when offloading every such layer would not fit.
 TEST(ExpertOffloadTest, AutomaticPlansFitAndAreMinimalOnRandomCheckpoints) {
   testing::SeededRng rng;
   for (int trial = 0; trial < 500; ++trial) {
     LoadPlan plan;
     plan.value_elements = rng.uniform_int(0, 1000);
     plan.expert_bulk_bytes.resize(static_cast<size_t>(rng.uniform_int(0, 12)));
+    std::vector<size_t> nvfp4_layers;  // last first
     int64_t all_bulk = 0;
     for (int64_t& bytes : plan.expert_bulk_bytes) {
       bytes = rng.uniform_int(0, 3) == 0 ? 0 : rng.uniform_int(1, 500);
       all_bulk += bytes;
     }
+    for (size_t l = plan.expert_bulk_bytes.size(); l-- > 0;) {
+      if (plan.expert_bulk_bytes[l] > 0) nvfp4_layers.push_back(l);
+    }
     plan.packed_expert_bytes = all_bulk + rng.uniform_int(0, 50);
     const int64_t headroom = rng.uniform_int(0, 100);
-    const int64_t need = plan.min_device_bytes() + headroom;
-    const int64_t device_free = rng.uniform_int(0, need + 100);
+    const int64_t device_free = rng.uniform_int(0, plan.min_device_bytes() + headroom + 100);
     auto offload = plan_expert_offload(plan, kAutoExpertOffload, device_free, headroom, all_bulk);
     SCOPED_TRACE("trial " + std::to_string(trial));
-    if (need - all_bulk > device_free) {
+    // The suffixes of the NVFP4 layers, fewest first: the first that fits is the answer.
+    std::vector<bool> suffix(plan.expert_bulk_bytes.size(), false);
+    std::vector<std::vector<bool>> suffixes = {suffix};
+    for (const size_t l : nvfp4_layers) {
+      suffix[l] = true;
+      suffixes.push_back(suffix);
+    }
+    const auto first_fit = std::find_if(suffixes.begin(), suffixes.end(), [&](const auto& s) {
+      return device_need(plan, s, headroom) <= device_free;
+    });
+    if (first_fit == suffixes.end()) {
       EXPECT_EQ(offload.status().code(), StatusCode::kResourceExhausted);
       continue;
     }
     ASSERT_TRUE(offload.ok()) << offload.status().to_string();
-    EXPECT_LE(need - offload->host_bytes, device_free);
-    int64_t host_bytes = 0, first_offloaded = -1;
-    bool seen_kept = false;  // walking down from the last layer: an NVFP4 layer kept
-    for (size_t l = offload->offloaded.size(); l-- > 0;) {
-      if (offload->offloaded[l]) {
-        EXPECT_GT(plan.expert_bulk_bytes[l], 0) << "layer " << l << " has no NVFP4 experts";
-        EXPECT_FALSE(seen_kept) << "layer " << l << " offloaded below a kept layer";
-        host_bytes += plan.expert_bulk_bytes[l];
-        first_offloaded = static_cast<int64_t>(l);
-      } else if (plan.expert_bulk_bytes[l] > 0) {
-        seen_kept = true;
-      }
-    }
-    EXPECT_EQ(host_bytes, offload->host_bytes);
-    if (first_offloaded >= 0) {
-      EXPECT_GT(
-          need - offload->host_bytes + plan.expert_bulk_bytes[static_cast<size_t>(first_offloaded)],
-          device_free)
-          << "one layer fewer would have fit";
-    } else {
-      EXPECT_LE(need, device_free);
-    }
+    EXPECT_EQ(offload->offloaded, *first_fit);
+    EXPECT_LE(device_need(plan, offload->offloaded, headroom), device_free);
   }
 }
 

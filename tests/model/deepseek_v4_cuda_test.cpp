@@ -180,6 +180,7 @@ TEST(ExpertOffloadCudaTest, LastLayersStacksAreInHostMemoryWithTheLoadedBytes) {
     const auto& got = placed->weights.layers[l].ffn.experts;
     ASSERT_TRUE(want.is_nvfp4() && got.is_nvfp4());
     const cudaMemoryType bulk = l + 1 == n_layers ? cudaMemoryTypeHost : cudaMemoryTypeDevice;
+    EXPECT_EQ(got.in_host_memory, l + 1 == n_layers) << "layer " << l;
     for (auto [w, g] :
          {std::pair{&*want.w13_nvfp4, &*got.w13_nvfp4}, {&*want.w2_nvfp4, &*got.w2_nvfp4}}) {
       EXPECT_EQ(memory_type(g->packed), bulk) << "layer " << l;

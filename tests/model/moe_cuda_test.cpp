@@ -1,8 +1,9 @@
 // The model's MoE (model/moe.h) on CUDA against the same call on the CPU: NVFP4 routed experts
 // through the fused moe_ffn op with the dense shared expert added beside it, at widths the CUDA
 // pipeline runs (D and F multiples of 128, as in every DeepSeek-V4 checkpoint), both expert
-// modes, score and hash routing, with and without calibrated input scales. The output is
-// poisoned first.
+// modes, score and hash routing, with and without calibrated input scales, with the routed
+// experts on the device and in host memory (expert offload: read in place at T = 1, copied to the
+// device first at T = 37). The output is poisoned first.
 //
 // Dimension letters: T tokens, D model width, E routed experts, K experts per token, F expert
 // width.
@@ -30,15 +31,21 @@ using kernels::moe_test::Routing;
 using testing::to_device;
 using testing::to_host;
 
-MoeWeights on_device(const MoeWeights& w) {
+// With `in_host_memory` the routed stacks' codes and block scales in mapped host memory, as
+// expert offload places them.
+MoeWeights on_device(const MoeWeights& w, bool in_host_memory) {
   MoeWeights d;
   d.experts.w13_input_scale = testing::to_device_or_empty(w.experts.w13_input_scale);
   d.experts.w2_input_scale = testing::to_device_or_empty(w.experts.w2_input_scale);
   d.gate = to_device(w.gate.view());
   d.bias = testing::to_device_or_empty(w.bias);
   d.tid2eid = testing::to_device_or_empty(w.tid2eid);
-  d.experts.w13_nvfp4 = to_device(*w.experts.w13_nvfp4);
-  d.experts.w2_nvfp4 = to_device(*w.experts.w2_nvfp4);
+  const auto place = [&](const format::Nvfp4Tensor& stack) {
+    return in_host_memory ? testing::to_mapped_host(stack) : to_device(stack);
+  };
+  d.experts.w13_nvfp4 = place(*w.experts.w13_nvfp4);
+  d.experts.w2_nvfp4 = place(*w.experts.w2_nvfp4);
+  d.experts.in_host_memory = in_host_memory;
   d.shared_expert.w1 = to_device(w.shared_expert.w1.view());
   d.shared_expert.w3 = to_device(w.shared_expert.w3.view());
   d.shared_expert.w2 = to_device(w.shared_expert.w2.view());
@@ -64,10 +71,10 @@ Tensor input_scale(double amax) {
 }
 
 class MoeForwardCudaTest
-    : public ::testing::TestWithParam<std::tuple<RoutingType, ExpertMode, bool, int>> {};
+    : public ::testing::TestWithParam<std::tuple<RoutingType, ExpertMode, bool, int, bool>> {};
 
 TEST_P(MoeForwardCudaTest, MatchesTheCpu) {
-  const auto [routing, mode, calibrated, n_tokens] = GetParam();
+  const auto [routing, mode, calibrated, n_tokens, in_host_memory] = GetParam();
   testing::SeededRng rng;
   const int64_t d = 256, f = 128, e = 16, k = 4;
   kernels::moe_test::MoeTestLayer layer = kernels::moe_test::make_moe_layer(
@@ -104,7 +111,7 @@ TEST_P(MoeForwardCudaTest, MatchesTheCpu) {
 
   Tensor want = testing::poisoned_host(DType::kF32, {n_tokens, d});
   ASSERT_TRUE(moe_forward(config, 0, w, mode, x.view(), tokens.view(), want.view()).ok());
-  const MoeWeights device_weights = on_device(w);
+  const MoeWeights device_weights = on_device(w, in_host_memory);
   const Tensor x_dev = to_device(x.view()), tokens_dev = to_device(tokens.view());
   const Tensor out = testing::poisoned_device(DType::kF32, {n_tokens, d});
   const Status status =
@@ -115,9 +122,9 @@ TEST_P(MoeForwardCudaTest, MatchesTheCpu) {
     EXPECT_LT(testing::max_row_rel_error(got.data_as<float>(), want.data_as<float>(), n_tokens, d),
               testing::kMoeW4A16RelTol);
   } else {
-    EXPECT_LT(testing::max_row_rel_error(got.data_as<float>(), want.data_as<float>(), 1,
-                                         n_tokens * d),
-              testing::kMoeW4A4RelTol);
+    EXPECT_LT(
+        testing::max_row_rel_error(got.data_as<float>(), want.data_as<float>(), 1, n_tokens * d),
+        testing::kMoeW4A4RelTol);
   }
 }
 
@@ -125,7 +132,8 @@ INSTANTIATE_TEST_SUITE_P(
     Modes, MoeForwardCudaTest,
     ::testing::Combine(::testing::Values(RoutingType::kScore, RoutingType::kHash),
                        ::testing::Values(ExpertMode::kW4A16, ExpertMode::kW4A4),
-                       ::testing::Values(false, true), ::testing::Values(1, 37)));
+                       ::testing::Values(false, true), ::testing::Values(1, 37),
+                       ::testing::Values(false, true)));
 
 }  // namespace
 }  // namespace dsv4::model
