@@ -64,11 +64,11 @@ class DeviceCopier {
     return ok_status();
   }
 
-  // An NVFP4 stack; with `bulk_in_host_memory` its codes and block scales in mapped pinned host
-  // memory (expert_offload.h), the per-matrix scales on the device all the same.
+  // An NVFP4 stack; with `bulk_in_host_memory` (a GPU's only) its codes and block scales in
+  // mapped pinned host memory (expert_offload.h), the per-matrix scales on the device all the same.
   Status copy(const format::Nvfp4Tensor& src, format::Nvfp4Tensor& dst,
               bool bulk_in_host_memory = false) const {
-    if (bulk_in_host_memory && device_ == Device::kCuda) {
+    if (bulk_in_host_memory) {
       DSV4_RETURN_IF_ERROR(copy_to_mapped_host(src.packed, dst.packed));
       DSV4_RETURN_IF_ERROR(copy_to_mapped_host(src.block_scale, dst.block_scale));
     } else {
@@ -137,14 +137,16 @@ class DeviceCopier {
     DSV4_RETURN_IF_ERROR(copy(src.tid2eid, dst.tid2eid));
     DSV4_RETURN_IF_ERROR(copy(src.experts.w13, dst.experts.w13));
     DSV4_RETURN_IF_ERROR(copy(src.experts.w2, dst.experts.w2));
+    // Host memory only stands in for a GPU's, and holds only NVFP4 stacks.
+    dst.experts.in_host_memory =
+        experts_in_host_memory && device_ == Device::kCuda && src.experts.is_nvfp4();
     for (auto [from, to] : {std::pair{&src.experts.w13_nvfp4, &dst.experts.w13_nvfp4},
                             {&src.experts.w2_nvfp4, &dst.experts.w2_nvfp4}}) {
       to->reset();
-      if (from->has_value())
-        DSV4_RETURN_IF_ERROR(copy(**from, to->emplace(), experts_in_host_memory));
+      if (from->has_value()) {
+        DSV4_RETURN_IF_ERROR(copy(**from, to->emplace(), dst.experts.in_host_memory));
+      }
     }
-    dst.experts.in_host_memory =
-        experts_in_host_memory && device_ == Device::kCuda && src.experts.is_nvfp4();
     DSV4_RETURN_IF_ERROR(copy(src.experts.w13_input_scale, dst.experts.w13_input_scale));
     DSV4_RETURN_IF_ERROR(copy(src.experts.w2_input_scale, dst.experts.w2_input_scale));
     return copy(src.shared_expert, dst.shared_expert);
