@@ -11,7 +11,9 @@
 // Without --paths, fused runs up to T = 512 and grouped from T = 8 (where each is a candidate);
 // with it, the paths named run at every T. --experts host puts the routed experts' codes and
 // block scales in mapped pinned host memory, as expert offload does (checkpoint/
-// expert_offload.h); the routed bytes' floor is then the host-to-device copy rate, measured here.
+// expert_offload.h); the routed bytes' floor is then the host-to-device copy rate, measured here,
+// and each T has two more rows: the touched experts copied to the device by the op first, and
+// both stacks copied whole by the copy engines first (model/moe.cpp's two ways).
 // Dimension letters: T tokens, D model width, E routed experts, K experts per token, F width.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -390,10 +392,24 @@ void run_tokens(const Layer& layer, const MoeConfig& cfg, int64_t n_tokens, MoeP
               graph_us > 0 ? std::to_string(graph_us).substr(0, 7).c_str() : "-", routing_us,
               floor_us, mem_floor >= compute_floor ? "mem" : "bf16", best / floor_us);
   if (layer.routed_in_host_memory) {
-    // What the model does from kCopyOffloadedLayerTokens tokens (model/moe.cpp): the stacks'
-    // codes and block scales copied whole to the device by the copy engines, then the layer.
+    // What the model does for an offloaded layer (model/moe.cpp): below kCopyOffloadedLayerTokens
+    // the op copies the experts it touches to the device first (a kernel); from there the
+    // stacks' codes and block scales are copied whole by the copy engines, then the layer runs.
     const DeviceNvfp4 w13(s.n_experts, 2 * s.ffn, s.dim, 0, false, false),
         w2(s.n_experts, s.dim, s.ffn, 0, false, false);
+    MoeWeightsView touched_view = layer.view();
+    touched_view.touched_copies = {w13.packed.view(), w13.scale.view(), w2.packed.view(),
+                                   w2.scale.view()};
+    const double touched_us = median_us([&](int i) {
+      const Status st = kernels::cuda::moe::moe_ffn_on_path(
+          xs[i % kInputs].view(), TensorView{}, touched_view, cfg, ws.view(), y.view(), path);
+      DSV4_CHECK(st.ok(), "moe_ffn: %s", st.message().c_str());
+    });
+    std::printf(
+        "| %s | %s | %s, touched copied | %lld | %lld | %.1f | - | - | %.1f (mem) | %.2f |\n",
+        s.name, cfg.mode == MoeMode::kW4A16 ? "W4A16" : "W4A4",
+        path == MoePath::kFused ? "fused" : "grouped", static_cast<long long>(n_tokens),
+        static_cast<long long>(touched), touched_us, mem_floor, touched_us / mem_floor);
     MoeWeightsView copied = layer.view();
     copied.w13.packed = w13.packed.view(), copied.w13.block_scale = w13.scale.view();
     copied.w2.packed = w2.packed.view(), copied.w2.block_scale = w2.scale.view();

@@ -294,8 +294,15 @@ Status moe_ffn(const TensorView& x, const TensorView& token_ids, const MoeWeight
       "moe_ffn",
       device_of({&x, &token_ids, &w.gate, &w.bias, &w.tid2eid, &w.w13.packed, &w.w2.packed,
                  &w.shared_w13.packed, &w.shared_w2.packed, &w.w13_input_scale, &w.w2_input_scale,
-                 &workspace, &y}),
-      [&] { cpu::moe_ffn(x, token_ids, w, cfg, y); },
+                 &w.touched_copies.w13_packed, &w.touched_copies.w13_block_scale,
+                 &w.touched_copies.w2_packed, &w.touched_copies.w2_block_scale, &workspace, &y}),
+      [&]() -> Status {
+        if (!w.touched_copies.empty()) {
+          return invalid_argument("moe_ffn: touched-expert copies are device buffers (CUDA only)");
+        }
+        cpu::moe_ffn(x, token_ids, w, cfg, y);
+        return ok_status();
+      },
       [&] { return cuda::moe_ffn(x, token_ids, w, cfg, workspace, y); });
 }
 

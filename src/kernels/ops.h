@@ -165,6 +165,14 @@ enum class MoeMode {
 };
 
 // One layer's MoE weights as views (all on the device the op runs on).
+// The bulk of the routed experts' two NVFP4 stacks: codes and block scales, per-matrix scales
+// aside (MoeWeightsView::touched_copies).
+struct ExpertBulkCopies {
+  TensorView w13_packed, w13_block_scale;  // u8 [E, 2F, D/2], [E, 2F, D/16]
+  TensorView w2_packed, w2_block_scale;    // u8 [E, D, F/2], [E, D, F/16]
+  bool empty() const { return w13_packed.data == nullptr; }
+};
+
 struct MoeWeightsView {
   TensorView gate;        // f32 [E, D]  router
   TensorView bias;        // f32 [E]     selection bias; empty for hash routing
@@ -179,6 +187,12 @@ struct MoeWeightsView {
   // input_scale: stage_activation's static scale), or empty for the dynamic one.
   TensorView w13_input_scale{};
   TensorView w2_input_scale{};
+  // Expert offload (checkpoint/expert_offload.h) leaves w13's and w2's codes and block scales in
+  // mapped host memory, which kernels read over PCIe at a fraction of its copy rate. Device
+  // buffers shaped like those four (CUDA only) make the op copy the routed experts its routing
+  // touches into them first, chosen on the device (no host synchronisation), and run its
+  // kernels there. Empty: the kernels read w13 and w2 where they are.
+  ExpertBulkCopies touched_copies{};
   bool has_shared() const { return shared_w13.packed.data != nullptr; }
 };
 

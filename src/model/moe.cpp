@@ -31,27 +31,44 @@ Status route(const ModelConfig& config, int64_t layer, const MoeWeights& w, cons
   return kernels::moe_route(logits.view(), w.bias.view(), TensorView{}, scale, routing);
 }
 
-// From this many tokens a step copies an offloaded layer's stacks (their codes and block scales
-// in mapped host memory, checkpoint/expert_offload.h) whole to the device, by the copy engines,
-// before its experts run; below it the kernels read the experts they touch in place. Measured on
-// an H100 (docs/bench.md, "The MoE with its experts in host memory"): in place the kernels pull
-// 13-17 GB/s over PCIe, the copy engines 55, so copying all 256 experts of V4-Flash (3.6 GB,
-// 65 ms) wins once a step touches more than ~30 % of them in place (~80 experts: ~16 tokens; at
-// 8 tokens 47 experts took 39 ms in place, at 64 tokens 188 took 164 ms).
+// An offloaded layer's routed experts (codes and block scales in mapped host memory,
+// checkpoint/expert_offload.h) reach the device before its kernels run, in one of two ways. From
+// this many tokens a step copies both stacks whole by the copy engines; below it the op copies
+// only the experts its routing touched (MoeWeightsView::touched_copies: a kernel, the routing
+// being on the device). Measured on an H100 (docs/bench.md, "The MoE with its experts in host
+// memory"): the copy engines move 55 GB/s, so the whole of V4-Flash's 256 experts (3.6 GB) takes
+// 65 ms, and from ~16 tokens a step touches most of them (~80 at 16 tokens, 188 at 64).
 constexpr int64_t kCopyOffloadedLayerTokens = 16;
 
-// `stack` with its codes and block scales copied to device scratch (kept alive by `keep`); the
+// Device scratch shaped like `stack`'s codes and block scales (kept alive by `keep`); the
 // per-matrix scales are on the device already.
-Result<format::Nvfp4View> copied_to_device(const format::Nvfp4Tensor& stack,
-                                           std::vector<Tensor>& keep) {
+Result<format::Nvfp4View> device_bulk(const format::Nvfp4Tensor& stack, std::vector<Tensor>& keep) {
   format::Nvfp4View view = stack.view();
   for (TensorView* bulk : {&view.packed, &view.block_scale}) {
     DSV4_ASSIGN_OR_RETURN(Tensor copy, scratch(bulk->dtype, bulk->shape, Device::kCuda));
-    DSV4_RETURN_IF_ERROR(copy_tensor(copy.view(), *bulk));
     *bulk = copy.view();
     keep.push_back(std::move(copy));
   }
   return view;
+}
+
+// An offloaded layer's routed experts as the op reads them: device scratch that the copy engines
+// fill whole now, or (below kCopyOffloadedLayerTokens) that the op fills with the experts it
+// touches.
+Status place_offloaded(const checkpoint::RoutedExpertWeights& experts, int64_t n_tokens,
+                       kernels::MoeWeightsView& view, std::vector<Tensor>& keep) {
+  DSV4_ASSIGN_OR_RETURN(const format::Nvfp4View w13, device_bulk(*experts.w13_nvfp4, keep));
+  DSV4_ASSIGN_OR_RETURN(const format::Nvfp4View w2, device_bulk(*experts.w2_nvfp4, keep));
+  if (n_tokens < kCopyOffloadedLayerTokens) {
+    view.touched_copies = {w13.packed, w13.block_scale, w2.packed, w2.block_scale};
+    return ok_status();
+  }
+  for (auto [to, from] : {std::pair{w13, view.w13}, std::pair{w2, view.w2}}) {
+    DSV4_RETURN_IF_ERROR(copy_tensor(to.packed, from.packed));
+    DSV4_RETURN_IF_ERROR(copy_tensor(to.block_scale, from.block_scale));
+  }
+  view.w13 = w13, view.w2 = w2;
+  return ok_status();
 }
 
 // NVFP4 routed experts: the fused MoE op (router included) without its shared expert, which
@@ -59,23 +76,21 @@ Result<format::Nvfp4View> copied_to_device(const format::Nvfp4Tensor& stack,
 Status nvfp4_experts(const ModelConfig& config, int64_t layer, const MoeWeights& w, ExpertMode mode,
                      const TensorView& x, const TensorView& tokens, const TensorView& out) {
   const bool hash = config.layers[layer].routing == checkpoint::RoutingType::kHash;
-  format::Nvfp4View w13 = w.experts.w13_nvfp4->view(), w2 = w.experts.w2_nvfp4->view();
-  std::vector<Tensor> copies;
-  if (w.experts.in_host_memory && x.size(0) >= kCopyOffloadedLayerTokens) {
-    DSV4_ASSIGN_OR_RETURN(w13, copied_to_device(*w.experts.w13_nvfp4, copies));
-    DSV4_ASSIGN_OR_RETURN(w2, copied_to_device(*w.experts.w2_nvfp4, copies));
-  }
   // W4A4 stages with the checkpoint's calibrated scales when it has them (the loader's
   // RoutedExpertWeights::w13_input_scale), else dynamic ones.
-  const kernels::MoeWeightsView view{w.gate.view(),
-                                     hash ? TensorView{} : w.bias.view(),
-                                     hash ? w.tid2eid.view() : TensorView{},
-                                     w13,
-                                     w2,
-                                     {},
-                                     {},
-                                     w.experts.w13_input_scale.view(),
-                                     w.experts.w2_input_scale.view()};
+  kernels::MoeWeightsView view{w.gate.view(),
+                               hash ? TensorView{} : w.bias.view(),
+                               hash ? w.tid2eid.view() : TensorView{},
+                               w.experts.w13_nvfp4->view(),
+                               w.experts.w2_nvfp4->view(),
+                               {},
+                               {},
+                               w.experts.w13_input_scale.view(),
+                               w.experts.w2_input_scale.view()};
+  std::vector<Tensor> copies;
+  if (w.experts.in_host_memory) {
+    DSV4_RETURN_IF_ERROR(place_offloaded(w.experts, x.size(0), view, copies));
+  }
   const kernels::MoeConfig cfg{static_cast<int>(config.n_expert_used),
                                static_cast<float>(config.routed_scaling_factor),
                                static_cast<float>(config.swiglu_limit), mode};

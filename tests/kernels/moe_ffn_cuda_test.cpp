@@ -8,8 +8,10 @@
 // Dimension letters: T tokens, D model width.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <tuple>
 #include <vector>
 
@@ -60,6 +62,49 @@ enum class Variant {
   kRoutedOnly,          // no shared expert
   kStaticScales,        // calibrated W4A4 input scales, below the data's range (some saturate)
   kRoutedInHostMemory,  // the routed experts read over PCIe from mapped host memory (offload)
+  kTouchedCopies,       // the same, the op copying the experts it touches to the device first
+};
+
+bool routed_in_host_memory(Variant variant) {
+  return variant == Variant::kRoutedInHostMemory || variant == Variant::kTouchedCopies;
+}
+
+// MoeWeightsView::touched_copies for a layer's routed experts: device buffers filled with 0xFF
+// before each run (UE4M3 NaN scales, so an expert the op reads but did not copy shows), which
+// also tell afterwards how many experts the op copied.
+class PoisonedCopies {
+ public:
+  explicit PoisonedCopies(const MoeTestLayer& layer) {
+    for (const Tensor* bulk :
+         {&layer.w13.packed, &layer.w13.block_scale, &layer.w2.packed, &layer.w2.block_scale}) {
+      Result<Tensor> t = Tensor::empty(DType::kU8, bulk->shape(), Device::kCuda);
+      DSV4_CHECK(t.ok(), "%s", t.status().to_string().c_str());
+      bulks_.push_back(std::move(t).value());
+    }
+  }
+  ExpertBulkCopies views() const {
+    return {bulks_[0].view(), bulks_[1].view(), bulks_[2].view(), bulks_[3].view()};
+  }
+  void poison() const {
+    for (const Tensor& t : bulks_) {
+      ASSERT_EQ(cudaMemset(t.view().data, 0xFF, t.view().bytes()), cudaSuccess);
+    }
+  }
+  // Experts whose w13 codes are no longer all 0xFF.
+  int64_t n_copied() const {
+    const Tensor codes = dsv4::testing::to_host(bulks_[0].view());
+    const int64_t n = codes.shape()[0], bytes = codes.view().bytes() / n;
+    const auto* data = codes.view().data_as<const uint8_t>();
+    int64_t copied = 0;
+    for (int64_t e = 0; e < n; ++e) {
+      copied += std::any_of(data + e * bytes, data + (e + 1) * bytes,
+                            [](uint8_t b) { return b != 0xFF; });
+    }
+    return copied;
+  }
+
+ private:
+  std::vector<Tensor> bulks_;
 };
 
 void apply(Variant variant, MoeTestLayer& layer) {
@@ -94,9 +139,12 @@ void check_against_cpu(const LayerSize& size, int n_tokens, Routing routing, Moe
                       TensorView::contiguous(expected.data(), DType::kF32, Device::kCpu, shape))
                   .ok());
 
-  const MoeTestLayer device = on_device(layer, variant == Variant::kRoutedInHostMemory);
+  const MoeTestLayer device = on_device(layer, routed_in_host_memory(variant));
+  MoeWeightsView weights = device.view(hash);
+  std::optional<PoisonedCopies> copies;
+  if (variant == Variant::kTouchedCopies) weights.touched_copies = copies.emplace(device).views();
   const Tensor x_dev = to_device(x_host), ids_dev = to_device(ids_host);
-  const int64_t ws_bytes = moe_ffn_workspace_bytes(n_tokens, device.view(hash), layer.config);
+  const int64_t ws_bytes = moe_ffn_workspace_bytes(n_tokens, weights, layer.config);
   Result<Tensor> ws = Tensor::empty(DType::kU8, {ws_bytes}, Device::kCuda);
   ASSERT_TRUE(ws.ok());
   std::vector<std::vector<float>> runs;
@@ -104,11 +152,16 @@ void check_against_cpu(const LayerSize& size, int n_tokens, Routing routing, Moe
     std::vector<float> poison(x.size(), std::numeric_limits<float>::quiet_NaN());
     const Tensor y_dev =
         to_device(TensorView::contiguous(poison.data(), DType::kF32, Device::kCpu, shape));
-    const Status status =
-        cuda::moe::moe_ffn_on_path(x_dev.view(), ids_dev.view(), device.view(hash), layer.config,
-                                   ws->view(), y_dev.view(), path);
+    if (copies) copies->poison();
+    const Status status = cuda::moe::moe_ffn_on_path(x_dev.view(), ids_dev.view(), weights,
+                                                     layer.config, ws->view(), y_dev.view(), path);
     if (status.code() == StatusCode::kUnimplemented) GTEST_SKIP() << status.message();
     ASSERT_TRUE(status.ok()) << status.message();
+    if (copies) {  // the touched experts only (the output check below says all of them)
+      const int64_t n_copied = copies->n_copied();
+      EXPECT_GE(n_copied, 1);
+      EXPECT_LE(n_copied, std::min<int64_t>(layer.n_experts, n_tokens * layer.k_used));
+    }
     std::vector<float> y(x.size());
     ASSERT_TRUE(copy_tensor(TensorView::contiguous(y.data(), DType::kF32, Device::kCpu, shape),
                             y_dev.view())
@@ -144,8 +197,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, MoeFfnCudaTest,
                                             ::testing::Values(MoePath::kFused, MoePath::kGrouped)));
 
 // Without the shared expert (the model's call when its shared expert is dense), with static
-// W4A4 scales (a calibrated checkpoint) and with the routed experts in host memory, on both
-// paths.
+// W4A4 scales (a calibrated checkpoint) and with the routed experts in host memory (read in
+// place, or the touched ones copied to the device first), on both paths.
 class MoeFfnCudaVariantTest
     : public ::testing::TestWithParam<std::tuple<int, MoeMode, MoePath, Variant>> {};
 
@@ -154,13 +207,13 @@ TEST_P(MoeFfnCudaVariantTest, MatchesCpuAndRepeatsBitwise) {
   check_against_cpu(LayerSize{256, 128, 16, 4}, n_tokens, Routing::kScore, mode, path, variant);
 }
 
-INSTANTIATE_TEST_SUITE_P(Variants, MoeFfnCudaVariantTest,
-                         ::testing::Combine(::testing::Values(1, 7, 300),
-                                            ::testing::Values(MoeMode::kW4A16, MoeMode::kW4A4),
-                                            ::testing::Values(MoePath::kFused, MoePath::kGrouped),
-                                            ::testing::Values(Variant::kRoutedOnly,
-                                                              Variant::kStaticScales,
-                                                              Variant::kRoutedInHostMemory)));
+INSTANTIATE_TEST_SUITE_P(
+    Variants, MoeFfnCudaVariantTest,
+    ::testing::Combine(::testing::Values(1, 7, 300),
+                       ::testing::Values(MoeMode::kW4A16, MoeMode::kW4A4),
+                       ::testing::Values(MoePath::kFused, MoePath::kGrouped),
+                       ::testing::Values(Variant::kRoutedOnly, Variant::kStaticScales,
+                                         Variant::kRoutedInHostMemory, Variant::kTouchedCopies)));
 
 // A layer with more fused work units than an H200 has SMs (T = 8: ~40 groups × 16 units per
 // layer), so every block streams several units through its weight ring; T = 8 is also the last
@@ -198,7 +251,8 @@ INSTANTIATE_TEST_SUITE_P(Routings, MoeFfnCudaWideRouterTest,
 // memory: ≤ 4 of 4096), 6 and 8 (gate-up reads them from global memory, down from shared
 // memory), skewed so that some experts get several rows; the layers above run its generic-K
 // loop. V4-Flash's shape also with its routed experts in host memory (the slab's and the
-// activation rows' copies then read PCIe).
+// activation rows' copies then read PCIe), and with the touched ones copied first (at T = 1 the
+// down kernel's early start then reads the copies).
 struct V4KCase {
   LayerSize size;
   int n_tokens;
@@ -224,7 +278,9 @@ INSTANTIATE_TEST_SUITE_P(
                       V4KCase{{4096, 2048, 8, 2}, 8, Routing::kSkewed},
                       V4KCase{{4096, 2048, 8, 2}, 1, Routing::kScore, Variant::kRoutedInHostMemory},
                       V4KCase{
-                          {4096, 2048, 8, 2}, 8, Routing::kSkewed, Variant::kRoutedInHostMemory}));
+                          {4096, 2048, 8, 2}, 8, Routing::kSkewed, Variant::kRoutedInHostMemory},
+                      V4KCase{{4096, 2048, 8, 2}, 1, Routing::kScore, Variant::kTouchedCopies},
+                      V4KCase{{4096, 2048, 8, 2}, 8, Routing::kSkewed, Variant::kTouchedCopies}));
 
 }  // namespace
 }  // namespace dsv4::kernels

@@ -67,8 +67,8 @@ std::vector<double> reference_moe(const MoeTestLayer& l, const std::vector<float
   const int64_t t_count = static_cast<int64_t>(ids.size()), d = l.dim, f = l.ffn, k = l.k_used;
   const std::vector<float> w13 = values_of(l.w13), w2 = values_of(l.w2);
   const std::vector<float> s13 = values_of(l.shared_w13), s2 = values_of(l.shared_w2);
-  const std::vector<double> xs = staged(std::vector<double>(x.begin(), x.end()), t_count, d,
-                                        l.config.mode, l.w13_input_scale);
+  const std::vector<double> xs =
+      staged(std::vector<double>(x.begin(), x.end()), t_count, d, l.config.mode, l.w13_input_scale);
   std::vector<int64_t> expert(t_count * (k + 1));  // slot k: the shared expert (-1), if any
   std::vector<double> weight(t_count * (k + 1), 1.0);
   for (int64_t t = 0; t < t_count; ++t) {
@@ -172,12 +172,31 @@ INSTANTIATE_TEST_SUITE_P(Shapes, MoeFfnTest,
                                                               Routing::kOneSet, Routing::kHash),
                                             ::testing::Values(MoeMode::kW4A16, MoeMode::kW4A4),
                                             ::testing::Values(Variant::kSharedExpert)));
-INSTANTIATE_TEST_SUITE_P(Variants, MoeFfnTest,
-                         ::testing::Combine(::testing::Values(1, 7),
-                                            ::testing::Values(Routing::kScore, Routing::kHash),
-                                            ::testing::Values(MoeMode::kW4A16, MoeMode::kW4A4),
-                                            ::testing::Values(Variant::kRoutedOnly,
-                                                              Variant::kStaticScales)));
+INSTANTIATE_TEST_SUITE_P(
+    Variants, MoeFfnTest,
+    ::testing::Combine(::testing::Values(1, 7), ::testing::Values(Routing::kScore, Routing::kHash),
+                       ::testing::Values(MoeMode::kW4A16, MoeMode::kW4A4),
+                       ::testing::Values(Variant::kRoutedOnly, Variant::kStaticScales)));
+
+// Touched-expert copies are device buffers for experts in mapped host memory; on the CPU the op
+// refuses them instead of ignoring them, and writes nothing.
+TEST(MoeFfnTest, RefusesTouchedCopiesOnTheCpu) {
+  dsv4::testing::SeededRng rng;
+  const MoeTestLayer layer =
+      moe_test::make_moe_layer(rng, 256, 128, 16, 4, Routing::kScore, MoeMode::kW4A16);
+  MoeWeightsView weights = layer.view(false);
+  weights.touched_copies = {layer.w13.packed.view(), layer.w13.block_scale.view(),
+                            layer.w2.packed.view(), layer.w2.block_scale.view()};
+  std::vector<float> x = moe_test::random_moe_input(rng, 1, layer.dim);
+  std::vector<float> y(x.size(), std::numeric_limits<float>::quiet_NaN());
+  const Shape shape{1, layer.dim};
+  const Status status = moe_ffn(TensorView::contiguous(x.data(), DType::kF32, Device::kCpu, shape),
+                                TensorView{}, weights, layer.config, TensorView{},
+                                TensorView::contiguous(y.data(), DType::kF32, Device::kCpu, shape));
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("touched-expert copies"), std::string::npos) << status.message();
+  EXPECT_TRUE(std::isnan(y[0]));
+}
 
 }  // namespace
 }  // namespace dsv4::kernels

@@ -74,6 +74,18 @@ __device__ inline float row_inv_rms(const float* row, int64_t n, float eps) {
   return 1.0f / sqrtf(static_cast<float>(sum_sq / n) + eps);
 }
 
+// The current device's SM count, for persistent grids (read once: one device per process, the
+// EP ranks being processes).
+inline int sm_count() {
+  static const int count = [] {
+    int device = 0, n = 0;
+    DSV4_CUDA_CHECK(cudaGetDevice(&device));
+    DSV4_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
+    return n;
+  }();
+  return count;
+}
+
 // Checks the launch that was just made (configuration errors surface here, faults later).
 inline void check_launch() { DSV4_CUDA_CHECK(cudaGetLastError()); }
 

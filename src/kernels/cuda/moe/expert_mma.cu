@@ -2,7 +2,7 @@
 // (gate_up with the SwiGLU epilogue, or down) and activation format (bf16 or NVFP4).
 #include <algorithm>
 
-#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/common.cuh"
 #include "kernels/cuda/moe/expert_mma.cuh"
 
 namespace dsv4::kernels::cuda::moe {
@@ -12,12 +12,6 @@ template <bool kGateUp, bool kNvfp4Act>
 void launch(const ExpertParams& p, int n_slots, cudaStream_t stream) {
   // Persistent: one block per SM (the kernel's registers allow no second), each looping over
   // work units; never more blocks than the most units there can be.
-  static const int n_sms = [] {
-    int device = 0, count = 0;
-    DSV4_CUDA_CHECK(cudaGetDevice(&device));
-    DSV4_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
-    return count;
-  }();
   // The weight ring needs more than the default 48 KB of dynamic shared memory.
   static const bool smem_raised = [] {
     DSV4_CUDA_CHECK(cudaFuncSetAttribute(expert_mma_kernel<kGateUp, kNvfp4Act>,
@@ -26,7 +20,7 @@ void launch(const ExpertParams& p, int n_slots, cudaStream_t stream) {
     return true;
   }();
   (void)smem_raised;
-  const int n_blocks = std::min(n_sms, n_slots * p.n_xblocks);
+  const int n_blocks = std::min(sm_count(), n_slots * p.n_xblocks);
   expert_mma_kernel<kGateUp, kNvfp4Act><<<n_blocks, kExpertThreads, kExpertSmemBytes, stream>>>(p);
   DSV4_CUDA_CHECK(cudaGetLastError());
 }

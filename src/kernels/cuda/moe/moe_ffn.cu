@@ -16,6 +16,7 @@
 // writes them: the expert kernels stop one active group early (E is always the last), the
 // combine adds no shared row, and W4A4 stages only the R routed rows.
 #include <algorithm>
+#include <optional>
 #include <string>
 
 #include "kernels/cuda/cuda_check.h"
@@ -185,6 +186,44 @@ Status run_grouped(const Scratch& s, const TensorView& x, const MoeWeightsView& 
                       n_routed);
 }
 
+// The routed experts the kernels read: w's, or with w.touched_copies their copies, which
+// launch_copy_touched fills (after the routing, which chooses the experts) with `copy`.
+struct RoutedExperts {
+  MoeWeightsView weights;
+  std::optional<TouchedExpertCopy> copy;
+};
+
+// Checks the copies' regions against w's (the kernel copies whole experts of w's layout) before
+// anything is launched.
+Result<RoutedExperts> routed_experts(const MoeWeightsView& w, const int* active) {
+  const ExpertBulkCopies& to = w.touched_copies;
+  if (to.empty()) return RoutedExperts{w, std::nullopt};
+  const TensorView* from[kExpertBulkRegions] = {&w.w13.packed, &w.w13.block_scale, &w.w2.packed,
+                                                &w.w2.block_scale};
+  const TensorView* into[kExpertBulkRegions] = {&to.w13_packed, &to.w13_block_scale, &to.w2_packed,
+                                                &to.w2_block_scale};
+  TouchedExpertCopy copy{active, static_cast<int>(w.w13.n_matrices()), {}, {}, {}};
+  for (int r = 0; r < kExpertBulkRegions; ++r) {
+    const TensorView &a = *from[r], &b = *into[r];
+    const int64_t expert_bytes = a.bytes() / copy.n_experts;
+    if (b.shape != a.shape || b.dtype != a.dtype || !a.is_contiguous() || !b.is_contiguous() ||
+        expert_bytes % 16 != 0 || reinterpret_cast<uintptr_t>(a.data) % 16 != 0 ||
+        reinterpret_cast<uintptr_t>(b.data) % 16 != 0) {
+      return invalid_argument("moe_ffn: touched-expert copy region " + std::to_string(r) + " is " +
+                              b.shape.to_string() + ", needs the contiguous, 16-byte aligned " +
+                              a.shape.to_string() + " of the experts it copies");
+    }
+    copy.from[r] = a.data;
+    copy.to[r] = b.data;
+    copy.region_words[r] = expert_bytes / 16;
+  }
+  MoeWeightsView copied = w;
+  copied.w13.packed = to.w13_packed, copied.w13.block_scale = to.w13_block_scale;
+  copied.w2.packed = to.w2_packed, copied.w2.block_scale = to.w2_block_scale;
+  copied.touched_copies = {};
+  return RoutedExperts{copied, copy};
+}
+
 // What this pipeline supports beyond the op contract; anything else is unimplemented.
 Status check_supported(const MoeWeightsView& w, const MoeConfig& cfg) {
   const int64_t dim = w.gate.size(1), ffn = w.w2.n_cols();
@@ -249,6 +288,7 @@ Status moe_ffn_on_path(const TensorView& x, const TensorView& token_ids, const M
   router.n_mtiles = static_cast<int>(ws.dim / 16);
   const PermuteOutputs permuted{s.at<int>(ws.offsets), s.at<int>(ws.active),
                                 s.at<int>(ws.row_token), s.at<int>(ws.row_of)};
+  DSV4_ASSIGN_OR_RETURN(const RoutedExperts experts, routed_experts(w, permuted.active));
   if (n_tokens <= kSmallRouteTokens) {
     launch_route_small(router, permuted, stream);
   } else {
@@ -258,13 +298,15 @@ Status moe_ffn_on_path(const TensorView& x, const TensorView& token_ids, const M
                    router.n_experts, permuted.offsets, permuted.active, permuted.row_token,
                    permuted.row_of, stream);
   }
+  if (experts.copy) launch_copy_touched(*experts.copy, stream);
   if (w4a4) {
     DSV4_RETURN_IF_ERROR(cuda::stage_activation(
         x, w.w13_input_scale, s.staged(ws.x_packed, ws.x_scale, ws.x_global, n_tokens, ws.dim)));
   }
-  DSV4_RETURN_IF_ERROR(path == MoePath::kFused
-                           ? run_fused(s, w, cfg, fused_combine ? y.data_as<float>() : nullptr)
-                           : run_grouped(s, x, w, cfg));
+  DSV4_RETURN_IF_ERROR(
+      path == MoePath::kFused
+          ? run_fused(s, experts.weights, cfg, fused_combine ? y.data_as<float>() : nullptr)
+          : run_grouped(s, x, experts.weights, cfg));
   if (fused_combine) return ok_status();
   launch_combine(s.at<float>(ws.down), s.at<int>(ws.row_of), router.sel_weight, router.n_tokens,
                  router.k_used, router.dim, y.data_as<float>(), stream, w.has_shared());

@@ -4,7 +4,7 @@
 
 #include <cuda_bf16.h>
 
-#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/common.cuh"
 #include "kernels/cuda/stream.h"
 #include "kernels/cuda/sm90/nvfp4_gemm/heuristics.h"
 #include "kernels/cuda/sm90/nvfp4_gemm/small_m_kernel.cuh"
@@ -90,14 +90,8 @@ void launch_stream(const Nvfp4GemmParams& p) {
 }  // namespace
 
 Nvfp4GemmPlan plan_for(const Nvfp4GemmParams& p, bool warp_specialized) {
-  static const int n_sm = [] {  // one device per process (the EP ranks are processes)
-    int device = 0, count = 0;
-    DSV4_CUDA_CHECK(cudaGetDevice(&device));
-    DSV4_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
-    return count;
-  }();
-  return plan_nvfp4_gemm(p.n_rows, p.n, p.k, p.kp, p.offsets == nullptr ? 1 : p.n_groups, n_sm,
-                         warp_specialized);
+  return plan_nvfp4_gemm(p.n_rows, p.n, p.k, p.kp, p.offsets == nullptr ? 1 : p.n_groups,
+                         sm_count(), warp_specialized);
 }
 
 void launch_nvfp4_gemm(Nvfp4GemmParams p, const Nvfp4GemmPlan& plan) {
