@@ -32,13 +32,13 @@ Status route(const ModelConfig& config, int64_t layer, const MoeWeights& w, cons
 }
 
 // An offloaded layer's routed experts (codes and block scales in mapped host memory,
-// checkpoint/expert_offload.h) reach the device before its kernels run, in one of two ways. From
-// this many tokens a step copies both stacks whole by the copy engines; below it the op copies
-// only the experts its routing touched (MoeWeightsView::touched_copies: a kernel, the routing
-// being on the device). Measured on an H100 (docs/bench.md, "The MoE with its experts in host
-// memory"): the copy engines move 55 GB/s, so the whole of V4-Flash's 256 experts (3.6 GB) takes
-// 65 ms, and from ~16 tokens a step touches most of them (~80 at 16 tokens, 188 at 64).
-constexpr int64_t kCopyOffloadedLayerTokens = 16;
+// checkpoint/expert_offload.h) reach the device before its kernels run, in one of two ways. Below
+// this many tokens the op copies the experts its routing touched (MoeWeightsView::touched_copies:
+// a kernel, since the routing is on the device); from it the copy engines copy both stacks whole.
+// Measured on an H200 (docs/bench.md, "Expert offload"): the kernel moves 51 GB/s, the copy
+// engines 55, and V4-Flash's 256 experts are 3.6 GB (66 ms); a step touches 188 of them at 64
+// tokens (54 ms touched, 67 ms whole), ~236 at 128, where the two meet, and all from ~512.
+constexpr int64_t kCopyOffloadedLayerTokens = 128;
 
 // Device scratch shaped like `stack`'s codes and block scales (kept alive by `keep`); the
 // per-matrix scales are on the device already.

@@ -2,9 +2,9 @@
 // through the fused moe_ffn op with the dense shared expert added beside it, at widths the CUDA
 // pipeline runs (D and F multiples of 128, as in every DeepSeek-V4 checkpoint), both expert
 // modes, score and hash routing, with and without calibrated input scales, with the routed
-// experts on the device and in host memory (expert offload: at T = 1 the op copies the experts
-// it touches to the device, at T = 37 both stacks are copied whole first). The output is poisoned
-// first.
+// experts on the device and in host memory (expert offload: at T = 1 and 37 the op copies the
+// experts it touches to the device, at T = 130 both stacks are copied whole first). The output is
+// poisoned first.
 //
 // Dimension letters: T tokens, D model width, E routed experts, K experts per token, F expert
 // width.
@@ -133,7 +133,7 @@ INSTANTIATE_TEST_SUITE_P(
     Modes, MoeForwardCudaTest,
     ::testing::Combine(::testing::Values(RoutingType::kScore, RoutingType::kHash),
                        ::testing::Values(ExpertMode::kW4A16, ExpertMode::kW4A4),
-                       ::testing::Values(false, true), ::testing::Values(1, 37),
+                       ::testing::Values(false, true), ::testing::Values(1, 37, 130),
                        ::testing::Values(false, true)));
 
 }  // namespace
