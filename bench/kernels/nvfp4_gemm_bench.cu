@@ -192,7 +192,7 @@ std::string plan_name(const kernels::cuda::sm90::Nvfp4GemmPlan& plan) {
   using kernels::cuda::sm90::Nvfp4GemmPath;
   if (plan.path == Nvfp4GemmPath::kStream) return "stream 4 warps × K/4";
   if (plan.path == Nvfp4GemmPath::kWsWgmma) {
-    return plan.wide_n ? "ws 128 rows×256 tok" : "ws 128 rows×128 tok";
+    return "ws 128 rows×" + std::to_string(plan.ws_tokens) + " tok";
   }
   if (plan.path == Nvfp4GemmPath::kWgmma) return plan.wide_n ? "wgmma 128×256" : "wgmma 128×128";
   return "small-M " + std::to_string(plan.small_tiles * 8) + " tok, K/" +
@@ -280,8 +280,8 @@ Row run_shape(const Shape3& s, int64_t m, const Cublas& cublas, double bandwidth
     const Nvfp4GemmPlan two_wg = plan_for(p, /*warp_specialized=*/false);
     if (two_wg.path == Nvfp4GemmPath::kWgmma) row.us_two_wg = time_plan(two_wg);
     Nvfp4GemmPlan narrow = plan_for(p);
-    if (narrow.path == Nvfp4GemmPath::kWsWgmma && narrow.wide_n) {
-      narrow.wide_n = false;  // the warp-specialised kernel with 128-token tiles instead
+    if (narrow.path == Nvfp4GemmPath::kWsWgmma && narrow.ws_tokens == 256) {
+      narrow.ws_tokens = 128;  // the warp-specialised kernel with 128-token tiles instead
       row.us_ws_narrow = time_plan(narrow);
     }
     if (plan_for(p).path == Nvfp4GemmPath::kStream) {  // the kernel it replaced, same call
@@ -312,10 +312,15 @@ Row run_shape(const Shape3& s, int64_t m, const Cublas& cublas, double bandwidth
 // G experts' matrices [G, N, K] with R rows each (an expert's share of T·top-k rows: V4-Flash
 // at T = 2048 gives R = 48), on the plan the heuristics choose and, in the same call, forced
 // onto the small-M kernel and onto the warp-specialised one with 128- and 256-token tiles.
+// The warp-specialised kernel's token tiles the grouped table times.
+constexpr int kWsTokens[] = {16, 32, 64, 128, 256};
+constexpr int kWsWidths = sizeof(kWsTokens) / sizeof(kWsTokens[0]);
+
 struct GroupedRow {
   std::string shape, path;
   int64_t g, rows_per_group, n, k;
-  double us, us_small_m, us_ws_128, us_ws_256, floor_us, flops, check_error;
+  double us, us_small_m, floor_us, flops, check_error;
+  double us_ws[kWsWidths];  // the warp-specialised kernel at each of kWsTokens per tile
 };
 
 GroupedRow run_grouped(const Shape3& s, int64_t g, int64_t r, double bandwidth, double peak,
@@ -339,7 +344,7 @@ GroupedRow run_grouped(const Shape3& s, int64_t g, int64_t r, double bandwidth, 
   Tensor d32 = device_tensor(DType::kF32, {m, n}), d16 = device_tensor(DType::kBF16, {m, n});
   Tensor accum = device_tensor(DType::kF32, {m, n});
 
-  GroupedRow row{s.name, "", g, r, n, k, 0, 0, 0, 0, 0, 2.0 * m * n * k, 0};
+  GroupedRow row{s.name, "", g, r, n, k, 0, 0, 0, 2.0 * m * n * k, 0, {}};
   DSV4_CHECK(kernels::cuda::nvfp4_grouped_gemm(a.view(), w.view(), offsets.view(), d32.view()).ok(),
              "grouped gemm failed");
   const int64_t checked = g / 2, check_rows = std::min(r, kCheckRows);  // a middle expert
@@ -371,21 +376,33 @@ GroupedRow run_grouped(const Shape3& s, int64_t g, int64_t r, double bandwidth, 
   };
   row.us_small_m = time_plan(plan_small_m(p.n_rows, p.n, p.kp, p.n_groups, n_sm));
   Nvfp4GemmPlan ws = plan_ws(p.n_rows, p.n, p.n_groups, n_sm);
-  ws.wide_n = false;
-  row.us_ws_128 = time_plan(ws);
-  ws.wide_n = true;
-  row.us_ws_256 = time_plan(ws);
+  for (int i = 0; i < kWsWidths; ++i) {
+    ws.ws_tokens = kWsTokens[i];
+    row.us_ws[i] = time_plan(ws);
+    // Each width's output checked too (f32, the middle expert's first rows).
+    p.d = d32.view().data, p.d_bf16 = false;
+    launch_nvfp4_gemm(p, ws);
+    row.check_error = std::max(
+        row.check_error,
+        check_against_cpu(w.view().matrix(checked),
+                          a.view().rows(checked * r, checked * r + check_rows),
+                          d32.view().rows(checked * r, checked * r + check_rows)));
+    p.d = d16.view().data, p.d_bf16 = true;
+  }
   const double bytes = static_cast<double>(g) * (n * k / 2 + n * k / 16) + 2.0 * m * k + 2.0 * m * n;
   row.floor_us = 1e6 * std::max(bytes / bandwidth, peak > 0 ? row.flops / peak : 0.0);
   return row;
 }
 
 void print_grouped_row(std::FILE* f, const GroupedRow& r) {
-  const double best = std::min({r.us, r.us_small_m, r.us_ws_128, r.us_ws_256});
-  std::fprintf(f, "| %s | %lld | %lld | %lld×%lld | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f | %.2e |\n",
-               r.shape.c_str(), (long long)r.g, (long long)r.rows_per_group, (long long)r.n,
-               (long long)r.k, r.path.c_str(), r.us, r.us_small_m, r.us_ws_128, r.us_ws_256,
-               r.flops / (best * 1e-6) / 1e12, r.floor_us, best / r.floor_us, r.check_error);
+  double best = std::min(r.us, r.us_small_m);
+  for (double us : r.us_ws) best = std::min(best, us);
+  std::fprintf(f, "| %s | %lld | %lld | %lld×%lld | %s | %.1f | %.1f |", r.shape.c_str(),
+               (long long)r.g, (long long)r.rows_per_group, (long long)r.n, (long long)r.k,
+               r.path.c_str(), r.us, r.us_small_m);
+  for (double us : r.us_ws) std::fprintf(f, " %.1f |", us);
+  std::fprintf(f, " %.1f | %.1f | %.2f | %.2e |\n", r.flops / (best * 1e-6) / 1e12, r.floor_us,
+               best / r.floor_us, r.check_error);
 }
 
 void print_row(std::FILE* f, const Row& r) {
@@ -417,9 +434,12 @@ const Shape3 kShapes[] = {{"Flash gate_up", 2 * 2048, 4096}, {"Flash down", 4096
 // Each shape's experts (256 V4-Flash, 384 V4-Pro) at each rows-per-expert count.
 void run_grouped_table(std::FILE* out, const std::vector<int64_t>& rows_per_group,
                        const char* only, double bandwidth, double peak, int n_sm) {
-  std::fprintf(out, "| shape | G | rows/expert | N×K | heuristic plan | µs (heuristic) | µs small-M | "
-               "µs ws 128 tok | µs ws 256 tok | TFLOP/s (best) | floor µs | best / floor | check rel err |\n");
-  std::fprintf(out, "|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  std::fprintf(out, "| shape | G | rows/expert | N×K | heuristic plan | µs (heuristic) | µs small-M |");
+  for (int tokens : kWsTokens) std::fprintf(out, " µs ws %d tok |", tokens);
+  std::fprintf(out, " TFLOP/s (best) | floor µs | best / floor | check rel err (all plans) |\n");
+  std::fprintf(out, "|---|---:|---:|---|---|---:|---:|");
+  for (int i = 0; i < kWsWidths; ++i) std::fprintf(out, "---:|");
+  std::fprintf(out, "---:|---:|---:|---:|\n");
   for (const Shape3& s : kShapes) {
     if (only != nullptr && std::strstr(s.name, only) == nullptr) continue;
     const int64_t g = std::strncmp(s.name, "Flash", 5) == 0 ? 256 : 384;

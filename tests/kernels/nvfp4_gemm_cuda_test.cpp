@@ -292,10 +292,11 @@ TEST_P(Nvfp4GemmCudaTest, MatchesTheCpu) {
 
 // Stream kernel: one matrix, T ≤ 16, K a multiple of 128 (V4's K as constants: 2048, 3072,
 // 7168; others generic, with 1 and 3 K steps leaving warps idle; N not a multiple of 16;
-// 9 and 16 tokens in two chunks). Small-M kernel: T ≤ 64 for one matrix, ≤ 32 rows per group
-// on average grouped, or K not a multiple of 128; wgmma kernel above (K = 48 and 112 give one
-// and two K steps, the pipeline's edge cases), grouped with 128-token tiles up to 128 rows per
-// group (130 rows in 4 groups: 33, the first such size; 300 in 4: 75) and 256 above.
+// 9 and 16 tokens in two chunks). Small-M kernel: T ≤ 64 for one matrix, or K not a multiple
+// of 128; wgmma kernel above (K = 48 and 112 give one and two K steps, the pipeline's edge
+// cases). Grouped calls run the warp-specialised kernel with token tiles by rows per group on
+// average: 16 (7 rows in 5 groups, 40 in 8), 32 (100 in 4: 25), 64 (130 in 4: 33), 128 (300
+// in 4: 75), 256 above; with every row in one group, that group takes several narrow tiles.
 INSTANTIATE_TEST_SUITE_P(
     Shapes, Nvfp4GemmCudaTest,
     ::testing::Values(GemmCase{1, 1000, 2048, 1, false}, GemmCase{3, 136, 7168, 1, false},
@@ -308,15 +309,16 @@ INSTANTIATE_TEST_SUITE_P(
                       GemmCase{300, 136, 112, 1, false},
                       GemmCase{2098, 4168, 192, 1, false},  // > 1 tile per persistent CTA
                       GemmCase{7, 136, 80, 5, true}, GemmCase{40, 264, 208, 8, true},
+                      GemmCase{100, 264, 1040, 4, true},
                       GemmCase{130, 520, 1040, 4, true}, GemmCase{300, 264, 208, 4, true},
                       GemmCase{400, 264, 208, 3, true}, GemmCase{700, 520, 1040, 5, true},
                       GemmCase{3000, 520, 208, 4, true}));
 
 // The SwiGLU ops (an MoE's L1, N = 2F): in the warp-specialised kernel's epilogue (T = 300
-// dense; 75 and 750 rows per group, 128- and 256-token tiles; F = 100 leaves the second
-// 64-column tile part empty) and through gate_up and the row pass where another kernel runs
-// (T = 40 dense: small-M; 9 rows: stream; 40 rows in 8 groups: small-M grouped). The clamp at
-// 1.5 bites on the larger matrices (magnitudes up to 2, K up to 1024).
+// dense; 5, 25, 75 and 750 rows per group, 16-, 32-, 128- and 256-token tiles; F = 100 leaves
+// the second 64-column tile part empty) and through gate_up and the row pass where another
+// kernel runs (T = 40 dense: small-M; 9 rows: stream). The clamp at 1.5 bites on the larger
+// matrices (magnitudes up to 2, K up to 1024).
 class Nvfp4GemmSwigluCudaTest : public ::testing::TestWithParam<GemmCase> {};
 
 TEST_P(Nvfp4GemmSwigluCudaTest, MatchesTheCpu) {
@@ -337,7 +339,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(GemmCase{300, 256, 1024, 1, false}, GemmCase{300, 200, 208, 1, false},
                       GemmCase{40, 256, 512, 1, false}, GemmCase{9, 256, 384, 1, false},
                       GemmCase{300, 264, 208, 4, true}, GemmCase{3000, 200, 208, 4, true},
-                      GemmCase{40, 264, 208, 8, true}));
+                      GemmCase{40, 264, 208, 8, true}, GemmCase{100, 264, 208, 4, true}));
 
 }  // namespace
 }  // namespace dsv4::kernels

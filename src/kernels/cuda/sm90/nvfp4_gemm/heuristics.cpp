@@ -14,16 +14,24 @@ int ceil_div(int64_t a, int64_t b) { return static_cast<int>((a + b - 1) / b); }
 // Up to this many rows the weights dominate the bytes: the small-M kernel streams them once;
 // above it the wgmma kernel's 128-row tiles are filled enough.
 constexpr int kSmallMaxRows = 8 * kSmallMaxTiles;
-// Grouped calls (MoE): up to this many rows per group on average. Measured on the H200
-// (docs/bench.md, "grouped"; 256 experts 4096×4096): small-M 2.66 ms against the
-// warp-specialised kernel's 3.12 at 32 rows an expert, 4.60 against 3.06 at 48. The
-// warp-specialised kernel costs what its decode costs, once per weight and token tile, so
-// its time hardly moves from 8 to 96 rows (one tile an expert).
-constexpr int kGroupedSmallMaxRowsPerGroup = 32;
+// Grouped calls (MoE) with few rows per group run the warp-specialised kernel with the narrowest
+// token tile that holds a group's rows on average (16 to 128 tokens: the tile's MMA work beyond
+// the rows is wasted, and the weights are decoded once per tile either way). Before the narrow
+// tiles, the small-M kernel took up to 32 rows per group: 2.66 ms against 3.12 for 128-token
+// tiles at 32 rows an expert (docs/bench.md, "grouped"; 256 experts 4096×4096).
+constexpr int kGroupedNarrowestTokens = 16;
 // Grouped calls: 256-token tiles only when a group's rows fill more than one 128-token tile;
 // below that a 256-wide tile adds MMA work, not reuse (4.27 against 3.08 ms at 96 rows an
 // expert; 4.35 against 6.01 at 192).
 constexpr int kGroupedNarrowMaxRowsPerGroup = 128;
+
+// Tokens per tile of the warp-specialised kernel for a grouped call.
+int grouped_ws_tokens(int rows_per_group) {
+  if (rows_per_group > kGroupedNarrowMaxRowsPerGroup) return 256;
+  int tokens = kGroupedNarrowestTokens;
+  while (tokens < rows_per_group) tokens *= 2;
+  return tokens;
+}
 
 }  // namespace
 
@@ -50,19 +58,20 @@ Nvfp4GemmPlan plan_small_m(int n_rows, int n, int kp, int n_groups, int n_sm) {
   return plan;
 }
 
-// The warp-specialised kernel: 128 weight rows × 256 tokens per tile when there are at least as
-// many such tiles as SMs (the wgmma is at its widest), else 128 tokens; grouped, by rows per
-// group (kGroupedNarrowMaxRowsPerGroup).
+// The warp-specialised kernel: one matrix gets 128 weight rows × 256 tokens per tile when there
+// are at least as many such tiles as SMs (the wgmma is at its widest), else 128 tokens; a
+// grouped call gets tiles by rows per group (grouped_ws_tokens) and a persistent grid.
 Nvfp4GemmPlan plan_ws(int n_rows, int n, int n_groups, int n_sm) {
   Nvfp4GemmPlan plan;
   plan.path = Nvfp4GemmPath::kWsWgmma;
+  if (n_groups > 1) {
+    plan.ws_tokens = grouped_ws_tokens(ceil_div(n_rows, n_groups));
+    plan.grid = n_sm;
+    return plan;
+  }
   const int64_t n_tiles_n = ceil_div(n, kWsRows);
-  const int64_t wide_tiles = (ceil_div(n_rows, 256) + (n_groups > 1 ? n_groups / 2 : 0)) * n_tiles_n;
-  plan.wide_n = n_groups > 1 ? ceil_div(n_rows, n_groups) > kGroupedNarrowMaxRowsPerGroup
-                             : wide_tiles >= n_sm;
-  const int64_t n_tiles =
-      (ceil_div(n_rows, plan.wide_n ? 256 : 128) + (n_groups > 1 ? n_groups / 2 : 0)) * n_tiles_n;
-  plan.grid = static_cast<int>(n_groups > 1 ? n_sm : std::min<int64_t>(n_sm, n_tiles));
+  plan.ws_tokens = ceil_div(n_rows, 256) * n_tiles_n >= n_sm ? 256 : 128;
+  plan.grid = static_cast<int>(std::min<int64_t>(n_sm, ceil_div(n_rows, plan.ws_tokens) * n_tiles_n));
   return plan;
 }
 
@@ -75,9 +84,7 @@ Nvfp4GemmPlan plan_nvfp4_gemm(int n_rows, int n, int k, int kp, int n_groups, in
     plan.path = Nvfp4GemmPath::kStream;
     return plan;
   }
-  const bool small = n_groups > 1 ? n_rows <= int64_t{kGroupedSmallMaxRowsPerGroup} * n_groups
-                                   : n_rows <= kSmallMaxRows;
-  if (small) return plan_small_m(n_rows, n, kp, n_groups, n_sm);
+  if (n_groups == 1 && n_rows <= kSmallMaxRows) return plan_small_m(n_rows, n, kp, n_groups, n_sm);
   if (warp_specialized) return plan_ws(n_rows, n, n_groups, n_sm);
   Nvfp4GemmPlan plan;
   plan.path = Nvfp4GemmPath::kWgmma;

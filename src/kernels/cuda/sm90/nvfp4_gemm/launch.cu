@@ -87,6 +87,23 @@ void launch_stream(const Nvfp4GemmParams& p) {
   }
 }
 
+template <int kBM>
+void launch_ws_of(const Nvfp4GemmParams& p, const Nvfp4GemmPlan& plan) {
+  p.d_bf16 ? launch_ws<kBM, true>(p, plan.grid, plan.tma_tokens)
+           : launch_ws<kBM, false>(p, plan.grid, plan.tma_tokens);
+}
+
+void launch_ws_tokens(const Nvfp4GemmParams& p, const Nvfp4GemmPlan& plan) {
+  switch (plan.ws_tokens) {
+    case 16: return launch_ws_of<16>(p, plan);
+    case 32: return launch_ws_of<32>(p, plan);
+    case 64: return launch_ws_of<64>(p, plan);
+    case 128: return launch_ws_of<128>(p, plan);
+    case 256: return launch_ws_of<256>(p, plan);
+    default: DSV4_CHECK(false, "nvfp4 ws gemm: %d tokens per tile", plan.ws_tokens);
+  }
+}
+
 }  // namespace
 
 Nvfp4GemmPlan plan_for(const Nvfp4GemmParams& p, bool warp_specialized) {
@@ -109,12 +126,7 @@ void launch_nvfp4_gemm(Nvfp4GemmParams p, const Nvfp4GemmPlan& plan) {
   } else if (plan.path == Nvfp4GemmPath::kSmallM) {
     run_small(p, plan);
   } else if (plan.path == Nvfp4GemmPath::kWsWgmma) {
-    const bool tma = plan.tma_tokens;
-    if (plan.wide_n) {
-      p.d_bf16 ? launch_ws<256, true>(p, plan.grid, tma) : launch_ws<256, false>(p, plan.grid, tma);
-    } else {
-      p.d_bf16 ? launch_ws<128, true>(p, plan.grid, tma) : launch_ws<128, false>(p, plan.grid, tma);
-    }
+    launch_ws_tokens(p, plan);
   } else if (plan.wide_n) {
     p.d_bf16 ? launch_wgmma<kTileN, true>(p, plan.grid) : launch_wgmma<kTileN, false>(p, plan.grid);
   } else {

@@ -38,9 +38,11 @@ template <int kBM>
 struct WsSmem {
   static constexpr int kTokenSlot = kBM * kTileK * 2;        // [kBM][64] bf16, 128B-swizzled
   static constexpr int kRawSlot = kWsRows * kRawRowBytes;    // [128][48] u8: codes, scales, pad
-  static constexpr int kStages = kWsSmemBudget / (kTokenSlot + kRawSlot) < 8
+  // Narrow token tiles are mostly weights, which need more stages in flight to stream.
+  static constexpr int kMaxStages = kBM >= 128 ? 8 : 12;
+  static constexpr int kStages = kWsSmemBudget / (kTokenSlot + kRawSlot) < kMaxStages
                                      ? kWsSmemBudget / (kTokenSlot + kRawSlot)
-                                     : 8;
+                                     : kMaxStages;
   static constexpr int kTokens = kStages * kTokenSlot;
   static constexpr int kRaw = kStages * kRawSlot;
   static constexpr int kBarriers = 2 * kStages * 8;          // full[kStages], empty[kStages]
@@ -367,7 +369,8 @@ template <int kBM, bool kOutBf16>
 __global__ void __launch_bounds__(kWsThreads, 1)
     nvfp4_ws_gemm_sm90_kernel(const __grid_constant__ Nvfp4GemmParams p,
                               const __grid_constant__ CUtensorMap a_map) {
-  static_assert(kBM == 128 || kBM == 256, "tokens per tile are one wgmma N: 128 or 256");
+  static_assert(kBM == 16 || kBM == 32 || kBM == 64 || kBM == 128 || kBM == 256,
+                "tokens per tile are one wgmma N: 16, 32, 64, 128 or 256");
   static_assert(kWsRows == 2 * 64 && kWsThreads == 3 * 128, "a producer and two consumers");
   using Smem = WsSmem<kBM>;
   extern __shared__ uint8_t smem_raw_bytes[];
