@@ -313,7 +313,7 @@ Row run_shape(const Shape3& s, int64_t m, const Cublas& cublas, double bandwidth
 // at T = 2048 gives R = 48), on the plan the heuristics choose and, in the same call, forced
 // onto the small-M kernel and onto the warp-specialised one with 128- and 256-token tiles.
 // The warp-specialised kernel's token tiles the grouped table times.
-constexpr int kWsTokens[] = {16, 32, 64, 128, 256};
+constexpr int kWsTokens[] = {32, 64, 128, 256};
 constexpr int kWsWidths = sizeof(kWsTokens) / sizeof(kWsTokens[0]);
 
 struct GroupedRow {

@@ -292,11 +292,12 @@ TEST_P(Nvfp4GemmCudaTest, MatchesTheCpu) {
 
 // Stream kernel: one matrix, T ≤ 16, K a multiple of 128 (V4's K as constants: 2048, 3072,
 // 7168; others generic, with 1 and 3 K steps leaving warps idle; N not a multiple of 16;
-// 9 and 16 tokens in two chunks). Small-M kernel: T ≤ 64 for one matrix, or K not a multiple
-// of 128; wgmma kernel above (K = 48 and 112 give one and two K steps, the pipeline's edge
-// cases). Grouped calls run the warp-specialised kernel with token tiles by rows per group on
-// average: 16 (7 rows in 5 groups, 40 in 8), 32 (100 in 4: 25), 64 (130 in 4: 33), 128 (300
-// in 4: 75), 256 above; with every row in one group, that group takes several narrow tiles.
+// 9 and 16 tokens in two chunks). Small-M kernel: T ≤ 64 for one matrix, ≤ 16 rows per group
+// on average grouped (7 rows in 5 groups, 40 in 8), or K not a multiple of 128; wgmma kernel
+// above (K = 48 and 112 give one and two K steps, the pipeline's edge cases), grouped with
+// the narrowest token tile that holds a group's rows on average: 32 tokens (100 rows in 4: 25;
+// with every row in one group, that group takes four such tiles), 64 (130 in 4: 33), 128 (300
+// in 4: 75) and 256 above 128.
 INSTANTIATE_TEST_SUITE_P(
     Shapes, Nvfp4GemmCudaTest,
     ::testing::Values(GemmCase{1, 1000, 2048, 1, false}, GemmCase{3, 136, 7168, 1, false},
@@ -315,10 +316,10 @@ INSTANTIATE_TEST_SUITE_P(
                       GemmCase{3000, 520, 208, 4, true}));
 
 // The SwiGLU ops (an MoE's L1, N = 2F): in the warp-specialised kernel's epilogue (T = 300
-// dense; 5, 25, 75 and 750 rows per group, 16-, 32-, 128- and 256-token tiles; F = 100 leaves
-// the second 64-column tile part empty) and through gate_up and the row pass where another
-// kernel runs (T = 40 dense: small-M; 9 rows: stream). The clamp at 1.5 bites on the larger
-// matrices (magnitudes up to 2, K up to 1024).
+// dense; 25, 75 and 750 rows per group, 32-, 128- and 256-token tiles; F = 100 leaves the
+// second 64-column tile part empty) and through gate_up and the row pass where another kernel
+// runs (T = 40 dense: small-M; 9 rows: stream; 40 rows in 8 groups: small-M grouped). The clamp
+// at 1.5 bites on the larger matrices (magnitudes up to 2, K up to 1024).
 class Nvfp4GemmSwigluCudaTest : public ::testing::TestWithParam<GemmCase> {};
 
 TEST_P(Nvfp4GemmSwigluCudaTest, MatchesTheCpu) {

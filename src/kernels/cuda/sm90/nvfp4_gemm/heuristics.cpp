@@ -14,21 +14,23 @@ int ceil_div(int64_t a, int64_t b) { return static_cast<int>((a + b - 1) / b); }
 // Up to this many rows the weights dominate the bytes: the small-M kernel streams them once;
 // above it the wgmma kernel's 128-row tiles are filled enough.
 constexpr int kSmallMaxRows = 8 * kSmallMaxTiles;
-// Grouped calls (MoE) with few rows per group run the warp-specialised kernel with the narrowest
-// token tile that holds a group's rows on average (16 to 128 tokens: the tile's MMA work beyond
-// the rows is wasted, and the weights are decoded once per tile either way). Before the narrow
-// tiles, the small-M kernel took up to 32 rows per group: 2.66 ms against 3.12 for 128-token
-// tiles at 32 rows an expert (docs/bench.md, "grouped"; 256 experts 4096×4096).
-constexpr int kGroupedNarrowestTokens = 16;
+// Grouped calls (MoE): up to this many rows per group on average the small-M kernel; above, the
+// warp-specialised kernel, whose cost is its decode, once per weight and token tile, whatever
+// the tile's fill: so the narrowest tile that holds a group's rows on average. Measured on an
+// H100 (docs/bench.md, "grouped", session 20; 256 or 384 experts, every V4 shape): small-M
+// ahead at 4 and 12 rows (Flash gate_up 1510 against 1844 µs for 16-token tiles) and level at
+// 16 (1769 against 1847; Pro within 1 %); 32-token tiles 1.27-1.40× faster than small-M at 24
+// and 32 rows; 64-token tiles 1.25-1.29× faster than 128 at 48 rows.
+constexpr int kGroupedSmallMaxRowsPerGroup = 16;
 // Grouped calls: 256-token tiles only when a group's rows fill more than one 128-token tile;
 // below that a 256-wide tile adds MMA work, not reuse (4.27 against 3.08 ms at 96 rows an
 // expert; 4.35 against 6.01 at 192).
-constexpr int kGroupedNarrowMaxRowsPerGroup = 128;
+constexpr int kGroupedMidMaxRowsPerGroup = 128;
 
 // Tokens per tile of the warp-specialised kernel for a grouped call.
 int grouped_ws_tokens(int rows_per_group) {
-  if (rows_per_group > kGroupedNarrowMaxRowsPerGroup) return 256;
-  int tokens = kGroupedNarrowestTokens;
+  if (rows_per_group > kGroupedMidMaxRowsPerGroup) return 256;
+  int tokens = 32;
   while (tokens < rows_per_group) tokens *= 2;
   return tokens;
 }
@@ -84,7 +86,9 @@ Nvfp4GemmPlan plan_nvfp4_gemm(int n_rows, int n, int k, int kp, int n_groups, in
     plan.path = Nvfp4GemmPath::kStream;
     return plan;
   }
-  if (n_groups == 1 && n_rows <= kSmallMaxRows) return plan_small_m(n_rows, n, kp, n_groups, n_sm);
+  const bool small = n_groups > 1 ? n_rows <= int64_t{kGroupedSmallMaxRowsPerGroup} * n_groups
+                                   : n_rows <= kSmallMaxRows;
+  if (small) return plan_small_m(n_rows, n, kp, n_groups, n_sm);
   if (warp_specialized) return plan_ws(n_rows, n, n_groups, n_sm);
   Nvfp4GemmPlan plan;
   plan.path = Nvfp4GemmPath::kWgmma;

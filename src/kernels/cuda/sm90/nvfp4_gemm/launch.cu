@@ -95,7 +95,6 @@ void launch_ws_of(const Nvfp4GemmParams& p, const Nvfp4GemmPlan& plan) {
 
 void launch_ws_tokens(const Nvfp4GemmParams& p, const Nvfp4GemmPlan& plan) {
   switch (plan.ws_tokens) {
-    case 16: return launch_ws_of<16>(p, plan);
     case 32: return launch_ws_of<32>(p, plan);
     case 64: return launch_ws_of<64>(p, plan);
     case 128: return launch_ws_of<128>(p, plan);

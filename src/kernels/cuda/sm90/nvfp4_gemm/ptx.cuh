@@ -182,19 +182,6 @@ __device__ __forceinline__ void wgmma_m64n128k16_rs(float (&d)[64], const uint32
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
 }
 
-// D[64, 16] (+)= A[64, 16] · B[16, 16]ᵀ: the same with 16 tokens (a narrow token tile).
-__device__ __forceinline__ void wgmma_m64n16k16_rs(float (&d)[8], const uint32_t* a,
-                                                 uint64_t desc_b, int accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 "
-      "{"
-      "%0, %1, %2, %3, %4, %5, %6, %7"
-      "}, {%8, %9, %10, %11}, %12, p, 1, 1, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
-}
-
 // D[64, 32] (+)= A[64, 16] · B[32, 16]ᵀ: the same with 32 tokens (a narrow token tile).
 __device__ __forceinline__ void wgmma_m64n32k16_rs(float (&d)[16], const uint32_t* a,
                                                  uint64_t desc_b, int accumulate) {
@@ -229,18 +216,15 @@ __device__ __forceinline__ void wgmma_m64n64k16_rs(float (&d)[32], const uint32_
 template <int kN>
 __device__ __forceinline__ void wgmma_m64k16_rs(float (&d)[kN / 2], const uint32_t* a,
                                                 uint64_t desc_b, int accumulate) {
-  static_assert(kN == 16 || kN == 32 || kN == 64 || kN == 128 || kN == 256,
-                "wgmma tile N is 16, 32, 64, 128 or 256");
+  static_assert(kN == 32 || kN == 64 || kN == 128 || kN == 256, "wgmma tile N is 32 to 256");
   if constexpr (kN == 256) {
     wgmma_m64n256k16_rs(d, a, desc_b, accumulate);
   } else if constexpr (kN == 128) {
     wgmma_m64n128k16_rs(d, a, desc_b, accumulate);
   } else if constexpr (kN == 64) {
     wgmma_m64n64k16_rs(d, a, desc_b, accumulate);
-  } else if constexpr (kN == 32) {
-    wgmma_m64n32k16_rs(d, a, desc_b, accumulate);
   } else {
-    wgmma_m64n16k16_rs(d, a, desc_b, accumulate);
+    wgmma_m64n32k16_rs(d, a, desc_b, accumulate);
   }
 }
 

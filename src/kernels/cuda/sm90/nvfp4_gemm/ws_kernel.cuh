@@ -38,8 +38,9 @@ template <int kBM>
 struct WsSmem {
   static constexpr int kTokenSlot = kBM * kTileK * 2;        // [kBM][64] bf16, 128B-swizzled
   static constexpr int kRawSlot = kWsRows * kRawRowBytes;    // [128][48] u8: codes, scales, pad
-  // Narrow token tiles are mostly weights, which need more stages in flight to stream.
-  static constexpr int kMaxStages = kBM >= 128 ? 8 : 12;
+  // A narrow tile's stage is mostly weights (6 of 10 KB at 32 tokens), so the ring is deeper to
+  // keep as many of their bytes in flight (12 stages: the depth measured, not compared with 8).
+  static constexpr int kMaxStages = kBM < 128 ? 12 : 8;
   static constexpr int kStages = kWsSmemBudget / (kTokenSlot + kRawSlot) < kMaxStages
                                      ? kWsSmemBudget / (kTokenSlot + kRawSlot)
                                      : kMaxStages;
@@ -369,8 +370,8 @@ template <int kBM, bool kOutBf16>
 __global__ void __launch_bounds__(kWsThreads, 1)
     nvfp4_ws_gemm_sm90_kernel(const __grid_constant__ Nvfp4GemmParams p,
                               const __grid_constant__ CUtensorMap a_map) {
-  static_assert(kBM == 16 || kBM == 32 || kBM == 64 || kBM == 128 || kBM == 256,
-                "tokens per tile are one wgmma N: 16, 32, 64, 128 or 256");
+  static_assert(kBM == 32 || kBM == 64 || kBM == 128 || kBM == 256,
+                "tokens per tile are one wgmma N: 32, 64, 128 or 256");
   static_assert(kWsRows == 2 * 64 && kWsThreads == 3 * 128, "a producer and two consumers");
   using Smem = WsSmem<kBM>;
   extern __shared__ uint8_t smem_raw_bytes[];

@@ -1,7 +1,0 @@
-// The warp-specialised kernel with 16-token tiles, f32 output: grouped calls whose groups have
-// few rows (an MoE's experts at prefill sizes), where a wider tile would be mostly empty MMA work.
-#include "kernels/cuda/sm90/nvfp4_gemm/launch_wgmma.cuh"
-
-namespace dsv4::kernels::cuda::sm90 {
-template void launch_ws<16, false>(Nvfp4GemmParams p, int grid, bool tma);
-}  // namespace dsv4::kernels::cuda::sm90
