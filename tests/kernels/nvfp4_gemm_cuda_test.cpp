@@ -295,7 +295,8 @@ TEST_P(Nvfp4GemmCudaTest, MatchesTheCpu) {
 // 9 and 16 tokens in two chunks). Small-M kernel: T ≤ 64 for one matrix, ≤ 16 rows per group
 // on average grouped (7 rows in 5 groups, 40 in 8), or K not a multiple of 128; wgmma kernel
 // above (K = 48 and 112 give one and two K steps, the pipeline's edge cases), grouped with
-// the narrowest token tile that holds a group's rows on average: 32 tokens (100 rows in 4: 25;
+// the narrowest token tile that holds a group's mean rows plus their square root: 32 tokens
+// (100 rows in 4: 25;
 // with every row in one group, that group takes four such tiles), 64 (130 in 4: 33), 128 (300
 // in 4: 75) and 256 above 128.
 INSTANTIATE_TEST_SUITE_P(
@@ -310,10 +311,9 @@ INSTANTIATE_TEST_SUITE_P(
                       GemmCase{300, 136, 112, 1, false},
                       GemmCase{2098, 4168, 192, 1, false},  // > 1 tile per persistent CTA
                       GemmCase{7, 136, 80, 5, true}, GemmCase{40, 264, 208, 8, true},
-                      GemmCase{100, 264, 1040, 4, true},
-                      GemmCase{130, 520, 1040, 4, true}, GemmCase{300, 264, 208, 4, true},
-                      GemmCase{400, 264, 208, 3, true}, GemmCase{700, 520, 1040, 5, true},
-                      GemmCase{3000, 520, 208, 4, true}));
+                      GemmCase{100, 264, 1040, 4, true}, GemmCase{130, 520, 1040, 4, true},
+                      GemmCase{300, 264, 208, 4, true}, GemmCase{400, 264, 208, 3, true},
+                      GemmCase{700, 520, 1040, 5, true}, GemmCase{3000, 520, 208, 4, true}));
 
 // The SwiGLU ops (an MoE's L1, N = 2F): in the warp-specialised kernel's epilogue (T = 300
 // dense; 25, 75 and 750 rows per group, 32-, 128- and 256-token tiles; F = 100 leaves the

@@ -3,6 +3,7 @@
 #include "kernels/cuda/sm90/nvfp4_gemm/heuristics.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "kernels/cuda/sm90/nvfp4_gemm/config.h"
 
@@ -16,22 +17,22 @@ int ceil_div(int64_t a, int64_t b) { return static_cast<int>((a + b - 1) / b); }
 constexpr int kSmallMaxRows = 8 * kSmallMaxTiles;
 // Grouped calls (MoE): up to this many rows per group on average the small-M kernel; above, the
 // warp-specialised kernel, whose cost is its decode, once per weight and token tile, whatever
-// the tile's fill: so the narrowest tile that holds a group's rows on average. Measured on an
-// H100 (docs/bench.md, "grouped", session 20; 256 or 384 experts, every V4 shape): small-M
-// ahead at 4 and 12 rows (Flash gate_up 1510 against 1844 µs for 16-token tiles) and level at
-// 16 (1769 against 1847; Pro within 1 %); 32-token tiles 1.27-1.40× faster than small-M at 24
-// and 32 rows; 64-token tiles 1.25-1.29× faster than 128 at 48 rows.
+// the tile's fill. Measured on an H100 (docs/bench.md, "grouped", session 20; 256 or 384
+// experts, every V4 shape, every group the same rows): small-M ahead at 4 and 12 rows (Flash
+// gate_up 1510 against 1844 µs for 16-token tiles) and level at 16 (1769 against 1847; Pro
+// within 1 %); a tile of 32, 64, 128 or 256 tokens costs 1 : 1.17 : 1.46 : 2.1 (all shapes),
+// and 32-token tiles run 1.27-1.40× faster than small-M at 24 and 32 rows.
 constexpr int kGroupedSmallMaxRowsPerGroup = 16;
-// Grouped calls: 256-token tiles only when a group's rows fill more than one 128-token tile;
-// below that a 256-wide tile adds MMA work, not reuse (4.27 against 3.08 ms at 96 rows an
-// expert; 4.35 against 6.01 at 192).
-constexpr int kGroupedMidMaxRowsPerGroup = 128;
 
-// Tokens per tile of the warp-specialised kernel for a grouped call.
+// Tokens per tile of the warp-specialised kernel for a grouped call of `rows_per_group` on
+// average. An MoE's groups do not have the same rows (random routing: about Poisson, σ ≈
+// √mean), and a group with more rows than a tile pays a second tile, so the tile covers the mean
+// plus one σ: with the costs above, the expected cost over Poisson rows is lowest for 32-token
+// tiles to a mean of ~26 rows, 64 to ~60, 128 to ~120 (docs/bench.md), which this reproduces.
 int grouped_ws_tokens(int rows_per_group) {
-  if (rows_per_group > kGroupedMidMaxRowsPerGroup) return 256;
+  const double cover = rows_per_group + std::sqrt(static_cast<double>(rows_per_group));
   int tokens = 32;
-  while (tokens < rows_per_group) tokens *= 2;
+  while (tokens < cover && tokens < 256) tokens *= 2;
   return tokens;
 }
 
