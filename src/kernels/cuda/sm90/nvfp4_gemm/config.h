@@ -30,13 +30,22 @@ inline constexpr int kWsThreads = 384;        // producer warpgroup + two consum
 // stay within the launch allocation, 168 (the cap of __launch_bounds__(384, 1)) × 384, or the
 // consumers' increase waits forever. Per token tile (kBM 256 / 128), the splits where neither
 // side spills: 88 / 208 (128 accumulators per consumer thread) and 120 / 192 (64).
-inline constexpr int kWsLaunchRegs = 168;
-inline constexpr int ws_producer_regs(int bm) { return bm == 256 ? 88 : 120; }
-inline constexpr int ws_consumer_regs(int bm) { return bm == 256 ? 208 : 192; }
-static_assert(ws_producer_regs(256) * 128 + ws_consumer_regs(256) * 256 <= kWsLaunchRegs * kWsThreads &&
-                  ws_producer_regs(128) * 128 + ws_consumer_regs(128) * 256 <= kWsLaunchRegs * kWsThreads,
+// With two CTAs an SM (narrow token tiles: ctas = 2) the cap is 80 and the split 40 / 96 (at most
+// 32 accumulators per consumer thread).
+inline constexpr int ws_launch_regs(int ctas) { return ctas == 1 ? 168 : 80; }
+inline constexpr int ws_producer_regs(int bm, int ctas) {
+  return ctas == 2 ? 40 : bm == 256 ? 88 : 120;
+}
+inline constexpr int ws_consumer_regs(int bm, int ctas) {
+  return ctas == 2 ? 96 : bm == 256 ? 208 : 192;
+}
+inline constexpr bool ws_regs_fit(int bm, int ctas) {
+  return ws_producer_regs(bm, ctas) * 128 + ws_consumer_regs(bm, ctas) * 256 <=
+         ws_launch_regs(ctas) * kWsThreads;
+}
+static_assert(ws_regs_fit(256, 1) && ws_regs_fit(128, 1) && ws_regs_fit(64, 2),
               "setmaxnreg cannot hand out more registers than the CTA was launched with");
-inline constexpr int kWsSmemBudget = 200 * 1024;  // ring stages, below the 227 KB limit
+inline constexpr int kWsSmemBudget = 200 * 1024;  // ring stages of an SM, below the 227 KB limit
 inline constexpr int kWsPanel = 8;            // token tiles walked together (L2 reuse)
 
 // ---- The small-M kernel (decode): swap-AB mma.sync m16n8k16, weights decoded in registers.

@@ -44,6 +44,8 @@ struct Nvfp4GemmPlan {
   int grid = 0;              // kWgmma, kWsWgmma: persistent CTAs
   bool wide_n = true;        // kWgmma: 256-column tiles (else 128)
   int ws_tokens = 256;       // kWsWgmma: tokens per tile, one wgmma N (32, 64, 128 or 256)
+  int ws_ctas = 1;           // kWsWgmma: CTAs an SM (2 only with 32 or 64 tokens a tile); the
+                             // grid holds that many per SM
   bool tma_tokens = true;    // kWsWgmma: token tiles by TMA where A allows (else cp.async)
   int small_tiles = 1;       // kSmallM: n8 token tiles per pass (1, 2, 4 or 8)
   int small_chunks = 4;      // kSmallM: 128-element K chunks per CTA
