@@ -38,6 +38,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/stream.h"
+#include "kernels/cuda/sm90/nvfp4_gemm/config.h"
 #include "kernels/cuda/sm90/nvfp4_gemm/heuristics.h"
 #include "kernels/cuda/sm90/nvfp4_gemm/launch.h"
 #include "testing/compare.h"
@@ -312,18 +313,15 @@ Row run_shape(const Shape3& s, int64_t m, const Cublas& cublas, double bandwidth
 // G experts' matrices [G, N, K] with R rows each (an expert's share of T·top-k rows: V4-Flash
 // at T = 2048 gives R = 48), on the plan the heuristics choose and, in the same call, forced
 // onto the small-M kernel and onto the warp-specialised one with 128- and 256-token tiles.
-// The warp-specialised kernel's variants the grouped table times: tokens per tile, CTAs an SM.
-struct WsVariant {
-  int tokens, ctas;
-};
-constexpr WsVariant kWsVariants[] = {{32, 1}, {32, 2}, {64, 1}, {64, 2}, {128, 1}, {256, 1}};
-constexpr int kWsWidths = sizeof(kWsVariants) / sizeof(kWsVariants[0]);
+// The warp-specialised kernel's token tiles the grouped table times.
+constexpr int kWsTokens[] = {32, 64, 128, 256};
+constexpr int kWsWidths = sizeof(kWsTokens) / sizeof(kWsTokens[0]);
 
 struct GroupedRow {
   std::string shape, path;
   int64_t g, rows_per_group, n, k;
   double us, us_small_m, floor_us, flops, check_error;
-  double us_ws[kWsWidths];  // the warp-specialised kernel in each of kWsVariants
+  double us_ws[kWsWidths];  // the warp-specialised kernel at each of kWsTokens per tile
 };
 
 GroupedRow run_grouped(const Shape3& s, int64_t g, int64_t r, double bandwidth, double peak,
@@ -380,9 +378,8 @@ GroupedRow run_grouped(const Shape3& s, int64_t g, int64_t r, double bandwidth, 
   row.us_small_m = time_plan(plan_small_m(p.n_rows, p.n, p.kp, p.n_groups, n_sm));
   Nvfp4GemmPlan ws = plan_ws(p.n_rows, p.n, p.n_groups, n_sm);
   for (int i = 0; i < kWsWidths; ++i) {
-    ws.ws_tokens = kWsVariants[i].tokens;
-    ws.ws_ctas = kWsVariants[i].ctas;
-    ws.grid = n_sm * ws.ws_ctas;
+    ws.ws_tokens = kWsTokens[i];
+    ws.grid = n_sm * ws_ctas_per_sm(ws.ws_tokens);
     row.us_ws[i] = time_plan(ws);
     // Each width's output checked too (f32, the middle expert's first rows).
     p.d = d32.view().data, p.d_bf16 = false;
@@ -440,9 +437,7 @@ const Shape3 kShapes[] = {{"Flash gate_up", 2 * 2048, 4096}, {"Flash down", 4096
 void run_grouped_table(std::FILE* out, const std::vector<int64_t>& rows_per_group,
                        const char* only, double bandwidth, double peak, int n_sm) {
   std::fprintf(out, "| shape | G | rows/expert | N×K | heuristic plan | µs (heuristic) | µs small-M |");
-  for (const WsVariant& v : kWsVariants) {
-    std::fprintf(out, " µs ws %d tok%s |", v.tokens, v.ctas == 2 ? " ×2 CTAs" : "");
-  }
+  for (int tokens : kWsTokens) std::fprintf(out, " µs ws %d tok |", tokens);
   std::fprintf(out, " TFLOP/s (best) | floor µs | best / floor | check rel err (all plans) |\n");
   std::fprintf(out, "|---|---:|---:|---|---|---:|---:|");
   for (int i = 0; i < kWsWidths; ++i) std::fprintf(out, "---:|");

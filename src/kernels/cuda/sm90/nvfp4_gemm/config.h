@@ -30,20 +30,24 @@ inline constexpr int kWsThreads = 384;        // producer warpgroup + two consum
 // stay within the launch allocation, 168 (the cap of __launch_bounds__(384, 1)) × 384, or the
 // consumers' increase waits forever. Per token tile (kBM 256 / 128), the splits where neither
 // side spills: 88 / 208 (128 accumulators per consumer thread) and 120 / 192 (64).
-// With two CTAs an SM (narrow token tiles: ctas = 2) the cap is 80 and the split 40 / 96 (at most
-// 32 accumulators per consumer thread).
-inline constexpr int ws_launch_regs(int ctas) { return ctas == 1 ? 168 : 80; }
-inline constexpr int ws_producer_regs(int bm, int ctas) {
-  return ctas == 2 ? 40 : bm == 256 ? 88 : 120;
+// Narrow token tiles (32 or 64 tokens) run two CTAs an SM, each with half the ring and the
+// registers: their consumers wait on the decode's latency more than on the tensor cores, and
+// twice the warps hide more of it (measured on an H100, docs/bench.md, "grouped", session 20:
+// 4-9 % faster than one CTA). Two CTAs cap a thread at 80 registers: the split is 40 / 96 (at
+// most 32 accumulators per consumer thread).
+inline constexpr int ws_ctas_per_sm(int bm) { return bm <= 64 ? 2 : 1; }
+inline constexpr int ws_launch_regs(int bm) { return ws_ctas_per_sm(bm) == 1 ? 168 : 80; }
+inline constexpr int ws_producer_regs(int bm) {
+  return ws_ctas_per_sm(bm) == 2 ? 40 : bm == 256 ? 88 : 120;
 }
-inline constexpr int ws_consumer_regs(int bm, int ctas) {
-  return ctas == 2 ? 96 : bm == 256 ? 208 : 192;
+inline constexpr int ws_consumer_regs(int bm) {
+  return ws_ctas_per_sm(bm) == 2 ? 96 : bm == 256 ? 208 : 192;
 }
-inline constexpr bool ws_regs_fit(int bm, int ctas) {
-  return ws_producer_regs(bm, ctas) * 128 + ws_consumer_regs(bm, ctas) * 256 <=
-         ws_launch_regs(ctas) * kWsThreads;
+inline constexpr bool ws_regs_fit(int bm) {
+  return ws_producer_regs(bm) * 128 + ws_consumer_regs(bm) * 256 <=
+         ws_launch_regs(bm) * kWsThreads;
 }
-static_assert(ws_regs_fit(256, 1) && ws_regs_fit(128, 1) && ws_regs_fit(64, 2),
+static_assert(ws_regs_fit(256) && ws_regs_fit(128) && ws_regs_fit(64) && ws_regs_fit(32),
               "setmaxnreg cannot hand out more registers than the CTA was launched with");
 inline constexpr int kWsSmemBudget = 200 * 1024;  // ring stages of an SM, below the 227 KB limit
 inline constexpr int kWsPanel = 8;            // token tiles walked together (L2 reuse)

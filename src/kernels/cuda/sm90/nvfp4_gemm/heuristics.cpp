@@ -69,7 +69,7 @@ Nvfp4GemmPlan plan_ws(int n_rows, int n, int n_groups, int n_sm) {
   plan.path = Nvfp4GemmPath::kWsWgmma;
   if (n_groups > 1) {
     plan.ws_tokens = grouped_ws_tokens(ceil_div(n_rows, n_groups));
-    plan.grid = n_sm;
+    plan.grid = n_sm * ws_ctas_per_sm(plan.ws_tokens);
     return plan;
   }
   const int64_t n_tiles_n = ceil_div(n, kWsRows);

@@ -14,7 +14,7 @@ namespace dsv4::kernels::cuda::sm90 {
 
 template <int kBN, bool kOutBf16>
 void launch_wgmma(const Nvfp4GemmParams& p, int grid);  // instantiations/
-template <int kBM, bool kOutBf16, int kCtas>
+template <int kBM, bool kOutBf16>
 void launch_ws(Nvfp4GemmParams p, int grid, bool tma);  // instantiations/
 
 namespace {
@@ -87,16 +87,16 @@ void launch_stream(const Nvfp4GemmParams& p) {
   }
 }
 
-template <int kBM, int kCtas = 1>
+template <int kBM>
 void launch_ws_of(const Nvfp4GemmParams& p, const Nvfp4GemmPlan& plan) {
-  p.d_bf16 ? launch_ws<kBM, true, kCtas>(p, plan.grid, plan.tma_tokens)
-           : launch_ws<kBM, false, kCtas>(p, plan.grid, plan.tma_tokens);
+  p.d_bf16 ? launch_ws<kBM, true>(p, plan.grid, plan.tma_tokens)
+           : launch_ws<kBM, false>(p, plan.grid, plan.tma_tokens);
 }
 
 void launch_ws_tokens(const Nvfp4GemmParams& p, const Nvfp4GemmPlan& plan) {
   switch (plan.ws_tokens) {
-    case 32: return plan.ws_ctas == 2 ? launch_ws_of<32, 2>(p, plan) : launch_ws_of<32>(p, plan);
-    case 64: return plan.ws_ctas == 2 ? launch_ws_of<64, 2>(p, plan) : launch_ws_of<64>(p, plan);
+    case 32: return launch_ws_of<32>(p, plan);
+    case 64: return launch_ws_of<64>(p, plan);
     case 128: return launch_ws_of<128>(p, plan);
     case 256: return launch_ws_of<256>(p, plan);
     default: DSV4_CHECK(false, "nvfp4 ws gemm: %d tokens per tile", plan.ws_tokens);

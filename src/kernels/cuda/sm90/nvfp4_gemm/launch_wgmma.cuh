@@ -62,12 +62,11 @@ inline bool encode_token_map(const Nvfp4GemmParams& p, int rows, CUtensorMap* ma
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-// The warp-specialised kernel: kBM tokens per tile, kCtas CTAs an SM; tokens by TMA when `tma`
-// and A allows.
-template <int kBM, bool kOutBf16, int kCtas>
+// The warp-specialised kernel: kBM tokens per tile; tokens by TMA when `tma` and A allows.
+template <int kBM, bool kOutBf16>
 void launch_ws(Nvfp4GemmParams p, int grid, bool tma) {
-  auto* kernel = &nvfp4_ws_gemm_sm90_kernel<kBM, kOutBf16, kCtas>;
-  constexpr int kBytes = WsSmem<kBM, kCtas>::kBytes;
+  auto* kernel = &nvfp4_ws_gemm_sm90_kernel<kBM, kOutBf16>;
+  constexpr int kBytes = WsSmem<kBM>::kBytes;
   static const bool configured = [&] {
     DSV4_CUDA_CHECK(
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes));

@@ -41,11 +41,9 @@ enum class Nvfp4GemmPath { kWgmma, kWsWgmma, kSmallM, kStream };
 
 struct Nvfp4GemmPlan {
   Nvfp4GemmPath path = Nvfp4GemmPath::kWgmma;
-  int grid = 0;              // kWgmma, kWsWgmma: persistent CTAs
+  int grid = 0;              // kWgmma, kWsWgmma: persistent CTAs (ws: ws_ctas_per_sm an SM)
   bool wide_n = true;        // kWgmma: 256-column tiles (else 128)
   int ws_tokens = 256;       // kWsWgmma: tokens per tile, one wgmma N (32, 64, 128 or 256)
-  int ws_ctas = 1;           // kWsWgmma: CTAs an SM (2 only with 32 or 64 tokens a tile); the
-                             // grid holds that many per SM
   bool tma_tokens = true;    // kWsWgmma: token tiles by TMA where A allows (else cp.async)
   int small_tiles = 1;       // kSmallM: n8 token tiles per pass (1, 2, 4 or 8)
   int small_chunks = 4;      // kSmallM: 128-element K chunks per CTA

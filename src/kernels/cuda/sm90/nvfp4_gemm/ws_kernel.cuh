@@ -34,15 +34,14 @@
 
 namespace dsv4::kernels::cuda::sm90 {
 
-// kCtas: CTAs an SM (1, or 2 for narrow token tiles), which share kWsSmemBudget.
-template <int kBM, int kCtas = 1>
+template <int kBM>
 struct WsSmem {
   static constexpr int kTokenSlot = kBM * kTileK * 2;        // [kBM][64] bf16, 128B-swizzled
   static constexpr int kRawSlot = kWsRows * kRawRowBytes;    // [128][48] u8: codes, scales, pad
-  // A narrow tile's stage is mostly weights (6 of 10 KB at 32 tokens), so the ring is deeper to
-  // keep as many of their bytes in flight (12 stages: the depth measured, not compared with 8).
+  // A narrow tile's stage is mostly weights (6 of 10 KB at 32 tokens), so its ring may be deeper;
+  // with two CTAs an SM sharing the budget it holds 10 stages (32 tokens) or 7 (64).
   static constexpr int kMaxStages = kBM < 128 ? 12 : 8;
-  static constexpr int kBudget = kWsSmemBudget / kCtas;
+  static constexpr int kBudget = kWsSmemBudget / ws_ctas_per_sm(kBM);  // the SM's CTAs share it
   static constexpr int kStages = kBudget / (kTokenSlot + kRawSlot) < kMaxStages
                                      ? kBudget / (kTokenSlot + kRawSlot)
                                      : kMaxStages;
@@ -108,12 +107,12 @@ __device__ __forceinline__ WsWeightShare ws_weight_share(const Nvfp4GemmParams& 
 // With p.a_tma, thread 0 instead loads the whole token tile with one bulk tensor copy (the
 // tensor map's box is [kBM rows, 64 columns] in the same 128-byte swizzle, zero-filled past T
 // and K; rows of the next group inside the box reach only outputs that are never stored).
-template <int kBM, int kCtas>
+template <int kBM>
 __device__ __forceinline__ void ws_produce(const Nvfp4GemmParams& p, const void* a_map,
                                            const int* s_offsets, const int* s_prefix,
                                            int n_groups, int n_tiles_n, uint8_t* smem_tokens,
                                            uint8_t* smem_raw, uint64_t* full, uint64_t* empty) {
-  using Smem = WsSmem<kBM, kCtas>;
+  using Smem = WsSmem<kBM>;
   const int t = threadIdx.x;  // 0..127
   const int n_tiles = s_prefix[n_groups], n_steps = p.kp / kTileK;
   const int chunk = t % 8, row_first = t / 8;  // tokens: rows row_first + 16 i, chunk fixed
@@ -298,12 +297,12 @@ __device__ __forceinline__ void ws_store_swiglu(const Nvfp4GemmParams& p, const 
   }
 }
 
-template <int kBM, bool kOutBf16, int kCtas>
+template <int kBM, bool kOutBf16>
 __device__ __forceinline__ void ws_consume(const Nvfp4GemmParams& p, const int* s_offsets,
                                            const int* s_prefix, int n_groups, int n_tiles_n,
                                            const uint8_t* smem_tokens, const uint8_t* smem_raw,
                                            uint64_t* full, uint64_t* empty) {
-  using Smem = WsSmem<kBM, kCtas>;
+  using Smem = WsSmem<kBM>;
   const int lane = threadIdx.x % 32;
   const int row = 64 * (threadIdx.x / 128 - 1) + 16 * ((threadIdx.x / 32) % 4) + lane / 4;
   uint32_t selector = (lane % 4) | ((lane % 4 + 4) << 4);
@@ -367,18 +366,15 @@ __device__ __forceinline__ void ws_consume(const Nvfp4GemmParams& p, const int* 
 }
 
 // a_map: the tensor map of A (bf16 [T, K], box [kBM, 64], 128-byte swizzle), read only when
-// p.a_tma. kCtas: CTAs an SM (2 halves each one's ring and registers, for narrow token tiles,
-// whose consumers wait on their decode's latency more than on the tensor cores).
-template <int kBM, bool kOutBf16, int kCtas = 1>
-__global__ void __launch_bounds__(kWsThreads, kCtas)
+// p.a_tma. Narrow token tiles run ws_ctas_per_sm(kBM) = 2 CTAs an SM (config.h).
+template <int kBM, bool kOutBf16>
+__global__ void __launch_bounds__(kWsThreads, ws_ctas_per_sm(kBM))
     nvfp4_ws_gemm_sm90_kernel(const __grid_constant__ Nvfp4GemmParams p,
                               const __grid_constant__ CUtensorMap a_map) {
   static_assert(kBM == 32 || kBM == 64 || kBM == 128 || kBM == 256,
                 "tokens per tile are one wgmma N: 32, 64, 128 or 256");
   static_assert(kWsRows == 2 * 64 && kWsThreads == 3 * 128, "a producer and two consumers");
-  static_assert(kCtas == 1 || (kCtas == 2 && kBM <= 64 && ws_regs_fit(kBM, kCtas)),
-                "two CTAs an SM only for narrow token tiles");
-  using Smem = WsSmem<kBM, kCtas>;
+  using Smem = WsSmem<kBM>;
   extern __shared__ uint8_t smem_raw_bytes[];
   // Aligned by an offset from the shared array (not through an integer cast), so the compiler
   // still knows every pointer below is shared memory and emits LDS rather than generic loads.
@@ -406,12 +402,12 @@ __global__ void __launch_bounds__(kWsThreads, kCtas)
   __syncthreads();
 
   if (threadIdx.x < 128) {
-    setmaxnreg_dec<ws_producer_regs(kBM, kCtas)>();
-    ws_produce<kBM, kCtas>(p, &a_map, s_offsets, s_prefix, n_groups, n_tiles_n, smem_tokens, smem_ring,
+    setmaxnreg_dec<ws_producer_regs(kBM)>();
+    ws_produce<kBM>(p, &a_map, s_offsets, s_prefix, n_groups, n_tiles_n, smem_tokens, smem_ring,
                     full, empty);
   } else {
-    setmaxnreg_inc<ws_consumer_regs(kBM, kCtas)>();
-    ws_consume<kBM, kOutBf16, kCtas>(p, s_offsets, s_prefix, n_groups, n_tiles_n, smem_tokens,
+    setmaxnreg_inc<ws_consumer_regs(kBM)>();
+    ws_consume<kBM, kOutBf16>(p, s_offsets, s_prefix, n_groups, n_tiles_n, smem_tokens,
                               smem_ring, full, empty);
   }
 }

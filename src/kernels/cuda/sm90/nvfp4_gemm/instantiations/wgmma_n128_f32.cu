@@ -4,5 +4,5 @@
 
 namespace dsv4::kernels::cuda::sm90 {
 template void launch_wgmma<128, false>(const Nvfp4GemmParams& p, int grid);
-template void launch_ws<128, false, 1>(Nvfp4GemmParams p, int grid, bool tma);
+template void launch_ws<128, false>(Nvfp4GemmParams p, int grid, bool tma);
 }  // namespace dsv4::kernels::cuda::sm90

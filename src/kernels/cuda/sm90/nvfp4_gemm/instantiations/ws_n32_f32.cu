@@ -4,6 +4,5 @@
 #include "kernels/cuda/sm90/nvfp4_gemm/launch_wgmma.cuh"
 
 namespace dsv4::kernels::cuda::sm90 {
-template void launch_ws<32, false, 1>(Nvfp4GemmParams p, int grid, bool tma);
-template void launch_ws<32, false, 2>(Nvfp4GemmParams p, int grid, bool tma);
+template void launch_ws<32, false>(Nvfp4GemmParams p, int grid, bool tma);
 }  // namespace dsv4::kernels::cuda::sm90
