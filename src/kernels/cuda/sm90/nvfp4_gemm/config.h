@@ -23,7 +23,7 @@ inline constexpr int kSmemBytes = kSmemA + kSmemB + kSmemRaw + kSmemTable + kSme
 
 // ---- The warp-specialised wgmma kernel (large M, ws_kernel.cuh): swap-AB, so the decoded
 // weights are wgmma's register operand A (64 weight rows per consumer warpgroup) and the tokens
-// its shared-memory operand B (kWsTokens of 128 or 256 per tile) ----
+// its shared-memory operand B (32, 64, 128 or 256 tokens per tile) ----
 inline constexpr int kWsRows = 128;           // weight rows (N) per CTA: two consumers × 64
 inline constexpr int kWsThreads = 384;        // producer warpgroup + two consumer warpgroups
 // setmaxnreg moves registers between warpgroups of the CTA but never adds any: the sum must
