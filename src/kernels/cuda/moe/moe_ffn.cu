@@ -203,6 +203,7 @@ Result<RoutedExperts> routed_experts(const MoeWeightsView& w, const int* active)
   const TensorView* into[kExpertBulkRegions] = {&to.w13_packed, &to.w13_block_scale, &to.w2_packed,
                                                 &to.w2_block_scale};
   TouchedExpertCopy copy{active, static_cast<int>(w.w13.n_matrices()), {}, {}, {}};
+  if (copy.n_experts == 0) return invalid_argument("moe_ffn: no routed experts to copy");
   for (int r = 0; r < kExpertBulkRegions; ++r) {
     const TensorView &a = *from[r], &b = *into[r];
     const int64_t expert_bytes = a.bytes() / copy.n_experts;
