@@ -15,6 +15,8 @@
 //          nvfp4_gemm_bench grouped [out.md [R,R,... [shape]]]   grouped calls of 256 (Flash)
 //          or 384 (Pro) experts with R rows each (default R: 8,16,32,48,64,96,192), on every
 //          plan (run_grouped)
+//          nvfp4_gemm_bench grouped-poisson [...]   the same, each expert's rows drawn from a
+//          Poisson distribution of mean R (random routing), which the heuristics plan for
 // cuBLAS is opened at run time (dlopen libcublas.so.13): no static cuBLAS exists in this CUDA
 // install, and the binary must not need CUDA libraries to start.
 //
@@ -324,17 +326,28 @@ struct GroupedRow {
   double us_ws[kWsWidths];  // the warp-specialised kernel at each of kWsTokens per tile
 };
 
-GroupedRow run_grouped(const Shape3& s, int64_t g, int64_t r, double bandwidth, double peak,
-                       int n_sm) {
+// The row offsets of g groups of r rows each, or with `poisson` of rows drawn from a Poisson
+// distribution of mean r (fixed seed): an MoE's experts under random routing.
+std::vector<int32_t> group_offsets(int64_t g, int64_t r, bool poisson) {
+  std::mt19937 engine(1234);
+  std::poisson_distribution<int> rows(static_cast<double>(r));
+  std::vector<int32_t> offsets(g + 1, 0);
+  for (int64_t i = 0; i < g; ++i) {
+    offsets[i + 1] = offsets[i] + static_cast<int32_t>(poisson ? rows(engine) : r);
+  }
+  return offsets;
+}
+
+GroupedRow run_grouped(const Shape3& s, int64_t g, int64_t r, bool poisson, double bandwidth,
+                       double peak, int n_sm) {
   using namespace kernels::cuda::sm90;
-  const int64_t n = s.n, k = s.k, m = g * r;
+  const std::vector<int32_t> offsets_host = group_offsets(g, r, poisson);
+  const int64_t n = s.n, k = s.k, m = offsets_host[g];
   Weights w{device_tensor(DType::kU8, {g, n, k / 2}), device_tensor(DType::kU8, {g, n, k / 16}),
             device_tensor(DType::kF32, {g}), Tensor()};
   fill_random(w.packed.view(), 5, false);
   fill_random(w.scale.view(), 6, true);
   const std::vector<float> globals(g, 1.0f / 1024.0f);
-  std::vector<int32_t> offsets_host(g + 1);
-  for (int64_t i = 0; i <= g; ++i) offsets_host[i] = static_cast<int32_t>(i * r);
   Tensor offsets = device_tensor(DType::kI32, {g + 1});
   DSV4_CUDA_CHECK(cudaMemcpy(w.global.view().data, globals.data(), 4 * g, cudaMemcpyHostToDevice));
   DSV4_CUDA_CHECK(cudaMemcpy(offsets.view().data, offsets_host.data(), 4 * (g + 1),
@@ -348,10 +361,13 @@ GroupedRow run_grouped(const Shape3& s, int64_t g, int64_t r, double bandwidth, 
   GroupedRow row{s.name, "", g, r, n, k, 0, 0, 0, 2.0 * m * n * k, 0, {}};
   DSV4_CHECK(kernels::cuda::nvfp4_grouped_gemm(a.view(), w.view(), offsets.view(), d32.view()).ok(),
              "grouped gemm failed");
-  const int64_t checked = g / 2, check_rows = std::min(r, kCheckRows);  // a middle expert
-  row.check_error = check_against_cpu(w.view().matrix(checked),
-                                      a.view().rows(checked * r, checked * r + check_rows),
-                                      d32.view().rows(checked * r, checked * r + check_rows));
+  // The first rows of a middle expert that has some.
+  int64_t checked = g / 2;
+  while (checked + 1 < g && offsets_host[checked + 1] == offsets_host[checked]) ++checked;
+  const int64_t first = offsets_host[checked];
+  const int64_t check_rows = std::min<int64_t>(offsets_host[checked + 1] - first, kCheckRows);
+  row.check_error = check_against_cpu(w.view().matrix(checked), a.view().rows(first, first + check_rows),
+                                      d32.view().rows(first, first + check_rows));
   row.us = graph_us_per_call([&](int) {
     DSV4_CHECK(kernels::cuda::nvfp4_grouped_gemm(a.view(), w.view(), offsets.view(), d16.view()).ok(),
                "grouped gemm");
@@ -385,10 +401,9 @@ GroupedRow run_grouped(const Shape3& s, int64_t g, int64_t r, double bandwidth, 
     p.d = d32.view().data, p.d_bf16 = false;
     launch_nvfp4_gemm(p, ws);
     row.check_error = std::max(
-        row.check_error,
-        check_against_cpu(w.view().matrix(checked),
-                          a.view().rows(checked * r, checked * r + check_rows),
-                          d32.view().rows(checked * r, checked * r + check_rows)));
+        row.check_error, check_against_cpu(w.view().matrix(checked),
+                                           a.view().rows(first, first + check_rows),
+                                           d32.view().rows(first, first + check_rows)));
     p.d = d16.view().data, p.d_bf16 = true;
   }
   const double bytes = static_cast<double>(g) * (n * k / 2 + n * k / 16) + 2.0 * m * k + 2.0 * m * n;
@@ -434,8 +449,9 @@ const Shape3 kShapes[] = {{"Flash gate_up", 2 * 2048, 4096}, {"Flash down", 4096
                           {"Pro gate_up", 2 * 3072, 7168}, {"Pro down", 7168, 3072}};
 
 // Each shape's experts (256 V4-Flash, 384 V4-Pro) at each rows-per-expert count.
-void run_grouped_table(std::FILE* out, const std::vector<int64_t>& rows_per_group,
+void run_grouped_table(std::FILE* out, const std::vector<int64_t>& rows_per_group, bool poisson,
                        const char* only, double bandwidth, double peak, int n_sm) {
+  if (poisson) std::fprintf(out, "rows per expert: Poisson of the mean given (fixed seed)\n\n");
   std::fprintf(out, "| shape | G | rows/expert | N×K | heuristic plan | µs (heuristic) | µs small-M |");
   for (int tokens : kWsTokens) std::fprintf(out, " µs ws %d tok |", tokens);
   std::fprintf(out, " TFLOP/s (best) | floor µs | best / floor | check rel err (all plans) |\n");
@@ -446,7 +462,7 @@ void run_grouped_table(std::FILE* out, const std::vector<int64_t>& rows_per_grou
     if (only != nullptr && std::strstr(s.name, only) == nullptr) continue;
     const int64_t g = std::strncmp(s.name, "Flash", 5) == 0 ? 256 : 384;
     for (const int64_t r : rows_per_group) {
-      const GroupedRow row = run_grouped(s, g, r, bandwidth, peak, n_sm);
+      const GroupedRow row = run_grouped(s, g, r, poisson, bandwidth, peak, n_sm);
       print_grouped_row(out, row);
       if (out != stdout) print_grouped_row(stdout, row);
       std::fflush(out);
@@ -475,8 +491,10 @@ void run_dense_table(std::FILE* out, const std::vector<int64_t>& ms, const char*
 
 int main(int argc, char** argv) {
   using namespace dsv4::bench;
-  // "grouped" first: the MoE table (rows per expert instead of M), the other arguments shift.
-  const bool grouped = argc > 1 && std::strcmp(argv[1], "grouped") == 0;
+  // "grouped" or "grouped-poisson" first: the MoE table (rows per expert instead of M), the
+  // other arguments shift.
+  const bool poisson = argc > 1 && std::strcmp(argv[1], "grouped-poisson") == 0;
+  const bool grouped = poisson || (argc > 1 && std::strcmp(argv[1], "grouped") == 0);
   if (grouped) --argc, ++argv;
   cudaDeviceProp prop;
   DSV4_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
@@ -494,7 +512,7 @@ int main(int argc, char** argv) {
                "cuBLAS bf16 8192³ %.0f TFLOP/s\n\n", prop.name, prop.multiProcessorCount,
                prop.l2CacheSize >> 20, bandwidth / 1e12, peak / 1e12);
   if (grouped) {
-    run_grouped_table(out, sizes, only, bandwidth, peak, prop.multiProcessorCount);
+    run_grouped_table(out, sizes, poisson, only, bandwidth, peak, prop.multiProcessorCount);
   } else {
     run_dense_table(out, sizes, only, cublas, bandwidth, peak, prop.multiProcessorCount);
   }
