@@ -67,33 +67,34 @@ TEST(ExpertOffloadTest, RefusesMoreLayersThanHaveNvfp4Experts) {
       StatusCode::kInvalidArgument);
 }
 
+// A plan refused for lack of memory, with exactly this message.
+void expect_exhausted(const Status& status, const std::string& message) {
+  EXPECT_EQ(status.code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(status.message(), message);
+}
+
 // V4-Flash's experts alone, in NVFP4, are 156 GB: more than one H200 without offload.
 TEST(ExpertOffloadTest, SaysWhatNeedsHowMuchWhenTheDeviceIsTooSmall) {
-  const Status none = plan_expert_offload(three_packed_layers(), 0, 10 * kGiB, kGiB, 0).status();
-  EXPECT_EQ(none.code(), StatusCode::kResourceExhausted);
-  EXPECT_EQ(none.message(),
-            "the checkpoint's weights need at least 11.0 GiB on the device (NVFP4 experts 9.0 GiB, "
-            "the other weights 2.0 GiB in bf16), and 1.0 GiB for caches and scratch; the device "
-            "has 10.0 GiB free (more layers' experts in host memory would make it fit)");
-  const Status all =
+  expect_exhausted(
+      plan_expert_offload(three_packed_layers(), 0, 10 * kGiB, kGiB, 0).status(),
+      "the checkpoint's weights need at least 11.0 GiB on the device (NVFP4 experts 9.0 GiB, "
+      "the other weights 2.0 GiB in bf16), and 1.0 GiB for caches and scratch; the device "
+      "has 10.0 GiB free (more layers' experts in host memory would make it fit)");
+  expect_exhausted(
       plan_expert_offload(three_packed_layers(), kAutoExpertOffload, 5 * kGiB, kGiB, 100 * kGiB)
-          .status();
-  EXPECT_EQ(all.code(), StatusCode::kResourceExhausted);
-  EXPECT_EQ(all.message(),
-            "the checkpoint's weights need at least 11.0 GiB on the device (NVFP4 experts 9.0 GiB, "
-            "the other weights 2.0 GiB in bf16), 5.0 GiB with the experts of 3 layers (9.0 GiB) "
-            "in host memory and room to copy one back (3.0 GiB), and 1.0 GiB for caches and "
-            "scratch; the device has 5.0 GiB free");
+          .status(),
+      "the checkpoint's weights need at least 11.0 GiB on the device (NVFP4 experts 9.0 GiB, "
+      "the other weights 2.0 GiB in bf16), 5.0 GiB with the experts of 3 layers (9.0 GiB) "
+      "in host memory and room to copy one back (3.0 GiB), and 1.0 GiB for caches and "
+      "scratch; the device has 5.0 GiB free");
 }
 
 TEST(ExpertOffloadTest, SaysSoWhenTheHostCannotPinTheOffloadedExperts) {
-  const Status status =
+  expect_exhausted(
       plan_expert_offload(three_packed_layers(), kAutoExpertOffload, 9 * kGiB, kGiB, 5 * kGiB)
-          .status();
-  EXPECT_EQ(status.code(), StatusCode::kResourceExhausted);
-  EXPECT_EQ(status.message(),
-            "the routed experts of 2 layers in host memory need 6.0 GiB of pinned host memory; "
-            "the host has 5.0 GiB available");
+          .status(),
+      "the routed experts of 2 layers in host memory need 6.0 GiB of pinned host memory; "
+      "the host has 5.0 GiB available");
 }
 
 // The device bytes of an offload set, restated: the weights, less the offloaded bulk, plus room
