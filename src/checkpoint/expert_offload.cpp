@@ -62,7 +62,8 @@ std::string ExpertOffloadPlan::describe() const {
     if (offloaded[l]) which += (which.empty() ? "" : ", ") + std::to_string(l);
   }
   return "expert offload: the NVFP4 routed experts of " + std::to_string(layers()) + " layers (" +
-         which + "; " + gib(host_bytes) + ") are in mapped host memory, read over PCIe";
+         which + "; " + gib(host_bytes) +
+         ") are in mapped host memory, copied to the GPU as a step needs them";
 }
 
 Result<ExpertOffloadPlan> plan_expert_offload(const LoadPlan& plan, int64_t requested,

@@ -1,14 +1,12 @@
 // Expert offload: the routed experts of some layers kept in pinned host memory that the GPU maps
 // into its address space (Buffer::allocate_mapped_host), so a checkpoint larger than the GPU
 // still runs on it. V4-Flash in NVFP4 needs ~184 GB and an H200 has 141 GB (architecture.md).
-// The expert kernels need no change: they read an offloaded stack through its device address,
-// over PCIe, so a decode step pays for the bytes of the experts it touches in those layers
-// (~85 MB a V4-Flash layer at one token) at PCIe rates instead of HBM rates; a step of many
-// tokens, which would touch most experts, copies the layer's stacks to the device first (the copy
-// engines are ~3× faster than the kernels' own reads over PCIe), so the plan keeps room for one
-// such copy. Only the codes and block scales move (LoadPlan::expert_bulk_bytes); the per-matrix
-// scales, which every kernel reads first, stay on the GPU. Which layers go does not change the
-// cost; the last ones do.
+// Before an offloaded layer's experts run, a step copies them to the device (model/moe.cpp): the
+// experts it touches (~85 MB a V4-Flash layer at one token), or the whole layer from many tokens
+// on, so it pays for those bytes at PCIe rates instead of HBM rates, and the plan keeps room for
+// one layer's copy. Only the codes and block scales move (LoadPlan::expert_bulk_bytes); the
+// per-matrix scales, which every kernel reads first, stay on the GPU. Which layers go does not
+// change the cost; the last ones do.
 #pragma once
 
 #include <cstddef>

@@ -44,7 +44,7 @@ TEST(ExpertOffloadTest, AutomaticOffloadsTheFewestLastLayers) {
   EXPECT_EQ(offload->copy_bytes, 3 * kGiB);
   EXPECT_EQ(offload->describe(),
             "expert offload: the NVFP4 routed experts of 2 layers (2, 3; 6.0 GiB) are in mapped "
-            "host memory, read over PCIe");
+            "host memory, copied to the GPU as a step needs them");
 }
 
 TEST(ExpertOffloadTest, ACountOffloadsThatManyLayersEvenWhenAllFit) {
