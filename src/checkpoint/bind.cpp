@@ -112,22 +112,6 @@ std::string first_names(const std::vector<std::string>& names) {
   return out;
 }
 
-// Logical shape and element offset of piece `p` inside slot shape `slot`.
-void place_piece(Stacking stacking, const Shape& slot, BoundPiece& p) {
-  if (stacking == Stacking::kWhole) {
-    p.shape = slot;
-    return;
-  }
-  const int64_t rows = slot[1], cols = slot[2];  // [E, rows, cols]
-  if (stacking == Stacking::kPerExpert) {
-    p.shape = {rows, cols};
-    p.offset = p.expert_idx * rows * cols;
-  } else {  // gate rows then up rows of expert e
-    p.shape = {rows / 2, cols};
-    p.offset = (p.expert_idx * rows + p.half * (rows / 2)) * cols;
-  }
-}
-
 float scalar_f32(const format::TensorInfo& t) {
   float v;
   std::memcpy(&v, t.data, sizeof v);
@@ -270,6 +254,21 @@ void count_official(const Binding& binding, const ModelConfig& config, LoadRepor
 }
 
 }  // namespace
+
+void place_piece(Stacking stacking, const Shape& slot, BoundPiece& p) {
+  if (stacking == Stacking::kWhole) {
+    p.shape = slot;
+    return;
+  }
+  const int64_t rows = slot[1], cols = slot[2];  // [E, rows, cols]
+  if (stacking == Stacking::kPerExpert) {
+    p.shape = {rows, cols};
+    p.offset = p.expert_idx * rows * cols;
+  } else {  // gate rows then up rows of expert e
+    p.shape = {rows / 2, cols};
+    p.offset = (p.expert_idx * rows + p.half * (rows / 2)) * cols;
+  }
+}
 
 PieceMatrices piece_matrices(const BoundPiece& piece) {
   const Shape& s = piece.shape;

@@ -55,6 +55,10 @@ struct BoundSlot {
   std::vector<BoundPiece> pieces;
 };
 
+// Sets the logical shape and element offset of `piece` (its expert_idx and half set) inside a
+// slot of shape `slot` stored as `stacking`.
+void place_piece(Stacking stacking, const Shape& slot, BoundPiece& piece);
+
 // A piece as n_matrices matrices of n rows and k columns, back to back (a plain linear is one).
 struct PieceMatrices {
   int64_t n_matrices = 1, n = 0, k = 0;

@@ -9,10 +9,8 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <optional>
-#include <sstream>
 #include <vector>
 
 #include "base/float_convert.h"
@@ -21,14 +19,13 @@
 #include "format/json.h"
 #include "format/nvfp4.h"
 #include "format/safetensors_writer.h"
+#include "format/text_file.h"
 
 namespace dsv4::checkpoint {
 namespace {
 
 namespace fs = std::filesystem;
 
-// The index file of a sharded safetensors checkpoint (the Hugging Face convention).
-constexpr const char* kShardIndexName = "model.safetensors.index.json";
 constexpr const char* kConfigName = "config.json";
 
 // A weight to quantize: per matrix ([E] for a stacked tensor, 1 for 2-D) its global scale and
@@ -140,35 +137,6 @@ Result<Plan> plan_quantization(const Binding& binding, const QuantizeOptions& op
   return plan;
 }
 
-// ModelOpt's names for a quantized weight's siblings: `X.weight` -> `X.weight_scale`, ...;
-// a fused stack without a `.weight` suffix -> `X_weight_scale`, ... Each name is checked
-// against the loader's table (sibling_candidates), so the output binds.
-struct SiblingNames {
-  std::string block_scale, global_scale, input_scale;
-};
-
-Result<SiblingNames> sibling_names(const std::string& weight) {
-  const std::string suffix = ".weight";
-  const bool dotted = weight.size() > suffix.size() &&
-                      weight.compare(weight.size() - suffix.size(), suffix.size(), suffix) == 0;
-  const std::string stem = dotted ? weight.substr(0, weight.size() - suffix.size()) : weight;
-  const char* sep = dotted ? "." : "_";
-  SiblingNames names{stem + sep + "weight_scale", stem + sep + "weight_scale_2",
-                     stem + sep + "input_scale"};
-  const std::pair<const std::string*, SiblingRole> checks[] = {
-      {&names.block_scale, SiblingRole::kBlockScale},
-      {&names.global_scale, SiblingRole::kGlobalScale},
-      {&names.input_scale, SiblingRole::kInputScale}};
-  for (const auto& [name, role] : checks) {
-    bool known = false;
-    for (const SiblingMatch& m : sibling_candidates(*name)) {
-      known |= m.weight_name == weight && m.role == role;
-    }
-    if (!known) return internal_error(*name + ": not a sibling name the loader binds to " + weight);
-  }
-  return names;
-}
-
 std::vector<uint8_t> f32_bytes(const std::vector<float>& values) {
   std::vector<uint8_t> bytes(values.size() * sizeof(float));
   std::memcpy(bytes.data(), values.data(), bytes.size());
@@ -180,7 +148,7 @@ std::vector<uint8_t> f32_bytes(const std::vector<float>& values) {
 Result<size_t> add_quantized(const format::TensorInfo& t, const PlannedWeight& planned,
                              format::SafetensorsWriter& writer, std::vector<std::string>& names) {
   DSV4_ASSIGN_OR_RETURN(MatrixGeometry geo, geometry(t));
-  DSV4_ASSIGN_OR_RETURN(SiblingNames siblings, sibling_names(t.name));
+  DSV4_ASSIGN_OR_RETURN(Nvfp4SiblingNames siblings, nvfp4_sibling_names(t.name));
   const int64_t n_elems = geo.n_rows * geo.n_cols;
   std::vector<uint8_t> packed, block_scale;
   std::vector<float> values(n_elems), decode;
@@ -209,38 +177,18 @@ Result<size_t> add_quantized(const format::TensorInfo& t, const PlannedWeight& p
   return bytes;
 }
 
-Result<std::string> read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return not_found(path.string() + ": cannot open");
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-Status write_text(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.close();
-  if (!out) return internal_error(path.string() + ": write failed");
-  return ok_status();
-}
-
-// config.json with a ModelOpt-style quantization_config (the fields vLLM and ModelOpt read) and
-// which weights this tool quantized.
+// config.json with a ModelOpt-style quantization_config saying which weights this tool
+// quantized.
 Status write_config(const fs::path& in_dir, const fs::path& out_dir, const QuantizeOptions& options,
                     bool calibrated) {
-  DSV4_ASSIGN_OR_RETURN(std::string text, read_text(in_dir / kConfigName));
-  DSV4_ASSIGN_OR_RETURN(format::Json config,
-                        format::parse_json(text, (in_dir / kConfigName).string()));
-  config["quantization_config"] = {
-      {"quant_method", "modelopt"},
-      {"quant_algo", "NVFP4"},
-      {"group_size", format::kNvfp4BlockSize},
-      {"producer", "dsv4 quantize"},
-      {"dsv4_scope",
-       options.all_linears ? "all linears but embedding, head and router" : "routed experts"},
-      {"dsv4_input_scales", calibrated ? "calibrated per routed expert" : "one static value"}};
-  return write_text(out_dir / kConfigName, config.dump(2) + "\n");
+  const std::string in_path = (in_dir / kConfigName).string();
+  DSV4_ASSIGN_OR_RETURN(std::string text, format::read_text_file(in_path));
+  DSV4_ASSIGN_OR_RETURN(format::Json config, format::parse_json(text, in_path));
+  config["quantization_config"] = nvfp4_quantization_config(
+      "dsv4 quantize",
+      options.all_linears ? "all linears but embedding, head and router" : "routed experts",
+      calibrated ? "calibrated per routed expert" : "one static value");
+  return format::write_text_file((out_dir / kConfigName).string(), config.dump(2) + "\n");
 }
 
 // The output directory may be written: not the input, and empty or absent unless forced.
@@ -268,7 +216,7 @@ Status copy_other_files(const fs::path& in_dir, const fs::path& out_dir, bool fo
   for (const fs::directory_entry& entry : fs::directory_iterator(in_dir, ec)) {
     const fs::path& p = entry.path();
     if (!entry.is_regular_file() || p.extension() == ".safetensors" ||
-        p.filename() == kShardIndexName || p.filename() == kConfigName) {
+        p.filename() == format::kShardIndexName || p.filename() == kConfigName) {
       continue;
     }
     const auto mode = force ? fs::copy_options::overwrite_existing : fs::copy_options::none;
@@ -337,6 +285,38 @@ Status check_calibrated(const ExpertInputScales& calibrated, const ModelConfig& 
 
 }  // namespace
 
+Result<Nvfp4SiblingNames> nvfp4_sibling_names(const std::string& weight) {
+  const std::string suffix = ".weight";
+  const bool dotted = weight.size() > suffix.size() &&
+                      weight.compare(weight.size() - suffix.size(), suffix.size(), suffix) == 0;
+  const std::string stem = dotted ? weight.substr(0, weight.size() - suffix.size()) : weight;
+  const char* sep = dotted ? "." : "_";
+  Nvfp4SiblingNames names{stem + sep + "weight_scale", stem + sep + "weight_scale_2",
+                          stem + sep + "input_scale"};
+  const std::pair<const std::string*, SiblingRole> checks[] = {
+      {&names.block_scale, SiblingRole::kBlockScale},
+      {&names.global_scale, SiblingRole::kGlobalScale},
+      {&names.input_scale, SiblingRole::kInputScale}};
+  for (const auto& [name, role] : checks) {
+    bool known = false;
+    for (const SiblingMatch& m : sibling_candidates(*name)) {
+      known |= m.weight_name == weight && m.role == role;
+    }
+    if (!known) return internal_error(*name + ": not a sibling name the loader binds to " + weight);
+  }
+  return names;
+}
+
+format::Json nvfp4_quantization_config(const std::string& producer, const std::string& scope,
+                                       const std::string& input_scales) {
+  return {{"quant_method", "modelopt"},
+          {"quant_algo", "NVFP4"},
+          {"group_size", format::kNvfp4BlockSize},
+          {"producer", producer},
+          {"dsv4_scope", scope},
+          {"dsv4_input_scales", input_scales}};
+}
+
 Result<QuantizeSummary> quantize_checkpoint(const std::string& in_dir, const std::string& out_dir,
                                             const QuantizeOptions& options) {
   DSV4_ASSIGN_OR_RETURN(ModelConfig config, load_model_config(in_dir));
@@ -363,7 +343,7 @@ Result<QuantizeSummary> quantize_checkpoint(const std::string& in_dir, const std
 
   QuantizeSummary summary;
   summary.convention = binding.report.convention;
-  format::Json weight_map = format::Json::object();
+  std::map<std::string, std::string> weight_map;
   const std::vector<const format::TensorInfo*>& tensors = files.tensors();
   for (size_t begin = 0; begin < tensors.size();) {  // one shard at a time, in order
     const std::string& shard = files.file_of(tensors[begin]->name);
@@ -390,10 +370,8 @@ Result<QuantizeSummary> quantize_checkpoint(const std::string& in_dir, const std
     ++summary.n_shards;
     begin = end;
   }
-  if (fs::exists(fs::path(in_dir) / kShardIndexName)) {
-    const format::Json index = {{"metadata", {{"total_size", summary.tensor_bytes}}},
-                                {"weight_map", weight_map}};
-    DSV4_RETURN_IF_ERROR(write_text(fs::path(out_dir) / kShardIndexName, index.dump(2) + "\n"));
+  if (fs::exists(fs::path(in_dir) / format::kShardIndexName)) {
+    DSV4_RETURN_IF_ERROR(format::write_shard_index(out_dir, weight_map, summary.tensor_bytes));
   }
   DSV4_RETURN_IF_ERROR(write_config(in_dir, out_dir, options, calibrated.has_value()));
   DSV4_RETURN_IF_ERROR(copy_other_files(in_dir, out_dir, options.force));

@@ -17,6 +17,7 @@
 
 #include "checkpoint/tensor_names.h"
 #include "dsv4/status.h"
+#include "format/json.h"
 
 namespace dsv4::checkpoint {
 
@@ -51,6 +52,21 @@ struct QuantizeSummary {
   size_t n_shards = 0;
   size_t tensor_bytes = 0;  // tensor data written over all shards (the index's total_size)
 };
+
+// ModelOpt's names for an NVFP4 weight's siblings: `X.weight` -> `X.weight_scale`,
+// `X.weight_scale_2`, `X.input_scale`; a fused stack without a `.weight` suffix ->
+// `X_weight_scale`, ... Each name is checked against the loader's table (sibling_candidates),
+// so a checkpoint written with them binds; an internal error for a name no sibling rule fits.
+struct Nvfp4SiblingNames {
+  std::string block_scale, global_scale, input_scale;
+};
+Result<Nvfp4SiblingNames> nvfp4_sibling_names(const std::string& weight);
+
+// The quantization_config written into config.json: ModelOpt's fields (the ones vLLM and
+// ModelOpt read) and what the producer chose, in words: which weights are NVFP4 (`scope`) and
+// where their input scales came from.
+format::Json nvfp4_quantization_config(const std::string& producer, const std::string& scope,
+                                       const std::string& input_scales);
 
 // Reads `in_dir` (config.json + safetensors, sharded or not), writes `out_dir`. The input must
 // bind without problems (as `dsv4 check` reports it); `out_dir` must be empty or absent unless

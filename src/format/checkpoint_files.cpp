@@ -4,13 +4,13 @@
 #include <set>
 
 #include "format/json.h"
+#include "format/text_file.h"
 
 namespace dsv4::format {
 namespace {
 
 namespace fs = std::filesystem;
 
-constexpr const char* kIndexName = "model.safetensors.index.json";
 constexpr const char* kSingleName = "model.safetensors";
 
 // Shard names come from a file we did not write: they must name a file inside the checkpoint
@@ -33,6 +33,13 @@ Result<std::string> read_text(const std::string& path) {
 }
 
 }  // namespace
+
+Status write_shard_index(const std::string& dir,
+                         const std::map<std::string, std::string>& weight_map,
+                         uint64_t total_size) {
+  const Json index = {{"metadata", {{"total_size", total_size}}}, {"weight_map", weight_map}};
+  return write_text_file((fs::path(dir) / kShardIndexName).string(), index.dump(2) + "\n");
+}
 
 Result<std::map<std::string, std::string>> parse_shard_index(std::string_view json_text,
                                                              const std::string& path) {
@@ -69,7 +76,7 @@ Result<Layout> locate_shards(const std::string& path) {
     return layout;
   }
   layout.directory = path;
-  const std::string index_path = (fs::path(path) / kIndexName).string();
+  const std::string index_path = (fs::path(path) / kShardIndexName).string();
   if (fs::exists(index_path, ec)) {
     layout.index_path = index_path;
     DSV4_ASSIGN_OR_RETURN(std::string text, read_text(index_path));
@@ -80,7 +87,7 @@ Result<Layout> locate_shards(const std::string& path) {
   } else if (fs::exists(fs::path(path) / kSingleName, ec)) {
     layout.shard_names.push_back(kSingleName);
   } else {
-    return not_found(path + ": holds neither " + kIndexName + " nor " + kSingleName);
+    return not_found(path + ": holds neither " + kShardIndexName + " nor " + kSingleName);
   }
   return layout;
 }

@@ -39,6 +39,14 @@ class CheckpointFiles {
   std::map<std::string, std::pair<const TensorInfo*, size_t>, std::less<>> by_name_;
 };
 
+// The index file of a sharded checkpoint (the Hugging Face convention).
+inline constexpr const char* kShardIndexName = "model.safetensors.index.json";
+
+// Writes DIR/model.safetensors.index.json (replacing one there): the shards' tensor bytes in all
+// (metadata.total_size) and the shard file of each tensor (weight_map).
+Status write_shard_index(const std::string& dir,
+                         const std::map<std::string, std::string>& weight_map, uint64_t total_size);
+
 // Parses a model.safetensors.index.json text into name -> shard file (relative), checking that it
 // has a weight_map of strings; `path` is for messages. Exposed for the fuzzer.
 Result<std::map<std::string, std::string>> parse_shard_index(std::string_view json_text,
