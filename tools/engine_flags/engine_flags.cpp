@@ -22,8 +22,9 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& flags, bool model_required) {
       ->capture_default_str()
       ->check(CLI::IsMember({"w4a16", "w4a4"}));
   cmd->add_option("--expert-offload", flags.expert_offload,
-                  "layers whose NVFP4 routed experts stay in host memory, read by the GPU over "
-                  "PCIe: auto (as few as make the rest fit; none when all fit) or a number")
+                  "layers whose NVFP4 routed experts stay in host memory, copied to the GPU over "
+                  "PCIe as each step needs them: auto (as few as make the rest fit; none when all "
+                  "fit) or a number")
       ->capture_default_str()
       ->check(CLI::Validator(
           [](std::string& text) -> std::string {
