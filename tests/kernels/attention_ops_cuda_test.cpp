@@ -97,8 +97,10 @@ enum class Extra { kNone, kPerQuery, kCausal };
 TEST(AttentionOpsCuda, SparseAttentionMatchesCpu) {
   SeededRng rng;
   for (const Extra extra : {Extra::kNone, Extra::kPerQuery, Extra::kCausal}) {
-    for (const auto& [t, h, dh, kw, kc] :
-         {std::tuple{1, 1, 8, 1, 1}, {5, 3, 40, 17, 9}, {21, 8, 128, 128, 300}}) {
+    for (const auto& [t, h, dh, kw, kc] : {std::tuple{1, 1, 8, 1, 1},
+                                           {5, 3, 40, 17, 9},
+                                           {21, 8, 128, 128, 300},
+                                           {2, 4, 512, 128, 40}}) {  // V4's head dim and window
       SCOPED_TRACE(std::to_string(t) + " queries, " + std::to_string(kw) + "+" +
                    std::to_string(kc) + " extra mode " + std::to_string(static_cast<int>(extra)));
       const int64_t n = kw + 3, ne = 2 * kc + 1, ratio = 3;
@@ -170,7 +172,13 @@ TEST(AttentionOpsCuda, CompressorPoolMatchesCpu) {
 
 TEST(AttentionOpsCuda, IndexerScoresMatchCpu) {
   SeededRng rng;
-  for (const auto& [t, hi, di, n] : {std::tuple{1, 1, 1, 1}, {6, 4, 32, 13}, {19, 16, 64, 130}}) {
+  // The last two are V4's indexer (64 heads of 128: two heads a lane) at a decode step and over
+  // several blocks of entries, the last one partial.
+  for (const auto& [t, hi, di, n] : {std::tuple{1, 1, 1, 1},
+                                     {6, 4, 32, 13},
+                                     {19, 16, 64, 130},
+                                     {1, 64, 128, 5},
+                                     {2, 64, 128, 300}}) {
     SCOPED_TRACE(std::to_string(t) + "x" + std::to_string(n));
     const OpPair q = OpPair::uniform(rng, {t, hi, di});
     const OpPair keys = OpPair::uniform(rng, {n, di});

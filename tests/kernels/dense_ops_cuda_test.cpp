@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "base/float_convert.h"
-#include "kernels/ops.h"
 #include "kernels/cuda_op_pair.h"
+#include "kernels/ops.h"
 #include "testing/tolerance.h"
 
 namespace dsv4::kernels {
@@ -38,8 +38,13 @@ TEST(DenseOpsCuda, LinearMatchesCpuOnStridedRows) {
   // Both kernels (cuda/linear.cu): the few-rows one with one output a block (narrow N, any T;
   // mHC's 24 mixes of a 16384-wide residual) and four (N ≥ 1024, two token chunks, ragged
   // tails), and the tiled one (T > 16 with ≥ 128 tiles).
-  for (const auto& [t, n, k] : {std::tuple{1, 1, 1}, {3, 65, 17}, {70, 130, 300}, {129, 7, 1025},
-                                {2, 24, 16384}, {9, 1030, 700}, {130, 4100, 33}}) {
+  for (const auto& [t, n, k] : {std::tuple{1, 1, 1},
+                                {3, 65, 17},
+                                {70, 130, 300},
+                                {129, 7, 1025},
+                                {2, 24, 16384},
+                                {9, 1030, 700},
+                                {130, 4100, 33}}) {
     SCOPED_TRACE(std::to_string(t) + "x" + std::to_string(n) + "x" + std::to_string(k));
     const OpPair x = OpPair::uniform(rng, {t, k + 5});
     const OpPair w = OpPair::uniform(rng, {n, k});
@@ -57,8 +62,12 @@ TEST(DenseOpsCuda, LinearBf16WeightGivesTheBitsOfItsF32Widening) {
   SeededRng rng;
   // Aligned rows (vector loads) on every few-rows configuration (N ≥ 8192, ≥ 1024, ≥ 128, less)
   // and the tiled kernel; K odd (scalar loads).
-  for (const auto& [t, n, k] : {std::tuple{3, 8200, 128}, {9, 1030, 300}, {2, 130, 256},
-                                {5, 40, 512}, {1, 24, 4097}, {130, 4100, 33}}) {
+  for (const auto& [t, n, k] : {std::tuple{3, 8200, 128},
+                                {9, 1030, 300},
+                                {2, 130, 256},
+                                {5, 40, 512},
+                                {1, 24, 4097},
+                                {130, 4100, 33}}) {
     SCOPED_TRACE(std::to_string(t) + "x" + std::to_string(n) + "x" + std::to_string(k));
     const OpPair x = OpPair::uniform(rng, {t, k});
     std::vector<uint16_t> bits(static_cast<size_t>(n) * k);
@@ -83,8 +92,7 @@ TEST(DenseOpsCuda, LinearBf16WeightGivesTheBitsOfItsF32Widening) {
 // groups of 6 outputs (not a multiple of 4), and the tiled kernel group by group.
 TEST(DenseOpsCuda, BlockDiagonalLinearMatchesCpu) {
   SeededRng rng;
-  for (const auto& [t, g, r, k] :
-       {std::tuple{1, 8, 1024, 64}, {5, 4, 6, 33}, {130, 2, 4100, 33}}) {
+  for (const auto& [t, g, r, k] : {std::tuple{1, 8, 1024, 64}, {5, 4, 6, 33}, {130, 2, 4100, 33}}) {
     SCOPED_TRACE(std::to_string(t) + "x" + std::to_string(g) + "x" + std::to_string(r) + "x" +
                  std::to_string(k));
     const OpPair x = OpPair::uniform(rng, {t, g * k});
@@ -98,7 +106,10 @@ TEST(DenseOpsCuda, BlockDiagonalLinearMatchesCpu) {
 
 TEST(DenseOpsCuda, RmsNormSoftmaxSwigluMatchCpu) {
   SeededRng rng;
-  for (const auto& [t, d] : {std::pair{1, 1}, {5, 33}, {67, 1025}}) {
+  // Rows wide enough for the batched loads, with and without a tail, on 256 threads (d < 4096)
+  // and 1024 (the hyper-connection streams' 16384 at one token).
+  for (const auto& [t, d] :
+       {std::pair{1, 1}, {5, 33}, {67, 1025}, {5, 2100}, {2, 9000}, {1, 16384}}) {
     SCOPED_TRACE(std::to_string(t) + "x" + std::to_string(d));
     const OpPair x = OpPair::uniform(rng, {t, d}, -3.0, 3.0);
     const OpPair weight = OpPair::uniform(rng, {d});
@@ -140,11 +151,14 @@ TEST(DenseOpsCuda, AddAndEmbeddingAreBitIdentical) {
   std::vector<int64_t> ids(n_tokens);
   for (int64_t& id : ids) id = rng.uniform_int(0, v - 1);
   const OpPair id_pair = OpPair::values(DType::kI64, {n_tokens}, ids);
-  const OpPair table = OpPair::uniform(rng, {v, 67});
-  const OpPair rows = OpPair::poisoned(DType::kF32, {n_tokens, 67});
-  ASSERT_TRUE(embedding(table.h(), id_pair.h(), rows.h()).ok());
-  ASSERT_TRUE(embedding(table.d(), id_pair.d(), rows.d()).ok());
-  EXPECT_TRUE(device_equals_host(rows));
+  // Rows of 268 bytes (copied byte by byte) and of 1024 (16 bytes a load).
+  for (const int64_t width : {67, 256}) {
+    const OpPair table = OpPair::uniform(rng, {v, width});
+    const OpPair rows = OpPair::poisoned(DType::kF32, {n_tokens, width});
+    ASSERT_TRUE(embedding(table.h(), id_pair.h(), rows.h()).ok());
+    ASSERT_TRUE(embedding(table.d(), id_pair.d(), rows.d()).ok());
+    EXPECT_TRUE(device_equals_host(rows)) << width;
+  }
   // An i64 table (tid2eid rows).
   std::vector<int64_t> experts(v * 3);
   for (int64_t& e : experts) e = rng.uniform_int(0, 1000);
@@ -168,9 +182,11 @@ TEST(HyperConnectionsCuda, MixesMatchCpuAndStreamOpsAreBitIdentical) {
     const OpPair post = OpPair::poisoned(DType::kF32, {t, m});
     const OpPair comb = OpPair::poisoned(DType::kF32, {t, m, m});
     ASSERT_TRUE(hc_split_sinkhorn(mixes.h(), scale.h(), base.h(), 20, 1e-6f,
-                                  HcMix{pre.h(), post.h(), comb.h()}).ok());
+                                  HcMix{pre.h(), post.h(), comb.h()})
+                    .ok());
     ASSERT_TRUE(hc_split_sinkhorn(mixes.d(), scale.d(), base.d(), 20, 1e-6f,
-                                  HcMix{pre.d(), post.d(), comb.d()}).ok());
+                                  HcMix{pre.d(), post.d(), comb.d()})
+                    .ok());
     EXPECT_LT(device_vs_host_error(pre), kCudaF32OpRelTol);
     EXPECT_LT(device_vs_host_error(post), kCudaF32OpRelTol);
     EXPECT_LT(device_vs_host_error(comb), kCudaF32OpRelTol);
@@ -178,10 +194,12 @@ TEST(HyperConnectionsCuda, MixesMatchCpuAndStreamOpsAreBitIdentical) {
     const OpPair head_mix = OpPair::uniform(rng, {t, m}, -2.0, 2.0);
     const OpPair head_base = OpPair::uniform(rng, {m});
     const OpPair head_pre = OpPair::poisoned(DType::kF32, {t, m});
-    ASSERT_TRUE(hc_head_weights(head_mix.h(), scale.h().rows(0, 1), head_base.h(), 1e-6f,
-                                head_pre.h()).ok());
-    ASSERT_TRUE(hc_head_weights(head_mix.d(), scale.d().rows(0, 1), head_base.d(), 1e-6f,
-                                head_pre.d()).ok());
+    ASSERT_TRUE(
+        hc_head_weights(head_mix.h(), scale.h().rows(0, 1), head_base.h(), 1e-6f, head_pre.h())
+            .ok());
+    ASSERT_TRUE(
+        hc_head_weights(head_mix.d(), scale.d().rows(0, 1), head_base.d(), 1e-6f, head_pre.d())
+            .ok());
     EXPECT_LT(device_vs_host_error(head_pre), kCudaF32OpRelTol);
 
     // The stream ops take the host's mixes on both devices, so they must agree to the bit.
@@ -225,10 +243,12 @@ TEST(MoeDispatchCuda, RouteGroupGatherGemmCombineMatchCpu) {
     const OpPair hash_ids = OpPair::values(DType::kI64, {t, k}, hashed);
     const OpPair hash_weights = OpPair::poisoned(DType::kF32, {t, k});
     const OpPair hash_picks = OpPair::poisoned(DType::kI32, {t, k});
-    ASSERT_TRUE(moe_route(logits.h(), TensorView{}, hash_ids.h(), 1.0f,
-                          {hash_weights.h(), hash_picks.h()}).ok());
-    ASSERT_TRUE(moe_route(logits.d(), TensorView{}, hash_ids.d(), 1.0f,
-                          {hash_weights.d(), hash_picks.d()}).ok());
+    ASSERT_TRUE(
+        moe_route(logits.h(), TensorView{}, hash_ids.h(), 1.0f, {hash_weights.h(), hash_picks.h()})
+            .ok());
+    ASSERT_TRUE(
+        moe_route(logits.d(), TensorView{}, hash_ids.d(), 1.0f, {hash_weights.d(), hash_picks.d()})
+            .ok());
     EXPECT_TRUE(device_equals_host(hash_picks));
     EXPECT_LT(device_vs_host_error(hash_weights), kCudaF32OpRelTol);
 

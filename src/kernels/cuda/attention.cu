@@ -1,8 +1,13 @@
-// cuda::sparse_attention: one block per (query, head). The block computes the scaled logits of
-// the query's candidate rows (both sources, in order; index −1 skipped) into shared memory, the
-// max and the denominator with the sink (block reductions), then each thread sums p_j · row_j
-// over the candidates in order for its output dims. Same math as the CPU reference
-// (kernels/cpu/attention.cpp) up to the f32 summation order of the reductions.
+// cuda::sparse_attention: one block per (query, head). The block finds the query's candidate
+// rows (both sources, in order; index −1 skipped), computes their scaled logits a warp per
+// candidate (lanes over the head dim, so each row is read in coalesced lines) into shared
+// memory, the max and the denominator with the sink (block reductions), then each thread sums
+// p_j · row_j over the candidates in order for its output dims. Same math as the CPU reference
+// (kernels/cpu/attention.cpp) up to the f32 summation order of the dot products and reductions.
+//
+// Why a warp per candidate: with a thread per candidate each thread walked its own 512-float
+// row, a dependent chain of loads and multiply-adds per thread, and a decode step's 64 blocks
+// took ~70 µs a layer (ncu, H200, session 21).
 //
 // Dimension letters: T tokens, H heads, Dh head dim, Kw / Kc candidates per query of the window
 // and extra sources.
@@ -32,57 +37,73 @@ __device__ int64_t visible_extra(const AttentionArgs& a, int64_t t) {
                                 : visible_entries(e.positions[t], e.ratio, e.n_candidates);
 }
 
-// Row j of query t's candidates (window first), or nullptr for "no candidate" (index −1, or an
+// The kv row of query t's candidate j (window first), or −1 for "no candidate" (index −1, or an
 // extra candidate at or past n_extra_visible).
-__device__ const float* candidate(const AttentionArgs& a, int64_t t, int64_t j,
-                                  int64_t n_extra_visible) {
+__device__ int32_t candidate_row(const AttentionArgs& a, int64_t t, int64_t j,
+                                 int64_t n_extra_visible) {
   const CandidateSource& src = j < a.window.n_candidates ? a.window : a.extra;
   if (j >= a.window.n_candidates) {
     j -= a.window.n_candidates;
-    if (j >= n_extra_visible) return nullptr;
+    if (j >= n_extra_visible) return -1;
   }
   const int32_t row = src.indices[t * src.index_stride + j];
-  if (row < 0) return nullptr;
   if (row >= src.n_rows) __trap();  // the model built the indices: a bug
-  return src.kv + int64_t{row} * a.head_dim;
+  return row < 0 ? -1 : row;
 }
 
-// Dynamic shared memory: the query [Dh] and the logits [Kw + Kc].
+// Dynamic shared memory: the query [Dh], the logits, then probabilities [Kw + Kc], and the
+// candidates' kv rows [Kw + Kc].
+size_t attention_smem_bytes(int64_t head_dim, int64_t n_candidates) {
+  return sizeof(float) * static_cast<size_t>(head_dim + n_candidates) +
+         sizeof(int32_t) * static_cast<size_t>(n_candidates);
+}
+
 __global__ void sparse_attention_kernel(AttentionArgs a) {
   extern __shared__ float smem_attention[];
   const int64_t t = blockIdx.x / a.n_heads, h = blockIdx.x % a.n_heads;
   const int64_t n_candidates = a.window.n_candidates + a.extra.n_candidates;
   const int64_t n_extra_visible = visible_extra(a, t);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, n_warps = blockDim.x / 32;
   const float* q_global = a.q + blockIdx.x * a.head_dim;
   float* smem_q = smem_attention;
-  float* smem_logits = smem_attention + a.head_dim;
+  float* smem_p = smem_q + a.head_dim;
+  auto* smem_rows = reinterpret_cast<int32_t*>(smem_p + n_candidates);
   for (int64_t d = threadIdx.x; d < a.head_dim; d += blockDim.x) smem_q[d] = q_global[d];
+  for (int64_t j = threadIdx.x; j < n_candidates; j += blockDim.x) {
+    smem_rows[j] = candidate_row(a, t, j, n_extra_visible);
+  }
   __syncthreads();
+  const auto row_of = [&](int64_t j) {
+    const float* kv = j < a.window.n_candidates ? a.window.kv : a.extra.kv;
+    return kv + int64_t{smem_rows[j]} * a.head_dim;
+  };
   const float sink = a.sinks[h];
   float max_logit = sink;
-  for (int64_t j = threadIdx.x; j < n_candidates; j += blockDim.x) {
-    const float* row = candidate(a, t, j, n_extra_visible);
+  for (int64_t j = warp; j < n_candidates; j += n_warps) {
     float logit = -INFINITY;
-    if (row != nullptr) {
+    if (smem_rows[j] >= 0) {  // the same in every lane
+      const float* row = row_of(j);
       float dot = 0.0f;
-      for (int64_t d = 0; d < a.head_dim; ++d) dot += smem_q[d] * row[d];
-      logit = dot * a.scale;
+      for (int64_t d = lane; d < a.head_dim; d += 32) dot += smem_q[d] * row[d];
+      logit = warp_reduce(dot, SumOp{}) * a.scale;
       max_logit = fmaxf(max_logit, logit);
     }
-    smem_logits[j] = logit;
+    if (lane == 0) smem_p[j] = logit;
   }
   max_logit = block_reduce(max_logit, MaxOp{});
   float denom = 0.0f;
   for (int64_t j = threadIdx.x; j < n_candidates; j += blockDim.x) {
-    smem_logits[j] = expf(smem_logits[j] - max_logit);  // exp(−inf) = 0 for a missing candidate
-    denom += smem_logits[j];
+    smem_p[j] = expf(smem_p[j] - max_logit);  // exp(−inf) = 0 for a missing candidate
+    denom += smem_p[j];
   }
   denom = block_reduce(denom, SumOp{}) + expf(sink - max_logit);
+  for (int64_t j = threadIdx.x; j < n_candidates; j += blockDim.x) smem_p[j] /= denom;
+  __syncthreads();
   for (int64_t d = threadIdx.x; d < a.head_dim; d += blockDim.x) {
     float acc = 0.0f;
+#pragma unroll 4
     for (int64_t j = 0; j < n_candidates; ++j) {
-      const float* row = candidate(a, t, j, n_extra_visible);
-      if (row != nullptr) acc += smem_logits[j] / denom * row[d];
+      if (smem_rows[j] >= 0) acc += smem_p[j] * row_of(j)[d];
     }
     a.out[blockIdx.x * a.head_dim + d] = acc;
   }
@@ -103,10 +124,12 @@ void sparse_attention(const SparseAttentionParams& p) {
                   p.out.data_as<float>()};
   if (n_tokens * n_heads == 0) return;
   const size_t smem_bytes =
-      sizeof(float) * static_cast<size_t>(head_dim + a.window.n_candidates + a.extra.n_candidates);
-  DSV4_CUDA_CHECK(cudaFuncSetAttribute(sparse_attention_kernel,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(smem_bytes)));
+      attention_smem_bytes(head_dim, a.window.n_candidates + a.extra.n_candidates);
+  if (smem_bytes > 48 * 1024) {
+    DSV4_CUDA_CHECK(cudaFuncSetAttribute(sparse_attention_kernel,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(smem_bytes)));
+  }
   sparse_attention_kernel<<<static_cast<unsigned>(n_tokens * n_heads), kRowThreads, smem_bytes,
                             op_stream()>>>(a);
   check_launch();

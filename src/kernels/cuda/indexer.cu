@@ -1,5 +1,13 @@
-// cuda::indexer_scores: one thread per (query, entry), the same sum over heads of weighted
-// ReLU'd dot products as the CPU reference (kernels/cpu/indexer.cpp), in the same order.
+// cuda::indexer_scores: a warp per (query, entry), its lanes over the heads, the same sum over
+// heads of weighted ReLU'd dot products as the CPU reference (kernels/cpu/indexer.cpp), in the
+// same order: each head's dot over DI in order, then the heads added in order by one lane.
+//
+// Why a warp and not a thread per pair: a decode step has one query and few entries (N = the
+// context / 4), and a thread per pair left one block of a handful of busy threads doing
+// HI·DI = 8192 dependent multiply-adds each: 440 µs a CSA layer at one token (ncu, H200,
+// session 21), more than the rest of the layer. Lanes over the heads spread that over the warp,
+// with the query in shared memory (one block's rows of padded heads, so the lanes' same-d reads
+// hit different banks) and each key element one broadcast load.
 //
 // Dimension letters: T tokens, HI indexer heads, DI indexer head dim, N compressed entries.
 #include "kernels/contracts.h"
@@ -18,19 +26,49 @@ struct ScoreArgs {
   float* scores;  // [T, N]
 };
 
-__global__ void indexer_scores_kernel(ScoreArgs a) {
-  const int64_t idx = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
-  if (idx >= a.n_tokens * a.n_entries) return;
-  const int64_t t = idx / a.n_entries, n = idx % a.n_entries;
-  const float* key = a.keys + n * a.head_dim;
-  float total = 0.0f;
-  for (int64_t h = 0; h < a.n_heads; ++h) {
-    const float* query = a.q + (t * a.n_heads + h) * a.head_dim;
-    float dot = 0.0f;
-    for (int64_t d = 0; d < a.head_dim; ++d) dot += query[d] * key[d];
-    total += (a.weights[t * a.n_heads + h] * a.weight_scale) * (fmaxf(dot, 0.0f) * a.q_scale);
+constexpr int kScoreWarps = 8;
+constexpr int kEntriesPerWarp = 8;  // a block's query rows serve 64 entries
+constexpr int kEntriesPerBlock = kScoreWarps * kEntriesPerWarp;
+
+// Dynamic shared memory: query t's rows [HI][DI + 1], then each warp's head terms [HI].
+size_t score_smem_bytes(int64_t n_heads, int64_t head_dim) {
+  return sizeof(float) * static_cast<size_t>(n_heads * (head_dim + 1) + kScoreWarps * n_heads);
+}
+
+// Block (t, y): query t's entries [64 y, 64 y + 64), entry 64 y + 8 e + w on warp w (tokens on
+// the grid's x, which has room for any prompt).
+__global__ void __launch_bounds__(32 * kScoreWarps) indexer_scores_kernel(ScoreArgs a) {
+  extern __shared__ float smem_scores[];
+  const int64_t t = blockIdx.x;
+  const int n_heads = static_cast<int>(a.n_heads), head_dim = static_cast<int>(a.head_dim);
+  const int stride = head_dim + 1;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  float* query = smem_scores;
+  float* terms = smem_scores + n_heads * stride + warp * n_heads;
+  const float* q_t = a.q + t * n_heads * head_dim;
+  for (int h = warp; h < n_heads; h += kScoreWarps) {
+    for (int d = lane; d < head_dim; d += 32) query[h * stride + d] = q_t[h * head_dim + d];
   }
-  a.scores[idx] = total;
+  __syncthreads();
+  const float* weights = a.weights + t * n_heads;
+  for (int e = 0; e < kEntriesPerWarp; ++e) {
+    const int64_t n = blockIdx.y * int64_t{kEntriesPerBlock} + e * kScoreWarps + warp;
+    if (n >= a.n_entries) return;
+    const float* key = a.keys + n * a.head_dim;
+    for (int h = lane; h < n_heads; h += 32) {
+      const float* query_h = query + h * stride;
+      float dot = 0.0f;
+      for (int d = 0; d < head_dim; ++d) dot += query_h[d] * key[d];
+      terms[h] = (weights[h] * a.weight_scale) * (fmaxf(dot, 0.0f) * a.q_scale);
+    }
+    __syncwarp();
+    if (lane == 0) {
+      float total = 0.0f;
+      for (int h = 0; h < n_heads; ++h) total += terms[h];
+      a.scores[t * a.n_entries + n] = total;
+    }
+    __syncwarp();  // lane 0's reads of terms before the next entry's writes
+  }
 }
 
 }  // namespace
@@ -48,8 +86,15 @@ void indexer_scores(const IndexerScoreParams& p) {
                     p.weight_scale,
                     p.scores.data_as<float>()};
   if (n_tokens * n_entries == 0) return;
-  indexer_scores_kernel<<<element_blocks(n_tokens * n_entries), kElementThreads, 0, op_stream()>>>(
-      a);
+  const size_t smem_bytes = score_smem_bytes(n_heads, head_dim);
+  if (smem_bytes > 48 * 1024) {
+    DSV4_CUDA_CHECK(cudaFuncSetAttribute(indexer_scores_kernel,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(smem_bytes)));
+  }
+  const dim3 grid(static_cast<unsigned>(n_tokens),
+                  static_cast<unsigned>(ceil_div(n_entries, kEntriesPerBlock)));
+  indexer_scores_kernel<<<grid, 32 * kScoreWarps, smem_bytes, op_stream()>>>(a);
   check_launch();
 }
 
