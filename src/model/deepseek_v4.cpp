@@ -87,16 +87,71 @@ Status Model::forward(std::span<const SequenceChunk> chunks) const {
   return lm_head(chunks, streams);
 }
 
-// logits = head · norm(hc_head(streams)), in f32, only for the rows each chunk asked for.
-Status Model::lm_head(std::span<const SequenceChunk> chunks, const Tensor& streams) const {
-  DSV4_ASSIGN_OR_RETURN(Tensor hidden, final_hidden(*weights_, streams.view()));
+namespace {
+
+// Up to this many asked rows go through the head in one call (their logits, 0.5 MB a row for
+// V4, staged once more before the copies into the chunks'); more rows read the head well enough
+// chunk by chunk.
+constexpr int64_t kJointHeadRows = 256;
+
+// Each chunk's asked rows (its last logits.size(0) of `hidden`) through the head into its logits.
+Status head_by_chunk(const TensorView& hidden, const TensorView& head,
+                     std::span<const SequenceChunk> chunks) {
   int64_t end = 0;
   for (const SequenceChunk& chunk : chunks) {
     end += static_cast<int64_t>(chunk.tokens.size());
-    const TensorView rows = hidden.view().rows(end - chunk.logits.size(0), end);
-    DSV4_RETURN_IF_ERROR(kernels::linear(rows, weights_->head.view(), chunk.logits));
+    const TensorView rows = hidden.rows(end - chunk.logits.size(0), end);
+    DSV4_RETURN_IF_ERROR(kernels::linear(rows, head, chunk.logits));
   }
   return ok_status();
+}
+
+// The same in one call over all n_asked rows: decode asks every row of `hidden` (one a
+// sequence); otherwise the asked rows are gathered first.
+Status head_in_one_call(const TensorView& hidden, const TensorView& head,
+                        std::span<const SequenceChunk> chunks, int64_t n_asked) {
+  Tensor gathered;
+  TensorView asked = hidden;
+  if (n_asked != hidden.size(0)) {
+    DSV4_ASSIGN_OR_RETURN(gathered,
+                          Tensor::empty(DType::kF32, {n_asked, hidden.size(1)}, hidden.device));
+    int64_t end = 0, row = 0;
+    for (const SequenceChunk& chunk : chunks) {
+      end += static_cast<int64_t>(chunk.tokens.size());
+      const int64_t n = chunk.logits.size(0);
+      DSV4_RETURN_IF_ERROR(
+          copy_tensor(gathered.view().rows(row, row + n), hidden.rows(end - n, end)));
+      row += n;
+    }
+    asked = gathered.view();
+  }
+  DSV4_ASSIGN_OR_RETURN(Tensor logits,
+                        Tensor::empty(DType::kF32, {n_asked, head.size(0)}, hidden.device));
+  DSV4_RETURN_IF_ERROR(kernels::linear(asked, head, logits.view()));
+  int64_t row = 0;
+  for (const SequenceChunk& chunk : chunks) {
+    const int64_t n = chunk.logits.size(0);
+    DSV4_RETURN_IF_ERROR(copy_tensor(chunk.logits, logits.view().rows(row, row + n)));
+    row += n;
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+// logits = head · norm(hc_head(streams)), in f32, only for the rows each chunk asked for. The
+// head is V·D weights (1 GB in bf16 for V4) and a decode step asks one row of each sequence, so
+// a few asked rows go through it in one call, read once a step, not once a sequence (at B = 8
+// on V4-Flash shapes eight calls took 2 ms of an 11 ms step: ncu, H200, docs/bench.md session
+// 21).
+Status Model::lm_head(std::span<const SequenceChunk> chunks, const Tensor& streams) const {
+  DSV4_ASSIGN_OR_RETURN(const Tensor hidden, final_hidden(*weights_, streams.view()));
+  int64_t n_asked = 0;
+  for (const SequenceChunk& chunk : chunks) n_asked += chunk.logits.size(0);
+  if (chunks.size() == 1 || n_asked > kJointHeadRows) {
+    return head_by_chunk(hidden.view(), weights_->head.view(), chunks);
+  }
+  return head_in_one_call(hidden.view(), weights_->head.view(), chunks, n_asked);
 }
 
 Status Model::forward(std::span<const int64_t> tokens, int64_t start_pos, SequenceCache& cache,
