@@ -32,8 +32,8 @@ for batch in ${batches//,/ }; do
       grep -E "time to first|decode step" | tee -a "$out/engine.txt"
   done
 done
-ncu=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
-[ -z "$ncu" ] && exit 0
+ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+[ -x "$ncu" ] || exit 0
 for batch in ${batches//,/ }; do
   timeout 120 "$ncu" --csv --page raw --metrics gpu__time_duration.sum \
     "$bins/dsv4" bench --device cuda --model "$model" --batch "$batch" --prompt-tokens 16 \
