@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Packs what scripts/device/cuda_suite.sh runs on the device machine into build/carry (ignored):
 # the stripped CUDA test binaries and benchmarks of the build directory, compressed, and the
-# shared PyTorch MoE baseline (../shared does not travel with the tree).
-#   usage: scripts/device/pack.sh [build-dir]
+# shared PyTorch MoE baseline (../shared does not travel with the tree). With DSV4_BEFORE set to
+# another build's dsv4 binary, that one goes in as dsv4_before (engine_bench.sh's same-call A/B).
+#   usage: [DSV4_BEFORE=path] scripts/device/pack.sh [build-dir]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build}
@@ -14,6 +15,7 @@ for b in tests/kernels/kernels_cuda_tests tests/kernels/kernels_ops_cuda_tests \
          bench/decode_bench bench/read_ceiling bench/synth_checkpoint dsv4; do
   [ -x "$build/$b" ] && strip -o "$stage/$(basename "$b")" "$build/$b"
 done
+[ -n "${DSV4_BEFORE:-}" ] && strip -o "$stage/dsv4_before" "$DSV4_BEFORE"
 mkdir -p "$build/carry"
 tar cJf "$build/carry/bins.tar.xz" -C "$stage" .
 rm -rf "$stage"
