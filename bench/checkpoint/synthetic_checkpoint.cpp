@@ -321,12 +321,6 @@ void draw_chunk(const Chunk& chunk, uint8_t* out) {
 
 // ---- Writing ----
 
-std::string shard_file_name(size_t index, size_t count) {
-  char name[64];
-  std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", index + 1, count);
-  return name;
-}
-
 // Draws the chunks (in parallel) into `window` and appends it to the shard.
 Status flush(const std::vector<Chunk>& chunks, std::vector<uint8_t>& window, size_t used,
              format::SafetensorsStream& stream) {
@@ -440,7 +434,7 @@ Result<SyntheticSummary> write_synthetic_checkpoint(const SyntheticOptions& opti
   std::map<std::string, std::string> weight_map;
   for (size_t s = 0; s < shards.size(); ++s) {
     const auto start = std::chrono::steady_clock::now();
-    const std::string file = shard_file_name(s, shards.size());
+    const std::string file = format::shard_file_name(s, shards.size());
     DSV4_RETURN_IF_ERROR(write_shard(shards[s], (fs::path(options.out_dir) / file).string(),
                                      options.seed, summary.n_tensors));
     for (const PlannedTensor& t : shards[s].tensors) weight_map[t.declaration.name] = file;

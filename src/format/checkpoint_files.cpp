@@ -1,5 +1,6 @@
 #include "format/checkpoint_files.h"
 
+#include <cstdio>
 #include <filesystem>
 #include <set>
 
@@ -33,6 +34,12 @@ Result<std::string> read_text(const std::string& path) {
 }
 
 }  // namespace
+
+std::string shard_file_name(size_t index, size_t count) {
+  char name[64];
+  std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", index + 1, count);
+  return name;
+}
 
 Status write_shard_index(const std::string& dir,
                          const std::map<std::string, std::string>& weight_map,

@@ -42,6 +42,9 @@ class CheckpointFiles {
 // The index file of a sharded checkpoint (the Hugging Face convention).
 inline constexpr const char* kShardIndexName = "model.safetensors.index.json";
 
+// The Hugging Face name of shard `index` (from 0) of `count`: "model-00001-of-00003.safetensors".
+std::string shard_file_name(size_t index, size_t count);
+
 // Writes DIR/model.safetensors.index.json (replacing one there): the shards' tensor bytes in all
 // (metadata.total_size) and the shard file of each tensor (weight_map).
 Status write_shard_index(const std::string& dir,

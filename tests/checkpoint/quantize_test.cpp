@@ -18,6 +18,7 @@
 
 #include "base/float_convert.h"
 #include "checkpoint/loader.h"
+#include "format/checkpoint_files.h"
 #include "format/json.h"
 #include "format/safetensors.h"
 #include "testing/nvfp4_reference.h"
@@ -347,7 +348,7 @@ TEST(QuantizeTest, ShardedInputKeepsItsShardsAndIndex) {
   EXPECT_TRUE(model->weights.layers[0].ffn.experts.is_nvfp4());
   for (size_t s = 0; s < 2; ++s) {
     const format::SafetensorsFile out =
-        open_file(dir.file("out/" + dsv4::testing::shard_file_name(s, 2)));
+        open_file(dir.file("out/" + dsv4::format::shard_file_name(s, 2)));
     for (const dsv4::testing::TinyTensor& t : shards[s]) {
       ASSERT_NE(out.find(t.name), nullptr) << t.name;
       if (t.name.ends_with("gate_up_proj")) {

@@ -17,8 +17,8 @@
 namespace dsv4::format {
 namespace {
 
+using format::shard_file_name;
 using testing::SeededRng;
-using testing::shard_file_name;
 using testing::TempDir;
 using testing::TinyTensor;
 

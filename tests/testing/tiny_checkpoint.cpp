@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "base/float_convert.h"
+#include "format/checkpoint_files.h"
 #include "format/json.h"
 #include "format/safetensors_writer.h"
 
@@ -80,18 +81,12 @@ Status write_tiny_safetensors(const std::string& path, const std::vector<TinyTen
   return writer.write(path, /*overwrite=*/true);
 }
 
-std::string shard_file_name(size_t shard_idx, size_t n_shards) {
-  char name[64];
-  std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", shard_idx + 1, n_shards);
-  return name;
-}
-
 Status write_tiny_sharded(const std::string& dir,
                           const std::vector<std::vector<TinyTensor>>& shards,
                           std::mt19937_64& rng) {
   std::map<std::string, std::string> weight_map;
   for (size_t s = 0; s < shards.size(); ++s) {
-    const std::string name = shard_file_name(s, shards.size());
+    const std::string name = format::shard_file_name(s, shards.size());
     DSV4_RETURN_IF_ERROR(write_tiny_safetensors(dir + "/" + name, shards[s], rng));
     for (const TinyTensor& t : shards[s]) weight_map[t.name] = name;
   }

@@ -31,13 +31,10 @@ std::vector<uint8_t> random_nonzero_bytes(DType dtype, int64_t numel, std::mt199
 Status write_tiny_safetensors(const std::string& path, const std::vector<TinyTensor>& tensors,
                               std::mt19937_64& rng);
 
-// shards.size() files "model-0000i-of-0000n.safetensors" in `dir` and the
+// shards.size() files named by format::shard_file_name in `dir` and the
 // model.safetensors.index.json listing where each tensor is.
 Status write_tiny_sharded(const std::string& dir,
                           const std::vector<std::vector<TinyTensor>>& shards, std::mt19937_64& rng);
-
-// The shard file names write_tiny_sharded uses.
-std::string shard_file_name(size_t shard_idx, size_t n_shards);
 
 // DIR/model.safetensors.index.json with this weight map (name -> shard file), as given.
 Status write_shard_index(const std::string& dir,
