@@ -1,13 +1,15 @@
 // cuda::sparse_attention: one block per (query, head). The block finds the query's candidate
 // rows (both sources, in order; index −1 skipped), computes their scaled logits a warp per
 // candidate (lanes over the head dim, so each row is read in coalesced lines) into shared
-// memory, the max and the denominator with the sink (block reductions), then each thread sums
-// p_j · row_j over the candidates in order for its output dims. Same math as the CPU reference
-// (kernels/cpu/attention.cpp) up to the f32 summation order of the dot products and reductions.
+// memory, the max and the denominator with the sink (block reductions), then Σ_j p_j · row_j a
+// warp per share of the candidates, lanes over the head dim, the warps' partials added in warp
+// order. Same math as the CPU reference (kernels/cpu/attention.cpp) up to the f32 summation
+// order of the dot products, the reductions and that sum.
 //
-// Why a warp per candidate: with a thread per candidate each thread walked its own 512-float
-// row, a dependent chain of loads and multiply-adds per thread, and a decode step's 64 blocks
-// took ~70 µs a layer (ncu, H200, session 21).
+// Why warps over the candidates: with a thread per candidate each thread walked its own
+// 512-float row, a dependent chain of loads and multiply-adds, and a thread per output dim
+// walked every candidate, one load latency each: a decode step's 64 blocks took ~70 µs a layer
+// (ncu, H200, session 21); with a warp per candidate for the logits only, 27 µs (H100).
 //
 // Dimension letters: T tokens, H heads, Dh head dim, Kw / Kc candidates per query of the window
 // and extra sources.
@@ -51,23 +53,48 @@ __device__ int32_t candidate_row(const AttentionArgs& a, int64_t t, int64_t j,
   return row < 0 ? -1 : row;
 }
 
-// Dynamic shared memory: the query [Dh], the logits, then probabilities [Kw + Kc], and the
-// candidates' kv rows [Kw + Kc].
+// Row elements a lane loads at once (up to 32·16 = 512 of a row, V4's head dim): a warp's
+// loads of a candidate's row all in flight before its multiply-adds use them.
+constexpr int kDimsPerLane = 16;
+constexpr int kAttentionWarps = kRowThreads / 32;
+
+// Dynamic shared memory: the query [Dh], the logits, then probabilities [Kw + Kc], the
+// candidates' kv rows [Kw + Kc], and each warp's partial output [warps][Dh].
 size_t attention_smem_bytes(int64_t head_dim, int64_t n_candidates) {
-  return sizeof(float) * static_cast<size_t>(head_dim + n_candidates) +
+  return sizeof(float) * static_cast<size_t>(head_dim * (1 + kAttentionWarps) + n_candidates) +
          sizeof(int32_t) * static_cast<size_t>(n_candidates);
 }
 
-__global__ void sparse_attention_kernel(AttentionArgs a) {
+// q · row over the head dim, the same in every lane of the warp.
+__device__ float warp_dot(const float* q, const float* row, int64_t head_dim, int lane) {
+  float dot = 0.0f;
+  for (int64_t d0 = 0; d0 < head_dim; d0 += 32 * kDimsPerLane) {
+    float v[kDimsPerLane];
+#pragma unroll
+    for (int k = 0; k < kDimsPerLane; ++k) {
+      const int64_t d = d0 + lane + 32 * k;
+      v[k] = d < head_dim ? row[d] : 0.0f;
+    }
+#pragma unroll
+    for (int k = 0; k < kDimsPerLane; ++k) {
+      const int64_t d = d0 + lane + 32 * k;
+      if (d < head_dim) dot += q[d] * v[k];
+    }
+  }
+  return warp_reduce(dot, SumOp{});
+}
+
+__global__ void __launch_bounds__(kRowThreads) sparse_attention_kernel(AttentionArgs a) {
   extern __shared__ float smem_attention[];
   const int64_t t = blockIdx.x / a.n_heads, h = blockIdx.x % a.n_heads;
   const int64_t n_candidates = a.window.n_candidates + a.extra.n_candidates;
   const int64_t n_extra_visible = visible_extra(a, t);
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, n_warps = blockDim.x / 32;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const float* q_global = a.q + blockIdx.x * a.head_dim;
   float* smem_q = smem_attention;
   float* smem_p = smem_q + a.head_dim;
   auto* smem_rows = reinterpret_cast<int32_t*>(smem_p + n_candidates);
+  auto* smem_partial = reinterpret_cast<float*>(smem_rows + n_candidates);
   for (int64_t d = threadIdx.x; d < a.head_dim; d += blockDim.x) smem_q[d] = q_global[d];
   for (int64_t j = threadIdx.x; j < n_candidates; j += blockDim.x) {
     smem_rows[j] = candidate_row(a, t, j, n_extra_visible);
@@ -79,13 +106,10 @@ __global__ void sparse_attention_kernel(AttentionArgs a) {
   };
   const float sink = a.sinks[h];
   float max_logit = sink;
-  for (int64_t j = warp; j < n_candidates; j += n_warps) {
+  for (int64_t j = warp; j < n_candidates; j += kAttentionWarps) {
     float logit = -INFINITY;
     if (smem_rows[j] >= 0) {  // the same in every lane
-      const float* row = row_of(j);
-      float dot = 0.0f;
-      for (int64_t d = lane; d < a.head_dim; d += 32) dot += smem_q[d] * row[d];
-      logit = warp_reduce(dot, SumOp{}) * a.scale;
+      logit = warp_dot(smem_q, row_of(j), a.head_dim, lane) * a.scale;
       max_logit = fmaxf(max_logit, logit);
     }
     if (lane == 0) smem_p[j] = logit;
@@ -99,13 +123,32 @@ __global__ void sparse_attention_kernel(AttentionArgs a) {
   denom = block_reduce(denom, SumOp{}) + expf(sink - max_logit);
   for (int64_t j = threadIdx.x; j < n_candidates; j += blockDim.x) smem_p[j] /= denom;
   __syncthreads();
-  for (int64_t d = threadIdx.x; d < a.head_dim; d += blockDim.x) {
-    float acc = 0.0f;
-#pragma unroll 4
-    for (int64_t j = 0; j < n_candidates; ++j) {
-      if (smem_rows[j] >= 0) acc += smem_p[j] * row_of(j)[d];
+  // Σ_j p_j · row_j: warp w the candidates j ≡ w (mod warps) in order, lanes over the dims (a
+  // thread per dim walking every candidate waited one load latency per candidate); the warps'
+  // partial sums are then added in warp order.
+  for (int64_t d0 = 0; d0 < a.head_dim; d0 += 32 * kDimsPerLane) {
+    float acc[kDimsPerLane] = {};
+    for (int64_t j = warp; j < n_candidates; j += kAttentionWarps) {
+      if (smem_rows[j] < 0) continue;
+      const float* row = row_of(j);
+      const float p = smem_p[j];
+#pragma unroll
+      for (int k = 0; k < kDimsPerLane; ++k) {
+        const int64_t d = d0 + lane + 32 * k;
+        if (d < a.head_dim) acc[k] += p * row[d];
+      }
     }
-    a.out[blockIdx.x * a.head_dim + d] = acc;
+#pragma unroll
+    for (int k = 0; k < kDimsPerLane; ++k) {
+      const int64_t d = d0 + lane + 32 * k;
+      if (d < a.head_dim) smem_partial[warp * a.head_dim + d] = acc[k];
+    }
+  }
+  __syncthreads();
+  for (int64_t d = threadIdx.x; d < a.head_dim; d += blockDim.x) {
+    float sum = 0.0f;
+    for (int w = 0; w < kAttentionWarps; ++w) sum += smem_partial[w * a.head_dim + d];
+    a.out[blockIdx.x * a.head_dim + d] = sum;
   }
 }
 
