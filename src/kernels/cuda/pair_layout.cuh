@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "base/float_convert.h"
+#include "kernels/cuda/mma_sync.cuh"
 
 namespace dsv4::kernels::cuda {
 
@@ -84,16 +85,6 @@ __device__ __forceinline__ void decode_word(uint32_t word, uint32_t scale2, uint
   out[1] = bf16x2_mul(decode_e2m1_pair<1>(word), scale2);
   out[2] = bf16x2_mul(decode_e2m1_pair<2>(word), scale2);
   out[3] = bf16x2_mul(decode_e2m1_pair<3>(word), scale2);
-}
-
-// D += A · B, m16n8k16, bf16 operands, f32 accumulators (PTX fragment layouts).
-__device__ __forceinline__ void mma_bf16_16816(float d[4], const uint32_t a[4], uint32_t b0,
-                                               uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, {%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 // One lane's share of a 128-element K step of a 16-row m-tile: 16 packed bytes of each of its

@@ -1,21 +1,16 @@
 // The PTX the NVFP4 kernels issue, one thin wrapper each: cp.async (global -> shared, zero fill
-// past the edges), wgmma (sm_90a) with its shared-memory descriptors, mma.sync m16n8k16, and
-// the vector f32 reduction. Only .cu files of this folder include it.
+// past the edges), wgmma (sm_90a) with its shared-memory descriptors, mbarriers and TMA; the
+// 16-byte cp.async and mma.sync they share with other kernels are in kernels/cuda/mma_sync.cuh.
+// Only .cu files of this folder include it.
 #pragma once
 
 #include <cstdint>
 
+#include "kernels/cuda/mma_sync.cuh"
+
 namespace dsv4::kernels::cuda::sm90 {
 
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
 // ---- cp.async: `bytes` real bytes of src, the rest of the 16 (or 4) zero-filled ----
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
-               "r"(valid ? 16 : 0));
-}
 __device__ __forceinline__ void cp_async4(void* dst, const void* src, bool valid) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
                "r"(valid ? 4 : 0));
@@ -301,16 +296,6 @@ __device__ __forceinline__ void setmaxnreg_inc() {
 template <int kRegs>
 __device__ __forceinline__ void setmaxnreg_dec() {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
-}
-
-// ---- mma.sync m16n8k16, bf16 in, f32 accumulate (the small-M kernel) ----
-__device__ __forceinline__ void mma_m16n8k16(float (&d)[4], const uint32_t (&a)[4],
-                                             uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, {%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 // Streaming 16-byte load that skips L1 (weights are read once).

@@ -74,7 +74,7 @@ __device__ __forceinline__ void mma_chunk(const uint4& codes_lo, const uint4& co
       const int token = tile * 8 + g;
       const uint2 b = *reinterpret_cast<const uint2*>(
           smem_tokens + small_swizzle(token, chunk, 4 * t + s / 2, row_bytes) + (s % 2) * 8);
-      mma_m16n8k16(acc[tile], a, b.x, b.y);
+      mma_bf16_16816(acc[tile], a, b.x, b.y);
     }
   }
 }

@@ -1,0 +1,39 @@
+// The warp-level tensor-core PTX the kernels share (sm_80 and up, so every CUDA build): the
+// bf16 mma.sync with f32 accumulators, the ldmatrix that feeds it from shared memory, and the
+// 16-byte cp.async that zero-fills what lies past an operand's edge.
+#pragma once
+
+#include <cstdint>
+
+namespace dsv4::kernels::cuda {
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16 bytes of src into shared memory, or 16 zeros where !valid (src is then not read, but must
+// still be a mapped address).
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+               "r"(valid ? 16 : 0));
+}
+
+// D += A · B, m16n8k16, bf16 operands, f32 accumulators (PTX fragment layouts).
+__device__ __forceinline__ void mma_bf16_16816(float d[4], const uint32_t a[4], uint32_t b0,
+                                               uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Four 8×8 b16 matrices from shared memory: lanes 8q..8q+7 give the 16-byte rows of matrix q,
+// and lane l receives elements 2(l % 4), +1 of row l / 4 of each, in r[q].
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(row)));
+}
+
+}  // namespace dsv4::kernels::cuda
