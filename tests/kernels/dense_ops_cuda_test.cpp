@@ -8,7 +8,9 @@
 // E experts, G groups, R grouped rows.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "base/float_convert.h"
@@ -86,6 +88,57 @@ TEST(DenseOpsCuda, LinearBf16WeightGivesTheBitsOfItsF32Widening) {
     EXPECT_LT(device_vs_host_error(y), kCudaF32OpRelTol);
     EXPECT_TRUE(testing::same_bytes(y.result().view(), y_f32.result().view()));
   }
+}
+
+// bf16 weights and ≥ 32 rows of x run on the tensor cores (cuda/linear_tensor_cores.cu): x, T
+// and N off the 128 tiles, K off the 32-wide step (264 = 8 · 33), x aligned (16-byte loads) and
+// a strided column view (scalar loads), and a block-diagonal call (a group a grid slice).
+TEST(DenseOpsCuda, LinearOnTensorCoresMatchesCpu) {
+  SeededRng rng;
+  for (const auto& [t, g, r, k, offset] : {std::tuple{300, 1, 1500, 264, 0},
+                                           {33, 1, 4100, 64, 3},
+                                           {200, 4, 520, 136, 0},
+                                           {130, 2, 1030, 1032, 1}}) {
+    SCOPED_TRACE(std::to_string(t) + "x" + std::to_string(g) + "x" + std::to_string(r) + "x" +
+                 std::to_string(k) + "+" + std::to_string(offset));
+    const OpPair x = OpPair::uniform(rng, {t, g * k + offset});
+    std::vector<uint16_t> bits(static_cast<size_t>(g) * r * k);
+    for (uint16_t& b : bits) b = float_to_bf16(static_cast<float>(rng.uniform(-1.0, 1.0)));
+    const OpPair w = OpPair::values(DType::kBF16, {g * r, k}, bits);
+    const OpPair y = OpPair::poisoned(DType::kF32, {t, g * r});
+    ASSERT_TRUE(
+        block_diagonal_linear(columns(x.h(), offset, offset + g * k), w.h(), g, y.h()).ok());
+    ASSERT_TRUE(
+        block_diagonal_linear(columns(x.d(), offset, offset + g * k), w.d(), g, y.d()).ok());
+    EXPECT_LT(device_vs_host_error(y), kCudaF32OpRelTol);
+  }
+}
+
+// The three-way bf16 split of x loses no bit: with a one-hot weight row n (a power of two 2^e_n
+// at column n mod K) every sum is exact, so y[t, n] must be x[t, n mod K] · 2^e_n bit for bit.
+// Keeping only two parts (16 significant bits) would miss it on almost every element.
+TEST(DenseOpsCuda, LinearOnTensorCoresKeepsEveryBitOfX) {
+  SeededRng rng;
+  constexpr int64_t kT = 70, kN = 4100, kK = 40;
+  const OpPair x = OpPair::uniform(rng, {kT, kK});
+  std::vector<uint16_t> bits(static_cast<size_t>(kN * kK), 0);
+  std::vector<int> exponents(kN);
+  for (int64_t n = 0; n < kN; ++n) {
+    exponents[n] = static_cast<int>(rng.uniform(-8.0, 8.0));
+    bits[n * kK + n % kK] = float_to_bf16(std::ldexp(1.0f, exponents[n]));
+  }
+  const OpPair w = OpPair::values(DType::kBF16, {kN, kK}, bits);
+  const OpPair y = OpPair::poisoned(DType::kF32, {kT, kN});
+  ASSERT_TRUE(linear(x.d(), w.d(), y.d()).ok());
+  const Tensor got = y.result();
+  int64_t mismatches = 0;
+  for (int64_t t = 0; t < kT; ++t) {
+    for (int64_t n = 0; n < kN; ++n) {
+      const float want = std::ldexp(x.host.data_as<float>()[t * kK + n % kK], exponents[n]);
+      mismatches += got.data_as<float>()[t * kN + n] != want;
+    }
+  }
+  EXPECT_EQ(mismatches, 0);
 }
 
 // The block-diagonal linear (the attention's wo_a): V4-Flash's 8 groups of 1024 at one token,

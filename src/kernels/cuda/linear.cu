@@ -1,5 +1,7 @@
 // cuda::linear: y[T, N] = x[T, K] · w[N, K]ᵀ in f32 (and block_diagonal_linear, G such products
-// side by side in one call), by one of two kernels:
+// side by side in one call). A bf16 weight with many rows of x runs on the tensor cores
+// (linear_tensor_cores.cu, exact to f32 by a three-way bf16 split of x); the rest by one of two
+// CUDA-core kernels:
 // - a classic shared-memory tiled SGEMM for many rows and wide outputs: both operands are
 //   K-contiguous rows, so a block stages a [64, 16] slab of each, transposed into shared memory,
 //   and every thread accumulates a 4×4 patch of y over K in order;
@@ -23,6 +25,7 @@
 #include "kernels/contracts.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/linear_tensor_cores.h"
 
 namespace dsv4::kernels::cuda {
 namespace {
@@ -259,6 +262,7 @@ void launch(const Rows<float>& x, const Rows<W>& w, const RowMatrix& y, int64_t 
 
 void run(const LinearOperands& o, int64_t n_groups) {
   if (o.x.n_rows == 0 || o.w.n_rows == 0) return;
+  if (linear_tensor_cores_fit(o, n_groups)) return linear_tensor_cores(o, n_groups);
   DSV4_CHECK(ceil_div(o.x.n_rows, kTile) <= 65535, "linear: %lld rows in one call",
              (long long)o.x.n_rows);
   if (o.w.dtype == DType::kBF16) {

@@ -1,0 +1,18 @@
+// The tensor-core kernel of cuda::linear (linear_tensor_cores.cu): f32 x and y, a bf16 weight,
+// exact to f32 by splitting x into three bf16. linear.cu asks whether a call fits it and runs it.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/contracts.h"
+
+namespace dsv4::kernels::cuda {
+
+// Whether the call (n_groups block-diagonal groups; 1 for a plain linear) runs on the tensor
+// cores: a bf16 weight with 16-byte aligned rows of a multiple of 8, at least 32 rows of x and
+// enough 128 × 128 tiles to spread over the GPU.
+bool linear_tensor_cores_fit(const LinearOperands& o, int64_t n_groups);
+
+void linear_tensor_cores(const LinearOperands& o, int64_t n_groups);
+
+}  // namespace dsv4::kernels::cuda
