@@ -1,15 +1,19 @@
-// linear_bench: the f32 linear (kernels/cuda/linear.cu) on DeepSeek-V4-Flash's dense decode
-// shapes, with the weight in f32 and in bf16 (what copy_weights keeps of a bf16 checkpoint on
-// a GPU), against the bytes that must move and the copy bandwidth measured in the same run. A
-// program, not a test: every shape is first checked (the bf16 weight's result must be the f32
-// one's bits, and that one within kCudaF32OpRelTol of the CPU reference), then timed: kBatch
-// calls captured in one CUDA graph, weights rotated over copies larger than the L2, the median of
-// kRepeats replays over kBatch (decode runs as one launch after another; host cost not counted).
+// linear_bench: the f32 linear (kernels/cuda/linear.cu) on DeepSeek-V4-Flash's dense shapes,
+// with the weight in f32 and in bf16 (what copy_weights keeps of a bf16 checkpoint on a GPU). A
+// program, not a test: every shape is first checked (within kCudaF32OpRelTol of the CPU
+// reference; on the CUDA-core kernels the bf16 weight's result must also be the f32 one's
+// bits), then timed: kBatch calls captured in one CUDA graph, weights rotated over copies
+// larger than the L2, the median of kRepeats replays over kBatch (host cost not counted).
+// T ≤ 16 (decode): against the bytes that must move and the copy bandwidth measured in the same
+// run. T > 16 (prefill): the bf16 weight runs on the tensor cores (linear_tensor_cores.cu), the
+// f32 one on the CUDA cores, and cuBLAS's f32 SGEMM (no TF32) on the same call is the baseline;
+// the floor is the three bf16 passes at cuBLAS's bf16 rate (8192³, same run).
 //   usage: linear_bench [out.md [T,T,...]]   (default T: 1,8)
 //
 // Dimension letters: T tokens, N output features, K input features.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -17,8 +21,10 @@
 #include "base/buffer.h"
 #include "base/float_convert.h"
 #include "bench_harness.h"
+#include "cublas_dl.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/linear_tensor_cores.h"
 #include "testing/compare.h"
 #include "testing/device.h"
 #include "testing/tolerance.h"
@@ -31,22 +37,18 @@ constexpr int64_t kRotateBytes = 256ll << 20;  // > 4 × the 60 MB L2
 struct LinearShape {
   const char* name;
   int64_t n, k;
-  int64_t groups = 1;  // block_diagonal_linear's G: x is [T, groups·K]
+  int64_t groups = 1;   // block_diagonal_linear's G: x is [T, groups·K]
+  bool prefill = true;  // also run on every prompt token (not the lm_head: last tokens only)
 };
 
 // V4-Flash (hidden 4096, 64 heads of 512, q_lora 1024, 8 output groups of 1024, shared expert
 // 2048, indexer 64 heads of 128, mHC 4 streams, vocab 129280): the linears of a decode step.
 constexpr LinearShape kShapes[] = {
-    {"attn wq_a", 1024, 4096},
-    {"attn wq_b", 32768, 1024},
-    {"attn wkv", 512, 4096},
-    {"attn wo_a (8 groups)", 8192, 4096, 8},
-    {"attn wo_b", 4096, 8192},
-    {"indexer wq_b", 8192, 1024},
-    {"shared w1", 2048, 4096},
-    {"shared w2", 4096, 2048},
-    {"mHC fn", 24, 16384},
-    {"lm_head", 129280, 4096},
+    {"attn wq_a", 1024, 4096}, {"attn wq_b", 32768, 1024},
+    {"attn wkv", 512, 4096},   {"attn wo_a (8 groups)", 8192, 4096, 8},
+    {"attn wo_b", 4096, 8192}, {"indexer wq_b", 8192, 1024},
+    {"shared w1", 2048, 4096}, {"shared w2", 4096, 2048},
+    {"mHC fn", 24, 16384},     {"lm_head", 129280, 4096, 1, false},
 };
 
 // bf16 values in [-1, 1) from a hash of the index: the bits, and their f32 widening.
@@ -64,8 +66,8 @@ struct Weight {
 
 Weight make_weight(const LinearShape& s, uint32_t seed) {
   Weight w{device_tensor(DType::kBF16, {s.n, s.k}), device_tensor(DType::kF32, {s.n, s.k})};
-  fill_weight_kernel<<<4096, 256>>>(w.bf16.data_as<uint16_t>(), w.f32.data_as<float>(),
-                                    s.n * s.k, seed);
+  fill_weight_kernel<<<4096, 256>>>(w.bf16.data_as<uint16_t>(), w.f32.data_as<float>(), s.n * s.k,
+                                    seed);
   DSV4_CUDA_CHECK(cudaGetLastError());
   return w;
 }
@@ -75,45 +77,136 @@ void run_linear(const LinearShape& s, const Tensor& x, const Tensor& w, const Te
   kernels::cuda::block_diagonal_linear(x.view(), w.view(), s.groups, y.view());
 }
 
-// The bf16 weight's result against the f32 one's (bits) and the CPU's (max row rel error).
+// Whether the call runs on the tensor cores (the bf16 weight; the f32 one never does).
+bool on_tensor_cores(const LinearShape& s, int64_t t, const Weight& w, const Tensor& x) {
+  const Tensor y = device_tensor(DType::kF32, {t, s.n});
+  return kernels::cuda::linear_tensor_cores_fit(
+      kernels::block_diagonal_operands(x.view(), w.bf16.view(), s.groups, y.view()), s.groups);
+}
+
+// Both weights' results against the CPU's (the max row rel error of the worse); on the CUDA
+// cores the bf16 weight must give the f32 one's bits.
 double check(const LinearShape& s, int64_t t, const Weight& w, const Tensor& x) {
   Tensor y32 = device_tensor(DType::kF32, {t, s.n}), y16 = device_tensor(DType::kF32, {t, s.n});
   run_linear(s, x, w.f32, y32);
   run_linear(s, x, w.bf16, y16);
   const Tensor got32 = testing::to_host(y32.view()), got16 = testing::to_host(y16.view());
-  DSV4_CHECK(testing::same_bytes(got32.view(), got16.view()),
+  DSV4_CHECK(on_tensor_cores(s, t, w, x) || testing::same_bytes(got32.view(), got16.view()),
              "%s T=%lld: the bf16 weight changed the result", s.name, (long long)t);
   const Tensor x_host = testing::to_host(x.view()), w_host = testing::to_host(w.f32.view());
   Tensor want = Tensor::host(DType::kF32, {t, s.n});
   kernels::cpu::block_diagonal_linear(x_host.view(), w_host.view(), s.groups, want.view());
-  return testing::max_row_rel_error(got32.data_as<float>(), want.data_as<float>(), t, s.n);
+  const double err =
+      std::max(testing::max_row_rel_error(got32.data_as<float>(), want.data_as<float>(), t, s.n),
+               testing::max_row_rel_error(got16.data_as<float>(), want.data_as<float>(), t, s.n));
+  DSV4_CHECK(err < testing::kCudaF32OpRelTol, "%s T=%lld: rel err %.2e", s.name, (long long)t, err);
+  return err;
 }
 
-void run_shape(std::FILE* out, const LinearShape& s, const std::vector<int64_t>& tokens,
-               double bandwidth) {
+// What the prefill rows compare against, measured once: cuBLAS and its bf16 rate.
+struct Baseline {
+  Cublas cublas;
+  double bf16_flops = 0.0;  // per second, cuBLAS bf16 8192³
+};
+
+Baseline measure_baseline() {
+  Baseline b{open_cublas()};
+  if (!b.cublas.ok()) return b;
+  constexpr int64_t n = 8192;
+  const Tensor a = std::move(make_weight({"a", n, n}, 1u).bf16);
+  const Tensor w = std::move(make_weight({"w", n, n}, 2u).bf16);
+  const Tensor c = device_tensor(DType::kBF16, {n, n});
+  const double us =
+      1000.0 * median_ms([&] {
+        cublas_gemm(b.cublas, a.view().data, w.view().data, c.view().data, n, n, n, 1.0f);
+      });
+  b.bf16_flops = 2.0 * n * n * n / (us * 1e-6);
+  return b;
+}
+
+// cuBLAS's f32 SGEMM of the call (group by group), µs per call in a graph like ours.
+double cublas_sgemm_us(const Baseline& b, const LinearShape& s, const Tensor& x,
+                       const std::vector<Weight>& weights, const Tensor& y) {
+  const int64_t t = x.shape()[0], rows = s.n / s.groups;
+  return graph_us_per_call([&](int i) {
+    const Weight& w = weights[i % weights.size()];
+    for (int64_t g = 0; g < s.groups; ++g) {
+      // x [T, G·K] with row stride G·K: cuBLAS's lda is the stride, so a group is a column block.
+      const float alpha = 1.0f, beta = 0.0f;
+      DSV4_CHECK(
+          b.cublas.gemm(b.cublas.handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(rows),
+                        static_cast<int>(t), static_cast<int>(s.k), &alpha,
+                        w.f32.data_as<float>() + g * rows * s.k, CUDA_R_32F, static_cast<int>(s.k),
+                        x.data_as<float>() + g * s.k, CUDA_R_32F, static_cast<int>(s.groups * s.k),
+                        &beta, y.data_as<float>() + g * rows, CUDA_R_32F, static_cast<int>(s.n),
+                        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS,
+          "cublasGemmEx (f32) failed");
+    }
+  });
+}
+
+std::vector<Weight> rotated_weights(const LinearShape& s) {
   const int64_t f32_bytes = s.n * s.k * 4;
-  const int copies = static_cast<int>(std::max<int64_t>(1, (kRotateBytes + f32_bytes - 1) / f32_bytes));
+  const int copies =
+      static_cast<int>(std::max<int64_t>(1, (kRotateBytes + f32_bytes - 1) / f32_bytes));
   std::vector<Weight> weights;
   for (int c = 0; c < copies; ++c) weights.push_back(make_weight(s, 17u + 31u * c));
+  return weights;
+}
+
+// µs per call with the f32 and with the bf16 weight.
+void time_both(const LinearShape& s, const Tensor& x, const std::vector<Weight>& weights,
+               const Tensor& y, double (&us)[2]) {
+  for (int bf16 = 0; bf16 < 2; ++bf16) {
+    us[bf16] = graph_us_per_call([&](int i) {
+      const Weight& w = weights[i % weights.size()];
+      run_linear(s, x, bf16 ? w.bf16 : w.f32, y);
+    });
+  }
+}
+
+// Activations: the f32 widening of random bf16 values.
+Tensor activations(const LinearShape& s, int64_t t) {
+  return std::move(make_weight({"x", t, s.groups * s.k}, 5u).f32);
+}
+
+void run_decode_shape(std::FILE* out, const LinearShape& s, const std::vector<int64_t>& tokens,
+                      double bandwidth) {
+  const std::vector<Weight> weights = rotated_weights(s);
   for (const int64_t t : tokens) {
-    // Activations: the f32 widening of random bf16 values.
-    const Tensor x = std::move(make_weight({"x", t, s.groups * s.k}, 5u).f32);
-    const Tensor y = device_tensor(DType::kF32, {t, s.n});
+    const Tensor x = activations(s, t), y = device_tensor(DType::kF32, {t, s.n});
     const double err = check(s, t, weights[0], x);
     double us[2];
-    for (int bf16 = 0; bf16 < 2; ++bf16) {
-      us[bf16] = graph_us_per_call([&](int i) {
-        const Weight& w = weights[i % copies];
-        run_linear(s, x, bf16 ? w.bf16 : w.f32, y);
-      });
-    }
+    time_both(s, x, weights, y, us);
     const double io = 4.0 * t * (s.groups * s.k + s.n);
     const double floor16 = (2.0 * s.n * s.k + io) / bandwidth * 1e6;
     const double floor32 = (4.0 * s.n * s.k + io) / bandwidth * 1e6;
-    std::fprintf(out, "| %s | %lld×%lld | %lld | %.1f | %.0f%% | %.1f | %.2f | %.1f | %.0f%% | %.1e |\n",
-                 s.name, (long long)s.n, (long long)s.k, (long long)t, us[0], 100.0 * floor32 / us[0],
-                 us[1], (2.0 * s.n * s.k + io) / (us[1] * 1e-6) / 1e12, floor16,
-                 100.0 * floor16 / us[1], err);
+    std::fprintf(
+        out, "| %s | %lld×%lld | %lld | %.1f | %.0f%% | %.1f | %.2f | %.1f | %.0f%% | %.1e |\n",
+        s.name, (long long)s.n, (long long)s.k, (long long)t, us[0], 100.0 * floor32 / us[0], us[1],
+        (2.0 * s.n * s.k + io) / (us[1] * 1e-6) / 1e12, floor16, 100.0 * floor16 / us[1], err);
+    std::fflush(out);
+  }
+}
+
+void run_prefill_shape(std::FILE* out, const LinearShape& s, const std::vector<int64_t>& tokens,
+                       const Baseline& baseline) {
+  const std::vector<Weight> weights = rotated_weights(s);
+  for (const int64_t t : tokens) {
+    const Tensor x = activations(s, t), y = device_tensor(DType::kF32, {t, s.n});
+    const double err = check(s, t, weights[0], x);
+    double us[2];
+    time_both(s, x, weights, y, us);
+    const double sgemm = baseline.cublas.ok() ? cublas_sgemm_us(baseline, s, x, weights, y) : 0.0;
+    const double flops = 2.0 * t * s.n * s.k;
+    const double floor = baseline.bf16_flops > 0 ? 3.0 * flops / baseline.bf16_flops * 1e6 : 0.0;
+    std::fprintf(
+        out,
+        "| %s | %lld×%lld | %lld | %.1f | %.1f (%s) | %.1f× | %.1f | %.1f | %.2f× | %.1f | "
+        "%.0f%% | %.1e |\n",
+        s.name, (long long)s.n, (long long)s.k, (long long)t, us[0], us[1],
+        on_tensor_cores(s, t, weights[0], x) ? "tensor cores" : "CUDA cores", us[0] / us[1],
+        flops / (us[1] * 1e-6) / 1e12, sgemm, sgemm / us[1], floor, 100.0 * floor / us[1], err);
     std::fflush(out);
   }
 }
@@ -126,15 +219,32 @@ int main(int argc, char** argv) {
   std::FILE* out = argc > 1 ? std::fopen(argv[1], "w") : stdout;
   DSV4_CHECK(out != nullptr, "cannot open %s", argv[1]);
   const std::vector<int64_t> tokens = argc > 2 ? parse_list(argv[2]) : std::vector<int64_t>{1, 8};
+  std::vector<int64_t> decode, prefill;
+  for (const int64_t t : tokens) (t <= 16 ? decode : prefill).push_back(t);
   cudaDeviceProp prop;
   DSV4_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   const double bandwidth = measure_copy_bandwidth();
   std::fprintf(out, "device: %s, %d SMs; copy bandwidth %.2f TB/s (read+write)\n\n", prop.name,
                prop.multiProcessorCount, bandwidth / 1e12);
-  std::fprintf(out, "| shape | N×K | T | f32 weight µs | f32 %% of its floor | bf16 weight µs | "
-                    "bf16 TB/s | bf16 floor µs | bf16 %% of floor | check rel err |\n"
-                    "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-  for (const LinearShape& s : kShapes) run_shape(out, s, tokens, bandwidth);
+  if (!decode.empty()) {
+    std::fprintf(out,
+                 "| shape | N×K | T | f32 weight µs | f32 %% of its floor | bf16 weight µs | "
+                 "bf16 TB/s | bf16 floor µs | bf16 %% of floor | check rel err |\n"
+                 "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    for (const LinearShape& s : kShapes) run_decode_shape(out, s, decode, bandwidth);
+  }
+  if (!prefill.empty()) {
+    const Baseline baseline = measure_baseline();
+    std::fprintf(out, "\ncuBLAS bf16 8192³: %.0f TFLOP/s\n\n", baseline.bf16_flops / 1e12);
+    std::fprintf(out,
+                 "| shape | N×K | T | f32 weight µs | bf16 weight µs (kernel) | speed-up | "
+                 "bf16 TFLOP/s | cuBLAS SGEMM µs | ours vs SGEMM | floor µs | %% of floor | "
+                 "check rel err |\n"
+                 "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    for (const LinearShape& s : kShapes) {
+      if (s.prefill) run_prefill_shape(out, s, prefill, baseline);
+    }
+  }
   if (out != stdout) std::fclose(out);
   return 0;
 }

@@ -1,10 +1,10 @@
 // The NVFP4 MoE block (kernels/cuda/moe/) at DeepSeek-V4-Flash and -Pro layer shapes.
 // First the ceilings, measured here: device-to-device copy bandwidth (bytes read + written) and
-// the cuBLAS bf16 GEMM rate (8192³, random data; cuBLAS opened with dlopen since there is no
-// static cuBLAS). Then per shape and mode: a check against the CPU moe_ffn at small T on both
-// paths, and for each T the median of 25 runs (CUDA events; rotating over 8 inputs so the routed
-// experts change), the floor max(weight bytes touched / bandwidth, flops / bf16 rate) and the
-// ratio. Fused W4A16 is also timed as a replayed CUDA graph (the decode use).
+// the cuBLAS bf16 GEMM rate (8192³, random data; cuBLAS opened at run time, cublas_dl.h). Then
+// per shape and mode: a check against the CPU moe_ffn at small T on both paths, and for each T
+// the median of 25 runs (CUDA events; rotating over 8 inputs so the routed experts change), the
+// floor max(weight bytes touched / bandwidth, flops / bf16 rate) and the ratio. Fused W4A16 is
+// also timed as a replayed CUDA graph (the decode use).
 //
 // Usage: moe_bench [--tokens 1,8,...] [--shapes flash,pro] [--modes w4a16,w4a4]
 //                  [--paths fused,grouped] [--experts device|host]. Prints one table row per run.
@@ -15,9 +15,7 @@
 // and each T has two more rows: the touched experts copied to the device by the op first, and
 // both stacks copied whole by the copy engines first (model/moe.cpp's two ways).
 // Dimension letters: T tokens, D model width, E routed experts, K experts per token, F width.
-#include <cublas_v2.h>
 #include <cuda_runtime.h>
-#include <dlfcn.h>
 
 #include <algorithm>
 #include <cmath>
@@ -29,6 +27,7 @@
 #include <vector>
 
 #include "base/buffer.h"
+#include "cublas_dl.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/moe/kernels.h"
 #include "kernels/cuda/moe/moe_pipeline.h"
@@ -191,33 +190,14 @@ double measure_bandwidth() {
 
 // cuBLAS bf16 8192³ on random data, TFLOP/s·1e12; 0 when libcublas.so.13 is not there.
 double measure_bf16_peak() {
-  void* lib = dlopen("libcublas.so.13", RTLD_NOW);
-  if (lib == nullptr) {
-    std::printf("cuBLAS not found (%s): no compute floor\n", dlerror());
-    return 0.0;
-  }
-  using CreateFn = cublasStatus_t (*)(cublasHandle_t*);
-  using SetStreamFn = cublasStatus_t (*)(cublasHandle_t, cudaStream_t);
-  using GemmExFn = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int,
-                                      int, int, const void*, const void*, cudaDataType, int,
-                                      const void*, cudaDataType, int, const void*, void*,
-                                      cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t);
-  const auto create = reinterpret_cast<CreateFn>(dlsym(lib, "cublasCreate_v2"));
-  const auto set_stream = reinterpret_cast<SetStreamFn>(dlsym(lib, "cublasSetStream_v2"));
-  const auto gemm = reinterpret_cast<GemmExFn>(dlsym(lib, "cublasGemmEx"));
-  cublasHandle_t handle = nullptr;
-  if (!create || !set_stream || !gemm || create(&handle) != CUBLAS_STATUS_SUCCESS) return 0.0;
-  set_stream(handle, cudaStreamPerThread);
+  const Cublas cublas = open_cublas();
+  if (!cublas.ok()) return 0.0;
   constexpr int n = 8192;
   Tensor a = device_tensor(DType::kBF16, {n, n}), b = device_tensor(DType::kBF16, {n, n});
   Tensor c = device_tensor(DType::kBF16, {n, n});
   fill(a.view(), 2, 3), fill(b.view(), 3, 3);
-  const float one = 1.0f, zero = 0.0f;
   const double us = median_us([&](int) {
-    DSV4_CHECK(gemm(handle, CUBLAS_OP_T, CUBLAS_OP_N, n, n, n, &one, a.view().data, CUDA_R_16BF, n,
-                    b.view().data, CUDA_R_16BF, n, &zero, c.view().data, CUDA_R_16BF, n,
-                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS,
-               "cublasGemmEx failed");
+    cublas_gemm(cublas, a.view().data, b.view().data, c.view().data, n, n, n, 1.0f);
   });
   return 2.0 * n * n * n / (us * 1e-6);
 }

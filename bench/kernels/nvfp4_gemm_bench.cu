@@ -17,13 +17,10 @@
 //          plan (run_grouped)
 //          nvfp4_gemm_bench grouped-poisson [...]   the same, each expert's rows drawn from a
 //          Poisson distribution of mean R (random routing), which the heuristics plan for
-// cuBLAS is opened at run time (dlopen libcublas.so.13): no static cuBLAS exists in this CUDA
-// install, and the binary must not need CUDA libraries to start.
+// cuBLAS is opened at run time (cublas_dl.h).
 //
 // Dimension letters: M tokens, N output features, K input features.
-#include <cublas_v2.h>
 #include <cuda_bf16.h>
-#include <dlfcn.h>
 
 #include <algorithm>
 #include <cmath>
@@ -45,6 +42,7 @@
 #include "kernels/cuda/sm90/nvfp4_gemm/launch.h"
 #include "testing/compare.h"
 #include "bench_harness.h"
+#include "cublas_dl.h"
 
 namespace dsv4::bench {
 namespace {
@@ -58,51 +56,6 @@ struct Shape3 {
   const char* name;
   int64_t n, k;
 };
-
-// ---- cuBLAS through dlopen ----
-using GemmExFn = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int,
-                                    int, const void*, const void*, cudaDataType, int, const void*,
-                                    cudaDataType, int, const void*, void*, cudaDataType, int,
-                                    cublasComputeType_t, cublasGemmAlgo_t);
-using CreateFn = cublasStatus_t (*)(cublasHandle_t*);
-using SetStreamFn = cublasStatus_t (*)(cublasHandle_t, cudaStream_t);
-
-struct Cublas {
-  cublasHandle_t handle = nullptr;
-  GemmExFn gemm = nullptr;
-  bool ok() const { return handle != nullptr; }
-};
-
-Cublas open_cublas() {
-  Cublas c;
-  void* lib = dlopen("libcublas.so.13", RTLD_NOW);
-  if (lib == nullptr) {
-    std::printf("cuBLAS: not found (%s); comparisons skipped\n", dlerror());
-    return c;
-  }
-  auto create = reinterpret_cast<CreateFn>(dlsym(lib, "cublasCreate_v2"));
-  auto set_stream = reinterpret_cast<SetStreamFn>(dlsym(lib, "cublasSetStream_v2"));
-  c.gemm = reinterpret_cast<GemmExFn>(dlsym(lib, "cublasGemmEx"));
-  if (create == nullptr || set_stream == nullptr || c.gemm == nullptr ||
-      create(&c.handle) != CUBLAS_STATUS_SUCCESS ||
-      set_stream(c.handle, kernels::cuda::op_stream()) != CUBLAS_STATUS_SUCCESS) {
-    std::printf("cuBLAS: unusable; comparisons skipped\n");
-    c.handle = nullptr;
-  }
-  return c;
-}
-
-// C[M, N] bf16 = alpha · A[M, K] · W[N, K]ᵀ (row-major) as the column-major Cᵀ = W · Aᵀ.
-void cublas_gemm(const Cublas& c, const void* a, const void* w, void* out, int64_t m, int64_t n,
-                 int64_t k, float alpha) {
-  const float beta = 0.0f;
-  const cublasStatus_t s = c.gemm(c.handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n),
-                                  static_cast<int>(m), static_cast<int>(k), &alpha, w,
-                                  CUDA_R_16BF, static_cast<int>(k), a, CUDA_R_16BF,
-                                  static_cast<int>(k), &beta, out, CUDA_R_16BF,
-                                  static_cast<int>(n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-  DSV4_CHECK(s == CUBLAS_STATUS_SUCCESS, "cublasGemmEx failed: %d", static_cast<int>(s));
-}
 
 // ---- device data ----
 // Random bytes: any byte is two valid E2M1 codes; scales in [2^-3, 2^4] (never 0x7f).
