@@ -58,8 +58,9 @@ TEST(DenseOpsCuda, LinearMatchesCpuOnStridedRows) {
 }
 
 // The same with the weight in bf16 (what copy_weights keeps of a bf16 checkpoint on a GPU):
-// the bits of the device's own f32-weight result, on both kernels, and the CPU's within the
-// usual tolerance.
+// the bits of the device's own f32-weight result, on both CUDA-core kernels, and the CPU's within
+// the usual tolerance. (With ≥ 32 rows and aligned rows a bf16 weight runs on the tensor cores:
+// the tests below.)
 TEST(DenseOpsCuda, LinearBf16WeightGivesTheBitsOfItsF32Widening) {
   SeededRng rng;
   // Aligned rows (vector loads) on every few-rows configuration (N ≥ 8192, ≥ 1024, ≥ 128, less)

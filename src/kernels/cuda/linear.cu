@@ -12,9 +12,10 @@
 //   for its own outputs); partial sums meet in a fixed tree. On the H200 it streams the bf16
 //   lm_head at one token at the copy rate (bench/kernels/linear_bench.cu, docs/bench.md).
 // The weight is f32 or bf16 (a device keeps a bf16 checkpoint's linear weights in bf16, half the
-// bytes a decode step streams: checkpoint/to_device.h); it widens exactly, so either gives the
-// same bits. Not batch-invariant across the two kernels: a row's sum order depends on which one
-// the call's shape picks (each alone is: a few-rows block treats its ≤ 8 tokens alike).
+// bytes a decode step streams: checkpoint/to_device.h); it widens exactly, so on the CUDA-core
+// kernels either gives the same bits. Not batch-invariant across the three kernels: a row's sum
+// order depends on which one the call's shape picks (each alone is: a few-rows block treats its
+// ≤ 8 tokens alike, a tensor-core tile its 128).
 // No TF32 and no float atomics: the forward must match transformers' fp32 reference to 1e-4 per
 // row (TF32's 10-bit mantissa alone costs ~1e-3), and a fixed order per output makes the result
 // deterministic. (cuBLAS would be faster, but this toolkit ships only its shared libraries, and
