@@ -154,30 +154,34 @@ std::vector<Weight> rotated_weights(const LinearShape& s) {
   return weights;
 }
 
-// µs per call with the f32 and with the bf16 weight.
-void time_both(const LinearShape& s, const Tensor& x, const std::vector<Weight>& weights,
-               const Tensor& y, double (&us)[2]) {
+// One shape at T rows: its operands, its check against the CPU, and µs per call with the f32
+// and with the bf16 weight.
+struct Measured {
+  Tensor x, y;
+  double err = 0.0;
+  double us[2] = {};
+};
+
+Measured measure(const LinearShape& s, int64_t t, const std::vector<Weight>& weights) {
+  Measured m;
+  m.x = std::move(make_weight({"x", t, s.groups * s.k}, 5u).f32);  // random bf16 values, in f32
+  m.y = device_tensor(DType::kF32, {t, s.n});
+  m.err = check(s, t, weights[0], m.x);
   for (int bf16 = 0; bf16 < 2; ++bf16) {
-    us[bf16] = graph_us_per_call([&](int i) {
+    m.us[bf16] = graph_us_per_call([&](int i) {
       const Weight& w = weights[i % weights.size()];
-      run_linear(s, x, bf16 ? w.bf16 : w.f32, y);
+      run_linear(s, m.x, bf16 ? w.bf16 : w.f32, m.y);
     });
   }
-}
-
-// Activations: the f32 widening of random bf16 values.
-Tensor activations(const LinearShape& s, int64_t t) {
-  return std::move(make_weight({"x", t, s.groups * s.k}, 5u).f32);
+  return m;
 }
 
 void run_decode_shape(std::FILE* out, const LinearShape& s, const std::vector<int64_t>& tokens,
                       double bandwidth) {
   const std::vector<Weight> weights = rotated_weights(s);
   for (const int64_t t : tokens) {
-    const Tensor x = activations(s, t), y = device_tensor(DType::kF32, {t, s.n});
-    const double err = check(s, t, weights[0], x);
-    double us[2];
-    time_both(s, x, weights, y, us);
+    const Measured m = measure(s, t, weights);
+    const double err = m.err, *us = m.us;
     const double io = 4.0 * t * (s.groups * s.k + s.n);
     const double floor16 = (2.0 * s.n * s.k + io) / bandwidth * 1e6;
     const double floor32 = (4.0 * s.n * s.k + io) / bandwidth * 1e6;
@@ -193,11 +197,10 @@ void run_prefill_shape(std::FILE* out, const LinearShape& s, const std::vector<i
                        const Baseline& baseline) {
   const std::vector<Weight> weights = rotated_weights(s);
   for (const int64_t t : tokens) {
-    const Tensor x = activations(s, t), y = device_tensor(DType::kF32, {t, s.n});
-    const double err = check(s, t, weights[0], x);
-    double us[2];
-    time_both(s, x, weights, y, us);
-    const double sgemm = baseline.cublas.ok() ? cublas_sgemm_us(baseline, s, x, weights, y) : 0.0;
+    const Measured m = measure(s, t, weights);
+    const double err = m.err, *us = m.us;
+    const double sgemm =
+        baseline.cublas.ok() ? cublas_sgemm_us(baseline, s, m.x, weights, m.y) : 0.0;
     const double flops = 2.0 * t * s.n * s.k;
     const double floor = baseline.bf16_flops > 0 ? 3.0 * flops / baseline.bf16_flops * 1e6 : 0.0;
     std::fprintf(
@@ -205,7 +208,7 @@ void run_prefill_shape(std::FILE* out, const LinearShape& s, const std::vector<i
         "| %s | %lld×%lld | %lld | %.1f | %.1f (%s) | %.1f× | %.1f | %.1f | %.2f× | %.1f | "
         "%.0f%% | %.1e |\n",
         s.name, (long long)s.n, (long long)s.k, (long long)t, us[0], us[1],
-        on_tensor_cores(s, t, weights[0], x) ? "tensor cores" : "CUDA cores", us[0] / us[1],
+        on_tensor_cores(s, t, weights[0], m.x) ? "tensor cores" : "CUDA cores", us[0] / us[1],
         flops / (us[1] * 1e-6) / 1e12, sgemm, sgemm / us[1], floor, 100.0 * floor / us[1], err);
     std::fflush(out);
   }
