@@ -100,7 +100,11 @@ TEST(AttentionOpsCuda, SparseAttentionMatchesCpu) {
     for (const auto& [t, h, dh, kw, kc] : {std::tuple{1, 1, 8, 1, 1},
                                            {5, 3, 40, 17, 9},
                                            {21, 8, 128, 128, 300},
-                                           {2, 4, 512, 128, 40}}) {  // V4's head dim and window
+                                           {2, 4, 512, 128, 40},  // V4's head dim and window
+                                           // ≥ 64 queries: the kernel by groups of 16 heads
+                                           // (a partial group; a head dim of 9 quads)
+                                           {70, 20, 512, 128, 300},
+                                           {64, 5, 36, 17, 9}}) {
       SCOPED_TRACE(std::to_string(t) + " queries, " + std::to_string(kw) + "+" +
                    std::to_string(kc) + " extra mode " + std::to_string(static_cast<int>(extra)));
       const int64_t n = kw + 3, ne = 2 * kc + 1, ratio = 3;
