@@ -158,15 +158,15 @@ __global__ void __launch_bounds__(kRowThreads) sparse_attention_kernel(Attention
 }
 
 // ---- many queries: a block per (query, group of heads) ----
-// At a prefill the (query, head) blocks above read each candidate row once per head: ncu put
-// sparse_attention at 34.5 % of a V4-Flash prefill (8 × 256 tokens, H100, session 22), bound by
-// the L2 traffic of 64 heads × ~640 rows × 2 KB a query, twice (logits, then the sum). Here a
+// At a prefill the (query, head) blocks above read each candidate row once per head (64 heads ×
+// 130-190 rows × 2 KB a query at a 256-token prompt, twice: logits, then the sum); ncu put
+// sparse_attention at 34.5 % of a V4-Flash prefill (8 × 256 tokens, H100, session 22). Here a
 // block takes kGroupHeads heads and stages candidate rows in shared memory, where every thread
 // reads them: for the logits slabs of 64 rows × 128 dims, a thread per (candidate, 4 heads), so
-// one row load feeds 16 multiply-adds (a thread per (head, candidate) read a row and a query
-// per 4 and was bound by shared-memory bandwidth); for the sum chunks of 16 whole rows, a thread
-// per (4 heads, 4 dims per 256). Head dims a multiple of 4 (16-byte loads); each output is one
-// thread's sum in a fixed order, deterministic.
+// one row load feeds 16 multiply-adds; for the sum chunks of 16 whole rows, a thread per (4
+// heads, 4 dims per 256). 1.9× the (query, head) kernel on that prefill (docs/bench.md). Head
+// dims a multiple of 4 (16-byte loads); each output is one thread's sum in a fixed order,
+// deterministic.
 constexpr int kGroupHeads = 16;
 constexpr int kLogitRows = 64, kSlabDims = 128;  // logits: rows × dims staged at a time
 constexpr int kSumRows = 16;                     // the sum: whole rows staged at a time
