@@ -3,8 +3,9 @@
 # synthetic checkpoint of the config's first LAYERS layers (bench/checkpoint/synth_checkpoint),
 # times `dsv4 bench --device cuda` on it at each batch size (and, when the carried binaries hold
 # a `dsv4_before`, that binary beside it, interleaved: a same-call A/B), then puts one short run
-# per batch size under ncu and summarises where a decode step's kernel time goes
-# (ncu_step_summary.py). Logs to $OUT. Build and pack first (scripts/device/pack.sh), then run this
+# per batch size under ncu (NCU_PROMPT_TOKENS a prompt, default 256, so the decode steps run at a
+# real position) and summarises where its first prefill step's and its last decode step's kernel
+# time goes (ncu_step_summary.py). Logs to $OUT. Build and pack first (scripts/device/pack.sh), then run this
 # with carry ["build/carry"]:
 #   scripts/device/engine_bench.sh [CONFIG] [LAYERS] [BATCHES]
 #     CONFIG   default tests/checkpoint/fixtures/v4_flash_config.json
@@ -35,9 +36,12 @@ done
 ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 [ -x "$ncu" ] || exit 0
 for batch in ${batches//,/ }; do
-  timeout 120 "$ncu" --csv --page raw --metrics gpu__time_duration.sum \
-    "$bins/dsv4" bench --device cuda --model "$model" --batch "$batch" --prompt-tokens 16 \
-    --gen-tokens 3 --repeats 1 > "$out/ncu_b$batch.csv" 2>&1
-  python3 scripts/device/ncu_step_summary.py "$out/ncu_b$batch.csv" 25 | tee "$out/ncu_b$batch.txt"
+  timeout 200 "$ncu" --csv --page raw --metrics gpu__time_duration.sum \
+    "$bins/dsv4" bench --device cuda --model "$model" --batch "$batch" \
+    --prompt-tokens "${NCU_PROMPT_TOKENS:-256}" --gen-tokens 3 --repeats 1 > "$out/ncu_b$batch.csv" 2>&1
+  for step in 0 -1; do
+    python3 scripts/device/ncu_step_summary.py "$out/ncu_b$batch.csv" 25 "$step" |
+      tee -a "$out/ncu_b$batch.txt"
+  done
   xz -9 "$out/ncu_b$batch.csv"
 done
