@@ -119,7 +119,7 @@ __device__ __forceinline__ void copy_w(Smem& s, const Operands& o, int n0, int k
     const uint16_t* src = valid ? o.w + int64_t{n0 + row} * o.w_stride + k0 + col : o.w;
     cp_async16(&s.w[slot][row][col], src, valid);
   }
-  asm volatile("cp.async.commit_group;\n");
+  cp_async_commit();
 }
 
 // acc += this warp's 64 × 32 patch of x-buffer `buf` times weight slot `slot` over one step.
@@ -179,7 +179,7 @@ __global__ void __launch_bounds__(kThreads, 2) linear_tensor_cores_kernel(Operan
     if (st < n_steps) {
       copy_w(s, o, n0, st * kStepK, st);
     } else {
-      asm volatile("cp.async.commit_group;\n");  // every step counts one group
+      cp_async_commit();  // every step counts one group
     }
   }
   float4 xq[kXQuads];
@@ -191,13 +191,13 @@ __global__ void __launch_bounds__(kThreads, 2) linear_tensor_cores_kernel(Operan
   for (int step = 0; step < n_steps; ++step) {
     // This step's weights (this thread's copies) have landed; after the barrier everyone's
     // have, its x buffer is written, and the slot and buffer of the step before are free.
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(kWeightStages - 2) : "memory");
+    cp_async_wait<kWeightStages - 2>();
     __syncthreads();
     const int ahead = step + kWeightStages - 1;
     if (ahead < n_steps) {
       copy_w(s, o, n0, ahead * kStepK, ahead % kWeightStages);
     } else {
-      asm volatile("cp.async.commit_group;\n");
+      cp_async_commit();
     }
     mma_step(s, step % 2, step % kWeightStages, warp_t, warp_n, acc);
     if (step + 1 < n_steps) {
@@ -205,7 +205,7 @@ __global__ void __launch_bounds__(kThreads, 2) linear_tensor_cores_kernel(Operan
       if (step + 2 < n_steps) load_x<kVecX>(o, t0, (step + 2) * kStepK, xq);
     }
   }
-  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+  cp_async_wait<0>();
 
   // Fragment (mt, nt): c0, c1 at token g, outputs 2t, 2t + 1; c2, c3 at token g + 8.
   const int lane = threadIdx.x % 32;
@@ -266,8 +266,8 @@ void linear_tensor_cores(const LinearOperands& o, int64_t n_groups) {
                           static_cast<int>(o.w.n_cols)};
   const bool vec_x = o.x.row_stride % 4 == 0 && o.w.n_cols % 4 == 0 &&
                      reinterpret_cast<uintptr_t>(o.x.data) % 16 == 0;
-  vec_x ? launch<true>(operands, grid_of(o, n_groups))
-        : launch<false>(operands, grid_of(o, n_groups));
+  const dim3 grid = grid_of(o, n_groups);
+  vec_x ? launch<true>(operands, grid) : launch<false>(operands, grid);
   check_launch();
 }
 

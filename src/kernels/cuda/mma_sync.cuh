@@ -1,6 +1,6 @@
 // The warp-level tensor-core PTX the kernels share (sm_80 and up, so every CUDA build): the
-// bf16 mma.sync with f32 accumulators, the ldmatrix that feeds it from shared memory, and the
-// 16-byte cp.async that zero-fills what lies past an operand's edge.
+// bf16 mma.sync with f32 accumulators, the ldmatrix that feeds it from shared memory, the
+// 16-byte cp.async that zero-fills what lies past an operand's edge, and cp.async's groups.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +16,13 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
 __device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
                "r"(valid ? 16 : 0));
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n"); }
+// Waits until at most kPending of this thread's committed groups are still in flight.
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
 // D += A · B, m16n8k16, bf16 operands, f32 accumulators (PTX fragment layouts).
