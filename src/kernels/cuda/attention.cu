@@ -61,7 +61,12 @@ __device__ int32_t candidate_row(const AttentionArgs& a, int64_t t, int64_t j,
 // Row elements a lane loads at once (up to 32·16 = 512 of a row, V4's head dim): a warp's
 // loads of a candidate's row all in flight before its multiply-adds use them.
 constexpr int kDimsPerLane = 16;
-constexpr int kAttentionWarps = kRowThreads / 32;
+// Warps of a (query, head) block: 32, so that a decode query's ~130-640 candidates leave each
+// warp a short chain (with 8, a V4-Flash decode launch at position 255 took 78-115 µs for its 64
+// blocks, each warp walking ~24 candidates one load latency after another: ncu, H100, session
+// 22). Not yet measured.
+constexpr int kAttentionWarps = 32;
+constexpr int kAttentionThreads = 32 * kAttentionWarps;
 
 // Dynamic shared memory: the query [Dh], the logits, then probabilities [Kw + Kc], the
 // candidates' kv rows [Kw + Kc], and each warp's partial output [warps][Dh].
@@ -89,7 +94,7 @@ __device__ float warp_dot(const float* q, const float* row, int64_t head_dim, in
   return warp_reduce(dot, SumOp{});
 }
 
-__global__ void __launch_bounds__(kRowThreads) sparse_attention_kernel(AttentionArgs a) {
+__global__ void __launch_bounds__(kAttentionThreads) sparse_attention_kernel(AttentionArgs a) {
   extern __shared__ float smem_attention[];
   const int64_t t = blockIdx.x / a.n_heads, h = blockIdx.x % a.n_heads;
   const int64_t n_candidates = a.window.n_candidates + a.extra.n_candidates;
@@ -331,14 +336,14 @@ __global__ void __launch_bounds__(kHeadsThreads) sparse_attention_heads_kernel(A
 }
 
 // The group kernel when the queries alone fill the GPU (a prefill) and its shapes fit it.
-// Launches kernel(a) on `blocks` blocks of kRowThreads with that much dynamic shared memory.
-void launch_with_smem(void (*kernel)(AttentionArgs), int64_t blocks, size_t smem_bytes,
+// Launches kernel(a) on `blocks` blocks of `threads` with that much dynamic shared memory.
+void launch_with_smem(void (*kernel)(AttentionArgs), int64_t blocks, int threads, size_t smem_bytes,
                       const AttentionArgs& a) {
   if (smem_bytes > 48 * 1024) {
     DSV4_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(smem_bytes)));
   }
-  kernel<<<static_cast<unsigned>(blocks), kRowThreads, smem_bytes, op_stream()>>>(a);
+  kernel<<<static_cast<unsigned>(blocks), threads, smem_bytes, op_stream()>>>(a);
 }
 
 bool runs_by_head_groups(const AttentionArgs& a, int64_t n_tokens, size_t smem_bytes) {
@@ -363,9 +368,10 @@ void sparse_attention(const SparseAttentionParams& p) {
   const size_t group_smem = heads_smem_bytes(head_dim, n_candidates);
   if (runs_by_head_groups(a, n_tokens, group_smem)) {
     launch_with_smem(sparse_attention_heads_kernel,
-                     n_tokens * ((n_heads + kGroupHeads - 1) / kGroupHeads), group_smem, a);
+                     n_tokens * ((n_heads + kGroupHeads - 1) / kGroupHeads), kHeadsThreads,
+                     group_smem, a);
   } else {
-    launch_with_smem(sparse_attention_kernel, n_tokens * n_heads,
+    launch_with_smem(sparse_attention_kernel, n_tokens * n_heads, kAttentionThreads,
                      attention_smem_bytes(head_dim, n_candidates), a);
   }
   check_launch();
