@@ -62,9 +62,9 @@ __device__ int32_t candidate_row(const AttentionArgs& a, int64_t t, int64_t j,
 // loads of a candidate's row all in flight before its multiply-adds use them.
 constexpr int kDimsPerLane = 16;
 // Warps of a (query, head) block: 32, so that a decode query's ~130-640 candidates leave each
-// warp a short chain (with 8, a V4-Flash decode launch at position 255 took 78-115 µs for its 64
-// blocks, each warp walking ~24 candidates one load latency after another: ncu, H100, session
-// 22). Not yet measured.
+// warp a short chain. With 8, a V4-Flash decode launch at position 255 took 78-115 µs for its 64
+// blocks, each warp walking ~24 candidates one load latency after another; with 32 it takes
+// ~27 µs (ncu, H100, sessions 22 and 23; docs/bench.md).
 constexpr int kAttentionWarps = 32;
 constexpr int kAttentionThreads = 32 * kAttentionWarps;
 
