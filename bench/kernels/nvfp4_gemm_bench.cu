@@ -17,6 +17,8 @@
 //          plan (run_grouped)
 //          nvfp4_gemm_bench grouped-poisson [...]   the same, each expert's rows drawn from a
 //          Poisson distribution of mean R (random routing), which the heuristics plan for
+//          nvfp4_gemm_bench stream [out.md [M,M,... [shape]]]   the stream kernel (M ≤ 8) on
+//          each of its CTA shapes (warps a CTA, CTAs an SM), each checked against the CPU
 // cuBLAS is opened at run time (cublas_dl.h).
 //
 // Dimension letters: M tokens, N output features, K input features.
@@ -146,7 +148,10 @@ struct Row {
 
 std::string plan_name(const kernels::cuda::sm90::Nvfp4GemmPlan& plan) {
   using kernels::cuda::sm90::Nvfp4GemmPath;
-  if (plan.path == Nvfp4GemmPath::kStream) return "stream 4 warps × K/4";
+  if (plan.path == Nvfp4GemmPath::kStream) {
+    return "stream " + std::to_string(plan.stream_warps) + " warps, " +
+           std::to_string(plan.stream_min_blocks) + " CTAs/SM";
+  }
   if (plan.path == Nvfp4GemmPath::kWsWgmma) {
     return "ws 128 rows×" + std::to_string(plan.ws_tokens) + " tok";
   }
@@ -375,6 +380,77 @@ void print_grouped_row(std::FILE* f, const GroupedRow& r) {
                best / r.floor_us, r.check_error);
 }
 
+// ---- the stream kernel's CTA shapes (one token chunk) ----
+// Warps a CTA and CTAs an SM (the register cap) of each stream plan timed.
+struct StreamShape {
+  int warps, min_blocks;
+};
+constexpr StreamShape kStreamShapes[] = {{4, 4}, {8, 2}, {8, 4}};
+constexpr int kStreamShapeCount = sizeof(kStreamShapes) / sizeof(kStreamShapes[0]);
+
+struct StreamRow {
+  std::string shape;
+  int64_t m, n, k;
+  double us[kStreamShapeCount];
+  double floor_us, check_error;
+};
+
+// One dense W4A16 call of M ≤ 8 rows on every stream CTA shape, each checked against the CPU.
+StreamRow run_stream_shapes(const Shape3& s, int64_t m, double bandwidth) {
+  using namespace kernels::cuda::sm90;
+  const int64_t n = s.n, k = s.k;
+  const int64_t weight_bytes = n * k / 2 + n * k / 16;
+  const int n_copies = static_cast<int>(std::clamp<int64_t>(kRotateBytes / weight_bytes + 1, 2, 32));
+  std::vector<Weights> weights;
+  for (int i = 0; i < n_copies; ++i) weights.push_back(make_weights(n, k, 17 + i, false));
+  Tensor a = device_tensor(DType::kBF16, {m, k});
+  fill_bf16_kernel<<<4096, 256>>>(a.data_as<__nv_bfloat16>(), m * k, 99);
+  DSV4_CUDA_CHECK(cudaGetLastError());
+  Tensor d32 = device_tensor(DType::kF32, {m, n}), d16 = device_tensor(DType::kBF16, {m, n});
+  Nvfp4GemmParams p{};
+  p.a = a.data_as<const uint16_t>();
+  p.lda = k;
+  p.ldd = n;
+  p.n_rows = static_cast<int>(m);
+  p.n = static_cast<int>(n);
+  p.k = p.kp = static_cast<int>(k);
+  p.n_groups = 1;
+  auto use_weights = [&](const Weights& w) {
+    p.b_packed = w.packed.data_as<const uint8_t>();
+    p.b_scale = w.scale.data_as<const uint8_t>();
+    p.b_global = w.global.data_as<const float>();
+  };
+  StreamRow row{s.name, m, n, k, {}, 0, 0};
+  for (int i = 0; i < kStreamShapeCount; ++i) {
+    Nvfp4GemmPlan plan;
+    plan.path = Nvfp4GemmPath::kStream;
+    plan.stream_warps = kStreamShapes[i].warps;
+    plan.stream_min_blocks = kStreamShapes[i].min_blocks;
+    use_weights(weights[0]);
+    p.d = d32.view().data, p.d_bf16 = false;
+    DSV4_CUDA_CHECK(cudaMemset(p.d, 0xff, m * n * sizeof(float)));  // NaN where unwritten
+    launch_nvfp4_gemm(p, plan);
+    row.check_error =
+        std::max(row.check_error, check_against_cpu(weights[0].view(), a.view(), d32.view()));
+    p.d = d16.view().data, p.d_bf16 = true;
+    row.us[i] = graph_us_per_call([&](int call) {
+      use_weights(weights[call % n_copies]);
+      launch_nvfp4_gemm(p, plan);
+    });
+  }
+  row.floor_us = 1e6 * (static_cast<double>(weight_bytes) + 2.0 * m * k + 2.0 * m * n) / bandwidth;
+  return row;
+}
+
+void print_stream_row(std::FILE* f, const StreamRow& r) {
+  std::fprintf(f, "| %s | %lld | %lld×%lld |", r.shape.c_str(), (long long)r.m, (long long)r.n,
+               (long long)r.k);
+  double best = r.us[0];
+  for (double us : r.us) std::fprintf(f, " %.2f |", us), best = std::min(best, us);
+  std::fprintf(f, " %.2f | %.0f%% | %.2e |\n", r.floor_us, 100.0 * r.floor_us / best,
+               r.check_error);
+}
+
 void print_row(std::FILE* f, const Row& r) {
   std::fprintf(f,
                "| %s | %lld | %lld×%lld | %s | %.1f | %s | %s | %s | %s | %.2f | %.1f | %.1f | %.0f%% | %.1f | %s | %.1f | %.2e |\n",
@@ -439,6 +515,26 @@ void run_dense_table(std::FILE* out, const std::vector<int64_t>& ms, const char*
   }
 }
 
+void run_stream_table(std::FILE* out, const std::vector<int64_t>& ms, const char* only,
+                      double bandwidth) {
+  std::fprintf(out, "| shape | M | N×K |");
+  for (const StreamShape& c : kStreamShapes) {
+    std::fprintf(out, " µs %d warps, %d CTAs/SM |", c.warps, c.min_blocks);
+  }
+  std::fprintf(out, " floor µs | best %% of floor | check rel err (all) |\n|---|---:|---|");
+  for (int i = 0; i < kStreamShapeCount; ++i) std::fprintf(out, "---:|");
+  std::fprintf(out, "---:|---:|---:|\n");
+  for (const Shape3& s : kShapes) {
+    if (only != nullptr && std::strstr(s.name, only) == nullptr) continue;
+    for (const int64_t m : ms) {
+      const StreamRow r = run_stream_shapes(s, m, bandwidth);
+      print_stream_row(out, r);
+      if (out != stdout) print_stream_row(stdout, r);
+      std::fflush(out);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace dsv4::bench
 
@@ -448,7 +544,8 @@ int main(int argc, char** argv) {
   // other arguments shift.
   const bool poisson = argc > 1 && std::strcmp(argv[1], "grouped-poisson") == 0;
   const bool grouped = poisson || (argc > 1 && std::strcmp(argv[1], "grouped") == 0);
-  if (grouped) --argc, ++argv;
+  const bool stream = argc > 1 && std::strcmp(argv[1], "stream") == 0;
+  if (grouped || stream) --argc, ++argv;
   cudaDeviceProp prop;
   DSV4_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   const Cublas cublas = open_cublas();
@@ -459,6 +556,7 @@ int main(int argc, char** argv) {
   const std::vector<int64_t> sizes =
       argc > 2 ? parse_list(argv[2])
                : grouped ? std::vector<int64_t>{8, 16, 32, 48, 64, 96, 192}
+               : stream  ? std::vector<int64_t>{1, 8}
                          : std::vector<int64_t>{1, 8, 64, 512, 4096, 16384};
   const char* only = argc > 3 ? argv[3] : nullptr;
   std::fprintf(out, "device: %s, %d SMs, L2 %d MB; copy bandwidth %.2f TB/s (read+write); "
@@ -466,6 +564,8 @@ int main(int argc, char** argv) {
                prop.l2CacheSize >> 20, bandwidth / 1e12, peak / 1e12);
   if (grouped) {
     run_grouped_table(out, sizes, poisson, only, bandwidth, peak, prop.multiProcessorCount);
+  } else if (stream) {
+    run_stream_table(out, sizes, only, bandwidth);
   } else {
     run_dense_table(out, sizes, only, cublas, bandwidth, peak, prop.multiProcessorCount);
   }

@@ -292,7 +292,9 @@ TEST_P(Nvfp4GemmCudaTest, MatchesTheCpu) {
 
 // Stream kernel: one matrix, T ≤ 16, K a multiple of 128 (V4's K as constants: 2048, 3072,
 // 7168; others generic, with 1 and 3 K steps leaving warps idle; N not a multiple of 16;
-// 9 and 16 tokens in two chunks). Small-M kernel: T ≤ 64 for one matrix, ≤ 16 rows per group
+// 9 and 16 tokens in two chunks; at one chunk 8 warps a CTA where K's steps split evenly in
+// runs of ≤ 4, 2 CTAs an SM up to 2 · 132 m-tiles (N 1000, 520) and 4 above (N 4232 with K
+// 3072 a constant, N 7168 with K 1024 generic), else 4 warps (K 7168)). Small-M kernel: T ≤ 64 for one matrix, ≤ 16 rows per group
 // on average grouped (7 rows in 5 groups, 40 in 8), or K not a multiple of 128; wgmma kernel
 // above (K = 48 and 112 give one and two K steps, the pipeline's edge cases), grouped with
 // the narrowest token tile that holds a group's mean rows plus their square root: 32 tokens
@@ -305,6 +307,7 @@ INSTANTIATE_TEST_SUITE_P(
                       GemmCase{8, 520, 3072, 1, false}, GemmCase{9, 200, 384, 1, false},
                       GemmCase{12, 24, 128, 1, false}, GemmCase{1, 72, 48, 1, false},
                       GemmCase{5, 300, 208, 1, false}, GemmCase{16, 4096, 1024, 1, false},
+                      GemmCase{2, 4232, 3072, 1, false}, GemmCase{4, 7168, 1024, 1, false},
                       GemmCase{33, 200, 2064, 1, false}, GemmCase{64, 520, 512, 1, false},
                       GemmCase{65, 300, 336, 1, false}, GemmCase{200, 264, 1040, 1, false},
                       GemmCase{517, 1000, 528, 1, false}, GemmCase{130, 72, 48, 1, false},

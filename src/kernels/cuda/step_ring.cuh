@@ -198,13 +198,14 @@ class SlabStepRing {
 // The ring of a stream kernel with kChunks token chunks of 8, kWarps warps a block and kSteps
 // steps a warp (0: not a compile-time constant): at one chunk 4 steps in registers, their scales
 // from the slab with kScaleSlab; at two 8 steps in shared memory (measured, docs/bench.md
-// sessions 11 and 12). The slab pays for itself in the MoE kernel, whose warps stream all of K
+// sessions 11 and 12), a register ring no deeper than the warp's steps. The slab pays for itself in the MoE kernel, whose warps stream all of K
 // (16-56 steps) from shared-memory activations; the dense stream GEMM's warps run 4-14 steps,
 // too few to hide its copy (1-2 µs slower at M ≤ 8). The generic-K loop keeps the plain register
 // ring, since with the shared one ptxas 13.0 spilled 132-140 bytes there.
 template <int kChunks, int kWarps, int kSteps, bool kScaleSlab = false>
 using StreamStepRing = std::conditional_t<
-    kSteps == 0 || (kChunks == 1 && !kScaleSlab), RegisterStepRing<4>,
+    kSteps == 0 || (kChunks == 1 && !kScaleSlab),
+    RegisterStepRing<(kSteps > 0 && kSteps < 4 ? kSteps : 4)>,
     std::conditional_t<kChunks == 1, SlabStepRing<4, kWarps, kSteps>, SharedStepRing<8, kWarps>>>;
 
 }  // namespace dsv4::kernels::cuda

@@ -67,7 +67,6 @@ inline constexpr int kSmallMaxSmem = 64 * 1024;      // the token slice in share
 // per 16-row m-tile, each warp an equal run of the 128-element K steps, partials met in shared
 // memory; no split-K over CTAs ----
 inline constexpr int kStreamWarps = 4;
-inline constexpr int kStreamThreads = 32 * kStreamWarps;
 inline constexpr int kStreamStepK = 128;      // K per warp step: 4 lanes × 32 codes
 inline constexpr int kStreamMaxTokens = 16;   // two MMA token chunks
 inline constexpr int kStreamMinBlocksPerSm = 4;  // 128 registers a thread

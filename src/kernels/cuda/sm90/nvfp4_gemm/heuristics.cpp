@@ -36,6 +36,28 @@ int grouped_ws_tokens(int rows_per_group) {
   return tokens;
 }
 
+// The stream kernel at one token chunk (M ≤ 8): a warp's chain (its ring's loads, then their
+// decode and MMAs) overlaps other warps' only as far as an SM holds warps, so 8 warps a CTA with
+// K's steps split among them, where each keeps ≤ 4 steps (64 registers hold those without
+// spilling) and the CTAs fit one wave at 2 an SM (128 registers) or at 4 (64). Measured on an
+// H100 (docs/bench.md, session 23): Flash gate_up 9.2 -> 7.2 µs and down 5.7 -> 4.8 (8 warps,
+// 2 an SM), Pro down 10.0 -> 9.2 (8 warps, 4 an SM); Pro gate_up (7 steps a warp at 8 warps)
+// keeps 4 warps: 16.0 against 20.0 at 8.
+Nvfp4GemmPlan plan_stream(int n, int k, int n_sm) {
+  Nvfp4GemmPlan plan;
+  plan.path = Nvfp4GemmPath::kStream;
+  const int64_t ctas = ceil_div(n, 16);
+  const int steps = k / kStreamStepK;
+  if (steps % 8 != 0 || steps / 8 > 4) return plan;  // 4 warps, 4 CTAs an SM
+  for (const int min_blocks : {2, 4}) {
+    if (ctas <= int64_t{min_blocks} * n_sm) {
+      plan.stream_warps = 8, plan.stream_min_blocks = min_blocks;
+      return plan;
+    }
+  }
+  return plan;
+}
+
 }  // namespace
 
 Nvfp4GemmPlan plan_small_m(int n_rows, int n, int kp, int n_groups, int n_sm) {
@@ -83,9 +105,7 @@ Nvfp4GemmPlan plan_nvfp4_gemm(int n_rows, int n, int k, int kp, int n_groups, in
   // One matrix and at most 16 tokens: the weights' bytes are the whole cost, and the stream
   // kernel reads them in one launch with nothing to zero, add atomically or convert after.
   if (n_groups == 1 && n_rows <= kStreamMaxTokens && k == kp && k % kStreamStepK == 0) {
-    Nvfp4GemmPlan plan;
-    plan.path = Nvfp4GemmPath::kStream;
-    return plan;
+    return plan_stream(n, k, n_sm);
   }
   const bool small = n_groups > 1 ? n_rows <= int64_t{kGroupedSmallMaxRowsPerGroup} * n_groups
                                    : n_rows <= kSmallMaxRows;

@@ -63,27 +63,49 @@ void run_small(Nvfp4GemmParams p, const Nvfp4GemmPlan& plan) {
   }
 }
 
-template <int kK, int kChunks>
+template <int kK, int kChunks, int kWarps, int kMinBlocks>
 void launch_stream_k(const Nvfp4GemmParams& p) {
   const unsigned grid = static_cast<unsigned>((p.n + 15) / 16);
   if (p.d_bf16) {
-    nvfp4_stream_gemm_sm90_kernel<kK, kChunks, true><<<grid, kStreamThreads, 0, op_stream()>>>(p);
+    nvfp4_stream_gemm_sm90_kernel<kK, kChunks, true, kWarps, kMinBlocks>
+        <<<grid, 32 * kWarps, 0, op_stream()>>>(p);
   } else {
-    nvfp4_stream_gemm_sm90_kernel<kK, kChunks, false><<<grid, kStreamThreads, 0, op_stream()>>>(p);
+    nvfp4_stream_gemm_sm90_kernel<kK, kChunks, false, kWarps, kMinBlocks>
+        <<<grid, 32 * kWarps, 0, op_stream()>>>(p);
   }
   DSV4_CUDA_CHECK(cudaGetLastError());
 }
 
+// K as a constant where kWarps split its steps evenly, else the generic loop.
+template <int kK, int kChunks, int kWarps, int kMinBlocks>
+void launch_stream_of(const Nvfp4GemmParams& p) {
+  constexpr bool kEven = kK / kStreamStepK % kWarps == 0;
+  launch_stream_k<kEven ? kK : 0, kChunks, kWarps, kMinBlocks>(p);
+}
+
 // The V4 shapes' K (2048, 3072, 4096, 7168) as constants, so each warp's step count is too;
 // any other multiple of 128 through the generic loop.
-template <int kChunks>
+template <int kChunks, int kWarps = kStreamWarps, int kMinBlocks = kStreamMinBlocksPerSm>
 void launch_stream(const Nvfp4GemmParams& p) {
   switch (p.k) {
-    case 2048: return launch_stream_k<2048, kChunks>(p);
-    case 3072: return launch_stream_k<3072, kChunks>(p);
-    case 4096: return launch_stream_k<4096, kChunks>(p);
-    case 7168: return launch_stream_k<7168, kChunks>(p);
-    default: return launch_stream_k<0, kChunks>(p);
+    case 2048: return launch_stream_of<2048, kChunks, kWarps, kMinBlocks>(p);
+    case 3072: return launch_stream_of<3072, kChunks, kWarps, kMinBlocks>(p);
+    case 4096: return launch_stream_of<4096, kChunks, kWarps, kMinBlocks>(p);
+    case 7168: return launch_stream_of<7168, kChunks, kWarps, kMinBlocks>(p);
+    default: return launch_stream_k<0, kChunks, kWarps, kMinBlocks>(p);
+  }
+}
+
+// One token chunk on the plan's CTA shape.
+void launch_stream_one_chunk(const Nvfp4GemmParams& p, const Nvfp4GemmPlan& plan) {
+  const int shape = plan.stream_warps * 100 + plan.stream_min_blocks;
+  switch (shape) {
+    case 404: return launch_stream<1, 4, 4>(p);
+    case 802: return launch_stream<1, 8, 2>(p);
+    case 804: return launch_stream<1, 8, 4>(p);
+    default:
+      DSV4_CHECK(false, "nvfp4 stream gemm: %d warps at %d CTAs an SM", plan.stream_warps,
+                 plan.stream_min_blocks);
   }
 }
 
@@ -121,7 +143,7 @@ void launch_nvfp4_gemm(Nvfp4GemmParams p, const Nvfp4GemmPlan& plan) {
   if (plan.path == Nvfp4GemmPath::kStream) {
     DSV4_CHECK(p.n_rows <= kStreamMaxTokens && p.k == p.kp && p.k % kStreamStepK == 0,
                "nvfp4 stream gemm: T=%d K=%d Kp=%d", p.n_rows, p.k, p.kp);
-    p.n_rows <= 8 ? launch_stream<1>(p) : launch_stream<2>(p);
+    p.n_rows <= 8 ? launch_stream_one_chunk(p, plan) : launch_stream<2>(p);
   } else if (plan.path == Nvfp4GemmPath::kSmallM) {
     run_small(p, plan);
   } else if (plan.path == Nvfp4GemmPath::kWsWgmma) {

@@ -48,6 +48,8 @@ struct Nvfp4GemmPlan {
   int small_tiles = 1;       // kSmallM: n8 token tiles per pass (1, 2, 4 or 8)
   int small_chunks = 4;      // kSmallM: 128-element K chunks per CTA
   int small_slots = 1;       // kSmallM: group slots (grid z): min(G, T)
+  int stream_warps = 4;      // kStream at one token chunk: warps a CTA (4 or 8)
+  int stream_min_blocks = 4; // kStream at one token chunk: CTAs an SM its registers allow (2, 4)
 };
 
 }  // namespace dsv4::kernels::cuda::sm90

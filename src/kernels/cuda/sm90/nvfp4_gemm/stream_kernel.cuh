@@ -5,7 +5,7 @@
 // the weights' bytes: docs/bench.md).
 //
 // Work. A CTA owns one 16-row m-tile of B and computes its outputs for every token; its
-// kStreamWarps warps split K into equal runs of 128-element steps, and their partial sums meet
+// kWarps warps split K into equal runs of 128-element steps, and their partial sums meet
 // in shared memory, added in warp order (deterministic: no float atomics).
 //
 // Lane (g, c) = (lane / 4, lane % 4) of a warp owns rows g and g + 8 of the m-tile and, per
@@ -39,26 +39,27 @@ __device__ __forceinline__ uint4 to_pair_layout(uint4 v) {
                     prmt(v.y, v.w, 0x7632u));
 }
 
-// kK: K as a constant (a multiple of 128 · kStreamWarps), or 0 for any multiple of 128.
-template <int kK, int kChunks, bool kOutBf16>
-__global__ void __launch_bounds__(kStreamThreads, kStreamMinBlocksPerSm)
+// kK: K as a constant (a multiple of 128 · kWarps), or 0 for any multiple of 128. kWarps warps a
+// CTA, at least kMinBlocks CTAs an SM (which caps the registers a thread).
+template <int kK, int kChunks, bool kOutBf16, int kWarps, int kMinBlocks>
+__global__ void __launch_bounds__(32 * kWarps, kMinBlocks)
     nvfp4_stream_gemm_sm90_kernel(const __grid_constant__ Nvfp4GemmParams p) {
   static_assert(kDecodeScaleLog2 == 10, "alpha below undoes 2^-10 per decoded operand");
-  static_assert(kK % (kStreamStepK * kStreamWarps) == 0, "whole steps for every warp");
+  static_assert(kK % (kStreamStepK * kWarps) == 0, "whole steps for every warp");
   static_assert(kChunks >= 1 && 8 * kChunks <= kStreamMaxTokens, "token chunks of 8");
   static_assert(kStreamStepK == kRingStepK, "the weight ring's steps");
-  __shared__ float partial[kStreamWarps][kChunks][4][32];  // [warp][chunk][register][lane]
+  __shared__ float partial[kWarps][kChunks][4][32];  // [warp][chunk][register][lane]
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
   const int k = kK > 0 ? kK : p.k;
   const int n_steps = k / kStreamStepK;
-  const int step_begin = warp * n_steps / kStreamWarps;
-  const int count = kK > 0 ? kK / kStreamStepK / kStreamWarps
-                           : (warp + 1) * n_steps / kStreamWarps - step_begin;
+  const int step_begin = warp * n_steps / kWarps;
+  const int count = kK > 0 ? kK / kStreamStepK / kWarps
+                           : (warp + 1) * n_steps / kWarps - step_begin;
   const int row0 = blockIdx.x * 16 + g;  // rows row0 and row0 + 8; clamped rows are not stored
   const int64_t lo_row = min(row0, p.n - 1), hi_row = min(row0 + 8, p.n - 1);
   const uint8_t* w_lo = p.b_packed + lo_row * (k / 2) + step_begin * (kStreamStepK / 2) + c * 16;
   const uint8_t* w_hi = p.b_packed + hi_row * (k / 2) + step_begin * (kStreamStepK / 2) + c * 16;
-  using WeightRing = StreamStepRing<kChunks, kStreamWarps, kK / kStreamStepK / kStreamWarps>;
+  using WeightRing = StreamStepRing<kChunks, kWarps, kK / kStreamStepK / kWarps>;
   constexpr int kDepth = WeightRing::kStages;
   WeightRing ring({w_lo, w_hi, p.b_scale + lo_row * (k / 16) + step_begin * 8,
                    p.b_scale + hi_row * (k / 16) + step_begin * 8, count});
@@ -78,7 +79,7 @@ __global__ void __launch_bounds__(kStreamThreads, kStreamMinBlocksPerSm)
 #pragma unroll
     for (int d = 0; d < kDepth; ++d) {
       const int j = j0 + d;
-      if ((kK == 0 || kK / kStreamStepK / kStreamWarps % kDepth != 0) && j >= count) break;
+      if ((kK == 0 || kK / kStreamStepK / kWarps % kDepth != 0) && j >= count) break;
       const StepWeights& w = ring.take(d, j);
       uint32_t sp[4];                 // bf16x2 scales: lo block 0, lo 1, hi 0, hi 1
       scale_pairs4(w.scales, sp);
@@ -115,7 +116,7 @@ __global__ void __launch_bounds__(kStreamThreads, kStreamMinBlocksPerSm)
       if (token >= p.n_rows || row >= p.n) continue;
       float sum = partial[0][i][r][lane];
 #pragma unroll
-      for (int w = 1; w < kStreamWarps; ++w) sum += partial[w][i][r][lane];
+      for (int w = 1; w < kWarps; ++w) sum += partial[w][i][r][lane];
       const float out = alpha * sum;
       if constexpr (kOutBf16) {
         static_cast<__nv_bfloat16*>(p.d)[token * p.ldd + row] = __float2bfloat16_rn(out);
