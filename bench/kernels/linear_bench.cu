@@ -5,9 +5,11 @@
 // bits), then timed: kBatch calls captured in one CUDA graph, weights rotated over copies
 // larger than the L2, the median of kRepeats replays over kBatch (host cost not counted).
 // T ≤ 16 (decode): against the bytes that must move and the copy bandwidth measured in the same
-// run. T > 16 (prefill): the bf16 weight runs on the tensor cores (linear_tensor_cores.cu), the
-// f32 one on the CUDA cores, and cuBLAS's f32 SGEMM (no TF32) on the same call is the baseline;
-// the floor is the three bf16 passes at cuBLAS's bf16 rate (8192³, same run).
+// run (the bf16 weight on the tensor cores at 2-16 rows where linear_few_rows_tensor_cores.cu
+// takes the shape). T > 16 (prefill): the bf16 weight runs on the tensor cores
+// (linear_tensor_cores.cu), the f32 one on the CUDA cores, and cuBLAS's f32 SGEMM (no TF32) on the
+// same call is the baseline; the floor is the three bf16 passes at cuBLAS's bf16 rate (8192³, same
+// run).
 //   usage: linear_bench [out.md [T,T,...]]   (default T: 1,8)
 //
 // Dimension letters: T tokens, N output features, K input features.
@@ -77,10 +79,16 @@ void run_linear(const LinearShape& s, const Tensor& x, const Tensor& w, const Te
   kernels::cuda::block_diagonal_linear(x.view(), w.view(), s.groups, y.view());
 }
 
-// Whether the call runs on the tensor cores (the bf16 weight; the f32 one never does).
+// Whether the call runs on either tensor-core kernel (the bf16 weight; the f32 one never does).
 bool on_tensor_cores(const LinearShape& s, const Weight& w, const Tensor& x, const Tensor& y) {
-  return kernels::cuda::linear_tensor_cores_fit(
-      kernels::block_diagonal_operands(x.view(), w.bf16.view(), s.groups, y.view()), s.groups);
+  const kernels::LinearOperands o =
+      kernels::block_diagonal_operands(x.view(), w.bf16.view(), s.groups, y.view());
+  return kernels::cuda::linear_tensor_cores_fit(o, s.groups) ||
+         kernels::cuda::linear_few_rows_tensor_cores_fit(o, s.groups);
+}
+
+const char* kernel_name(const LinearShape& s, const Weight& w, const Tensor& x, const Tensor& y) {
+  return on_tensor_cores(s, w, x, y) ? "tensor cores" : "CUDA cores";
 }
 
 // Both weights' results against the CPU's (the max row rel error of the worse); on the CUDA
@@ -185,9 +193,11 @@ void run_decode_shape(std::FILE* out, const LinearShape& s, const std::vector<in
     const double floor16 = (2.0 * s.n * s.k + io) / bandwidth * 1e6;
     const double floor32 = (4.0 * s.n * s.k + io) / bandwidth * 1e6;
     std::fprintf(
-        out, "| %s | %lld×%lld | %lld | %.1f | %.0f%% | %.1f | %.2f | %.1f | %.0f%% | %.1e |\n",
+        out,
+        "| %s | %lld×%lld | %lld | %.1f | %.0f%% | %.1f (%s) | %.2f | %.1f | %.0f%% | %.1e |\n",
         s.name, (long long)s.n, (long long)s.k, (long long)t, us[0], 100.0 * floor32 / us[0], us[1],
-        (2.0 * s.n * s.k + io) / (us[1] * 1e-6) / 1e12, floor16, 100.0 * floor16 / us[1], err);
+        kernel_name(s, weights[0], m.x, m.y), (2.0 * s.n * s.k + io) / (us[1] * 1e-6) / 1e12,
+        floor16, 100.0 * floor16 / us[1], err);
     std::fflush(out);
   }
 }
@@ -207,8 +217,8 @@ void run_prefill_shape(std::FILE* out, const LinearShape& s, const std::vector<i
         "| %s | %lld×%lld | %lld | %.1f | %.1f (%s) | %.1f× | %.1f | %.1f | %.2f× | %.1f | "
         "%.0f%% | %.1e |\n",
         s.name, (long long)s.n, (long long)s.k, (long long)t, us[0], us[1],
-        on_tensor_cores(s, weights[0], m.x, m.y) ? "tensor cores" : "CUDA cores", us[0] / us[1],
-        flops / (us[1] * 1e-6) / 1e12, sgemm, sgemm / us[1], floor, 100.0 * floor / us[1], err);
+        kernel_name(s, weights[0], m.x, m.y), us[0] / us[1], flops / (us[1] * 1e-6) / 1e12, sgemm,
+        sgemm / us[1], floor, 100.0 * floor / us[1], err);
     std::fflush(out);
   }
 }
@@ -229,10 +239,11 @@ int main(int argc, char** argv) {
   std::fprintf(out, "device: %s, %d SMs; copy bandwidth %.2f TB/s (read+write)\n\n", prop.name,
                prop.multiProcessorCount, bandwidth / 1e12);
   if (!decode.empty()) {
-    std::fprintf(out,
-                 "| shape | N×K | T | f32 weight µs | f32 %% of its floor | bf16 weight µs | "
-                 "bf16 TB/s | bf16 floor µs | bf16 %% of floor | check rel err |\n"
-                 "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    std::fprintf(
+        out,
+        "| shape | N×K | T | f32 weight µs | f32 %% of its floor | bf16 weight µs (kernel) | "
+        "bf16 TB/s | bf16 floor µs | bf16 %% of floor | check rel err |\n"
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for (const LinearShape& s : kShapes) run_decode_shape(out, s, decode, bandwidth);
   }
   if (!prefill.empty()) {

@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "base/float_convert.h"
+#include "kernels/contracts.h"
+#include "kernels/cuda/linear_tensor_cores.h"
 #include "kernels/cuda_op_pair.h"
 #include "kernels/ops.h"
 #include "testing/tolerance.h"
@@ -59,16 +61,16 @@ TEST(DenseOpsCuda, LinearMatchesCpuOnStridedRows) {
 
 // The same with the weight in bf16 (what copy_weights keeps of a bf16 checkpoint on a GPU):
 // the bits of the device's own f32-weight result, on both CUDA-core kernels, and the CPU's within
-// the usual tolerance. (With ≥ 32 rows and aligned rows a bf16 weight runs on the tensor cores:
-// the tests below.)
+// the usual tolerance. (With aligned rows a bf16 weight runs on the tensor cores at ≥ 32 rows,
+// and at 2-16 when K is a multiple of 32: the tests below.)
 TEST(DenseOpsCuda, LinearBf16WeightGivesTheBitsOfItsF32Widening) {
   SeededRng rng;
-  // Aligned rows (vector loads) on every few-rows configuration (N ≥ 8192, ≥ 1024, ≥ 128, less)
-  // and the tiled kernel; K odd (scalar loads).
-  for (const auto& [t, n, k] : {std::tuple{3, 8200, 128},
+  // Aligned rows (vector loads) on every few-rows configuration (N ≥ 8192, ≥ 1024, ≥ 128, less),
+  // K a multiple of 4 but not of 32, or 20 rows, and the tiled kernel; K odd (scalar loads).
+  for (const auto& [t, n, k] : {std::tuple{3, 8200, 132},
                                 {9, 1030, 300},
-                                {2, 130, 256},
-                                {5, 40, 512},
+                                {20, 130, 256},
+                                {5, 40, 516},
                                 {1, 24, 4097},
                                 {130, 4100, 33}}) {
     SCOPED_TRACE(std::to_string(t) + "x" + std::to_string(n) + "x" + std::to_string(k));
@@ -91,6 +93,26 @@ TEST(DenseOpsCuda, LinearBf16WeightGivesTheBitsOfItsF32Widening) {
   }
 }
 
+// y = x · wᵀ with a random bf16 weight, block-diagonal in g groups of r outputs over K = k, x's
+// columns from `offset` on: the CUDA result within the tolerance of the CPU's, on the kernel
+// `fits` names (or, with !on_it, off it).
+void expect_bf16_linear_matches_cpu(SeededRng& rng, int64_t t, int64_t g, int64_t r, int64_t k,
+                                    int64_t offset, bool (*fits)(const LinearOperands&, int64_t),
+                                    bool on_it) {
+  SCOPED_TRACE(std::to_string(t) + "x" + std::to_string(g) + "x" + std::to_string(r) + "x" +
+               std::to_string(k) + "+" + std::to_string(offset));
+  const OpPair x = OpPair::uniform(rng, {t, g * k + offset});
+  std::vector<uint16_t> bits(static_cast<size_t>(g * r * k));
+  for (uint16_t& b : bits) b = float_to_bf16(static_cast<float>(rng.uniform(-1.0, 1.0)));
+  const OpPair w = OpPair::values(DType::kBF16, {g * r, k}, bits);
+  const OpPair y = OpPair::poisoned(DType::kF32, {t, g * r});
+  const TensorView x_d = columns(x.d(), offset, offset + g * k);
+  EXPECT_EQ(fits(block_diagonal_operands(x_d, w.d(), g, y.d()), g), on_it);
+  ASSERT_TRUE(block_diagonal_linear(columns(x.h(), offset, offset + g * k), w.h(), g, y.h()).ok());
+  ASSERT_TRUE(block_diagonal_linear(x_d, w.d(), g, y.d()).ok());
+  EXPECT_LT(device_vs_host_error(y), kCudaF32OpRelTol);
+}
+
 // bf16 weights and ≥ 32 rows of x run on the tensor cores (cuda/linear_tensor_cores.cu): x, T
 // and N off the 128 tiles, K off the 32-wide step (264 = 8 · 33), x aligned (16-byte loads) and
 // a strided column view (scalar loads), and a block-diagonal call (a group a grid slice).
@@ -100,46 +122,59 @@ TEST(DenseOpsCuda, LinearOnTensorCoresMatchesCpu) {
                                            {33, 1, 4100, 64, 3},
                                            {200, 4, 520, 136, 0},
                                            {130, 2, 1030, 1032, 1}}) {
-    SCOPED_TRACE(std::to_string(t) + "x" + std::to_string(g) + "x" + std::to_string(r) + "x" +
-                 std::to_string(k) + "+" + std::to_string(offset));
-    const OpPair x = OpPair::uniform(rng, {t, g * k + offset});
-    std::vector<uint16_t> bits(static_cast<size_t>(g) * r * k);
-    for (uint16_t& b : bits) b = float_to_bf16(static_cast<float>(rng.uniform(-1.0, 1.0)));
-    const OpPair w = OpPair::values(DType::kBF16, {g * r, k}, bits);
-    const OpPair y = OpPair::poisoned(DType::kF32, {t, g * r});
-    ASSERT_TRUE(
-        block_diagonal_linear(columns(x.h(), offset, offset + g * k), w.h(), g, y.h()).ok());
-    ASSERT_TRUE(
-        block_diagonal_linear(columns(x.d(), offset, offset + g * k), w.d(), g, y.d()).ok());
-    EXPECT_LT(device_vs_host_error(y), kCudaF32OpRelTol);
+    expect_bf16_linear_matches_cpu(rng, t, g, r, k, offset, cuda::linear_tensor_cores_fit, true);
   }
 }
 
-// The three-way bf16 split of x loses no bit: with a one-hot weight row n (a power of two 2^e_n
-// at column n mod K) every sum is exact, so y[t, n] must be x[t, n mod K] · 2^e_n bit for bit.
+// 2-16 rows of x (a batch's decode step) on the tensor cores
+// (cuda/linear_few_rows_tensor_cores.cu): N off the 16-row tile, one and two token chunks, 8 and
+// 16 warps a CTA, runs of K steps that leave warps none (K = 96: 3 steps for 8 warps) or end
+// mid-batch (K = 1056: 33 steps), V4-Flash's wo_a shape (8 groups of 1024 over K = 4096) and
+// groups of 48 outputs with x from column 4 on; off it, x misaligned by one column (the CUDA-core
+// kernel).
+TEST(DenseOpsCuda, LinearFewRowsOnTensorCoresMatchesCpu) {
+  SeededRng rng;
+  for (const auto& [t, g, r, k, offset] : {std::tuple{2, 1, 1000, 4096, 0},
+                                           {8, 1, 4100, 96, 0},
+                                           {16, 1, 520, 1056, 0},
+                                           {5, 8, 1024, 4096, 0},
+                                           {13, 3, 48, 256, 4}}) {
+    expect_bf16_linear_matches_cpu(rng, t, g, r, k, offset, cuda::linear_few_rows_tensor_cores_fit,
+                                   true);
+  }
+  expect_bf16_linear_matches_cpu(rng, 4, 1, 300, 512, 1, cuda::linear_few_rows_tensor_cores_fit,
+                                 false);
+}
+
+// The three-way bf16 split of x loses no bit on either tensor-core kernel (70 rows, and 8 rows
+// over a K the few-rows kernel takes): with a one-hot weight row n (a power of two 2^e_n at
+// column n mod K) every sum is exact, so y[t, n] must be x[t, n mod K] · 2^e_n bit for bit.
 // Keeping only two parts (16 significant bits) would miss it on almost every element.
 TEST(DenseOpsCuda, LinearOnTensorCoresKeepsEveryBitOfX) {
   SeededRng rng;
-  constexpr int64_t kT = 70, kN = 4100, kK = 40;
-  const OpPair x = OpPair::uniform(rng, {kT, kK});
-  std::vector<uint16_t> bits(static_cast<size_t>(kN * kK), 0);
-  std::vector<int> exponents(kN);
-  for (int64_t n = 0; n < kN; ++n) {
-    exponents[n] = static_cast<int>(rng.uniform(-8.0, 8.0));
-    bits[n * kK + n % kK] = float_to_bf16(std::ldexp(1.0f, exponents[n]));
-  }
-  const OpPair w = OpPair::values(DType::kBF16, {kN, kK}, bits);
-  const OpPair y = OpPair::poisoned(DType::kF32, {kT, kN});
-  ASSERT_TRUE(linear(x.d(), w.d(), y.d()).ok());
-  const Tensor got = y.result();
-  int64_t mismatches = 0;
-  for (int64_t t = 0; t < kT; ++t) {
+  constexpr int64_t kN = 4100;
+  for (const auto& [t, k] : {std::pair<int64_t, int64_t>{70, 40}, {8, 64}}) {
+    SCOPED_TRACE(std::to_string(t) + "x" + std::to_string(k));
+    const OpPair x = OpPair::uniform(rng, {t, k});
+    std::vector<uint16_t> bits(static_cast<size_t>(kN * k), 0);
+    std::vector<int> exponents(kN);
     for (int64_t n = 0; n < kN; ++n) {
-      const float want = std::ldexp(x.host.data_as<float>()[t * kK + n % kK], exponents[n]);
-      mismatches += got.data_as<float>()[t * kN + n] != want;
+      exponents[n] = static_cast<int>(rng.uniform(-8.0, 8.0));
+      bits[n * k + n % k] = float_to_bf16(std::ldexp(1.0f, exponents[n]));
     }
+    const OpPair w = OpPair::values(DType::kBF16, {kN, k}, bits);
+    const OpPair y = OpPair::poisoned(DType::kF32, {t, kN});
+    ASSERT_TRUE(linear(x.d(), w.d(), y.d()).ok());
+    const Tensor got = y.result();
+    int64_t mismatches = 0;
+    for (int64_t row = 0; row < t; ++row) {
+      for (int64_t n = 0; n < kN; ++n) {
+        const float want = std::ldexp(x.host.data_as<float>()[row * k + n % k], exponents[n]);
+        mismatches += got.data_as<float>()[row * kN + n] != want;
+      }
+    }
+    EXPECT_EQ(mismatches, 0);
   }
-  EXPECT_EQ(mismatches, 0);
 }
 
 // The block-diagonal linear (the attention's wo_a): V4-Flash's 8 groups of 1024 at one token,

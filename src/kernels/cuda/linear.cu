@@ -1,19 +1,20 @@
 // cuda::linear: y[T, N] = x[T, K] · w[N, K]ᵀ in f32 (and block_diagonal_linear, G such products
-// side by side in one call). A bf16 weight with many rows of x runs on the tensor cores
-// (linear_tensor_cores.cu, exact to f32 by a three-way bf16 split of x); the rest by one of two
-// CUDA-core kernels:
+// side by side in one call). A bf16 weight runs on the tensor cores with many rows of x
+// (linear_tensor_cores.cu) and with 2-16 (linear_few_rows_tensor_cores.cu), both exact to f32 by
+// a three-way bf16 split of x; the rest by one of two CUDA-core kernels:
 // - a classic shared-memory tiled SGEMM for many rows and wide outputs: both operands are
 //   K-contiguous rows, so a block stages a [64, 16] slab of each, transposed into shared memory,
 //   and every thread accumulates a 4×4 patch of y over K in order;
-// - a few-rows kernel for decode steps and narrow outputs (mHC's 24 mixes of a 16384-wide
-//   residual, a router), where 64×64 tiles leave most SMs idle while one block walks all of K
-//   (measured on the H200: 29 µs a call on the tiny test model's decode step, most of its time).
+// - a few-rows kernel for one-token decode steps, f32 weights and narrow outputs (mHC's 24
+//   mixes of a 16384-wide residual, a router), where 64×64 tiles leave most SMs idle while one
+//   block walks all of K (measured on the H200: 29 µs a call on the tiny test model's decode
+//   step, most of its time).
 //   A block owns a few outputs for ≤ 8 tokens and its warps split K (or each walks all of K
 //   for its own outputs); partial sums meet in a fixed tree. On the H200 it streams the bf16
 //   lm_head at one token at the copy rate (bench/kernels/linear_bench.cu, docs/bench.md).
 // The weight is f32 or bf16 (a device keeps a bf16 checkpoint's linear weights in bf16, half the
 // bytes a decode step streams: checkpoint/to_device.h); it widens exactly, so on the CUDA-core
-// kernels either gives the same bits. Not batch-invariant across the three kernels: a row's sum
+// kernels either gives the same bits. Not batch-invariant across the four kernels: a row's sum
 // order depends on which one the call's shape picks (each alone is: a few-rows block treats its
 // ≤ 8 tokens alike, a tensor-core tile its 128).
 // No TF32 and no float atomics: the forward must match transformers' fp32 reference to 1e-4 per
@@ -264,6 +265,9 @@ void launch(const Rows<float>& x, const Rows<W>& w, const RowMatrix& y, int64_t 
 void run(const LinearOperands& o, int64_t n_groups) {
   if (o.x.n_rows == 0 || o.w.n_rows == 0) return;
   if (linear_tensor_cores_fit(o, n_groups)) return linear_tensor_cores(o, n_groups);
+  if (linear_few_rows_tensor_cores_fit(o, n_groups)) {
+    return linear_few_rows_tensor_cores(o, n_groups);
+  }
   DSV4_CHECK(ceil_div(o.x.n_rows, kTile) <= 65535, "linear: %lld rows in one call",
              (long long)o.x.n_rows);
   if (o.w.dtype == DType::kBF16) {

@@ -3,10 +3,8 @@
 //
 // Why it is exact. The forward must match transformers' fp32 reference to 1e-4 (TF32 alone costs
 // ~1e-3), and tensor cores multiply bf16. So each x is split into three bf16 that sum to it
-// exactly, x = hi + mid + lo (hi = bf16(x), mid = bf16(x − hi), lo = x − hi − mid: an f32 has 24
-// significant bits, each part takes 8, and every difference is exact in f32), and the weight is a
-// bf16 already (copy_weights keeps a linear's weight in bf16 on a GPU only when every value is
-// one). Each product hi·w, mid·w, lo·w of two bf16 is exact in the f32 accumulator, so the result
+// exactly, x = hi + mid + lo (bf16_split.cuh), and the weight is a bf16 already (copy_weights
+// keeps a linear's weight in bf16 on a GPU only when every value is one). Each product hi·w, mid·w, lo·w of two bf16 is exact in the f32 accumulator, so the result
 // differs from an f32 GEMM only in its summation order, like the CUDA-core kernels of linear.cu.
 // Three MMAs per product cost 3× the tensor work; measured on an H100 (docs/bench.md, "Dense
 // linears"), it is still 5.5-8.5× the CUDA-core SGEMM it replaces for these calls and 2.1-2.35×
@@ -20,9 +18,7 @@
 // Block-diagonal calls (G groups side by side) take the group from blockIdx.z.
 //
 // Dimension letters: T tokens (rows of x and y), N output features (rows of w), K input features.
-#include <cuda_bf16.h>
-
-#include "base/float_convert.h"
+#include "kernels/cuda/bf16_split.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/linear_tensor_cores.h"
@@ -84,15 +80,6 @@ __device__ __forceinline__ void load_x(const Operands& o, int t0, int k0, float4
     }
     q[j] = make_float4(v[0], v[1], v[2], v[3]);
   }
-}
-
-// (a, b) as bf16x2 (a in the low half) and the exact f32 remainders a − bf16(a), b − bf16(b).
-__device__ __forceinline__ uint32_t split_pair(float& a, float& b) {
-  const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
-  const uint32_t bits = *reinterpret_cast<const uint32_t*>(&h);
-  a -= float_from_bits(bits << 16);
-  b -= float_from_bits(bits & 0xffff0000u);
-  return bits;
 }
 
 // The quads as hi, mid and lo bf16 tiles of buffer `buf`.

@@ -1,5 +1,5 @@
-// The tensor-core kernel of cuda::linear (linear_tensor_cores.cu): f32 x and y, a bf16 weight,
-// exact to f32 by splitting x into three bf16. linear.cu asks whether a call fits it and runs it.
+// The tensor-core kernels of cuda::linear: f32 x and y, a bf16 weight, exact to f32 by splitting x
+// into three bf16 (bf16_split.cuh). linear.cu asks whether a call fits one and runs it.
 #pragma once
 
 #include <cstdint>
@@ -14,5 +14,12 @@ namespace dsv4::kernels::cuda {
 bool linear_tensor_cores_fit(const LinearOperands& o, int64_t n_groups);
 
 void linear_tensor_cores(const LinearOperands& o, int64_t n_groups);
+
+// linear_few_rows_tensor_cores.cu: whether the call runs there: a bf16 weight with 16-byte
+// aligned rows, K a multiple of 32, groups of a multiple of 16 outputs, and 2-16 rows of x in
+// 16-byte aligned rows (a decode step of a batch).
+bool linear_few_rows_tensor_cores_fit(const LinearOperands& o, int64_t n_groups);
+
+void linear_few_rows_tensor_cores(const LinearOperands& o, int64_t n_groups);
 
 }  // namespace dsv4::kernels::cuda

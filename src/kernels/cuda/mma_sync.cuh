@@ -1,6 +1,7 @@
 // The warp-level tensor-core PTX the kernels share (sm_80 and up, so every CUDA build): the
 // bf16 mma.sync with f32 accumulators, the ldmatrix that feeds it from shared memory, the
-// 16-byte cp.async that zero-fills what lies past an operand's edge, and cp.async's groups.
+// 16-byte cp.async that zero-fills what lies past an operand's edge, cp.async's groups, and the
+// read-once load that feeds weights to registers.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +24,16 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int kPending>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+
+// 16 bytes of weights straight into registers: read once, so no L1 allocation; L2 fetches the
+// next 256 bytes of the row (the following steps) with it.
+__device__ __forceinline__ uint4 load_weights_once(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
 }
 
 // D += A · B, m16n8k16, bf16 operands, f32 accumulators (PTX fragment layouts).

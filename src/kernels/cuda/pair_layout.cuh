@@ -94,16 +94,6 @@ struct StepWeights {
   uint32_t scales;
 };
 
-// 16 bytes of weights: read once, so no L1 allocation; L2 fetches the next 256 bytes of the row
-// (the following steps) with it.
-__device__ __forceinline__ uint4 load_weights_once(const uint8_t* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
-
 // acc[i] += packed word q of the lane's two rows (decoded with their bf16x2 block scales) times
 // token chunk i's 8 elements b[i] in the pair layout: two m16n8k16 MMAs per live chunk.
 template <int kChunks>
