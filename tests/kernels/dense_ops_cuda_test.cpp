@@ -130,20 +130,23 @@ TEST(DenseOpsCuda, LinearOnTensorCoresMatchesCpu) {
 // (cuda/linear_few_rows_tensor_cores.cu): N off the 16-row tile, one and two token chunks, 8 and
 // 16 warps a CTA, runs of K steps that leave warps none (K = 96: 3 steps for 8 warps) or end
 // mid-batch (K = 1056: 33 steps), V4-Flash's wo_a shape (8 groups of 1024 over K = 4096) and
-// groups of 48 outputs with x from column 4 on; off it, x misaligned by one column (the CUDA-core
-// kernel).
+// groups of 176 outputs with x from column 4 on. Off it (the CUDA-core kernel): x misaligned by
+// one column, 3 rows on 63 m-tiles, and mHC's 24 outputs.
 TEST(DenseOpsCuda, LinearFewRowsOnTensorCoresMatchesCpu) {
   SeededRng rng;
-  for (const auto& [t, g, r, k, offset] : {std::tuple{2, 1, 1000, 4096, 0},
+  for (const auto& [t, g, r, k, offset] : {std::tuple{2, 1, 2100, 1024, 0},
                                            {8, 1, 4100, 96, 0},
                                            {16, 1, 520, 1056, 0},
                                            {5, 8, 1024, 4096, 0},
-                                           {13, 3, 48, 256, 4}}) {
+                                           {13, 3, 176, 256, 4}}) {
     expect_bf16_linear_matches_cpu(rng, t, g, r, k, offset, cuda::linear_few_rows_tensor_cores_fit,
                                    true);
   }
-  expect_bf16_linear_matches_cpu(rng, 4, 1, 300, 512, 1, cuda::linear_few_rows_tensor_cores_fit,
-                                 false);
+  for (const auto& [t, r, k, offset] :
+       {std::tuple{4, 3000, 512, 1}, {3, 1000, 1024, 0}, {8, 24, 16384, 0}}) {
+    expect_bf16_linear_matches_cpu(rng, t, 1, r, k, offset, cuda::linear_few_rows_tensor_cores_fit,
+                                   false);
+  }
 }
 
 // The three-way bf16 split of x loses no bit on either tensor-core kernel (70 rows, and 8 rows

@@ -135,6 +135,17 @@ void launch(const Operands& o) {
   linear_few_rows_tensor_cores_kernel<kWarps><<<grid, 32 * kWarps, 0, op_stream()>>>(o);
 }
 
+// Where the tensor cores win, measured on an H100 against the CUDA-core kernel (linear_bench,
+// docs/bench.md, session 23): at 5-16 rows from 32 m-tiles on (V4-Flash's wkv, 512 outputs: 7.0
+// against 8.7 µs at 8 rows; lm_head 334 against 750); at 2-4 rows, whose CUDA-core kernel pays
+// each weight 4 multiply-adds, only from 128 (wq_a, 1024 outputs: 7.5 against 5.9 µs at 2 rows;
+// shared w1, 2048: 9.4 against 10.3). Below 32 m-tiles a few CTAs walk all of K (mHC's 24 mixes
+// of 16384: 15.6 against 3.7 µs).
+bool enough_m_tiles(int64_t n_rows, int64_t t) {
+  const int64_t tiles = ceil_div(n_rows, kRows);
+  return tiles >= 32 && (t > 4 || tiles >= 128);
+}
+
 }  // namespace
 
 bool linear_few_rows_tensor_cores_fit(const LinearOperands& o, int64_t n_groups) {
@@ -143,7 +154,8 @@ bool linear_few_rows_tensor_cores_fit(const LinearOperands& o, int64_t n_groups)
   return o.w.dtype == DType::kBF16 && o.x.n_rows >= 2 && o.x.n_rows <= kMaxTokens &&
          o.w.n_cols > 0 && o.w.n_cols % kStepK == 0 && (n_groups == 1 || group_rows % kRows == 0) &&
          o.w.row_stride % 8 == 0 && aligned(o.w.data) && o.x.row_stride % 4 == 0 &&
-         aligned(o.x.data) && o.w.n_rows < (int64_t{1} << 31);
+         aligned(o.x.data) && o.w.n_rows < (int64_t{1} << 31) &&
+         enough_m_tiles(o.w.n_rows, o.x.n_rows);
 }
 
 void linear_few_rows_tensor_cores(const LinearOperands& o, int64_t n_groups) {

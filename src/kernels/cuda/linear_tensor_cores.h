@@ -16,8 +16,9 @@ bool linear_tensor_cores_fit(const LinearOperands& o, int64_t n_groups);
 void linear_tensor_cores(const LinearOperands& o, int64_t n_groups);
 
 // linear_few_rows_tensor_cores.cu: whether the call runs there: a bf16 weight with 16-byte
-// aligned rows, K a multiple of 32, groups of a multiple of 16 outputs, and 2-16 rows of x in
-// 16-byte aligned rows (a decode step of a batch).
+// aligned rows, K a multiple of 32, groups of a multiple of 16 outputs, 2-16 rows of x in
+// 16-byte aligned rows (a decode step of a batch), and enough 16-output tiles to beat the CUDA
+// cores (at least 32, and 128 at 2-4 rows).
 bool linear_few_rows_tensor_cores_fit(const LinearOperands& o, int64_t n_groups);
 
 void linear_few_rows_tensor_cores(const LinearOperands& o, int64_t n_groups);
