@@ -1,6 +1,6 @@
 // The warp-level tensor-core PTX the kernels share (sm_80 and up, so every CUDA build): the
-// bf16 mma.sync with f32 accumulators, the ldmatrix that feeds it from shared memory, the
-// 16-byte cp.async that zero-fills what lies past an operand's edge, cp.async's groups, and the
+// bf16 mma.sync with f32 accumulators, the ldmatrix that feeds it from shared memory, cp.async
+// (16 bytes, zero-filling what lies past an operand's edge or not, and 4) and its groups, and the
 // read-once load that feeds weights to registers.
 #pragma once
 
@@ -19,6 +19,29 @@ __device__ __forceinline__ void cp_async16(void* dst, const void* src, bool vali
                "r"(valid ? 16 : 0));
 }
 
+// 16 bytes of src past L1 (each byte used once, by one thread); kL2Fetch256: L2 also fetches the
+// next 256 bytes (a row read step by step).
+template <bool kL2Fetch256 = false>
+__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
+  if constexpr (kL2Fetch256) {
+    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;\n" ::"r"(smem_addr(dst)),
+                 "l"(src));
+  } else {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(dst)), "l"(src));
+  }
+}
+
+// 4 bytes through L1 (small values read again by nearby copies, such as block scales), or 4
+// zeros where !valid.
+__device__ __forceinline__ void cp_async4(void* dst, const void* src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_addr(dst)), "l"(src));
+}
+__device__ __forceinline__ void cp_async4(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+               "r"(valid ? 4 : 0));
+}
+
+// Each committed group completes at a cp_async_wait that leaves fewer groups pending.
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n"); }
 // Waits until at most kPending of this thread's committed groups are still in flight.
 template <int kPending>

@@ -120,22 +120,4 @@ __device__ __forceinline__ void prefetch_l2(const void* p) {
   asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p));
 }
 
-// 16 bytes from global into shared memory without passing through registers or L1 (each
-// weight byte is used by one thread once); completes at cp_async_wait of a later group.
-// kL2Fetch256: L2 also fetches the next 256 bytes (a row read step by step).
-template <bool kL2Fetch256 = false>
-__device__ __forceinline__ void cp_async_16(void* smem, const void* global) {
-  const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  if constexpr (kL2Fetch256) {
-    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;\n" ::"r"(dst), "l"(global));
-  } else {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(global));
-  }
-}
-// 4 bytes through L1 (for small values read again by nearby copies, such as block scales).
-__device__ __forceinline__ void cp_async_4(void* smem, const void* global) {
-  const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(global));
-}
-
 }  // namespace dsv4::kernels::cuda

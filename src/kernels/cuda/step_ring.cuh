@@ -122,11 +122,11 @@ class SharedStepRing {
       uint8_t* dst = ring_ + stage * kStageBytes;
       // Codes past L1 (read once), L2 fetching the row's next steps; scales through L1 (the
       // row's next three steps read the same sector).
-      cp_async_16<true>(dst + kLoCodes + lane_ * 16, source_.codes_lo + s * kStepCodeBytes);
-      cp_async_16<true>(dst + kHiCodes + lane_ * 16, source_.codes_hi + s * kStepCodeBytes);
+      cp_async16<true>(dst + kLoCodes + lane_ * 16, source_.codes_lo + s * kStepCodeBytes);
+      cp_async16<true>(dst + kHiCodes + lane_ * 16, source_.codes_hi + s * kStepCodeBytes);
       const int scales = s * kStepScaleBytes + scale_offset_;
-      cp_async_4(dst + kLoScales + lane_ * 4, source_.scales_lo + scales);
-      cp_async_4(dst + kHiScales + lane_ * 4, source_.scales_hi + scales);
+      cp_async4(dst + kLoScales + lane_ * 4, source_.scales_lo + scales);
+      cp_async4(dst + kHiScales + lane_ * 4, source_.scales_hi + scales);
     }
     cp_async_commit();
   }
@@ -165,8 +165,8 @@ class SlabStepRing {
     const int g = lane_ / 4, c = lane_ % 4;
 #pragma unroll
     for (int i = c; i < kRowChunks; i += 4) {
-      cp_async_16(slab_ + g * kRowBytes + i * 16, source.scales_lo + i * 16);
-      cp_async_16(slab_ + (8 + g) * kRowBytes + i * 16, source.scales_hi + i * 16);
+      cp_async16(slab_ + g * kRowBytes + i * 16, source.scales_lo + i * 16);
+      cp_async16(slab_ + (8 + g) * kRowBytes + i * 16, source.scales_hi + i * 16);
     }
     cp_async_commit();
     cp_async_wait<0>();

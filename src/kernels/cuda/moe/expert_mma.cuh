@@ -122,8 +122,8 @@ __device__ __forceinline__ uint32_t issue_item(const ExpertParams& p, const uint
                                                WeightStage& stage) {
   int64_t lo, hi, lo_kb, hi_kb;
   item_offsets<kGateUp>(p, xb, item, lane, lo, hi, lo_kb, hi_kb);
-  cp_async_16(&stage[item][0][lane], packed + lo);
-  cp_async_16(&stage[item][1][lane], packed + hi);
+  cp_async16(&stage[item][0][lane], packed + lo);
+  cp_async16(&stage[item][1][lane], packed + hi);
   const uint32_t s_lo = *reinterpret_cast<const uint16_t*>(scale + lo_kb);
   const uint32_t s_hi = *reinterpret_cast<const uint16_t*>(scale + hi_kb);
   return s_lo | (s_hi << 16);

@@ -101,7 +101,7 @@ struct PassActivations {
     for (int i = threadIdx.x; i < (row_end - row_begin) * units; i += kThreads) {
       const int r = i / units, unit = i % units;
       const int row = p.row_token ? p.row_token[row_begin + r] : row_begin + r;
-      cp_async_16(rows() + r * stride(k) + unit, x + int64_t{row} * units + unit);
+      cp_async16(rows() + r * stride(k) + unit, x + int64_t{row} * units + unit);
     }
     cp_async_commit();
   }

@@ -1,8 +1,6 @@
-// The PTX the NVFP4 kernels issue, one thin wrapper each: cp.async (global -> shared, zero fill
-// past the edges), wgmma (sm_90a) with its shared-memory descriptors, mbarriers and TMA; the
-// 16-byte cp.async, cp.async's groups and mma.sync they share with other kernels are in
-// kernels/cuda/mma_sync.cuh.
-// Only .cu files of this folder include it.
+// The PTX the NVFP4 kernels issue, one thin wrapper each: wgmma (sm_90a) with its shared-memory
+// descriptors, mbarriers and TMA; the cp.async and mma.sync they share with other kernels are in
+// kernels/cuda/mma_sync.cuh. Only .cu files of this folder include it.
 #pragma once
 
 #include <cstdint>
@@ -10,12 +8,6 @@
 #include "kernels/cuda/mma_sync.cuh"
 
 namespace dsv4::kernels::cuda::sm90 {
-
-// ---- cp.async: 4 bytes of src, or 4 zeros where !valid (its groups: mma_sync.cuh) ----
-__device__ __forceinline__ void cp_async4(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
-               "r"(valid ? 4 : 0));
-}
 
 // Ordinary stores (and cp.async) to shared memory that wgmma reads next need this in each
 // writing thread before the barrier (HOPPER.md, "Ordering").
