@@ -38,15 +38,7 @@ constexpr int kStepK = 32;      // K of a warp step: 4 lanes × 8
 constexpr int kBatch = 4;       // steps whose loads are in flight together
 constexpr int kMaxTokens = 16;  // two chunks; more rows go to the other kernels
 
-// One call (one group of a block-diagonal call per `group_rows` outputs: output n reads x's
-// columns from (n / group_rows)·K).
-struct Operands {
-  const float* x;
-  const uint16_t* w;
-  float* y;
-  int64_t x_stride, w_stride, y_stride;
-  int t, n, k, group_rows;
-};
+using Operands = TensorCoreOperands;
 
 // One step's operands for lane (g, c): 8 weights of rows g and g + 8, 8 values of token g.
 struct Step {
@@ -159,16 +151,7 @@ bool linear_few_rows_tensor_cores_fit(const LinearOperands& o, int64_t n_groups)
 }
 
 void linear_few_rows_tensor_cores(const LinearOperands& o, int64_t n_groups) {
-  const Operands operands{o.x.data,
-                          static_cast<const uint16_t*>(o.w.data),
-                          o.y.data,
-                          o.x.row_stride,
-                          o.w.row_stride,
-                          o.y.row_stride,
-                          static_cast<int>(o.x.n_rows),
-                          static_cast<int>(o.w.n_rows),
-                          static_cast<int>(o.w.n_cols),
-                          static_cast<int>(o.w.n_rows / n_groups)};
+  const Operands operands = tensor_core_operands(o, n_groups);
   warps_for(operands) == 16 ? launch<16>(operands) : launch<8>(operands);
   check_launch();
 }

@@ -4,11 +4,11 @@
 // Why it is exact. The forward must match transformers' fp32 reference to 1e-4 (TF32 alone costs
 // ~1e-3), and tensor cores multiply bf16. So each x is split into three bf16 that sum to it
 // exactly, x = hi + mid + lo (bf16_split.cuh), and the weight is a bf16 already (copy_weights
-// keeps a linear's weight in bf16 on a GPU only when every value is one). Each product hi·w, mid·w, lo·w of two bf16 is exact in the f32 accumulator, so the result
-// differs from an f32 GEMM only in its summation order, like the CUDA-core kernels of linear.cu.
-// Three MMAs per product cost 3× the tensor work; measured on an H100 (docs/bench.md, "Dense
-// linears"), it is still 5.5-8.5× the CUDA-core SGEMM it replaces for these calls and 2.1-2.35×
-// cuBLAS's f32 SGEMM at 2048 rows.
+// keeps a linear's weight in bf16 on a GPU only when every value is one). Each product hi·w, mid·w,
+// lo·w of two bf16 is exact in the f32 accumulator, so the result differs from an f32 GEMM only in
+// its summation order, like the CUDA-core kernels of linear.cu. Three MMAs per product cost 3× the
+// tensor work; measured on an H100 (docs/bench.md, "Dense linears"), it is still 5.5-8.5× the
+// CUDA-core SGEMM it replaces for these calls and 2.1-2.35× cuBLAS's f32 SGEMM at 2048 rows.
 //
 // Shape. A block computes a 128-token × 128-output tile of y: 8 warps as 2 (tokens) × 4
 // (outputs), each 64 × 32 with m16n8k16 MMAs, over K in steps of 32. The weight tile comes by
@@ -45,14 +45,9 @@ struct Smem {
   uint16_t w[kWeightStages][kTileN][kRowElems];
 };
 
-// One group's operands (group g: x from column g·k, w from row g·n, y from column g·n).
-struct Operands {
-  const float* x;
-  const uint16_t* w;
-  float* y;
-  int64_t x_stride, w_stride, y_stride;
-  int t, n, k;
-};
+// A block of group g reads x from column g·k, w from row g·group_rows and writes y from column
+// g·group_rows.
+using Operands = TensorCoreOperands;
 
 // Thread i stages x quads i + kThreads·j: row q / 8 of the tile, columns 4 (q % 8) .. + 3.
 __device__ __forceinline__ int quad_row(int j) { return (threadIdx.x + kThreads * j) / 8; }
@@ -102,7 +97,7 @@ __device__ __forceinline__ void copy_w(Smem& s, const Operands& o, int n0, int k
 #pragma unroll
   for (int j = 0; j < kWChunks; ++j) {
     const int c = threadIdx.x + kThreads * j, row = c / 4, col = c % 4 * 8;
-    const bool valid = n0 + row < o.n && k0 + col < o.k;
+    const bool valid = n0 + row < o.group_rows && k0 + col < o.k;
     const uint16_t* src = valid ? o.w + int64_t{n0 + row} * o.w_stride + k0 + col : o.w;
     cp_async16(&s.w[slot][row][col], src, valid);
   }
@@ -156,8 +151,8 @@ __global__ void __launch_bounds__(kThreads, 2) linear_tensor_cores_kernel(Operan
   Smem& s = *reinterpret_cast<Smem*>(smem_words);
   const int g = blockIdx.z;
   o.x += int64_t{g} * o.k;
-  o.w += int64_t{g} * o.n * o.w_stride;
-  o.y += int64_t{g} * o.n;
+  o.w += int64_t{g} * o.group_rows * o.w_stride;
+  o.y += int64_t{g} * o.group_rows;
   const int t0 = blockIdx.y * kTileT, n0 = blockIdx.x * kTileN;
   const int warp = threadIdx.x / 32, warp_t = warp / kWarpsN, warp_n = warp % kWarpsN;
   const int n_steps = (o.k + kStepK - 1) / kStepK;
@@ -206,8 +201,8 @@ __global__ void __launch_bounds__(kThreads, 2) linear_tensor_cores_kernel(Operan
 #pragma unroll
       for (int nt = 0; nt < 4; ++nt) {
         const int n = n0 + warp_n * kWarpN + nt * 8 + lane % 4 * 2;
-        if (n < o.n) y_row[n] = acc[mt][nt][2 * half];
-        if (n + 1 < o.n) y_row[n + 1] = acc[mt][nt][2 * half + 1];
+        if (n < o.group_rows) y_row[n] = acc[mt][nt][2 * half];
+        if (n + 1 < o.group_rows) y_row[n + 1] = acc[mt][nt][2 * half + 1];
       }
     }
   }
@@ -241,16 +236,21 @@ bool linear_tensor_cores_fit(const LinearOperands& o, int64_t n_groups) {
          grid.x * grid.y * grid.z >= 32 && grid.y <= 65535 && o.x.n_rows < (int64_t{1} << 31);
 }
 
+TensorCoreOperands tensor_core_operands(const LinearOperands& o, int64_t n_groups) {
+  return {o.x.data,
+          static_cast<const uint16_t*>(o.w.data),
+          o.y.data,
+          o.x.row_stride,
+          o.w.row_stride,
+          o.y.row_stride,
+          static_cast<int>(o.x.n_rows),
+          static_cast<int>(o.w.n_rows),
+          static_cast<int>(o.w.n_cols),
+          static_cast<int>(o.w.n_rows / n_groups)};
+}
+
 void linear_tensor_cores(const LinearOperands& o, int64_t n_groups) {
-  const Operands operands{o.x.data,
-                          static_cast<const uint16_t*>(o.w.data),
-                          o.y.data,
-                          o.x.row_stride,
-                          o.w.row_stride,
-                          o.y.row_stride,
-                          static_cast<int>(o.x.n_rows),
-                          static_cast<int>(o.w.n_rows / n_groups),
-                          static_cast<int>(o.w.n_cols)};
+  const Operands operands = tensor_core_operands(o, n_groups);
   const bool vec_x = o.x.row_stride % 4 == 0 && o.w.n_cols % 4 == 0 &&
                      reinterpret_cast<uintptr_t>(o.x.data) % 16 == 0;
   const dim3 grid = grid_of(o, n_groups);

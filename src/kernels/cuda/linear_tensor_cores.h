@@ -13,6 +13,18 @@ namespace dsv4::kernels::cuda {
 // enough 128 × 128 tiles to spread over the GPU.
 bool linear_tensor_cores_fit(const LinearOperands& o, int64_t n_groups);
 
+// A call as the tensor-core kernels take it by value: x, the bf16 weight's bits and y with their
+// row strides, T, N (every group's outputs), K (one group's) and the outputs a group has (N for a
+// plain linear; output n reads x's columns from (n / group_rows)·K).
+struct TensorCoreOperands {
+  const float* x;
+  const uint16_t* w;
+  float* y;
+  int64_t x_stride, w_stride, y_stride;
+  int t, n, k, group_rows;
+};
+TensorCoreOperands tensor_core_operands(const LinearOperands& o, int64_t n_groups);
+
 void linear_tensor_cores(const LinearOperands& o, int64_t n_groups);
 
 // linear_few_rows_tensor_cores.cu: whether the call runs there: a bf16 weight with 16-byte
