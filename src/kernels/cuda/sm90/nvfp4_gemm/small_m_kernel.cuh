@@ -135,9 +135,9 @@ __global__ void __launch_bounds__(kSmallThreads)
         const int64_t kc = k0 / kSmallChunk + batch + i;
         const bool live = batch + i < n_chunks && kc * kSmallChunk + 32 * t < p.kp;
         const int64_t code_offset = kc * 64 + 16 * t, scale_offset = kc * 8 + 2 * t;
-        codes[i][0] = live ? load_stream16(p.b_packed + row_a * packed_row + code_offset)
+        codes[i][0] = live ? load_weights_once<false>(p.b_packed + row_a * packed_row + code_offset)
                            : make_uint4(0, 0, 0, 0);
-        codes[i][1] = live ? load_stream16(p.b_packed + row_b * packed_row + code_offset)
+        codes[i][1] = live ? load_weights_once<false>(p.b_packed + row_b * packed_row + code_offset)
                            : make_uint4(0, 0, 0, 0);
         scales[i][0] = live ? *reinterpret_cast<const uint16_t*>(p.b_scale + row_a * scale_row +
                                                                  scale_offset) : 0u;
