@@ -4,12 +4,14 @@
 // every shape is first checked against the CPU reference (64 rows), then timed: kBatch calls
 // (weights rotated over copies larger than the L2) captured in one CUDA graph, the median of
 // kRepeats replays over kBatch, so host launch cost is not counted (decode runs as graphs).
-// For M ≥ 512 it also times, on the same call, the two-warpgroup kernel (kernel.cuh) the
-// warp-specialised one replaced, and the warp-specialised one with 128-token tiles where the
-// heuristics chose 256, and the warp-specialised one with its token tiles by cp.async instead
-// of TMA; for M ≤ 16, the small-M kernel (split-K atomics) the stream kernel replaced. With DSV4_BENCH_PROFILE=1 in the environment nothing is timed: each variant runs
-// once, in the order check, W4A16 op, W4A4 op, two-warpgroup, ws 128 tokens, ws cp.async (for
-// ncu's --launch-skip: a shape's warp-specialised launches are 0..4 in that order).
+// For M ≥ 512 it also times, on the same call, the two-warpgroup kernel (kernel.cuh, without
+// warp specialisation: the baseline of the warp-specialised one), the warp-specialised one with
+// 128-token tiles where the heuristics chose 256, and the warp-specialised one with its token
+// tiles by cp.async instead of TMA; for M ≤ 16, the small-M kernel (split-K atomics), the
+// stream kernel's alternative. With DSV4_BENCH_PROFILE=1 in the environment nothing is timed:
+// each variant runs once, in the order check, W4A16 op, W4A4 op, two-warpgroup, ws 128 tokens,
+// ws cp.async (for ncu's --launch-skip: a shape's warp-specialised launches are 0..4 in that
+// order).
 //   usage: nvfp4_gemm_bench [out.md [M,M,... [shape]]]   (default M: 1,8,64,512,4096,16384;
 //          shape: only the shapes whose name contains it, e.g. "Pro gate")
 //          nvfp4_gemm_bench grouped [out.md [R,R,... [shape]]]   grouped calls of 256 (Flash)
@@ -245,7 +247,7 @@ Row run_shape(const Shape3& s, int64_t m, const Cublas& cublas, double bandwidth
       narrow.ws_tokens = 128;  // the warp-specialised kernel with 128-token tiles instead
       row.us_ws_narrow = time_plan(narrow);
     }
-    if (plan_for(p).path == Nvfp4GemmPath::kStream) {  // the kernel it replaced, same call
+    if (plan_for(p).path == Nvfp4GemmPath::kStream) {  // its alternative, small-M, same call
       Tensor accum = device_tensor(DType::kF32, {m, n});
       p.accum = accum.data_as<float>();
       row.us_small_m = time_plan(plan_small_m(p.n_rows, p.n, p.kp, 1, n_sm));

@@ -12,8 +12,8 @@ namespace dsv4 {
 //
 // Why not OpenMP: a team outlives its parallel region on the thread that opened it, and libgomp
 // shortens its spin-wait once more OpenMP threads exist than cores, so a team left on the loading
-// thread made every parallel region of the engine's worker thread sleep and wake: a CPU decode
-// step 5× slower (docs/bench.md, "Checkpoint values on the host").
+// thread makes every parallel region of the engine's worker thread sleep and wake: a CPU decode
+// step 5× slower (docs/bench_log.md, "Checkpoint values on the host").
 void parallel_for(int64_t n, const std::function<void(int64_t)>& fn);
 
 }  // namespace dsv4

@@ -142,8 +142,8 @@ Status head_in_one_call(const TensorView& hidden, const TensorView& head,
 // logits = head · norm(hc_head(streams)), in f32, only for the rows each chunk asked for. The
 // head is V·D weights (1 GB in bf16 for V4) and a decode step asks one row of each sequence, so
 // a few asked rows go through it in one call, read once a step, not once a sequence (at B = 8
-// on V4-Flash shapes eight calls took 2 ms of an 11 ms step: ncu, H200, docs/bench.md session
-// 21).
+// on V4-Flash shapes a call a sequence costs 2 ms of an 11 ms step: ncu, H200; docs/bench_log.md,
+// "The engine end to end").
 Status Model::lm_head(std::span<const SequenceChunk> chunks, const Tensor& streams) const {
   DSV4_ASSIGN_OR_RETURN(const Tensor hidden, final_hidden(*weights_, streams.view()));
   int64_t n_asked = 0;

@@ -35,7 +35,7 @@ Status route(const ModelConfig& config, int64_t layer, const MoeWeights& w, cons
 // checkpoint/expert_offload.h) reach the device before its kernels run, in one of two ways. Below
 // this many tokens the op copies the experts its routing touched (MoeWeightsView::touched_copies:
 // a kernel, since the routing is on the device); from it the copy engines copy both stacks whole.
-// Measured on an H200 (docs/bench.md, "Expert offload"): the kernel moves 51 GB/s, the copy
+// Measured on an H200 (docs/bench_log.md, "Expert offload"): the kernel moves 51 GB/s, the copy
 // engines 55, and V4-Flash's 256 experts are 3.6 GB (66 ms); a step touches 188 of them at 64
 // tokens (54 ms touched, 67 ms whole), ~236 at 128, where the two meet, and all from ~512.
 constexpr int64_t kCopyOffloadedLayerTokens = 128;

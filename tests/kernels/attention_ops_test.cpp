@@ -141,8 +141,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, SparseAttentionTest,
                                            AttentionCase{40, 8, 32, 64, 24, 0, 0}));
 
 // Causal compressed entries as one list of every entry [1, Ne] and the queries' positions give
-// what the per-query table does (entry j for j < (p + 1) / m, −1 after): the table the model
-// used to upload for HCA rows. Both against float64 over the table's rows.
+// what the per-query table does (entry j for j < (p + 1) / m, −1 after), which the model would
+// otherwise upload for HCA rows. Both against float64 over the table's rows.
 TEST(SparseAttentionTest, CausalSharedListIsItsPerQueryTable) {
   SeededRng rng;
   const int n_tokens = 7, n_heads = 3, head_dim = 16, n_rows = 12, k_window = 5, n_extra = 9;

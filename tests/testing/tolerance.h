@@ -40,8 +40,8 @@ inline constexpr double kBf16OutputRelTol = 4e-3;
 // activations, the worst of its rows: E2M1 with a UE4M3 scale per 16 values leaves ~10% RMS
 // relative error per staged tensor, and an expert stages two (its input and its SwiGLU output).
 // Measured on MoeNvfp4Test's 9-row draws (seeds 1-400): median 0.22, 99th percentile 0.32, worst
-// 0.36, and 0.39 for one seed CI drew (DSV4_TEST_SEED=4308889933233572424); the 0.35 this was
-// failed that one. 0.5 still fails a wrong global or block scale (errors of order 1).
+// 0.36, and 0.39 for one seed CI drew (DSV4_TEST_SEED=4308889933233572424), which a bound of
+// 0.35 fails. 0.5 still fails a wrong global or block scale (errors of order 1).
 inline constexpr double kNvfp4ActivationRelTol = 0.5;
 
 // The fused MoE block (moe_ffn) in W4A16 against float64 or against another summation order:

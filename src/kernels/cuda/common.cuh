@@ -66,7 +66,7 @@ __device__ T block_reduce(T value, Op op) {
 
 // Loads per thread in flight in a row kernel's passes. One block streams a whole row, and a
 // plain strided loop waits one load latency per element a thread: a 16384-wide row (the
-// hyper-connection streams at one token) took 34 µs that way (ncu, H200, session 21).
+// hyper-connection streams at one token) takes 34 µs that way (ncu, H200).
 inline constexpr int kRowUnroll = 8;
 
 // 1 / sqrt(mean(row²) + eps) of a row of n, the same in every thread of the block (one block a

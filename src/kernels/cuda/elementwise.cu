@@ -49,8 +49,8 @@ __global__ void embedding_kernel(const char* table, int64_t n_table_rows, const 
   if (id < 0 || id >= n_table_rows) __trap();  // the caller validated ids: this is a bug
   const char* src = table + id * row_bytes;
   char* dst = y + blockIdx.x * row_bytes;
-  // 16 bytes a load where the rows allow (a V4 row, 8 KB of bf16, took 28 µs byte by byte: ncu,
-  // H200, session 21), else bytes.
+  // 16 bytes a load where the rows allow (a V4 row, 8 KB of bf16, takes 28 µs byte by byte: ncu,
+  // H200), else bytes.
   if (row_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0 &&
       reinterpret_cast<uintptr_t>(dst) % 16 == 0) {
     const auto* src16 = reinterpret_cast<const uint4*>(src);

@@ -47,7 +47,7 @@ __device__ void sinkhorn(float* c, int64_t m, int64_t n_iters, float eps) {
 
 // The same iterations with one warp per token for M·M ≤ 32: lane l owns c[l] (row l / M,
 // column l % M), and a row's or column's sum gathers its M values by shuffles and adds them in
-// sinkhorn()'s order, so the bits are the same. A thread alone divided one element after the
+// sinkhorn()'s order, so the bits are the same. A thread alone divides one element after the
 // other (each division is its own branchy sequence, so they do not overlap): 25 µs a call at
 // T = 1 on the H200; here a lane divides one element a pass. Lanes past M·M compute garbage
 // that no owner reads.

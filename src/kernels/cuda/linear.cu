@@ -119,7 +119,7 @@ __device__ __forceinline__ float4 load4(const uint16_t* p) {
 
 // Block (x, y) computes tokens [kTokens·y, +kTokens) of kBlockWarps / kSplit groups of kCols
 // outputs. kTokens is the call's T rounded up to 1, 4 or 8: every token costs each weight a
-// multiply-add, so a one-token step must not pay for eight (at 8 a decode step was issue-bound,
+// multiply-add, so a one-token step must not pay for eight (paying for 8, a step is issue-bound,
 // 1.2 TB/s; at 1 the lm_head streams at the copy rate, docs/bench.md). The kSplit warps of a
 // group split K into equal slices (one warp walks all of K when the outputs alone fill the
 // GPU), each lane sums every 32nd element (kVectors: every 32nd run of 4, one 16- or 8-byte

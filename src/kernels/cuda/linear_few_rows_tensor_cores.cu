@@ -4,7 +4,7 @@
 //
 // Why. At a few rows the weight's bytes are the cost, and the CUDA-core kernel (linear.cu) pays
 // each weight a multiply-add per token plus the token's load: at 8 tokens it is issue-bound and
-// streams a V4-Flash decode step's projections at ~1 TB/s (ncu, H100, session 23). One m16n8k16
+// streams a V4-Flash decode step's projections at ~1 TB/s (ncu, H100). One m16n8k16
 // MMA takes 16 weight rows × 16 K × 8 tokens, so here a weight costs 3/128 of an MMA and the
 // split of x, shared by 16 rows.
 //
@@ -128,7 +128,7 @@ void launch(const Operands& o) {
 }
 
 // Where the tensor cores win, measured on an H100 against the CUDA-core kernel (linear_bench,
-// docs/bench.md, session 23): at 5-16 rows from 32 m-tiles on (V4-Flash's wkv, 512 outputs: 7.0
+// docs/bench.md): at 5-16 rows from 32 m-tiles on (V4-Flash's wkv, 512 outputs: 7.0
 // against 8.7 µs at 8 rows; lm_head 334 against 750); at 2-4 rows, whose CUDA-core kernel pays
 // each weight 4 multiply-adds, only from 128 (wq_a, 1024 outputs: 7.5 against 5.9 µs at 2 rows;
 // shared w1, 2048: 9.4 against 10.3). Below 32 m-tiles a few CTAs walk all of K (mHC's 24 mixes

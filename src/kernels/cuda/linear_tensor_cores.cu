@@ -7,8 +7,8 @@
 // keeps a linear's weight in bf16 on a GPU only when every value is one). Each product hi·w, mid·w,
 // lo·w of two bf16 is exact in the f32 accumulator, so the result differs from an f32 GEMM only in
 // its summation order, like the CUDA-core kernels of linear.cu. Three MMAs per product cost 3× the
-// tensor work; measured on an H100 (docs/bench.md, "Dense linears"), it is still 5.5-8.5× the
-// CUDA-core SGEMM it replaces for these calls and 2.1-2.35× cuBLAS's f32 SGEMM at 2048 rows.
+// tensor work, and still it runs 5.5-8.5× the CUDA-core SGEMM on these calls and 2.1-2.35×
+// cuBLAS's f32 SGEMM at 2048 rows (H100, docs/bench.md, "Dense linears").
 //
 // Shape. A block computes a 128-token × 128-output tile of y: 8 warps as 2 (tokens) × 4
 // (outputs), each 64 × 32 with m16n8k16 MMAs, over K in steps of 32. The weight tile comes by
@@ -107,8 +107,8 @@ __device__ __forceinline__ void copy_w(Smem& s, const Operands& o, int n0, int k
 // acc += this warp's 64 × 32 patch of x-buffer `buf` times weight slot `slot` over one step.
 // The step's MMAs go into a fresh partial sum, added to acc by an f32 add: the tensor cores'
 // accumulation is not round-to-nearest, and its error, which grows with the MMAs an accumulator
-// takes, then stays relative to one step's sum (on the H100 the row error at K = 8192 was 9e-6
-// with every MMA into acc). The parts go smallest first.
+// takes, then stays relative to one step's sum (on an H100, every MMA into acc gives a row error
+// of 9e-6 at K = 8192). The parts go smallest first.
 __device__ __forceinline__ void mma_step(const Smem& s, int buf, int slot, int warp_t, int warp_n,
                                          float (&acc)[4][4][4]) {
   const int lane = threadIdx.x % 32, q = lane / 8, r = lane % 8;

@@ -5,7 +5,7 @@
 //   for step s (stage s % kStages):  w = ring.take(stage, s);  ... decode, MMA ...;
 //                                     ring.refill(stage, s + kStages);
 //
-// Three storages, chosen by the kernels' token chunks (measured, docs/bench.md sessions 11-12):
+// Three storages, chosen by the kernels' token chunks (docs/bench_log.md, "NVFP4 MoE layer"):
 // - RegisterStepRing: the steps in registers, loaded with plain loads. ptxas tracks all of the
 //   ring's loads on one scoreboard and waits for all of them at once, so a 4-step ring drains
 //   every fourth step; and the two block-scale loads of a step are joined as soon as they are
@@ -195,13 +195,14 @@ class SlabStepRing {
   int lane_;
 };
 
-// The ring of a stream kernel with kChunks token chunks of 8, kWarps warps a block and kSteps
-// steps a warp (0: not a compile-time constant): at one chunk 4 steps in registers, their scales
-// from the slab with kScaleSlab; at two 8 steps in shared memory (measured, docs/bench.md
-// sessions 11 and 12), a register ring no deeper than the warp's steps. The slab pays for itself in the MoE kernel, whose warps stream all of K
-// (16-56 steps) from shared-memory activations; the dense stream GEMM's warps run 4-14 steps,
-// too few to hide its copy (1-2 µs slower at M ≤ 8). The generic-K loop keeps the plain register
-// ring, since with the shared one ptxas 13.0 spilled 132-140 bytes there.
+// The ring of a stream kernel with kChunks token chunks of 8, kWarps warps a block and kSteps steps
+// a warp (0: not a compile-time constant): at one chunk 4 steps in registers, their scales from the
+// slab with kScaleSlab; at two 8 steps in shared memory (measured: docs/bench_log.md, "NVFP4 MoE
+// layer"), a register ring no deeper than the warp's steps. The slab pays for itself in the MoE
+// kernel, whose warps stream all of K (16-56 steps) from shared-memory activations; the dense
+// stream GEMM's warps run 4-14 steps, too few to hide its copy (1-2 µs slower at M ≤ 8). The
+// generic-K loop keeps the plain register ring, since with the shared one ptxas 13.0 spills 132-140
+// bytes there.
 template <int kChunks, int kWarps, int kSteps, bool kScaleSlab = false>
 using StreamStepRing = std::conditional_t<
     kSteps == 0 || (kChunks == 1 && !kScaleSlab),

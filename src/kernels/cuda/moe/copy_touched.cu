@@ -3,7 +3,7 @@
 // kernels run. Which experts is known only on the device (the active list the routing front
 // wrote), so the copy is a kernel, not copy-engine transfers: those would need the list on the
 // host, a synchronisation in the middle of the layer. The expert kernels read host memory
-// in place at 14-17 GB/s (docs/bench.md, "Expert offload"): each warp has a few loads in flight
+// in place at 14-17 GB/s (docs/bench_log.md, "Expert offload"): each warp has a few loads in flight
 // and waits on them. Here every thread keeps kLoadsInFlight 16-byte loads in flight and does
 // nothing else, so PCIe, not latency, sets the rate.
 #include "kernels/cuda/common.cuh"

@@ -28,9 +28,9 @@
 // (g, c) reads token g's same 32 elements of the bf16 activation row in the pair layout
 // (pair_layout.cuh), one 16-byte load per packed word, just in time. At one token chunk the
 // block first copies its pass's activation rows into shared memory (PassActivations, when they
-// fit): read from L1/L2 just in time, their latency was a quarter of the gate-up kernel's stall
-// samples at T = 1 (ncu, docs/bench.md session 12); from shared memory it hides behind the
-// decode.
+// fit): read from L1/L2 just in time, their latency is a quarter of the gate-up kernel's stall
+// samples at T = 1 (ncu; docs/bench_log.md, "NVFP4 MoE layer"); from shared memory it hides
+// behind the decode.
 //
 // Scales: scale_pairs4 (pair_layout.cuh), one PRMT and one multiply-add per scale unless the
 // step holds a zero or subnormal one.
@@ -52,21 +52,22 @@ namespace {
 constexpr int kWarps = 4;
 constexpr int kThreads = 32 * kWarps;
 constexpr int kStepK = kRingStepK;  // K elements per lane quartet and step
-// The weight ring (step_ring.cuh). Measured on the H200: a register ring of 8 steps at
-// one token chunk (128 registers, 4 blocks an SM instead of 5) was slower at every T ≤ 8
-// (Flash T = 1 61.3 -> 64.1 µs, T = 8 279 -> 297; the gate-up kernel under ncu at T = 3 66.6
-// -> 83.2 µs); so was an 8-step shared-memory ring (Flash T = 1 59.3 -> 64.7, T = 8 290 -> 294,
-// 2026-12-04), which at two chunks won (Flash T = 64 1240 -> 1169, Pro 3859 -> 3541). Four token
-// chunks with 3 register steps spilled and ran at ~1.1-1.6 TB/s; the launcher uses one or two.
-// Tried and dropped (H200, 2026-12-02, Flash T = 1 / 8 graph µs against 66 / 297): two MMA
-// accumulator chains (66 / 293, noise), activations loaded one step ahead (spilled: 69 / 300),
-// a sliding L2 bulk prefetch 8-32 steps ahead of the ring (73-81 / 350-376), and the L2 asked
-// for the down weights at the end of each gate-up warp or at its start (67-72 / 278-333).
+// The weight ring (step_ring.cuh), measured on the H200 (docs/bench_log.md, "NVFP4 MoE
+// layer"): at one token chunk a register ring of 8 steps (128 registers, 4 blocks an SM instead
+// of 5) is slower at every T ≤ 8 (Flash T = 1 61.3 -> 64.1 µs, T = 8 279 -> 297; the gate-up
+// kernel under ncu at T = 3 66.6 -> 83.2 µs), and so is an 8-step shared-memory ring (Flash
+// T = 1 59.3 -> 64.7, T = 8 290 -> 294), which wins at two chunks (Flash T = 64 1240 -> 1169, Pro
+// 3859 -> 3541). Four token chunks with 3 register steps spill and run at ~1.1-1.6 TB/s; the
+// launcher uses one or two. Slower or no better, so not done (H200, Flash T = 1 / 8 graph µs
+// against 66 / 297): two MMA accumulator chains (66 / 293, noise), activations loaded one step
+// ahead (spills: 69 / 300), a sliding L2 bulk prefetch 8-32 steps ahead of the ring (73-81 /
+// 350-376), and the L2 asked for the down weights at the end of each gate-up warp or at its
+// start (67-72 / 278-333).
 
 // Register budget: 4 blocks an SM, i.e. 128 registers a thread. At 5 blocks (96 registers) the
-// gate-up kernel spilled 24 bytes, and every V4 decode grid (7 slots × 64 blocks at T = 1 on
-// 132 SMs) fits in 4 anyway: measured 63.0 vs 66.2 µs at Flash T = 1 (three runs each), T = 8
-// unchanged (295 vs 297).
+// gate-up kernel spills 24 bytes, and every V4 decode grid (7 slots × 64 blocks at T = 1 on
+// 132 SMs) fits in 4 anyway: 63.0 vs 66.2 µs at Flash T = 1 (H200, three runs each), T = 8 the
+// same (295 vs 297).
 constexpr int kMinBlocksPerSm = 4;
 constexpr int kGridPasses = 4;
 
@@ -309,10 +310,10 @@ void launch(const ExpertParams& p, int n_slots, int max_group_rows, cudaStream_t
   const dim3 grid((n_mtiles + kWarps - 1) / kWarps * n_passes, n_slots);
   if constexpr (kChunks == 1 && kK != 0) {
     const int act_bytes = pass_activation_bytes<kK>(n_mtiles, max_group_rows);
-    // One token: the early start (expert_stream_kernel). Measured on the H200 (docs/bench.md,
-    // session 12): Flash T = 1 56.7 -> 53.8 µs, Pro 115.0 -> 113.4; from two tokens on, where
-    // the early down blocks' weights compete with gate-up's stream for longer, 1-2 % slower
-    // on Pro, so only here.
+    // One token: the early start (expert_stream_kernel). Measured on the H200
+    // (docs/bench_log.md, "NVFP4 MoE layer"): Flash T = 1 56.7 -> 53.8 µs, Pro 115.0 -> 113.4;
+    // from two tokens on, where the early down blocks' weights compete with gate-up's stream for
+    // longer, 1-2 % slower on Pro, so only here.
     if (act_bytes > 0 && max_group_rows == 1) {
       return launch_grid<kGateUp, kK, kChunks, true, true>(p, grid, act_bytes, n_passes, stream);
     }

@@ -18,10 +18,10 @@ enum class MoePath {
   kGrouped,  // prefill: the sm90 NVFP4 grouped GEMM (nvfp4_grouped_gemm) between MoE kernels
 };
 
-// Measured on the H200 (docs/bench.md): the fused W4A16 path (expert_stream.cu) beats the grouped
-// one at every T ≤ 512 on both V4 shapes (Flash T = 8: 297 vs 480 µs; T = 512: 2546 vs 3351;
-// Pro T = 512: 7587 vs 12952). W4A4's fused kernel (expert_mma.cuh) kept its measured crossover
-// (it beat the grouped path up to T = 128 and lost at 512).
+// Measured on the H200 (docs/bench_log.md, "NVFP4 MoE layer"): the fused W4A16 path
+// (expert_stream.cu) beats the grouped one at every T ≤ 512 on both V4 shapes (Flash T = 8: 297
+// vs 480 µs; T = 512: 2546 vs 3351; Pro T = 512: 7587 vs 12952). W4A4's fused kernel
+// (expert_mma.cuh) beats the grouped path up to T = 128 and loses at 512.
 inline constexpr int64_t kFusedMaxTokens = 512;
 inline constexpr int64_t kFusedMaxTokensW4A4 = 128;
 

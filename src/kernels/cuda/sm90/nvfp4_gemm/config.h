@@ -32,8 +32,8 @@ inline constexpr int kWsThreads = 384;        // producer warpgroup + two consum
 // side spills: 88 / 208 (128 accumulators per consumer thread) and 120 / 192 (64).
 // Narrow token tiles (32 or 64 tokens) run two CTAs an SM, each with half the ring and the
 // registers: their consumers wait on the decode's latency more than on the tensor cores, and
-// twice the warps hide more of it (measured on an H100, docs/bench.md, "grouped", session 20:
-// 4-9 % faster than one CTA). Two CTAs cap a thread at 80 registers: the split is 40 / 96 (at
+// twice the warps hide more of it (4-9 % faster than one CTA on an H100: docs/bench_log.md,
+// "NVFP4 GEMM"). Two CTAs cap a thread at 80 registers: the split is 40 / 96 (at
 // most 32 accumulators per consumer thread).
 inline constexpr int ws_ctas_per_sm(int bm) { return bm <= 64 ? 2 : 1; }
 inline constexpr int ws_launch_regs(int bm) { return ws_ctas_per_sm(bm) == 1 ? 168 : 80; }

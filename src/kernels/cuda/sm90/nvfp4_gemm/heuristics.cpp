@@ -17,7 +17,7 @@ int ceil_div(int64_t a, int64_t b) { return static_cast<int>((a + b - 1) / b); }
 constexpr int kSmallMaxRows = 8 * kSmallMaxTiles;
 // Grouped calls (MoE): up to this many rows per group on average the small-M kernel; above, the
 // warp-specialised kernel, whose cost is its decode, once per weight and token tile, whatever
-// the tile's fill. Measured on an H100 (docs/bench.md, "grouped", session 20; 256 or 384
+// the tile's fill. Measured on an H100 (docs/bench_log.md, "NVFP4 GEMM", grouped calls; 256 or 384
 // experts, every V4 shape, every group the same rows): small-M ahead at 4 and 12 rows (Flash
 // gate_up 1510 against 1844 µs for 16-token tiles) and level at 16 (1769 against 1847; Pro
 // within 1 %); a tile of 32, 64, 128 or 256 tokens costs 1 : 1.17 : 1.46 : 2.1 (all shapes),
@@ -28,7 +28,8 @@ constexpr int kGroupedSmallMaxRowsPerGroup = 16;
 // average. An MoE's groups do not have the same rows (random routing: about Poisson, σ ≈
 // √mean), and a group with more rows than a tile pays a second tile, so the tile covers the mean
 // plus one σ: with the costs above, the expected cost over Poisson rows is lowest for 32-token
-// tiles to a mean of ~26 rows, 64 to ~60, 128 to ~120 (docs/bench.md), which this reproduces.
+// tiles to a mean of ~26 rows, 64 to ~60, 128 to ~120 (docs/bench_log.md, "NVFP4 GEMM"), which
+// this reproduces.
 int grouped_ws_tokens(int rows_per_group) {
   const double cover = rows_per_group + std::sqrt(static_cast<double>(rows_per_group));
   int tokens = 32;
@@ -40,7 +41,7 @@ int grouped_ws_tokens(int rows_per_group) {
 // decode and MMAs) overlaps other warps' only as far as an SM holds warps, so 8 warps a CTA with
 // K's steps split among them, where each keeps ≤ 4 steps (64 registers hold those without
 // spilling) and the CTAs fit one wave at 2 an SM (128 registers) or at 4 (64). Measured on an
-// H100 (docs/bench.md, session 23): Flash gate_up 9.2 -> 7.2 µs and down 5.7 -> 4.8 (8 warps,
+// H100 (docs/bench_log.md, "NVFP4 GEMM"): Flash gate_up 9.2 -> 7.2 µs and down 5.7 -> 4.8 (8 warps,
 // 2 an SM), Pro down 10.0 -> 9.2 (8 warps, 4 an SM); Pro gate_up (7 steps a warp at 8 warps)
 // keeps 4 warps: 16.0 against 20.0 at 8.
 Nvfp4GemmPlan plan_stream(int n, int k, int n_sm) {

@@ -73,9 +73,9 @@ __device__ __forceinline__ TileCoord ws_tile(const int* s_offsets, const int* s_
 
 // ---- producer: one warpgroup, every thread a share of each stage's cp.async ----
 // Producer thread t's share of a tile's raw weights, resolved once per tile so that a K step
-// costs three cp.async and their address adds (with the rows and parts recomputed every step,
-// the producer issued ~210 instructions a K step, and ncu found the consumers' `full` wait not
-// ready on 88 % of the steps): the code half t % 2 of rows t / 2 and t / 2 + 64 (a lane pair
+// costs three cp.async and their address adds (recomputing the rows and parts every step costs
+// the producer ~210 instructions a K step and leaves the consumers' `full` wait not ready on
+// 88 % of the steps, ncu): the code half t % 2 of rows t / 2 and t / 2 + 64 (a lane pair
 // reads one row's 32 contiguous bytes), and the 4 scale bytes of the first row for even t,
 // the second for odd t.
 struct WsWeightShare {
