@@ -26,7 +26,7 @@
 #include "cublas_dl.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cuda/cuda_ops.h"
-#include "kernels/cuda/linear_tensor_cores.h"
+#include "kernels/cuda/gemm/dense/linear_tensor_cores.h"
 #include "testing/compare.h"
 #include "testing/device.h"
 #include "testing/tolerance.h"

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "bench_harness.h"
-#include "kernels/cuda/pair_layout.cuh"
+#include "kernels/cuda/device/pair_layout.cuh"
 
 namespace dsv4::bench {
 namespace {

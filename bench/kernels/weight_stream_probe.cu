@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/pair_layout.cuh"
+#include "kernels/cuda/device/pair_layout.cuh"
 
 namespace dsv4::bench {
 namespace {

@@ -15,7 +15,7 @@
 
 #include "base/float_convert.h"
 #include "kernels/contracts.h"
-#include "kernels/cuda/linear_tensor_cores.h"
+#include "kernels/cuda/gemm/dense/linear_tensor_cores.h"
 #include "kernels/cuda_op_pair.h"
 #include "kernels/ops.h"
 #include "testing/tolerance.h"

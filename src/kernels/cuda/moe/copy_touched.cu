@@ -6,7 +6,7 @@
 // in place at 14-17 GB/s (docs/bench_log.md, "Expert offload"): each warp has a few loads in flight
 // and waits on them. Here every thread keeps kLoadsInFlight 16-byte loads in flight and does
 // nothing else, so PCIe, not latency, sets the rate.
-#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/device/common.cuh"
 #include "kernels/cuda/moe/kernels.h"
 
 namespace dsv4::kernels::cuda::moe {

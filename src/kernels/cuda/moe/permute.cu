@@ -12,7 +12,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/moe/combine.cuh"
 #include "kernels/cuda/moe/kernels.h"
-#include "kernels/cuda/moe/pdl.cuh"
+#include "kernels/cuda/device/pdl.cuh"
 
 namespace dsv4::kernels::cuda::moe {
 namespace {

@@ -25,8 +25,8 @@
 #include "base/float_convert.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/moe/kernels.h"
-#include "kernels/cuda/pair_layout.cuh"
-#include "kernels/cuda/moe/pdl.cuh"
+#include "kernels/cuda/device/pair_layout.cuh"
+#include "kernels/cuda/device/pdl.cuh"
 #include "kernels/cuda/moe/route_select.cuh"
 
 namespace dsv4::kernels::cuda::moe {

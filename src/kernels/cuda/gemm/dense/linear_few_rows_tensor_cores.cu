@@ -1,0 +1,159 @@
+// cuda::linear on the tensor cores for a decode step of a batch: y[T, N] = x[T, K] · w[N, K]ᵀ with
+// 2-16 rows of f32 x and a bf16 weight, exact to f32 like the many-rows kernel
+// (linear_tensor_cores.cu; x split into three bf16 by bf16_split.cuh, every product exact).
+//
+// Why. At a few rows the weight's bytes are the cost, and the CUDA-core kernel (linear.cu) pays
+// each weight a multiply-add per token plus the token's load: at 8 tokens it is issue-bound and
+// streams a V4-Flash decode step's projections at ~1 TB/s (ncu, H100). One m16n8k16
+// MMA takes 16 weight rows × 16 K × 8 tokens, so here a weight costs 3/128 of an MMA and the
+// split of x, shared by 16 rows.
+//
+// Shape. The weight is the MMA's A (16 output rows), the tokens its B (8 columns, a chunk; the
+// grid's y walks the chunks). A CTA owns one 16-row m-tile and its warps split K into equal runs
+// of 32-element steps; lane (g, c) = (lane / 4, lane % 4) loads, per step, 16 bytes of rows g
+// and g + 8 at K offset 8c and 8 x values of token g at the same offset, so the four lanes of a
+// row read 64 contiguous bytes. Each lane's 8 K elements feed two MMAs: elements 8c + 0..3 as
+// the first one's k pairs (2c, 2c + 1) and (2c + 8, 2c + 9), 8c + 4..7 the second's. A dot
+// product does not care in which order it visits K, and A and B take the same order. Steps come
+// in batches of kBatch whose loads are all in flight together. Each step's six MMAs (two K
+// halves × three parts of x, smallest first) go into a fresh partial sum added to the lane's in
+// f32, as in the many-rows kernel (the tensor cores' accumulation is not round-to-nearest). The
+// warps' sums meet in shared memory in warp order: deterministic.
+//
+// Dimension letters: T tokens (rows of x and y), N output features (rows of w), K input features.
+#include <algorithm>
+
+#include "kernels/cuda/device/bf16_split.cuh"
+#include "kernels/cuda/device/common.cuh"
+#include "kernels/cuda/gemm/dense/linear_tensor_cores.h"
+#include "kernels/cuda/device/mma_sync.cuh"
+#include "kernels/cuda/stream.h"
+
+namespace dsv4::kernels::cuda {
+namespace {
+
+constexpr int kRows = 16;       // output rows of a CTA (the MMA's M)
+constexpr int kTokens = 8;      // tokens of a chunk (the MMA's N)
+constexpr int kStepK = 32;      // K of a warp step: 4 lanes × 8
+constexpr int kBatch = 4;       // steps whose loads are in flight together
+constexpr int kMaxTokens = 16;  // two chunks; more rows go to the other kernels
+
+using Operands = TensorCoreOperands;
+
+// One step's operands for lane (g, c): 8 weights of rows g and g + 8, 8 values of token g.
+struct Step {
+  uint4 lo, hi;
+  float4 x0, x1;
+};
+
+// acc (C fragment: rows g, g + 8 × tokens 2c, 2c + 1) += the step's 16 rows × 8 tokens × 32 K.
+__device__ __forceinline__ void mma_step(const Step& s, float (&acc)[4]) {
+  float v[8] = {s.x0.x, s.x0.y, s.x0.z, s.x0.w, s.x1.x, s.x1.y, s.x1.z, s.x1.w};
+  uint32_t parts[3][4];  // [hi, mid, lo][pair]: the pairs (8c, +1), (+2, +3), (+4, +5), (+6, +7)
+#pragma unroll
+  for (int part = 0; part < 3; ++part) {
+#pragma unroll
+    for (int p = 0; p < 4; ++p) parts[part][p] = split_pair(v[2 * p], v[2 * p + 1]);
+  }
+  const uint32_t a0[4] = {s.lo.x, s.hi.x, s.lo.y, s.hi.y};
+  const uint32_t a1[4] = {s.lo.z, s.hi.z, s.lo.w, s.hi.w};
+  float step_sum[4] = {};
+#pragma unroll
+  for (int part = 2; part >= 0; --part) {
+    mma_bf16_16816(step_sum, a0, parts[part][0], parts[part][1]);
+    mma_bf16_16816(step_sum, a1, parts[part][2], parts[part][3]);
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i) acc[i] += step_sum[i];
+}
+
+// kWarps 8 or 16: 16 warps an SM at ≤ 128 registers a thread.
+template <int kWarps>
+__global__ void __launch_bounds__(32 * kWarps, 16 / kWarps)
+    linear_few_rows_tensor_cores_kernel(Operands o) {
+  __shared__ float partial[kWarps][4][32];  // [warp][C register][lane]
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
+  const int n0 = blockIdx.x * kRows, t0 = blockIdx.y * kTokens;
+  const int n_steps = o.k / kStepK;
+  const int begin = warp * n_steps / kWarps, end = (warp + 1) * n_steps / kWarps;
+  // Rows past N read the last row and tokens past T the chunk's first; neither is stored.
+  const uint16_t* w_lo = o.w + int64_t{std::min(n0 + g, o.n - 1)} * o.w_stride + 8 * c;
+  const uint16_t* w_hi = o.w + int64_t{std::min(n0 + g + 8, o.n - 1)} * o.w_stride + 8 * c;
+  const int token = t0 + g < o.t ? t0 + g : t0;
+  const float* x_row = o.x + int64_t{token} * o.x_stride + int64_t{n0 / o.group_rows} * o.k + 8 * c;
+
+  float acc[4] = {};
+  for (int s0 = begin; s0 < end; s0 += kBatch) {
+    Step batch[kBatch];
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) {
+      const int s = std::min(s0 + i, end - 1);  // past the run: a repeat, not summed
+      batch[i].lo = load_weights_once(w_lo + s * kStepK);
+      batch[i].hi = load_weights_once(w_hi + s * kStepK);
+      batch[i].x0 = __ldg(reinterpret_cast<const float4*>(x_row + s * kStepK));
+      batch[i].x1 = __ldg(reinterpret_cast<const float4*>(x_row + s * kStepK + 4));
+    }
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) {
+      if (s0 + i < end) mma_step(batch[i], acc);
+    }
+  }
+
+#pragma unroll
+  for (int r = 0; r < 4; ++r) partial[warp][r][lane] = acc[r];
+  __syncthreads();
+  if (warp != 0) return;
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {  // r: (row g, g + 8) × (token 2c, 2c + 1)
+    const int t = t0 + 2 * c + r % 2, n = n0 + g + 8 * (r / 2);
+    if (t >= o.t || n >= o.n) continue;
+    float sum = partial[0][r][lane];
+    for (int w = 1; w < kWarps; ++w) sum += partial[w][r][lane];
+    o.y[int64_t{t} * o.y_stride + n] = sum;
+  }
+}
+
+// Warps a CTA: 16 where 8 would leave SMs short of 16 warps (a 1024-output projection has 64
+// m-tiles) and K has the steps for them, else 8.
+int warps_for(const Operands& o) {
+  const int64_t tiles = ceil_div(o.n, kRows) * ceil_div(o.t, kTokens);
+  return tiles * 8 < 16 * int64_t{sm_count()} && o.k / kStepK >= 16 ? 16 : 8;
+}
+
+template <int kWarps>
+void launch(const Operands& o) {
+  const dim3 grid(static_cast<unsigned>(ceil_div(o.n, kRows)),
+                  static_cast<unsigned>(ceil_div(o.t, kTokens)));
+  linear_few_rows_tensor_cores_kernel<kWarps><<<grid, 32 * kWarps, 0, op_stream()>>>(o);
+}
+
+// Where the tensor cores win, measured on an H100 against the CUDA-core kernel (linear_bench,
+// docs/bench.md): at 5-16 rows from 32 m-tiles on (V4-Flash's wkv, 512 outputs: 7.0
+// against 8.7 µs at 8 rows; lm_head 334 against 750); at 2-4 rows, whose CUDA-core kernel pays
+// each weight 4 multiply-adds, only from 128 (wq_a, 1024 outputs: 7.5 against 5.9 µs at 2 rows;
+// shared w1, 2048: 9.4 against 10.3). Below 32 m-tiles a few CTAs walk all of K (mHC's 24 mixes
+// of 16384: 15.6 against 3.7 µs).
+bool enough_m_tiles(int64_t n_rows, int64_t t) {
+  const int64_t tiles = ceil_div(n_rows, kRows);
+  return tiles >= 32 && (t > 4 || tiles >= 128);
+}
+
+}  // namespace
+
+bool linear_few_rows_tensor_cores_fit(const LinearOperands& o, int64_t n_groups) {
+  const int64_t group_rows = o.w.n_rows / n_groups;
+  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  return o.w.dtype == DType::kBF16 && o.x.n_rows >= 2 && o.x.n_rows <= kMaxTokens &&
+         o.w.n_cols > 0 && o.w.n_cols % kStepK == 0 && (n_groups == 1 || group_rows % kRows == 0) &&
+         o.w.row_stride % 8 == 0 && aligned(o.w.data) && o.x.row_stride % 4 == 0 &&
+         aligned(o.x.data) && o.w.n_rows < (int64_t{1} << 31) &&
+         enough_m_tiles(o.w.n_rows, o.x.n_rows);
+}
+
+void linear_few_rows_tensor_cores(const LinearOperands& o, int64_t n_groups) {
+  const Operands operands = tensor_core_operands(o, n_groups);
+  warps_for(operands) == 16 ? launch<16>(operands) : launch<8>(operands);
+  check_launch();
+}
+
+}  // namespace dsv4::kernels::cuda

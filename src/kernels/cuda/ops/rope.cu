@@ -1,0 +1,70 @@
+// cuda::rope: interleaved (GPT-J) RoPE in place, one thread per (token, head, pair). The angle is
+// the same single f32 product as on the CPU and the rotation the same rounded expression; only
+// cosf/sinf may differ from the host's libm in the last ulp. cuda::rms_norm_rope: one block per
+// head row, rms_norm's kernel and then the same rotation on the normed values, in registers.
+//
+// Dimension letters: T tokens, H heads, Dh head dim, P rope pairs.
+#include <cmath>
+
+#include "kernels/contracts.h"
+#include "kernels/cuda/device/common.cuh"
+#include "kernels/cuda/cuda_ops.h"
+
+namespace dsv4::kernels::cuda {
+namespace {
+
+// Pair (a, b) turned by position · inv_freq (sign −1: back).
+__device__ __forceinline__ void rotate(float* pair, float a, float b, int64_t position,
+                                       float inv_freq, float sign) {
+  const float angle = __fmul_rn(static_cast<float>(position), inv_freq);
+  const float c = cosf(angle);
+  const float s = sign * sinf(angle);
+  pair[0] = __fadd_rn(__fmul_rn(a, c), __fmul_rn(-b, s));
+  pair[1] = __fadd_rn(__fmul_rn(b, c), __fmul_rn(a, s));
+}
+
+__global__ void rope_kernel(RopeOperands o, float sign) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i >= o.n_tokens * o.n_heads * o.n_pairs) return;
+  const int64_t pair_idx = i % o.n_pairs, head = i / o.n_pairs;  // head runs over T·H
+  float* pair = o.x + head * o.head_dim + o.head_dim - 2 * o.n_pairs + 2 * pair_idx;
+  rotate(pair, pair[0], pair[1], o.positions[head / o.n_heads], o.inv_freq[pair_idx], sign);
+}
+
+__global__ void rms_norm_rope_kernel(RopeOperands o, const float* weight, float eps) {
+  float* v = o.x + blockIdx.x * o.head_dim;
+  const float inv_rms = row_inv_rms(v, o.head_dim, eps);  // its reduction ends every read
+  const auto normed = [&](int64_t i) { return v[i] * inv_rms * (weight ? weight[i] : 1.0f); };
+  const int64_t first_pair = o.head_dim - 2 * o.n_pairs;
+  for (int64_t i = threadIdx.x; i < first_pair; i += blockDim.x) v[i] = normed(i);
+  const int64_t position = o.positions[blockIdx.x / o.n_heads];
+  for (int64_t p = threadIdx.x; p < o.n_pairs; p += blockDim.x) {
+    const int64_t i = first_pair + 2 * p;
+    rotate(v + i, normed(i), normed(i + 1), position, o.inv_freq[p], 1.0f);
+  }
+}
+
+}  // namespace
+
+void rope(const TensorView& x, const TensorView& positions, const TensorView& inv_freq,
+          RopeDirection direction) {
+  const RopeOperands o = rope_operands(x, positions, inv_freq);
+  if (x.numel() == 0 || o.n_pairs == 0) return;
+  const float sign = direction == RopeDirection::kInverse ? -1.0f : 1.0f;
+  rope_kernel<<<element_blocks(o.n_tokens * o.n_heads * o.n_pairs), kElementThreads, 0,
+                op_stream()>>>(o, sign);
+  check_launch();
+}
+
+void rms_norm_rope(const TensorView& x, const TensorView& weight, float eps,
+                   const TensorView& positions, const TensorView& inv_freq) {
+  const RopeOperands o = rope_operands(x, positions, inv_freq);
+  const float* w =
+      weight.data == nullptr ? nullptr : f32_vector(weight, o.head_dim, "rms_norm_rope weight");
+  if (x.numel() == 0) return;
+  rms_norm_rope_kernel<<<static_cast<unsigned>(o.n_tokens * o.n_heads), kRowThreads, 0,
+                         op_stream()>>>(o, w, eps);
+  check_launch();
+}
+
+}  // namespace dsv4::kernels::cuda
