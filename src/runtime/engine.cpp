@@ -30,7 +30,7 @@ struct Engine::State {
   int64_t max_context;
   std::vector<std::string> load_notes;
   std::vector<int64_t> undecodable;  // ascending: ids EngineOptions::decodable refused
-  runtime::Scheduler scheduler;  // last: its worker steps the model above
+  runtime::Scheduler scheduler;      // last: its worker steps the model above
   State(checkpoint::LoadedModel loaded, model::ModelOptions options, const EngineOptions& engine)
       : weights(std::move(loaded.weights)),
         model(weights, options),

@@ -29,7 +29,8 @@ int64_t unix_seconds() {
 
 // The OpenAI assistant message for a reply; `id` is the response's.
 Json assistant_message(const ChatReply& reply, ThinkingMode thinking, const std::string& id) {
-  Json message = {{"role", "assistant"}, {"content", reply.content}};
+  // refusal: null, as OpenAI's messages have it (the SDK's type lists it).
+  Json message = {{"role", "assistant"}, {"content", reply.content}, {"refusal", nullptr}};
   if (thinking == ThinkingMode::kThinking) message["reasoning_content"] = reply.reasoning_content;
   if (!reply.tool_calls.empty()) message["tool_calls"] = tool_calls_json(reply.tool_calls, id);
   return message;
@@ -49,15 +50,15 @@ Json answers_usage(int64_t n_prompt, const std::vector<Answer>& answers) {
 
 }  // namespace
 
-std::optional<std::vector<int64_t>> CompletionServer::State::prompt_ids(
-    const CompletionRequest& request, HttpResponse& res) const {
-  if (const auto* ids = std::get_if<std::vector<int64_t>>(&request.prompt)) return *ids;
+std::optional<std::vector<int64_t>> CompletionServer::State::prompt_ids(const Prompt& prompt,
+                                                                        HttpResponse& res) const {
+  if (const auto* ids = std::get_if<std::vector<int64_t>>(&prompt)) return *ids;
   if (tokenizer == nullptr) {
     send_error(res, 400, "this server has no tokenizer.json: send the prompt as token ids",
                "prompt");
     return std::nullopt;
   }
-  Result<std::vector<int64_t>> ids = tokenizer->encode(std::get<std::string>(request.prompt));
+  Result<std::vector<int64_t>> ids = tokenizer->encode(std::get<std::string>(prompt));
   if (!ids.ok()) {
     send_error(res, 400, ids.status().message(), "prompt");
     return std::nullopt;
@@ -71,54 +72,69 @@ void CompletionServer::State::complete(const HttpRequest& req, HttpResponse& res
     return send_error(res, 400, bad->message, bad->param);
   }
   CompletionRequest& request = std::get<CompletionRequest>(parsed);
-  std::optional<std::vector<int64_t>> prompt = prompt_ids(request, res);
-  if (!prompt) return;
   if (tokenizer == nullptr && !request.stop.empty()) {
     return send_error(res, 400, "this server has no tokenizer.json, which stop strings need",
                       "stop");
   }
-  const Result<std::string> prompt_text = echoed_text(request, *prompt);
-  if (!prompt_text.ok()) return send_error(res, 500, prompt_text.status().message());
-  if (request.stream.enabled) {
-    if (refused({*prompt, request.sampling}, "prompt", res)) return;
+  std::vector<std::vector<int64_t>> prompts;
+  std::vector<std::string> prompt_texts;  // echoed
+  for (const Prompt& given : request.prompts) {
+    std::optional<std::vector<int64_t>> ids = prompt_ids(given, res);
+    if (!ids) return;
+    const Result<std::string> text = echoed_text(request.echo, given, *ids);
+    if (!text.ok()) return send_error(res, 500, text.status().message());
+    prompts.push_back(*std::move(ids));
+    prompt_texts.push_back(*text);
+  }
+  if (request.stream.enabled) {  // one prompt (the parser refuses a list)
+    if (refused({prompts.front(), request.sampling}, "prompt", res)) return;
     const std::string id = "cmpl-" + std::to_string(next_id++);
     std::vector<std::unique_ptr<StreamChoices>> choices;
     for (int64_t i = 0; i < request.n; ++i) {
       choices.push_back(completion_choices(tokenizer, request.stop, static_cast<size_t>(i),
-                                           logprob_text(request.logprobs), *prompt_text));
+                                           logprob_text(request.logprobs), prompt_texts.front()));
     }
     return stream(
-        res, std::make_shared<Stream>(Stream{*std::move(prompt), request.sampling, request.stream,
-                                             chunk_envelope(id, "text_completion"),
+        res, std::make_shared<Stream>(Stream{std::move(prompts.front()), request.sampling,
+                                             request.stream, chunk_envelope(id, "text_completion"),
                                              std::move(choices), Api::kOpenAi, request.logprobs}));
   }
-  GenerateRequest base{*prompt, request.sampling};
-  base.logprobs = request.logprobs;
-  base.prompt_logprobs = request.echo && request.logprobs >= 0;
+  // Every prompt's n choices in one batch: prompt p's choice i at index p * n + i.
+  std::vector<GenerateRequest> requests;
   std::vector<GeneratedText> texts;
-  for (int64_t i = 0; tokenizer != nullptr && i < request.n; ++i)
-    texts.emplace_back(*tokenizer, request.stop);
-  const auto answers =
-      generate(choices_of(base, static_cast<size_t>(request.n)), texts, "prompt", res);
+  int64_t n_prompt = 0;
+  for (const std::vector<int64_t>& prompt : prompts) {
+    GenerateRequest base{prompt, request.sampling};
+    base.logprobs = request.logprobs;
+    base.prompt_logprobs = request.echo && request.logprobs >= 0;
+    for (GenerateRequest& r : choices_of(base, static_cast<size_t>(request.n)))
+      requests.push_back(std::move(r));
+    for (int64_t i = 0; tokenizer != nullptr && i < request.n; ++i)
+      texts.emplace_back(*tokenizer, request.stop);
+    n_prompt += static_cast<int64_t>(prompt.size());
+  }
+  const auto answers = generate(std::move(requests), texts, "prompt", res);
   if (!answers) return;
   Json choices = Json::array();
-  for (size_t i = 0; i < answers->size(); ++i)
-    choices.push_back(completion_choice(request, *prompt, *prompt_text, (*answers)[i], i));
+  for (size_t k = 0; k < answers->size(); ++k) {
+    const size_t p = k / static_cast<size_t>(request.n);
+    choices.push_back(completion_choice(request, prompts[p], prompt_texts[p], (*answers)[k], k));
+  }
   send_json(res, 200,
             {{"id", "cmpl-" + std::to_string(next_id++)},
              {"object", "text_completion"},
              {"created", unix_seconds()},
              {"model", options.model_name},
              {"choices", std::move(choices)},
-             {"usage", answers_usage(static_cast<int64_t>(prompt->size()), *answers)}});
+             {"usage", answers_usage(n_prompt, *answers)}});
 }
 
-Result<std::string> CompletionServer::State::echoed_text(const CompletionRequest& request,
-                                                         const std::vector<int64_t>& prompt) const {
-  if (!request.echo) return std::string();
-  if (const auto* given = std::get_if<std::string>(&request.prompt)) return *given;
+Result<std::string> CompletionServer::State::echoed_text(bool echo, const Prompt& given,
+                                                         const std::vector<int64_t>& ids) const {
+  if (!echo) return std::string();
+  if (const auto* text = std::get_if<std::string>(&given)) return *text;
   if (tokenizer == nullptr) return std::string();
-  return tokenizer->decode(prompt);
+  return tokenizer->decode(ids);
 }
 
 Json CompletionServer::State::completion_choice(const CompletionRequest& request,
@@ -294,8 +310,7 @@ void CompletionServer::State::tokenize(const HttpRequest& req, HttpResponse& res
             {{"tokens", *ids}, {"count", ids->size()}, {"max_model_len", options.max_context}});
 }
 
-void CompletionServer::State::detokenize(const HttpRequest& req,
-                                         HttpResponse& res) const {
+void CompletionServer::State::detokenize(const HttpRequest& req, HttpResponse& res) const {
   auto parsed = parse_detokenize_request(req.body);
   if (const auto* bad = std::get_if<RequestError>(&parsed)) {
     return send_error(res, 400, bad->message, bad->param);

@@ -67,12 +67,11 @@ class CompletionServer {
   CompletionServer(const CompletionServer&) = delete;
   CompletionServer& operator=(const CompletionServer&) = delete;
 
-  // Binds `host`:`port`, or any free port when `port` is 0; returns the port.
+  // As HttpServer's (http_server.h), with options.http: bind `host`:`port` (0: any free port,
+  // returned), serve until stop() and its drain are over, and stop from any thread but a
+  // signal handler.
   Result<int> bind(const std::string& host, int port);
-  // Serves on the bound port until stop() and the drain after it are over.
   Status serve();
-  // From any thread (not a signal handler): stops accepting; requests in flight may finish
-  // for options.http.shutdown_timeout, then are cancelled.
   void stop();
 
  private:

@@ -62,7 +62,7 @@ struct ResponseStream::Channel {
   std::shared_ptr<std::atomic<bool>> gone = std::make_shared<std::atomic<bool>>(false);
   std::mutex mutex;
   std::condition_variable drained;
-  size_t pending_bytes = 0;                      // under mutex: handed over, not yet sent
+  size_t pending_bytes = 0;                        // under mutex: handed over, not yet sent
   std::function<void(std::string data)> handover;  // to the loop, which sends it
 
   void mark_gone() {
@@ -225,12 +225,13 @@ void Connection::timed_out() {
 void Connection::read_some(std::function<void(const error_code&)> done) {
   reading_ = true;
   const size_t room = std::min(kReadBytes, buffer_.max_size() - buffer_.size());
-  socket_.async_read_some(buffer_.prepare(room), [self = shared_from_this(), done = std::move(done)](
-                                                     const error_code& ec, size_t n) {
-    self->reading_ = false;
-    self->buffer_.commit(n);
-    done(ec);
-  });
+  socket_.async_read_some(
+      buffer_.prepare(room),
+      [self = shared_from_this(), done = std::move(done)](const error_code& ec, size_t n) {
+        self->reading_ = false;
+        self->buffer_.commit(n);
+        done(ec);
+      });
 }
 
 void Connection::wait_for_request() {
@@ -282,7 +283,8 @@ void Connection::read_body() {
   http::async_read(socket_, buffer_, *parser_,
                    [self = shared_from_this()](const error_code& ec, size_t) {
                      self->reading_ = false;
-                     if (ec) return self->unreadable(ec, "body", self->server_.options.body_timeout);
+                     if (ec)
+                       return self->unreadable(ec, "body", self->server_.options.body_timeout);
                      self->dispatch();
                    });
 }
@@ -293,8 +295,8 @@ void Connection::unreadable(const error_code& ec, const char* part,
   if (phase_ == Phase::kClosed) return;
   const HttpOptions& o = server_.options;
   if (timed_out_) {
-    return refuse_and_close(408, std::string("the request's ") + part + " did not arrive within " +
-                                     seconds(limit));
+    return refuse_and_close(
+        408, std::string("the request's ") + part + " did not arrive within " + seconds(limit));
   }
   if (ec == http::error::body_limit) {
     return refuse_and_close(413, "the request body is over the limit of " +
@@ -381,10 +383,10 @@ void Connection::respond(const std::shared_ptr<HttpResponse>& response) {
   const HttpResponse& r = *response;
   if (r.stream && !chunked_) keep_alive_ = false;  // HTTP/1.0: the close ends the stream
   if (server_.stopping) keep_alive_ = false;
-  std::string head = "HTTP/1.1 " + std::to_string(r.status) + " " +
-                     std::string(http::obsolete_reason(http::int_to_status(
-                         static_cast<unsigned>(r.status)))) +
-                     "\r\nContent-Type: " + r.content_type + "\r\n";
+  std::string head =
+      "HTTP/1.1 " + std::to_string(r.status) + " " +
+      std::string(http::obsolete_reason(http::int_to_status(static_cast<unsigned>(r.status)))) +
+      "\r\nContent-Type: " + r.content_type + "\r\n";
   if (!r.stream) {
     head += "Content-Length: " + std::to_string(r.body.size()) + "\r\n";
   } else {

@@ -42,6 +42,15 @@ std::string_view bearer_token(std::string_view authorization) {
   return authorization;
 }
 
+// A body sent as a form that is not JSON text. curl -d labels a JSON body so too; that one is
+// read as JSON, whatever its label.
+bool form_encoded(const HttpRequest& req) {
+  const std::string type = req.header("Content-Type");
+  if (strncasecmp(type.c_str(), "application/x-www-form-urlencoded", 33) != 0) return false;
+  const size_t first = req.body.find_first_not_of(" \t\r\n");
+  return first != std::string::npos && req.body[first] != '{';
+}
+
 constexpr const char* kModelRoute = "/v1/models/{id}";
 
 }  // namespace
@@ -71,11 +80,17 @@ std::string CompletionServer::State::metrics_label(const HttpRequest& req) const
 void CompletionServer::State::handle(const HttpRequest& req, HttpResponse& res) const {
   const Api api = req.path.starts_with("/v1/messages") ? Api::kAnthropic : Api::kOpenAi;
   if (!authorized(req)) {
-    return send_error(res, 401, "a valid API key is needed: Authorization: Bearer <key>, or x-api-key",
-                      "", api);
+    return send_error(
+        res, 401, "a valid API key is needed: Authorization: Bearer <key>, or x-api-key", "", api);
   }
   const Route* route = route_of(req);
   if (route == nullptr) return send_error(res, 404, "no route " + req.method + " " + req.path);
+  if (form_encoded(req)) {
+    return send_error(res, 400,
+                      "the body is form data (Content-Type: application/x-www-form-urlencoded, "
+                      "as curl -d sends it): send JSON, with -H 'Content-Type: application/json'",
+                      "", api);
+  }
   route->handler(req, res);
 }
 
@@ -86,8 +101,8 @@ void CompletionServer::State::answered(const HttpRequest& req, int status, size_
   const std::string label = metrics_label(req);
   metrics.record(label, status);
   if (!options.access_log) return;
-  const std::string line = access_log_line(req.method.empty() ? "-" : req.method, label, status,
-                                           body_bytes, took);
+  const std::string line =
+      access_log_line(req.method.empty() ? "-" : req.method, label, status, body_bytes, took);
   std::fprintf(stderr, "dsv4-serve: %s\n", line.c_str());
 }
 
@@ -123,7 +138,10 @@ void CompletionServer::State::post(const char* path, Handler handler) {
 void CompletionServer::State::routes() {
   using Request = const HttpRequest&;
   get(
-      "/health", [](Request, HttpResponse& res) { send_json(res, 200, {{"status", "ok"}}); },
+      "/health",
+      [](Request, HttpResponse& res) {
+        send_json(res, 200, {{"status", "ok"}});
+      },
       true);
   get(
       "/metrics",

@@ -27,11 +27,13 @@ bool send_named_event(ResponseStream& sink, const Json& event) {
 
 void send_json(HttpResponse& res, int status, const Json& body) {
   res.status = status;
-  res.set_content(body.dump(), "application/json");
+  // Bytes that are not UTF-8 (quoted from a body that was not, in a parse error) become U+FFFD
+  // instead of an exception and a 500.
+  res.set_content(body.dump(-1, ' ', false, Json::error_handler_t::replace), "application/json");
 }
 
-void send_error(HttpResponse& res, int status, const std::string& message,
-                const std::string& param, Api api) {
+void send_error(HttpResponse& res, int status, const std::string& message, const std::string& param,
+                Api api) {
   send_json(res, status,
             api == Api::kOpenAi ? error_json(status, message, param)
                                 : messages_error_json(status, message));

@@ -6,9 +6,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <map>
-#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -118,8 +118,7 @@ struct CompletionServer::State {
   void tokenize(const HttpRequest& req, HttpResponse& res) const;
   void detokenize(const HttpRequest& req, HttpResponse& res) const;
   // The prompt's ids, or the error already sent.
-  std::optional<std::vector<int64_t>> prompt_ids(const CompletionRequest& request,
-                                                 HttpResponse& res) const;
+  std::optional<std::vector<int64_t>> prompt_ids(const Prompt& prompt, HttpResponse& res) const;
   std::optional<std::vector<int64_t>> chat_prompt_ids(const Conversation& conversation,
                                                       HttpResponse& res,
                                                       Api api = Api::kOpenAi) const;
@@ -129,9 +128,9 @@ struct CompletionServer::State {
   std::optional<std::vector<Answer>> generate(std::vector<GenerateRequest> requests,
                                               std::vector<GeneratedText>& texts, const char* param,
                                               HttpResponse& res, Api api = Api::kOpenAi);
-  // The echoed prompt's text: the request's own, or its ids decoded (empty without echo).
-  Result<std::string> echoed_text(const CompletionRequest& request,
-                                  const std::vector<int64_t>& prompt) const;
+  // The echoed prompt's text: the one given, or its ids decoded (empty without echo).
+  Result<std::string> echoed_text(bool echo, const Prompt& given,
+                                  const std::vector<int64_t>& ids) const;
   // A completion's choice `index`: its text (after `prompt_text`, the echoed prompt's), ids,
   // logprobs when asked (of the echoed prompt's tokens too) and finish reason.
   format::Json completion_choice(const CompletionRequest& request,

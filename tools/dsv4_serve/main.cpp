@@ -56,8 +56,9 @@ void wait_for_signals(dsv4::server::CompletionServer& server) {
   const sigset_t set = stop_signals();
   int signal = 0;
   sigwait(&set, &signal);
-  std::fprintf(stderr, "dsv4-serve: stopping: requests in flight may finish (a second signal "
-                       "exits at once)\n");
+  std::fprintf(stderr,
+               "dsv4-serve: stopping: requests in flight may finish (a second signal "
+               "exits at once)\n");
   server.stop();
   sigwait(&set, &signal);
   std::fprintf(stderr, "dsv4-serve: second signal: exiting now\n");
