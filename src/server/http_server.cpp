@@ -357,7 +357,14 @@ void Connection::work(std::shared_ptr<HttpResponse> response,
   if (!response->stream) return;
   if (!channel->gone->load()) {
     ResponseStream out(channel);
-    response->stream(out);
+    try {
+      response->stream(out);
+    } catch (const std::exception&) {
+      // The status went out already: the connection closes, which the client sees as a
+      // stream cut short.
+      channel->mark_gone();
+      asio::post(server_.loop, [self = shared_from_this()] { self->close(); });
+    }
   }
   asio::post(server_.loop, [self = shared_from_this()] { self->end_stream(); });
 }

@@ -16,8 +16,8 @@
 //   - open more than max_connections at once (beyond: 503 and closed);
 //   - keep a generation running after it left: a closed connection sets the response's
 //     client_gone, which cancels the engine's sequences within a step;
-//   - stall the server by not reading its answer: a write that makes no progress for
-//     write_timeout closes the connection (and so cancels it).
+//   - stall the server by not reading its answer: what is queued for a connection must be
+//     written within write_timeout, or the connection closes (and so its request is cancelled).
 // Keep-alive connections are served in order, pipelined requests included (each answered after
 // the one before it); every response goes out with TCP_NODELAY, so neither Nagle's algorithm nor
 // the client's delayed ACK holds its last segment back.
@@ -86,7 +86,7 @@ struct HttpOptions {
   std::chrono::milliseconds idle_timeout{60'000};
   std::chrono::milliseconds header_timeout{10'000};  // first byte to the headers' end
   std::chrono::milliseconds body_timeout{60'000};    // the headers' end to the body's
-  std::chrono::milliseconds write_timeout{60'000};   // a write that makes no progress this long
+  std::chrono::milliseconds write_timeout{60'000};   // to write what is queued for a client
   // After stop(): requests in flight may finish for this long, then they are cancelled.
   std::chrono::milliseconds shutdown_timeout{5'000};
 };
