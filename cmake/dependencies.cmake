@@ -3,7 +3,10 @@ find_package(Threads REQUIRED)
 find_package(OpenMP REQUIRED COMPONENTS CXX)
 find_package(nlohmann_json 3 REQUIRED)
 find_package(CLI11 REQUIRED)
-# cpp-httplib: Debian ships its implementation compiled, as libcpp-httplib.so.
+# Boost.Beast and Boost.Asio (header-only) for the server's HTTP layer.
+find_package(Boost 1.74 REQUIRED CONFIG)
+# cpp-httplib: the server tests' HTTP client. Debian ships its implementation compiled, as
+# libcpp-httplib.so.
 find_path(DSV4_HTTPLIB_INCLUDE httplib.h REQUIRED)
 find_library(DSV4_HTTPLIB_LIBRARY NAMES cpp-httplib REQUIRED)
 # OpenBLAS for the CPU reference GEMMs. The static archive keeps the binaries self-contained, so

@@ -6,6 +6,7 @@
 //   auto out = engine->generate({.prompt = {0, 21, 5}, .sampling = {.max_tokens = 16}});
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -46,6 +47,10 @@ struct EngineOptions {
   // pinned host memory, which the GPU reads over PCIe (slower, but the model runs). -1: as few
   // as make the rest fit beside the prefix cache and a step's scratch (none when all fit).
   int64_t expert_offload_layers = -1;
+  // When set, whether the tokenizer decodes an id, asked once for each id at open: an id it
+  // does not (DeepSeek's tokenizer.json has 128,815 tokens for the model's 129,280 logits) is
+  // never drawn, and a prompt or logit_bias that names one is refused.
+  std::function<bool(int64_t id)> decodable = nullptr;
 };
 
 // How a token is drawn from the logits: penalties and bias first, then greedy or temperature
@@ -91,6 +96,10 @@ struct GenerateRequest {
   // before on_token sees that token (on the same thread, in the same order), so a stream can carry
   // them.
   std::function<void(const TokenLogprob& logprob)> on_logprob = nullptr;
+  // When set and it turns true (a server's client went away), the sequence ends at the engine's
+  // next step with the tokens drawn so far (stopped_by_caller), its place and caches freed; one
+  // still waiting for a place never starts.
+  std::shared_ptr<const std::atomic<bool>> cancelled = nullptr;
 };
 
 struct Generation {

@@ -232,7 +232,22 @@ void RunningBatch::take_step_output(Sequence& s) {
   g.stopped_by_caller = s.request.on_token && !s.request.on_token(g.tokens.back());
 }
 
+void RunningBatch::drop_cancelled() {
+  for (auto it = sequences_.begin(); it != sequences_.end();) {
+    if (it->request.cancelled == nullptr || !it->request.cancelled->load()) {
+      ++it;
+      continue;
+    }
+    // Its state is not kept: a cancelled prompt is rarely sent again.
+    it->out.stopped_by_caller = true;
+    ++totals_.finished;
+    it->on_done(std::move(it->out));
+    it = sequences_.erase(it);
+  }
+}
+
 void RunningBatch::step() {
+  drop_cancelled();
   catch_up_twins();
   const std::vector<StepInput> inputs = plan_step();
   if (inputs.empty()) return;

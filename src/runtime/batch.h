@@ -59,7 +59,8 @@ class RunningBatch {
 
   // One forward over the sequences' new tokens, then each whose prompt is complete draws a
   // token (the request's on_token sees it, on this thread); the sequences that are done leave
-  // through on_done. When the forward fails, every sequence leaves with that error.
+  // through on_done. When the forward fails, every sequence leaves with that error. A sequence
+  // whose request was cancelled leaves before the forward, with the tokens it drew.
   void step();
 
   // Ends every sequence with `status` (a shutdown).
@@ -92,6 +93,8 @@ class RunningBatch {
     std::optional<model::SequenceCache> snapshot = std::nullopt;
     int64_t snapshot_at = 0;
   };
+  // Ends the sequences whose request was cancelled (GenerateRequest::cancelled).
+  void drop_cancelled();
   // The Session for `request`; when memory is short, the prefix cache makes way for it.
   Result<Session> new_session(const GenerateRequest& request);
   // Starts s from the longest kept prefix, and sets where its prompt's states are kept.

@@ -3,7 +3,9 @@
 // sequences together.
 #include "dsv4/engine.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -27,7 +29,8 @@ struct Engine::State {
   model::Model model;
   int64_t max_context;
   std::vector<std::string> load_notes;
-  runtime::Scheduler scheduler;  // last: its worker steps the model above
+  std::vector<int64_t> undecodable;  // ascending: ids EngineOptions::decodable refused
+  runtime::Scheduler scheduler;      // last: its worker steps the model above
   State(checkpoint::LoadedModel loaded, model::ModelOptions options, const EngineOptions& engine)
       : weights(std::move(loaded.weights)),
         model(weights, options),
@@ -78,7 +81,11 @@ Result<Engine> Engine::open(const EngineOptions& options) {
   const model::ModelOptions model_options{options.experts == ExpertPrecision::kW4A4
                                               ? model::ExpertMode::kW4A4
                                               : model::ExpertMode::kW4A16};
-  return Engine(std::make_unique<State>(std::move(loaded), model_options, options));
+  auto state = std::make_unique<State>(std::move(loaded), model_options, options);
+  for (int64_t id = 0; options.decodable && id < state->model.config().vocab_size; ++id) {
+    if (!options.decodable(id)) state->undecodable.push_back(id);
+  }
+  return Engine(std::move(state));
 }
 
 int64_t Engine::vocab_size() const { return state_->model.config().vocab_size; }
@@ -87,7 +94,15 @@ const std::vector<std::string>& Engine::load_notes() const { return state_->load
 
 namespace {
 
-Status check_request(const GenerateRequest& r, int64_t max_context, int64_t vocab_size) {
+// What an id the model has and the tokenizer lacks is: never drawn, so not asked for either.
+Status check_decodable(const char* field, int64_t id, const std::vector<int64_t>& undecodable) {
+  if (!std::binary_search(undecodable.begin(), undecodable.end(), id)) return ok_status();
+  return invalid_argument(std::string(field) + " token id " + std::to_string(id) +
+                          " is not in the tokenizer's vocabulary (the model never draws it)");
+}
+
+Status check_request(const GenerateRequest& r, int64_t max_context, int64_t vocab_size,
+                     const std::vector<int64_t>& undecodable) {
   const SamplingParams& s = r.sampling;
   if (r.prompt.empty()) return invalid_argument("empty prompt");
   for (const int64_t id : r.prompt) {
@@ -95,6 +110,7 @@ Status check_request(const GenerateRequest& r, int64_t max_context, int64_t voca
       return invalid_argument("prompt token id " + std::to_string(id) +
                               " outside the vocabulary [0, " + std::to_string(vocab_size) + ")");
     }
+    DSV4_RETURN_IF_ERROR(check_decodable("prompt", id, undecodable));
   }
   if (s.max_tokens < 0) return invalid_argument("max_tokens must be >= 0");
   if (!(s.temperature >= 0.0f)) return invalid_argument("temperature must be >= 0");
@@ -108,6 +124,7 @@ Status check_request(const GenerateRequest& r, int64_t max_context, int64_t voca
       return invalid_argument("logit_bias token id " + std::to_string(id) +
                               " outside the vocabulary [0, " + std::to_string(vocab_size) + ")");
     }
+    DSV4_RETURN_IF_ERROR(check_decodable("logit_bias", id, undecodable));
     if (!(std::fabs(bias) <= 100.0f)) {
       return invalid_argument("logit_bias of token " + std::to_string(id) +
                               " must be in [-100, 100]");
@@ -124,7 +141,7 @@ Status check_request(const GenerateRequest& r, int64_t max_context, int64_t voca
 }  // namespace
 
 Status Engine::check(const GenerateRequest& request) const {
-  return check_request(request, state_->max_context, vocab_size());
+  return check_request(request, state_->max_context, vocab_size(), state_->undecodable);
 }
 
 Result<Generation> Engine::generate(const GenerateRequest& request) {
@@ -137,7 +154,15 @@ EngineStats Engine::stats() const { return state_->scheduler.stats(); }
 Result<std::vector<Generation>> Engine::generate_batch(
     const std::vector<GenerateRequest>& requests) {
   for (const GenerateRequest& r : requests) DSV4_RETURN_IF_ERROR(check(r));
-  return state_->scheduler.run(requests);
+  if (state_->undecodable.empty()) return state_->scheduler.run(requests);
+  // The ids the tokenizer lacks are masked out of every draw.
+  std::vector<GenerateRequest> masked = requests;
+  for (GenerateRequest& r : masked) {
+    for (const int64_t id : state_->undecodable) {
+      r.sampling.logit_bias.emplace_back(id, -std::numeric_limits<float>::infinity());
+    }
+  }
+  return state_->scheduler.run(masked);
 }
 
 }  // namespace dsv4

@@ -145,14 +145,26 @@ EngineStats Scheduler::stats() const {
 void Scheduler::work() {
   while (true) {
     std::vector<Waiting> joining;
+    std::vector<Waiting> cancelled;
     {
       std::unique_lock<std::mutex> lock(mutex_);
       wake_.wait(lock, [&] { return shutting_down_ || !waiting_.empty() || !batch_.empty(); });
       if (shutting_down_) break;
+      std::erase_if(waiting_, [&](const Waiting& w) {
+        const auto& flag = w.call->requests[w.index].cancelled;
+        if (flag == nullptr || !flag->load()) return false;
+        cancelled.push_back(w);
+        return true;
+      });
       while (!waiting_.empty() && batch_.size() + joining.size() < max_batch_) {
         joining.push_back(std::move(waiting_.front()));
         waiting_.pop_front();
       }
+    }
+    for (Waiting& w : cancelled) {
+      Generation none;
+      none.stopped_by_caller = true;
+      w.call->done(w.index, std::move(none));
     }
     admit(std::move(joining));
     // An exception from the model (the CPU reference's containers allocate with new) ends the

@@ -3,7 +3,9 @@
 // a call's requests in the same step, up to max_batch sequences; the rest wait in arrival order)
 // and leave as each finishes, so concurrent callers share every forward (continuous batching).
 // A request's on_token still runs on the thread that called, as the worker draws the tokens;
-// when it returns false, tokens the worker drew after that one are dropped from the result.
+// when it returns false, tokens the worker drew after that one are dropped from the result. A
+// cancelled request (GenerateRequest::cancelled) leaves the batch at the next step, or the queue
+// before it joins.
 #pragma once
 
 #include <condition_variable>

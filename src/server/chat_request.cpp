@@ -24,15 +24,39 @@ Refusal read_tool_call(const OrderedJson& call, const std::string& path, ToolCal
   return read_text(call["function"], function, "arguments", true, out.arguments);
 }
 
+// A message's content: a string, or (as LangChain, the Vercel AI SDK and LiteLLM send it) an
+// array of {"type": "text", "text"} parts, joined by newlines as vLLM joins them. Other parts
+// (images, audio, files) are refused by type.
+Refusal read_content(const OrderedJson& m, const std::string& path, bool required,
+                     std::string& out) {
+  if (!present(m, "content") || !m["content"].is_array()) {
+    return read_text(m, path, "content", required, out);
+  }
+  const std::string field = path + ".content";
+  for (size_t i = 0; i < m["content"].size(); ++i) {
+    const OrderedJson& part = m["content"][i];
+    const std::string at = indexed(field, i);
+    if (auto bad = expect_object(part, at)) return bad;
+    std::string type, text;
+    if (auto bad = read_text(part, at, "type", true, type)) return bad;
+    if (type != "text") {
+      return request_error(at + ".type",
+                           "content part type \"" + type + "\" is not supported (text only)");
+    }
+    if (auto bad = refuse_unknown(part, {"type", "text"}, at)) return bad;
+    if (auto bad = read_text(part, at, "text", true, text)) return bad;
+    out += (i == 0 ? "" : "\n") + text;
+  }
+  return std::nullopt;
+}
+
 Refusal read_assistant(const OrderedJson& m, const std::string& path, ChatMessage& out) {
   if (auto bad =
           refuse_unknown(m, {"role", "content", "reasoning_content", "tool_calls", "name"}, path)) {
     return bad;
   }
-  for (auto [field, text] : {std::pair{"content", &out.content},
-                             std::pair{"reasoning_content", &out.reasoning_content}}) {
-    if (auto bad = read_text(m, path, field, false, *text)) return bad;
-  }
+  if (auto bad = read_content(m, path, false, out.content)) return bad;
+  if (auto bad = read_text(m, path, "reasoning_content", false, out.reasoning_content)) return bad;
   if (!present(m, "tool_calls")) return std::nullopt;
   const std::string calls = path + ".tool_calls";
   if (!m["tool_calls"].is_array()) return request_error(calls, calls + " must be an array");
@@ -58,15 +82,17 @@ Refusal read_message(const OrderedJson& m, const std::string& path, ChatMessage&
     out.role = ChatRole::kTool;
     if (auto bad = refuse_unknown(m, {"role", "content", "tool_call_id"}, path)) return bad;
     if (auto bad = read_text(m, path, "tool_call_id", true, out.tool_call_id)) return bad;
-    return read_text(m, path, "content", true, out.content);
+    return read_content(m, path, true, out.content);
   }
-  if (role != "system" && role != "user") {
-    return request_error(path + ".role",
-                         "role \"" + role + "\" is not supported (system, user, assistant, tool)");
+  // OpenAI's "developer" is the system message of its newer models.
+  if (role != "system" && role != "developer" && role != "user") {
+    return request_error(path + ".role", "role \"" + role +
+                                             "\" is not supported (system, developer, user, "
+                                             "assistant, tool)");
   }
-  out.role = role == "system" ? ChatRole::kSystem : ChatRole::kUser;
+  out.role = role == "user" ? ChatRole::kUser : ChatRole::kSystem;
   if (auto bad = refuse_unknown(m, {"role", "content", "name"}, path)) return bad;
-  return read_text(m, path, "content", true, out.content);
+  return read_content(m, path, true, out.content);
 }
 
 // continue_final_message (vLLM's switch) true: the last message, an assistant's text, is the
@@ -119,22 +145,25 @@ Refusal read_messages(const OrderedJson& body, Conversation& c) {
 
 // Each tool's function object, kept as its JSON text in the order given.
 Refusal read_tools(const OrderedJson& body, std::vector<std::string>& out) {
-  return read_objects(body, "tools",
-                      [&](const OrderedJson& tool, const std::string& path) -> Refusal {
-                        if (auto bad = refuse_unknown(tool, {"type", "function"}, path)) return bad;
-                        if (tool.value("type", OrderedJson()) != "function") {
-                          return request_error(path + ".type", path + ".type must be \"function\"");
-                        }
-                        const std::string function = path + ".function";
-                        if (!present(tool, "function"))
-                          return request_error(function, function + " is required");
-                        if (auto bad = expect_object(tool["function"], function)) return bad;
-                        std::string name;
-                        if (auto bad = read_text(tool["function"], function, "name", true, name))
-                          return bad;
-                        out.push_back(tool["function"].dump());
-                        return std::nullopt;
-                      });
+  return read_objects(
+      body, "tools", [&](const OrderedJson& tool, const std::string& path) -> Refusal {
+        if (auto bad = refuse_unknown(tool, {"type", "function"}, path)) return bad;
+        if (tool.value("type", OrderedJson()) != "function") {
+          return request_error(path + ".type", path + ".type must be \"function\"");
+        }
+        const std::string function = path + ".function";
+        if (!present(tool, "function")) return request_error(function, function + " is required");
+        if (auto bad = expect_object(tool["function"], function)) return bad;
+        std::string name;
+        if (auto bad = read_text(tool["function"], function, "name", true, name)) return bad;
+        // A JSON Schema, which is an object (OpenAI refuses anything else).
+        if (present(tool["function"], "parameters")) {
+          if (auto bad = expect_object(tool["function"]["parameters"], function + ".parameters"))
+            return bad;
+        }
+        out.push_back(tool["function"].dump());
+        return std::nullopt;
+      });
 }
 
 // tool_choice: "auto" (the default), "none" (no call), "required" (a call to any tool) or

@@ -7,19 +7,53 @@ namespace {
 
 using format::OrderedJson;
 
-std::variant<std::string, std::vector<int64_t>, RequestError> read_prompt(const OrderedJson& body) {
-  if (!body.contains("prompt")) return request_error("prompt", "prompt is required");
-  const OrderedJson& prompt = body["prompt"];
+// Most prompts one request may list (OpenAI's limit).
+constexpr size_t kMaxPrompts = 2048;
+
+// One prompt: a non-empty string or an array of token ids; `field` names it in errors.
+std::variant<Prompt, RequestError> read_one_prompt(const OrderedJson& prompt,
+                                                   const std::string& field) {
   if (prompt.is_string()) {
-    if (prompt.get<std::string>().empty()) return request_error("prompt", "the prompt is empty");
-    return prompt.get<std::string>();
+    if (prompt.get<std::string>().empty()) {
+      return request_error("prompt", (field == "prompt" ? "the prompt" : field) + " is empty");
+    }
+    return Prompt(prompt.get<std::string>());
   }
   if (prompt.is_array()) {
-    auto ids = token_ids(prompt, "prompt");
+    auto ids = token_ids(prompt, field.c_str());
     if (auto* bad = std::get_if<RequestError>(&ids)) return *bad;
-    return std::get<std::vector<int64_t>>(std::move(ids));
+    return Prompt(std::get<std::vector<int64_t>>(std::move(ids)));
   }
-  return request_error("prompt", "prompt must be a string or an array of token ids");
+  return request_error("prompt", field + " must be a string or an array of token ids");
+}
+
+// A prompt, or a list of them: strings, or arrays of token ids.
+std::variant<std::vector<Prompt>, RequestError> read_prompts(const OrderedJson& body) {
+  if (!body.contains("prompt")) return request_error("prompt", "prompt is required");
+  const OrderedJson& prompt = body["prompt"];
+  const bool list = prompt.is_array() && !prompt.empty() &&
+                    (prompt.front().is_string() || prompt.front().is_array());
+  if (!list) {
+    auto one = read_one_prompt(prompt, "prompt");
+    if (auto* bad = std::get_if<RequestError>(&one)) return *bad;
+    return std::vector<Prompt>{std::get<Prompt>(std::move(one))};
+  }
+  if (prompt.size() > kMaxPrompts) {
+    return request_error("prompt", "prompt lists " + std::to_string(prompt.size()) +
+                                       " prompts; at most " + std::to_string(kMaxPrompts));
+  }
+  std::vector<Prompt> prompts;
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    if (!prompt[i].is_string() && !prompt[i].is_array()) {
+      return request_error("prompt", indexed("prompt", i) +
+                                         " must be a string or an array of token ids, as the "
+                                         "first prompt of the list");
+    }
+    auto one = read_one_prompt(prompt[i], indexed("prompt", i));
+    if (auto* bad = std::get_if<RequestError>(&one)) return *bad;
+    prompts.push_back(std::get<Prompt>(std::move(one)));
+  }
+  return prompts;
 }
 
 // Unknown fields, and the legacy API's own unimplemented ones unless they ask for nothing.
@@ -59,14 +93,10 @@ std::variant<CompletionRequest, RequestError> parse_completion_request(
   if (auto* bad = std::get_if<RequestError>(&parsed)) return *bad;
   const OrderedJson& body = std::get<OrderedJson>(parsed);
   if (auto refused = refuse_unsupported(body)) return *refused;
-  auto prompt = read_prompt(body);
-  if (auto* bad = std::get_if<RequestError>(&prompt)) return *bad;
+  auto prompts = read_prompts(body);
+  if (auto* bad = std::get_if<RequestError>(&prompts)) return *bad;
   CompletionRequest request;
-  if (auto* text = std::get_if<std::string>(&prompt)) {
-    request.prompt = std::move(*text);
-  } else {
-    request.prompt = std::get<std::vector<int64_t>>(std::move(prompt));
-  }
+  request.prompts = std::get<std::vector<Prompt>>(std::move(prompts));
   if (auto bad = read_sampling(body, "max_tokens", limits, request.sampling)) {
     return *bad;
   }
@@ -74,6 +104,11 @@ std::variant<CompletionRequest, RequestError> parse_completion_request(
   if (auto bad = read_stop(body, request.stop)) return *bad;
   if (auto bad = read_logprobs(body, request)) return *bad;
   if (auto bad = read_choices(body, request.n)) return *bad;
+  if (request.stream.enabled && request.prompts.size() > 1) {
+    return request_error("prompt",
+                         "a list of several prompts is answered whole, not streamed: send "
+                         "\"stream\": false, or one request per prompt");
+  }
   return request;
 }
 

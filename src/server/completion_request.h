@@ -1,11 +1,11 @@
 // The body of POST /v1/completions (OpenAI's legacy completions API), checked field by field.
 // Supported: prompt (a string, which needs the checkpoint's tokenizer, or an array of token
-// ids), max_tokens, temperature, top_p, seed, top_k (an extension, as vLLM has it),
-// presence_penalty, frequency_penalty, logit_bias, stop, n, logprobs (streamed too, each chunk
-// with its tokens'), echo (not with stream), stream and stream_options; model and user are accepted
-// and ignored (one model per server). Fields that would change the answer and are not implemented
-// (suffix, best_of) are refused, never ignored; unknown fields are refused too, so a typo is not
-// silently dropped.
+// ids; or a list of either, each answered with its own n choices, not streamed), max_tokens,
+// temperature, top_p, seed, top_k (an extension, as vLLM has it), presence_penalty,
+// frequency_penalty, logit_bias, stop, n, logprobs (streamed too, each chunk with its tokens'),
+// echo (not with stream), stream and stream_options; model and user are accepted and ignored (one
+// model per server). Fields that would change the answer and are not implemented (suffix, best_of)
+// are refused, never ignored; unknown fields are refused too, so a typo is not silently dropped.
 #pragma once
 
 #include <cstdint>
@@ -19,8 +19,11 @@
 
 namespace dsv4::server {
 
+using Prompt = std::variant<std::string, std::vector<int64_t>>;  // text or token ids
+
 struct CompletionRequest {
-  std::variant<std::string, std::vector<int64_t>> prompt;  // text or token ids
+  // One or more (OpenAI's list of prompts): prompt p's choice i is choice p * n + i.
+  std::vector<Prompt> prompts;
   SamplingParams sampling;
   StreamOptions stream;
   std::vector<std::string> stop;  // stop strings (stop_strings.h)

@@ -1,8 +1,5 @@
 #include "server/completion_server.h"
 
-#include <httplib.h>
-#include <sys/socket.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -32,7 +29,8 @@ int64_t unix_seconds() {
 
 // The OpenAI assistant message for a reply; `id` is the response's.
 Json assistant_message(const ChatReply& reply, ThinkingMode thinking, const std::string& id) {
-  Json message = {{"role", "assistant"}, {"content", reply.content}};
+  // refusal: null, as OpenAI's messages have it (the SDK's type lists it).
+  Json message = {{"role", "assistant"}, {"content", reply.content}, {"refusal", nullptr}};
   if (thinking == ThinkingMode::kThinking) message["reasoning_content"] = reply.reasoning_content;
   if (!reply.tool_calls.empty()) message["tool_calls"] = tool_calls_json(reply.tool_calls, id);
   return message;
@@ -52,15 +50,15 @@ Json answers_usage(int64_t n_prompt, const std::vector<Answer>& answers) {
 
 }  // namespace
 
-std::optional<std::vector<int64_t>> CompletionServer::State::prompt_ids(
-    const CompletionRequest& request, httplib::Response& res) const {
-  if (const auto* ids = std::get_if<std::vector<int64_t>>(&request.prompt)) return *ids;
+std::optional<std::vector<int64_t>> CompletionServer::State::prompt_ids(const Prompt& prompt,
+                                                                        HttpResponse& res) const {
+  if (const auto* ids = std::get_if<std::vector<int64_t>>(&prompt)) return *ids;
   if (tokenizer == nullptr) {
     send_error(res, 400, "this server has no tokenizer.json: send the prompt as token ids",
                "prompt");
     return std::nullopt;
   }
-  Result<std::vector<int64_t>> ids = tokenizer->encode(std::get<std::string>(request.prompt));
+  Result<std::vector<int64_t>> ids = tokenizer->encode(std::get<std::string>(prompt));
   if (!ids.ok()) {
     send_error(res, 400, ids.status().message(), "prompt");
     return std::nullopt;
@@ -68,60 +66,75 @@ std::optional<std::vector<int64_t>> CompletionServer::State::prompt_ids(
   return *std::move(ids);
 }
 
-void CompletionServer::State::complete(const httplib::Request& req, httplib::Response& res) {
+void CompletionServer::State::complete(const HttpRequest& req, HttpResponse& res) {
   auto parsed = parse_completion_request(req.body, limits());
   if (const auto* bad = std::get_if<RequestError>(&parsed)) {
     return send_error(res, 400, bad->message, bad->param);
   }
   CompletionRequest& request = std::get<CompletionRequest>(parsed);
-  std::optional<std::vector<int64_t>> prompt = prompt_ids(request, res);
-  if (!prompt) return;
   if (tokenizer == nullptr && !request.stop.empty()) {
     return send_error(res, 400, "this server has no tokenizer.json, which stop strings need",
                       "stop");
   }
-  const Result<std::string> prompt_text = echoed_text(request, *prompt);
-  if (!prompt_text.ok()) return send_error(res, 500, prompt_text.status().message());
-  if (request.stream.enabled) {
-    if (refused({*prompt, request.sampling}, "prompt", res)) return;
+  std::vector<std::vector<int64_t>> prompts;
+  std::vector<std::string> prompt_texts;  // echoed
+  for (const Prompt& given : request.prompts) {
+    std::optional<std::vector<int64_t>> ids = prompt_ids(given, res);
+    if (!ids) return;
+    const Result<std::string> text = echoed_text(request.echo, given, *ids);
+    if (!text.ok()) return send_error(res, 500, text.status().message());
+    prompts.push_back(*std::move(ids));
+    prompt_texts.push_back(*text);
+  }
+  if (request.stream.enabled) {  // one prompt (the parser refuses a list)
+    if (refused({prompts.front(), request.sampling}, "prompt", res)) return;
     const std::string id = "cmpl-" + std::to_string(next_id++);
     std::vector<std::unique_ptr<StreamChoices>> choices;
     for (int64_t i = 0; i < request.n; ++i) {
       choices.push_back(completion_choices(tokenizer, request.stop, static_cast<size_t>(i),
-                                           logprob_text(request.logprobs), *prompt_text));
+                                           logprob_text(request.logprobs), prompt_texts.front()));
     }
     return stream(
-        res, std::make_shared<Stream>(Stream{*std::move(prompt), request.sampling, request.stream,
-                                             chunk_envelope(id, "text_completion"),
+        res, std::make_shared<Stream>(Stream{std::move(prompts.front()), request.sampling,
+                                             request.stream, chunk_envelope(id, "text_completion"),
                                              std::move(choices), Api::kOpenAi, request.logprobs}));
   }
-  GenerateRequest base{*prompt, request.sampling};
-  base.logprobs = request.logprobs;
-  base.prompt_logprobs = request.echo && request.logprobs >= 0;
+  // Every prompt's n choices in one batch: prompt p's choice i at index p * n + i.
+  std::vector<GenerateRequest> requests;
   std::vector<GeneratedText> texts;
-  for (int64_t i = 0; tokenizer != nullptr && i < request.n; ++i)
-    texts.emplace_back(*tokenizer, request.stop);
-  const auto answers =
-      generate(choices_of(base, static_cast<size_t>(request.n)), texts, "prompt", res);
+  int64_t n_prompt = 0;
+  for (const std::vector<int64_t>& prompt : prompts) {
+    GenerateRequest base{prompt, request.sampling};
+    base.logprobs = request.logprobs;
+    base.prompt_logprobs = request.echo && request.logprobs >= 0;
+    for (GenerateRequest& r : choices_of(base, static_cast<size_t>(request.n)))
+      requests.push_back(std::move(r));
+    for (int64_t i = 0; tokenizer != nullptr && i < request.n; ++i)
+      texts.emplace_back(*tokenizer, request.stop);
+    n_prompt += static_cast<int64_t>(prompt.size());
+  }
+  const auto answers = generate(std::move(requests), texts, "prompt", res);
   if (!answers) return;
   Json choices = Json::array();
-  for (size_t i = 0; i < answers->size(); ++i)
-    choices.push_back(completion_choice(request, *prompt, *prompt_text, (*answers)[i], i));
+  for (size_t k = 0; k < answers->size(); ++k) {
+    const size_t p = k / static_cast<size_t>(request.n);
+    choices.push_back(completion_choice(request, prompts[p], prompt_texts[p], (*answers)[k], k));
+  }
   send_json(res, 200,
             {{"id", "cmpl-" + std::to_string(next_id++)},
              {"object", "text_completion"},
              {"created", unix_seconds()},
              {"model", options.model_name},
              {"choices", std::move(choices)},
-             {"usage", answers_usage(static_cast<int64_t>(prompt->size()), *answers)}});
+             {"usage", answers_usage(n_prompt, *answers)}});
 }
 
-Result<std::string> CompletionServer::State::echoed_text(const CompletionRequest& request,
-                                                         const std::vector<int64_t>& prompt) const {
-  if (!request.echo) return std::string();
-  if (const auto* given = std::get_if<std::string>(&request.prompt)) return *given;
+Result<std::string> CompletionServer::State::echoed_text(bool echo, const Prompt& given,
+                                                         const std::vector<int64_t>& ids) const {
+  if (!echo) return std::string();
+  if (const auto* text = std::get_if<std::string>(&given)) return *text;
   if (tokenizer == nullptr) return std::string();
-  return tokenizer->decode(prompt);
+  return tokenizer->decode(ids);
 }
 
 Json CompletionServer::State::completion_choice(const CompletionRequest& request,
@@ -165,7 +178,7 @@ std::string CompletionServer::State::token_text(int64_t id) const {
 }
 
 bool CompletionServer::State::refused(const GenerateRequest& request, const char* param,
-                                      httplib::Response& res, Api api) const {
+                                      HttpResponse& res, Api api) const {
   const Status checked = engine.check(request);
   if (!checked.ok()) send_engine_error(res, checked, param, api);
   return !checked.ok();
@@ -173,8 +186,9 @@ bool CompletionServer::State::refused(const GenerateRequest& request, const char
 
 std::optional<std::vector<Answer>> CompletionServer::State::generate(
     std::vector<GenerateRequest> requests, std::vector<GeneratedText>& texts, const char* param,
-    httplib::Response& res, Api api) {
+    HttpResponse& res, Api api) {
   std::vector<Answer> answers(requests.size());
+  for (GenerateRequest& r : requests) r.cancelled = res.client_gone;
   Status unreadable = ok_status();  // an id the tokenizer does not know
   for (size_t i = 0; i < texts.size(); ++i) {
     requests[i].on_token = [&, i](int64_t token) {
@@ -205,7 +219,7 @@ std::optional<std::vector<Answer>> CompletionServer::State::generate(
 }
 
 std::optional<std::vector<int64_t>> CompletionServer::State::chat_prompt_ids(
-    const Conversation& conversation, httplib::Response& res, Api api) const {
+    const Conversation& conversation, HttpResponse& res, Api api) const {
   if (tokenizer == nullptr) {
     send_error(res, 400, "this server has no tokenizer.json, which chat needs", "messages", api);
     return std::nullopt;
@@ -220,7 +234,7 @@ std::optional<std::vector<int64_t>> CompletionServer::State::chat_prompt_ids(
   return *std::move(ids);
 }
 
-void CompletionServer::State::chat(const httplib::Request& req, httplib::Response& res) {
+void CompletionServer::State::chat(const HttpRequest& req, HttpResponse& res) {
   auto parsed = parse_chat_request(req.body, limits());
   if (const auto* bad = std::get_if<RequestError>(&parsed)) {
     return send_error(res, 400, bad->message, bad->param);
@@ -283,7 +297,7 @@ void CompletionServer::State::chat(const httplib::Request& req, httplib::Respons
              {"usage", answers_usage(static_cast<int64_t>(prompt->size()), *answers)}});
 }
 
-void CompletionServer::State::tokenize(const httplib::Request& req, httplib::Response& res) const {
+void CompletionServer::State::tokenize(const HttpRequest& req, HttpResponse& res) const {
   auto parsed = parse_tokenize_request(req.body);
   if (const auto* bad = std::get_if<RequestError>(&parsed)) {
     return send_error(res, 400, bad->message, bad->param);
@@ -296,8 +310,7 @@ void CompletionServer::State::tokenize(const httplib::Request& req, httplib::Res
             {{"tokens", *ids}, {"count", ids->size()}, {"max_model_len", options.max_context}});
 }
 
-void CompletionServer::State::detokenize(const httplib::Request& req,
-                                         httplib::Response& res) const {
+void CompletionServer::State::detokenize(const HttpRequest& req, HttpResponse& res) const {
   auto parsed = parse_detokenize_request(req.body);
   if (const auto* bad = std::get_if<RequestError>(&parsed)) {
     return send_error(res, 400, bad->message, bad->param);
@@ -313,16 +326,16 @@ Json CompletionServer::State::chunk_envelope(const std::string& id, const char* 
       {"id", id}, {"object", object}, {"created", unix_seconds()}, {"model", options.model_name}};
 }
 
-void CompletionServer::State::stream(httplib::Response& res, std::shared_ptr<Stream> s) {
-  // httplib calls the provider after this handler returns, on the same worker thread, and
-  // again until sink.done(); run_stream does all in one call. A false return (the client left)
-  // makes httplib drop the connection.
-  res.set_chunked_content_provider("text/event-stream", [this, s](size_t, httplib::DataSink& sink) {
-    return run_stream(*s, sink);
-  });
+void CompletionServer::State::stream(HttpResponse& res, std::shared_ptr<Stream> s) {
+  // The HTTP layer sends the status and runs this after the handler returns, on its thread.
+  res.content_type = "text/event-stream";
+  res.stream = [this, s, gone = res.client_gone](ResponseStream& sink) {
+    run_stream(*s, sink, gone);
+  };
 }
 
-bool CompletionServer::State::run_stream(Stream& s, httplib::DataSink& sink) {
+bool CompletionServer::State::run_stream(
+    Stream& s, ResponseStream& sink, const std::shared_ptr<const std::atomic<bool>>& client_gone) {
   for (const auto& choices : s.choices) {
     if (!s.send(sink, choices->start())) return false;
   }
@@ -330,6 +343,7 @@ bool CompletionServer::State::run_stream(Stream& s, httplib::DataSink& sink) {
   Status failed = ok_status();  // a chunk that could not be made (an id the tokenizer lacks)
   GenerateRequest base{s.prompt, s.sampling};
   base.logprobs = s.logprobs;
+  base.cancelled = client_gone;
   std::vector<GenerateRequest> requests = choices_of(base, s.choices.size());
   std::vector<std::optional<TokenLogprob>> logprob(requests.size());  // of the token drawn next
   for (size_t i = 0; i < requests.size(); ++i) {
@@ -361,148 +375,7 @@ bool CompletionServer::State::run_stream(Stream& s, httplib::DataSink& sink) {
   }
   // The status went out with the first event: an error is an event of its own.
   if (!failed.ok() && !s.send_error(sink, failed.message())) return false;
-  if (!s.end(sink, failed.ok(), n_generated)) return false;
-  sink.done();
-  return true;
+  return s.end(sink, failed.ok(), n_generated);
 }
-
-// The listening socket's options in place of httplib's: SO_REUSEADDR, so a restarted server
-// rebinds its port at once, but not the SO_REUSEPORT httplib sets, with which a second server
-// binds a port in use and silently takes part of its connections. Keeps the socket, whose
-// backlog bind() then raises.
-void CompletionServer::State::listen_socket_options() {
-  http.set_socket_options([this](socket_t sock) {
-    const int yes = 1;
-    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-    listening = sock;  // the last socket offered is the one that bound
-  });
-}
-
-// Every answered request counts for /metrics, and goes to stderr with the access log on. The
-// time runs from routing (a thread handles one request at a time) to the response's last byte.
-// With an API key, the /v1/ routes need "Authorization: Bearer <key>" (as OpenAI's and vLLM's
-// servers) or "x-api-key: <key>" (Anthropic's); /health, /metrics and the tokenizer routes stay
-// open. The key is compared in time
-// independent of where it differs.
-bool CompletionServer::State::authorized(const httplib::Request& req) const {
-  if (options.api_key.empty() || !req.path.starts_with("/v1/")) return true;
-  const auto equal = [](const std::string& given, const std::string& want) {
-    if (given.size() != want.size()) return false;
-    unsigned char differ = 0;
-    for (size_t i = 0; i < want.size(); ++i)
-      differ |= static_cast<unsigned char>(given[i] ^ want[i]);
-    return differ == 0;
-  };
-  // Anthropic's clients send the key as x-api-key.
-  return equal(req.get_header_value("Authorization"), "Bearer " + options.api_key) ||
-         equal(req.get_header_value("x-api-key"), options.api_key);
-}
-
-void CompletionServer::State::count_requests() {
-  static thread_local std::chrono::steady_clock::time_point started;
-  http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    started = std::chrono::steady_clock::now();
-    if (authorized(req)) return httplib::Server::HandlerResponse::Unhandled;
-    const std::string message =
-        "a valid API key is needed: Authorization: Bearer <key>, or x-api-key";
-    send_error(res, 401, message, "",
-               req.path.starts_with("/v1/messages") ? Api::kAnthropic : Api::kOpenAi);
-    return httplib::Server::HandlerResponse::Handled;
-  });
-  http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-    metrics.record(req.path, res.status);
-    if (!options.access_log) return;
-    const std::string line =
-        access_log_line(req.method, metrics.route_of(req.path), res.status, res.body.size(),
-                        std::chrono::steady_clock::now() - started);
-    std::fprintf(stderr, "dsv4-serve: %s\n", line.c_str());
-  });
-}
-
-void CompletionServer::State::get(const char* path, httplib::Server::Handler handler) {
-  metrics.add_route(path);
-  http.Get(path, std::move(handler));
-}
-
-void CompletionServer::State::post(const char* path, httplib::Server::Handler handler) {
-  metrics.add_route(path);
-  http.Post(path, std::move(handler));
-}
-
-void CompletionServer::State::routes() {
-  http.set_payload_max_length(options.max_body_bytes);
-  http.new_task_queue = [n = options.n_threads] { return new httplib::ThreadPool(n); };
-  listen_socket_options();
-  get("/health", [](const httplib::Request&, httplib::Response& res) {
-    send_json(res, 200, {{"status", "ok"}});
-  });
-  get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(metrics.prometheus(engine.stats()), "text/plain; version=0.0.4");
-  });
-  count_requests();
-  get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-    // max_model_len as vLLM reports it: clients size their requests by it.
-    const Json model = {{"id", options.model_name},
-                        {"object", "model"},
-                        {"owned_by", "dsv4"},
-                        {"max_model_len", options.max_context}};
-    send_json(res, 200, {{"object", "list"}, {"data", {model}}});
-  });
-  post("/v1/completions",
-       [this](const httplib::Request& req, httplib::Response& res) { complete(req, res); });
-  post("/v1/chat/completions",
-       [this](const httplib::Request& req, httplib::Response& res) { chat(req, res); });
-  post("/v1/messages",
-       [this](const httplib::Request& req, httplib::Response& res) { messages(req, res); });
-  post("/v1/messages/count_tokens",
-       [this](const httplib::Request& req, httplib::Response& res) { count_tokens(req, res); });
-  post("/tokenize",
-       [this](const httplib::Request& req, httplib::Response& res) { tokenize(req, res); });
-  post("/detokenize",
-       [this](const httplib::Request& req, httplib::Response& res) { detokenize(req, res); });
-  // Statuses httplib sets itself (404, 413, 400 for an unreadable request) get an error body too.
-  http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return;
-    const std::string message = res.status == 404   ? "no route " + req.method + " " + req.path
-                                : res.status == 413 ? "the request body is too large"
-                                                    : "the request could not be read";
-    send_error(res, res.status, message);
-  });
-  http.set_exception_handler([](const httplib::Request&, httplib::Response& res,
-                                std::exception_ptr) { send_error(res, 500, "internal error"); });
-}
-
-CompletionServer::CompletionServer(Engine& engine, const Tokenizer* tokenizer,
-                                   ServerOptions options)
-    : state_(std::make_unique<State>(engine, tokenizer, std::move(options))) {
-  state_->routes();
-}
-
-CompletionServer::~CompletionServer() = default;
-
-Result<int> CompletionServer::bind(const std::string& host, int port) {
-  const int bound = port == 0 ? state_->http.bind_to_any_port(host)
-                              : (state_->http.bind_to_port(host, port) ? port : -1);
-  if (bound <= 0) {
-    return invalid_argument("cannot listen on " + host + ":" + std::to_string(port) +
-                            " (in use, or not an address of this machine)");
-  }
-  state_->port = bound;
-  // Debian's httplib listens with a backlog of 5: in a burst of more new connections than that
-  // (clients of a batching server), the kernel dropped the rest's SYNs and they came 1 s later,
-  // on the retransmit. listen() again on the bound socket only raises the backlog.
-  if (::listen(state_->listening, SOMAXCONN) != 0) {
-    return internal_error("listen() on " + host + ":" + std::to_string(bound) + " failed");
-  }
-  return bound;
-}
-
-Status CompletionServer::serve() {
-  if (state_->port < 0) return internal_error("serve() before bind()");
-  if (!state_->http.listen_after_bind()) return internal_error("the server stopped with an error");
-  return ok_status();
-}
-
-void CompletionServer::stop() { state_->http.stop(); }
 
 }  // namespace dsv4::server

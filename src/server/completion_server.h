@@ -1,6 +1,7 @@
-// An OpenAI- and Anthropic-compatible HTTP server over one Engine (cpp-httplib):
+// An OpenAI- and Anthropic-compatible HTTP server over one Engine (HTTP: http_server.h):
 //   GET  /health          {"status": "ok"}
-//   GET  /v1/models       the one model (with max_model_len, the context, as vLLM has it)
+//   GET  /v1/models       the one model (with max_model_len, the context, as vLLM has it);
+//                         GET /v1/models/{id} that model alone
 //   POST /v1/completions  completion_request.h; answers {"choices": [{"index", "text",
 //                         "token_ids", "logprobs", "finish_reason"}, ...], "usage": {...}}
 //   POST /v1/chat/completions  chat_request.h; the conversation through DeepSeek-V4's chat
@@ -25,13 +26,12 @@
 // its tokens when asked), data: [DONE] last.
 // Every refusal is OpenAI's {"error": {"message", "type", "param", "code"}}: 400 for a bad
 // request (naming the field), 401 without the API key (when one is set), 404 for an unknown path,
-// 413 for a body over the limit, 503 when a sequence's caches do not fit in memory (retry), 500
-// when the engine or the tokenizer fails; once a stream has
-// begun, a failure is an error event before [DONE]. Requests are served concurrently, each on a
-// thread of its own, and the engine steps them together (continuous batching, runtime/scheduler.h);
-// a client that leaves mid-stream stops its generation. Known issue: after httplib (0.11.4) refused
-// a body over max_body_bytes with 413, stop() did not return in a test; the 413 path is therefore
-// not tested yet.
+// 408 for a request that came too slowly, 413 for a body over the limit, 503 when a sequence's
+// caches do not fit in memory (retry), 500 when the engine or the tokenizer fails; once a stream
+// has begun, a failure is an error event before [DONE]. Requests are served concurrently, each
+// on a worker thread, and the engine steps them together (continuous batching,
+// runtime/scheduler.h); a client that leaves, streamed or not, cancels its generation within a
+// step.
 #pragma once
 
 #include <cstdint>
@@ -41,19 +41,20 @@
 #include "dsv4/engine.h"
 #include "dsv4/status.h"
 #include "dsv4/tokenizer.h"
+#include "server/http_server.h"
 
 namespace dsv4::server {
 
 struct ServerOptions {
   std::string model_name = "dsv4";  // reported by /v1/models and in every response
   int64_t max_context = 4096;       // the engine's; bounds max_tokens
-  size_t max_body_bytes = size_t{8} << 20;
-  // Connections served at once (httplib's thread pool). Each waits for its answer on its
-  // thread, so this bounds the requests in flight: keep it above the engine's max_batch.
-  size_t n_threads = 40;
+  // Limits, deadlines and threads of the HTTP layer (http_server.h). Each request that
+  // generates waits for its answer on a worker: keep n_workers above the engine's max_batch.
+  HttpOptions http;
   bool access_log = false;  // a line on stderr for every request answered (server_metrics.h)
-  // Non-empty: the /v1/ routes answer 401 unless "Authorization: Bearer <api_key>" or (as
-  // Anthropic's clients send it) "x-api-key: <api_key>".
+  // Non-empty: every route but /health and /metrics answers 401 unless "Authorization: Bearer
+  // <api_key>" (the scheme in any case) or (as Anthropic's clients send it) "x-api-key:
+  // <api_key>".
   std::string api_key;
 };
 
@@ -66,9 +67,10 @@ class CompletionServer {
   CompletionServer(const CompletionServer&) = delete;
   CompletionServer& operator=(const CompletionServer&) = delete;
 
-  // Binds `host`:`port`, or any free port when `port` is 0; returns the port.
+  // As HttpServer's (http_server.h), with options.http: bind `host`:`port` (0: any free port,
+  // returned), serve until stop() and its drain are over, and stop from any thread but a
+  // signal handler.
   Result<int> bind(const std::string& host, int port);
-  // Serves on the bound port until stop() is called (from another thread or a signal).
   Status serve();
   void stop();
 

@@ -12,7 +12,7 @@ namespace dsv4::server {
 
 using format::Json;
 
-void CompletionServer::State::messages(const httplib::Request& req, httplib::Response& res) {
+void CompletionServer::State::messages(const HttpRequest& req, HttpResponse& res) {
   auto parsed = parse_messages_request(req.body, limits());
   if (const auto* bad = std::get_if<RequestError>(&parsed)) {
     return send_error(res, 400, bad->message, bad->param, Api::kAnthropic);
@@ -61,7 +61,7 @@ void CompletionServer::State::messages(const httplib::Request& req, httplib::Res
        {"usage", message_usage_json(n_prompt, static_cast<int64_t>(answer.out.tokens.size()))}});
 }
 
-void CompletionServer::State::count_tokens(const httplib::Request& req, httplib::Response& res) {
+void CompletionServer::State::count_tokens(const HttpRequest& req, HttpResponse& res) {
   auto parsed = parse_count_tokens_request(req.body);
   if (const auto* bad = std::get_if<RequestError>(&parsed)) {
     return send_error(res, 400, bad->message, bad->param, Api::kAnthropic);

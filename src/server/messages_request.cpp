@@ -315,6 +315,9 @@ std::variant<OrderedJson, RequestError> read_body(std::string_view text,
 
 }  // namespace
 
+// Anthropic documents no limit on stop_sequences; this one keeps the stop matcher's work small.
+constexpr size_t kMaxStopSequences = 64;
+
 std::variant<MessagesRequest, RequestError> parse_messages_request(std::string_view body_text,
                                                                    const RequestLimits& limits) {
   auto parsed = read_body(
@@ -324,6 +327,17 @@ std::variant<MessagesRequest, RequestError> parse_messages_request(std::string_v
   const OrderedJson& body = std::get<OrderedJson>(parsed);
   MessagesRequest request;
   if (!present(body, "max_tokens")) return request_error("max_tokens", "max_tokens is required");
+  // Anthropic's ranges, narrower than OpenAI's: max_tokens at least 1, temperature at most 1.
+  int64_t max_tokens = 1;
+  if (auto bad =
+          read_integer(body, "max_tokens", 1, std::numeric_limits<int32_t>::max(), max_tokens)) {
+    return *bad;
+  }
+  if (present(body, "temperature") && body["temperature"].is_number() &&
+      !(body["temperature"].get<double>() <= 1.0)) {
+    return request_error("temperature",
+                         "temperature must be in [0, 1], got " + body["temperature"].dump());
+  }
   StreamOptions stream;
   for (const auto& step :
        {read_conversation(body, request.conversation),
@@ -331,7 +345,8 @@ std::variant<MessagesRequest, RequestError> parse_messages_request(std::string_v
         // cuts max_tokens to what the context leaves after the prompt.
         read_sampling(body, "max_tokens", {std::numeric_limits<int32_t>::max(), limits.vocab_size},
                       request.sampling),
-        read_stop(body, request.stop, "stop_sequences"), read_stream(body, stream)}) {
+        read_stop(body, request.stop, "stop_sequences", kMaxStopSequences),
+        read_stream(body, stream)}) {
     if (step) return *step;
   }
   request.stream = stream.enabled;

@@ -130,14 +130,13 @@ std::optional<RequestError> read_objects(
 }
 
 std::optional<RequestError> read_stop(const OrderedJson& body, std::vector<std::string>& out,
-                                      const char* field) {
-  constexpr size_t kMaxStops = 4;  // OpenAI's limit
+                                      const char* field, size_t max_stops) {
   if (!present(body, field)) return std::nullopt;
   const OrderedJson& stop = body[field];
   const OrderedJson list = stop.is_array() ? stop : OrderedJson::array({stop});
-  if (list.size() > kMaxStops) {
+  if (list.size() > max_stops) {
     return request_error(field, std::string(field) + " has " + std::to_string(list.size()) +
-                                    " strings; at most " + std::to_string(kMaxStops));
+                                    " strings; at most " + std::to_string(max_stops));
   }
   for (size_t i = 0; i < list.size(); ++i) {
     const std::string where = stop.is_array() ? indexed(field, i) : std::string(field);

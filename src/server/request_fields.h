@@ -72,9 +72,10 @@ inline constexpr int64_t kMaxChoices = 16;
 std::optional<RequestError> read_choices(const format::OrderedJson& body, int64_t& n);
 
 // OpenAI's "stop" (or Anthropic's "stop_sequences": `field`) into `out`: a string, or an array
-// of at most 4; each non-empty. Absent or null: none.
+// of at most `max_stops` (OpenAI's limit is 4); each non-empty. Absent or null: none.
 std::optional<RequestError> read_stop(const format::OrderedJson& body,
-                                      std::vector<std::string>& out, const char* field = "stop");
+                                      std::vector<std::string>& out, const char* field = "stop",
+                                      size_t max_stops = 4);
 
 // "path[i]", naming an array's element in errors.
 std::string indexed(const std::string& path, size_t i);

@@ -11,39 +11,41 @@ namespace {
 using format::Json;
 
 // One server-sent event: "data: " and the payload on one line, ended by a blank line.
-bool send_event(httplib::DataSink& sink, const std::string& payload) {
+bool send_event(ResponseStream& sink, const std::string& payload) {
   const std::string event = "data: " + payload + "\n\n";
-  return sink.write(event.data(), event.size());
+  return sink.write(event);
 }
 
 // An Anthropic event: named by its "type" on an event: line before the data.
-bool send_named_event(httplib::DataSink& sink, const Json& event) {
+bool send_named_event(ResponseStream& sink, const Json& event) {
   const std::string text =
       "event: " + event["type"].get<std::string>() + "\ndata: " + event.dump() + "\n\n";
-  return sink.write(text.data(), text.size());
+  return sink.write(text);
 }
 
 }  // namespace
 
-void send_json(httplib::Response& res, int status, const Json& body) {
+void send_json(HttpResponse& res, int status, const Json& body) {
   res.status = status;
-  res.set_content(body.dump(), "application/json");
+  // Bytes that are not UTF-8 (quoted from a body that was not, in a parse error) become U+FFFD
+  // instead of an exception and a 500.
+  res.set_content(body.dump(-1, ' ', false, Json::error_handler_t::replace), "application/json");
 }
 
-void send_error(httplib::Response& res, int status, const std::string& message,
-                const std::string& param, Api api) {
+void send_error(HttpResponse& res, int status, const std::string& message, const std::string& param,
+                Api api) {
   send_json(res, status,
             api == Api::kOpenAi ? error_json(status, message, param)
                                 : messages_error_json(status, message));
 }
 
-void send_engine_error(httplib::Response& res, const Status& status, const char* param, Api api) {
+void send_engine_error(HttpResponse& res, const Status& status, const char* param, Api api) {
   const bool callers = status.code() == StatusCode::kInvalidArgument;
   const bool busy = status.code() == StatusCode::kResourceExhausted;
   send_error(res, callers ? 400 : busy ? 503 : 500, status.message(), callers ? param : "", api);
 }
 
-bool Stream::send(httplib::DataSink& sink, const std::vector<Json>& list) const {
+bool Stream::send(ResponseStream& sink, const std::vector<Json>& list) const {
   for (const Json& choice : list) {
     if (api == Api::kAnthropic) {
       if (!send_named_event(sink, choice)) return false;
@@ -58,12 +60,12 @@ bool Stream::send(httplib::DataSink& sink, const std::vector<Json>& list) const 
   return true;
 }
 
-bool Stream::send_error(httplib::DataSink& sink, const std::string& message) const {
+bool Stream::send_error(ResponseStream& sink, const std::string& message) const {
   return api == Api::kAnthropic ? send_named_event(sink, messages_error_json(500, message))
                                 : send_event(sink, error_json(500, message).dump());
 }
 
-bool Stream::end(httplib::DataSink& sink, bool succeeded, int64_t n_generated) const {
+bool Stream::end(ResponseStream& sink, bool succeeded, int64_t n_generated) const {
   if (api == Api::kAnthropic) return true;
   if (succeeded && options.include_usage) {
     Json chunk = envelope;

@@ -4,13 +4,15 @@
 // server/; completion_server.h is the interface.
 #pragma once
 
-#include <httplib.h>
-
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dsv4/chat.h"
@@ -19,6 +21,7 @@
 #include "server/completion_request.h"
 #include "server/completion_server.h"
 #include "server/generated_text.h"
+#include "server/http_server.h"
 #include "server/request_fields.h"
 #include "server/server_metrics.h"
 #include "server/stream_choices.h"
@@ -28,16 +31,16 @@ namespace dsv4::server {
 // Whose API a route speaks, which decides the shape of its errors and of its stream.
 enum class Api { kOpenAi, kAnthropic };
 
-void send_json(httplib::Response& res, int status, const format::Json& body);
+void send_json(HttpResponse& res, int status, const format::Json& body);
 
 // An error body in `api`'s shape (OpenAI's names the field `param`).
-void send_error(httplib::Response& res, int status, const std::string& message,
+void send_error(HttpResponse& res, int status, const std::string& message,
                 const std::string& param = "", Api api = Api::kOpenAi);
 
 // The engine refuses ids outside the vocabulary and prompts over the context: the caller's
 // mistake, in the prompt's field. Memory running out (a sequence's caches) is 503, worth a
 // retry once others finish; anything else is the server's.
-void send_engine_error(httplib::Response& res, const Status& status, const char* param, Api api);
+void send_engine_error(HttpResponse& res, const Status& status, const char* param, Api api);
 
 // A streamed answer: what to generate, the chunk object's fields, and its choices.
 struct Stream {
@@ -50,12 +53,12 @@ struct Stream {
   int64_t logprobs = -1;   // alternatives of each token's logprob; -1: none
 
   // Each choice as a chunk (or an Anthropic event); false once the client is gone.
-  bool send(httplib::DataSink& sink, const std::vector<format::Json>& list) const;
+  bool send(ResponseStream& sink, const std::vector<format::Json>& list) const;
   // A failure once the status went out: an error event of the API's kind.
-  bool send_error(httplib::DataSink& sink, const std::string& message) const;
+  bool send_error(ResponseStream& sink, const std::string& message) const;
   // After the last choice: OpenAI's usage chunk (when asked and all went well) and data:
   // [DONE]; Anthropic's message_stop was the last event already.
-  bool end(httplib::DataSink& sink, bool succeeded, int64_t n_generated) const;
+  bool end(ResponseStream& sink, bool succeeded, int64_t n_generated) const;
 };
 
 // One choice's generation and its text (cut at a stop string when `stop_string`).
@@ -73,46 +76,61 @@ std::vector<GenerateRequest> choices_of(const GenerateRequest& request, size_t n
 std::vector<std::string> reply_stops(std::vector<std::string> stop, const Conversation& c);
 
 struct CompletionServer::State {
+  // A route's work: the request in, the response out.
+  using Handler = std::function<void(const HttpRequest& req, HttpResponse& res)>;
+  struct Route {
+    Handler handler;
+    bool at_once = false;  // answered on the event loop (http_server.h): quick and never blocks
+  };
+
   Engine& engine;
   const Tokenizer* tokenizer;
   ServerOptions options;
-  httplib::Server http;
+  std::map<std::pair<std::string, std::string>, Route> routes_by_path;  // (method, path)
   std::atomic<int64_t> next_id{0};
+  // /v1/models' "created": when the server started, in Unix seconds.
+  const int64_t created = std::chrono::duration_cast<std::chrono::seconds>(
+                              std::chrono::system_clock::now().time_since_epoch())
+                              .count();
   ServerMetrics metrics;
-  int port = -1;
-  socket_t listening = INVALID_SOCKET;  // set by listen_socket_options
+  std::unique_ptr<HttpServer> http;  // last: its threads use the above
 
   State(Engine& e, const Tokenizer* t, ServerOptions o)
       : engine(e), tokenizer(t), options(std::move(o)) {}
   void routes();
-  // A route registered with httplib and with the metrics' labels.
-  void get(const char* path, httplib::Server::Handler handler);
-  void post(const char* path, httplib::Server::Handler handler);
-  void count_requests();
-  bool authorized(const httplib::Request& req) const;
-  void listen_socket_options();
-  void complete(const httplib::Request& req, httplib::Response& res);
-  void chat(const httplib::Request& req, httplib::Response& res);
+  // A route, registered with the metrics' labels too.
+  void get(const char* path, Handler handler, bool at_once = false);
+  void post(const char* path, Handler handler);
+  // The route for `req`, or null (404); a GET /v1/models/{id} is the model route's.
+  const Route* route_of(const HttpRequest& req) const;
+  // The label /metrics counts `req` under.
+  std::string metrics_label(const HttpRequest& req) const;
+  bool authorized(const HttpRequest& req) const;
+  // What the HTTP layer calls: route (with the key check and 404), and the access log.
+  void handle(const HttpRequest& req, HttpResponse& res) const;
+  void answered(const HttpRequest& req, int status, size_t body_bytes, Clock::duration took);
+  void model(const HttpRequest& req, HttpResponse& res) const;
+  void complete(const HttpRequest& req, HttpResponse& res);
+  void chat(const HttpRequest& req, HttpResponse& res);
   // Anthropic's POST /v1/messages and /v1/messages/count_tokens.
-  void messages(const httplib::Request& req, httplib::Response& res);
-  void count_tokens(const httplib::Request& req, httplib::Response& res);
-  void tokenize(const httplib::Request& req, httplib::Response& res) const;
-  void detokenize(const httplib::Request& req, httplib::Response& res) const;
+  void messages(const HttpRequest& req, HttpResponse& res);
+  void count_tokens(const HttpRequest& req, HttpResponse& res);
+  void tokenize(const HttpRequest& req, HttpResponse& res) const;
+  void detokenize(const HttpRequest& req, HttpResponse& res) const;
   // The prompt's ids, or the error already sent.
-  std::optional<std::vector<int64_t>> prompt_ids(const CompletionRequest& request,
-                                                 httplib::Response& res) const;
+  std::optional<std::vector<int64_t>> prompt_ids(const Prompt& prompt, HttpResponse& res) const;
   std::optional<std::vector<int64_t>> chat_prompt_ids(const Conversation& conversation,
-                                                      httplib::Response& res,
+                                                      HttpResponse& res,
                                                       Api api = Api::kOpenAi) const;
   // The engine's answers to `requests` (a request's n choices) and their texts, read through
   // `texts` (one per request, or none), which end a generation at a stop string; or the error
   // already sent; `param` names the prompt's field.
   std::optional<std::vector<Answer>> generate(std::vector<GenerateRequest> requests,
                                               std::vector<GeneratedText>& texts, const char* param,
-                                              httplib::Response& res, Api api = Api::kOpenAi);
-  // The echoed prompt's text: the request's own, or its ids decoded (empty without echo).
-  Result<std::string> echoed_text(const CompletionRequest& request,
-                                  const std::vector<int64_t>& prompt) const;
+                                              HttpResponse& res, Api api = Api::kOpenAi);
+  // The echoed prompt's text: the one given, or its ids decoded (empty without echo).
+  Result<std::string> echoed_text(bool echo, const Prompt& given,
+                                  const std::vector<int64_t>& ids) const;
   // A completion's choice `index`: its text (after `prompt_text`, the echoed prompt's), ids,
   // logprobs when asked (of the echoed prompt's tokens too) and finish reason.
   format::Json completion_choice(const CompletionRequest& request,
@@ -126,13 +144,15 @@ struct CompletionServer::State {
   TokenText logprob_text(int64_t logprobs) const;
   // Answers with server-sent events: the request was checked, so the status is 200 and what
   // goes wrong from here is an error event.
-  void stream(httplib::Response& res, std::shared_ptr<Stream> s);
-  // Runs `s` in the engine, its events into `sink`; false when the client left.
-  bool run_stream(Stream& s, httplib::DataSink& sink);
+  void stream(HttpResponse& res, std::shared_ptr<Stream> s);
+  // Runs `s` in the engine, its events into `sink`, until done or `client_gone`; false when the
+  // client left.
+  bool run_stream(Stream& s, ResponseStream& sink,
+                  const std::shared_ptr<const std::atomic<bool>>& client_gone);
   // The envelope of a response's chunks.
   format::Json chunk_envelope(const std::string& id, const char* object) const;
   // Sends the engine's refusal of `request` and returns true, or returns false when it is fine.
-  bool refused(const GenerateRequest& request, const char* param, httplib::Response& res,
+  bool refused(const GenerateRequest& request, const char* param, HttpResponse& res,
                Api api = Api::kOpenAi) const;
 };
 

@@ -108,7 +108,8 @@ class ChatChoices final : public StreamChoices {
         logprobs_(std::move(logprob_text)) {}
 
   std::vector<Json> start() override {
-    return {choice({{"role", "assistant"}, {"content", ""}}, nullptr)};
+    // As OpenAI's first delta, refusal included.
+    return {choice({{"role", "assistant"}, {"content", ""}, {"refusal", nullptr}}, nullptr)};
   }
 
   Result<std::vector<Json>> add(int64_t token, const TokenLogprob* logprob) override {

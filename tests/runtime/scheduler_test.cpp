@@ -5,7 +5,9 @@
 // on serving.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
+#include <memory>
 #include <random>
 #include <stdexcept>
 #include <thread>
@@ -192,6 +194,70 @@ TEST(SchedulerStopTest, AStopKeepsWhatTheCallerSawAndTheEngineServesOn) {
   const Result<Generation> after = engine.generate(r);
   ASSERT_TRUE(after.ok()) << after.status().to_string();
   EXPECT_EQ(after->tokens, full->tokens);
+}
+
+// GenerateRequest::cancelled: a running sequence leaves at the next step with what it drew, its
+// place going to the next in line; one cancelled while it waits never runs.
+TEST(SchedulerCancelTest, ACancelledRequestEndsWithinAStepAndFreesItsPlace) {
+  Engine engine = open_engine(1);
+  const SamplingParams sampling{.max_tokens = 50, .stop_at_eos = false};
+  GenerateRequest after_them{{3, 1, 4, 1, 5}, {.max_tokens = 6, .stop_at_eos = false}};
+  const Result<Generation> alone = engine.generate(after_them);
+  ASSERT_TRUE(alone.ok());
+
+  auto cancel_running = std::make_shared<std::atomic<bool>>(false);
+  GenerateRequest running{{0, 17, 4, 200}, sampling};
+  running.cancelled = cancel_running;
+  size_t n_seen = 0;
+  running.on_token = [&](int64_t) {
+    if (++n_seen == 3) cancel_running->store(true);
+    return true;
+  };
+  auto cancel_waiting = std::make_shared<std::atomic<bool>>(true);
+  GenerateRequest waiting{{9, 9, 9}, sampling};
+  waiting.cancelled = cancel_waiting;
+
+  Result<Generation> first = internal_error("not run"), second = first, third = first;
+  std::thread t1([&] { first = engine.generate(running); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the others queue behind it
+  std::thread t2([&] { second = engine.generate(waiting); });
+  std::thread t3([&] { third = engine.generate(after_them); });
+  t1.join();
+  t2.join();
+  t3.join();
+  ASSERT_TRUE(first.ok() && second.ok() && third.ok());
+  EXPECT_TRUE(first->stopped_by_caller);
+  // The flag is set as the caller sees its third token; the worker, a token or two ahead, ends
+  // the sequence at its next step.
+  EXPECT_GE(first->tokens.size(), 3u);
+  EXPECT_LE(first->tokens.size(), 6u);
+  EXPECT_TRUE(second->stopped_by_caller);
+  EXPECT_TRUE(second->tokens.empty());
+  EXPECT_EQ(third->tokens, alone->tokens);
+}
+
+// EngineOptions::decodable: ids it refuses are never drawn, and may not be asked for.
+TEST(EngineDecodableTest, IdsTheTokenizerLacksAreNeverDrawnNorAccepted) {
+  EngineOptions options = options_for(4);
+  options.decodable = [](int64_t id) { return id % 3 != 0; };
+  Result<Engine> engine = Engine::open(options);
+  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  std::mt19937_64 rng(std::random_device{}());
+  for (int r = 0; r < 4; ++r) {
+    GenerateRequest request{
+        {1, 2, 4}, {.temperature = 1.5f, .seed = rng(), .max_tokens = 40, .stop_at_eos = false}};
+    const Result<Generation> out = engine->generate(request);
+    ASSERT_TRUE(out.ok()) << out.status().to_string();
+    for (const int64_t id : out->tokens) EXPECT_NE(id % 3, 0) << id;
+  }
+  // A prompt or logit_bias that names one is the caller's mistake.
+  const Status prompt = engine->check({{1, 3, 4}, {}});
+  EXPECT_EQ(prompt.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(prompt.message().find("prompt token id 3 is not in the tokenizer"), std::string::npos)
+      << prompt.message();
+  const Status bias = engine->check({{1, 2}, {.logit_bias = {{6, 100.0f}}}});
+  EXPECT_EQ(bias.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bias.message().find("logit_bias token id 6"), std::string::npos) << bias.message();
 }
 
 }  // namespace

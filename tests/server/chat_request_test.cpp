@@ -85,6 +85,25 @@ TEST(ChatRequestTest, ReadsTheSwitchesAndSamplingFields) {
 
 // continue_final_message (with add_generation_prompt false, or alone): the last message, an
 // assistant's text, becomes the prefill.
+// What LangChain, the Vercel AI SDK and LiteLLM send: content as text parts (joined by newlines,
+// as vLLM joins them), and OpenAI's "developer" role, the system message of its newer models.
+TEST(ChatRequestTest, ReadsTextPartsAndTheDeveloperRole) {
+  const ChatRequest parts = accept(R"({"messages": [
+      {"role": "developer", "content": [{"type": "text", "text": "be brief"}]},
+      {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
+      {"role": "assistant", "content": [{"type": "text", "text": "c"}]},
+      {"role": "user", "content": "d"}]})");
+  const ChatRequest plain = accept(R"({"messages": [
+      {"role": "system", "content": "be brief"}, {"role": "user", "content": "a\nb"},
+      {"role": "assistant", "content": "c"}, {"role": "user", "content": "d"}]})");
+  EXPECT_EQ(encode_chat(parts.conversation).value(), encode_chat(plain.conversation).value());
+  const ChatRequest tool = accept(R"({"messages": [{"role": "user", "content": "x"},
+      {"role": "assistant", "tool_calls": [{"id": "1", "type": "function",
+       "function": {"name": "f", "arguments": "{}"}}]},
+      {"role": "tool", "tool_call_id": "1", "content": [{"type": "text", "text": "42"}]}]})");
+  EXPECT_EQ(tool.conversation.messages.back().content, "42");
+}
+
 TEST(ChatRequestTest, ContinueFinalMessageMakesItThePrefill) {
   const std::string messages = R"("messages": [{"role": "user", "content": "x"},
       {"role": "assistant", "content": "Sure,"}])";
@@ -125,11 +144,18 @@ TEST(ChatRequestTest, RefusesEachBadFieldByName) {
       {R"({"messages": []})", "messages", "non-empty array"},
       {R"({"messages": ["hi"]})", "messages[0]", "messages[0] must be an object"},
       {R"({"messages": [{"content": "x"}]})", "messages[0].role", "messages[0].role is required"},
-      {R"({"messages": [{"role": "developer", "content": "x"}]})", "messages[0].role",
-       "role \"developer\" is not supported"},
+      {R"({"messages": [{"role": "critic", "content": "x"}]})", "messages[0].role",
+       "role \"critic\" is not supported"},
       {R"({"messages": [{"role": "user"}]})", "messages[0].content", "is required"},
-      {R"({"messages": [{"role": "user", "content": [{"type": "text", "text": "x"}]}]})",
-       "messages[0].content", "messages[0].content must be a string"},
+      {R"({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]})",
+       "messages[0].content[0].type", "content part type \"image_url\" is not supported"},
+      {R"({"messages": [{"role": "user", "content": [{"type": "text"}]}]})",
+       "messages[0].content[0].text", "is required"},
+      {R"({"messages": [{"role": "user", "content": 5}]})", "messages[0].content",
+       "messages[0].content must be a string"},
+      {"{" + user + R"(, "tools": [{"type": "function", "function": {"name": "f",
+          "parameters": "{}"}}]})",
+       "tools[0].function.parameters", "tools[0].function.parameters must be an object"},
       {R"({"messages": [{"role": "user", "content": "x", "extra": 1}]})", "messages[0].extra",
        "unknown field \"messages[0].extra\""},
       {R"({"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}]})",

@@ -20,18 +20,36 @@ CompletionRequest accept(const std::string& body) {
   return std::get<CompletionRequest>(parsed);
 }
 
+// OpenAI's list of prompts, of text or of ids, each answered with its own choices.
+TEST(CompletionRequestTest, ReadsAListOfPrompts) {
+  const auto texts = parse_completion_request(R"({"prompt": ["a b", "c"]})", {4096, 640});
+  ASSERT_TRUE(std::holds_alternative<CompletionRequest>(texts));
+  const std::vector<Prompt>& prompts = std::get<CompletionRequest>(texts).prompts;
+  ASSERT_EQ(prompts.size(), 2u);
+  EXPECT_EQ(std::get<std::string>(prompts[0]), "a b");
+  EXPECT_EQ(std::get<std::string>(prompts[1]), "c");
+  const auto ids = parse_completion_request(R"({"prompt": [[1, 2], [3]]})", {4096, 640});
+  ASSERT_TRUE(std::holds_alternative<CompletionRequest>(ids));
+  EXPECT_EQ(std::get<std::vector<int64_t>>(std::get<CompletionRequest>(ids).prompts.at(1)),
+            std::vector<int64_t>{3});
+  // One prompt in a list streams as one prompt alone does.
+  EXPECT_TRUE(std::holds_alternative<CompletionRequest>(
+      parse_completion_request(R"({"prompt": ["a"], "stream": true})", {4096, 640})));
+}
+
 TEST(CompletionRequestTest, ReadsTextOrIdsAndTheSamplingFields) {
   const CompletionRequest ids = accept(R"({"prompt": [1, 2, 3], "max_tokens": 7,
       "temperature": 0, "top_p": 0.5, "top_k": 4, "seed": 9, "model": "x", "user": "u",
       "stream": false, "n": 1, "echo": false, "presence_penalty": 0, "stop": null})");
-  EXPECT_EQ(std::get<std::vector<int64_t>>(ids.prompt), (std::vector<int64_t>{1, 2, 3}));
+  EXPECT_EQ(std::get<std::vector<int64_t>>(ids.prompts.at(0)), (std::vector<int64_t>{1, 2, 3}));
   EXPECT_EQ(ids.sampling.max_tokens, 7);
   EXPECT_EQ(ids.sampling.temperature, 0.0f);
   EXPECT_EQ(ids.sampling.top_p, 0.5f);
   EXPECT_EQ(ids.sampling.top_k, 4);
   EXPECT_EQ(ids.sampling.seed, 9u);
   const CompletionRequest text = accept(R"({"prompt": "hello"})");
-  EXPECT_EQ(std::get<std::string>(text.prompt), "hello");
+  EXPECT_EQ(std::get<std::string>(text.prompts.at(0)), "hello");
+  EXPECT_EQ(text.prompts.size(), 1u);
   // OpenAI's defaults: 16 tokens, temperature 1, top_p 1.
   EXPECT_EQ(text.sampling.max_tokens, 16);
   EXPECT_EQ(text.sampling.temperature, 1.0f);
@@ -146,6 +164,10 @@ TEST(CompletionRequestTest, RefusesEachBadFieldByName) {
       {R"({"prompt": [1, -2]})", "prompt", "got -2"},
       {R"({"prompt": [1, "a"]})", "prompt", "got \"a\""},
       {R"({"prompt": {"text": "x"}})", "prompt", "a string or an array of token ids"},
+      {R"({"prompt": ["a", 1]})", "prompt", "prompt[1] must be a string or an array of token ids"},
+      {R"({"prompt": ["a", ""]})", "prompt", "prompt[1] is empty"},
+      {R"({"prompt": [[1], [-1]]})", "prompt[1]", "got -1"},
+      {R"({"prompt": ["a", "b"], "stream": true})", "prompt", "answered whole, not streamed"},
       {R"(["prompt"])", "", "must be a JSON object"},
       {R"({"prompt": )", "", "request body: invalid JSON"},
       {R"({"prompt": "a", "prompt": "b"})", "", "request body"},

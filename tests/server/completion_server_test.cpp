@@ -163,8 +163,10 @@ TEST_F(CompletionServerTest, ChatAnswersAsTheEngineDoesOnTheEncodedPrompt) {
   ASSERT_EQ(status, 200) << json.dump();
   EXPECT_EQ(json["object"], "chat.completion");
   const Json& choice = json["choices"][0];
-  EXPECT_EQ(choice["message"],
-            Json({{"role", "assistant"}, {"content", ""}, {"reasoning_content", ""}}));
+  EXPECT_EQ(choice["message"], Json({{"role", "assistant"},
+                                     {"content", ""},
+                                     {"reasoning_content", ""},
+                                     {"refusal", nullptr}}));
   EXPECT_EQ(choice["finish_reason"], "length");
   EXPECT_EQ(json["usage"]["prompt_tokens"], prompt.size());
   EXPECT_EQ(json["usage"]["completion_tokens"], 0);
@@ -172,7 +174,8 @@ TEST_F(CompletionServerTest, ChatAnswersAsTheEngineDoesOnTheEncodedPrompt) {
   const auto plain = chat(server, R"({"messages": [{"role": "user", "content": "hi"}],
                                       "max_tokens": 0})");
   ASSERT_EQ(plain.first, 200) << plain.second.dump();
-  EXPECT_EQ(plain.second["choices"][0]["message"], Json({{"role", "assistant"}, {"content", ""}}));
+  EXPECT_EQ(plain.second["choices"][0]["message"],
+            Json({{"role", "assistant"}, {"content", ""}, {"refusal", nullptr}}));
 }
 
 TEST_F(CompletionServerTest, ChatRefusesBadRequestsWithOpenAiErrors) {
@@ -741,7 +744,7 @@ TEST_F(CompletionServerTest, ChatStreamsTheWholeAnswersMessage) {
           post_stream(server, "/v1/chat/completions", request + R"(, "stream": true})");
       ASSERT_GE(streamed.chunks.size(), 1u);
       const Json first = streamed.chunks.front()["choices"][0]["delta"];
-      EXPECT_EQ(first, Json({{"role", "assistant"}, {"content", ""}}));
+      EXPECT_EQ(first, Json({{"role", "assistant"}, {"content", ""}, {"refusal", nullptr}}));
       ASSERT_EQ(whole.first, 200) << whole.second.dump();
       expect_chunk_envelopes(streamed.chunks, "chat.completion.chunk");
       std::string reasoning, content;

@@ -152,6 +152,22 @@ TEST(MessagesRequestTest, ReadsTheSamplingAndSwitches) {
 }
 
 // A final assistant message is the prefill the reply continues; the prompt ends with it.
+// Anthropic takes more stop_sequences than OpenAI's 4 stop strings: up to 64 here.
+TEST(MessagesRequestTest, TakesUpTo64StopSequences) {
+  std::string list;
+  for (int i = 0; i < 65; ++i) list += (i == 0 ? "\"s" : ", \"s") + std::to_string(i) + "\"";
+  const auto body = [&](int n) {
+    const std::string first = list.substr(0, list.find(", \"s" + std::to_string(n) + "\""));
+    return R"({"max_tokens": 5, "messages": [{"role": "user", "content": "x"}],
+               "stop_sequences": [)" +
+           (n == 65 ? list : first) + "]}";
+  };
+  EXPECT_EQ(accept(body(5)).stop.size(), 5u);
+  EXPECT_EQ(accept(body(64)).stop.size(), 64u);
+  expect_refused(parse_messages_request(body(65), {4096, 640}), "stop_sequences",
+                 "65 strings; at most 64");
+}
+
 TEST(MessagesRequestTest, AFinalAssistantMessageIsThePrefill) {
   const MessagesRequest r = accept(R"({"max_tokens": 5, "messages": [
       {"role": "user", "content": "Name a colour."},
@@ -218,7 +234,11 @@ TEST(MessagesRequestTest, RefusesEachBadFieldByName) {
        "\"enabled\" or \"disabled\""},
       {"{" + user + R"(, "stop_sequences": [""]})", "stop_sequences", "stop_sequences[0] is empty"},
       {"{" + user + R"(, "stream": 1})", "stream", "true or false"},
-      {"{" + user + R"(, "temperature": 3})", "temperature", "in [0.0, 2.0]"},
+      {"{" + user + R"(, "temperature": 3})", "temperature", "in [0, 1], got 3"},
+      {"{" + user + R"(, "temperature": 1.5})", "temperature", "in [0, 1], got 1.5"},
+      {R"({"max_tokens": 0, "messages": [{"role": "user", "content": "x"}]})", "max_tokens",
+       "got 0"},
+
       {"{" + user + R"(, "seed": 1})", "seed", "unknown field \"seed\""},
       {"{" + user + R"(, "model": 1})", "model", "model must be a string"},
       {"{" + user + R"(, "metadata": "m"})", "metadata", "must be an object"},

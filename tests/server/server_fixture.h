@@ -48,6 +48,7 @@ class RunningServer {
     thread_.join();
   }
   httplib::Client client() const { return httplib::Client("127.0.0.1", port_); }
+  int port() const { return port_; }
 
  private:
   CompletionServer server_;

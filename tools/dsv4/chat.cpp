@@ -7,17 +7,23 @@
 // conversation's state between turns, so a turn runs only its new tokens. "/clear" starts over
 // (the system message stays); the end of input ends the chat. A turn that fails (the
 // conversation outgrew --max-context, say) prints why and is left out of the conversation; the
-// exit status is then 1.
+// exit status is then 1. Ctrl-C ends the reply being generated (what it had joins the
+// conversation); at the prompt it ends the chat.
 // Uses only the public API (include/dsv4/).
 #include "dsv4/chat.h"
 
+#include <pthread.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "chat_flags.h"
 #include "commands.h"
@@ -42,10 +48,39 @@ void report(const Status& status) {
   std::fprintf(stderr, "dsv4 chat: %s\n", status.to_string().c_str());
 }
 
+// What Ctrl-C does, shared with the thread that takes SIGINT: during a reply it cancels the
+// reply's generation; otherwise it ends the chat.
+struct Interrupt {
+  std::shared_ptr<std::atomic<bool>> cancel = std::make_shared<std::atomic<bool>>(false);
+  std::atomic<bool> replying{false};
+};
+
+// Blocks SIGINT in this thread and in those started after (the engine's), and takes it on a
+// thread of its own; called before the engine opens.
+void take_interrupts(const std::shared_ptr<Interrupt>& interrupt) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  std::thread([interrupt, set] {
+    while (true) {
+      int signal = 0;
+      sigwait(&set, &signal);
+      if (!interrupt->replying) std::_Exit(128 + SIGINT);
+      interrupt->cancel->store(true);
+    }
+  }).detach();
+}
+
 class ChatSession {
  public:
-  ChatSession(const ChatArgs& args, Engine& engine, const Tokenizer& tokenizer)
-      : args_(args), engine_(engine), tokenizer_(tokenizer), chat_(start_conversation(args.chat)) {}
+  ChatSession(const ChatArgs& args, Engine& engine, const Tokenizer& tokenizer,
+              std::shared_ptr<Interrupt> interrupt)
+      : args_(args),
+        engine_(engine),
+        tokenizer_(tokenizer),
+        interrupt_(std::move(interrupt)),
+        chat_(start_conversation(args.chat)) {}
 
   void clear() { chat_ = start_conversation(args_.chat); }
 
@@ -75,15 +110,23 @@ class ChatSession {
                               ": /clear, or a larger --max-context");
     }
     request.sampling.max_tokens = args_.max_tokens.value_or(rest);
+    // Refused before anything is printed (a <think> line ahead of the error, once).
+    DSV4_RETURN_IF_ERROR(engine_.check(request));
     ReplyPrinter printer(tokenizer_, chat_.thinking, engine_.eos_token_id());
     request.on_token = [&](int64_t id) { return printer.token(id); };
-    DSV4_ASSIGN_OR_RETURN(const Generation out, engine_.generate(request));
-    return printer.finish(out);
+    interrupt_->cancel->store(false);
+    request.cancelled = interrupt_->cancel;
+    interrupt_->replying = true;
+    Result<Generation> out = engine_.generate(request);
+    interrupt_->replying = false;
+    if (!out.ok()) return out.status();
+    return printer.finish(*out);
   }
 
   const ChatArgs& args_;
   Engine& engine_;
   const Tokenizer& tokenizer_;
+  std::shared_ptr<Interrupt> interrupt_;
   Conversation chat_;
 };
 
@@ -97,12 +140,16 @@ int run_chat(const ChatArgs& args) {
     report(tokenizer.status().with_context("chat needs the checkpoint's tokenizer"));
     return 1;
   }
+  // Ids the tokenizer lacks are never drawn: every reply prints.
+  options.decodable = [&tok = *tokenizer](int64_t id) { return tok.decode({id}).ok(); };
+  const auto interrupt = std::make_shared<Interrupt>();
+  take_interrupts(interrupt);
   Result<Engine> engine = open_engine(options, "chat");
   if (!engine.ok()) {
     report(engine.status());
     return 1;
   }
-  ChatSession session(args, *engine, *tokenizer);
+  ChatSession session(args, *engine, *tokenizer, interrupt);
   const bool terminal = isatty(STDIN_FILENO) != 0;
   bool failed = false;
   std::string line;

@@ -1,15 +1,19 @@
 // dsv4-serve --model DIR [--tokenizer FILE] [--host H] [--port P] [--device cpu|cuda]
 // [--experts w4a16|w4a4] [--max-context N] [--max-batch B] [--max-step-tokens N]
-// [--served-model-name NAME] [--api-key KEY]: the OpenAI-compatible server
-// (server/completion_server.h) until SIGINT or SIGTERM. The tokenizer defaults to
-// MODEL/tokenizer.json; without one the server takes token-id prompts only and says so. A
-// binary of its own because cpp-httplib comes as a shared library (src/server/CMakeLists.txt).
+// [--served-model-name NAME] [--api-key KEY] [--max-connections N] [--shutdown-timeout S]: the
+// OpenAI-compatible server (server/completion_server.h) until SIGINT or SIGTERM, which drains
+// for at most S seconds; a second signal exits at once. The tokenizer defaults to
+// MODEL/tokenizer.json; without one the server takes token-id prompts only and says so.
+#include <pthread.h>
+
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "dsv4/engine.h"
 #include "dsv4/tokenizer.h"
@@ -33,12 +37,32 @@ struct ServeArgs {
   int64_t prefix_cache_mb = dsv4::EngineOptions{}.prefix_cache_mb;
   std::string served_model_name = "dsv4";
   std::string api_key;  // --api-key, else $DSV4_API_KEY
+  int64_t max_connections = 512;
+  double shutdown_timeout_s = 5.0;
 };
 
-dsv4::server::CompletionServer* running = nullptr;  // for the signal handler
+// SIGINT and SIGTERM, blocked in every thread so that only the waiter below takes them.
+sigset_t stop_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  return set;
+}
 
-void stop_on_signal(int) {
-  if (running != nullptr) running->stop();
+// The first signal drains the server (on this thread: stop() is not async-signal-safe); a
+// second ends the process at once, requests in flight or not.
+void wait_for_signals(dsv4::server::CompletionServer& server) {
+  const sigset_t set = stop_signals();
+  int signal = 0;
+  sigwait(&set, &signal);
+  std::fprintf(stderr,
+               "dsv4-serve: stopping: requests in flight may finish (a second signal "
+               "exits at once)\n");
+  server.stop();
+  sigwait(&set, &signal);
+  std::fprintf(stderr, "dsv4-serve: second signal: exiting now\n");
+  std::_Exit(128 + signal);
 }
 
 int fail(const Status& status) {
@@ -62,6 +86,10 @@ int serve(const ServeArgs& args) {
   Result<std::optional<Tokenizer>> tokenizer = open_tokenizer(args);
   if (!tokenizer.ok()) return fail(tokenizer.status());
   dsv4::EngineOptions options = dsv4::tools::engine_options(args.engine, "serve");
+  if (*tokenizer) {
+    // Ids the tokenizer lacks are never drawn: every answer decodes.
+    options.decodable = [&tok = **tokenizer](int64_t id) { return tok.decode({id}).ok(); };
+  }
   options.max_context = args.max_context;
   options.max_batch = args.max_batch;
   options.max_step_tokens = args.max_step_tokens;
@@ -70,9 +98,12 @@ int serve(const ServeArgs& args) {
   if (!engine.ok()) return fail(engine.status());
   dsv4::server::ServerOptions server_options;
   server_options.max_context = args.max_context;
-  // A thread for every request the engine can step, and a few more for those that wait and
-  // for /health.
-  server_options.n_threads = static_cast<size_t>(args.max_batch) + 8;
+  // A worker for every request the engine can step, and a few for those that wait (their
+  // prompts are tokenized meanwhile) and for tokenize routes.
+  server_options.http.n_workers = static_cast<size_t>(args.max_batch) + 8;
+  server_options.http.max_connections = static_cast<size_t>(args.max_connections);
+  server_options.http.shutdown_timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(args.shutdown_timeout_s * 1000.0));
   server_options.access_log = true;
   server_options.model_name = args.served_model_name;
   server_options.api_key = args.api_key;
@@ -83,15 +114,12 @@ int serve(const ServeArgs& args) {
                                         server_options);
   Result<int> port = server.bind(args.host, args.port);
   if (!port.ok()) return fail(port.status());
-  running = &server;
-  // A streaming client that leaves must fail the next write, not kill the process.
+  // A client that leaves must fail the next write, not kill the process.
   std::signal(SIGPIPE, SIG_IGN);
-  std::signal(SIGINT, stop_on_signal);
-  std::signal(SIGTERM, stop_on_signal);
+  std::thread(wait_for_signals, std::ref(server)).detach();
   std::fprintf(stderr, "dsv4-serve: listening on http://%s:%d/v1/completions\n", args.host.c_str(),
                *port);
   const Status served = server.serve();
-  running = nullptr;
   return served.ok() ? 0 : fail(served);
 }
 
@@ -123,8 +151,20 @@ int main(int argc, char** argv) {
                  "the model's name in /v1/models and in every response")
       ->capture_default_str();
   app.add_option("--api-key", args.api_key,
-                 "the /v1/ routes need \"Authorization: Bearer KEY\" (default: $DSV4_API_KEY; "
-                 "none: open)");
+                 "every route but /health and /metrics needs \"Authorization: Bearer KEY\" or "
+                 "\"x-api-key: KEY\" (default: $DSV4_API_KEY; none: open)");
+  app.add_option("--max-connections", args.max_connections,
+                 "most client connections open at once (more are answered 503)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{65536}));
+  app.add_option("--shutdown-timeout", args.shutdown_timeout_s,
+                 "seconds requests in flight may finish after SIGINT/SIGTERM before they are "
+                 "cancelled (a second signal exits at once)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 3600.0));
   CLI11_PARSE(app, argc, argv);
+  // Before any thread starts (the engine's worker, the server's), so all inherit the mask.
+  const sigset_t signals = stop_signals();
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   return serve(args);
 }

@@ -1,0 +1,291 @@
+// Load and abuse on loopback, all at once against one server over the tiny model: slowloris
+// connections that trickle header lines, a body trickled a byte at a time, chunked and declared
+// bodies over the limit, requests abandoned before their answer, pipelined requests, and
+// well-formed clients throughout. The server must stay responsive (a fresh /health answers in
+// under 1 s the whole time), answer every well-formed request, refuse each abuse with its status
+// (408, 413), and stop generating for the clients that left. Deadlines are cut to 2 s here so the
+// run stays short (~15 s). Raw sockets, so the test sends exactly the bytes it means to.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "server/server_fixture.h"
+
+namespace dsv4::server {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using format::Json;
+using testing_fixture::open_engine;
+using testing_fixture::RunningServer;
+
+constexpr auto kDeadline = 2s;  // header and body deadlines of the server under test
+constexpr size_t kMaxBody = size_t{64} << 10;
+
+// A blocking loopback connection whose reads give up after `timeout`.
+class Connection {
+ public:
+  Connection(int port, std::chrono::milliseconds timeout = 5000ms) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(static_cast<uint16_t>(port));
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
+    timeval tv{timeout.count() / 1000, static_cast<suseconds_t>(timeout.count() % 1000 * 1000)};
+    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  }
+  ~Connection() { close(fd_); }
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  bool connected() const { return connected_; }
+  // False once the server closed the connection.
+  bool send(std::string_view bytes) {
+    while (!bytes.empty()) {
+      const ssize_t n = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+      if (n <= 0) return false;
+      bytes.remove_prefix(static_cast<size_t>(n));
+    }
+    return true;
+  }
+  // The next whole response (status line, headers, body by Content-Length or chunked), or ""
+  // when the connection closed or the read timed out first.
+  std::string response() {
+    while (true) {
+      const size_t end = buffer_.find("\r\n\r\n");
+      if (end != std::string::npos) {
+        const size_t length = body_length(buffer_.substr(0, end + 4), end + 4);
+        if (length != std::string::npos && buffer_.size() >= length) {
+          std::string one = buffer_.substr(0, length);
+          buffer_.erase(0, length);
+          return one;
+        }
+      }
+      char chunk[16384];
+      const ssize_t n = recv(fd_, chunk, sizeof chunk, 0);
+      if (n <= 0) return "";
+      buffer_.append(chunk, static_cast<size_t>(n));
+    }
+  }
+
+ private:
+  // The whole response's length once the buffer holds it, else npos.
+  size_t body_length(const std::string& head, size_t head_bytes) const {
+    std::string lower = head;
+    std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
+    if (lower.find("transfer-encoding: chunked") != std::string::npos) {
+      const size_t last = buffer_.find("\r\n0\r\n\r\n", head_bytes - 2);
+      return last == std::string::npos ? std::string::npos : last + 7;
+    }
+    const size_t at = lower.find("content-length: ");
+    if (at == std::string::npos) return head_bytes;
+    return head_bytes + std::stoul(lower.substr(at + 16));
+  }
+
+  int fd_ = -1;
+  bool connected_ = false;
+  std::string buffer_;
+};
+
+int status_of(const std::string& response) {
+  return response.size() > 12 ? std::stoi(response.substr(9, 3)) : 0;
+}
+
+std::string body_of(const std::string& response) {
+  return response.substr(response.find("\r\n\r\n") + 4);
+}
+
+std::string post(const std::string& path, const std::string& body) {
+  return "POST " + path + " HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n" +
+         "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+const std::string kHealth = "GET /health HTTP/1.1\r\nHost: test\r\n\r\n";
+
+std::string completion(int64_t first_id, int64_t max_tokens, bool stream = false) {
+  return "{\"prompt\": [" + std::to_string(first_id) +
+         ", 5, 9], \"max_tokens\": " + std::to_string(max_tokens) +
+         (stream ? ", \"stream\": true}" : "}");
+}
+
+// Polls a fresh connection's /health until `done`; returns the slowest answer (a failure counts
+// as a minute).
+Clock::duration watch_health(int port, const std::atomic<bool>& done) {
+  Clock::duration slowest{};
+  while (!done) {
+    const auto start = Clock::now();
+    Connection c(port);
+    const bool answered = c.send(kHealth) && status_of(c.response()) == 200;
+    slowest = std::max(slowest, answered ? Clock::now() - start : Clock::duration(60s));
+    std::this_thread::sleep_for(50ms);
+  }
+  return slowest;
+}
+
+class HttpAbuseTest : public ::testing::Test {
+ protected:
+  HttpAbuseTest() : engine_(open_engine()) {
+    options_.http.header_timeout = kDeadline;
+    options_.http.body_timeout = kDeadline;
+    options_.http.max_body_bytes = kMaxBody;
+    options_.http.n_workers = 8;
+  }
+  Engine engine_;
+  ServerOptions options_;
+};
+
+TEST_F(HttpAbuseTest, StaysResponsiveAndAnswersEveryWellFormedRequest) {
+  RunningServer server(engine_, nullptr, options_);
+  const int port = server.port();
+  std::atomic<bool> done{false};
+  Clock::duration slowest_health{};
+  std::thread health([&] { slowest_health = watch_health(port, done); });
+  std::vector<std::thread> abusers;
+
+  // 48 slowloris connections: a header line every 300 ms never completes the headers; each is
+  // answered 408 at the deadline, however often it sends.
+  std::atomic<int> n_timed_out{0};
+  abusers.emplace_back([&] {
+    std::vector<std::unique_ptr<Connection>> slow;
+    for (int i = 0; i < 48; ++i) {
+      slow.push_back(std::make_unique<Connection>(port));
+      slow.back()->send("POST /v1/completions HTTP/1.1\r\n");
+    }
+    for (auto t = Clock::now(); Clock::now() - t < kDeadline + 1s;) {
+      for (auto& c : slow) c->send("X-Slow: 1\r\n");
+      std::this_thread::sleep_for(300ms);
+    }
+    for (auto& c : slow) n_timed_out += status_of(c->response()) == 408;
+  });
+  // A body a byte at a time: 408 at the body's deadline.
+  std::atomic<int> trickled_status{0};
+  abusers.emplace_back([&] {
+    Connection c(port);
+    const std::string request = post("/v1/completions", completion(1, 2));
+    c.send(request.substr(0, request.find("\r\n\r\n") + 4));
+    for (size_t i = 0; i < 30 && c.send("{"); ++i) std::this_thread::sleep_for(100ms);
+    trickled_status = status_of(c.response());
+  });
+  // Bodies over the limit, chunked (never declared) and declared: 413 before they are read.
+  std::atomic<int> chunked_status{0}, declared_status{0};
+  abusers.emplace_back([&] {
+    Connection c(port);
+    c.send("POST /v1/completions HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n\r\n");
+    const std::string chunk(16384, 'x');
+    for (int i = 0; i < 64; ++i) {
+      if (!c.send("4000\r\n" + chunk + "\r\n")) break;
+    }
+    chunked_status = status_of(c.response());
+    Connection d(port);
+    d.send("POST /v1/completions HTTP/1.1\r\nHost: test\r\nContent-Length: 100000000\r\n\r\n");
+    declared_status = status_of(d.response());
+  });
+  // Requests abandoned before their answer, streamed or not: their generation stops.
+  const int64_t generated_before = engine_.stats().generated_tokens;
+  abusers.emplace_back([&] {
+    std::vector<std::unique_ptr<Connection>> left;
+    for (int i = 0; i < 8; ++i) {
+      left.push_back(std::make_unique<Connection>(port));
+      left.back()->send(post("/v1/completions", completion(100 + i, 60, i % 2 == 1)));
+    }
+    std::this_thread::sleep_for(30ms);
+    left.clear();
+  });
+  // Pipelined requests on one connection: all answered, in order.
+  std::vector<std::string> pipelined;
+  abusers.emplace_back([&] {
+    Connection c(port);
+    c.send(kHealth + post("/v1/completions", completion(7, 3)) +
+           "GET /v1/models HTTP/1.1\r\nHost: test\r\n\r\n");
+    for (int i = 0; i < 3; ++i) pipelined.push_back(c.response());
+  });
+  // Well-formed clients on kept-alive connections: every request answered, as the engine does.
+  constexpr int kClients = 6, kRequests = 4;
+  std::atomic<int> n_answered{0};
+  std::vector<std::thread> clients;
+  for (int c = 0; c < kClients; ++c) {
+    clients.emplace_back([&, c] {
+      Connection conn(port, 30000ms);
+      for (int r = 0; r < kRequests; ++r) {
+        conn.send(post("/v1/completions", completion(200 + c * kRequests + r, 4)));
+        const std::string response = conn.response();
+        if (status_of(response) != 200) continue;
+        const Json json = Json::parse(body_of(response));
+        n_answered += json["choices"][0]["token_ids"].size() == 4;
+      }
+    });
+  }
+  for (std::thread& t : abusers) t.join();
+  for (std::thread& t : clients) t.join();
+  done = true;
+  health.join();
+
+  EXPECT_LT(slowest_health, 1s) << "a /health took "
+                                << std::chrono::duration<double>(slowest_health).count() << " s";
+  EXPECT_EQ(n_answered, kClients * kRequests);
+  EXPECT_EQ(n_timed_out, 48);
+  EXPECT_EQ(trickled_status, 408);
+  EXPECT_EQ(chunked_status, 413);
+  EXPECT_EQ(declared_status, 413);
+  ASSERT_EQ(pipelined.size(), 3u);
+  EXPECT_EQ(body_of(pipelined[0]), "{\"status\":\"ok\"}");
+  EXPECT_NE(body_of(pipelined[1]).find("\"text_completion\""), std::string::npos) << pipelined[1];
+  EXPECT_NE(body_of(pipelined[2]).find("\"list\""), std::string::npos) << pipelined[2];
+  // The 8 abandoned requests could draw 480 tokens; the well-formed ones drew 96 and the
+  // pipelined one 3. Those that left stop within a step of their close, long before 60 tokens.
+  EngineStats stats = engine_.stats();
+  for (int wait = 0; wait < 500 && (stats.running > 0 || stats.waiting > 0); ++wait) {
+    std::this_thread::sleep_for(10ms);
+    stats = engine_.stats();
+  }
+  EXPECT_EQ(stats.running + stats.waiting, 0);
+  EXPECT_LT(stats.generated_tokens - generated_before, 99 + 240);
+}
+
+// stop(): idle connections close at once, requests in flight get shutdown_timeout to finish and
+// are then cancelled, so serve() returns within the timeout and a step or two, not after the
+// requests' max_tokens.
+TEST_F(HttpAbuseTest, StopDrainsForTheTimeoutThenCancels) {
+  options_.max_context = 64;
+  options_.http.shutdown_timeout = 300ms;
+  CompletionServer server(engine_, nullptr, options_);
+  const Result<int> port = server.bind("127.0.0.1", 0);
+  ASSERT_TRUE(port.ok()) << port.status().to_string();
+  Clock::time_point returned;
+  std::thread serving([&] {
+    EXPECT_TRUE(server.serve().ok());
+    returned = Clock::now();
+  });
+  Connection idle(*port);
+  ASSERT_TRUE(idle.send(kHealth));
+  EXPECT_EQ(status_of(idle.response()), 200);
+  // Streams of up to 60 tokens each, in flight when the server stops.
+  std::vector<std::unique_ptr<Connection>> busy;
+  for (int i = 0; i < 4; ++i) {
+    busy.push_back(std::make_unique<Connection>(*port));
+    busy.back()->send(post("/v1/completions", completion(300 + i, 60, true)));
+  }
+  std::this_thread::sleep_for(100ms);
+  const auto stopped = Clock::now();
+  server.stop();
+  EXPECT_EQ(idle.response(), "") << "an idle connection closes at once";
+  serving.join();
+  EXPECT_LT(returned - stopped, 300ms + 2s);
+  EXPECT_EQ(engine_.stats().running, 0);
+  Connection late(*port, 1000ms);
+  EXPECT_FALSE(late.connected() && late.send(kHealth) && status_of(late.response()) == 200);
+}
+
+}  // namespace
+}  // namespace dsv4::server
