@@ -12,9 +12,9 @@
 //   usage: tokenizer_bench TOKENIZER_JSON [MEGABYTES=8] [SEED]
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <fstream>
 #include <random>
 #include <string>
@@ -35,8 +35,8 @@ void word(std::mt19937& rng, char32_t first, char32_t last, std::string& out) {
 }
 
 std::string random_text(size_t n_bytes, std::mt19937& rng) {
-  static const char* const kPunct[] = {".", ",", "!", "?", "(", ")", "{", "}", "::", "->",
-                                       "==", "\"", "'s", ";", "/", "_", "#", "*", "[", "]"};
+  static const char* const kPunct[] = {".",  ",",  "!",  "?", "(", ")", "{", "}", "::", "->",
+                                       "==", "\"", "'s", ";", "/", "_", "#", "*", "[",  "]"};
   std::string text;
   std::uniform_int_distribution<int> pick(0, 99), punct(0, 19);
   while (text.size() < n_bytes) {
@@ -82,8 +82,7 @@ std::vector<std::string> corpus_words(const std::string& path) {
   return words;
 }
 
-std::string natural_text(size_t n_bytes, const std::vector<std::string>& words,
-                         std::mt19937& rng) {
+std::string natural_text(size_t n_bytes, const std::vector<std::string>& words, std::mt19937& rng) {
   std::uniform_int_distribution<size_t> pick(0, words.size() - 1);
   std::string text;
   while (text.size() < n_bytes) {
@@ -148,12 +147,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::mt19937 rng(seed);
-  const double natural = bench::time_runs("natural", *tok, megabytes, [&] {
-    return bench::natural_text(kDocumentBytes, words, rng);
-  });
-  const double random = bench::time_runs("random", *tok, megabytes, [&] {
-    return bench::random_text(kDocumentBytes, rng);
-  });
+  const double natural = bench::time_runs(
+      "natural", *tok, megabytes, [&] { return bench::natural_text(kDocumentBytes, words, rng); });
+  const double random = bench::time_runs("random", *tok, megabytes,
+                                         [&] { return bench::random_text(kDocumentBytes, rng); });
   std::printf("seed %u, median MB/s on one core: natural %.2f, random %.2f\n", seed, natural,
               random);
   return 0;

@@ -70,8 +70,9 @@ constexpr CategoryName kCategoryNames[] = {
     {"zs", "spaceseparator", bits(GeneralCategory::kZs, GeneralCategory::kZs)},
     {"zl", "lineseparator", bits(GeneralCategory::kZl, GeneralCategory::kZl)},
     {"zp", "paragraphseparator", bits(GeneralCategory::kZp, GeneralCategory::kZp)},
-    {"c", "other", bits(GeneralCategory::kCn, GeneralCategory::kCn) |
-                       bits(GeneralCategory::kCc, GeneralCategory::kCo)},
+    {"c", "other",
+     bits(GeneralCategory::kCn, GeneralCategory::kCn) |
+         bits(GeneralCategory::kCc, GeneralCategory::kCo)},
     {"cc", "control", bits(GeneralCategory::kCc, GeneralCategory::kCc)},
     {"cf", "format", bits(GeneralCategory::kCf, GeneralCategory::kCf)},
     {"cn", "unassigned", bits(GeneralCategory::kCn, GeneralCategory::kCn)},
@@ -396,13 +397,27 @@ class Parser {
     }
     ++at_;
     switch (e) {
-      case 't': out.code_point = U'\t'; break;
-      case 'n': out.code_point = U'\n'; break;
-      case 'r': out.code_point = U'\r'; break;
-      case 'f': out.code_point = U'\f'; break;
-      case 'v': out.code_point = U'\v'; break;
-      case 'a': out.code_point = 0x07; break;
-      case 'e': out.code_point = 0x1B; break;
+      case 't':
+        out.code_point = U'\t';
+        break;
+      case 'n':
+        out.code_point = U'\n';
+        break;
+      case 'r':
+        out.code_point = U'\r';
+        break;
+      case 'f':
+        out.code_point = U'\f';
+        break;
+      case 'v':
+        out.code_point = U'\v';
+        break;
+      case 'a':
+        out.code_point = 0x07;
+        break;
+      case 'e':
+        out.code_point = 0x1B;
+        break;
       case 'x': {
         Result<uint32_t> cp = take('{') ? hex(1, 8, '}') : hex(1, 2, '\0');
         if (!cp.ok()) return cp.status();
@@ -414,9 +429,15 @@ class Parser {
         out.code_point = cp;
         break;
       }
-      case 's': out.set.white_space = true; break;
-      case 'S': out.set.non_white_space = true; break;
-      case 'd': out.set.categories = bits(GeneralCategory::kNd, GeneralCategory::kNd); break;
+      case 's':
+        out.set.white_space = true;
+        break;
+      case 'S':
+        out.set.non_white_space = true;
+        break;
+      case 'd':
+        out.set.categories = bits(GeneralCategory::kNd, GeneralCategory::kNd);
+        break;
       case 'D':
         out.set.categories = kAllCategories & ~bits(GeneralCategory::kNd, GeneralCategory::kNd);
         break;

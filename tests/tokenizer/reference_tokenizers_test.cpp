@@ -64,15 +64,13 @@ TEST_P(ReferenceTokenizersTest, MatchesHuggingFaceTokenizers) {
 
 INSTANTIATE_TEST_SUITE_P(
     Files, ReferenceTokenizersTest,
-    ::testing::Values(Reference{"DSV4_DEEPSEEK_TOKENIZER", "deepseek_reference", "corpus"},
-                      Reference{"DSV4_DEEPSEEK_TOKENIZER", "deepseek_unicode16_reference",
-                                "unicode16_corpus"},
-                      Reference{"DSV4_LLAMA3_TOKENIZER", "llama3_reference", "corpus"},
-                      Reference{"DSV4_LLAMA3_TOKENIZER", "llama3_unicode16_reference",
-                                "unicode16_corpus"},
-                      Reference{"DSV4_GPT4O_TOKENIZER", "gpt4o_reference", "corpus"},
-                      Reference{"DSV4_GPT4O_TOKENIZER", "gpt4o_unicode16_reference",
-                                "unicode16_corpus"}),
+    ::testing::Values(
+        Reference{"DSV4_DEEPSEEK_TOKENIZER", "deepseek_reference", "corpus"},
+        Reference{"DSV4_DEEPSEEK_TOKENIZER", "deepseek_unicode16_reference", "unicode16_corpus"},
+        Reference{"DSV4_LLAMA3_TOKENIZER", "llama3_reference", "corpus"},
+        Reference{"DSV4_LLAMA3_TOKENIZER", "llama3_unicode16_reference", "unicode16_corpus"},
+        Reference{"DSV4_GPT4O_TOKENIZER", "gpt4o_reference", "corpus"},
+        Reference{"DSV4_GPT4O_TOKENIZER", "gpt4o_unicode16_reference", "unicode16_corpus"}),
     [](const ::testing::TestParamInfo<Reference>& param) {
       return std::string(param.param.fixture);
     });

@@ -60,7 +60,7 @@ TEST(RegexTest, UnicodeClassesAreVersion16) {
             (Texts{"a\U00031350\U00011F00b", "c"}));
   EXPECT_EQ(matches("\\p{^L}+", "ab12cd"), (Texts{"12"}));
   EXPECT_EQ(matches("\\P{L}+", "ab12cd"), (Texts{"12"}));
-  EXPECT_EQ(matches("[^\\P{N}]+", "a١٢b"), (Texts{"١٢"}));   // Arabic-Indic digits are Nd
+  EXPECT_EQ(matches("[^\\P{N}]+", "a١٢b"), (Texts{"١٢"}));  // Arabic-Indic digits are Nd
   EXPECT_EQ(matches("\\p{Lu}\\p{Ll}+|\\p{Nd}", "Hello 7"), (Texts{"Hello", "7"}));
   EXPECT_EQ(matches("\\d+", "x٣4"), (Texts{"٣4"}));
   EXPECT_EQ(matches("\\p{Other_Symbol}", "\U0001CC00"), (Texts{"\U0001CC00"}));

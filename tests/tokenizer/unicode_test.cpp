@@ -13,9 +13,8 @@ namespace dsv4::tokenizer::unicode {
 namespace {
 
 GeneralCategory category_by_search(char32_t cp) {
-  const auto it = std::upper_bound(
-      kCategoryRanges.begin(), kCategoryRanges.end(), cp,
-      [](char32_t c, const CategoryRange& r) { return c < r.first; });
+  const auto it = std::upper_bound(kCategoryRanges.begin(), kCategoryRanges.end(), cp,
+                                   [](char32_t c, const CategoryRange& r) { return c < r.first; });
   if (it == kCategoryRanges.begin() || std::prev(it)->last < cp) return GeneralCategory::kCn;
   return std::prev(it)->category;
 }
@@ -47,26 +46,26 @@ TEST(UnicodeTest, KnowsCharactersFromTheDatabase) {
   using enum GeneralCategory;
   EXPECT_EQ(t.category(U'A'), kLu);
   EXPECT_EQ(t.category(U'7'), kNd);
-  EXPECT_EQ(t.category(0x0378), kCn);    // unassigned in Greek
+  EXPECT_EQ(t.category(0x0378), kCn);  // unassigned in Greek
   EXPECT_EQ(t.category(0xD800), kCs);
   EXPECT_EQ(t.category(0xE000), kCo);
-  EXPECT_EQ(t.category(0x180E), kCf);    // Mongolian vowel separator: not White_Space
+  EXPECT_EQ(t.category(0x180E), kCf);  // Mongolian vowel separator: not White_Space
   EXPECT_FALSE(t.white_space(0x180E));
   EXPECT_TRUE(t.white_space(0x0085));
   EXPECT_TRUE(t.white_space(0x3000));
   // Unicode 15.0
-  EXPECT_EQ(t.category(0x1FAE8), kSo);   // shaking face
-  EXPECT_EQ(t.category(0x1FA77), kSo);   // pink heart
-  EXPECT_EQ(t.category(0x11F00), kMn);   // Kawi sign candrabindu
-  EXPECT_EQ(t.category(0x0CF3), kMc);    // Kannada sign combining anusvara above right
-  EXPECT_EQ(t.category(0x31350), kLo);   // CJK Extension H
-  EXPECT_EQ(t.category(0x1E4D0), kLo);   // Nag Mundari
+  EXPECT_EQ(t.category(0x1FAE8), kSo);  // shaking face
+  EXPECT_EQ(t.category(0x1FA77), kSo);  // pink heart
+  EXPECT_EQ(t.category(0x11F00), kMn);  // Kawi sign candrabindu
+  EXPECT_EQ(t.category(0x0CF3), kMc);   // Kannada sign combining anusvara above right
+  EXPECT_EQ(t.category(0x31350), kLo);  // CJK Extension H
+  EXPECT_EQ(t.category(0x1E4D0), kLo);  // Nag Mundari
   // Unicode 15.1
-  EXPECT_EQ(t.category(0x2EBF0), kLo);   // CJK Extension I
+  EXPECT_EQ(t.category(0x2EBF0), kLo);  // CJK Extension I
   // Unicode 16.0
-  EXPECT_EQ(t.category(0x105C0), kLo);   // Todhri
-  EXPECT_EQ(t.category(0x16D40), kLm);   // Kirat Rai
-  EXPECT_EQ(t.category(0x1CC00), kSo);   // Symbols for Legacy Computing Supplement
+  EXPECT_EQ(t.category(0x105C0), kLo);  // Todhri
+  EXPECT_EQ(t.category(0x16D40), kLm);  // Kirat Rai
+  EXPECT_EQ(t.category(0x1CC00), kSo);  // Symbols for Legacy Computing Supplement
 }
 
 }  // namespace
