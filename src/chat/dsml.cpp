@@ -34,10 +34,11 @@ Result<std::string> render_arguments(const ToolCall& call) {
                             "\": arguments must be a JSON object, got " + call.arguments);
   }
   std::string out;
-  for (const auto& [key, value] : parsed->members) {
+  for (size_t i = 0; i < parsed->keys.size(); ++i) {
+    const PythonJson& value = parsed->items[i];
     if (!out.empty()) out += "\n";
     const bool is_string = value.kind == PythonJson::Kind::kString;
-    out += parameter(key, is_string, is_string ? value.text : python_json_dumps(value));
+    out += parameter(parsed->keys[i], is_string, is_string ? value.text : python_json_dumps(value));
   }
   return out;
 }

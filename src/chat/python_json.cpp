@@ -277,14 +277,17 @@ class Reader {
       skip_space();
       DSV4_ASSIGN_OR_RETURN(PythonJson v, value(depth));
       bool repeated = false;
-      for (auto& [k, old] : out.members) {
-        if (k == key) {
-          old = std::move(v);  // a dict keeps the first place and the last value
+      for (size_t i = 0; i < out.keys.size(); ++i) {
+        if (out.keys[i] == key) {
+          out.items[i] = std::move(v);  // a dict keeps the first place and the last value
           repeated = true;
           break;
         }
       }
-      if (!repeated) out.members.emplace_back(std::move(key), std::move(v));
+      if (!repeated) {
+        out.keys.push_back(std::move(key));
+        out.items.push_back(std::move(v));
+      }
       skip_space();
       if (take("}")) return out;
       if (!take(",")) return fail(at_, "Expecting ',' delimiter");
@@ -316,8 +319,9 @@ class Reader {
 }  // namespace
 
 const PythonJson* PythonJson::member(std::string_view key) const {
-  for (const auto& [k, v] : members) {
-    if (k == key) return &v;
+  if (kind != Kind::kObject) return nullptr;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (keys[i] == key) return &items[i];
   }
   return nullptr;
 }
@@ -341,9 +345,9 @@ std::string python_json_dumps(const PythonJson& value) {
   switch (value.kind) {
     case PythonJson::Kind::kObject: {
       std::string out = "{";
-      for (const auto& [key, item] : value.members) {
-        if (out.size() > 1) out += ", ";
-        out += python_json_string(key) + ": " + python_json_dumps(item);
+      for (size_t i = 0; i < value.keys.size(); ++i) {
+        if (i) out += ", ";
+        out += python_json_string(value.keys[i]) + ": " + python_json_dumps(value.items[i]);
       }
       return out + "}";
     }

@@ -17,7 +17,6 @@
 
 #include <string>
 #include <string_view>
-#include <utility>
 #include <vector>
 
 #include "dsv4/status.h"
@@ -29,8 +28,10 @@ struct PythonJson {
   Kind kind = Kind::kNull;
   // kBool: "true" or "false"; kNumber: the number as json.dumps writes it; kString: the string.
   std::string text;
-  std::vector<PythonJson> items;                            // kArray
-  std::vector<std::pair<std::string, PythonJson>> members;  // kObject, in the dict's order
+  // kArray: the items; kObject: the values, in the dict's order, keys[i] the key of items[i]
+  // (two vectors: a vector of the incomplete PythonJson is allowed, a vector of pairs is not).
+  std::vector<PythonJson> items;
+  std::vector<std::string> keys;
 
   // The value of `key` in an object, or null when absent (or not an object).
   const PythonJson* member(std::string_view key) const;

@@ -29,7 +29,7 @@ class Regex {
   // than kMaxStepsPerByte steps a byte of text (as Oniguruma's retry limit stops it).
   Result<std::vector<std::pair<size_t, size_t>>> find_all(std::string_view text) const;
 
-  static constexpr size_t kMaxStepsPerByte = 10000;
+  static constexpr size_t kMaxStepsPerByte = 1000;
 
  private:
   std::shared_ptr<const RegexProgram> program_;  // immutable once compiled; copies share it

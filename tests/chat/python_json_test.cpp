@@ -4,9 +4,14 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "format/json.h"
+#include "testing/source_dir.h"
 
 namespace dsv4::chat {
 namespace {
@@ -81,6 +86,31 @@ TEST(PythonJsonTest, RefusesWhatPythonRefuses) {
     EXPECT_NE(value.status().message().find(message), std::string::npos)
         << value.status().to_string();
   }
+}
+
+// 600 random texts (scripts/make_python_json_golden.py): numbers of every form, strings with
+// every escape, nesting, repeated keys, and texts made invalid; Python's json.dumps(json.loads)
+// of each, or that json.loads refused it.
+TEST(PythonJsonTest, MatchesPythonOnRandomTexts) {
+  std::ifstream in(testing::source_path("tests/chat/golden/python_json_cases.json"));
+  std::stringstream text;
+  text << in.rdbuf();
+  const format::Json golden = format::parse_json(text.str(), "python_json_cases.json").value();
+  ASSERT_GE(golden["cases"].size(), 600u);
+  size_t n_refused = 0;
+  for (const format::Json& c : golden["cases"]) {
+    const std::string input = c["text"].get<std::string>();
+    SCOPED_TRACE(format::Json(input).dump());
+    Result<PythonJson> value = python_json_loads(input, "case");
+    if (c.contains("error")) {
+      EXPECT_FALSE(value.ok()) << python_json_dumps(*value);
+      n_refused += !value.ok();
+      continue;
+    }
+    ASSERT_TRUE(value.ok()) << value.status().to_string();
+    EXPECT_EQ(python_json_dumps(*value), c["dumps"].get<std::string>());
+  }
+  EXPECT_GT(n_refused, 100u);
 }
 
 }  // namespace
