@@ -99,7 +99,7 @@ class Reader {
     }
     if (c == '{' || c == '[') {
       if (depth >= kMaxDepth) return fail(at_, "nesting deeper than Python's recursion limit");
-      return c == '{' ? object(depth + 1) : array(depth + 1);
+      return container(depth + 1, c == '{');
     }
     if (take("null")) return out;
     out.kind = PythonJson::Kind::kBool;
@@ -261,54 +261,49 @@ class Reader {
     }
   }
 
-  Result<PythonJson> object(int depth) {
+  // An object or an array, at_ on its opening bracket: members or items separated by ',' up to
+  // the closing bracket.
+  Result<PythonJson> container(int depth, bool is_object) {
     PythonJson out;
-    out.kind = PythonJson::Kind::kObject;
+    out.kind = is_object ? PythonJson::Kind::kObject : PythonJson::Kind::kArray;
+    const std::string_view close = is_object ? "}" : "]";
     ++at_;
     skip_space();
-    if (take("}")) return out;
+    if (take(close)) return out;
     for (;;) {
-      if (at_ >= text_.size() || text_[at_] != '"') {
-        return fail(at_, "Expecting property name enclosed in double quotes");
-      }
-      DSV4_ASSIGN_OR_RETURN(std::string key, string());
-      skip_space();
-      if (!take(":")) return fail(at_, "Expecting ':' delimiter");
-      skip_space();
-      DSV4_ASSIGN_OR_RETURN(PythonJson v, value(depth));
-      bool repeated = false;
-      for (size_t i = 0; i < out.keys.size(); ++i) {
-        if (out.keys[i] == key) {
-          out.items[i] = std::move(v);  // a dict keeps the first place and the last value
-          repeated = true;
-          break;
-        }
-      }
-      if (!repeated) {
-        out.keys.push_back(std::move(key));
+      if (is_object) {
+        DSV4_RETURN_IF_ERROR(member(depth, out));
+      } else {
+        DSV4_ASSIGN_OR_RETURN(PythonJson v, value(depth));
         out.items.push_back(std::move(v));
       }
       skip_space();
-      if (take("}")) return out;
+      if (take(close)) return out;
       if (!take(",")) return fail(at_, "Expecting ',' delimiter");
       skip_space();
     }
   }
 
-  Result<PythonJson> array(int depth) {
-    PythonJson out;
-    out.kind = PythonJson::Kind::kArray;
-    ++at_;
-    skip_space();
-    if (take("]")) return out;
-    for (;;) {
-      DSV4_ASSIGN_OR_RETURN(PythonJson v, value(depth));
-      out.items.push_back(std::move(v));
-      skip_space();
-      if (take("]")) return out;
-      if (!take(",")) return fail(at_, "Expecting ',' delimiter");
-      skip_space();
+  // `"key": value` into `object`: a repeated key keeps its first place and takes the last value,
+  // as a dict does.
+  Status member(int depth, PythonJson& object) {
+    if (at_ >= text_.size() || text_[at_] != '"') {
+      return fail(at_, "Expecting property name enclosed in double quotes");
     }
+    DSV4_ASSIGN_OR_RETURN(std::string key, string());
+    skip_space();
+    if (!take(":")) return fail(at_, "Expecting ':' delimiter");
+    skip_space();
+    DSV4_ASSIGN_OR_RETURN(PythonJson v, value(depth));
+    for (size_t i = 0; i < object.keys.size(); ++i) {
+      if (object.keys[i] == key) {
+        object.items[i] = std::move(v);
+        return ok_status();
+      }
+    }
+    object.keys.push_back(std::move(key));
+    object.items.push_back(std::move(v));
+    return ok_status();
   }
 
   std::string_view text_;

@@ -93,6 +93,10 @@ std::optional<uint32_t> category_mask(const std::string& name) {
   return std::nullopt;
 }
 
+// \t \n \r \f \v \a \e: one control character each.
+constexpr std::pair<char, char32_t> kControlEscapes[] = {
+    {'t', U'\t'}, {'n', U'\n'}, {'r', U'\r'}, {'f', U'\f'}, {'v', U'\v'}, {'a', 0x07}, {'e', 0x1B}};
+
 struct Node {
   enum class Kind { kEmpty, kClass, kConcat, kAlternate, kRepeat, kLookahead };
   explicit Node(Kind k) : kind(k) {}
@@ -396,28 +400,13 @@ class Parser {
       return out;
     }
     ++at_;
+    for (const auto& [letter, cp] : kControlEscapes) {
+      if (e == letter) {
+        out.code_point = cp;
+        return out;
+      }
+    }
     switch (e) {
-      case 't':
-        out.code_point = U'\t';
-        break;
-      case 'n':
-        out.code_point = U'\n';
-        break;
-      case 'r':
-        out.code_point = U'\r';
-        break;
-      case 'f':
-        out.code_point = U'\f';
-        break;
-      case 'v':
-        out.code_point = U'\v';
-        break;
-      case 'a':
-        out.code_point = 0x07;
-        break;
-      case 'e':
-        out.code_point = 0x1B;
-        break;
       case 'x': {
         Result<uint32_t> cp = take('{') ? hex(1, 8, '}') : hex(1, 2, '\0');
         if (!cp.ok()) return cp.status();

@@ -75,8 +75,7 @@ TEST(PythonJsonTest, RefusesWhatPythonRefuses) {
       {R"({"a" 1})", "Expecting ':' delimiter at byte 5"},
       {"nul", "Expecting value at byte 0"},
       {"[1] x", "Extra data at byte 4"},
-      // Python reads this as a str holding a lone surrogate, which UTF-8 cannot hold.
-      {R"("\ud800")", "lone surrogate"},
+      {R"("\ud800")", "lone surrogate"},  // Python's str can hold one, UTF-8 cannot
       {"\"\xFF\"", "not UTF-8 at byte 1"},
       {std::string(1001, '[') + std::string(1001, ']'), "recursion limit"},
   };
