@@ -168,7 +168,16 @@ class Reader {
       // Past the double range: Python's float() gives ±inf, or ±0.0 below the smallest
       // subnormal. The decimal exponent of the leading digit tells which.
       const size_t e = written.find_first_of("eE");
-      const long exponent = e == std::string_view::npos ? 0 : std::atol(written.data() + e + 1);
+      long exponent = 0;
+      if (e != std::string_view::npos) {
+        const char* digits = written.data() + e + 1;
+        if (*digits == '+') ++digits;
+        const char* last = written.data() + written.size();
+        if (std::from_chars(digits, last, exponent).ec != std::errc()) {
+          exponent = *digits == '-' ? std::numeric_limits<long>::min() / 2
+                                    : std::numeric_limits<long>::max() / 2;
+        }
+      }
       const long lead = static_cast<long>(int_end - int_begin) - 1;
       const bool huge = text_[int_begin] != '0' ? exponent + lead > 0 : exponent > 0;
       v = huge ? std::numeric_limits<double>::infinity() : 0.0;

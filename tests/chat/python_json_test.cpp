@@ -49,6 +49,8 @@ TEST(PythonJsonTest, ReadsNumbersAsPythonDoes) {
             "[1.7976931348623157e+308, Infinity, 5e-324, 0.0, 1.23, 1e-06]");
   EXPECT_EQ(dumps("[100000000000000000000.0, 1.5e-5, 12345678901234567890.0]"),
             "[1e+20, 1.5e-05, 1.2345678901234567e+19]");
+  EXPECT_EQ(dumps("[1e99999999999999999999, -1e-99999999999999999999, 0.0001e+400, 1e-400]"),
+            "[Infinity, -0.0, Infinity, 0.0]");
   // 4300 digits is Python's int_max_str_digits: one more is a ValueError.
   EXPECT_EQ(dumps(std::string(4300, '7')), std::string(4300, '7'));
   EXPECT_FALSE(python_json_loads(std::string(4301, '7'), "t").ok());
