@@ -189,6 +189,38 @@ ENCODE_CASES = [
     ], [], True, None),
 ]
 
+# Conversations whose JSON only Python's json module reads and writes this way: tool-call
+# arguments (JSON text, as in a request) read by the encoder's json.loads, and tool schemas
+# given as JSON text (as a request's body holds them) that a server reads with json.loads
+# before the encoder writes them with json.dumps. Integers past 64 bits, numbers past the double
+# range, NaN and Infinity, repeated keys, a UTF-8 BOM and text json.loads refuses.
+BIG_NUMBERS = ('{"big": 123456789012345678901234567890, "neg": -98765432109876543210987654321, '
+               '"inf": 1e400, "ninf": -1e400, "tiny": -1e-400, "nan": NaN, "inf2": Infinity, '
+               '"f": [1e16, 1e15, 0.1, 2.50, 1E2, -0, 5e-324, 1.7976931348623159e308], "dup": 1, '
+               '"s": "x", "dup": {"deep": [true, null, -Infinity]}}')
+SCHEMA_TEXT = ('{"name": "f", "description": "d", "parameters": {"type": "object", "properties": '
+               '{"n": {"type": "integer", "maximum": 123456789012345678901234567890, '
+               '"minimum": -1e400, "multipleOf": 1e-400, "default": 1.0E+2}}}, "x": "a", '
+               '"x": "b"}')
+
+
+def json_case(name, arguments, tool_texts=()):
+    return (name, [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": "", "tool_calls": [call("c1", "f", arguments)]},
+        {"role": "tool", "tool_call_id": "c1", "content": "done"},
+    ], list(tool_texts), False, None)
+
+
+ENCODE_JSON_CASES = [
+    json_case("python_json_numbers_in_arguments", BIG_NUMBERS),
+    json_case("python_json_bom_in_arguments", "\ufeff{\"a\": 1}"),
+    json_case("python_json_trailing_comma_in_arguments", '{"a": 1,}'),
+    json_case("python_json_leading_zero_in_arguments", '{"a": 01}'),
+    json_case("python_json_int_past_4300_digits", '{"n": ' + "9" * 4301 + "}"),
+    json_case("python_json_numbers_in_tool_schema", '{"k": 1e400}', [SCHEMA_TEXT]),
+]
+
 # Complete replies (ending with the end-of-sentence token) as the official parser reads them.
 EOS = "<｜end▁of▁sentence｜>"
 DSML = "｜DSML｜"
@@ -216,6 +248,20 @@ PARSE_CASES = [
         invoke("search", [("query", "true", 'say "hi"\nnow'), ("num_results", "false", "3"),
                           ("filters", "false", '{"lang": "en", "safe": true}')])) + EOS, True),
     ("tool_call_without_parameters", block(invoke("ping", [])) + EOS, False),
+    # What the official parser's regexes also accept: any character Python's re counts as \s
+    # before name= (here U+3000, and U+001C, an information separator), and a parameter value
+    # whose closing "<" is followed by a newline (its `$` matches before a final newline).
+    ("invoke_after_unicode_space", block(invoke("get_weather", [("location", "true", "Oslo")])
+                                         .replace("invoke name=", "invoke\u3000name=")) + EOS,
+     False),
+    ("invoke_after_information_separator",
+     block(invoke("ping", [])).replace("invoke name=", "invoke\x1c \u2028name=") + EOS, False),
+    ("parameter_value_before_lt_newline", block(
+        f'<{DSML}invoke name="f">\n<{DSML}parameter name="a" string="true">x<\n/{DSML}parameter>'
+        f'\n<{DSML}parameter name="b" string="false">[1, 2]<\n/{DSML}parameter>\n</{DSML}invoke>')
+     + EOS, False),
+    ("parameter_value_holding_lt_newline",
+     block(invoke("f", [("a", "true", "a<\nb <\n c")])) + EOS, False),
 ]
 
 
@@ -234,12 +280,24 @@ def main():
                                  reasoning_effort=effort)
         encode.append({"name": name, "messages": messages, "tools": tools, "thinking": thinking,
                        "reasoning_effort": effort, "prompt": prompt})
+    encode_json = []
+    for name, messages, tool_texts, thinking, effort in ENCODE_JSON_CASES:
+        official = copy.deepcopy(messages)
+        if tool_texts:
+            official.insert(0, {"role": "system", "content": "", "tools": [
+                {"type": "function", "function": json.loads(t)} for t in tool_texts]})
+        prompt = encode_messages(official, thinking_mode="thinking" if thinking else "chat",
+                                 reasoning_effort=effort)
+        encode_json.append({"name": name, "messages": messages, "tools": [],
+                            "tool_texts": tool_texts, "thinking": thinking,
+                            "reasoning_effort": effort, "prompt": prompt})
     parse = []
     for name, text, thinking in PARSE_CASES:
         reply = parse_message_from_completion_text(text, "thinking" if thinking else "chat")
         parse.append({"name": name, "text": text, "thinking": thinking, "reply": reply})
     with open("tests/chat/golden/chat_cases.json", "w", encoding="utf-8") as f:
-        json.dump({"encode": encode, "parse": parse}, f, ensure_ascii=False, indent=1)
+        json.dump({"encode": encode, "encode_json": encode_json, "parse": parse}, f,
+                  ensure_ascii=False, indent=1)
         f.write("\n")
 
 

@@ -17,7 +17,6 @@
 #include "chat/python_json.h"
 #include "chat/special_tokens.h"
 #include "dsv4/chat.h"
-#include "format/json.h"
 
 namespace dsv4 {
 namespace {
@@ -138,11 +137,11 @@ void order_tool_results(std::vector<Turn>& turns) {
 Result<std::string> render_tools(const std::vector<std::string>& tools) {
   std::string out = std::string(kToolsHead);
   for (size_t i = 0; i < tools.size(); ++i) {
-    Result<format::OrderedJson> schema =
-        format::parse_ordered_json(tools[i], "tools[" + std::to_string(i) + "]");
+    Result<chat::PythonJson> schema =
+        chat::python_json_loads(tools[i], "tools[" + std::to_string(i) + "]");
     if (!schema.ok()) return schema.status();
     if (i) out += "\n";
-    out += chat::python_json(*schema);
+    out += chat::python_json_dumps(*schema);
   }
   return out + std::string(kToolsTail);
 }
@@ -181,8 +180,10 @@ Status check_forced_tool(const Conversation& c) {
   if (c.tools.empty()) return invalid_argument("a forced tool call needs tools");
   if (c.forced_tool->empty()) return ok_status();
   for (const std::string& tool : c.tools) {
-    Result<format::OrderedJson> function = format::parse_ordered_json(tool, "a tool");
-    if (function.ok() && function->is_object() && function->value("name", "") == *c.forced_tool) {
+    Result<chat::PythonJson> function = chat::python_json_loads(tool, "a tool");
+    const chat::PythonJson* name = function.ok() ? function->member("name") : nullptr;
+    if (name != nullptr && name->kind == chat::PythonJson::Kind::kString &&
+        name->text == *c.forced_tool) {
       return ok_status();
     }
   }

@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "chat/python_json.h"
-#include "format/json.h"
+#include "tokenizer/utf8.h"
 
 namespace dsv4::chat {
 namespace {
@@ -26,21 +26,19 @@ std::string parameter(const std::string& name, bool is_string, const std::string
 }
 
 Result<std::string> render_arguments(const ToolCall& call) {
-  Result<format::OrderedJson> parsed = format::parse_ordered_json(call.arguments, "arguments");
-  // Text that is not JSON is passed whole, as DeepSeek's encoder does. (Its json.loads also
-  // takes a repeated key, NaN and nesting past 64 levels, which parse_json refuses; such
-  // arguments are passed whole here.)
+  Result<PythonJson> parsed = python_json_loads(call.arguments, "arguments");
+  // Text that json.loads refuses is passed whole, as DeepSeek's encoder does.
   if (!parsed.ok()) return parameter("arguments", true, call.arguments);
-  if (!parsed->is_object()) {
+  if (parsed->kind != PythonJson::Kind::kObject) {
     return invalid_argument("tool call \"" + call.name +
                             "\": arguments must be a JSON object, got " + call.arguments);
   }
   std::string out;
-  for (const auto& item : parsed->items()) {
+  for (size_t i = 0; i < parsed->keys.size(); ++i) {
+    const PythonJson& value = parsed->items[i];
     if (!out.empty()) out += "\n";
-    const bool is_string = item.value().is_string();
-    out += parameter(item.key(), is_string,
-                     is_string ? item.value().get<std::string>() : python_json(item.value()));
+    const bool is_string = value.kind == PythonJson::Kind::kString;
+    out += parameter(parsed->keys[i], is_string, is_string ? value.text : python_json_dumps(value));
   }
   return out;
 }
@@ -76,14 +74,31 @@ Result<std::string_view> next_tag(std::string_view text, size_t& from,
   return found.stop;
 }
 
-// ` name="NAME">\n` (leading whitespace allowed) -> NAME. A call without parameters is written
-// with an empty line before </｜DSML｜invoke>; DeepSeek's parser takes that extra newline (its
-// regex's `$` matches before a final newline), and so does this.
+// Whether the character at s[i] is white space to Python's re (\s on str: str.isspace()), which
+// DeepSeek's parser allows before an invoke's name: ASCII's, the separators U+001C-001F, and
+// Unicode's White_Space but for U+180E. Its length in bytes, 0 if it is not.
+size_t python_space_at(std::string_view s, size_t i) {
+  const size_t n = tokenizer::utf8_length(s, i);
+  const uint32_t cp = tokenizer::decode_utf8(s, i, n);
+  const bool space = (cp >= 0x09 && cp <= 0x0D) || (cp >= 0x1C && cp <= 0x20) || cp == 0x85 ||
+                     cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 ||
+                     cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
+  return space ? n : 0;
+}
+
+// ` name="NAME">\n` (leading white space allowed) -> NAME, as DeepSeek's parser reads it with
+// ^\s*name="(.*?)">\n$: its `$` also matches before a final newline, so a call without
+// parameters, written with an empty line before </｜DSML｜invoke>, reads the same.
 Result<std::string> invoke_name(std::string_view head, size_t at) {
   if (head.size() >= 4 && head.substr(head.size() - 4) == "\">\n\n") head.remove_suffix(1);
-  const size_t begin = head.find_first_not_of(" \t\n\r\f\v");
+  size_t begin = 0;
+  while (begin < head.size()) {
+    const size_t n = python_space_at(head, begin);
+    if (n == 0) break;
+    begin += n;
+  }
   constexpr std::string_view kOpen = "name=\"", kClose = "\">\n";
-  if (begin == std::string_view::npos || head.substr(begin, kOpen.size()) != kOpen ||
+  if (head.substr(begin, kOpen.size()) != kOpen ||
       head.size() < begin + kOpen.size() + kClose.size() ||
       head.substr(head.size() - kClose.size()) != kClose) {
     return malformed(at, "name=\"...\">\\n after <｜DSML｜invoke");
@@ -98,9 +113,13 @@ struct Parameter {
   std::string value;
 };
 
-// ` name="KEY" string="true|false">VALUE<` -> its parts; KEY ends at the first `" string=`.
+// ` name="KEY" string="true|false">VALUE<` -> its parts, as DeepSeek's parser reads them with
+// ^ name="(.*?)" string="(true|false)">(.*?)<$: KEY ends at the first `" string=`, and VALUE
+// before the final "<", or before a "<" and a newline that end the text (its `$` matches before a
+// final newline too).
 Result<Parameter> parameter_parts(std::string_view body, size_t at) {
   constexpr std::string_view kOpen = " name=\"";
+  if (body.ends_with("<\n")) body.remove_suffix(1);
   if (body.substr(0, kOpen.size()) != kOpen || body.size() < kOpen.size() + 1 ||
       body.back() != '<') {
     return malformed(at, "name=\"...\" string=\"true|false\">...< in a parameter");

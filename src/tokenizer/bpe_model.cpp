@@ -83,7 +83,7 @@ Result<BpeModel> BpeModel::from_json(const Json& model) {
       ids.push_back(*id);
     }
     // A pair listed twice takes its later rank, as tokenizers' map of merges does.
-    bpe.merges_[pair_key(ids[0], ids[1])] = Merge{static_cast<int>(i), ids[2]};
+    bpe.merges_.insert(pair_key(ids[0], ids[1]), Merge{static_cast<int>(i), ids[2]});
   }
   if (model.contains("unk_token") && !model["unk_token"].is_null()) {
     const auto unk = model["unk_token"].is_string()
@@ -92,14 +92,54 @@ Result<BpeModel> BpeModel::from_json(const Json& model) {
     if (!unk) return invalid_argument("model.unk_token is not in the vocabulary");
     bpe.unk_id_ = *unk;
   }
+  bpe.char_id_.assign(0x800, -1);
+  for (const auto& [token, id] : bpe.id_of_token_) {
+    if (token.empty() || utf8_length(token, 0) != token.size()) continue;
+    const uint32_t cp = decode_utf8(token, 0, token.size());
+    if (cp < bpe.char_id_.size()) bpe.char_id_[cp] = id;
+  }
   bpe.fuse_unk_ = model.value("fuse_unk", false);
   bpe.ignore_merges_ = model.value("ignore_merges", false);
   return bpe;
 }
 
+size_t BpeModel::MergeTable::slot(uint64_t key) const {
+  // Fibonacci hashing: the key's bits spread over the index by one multiplication.
+  const size_t mask = keys_.size() - 1;
+  size_t i = static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> 32) & mask;
+  while (keys_[i] != kEmpty && keys_[i] != key) i = (i + 1) & mask;
+  return i;
+}
+
+void BpeModel::MergeTable::grow() {
+  std::vector<uint64_t> keys = std::move(keys_);
+  std::vector<Merge> merges = std::move(merges_);
+  keys_.assign(keys.empty() ? 1024 : keys.size() * 2, kEmpty);
+  merges_.assign(keys_.size(), Merge{});
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (keys[i] == kEmpty) continue;
+    const size_t j = slot(keys[i]);
+    keys_[j] = keys[i];
+    merges_[j] = merges[i];
+  }
+}
+
+void BpeModel::MergeTable::insert(uint64_t key, Merge merge) {
+  if (2 * (size_ + 1) > keys_.size()) grow();
+  const size_t i = slot(key);
+  if (keys_[i] == kEmpty) ++size_;
+  keys_[i] = key;
+  merges_[i] = merge;
+}
+
+const BpeModel::Merge* BpeModel::MergeTable::find(uint64_t key) const {
+  if (keys_.empty()) return nullptr;
+  const size_t i = slot(key);
+  return keys_[i] == key ? &merges_[i] : nullptr;
+}
+
 const BpeModel::Merge* BpeModel::merge_of(int64_t left, int64_t right) const {
-  const auto it = merges_.find(pair_key(left, right));
-  return it == merges_.end() ? nullptr : &it->second;
+  return merges_.find(pair_key(left, right));
 }
 
 Status BpeModel::initial_symbols(std::string_view piece, std::vector<int64_t>& symbols) const {
@@ -108,6 +148,14 @@ Status BpeModel::initial_symbols(std::string_view piece, std::vector<int64_t>& s
     const size_t n = utf8_length(piece, i);
     const std::string_view character = piece.substr(i, n);
     i += n;
+    // (A stray byte, which utf8_length reads as a character of length 1, is not looked up here.)
+    const uint32_t cp = decode_utf8(character, 0, n);
+    const bool whole = n > 1 || cp < 0x80;
+    if (whole && cp < char_id_.size() && char_id_[cp] >= 0) {
+      symbols.push_back(char_id_[cp]);
+      in_unknown_run = false;
+      continue;
+    }
     if (const auto id = id_of(character)) {
       symbols.push_back(*id);
       in_unknown_run = false;
@@ -187,7 +235,7 @@ const std::string* BpeModel::token_of(int64_t id) const {
 }
 
 std::optional<int64_t> BpeModel::id_of(std::string_view token) const {
-  const auto it = id_of_token_.find(std::string(token));
+  const auto it = id_of_token_.find(token);
   if (it == id_of_token_.end()) return std::nullopt;
   return it->second;
 }

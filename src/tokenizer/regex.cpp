@@ -1,127 +1,131 @@
-#define PCRE2_CODE_UNIT_WIDTH 8
 #include "tokenizer/regex.h"
-
-#include <pcre2.h>
 
 #include <optional>
 
+#include "tokenizer/regex_program.h"
 #include "tokenizer/utf8.h"
 
 namespace dsv4::tokenizer {
-
-struct Regex::Code {
-  pcre2_code* code = nullptr;
-  ~Code() { pcre2_code_free(code); }
-};
-
 namespace {
 
-std::string pcre2_message(int error) {
-  PCRE2_UCHAR buffer[256];
-  pcre2_get_error_message(error, buffer, sizeof(buffer));
-  return reinterpret_cast<const char*>(buffer);
+// The code point at text[i] (valid UTF-8, i < size) and its length in bytes.
+inline std::pair<char32_t, size_t> decode_at(std::string_view text, size_t i) {
+  const auto lead = static_cast<unsigned char>(text[i]);
+  if (lead < 0x80) return {lead, 1};
+  const size_t n = lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
+  return {decode_utf8(text, i, n), n};
 }
 
-// Oniguruma's \s in a UTF-8 regex: Unicode's White_Space property, as members of a class.
-constexpr const char* kWhiteSpace =
-    R"(\t-\r \x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000})";
+// One search's state: the backtracking stack, shared by the lookaheads' nested runs, and the
+// steps left before the search gives up.
+class Matcher {
+ public:
+  Matcher(const RegexProgram& program, std::string_view text)
+      : program_(program),
+        text_(text),
+        table_(unicode::PropertyTable::get()),
+        steps_left_(Regex::kMaxStepsPerByte * (text.size() + 1)) {}
 
-// `pattern` with \s and \S written out as Oniguruma reads them (see regex.h); the shorthands
-// the two engines disagree on otherwise are refused.
-Result<std::string> to_pcre2(const std::string& pattern) {
-  std::string out;
-  bool in_class = false;
-  for (size_t i = 0; i < pattern.size(); ++i) {
-    const char c = pattern[i];
-    if (c != '\\' || i + 1 == pattern.size()) {
-      // An unescaped ']' closes a class unless it is the class's first member.
-      if (c == '[' && !in_class) {
-        in_class = true;
-        out += c;
-        if (i + 1 < pattern.size() && pattern[i + 1] == '^') out += pattern[++i];
-        if (i + 1 < pattern.size() && pattern[i + 1] == ']') out += pattern[++i];
-        continue;
+  // The end of the first match (in Oniguruma's order of preference) of the program from `pc`
+  // anchored at `pos`; nullopt if none. Errors when out of steps.
+  Result<std::optional<size_t>> run(uint32_t pc, size_t pos) {
+    const size_t base = stack_.size();
+    stack_.push_back({pc, pos});
+    while (stack_.size() > base) {
+      std::tie(pc, pos) = stack_.back();
+      stack_.pop_back();
+      for (bool alive = true; alive;) {
+        if (steps_left_-- == 0) {
+          stack_.resize(base);
+          return resource_exhausted("pattern \"" + program_.pattern + "\" backtracks more than " +
+                                    std::to_string(Regex::kMaxStepsPerByte) +
+                                    " steps a byte on this text");
+        }
+        const Instruction& in = program_.code[pc];
+        switch (in.op) {
+          case Instruction::Op::kClass: {
+            alive = false;
+            if (pos < text_.size()) {
+              const auto [cp, n] = decode_at(text_, pos);
+              if (program_.classes[in.x].contains(cp, table_)) {
+                alive = true;
+                pos += n;
+                ++pc;
+              }
+            }
+            break;
+          }
+          case Instruction::Op::kSplit:
+            stack_.push_back({in.y, pos});
+            pc = in.x;
+            break;
+          case Instruction::Op::kJump:
+            pc = in.x;
+            break;
+          case Instruction::Op::kLookahead: {
+            DSV4_ASSIGN_OR_RETURN(std::optional<size_t> sub, run(pc + 1, pos));
+            alive = sub.has_value() != in.negate;
+            pc = in.x;
+            break;
+          }
+          case Instruction::Op::kMatch:
+            stack_.resize(base);
+            return std::optional<size_t>(pos);
+        }
       }
-      if (c == ']' && in_class) in_class = false;
-      out += c;
-      continue;
     }
-    const char e = pattern[++i];
-    switch (e) {
-      case 's':
-        out += in_class ? std::string(kWhiteSpace) : "[" + std::string(kWhiteSpace) + "]";
-        break;
-      case 'S':
-        if (in_class) return unimplemented("\\S inside a character class is not supported");
-        out += "[^" + std::string(kWhiteSpace) + "]";
-        break;
-      case 'w':
-      case 'W':
-      case 'b':
-      case 'B':
-      case 'h':
-      case 'H':
-      case 'Q':
-        return unimplemented(std::string("\\") + e +
-                             " is not supported (Oniguruma and PCRE2 read it differently)");
-      default:
-        out += '\\';
-        out += e;
-    }
+    return std::optional<size_t>();
   }
-  return out;
-}
+
+  // Whether a match can begin at `pos` (false only where the program's first classes rule it
+  // out).
+  bool may_start(size_t pos) const {
+    if (program_.first_classes.empty()) return true;
+    if (pos >= text_.size()) return false;
+    const auto [cp, n] = decode_at(text_, pos);
+    for (uint32_t c : program_.first_classes) {
+      if (program_.classes[c].contains(cp, table_)) return true;
+    }
+    return false;
+  }
+
+ private:
+  const RegexProgram& program_;
+  std::string_view text_;
+  const unicode::PropertyTable& table_;
+  size_t steps_left_;
+  std::vector<std::pair<uint32_t, size_t>> stack_;  // (pc, position) to resume at
+};
 
 }  // namespace
 
 Result<Regex> Regex::compile(const std::string& pattern, bool literal) {
-  std::string source = pattern;
-  if (!literal) {
-    Result<std::string> translated = to_pcre2(pattern);
-    if (!translated.ok()) return translated.status().with_context("pattern \"" + pattern + "\"");
-    source = *std::move(translated);
-  }
-  int error = 0;
-  PCRE2_SIZE offset = 0;
-  const uint32_t options = PCRE2_UTF | PCRE2_UCP | (literal ? PCRE2_LITERAL : 0);
-  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(source.data()), source.size(),
-                                   options, &error, &offset, nullptr);
-  if (code == nullptr) {
-    return invalid_argument("pattern \"" + pattern + "\" does not compile at offset " +
-                            std::to_string(offset) + ": " + pcre2_message(error));
-  }
-  auto owned = std::make_shared<Code>();
-  owned->code = code;
+  DSV4_ASSIGN_OR_RETURN(RegexProgram program, compile_regex(pattern, literal));
   Regex regex;
-  regex.code_ = std::move(owned);
+  regex.program_ = std::make_shared<const RegexProgram>(std::move(program));
   return regex;
 }
 
 Result<std::vector<std::pair<size_t, size_t>>> Regex::find_all(std::string_view text) const {
-  std::unique_ptr<pcre2_match_data, decltype(&pcre2_match_data_free)> match(
-      pcre2_match_data_create_from_pattern(code_->code, nullptr), &pcre2_match_data_free);
+  if (const size_t bad = first_invalid_utf8(text); bad != text.size()) {
+    return invalid_argument("regex match failed: the text is not valid UTF-8 at byte " +
+                            std::to_string(bad));
+  }
+  Matcher matcher(*program_, text);
   std::vector<std::pair<size_t, size_t>> found;
-  const auto subject = reinterpret_cast<PCRE2_SPTR>(text.data());
-  size_t search_from = 0;
   std::optional<size_t> last_match_end;
-  // The UTF check runs once, on the first search; later searches start at character boundaries
-  // of text already checked.
-  uint32_t options = 0;
-  while (search_from <= text.size()) {
-    const int rc =
-        pcre2_match(code_->code, subject, text.size(), search_from, options, match.get(), nullptr);
-    options = PCRE2_NO_UTF_CHECK;
-    if (rc == PCRE2_ERROR_NOMATCH) break;
-    if (rc < 0) return invalid_argument("regex match failed: " + pcre2_message(rc));
-    const PCRE2_SIZE* span = pcre2_get_ovector_pointer(match.get());
-    const size_t begin = span[0], end = span[1];
-    if (begin == end && last_match_end == end) {
-      search_from += search_from < text.size() ? utf8_length(text, search_from) : 1;
+  for (size_t start = 0; start <= text.size();) {
+    std::optional<size_t> end;
+    if (matcher.may_start(start)) {
+      DSV4_ASSIGN_OR_RETURN(end, matcher.run(0, start));
+    }
+    if (!end || (*end == start && last_match_end == start)) {
+      start += start < text.size() ? utf8_length(text, start) : 1;
       continue;
     }
-    found.emplace_back(begin, end);
-    search_from = end;
-    last_match_end = end;
+    found.emplace_back(start, *end);
+    last_match_end = *end;
+    start = *end;
   }
   return found;
 }

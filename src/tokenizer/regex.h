@@ -1,12 +1,9 @@
-// A compiled PCRE2 pattern in UTF mode with Unicode properties (\p{L}, \p{N}, ...), standing in
-// for the Oniguruma regexes Hugging Face tokenizers compiles tokenizer.json's Split patterns
-// with. The two engines read these patterns alike (classes, properties, lookahead, leftmost
-// alternation) except for the shorthand classes, whose Unicode members differ:
-//   \s  Oniguruma: White_Space (U+0009-000D, 0020, 0085, 00A0, 1680, 2000-200A, 2028, 2029,
-//       202F, 205F, 3000). PCRE2 also counts U+180E (through \h). We write \s and \S out as
-//       that list, so the pattern means what it means to Oniguruma.
-//   \w \W \b \B \h \H  differ more (Oniguruma's \h is a hex digit) and are refused by name; no
-//       tokenizer we target uses them.
+// The regexes of tokenizer.json's Split pre-tokenizers, matched as Hugging Face tokenizers'
+// Oniguruma matches them: a backtracking matcher of our own (regex_compiler.cpp says which
+// syntax it reads, and refuses the rest by name) whose Unicode classes (\p{L}, \p{N}, \s, ...)
+// come from the Unicode 16.0 tables of unicode.h, the version tokenizers 0.23's Oniguruma has.
+// A system regex library would bring its own, older tables (Debian's PCRE2 10.42 has 14.0), and
+// split every character assigned since differently.
 #pragma once
 
 #include <memory>
@@ -19,6 +16,8 @@
 
 namespace dsv4::tokenizer {
 
+struct RegexProgram;
+
 class Regex {
  public:
   // `literal`: the pattern is a plain string, not a regular expression.
@@ -26,12 +25,14 @@ class Regex {
   // The matches of `text`, left to right, as [begin, end) byte offsets, the way the onig crate's
   // find_iter yields them: after a match the search resumes at its end; an empty match is kept
   // unless it ends where the previous match ended, in which case the search steps one character
-  // on. Text that is not valid UTF-8 is an error.
+  // on. Text that is not valid UTF-8 is an error, and so is a pattern that backtracks more
+  // than kMaxStepsPerByte steps a byte of text (as Oniguruma's retry limit stops it).
   Result<std::vector<std::pair<size_t, size_t>>> find_all(std::string_view text) const;
 
+  static constexpr size_t kMaxStepsPerByte = 1000;
+
  private:
-  struct Code;
-  std::shared_ptr<const Code> code_;  // immutable once compiled; copies share it
+  std::shared_ptr<const RegexProgram> program_;  // immutable once compiled; copies share it
 };
 
 }  // namespace dsv4::tokenizer

@@ -1,5 +1,7 @@
 #include "tokenizer/utf8.h"
 
+#include <utility>
+
 namespace dsv4::tokenizer {
 
 size_t utf8_length(std::string_view text, size_t i) {
@@ -72,34 +74,46 @@ Lead lead_of(unsigned char b) {
   return {0, 0, 0};
 }
 
+// The bytes of the character at bytes[i] (i < size) and whether they are well formed; an
+// ill-formed run is the maximal ill-formed subpart Unicode counts as one replacement.
+std::pair<size_t, bool> scan_character(std::string_view bytes, size_t i) {
+  const auto lead = static_cast<unsigned char>(bytes[i]);
+  if (lead < 0x80) return {1, true};
+  const Lead need = lead_of(lead);
+  size_t good = 1;  // bytes of the well-formed prefix, the lead included
+  while (good < need.length && i + good < bytes.size()) {
+    const auto b = static_cast<unsigned char>(bytes[i + good]);
+    const bool fits = good == 1 ? (b >= need.low && b <= need.high) : (b >= 0x80 && b <= 0xBF);
+    if (!fits) break;
+    ++good;
+  }
+  return {good, good == need.length};
+}
+
 }  // namespace
 
 std::string to_valid_utf8(std::string_view bytes) {
   std::string out;
   out.reserve(bytes.size());
   for (size_t i = 0; i < bytes.size();) {
-    const auto lead = static_cast<unsigned char>(bytes[i]);
-    if (lead < 0x80) {
-      out += static_cast<char>(lead);
-      ++i;
-      continue;
-    }
-    const Lead need = lead_of(lead);
-    size_t good = 1;  // bytes of the well-formed prefix, the lead included
-    while (good < need.length && i + good < bytes.size()) {
-      const auto b = static_cast<unsigned char>(bytes[i + good]);
-      const bool fits = good == 1 ? (b >= need.low && b <= need.high) : (b >= 0x80 && b <= 0xBF);
-      if (!fits) break;
-      ++good;
-    }
-    if (good == need.length) {
-      out.append(bytes.substr(i, good));
+    const auto [n, well_formed] = scan_character(bytes, i);
+    if (well_formed) {
+      out.append(bytes.substr(i, n));
     } else {
       out += "\xEF\xBF\xBD";  // one U+FFFD for the maximal ill-formed subpart
     }
-    i += good;
+    i += n;
   }
   return out;
+}
+
+size_t first_invalid_utf8(std::string_view bytes) {
+  for (size_t i = 0; i < bytes.size();) {
+    const auto [n, well_formed] = scan_character(bytes, i);
+    if (!well_formed) return i;
+    i += n;
+  }
+  return bytes.size();
 }
 
 }  // namespace dsv4::tokenizer

@@ -20,5 +20,8 @@ uint32_t decode_utf8(std::string_view text, size_t i, size_t n);
 // `bytes` as valid UTF-8, each maximal ill-formed subpart replaced by U+FFFD (Unicode's
 // recommended practice, which Rust's String::from_utf8_lossy and Python's "replace" follow).
 std::string to_valid_utf8(std::string_view bytes);
+// The offset of the first byte of `bytes` that is not part of a well-formed character, or
+// bytes.size() when all of it is valid UTF-8.
+size_t first_invalid_utf8(std::string_view bytes);
 
 }  // namespace dsv4::tokenizer

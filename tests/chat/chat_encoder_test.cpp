@@ -13,11 +13,14 @@ namespace {
 TEST(ChatEncoderTest, MatchesDeepSeeksEncoderOnEveryGoldenCase) {
   const format::OrderedJson golden = testing::chat_golden();
   ASSERT_GE(golden["encode"].size(), 28u);
-  for (const auto& c : golden["encode"]) {
-    SCOPED_TRACE(c["name"].get<std::string>());
-    Result<std::string> prompt = encode_chat(testing::golden_conversation(c));
-    ASSERT_TRUE(prompt.ok()) << prompt.status().to_string();
-    EXPECT_EQ(*prompt, c["prompt"].get<std::string>());
+  ASSERT_GE(golden["encode_json"].size(), 6u);
+  for (const char* section : {"encode", "encode_json"}) {
+    for (const auto& c : golden[section]) {
+      SCOPED_TRACE(c["name"].get<std::string>());
+      Result<std::string> prompt = encode_chat(testing::golden_conversation(c));
+      ASSERT_TRUE(prompt.ok()) << prompt.status().to_string();
+      EXPECT_EQ(*prompt, c["prompt"].get<std::string>());
+    }
   }
 }
 
@@ -37,7 +40,9 @@ TEST(ChatEncoderTest, RefusesToolSchemasAndArgumentsThatAreNotJsonObjects) {
   chat.tools = {"{\"name\": \"f\""};
   Result<std::string> bad_schema = encode_chat(chat);
   ASSERT_FALSE(bad_schema.ok());
-  EXPECT_NE(bad_schema.status().message().find("tools[0]: invalid JSON"), std::string::npos)
+  EXPECT_NE(bad_schema.status().message().find(
+                "tools[0]: not JSON as Python reads it: Expecting ',' delimiter at byte 12"),
+            std::string::npos)
       << bad_schema.status().to_string();
 
   chat.tools.clear();

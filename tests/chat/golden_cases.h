@@ -47,6 +47,10 @@ inline Conversation golden_conversation(const format::OrderedJson& c) {
     out.messages.push_back(message);
   }
   for (const auto& tool : c["tools"]) out.tools.push_back(tool["function"].dump());
+  // "encode_json" cases give the tools as JSON text, whose numbers nlohmann would not keep.
+  if (c.contains("tool_texts")) {
+    for (const auto& text : c["tool_texts"]) out.tools.push_back(text.get<std::string>());
+  }
   out.thinking = c["thinking"].get<bool>() ? ThinkingMode::kThinking : ThinkingMode::kChat;
   out.effort = c["reasoning_effort"] == "max" ? ReasoningEffort::kMax : ReasoningEffort::kHigh;
   return out;

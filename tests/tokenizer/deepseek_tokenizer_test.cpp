@@ -1,19 +1,13 @@
 // dsv4::Tokenizer on DeepSeek's own tokenizer.json (DeepSeek-V3's; V3.x and V4 share its
 // vocabulary, merges and pre-tokenizer), which is not committed: DSV4_DEEPSEEK_TOKENIZER names it,
-// and the tests skip without it. The reference ids come from Hugging Face tokenizers
-// (scripts/tokenizer_reference.py over fixtures/corpus.jsonl, written to
-// fixtures/deepseek_reference.jsonl); that comparison skips while the file is absent.
+// and the tests skip without it. Its ids against Hugging Face tokenizers':
+// reference_tokenizers_test.cpp.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-#include <fstream>
-#include <memory>
 #include <string>
 #include <vector>
 
-#include "dsv4/tokenizer.h"
-#include "format/json.h"
-#include "testing/source_dir.h"
+#include "reference_tokenizer.h"
 
 namespace dsv4 {
 namespace {
@@ -23,17 +17,7 @@ using Ids = std::vector<int64_t>;
 
 constexpr const char* kEnv = "DSV4_DEEPSEEK_TOKENIZER";
 
-// The tokenizer, loaded once for all tests (it takes about a second); null without the file.
-const Tokenizer* deepseek() {
-  static const std::unique_ptr<const Result<Tokenizer>> loaded = []() {
-    const char* path = std::getenv(kEnv);
-    if (path == nullptr || *path == '\0') return std::unique_ptr<const Result<Tokenizer>>();
-    return std::make_unique<const Result<Tokenizer>>(Tokenizer::load(path));
-  }();
-  if (loaded == nullptr) return nullptr;
-  EXPECT_TRUE(loaded->ok()) << loaded->status().to_string();
-  return loaded->ok() ? &loaded->value() : nullptr;
-}
+const Tokenizer* deepseek() { return testing::reference_tokenizer(kEnv); }
 
 #define DSV4_NEED_DEEPSEEK(tok)                                                  \
   const Tokenizer* tok = deepseek();                                             \
@@ -42,15 +26,6 @@ const Tokenizer* deepseek() {
                  << " does not name DeepSeek's tokenizer.json (e.g. a V3 or V4 " \
                     "checkpoint's), so it is not checked";                       \
   }
-
-std::vector<Json> read_lines(const std::string& relative) {
-  std::vector<Json> lines;
-  std::ifstream in(testing::source_path(relative));
-  for (std::string line; std::getline(in, line);) {
-    if (!line.empty()) lines.push_back(Json::parse(line));
-  }
-  return lines;
-}
 
 Ids encode(const Tokenizer& tok, const std::string& text, bool add_special_tokens = false) {
   Result<Ids> ids = tok.encode(text, add_special_tokens);
@@ -92,36 +67,11 @@ TEST(DeepseekTokenizerTest, EncodesAPromptAsGenerateWrites) {
 
 TEST(DeepseekTokenizerTest, EveryCorpusTextDecodesToItself) {
   DSV4_NEED_DEEPSEEK(tok);
-  for (const Json& line : read_lines("tests/tokenizer/fixtures/corpus.jsonl")) {
+  for (const Json& line : testing::read_json_lines("tests/tokenizer/fixtures/corpus.jsonl")) {
     const std::string text = line.get<std::string>();
     const Result<std::string> back = tok->decode(encode(*tok, text));
     ASSERT_TRUE(back.ok()) << back.status().to_string();
     EXPECT_EQ(*back, text);
-  }
-}
-
-TEST(DeepseekTokenizerTest, MatchesHuggingFaceTokenizers) {
-  DSV4_NEED_DEEPSEEK(tok);
-  const std::vector<Json> reference =
-      read_lines("tests/tokenizer/fixtures/deepseek_reference.jsonl");
-  if (reference.empty()) {
-    GTEST_SKIP() << "tests/tokenizer/fixtures/deepseek_reference.jsonl is absent: write it with "
-                    "scripts/tokenizer_reference.py (needs Python's tokenizers)";
-  }
-  const std::vector<Json> corpus = read_lines("tests/tokenizer/fixtures/corpus.jsonl");
-  ASSERT_TRUE(reference[0].contains("meta"));
-  ASSERT_EQ(reference.size(), corpus.size() + 1) << "the reference is of another corpus";
-  for (size_t i = 0; i < corpus.size(); ++i) {
-    const Json& ref = reference[i + 1];
-    const std::string text = ref["text"].get<std::string>();
-    ASSERT_EQ(text, corpus[i].get<std::string>()) << "line " << i + 1;
-    SCOPED_TRACE("corpus line " + std::to_string(i + 1) + ": " + Json(text).dump());
-    const Ids ids = encode(*tok, text);
-    EXPECT_EQ(ids, ref["ids"].get<Ids>());
-    EXPECT_EQ(encode(*tok, text, true), ref["ids_special"].get<Ids>());
-    const Result<std::string> decoded = tok->decode(ids);
-    ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
-    EXPECT_EQ(*decoded, ref["decoded"].get<std::string>());
   }
 }
 
