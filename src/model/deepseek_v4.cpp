@@ -1,6 +1,8 @@
 #include "model/deepseek_v4.h"
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "kernels/ops.h"
 #include "model/hyper_connections.h"
@@ -74,9 +76,21 @@ Status Model::forward(std::span<const SequenceChunk> chunks) const {
       begin = end;
     }
   };
-  // The rows' positions and window rings are the same in every layer: made once.
+  // The rows' positions and window rings are the same in every layer: made once, with every
+  // layer's cache addresses (the decode rows' tables).
   rows_of_layer(0);
-  DSV4_ASSIGN_OR_RETURN(const RowPositions positions, RowPositions::of(c, rows, n_rows, device()));
+  DSV4_ASSIGN_OR_RETURN(RowPositions positions, RowPositions::of(c, rows, n_rows, device()));
+  const bool decodes = std::any_of(chunks.begin(), chunks.end(), [](const SequenceChunk& chunk) {
+    return chunk.tokens.size() == 1 && chunk.snapshot == nullptr;
+  });
+  if (decodes) {
+    std::vector<AttentionCache*> caches;
+    for (int64_t layer = 0; layer < c.n_layer; ++layer) {
+      for (const SequenceChunk& chunk : chunks) caches.push_back(&chunk.cache->layers[layer]);
+    }
+    DSV4_ASSIGN_OR_RETURN(positions.cache_addresses,
+                          cache_addresses(caches, c.n_layer, device()));
+  }
   for (int64_t layer = 0; layer < c.n_layer; ++layer) {
     rows_of_layer(layer);
     const LayerInput input{
