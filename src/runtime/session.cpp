@@ -32,8 +32,10 @@ Status Session::resume(const model::SequenceCache& state) {
 // Besides the two above, the only code allowed into a Session's cache and logits: step() below.
 struct StepRunner {
   // The sequences' logits rows are consecutive rows of one buffer, which the head writes in one
-  // call (Model::lm_head) and one copy brings to the host: no step cost grows with the batch
-  // (a copy a sequence, each waiting for the device, took ~50 µs a row at B = 32).
+  // call (Model::lm_head) with no copy into each sequence's rows on the device. Each sequence's
+  // rows then come back straight into its own vector: one copy of them all into a staging
+  // vector moves every byte twice on the host (a decode step took ~0.1 ms longer at B = 1 and
+  // 1.7 ms at B = 32 that way, H100: docs/bench.md).
   static Status run(const model::Model& model, std::span<const StepInput> inputs) {
     const int64_t v = model.config().vocab_size;
     std::vector<int64_t> first_row;
@@ -59,13 +61,12 @@ struct StepRunner {
                         in.snapshot_after});
     }
     DSV4_RETURN_IF_ERROR(model.forward(chunks));
-    std::vector<float> host(static_cast<size_t>(logits.numel()));
-    DSV4_RETURN_IF_ERROR(copy_tensor(
-        TensorView::contiguous(host.data(), DType::kF32, Device::kCpu, logits.shape()),
-        logits.view()));
     for (size_t i = 0; i < inputs.size(); ++i) {
-      const auto begin = host.begin() + first_row[i] * v, end = host.begin() + first_row[i + 1] * v;
-      inputs[i].session->logits_.assign(begin, end);
+      std::vector<float>& host = inputs[i].session->logits_;
+      const TensorView rows = chunks[i].logits;
+      host.resize(static_cast<size_t>(rows.numel()));
+      DSV4_RETURN_IF_ERROR(copy_tensor(
+          TensorView::contiguous(host.data(), DType::kF32, Device::kCpu, rows.shape), rows));
     }
     return ok_status();
   }
