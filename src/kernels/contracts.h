@@ -238,8 +238,7 @@ inline SparseAttentionOperands sparse_attention_operands(const SparseAttentionPa
              "sparse_attention: extra_addresses go with kv_addresses and an extra source");
   if (p.extra_addresses.data != nullptr) {
     DSV4_CHECK(p.extra_ratio >= 1, "sparse_attention: per-row extra rows need a ratio ≥ 1");
-    o.extra.addresses =
-        row_table(p.extra_addresses, n_tokens, "sparse_attention extra_addresses");
+    o.extra.addresses = row_table(p.extra_addresses, n_tokens, "sparse_attention extra_addresses");
     o.extra.row_positions = row_table(p.row_positions, n_tokens, "sparse_attention row_positions");
     o.extra.ratio = p.extra_ratio;
   }
@@ -318,14 +317,17 @@ struct WindowWriteOperands {
   int64_t n_rows, width, n_ring_rows;
 };
 inline WindowWriteOperands window_write_operands(const TensorView& rows, const TensorView& rings,
-                                                 int64_t n_ring_rows,
-                                                 const TensorView& positions) {
+                                                 int64_t n_ring_rows, const TensorView& positions) {
   DSV4_CHECK(rows.dtype == DType::kF32 && rows.rank() == 2 && rows.is_contiguous(),
              "window_write: rows f32 [T, Dh]");
   DSV4_CHECK(n_ring_rows >= 1, "window_write: a ring of %lld rows", (long long)n_ring_rows);
   const int64_t n = rows.size(0);
-  return {rows.data_as<const float>(), row_table(rings, n, "window_write rings"),
-          row_table(positions, n, "window_write positions"), n, rows.size(1), n_ring_rows};
+  return {rows.data_as<const float>(),
+          row_table(rings, n, "window_write rings"),
+          row_table(positions, n, "window_write positions"),
+          n,
+          rows.size(1),
+          n_ring_rows};
 }
 
 struct CompressorDecodeOperands {

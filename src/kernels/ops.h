@@ -342,14 +342,14 @@ Status window_write(const TensorView& rows, const TensorView& rings, int64_t n_r
 // [0, S] pool into entry p / m (compressor_pool), which is RMS-normed with norm_weight and turned
 // by RoPE at position (p / m)·m (rms_norm_rope), and with overlap rows [m, 2m) move to [0, m).
 struct CompressorDecodeParams {
-  TensorView kv;         // f32 [T, c·d]  the rows' projections
-  TensorView gate;       // f32 [T, c·d]
-  TensorView kv_rows;    // i64 [T]  addresses of each sequence's f32 [2m, c·d] kept rows
-  TensorView gate_rows;  // i64 [T]  the same for the gates
-  TensorView entries;    // i64 [T]  addresses of each sequence's f32 [C, d] entries
-  TensorView positions;  // i64 [T]
-  TensorView ape;        // f32 [m, c·d]
-  bool overlap = false;  // c = 2 when true
+  TensorView kv;           // f32 [T, c·d]  the rows' projections
+  TensorView gate;         // f32 [T, c·d]
+  TensorView kv_rows;      // i64 [T]  addresses of each sequence's f32 [2m, c·d] kept rows
+  TensorView gate_rows;    // i64 [T]  the same for the gates
+  TensorView entries;      // i64 [T]  addresses of each sequence's f32 [C, d] entries
+  TensorView positions;    // i64 [T]
+  TensorView ape;          // f32 [m, c·d]
+  bool overlap = false;    // c = 2 when true
   TensorView norm_weight;  // f32 [d]
   float eps = 0.0f;
   TensorView inv_freq;  // f32 [P]
@@ -363,8 +363,8 @@ struct CompressorDecodeSlot {
   bool pools;     // S + 1 = n_lead + m
   int64_t entry;  // p / m
 };
-DSV4_HOST_DEVICE inline CompressorDecodeSlot compressor_decode_slot(int64_t position,
-                                                                    int64_t ratio, bool overlap) {
+DSV4_HOST_DEVICE inline CompressorDecodeSlot compressor_decode_slot(int64_t position, int64_t ratio,
+                                                                    bool overlap) {
   const int64_t n_lead = overlap ? ratio : 0;
   const int64_t row = n_lead + position % ratio;
   return {row, row + 1 == n_lead + ratio, position / ratio};

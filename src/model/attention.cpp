@@ -293,28 +293,26 @@ Status attend_decode_rows(const checkpoint::ModelConfig& config,
   Tensor picks;
   if (front.compressor) {
     DSV4_CHECK(rows.compressor_rows != nullptr, "attend_decode_rows: no compressor projections");
-    const CompressorDecodeRows compressor{rows.compressor_rows->kv.view().rows(from, to),
-                                          rows.compressor_rows->gate.view().rows(from, to),
-                                          addresses.of(kKvRows, first, last),
-                                          addresses.of(kGateRows, first, last),
-                                          addresses.of(kEntries, first, last),
-                                          positions,
-                                          host_positions,
-                                          compressors};
-    DSV4_RETURN_IF_ERROR(
-        compressor_decode_rows(*weights.compressor, compressor, rows.inv_freq, eps));
+    // One compressor's rows of the run: the step's projections, its buffers' addresses
+    // (kv rows, gate rows, entries: consecutive CacheBuffers) and caches.
+    const auto decode_rows = [&](const CompressorRows& projected, CacheBuffer kv_rows,
+                                 std::span<CompressorCache* const> caches) {
+      return CompressorDecodeRows{projected.kv.view().rows(from, to),
+                                  projected.gate.view().rows(from, to),
+                                  addresses.of(kv_rows, first, last),
+                                  addresses.of(CacheBuffer(kv_rows + 1), first, last),
+                                  addresses.of(CacheBuffer(kv_rows + 2), first, last),
+                                  positions,
+                                  host_positions,
+                                  caches};
+    };
+    DSV4_RETURN_IF_ERROR(compressor_decode_rows(
+        *weights.compressor, decode_rows(*rows.compressor_rows, kKvRows, compressors),
+        rows.inv_freq, eps));
     if (front.indexer) {
-      const IndexerDecodeRows index{{rows.index_compressor_rows->kv.view().rows(from, to),
-                                     rows.index_compressor_rows->gate.view().rows(from, to),
-                                     addresses.of(kIndexKvRows, first, last),
-                                     addresses.of(kIndexGateRows, first, last),
-                                     addresses.of(kIndexEntries, first, last),
-                                     positions,
-                                     host_positions,
-                                     indexers},
-                                    rows.index_q.rows(from, to),
-                                    rows.index_weights.rows(from, to),
-                                    rows.inv_freq};
+      const IndexerDecodeRows index{
+          decode_rows(*rows.index_compressor_rows, kIndexKvRows, indexers),
+          rows.index_q.rows(from, to), rows.index_weights.rows(from, to), rows.inv_freq};
       DSV4_ASSIGN_OR_RETURN(picks, indexer_decode_rows(config, *weights.indexer, index));
     }
     // The extra source as wide as the most entries a row has (a row sees its own only).
@@ -333,8 +331,7 @@ Status attend_decode_rows(const checkpoint::ModelConfig& config,
       if (front.indexer) {
         attn.extra_indices = picks.view();
       } else {
-        attn.extra_indices =
-            widest->entry_ids.view().rows(0, n_entries).reshaped({1, n_entries});
+        attn.extra_indices = widest->entry_ids.view().rows(0, n_entries).reshaped({1, n_entries});
         attn.extra_positions = positions;
       }
     }
@@ -428,8 +425,8 @@ Status attention_step(const checkpoint::ModelConfig& config,
       DSV4_ASSIGN_OR_RETURN(const StepAddresses made, StepAddresses::of(run, device));
       DSV4_RETURN_IF_ERROR(attend_decode_rows(config, weights, rows, run, made, 0));
     } else {
-      DSV4_RETURN_IF_ERROR(attend_decode_rows(config, weights, rows, run, addresses,
-                                              static_cast<int64_t>(i)));
+      DSV4_RETURN_IF_ERROR(
+          attend_decode_rows(config, weights, rows, run, addresses, static_cast<int64_t>(i)));
     }
     i = end;
   }
@@ -472,10 +469,9 @@ Status sequence_steps(const checkpoint::ModelConfig& config,
       step.snapshot = seq.snapshot;
       step.snapshot_at = seq.snapshot_at;
     }
-    DSV4_RETURN_IF_ERROR(attention_step(config, weights, x.rows(begin, end),
-                                        std::span<const SequenceRows>(&step, 1),
-                                        at.rows(begin - seq.begin, end - seq.begin),
-                                        StepAddresses(), out.rows(begin, end)));
+    DSV4_RETURN_IF_ERROR(attention_step(
+        config, weights, x.rows(begin, end), std::span<const SequenceRows>(&step, 1),
+        at.rows(begin - seq.begin, end - seq.begin), StepAddresses(), out.rows(begin, end)));
   }
   return ok_status();
 }
@@ -605,8 +601,8 @@ Status attention_forward(const checkpoint::ModelConfig& config, int64_t layer,
       const StepAddresses addresses = at.cache_addresses.numel() > 0 && consecutive
                                           ? StepAddresses(at.cache_addresses, layer, index[run])
                                           : StepAddresses();
-      DSV4_RETURN_IF_ERROR(run_step(config, weights, x, std::span(batch).subspan(run, i - run),
-                                    all, addresses, out));
+      DSV4_RETURN_IF_ERROR(run_step(config, weights, x, std::span(batch).subspan(run, i - run), all,
+                                    addresses, out));
     }
     if (i < batch.size()) {
       const SequenceRows& seq = batch[i];

@@ -32,8 +32,8 @@ struct SequenceRows {
 };
 
 // The buffers of a sequence's cache of one layer that a step's decode rows reach by address
-// (kernels/ops.h, "Decode rows"): the window ring, and each compressor's kept rows and entries
-// (0 where the layer has none).
+// (kernels/ops.h, "Decode rows"): the window ring, and each compressor's kept rows, their gates
+// and its entries, in that order (0 where the layer has none).
 enum CacheBuffer : int64_t {
   kRing,
   kKvRows,

@@ -88,8 +88,7 @@ Status Model::forward(std::span<const SequenceChunk> chunks) const {
     for (int64_t layer = 0; layer < c.n_layer; ++layer) {
       for (const SequenceChunk& chunk : chunks) caches.push_back(&chunk.cache->layers[layer]);
     }
-    DSV4_ASSIGN_OR_RETURN(positions.cache_addresses,
-                          cache_addresses(caches, c.n_layer, device()));
+    DSV4_ASSIGN_OR_RETURN(positions.cache_addresses, cache_addresses(caches, c.n_layer, device()));
   }
   for (int64_t layer = 0; layer < c.n_layer; ++layer) {
     rows_of_layer(layer);

@@ -97,8 +97,8 @@ Result<Tensor> indexer_decode_rows(const checkpoint::ModelConfig& config,
   const Device device = rows.q.device;
   DSV4_ASSIGN_OR_RETURN(Tensor scores, Tensor::empty(DType::kF32, {n_rows, n_entries}, device));
   kernels::IndexerScoreParams score = score_params(config, rows.q, rows.head_weights);
-  score.keys = TensorView::contiguous(nullptr, DType::kF32, device,
-                                      {n_entries, config.index_head_dim});
+  score.keys =
+      TensorView::contiguous(nullptr, DType::kF32, device, {n_entries, config.index_head_dim});
   score.key_addresses = c.entries;
   score.key_positions = c.positions;
   score.key_ratio = ratio;

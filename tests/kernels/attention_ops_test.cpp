@@ -311,21 +311,13 @@ TEST(TopkTest, NoCountsMeansEveryEntryIsACandidate) {
 // Decode rows (one launch for a step's sequences, each over its own buffers) against the calls
 // each sequence makes alone: the same bits (decode_rows_checks.h).
 TEST(DecodeRowsTest, SparseAttentionRowsAreTheirSingleCalls) {
-  for (const bool causal : {false, true}) {
-    SCOPED_TRACE(causal ? "HCA: every entry so far" : "CSA: picks");
-    testing::expect_decode_attention_rows_match_single_calls(Device::kCpu, causal);
-  }
+  testing::expect_decode_attention_rows_match_single_calls(Device::kCpu);
 }
-
 TEST(DecodeRowsTest, IndexerRowsAreTheirSingleCalls) {
   testing::expect_indexer_rows_match_single_calls(Device::kCpu);
 }
-
 TEST(DecodeRowsTest, CompressorDecodeIsTheOneTokenStepOfThePlainOps) {
-  for (const bool overlap : {false, true}) {
-    SCOPED_TRACE(overlap ? "CSA" : "HCA");
-    testing::expect_compressor_decode_matches_plain_ops(Device::kCpu, overlap);
-  }
+  testing::expect_compressor_decode_matches_plain_ops(Device::kCpu);
 }
 
 }  // namespace

@@ -12,8 +12,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstring>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <vector>
 
@@ -64,7 +64,7 @@ inline std::vector<int64_t> decode_positions(SeededRng& rng, int64_t ratio, int6
   return p;
 }
 
-inline void expect_decode_attention_rows_match_single_calls(Device device, bool causal) {
+inline void expect_decode_attention_rows_match(Device device, bool causal) {
   SeededRng rng;
   const int64_t h = 4, dh = 64, w = 8, r = 16, c = 12, m = 4, k = 6;
   const std::vector<int64_t> positions = decode_positions(rng, m, c);
@@ -88,7 +88,8 @@ inline void expect_decode_attention_rows_match_single_calls(Device device, bool 
     std::vector<int32_t> order((positions[i] + 1) / m);
     std::iota(order.begin(), order.end(), 0);
     std::shuffle(order.begin(), order.end(), rng.engine());
-    for (int64_t j = 0; j < std::min<int64_t>(k_all, order.size()); ++j) picks[i * k_all + j] = order[j];
+    for (int64_t j = 0; j < std::min<int64_t>(k_all, order.size()); ++j)
+      picks[i * k_all + j] = order[j];
   }
   std::vector<int32_t> ids(c);
   std::iota(ids.begin(), ids.end(), 0);
@@ -108,8 +109,8 @@ inline void expect_decode_attention_rows_match_single_calls(Device device, bool 
   all.extra_addresses = entries_at.view();
   all.row_positions = pos.view();
   all.extra_ratio = m;
-  all.extra_indices = causal ? all_ids.view().reshaped({c}).rows(0, n_max).reshaped({1, n_max})
-                             : pick_rows.view();
+  all.extra_indices =
+      causal ? all_ids.view().reshaped({c}).rows(0, n_max).reshaped({1, n_max}) : pick_rows.view();
   if (causal) all.extra_positions = pos.view();
   all.sinks = sinks.view();
   all.scale = 0.125f;
@@ -120,10 +121,10 @@ inline void expect_decode_attention_rows_match_single_calls(Device device, bool 
     SCOPED_TRACE("row " + std::to_string(i) + " at position " + std::to_string(positions[i]));
     const int64_t n = (positions[i] + 1) / m;
     const int64_t k_own = std::min(k_all, n);
-    const Tensor own_picks = on_device(
-        device, host_values(DType::kI32, {1, k_own},
-                            std::vector<int32_t>(picks.begin() + i * k_all,
-                                                 picks.begin() + i * k_all + k_own)));
+    const Tensor own_picks =
+        on_device(device, host_values(DType::kI32, {1, k_own},
+                                      std::vector<int32_t>(picks.begin() + i * k_all,
+                                                           picks.begin() + i * k_all + k_own)));
     Tensor alone = on_device(device, Tensor::host(DType::kF32, {1, h, dh}));
     kernels::SparseAttentionParams one;
     one.q = q.view().rows(i, i + 1);
@@ -180,7 +181,8 @@ inline void expect_indexer_rows_match_single_calls(Device device) {
     SCOPED_TRACE("row " + std::to_string(i) + " at position " + std::to_string(positions[i]));
     const int64_t n = (positions[i] + 1) / m;
     if (n == 0) {
-      for (int64_t j = 0; j < k_all; ++j) EXPECT_EQ(got_picks.data_as<int32_t>()[i * k_all + j], -1);
+      for (int64_t j = 0; j < k_all; ++j)
+        EXPECT_EQ(got_picks.data_as<int32_t>()[i * k_all + j], -1);
       continue;
     }
     Tensor own = on_device(device, Tensor::host(DType::kF32, {1, n}));
@@ -206,7 +208,7 @@ inline void expect_indexer_rows_match_single_calls(Device device) {
 
 // compressor_decode against the one-token compressor step written with the plain ops (copies,
 // compressor_pool, rms_norm_rope) on each row's own buffers; window_write against row copies.
-inline void expect_compressor_decode_matches_plain_ops(Device device, bool overlap) {
+inline void expect_compressor_decode_matches(Device device, bool overlap) {
   SeededRng rng;
   const int64_t m = 4, d = 16, c = 8, halves = overlap ? 2 : 1, r = 11, dh = 24, pairs = 4;
   const std::vector<int64_t> positions = decode_positions(rng, m, c);
@@ -217,7 +219,8 @@ inline void expect_compressor_decode_matches_plain_ops(Device device, bool overl
   const Tensor ape = on_device(device, random_host(rng, {m, halves * d}));
   const Tensor norm = on_device(device, random_host(rng, {d}));
   std::vector<float> freq(pairs);
-  for (int64_t i = 0; i < pairs; ++i) freq[i] = static_cast<float>(std::pow(10000.0, -double(i) / pairs));
+  for (int64_t i = 0; i < pairs; ++i)
+    freq[i] = static_cast<float>(std::pow(10000.0, -double(i) / pairs));
   const Tensor inv_freq = on_device(device, host_values(DType::kF32, {pairs}, freq));
   const Tensor new_rows = on_device(device, random_host(rng, {b, dh}));
   std::vector<Tensor> kv[2], gate[2], entries[2], rings[2];  // batched, alone
@@ -252,10 +255,12 @@ inline void expect_compressor_decode_matches_plain_ops(Device device, bool overl
 
   for (int64_t i = 0; i < b; ++i) {
     SCOPED_TRACE("row " + std::to_string(i) + " at position " + std::to_string(positions[i]));
-    const kernels::CompressorDecodeSlot at = kernels::compressor_decode_slot(positions[i], m, overlap);
+    const kernels::CompressorDecodeSlot at =
+        kernels::compressor_decode_slot(positions[i], m, overlap);
     const TensorView own_kv = kv[1][i].view(), own_gate = gate[1][i].view();
     ASSERT_TRUE(copy_tensor(own_kv.rows(at.row, at.row + 1), new_kv.view().rows(i, i + 1)).ok());
-    ASSERT_TRUE(copy_tensor(own_gate.rows(at.row, at.row + 1), new_gate.view().rows(i, i + 1)).ok());
+    ASSERT_TRUE(
+        copy_tensor(own_gate.rows(at.row, at.row + 1), new_gate.view().rows(i, i + 1)).ok());
     if (at.pools) {
       const TensorView entry = entries[1][i].view().rows(at.entry, at.entry + 1);
       kernels::CompressorPoolParams pool;
@@ -265,19 +270,41 @@ inline void expect_compressor_decode_matches_plain_ops(Device device, bool overl
       pool.overlap = overlap;
       pool.out = entry;
       ASSERT_TRUE(kernels::compressor_pool(pool).ok());
-      const Tensor first = on_device(device, host_values(DType::kI64, {1}, std::vector<int64_t>{at.entry * m}));
-      ASSERT_TRUE(kernels::rms_norm_rope(entry, norm.view(), 1e-6f, first.view(), inv_freq.view()).ok());
+      const Tensor first =
+          on_device(device, host_values(DType::kI64, {1}, std::vector<int64_t>{at.entry * m}));
+      ASSERT_TRUE(
+          kernels::rms_norm_rope(entry, norm.view(), 1e-6f, first.view(), inv_freq.view()).ok());
       if (overlap) {
-        ASSERT_TRUE(copy_tensor(own_kv.rows(0, m), on_device(device, on_host(own_kv.rows(m, 2 * m))).view()).ok());
-        ASSERT_TRUE(copy_tensor(own_gate.rows(0, m), on_device(device, on_host(own_gate.rows(m, 2 * m))).view()).ok());
+        ASSERT_TRUE(
+            copy_tensor(own_kv.rows(0, m), on_device(device, on_host(own_kv.rows(m, 2 * m))).view())
+                .ok());
+        ASSERT_TRUE(copy_tensor(own_gate.rows(0, m),
+                                on_device(device, on_host(own_gate.rows(m, 2 * m))).view())
+                        .ok());
       }
     }
     const int64_t slot = positions[i] % r;
-    ASSERT_TRUE(copy_tensor(rings[1][i].view().rows(slot, slot + 1), new_rows.view().rows(i, i + 1)).ok());
+    ASSERT_TRUE(
+        copy_tensor(rings[1][i].view().rows(slot, slot + 1), new_rows.view().rows(i, i + 1)).ok());
     EXPECT_TRUE(same_bits(kv[0][i].view(), own_kv)) << "kept rows";
     EXPECT_TRUE(same_bits(gate[0][i].view(), own_gate)) << "kept gates";
     EXPECT_TRUE(same_bits(entries[0][i].view(), entries[1][i].view())) << "entries";
     EXPECT_TRUE(same_bits(rings[0][i].view(), rings[1][i].view())) << "window ring";
+  }
+}
+
+// Both kinds of compressed attention: CSA's picks and HCA's every entry so far.
+inline void expect_decode_attention_rows_match_single_calls(Device device) {
+  for (const bool causal : {false, true}) {
+    SCOPED_TRACE(causal ? "HCA: every entry so far" : "CSA: picks");
+    expect_decode_attention_rows_match(device, causal);
+  }
+}
+
+inline void expect_compressor_decode_matches_plain_ops(Device device) {
+  for (const bool overlap : {false, true}) {
+    SCOPED_TRACE(overlap ? "CSA" : "HCA");
+    expect_compressor_decode_matches(device, overlap);
   }
 }
 

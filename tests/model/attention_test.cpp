@@ -247,13 +247,14 @@ TEST_P(AttentionStepwiseTest, BatchedDecodeRowsAreEachSequenceAlone) {
   testing::SeededRng rng;
   std::normal_distribution<float> normal;
   const std::vector<int64_t> prompts = {3, 9, 17, 1};  // prefilled, then decoded together
-  const int64_t n_steps = 21, n_chunk = 5;              // and a fifth sequence's prompt chunks
+  const int64_t n_steps = 21, n_chunk = 5;             // and a fifth sequence's prompt chunks
   const int64_t n_seq = static_cast<int64_t>(prompts.size());
   const int64_t n_max = 17 + n_steps;
   std::vector<Tensor> xs;
   for (int64_t s = 0; s <= n_seq; ++s) {
     xs.push_back(Tensor::host(DType::kF32, {n_max + n_chunk * n_steps, d}));
-    for (int64_t i = 0; i < xs.back().numel(); ++i) xs.back().data_as<float>()[i] = normal(rng.engine());
+    for (int64_t i = 0; i < xs.back().numel(); ++i)
+      xs.back().data_as<float>()[i] = normal(rng.engine());
   }
   for (int64_t layer = 0; layer < config.n_layer; ++layer) {
     SCOPED_TRACE("layer " + std::to_string(layer) + " (" +
@@ -279,7 +280,8 @@ TEST_P(AttentionStepwiseTest, BatchedDecodeRowsAreEachSequenceAlone) {
     for (int64_t step = 0; step < n_steps; ++step) {
       // The decode rows of every sequence, then the fifth one's next chunk.
       const int64_t n_rows = n_seq + n_chunk;
-      Tensor x = Tensor::host(DType::kF32, {n_rows, d}), out = Tensor::host(DType::kF32, {n_rows, d});
+      Tensor x = Tensor::host(DType::kF32, {n_rows, d}),
+             out = Tensor::host(DType::kF32, {n_rows, d});
       std::vector<SequenceRows> rows;
       for (int64_t s = 0; s < n_seq; ++s) {
         const int64_t pos = prompts[s] + step;

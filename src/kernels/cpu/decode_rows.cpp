@@ -51,7 +51,8 @@ void compressor_decode(const CompressorDecodeParams& p) {
     cpu::compressor_pool(pool);
     int64_t position = at.entry * o.ratio;
     cpu::rms_norm_rope(entry, p.norm_weight, o.eps,
-                  TensorView::contiguous(&position, DType::kI64, Device::kCpu, {1}), p.inv_freq);
+                       TensorView::contiguous(&position, DType::kI64, Device::kCpu, {1}),
+                       p.inv_freq);
     if (!p.overlap) continue;  // nothing kept: the block was the only rows
     // The block just pooled is the next window's A halves: it moves to the front.
     std::copy_n(kv.data_as<float>() + o.ratio * row_width, o.ratio * row_width,

@@ -62,8 +62,7 @@ void topk(const TensorView& scores, const TensorView& positions, int64_t ratio,
   DSV4_CHECK(ratio >= 1, "topk: ratio %lld", (long long)ratio);
   const int64_t* at = row_table(positions, scores.size(0), "topk positions");
   const int64_t n_entries = scores.size(1);
-  topk_rows(scores, indices,
-            [&](int64_t t) { return visible_entries(at[t], ratio, n_entries); });
+  topk_rows(scores, indices, [&](int64_t t) { return visible_entries(at[t], ratio, n_entries); });
 }
 
 }  // namespace dsv4::kernels::cpu

@@ -18,9 +18,9 @@ struct PoolArgs {
   float* out;  // [n, d]
 };
 
-// Dim i of entry w: a softmax over the window's slots in the CPU's order (kernels/cpu/compressor.cpp
-// explains the slot layout); the exponentials are recomputed instead of stored, which gives the
-// same values.
+// Dim i of entry w: a softmax over the window's slots in the CPU's order
+// (kernels/cpu/compressor.cpp explains the slot layout); the exponentials are recomputed instead of
+// stored, which gives the same values.
 __device__ inline float pool_element(const PoolArgs& a, int64_t w, int64_t i) {
   const int64_t row_width = a.n_halves * a.width, n_slots = a.n_halves * a.ratio;
   // Slot s is row w·m + s; with overlap the second block's slots read the B half.

@@ -50,7 +50,8 @@ __global__ void __launch_bounds__(32 * kScoreWarps)
     indexer_scores_kernel(ScoreArgs a, int entries_per_warp) {
   extern __shared__ float smem_scores[];
   const int64_t t = blockIdx.x;
-  const int n_heads = static_cast<int>(a.dims.n_heads), head_dim = static_cast<int>(a.dims.head_dim);
+  const int n_heads = static_cast<int>(a.dims.n_heads),
+            head_dim = static_cast<int>(a.dims.head_dim);
   const float* keys = row_keys(a.dims, a.keys, t);
   const int64_t n_keys = row_n_keys(a.dims, t);
   const int stride = head_dim + 1;
