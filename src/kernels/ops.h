@@ -279,9 +279,9 @@ struct SparseAttentionParams {
   // and its extra rows at extra_addresses[t] (i64 [T] each; kv and extra_kv give their shapes
   // only), of which it holds (row_positions[t] + 1) / extra_ratio (the entries complete at its
   // position). Each row is computed exactly as a call of its row alone would compute it.
-  TensorView kv_addresses;
-  TensorView extra_addresses;
-  TensorView row_positions;  // i64 [T]
+  TensorView kv_addresses{};
+  TensorView extra_addresses{};
+  TensorView row_positions{};  // i64 [T]
 };
 Status sparse_attention(const SparseAttentionParams& params);
 
@@ -312,9 +312,9 @@ struct IndexerScoreParams {
   // key_positions[t], key_ratio, N) keys at key_addresses[t] (i64 [T]; keys gives their shape
   // [N, DI] only), each as a call of its row alone would; the rest of its scores row is left
   // as it was.
-  TensorView key_addresses;
-  TensorView key_positions;  // i64 [T]
-  int64_t key_ratio = 0;     // m ≥ 1 with key_addresses
+  TensorView key_addresses{};
+  TensorView key_positions{};  // i64 [T]
+  int64_t key_ratio = 0;       // m ≥ 1 with key_addresses
 };
 Status indexer_scores(const IndexerScoreParams& params);
 

@@ -278,7 +278,7 @@ Status attend_decode_rows(const checkpoint::ModelConfig& config,
   std::vector<CompressorCache*> compressors, indexers;
   for (const SequenceRows& seq : run) {
     DSV4_CHECK(seq.cache->window.shape() == front.window.shape(),
-               "attend_decode_rows: rings of different sizes");
+               "attend_decode_rows: rings of different sizes in one run");
     if (seq.cache->compressor) compressors.push_back(&*seq.cache->compressor);
     if (seq.cache->indexer) indexers.push_back(&*seq.cache->indexer);
   }
@@ -417,9 +417,13 @@ Status attention_step(const checkpoint::ModelConfig& config,
       ++i;
       continue;
     }
-    // A run of decode rows (the running batch puts them first) goes in one launch an op.
+    // A run of decode rows (the running batch puts them first) goes in one launch an op, as
+    // long as their rings have one size (a cache made with another step size starts a run).
     size_t end = i + 1;
-    while (end < sequences.size() && is_decode_row(sequences[end])) ++end;
+    while (end < sequences.size() && is_decode_row(sequences[end]) &&
+           sequences[end].cache->window.shape() == seq.cache->window.shape()) {
+      ++end;
+    }
     const std::span<const SequenceRows> run = sequences.subspan(i, end - i);
     if (addresses.empty()) {
       DSV4_ASSIGN_OR_RETURN(const StepAddresses made, StepAddresses::of(run, device));
