@@ -173,7 +173,26 @@ struct CandidateSource {
   // Causal compressed entries: query t sees candidates j < (positions[t] + 1) / ratio.
   const int64_t* positions = nullptr;
   int64_t ratio = 0;
+  // Per-row sources: query t's rows at addresses[t]; with row_positions, it holds
+  // (row_positions[t] + 1) / ratio of them (else n_rows).
+  const int64_t* addresses = nullptr;
+  const int64_t* row_positions = nullptr;
 };
+
+// Query t's rows of a source, and how many there are.
+DSV4_HOST_DEVICE inline const float* source_rows(const CandidateSource& s, int64_t t) {
+  return s.addresses ? reinterpret_cast<const float*>(s.addresses[t]) : s.kv;
+}
+DSV4_HOST_DEVICE inline int64_t source_n_rows(const CandidateSource& s, int64_t t) {
+  return s.row_positions ? (s.row_positions[t] + 1) / s.ratio : s.n_rows;
+}
+
+// An address table or a positions list of decode rows: i64 [n], contiguous.
+inline const int64_t* row_table(const TensorView& v, int64_t n, const char* what) {
+  DSV4_CHECK(v.dtype == DType::kI64 && v.is_contiguous() && v.numel() == n,
+             "%s: expected i64 [%lld]", what, (long long)n);
+  return v.data_as<const int64_t>();
+}
 
 struct SparseAttentionOperands {
   int64_t n_tokens, n_heads, head_dim;
@@ -211,6 +230,18 @@ inline SparseAttentionOperands sparse_attention_operands(const SparseAttentionPa
     o.extra.positions = p.extra_positions.data_as<const int64_t>();
     o.extra.ratio = p.extra_ratio;
   }
+  if (p.kv_addresses.data != nullptr) {
+    o.window.addresses = row_table(p.kv_addresses, n_tokens, "sparse_attention kv_addresses");
+  }
+  DSV4_CHECK((p.extra_addresses.data != nullptr) ==
+                 (o.extra.kv != nullptr && o.window.addresses != nullptr),
+             "sparse_attention: extra_addresses go with kv_addresses and an extra source");
+  if (p.extra_addresses.data != nullptr) {
+    DSV4_CHECK(p.extra_ratio >= 1, "sparse_attention: per-row extra rows need a ratio ≥ 1");
+    o.extra.addresses = row_table(p.extra_addresses, n_tokens, "sparse_attention extra_addresses");
+    o.extra.row_positions = row_table(p.row_positions, n_tokens, "sparse_attention row_positions");
+    o.extra.ratio = p.extra_ratio;
+  }
   return o;
 }
 
@@ -242,11 +273,29 @@ inline CompressorPoolDims compressor_pool_dims(const CompressorPoolParams& p) {
 
 struct IndexerDims {
   int64_t n_tokens, n_heads, head_dim, n_entries;
+  const int64_t* key_addresses;  // per-row keys (decode rows), or null
+  const int64_t* key_positions;
+  int64_t key_ratio;
 };
+
+// Row t's keys and how many it scores.
+DSV4_HOST_DEVICE inline const float* row_keys(const IndexerDims& d, const float* keys, int64_t t) {
+  return d.key_addresses ? reinterpret_cast<const float*>(d.key_addresses[t]) : keys;
+}
+DSV4_HOST_DEVICE inline int64_t row_n_keys(const IndexerDims& d, int64_t t) {
+  return d.key_addresses ? visible_entries(d.key_positions[t], d.key_ratio, d.n_entries)
+                         : d.n_entries;
+}
 inline IndexerDims indexer_dims(const IndexerScoreParams& p) {
   DSV4_CHECK(p.q.dtype == DType::kF32 && p.q.is_contiguous() && p.q.rank() == 3,
              "indexer_scores: q f32 [T, HI, DI]");
-  const IndexerDims d{p.q.size(0), p.q.size(1), p.q.size(2), p.keys.size(0)};
+  IndexerDims d{p.q.size(0), p.q.size(1), p.q.size(2), p.keys.size(0), nullptr, nullptr, 0};
+  if (p.key_addresses.data != nullptr) {
+    DSV4_CHECK(p.key_ratio >= 1, "indexer_scores: per-row keys need a ratio ≥ 1");
+    d.key_addresses = row_table(p.key_addresses, d.n_tokens, "indexer_scores key_addresses");
+    d.key_positions = row_table(p.key_positions, d.n_tokens, "indexer_scores key_positions");
+    d.key_ratio = p.key_ratio;
+  }
   DSV4_CHECK(p.keys.dtype == DType::kF32 && p.keys.is_contiguous() && p.keys.rank() == 2 &&
                  p.keys.size(1) == d.head_dim,
              "indexer_scores: keys f32 [N, DI]");
@@ -257,6 +306,69 @@ inline IndexerDims indexer_dims(const IndexerScoreParams& p) {
                  p.scores.size(0) == d.n_tokens && p.scores.size(1) == d.n_entries,
              "indexer_scores: scores f32 [T, N]");
   return d;
+}
+
+// ---- Decode rows' cache writes ----
+
+struct WindowWriteOperands {
+  const float* rows;
+  const int64_t* rings;
+  const int64_t* positions;
+  int64_t n_rows, width, n_ring_rows;
+};
+inline WindowWriteOperands window_write_operands(const TensorView& rows, const TensorView& rings,
+                                                 int64_t n_ring_rows, const TensorView& positions) {
+  DSV4_CHECK(rows.dtype == DType::kF32 && rows.rank() == 2 && rows.is_contiguous(),
+             "window_write: rows f32 [T, Dh]");
+  DSV4_CHECK(n_ring_rows >= 1, "window_write: a ring of %lld rows", (long long)n_ring_rows);
+  const int64_t n = rows.size(0);
+  return {rows.data_as<const float>(),
+          row_table(rings, n, "window_write rings"),
+          row_table(positions, n, "window_write positions"),
+          n,
+          rows.size(1),
+          n_ring_rows};
+}
+
+struct CompressorDecodeOperands {
+  const float *kv, *gate;
+  const int64_t *kv_rows, *gate_rows, *entries, *positions;
+  const float *ape, *norm_weight, *inv_freq;
+  int64_t n_rows;  // T
+  int64_t width;   // d
+  int64_t n_halves, ratio, n_pairs;
+  float eps;
+};
+inline CompressorDecodeOperands compressor_decode_operands(const CompressorDecodeParams& p) {
+  DSV4_CHECK(p.kv.dtype == DType::kF32 && p.kv.rank() == 2 && p.kv.is_contiguous(),
+             "compressor_decode: kv f32 [T, c·d]");
+  DSV4_CHECK(p.gate.dtype == DType::kF32 && p.gate.is_contiguous() && p.gate.shape == p.kv.shape,
+             "compressor_decode: gate must match kv");
+  const int64_t n = p.kv.size(0), n_halves = p.overlap ? 2 : 1;
+  DSV4_CHECK(p.kv.size(1) % n_halves == 0, "compressor_decode: rows of %lld for %lld halves",
+             (long long)p.kv.size(1), (long long)n_halves);
+  const int64_t width = p.kv.size(1) / n_halves;
+  DSV4_CHECK(p.ape.dtype == DType::kF32 && p.ape.is_contiguous() && p.ape.rank() == 2 &&
+                 p.ape.size(0) >= 1 && p.ape.size(1) == p.kv.size(1),
+             "compressor_decode: ape f32 [m, c·d]");
+  DSV4_CHECK(p.inv_freq.dtype == DType::kF32 && p.inv_freq.rank() == 1 &&
+                 p.inv_freq.is_contiguous() && 2 * p.inv_freq.size(0) <= width,
+             "compressor_decode: inv_freq f32 [P], 2P ≤ d");
+  return {p.kv.data_as<const float>(),
+          p.gate.data_as<const float>(),
+          row_table(p.kv_rows, n, "compressor_decode kv_rows"),
+          row_table(p.gate_rows, n, "compressor_decode gate_rows"),
+          row_table(p.entries, n, "compressor_decode entries"),
+          row_table(p.positions, n, "compressor_decode positions"),
+          p.ape.data_as<const float>(),
+          f32_vector(p.norm_weight, width, "compressor_decode norm_weight"),
+          p.inv_freq.data_as<const float>(),
+          n,
+          width,
+          n_halves,
+          p.ape.size(0),
+          p.inv_freq.size(0),
+          p.eps};
 }
 
 }  // namespace dsv4::kernels

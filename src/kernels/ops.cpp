@@ -258,7 +258,7 @@ Status sparse_attention(const SparseAttentionParams& p) {
   return dispatch(
       "sparse_attention",
       device_of({&p.q, &p.kv, &p.indices, &p.extra_kv, &p.extra_indices, &p.sinks, &p.out,
-                 &p.extra_positions}),
+                 &p.extra_positions, &p.kv_addresses, &p.extra_addresses, &p.row_positions}),
       [&] { cpu::sparse_attention(p); }, [&] { cuda::sparse_attention(p); });
 }
 
@@ -270,7 +270,8 @@ Status compressor_pool(const CompressorPoolParams& p) {
 
 Status indexer_scores(const IndexerScoreParams& p) {
   return dispatch(
-      "indexer_scores", device_of({&p.q, &p.keys, &p.weights, &p.scores}),
+      "indexer_scores",
+      device_of({&p.q, &p.keys, &p.weights, &p.scores, &p.key_addresses, &p.key_positions}),
       [&] { cpu::indexer_scores(p); }, [&] { cuda::indexer_scores(p); });
 }
 
@@ -279,6 +280,32 @@ Status topk(const TensorView& scores, const TensorView& n_candidates, const Tens
       "topk", device_of({&scores, &n_candidates, &indices}),
       [&] { cpu::topk(scores, n_candidates, indices); },
       [&] { cuda::topk(scores, n_candidates, indices); });
+}
+
+Status topk(const TensorView& scores, const TensorView& positions, int64_t ratio,
+            const TensorView& indices) {
+  return dispatch(
+      "topk", device_of({&scores, &positions, &indices}),
+      [&] { cpu::topk(scores, positions, ratio, indices); },
+      [&] { cuda::topk(scores, positions, ratio, indices); });
+}
+
+// ---- Decode rows' cache writes ----
+
+Status window_write(const TensorView& rows, const TensorView& rings, int64_t n_ring_rows,
+                    const TensorView& positions) {
+  return dispatch(
+      "window_write", device_of({&rows, &rings, &positions}),
+      [&] { cpu::window_write(rows, rings, n_ring_rows, positions); },
+      [&] { cuda::window_write(rows, rings, n_ring_rows, positions); });
+}
+
+Status compressor_decode(const CompressorDecodeParams& p) {
+  return dispatch(
+      "compressor_decode",
+      device_of({&p.kv, &p.gate, &p.kv_rows, &p.gate_rows, &p.entries, &p.positions, &p.ape,
+                 &p.norm_weight, &p.inv_freq}),
+      [&] { cpu::compressor_decode(p); }, [&] { cuda::compressor_decode(p); });
 }
 
 // ---- MoE ----

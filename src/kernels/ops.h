@@ -257,6 +257,13 @@ DSV4_HOST_DEVICE inline int64_t visible_entries(int64_t position, int64_t ratio,
   return complete < n_entries ? complete : n_entries;
 }
 
+// Decode rows, each over its own sequence's cache (the batched decode ops below and the
+// per-row sources of sparse_attention and indexer_scores): a step's B sequences keep their
+// caches in allocations of their own, and an op reaches row t's buffer through an address table
+// i64 [T] (the address of row t's buffer, in the operands' memory). Row t's counts follow from
+// its position p (i64 [T]: the tokens its sequence held before this one), so a step runs one
+// launch an op for all its sequences, uploads no count, and a table stays valid for as long as
+// the batch keeps its sequences.
 struct SparseAttentionParams {
   TensorView q;                // f32 [T, H, Dh]
   TensorView kv;               // f32 [N, Dh]
@@ -267,7 +274,14 @@ struct SparseAttentionParams {
   float scale = 1.0f;          // applied to q·k (the sink logit is not scaled)
   TensorView out;              // f32 [T, H, Dh]
   TensorView extra_positions;  // i64 [T], or empty: every extra candidate is visible
-  int64_t extra_ratio = 0;     // m ≥ 1 with extra_positions
+  int64_t extra_ratio = 0;     // m ≥ 1 with extra_positions or row_positions
+  // Per-row sources (decode rows, above), or empty: row t's window rows are at kv_addresses[t]
+  // and its extra rows at extra_addresses[t] (i64 [T] each; kv and extra_kv give their shapes
+  // only), of which it holds (row_positions[t] + 1) / extra_ratio (the entries complete at its
+  // position). Each row is computed exactly as a call of its row alone would compute it.
+  TensorView kv_addresses{};
+  TensorView extra_addresses{};
+  TensorView row_positions{};  // i64 [T]
 };
 Status sparse_attention(const SparseAttentionParams& params);
 
@@ -294,6 +308,13 @@ struct IndexerScoreParams {
   float q_scale = 1.0f;
   float weight_scale = 1.0f;
   TensorView scores;  // f32 [T, N]
+  // Per-row keys (decode rows, above), or empty: row t scores the first visible_entries(
+  // key_positions[t], key_ratio, N) keys at key_addresses[t] (i64 [T]; keys gives their shape
+  // [N, DI] only), each as a call of its row alone would; the rest of its scores row is left
+  // as it was.
+  TensorView key_addresses{};
+  TensorView key_positions{};  // i64 [T]
+  int64_t key_ratio = 0;       // m ≥ 1 with key_addresses
 };
 Status indexer_scores(const IndexerScoreParams& params);
 
@@ -302,5 +323,51 @@ Status indexer_scores(const IndexerScoreParams& params);
 // scores f32 [T, N] (rows may be strided), n_candidates i32 [T], or empty when every row's
 // candidates are all N entries (a decode row: no per-step upload of its count).
 Status topk(const TensorView& scores, const TensorView& n_candidates, const TensorView& indices);
+// The same with row t's candidates the visible_entries(positions[t], ratio, N) entries complete
+// at its position (positions i64 [T], ratio m ≥ 1): no count to upload.
+Status topk(const TensorView& scores, const TensorView& positions, int64_t ratio,
+            const TensorView& indices);
+
+// ---- Decode rows' cache writes (one row a sequence; see "Decode rows" above) ----
+
+// Row t into its sequence's window ring: ring_t[p_t mod R] = rows[t], rows f32 [T, Dh],
+// rings i64 [T] the addresses of f32 [R, Dh] rings, positions i64 [T].
+Status window_write(const TensorView& rows, const TensorView& rings, int64_t n_ring_rows,
+                    const TensorView& positions);
+
+// One new token of each row's sequence into its KV compressor, as a one-token compressor step
+// does it (model/compressor.cpp): the compressor of a sequence at position p keeps
+// S = n_lead + p mod m projected rows (n_lead = m with overlap, else 0) and p / m entries; the
+// row's projections go to row S; when that completes a block (S + 1 = n_lead + m), the rows
+// [0, S] pool into entry p / m (compressor_pool), which is RMS-normed with norm_weight and turned
+// by RoPE at position (p / m)·m (rms_norm_rope), and with overlap rows [m, 2m) move to [0, m).
+struct CompressorDecodeParams {
+  TensorView kv;           // f32 [T, c·d]  the rows' projections
+  TensorView gate;         // f32 [T, c·d]
+  TensorView kv_rows;      // i64 [T]  addresses of each sequence's f32 [2m, c·d] kept rows
+  TensorView gate_rows;    // i64 [T]  the same for the gates
+  TensorView entries;      // i64 [T]  addresses of each sequence's f32 [C, d] entries
+  TensorView positions;    // i64 [T]
+  TensorView ape;          // f32 [m, c·d]
+  bool overlap = false;    // c = 2 when true
+  TensorView norm_weight;  // f32 [d]
+  float eps = 0.0f;
+  TensorView inv_freq;  // f32 [P]
+};
+Status compressor_decode(const CompressorDecodeParams& params);
+
+// Where a decode row's token goes in its compressor (CompressorDecodeParams): row S of the kept
+// rows; whether it completes a block, and the entry that block pools into.
+struct CompressorDecodeSlot {
+  int64_t row;    // S
+  bool pools;     // S + 1 = n_lead + m
+  int64_t entry;  // p / m
+};
+DSV4_HOST_DEVICE inline CompressorDecodeSlot compressor_decode_slot(int64_t position, int64_t ratio,
+                                                                    bool overlap) {
+  const int64_t n_lead = overlap ? ratio : 0;
+  const int64_t row = n_lead + position % ratio;
+  return {row, row + 1 == n_lead + ratio, position / ratio};
+}
 
 }  // namespace dsv4::kernels

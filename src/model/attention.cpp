@@ -87,6 +87,48 @@ Result<Tensor> window_indices(std::span<const SequenceRows> sequences,
   return upload(indices, {static_cast<int64_t>(positions.size()), window}, device);
 }
 
+// A sequence's one new token (a decode row), without a snapshot inside it.
+bool is_decode_row(const SequenceRows& seq) {
+  return seq.end - seq.begin == 1 && seq.snapshot == nullptr;
+}
+
+// One layer's buffer addresses of a step's sequences (cache_addresses): a view of the forward's
+// table, or one made for these sequences.
+class StepAddresses {
+ public:
+  StepAddresses() = default;
+  // Layer `layer`'s lists in a table of S sequences, from sequence `first` on.
+  StepAddresses(const Tensor& table, int64_t layer, int64_t first)
+      : base_(table.view().data_as<const int64_t>() +
+              (layer * kCacheBuffers * table.shape()[2] + first)),
+        stride_(table.shape()[2]),
+        device_(table.device()) {}
+
+  // Made and uploaded for `sequences` (one layer's caches).
+  static Result<StepAddresses> of(std::span<const SequenceRows> sequences, Device device) {
+    std::vector<AttentionCache*> caches;
+    for (const SequenceRows& seq : sequences) caches.push_back(seq.cache);
+    DSV4_ASSIGN_OR_RETURN(Tensor table, cache_addresses(caches, 1, device));
+    StepAddresses made(table, 0, 0);
+    made.owned_ = std::move(table);  // the buffer, and so base_, stays where it is
+    return made;
+  }
+
+  bool empty() const { return base_ == nullptr; }
+
+  // i64 [to − from]: `buffer`'s addresses of sequences [from, to).
+  TensorView of(CacheBuffer buffer, int64_t from, int64_t to) const {
+    return TensorView::contiguous(const_cast<int64_t*>(base_ + buffer * stride_ + from),
+                                  DType::kI64, device_, {to - from});
+  }
+
+ private:
+  const int64_t* base_ = nullptr;
+  int64_t stride_ = 0;
+  Device device_ = Device::kCpu;
+  Tensor owned_;
+};
+
 // y = wo_b(concat_g wo_a[g] · o_g): o [T, H·Dh] seen as G groups of H/G heads.
 Status project_output(const checkpoint::ModelConfig& config,
                       const checkpoint::AttentionWeights& weights, const TensorView& o,
@@ -219,6 +261,89 @@ Status attend_rows(const checkpoint::ModelConfig& config,
   return ok_status();
 }
 
+// A run of decode rows (sequences [first, first + B) of the step, rows [from, from + B)), each
+// over its own cache, in one launch an op for all of them (kernels/ops.h, "Decode rows"): every
+// row the numbers attend_rows gives it alone, whatever B.
+Status attend_decode_rows(const checkpoint::ModelConfig& config,
+                          const checkpoint::AttentionWeights& weights, const StepRows& rows,
+                          std::span<const SequenceRows> run, const StepAddresses& addresses,
+                          int64_t first) {
+  const int64_t n = static_cast<int64_t>(run.size());
+  const int64_t from = run.front().begin, to = from + n;
+  const int64_t last = first + n;
+  const TensorView positions = rows.positions.rows(from, to);
+  const std::span<const int64_t> host_positions = rows.host_positions.subspan(from, n);
+  const AttentionCache& front = *run.front().cache;
+  const float eps = static_cast<float>(config.rms_norm_eps);
+  std::vector<CompressorCache*> compressors, indexers;
+  for (const SequenceRows& seq : run) {
+    DSV4_CHECK(seq.cache->window.shape() == front.window.shape(),
+               "attend_decode_rows: rings of different sizes in one run");
+    if (seq.cache->compressor) compressors.push_back(&*seq.cache->compressor);
+    if (seq.cache->indexer) indexers.push_back(&*seq.cache->indexer);
+  }
+  DSV4_RETURN_IF_ERROR(kernels::window_write(rows.kv.rows(from, to),
+                                             addresses.of(kRing, first, last),
+                                             front.window.shape()[0], positions));
+  kernels::SparseAttentionParams attn;
+  attn.q = rows.q.rows(from, to);
+  attn.kv = front.window.view();
+  attn.kv_addresses = addresses.of(kRing, first, last);
+  attn.indices = rows.window_rows.rows(from, to);
+  Tensor picks;
+  if (front.compressor) {
+    DSV4_CHECK(rows.compressor_rows != nullptr, "attend_decode_rows: no compressor projections");
+    // One compressor's rows of the run: the step's projections, its buffers' addresses
+    // (kv rows, gate rows, entries: consecutive CacheBuffers) and caches.
+    const auto decode_rows = [&](const CompressorRows& projected, CacheBuffer kv_rows,
+                                 std::span<CompressorCache* const> caches) {
+      return CompressorDecodeRows{projected.kv.view().rows(from, to),
+                                  projected.gate.view().rows(from, to),
+                                  addresses.of(kv_rows, first, last),
+                                  addresses.of(CacheBuffer(kv_rows + 1), first, last),
+                                  addresses.of(CacheBuffer(kv_rows + 2), first, last),
+                                  positions,
+                                  host_positions,
+                                  caches};
+    };
+    DSV4_RETURN_IF_ERROR(compressor_decode_rows(
+        *weights.compressor, decode_rows(*rows.compressor_rows, kKvRows, compressors),
+        rows.inv_freq, eps));
+    if (front.indexer) {
+      const IndexerDecodeRows index{
+          decode_rows(*rows.index_compressor_rows, kIndexKvRows, indexers),
+          rows.index_q.rows(from, to), rows.index_weights.rows(from, to), rows.inv_freq};
+      DSV4_ASSIGN_OR_RETURN(picks, indexer_decode_rows(config, *weights.indexer, index));
+    }
+    // The extra source as wide as the most entries a row has (a row sees its own only).
+    const int64_t ratio = front.compressor->ratio;
+    int64_t n_entries = 0;
+    const AttentionCache* widest = &front;
+    for (const SequenceRows& seq : run) {
+      const int64_t entries = (seq.start_pos + 1) / ratio;
+      if (entries > n_entries) n_entries = entries, widest = seq.cache;
+    }
+    if (n_entries > 0) {
+      attn.extra_kv = widest->compressor->entries.view().rows(0, n_entries);
+      attn.extra_addresses = addresses.of(kEntries, first, last);
+      attn.row_positions = positions;
+      attn.extra_ratio = ratio;
+      if (front.indexer) {
+        attn.extra_indices = picks.view();
+      } else {
+        attn.extra_indices = widest->entry_ids.view().rows(0, n_entries).reshaped({1, n_entries});
+        attn.extra_positions = positions;
+      }
+    }
+  }
+  attn.sinks = weights.attn_sink.view();
+  attn.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(config.head_dim)));
+  attn.out = rows.o.rows(from, to);
+  DSV4_RETURN_IF_ERROR(kernels::sparse_attention(attn));
+  for (const SequenceRows& seq : run) ++seq.cache->n_tokens;
+  return ok_status();
+}
+
 // One step's rows' positions: a slice of the forward's RowPositions.
 struct StepPositions {
   std::span<const int64_t> host;
@@ -239,7 +364,7 @@ struct StepPositions {
 Status attention_step(const checkpoint::ModelConfig& config,
                       const checkpoint::AttentionWeights& weights, const TensorView& x,
                       std::span<const SequenceRows> sequences, const StepPositions& at,
-                      const TensorView& out) {
+                      const StepAddresses& addresses, const TensorView& out) {
   const int64_t n_tokens = x.size(0);
   const Device device = x.device;
   // Every sequence's cache of this layer holds the same compress RoPE frequencies.
@@ -259,11 +384,13 @@ Status attention_step(const checkpoint::ModelConfig& config,
   }
   // Several sequences: each compressor's projections once for all rows (a sequence's rows are
   // copied into its cache), so its weights are read once a step, not once a sequence.
+  // Decode rows take them from there too (their compressor step reads them from a table).
+  const bool projects = sequences.size() > 1 || is_decode_row(sequences.front());
   std::optional<CompressorRows> compressor_rows, index_compressor_rows;
-  if (sequences.size() > 1 && weights.compressor) {
+  if (projects && weights.compressor) {
     DSV4_ASSIGN_OR_RETURN(compressor_rows, project_compressor_rows(*weights.compressor, x));
   }
-  if (sequences.size() > 1 && weights.indexer) {
+  if (projects && weights.indexer) {
     DSV4_ASSIGN_OR_RETURN(index_compressor_rows,
                           project_compressor_rows(weights.indexer->compressor, x));
   }
@@ -280,11 +407,32 @@ Status attention_step(const checkpoint::ModelConfig& config,
                       compressor_rows ? &*compressor_rows : nullptr,
                       index_compressor_rows ? &*index_compressor_rows : nullptr,
                       o.view()};
-  for (const SequenceRows& seq : sequences) {
-    const int64_t split = seq.snapshot ? seq.begin + seq.snapshot_at - seq.start_pos : seq.end;
-    DSV4_RETURN_IF_ERROR(attend_rows(config, weights, rows, seq, seq.begin, split));
-    if (seq.snapshot) DSV4_RETURN_IF_ERROR(copy_cache_state(*seq.cache, *seq.snapshot));
-    DSV4_RETURN_IF_ERROR(attend_rows(config, weights, rows, seq, split, seq.end));
+  for (size_t i = 0; i < sequences.size();) {
+    const SequenceRows& seq = sequences[i];
+    if (!is_decode_row(seq)) {
+      const int64_t split = seq.snapshot ? seq.begin + seq.snapshot_at - seq.start_pos : seq.end;
+      DSV4_RETURN_IF_ERROR(attend_rows(config, weights, rows, seq, seq.begin, split));
+      if (seq.snapshot) DSV4_RETURN_IF_ERROR(copy_cache_state(*seq.cache, *seq.snapshot));
+      DSV4_RETURN_IF_ERROR(attend_rows(config, weights, rows, seq, split, seq.end));
+      ++i;
+      continue;
+    }
+    // A run of decode rows (the running batch puts them first) goes in one launch an op, as
+    // long as their rings have one size (a cache made with another step size starts a run).
+    size_t end = i + 1;
+    while (end < sequences.size() && is_decode_row(sequences[end]) &&
+           sequences[end].cache->window.shape() == seq.cache->window.shape()) {
+      ++end;
+    }
+    const std::span<const SequenceRows> run = sequences.subspan(i, end - i);
+    if (addresses.empty()) {
+      DSV4_ASSIGN_OR_RETURN(const StepAddresses made, StepAddresses::of(run, device));
+      DSV4_RETURN_IF_ERROR(attend_decode_rows(config, weights, rows, run, made, 0));
+    } else {
+      DSV4_RETURN_IF_ERROR(
+          attend_decode_rows(config, weights, rows, run, addresses, static_cast<int64_t>(i)));
+    }
+    i = end;
   }
   // V = K carried the keys' rotation into the output; undo it at the query's position.
   DSV4_RETURN_IF_ERROR(
@@ -325,9 +473,9 @@ Status sequence_steps(const checkpoint::ModelConfig& config,
       step.snapshot = seq.snapshot;
       step.snapshot_at = seq.snapshot_at;
     }
-    DSV4_RETURN_IF_ERROR(
-        attention_step(config, weights, x.rows(begin, end), std::span<const SequenceRows>(&step, 1),
-                       at.rows(begin - seq.begin, end - seq.begin), out.rows(begin, end)));
+    DSV4_RETURN_IF_ERROR(attention_step(
+        config, weights, x.rows(begin, end), std::span<const SequenceRows>(&step, 1),
+        at.rows(begin - seq.begin, end - seq.begin), StepAddresses(), out.rows(begin, end)));
   }
   return ok_status();
 }
@@ -336,10 +484,11 @@ bool fits_one_step(const SequenceRows& seq) {
   return seq.end - seq.begin <= seq.cache->max_step_tokens;
 }
 
-// One step of consecutive sequences `run` (rows [front.begin, back.end) of x), on those rows.
+// One step of consecutive sequences `run` (rows [front.begin, back.end) of x), on those rows;
+// `addresses` their buffers' (or empty: made where needed).
 Status run_step(const checkpoint::ModelConfig& config, const checkpoint::AttentionWeights& weights,
                 const TensorView& x, std::span<const SequenceRows> run, const StepPositions& all,
-                const TensorView& out) {
+                const StepAddresses& addresses, const TensorView& out) {
   const int64_t begin = run.front().begin, end = run.back().end;
   std::vector<SequenceRows> rebased(run.begin(), run.end());
   for (SequenceRows& seq : rebased) {
@@ -347,10 +496,41 @@ Status run_step(const checkpoint::ModelConfig& config, const checkpoint::Attenti
     seq.end -= begin;
   }
   return attention_step(config, weights, x.rows(begin, end), rebased, all.rows(begin, end),
-                        out.rows(begin, end));
+                        addresses, out.rows(begin, end));
 }
 
 }  // namespace
+
+Result<Tensor> cache_addresses(std::span<AttentionCache* const> caches, int64_t n_layers,
+                               Device device) {
+  DSV4_CHECK(n_layers > 0 && static_cast<int64_t>(caches.size()) % n_layers == 0,
+             "cache_addresses: %zu caches for %lld layers", caches.size(), (long long)n_layers);
+  const int64_t n_sequences = static_cast<int64_t>(caches.size()) / n_layers;
+  std::vector<int64_t> table(static_cast<size_t>(n_layers * kCacheBuffers * n_sequences), 0);
+  const auto address = [](const Tensor& t) {
+    return static_cast<int64_t>(reinterpret_cast<intptr_t>(t.view().data));
+  };
+  for (int64_t l = 0; l < n_layers; ++l) {
+    for (int64_t s = 0; s < n_sequences; ++s) {
+      const AttentionCache& cache = *caches[l * n_sequences + s];
+      const auto put = [&](CacheBuffer buffer, int64_t value) {
+        table[(l * kCacheBuffers + buffer) * n_sequences + s] = value;
+      };
+      put(kRing, address(cache.window));
+      if (cache.compressor) {
+        put(kKvRows, address(cache.compressor->kv));
+        put(kGateRows, address(cache.compressor->gate));
+        put(kEntries, address(cache.compressor->entries));
+      }
+      if (cache.indexer) {
+        put(kIndexKvRows, address(cache.indexer->kv));
+        put(kIndexGateRows, address(cache.indexer->gate));
+        put(kIndexEntries, address(cache.indexer->entries));
+      }
+    }
+  }
+  return upload(table, {n_layers, kCacheBuffers, n_sequences}, device);
+}
 
 Result<RowPositions> RowPositions::of(const checkpoint::ModelConfig& config,
                                       std::span<const SequenceRows> sequences, int64_t n_rows,
@@ -392,6 +572,7 @@ Status attention_forward(const checkpoint::ModelConfig& config, int64_t layer,
              at.n_ring_rows.size(), at.host.size(), sequences.size(), (long long)x.size(0));
   const StepPositions all{at.host, at.positions.view(), at.window_rows.view()};
   std::vector<SequenceRows> batch;
+  std::vector<int64_t> index;  // of each in `sequences`: its column of at.cache_addresses
   int64_t next = 0;
   for (size_t i = 0; i < sequences.size(); ++i) {
     const SequenceRows& seq = sequences[i];
@@ -407,6 +588,7 @@ Status attention_forward(const checkpoint::ModelConfig& config, int64_t layer,
                (long long)layer, (long long)seq.cache->window.shape()[0],
                (long long)at.n_ring_rows[i]);
     batch.push_back(seq);
+    index.push_back(static_cast<int64_t>(i));
   }
   DSV4_CHECK(next == x.size(0), "attention_forward: the sequences hold %lld of %lld rows",
              (long long)next, (long long)x.size(0));
@@ -418,8 +600,13 @@ Status attention_forward(const checkpoint::ModelConfig& config, int64_t layer,
   for (size_t i = 0; i <= batch.size(); ++i) {
     if (i < batch.size() && fits_one_step(batch[i])) continue;
     if (run < i) {
-      DSV4_RETURN_IF_ERROR(
-          run_step(config, weights, x, std::span(batch).subspan(run, i - run), all, out));
+      // The forward's addresses serve a run of consecutive sequences (no empty one between).
+      const bool consecutive = index[i - 1] - index[run] == static_cast<int64_t>(i - 1 - run);
+      const StepAddresses addresses = at.cache_addresses.numel() > 0 && consecutive
+                                          ? StepAddresses(at.cache_addresses, layer, index[run])
+                                          : StepAddresses();
+      DSV4_RETURN_IF_ERROR(run_step(config, weights, x, std::span(batch).subspan(run, i - run), all,
+                                    addresses, out));
     }
     if (i < batch.size()) {
       const SequenceRows& seq = batch[i];

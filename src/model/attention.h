@@ -31,15 +31,36 @@ struct SequenceRows {
   int64_t snapshot_at = 0;
 };
 
+// The buffers of a sequence's cache of one layer that a step's decode rows reach by address
+// (kernels/ops.h, "Decode rows"): the window ring, and each compressor's kept rows, their gates
+// and its entries, in that order (0 where the layer has none).
+enum CacheBuffer : int64_t {
+  kRing,
+  kKvRows,
+  kGateRows,
+  kEntries,
+  kIndexKvRows,
+  kIndexGateRows,
+  kIndexEntries,
+  kCacheBuffers
+};
+
+// Every layer's buffer addresses of each sequence, i64 [L, kCacheBuffers, S], `caches` [L · S]
+// layer by layer (each sequence's cache of layer l at l · S + s).
+Result<Tensor> cache_addresses(std::span<AttentionCache* const> caches, int64_t n_layers,
+                               Device device);
+
 // What every layer's attention reads of a forward's rows and is the same in all of them: each
 // row's position (on the host and on the device) and its window's ring rows (every layer's ring
 // holds W + Ts − 1 rows). Made once a forward (Model::forward), not once a layer: two uploads a
-// forward instead of two a layer.
+// forward instead of two a layer; with the sequences' cache addresses of every layer, three.
 struct RowPositions {
   std::vector<int64_t> host;  // [T]
   Tensor positions;           // i64 [T]
   Tensor window_rows;  // i32 [T, W]: ring rows of positions p − W + 1 … p (−1 before 0)
   std::vector<int64_t> n_ring_rows;  // [sequences]: the rings these rows were made for
+  // cache_addresses of these sequences, or empty: a layer's decode rows upload their own.
+  Tensor cache_addresses;
 
   // For `sequences` (tiling [0, T) as attention_forward's) and their caches' rings, on `device`.
   static Result<RowPositions> of(const checkpoint::ModelConfig& config,

@@ -6,6 +6,8 @@
 // Dimension letters: T new tokens, D model width, m compress ratio, c halves, d entry width.
 #pragma once
 
+#include <span>
+
 #include "base/tensor.h"
 #include "checkpoint/weights.h"
 #include "dsv4/status.h"
@@ -39,5 +41,22 @@ struct CompressorInput {
 Status compressor_forward(const checkpoint::CompressorWeights& weights,
                           const CompressorInput& input, const TensorView& inv_freq, float eps,
                           CompressorCache& cache);
+
+// A step's decode rows (one token of each of T sequences), each into its own sequence's
+// compressor, as compressor_forward would feed them one sequence at a time, in one
+// kernels::compressor_decode for all.
+struct CompressorDecodeRows {
+  TensorView kv;  // f32 [T, c·d]  the rows' projections (CompressorRows)
+  TensorView gate;
+  TensorView kv_rows;    // i64 [T]  the sequences' buffers' addresses (cache_addresses)
+  TensorView gate_rows;  // i64 [T]
+  TensorView entries;    // i64 [T]
+  TensorView positions;  // i64 [T] on the device
+  std::span<const int64_t> host_positions;
+  std::span<CompressorCache* const> caches;  // [T], the buffers above
+};
+Status compressor_decode_rows(const checkpoint::CompressorWeights& weights,
+                              const CompressorDecodeRows& rows, const TensorView& inv_freq,
+                              float eps);
 
 }  // namespace dsv4::model

@@ -1,6 +1,8 @@
 #include "model/deepseek_v4.h"
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "kernels/ops.h"
 #include "model/hyper_connections.h"
@@ -74,9 +76,20 @@ Status Model::forward(std::span<const SequenceChunk> chunks) const {
       begin = end;
     }
   };
-  // The rows' positions and window rings are the same in every layer: made once.
+  // The rows' positions and window rings are the same in every layer: made once, with every
+  // layer's cache addresses (the decode rows' tables).
   rows_of_layer(0);
-  DSV4_ASSIGN_OR_RETURN(const RowPositions positions, RowPositions::of(c, rows, n_rows, device()));
+  DSV4_ASSIGN_OR_RETURN(RowPositions positions, RowPositions::of(c, rows, n_rows, device()));
+  const bool decodes = std::any_of(chunks.begin(), chunks.end(), [](const SequenceChunk& chunk) {
+    return chunk.tokens.size() == 1 && chunk.snapshot == nullptr;
+  });
+  if (decodes) {
+    std::vector<AttentionCache*> caches;
+    for (int64_t layer = 0; layer < c.n_layer; ++layer) {
+      for (const SequenceChunk& chunk : chunks) caches.push_back(&chunk.cache->layers[layer]);
+    }
+    DSV4_ASSIGN_OR_RETURN(positions.cache_addresses, cache_addresses(caches, c.n_layer, device()));
+  }
   for (int64_t layer = 0; layer < c.n_layer; ++layer) {
     rows_of_layer(layer);
     const LayerInput input{
@@ -106,8 +119,21 @@ Status head_by_chunk(const TensorView& hidden, const TensorView& head,
   return ok_status();
 }
 
+// The chunks' logits as one f32 [n_asked, V] view, when they are consecutive rows of one
+// buffer (as the runtime's step makes them), else an empty view.
+TensorView joint_logits(std::span<const SequenceChunk> chunks, int64_t n_asked) {
+  const TensorView& front = chunks.front().logits;
+  auto* next = static_cast<char*>(front.data);
+  for (const SequenceChunk& chunk : chunks) {
+    if (!chunk.logits.is_contiguous() || chunk.logits.data != next) return TensorView{};
+    next += chunk.logits.bytes();
+  }
+  return TensorView::contiguous(front.data, front.dtype, front.device, {n_asked, front.size(1)});
+}
+
 // The same in one call over all n_asked rows: decode asks every row of `hidden` (one a
-// sequence); otherwise the asked rows are gathered first.
+// sequence); otherwise the asked rows are gathered first. Logits in one buffer take the head's
+// output as they are; else it is copied into each chunk's.
 Status head_in_one_call(const TensorView& hidden, const TensorView& head,
                         std::span<const SequenceChunk> chunks, int64_t n_asked) {
   Tensor gathered;
@@ -125,6 +151,8 @@ Status head_in_one_call(const TensorView& hidden, const TensorView& head,
     }
     asked = gathered.view();
   }
+  const TensorView joint = joint_logits(chunks, n_asked);
+  if (joint.data != nullptr) return kernels::linear(asked, head, joint);
   DSV4_ASSIGN_OR_RETURN(Tensor logits,
                         Tensor::empty(DType::kF32, {n_asked, head.size(0)}, hidden.device));
   DSV4_RETURN_IF_ERROR(kernels::linear(asked, head, logits.view()));

@@ -20,6 +20,18 @@ std::vector<int32_t> candidate_counts(const std::vector<int64_t>& positions, int
   return counts;
 }
 
+// The scores' operands every call shares: the queries, their head weights and the two scales.
+kernels::IndexerScoreParams score_params(const checkpoint::ModelConfig& config, const TensorView& q,
+                                         const TensorView& head_weights) {
+  kernels::IndexerScoreParams score;
+  score.q = q;
+  score.weights = head_weights;
+  score.q_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(config.index_head_dim)));
+  score.weight_scale =
+      static_cast<float>(1.0 / std::sqrt(static_cast<double>(config.index_n_heads)));
+  return score;
+}
+
 }  // namespace
 
 Result<IndexerQueries> indexer_queries(const checkpoint::ModelConfig& config,
@@ -51,16 +63,10 @@ Result<Tensor> indexer_forward(const checkpoint::ModelConfig& config,
   const int64_t n_picks = std::min(config.index_topk, n_entries);
   if (n_picks == 0) return Tensor();
   const Device device = step.rows.x.device;
-  const int64_t n_heads = config.index_n_heads;
-  const int64_t head_dim = config.index_head_dim;
 
   DSV4_ASSIGN_OR_RETURN(Tensor scores, Tensor::empty(DType::kF32, {n_tokens, n_entries}, device));
-  kernels::IndexerScoreParams score;
-  score.q = step.q;
+  kernels::IndexerScoreParams score = score_params(config, step.q, step.head_weights);
   score.keys = cache.entries.view().rows(0, n_entries);
-  score.weights = step.head_weights;
-  score.q_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
-  score.weight_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(n_heads)));
   score.scores = scores.view();
   DSV4_RETURN_IF_ERROR(kernels::indexer_scores(score));
 
@@ -72,6 +78,34 @@ Result<Tensor> indexer_forward(const checkpoint::ModelConfig& config,
   }
   DSV4_ASSIGN_OR_RETURN(Tensor picks, Tensor::empty(DType::kI32, {n_tokens, n_picks}, device));
   DSV4_RETURN_IF_ERROR(kernels::topk(scores.view(), n_candidates.view(), picks.view()));
+  return picks;
+}
+
+Result<Tensor> indexer_decode_rows(const checkpoint::ModelConfig& config,
+                                   const checkpoint::IndexerWeights& weights,
+                                   const IndexerDecodeRows& rows) {
+  const CompressorDecodeRows& c = rows.compressor;
+  DSV4_RETURN_IF_ERROR(compressor_decode_rows(weights.compressor, c, rows.inv_freq,
+                                              static_cast<float>(config.rms_norm_eps)));
+  // Each row's sequence now holds (p + 1) / m entries; the scores are as wide as the most.
+  const int64_t ratio = c.caches.front()->ratio;
+  int64_t n_entries = 0;
+  for (const int64_t p : c.host_positions) n_entries = std::max(n_entries, (p + 1) / ratio);
+  const int64_t n_picks = std::min(config.index_topk, n_entries);
+  if (n_picks == 0) return Tensor();
+  const int64_t n_rows = static_cast<int64_t>(c.caches.size());
+  const Device device = rows.q.device;
+  DSV4_ASSIGN_OR_RETURN(Tensor scores, Tensor::empty(DType::kF32, {n_rows, n_entries}, device));
+  kernels::IndexerScoreParams score = score_params(config, rows.q, rows.head_weights);
+  score.keys =
+      TensorView::contiguous(nullptr, DType::kF32, device, {n_entries, config.index_head_dim});
+  score.key_addresses = c.entries;
+  score.key_positions = c.positions;
+  score.key_ratio = ratio;
+  score.scores = scores.view();
+  DSV4_RETURN_IF_ERROR(kernels::indexer_scores(score));
+  DSV4_ASSIGN_OR_RETURN(Tensor picks, Tensor::empty(DType::kI32, {n_rows, n_picks}, device));
+  DSV4_RETURN_IF_ERROR(kernels::topk(scores.view(), c.positions, ratio, picks.view()));
   return picks;
 }
 

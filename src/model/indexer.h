@@ -51,4 +51,19 @@ Result<Tensor> indexer_forward(const checkpoint::ModelConfig& config,
                                const checkpoint::IndexerWeights& weights, const IndexerStep& step,
                                CompressorCache& cache);
 
+// A step's decode rows (one token of each of T sequences), as indexer_forward would run them one
+// sequence at a time, in one launch an op for all: each row's token into its sequence's
+// indexer compressor (`compressor`, the caches and their addresses), then each row's picks i32
+// [T, K] among its own sequence's entries, K = min(index_topk, the most entries any row has
+// after this token), −1 past a row's own; an empty tensor when no row has an entry yet.
+struct IndexerDecodeRows {
+  CompressorDecodeRows compressor;
+  TensorView q;             // f32 [T, HI, DI]  these rows' IndexerQueries
+  TensorView head_weights;  // f32 [T, HI]
+  TensorView inv_freq;      // f32 [P]  the compress RoPE
+};
+Result<Tensor> indexer_decode_rows(const checkpoint::ModelConfig& config,
+                                   const checkpoint::IndexerWeights& weights,
+                                   const IndexerDecodeRows& rows);
+
 }  // namespace dsv4::model

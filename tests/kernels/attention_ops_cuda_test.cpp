@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "kernels/cuda_op_pair.h"
+#include "kernels/decode_rows_checks.h"
 #include "kernels/ops.h"
 #include "testing/tolerance.h"
 
@@ -227,6 +228,18 @@ TEST(AttentionOpsCuda, TopkPicksTheCpuIndicesInOrder) {
     ASSERT_TRUE(topk(s.d(), TensorView{}, all.d()).ok());
     EXPECT_TRUE(device_equals_host(all));
   }
+}
+
+// Decode rows (one launch for a step's sequences, each over its own buffers) against the calls
+// each sequence makes alone: the same bits (decode_rows_checks.h).
+TEST(DecodeRowsCudaTest, SparseAttentionRowsAreTheirSingleCalls) {
+  testing::expect_decode_attention_rows_match_single_calls(Device::kCuda);
+}
+TEST(DecodeRowsCudaTest, IndexerRowsAreTheirSingleCalls) {
+  testing::expect_indexer_rows_match_single_calls(Device::kCuda);
+}
+TEST(DecodeRowsCudaTest, CompressorDecodeIsTheOneTokenStepOfThePlainOps) {
+  testing::expect_compressor_decode_matches_plain_ops(Device::kCuda);
 }
 
 }  // namespace

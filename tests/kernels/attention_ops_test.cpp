@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/buffer.h"
+#include "kernels/decode_rows_checks.h"
 #include "kernels/ops.h"
 #include "testing/compare.h"
 #include "testing/random.h"
@@ -305,6 +306,18 @@ TEST(TopkTest, NoCountsMeansEveryEntryIsACandidate) {
     ASSERT_EQ(got.data_as<int32_t>()[i], want.data_as<int32_t>()[i]) << "pick " << i;
   }
   EXPECT_EQ(got.data_as<int32_t>()[k - 1], -1);
+}
+
+// Decode rows (one launch for a step's sequences, each over its own buffers) against the calls
+// each sequence makes alone: the same bits (decode_rows_checks.h).
+TEST(DecodeRowsTest, SparseAttentionRowsAreTheirSingleCalls) {
+  testing::expect_decode_attention_rows_match_single_calls(Device::kCpu);
+}
+TEST(DecodeRowsTest, IndexerRowsAreTheirSingleCalls) {
+  testing::expect_indexer_rows_match_single_calls(Device::kCpu);
+}
+TEST(DecodeRowsTest, CompressorDecodeIsTheOneTokenStepOfThePlainOps) {
+  testing::expect_compressor_decode_matches_plain_ops(Device::kCpu);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -230,6 +231,92 @@ TEST_P(AttentionStepwiseTest, StepsMatchOneCall) {
                   testing::kStepwiseRelTol)
             << "layer " << layer << " (" << type_name(golden.config().layers[layer].attention)
             << ") chunks " << ::testing::PrintToString(plan) << " max_step_tokens " << max_step;
+      }
+    }
+  }
+}
+
+// A step's decode rows run batched (one launch an op for all the sequences, each over its own
+// cache: kernels/ops.h's "Decode rows"); each row must get exactly the bits of its sequence
+// stepped alone, whatever the other sequences' phases in the window ring and the compression
+// blocks, and beside a prompt chunk of another sequence in the same step (which runs on its own).
+TEST_P(AttentionStepwiseTest, BatchedDecodeRowsAreEachSequenceAlone) {
+  const Golden golden(GetParam());
+  const checkpoint::ModelConfig& config = golden.config();
+  const int64_t d = config.hidden_size;
+  testing::SeededRng rng;
+  std::normal_distribution<float> normal;
+  const std::vector<int64_t> prompts = {3, 9, 17, 1};  // prefilled, then decoded together
+  const int64_t n_steps = 21, n_chunk = 5;             // and a fifth sequence's prompt chunks
+  const int64_t n_seq = static_cast<int64_t>(prompts.size());
+  const int64_t n_max = 17 + n_steps;
+  std::vector<Tensor> xs;
+  for (int64_t s = 0; s <= n_seq; ++s) {
+    xs.push_back(Tensor::host(DType::kF32, {n_max + n_chunk * n_steps, d}));
+    for (int64_t i = 0; i < xs.back().numel(); ++i)
+      xs.back().data_as<float>()[i] = normal(rng.engine());
+  }
+  for (int64_t layer = 0; layer < config.n_layer; ++layer) {
+    SCOPED_TRACE("layer " + std::to_string(layer) + " (" +
+                 type_name(config.layers[layer].attention) + ")");
+    const checkpoint::AttentionWeights& w = golden.weights.layers[layer].attn;
+    std::vector<AttentionCache> batched, alone;
+    for (int64_t s = 0; s <= n_seq; ++s) {
+      const int64_t capacity = xs[s].shape()[0];
+      for (auto* caches : {&batched, &alone}) {
+        auto made = AttentionCache::create(config, layer, capacity, Device::kCpu);
+        ASSERT_TRUE(made.ok()) << made.status().to_string();
+        caches->push_back(std::move(made).value());
+      }
+    }
+    for (int64_t s = 0; s < n_seq; ++s) {
+      Tensor out = Tensor::host(DType::kF32, {prompts[s], d});
+      for (auto* caches : {&batched, &alone}) {
+        ASSERT_TRUE(attention_forward(config, layer, w, xs[s].view().rows(0, prompts[s]), 0,
+                                      (*caches)[s], out.view())
+                        .ok());
+      }
+    }
+    for (int64_t step = 0; step < n_steps; ++step) {
+      // The decode rows of every sequence, then the fifth one's next chunk.
+      const int64_t n_rows = n_seq + n_chunk;
+      Tensor x = Tensor::host(DType::kF32, {n_rows, d}),
+             out = Tensor::host(DType::kF32, {n_rows, d});
+      std::vector<SequenceRows> rows;
+      for (int64_t s = 0; s < n_seq; ++s) {
+        const int64_t pos = prompts[s] + step;
+        std::copy_n(xs[s].data_as<float>() + pos * d, d, x.data_as<float>() + s * d);
+        rows.push_back({s, s + 1, pos, &batched[s]});
+      }
+      const int64_t chunk_pos = step * n_chunk;
+      std::copy_n(xs[n_seq].data_as<float>() + chunk_pos * d, n_chunk * d,
+                  x.data_as<float>() + n_seq * d);
+      rows.push_back({n_seq, n_rows, chunk_pos, &batched[n_seq]});
+      const Status status = attention_forward(config, layer, w, x.view(), rows, out.view());
+      ASSERT_TRUE(status.ok()) << status.to_string();
+      for (int64_t s = 0; s < n_seq; ++s) {
+        Tensor want = Tensor::host(DType::kF32, {1, d});
+        const int64_t pos = prompts[s] + step;
+        ASSERT_TRUE(attention_forward(config, layer, w, xs[s].view().rows(pos, pos + 1), pos,
+                                      alone[s], want.view())
+                        .ok());
+        EXPECT_TRUE(std::equal(want.data_as<float>(), want.data_as<float>() + d,
+                               out.data_as<float>() + s * d))
+            << "sequence " << s << " step " << step;
+      }
+    }
+    // The caches hold the same state: their entries bit for bit.
+    for (int64_t s = 0; s < n_seq; ++s) {
+      for (const auto member : {&AttentionCache::compressor, &AttentionCache::indexer}) {
+        const std::optional<CompressorCache>& a = batched[s].*member;
+        const std::optional<CompressorCache>& b = alone[s].*member;
+        if (!a) continue;
+        ASSERT_EQ(a->n_entries, b->n_entries);
+        ASSERT_EQ(a->n_rows, b->n_rows);
+        const int64_t n = a->n_entries * a->width;
+        EXPECT_TRUE(std::equal(a->entries.data_as<float>(), a->entries.data_as<float>() + n,
+                               b->entries.data_as<float>()))
+            << "sequence " << s;
       }
     }
   }

@@ -24,12 +24,13 @@ void gather_rows(const CandidateSource (&sources)[2], int64_t t, int64_t head_di
     const int64_t n_visible = src.positions
                                   ? visible_entries(src.positions[t], src.ratio, src.n_candidates)
                                   : src.n_candidates;
+    const float* kv = source_rows(src, t);
+    const int64_t n_rows = source_n_rows(src, t);
     for (int64_t j = 0; j < n_visible; ++j) {
       const int32_t row = src.indices[t * src.index_stride + j];
       if (row < 0) continue;
-      DSV4_CHECK(row < src.n_rows, "sparse_attention: index %d of %lld rows", row,
-                 (long long)src.n_rows);
-      rows.push_back(src.kv + static_cast<int64_t>(row) * head_dim);
+      DSV4_CHECK(row < n_rows, "sparse_attention: index %d of %lld rows", row, (long long)n_rows);
+      rows.push_back(kv + static_cast<int64_t>(row) * head_dim);
     }
   }
 }

@@ -12,7 +12,9 @@
 namespace dsv4::kernels::cpu {
 
 void indexer_scores(const IndexerScoreParams& p) {
-  const auto [n_tokens, n_heads, head_dim, n_entries] = indexer_dims(p);
+  const IndexerDims dims = indexer_dims(p);
+  const int64_t n_tokens = dims.n_tokens, n_heads = dims.n_heads, head_dim = dims.head_dim;
+  const int64_t n_entries = dims.n_entries;
   const float* q = p.q.data_as<const float>();
   const float* keys = p.keys.data_as<const float>();
   const float* weights = p.weights.data_as<const float>();
@@ -21,7 +23,8 @@ void indexer_scores(const IndexerScoreParams& p) {
     schedule(static) if (n_tokens * n_entries * n_heads * head_dim > kParallelWork)
   for (int64_t t = 0; t < n_tokens; ++t) {
     for (int64_t n = 0; n < n_entries; ++n) {
-      const float* key = keys + n * head_dim;
+      if (n >= row_n_keys(dims, t)) continue;  // a decode row's entries end earlier
+      const float* key = row_keys(dims, keys, t) + n * head_dim;
       float total = 0.0f;
       for (int64_t h = 0; h < n_heads; ++h) {
         const float* query = q + (t * n_heads + h) * head_dim;

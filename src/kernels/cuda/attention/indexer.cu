@@ -23,7 +23,7 @@ struct ScoreArgs {
   const float* q;        // [T, HI, DI]
   const float* keys;     // [N, DI]
   const float* weights;  // [T, HI]
-  int64_t n_tokens, n_heads, head_dim, n_entries;
+  IndexerDims dims;      // T, HI, DI, N and the per-row keys of decode rows
   float q_scale, weight_scale;
   float* scores;  // [T, N]
 };
@@ -50,7 +50,10 @@ __global__ void __launch_bounds__(32 * kScoreWarps)
     indexer_scores_kernel(ScoreArgs a, int entries_per_warp) {
   extern __shared__ float smem_scores[];
   const int64_t t = blockIdx.x;
-  const int n_heads = static_cast<int>(a.n_heads), head_dim = static_cast<int>(a.head_dim);
+  const int n_heads = static_cast<int>(a.dims.n_heads),
+            head_dim = static_cast<int>(a.dims.head_dim);
+  const float* keys = row_keys(a.dims, a.keys, t);
+  const int64_t n_keys = row_n_keys(a.dims, t);
   const int stride = head_dim + 1;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   float* query = smem_scores;
@@ -64,8 +67,8 @@ __global__ void __launch_bounds__(32 * kScoreWarps)
   const float* weights = a.weights + t * n_heads;
   for (int e = 0; e < entries_per_warp; ++e) {
     const int64_t n = (blockIdx.y * int64_t{entries_per_warp} + e) * kScoreWarps + warp;
-    if (n >= a.n_entries) return;
-    for (int d = lane; d < head_dim; d += 32) key[d] = a.keys[n * a.head_dim + d];
+    if (n >= n_keys) return;
+    for (int d = lane; d < head_dim; d += 32) key[d] = keys[n * head_dim + d];
     __syncwarp();
     for (int h = lane; h < n_heads; h += 32) {
       const float* query_h = query + h * stride;
@@ -77,7 +80,7 @@ __global__ void __launch_bounds__(32 * kScoreWarps)
     if (lane == 0) {
       float total = 0.0f;
       for (int h = 0; h < n_heads; ++h) total += terms[h];
-      a.scores[t * a.n_entries + n] = total;
+      a.scores[t * a.dims.n_entries + n] = total;
     }
     __syncwarp();  // lane 0's reads of terms, every lane's of key, before the next entry's writes
   }
@@ -86,14 +89,13 @@ __global__ void __launch_bounds__(32 * kScoreWarps)
 }  // namespace
 
 void indexer_scores(const IndexerScoreParams& p) {
-  const auto [n_tokens, n_heads, head_dim, n_entries] = indexer_dims(p);
+  const IndexerDims dims = indexer_dims(p);
+  const int64_t n_tokens = dims.n_tokens, n_heads = dims.n_heads, head_dim = dims.head_dim;
+  const int64_t n_entries = dims.n_entries;
   const ScoreArgs a{p.q.data_as<const float>(),
                     p.keys.data_as<const float>(),
                     p.weights.data_as<const float>(),
-                    n_tokens,
-                    n_heads,
-                    head_dim,
-                    n_entries,
+                    dims,
                     p.q_scale,
                     p.weight_scale,
                     p.scores.data_as<float>()};

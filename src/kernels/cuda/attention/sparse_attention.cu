@@ -54,7 +54,7 @@ __device__ int32_t candidate_row(const AttentionArgs& a, int64_t t, int64_t j,
     if (j >= n_extra_visible) return -1;
   }
   const int32_t row = src.indices[t * src.index_stride + j];
-  if (row >= src.n_rows) __trap();  // the model built the indices: a bug
+  if (row >= source_n_rows(src, t)) __trap();  // the model built the indices: a bug
   return row < 0 ? -1 : row;
 }
 
@@ -110,8 +110,10 @@ __global__ void __launch_bounds__(kAttentionThreads) sparse_attention_kernel(Att
     smem_rows[j] = candidate_row(a, t, j, n_extra_visible);
   }
   __syncthreads();
+  const float* window_kv = source_rows(a.window, t);
+  const float* extra_kv = source_rows(a.extra, t);
   const auto row_of = [&](int64_t j) {
-    const float* kv = j < a.window.n_candidates ? a.window.kv : a.extra.kv;
+    const float* kv = j < a.window.n_candidates ? window_kv : extra_kv;
     return kv + int64_t{smem_rows[j]} * a.head_dim;
   };
   const float sink = a.sinks[h];
@@ -346,8 +348,11 @@ void launch_with_smem(void (*kernel)(AttentionArgs), int64_t blocks, int threads
   kernel<<<static_cast<unsigned>(blocks), threads, smem_bytes, op_stream()>>>(a);
 }
 
+// Decode rows over their own sequences' caches (per-row sources) always take the (query, head)
+// kernel: each row then gets the bits of a call of its row alone, whatever the batch.
 bool runs_by_head_groups(const AttentionArgs& a, int64_t n_tokens, size_t smem_bytes) {
-  return n_tokens >= 64 && a.head_dim % 4 == 0 && a.head_dim <= 1024 && smem_bytes <= 200 * 1024;
+  return a.window.addresses == nullptr && n_tokens >= 64 && a.head_dim % 4 == 0 &&
+         a.head_dim <= 1024 && smem_bytes <= 200 * 1024;
 }
 
 }  // namespace

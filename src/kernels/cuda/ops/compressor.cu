@@ -7,40 +7,16 @@
 
 #include "kernels/contracts.h"
 #include "kernels/cuda/device/common.cuh"
+#include "kernels/cuda/ops/compressor_pool.cuh"
 #include "kernels/cuda/cuda_ops.h"
 
 namespace dsv4::kernels::cuda {
 namespace {
 
-struct PoolArgs {
-  const float* kv;    // [S, c·d]
-  const float* gate;  // [S, c·d]
-  const float* ape;   // [m, c·d]
-  int64_t ratio, n_halves, width, n_entries;
-  float* out;  // [n, d]
-};
-
 __global__ void compressor_pool_kernel(PoolArgs a) {
   const int64_t idx = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (idx >= a.n_entries * a.width) return;
-  const int64_t w = idx / a.width, i = idx % a.width;
-  const int64_t row_width = a.n_halves * a.width, n_slots = a.n_halves * a.ratio;
-  // Slot s is row w·m + s; with overlap the second block's slots read the B half.
-  auto offset = [&](int64_t s) {
-    return (w * a.ratio + s) * row_width + (s / a.ratio) * a.width + i;
-  };
-  auto score = [&](int64_t s) {
-    return a.gate[offset(s)] + a.ape[(s % a.ratio) * row_width + (s / a.ratio) * a.width + i];
-  };
-  float max_score = -INFINITY;
-  for (int64_t s = 0; s < n_slots; ++s) max_score = fmaxf(max_score, score(s));
-  float denom = 0.0f;
-  for (int64_t s = 0; s < n_slots; ++s) denom += expf(score(s) - max_score);
-  float acc = 0.0f;
-  for (int64_t s = 0; s < n_slots; ++s) {
-    acc += a.kv[offset(s)] * (expf(score(s) - max_score) / denom);
-  }
-  a.out[idx] = acc;
+  a.out[idx] = pool_element(a, idx / a.width, idx % a.width);
 }
 
 }  // namespace

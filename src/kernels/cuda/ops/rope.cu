@@ -9,19 +9,10 @@
 #include "kernels/contracts.h"
 #include "kernels/cuda/device/common.cuh"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/ops/rope_row.cuh"
 
 namespace dsv4::kernels::cuda {
 namespace {
-
-// Pair (a, b) turned by position · inv_freq (sign −1: back).
-__device__ __forceinline__ void rotate(float* pair, float a, float b, int64_t position,
-                                       float inv_freq, float sign) {
-  const float angle = __fmul_rn(static_cast<float>(position), inv_freq);
-  const float c = cosf(angle);
-  const float s = sign * sinf(angle);
-  pair[0] = __fadd_rn(__fmul_rn(a, c), __fmul_rn(-b, s));
-  pair[1] = __fadd_rn(__fmul_rn(b, c), __fmul_rn(a, s));
-}
 
 __global__ void rope_kernel(RopeOperands o, float sign) {
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
@@ -32,16 +23,8 @@ __global__ void rope_kernel(RopeOperands o, float sign) {
 }
 
 __global__ void rms_norm_rope_kernel(RopeOperands o, const float* weight, float eps) {
-  float* v = o.x + blockIdx.x * o.head_dim;
-  const float inv_rms = row_inv_rms(v, o.head_dim, eps);  // its reduction ends every read
-  const auto normed = [&](int64_t i) { return v[i] * inv_rms * (weight ? weight[i] : 1.0f); };
-  const int64_t first_pair = o.head_dim - 2 * o.n_pairs;
-  for (int64_t i = threadIdx.x; i < first_pair; i += blockDim.x) v[i] = normed(i);
-  const int64_t position = o.positions[blockIdx.x / o.n_heads];
-  for (int64_t p = threadIdx.x; p < o.n_pairs; p += blockDim.x) {
-    const int64_t i = first_pair + 2 * p;
-    rotate(v + i, normed(i), normed(i + 1), position, o.inv_freq[p], 1.0f);
-  }
+  norm_rope_row(o.x + blockIdx.x * o.head_dim, o.head_dim, o.n_pairs, weight, eps,
+                o.positions[blockIdx.x / o.n_heads], o.inv_freq);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 // Dimension letters: T tokens, N entries, K picks.
 #include <algorithm>
 
+#include "kernels/contracts.h"
 #include "kernels/cuda/device/common.cuh"
 #include "kernels/cuda/cuda_ops.h"
 
@@ -23,12 +24,15 @@ namespace {
 struct TopkArgs {
   const float* scores;
   int64_t score_stride, n_entries;
-  const int32_t* n_candidates;  // null: every row's candidates are all n_entries
+  const int32_t* n_candidates;  // null: every row's candidates are all n_entries ...
   int32_t* indices;
   int64_t index_stride, k;
+  const int64_t* positions;  // ... or those visible at its position (decode rows)
+  int64_t ratio;
 };
 
 __device__ __forceinline__ int64_t row_candidates(const TopkArgs& a, int64_t t) {
+  if (a.positions) return visible_entries(a.positions[t], a.ratio, a.n_entries);
   return a.n_candidates ? min(max(int64_t{a.n_candidates[t]}, int64_t{0}), a.n_entries)
                         : a.n_entries;
 }
@@ -148,25 +152,11 @@ __global__ void topk_rank_kernel(TopkArgs a) {
 
 }  // namespace
 
-void topk(const TensorView& scores, const TensorView& n_candidates, const TensorView& indices) {
-  DSV4_CHECK(scores.dtype == DType::kF32 && scores.rank() == 2 && scores.stride[1] == 1,
-             "topk: scores f32 [T, N]");
-  DSV4_CHECK(n_candidates.data == nullptr ||
-                 (n_candidates.dtype == DType::kI32 && n_candidates.is_contiguous() &&
-                  n_candidates.numel() == scores.size(0)),
-             "topk: n_candidates i32 [T] or empty");
-  DSV4_CHECK(indices.dtype == DType::kI32 && indices.rank() == 2 && indices.stride[1] == 1 &&
-                 indices.size(0) == scores.size(0),
-             "topk: indices i32 [T, K]");
-  const TopkArgs a{scores.data_as<const float>(),
-                   scores.stride[0],
-                   scores.size(1),
-                   n_candidates.data_as<const int32_t>(),
-                   indices.data_as<int32_t>(),
-                   indices.stride[0],
-                   indices.size(1)};
-  if (scores.size(0) == 0 || a.k == 0) return;
-  const auto rows = static_cast<unsigned>(scores.size(0));
+namespace {
+
+void launch_topk(const TopkArgs& a, int64_t n_rows) {
+  if (n_rows == 0 || a.k == 0) return;
+  const auto rows = static_cast<unsigned>(n_rows);
   if (a.k <= kMaxSelectK) {
     int p = 1;
     while (p < a.k) p *= 2;
@@ -175,6 +165,44 @@ void topk(const TensorView& scores, const TensorView& n_candidates, const Tensor
     topk_rank_kernel<<<rows, kRowThreads, 0, op_stream()>>>(a);
   }
   check_launch();
+}
+
+TopkArgs topk_args(const TensorView& scores, const TensorView& indices) {
+  DSV4_CHECK(scores.dtype == DType::kF32 && scores.rank() == 2 && scores.stride[1] == 1,
+             "topk: scores f32 [T, N]");
+  DSV4_CHECK(indices.dtype == DType::kI32 && indices.rank() == 2 && indices.stride[1] == 1 &&
+                 indices.size(0) == scores.size(0),
+             "topk: indices i32 [T, K]");
+  return TopkArgs{scores.data_as<const float>(),
+                  scores.stride[0],
+                  scores.size(1),
+                  nullptr,
+                  indices.data_as<int32_t>(),
+                  indices.stride[0],
+                  indices.size(1),
+                  nullptr,
+                  0};
+}
+
+}  // namespace
+
+void topk(const TensorView& scores, const TensorView& n_candidates, const TensorView& indices) {
+  TopkArgs a = topk_args(scores, indices);
+  DSV4_CHECK(n_candidates.data == nullptr ||
+                 (n_candidates.dtype == DType::kI32 && n_candidates.is_contiguous() &&
+                  n_candidates.numel() == scores.size(0)),
+             "topk: n_candidates i32 [T] or empty");
+  a.n_candidates = n_candidates.data_as<const int32_t>();
+  launch_topk(a, scores.size(0));
+}
+
+void topk(const TensorView& scores, const TensorView& positions, int64_t ratio,
+          const TensorView& indices) {
+  TopkArgs a = topk_args(scores, indices);
+  DSV4_CHECK(ratio >= 1, "topk: ratio %lld", (long long)ratio);
+  a.positions = row_table(positions, scores.size(0), "topk positions");
+  a.ratio = ratio;
+  launch_topk(a, scores.size(0));
 }
 
 }  // namespace dsv4::kernels::cuda
