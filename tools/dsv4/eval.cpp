@@ -58,7 +58,9 @@ Result<std::string> read_text(const std::string& path) {
 Result<std::vector<int64_t>> text_ids(const EvalArgs& args, const std::string& model_dir,
                                       const std::string& text) {
   const std::string path = args.tokenizer.empty() ? model_dir + "/tokenizer.json" : args.tokenizer;
-  DSV4_ASSIGN_OR_RETURN(Tokenizer tokenizer, Tokenizer::load(path));
+  Result<Tokenizer> loaded = Tokenizer::load(path);
+  if (!loaded.ok()) return loaded.status().with_context("eval needs the checkpoint's tokenizer");
+  const Tokenizer& tokenizer = *loaded;
   const std::optional<int64_t> bos = tokenizer.token_id(kBeginOfSentence);
   if (!bos) return invalid_argument(path + ": no " + std::string(kBeginOfSentence) + " token");
   DSV4_ASSIGN_OR_RETURN(std::vector<int64_t> ids, tokenizer.encode(text, false));
