@@ -10,6 +10,7 @@ namespace dsv4::tools {
 void register_bench(CLI::App& app, int& exit_code);     // bench.cpp
 void register_chat(CLI::App& app, int& exit_code);      // chat.cpp
 void register_check(CLI::App& app, int& exit_code);     // check.cpp
+void register_eval(CLI::App& app, int& exit_code);      // eval.cpp
 void register_generate(CLI::App& app, int& exit_code);  // generate.cpp
 void register_inspect(CLI::App& app, int& exit_code);   // inspect.cpp
 void register_quantize(CLI::App& app, int& exit_code);  // quantize.cpp

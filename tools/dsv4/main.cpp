@@ -10,6 +10,7 @@ int main(int argc, char** argv) {
   dsv4::tools::register_bench(app, exit_code);
   dsv4::tools::register_chat(app, exit_code);
   dsv4::tools::register_check(app, exit_code);
+  dsv4::tools::register_eval(app, exit_code);
   dsv4::tools::register_generate(app, exit_code);
   dsv4::tools::register_inspect(app, exit_code);
   dsv4::tools::register_quantize(app, exit_code);

@@ -1,10 +1,10 @@
 // dsv4 verify --model DIR --reference REF.safetensors [--dump OUT.safetensors [--force]]
-// [--device cpu|cuda] [--experts w4a16|w4a4]: checks the engine against an oracle's reference
-// file (prompt_i, logits_i [len, V], greedy_i [n], greedy_logits_i [n, V]). For each prompt it
-// recomputes the full-sequence logits and the cached greedy continuation, prints the largest
-// per-row relative error ‖Δ‖/‖ref‖ of both and the token agreement, and exits 1 past the
-// tolerance. --dump writes the engine's own outputs under the same names and shapes; an existing
-// file is replaced only with --force.
+// [--tolerance R] [--device cpu|cuda] [--experts w4a16|w4a4]: checks the engine against an
+// oracle's reference file (prompt_i, logits_i [len, V], greedy_i [n], greedy_logits_i [n, V]).
+// For each prompt it recomputes the full-sequence logits and the cached greedy continuation,
+// prints the largest per-row relative error ‖Δ‖/‖ref‖ of both and the token agreement, and exits
+// 1 past the tolerance (1e-4 unless --tolerance). --dump writes the engine's own outputs under
+// the same names and shapes; an existing file is replaced only with --force.
 // Uses the public API plus the safetensors reader/writer for the two files.
 #include <cstdio>
 #include <filesystem>
@@ -29,6 +29,9 @@ struct VerifyArgs {
   EngineFlags engine;
   std::string reference, dump;
   bool force = false;  // --dump may replace an existing file
+  // W4A16 rounds the experts' activations to bf16, where a last-bit difference upstream can flip
+  // a rounding: references of NVFP4 checkpoints need a looser bar (docs/quality.md).
+  double tolerance = kLogitsRelTol;
 };
 
 template <typename T>
@@ -50,7 +53,8 @@ struct PromptCheck {
   Generation out;
 };
 
-Result<PromptCheck> check_prompt(Engine& engine, const format::SafetensorsFile& ref, int i) {
+Result<PromptCheck> check_prompt(Engine& engine, const format::SafetensorsFile& ref, int i,
+                                 double tolerance) {
   const std::string n = std::to_string(i);
   const int64_t v = engine.vocab_size();
   PromptCheck c;
@@ -75,7 +79,7 @@ Result<PromptCheck> check_prompt(Engine& engine, const format::SafetensorsFile& 
   const double full = max_row_rel_error(c.out.prompt_logits.data(), logits.data(), n_prompt, v);
   const double cached =
       max_row_rel_error(c.out.step_logits.data(), greedy_logits.data(), n_agree, v);
-  c.ok = full <= kLogitsRelTol && cached <= kLogitsRelTol && n_agree == n_greedy &&
+  c.ok = full <= tolerance && cached <= tolerance && n_agree == n_greedy &&
          static_cast<int64_t>(c.out.tokens.size()) == n_greedy;
   std::printf(
       "prompt %d: %lld tokens  logits max rel err %.3e  greedy %lld/%lld tokens agree, "
@@ -117,7 +121,7 @@ int run_verify(const VerifyArgs& args) {
   bool all_ok = true;
   int i = 0;
   for (; ref->find("prompt_" + std::to_string(i)) != nullptr; ++i) {
-    Result<PromptCheck> c = check_prompt(*engine, *ref, i);
+    Result<PromptCheck> c = check_prompt(*engine, *ref, i, args.tolerance);
     if (!c.ok()) return fail(c.status());
     all_ok &= c->ok;
     if (!args.dump.empty()) add_dump(writer, i, *c, engine->vocab_size());
@@ -126,7 +130,7 @@ int run_verify(const VerifyArgs& args) {
   if (!args.dump.empty()) {
     if (Status s = writer.write(args.dump, args.force); !s.ok()) return fail(s);
   }
-  std::printf("%s: %d prompts, tolerance %.0e: %s\n", args.reference.c_str(), i, kLogitsRelTol,
+  std::printf("%s: %d prompts, tolerance %.0e: %s\n", args.reference.c_str(), i, args.tolerance,
               all_ok ? "PASS" : "FAIL");
   return all_ok ? 0 : 1;
 }
@@ -145,6 +149,10 @@ void register_verify(CLI::App& app, int& exit_code) {
   CLI::Option* dump = cmd->add_option("--dump", args->dump,
                                       "write the engine's outputs here (same names and shapes)");
   cmd->add_flag("--force", args->force, "with --dump, replace an existing file")->needs(dump);
+  cmd->add_option("--tolerance", args->tolerance,
+                  "largest per-row relative logits error that passes")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
   cmd->callback([args, &exit_code] { exit_code = run_verify(*args); });
 }
 

@@ -13,7 +13,7 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& flags, bool model_required) {
   } else {
     cmd->add_option(
         "--model", flags.model,
-        "checkpoint directory (default: $DSV4_MODEL, else a small random-weight test model)");
+        "checkpoint directory (default: $DSV4_MODEL, else the small embedded Brown-corpus model)");
   }
   cmd->add_option("--device", flags.device, "cpu or cuda")
       ->capture_default_str()
@@ -98,10 +98,10 @@ EngineOptions engine_options(const EngineFlags& flags, const char* command) {
     if (const char* env = std::getenv("DSV4_MODEL"); env && *env) {
       options.model_dir = env;
     } else {
-      options.model_dir = std::string(DSV4_SOURCE_DIR) + "/tests/golden/tiny_a_pretrained/model";
+      options.model_dir = std::string(DSV4_SOURCE_DIR) + "/tests/golden/brown_small/model";
       std::fprintf(stderr,
-                   "dsv4 %s: no --model, using the embedded test checkpoint %s "
-                   "(random weights: the tokens are meaningless)\n",
+                   "dsv4 %s: no --model, using the embedded model %s (a 6.6M-parameter "
+                   "DeepSeek-V4 trained on the Brown corpus, docs/quality.md)\n",
                    command, options.model_dir.c_str());
     }
   }

@@ -11,7 +11,7 @@
 namespace dsv4::tools {
 
 struct EngineFlags {
-  std::string model;  // empty: $DSV4_MODEL, else the embedded test checkpoint (see engine_options)
+  std::string model;  // empty: $DSV4_MODEL, else the embedded model (see engine_options)
   std::string device = "cpu";
   std::string experts = "w4a16";
   std::string expert_offload = "auto";  // or a number of layers
@@ -35,8 +35,9 @@ void add_prefix_cache_flag(CLI::App* cmd, int64_t& prefix_cache_mb);
 CLI::Validator non_negative();
 CLI::Validator positive();
 
-// The options the flags ask for. Without --model: $DSV4_MODEL, else the small oracle checkpoint
-// in the repository, whose weights are random, which `command` says on stderr.
+// The options the flags ask for. Without --model: $DSV4_MODEL, else the small trained model in
+// the repository (tests/golden/brown_small/model, English from the Brown corpus), which
+// `command` says on stderr.
 EngineOptions engine_options(const EngineFlags& flags, const char* command);
 
 // Engine::open, then the engine's load notes on stderr ("dsv4 COMMAND: note: ..."): which
