@@ -4,12 +4,13 @@
 // every shape is first checked against the CPU reference (64 rows), then timed: kBatch calls
 // (weights rotated over copies larger than the L2) captured in one CUDA graph, the median of
 // kRepeats replays over kBatch, so host launch cost is not counted (decode runs as graphs).
-// For M ≥ 512 it also times, on the same call, the two-warpgroup kernel (kernel.cuh) the
-// warp-specialised one replaced, and the warp-specialised one with 128-token tiles where the
-// heuristics chose 256, and the warp-specialised one with its token tiles by cp.async instead
-// of TMA; for M ≤ 16, the small-M kernel (split-K atomics) the stream kernel replaced. With DSV4_BENCH_PROFILE=1 in the environment nothing is timed: each variant runs
-// once, in the order check, W4A16 op, W4A4 op, two-warpgroup, ws 128 tokens, ws cp.async (for
-// ncu's --launch-skip: a shape's warp-specialised launches are 0..4 in that order).
+// For M ≥ 512 it also times, on the same call, the two-warpgroup kernel
+// (nvfp4_two_warpgroup/) the warp-specialised one replaced, and the warp-specialised one with
+// 128-token tiles where the heuristics chose 256, and the warp-specialised one with its token
+// tiles by cp.async instead of TMA; for M ≤ 16, the small-M kernel (split-K atomics) the stream
+// kernel replaced. With DSV4_BENCH_PROFILE=1 in the environment nothing is timed: each variant
+// runs once, in the order check, W4A16 op, W4A4 op, two-warpgroup, ws 128 tokens, ws cp.async
+// (for ncu's --launch-skip: a shape's warp-specialised launches are 0..4 in that order).
 //   usage: nvfp4_gemm_bench [out.md [M,M,... [shape]]]   (default M: 1,8,64,512,4096,16384;
 //          shape: only the shapes whose name contains it, e.g. "Pro gate")
 //          nvfp4_gemm_bench grouped [out.md [R,R,... [shape]]]   grouped calls of 256 (Flash)
@@ -45,6 +46,7 @@
 #include "testing/compare.h"
 #include "bench_harness.h"
 #include "cublas_dl.h"
+#include "nvfp4_two_warpgroup/launch.h"
 
 namespace dsv4::bench {
 namespace {
@@ -155,7 +157,6 @@ std::string plan_name(const kernels::cuda::sm90::Nvfp4GemmPlan& plan) {
   if (plan.path == Nvfp4GemmPath::kWsWgmma) {
     return "ws 128 rows×" + std::to_string(plan.ws_tokens) + " tok";
   }
-  if (plan.path == Nvfp4GemmPath::kWgmma) return plan.wide_n ? "wgmma 128×256" : "wgmma 128×128";
   return "small-M " + std::to_string(plan.small_tiles * 8) + " tok, K/" +
          std::to_string(plan.small_chunks * 128);
 }
@@ -229,17 +230,22 @@ Row run_shape(const Shape3& s, int64_t m, const Cublas& cublas, double bandwidth
     p.k = p.kp = static_cast<int>(k);
     p.n_groups = 1;
     p.d_bf16 = true;
-    auto time_plan = [&](const Nvfp4GemmPlan& plan) {
+    // Each call on the next copy of the weights, launched by `launch`.
+    auto time_launch = [&](auto launch) {
       return graph_us_per_call([&](int i) {
         const Weights& w = weights[i % n_copies];
         p.b_packed = w.packed.data_as<const uint8_t>();
         p.b_scale = w.scale.data_as<const uint8_t>();
         p.b_global = w.global.data_as<const float>();
-        launch_nvfp4_gemm(p, plan);
+        launch();
       });
     };
-    const Nvfp4GemmPlan two_wg = plan_for(p, /*warp_specialized=*/false);
-    if (two_wg.path == Nvfp4GemmPath::kWgmma) row.us_two_wg = time_plan(two_wg);
+    auto time_plan = [&](const Nvfp4GemmPlan& plan) {
+      return time_launch([&] { launch_nvfp4_gemm(p, plan); });
+    };
+    if (plan_for(p).path == Nvfp4GemmPath::kWsWgmma) {  // the kernel it replaced, same call
+      row.us_two_wg = time_launch([&] { launch_two_warpgroup(p, n_sm); });
+    }
     Nvfp4GemmPlan narrow = plan_for(p);
     if (narrow.path == Nvfp4GemmPath::kWsWgmma && narrow.ws_tokens == 256) {
       narrow.ws_tokens = 128;  // the warp-specialised kernel with 128-token tiles instead

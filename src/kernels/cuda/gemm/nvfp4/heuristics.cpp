@@ -100,8 +100,7 @@ Nvfp4GemmPlan plan_ws(int n_rows, int n, int n_groups, int n_sm) {
   return plan;
 }
 
-Nvfp4GemmPlan plan_nvfp4_gemm(int n_rows, int n, int k, int kp, int n_groups, int n_sm,
-                              bool warp_specialized) {
+Nvfp4GemmPlan plan_nvfp4_gemm(int n_rows, int n, int k, int kp, int n_groups, int n_sm) {
   // One matrix and at most 16 tokens: the weights' bytes are the whole cost, and the stream
   // kernel reads them in one launch with nothing to zero, add atomically or convert after.
   if (n_groups == 1 && n_rows <= kStreamMaxTokens && k == kp && k % kStreamStepK == 0) {
@@ -110,16 +109,7 @@ Nvfp4GemmPlan plan_nvfp4_gemm(int n_rows, int n, int k, int kp, int n_groups, in
   const bool small = n_groups > 1 ? n_rows <= int64_t{kGroupedSmallMaxRowsPerGroup} * n_groups
                                    : n_rows <= kSmallMaxRows;
   if (small) return plan_small_m(n_rows, n, kp, n_groups, n_sm);
-  if (warp_specialized) return plan_ws(n_rows, n, n_groups, n_sm);
-  Nvfp4GemmPlan plan;
-  plan.path = Nvfp4GemmPath::kWgmma;
-  // Estimated tiles (grouped: as if the rows were spread evenly); 256-wide tiles halve the A
-  // traffic but need enough of them to fill the machine.
-  const int64_t m_tiles = ceil_div(n_rows, kTileM) + (n_groups > 1 ? n_groups / 2 : 0);
-  plan.wide_n = m_tiles * ceil_div(n, kTileN) >= n_sm;
-  const int64_t n_tiles = m_tiles * ceil_div(n, plan.wide_n ? kTileN : kTileN / 2);
-  plan.grid = static_cast<int>(n_groups > 1 ? n_sm : std::min<int64_t>(n_sm, n_tiles));
-  return plan;
+  return plan_ws(n_rows, n, n_groups, n_sm);
 }
 
 }  // namespace dsv4::kernels::cuda::sm90

@@ -6,11 +6,9 @@
 
 namespace dsv4::kernels::cuda::sm90 {
 
-// n_rows: T (all groups together); k: K, kp: K padded to kWeightKAlign; n_groups: G; n_sm: multiprocessors on the device;
-// warp_specialized: large M runs the warp-specialised kernel (ws_kernel.cuh), else the
-// two-warpgroup one (kernel.cuh), kept for comparison.
-Nvfp4GemmPlan plan_nvfp4_gemm(int n_rows, int n, int k, int kp, int n_groups, int n_sm,
-                              bool warp_specialized = true);
+// n_rows: T (all groups together); k: K, kp: K padded to kWeightKAlign; n_groups: G; n_sm:
+// multiprocessors on the device.
+Nvfp4GemmPlan plan_nvfp4_gemm(int n_rows, int n, int k, int kp, int n_groups, int n_sm);
 
 // The small-M kernel's plan (token tiles, K slice, group slots), whatever the stream kernel
 // would take; the benchmark times it against the stream kernel.

@@ -7,9 +7,8 @@
 
 namespace dsv4::kernels::cuda::sm90 {
 
-// The plan the heuristics pick for p on the current device (warp_specialized = false: the
-// two-warpgroup kernel for large M, which the benchmark compares against).
-Nvfp4GemmPlan plan_for(const Nvfp4GemmParams& p, bool warp_specialized = true);
+// The plan the heuristics pick for p on the current device.
+Nvfp4GemmPlan plan_for(const Nvfp4GemmParams& p);
 
 // Runs D = alpha · A · Bᵀ per group as p describes. With the small-M plan and a bf16 D,
 // p.accum must point to an f32 [T, N] scratch; with an f32 D, p.accum is ignored (D is used).

@@ -26,7 +26,6 @@
 
 #include "kernels/cuda/gemm/nvfp4/config.h"
 #include "kernels/cuda/device/nvfp4_decode.cuh"
-#include "kernels/cuda/gemm/nvfp4/kernel.cuh"
 #include "kernels/cuda/gemm/nvfp4/params.h"
 #include "kernels/cuda/device/sm90_ptx.cuh"
 #include "kernels/cuda/gemm/nvfp4/tile_table.cuh"
