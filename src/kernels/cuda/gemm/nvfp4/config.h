@@ -1,5 +1,5 @@
 // Tile shapes of the sm_90a NVFP4 GEMM kernels (README.md explains the choice). Plain C++: the
-// host heuristics and the device code read the same numbers.
+// host plan and the device code read the same numbers.
 #pragma once
 
 namespace dsv4::kernels::cuda::sm90 {

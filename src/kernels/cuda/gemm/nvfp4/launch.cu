@@ -6,7 +6,7 @@
 
 #include "kernels/cuda/device/common.cuh"
 #include "kernels/cuda/stream.h"
-#include "kernels/cuda/gemm/nvfp4/heuristics.h"
+#include "kernels/cuda/gemm/nvfp4/plan.h"
 #include "kernels/cuda/gemm/nvfp4/small_m_kernel.cuh"
 #include "kernels/cuda/gemm/nvfp4/stream_kernel.cuh"
 

@@ -36,19 +36,4 @@ struct Nvfp4GemmParams {
   float swiglu_limit = 0.0f;
 };
 
-// What the heuristics decide for one call (heuristics.cpp).
-enum class Nvfp4GemmPath { kWsWgmma, kSmallM, kStream };
-
-struct Nvfp4GemmPlan {
-  Nvfp4GemmPath path = Nvfp4GemmPath::kWsWgmma;
-  int grid = 0;              // kWsWgmma: persistent CTAs, ws_ctas_per_sm an SM
-  int ws_tokens = 256;       // kWsWgmma: tokens per tile, one wgmma N (32, 64, 128 or 256)
-  bool tma_tokens = true;    // kWsWgmma: token tiles by TMA where A allows (else cp.async)
-  int small_tiles = 1;       // kSmallM: n8 token tiles per pass (1, 2, 4 or 8)
-  int small_chunks = 4;      // kSmallM: 128-element K chunks per CTA
-  int small_slots = 1;       // kSmallM: group slots (grid z): min(G, T)
-  int stream_warps = 4;      // kStream at one token chunk: warps a CTA (4 or 8)
-  int stream_min_blocks = 4; // kStream at one token chunk: CTAs an SM its registers allow (2, 4)
-};
-
 }  // namespace dsv4::kernels::cuda::sm90
