@@ -1,6 +1,7 @@
-// Launchers of the dense linear's three kernels, each for the calls plan.cpp gives it (launch.cu
-// calls them): the tensor-core ones (f32 x and y, a bf16 weight, exact to f32 by splitting x into
-// three bf16: bf16_split.cuh) and the CUDA-core ones. Plain C++.
+// Launchers of the dense GEMM kernels: the linear's three, each for the calls plan.cpp gives it
+// (launch.cu calls them): the tensor-core ones (f32 x and y, a bf16 weight, exact to f32 by
+// splitting x into three bf16: bf16_split.cuh) and the CUDA-core ones; and the dense experts'
+// grouped GEMM. Plain C++.
 #pragma once
 
 #include <cstdint>
@@ -30,5 +31,10 @@ void linear_few_rows_tensor_cores(const LinearOperands& o, int64_t n_groups, int
 
 // linear_cuda_cores.cu: DenseKernel::kTiled and kFewRows.
 void linear_cuda_cores(const LinearOperands& o, int64_t n_groups, const DensePlan& plan);
+
+// grouped_linear.cu: y [R, N] = each row of x [R, K] times its group's w [G, N, K] (f32), the
+// groups by the device row offsets [G+1] (cuda::grouped_linear has checked the shapes).
+void launch_grouped_linear(const RowMatrix& x, const float* w, const int32_t* offsets,
+                           int64_t n_groups, const RowMatrix& y);
 
 }  // namespace dsv4::kernels::cuda
