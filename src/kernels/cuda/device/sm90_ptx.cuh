@@ -1,6 +1,6 @@
 // The PTX the NVFP4 kernels issue, one thin wrapper each: wgmma (sm_90a) with its shared-memory
 // descriptors, mbarriers and TMA; the cp.async and mma.sync they share with other kernels are in
-// kernels/cuda/mma_sync.cuh. Only .cu files of this folder include it.
+// mma_sync.cuh. Included only by .cu files (device code).
 #pragma once
 
 #include <cstdint>
