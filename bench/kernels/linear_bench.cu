@@ -1,4 +1,4 @@
-// linear_bench: the f32 linear (kernels/cuda/linear.cu) on DeepSeek-V4-Flash's dense shapes,
+// linear_bench: the f32 linear (kernels/cuda/ops/linear.cu) on DeepSeek-V4-Flash's dense shapes,
 // with the weight in f32 and in bf16 (what copy_weights keeps of a bf16 checkpoint on a GPU). A
 // program, not a test: every shape is first checked (within kCudaF32OpRelTol of the CPU
 // reference; on the CUDA-core kernels the bf16 weight's result must also be the f32 one's
@@ -26,7 +26,7 @@
 #include "cublas_dl.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cuda/cuda_ops.h"
-#include "kernels/cuda/gemm/dense/linear_tensor_cores.h"
+#include "kernels/cuda/gemm/dense/launch.h"
 #include "testing/compare.h"
 #include "testing/device.h"
 #include "testing/tolerance.h"
@@ -79,16 +79,22 @@ void run_linear(const LinearShape& s, const Tensor& x, const Tensor& w, const Te
   kernels::cuda::block_diagonal_linear(x.view(), w.view(), s.groups, y.view());
 }
 
-// Whether the call runs on either tensor-core kernel (the bf16 weight; the f32 one never does).
-bool on_tensor_cores(const LinearShape& s, const Weight& w, const Tensor& x, const Tensor& y) {
-  const kernels::LinearOperands o =
-      kernels::block_diagonal_operands(x.view(), w.bf16.view(), s.groups, y.view());
-  return kernels::cuda::linear_tensor_cores_fit(o, s.groups) ||
-         kernels::cuda::linear_few_rows_tensor_cores_fit(o, s.groups);
+// The plan the call runs with the weight `w` (the bf16 or the f32 one).
+kernels::cuda::DensePlan plan_of(const LinearShape& s, const Tensor& w, const Tensor& x,
+                                 const Tensor& y) {
+  return kernels::cuda::plan_for(
+      kernels::block_diagonal_operands(x.view(), w.view(), s.groups, y.view()), s.groups);
 }
 
-const char* kernel_name(const LinearShape& s, const Weight& w, const Tensor& x, const Tensor& y) {
-  return on_tensor_cores(s, w, x, y) ? "tensor cores" : "CUDA cores";
+// Whether the call runs on either tensor-core kernel (the bf16 weight; the f32 one never does).
+bool on_tensor_cores(const LinearShape& s, const Weight& w, const Tensor& x, const Tensor& y) {
+  const kernels::cuda::DenseKernel kernel = plan_of(s, w.bf16, x, y).kernel;
+  return kernel == kernels::cuda::DenseKernel::kTensorCores ||
+         kernel == kernels::cuda::DenseKernel::kFewRowsTensorCores;
+}
+
+std::string plan_name(const LinearShape& s, const Tensor& w, const Tensor& x, const Tensor& y) {
+  return kernels::cuda::describe(plan_of(s, w, x, y));
 }
 
 // Both weights' results against the CPU's (the max row rel error of the worse); on the CUDA
@@ -194,10 +200,12 @@ void run_decode_shape(std::FILE* out, const LinearShape& s, const std::vector<in
     const double floor32 = (4.0 * s.n * s.k + io) / bandwidth * 1e6;
     std::fprintf(
         out,
-        "| %s | %lld×%lld | %lld | %.1f | %.0f%% | %.1f (%s) | %.2f | %.1f | %.0f%% | %.1e |\n",
-        s.name, (long long)s.n, (long long)s.k, (long long)t, us[0], 100.0 * floor32 / us[0], us[1],
-        kernel_name(s, weights[0], m.x, m.y), (2.0 * s.n * s.k + io) / (us[1] * 1e-6) / 1e12,
-        floor16, 100.0 * floor16 / us[1], err);
+        "| %s | %lld×%lld | %lld | %.1f (%s) | %.0f%% | %.1f (%s) | %.2f | %.1f | %.0f%% | "
+        "%.1e |\n",
+        s.name, (long long)s.n, (long long)s.k, (long long)t, us[0],
+        plan_name(s, weights[0].f32, m.x, m.y).c_str(), 100.0 * floor32 / us[0], us[1],
+        plan_name(s, weights[0].bf16, m.x, m.y).c_str(),
+        (2.0 * s.n * s.k + io) / (us[1] * 1e-6) / 1e12, floor16, 100.0 * floor16 / us[1], err);
     std::fflush(out);
   }
 }
@@ -214,11 +222,12 @@ void run_prefill_shape(std::FILE* out, const LinearShape& s, const std::vector<i
     const double floor = baseline.bf16_flops > 0 ? 3.0 * flops / baseline.bf16_flops * 1e6 : 0.0;
     std::fprintf(
         out,
-        "| %s | %lld×%lld | %lld | %.1f | %.1f (%s) | %.1f× | %.1f | %.1f | %.2f× | %.1f | "
+        "| %s | %lld×%lld | %lld | %.1f (%s) | %.1f (%s) | %.1f× | %.1f | %.1f | %.2f× | %.1f | "
         "%.0f%% | %.1e |\n",
-        s.name, (long long)s.n, (long long)s.k, (long long)t, us[0], us[1],
-        kernel_name(s, weights[0], m.x, m.y), us[0] / us[1], flops / (us[1] * 1e-6) / 1e12, sgemm,
-        sgemm / us[1], floor, 100.0 * floor / us[1], err);
+        s.name, (long long)s.n, (long long)s.k, (long long)t, us[0],
+        plan_name(s, weights[0].f32, m.x, m.y).c_str(), us[1],
+        plan_name(s, weights[0].bf16, m.x, m.y).c_str(), us[0] / us[1],
+        flops / (us[1] * 1e-6) / 1e12, sgemm, sgemm / us[1], floor, 100.0 * floor / us[1], err);
     std::fflush(out);
   }
 }
@@ -241,7 +250,7 @@ int main(int argc, char** argv) {
   if (!decode.empty()) {
     std::fprintf(
         out,
-        "| shape | N×K | T | f32 weight µs | f32 %% of its floor | bf16 weight µs (kernel) | "
+        "| shape | N×K | T | f32 weight µs (plan) | f32 %% of its floor | bf16 weight µs (plan) | "
         "bf16 TB/s | bf16 floor µs | bf16 %% of floor | check rel err |\n"
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for (const LinearShape& s : kShapes) run_decode_shape(out, s, decode, bandwidth);
@@ -250,7 +259,7 @@ int main(int argc, char** argv) {
     const Baseline baseline = measure_baseline();
     std::fprintf(out, "\ncuBLAS bf16 8192³: %.0f TFLOP/s\n\n", baseline.bf16_flops / 1e12);
     std::fprintf(out,
-                 "| shape | N×K | T | f32 weight µs | bf16 weight µs (kernel) | speed-up | "
+                 "| shape | N×K | T | f32 weight µs (plan) | bf16 weight µs (plan) | speed-up | "
                  "bf16 TFLOP/s | cuBLAS SGEMM µs | ours vs SGEMM | floor µs | %% of floor | "
                  "check rel err |\n"
                  "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");

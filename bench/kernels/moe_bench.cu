@@ -47,6 +47,24 @@ struct LayerShape {
   int64_t dim, ffn, n_experts, k_used;
 };
 
+// The plan a path runs at n_tokens: its expert kernels and, on the grouped path, the plan of
+// the routed rows' L1 GEMM (the experts' rows spread evenly: the plan reads only the shape).
+std::string plan_name(MoePath path, const MoeConfig& cfg, const LayerShape& s,
+                      int64_t n_tokens) {
+  namespace sm90 = kernels::cuda::sm90;
+  const sm90::MoeExperts experts =
+      kernels::cuda::moe::moe_experts_on(path, n_tokens, cfg.mode == MoeMode::kW4A4);
+  std::string name = sm90::describe(experts);
+  if (experts != sm90::MoeExperts::kGrouped) return name;
+  int device = 0, n_sm = 0;
+  DSV4_CUDA_CHECK(cudaGetDevice(&device));
+  DSV4_CUDA_CHECK(cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, device));
+  const sm90::Nvfp4GemmPlan l1 = sm90::plan_nvfp4_gemm(
+      static_cast<int>(n_tokens * s.k_used), static_cast<int>(2 * s.ffn), static_cast<int>(s.dim),
+      static_cast<int>(s.dim), static_cast<int>(s.n_experts), n_sm);
+  return name + ", L1 " + sm90::describe(l1);
+}
+
 constexpr int kReps = 25;
 constexpr int kInputs = 8;
 
@@ -244,7 +262,7 @@ void check_against_cpu(const Layer& layer, const HostLayer& host, const MoeConfi
                                                         y_cpu.data_as<float>(), n_tokens, s.dim);
     std::printf("check %s %s %s T=%lld vs CPU: max row rel err %.2e %s %s\n", s.name,
                 cfg.mode == MoeMode::kW4A16 ? "W4A16" : "W4A4",
-                path == MoePath::kFused ? "fused" : "grouped", static_cast<long long>(n_tokens),
+                plan_name(path, cfg, s, n_tokens).c_str(), static_cast<long long>(n_tokens),
                 err,
                 err < 0      ? "NOT RUN"
                 : err < 2e-2 ? "OK"
@@ -367,7 +385,7 @@ void run_tokens(const Layer& layer, const MoeConfig& cfg, int64_t n_tokens, MoeP
   const double best = graph_us > 0 ? std::min(us, graph_us) : us;
   std::printf("| %s | %s | %s | %lld | %lld | %.1f | %s | %.1f | %.1f (%s) | %.2f |\n", s.name,
               cfg.mode == MoeMode::kW4A16 ? "W4A16" : "W4A4",
-              path == MoePath::kFused ? "fused" : "grouped", static_cast<long long>(n_tokens),
+              plan_name(path, cfg, s, n_tokens).c_str(), static_cast<long long>(n_tokens),
               static_cast<long long>(touched), us,
               graph_us > 0 ? std::to_string(graph_us).substr(0, 7).c_str() : "-", routing_us,
               floor_us, mem_floor >= compute_floor ? "mem" : "bf16", best / floor_us);
@@ -388,7 +406,7 @@ void run_tokens(const Layer& layer, const MoeConfig& cfg, int64_t n_tokens, MoeP
     std::printf(
         "| %s | %s | %s, touched copied | %lld | %lld | %.1f | - | - | %.1f (mem) | %.2f |\n",
         s.name, cfg.mode == MoeMode::kW4A16 ? "W4A16" : "W4A4",
-        path == MoePath::kFused ? "fused" : "grouped", static_cast<long long>(n_tokens),
+        plan_name(path, cfg, s, n_tokens).c_str(), static_cast<long long>(n_tokens),
         static_cast<long long>(touched), touched_us, mem_floor, touched_us / mem_floor);
     MoeWeightsView copied = layer.view();
     copied.w13.packed = w13.packed.view(), copied.w13.block_scale = w13.scale.view();
@@ -410,7 +428,7 @@ void run_tokens(const Layer& layer, const MoeConfig& cfg, int64_t n_tokens, MoeP
     std::printf(
         "| %s | %s | %s, copied first | %lld | %lld | %.1f | - | - | %.1f (copy) | %.2f |\n",
         s.name, cfg.mode == MoeMode::kW4A16 ? "W4A16" : "W4A4",
-        path == MoePath::kFused ? "fused" : "grouped", static_cast<long long>(n_tokens),
+        plan_name(path, cfg, s, n_tokens).c_str(), static_cast<long long>(n_tokens),
         static_cast<long long>(s.n_experts), copied_us, copy_floor, copied_us / copy_floor);
   }
   std::fflush(stdout);

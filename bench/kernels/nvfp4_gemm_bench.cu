@@ -4,21 +4,20 @@
 // every shape is first checked against the CPU reference (64 rows), then timed: kBatch calls
 // (weights rotated over copies larger than the L2) captured in one CUDA graph, the median of
 // kRepeats replays over kBatch, so host launch cost is not counted (decode runs as graphs).
-// For M ≥ 512 it also times, on the same call, the two-warpgroup kernel (kernel.cuh, without
-// warp specialisation: the baseline of the warp-specialised one), the warp-specialised one with
-// 128-token tiles where the heuristics chose 256, and the warp-specialised one with its token
-// tiles by cp.async instead of TMA; for M ≤ 16, the small-M kernel (split-K atomics), the
-// stream kernel's alternative. With DSV4_BENCH_PROFILE=1 in the environment nothing is timed:
-// each variant runs once, in the order check, W4A16 op, W4A4 op, two-warpgroup, ws 128 tokens,
-// ws cp.async (for ncu's --launch-skip: a shape's warp-specialised launches are 0..4 in that
-// order).
+// For M ≥ 512 it also times, on the same call, the two-warpgroup kernel
+// (nvfp4_two_warpgroup/) the warp-specialised one replaced, and the warp-specialised one with
+// 128-token tiles where the plan chose 256, and the warp-specialised one with its token
+// tiles by cp.async instead of TMA; for M ≤ 16, the small-M kernel (split-K atomics) the stream
+// kernel replaced. With DSV4_BENCH_PROFILE=1 in the environment nothing is timed: each variant
+// runs once, in the order check, W4A16 op, W4A4 op, two-warpgroup, ws 128 tokens, ws cp.async
+// (for ncu's --launch-skip: a shape's warp-specialised launches are 0..4 in that order).
 //   usage: nvfp4_gemm_bench [out.md [M,M,... [shape]]]   (default M: 1,8,64,512,4096,16384;
 //          shape: only the shapes whose name contains it, e.g. "Pro gate")
 //          nvfp4_gemm_bench grouped [out.md [R,R,... [shape]]]   grouped calls of 256 (Flash)
 //          or 384 (Pro) experts with R rows each (default R: 8,16,32,48,64,96,192), on every
 //          plan (run_grouped)
 //          nvfp4_gemm_bench grouped-poisson [...]   the same, each expert's rows drawn from a
-//          Poisson distribution of mean R (random routing), which the heuristics plan for
+//          Poisson distribution of mean R (random routing), which plan.cpp plans for
 //          nvfp4_gemm_bench stream [out.md [M,M,... [shape]]]   the stream kernel (M ≤ 8) on
 //          each of its CTA shapes (warps a CTA, CTAs an SM), each checked against the CPU
 // cuBLAS is opened at run time (cublas_dl.h).
@@ -42,11 +41,12 @@
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/stream.h"
 #include "kernels/cuda/gemm/nvfp4/config.h"
-#include "kernels/cuda/gemm/nvfp4/heuristics.h"
+#include "kernels/cuda/gemm/nvfp4/plan.h"
 #include "kernels/cuda/gemm/nvfp4/launch.h"
 #include "testing/compare.h"
 #include "bench_harness.h"
 #include "cublas_dl.h"
+#include "nvfp4_two_warpgroup/launch.h"
 
 namespace dsv4::bench {
 namespace {
@@ -148,25 +148,11 @@ struct Row {
   std::string path;
 };
 
-std::string plan_name(const kernels::cuda::sm90::Nvfp4GemmPlan& plan) {
-  using kernels::cuda::sm90::Nvfp4GemmPath;
-  if (plan.path == Nvfp4GemmPath::kStream) {
-    return "stream " + std::to_string(plan.stream_warps) + " warps, " +
-           std::to_string(plan.stream_min_blocks) + " CTAs/SM";
-  }
-  if (plan.path == Nvfp4GemmPath::kWsWgmma) {
-    return "ws 128 rows×" + std::to_string(plan.ws_tokens) + " tok";
-  }
-  if (plan.path == Nvfp4GemmPath::kWgmma) return plan.wide_n ? "wgmma 128×256" : "wgmma 128×128";
-  return "small-M " + std::to_string(plan.small_tiles * 8) + " tok, K/" +
-         std::to_string(plan.small_chunks * 128);
-}
-
-// The kernel the heuristics pick for a dense M × N × K.
+// The plan for a dense M × N × K.
 std::string path_name(int64_t m, int64_t n, int64_t k, int n_sm) {
-  return plan_name(kernels::cuda::sm90::plan_nvfp4_gemm(static_cast<int>(m), static_cast<int>(n),
-                                                        static_cast<int>(k), static_cast<int>(k),
-                                                        1, n_sm));
+  using namespace kernels::cuda::sm90;
+  return describe(plan_nvfp4_gemm(static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
+                                  static_cast<int>(k), 1, n_sm));
 }
 
 // A GPU result (d_rows, f32, device) against cpu::nvfp4_gemm of its device operands: a_rows
@@ -231,17 +217,22 @@ Row run_shape(const Shape3& s, int64_t m, const Cublas& cublas, double bandwidth
     p.k = p.kp = static_cast<int>(k);
     p.n_groups = 1;
     p.d_bf16 = true;
-    auto time_plan = [&](const Nvfp4GemmPlan& plan) {
+    // Each call on the next copy of the weights, launched by `launch`.
+    auto time_launch = [&](auto launch) {
       return graph_us_per_call([&](int i) {
         const Weights& w = weights[i % n_copies];
         p.b_packed = w.packed.data_as<const uint8_t>();
         p.b_scale = w.scale.data_as<const uint8_t>();
         p.b_global = w.global.data_as<const float>();
-        launch_nvfp4_gemm(p, plan);
+        launch();
       });
     };
-    const Nvfp4GemmPlan two_wg = plan_for(p, /*warp_specialized=*/false);
-    if (two_wg.path == Nvfp4GemmPath::kWgmma) row.us_two_wg = time_plan(two_wg);
+    auto time_plan = [&](const Nvfp4GemmPlan& plan) {
+      return time_launch([&] { launch_nvfp4_gemm(p, plan); });
+    };
+    if (plan_for(p).path == Nvfp4GemmPath::kWsWgmma) {  // the kernel it replaced, same call
+      row.us_two_wg = time_launch([&] { launch_two_warpgroup(p, n_sm); });
+    }
     Nvfp4GemmPlan narrow = plan_for(p);
     if (narrow.path == Nvfp4GemmPath::kWsWgmma && narrow.ws_tokens == 256) {
       narrow.ws_tokens = 128;  // the warp-specialised kernel with 128-token tiles instead
@@ -273,7 +264,7 @@ Row run_shape(const Shape3& s, int64_t m, const Cublas& cublas, double bandwidth
 
 // ---- grouped (MoE) calls ----
 // G experts' matrices [G, N, K] with R rows each (an expert's share of T·top-k rows: V4-Flash
-// at T = 2048 gives R = 48), on the plan the heuristics choose and, in the same call, forced
+// at T = 2048 gives R = 48), on the plan plan.cpp chooses and, in the same call, forced
 // onto the small-M kernel and onto the warp-specialised one with 128- and 256-token tiles.
 // The warp-specialised kernel's token tiles the grouped table times.
 constexpr int kWsTokens[] = {32, 64, 128, 256};
@@ -347,7 +338,7 @@ GroupedRow run_grouped(const Shape3& s, int64_t g, int64_t r, bool poisson, doub
   p.k = p.kp = static_cast<int>(k);
   p.n_groups = static_cast<int>(g);
   p.d_bf16 = true;
-  row.path = plan_name(plan_for(p));
+  row.path = describe(plan_for(p));
   auto time_plan = [&](const Nvfp4GemmPlan& plan) {
     return graph_us_per_call([&](int) { launch_nvfp4_gemm(p, plan); });
   };

@@ -1,5 +1,5 @@
 // weight_stream_probe: how fast can the decode kernels' weight access patterns read HBM, with
-// no decode and no MMA? The W4A16 decode kernel (moe/expert_stream.cu) runs at ~1.7-2 TB/s on
+// no decode and no MMA? The W4A16 decode kernel (gemm/nvfp4/expert_stream.cu) runs at ~1.7-2 TB/s on
 // the weights it touches; this separates the access pattern from the work done per byte.
 // Loads only (each lane XORs what it read, one word per lane is stored so nothing is dead),
 // on V4-Flash's decode-step shape: 7 gate-up matrices [2·2048, 4096] NVFP4 codes (58.7 MB),

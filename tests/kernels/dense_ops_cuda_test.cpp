@@ -15,7 +15,7 @@
 
 #include "base/float_convert.h"
 #include "kernels/contracts.h"
-#include "kernels/cuda/gemm/dense/linear_tensor_cores.h"
+#include "kernels/cuda/gemm/dense/launch.h"
 #include "kernels/cuda_op_pair.h"
 #include "kernels/ops.h"
 #include "testing/tolerance.h"
@@ -39,9 +39,9 @@ TensorView columns(const TensorView& m, int64_t begin, int64_t end) {
 
 TEST(DenseOpsCuda, LinearMatchesCpuOnStridedRows) {
   SeededRng rng;
-  // Both kernels (cuda/linear.cu): the few-rows one with one output a block (narrow N, any T;
-  // mHC's 24 mixes of a 16384-wide residual) and four (N ≥ 1024, two token chunks, ragged
-  // tails), and the tiled one (T > 16 with ≥ 128 tiles).
+  // Both CUDA-core kernels (gemm/dense/linear_cuda_cores.cu): the few-rows one with one output
+  // a block (narrow N, any T; mHC's 24 mixes of a 16384-wide residual) and four (N ≥ 1024, two
+  // token chunks, ragged tails), and the tiled one (T > 16 with ≥ 128 tiles).
   for (const auto& [t, n, k] : {std::tuple{1, 1, 1},
                                 {3, 65, 17},
                                 {70, 130, 300},
@@ -94,11 +94,10 @@ TEST(DenseOpsCuda, LinearBf16WeightGivesTheBitsOfItsF32Widening) {
 }
 
 // y = x · wᵀ with a random bf16 weight, block-diagonal in g groups of r outputs over K = k, x's
-// columns from `offset` on: the CUDA result within the tolerance of the CPU's, on the kernel
-// `fits` names (or, with !on_it, off it).
+// columns from `offset` on: the CUDA result within the tolerance of the CPU's, on `kernel` (or,
+// with !on_it, on another).
 void expect_bf16_linear_matches_cpu(SeededRng& rng, int64_t t, int64_t g, int64_t r, int64_t k,
-                                    int64_t offset, bool (*fits)(const LinearOperands&, int64_t),
-                                    bool on_it) {
+                                    int64_t offset, cuda::DenseKernel kernel, bool on_it) {
   SCOPED_TRACE(std::to_string(t) + "x" + std::to_string(g) + "x" + std::to_string(r) + "x" +
                std::to_string(k) + "+" + std::to_string(offset));
   const OpPair x = OpPair::uniform(rng, {t, g * k + offset});
@@ -107,13 +106,14 @@ void expect_bf16_linear_matches_cpu(SeededRng& rng, int64_t t, int64_t g, int64_
   const OpPair w = OpPair::values(DType::kBF16, {g * r, k}, bits);
   const OpPair y = OpPair::poisoned(DType::kF32, {t, g * r});
   const TensorView x_d = columns(x.d(), offset, offset + g * k);
-  EXPECT_EQ(fits(block_diagonal_operands(x_d, w.d(), g, y.d()), g), on_it);
+  EXPECT_EQ(cuda::plan_for(block_diagonal_operands(x_d, w.d(), g, y.d()), g).kernel == kernel,
+            on_it);
   ASSERT_TRUE(block_diagonal_linear(columns(x.h(), offset, offset + g * k), w.h(), g, y.h()).ok());
   ASSERT_TRUE(block_diagonal_linear(x_d, w.d(), g, y.d()).ok());
   EXPECT_LT(device_vs_host_error(y), kCudaF32OpRelTol);
 }
 
-// bf16 weights and ≥ 32 rows of x run on the tensor cores (cuda/linear_tensor_cores.cu): x, T
+// bf16 weights and ≥ 32 rows of x run on the tensor cores (gemm/dense/linear_tensor_cores.cu): x, T
 // and N off the 128 tiles, K off the 32-wide step (264 = 8 · 33), x aligned (16-byte loads) and
 // a strided column view (scalar loads), and a block-diagonal call (a group a grid slice).
 TEST(DenseOpsCuda, LinearOnTensorCoresMatchesCpu) {
@@ -122,14 +122,15 @@ TEST(DenseOpsCuda, LinearOnTensorCoresMatchesCpu) {
                                            {33, 1, 4100, 64, 3},
                                            {200, 4, 520, 136, 0},
                                            {130, 2, 1030, 1032, 1}}) {
-    expect_bf16_linear_matches_cpu(rng, t, g, r, k, offset, cuda::linear_tensor_cores_fit, true);
+    expect_bf16_linear_matches_cpu(rng, t, g, r, k, offset, cuda::DenseKernel::kTensorCores,
+                                   true);
   }
 }
 
 // 2-16 rows of x (a batch's decode step) on the tensor cores
-// (cuda/linear_few_rows_tensor_cores.cu): N off the 16-row tile, one and two token chunks, 8 and
-// 16 warps a CTA, runs of K steps that leave warps none (K = 96: 3 steps for 8 warps) or end
-// mid-batch (K = 1056: 33 steps), V4-Flash's wo_a shape (8 groups of 1024 over K = 4096) and
+// (gemm/dense/linear_few_rows_tensor_cores.cu): N off the 16-row tile, one and two token chunks,
+// 8 and 16 warps a CTA, runs of K steps that leave warps none (K = 96: 3 steps for 8 warps) or
+// end mid-batch (K = 1056: 33 steps), V4-Flash's wo_a shape (8 groups of 1024 over K = 4096) and
 // groups of 176 outputs with x from column 4 on. Off it (the CUDA-core kernel): x misaligned by
 // one column, 3 rows on 63 m-tiles, and mHC's 24 outputs.
 TEST(DenseOpsCuda, LinearFewRowsOnTensorCoresMatchesCpu) {
@@ -139,13 +140,13 @@ TEST(DenseOpsCuda, LinearFewRowsOnTensorCoresMatchesCpu) {
                                            {16, 1, 520, 1056, 0},
                                            {5, 8, 1024, 4096, 0},
                                            {13, 3, 176, 256, 4}}) {
-    expect_bf16_linear_matches_cpu(rng, t, g, r, k, offset, cuda::linear_few_rows_tensor_cores_fit,
-                                   true);
+    expect_bf16_linear_matches_cpu(rng, t, g, r, k, offset,
+                                   cuda::DenseKernel::kFewRowsTensorCores, true);
   }
   for (const auto& [t, r, k, offset] :
        {std::tuple{4, 3000, 512, 1}, {3, 1000, 1024, 0}, {8, 24, 16384, 0}}) {
-    expect_bf16_linear_matches_cpu(rng, t, 1, r, k, offset, cuda::linear_few_rows_tensor_cores_fit,
-                                   false);
+    expect_bf16_linear_matches_cpu(rng, t, 1, r, k, offset,
+                                   cuda::DenseKernel::kFewRowsTensorCores, false);
   }
 }
 

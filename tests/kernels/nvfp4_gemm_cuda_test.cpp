@@ -1,6 +1,6 @@
 // The CUDA NVFP4 ops against the CPU reference (label cuda: needs the H200). stage_activation
-// must give identical bytes; the GEMMs (W4A16 and W4A4, dense and grouped, both kernels the
-// heuristics choose from) must match cpu::nvfp4_gemm within kF32OpRelTol (1e-5) for f32
+// must give identical bytes; the GEMMs (W4A16 and W4A4, dense and grouped, every kernel
+// gemm/nvfp4/plan.cpp chooses from) must match cpu::nvfp4_gemm within kF32OpRelTol (1e-5) for f32
 // output. Awkward shapes: T = 1, T and N off the tiles, K = 16·odd, empty groups, all rows in
 // one group. Every device output is poisoned (all-ones bytes: NaN) before the kernel runs.
 //

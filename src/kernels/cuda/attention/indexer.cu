@@ -4,8 +4,8 @@
 //
 // Why a warp and not a thread per pair: a decode step has one query and few entries (N = the
 // context / 4), and a thread per pair left one block of a handful of busy threads doing
-// HI·DI = 8192 dependent multiply-adds each: 440 µs a CSA layer at one token (ncu, H200,
-// session 21), more than the rest of the layer. Lanes over the heads spread that over the warp,
+// HI·DI = 8192 dependent multiply-adds each: 440 µs a CSA layer at one token (ncu, H200),
+// more than the rest of the layer. Lanes over the heads spread that over the warp,
 // with the query in shared memory (one block's rows of padded heads, so the lanes' same-d reads
 // hit different banks) and each key element one broadcast load.
 //

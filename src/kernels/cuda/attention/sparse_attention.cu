@@ -14,7 +14,7 @@
 // Why warps over the candidates: with a thread per candidate each thread walked its own
 // 512-float row, a dependent chain of loads and multiply-adds, and a thread per output dim
 // walked every candidate, one load latency each: a decode step's 64 blocks took ~70 µs a layer
-// (ncu, H200, session 21); with a warp per candidate for the logits only, 27 µs (H100).
+// (ncu, H200); with a warp per candidate for the logits only, 27 µs (H100).
 //
 // Dimension letters: T tokens, H heads, Dh head dim, Kw / Kc candidates per query of the window
 // and extra sources.
@@ -167,7 +167,7 @@ __global__ void __launch_bounds__(kAttentionThreads) sparse_attention_kernel(Att
 // ---- many queries: a block per (query, group of heads) ----
 // At a prefill the (query, head) blocks above read each candidate row once per head (64 heads ×
 // 130-190 rows × 2 KB a query at a 256-token prompt, twice: logits, then the sum); ncu put
-// sparse_attention at 34.5 % of a V4-Flash prefill (8 × 256 tokens, H100, session 22). Here a
+// sparse_attention at 34.5 % of a V4-Flash prefill (8 × 256 tokens, H100). Here a
 // block takes kGroupHeads heads and stages candidate rows in shared memory, where every thread
 // reads them: for the logits slabs of 64 rows × 128 dims, a thread per (candidate, 4 heads), so
 // one row load feeds 16 multiply-adds; for the sum chunks of 16 whole rows, a thread per (4

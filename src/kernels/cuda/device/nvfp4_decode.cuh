@@ -9,19 +9,9 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/device/ptx.cuh"
+
 namespace dsv4::kernels::cuda::sm90 {
-
-__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t selector) {
-  uint32_t d;
-  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(selector));
-  return d;
-}
-
-__device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, uint32_t b) {
-  uint32_t d;
-  asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-  return d;
-}
 
 // A UE4M3 byte as bf16x2 (the value twice). Its 7 magnitude bits shifted into an fp32's
 // exponent/mantissa give value · 2^-120 for normal and subnormal codes alike; · 2^120 is exact,

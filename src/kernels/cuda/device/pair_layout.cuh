@@ -14,6 +14,7 @@
 
 #include "base/float_convert.h"
 #include "kernels/cuda/device/mma_sync.cuh"
+#include "kernels/cuda/device/ptx.cuh"
 
 namespace dsv4::kernels::cuda {
 
@@ -45,12 +46,6 @@ __device__ __forceinline__ uint32_t scale_pair(uint32_t scale) {
   return b | (b << 16);
 }
 
-__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t selector) {
-  uint32_t r;
-  asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(r) : "r"(a), "r"(b), "r"(selector));
-  return r;
-}
-
 // scale_pair for a scale byte with exponent ≥ 1 (byte kByte of `scales`): the bf16 bits of
 // 2^116·2^(e-7)·(1 + m/8) are ((e + 236) << 7) | (m << 4) = (s << 4) + (236 << 7).
 template <int kByte>
@@ -70,12 +65,6 @@ __device__ __forceinline__ void scale_pairs4(uint32_t x, uint32_t out[4]) {
     out[0] = scale_pair(x & 0xff), out[1] = scale_pair((x >> 8) & 0xff);
     out[2] = scale_pair((x >> 16) & 0xff), out[3] = scale_pair(x >> 24);
   }
-}
-
-__device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, uint32_t b) {
-  const __nv_bfloat162 r = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&a),
-                                   *reinterpret_cast<const __nv_bfloat162*>(&b));
-  return *reinterpret_cast<const uint32_t*>(&r);
 }
 
 // One packed word (8 elements) with its block scale as the four bf16x2 pairs (0,4) (1,5) (2,6)
@@ -113,11 +102,6 @@ __device__ __forceinline__ void mma_packed_word(uint32_t lo_word, uint32_t hi_wo
     mma_bf16_16816(acc[i], a0, b[i].x, b[i].y);
     mma_bf16_16816(acc[i], a1, b[i].z, b[i].w);
   }
-}
-
-// Starts moving a line of the next work unit's weights from HBM into L2 while this one computes.
-__device__ __forceinline__ void prefetch_l2(const void* p) {
-  asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p));
 }
 
 }  // namespace dsv4::kernels::cuda

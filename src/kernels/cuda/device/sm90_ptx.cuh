@@ -1,6 +1,6 @@
 // The PTX the NVFP4 kernels issue, one thin wrapper each: wgmma (sm_90a) with its shared-memory
 // descriptors, mbarriers and TMA; the cp.async and mma.sync they share with other kernels are in
-// kernels/cuda/mma_sync.cuh. Only .cu files of this folder include it.
+// mma_sync.cuh. Included only by .cu files (device code).
 #pragma once
 
 #include <cstdint>
@@ -16,6 +16,11 @@ __device__ __forceinline__ void fence_proxy_async() {
 }
 
 // ---- wgmma ----
+// Swizzled byte offset of 16-byte chunk `chunk` (0..7) of row `row` in a 128-byte-row tile.
+__device__ __forceinline__ int swizzle128(int row, int chunk) {
+  return row * 128 + ((chunk ^ (row & 7)) << 4);
+}
+
 // Descriptor of a K-major operand tile in the 128-byte swizzle: rows of 64 bf16 (128 B), 8-row
 // atoms of 1024 B one after another (stride byte offset 1024; leading offset unused).
 __device__ __forceinline__ uint64_t smem_descriptor(const void* tile) {

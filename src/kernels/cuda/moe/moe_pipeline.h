@@ -8,22 +8,19 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/gemm/nvfp4/plan.h"
 #include "kernels/ops.h"
 
 namespace dsv4::kernels::cuda::moe {
 
 enum class MoePath {
-  kAuto,     // kFused up to kFusedMaxTokens (W4A16) / kFusedMaxTokensW4A4 tokens, kGrouped above
-  kFused,    // decode: split-K expert kernels of cuda/moe/ (expert_mma.cuh), graph-capturable
+  kAuto,     // the plan's (gemm/nvfp4/plan.h: plan_moe_experts)
+  kFused,    // decode: the fused expert kernels (expert_stream.cu, expert_mma.cuh)
   kGrouped,  // prefill: the sm90 NVFP4 grouped GEMM (nvfp4_grouped_gemm) between MoE kernels
 };
 
-// Measured on the H200 (docs/bench_log.md, "NVFP4 MoE layer"): the fused W4A16 path
-// (expert_stream.cu) beats the grouped one at every T ≤ 512 on both V4 shapes (Flash T = 8: 297
-// vs 480 µs; T = 512: 2546 vs 3351; Pro T = 512: 7587 vs 12952). W4A4's fused kernel
-// (expert_mma.cuh) beats the grouped path up to T = 128 and loses at 512.
-inline constexpr int64_t kFusedMaxTokens = 512;
-inline constexpr int64_t kFusedMaxTokensW4A4 = 128;
+// The expert kernels a path runs for T tokens and the activations' format (w4a4: NVFP4).
+sm90::MoeExperts moe_experts_on(MoePath path, int64_t n_tokens, bool w4a4);
 
 // Byte offsets of every scratch buffer inside the caller's workspace (256-byte aligned). Buffers
 // of the two paths overlap where only one path uses them.

@@ -1,14 +1,14 @@
 // The data movement around the routed experts on CUDA, unfused (kernels/cpu/moe_dispatch.cpp is
-// the reference): gather rows by slot, the dense experts' grouped GEMM, and the combine.
+// the reference): gather rows by slot, the dense experts' grouped GEMM (its kernel in
+// gemm/dense/grouped_linear.cu), and the combine.
 // gather and combine are bit-identical to the CPU: the combine sums each token's K expert rows
-// in grouped-row order, as the CPU's loop does, with rounded products and sums. grouped_linear
-// is one warp per output element (f32 dot products: correct and simple, for the dense-expert
-// test models; NVFP4 experts go through nvfp4_grouped_gemm).
+// in grouped-row order, as the CPU's loop does, with rounded products and sums.
 //
 // Dimension letters: T tokens, K experts per token, R = T·K grouped rows, D model width,
 // G experts, N output features.
 #include "kernels/cuda/device/common.cuh"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/gemm/dense/kernels.h"
 
 namespace dsv4::kernels::cuda {
 namespace {
@@ -53,29 +53,6 @@ __global__ void moe_combine_kernel(RowMatrix rows, const int32_t* order, RowMatr
   }
 }
 
-constexpr int kWarpsPerBlock = 8;
-
-// Block (r, tile): warp w computes y[r, tile·8 + w] with the matrix of r's group.
-__global__ void grouped_linear_kernel(RowMatrix x, const float* w, const int32_t* offsets,
-                                      int64_t n_groups, int64_t n, RowMatrix y) {
-  const int64_t r = blockIdx.x;
-  const int64_t col = blockIdx.y * int64_t{kWarpsPerBlock} + threadIdx.x / 32;
-  // The group of row r: the last g with offsets[g] <= r (empty groups share an offset).
-  int64_t lo = 0, hi = n_groups;  // invariant: offsets[lo] <= r < offsets[hi]
-  if (offsets[0] != 0 || offsets[n_groups] != x.n_rows) __trap();  // a bug in the caller
-  while (hi - lo > 1) {
-    const int64_t mid = (lo + hi) / 2;
-    (offsets[mid] <= r ? lo : hi) = mid;
-  }
-  if (col >= n) return;
-  const float* a = x.data + r * x.row_stride;
-  const float* b = w + (lo * n + col) * x.n_cols;
-  float dot = 0.0f;
-  for (int64_t i = threadIdx.x % 32; i < x.n_cols; i += 32) dot += a[i] * b[i];
-  dot = warp_reduce(dot, SumOp{});
-  if (threadIdx.x % 32 == 0) y.data[r * y.row_stride + col] = dot;
-}
-
 }  // namespace
 
 void moe_gather(const TensorView& x, const TensorView& order, const TensorView& y) {
@@ -116,12 +93,8 @@ void grouped_linear(const TensorView& x, const TensorView& w, const TensorView& 
   DSV4_CHECK(offsets.dtype == DType::kI32 && offsets.is_contiguous() &&
                  offsets.numel() == w.size(0) + 1,
              "grouped_linear: offsets must be i32 [G+1]");
-  if (in.n_rows == 0 || out.n_cols == 0) return;
-  const dim3 grid(static_cast<unsigned>(in.n_rows),
-                  static_cast<unsigned>(ceil_div(out.n_cols, kWarpsPerBlock)));
-  grouped_linear_kernel<<<grid, kWarpsPerBlock * 32, 0, op_stream()>>>(
-      in, w.data_as<const float>(), offsets.data_as<const int32_t>(), w.size(0), out.n_cols, out);
-  check_launch();
+  launch_grouped_linear(in, w.data_as<const float>(), offsets.data_as<const int32_t>(), w.size(0),
+                        out);
 }
 
 }  // namespace dsv4::kernels::cuda

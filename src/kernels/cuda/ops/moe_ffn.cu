@@ -1,8 +1,10 @@
 // cuda::moe_ffn: the MoE block as a fixed chain of launches on one stream, no host
-// synchronisation and no allocation (README.md in this folder has the picture):
+// synchronisation and no allocation (moe/README.md has the picture; gemm/nvfp4/plan.cpp picks the
+// expert kernels, fused or grouped, by T):
 //   route (logits, top-K, counts) → permute (offsets, rows) → [stage x: W4A4]
 //     (T ≤ kSmallRouteTokens: route_small.cu, the same in two launches)
 //   fused:   gate_up+SwiGLU expert kernel → [stage act: W4A4] → down expert kernel
+//            (expert_stream.cu for W4A16, expert_mma.cuh for W4A4)
 //   grouped: gather → nvfp4_grouped_gemm_swiglu + nvfp4_gemm_swiglu (shared) → [stage act]
 //            → nvfp4_grouped_gemm + nvfp4_gemm
 //   → combine (gather by token, fixed order; on the W4A16 fused path at
@@ -22,6 +24,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/gemm/nvfp4/expert_mma.cuh"
+#include "kernels/cuda/gemm/nvfp4/plan.h"
 #include "kernels/cuda/moe/kernels.h"
 #include "kernels/cuda/moe/moe_pipeline.h"
 #include "kernels/cuda/stream.h"
@@ -72,34 +75,50 @@ ExpertParams expert_params(const format::Nvfp4View& routed, const format::Nvfp4V
   return p;
 }
 
+using sm90::MoeExperts;
+
+// The layer's input activations as the expert kernels read them: bf16 rows in the pair layout
+// (W4A16) or their NVFP4 staging (W4A4), at the workspace offsets given.
+void set_activations(ExpertParams& p, const Scratch& s, int64_t bf16, int64_t packed,
+                     int64_t scale, int64_t global) {
+  p.act_bf16 = s.at<uint16_t>(bf16);
+  p.act_packed = s.at<uint8_t>(packed);
+  p.act_scale = s.at<uint8_t>(scale);
+  p.act_global = s.at<float>(global);
+}
+
+// One layer (gate_up with its SwiGLU, or down) on the fused expert kernel.
+void launch_fused(MoeExperts experts, const ExpertParams& p, bool gate_up, int n_slots,
+                  int max_rows) {
+  if (experts == MoeExperts::kMma) {
+    launch_expert(p, gate_up, /*nvfp4_act=*/true, n_slots, op_stream());
+  } else {
+    launch_expert_stream(p, gate_up, n_slots, max_rows, op_stream());
+  }
+}
+
 // Whether the down kernel combines into y itself, saving the combine launch: on the W4A16 fused
 // path at decode sizes, where the small router zeroes the down kernel's m-tile counts and one
 // warp per m-tile sums T·16 outputs.
-bool fuses_combine(MoePath path, const MoeConfig& cfg, int64_t n_tokens) {
-  return path == MoePath::kFused && cfg.mode == MoeMode::kW4A16 && n_tokens <= kSmallRouteTokens;
+bool fuses_combine(MoeExperts experts, int64_t n_tokens) {
+  return experts == MoeExperts::kStream && n_tokens <= kSmallRouteTokens;
 }
 
 // y: the MoE output when the down kernel combines into it (fuses_combine), else nullptr.
-Status run_fused(const Scratch& s, const MoeWeightsView& w, const MoeConfig& cfg, float* y) {
+Status run_fused(MoeExperts experts, const Scratch& s, const MoeWeightsView& w,
+                 const MoeConfig& cfg, float* y) {
   const MoeWorkspace& ws = s.ws;
-  const bool w4a4 = cfg.mode == MoeMode::kW4A4;
+  const bool w4a4 = experts == MoeExperts::kMma;
   const int n_slots = static_cast<int>(std::min(ws.n_experts, ws.n_tokens * ws.k_used) + 1);
+  const int max_rows = static_cast<int>(ws.n_tokens);
   ExpertParams l1 = expert_params(w.w13, w.shared_w13, s.at<int>(ws.offsets), s.at<int>(ws.active));
-  l1.act_bf16 = s.at<uint16_t>(ws.x_bf16);
-  l1.act_packed = s.at<uint8_t>(ws.x_packed);
-  l1.act_scale = s.at<uint8_t>(ws.x_scale);
-  l1.act_global = s.at<float>(ws.x_global);
+  set_activations(l1, s, ws.x_bf16, ws.x_packed, ws.x_scale, ws.x_global);
   l1.row_token = s.at<int>(ws.row_token);
   l1.ffn = static_cast<int>(ws.ffn);
   l1.swiglu_limit = cfg.swiglu_limit;
   l1.out_f32 = w4a4 ? s.at<float>(ws.act) : nullptr;
   l1.out_bf16 = w4a4 ? nullptr : s.at<uint16_t>(ws.act);
-  const int max_rows = static_cast<int>(ws.n_tokens);
-  if (w4a4) {
-    launch_expert(l1, true, true, n_slots, op_stream());
-  } else {
-    launch_expert_stream(l1, true, n_slots, max_rows, op_stream());
-  }
+  launch_fused(experts, l1, /*gate_up=*/true, n_slots, max_rows);
   if (w4a4) {
     const int64_t staged_rows = w.has_shared() ? ws.n_rows : ws.n_tokens * ws.k_used;
     DSV4_RETURN_IF_ERROR(cuda::stage_activation(
@@ -107,10 +126,7 @@ Status run_fused(const Scratch& s, const MoeWeightsView& w, const MoeConfig& cfg
         s.staged(ws.act_packed, ws.act_scale, ws.act_global, staged_rows, ws.ffn)));
   }
   ExpertParams l2 = expert_params(w.w2, w.shared_w2, s.at<int>(ws.offsets), s.at<int>(ws.active));
-  l2.act_bf16 = s.at<uint16_t>(ws.act);
-  l2.act_packed = s.at<uint8_t>(ws.act_packed);
-  l2.act_scale = s.at<uint8_t>(ws.act_scale);
-  l2.act_global = s.at<float>(ws.act_global);
+  set_activations(l2, s, ws.act, ws.act_packed, ws.act_scale, ws.act_global);
   l2.out_f32 = s.at<float>(ws.down);
   l2.combine_y = y;
   l2.row_of = s.at<int>(ws.row_of);
@@ -118,11 +134,7 @@ Status run_fused(const Scratch& s, const MoeWeightsView& w, const MoeConfig& cfg
   l2.mtile_rows_done = s.at<int>(ws.mtile_done);
   l2.n_tokens = static_cast<int>(ws.n_tokens);
   l2.k_used = static_cast<int>(ws.k_used);
-  if (w4a4) {
-    launch_expert(l2, false, true, n_slots, op_stream());
-  } else {
-    launch_expert_stream(l2, false, n_slots, max_rows, op_stream());
-  }
+  launch_fused(experts, l2, /*gate_up=*/false, n_slots, max_rows);
   return ok_status();
 }
 
@@ -246,6 +258,15 @@ Status check_supported(const MoeWeightsView& w, const MoeConfig& cfg) {
 
 }  // namespace
 
+MoeExperts moe_experts_on(MoePath path, int64_t n_tokens, bool w4a4) {
+  switch (path) {
+    case MoePath::kAuto: return sm90::plan_moe_experts(n_tokens, w4a4);
+    case MoePath::kFused: return sm90::fused_moe_experts(w4a4);
+    case MoePath::kGrouped: return MoeExperts::kGrouped;
+  }
+  return MoeExperts::kGrouped;
+}
+
 Status moe_ffn_on_path(const TensorView& x, const TensorView& token_ids, const MoeWeightsView& w,
                        const MoeConfig& cfg, const TensorView& workspace, const TensorView& y,
                        MoePath path) {
@@ -259,13 +280,11 @@ Status moe_ffn_on_path(const TensorView& x, const TensorView& token_ids, const M
   DSV4_CHECK(static_cast<int64_t>(workspace.bytes()) >= ws.total_bytes,
              "moe_ffn: workspace of %zu bytes, needs %lld", workspace.bytes(),
              static_cast<long long>(ws.total_bytes));
-  if (path == MoePath::kAuto)
-    path = n_tokens <= (cfg.mode == MoeMode::kW4A4 ? kFusedMaxTokensW4A4 : kFusedMaxTokens)
-               ? MoePath::kFused
-               : MoePath::kGrouped;
+  const bool w4a4 = cfg.mode == MoeMode::kW4A4;
+  const MoeExperts experts = moe_experts_on(path, n_tokens, w4a4);
+  const bool fused = experts != MoeExperts::kGrouped;
   const Scratch s{ws, static_cast<char*>(workspace.data)};
   const cudaStream_t stream = op_stream();
-  const bool w4a4 = cfg.mode == MoeMode::kW4A4;
 
   RouterParams router{};
   router.x = x.data_as<const float>();
@@ -283,13 +302,13 @@ Status moe_ffn_on_path(const TensorView& x, const TensorView& token_ids, const M
   router.sel_expert = s.at<int>(ws.sel_expert);
   router.sel_weight = s.at<float>(ws.sel_weight);
   router.counts = s.at<int>(ws.counts);
-  router.x_bf16 = (path == MoePath::kFused && !w4a4) ? s.at<uint16_t>(ws.x_bf16) : nullptr;
-  const bool fused_combine = fuses_combine(path, cfg, n_tokens);
+  router.x_bf16 = experts == MoeExperts::kStream ? s.at<uint16_t>(ws.x_bf16) : nullptr;
+  const bool fused_combine = fuses_combine(experts, n_tokens);
   router.mtile_rows_done = fused_combine ? s.at<int>(ws.mtile_done) : nullptr;
   router.n_mtiles = static_cast<int>(ws.dim / 16);
   const PermuteOutputs permuted{s.at<int>(ws.offsets), s.at<int>(ws.active),
                                 s.at<int>(ws.row_token), s.at<int>(ws.row_of)};
-  DSV4_ASSIGN_OR_RETURN(const RoutedExperts experts, routed_experts(w, permuted.active));
+  DSV4_ASSIGN_OR_RETURN(const RoutedExperts routed, routed_experts(w, permuted.active));
   if (n_tokens <= kSmallRouteTokens) {
     launch_route_small(router, permuted, stream);
   } else {
@@ -299,15 +318,15 @@ Status moe_ffn_on_path(const TensorView& x, const TensorView& token_ids, const M
                    router.n_experts, permuted.offsets, permuted.active, permuted.row_token,
                    permuted.row_of, stream);
   }
-  if (experts.copy) launch_copy_touched(*experts.copy, stream);
+  if (routed.copy) launch_copy_touched(*routed.copy, stream);
   if (w4a4) {
     DSV4_RETURN_IF_ERROR(cuda::stage_activation(
         x, w.w13_input_scale, s.staged(ws.x_packed, ws.x_scale, ws.x_global, n_tokens, ws.dim)));
   }
   DSV4_RETURN_IF_ERROR(
-      path == MoePath::kFused
-          ? run_fused(s, experts.weights, cfg, fused_combine ? y.data_as<float>() : nullptr)
-          : run_grouped(s, x, experts.weights, cfg));
+      fused ? run_fused(experts, s, routed.weights, cfg,
+                        fused_combine ? y.data_as<float>() : nullptr)
+            : run_grouped(s, x, routed.weights, cfg));
   if (fused_combine) return ok_status();
   launch_combine(s.at<float>(ws.down), s.at<int>(ws.row_of), router.sel_weight, router.n_tokens,
                  router.k_used, router.dim, y.data_as<float>(), stream, w.has_shared());

@@ -2,11 +2,11 @@
 // 2-16 rows of f32 x and a bf16 weight, exact to f32 like the many-rows kernel
 // (linear_tensor_cores.cu; x split into three bf16 by bf16_split.cuh, every product exact).
 //
-// Why. At a few rows the weight's bytes are the cost, and the CUDA-core kernel (linear.cu) pays
-// each weight a multiply-add per token plus the token's load: at 8 tokens it is issue-bound and
-// streams a V4-Flash decode step's projections at ~1 TB/s (ncu, H100). One m16n8k16
-// MMA takes 16 weight rows × 16 K × 8 tokens, so here a weight costs 3/128 of an MMA and the
-// split of x, shared by 16 rows.
+// Why. At a few rows the weight's bytes are the cost, and the CUDA-core kernel
+// (linear_cuda_cores.cu) pays each weight a multiply-add per token plus the token's load: at 8
+// tokens it is issue-bound and streams a V4-Flash decode step's projections at ~1 TB/s (ncu,
+// H100). One m16n8k16 MMA takes 16 weight rows × 16 K × 8 tokens, so here a weight
+// costs 3/128 of an MMA and the split of x, shared by 16 rows.
 //
 // Shape. The weight is the MMA's A (16 output rows), the tokens its B (8 columns, a chunk; the
 // grid's y walks the chunks). A CTA owns one 16-row m-tile and its warps split K into equal runs
@@ -25,18 +25,18 @@
 
 #include "kernels/cuda/device/bf16_split.cuh"
 #include "kernels/cuda/device/common.cuh"
-#include "kernels/cuda/gemm/dense/linear_tensor_cores.h"
+#include "kernels/cuda/gemm/dense/config.h"
+#include "kernels/cuda/gemm/dense/kernels.h"
 #include "kernels/cuda/device/mma_sync.cuh"
 #include "kernels/cuda/stream.h"
 
 namespace dsv4::kernels::cuda {
 namespace {
 
-constexpr int kRows = 16;       // output rows of a CTA (the MMA's M)
-constexpr int kTokens = 8;      // tokens of a chunk (the MMA's N)
-constexpr int kStepK = 32;      // K of a warp step: 4 lanes × 8
-constexpr int kBatch = 4;       // steps whose loads are in flight together
-constexpr int kMaxTokens = 16;  // two chunks; more rows go to the other kernels
+constexpr int kRows = kFewRowsTcRows;      // output rows of a CTA (the MMA's M)
+constexpr int kTokens = kFewRowsTcTokens;  // tokens of a chunk (the MMA's N)
+constexpr int kStepK = kFewRowsTcStepK;    // K of a warp step: 4 lanes × 8
+constexpr int kBatch = 4;                  // steps whose loads are in flight together
 
 using Operands = TensorCoreOperands;
 
@@ -113,13 +113,6 @@ __global__ void __launch_bounds__(32 * kWarps, 16 / kWarps)
   }
 }
 
-// Warps a CTA: 16 where 8 would leave SMs short of 16 warps (a 1024-output projection has 64
-// m-tiles) and K has the steps for them, else 8.
-int warps_for(const Operands& o) {
-  const int64_t tiles = ceil_div(o.n, kRows) * ceil_div(o.t, kTokens);
-  return tiles * 8 < 16 * int64_t{sm_count()} && o.k / kStepK >= 16 ? 16 : 8;
-}
-
 template <int kWarps>
 void launch(const Operands& o) {
   const dim3 grid(static_cast<unsigned>(ceil_div(o.n, kRows)),
@@ -127,32 +120,11 @@ void launch(const Operands& o) {
   linear_few_rows_tensor_cores_kernel<kWarps><<<grid, 32 * kWarps, 0, op_stream()>>>(o);
 }
 
-// Where the tensor cores win, measured on an H100 against the CUDA-core kernel (linear_bench,
-// docs/bench.md): at 5-16 rows from 32 m-tiles on (V4-Flash's wkv, 512 outputs: 7.0
-// against 8.7 µs at 8 rows; lm_head 334 against 750); at 2-4 rows, whose CUDA-core kernel pays
-// each weight 4 multiply-adds, only from 128 (wq_a, 1024 outputs: 7.5 against 5.9 µs at 2 rows;
-// shared w1, 2048: 9.4 against 10.3). Below 32 m-tiles a few CTAs walk all of K (mHC's 24 mixes
-// of 16384: 15.6 against 3.7 µs).
-bool enough_m_tiles(int64_t n_rows, int64_t t) {
-  const int64_t tiles = ceil_div(n_rows, kRows);
-  return tiles >= 32 && (t > 4 || tiles >= 128);
-}
-
 }  // namespace
 
-bool linear_few_rows_tensor_cores_fit(const LinearOperands& o, int64_t n_groups) {
-  const int64_t group_rows = o.w.n_rows / n_groups;
-  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  return o.w.dtype == DType::kBF16 && o.x.n_rows >= 2 && o.x.n_rows <= kMaxTokens &&
-         o.w.n_cols > 0 && o.w.n_cols % kStepK == 0 && (n_groups == 1 || group_rows % kRows == 0) &&
-         o.w.row_stride % 8 == 0 && aligned(o.w.data) && o.x.row_stride % 4 == 0 &&
-         aligned(o.x.data) && o.w.n_rows < (int64_t{1} << 31) &&
-         enough_m_tiles(o.w.n_rows, o.x.n_rows);
-}
-
-void linear_few_rows_tensor_cores(const LinearOperands& o, int64_t n_groups) {
+void linear_few_rows_tensor_cores(const LinearOperands& o, int64_t n_groups, int warps) {
   const Operands operands = tensor_core_operands(o, n_groups);
-  warps_for(operands) == 16 ? launch<16>(operands) : launch<8>(operands);
+  warps == 16 ? launch<16>(operands) : launch<8>(operands);
   check_launch();
 }
 

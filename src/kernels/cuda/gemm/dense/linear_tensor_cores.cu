@@ -6,9 +6,10 @@
 // exactly, x = hi + mid + lo (bf16_split.cuh), and the weight is a bf16 already (copy_weights
 // keeps a linear's weight in bf16 on a GPU only when every value is one). Each product hi·w, mid·w,
 // lo·w of two bf16 is exact in the f32 accumulator, so the result differs from an f32 GEMM only in
-// its summation order, like the CUDA-core kernels of linear.cu. Three MMAs per product cost 3× the
-// tensor work, and still it runs 5.5-8.5× the CUDA-core SGEMM on these calls and 2.1-2.35×
-// cuBLAS's f32 SGEMM at 2048 rows (H100, docs/bench.md, "Dense linears").
+// its summation order, like the CUDA-core kernels (linear_cuda_cores.cu). Three MMAs per product
+// cost 3× the tensor work; measured on an H100 (docs/bench.md, "Dense linears"), it is still
+// 5.5-8.5× the CUDA-core SGEMM it replaces for these calls and 2.1-2.35× cuBLAS's f32 SGEMM at
+// 2048 rows.
 //
 // Shape. A block computes a 128-token × 128-output tile of y: 8 warps as 2 (tokens) × 4
 // (outputs), each 64 × 32 with m16n8k16 MMAs, over K in steps of 32. The weight tile comes by
@@ -21,15 +22,16 @@
 #include "kernels/cuda/device/bf16_split.cuh"
 #include "kernels/cuda/device/common.cuh"
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/gemm/dense/linear_tensor_cores.h"
+#include "kernels/cuda/gemm/dense/config.h"
+#include "kernels/cuda/gemm/dense/kernels.h"
 #include "kernels/cuda/device/mma_sync.cuh"
 #include "kernels/cuda/stream.h"
 
 namespace dsv4::kernels::cuda {
 namespace {
 
-constexpr int kTileT = 128;  // tokens per block
-constexpr int kTileN = 128;  // outputs per block
+constexpr int kTileT = kTensorCoreTileT;  // tokens per block
+constexpr int kTileN = kTensorCoreTileN;  // outputs per block
 constexpr int kStepK = 32;   // K per step
 constexpr int kWarpsT = 2, kWarpsN = 4;
 constexpr int kWarpT = kTileT / kWarpsT, kWarpN = kTileN / kWarpsN;  // 64 × 32 a warp
@@ -226,15 +228,6 @@ dim3 grid_of(const LinearOperands& o, int64_t n_groups) {
 }
 
 }  // namespace
-
-bool linear_tensor_cores_fit(const LinearOperands& o, int64_t n_groups) {
-  const dim3 grid = grid_of(o, n_groups);
-  // From 32 rows, and with enough tiles to spread (a few-rows call of mHC's 24 outputs over a
-  // 16384-wide K is faster on the CUDA cores than 16 tiles walking K alone).
-  return o.w.dtype == DType::kBF16 && o.x.n_rows >= 32 && o.w.n_cols > 0 && o.w.n_cols % 8 == 0 &&
-         o.w.row_stride % 8 == 0 && reinterpret_cast<uintptr_t>(o.w.data) % 16 == 0 &&
-         grid.x * grid.y * grid.z >= 32 && grid.y <= 65535 && o.x.n_rows < (int64_t{1} << 31);
-}
 
 TensorCoreOperands tensor_core_operands(const LinearOperands& o, int64_t n_groups) {
   return {o.x.data,

@@ -1,25 +1,15 @@
 // Tile shapes of the sm_90a NVFP4 GEMM kernels (README.md explains the choice). Plain C++: the
-// host heuristics and the device code read the same numbers.
+// host plan and the device code read the same numbers.
 #pragma once
 
 namespace dsv4::kernels::cuda::sm90 {
 
-// ---- The wgmma kernel (large M): a 128×256 output tile per CTA, two consumer warpgroups of
-// 64 rows each, K in steps of 64 (one 128-byte swizzle row of bf16) ----
-inline constexpr int kTileM = 128;
-inline constexpr int kTileN = 256;
-inline constexpr int kTileK = 64;
-inline constexpr int kStages = 4;        // cp.async ring depth for A (bf16) and raw B (NVFP4)
-inline constexpr int kThreads = 256;     // two warpgroups
+// ---- The warp-specialised kernel's K steps, raw weight rows and tile table ----
+inline constexpr int kTileK = 64;        // K step: one 128-byte swizzle row of bf16
 inline constexpr int kRawRowBytes = 48;  // 32 B codes + 4 B scales, padded: conflict-free reads
 inline constexpr int kMaxGroups = 1024;  // experts per grouped call (smem tile table)
-
-inline constexpr int kSmemA = kStages * kTileM * kTileK * 2;  // bf16 ring, 128B-swizzled
-inline constexpr int kSmemB = 2 * kTileN * kTileK * 2;        // decoded bf16 B, double-buffered
-inline constexpr int kSmemRaw = kStages * kTileN * kRawRowBytes;
 inline constexpr int kSmemTable = 2 * (kMaxGroups + 1) * 4;  // group offsets + tile prefix
 inline constexpr int kSmemAlign = 1024;                        // 128B swizzle atoms
-inline constexpr int kSmemBytes = kSmemA + kSmemB + kSmemRaw + kSmemTable + kSmemAlign;
 
 // ---- The warp-specialised wgmma kernel (large M, ws_kernel.cuh): swap-AB, so the decoded
 // weights are wgmma's register operand A (64 weight rows per consumer warpgroup) and the tokens

@@ -71,11 +71,6 @@ constexpr int kStepK = kRingStepK;  // K elements per lane quartet and step
 constexpr int kMinBlocksPerSm = 4;
 constexpr int kGridPasses = 4;
 
-// Asks L2 for `bytes` (a multiple of 16) at `p` (16-byte aligned) in one instruction.
-__device__ __forceinline__ void prefetch_l2_bulk(const void* p, int bytes) {
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes) : "memory");
-}
-
 __device__ __forceinline__ void combine_if_last(const ExpertParams& p, int mt, int rows_done);
 
 template <bool kGateUp, int kK, int kChunks, bool kActInSmem, bool kEarlyStart = false>

@@ -6,14 +6,12 @@
 
 #include "kernels/cuda/device/common.cuh"
 #include "kernels/cuda/stream.h"
-#include "kernels/cuda/gemm/nvfp4/heuristics.h"
+#include "kernels/cuda/gemm/nvfp4/plan.h"
 #include "kernels/cuda/gemm/nvfp4/small_m_kernel.cuh"
 #include "kernels/cuda/gemm/nvfp4/stream_kernel.cuh"
 
 namespace dsv4::kernels::cuda::sm90 {
 
-template <int kBN, bool kOutBf16>
-void launch_wgmma(const Nvfp4GemmParams& p, int grid);  // instantiations/
 template <int kBM, bool kOutBf16>
 void launch_ws(Nvfp4GemmParams p, int grid, bool tma);  // instantiations/
 
@@ -127,9 +125,9 @@ void launch_ws_tokens(const Nvfp4GemmParams& p, const Nvfp4GemmPlan& plan) {
 
 }  // namespace
 
-Nvfp4GemmPlan plan_for(const Nvfp4GemmParams& p, bool warp_specialized) {
+Nvfp4GemmPlan plan_for(const Nvfp4GemmParams& p) {
   return plan_nvfp4_gemm(p.n_rows, p.n, p.k, p.kp, p.offsets == nullptr ? 1 : p.n_groups,
-                         sm_count(), warp_specialized);
+                         sm_count());
 }
 
 void launch_nvfp4_gemm(Nvfp4GemmParams p, const Nvfp4GemmPlan& plan) {
@@ -146,13 +144,8 @@ void launch_nvfp4_gemm(Nvfp4GemmParams p, const Nvfp4GemmPlan& plan) {
     p.n_rows <= 8 ? launch_stream_one_chunk(p, plan) : launch_stream<2>(p);
   } else if (plan.path == Nvfp4GemmPath::kSmallM) {
     run_small(p, plan);
-  } else if (plan.path == Nvfp4GemmPath::kWsWgmma) {
-    launch_ws_tokens(p, plan);
-  } else if (plan.wide_n) {
-    p.d_bf16 ? launch_wgmma<kTileN, true>(p, plan.grid) : launch_wgmma<kTileN, false>(p, plan.grid);
   } else {
-    p.d_bf16 ? launch_wgmma<kTileN / 2, true>(p, plan.grid)
-             : launch_wgmma<kTileN / 2, false>(p, plan.grid);
+    launch_ws_tokens(p, plan);
   }
 }
 

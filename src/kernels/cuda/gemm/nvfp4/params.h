@@ -1,5 +1,5 @@
 // The parameters of one NVFP4 GEMM launch, dense or grouped, in device pointers (plain C++:
-// filled by launch.cu, read by both kernels).
+// filled by launch.cu, read by the kernels).
 //
 //   D[T, N] = alpha[g] · A[T, K] · B[g][N, K]ᵀ   for the rows of group g
 //
@@ -34,22 +34,6 @@ struct Nvfp4GemmParams {
   // [F, 2F) projections and D is [T, F] = swiglu(alpha · gate, alpha · up, swiglu_limit).
   int swiglu_ffn = 0;       // F
   float swiglu_limit = 0.0f;
-};
-
-// What the heuristics decide for one call (heuristics.cpp).
-enum class Nvfp4GemmPath { kWgmma, kWsWgmma, kSmallM, kStream };
-
-struct Nvfp4GemmPlan {
-  Nvfp4GemmPath path = Nvfp4GemmPath::kWgmma;
-  int grid = 0;              // kWgmma, kWsWgmma: persistent CTAs (ws: ws_ctas_per_sm an SM)
-  bool wide_n = true;        // kWgmma: 256-column tiles (else 128)
-  int ws_tokens = 256;       // kWsWgmma: tokens per tile, one wgmma N (32, 64, 128 or 256)
-  bool tma_tokens = true;    // kWsWgmma: token tiles by TMA where A allows (else cp.async)
-  int small_tiles = 1;       // kSmallM: n8 token tiles per pass (1, 2, 4 or 8)
-  int small_chunks = 4;      // kSmallM: 128-element K chunks per CTA
-  int small_slots = 1;       // kSmallM: group slots (grid z): min(G, T)
-  int stream_warps = 4;      // kStream at one token chunk: warps a CTA (4 or 8)
-  int stream_min_blocks = 4; // kStream at one token chunk: CTAs an SM its registers allow (2, 4)
 };
 
 }  // namespace dsv4::kernels::cuda::sm90

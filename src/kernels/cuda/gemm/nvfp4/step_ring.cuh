@@ -1,5 +1,5 @@
-// A warp's ring of weight steps for the decode-size stream kernels (moe/expert_stream.cu,
-// sm90/nvfp4_gemm/stream_kernel.cuh). Lane (g, c) owns, per 128-element K step, 16 packed bytes
+// A warp's ring of weight steps for the decode-size stream kernels (expert_stream.cu and
+// stream_kernel.cuh, in this folder). Lane (g, c) owns, per 128-element K step, 16 packed bytes
 // of each of its two rows and their block scales (pair_layout.cuh's StepWeights). The kernel
 // loop is the same for every ring:
 //   for step s (stage s % kStages):  w = ring.take(stage, s);  ... decode, MMA ...;

@@ -1,6 +1,6 @@
 // Which rows and weight matrix a CTA works on, read from the device offsets so that no host sync
 // is needed: the offsets are copied to shared memory in one parallel load, then warp 0 scans
-// them. Used by both kernels.
+// them. Used by the warp-specialised and small-M kernels.
 //
 // Dimension letters: G groups (experts), T rows.
 #pragma once
@@ -10,6 +10,25 @@
 #include "kernels/cuda/gemm/nvfp4/params.h"
 
 namespace dsv4::kernels::cuda::sm90 {
+
+// One output tile: rows [row0, row0 + n_rows_tile) of group g, columns [col0, col0 + kBN).
+struct TileCoord {
+  int group;
+  int row0;
+  int n_rows_tile;
+  int col0;
+};
+
+// The weight row (of B's N) that row `row` of the weight tile at col0 holds, or -1 past the
+// matrix. With the SwiGLU epilogue (p.swiglu_ffn = F) each 16 tile rows are 8 gate rows j and
+// then their up rows F + j, j = col0 / 2 + 8 · (row / 16) + row % 8: a ws consumer thread's rows
+// r and r + 8 are then the gate and up of one output column j.
+__device__ __forceinline__ int tile_weight_row(const Nvfp4GemmParams& p, int col0, int row) {
+  if (p.swiglu_ffn == 0) return col0 + row < p.n ? col0 + row : -1;
+  const int j = col0 / 2 + 8 * (row / 16) + row % 8;
+  if (j >= p.swiglu_ffn) return -1;
+  return row % 16 < 8 ? j : p.swiglu_ffn + j;
+}
 
 // s_offsets[0..G] = the group row offsets (or {0, T} for a dense call). All threads call it;
 // it ends with a barrier.

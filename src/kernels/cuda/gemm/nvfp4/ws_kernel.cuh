@@ -26,7 +26,6 @@
 
 #include "kernels/cuda/gemm/nvfp4/config.h"
 #include "kernels/cuda/device/nvfp4_decode.cuh"
-#include "kernels/cuda/gemm/nvfp4/kernel.cuh"
 #include "kernels/cuda/gemm/nvfp4/params.h"
 #include "kernels/cuda/device/sm90_ptx.cuh"
 #include "kernels/cuda/gemm/nvfp4/tile_table.cuh"
@@ -307,7 +306,7 @@ __device__ __forceinline__ void ws_consume(const Nvfp4GemmParams& p, const int* 
   const int row = 64 * (threadIdx.x / 128 - 1) + 16 * ((threadIdx.x / 32) % 4) + lane / 4;
   uint32_t selector = (lane % 4) | ((lane % 4 + 4) << 4);
   // Kept in a register: otherwise the compiler re-reads threadIdx.x (S2R) every K step.
-  asm volatile("" : "+r"(selector));
+  keep_in_register(selector);
   const int n_tiles = s_prefix[n_groups], n_steps = p.kp / kTileK;
   auto slot_of = [](uint32_t i) { return static_cast<int>(i % Smem::kStages); };
   // Waits for stage i's bytes and loads its raw weights; with cp.async tokens the fence lets

@@ -1,5 +1,6 @@
-// The launcher templates of the wgmma kernels, explicitly instantiated once per tile width and
-// output type in instantiations/ (one heavy kernel per translation unit keeps builds parallel).
+// The launcher template of the warp-specialised kernel, explicitly instantiated once per token
+// tile width and output type in instantiations/ (one heavy kernel per translation unit keeps
+// builds parallel).
 #pragma once
 
 #include <cuda.h>  // CUtensorMap and its enums (types only)
@@ -8,24 +9,9 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/stream.h"
-#include "kernels/cuda/gemm/nvfp4/kernel.cuh"
 #include "kernels/cuda/gemm/nvfp4/ws_kernel.cuh"
 
 namespace dsv4::kernels::cuda::sm90 {
-
-template <int kBN, bool kOutBf16>
-void launch_wgmma(const Nvfp4GemmParams& p, int grid) {
-  auto* kernel = &nvfp4_dequant_gemm_sm90_kernel<kBN, kOutBf16>;
-  constexpr int kBytes = WgmmaSmem<kBN>::kBytes;
-  static const bool configured = [&] {
-    DSV4_CUDA_CHECK(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes));
-    return true;
-  }();
-  (void)configured;
-  kernel<<<grid, kThreads, kBytes, op_stream()>>>(p);
-  DSV4_CUDA_CHECK(cudaGetLastError());
-}
 
 // The tensor map of A (bf16 [T, K] at row stride lda) for the warp-specialised kernel's token
 // tiles: a [rows, 64] box in the 128-byte swizzle, zero fill past T and K. False when A's

@@ -1,6 +1,6 @@
-// Path and grid for one NVFP4 GEMM from its shape alone (never from the group offsets' values,
-// which live on the device). README.md, "Choosing a path", gives the reasoning.
-#include "kernels/cuda/gemm/nvfp4/heuristics.h"
+// The NVFP4 family's choice of kernel (plan.h): path and grid for one GEMM, and the MoE's expert
+// kernels, from the shape alone. README.md, "Choosing a path", gives the reasoning.
+#include "kernels/cuda/gemm/nvfp4/plan.h"
 
 #include <algorithm>
 #include <cmath>
@@ -101,8 +101,7 @@ Nvfp4GemmPlan plan_ws(int n_rows, int n, int n_groups, int n_sm) {
   return plan;
 }
 
-Nvfp4GemmPlan plan_nvfp4_gemm(int n_rows, int n, int k, int kp, int n_groups, int n_sm,
-                              bool warp_specialized) {
+Nvfp4GemmPlan plan_nvfp4_gemm(int n_rows, int n, int k, int kp, int n_groups, int n_sm) {
   // One matrix and at most 16 tokens: the weights' bytes are the whole cost, and the stream
   // kernel reads them in one launch with nothing to zero, add atomically or convert after.
   if (n_groups == 1 && n_rows <= kStreamMaxTokens && k == kp && k % kStreamStepK == 0) {
@@ -111,16 +110,43 @@ Nvfp4GemmPlan plan_nvfp4_gemm(int n_rows, int n, int k, int kp, int n_groups, in
   const bool small = n_groups > 1 ? n_rows <= int64_t{kGroupedSmallMaxRowsPerGroup} * n_groups
                                    : n_rows <= kSmallMaxRows;
   if (small) return plan_small_m(n_rows, n, kp, n_groups, n_sm);
-  if (warp_specialized) return plan_ws(n_rows, n, n_groups, n_sm);
-  Nvfp4GemmPlan plan;
-  plan.path = Nvfp4GemmPath::kWgmma;
-  // Estimated tiles (grouped: as if the rows were spread evenly); 256-wide tiles halve the A
-  // traffic but need enough of them to fill the machine.
-  const int64_t m_tiles = ceil_div(n_rows, kTileM) + (n_groups > 1 ? n_groups / 2 : 0);
-  plan.wide_n = m_tiles * ceil_div(n, kTileN) >= n_sm;
-  const int64_t n_tiles = m_tiles * ceil_div(n, plan.wide_n ? kTileN : kTileN / 2);
-  plan.grid = static_cast<int>(n_groups > 1 ? n_sm : std::min<int64_t>(n_sm, n_tiles));
-  return plan;
+  return plan_ws(n_rows, n, n_groups, n_sm);
+}
+
+std::string describe(const Nvfp4GemmPlan& plan) {
+  switch (plan.path) {
+    case Nvfp4GemmPath::kStream:
+      return "stream " + std::to_string(plan.stream_warps) + " warps, " +
+             std::to_string(plan.stream_min_blocks) + " CTAs/SM";
+    case Nvfp4GemmPath::kWsWgmma: return "ws 128 rows×" + std::to_string(plan.ws_tokens) + " tok";
+    case Nvfp4GemmPath::kSmallM:
+      return "small-M " + std::to_string(plan.small_tiles * 8) + " tok, K/" +
+             std::to_string(plan.small_chunks * 128);
+  }
+  return "?";
+}
+
+// Measured on the H200 (docs/bench.md): the fused W4A16 path (expert_stream.cu) beats the grouped
+// one at every T ≤ 512 on both V4 shapes (Flash T = 8: 297 vs 480 µs; T = 512: 2546 vs 3351;
+// Pro T = 512: 7587 vs 12952). W4A4's fused kernel (expert_mma.cuh) kept its measured crossover
+// (it beat the grouped path up to T = 128 and lost at 512).
+constexpr int64_t kFusedMaxTokens = 512;
+constexpr int64_t kFusedMaxTokensW4A4 = 128;
+
+MoeExperts fused_moe_experts(bool w4a4) { return w4a4 ? MoeExperts::kMma : MoeExperts::kStream; }
+
+MoeExperts plan_moe_experts(int64_t n_tokens, bool w4a4) {
+  return n_tokens <= (w4a4 ? kFusedMaxTokensW4A4 : kFusedMaxTokens) ? fused_moe_experts(w4a4)
+                                                                     : MoeExperts::kGrouped;
+}
+
+const char* describe(MoeExperts experts) {
+  switch (experts) {
+    case MoeExperts::kStream: return "fused expert_stream";
+    case MoeExperts::kMma: return "fused expert_mma";
+    case MoeExperts::kGrouped: return "grouped";
+  }
+  return "?";
 }
 
 }  // namespace dsv4::kernels::cuda::sm90

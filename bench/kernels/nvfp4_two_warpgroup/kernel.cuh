@@ -1,7 +1,8 @@
-// nvfp4_dequant_gemm_sm90: the large-M NVFP4 GEMM (README.md has the algorithm). A persistent
-// grid walks the output tiles of all groups; per tile, two warpgroups run bf16 wgmma on
-// 128-byte-swizzled shared memory while every thread decodes the next K step's NVFP4 weights
-// from a raw cp.async ring into bf16.
+// nvfp4_dequant_gemm_sm90: the large-M NVFP4 GEMM the warp-specialised kernel replaced (the
+// library's gemm/nvfp4/README.md says how they differ), kept for nvfp4_gemm_bench to time beside
+// it. A persistent grid walks the output tiles of all groups; per tile, two warpgroups run bf16
+// wgmma on 128-byte-swizzled shared memory while every thread decodes the next K step's NVFP4
+// weights from a raw cp.async ring into bf16.
 //
 // Dimension letters: T rows of A and D, N output features, K input features (Kp padded),
 // G groups. Tile: kTileM rows × kBN columns × kTileK.
@@ -11,13 +12,13 @@
 
 #include <cstdint>
 
-#include "kernels/cuda/gemm/nvfp4/config.h"
+#include "config.h"
 #include "kernels/cuda/device/nvfp4_decode.cuh"
 #include "kernels/cuda/gemm/nvfp4/params.h"
 #include "kernels/cuda/device/sm90_ptx.cuh"
 #include "kernels/cuda/gemm/nvfp4/tile_table.cuh"
 
-namespace dsv4::kernels::cuda::sm90 {
+namespace dsv4::kernels::cuda::sm90::two_warpgroup {
 
 template <int kBN>
 struct WgmmaSmem {
@@ -26,30 +27,6 @@ struct WgmmaSmem {
   static constexpr int kRaw = kStages * kBN * kRawRowBytes;  // [kStages][kBN][48] u8
   static constexpr int kBytes = kA + kB + kRaw + kSmemTable + kSmemAlign;
 };
-
-// One output tile: rows [row0, row0 + n_rows_tile) of group g, columns [col0, col0 + kBN).
-struct TileCoord {
-  int group;
-  int row0;
-  int n_rows_tile;
-  int col0;
-};
-
-// Swizzled byte offset of 16-byte chunk `chunk` (0..7) of row `row` in a 128-byte-row tile.
-__device__ __forceinline__ int swizzle128(int row, int chunk) {
-  return row * 128 + ((chunk ^ (row & 7)) << 4);
-}
-
-// The weight row (of B's N) that row `row` of the weight tile at col0 holds, or -1 past the
-// matrix. With the SwiGLU epilogue (p.swiglu_ffn = F) each 16 tile rows are 8 gate rows j and
-// then their up rows F + j, j = col0 / 2 + 8 · (row / 16) + row % 8: a ws consumer thread's rows
-// r and r + 8 are then the gate and up of one output column j.
-__device__ __forceinline__ int tile_weight_row(const Nvfp4GemmParams& p, int col0, int row) {
-  if (p.swiglu_ffn == 0) return col0 + row < p.n ? col0 + row : -1;
-  const int j = col0 / 2 + 8 * (row / 16) + row % 8;
-  if (j >= p.swiglu_ffn) return -1;
-  return row % 16 < 8 ? j : p.swiglu_ffn + j;
-}
 
 // Starts the copy of one 16-byte part of raw weight row `row` of the tile for K step kt into
 // `dst`: parts 0 and 1 are the row's 32 code bytes, part 2 its 4 block-scale bytes (a 48-byte
@@ -237,4 +214,4 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
-}  // namespace dsv4::kernels::cuda::sm90
+}  // namespace dsv4::kernels::cuda::sm90::two_warpgroup
