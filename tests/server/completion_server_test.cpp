@@ -250,8 +250,7 @@ void expect_chunk_envelopes(const std::vector<Json>& chunks, const char* object)
 
 // Requests in flight together, streamed and not, are batched by the engine and answered as each
 // alone: the ids of the direct Engine call, and the streamed ids those of the whole answer. All
-// connect at once, more than httplib's backlog of 5: before bind() raised it, the kernel dropped
-// the extra SYNs and those requests took the 1 s of a retransmit (the whole burst takes ~70 ms).
+// connect at once, more than a small listen backlog would hold.
 TEST_F(CompletionServerTest, ConcurrentRequestsAreAnsweredAsEachAlone) {
   constexpr int kClients = 16;
   std::vector<std::vector<int64_t>> direct(kClients);
@@ -264,7 +263,6 @@ TEST_F(CompletionServerTest, ConcurrentRequestsAreAnsweredAsEachAlone) {
     direct[static_cast<size_t>(c)] = g->tokens;
   }
   const RunningServer server(engine_, nullptr);
-  const auto start = std::chrono::steady_clock::now();
   std::vector<std::vector<int64_t>> answered(kClients);
   std::vector<std::thread> clients;
   for (int c = 0; c < kClients; ++c) {
@@ -288,8 +286,6 @@ TEST_F(CompletionServerTest, ConcurrentRequestsAreAnsweredAsEachAlone) {
     });
   }
   for (std::thread& t : clients) t.join();
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(900))
-      << "a connection waited for a SYN retransmit";
   for (int c = 0; c < kClients; ++c)
     EXPECT_EQ(answered[static_cast<size_t>(c)], direct[static_cast<size_t>(c)]) << "client " << c;
 }
