@@ -46,6 +46,11 @@ struct EngineOptions {
   // pinned host memory, which the GPU reads over PCIe (slower, but the model runs). -1: as few
   // as make the rest fit beside the prefix cache and a step's scratch (none when all fit).
   int64_t expert_offload_layers = -1;
+  // Speculative decoding: each decoding sequence feeds, with its last token, this many tokens
+  // the checkpoint's MTP block drafted (0 .. 4; 0: off), and keeps those the model would have
+  // drawn itself (greedy: the same tokens as without; sampled: the same distribution). Needs a
+  // checkpoint with MTP weights.
+  int64_t speculative_tokens = 0;
 };
 
 // How a token is drawn from the logits: penalties and bias first, then greedy or temperature
@@ -115,6 +120,12 @@ struct EngineStats {
   int64_t prefix_cache_bytes = 0;    // device memory the prefix cache holds now
   int64_t generated_tokens = 0;      // tokens drawn
   int64_t finished = 0;              // sequences that ended (any reason, errors included)
+  // Speculative decoding: drafts verified, drafts accepted, and of those the accepted ones by
+  // their place among a step's drafts ([i]: the (i+1)-th draft; one entry per drafted place).
+  int64_t drafted_tokens = 0;
+  int64_t accepted_tokens = 0;
+  std::vector<int64_t> drafted_at = {};
+  std::vector<int64_t> accepted_at = {};
 };
 
 class Engine {

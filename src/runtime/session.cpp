@@ -48,6 +48,13 @@ struct StepRunner {
       chunks.push_back(
           {in.tokens, s.n_tokens(), &s.cache_, rows.view(), in.snapshot, in.snapshot_after});
       logits.push_back(std::move(rows));
+      s.streams_ = Tensor();
+      if (in.keep_streams) {
+        const checkpoint::ModelConfig& c = model.config();
+        DSV4_ASSIGN_OR_RETURN(
+            s.streams_, Tensor::empty(DType::kF32, {n, c.hc_mult, c.hidden_size}, model.device()));
+        chunks.back().streams_out = s.streams_.view();
+      }
     }
     DSV4_RETURN_IF_ERROR(model.forward(chunks));
     for (size_t i = 0; i < inputs.size(); ++i) {

@@ -58,7 +58,8 @@ inline checkpoint::MtpWeights random_mtp_block(const checkpoint::ModelWeights& w
   b.ffn_norm = clone(l.ffn_norm);
   const checkpoint::AttentionWeights& a = l.attn;
   b.attn = {clone(a.attn_sink), clone(a.wq_a), clone(a.q_norm), clone(a.wq_b),
-            clone(a.wkv),       clone(a.kv_norm), clone(a.wo_a), clone(a.wo_b)};
+            clone(a.wkv),       clone(a.kv_norm), clone(a.wo_a), clone(a.wo_b),
+            std::nullopt,       std::nullopt};
   DSV4_CHECK(!l.ffn.experts.is_nvfp4(), "the fixture copies dense experts only");
   b.ffn.gate = clone(l.ffn.gate);
   b.ffn.bias = clone(l.ffn.bias);
