@@ -88,9 +88,11 @@ struct ModelConfig {
 
   // The schedule of block `layer`: a main layer (< n_layer) or an MTP block (n_layer + i).
   const LayerSchedule& schedule(int64_t layer) const {
-    return layer < n_layer ? layers[static_cast<size_t>(layer)]
-                           : mtp_layers[static_cast<size_t>(layer - n_layer)];
+    const auto n_main = static_cast<int64_t>(layers.size());  // n_layer once validated
+    return layer < n_main ? layers[static_cast<size_t>(layer)]
+                          : mtp_layers.at(static_cast<size_t>(layer - n_main));
   }
+  int64_t n_blocks() const { return static_cast<int64_t>(layers.size() + mtp_layers.size()); }
 };
 
 // Parses config.json text; `path` is only used in messages.

@@ -381,7 +381,7 @@ Status attention_forward(const checkpoint::ModelConfig& config, int64_t layer,
                          const checkpoint::AttentionWeights& weights, const TensorView& x,
                          std::span<const SequenceRows> sequences, const RowPositions& at,
                          const TensorView& out) {
-  DSV4_CHECK(layer >= 0 && layer < config.n_layer + config.n_mtp_layers, "layer %lld",
+  DSV4_CHECK(layer >= 0 && layer < config.n_blocks(), "layer %lld",
              (long long)layer);
   DSV4_CHECK(x.dtype == DType::kF32 && x.rank() == 2 && x.size(1) == config.hidden_size &&
                  x.is_contiguous() && out.shape == x.shape && out.is_contiguous(),

@@ -45,9 +45,9 @@ Result<CompressorCache> create_compressor(int64_t ratio, bool overlap, int64_t w
 Result<AttentionCache> AttentionCache::create(const checkpoint::ModelConfig& config, int64_t layer,
                                               int64_t max_positions, Device device,
                                               int64_t max_step_tokens, CacheStart start) {
-  if (layer < 0 || layer >= config.n_layer + config.n_mtp_layers) {
+  if (layer < 0 || layer >= config.n_blocks()) {
     return invalid_argument("attention cache: layer " + std::to_string(layer) + " of " +
-                            std::to_string(config.n_layer + config.n_mtp_layers));
+                            std::to_string(config.n_blocks()));
   }
   if (max_positions < 1 || max_step_tokens < 1) {
     return invalid_argument("attention cache: max_positions " + std::to_string(max_positions) +
