@@ -97,11 +97,16 @@ struct MtpCall {
   std::vector<Tensor> logits, out_streams;
   std::vector<size_t> input_of;  // the DraftInput each chunk belongs to
 
+  // With `chained`, the output streams too (the next draft's input).
   Status add(const model::Model& model, size_t input, const TensorView& streams,
-             std::span<const int64_t> next, int64_t start_pos, model::AttentionCache* cache) {
+             std::span<const int64_t> next, int64_t start_pos, model::AttentionCache* cache,
+             bool chained) {
     const checkpoint::ModelConfig& c = model.config();
     DSV4_ASSIGN_OR_RETURN(Tensor row, Tensor::empty(DType::kF32, {1, c.vocab_size}, model.device()));
-    DSV4_ASSIGN_OR_RETURN(Tensor out, Tensor::empty(DType::kF32, streams.shape, model.device()));
+    Tensor out;
+    if (chained) {
+      DSV4_ASSIGN_OR_RETURN(out, Tensor::empty(DType::kF32, streams.shape, model.device()));
+    }
     chunks.push_back({streams, next, start_pos, cache, row.view(), out.view()});
     logits.push_back(std::move(row));
     out_streams.push_back(std::move(out));
@@ -125,8 +130,8 @@ Status draft(const model::Model& model, std::span<const DraftInput> inputs) {
     }
     in.drafts->tokens_.resize(1);
     in.drafts->q_.clear();
-    DSV4_RETURN_IF_ERROR(
-        update.add(model, i, in.streams, in.next_tokens, in.start_pos, &cache));
+    DSV4_RETURN_IF_ERROR(update.add(model, i, in.streams, in.next_tokens, in.start_pos, &cache,
+                                    in.n_drafts > 1));
   }
   if (update.chunks.empty()) return ok_status();
   DSV4_RETURN_IF_ERROR(model.mtp_forward(update.chunks));
@@ -147,7 +152,8 @@ Status draft(const model::Model& model, std::span<const DraftInput> inputs) {
       const int64_t n = out.size(0);
       DSV4_RETURN_IF_ERROR(next.add(model, last->input_of[c], out.rows(n - 1, n),
                                     std::span<const int64_t>(&in.drafts->tokens_.back(), 1),
-                                    in.drafts->cache_.n_tokens, &in.drafts->cache_));
+                                    in.drafts->cache_.n_tokens, &in.drafts->cache_,
+                                    in.n_drafts > depth + 1));
     }
     if (next.chunks.empty()) return ok_status();
     DSV4_RETURN_IF_ERROR(model.mtp_forward(next.chunks));
