@@ -105,8 +105,14 @@ Fill dense_fill(Param param, const Shape& shape, const ModelConfig& config) {
     case Param::kSharedW1:
     case Param::kSharedW3:
     case Param::kSharedW2:
+    case Param::kMtpEProj:
+    case Param::kMtpHProj:
+    case Param::kMtpHcHeadFn:
       return linear_fill(shape);
     case Param::kNorm:
+    case Param::kMtpEnorm:
+    case Param::kMtpHnorm:
+    case Param::kMtpNorm:
     case Param::kAttnNorm:
     case Param::kFfnNorm:
     case Param::kQNorm:
@@ -115,10 +121,12 @@ Fill dense_fill(Param param, const Shape& shape, const ModelConfig& config) {
     case Param::kIndexerCompressorNorm:
       return {Draw::kUniform, 0.9, 1.1};
     case Param::kHcHeadScale:
+    case Param::kMtpHcHeadScale:
     case Param::kHcAttnScale:
     case Param::kHcFfnScale:
       return {Draw::kUniform, 0.01, 0.1};
     case Param::kHcHeadBase:
+    case Param::kMtpHcHeadBase:
     case Param::kHcAttnBase:
     case Param::kHcFfnBase:
     case Param::kAttnSink:

@@ -51,6 +51,11 @@ struct EngineOptions {
   // does not (DeepSeek's tokenizer.json has 128,815 tokens for the model's 129,280 logits) is
   // never drawn, and a prompt or logit_bias that names one is refused.
   std::function<bool(int64_t id)> decodable = nullptr;
+  // Speculative decoding: each decoding sequence feeds, with its last token, this many tokens
+  // the checkpoint's MTP block drafted (0 .. 4; 0: off), and keeps those the model would have
+  // drawn itself (greedy: the same tokens as without; sampled: the same distribution). Needs a
+  // checkpoint with MTP weights.
+  int64_t speculative_tokens = 0;
 };
 
 // How a token is drawn from the logits: penalties and bias first, then greedy or temperature
@@ -124,6 +129,12 @@ struct EngineStats {
   int64_t prefix_cache_bytes = 0;    // device memory the prefix cache holds now
   int64_t generated_tokens = 0;      // tokens drawn
   int64_t finished = 0;              // sequences that ended (any reason, errors included)
+  // Speculative decoding: drafts verified, drafts accepted, and of those the accepted ones by
+  // their place among a step's drafts ([i]: the (i+1)-th draft; one entry per drafted place).
+  int64_t drafted_tokens = 0;
+  int64_t accepted_tokens = 0;
+  std::vector<int64_t> drafted_at = {};
+  std::vector<int64_t> accepted_at = {};
 };
 
 class Engine {

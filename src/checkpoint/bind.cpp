@@ -38,14 +38,15 @@ size_t count_matches(const ExpectedKeys& keys,
 }
 
 // The convention whose expected names cover the most keys; ties go to the earlier one.
+// (The MTP blocks' names are the same in every convention: they decide nothing.)
 Result<ExpectedKeys> choose_convention(const std::vector<const format::TensorInfo*>& tensors,
                                        const ModelConfig& config,
-                                       std::optional<NamingConvention> force) {
-  if (force) return expected_keys(config, *force);
+                                       std::optional<NamingConvention> force, bool with_mtp) {
+  if (force) return expected_keys(config, *force, with_mtp);
   std::optional<ExpectedKeys> best;
   size_t best_matches = 0;
   for (NamingConvention convention : kAllConventions) {
-    ExpectedKeys keys = expected_keys(config, convention);
+    ExpectedKeys keys = expected_keys(config, convention, with_mtp);
     const size_t matches = count_matches(keys, tensors);
     if (matches > best_matches) {
       best_matches = matches;
@@ -250,7 +251,7 @@ void count_official(const Binding& binding, const ModelConfig& config, LoadRepor
   if (per_linear == 0 || per_expert_matrix == 0)
     return;  // layer 0 did not bind: nothing to predict
   report.official_count_expected = official_tensor_count(config, per_linear, per_expert_matrix);
-  report.official_count_found = report.n_keys - report.ignored.size();
+  report.official_count_found = report.n_keys - report.ignored.size() - report.n_mtp_bound;
 }
 
 }  // namespace
@@ -300,9 +301,15 @@ std::string_view storage_form_name(StorageForm form) {
 Result<Binding> bind_tensors(const std::vector<const format::TensorInfo*>& tensors,
                              const ModelConfig& config, std::optional<NamingConvention> force,
                              const FileOf& file_of) {
-  DSV4_ASSIGN_OR_RETURN(const ExpectedKeys keys, choose_convention(tensors, config, force));
+  // A checkpoint holds all of its MTP blocks or none (then speculative decoding is unavailable).
+  const bool with_mtp = config.n_mtp_layers > 0 &&
+                        std::any_of(tensors.begin(), tensors.end(),
+                                    [](const format::TensorInfo* t) { return is_mtp_key(t->name); });
+  DSV4_ASSIGN_OR_RETURN(const ExpectedKeys keys,
+                        choose_convention(tensors, config, force, with_mtp));
   Binding binding;
   LoadReport& report = binding.report;
+  report.n_mtp_blocks = with_mtp ? static_cast<size_t>(config.n_mtp_layers) : 0;
   report.convention = keys.convention;
   report.n_keys = tensors.size();
   Found found(keys.slots.size());
@@ -314,7 +321,10 @@ Result<Binding> bind_tensors(const std::vector<const format::TensorInfo*>& tenso
   route_keys(tensors, keys, config, file_of, found, report);
   for (size_t s = 0; s < keys.slots.size(); ++s) {
     for (const auto& form : found[s]) {
-      for (const StoredTensor& stored : form) report.n_bound += n_tensors(stored);
+      for (const StoredTensor& stored : form) {
+        report.n_bound += n_tensors(stored);
+        if (keys.slots[s].layer >= config.n_layer) report.n_mtp_bound += n_tensors(stored);
+      }
     }
     std::optional<BoundSlot> slot = bind_slot(keys.slots[s], found[s], config, file_of, report);
     if (!slot) continue;

@@ -363,6 +363,21 @@ void read_attention_schedule(FieldReader& r, ModelConfig& c) {
   }
 }
 
+// The MTP blocks: score-routed (hash routing is for the first layers), attention as the official
+// compress_ratios' trailing entries say (the release's is 0: sliding window only), else sliding.
+void read_mtp_schedule(ModelConfig& c) {
+  if (c.n_mtp_layers < 0 || c.n_mtp_layers > kMaxLayers) return;  // validate() says so
+  c.mtp_layers.assign(static_cast<size_t>(c.n_mtp_layers), LayerSchedule{});
+  if (c.compress_ratios.empty()) return;
+  for (size_t i = 0; i < c.mtp_layers.size(); ++i) {
+    const int64_t ratio = c.compress_ratios[static_cast<size_t>(c.n_layer) + i];
+    const AttentionType type = ratio == 0   ? AttentionType::kSliding
+                               : ratio == 4 ? AttentionType::kCompressedSparse
+                                            : AttentionType::kHeavilyCompressed;
+    c.mtp_layers[i] = {type, ratio, RoutingType::kScore};
+  }
+}
+
 // Hash-routed layers: mlp_layer_types when given, else the first num_hash_layers (default 3).
 void read_routing_schedule(FieldReader& r, ModelConfig& c) {
   const std::vector<std::string> types = read_names(r, "mlp_layer_types", c.n_layer);
@@ -517,8 +532,12 @@ Status validate_schedule(const ModelConfig& c) {
     return invalid_argument("the layer schedule has " + str(static_cast<int64_t>(c.layers.size())) +
                             " entries, not num_hidden_layers (" + str(c.n_layer) + ")");
   }
-  for (size_t i = 0; i < c.layers.size(); ++i) {
-    const LayerSchedule& layer = c.layers[i];
+  if (static_cast<int64_t>(c.mtp_layers.size()) != c.n_mtp_layers) {
+    return invalid_argument("the MTP schedule has " + str(static_cast<int64_t>(c.mtp_layers.size())) +
+                            " entries, not num_nextn_predict_layers (" + str(c.n_mtp_layers) + ")");
+  }
+  for (int64_t i = 0; i < c.n_layer + c.n_mtp_layers; ++i) {
+    const LayerSchedule& layer = c.schedule(i);
     const bool sliding = layer.attention == AttentionType::kSliding;
     if (sliding ? layer.compress_ratio != 0
                 : layer.compress_ratio < 2 || layer.compress_ratio > kMaxCompressRatio) {
@@ -546,6 +565,7 @@ Result<ModelConfig> parse_model_config(const std::string& json_text, const std::
   if (r.status().ok() && c.n_layer > 0 && c.n_layer <= kMaxLayers && c.n_mtp_layers >= 0) {
     read_attention_schedule(r, c);
     if (r.status().ok()) read_routing_schedule(r, c);
+    if (r.status().ok()) read_mtp_schedule(c);
   }
   DSV4_RETURN_IF_ERROR(r.status().with_context(path));
   DSV4_RETURN_IF_ERROR(validate(c).with_context(path));

@@ -74,7 +74,10 @@ struct ModelConfig {
   RopeConfig rope_compressed;         // compress_rope_theta + YaRN of CSA/HCA layers
   std::vector<LayerSchedule> layers;  // n_layer entries
 
-  int64_t n_mtp_layers = 0;  // present in the checkpoint; never run
+  // MTP draft blocks (§2.7): the checkpoint may hold their weights (speculative decoding drafts
+  // with them); block i runs as layer n_layer + i, with the schedule mtp_layers[i].
+  int64_t n_mtp_layers = 0;
+  std::vector<LayerSchedule> mtp_layers;  // n_mtp_layers entries
   // The official config's compress_ratios as written: n_layer + n_mtp_layers entries, the MTP
   // layers' last (their attention kind says which tensors an MTP block has). Empty for
   // transformers-style configs, which do not describe the MTP layers.
@@ -82,6 +85,14 @@ struct ModelConfig {
   int64_t bos_token_id = 0;
   int64_t eos_token_id = 1;
   bool tie_word_embeddings = false;
+
+  // The schedule of block `layer`: a main layer (< n_layer) or an MTP block (n_layer + i).
+  const LayerSchedule& schedule(int64_t layer) const {
+    const auto n_main = static_cast<int64_t>(layers.size());  // n_layer once validated
+    return layer < n_main ? layers[static_cast<size_t>(layer)]
+                          : mtp_layers.at(static_cast<size_t>(layer - n_main));
+  }
+  int64_t n_blocks() const { return static_cast<int64_t>(layers.size() + mtp_layers.size()); }
 };
 
 // Parses config.json text; `path` is only used in messages.

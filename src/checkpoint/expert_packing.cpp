@@ -42,7 +42,7 @@ bool packable(const BoundSlot& slot, StorageForm form,
 ExpertPacking ExpertPacking::plan(const Binding& binding, const ModelConfig& config,
                                   bool keep_packed, LoadReport& report) {
   ExpertPacking packing;
-  packing.packed_layers_.assign(static_cast<size_t>(config.n_layer), false);
+  packing.packed_layers_.assign(static_cast<size_t>(config.n_layer + config.n_mtp_layers), false);
   if (!keep_packed) return packing;
   std::vector<int> n_packable(packing.packed_layers_.size(), 0);
   std::vector<StorageForm> first_form(packing.packed_layers_.size(), StorageForm::kDense);

@@ -92,7 +92,21 @@ Tensor& slot_tensor(ModelWeights& w, Param param, int64_t layer) {
       default: DSV4_UNREACHABLE("not a global slot");
     }
   }
-  LayerWeights& l = w.layers[static_cast<size_t>(layer)];
+  if (layer >= w.config.n_layer) {
+    MtpWeights& mtp = w.mtp[static_cast<size_t>(layer - w.config.n_layer)];
+    switch (param) {
+      case kMtpEProj: return mtp.e_proj;
+      case kMtpHProj: return mtp.h_proj;
+      case kMtpEnorm: return mtp.enorm;
+      case kMtpHnorm: return mtp.hnorm;
+      case kMtpNorm: return mtp.norm;
+      case kMtpHcHeadFn: return mtp.hc_head.fn;
+      case kMtpHcHeadBase: return mtp.hc_head.base;
+      case kMtpHcHeadScale: return mtp.hc_head.scale;
+      default: break;  // the MTP block's V4 layer
+    }
+  }
+  LayerWeights& l = w.block(layer);
   switch (param) {
     case kHcAttnFn: return l.hc_attn.fn;
     case kHcAttnBase: return l.hc_attn.base;
@@ -151,13 +165,15 @@ Status set_static_input_scales(LayerWeights& layer) {
   return ok_status();
 }
 
-// Tells LoadOptions::on_layer_loaded when the last slot of each layer is decoded (a layer's
-// static input scales are set first), and at the end about any layer no slot was bound to.
+// Tells LoadOptions::on_layer_loaded when the last slot of each layer (then of each MTP block
+// the checkpoint holds) is decoded (a layer's static input scales are set first), and at the
+// end about any layer no slot was bound to.
 class LayerCompletion {
  public:
   using Callback = std::function<Status(ModelWeights&, int64_t)>;
   LayerCompletion(const Binding& binding, const ModelConfig& config, Callback callback)
-      : remaining_(static_cast<size_t>(config.n_layer) + 1, 0), callback_(std::move(callback)) {
+      : remaining_(static_cast<size_t>(config.n_layer) + binding.report.n_mtp_blocks + 1, 0),
+        callback_(std::move(callback)) {
     for (const BoundSlot& slot : binding.slots) ++remaining_[index(slot.layer)];
   }
 
@@ -181,7 +197,7 @@ class LayerCompletion {
   Status complete(int64_t layer, ModelWeights& weights) {
     done_.insert(layer);
     if (layer >= 0)
-      DSV4_RETURN_IF_ERROR(set_static_input_scales(weights.layers[static_cast<size_t>(layer)]));
+      DSV4_RETURN_IF_ERROR(set_static_input_scales(weights.block(layer)));
     return callback_ ? callback_(weights, layer) : ok_status();
   }
 
@@ -241,7 +257,7 @@ Status decode_all(const Binding& binding, const ModelConfig& config, const LoadO
     std::optional<format::Nvfp4Tensor>* nvfp4 = nullptr;
     Tensor* dst = nullptr;
     if (weights && packing.packed(slot)) {
-      auto& experts = weights->layers[static_cast<size_t>(slot.layer)].ffn.experts;
+      auto& experts = weights->block(slot.layer).ffn.experts;
       nvfp4 = slot.param == kExpertsW13 ? &experts.w13_nvfp4 : &experts.w2_nvfp4;
       DSV4_ASSIGN_OR_RETURN(*nvfp4, packing.allocate(slot));
     } else if (weights) {
@@ -302,10 +318,11 @@ Result<LoadedModel> load_model(const std::string& model_dir, const LoadOptions& 
   ModelWeights& w = model.weights;
   w.config = opened.config;
   w.layers.resize(static_cast<size_t>(w.config.n_layer));
-  for (size_t l = 0; l < w.layers.size(); ++l) {
-    const AttentionType type = w.config.layers[l].attention;
-    if (type != AttentionType::kSliding) w.layers[l].attn.compressor.emplace();
-    if (type == AttentionType::kCompressedSparse) w.layers[l].attn.indexer.emplace();
+  w.mtp.resize(model.report.n_mtp_blocks);
+  for (int64_t l = 0; l < w.config.n_layer + static_cast<int64_t>(w.mtp.size()); ++l) {
+    const AttentionType type = w.config.schedule(l).attention;
+    if (type != AttentionType::kSliding) w.block(l).attn.compressor.emplace();
+    if (type == AttentionType::kCompressedSparse) w.block(l).attn.indexer.emplace();
   }
   const ExpertPacking packing =
       ExpertPacking::plan(opened.binding, w.config, options.keep_fp4_packed, model.report);

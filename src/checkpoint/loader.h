@@ -53,13 +53,17 @@ struct LoadOptions {
 
 struct IgnoredKey {
   std::string key;
-  std::string reason;  // e.g. "MTP draft block: not run by this engine"
+  std::string reason;  // e.g. "MTP draft block: the config has num_nextn_predict_layers 0"
 };
 
 struct LoadReport {
   NamingConvention convention = NamingConvention::kOfficial;
   size_t n_keys = 0;
   size_t n_bound = 0;
+  // MTP blocks the checkpoint holds (ModelWeights::mtp; 0: no speculative decoding) and their
+  // tensors among n_bound.
+  size_t n_mtp_blocks = 0;
+  size_t n_mtp_bound = 0;
   std::map<std::string, size_t> bound_per_category;  // "attention", "routed experts", ...
   std::map<std::string, size_t> dtype_census;        // "BF16" -> count
   std::vector<IgnoredKey> ignored;

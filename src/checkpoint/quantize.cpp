@@ -90,6 +90,8 @@ float input_scale_of(const BoundSlot& slot, const BoundPiece& piece, int64_t g,
                      const QuantizeOptions& options, const ExpertInputScales* calibrated) {
   const bool expert = slot.param == Param::kExpertsW13 || slot.param == Param::kExpertsW2;
   if (calibrated == nullptr || !expert) return options.input_scale;
+  // The MTP blocks' experts (layers n_layer ..): the calibration pass runs the trunk only.
+  if (slot.layer >= static_cast<int64_t>(calibrated->gate_up.size())) return options.input_scale;
   const int64_t e = piece.expert_idx >= 0 ? piece.expert_idx : g;
   const auto& by_layer = slot.param == Param::kExpertsW13 ? calibrated->gate_up : calibrated->down;
   return by_layer[slot.layer][e];

@@ -58,6 +58,14 @@ constexpr SlotSpec kSlots[] = {
     {kSharedW2, "ffn.shared_expert.w2", "shared expert", kEveryLayer, kMatrix, DType::kBF16},
     {kExpertsW13, "ffn.experts.w13", "routed experts", kEveryLayer, kExperts, DType::kBF16},
     {kExpertsW2, "ffn.experts.w2", "routed experts", kEveryLayer, kExperts, DType::kBF16},
+    {kMtpEProj, "e_proj", "mtp", kMtp, kMatrix, DType::kBF16},
+    {kMtpHProj, "h_proj", "mtp", kMtp, kMatrix, DType::kBF16},
+    {kMtpEnorm, "enorm", "mtp", kMtp, kFloat, DType::kBF16},
+    {kMtpHnorm, "hnorm", "mtp", kMtp, kFloat, DType::kBF16},
+    {kMtpNorm, "norm", "mtp", kMtp, kFloat, DType::kBF16},
+    {kMtpHcHeadFn, "hc_head.fn", "mtp", kMtp, kFloat, DType::kF32},
+    {kMtpHcHeadBase, "hc_head.base", "mtp", kMtp, kFloat, DType::kF32},
+    {kMtpHcHeadScale, "hc_head.scale", "mtp", kMtp, kFloat, DType::kF32},
 };
 static_assert(std::size(kSlots) == kNumParams);
 
@@ -120,6 +128,16 @@ constexpr NameRule kNames[] = {
     {C::kOfficial, kExpertsW13, kPerExpertGateUp, "layers.{L}.ffn.experts.{E}.w1.weight",
      "layers.{L}.ffn.experts.{E}.w3.weight"},
     {C::kOfficial, kExpertsW2, kPerExpert, "layers.{L}.ffn.experts.{E}.w2.weight", nullptr},
+    // An MTP block's own tensors; its V4 block is named as a layer's, `mtp.{L}.` for `layers.{L}.`
+    // (mtp_pattern), {L} its MTP index.
+    {C::kOfficial, kMtpEProj, kWhole, "mtp.{L}.e_proj.weight", nullptr},
+    {C::kOfficial, kMtpHProj, kWhole, "mtp.{L}.h_proj.weight", nullptr},
+    {C::kOfficial, kMtpEnorm, kWhole, "mtp.{L}.enorm.weight", nullptr},
+    {C::kOfficial, kMtpHnorm, kWhole, "mtp.{L}.hnorm.weight", nullptr},
+    {C::kOfficial, kMtpNorm, kWhole, "mtp.{L}.norm.weight", nullptr},
+    {C::kOfficial, kMtpHcHeadFn, kWhole, "mtp.{L}.hc_head_fn", nullptr},
+    {C::kOfficial, kMtpHcHeadBase, kWhole, "mtp.{L}.hc_head_base", nullptr},
+    {C::kOfficial, kMtpHcHeadScale, kWhole, "mtp.{L}.hc_head_scale", nullptr},
 
     // transformers save_pretrained (5.17, checked against tests/golden/*_pretrained/keys.txt):
     // the reverse of its conversion rules, i.e. official inner names under `model.`, except the
@@ -282,21 +300,34 @@ std::string expand(std::string_view pattern, int64_t layer, int64_t expert) {
   return out;
 }
 
-SlotForm make_form(const NameRule& rule, int64_t layer, int64_t n_experts) {
+constexpr std::string_view kLayerPrefix = "layers.{L}.";
+constexpr std::string_view kMtpPrefix = "mtp.";
+
+// An official layer pattern as an MTP block's: `layers.{L}.x` -> `mtp.{L}.x`.
+std::string mtp_pattern(std::string_view pattern) {
+  if (!pattern.starts_with(kLayerPrefix)) return std::string(pattern);
+  return std::string(kMtpPrefix) + "{L}." + std::string(pattern.substr(kLayerPrefix.size()));
+}
+
+// `layer` is the index {L} stands for (an MTP block's own index for its names).
+SlotForm make_form(const NameRule& rule, int64_t layer, int64_t n_experts, bool mtp) {
+  const std::string pattern = mtp ? mtp_pattern(rule.pattern) : rule.pattern;
+  const std::string pattern_up =
+      rule.pattern_up ? (mtp ? mtp_pattern(rule.pattern_up) : rule.pattern_up) : "";
   SlotForm form;
   form.stacking = rule.stacking;
   switch (rule.stacking) {
     case Stacking::kWhole:
-      form.pieces.push_back({expand(rule.pattern, layer, -1), -1, 0});
+      form.pieces.push_back({expand(pattern, layer, -1), -1, 0});
       break;
     case Stacking::kPerExpert:
       for (int64_t e = 0; e < n_experts; ++e)
-        form.pieces.push_back({expand(rule.pattern, layer, e), e, 0});
+        form.pieces.push_back({expand(pattern, layer, e), e, 0});
       break;
     case Stacking::kPerExpertGateUp:
       for (int64_t e = 0; e < n_experts; ++e) {
-        form.pieces.push_back({expand(rule.pattern, layer, e), e, 0});
-        form.pieces.push_back({expand(rule.pattern_up, layer, e), e, 1});
+        form.pieces.push_back({expand(pattern, layer, e), e, 0});
+        form.pieces.push_back({expand(pattern_up, layer, e), e, 1});
       }
       break;
   }
@@ -345,10 +376,12 @@ const SlotSpec& slot_spec(Param param) {
 bool slot_present(const SlotSpec& spec, const ModelConfig& config, int64_t layer) {
   if (spec.scope == Scope::kGlobal) return layer < 0;
   if (layer < 0) return false;
-  const LayerSchedule& s = config.layers[static_cast<size_t>(layer)];
+  const LayerSchedule& s = config.schedule(layer);
   switch (spec.scope) {
     case Scope::kGlobal:
       return false;
+    case Scope::kMtp:
+      return layer >= config.n_layer;
     case Scope::kEveryLayer:
       return true;
     case Scope::kCompressed:
@@ -377,17 +410,19 @@ Shape slot_shape(Param param, const ModelConfig& config, int64_t layer) {
   const int64_t mix = (2 + M) * M;  // pre M, post M, comb M·M
   int64_t m = 0, c = 1;             // compress ratio; CSA compresses overlapping pairs of blocks
   if (layer >= 0) {
-    const LayerSchedule& s = config.layers[static_cast<size_t>(layer)];
+    const LayerSchedule& s = config.schedule(layer);
     m = s.compress_ratio;
     c = s.attention == AttentionType::kCompressedSparse ? 2 : 1;
   }
   // clang-format off
   switch (param) {
     case kEmbed: case kHead: return {V, D};
-    case kNorm: case kAttnNorm: case kFfnNorm: return {D};
-    case kHcHeadFn: return {M, M * D};
-    case kHcHeadBase: return {M};
-    case kHcHeadScale: return {1};
+    case kMtpEProj: case kMtpHProj: return {D, D};
+    case kNorm: case kAttnNorm: case kFfnNorm: case kMtpEnorm: case kMtpHnorm: case kMtpNorm:
+      return {D};
+    case kHcHeadFn: case kMtpHcHeadFn: return {M, M * D};
+    case kHcHeadBase: case kMtpHcHeadBase: return {M};
+    case kHcHeadScale: case kMtpHcHeadScale: return {1};
     case kHcAttnFn: case kHcFfnFn: return {mix, M * D};
     case kHcAttnBase: case kHcFfnBase: return {mix};
     case kHcAttnScale: case kHcFfnScale: return {3};
@@ -437,16 +472,21 @@ size_t official_tensor_count(const ModelConfig& config, int tensors_per_linear,
   return count;
 }
 
-ExpectedKeys expected_keys(const ModelConfig& config, NamingConvention convention) {
+ExpectedKeys expected_keys(const ModelConfig& config, NamingConvention convention,
+                           bool with_mtp) {
   ExpectedKeys keys;
   keys.convention = convention;
-  for (int64_t layer = -1; layer < config.n_layer; ++layer) {
+  const int64_t n_blocks = config.n_layer + (with_mtp ? config.n_mtp_layers : 0);
+  for (int64_t layer = -1; layer < n_blocks; ++layer) {
+    const bool mtp = layer >= config.n_layer;
+    const C names = mtp ? C::kOfficial : convention;
     for (const SlotSpec& spec : kSlots) {
       if (!slot_present(spec, config, layer)) continue;
       ExpectedSlot slot{spec.param, layer, {}};
       for (const NameRule& rule : kNames) {
-        if (rule.convention == convention && rule.param == spec.param) {
-          slot.forms.push_back(make_form(rule, layer, config.n_routed_experts));
+        if (rule.convention == names && rule.param == spec.param) {
+          slot.forms.push_back(make_form(rule, mtp ? layer - config.n_layer : layer,
+                                         config.n_routed_experts, mtp));
         }
       }
       DSV4_CHECK(!slot.forms.empty(), "no name for %s in %s", std::string(spec.path).c_str(),
@@ -478,14 +518,21 @@ std::vector<SiblingMatch> sibling_candidates(std::string_view key) {
   return matches;
 }
 
+bool is_mtp_key(std::string_view key) { return key.starts_with(kMtpPrefix); }
+
 std::optional<std::string> ignore_reason(std::string_view key, const ModelConfig& config) {
-  constexpr std::string_view kMtpReason = "MTP draft block: not run by this engine";
-  if (key.starts_with("mtp.") || key.starts_with("model.mtp.")) return std::string(kMtpReason);
+  constexpr std::string_view kMtpReason = "MTP draft block: ";
+  if (is_mtp_key(key) && config.n_mtp_layers == 0) {
+    return std::string(kMtpReason) + "the config has num_nextn_predict_layers 0";
+  }
+  constexpr std::string_view kOtherNaming = "stored under names this engine does not bind";
+  if (key.starts_with("model.mtp.")) return std::string(kMtpReason) + std::string(kOtherNaming);
   for (std::string_view prefix : {"layers.", "model.layers."}) {
     const int64_t layer = leading_layer(key, prefix);
     if (layer >= config.n_layer && layer < config.n_layer + config.n_mtp_layers) {
-      return std::string(kMtpReason) + " (numbered as layer " + std::to_string(layer) +
-             " >= num_hidden_layers " + std::to_string(config.n_layer) + ")";
+      return std::string(kMtpReason) + std::string(kOtherNaming) + " (numbered as layer " +
+             std::to_string(layer) + " >= num_hidden_layers " + std::to_string(config.n_layer) +
+             ")";
     }
   }
   return std::nullopt;

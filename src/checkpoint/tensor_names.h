@@ -51,9 +51,11 @@ enum class Param {
   kGate, kGateBias, kGateTid2eid,
   kSharedW1, kSharedW3, kSharedW2,
   kExpertsW13, kExpertsW2,
+  kMtpEProj, kMtpHProj, kMtpEnorm, kMtpHnorm, kMtpNorm, kMtpHcHeadFn, kMtpHcHeadBase,
+  kMtpHcHeadScale,
 };
 // clang-format on
-inline constexpr int kNumParams = static_cast<int>(Param::kExpertsW2) + 1;
+inline constexpr int kNumParams = static_cast<int>(Param::kMtpHcHeadScale) + 1;
 
 // Which layers hold a slot.
 enum class Scope {
@@ -63,6 +65,7 @@ enum class Scope {
   kCsa,         // CSA layers only (the lightning indexer)
   kHashLayer,   // hash-routed layers (tid2eid)
   kScoreLayer,  // score-routed layers (selection bias)
+  kMtp,         // MTP blocks only (layers n_layer ..): their projections, norms and hc_head
 };
 
 // How a slot may be stored.
@@ -82,7 +85,8 @@ struct SlotSpec {
   DType release_dtype;  // dtype of the dense form in the official release (for messages)
 };
 const SlotSpec& slot_spec(Param param);
-// Whether layer `layer` (or the model, for kGlobal) has the slot.
+// Whether layer `layer` (or the model, for kGlobal) has the slot. Layers n_layer .. n_layer +
+// n_mtp_layers − 1 are the MTP blocks.
 bool slot_present(const SlotSpec& spec, const ModelConfig& config, int64_t layer);
 // The logical (decoded) shape of a slot for this config and layer.
 Shape slot_shape(Param param, const ModelConfig& config, int64_t layer);
@@ -130,7 +134,13 @@ struct ExpectedKeys {
   std::vector<ExpectedSlot> slots;
   std::unordered_map<std::string, PieceRef> by_name;  // every piece name of every form
 };
-ExpectedKeys expected_keys(const ModelConfig& config, NamingConvention convention);
+// With `with_mtp`, the MTP blocks' names too: in every convention the official ones
+// (`mtp.N.<inner name>`), since transformers drops the MTP layers on save and a converter that
+// keeps them beside a save_pretrained model writes them as the release does.
+ExpectedKeys expected_keys(const ModelConfig& config, NamingConvention convention,
+                           bool with_mtp = false);
+// Whether `key` names a tensor of an MTP block in the naming expected_keys binds.
+bool is_mtp_key(std::string_view key);
 
 // Sibling tensors of a quantized weight. The block scale appears under several names
 // (official `.scale`, ModelOpt `.weight_scale`, transformers' FP8 `.weight_scale_inv`); fused
@@ -144,9 +154,10 @@ struct SiblingMatch {
 // primary exists; suffixes are whole and distinct, so at most one survives).
 std::vector<SiblingMatch> sibling_candidates(std::string_view key);
 
-// Why a key that is not a parameter of this model may be skipped, or nullopt when it may not.
-// MTP draft blocks (`mtp.*`, `model.mtp.*`, or numbered as layers n_layer ..
-// n_layer + n_mtp_layers - 1) are not run by this engine.
+// Why a key that is not a parameter of this model may be skipped, or nullopt when it may not:
+// MTP blocks of a config without any (num_nextn_predict_layers 0), and MTP blocks stored under
+// names this engine does not bind (`model.mtp.*`, or numbered as layers n_layer ..
+// n_layer + n_mtp_layers - 1).
 std::optional<std::string> ignore_reason(std::string_view key, const ModelConfig& config);
 
 // §3.1.4: how many tensors the official layout holds for this config (MTP excluded), given how

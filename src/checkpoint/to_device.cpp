@@ -169,6 +169,16 @@ class DeviceCopier {
     return copy(src.ffn, dst.ffn, experts_in_host_memory);
   }
 
+  Status copy(const MtpWeights& src, MtpWeights& dst, bool experts_in_host_memory) const {
+    DSV4_RETURN_IF_ERROR(copy_linear(src.e_proj, dst.e_proj));
+    DSV4_RETURN_IF_ERROR(copy_linear(src.h_proj, dst.h_proj));
+    for (const auto& [from, to] : {std::pair(&src.enorm, &dst.enorm),
+                                   std::pair(&src.hnorm, &dst.hnorm), std::pair(&src.norm, &dst.norm)})
+      DSV4_RETURN_IF_ERROR(copy(*from, *to));
+    DSV4_RETURN_IF_ERROR(copy(src.hc_head, dst.hc_head));
+    return copy(src.block, dst.block, experts_in_host_memory);
+  }
+
  private:
   // Host to pinned host memory: copy_tensor has finished it when it returns (a host-to-host
   // cudaMemcpyAsync is synchronous), so the source may go at once.
@@ -191,6 +201,10 @@ Result<ModelWeights> copy_weights(const ModelWeights& weights, Device device) {
   for (size_t i = 0; i < weights.layers.size(); ++i) {
     DSV4_RETURN_IF_ERROR(copier.copy(weights.layers[i], out.layers[i], false));
   }
+  out.mtp.resize(weights.mtp.size());
+  for (size_t i = 0; i < weights.mtp.size(); ++i) {
+    DSV4_RETURN_IF_ERROR(copier.copy(weights.mtp[i], out.mtp[i], false));
+  }
   // The copies run on this thread's stream; the model may run on others (a server's).
   if (device == Device::kCuda) DSV4_RETURN_IF_ERROR(finish_device_work());
   return out;
@@ -203,6 +217,7 @@ Result<LoadedModel> load_model_on(const std::string& model_dir, Device device,
   ExpertOffloadPlan offload;
   options.on_layer_loaded = [&](ModelWeights& host, int64_t layer) -> Status {
     placed.layers.resize(host.layers.size());
+    placed.mtp.resize(host.mtp.size());
     if (layer < 0) {
       DSV4_RETURN_IF_ERROR(copier.copy_globals(host, placed));
       for (Tensor* t : {&host.embed, &host.head, &host.norm}) *t = Tensor();
@@ -211,6 +226,12 @@ Result<LoadedModel> load_model_on(const std::string& model_dir, Device device,
     }
     const auto l = static_cast<size_t>(layer);
     const bool experts_in_host_memory = l < offload.offloaded.size() && offload.offloaded[l];
+    if (layer >= host.config.n_layer) {  // an MTP block
+      const size_t i = l - static_cast<size_t>(host.config.n_layer);
+      DSV4_RETURN_IF_ERROR(copier.copy(host.mtp[i], placed.mtp[i], experts_in_host_memory));
+      host.mtp[i] = MtpWeights{};
+      return ok_status();
+    }
     DSV4_RETURN_IF_ERROR(copier.copy(host.layers[l], placed.layers[l], experts_in_host_memory));
     host.layers[l] = LayerWeights{};  // the host copy goes as soon as the device has it
     return ok_status();

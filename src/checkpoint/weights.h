@@ -92,6 +92,19 @@ struct LayerWeights {
   MoeWeights ffn;
 };
 
+// One MTP draft block (../shared/docs/deepseek_v4.md §2.7; the reference's MTPBlock): the next
+// token's embedding and the trunk's last streams, each normed and projected, summed, through a
+// full V4 block, then its own hc_head and norm before the model's shared head.
+struct MtpWeights {
+  Tensor e_proj;  // f32 [D, D]
+  Tensor h_proj;  // f32 [D, D]
+  Tensor enorm;   // f32 [D]
+  Tensor hnorm;   // f32 [D]
+  Tensor norm;    // f32 [D]
+  HyperConnectionWeights hc_head;
+  LayerWeights block;  // runs as layer n_layer + i (config.schedule)
+};
+
 struct ModelWeights {
   ModelConfig config;
   Tensor embed;  // f32 [V, D]
@@ -99,6 +112,14 @@ struct ModelWeights {
   Tensor norm;   // f32 [D]
   HyperConnectionWeights hc_head;
   std::vector<LayerWeights> layers;
+  // config.n_mtp_layers blocks when the checkpoint holds them, else empty (no speculation).
+  std::vector<MtpWeights> mtp;
+
+  // The weights of block `layer`: a main layer, or MTP block layer - n_layer.
+  LayerWeights& block(int64_t layer) {
+    return layer < config.n_layer ? layers[static_cast<size_t>(layer)]
+                                  : mtp[static_cast<size_t>(layer - config.n_layer)].block;
+  }
 };
 
 }  // namespace dsv4::checkpoint

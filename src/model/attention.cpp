@@ -444,7 +444,7 @@ Status attention_step(const checkpoint::ModelConfig& config,
 Status check_sequence(const checkpoint::ModelConfig& config, int64_t layer, int64_t n_tokens,
                       int64_t start_pos, const AttentionCache& cache) {
   DSV4_CHECK(
-      cache.compressor.has_value() == (config.layers[layer].attention != AttentionType::kSliding),
+      cache.compressor.has_value() == (config.schedule(layer).attention != AttentionType::kSliding),
       "attention_forward: cache of another layer type");
   if (start_pos != cache.n_tokens) {
     return invalid_argument("attention layer " + std::to_string(layer) + ": start_pos " +
@@ -561,7 +561,7 @@ Status attention_forward(const checkpoint::ModelConfig& config, int64_t layer,
                          const checkpoint::AttentionWeights& weights, const TensorView& x,
                          std::span<const SequenceRows> sequences, const RowPositions& at,
                          const TensorView& out) {
-  DSV4_CHECK(layer >= 0 && layer < static_cast<int64_t>(config.layers.size()), "layer %lld",
+  DSV4_CHECK(layer >= 0 && layer < config.n_blocks(), "layer %lld",
              (long long)layer);
   DSV4_CHECK(x.dtype == DType::kF32 && x.rank() == 2 && x.size(1) == config.hidden_size &&
                  x.is_contiguous() && out.shape == x.shape && out.is_contiguous(),

@@ -45,16 +45,16 @@ Result<CompressorCache> create_compressor(int64_t ratio, bool overlap, int64_t w
 Result<AttentionCache> AttentionCache::create(const checkpoint::ModelConfig& config, int64_t layer,
                                               int64_t max_positions, Device device,
                                               int64_t max_step_tokens, CacheStart start) {
-  if (layer < 0 || layer >= static_cast<int64_t>(config.layers.size())) {
+  if (layer < 0 || layer >= config.n_blocks()) {
     return invalid_argument("attention cache: layer " + std::to_string(layer) + " of " +
-                            std::to_string(config.layers.size()));
+                            std::to_string(config.n_blocks()));
   }
   if (max_positions < 1 || max_step_tokens < 1) {
     return invalid_argument("attention cache: max_positions " + std::to_string(max_positions) +
                             " and max_step_tokens " + std::to_string(max_step_tokens) +
                             " must be positive");
   }
-  const checkpoint::LayerSchedule& schedule = config.layers[layer];
+  const checkpoint::LayerSchedule& schedule = config.schedule(layer);
   const bool sliding = schedule.attention == AttentionType::kSliding;
   AttentionCache cache;
   cache.max_positions = max_positions;

@@ -19,6 +19,7 @@
 #include "base/buffer.h"
 #include "checkpoint/config.h"
 #include "dsv4/status.h"
+#include "model/compressor_journal.h"
 
 namespace dsv4::model {
 
@@ -34,6 +35,7 @@ struct CompressorCache {
   int64_t n_rows = 0;
   Tensor entries;  // f32 [C, d]  normed and rotated, in block order
   int64_t n_entries = 0;
+  CompressorJournal journal;  // speculative decoding's undo of the last step
 };
 
 // What a new cache holds: the state of a sequence with no tokens yet, ready for a forward; or

@@ -98,6 +98,7 @@ Status compressor_forward(const checkpoint::CompressorWeights& weights,
     DSV4_RETURN_IF_ERROR(finish_entries(weights, inv_freq, eps, first, n_windows, cache));
     cache.n_entries += n_windows;
   }
+  if (cache.journal.armed && n_windows > 0) DSV4_RETURN_IF_ERROR(cache.journal.record(kv, gate));
   // Keep the stream from the last pooled block on: (CSA) that block plus the partial one. In
   // place, they stay where they are when nothing was pooled; else they move to the front, from
   // rows ≥ m to rows < m, so the two ranges never overlap.

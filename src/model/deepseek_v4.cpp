@@ -27,6 +27,14 @@ Result<SequenceCache> Model::new_cache(int64_t max_positions, int64_t max_step_t
   return cache;
 }
 
+Result<AttentionCache> Model::new_mtp_cache(int64_t max_positions) const {
+  return mtp_cache(*weights_, 0, max_positions);
+}
+
+Status Model::mtp_forward(std::span<const MtpChunk> chunks) const {
+  return model::mtp_forward(*weights_, 0, options_.expert_mode, chunks);
+}
+
 Status Model::check_chunk(const SequenceChunk& chunk) const {
   const int64_t n = static_cast<int64_t>(chunk.tokens.size());
   DSV4_CHECK(chunk.cache != nullptr && chunk.cache->layers.size() == weights_->layers.size(),
@@ -40,6 +48,11 @@ Status Model::check_chunk(const SequenceChunk& chunk) const {
                             " does not continue a cache of " +
                             std::to_string(chunk.cache->n_tokens()) + " tokens");
   }
+  DSV4_CHECK(chunk.streams_out.data == nullptr ||
+                 (chunk.streams_out.rank() == 3 && chunk.streams_out.size(0) <= n &&
+                  chunk.streams_out.size(1) == config().hc_mult &&
+                  chunk.streams_out.size(2) == config().hidden_size),
+             "streams_out must be f32 [n <= T, M, D]");
   DSV4_CHECK(!chunk.snapshot || (chunk.snapshot->layers.size() == weights_->layers.size() &&
                                  chunk.snapshot_after > 0 && chunk.snapshot_after < n),
              "a snapshot needs %zu layers and a position inside the chunk",
@@ -96,6 +109,13 @@ Status Model::forward(std::span<const SequenceChunk> chunks) const {
         &c,      layer,     &weights_->layers[layer], options_.expert_mode, tokens.view(), rows,
         nullptr, &positions};
     DSV4_RETURN_IF_ERROR(layer_forward(input, streams, spare));
+  }
+  int64_t end = 0;
+  for (const SequenceChunk& chunk : chunks) {
+    end += static_cast<int64_t>(chunk.tokens.size());
+    if (chunk.streams_out.data == nullptr) continue;
+    const int64_t n = chunk.streams_out.size(0);
+    DSV4_RETURN_IF_ERROR(copy_tensor(chunk.streams_out, streams.view().rows(end - n, end)));
   }
   return lm_head(chunks, streams);
 }

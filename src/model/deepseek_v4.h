@@ -16,6 +16,7 @@
 #include "checkpoint/weights.h"
 #include "model/attention_cache.h"
 #include "model/moe.h"
+#include "model/mtp.h"
 
 namespace dsv4::model {
 
@@ -38,6 +39,9 @@ struct SequenceChunk {
   // start_pos + snapshot_after positions (model::empty_snapshot), within this same forward.
   SequenceCache* snapshot = nullptr;
   int64_t snapshot_after = 0;
+  // When set, f32 [n, M, D]: the final streams (before hc_head) of the chunk's last n rows, the
+  // input of an MTP draft block (model/mtp.h).
+  TensorView streams_out = {};
 };
 
 struct ModelOptions {
@@ -66,6 +70,12 @@ class Model {
   // One sequence: Model::forward(tokens, start_pos, cache, logits).
   Status forward(std::span<const int64_t> tokens, int64_t start_pos, SequenceCache& cache,
                  const TensorView& logits) const;
+
+  // The checkpoint's first MTP draft block (model/mtp.h; 0 blocks: none, no speculation): an
+  // empty cache for it and a run of it (mtp_forward).
+  int64_t n_mtp_blocks() const { return static_cast<int64_t>(weights_->mtp.size()); }
+  Result<AttentionCache> new_mtp_cache(int64_t max_positions) const;
+  Status mtp_forward(std::span<const MtpChunk> chunks) const;
 
  private:
   Status check_chunk(const SequenceChunk& chunk) const;

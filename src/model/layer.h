@@ -42,5 +42,9 @@ Result<Tensor> embed_streams(const checkpoint::ModelConfig& config, const Tensor
 
 // What the head reads after the last layer: norm(hc_head(streams)), f32 [T, D].
 Result<Tensor> final_hidden(const checkpoint::ModelWeights& weights, const TensorView& streams);
+// The same with another block's hc_head and norm (an MTP block's own, model/mtp.h).
+Result<Tensor> final_hidden(const checkpoint::ModelConfig& config,
+                            const checkpoint::HyperConnectionWeights& hc_head_weights,
+                            const TensorView& norm, const TensorView& streams);
 
 }  // namespace dsv4::model

@@ -23,7 +23,7 @@ Status route(const ModelConfig& config, int64_t layer, const MoeWeights& w, cons
   // The weights are always renormalised: transformers' routers ignore norm_topk_prob.
   DSV4_RETURN_IF_ERROR(kernels::linear(x, w.gate.view(), logits.view()));
   const auto scale = static_cast<float>(config.routed_scaling_factor);
-  if (config.layers[layer].routing == checkpoint::RoutingType::kHash) {
+  if (config.schedule(layer).routing == checkpoint::RoutingType::kHash) {
     DSV4_ASSIGN_OR_RETURN(Tensor hash_ids, scratch(DType::kI64, {n_tokens, k}, x.device));
     DSV4_RETURN_IF_ERROR(kernels::embedding(w.tid2eid.view(), tokens, hash_ids.view()));
     return kernels::moe_route(logits.view(), TensorView{}, hash_ids.view(), scale, routing);
@@ -75,7 +75,7 @@ Status place_offloaded(const checkpoint::RoutedExpertWeights& experts, int64_t n
 // stays in the checkpoint's precision (shared_expert below).
 Status nvfp4_experts(const ModelConfig& config, int64_t layer, const MoeWeights& w, ExpertMode mode,
                      const TensorView& x, const TensorView& tokens, const TensorView& out) {
-  const bool hash = config.layers[layer].routing == checkpoint::RoutingType::kHash;
+  const bool hash = config.schedule(layer).routing == checkpoint::RoutingType::kHash;
   // W4A4 stages with the checkpoint's calibrated scales when it has them (the loader's
   // RoutedExpertWeights::w13_input_scale), else dynamic ones.
   kernels::MoeWeightsView view{w.gate.view(),

@@ -5,16 +5,23 @@
 #include <vector>
 
 #include "model/cache_copy.h"
+#include "model/cache_rollback.h"
 #include "runtime/logprobs.h"
 
 namespace dsv4::runtime {
 
 RunningBatch::RunningBatch(const model::Model& model, int64_t eos_token_id, int64_t step_tokens,
-                           int64_t prefix_cache_bytes)
+                           int64_t prefix_cache_bytes, int64_t speculative_tokens)
     : model_(model),
       eos_token_id_(eos_token_id),
       step_tokens_(step_tokens),
-      prefix_cache_(prefix_cache_bytes) {}
+      speculative_tokens_(speculative_tokens),
+      prefix_cache_(prefix_cache_bytes) {
+  DSV4_CHECK(speculative_tokens == 0 || model.n_mtp_blocks() > 0,
+             "speculative decoding without an MTP block");
+  totals_.drafted_at.assign(static_cast<size_t>(speculative_tokens), 0);
+  totals_.accepted_at.assign(static_cast<size_t>(speculative_tokens), 0);
+}
 
 Result<Session> RunningBatch::new_session(const GenerateRequest& request) {
   const auto context = static_cast<int64_t>(request.prompt.size()) + request.sampling.max_tokens;
@@ -32,6 +39,9 @@ Status RunningBatch::admit(const GenerateRequest& request, OnDone on_done) {
   DSV4_ASSIGN_OR_RETURN(Session session, new_session(request));
   Sequence s{request, std::move(on_done), std::move(session), Sampler(request.sampling),
              Generation{}};
+  if (speculative_tokens_ > 0) {
+    DSV4_ASSIGN_OR_RETURN(s.drafts, Drafts::create(model_, s.session.max_positions()));
+  }
   DSV4_RETURN_IF_ERROR(resume_from_prefix(s));
   sequences_.push_back(std::move(s));
   return ok_status();
@@ -148,12 +158,31 @@ bool RunningBatch::finished(const Sequence& s) const {
 std::vector<StepInput> RunningBatch::plan_step() {
   std::vector<StepInput> inputs;
   int64_t budget = step_tokens_;
+  // Drafts take what the decode tokens leave of the budget, but one token for a prompt.
+  int64_t draft_budget = step_tokens_;
+  bool prompt_waits = false;
+  for (const Sequence& s : sequences_) {
+    draft_budget -= prefilled(s) ? 1 : 0;
+    prompt_waits = prompt_waits || (!prefilled(s) && !s.awaits_twin);
+  }
+  if (prompt_waits) --draft_budget;
   // Every decoding sequence feeds the token it drew last step (the last token of a generation
   // needs no forward: it left the batch when it was drawn).
   for (Sequence& s : sequences_) {
+    s.step_start = s.session.n_tokens();
     if (!prefilled(s)) continue;
-    inputs.push_back({&s.session, std::span<const int64_t>(&s.out.tokens.back(), 1), false});
-    --budget;
+    if (!s.drafts) {
+      inputs.push_back({&s.session, std::span<const int64_t>(&s.out.tokens.back(), 1), false});
+      --budget;
+      continue;
+    }
+    // Its token and drafts, every row's logits to verify them and streams for the MTP block.
+    s.drafts->limit(std::max<int64_t>(draft_budget, 0));
+    draft_budget -= s.drafts->size();
+    const std::span<const int64_t> tokens = s.drafts->step_tokens(s.out.tokens.back());
+    inputs.push_back({&s.session, tokens, true, nullptr, 0, true});
+    budget -= static_cast<int64_t>(tokens.size());
+    model::arm_rollback(s.session.cache());
   }
   // Then the prompts, oldest first, in chunks of what the budget leaves: a long prompt cannot
   // stall the others' tokens for longer than one step of step_tokens.
@@ -168,7 +197,8 @@ std::vector<StepInput> RunningBatch::plan_step() {
     budget -= s.chunk;
     inputs.push_back({&s.session, rest.first(static_cast<size_t>(s.chunk)),
                       s.request.return_prompt_logits || s.request.prompt_logprobs,
-                      s.snapshot ? &*s.snapshot : nullptr, s.snapshot_at - s.n_prompt_fed});
+                      s.snapshot ? &*s.snapshot : nullptr, s.snapshot_at - s.n_prompt_fed,
+                      s.drafts.has_value()});
   }
   return inputs;
 }
@@ -214,22 +244,81 @@ int64_t RunningBatch::n_alternatives(const Sequence& s) {
   return std::max<int64_t>(s.request.logprobs, 0);
 }
 
-void RunningBatch::take_step_output(Sequence& s) {
-  if (s.chunk > 0) take_prompt_chunk(s);
-  if (!prefilled(s) || finished(s)) return;  // more prompt to come; or max_tokens 0
-  const std::span<const float> next = s.session.next_token_logits();
+bool RunningBatch::emit(Sequence& s, std::span<const float> row, int64_t token) {
   Generation& g = s.out;
-  g.tokens.push_back(s.sampler.sample(next));
+  g.tokens.push_back(token);
   ++totals_.generated_tokens;
   g.token_times.push_back(std::chrono::steady_clock::now());
-  if (s.request.return_step_logits)
-    g.step_logits.insert(g.step_logits.end(), next.begin(), next.end());
+  if (s.request.return_step_logits) g.step_logits.insert(g.step_logits.end(), row.begin(), row.end());
   if (s.request.logprobs >= 0) {
-    g.logprobs.push_back(token_logprob(next, g.tokens.back(), n_alternatives(s)));
+    g.logprobs.push_back(token_logprob(row, g.tokens.back(), n_alternatives(s)));
     if (s.request.on_logprob) s.request.on_logprob(g.logprobs.back());
   }
   g.stopped_at_eos = s.request.sampling.stop_at_eos && g.tokens.back() == eos_token_id_;
   g.stopped_by_caller = s.request.on_token && !s.request.on_token(g.tokens.back());
+  return !finished(s);
+}
+
+Status RunningBatch::take_step_output(Sequence& s) {
+  s.mtp_next.clear();
+  if (s.drafts && prefilled(s) && s.chunk == 0 && s.session.n_tokens() > s.step_start) {
+    return take_verified_step(s);
+  }
+  const int64_t n_fed = s.chunk;
+  if (s.chunk > 0) take_prompt_chunk(s);
+  // The MTP block runs over the prompt chunk's positions, each with the token after it.
+  const std::vector<int64_t>& prompt = s.request.prompt;
+  for (int64_t p = s.step_start + 1; s.drafts && p <= s.step_start + n_fed; ++p) {
+    if (p < static_cast<int64_t>(prompt.size())) s.mtp_next.push_back(prompt[p]);
+  }
+  if (!prefilled(s) || finished(s)) return ok_status();  // more prompt to come; or max_tokens 0
+  const std::span<const float> next = s.session.next_token_logits();
+  emit(s, next, s.sampler.sample(next));
+  if (n_fed > 0 && s.drafts) s.mtp_next.push_back(s.out.tokens.back());
+  return ok_status();
+}
+
+Status RunningBatch::take_verified_step(Sequence& s) {
+  const std::span<const float> rows = s.session.logits();
+  const auto v = static_cast<size_t>(model_.config().vocab_size);
+  const int64_t n_drafts = s.drafts->size();
+  const Verdict verdict = s.drafts->verify(rows, s.sampler);
+  totals_.drafted_tokens += n_drafts;
+  totals_.accepted_tokens += verdict.n_accepted;
+  for (int64_t i = 0; i < n_drafts; ++i) {
+    ++totals_.drafted_at[static_cast<size_t>(i)];
+    if (i < verdict.n_accepted) ++totals_.accepted_at[static_cast<size_t>(i)];
+  }
+  // The caches keep the step's first token and the drafts emitted after it; the last token
+  // emitted is never fed, as in a plain step.
+  size_t n_emitted = 0;
+  while (n_emitted < verdict.tokens.size()) {
+    const int64_t token = verdict.tokens[n_emitted];
+    ++n_emitted;
+    if (!emit(s, rows.subspan((n_emitted - 1) * v, v), token)) break;
+  }
+  DSV4_RETURN_IF_ERROR(
+      model::roll_back(s.session.cache(), s.step_start + static_cast<int64_t>(n_emitted)));
+  s.mtp_next.assign(verdict.tokens.begin(), verdict.tokens.begin() + n_emitted);
+  return ok_status();
+}
+
+Status RunningBatch::draft_next_steps() {
+  std::vector<DraftInput> inputs;
+  for (Sequence& s : sequences_) {
+    if (!s.drafts || s.mtp_next.empty()) continue;
+    // Drafts the next step can use: within max_tokens (a step emits one more than it drafts)
+    // and the session's context.
+    const int64_t n_left = std::min(
+        s.request.sampling.max_tokens - static_cast<int64_t>(s.out.tokens.size()) - 1,
+        s.session.max_positions() - s.session.n_tokens() - 1);
+    const int64_t n_drafts = prefilled(s) ? std::min(speculative_tokens_, n_left) : 0;
+    if (prefilled(s) && n_drafts <= 0) continue;  // it will not draft again
+    const auto n_rows = static_cast<int64_t>(s.mtp_next.size());
+    inputs.push_back({&*s.drafts, &s.sampler, s.session.streams().view().rows(0, n_rows),
+                      s.step_start, s.mtp_next, n_drafts});
+  }
+  return draft(model_, inputs);
 }
 
 void RunningBatch::drop_cancelled() {
@@ -259,7 +348,13 @@ void RunningBatch::step() {
     return;
   }
   for (auto it = sequences_.begin(); it != sequences_.end();) {
-    take_step_output(*it);
+    const Status taken = take_step_output(*it);
+    if (!taken.ok()) {
+      ++totals_.finished;
+      it->on_done(taken);
+      it = sequences_.erase(it);
+      continue;
+    }
     if (prefilled(*it) && finished(*it)) {
       keep_finished_state(*it);
       ++totals_.finished;
@@ -268,6 +363,10 @@ void RunningBatch::step() {
     } else {
       ++it;
     }
+  }
+  if (speculative_tokens_ > 0) {
+    const Status drafted = draft_next_steps();
+    if (!drafted.ok()) fail_all(drafted);
   }
 }
 

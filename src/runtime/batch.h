@@ -18,6 +18,9 @@
 //     chat that keeps the reply as is.
 // A sequence whose prompt another one is prefilling (a request's n choices, admitted together)
 // waits for that one's state instead of computing the same tokens.
+// With speculative decoding (runtime/speculative.h) a decoding sequence feeds its drafts beside
+// its token and may emit several tokens a step; after the forward the MTP block runs over every
+// sequence's new positions and drafts the next step's tokens.
 #pragma once
 
 #include <functional>
@@ -30,6 +33,7 @@
 #include "runtime/prefix_cache.h"
 #include "runtime/sampler.h"
 #include "runtime/session.h"
+#include "runtime/speculative.h"
 
 namespace dsv4::runtime {
 
@@ -47,8 +51,10 @@ class RunningBatch {
   // A step feeds at most step_tokens tokens: every decoding sequence's one, and prompt chunks
   // in what is left (at least one token while fewer than step_tokens sequences decode). At most
   // prefix_cache_bytes of kept states (0: no prefix cache).
+  // With speculative_tokens k > 0 (the model has an MTP block), a decoding sequence's step
+  // feeds k drafts besides its token (fewer near its end), which count against step_tokens.
   RunningBatch(const model::Model& model, int64_t eos_token_id, int64_t step_tokens,
-               int64_t prefix_cache_bytes);
+               int64_t prefix_cache_bytes, int64_t speculative_tokens = 0);
 
   // Makes the sequence's session (its caches for prompt + max_tokens) and starts it from the
   // longest kept state its prompt begins with (unless it asks for the prompt's logits or
@@ -92,6 +98,11 @@ class RunningBatch {
     // its chunk runs past that point (no step of its own), and its prompt tokens.
     std::optional<model::SequenceCache> snapshot = std::nullopt;
     int64_t snapshot_at = 0;
+    // Speculative decoding: the drafts and the MTP block's cache, and the positions this step
+    // kept for the MTP block to run over (from step_start, the tokens after each).
+    std::optional<Drafts> drafts = std::nullopt;
+    int64_t step_start = 0;
+    std::vector<int64_t> mtp_next = {};
   };
   // Ends the sequences whose request was cancelled (GenerateRequest::cancelled).
   void drop_cancelled();
@@ -123,13 +134,20 @@ class RunningBatch {
   std::vector<StepInput> plan_step();
   // After the forward: the prompt chunk's logits and logprobs, when asked; then the next token
   // once the prompt is in.
-  void take_step_output(Sequence& s);
+  Status take_step_output(Sequence& s);
   void take_prompt_chunk(Sequence& s);
+  // Appends a drawn token (drawn at logits `row`) to s's generation; false once s is done.
+  bool emit(Sequence& s, std::span<const float> row, int64_t token);
+  // A speculative decode step's output: the verified tokens, the caches rolled back to them.
+  Status take_verified_step(Sequence& s);
+  // The MTP block over every sequence's new positions, drafting their next steps.
+  Status draft_next_steps();
   static int64_t n_alternatives(const Sequence& s);
 
   const model::Model& model_;
   int64_t eos_token_id_;
   int64_t step_tokens_;
+  int64_t speculative_tokens_;
   std::list<Sequence> sequences_;  // stable addresses: step() holds pointers to sessions
   PrefixCache prefix_cache_;
   EngineStats totals_;

@@ -81,6 +81,10 @@ Result<ExpertCalibration> calibrate_expert_inputs(const std::string& model_dir,
       return ok_status();
     }
     if (!forward) return internal_error("calibration: layer decoded before the globals");
+    if (layer >= w.config.n_layer) {  // an MTP block: not part of the trunk's pass
+      w.mtp[static_cast<size_t>(layer - w.config.n_layer)] = checkpoint::MtpWeights{};
+      return ok_status();
+    }
     DSV4_RETURN_IF_ERROR(forward->run_layer(layer, w.layers[layer]));
     w.layers[layer] = checkpoint::LayerWeights{};
     return ok_status();

@@ -13,6 +13,7 @@
 #include "checkpoint/loader.h"
 #include "checkpoint/to_device.h"
 #include "runtime/scheduler.h"
+#include "runtime/speculative.h"
 
 namespace dsv4 {
 namespace {
@@ -21,6 +22,24 @@ namespace {
 // what fits: a margin for the sequences' caches and a step's activations and MoE workspace,
 // which grow with the requests and are allocated as they come, so no config gives them exactly.
 constexpr int64_t kStepHeadroomBytes = int64_t{4} << 30;
+
+// Speculative decoding drafts with the checkpoint's first MTP block, which must be there, and
+// sliding-window only (as the release's is): a sequence resumed from a kept prefix skips the MTP
+// block's positions it never ran, which a compressor's state cannot do.
+Status check_speculation(const EngineOptions& options, const checkpoint::LoadedModel& loaded) {
+  const std::string asked =
+      "speculative decoding (" + std::to_string(options.speculative_tokens) + " tokens)";
+  if (loaded.weights.mtp.empty()) {
+    return invalid_argument(asked + " needs the checkpoint's MTP block, and " +
+                            options.model_dir + " has none (no mtp.* tensors)");
+  }
+  const checkpoint::ModelConfig& c = loaded.weights.config;
+  if (c.schedule(c.n_layer).attention != checkpoint::AttentionType::kSliding) {
+    return unimplemented(asked + ": the MTP block of " + options.model_dir +
+                         " has compressed attention; only a sliding-window one is supported");
+  }
+  return ok_status();
+}
 
 }  // namespace
 
@@ -37,7 +56,8 @@ struct Engine::State {
         max_context(engine.max_context),
         load_notes(std::move(loaded.report.notes)),
         scheduler(model, model.config().eos_token_id, static_cast<size_t>(engine.max_batch),
-                  engine.max_step_tokens, engine.prefix_cache_mb << 20) {}
+                  engine.max_step_tokens, engine.prefix_cache_mb << 20,
+                  engine.speculative_tokens) {}
 };
 
 Engine::Engine(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -65,6 +85,11 @@ Result<Engine> Engine::open(const EngineOptions& options) {
         "expert offload keeps experts in host memory for a GPU; on the CPU "
         "every weight is in host memory already");
   }
+  if (options.speculative_tokens < 0 || options.speculative_tokens > runtime::kMaxSpeculativeTokens) {
+    return invalid_argument("speculative_tokens (" + std::to_string(options.speculative_tokens) +
+                            ") must be in [0, " +
+                            std::to_string(runtime::kMaxSpeculativeTokens) + "]");
+  }
   // The loader decodes on the host; each layer then goes to the device the model runs on.
   const Device device = options.device == EngineDevice::kCuda ? Device::kCuda : Device::kCpu;
   const checkpoint::DevicePlacement placement{
@@ -78,6 +103,7 @@ Result<Engine> Engine::open(const EngineOptions& options) {
     return data_loss(options.model_dir +
                      ": checkpoint does not bind cleanly: " + loaded.report.first_problem());
   }
+  if (options.speculative_tokens > 0) DSV4_RETURN_IF_ERROR(check_speculation(options, loaded));
   const model::ModelOptions model_options{options.experts == ExpertPrecision::kW4A4
                                               ? model::ExpertMode::kW4A4
                                               : model::ExpertMode::kW4A16};

@@ -34,18 +34,18 @@ std::vector<float> Sampler::adjusted(std::span<const float> logits) const {
   return out;
 }
 
-int64_t Sampler::draw(std::span<const float> logits) {
-  if (params_.temperature <= 0.0f) return argmax(logits);
+void Sampler::candidates(std::span<const float> logits, std::vector<int64_t>& order,
+                         std::vector<double>& prob) const {
   // Candidates by descending logit; the top-k cut first, then the nucleus (the order
   // transformers' TopK- and TopPLogitsWarper apply them in).
-  std::vector<int64_t> order(logits.size());
+  order.resize(logits.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(),
                    [&](int64_t a, int64_t b) { return logits[a] > logits[b]; });
   size_t n_keep = order.size();
   if (params_.top_k > 0) n_keep = std::min(n_keep, static_cast<size_t>(params_.top_k));
   // Probabilities of the kept candidates, in double, max-subtracted.
-  std::vector<double> prob(n_keep);
+  prob.resize(n_keep);
   const double max = logits[order[0]];
   double sum = 0.0;
   for (size_t i = 0; i < n_keep; ++i) {
@@ -59,8 +59,47 @@ int64_t Sampler::draw(std::span<const float> logits) {
     n_keep = std::max<size_t>(n_nucleus, 1);
     prob.resize(n_keep);
   }
+  order.resize(prob.size());
+}
+
+int64_t Sampler::draw(std::span<const float> logits) {
+  if (greedy()) return argmax(logits);
+  std::vector<int64_t> order;
+  std::vector<double> prob;
+  candidates(logits, order, prob);
   std::discrete_distribution<size_t> pick(prob.begin(), prob.end());
   return order[pick(rng_)];
+}
+
+int64_t Sampler::best(std::span<const float> logits) const {
+  return adjusts() ? argmax(adjusted(logits)) : argmax(logits);
+}
+
+std::vector<double> Sampler::distribution(std::span<const float> logits) const {
+  std::vector<double> out(logits.size(), 0.0);
+  if (greedy()) {
+    out[static_cast<size_t>(best(logits))] = 1.0;
+    return out;
+  }
+  std::vector<int64_t> order;
+  std::vector<double> prob;
+  if (adjusts()) {
+    candidates(adjusted(logits), order, prob);
+  } else {
+    candidates(logits, order, prob);
+  }
+  const double sum = std::accumulate(prob.begin(), prob.end(), 0.0);
+  for (size_t i = 0; i < order.size(); ++i) out[static_cast<size_t>(order[i])] = prob[i] / sum;
+  return out;
+}
+
+int64_t Sampler::draw_from(std::span<const double> weights) {
+  std::discrete_distribution<int64_t> pick(weights.begin(), weights.end());
+  return pick(rng_);
+}
+
+bool Sampler::accept(double p) {
+  return std::uniform_real_distribution<double>(0.0, 1.0)(rng_) < p;
 }
 
 }  // namespace dsv4::runtime

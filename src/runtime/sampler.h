@@ -22,11 +22,30 @@ class Sampler {
   // logits f32 [V] -> a token id in [0, V), counted for the penalties of the next draws.
   int64_t sample(std::span<const float> logits);
 
+  // Speculative decoding (runtime/speculative.h) draws through these, so that what it emits is
+  // distributed as sample()'s draws:
+  bool greedy() const { return params_.temperature <= 0.0f; }
+  // The greedy choice for these logits (penalties and bias applied), not counted.
+  int64_t best(std::span<const float> logits) const;
+  // The distribution sample() draws from for these logits, f64 [V] summing to 1 (sampled
+  // requests: temperature, top-k and top-p applied after the penalties and bias).
+  std::vector<double> distribution(std::span<const float> logits) const;
+  // A draw from `weights` (non-negative, not all zero; need not sum to 1), not counted.
+  int64_t draw_from(std::span<const double> weights);
+  // True with probability p (clamped to [0, 1]).
+  bool accept(double p);
+  // Counts a token drawn by the above for the penalties of the next draws.
+  void count(int64_t token) { ++counts_[token]; }
+
  private:
   bool adjusts() const;
   // The logits less the penalties, plus the bias.
   std::vector<float> adjusted(std::span<const float> logits) const;
   int64_t draw(std::span<const float> logits);
+  // The tokens sample() may draw for these (adjusted) logits, most likely first, and their
+  // unnormalised probabilities.
+  void candidates(std::span<const float> logits, std::vector<int64_t>& order,
+                  std::vector<double>& prob) const;
 
   SamplingParams params_;
   std::mt19937_64 rng_;

@@ -23,10 +23,10 @@ namespace dsv4::runtime {
 
 class Scheduler {
  public:
-  // max_batch sequences at most in the batch; step_tokens at most fed a step, and
-  // prefix_cache_bytes of kept states (RunningBatch).
+  // max_batch sequences at most in the batch; step_tokens at most fed a step, prefix_cache_bytes
+  // of kept states, and speculative_tokens drafts a decoding sequence feeds (RunningBatch).
   Scheduler(const model::Model& model, int64_t eos_token_id, size_t max_batch, int64_t step_tokens,
-            int64_t prefix_cache_bytes);
+            int64_t prefix_cache_bytes, int64_t speculative_tokens = 0);
   // Lets the running step finish, then fails every request still waiting or running.
   ~Scheduler();
   Scheduler(const Scheduler&) = delete;

@@ -56,9 +56,18 @@ struct StepRunner {
     std::vector<model::SequenceChunk> chunks;
     for (size_t i = 0; i < inputs.size(); ++i) {
       const StepInput& in = inputs[i];
-      chunks.push_back({in.tokens, in.session->n_tokens(), &in.session->cache_,
+      Session& s = *in.session;
+      chunks.push_back({in.tokens, s.n_tokens(), &s.cache_,
                         logits.view().rows(first_row[i], first_row[i + 1]), in.snapshot,
                         in.snapshot_after});
+      s.streams_ = Tensor();
+      if (in.keep_streams) {
+        const checkpoint::ModelConfig& c = model.config();
+        const auto n = static_cast<int64_t>(in.tokens.size());
+        DSV4_ASSIGN_OR_RETURN(
+            s.streams_, Tensor::empty(DType::kF32, {n, c.hc_mult, c.hidden_size}, model.device()));
+        chunks.back().streams_out = s.streams_.view();
+      }
     }
     DSV4_RETURN_IF_ERROR(model.forward(chunks));
     for (size_t i = 0; i < inputs.size(); ++i) {

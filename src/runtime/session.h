@@ -31,12 +31,19 @@ class Session {
   Result<model::SequenceCache> snapshot(const model::Model& model) const;
   Status resume(const model::SequenceCache& state);
 
+  // Speculative decoding (runtime/speculative.h): the caches, which it arms before a verify
+  // step and rolls back after it, and the last step's final streams (f32 [n, M, D] on the
+  // model's device, when the step kept them), the MTP block's input.
+  model::SequenceCache& cache() { return cache_; }
+  const Tensor& streams() const { return streams_; }
+
  private:
   friend struct StepRunner;
   model::SequenceCache cache_;
   int64_t max_positions_ = 0;
   int64_t vocab_size_ = 0;
   std::vector<float> logits_;
+  Tensor streams_;
 };
 
 struct StepInput {
@@ -47,6 +54,7 @@ struct StepInput {
   // (model::SequenceChunk::snapshot).
   model::SequenceCache* snapshot = nullptr;
   int64_t snapshot_after = 0;
+  bool keep_streams = false;  // keep every row's final streams (Session::streams)
 };
 
 // One forward over every input; fails without touching a session whose tokens do not fit.

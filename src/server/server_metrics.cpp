@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <utility>
+#include <vector>
 
 namespace dsv4::server {
 namespace {
@@ -9,6 +10,17 @@ namespace {
 void metric(std::string& out, const char* name, const char* type, const char* help, int64_t value) {
   out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" +
          name + " " + std::to_string(value) + "\n";
+}
+
+// One counter per draft position (1-based), none without speculative decoding.
+void by_position(std::string& out, const char* name, const char* help,
+                 const std::vector<int64_t>& counts) {
+  if (counts.empty()) return;
+  out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " counter\n";
+  for (size_t i = 0; i < counts.size(); ++i) {
+    out += std::string(name) + "{position=\"" + std::to_string(i + 1) + "\"} " +
+           std::to_string(counts[i]) + "\n";
+  }
 }
 
 }  // namespace
@@ -39,6 +51,15 @@ std::string ServerMetrics::prometheus(const EngineStats& engine) const {
          engine.prefix_cache_bytes);
   metric(out, "dsv4_generated_tokens_total", "counter", "Tokens drawn.", engine.generated_tokens);
   metric(out, "dsv4_sequences_finished_total", "counter", "Sequences that ended.", engine.finished);
+  metric(out, "dsv4_drafted_tokens_total", "counter",
+         "Tokens the MTP block drafted and a step verified (speculative decoding).",
+         engine.drafted_tokens);
+  metric(out, "dsv4_accepted_tokens_total", "counter", "Drafted tokens the model accepted.",
+         engine.accepted_tokens);
+  by_position(out, "dsv4_drafted_tokens_by_position_total",
+              "Drafted tokens by their place among a step's drafts.", engine.drafted_at);
+  by_position(out, "dsv4_accepted_tokens_by_position_total",
+              "Accepted drafted tokens by their place among a step's drafts.", engine.accepted_at);
   out +=
       "# HELP dsv4_http_requests_total HTTP requests answered.\n"
       "# TYPE dsv4_http_requests_total counter\n";

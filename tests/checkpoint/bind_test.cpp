@@ -21,12 +21,6 @@ ModelConfig fixture(const std::string& file) {
   return testing::parsed_config(testing::read_text(path), path);
 }
 
-size_t count_reason_prefix(const LoadReport& report, std::string_view prefix) {
-  return static_cast<size_t>(
-      std::count_if(report.ignored.begin(), report.ignored.end(),
-                    [&](const IgnoredKey& k) { return k.reason.starts_with(prefix); }));
-}
-
 bool has(const std::vector<std::string>& lines, const std::string& needle) {
   return std::any_of(lines.begin(), lines.end(), [&](const std::string& line) {
     return line.find(needle) != std::string::npos;
@@ -50,14 +44,15 @@ TEST_P(ReleaseNameListTest, BindsCompletely) {
   const LoadReport& report = binding->report;
   EXPECT_EQ(report.convention, NamingConvention::kOfficial);
   EXPECT_TRUE(report.problems.empty()) << testing::joined(report.problems);
-  EXPECT_EQ(report.ignored.size(), GetParam().n_mtp);
-  EXPECT_EQ(count_reason_prefix(report, "MTP draft block"), GetParam().n_mtp);
-  EXPECT_EQ(report.n_bound, GetParam().n_tensors - GetParam().n_mtp);
+  EXPECT_TRUE(report.ignored.empty());
+  EXPECT_EQ(report.n_bound, GetParam().n_tensors);
+  EXPECT_EQ(report.n_mtp_blocks, 1u);
+  EXPECT_EQ(report.n_mtp_bound, GetParam().n_mtp);
   EXPECT_EQ(report.official_count_expected, report.official_count_found);
   EXPECT_EQ(report.official_count_expected, GetParam().n_tensors - GetParam().n_mtp);
-  // Every routed expert matrix is FP4 with its e8m0 scale; nothing else is.
+  // Every routed expert matrix (the MTP block's too) is FP4 with its e8m0 scale; nothing else is.
   const size_t n_expert_matrices =
-      static_cast<size_t>(config.n_layer * config.n_routed_experts * 3);
+      static_cast<size_t>((config.n_layer + 1) * config.n_routed_experts * 3);
   EXPECT_EQ(report.storage_census.at(std::string(storage_form_name(StorageForm::kMxfp4))),
             n_expert_matrices);
   EXPECT_EQ(report.dtype_census.at("I64"), 3u);  // tid2eid of the three hash layers
@@ -169,6 +164,62 @@ TEST_F(BadInputTest, LayerBeyondTheMtpBlockIsUnexpected) {
   EXPECT_TRUE(has({report.ignored.back().reason}, "numbered as layer 3"));
 }
 
+// ---- MTP blocks: all or nothing, official inner names in every convention ----
+
+TEST_F(BadInputTest, WithoutMtpTensorsTheModelBindsWithoutSpeculation) {
+  list_ = testing::official_inventory(config_, {LinearForm::kFp8E8m0, ExpertForm::kMxfp4, false});
+  const LoadReport report = bind();
+  EXPECT_TRUE(report.problems.empty()) << testing::joined(report.problems);
+  EXPECT_EQ(report.n_mtp_blocks, 0u);
+  EXPECT_EQ(report.n_mtp_bound, 0u);
+}
+
+TEST_F(BadInputTest, APartialMtpBlockIsAProblemNamingTheMissingKey) {
+  erase("mtp.0.h_proj.weight");
+  erase("mtp.0.h_proj.scale");
+  erase("mtp.0.attn.wkv.scale");
+  const LoadReport report = bind();
+  EXPECT_TRUE(has(report.problems, "layer 3 h_proj: missing (expected key mtp.0.h_proj.weight)"))
+      << testing::joined(report.problems);
+  EXPECT_TRUE(has(report.problems, "layer 3 attn.wkv: fp8 block scale"))
+      << testing::joined(report.problems);
+}
+
+TEST_F(BadInputTest, AWrongMtpShapeNamesItsKey) {
+  find("mtp.0.enorm.weight").shape = {32};
+  const LoadReport report = bind();
+  ASSERT_EQ(report.problems.size(), 1u) << testing::joined(report.problems);
+  EXPECT_TRUE(has(report.problems, "expected bf16 [64], got bf16 [32] (key mtp.0.enorm.weight"))
+      << report.problems[0];
+}
+
+TEST_F(BadInputTest, MtpBlocksBeyondTheConfigsAreUnexpected) {
+  list_.push_back({"mtp.1.enorm.weight", DType::kBF16, {64}});
+  EXPECT_EQ(bind().unbound_keys, std::vector<std::string>{"mtp.1.enorm.weight"});
+}
+
+TEST(BindTest, MtpTensorsBesideATransformersSavedModelBind) {
+  for (const char* name : {"tiny_a_pretrained", "tiny_a_state_dict"}) {
+    const std::string dir = dsv4::testing::source_path(std::string("tests/golden/") + name);
+    const ModelConfig config =
+        testing::parsed_config(testing::read_text(dir + "/model/config.json"), name);
+    std::vector<NamedShape> list = testing::golden_keys(dir + "/keys.txt");
+    size_t n_mtp = 0;
+    for (const NamedShape& t : testing::official_inventory(config)) {
+      if (!t.name.starts_with("mtp.")) continue;
+      list.push_back(t);
+      ++n_mtp;
+    }
+    Result<Binding> binding = HeaderList(list).bind(config);
+    ASSERT_TRUE(binding.ok()) << binding.status().to_string();
+    EXPECT_NE(binding->report.convention, NamingConvention::kOfficial) << name;
+    EXPECT_TRUE(binding->report.problems.empty())
+        << name << testing::joined(binding->report.problems);
+    EXPECT_EQ(binding->report.n_mtp_blocks, 1u) << name;
+    EXPECT_EQ(binding->report.n_mtp_bound, n_mtp) << name;
+  }
+}
+
 TEST_F(BadInputTest, Fp8WeightWithoutScale) {
   erase("layers.0.attn.wo_b.scale");
   const LoadReport report = bind();
@@ -219,10 +270,12 @@ TEST_F(BadInputTest, Nvfp4WithoutGlobalScale) {
       "for layers.2.ffn.experts.1.w2.weight (in model-00001.safetensors)");
 }
 
-TEST_F(BadInputTest, ForcedWrongConventionBindsNothing) {
+// Nothing but the MTP block, whose names are the official ones in every convention.
+TEST_F(BadInputTest, ForcedWrongConventionBindsNothingOfTheMainModel) {
   const LoadReport report = bind(NamingConvention::kStateDict);
   EXPECT_EQ(report.convention, NamingConvention::kStateDict);
-  EXPECT_EQ(report.n_bound, 0u);
+  EXPECT_GT(report.n_mtp_bound, 0u);
+  EXPECT_EQ(report.n_bound, report.n_mtp_bound);
   EXPECT_FALSE(report.unbound_slots.empty());
 }
 

@@ -119,6 +119,10 @@ TEST(ConfigTest, ReadsTheOfficialFlashConfig) {
   EXPECT_EQ(c.n_mtp_layers, 1);
   EXPECT_EQ(c.compress_ratios.size(), 44u);
   EXPECT_EQ(c.compress_ratios.back(), 0);  // the MTP layer is sliding-window
+  ASSERT_EQ(c.mtp_layers.size(), 1u);
+  EXPECT_EQ(c.schedule(43).attention, AttentionType::kSliding);
+  EXPECT_EQ(c.schedule(43).compress_ratio, 0);
+  EXPECT_EQ(c.schedule(43).routing, RoutingType::kScore);
   // §1.3: L0, L1 sliding; L2..L41 CSA (even) / HCA (odd); L42 CSA; hash routing in L0..L2.
   EXPECT_EQ(c.layers[0].attention, AttentionType::kSliding);
   EXPECT_EQ(c.layers[1].compress_ratio, 0);

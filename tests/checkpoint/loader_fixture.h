@@ -73,6 +73,15 @@ class LoaderTest : public ::testing::Test {
                    ckpt.matrix("layers.1.attn.indexer.wq_b.weight", 32, 32), "indexer.wq_b");
     expect_matches(w.layers[0].ffn.shared_expert.w2,
                    ckpt.matrix("layers.0.ffn.shared_experts.w2.weight", d, f), "shared w2");
+    EXPECT_EQ(w.mtp.size(), ckpt.has("mtp.0.e_proj.weight") ? 1u : 0u);
+    if (!w.mtp.empty()) {
+      expect_matches(w.mtp[0].e_proj, ckpt.matrix("mtp.0.e_proj.weight", d, d), "mtp e_proj");
+      expect_matches(w.mtp[0].block.attn.wo_b, ckpt.matrix("mtp.0.attn.wo_b.weight", d, 32),
+                     "mtp wo_b");
+      expect_matches(w.mtp[0].hc_head.fn,
+                     ckpt.matrix("mtp.0.hc_head_fn", config_.hc_mult, config_.hc_mult * d),
+                     "mtp hc_head fn");
+    }
     for (int64_t l = 0; l < config_.n_layer; ++l) {
       const std::string layer = "layer " + std::to_string(l);
       expect_matches(w.layers[l].ffn.experts.w13, official_w13(ckpt, l), layer + " w13");

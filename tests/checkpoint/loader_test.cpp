@@ -156,6 +156,33 @@ TEST_F(TransformersLayoutTest, PretrainedPerExpertMxfp4Experts) {
       concat(ckpt.matrix(p + "w1.weight", f, d), ckpt.matrix(p + "w3.weight", f, d));
   expect_matches(model->weights.layers[1].ffn.experts.w13.data_as<float>() + 2 * 2 * f * d, w13,
                  "expert 2 w13");
+  EXPECT_TRUE(model->weights.mtp.empty());  // transformers drops the MTP block on save
+}
+
+// A save_pretrained model with the MTP block beside it under its official names (what a trainer
+// that keeps the MTP weights writes) loads both.
+TEST_F(TransformersLayoutTest, PretrainedModelWithOfficialMtpTensors) {
+  use_golden_config("tiny_a_pretrained");
+  std::vector<NamedShape> list = testing::golden_keys(golden("tiny_a_pretrained") + "/keys.txt");
+  for (const NamedShape& t : testing::official_inventory(config_, {LinearForm::kBf16,
+                                                                   ExpertForm::kBf16, true})) {
+    if (t.name.starts_with("mtp.")) list.push_back(t);
+  }
+  const SyntheticCheckpoint ckpt(list, config_.n_routed_experts, rng_.engine());
+  Result<LoadedModel> model = write_and_load(ckpt, config_json_, dense_experts());
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  expect_clean(model->report);
+  EXPECT_EQ(model->report.convention, NamingConvention::kPretrained);
+  ASSERT_EQ(model->weights.mtp.size(), 1u);
+  const MtpWeights& mtp = model->weights.mtp[0];
+  const int64_t d = config_.hidden_size;
+  expect_matches(mtp.e_proj, ckpt.matrix("mtp.0.e_proj.weight", d, d), "mtp e_proj");
+  expect_matches(mtp.h_proj, ckpt.matrix("mtp.0.h_proj.weight", d, d), "mtp h_proj");
+  expect_matches(mtp.hnorm, ckpt.matrix("mtp.0.hnorm.weight", 1, d), "mtp hnorm");
+  expect_matches(mtp.block.attn.wkv,
+                 ckpt.matrix("mtp.0.attn.wkv.weight", config_.head_dim, d), "mtp wkv");
+  EXPECT_FALSE(mtp.block.attn.compressor.has_value());
+  EXPECT_FALSE(mtp.block.ffn.bias.empty_tensor());
 }
 
 // on_layer_loaded: once for the globals and once per layer, each time with that layer whole (its
@@ -170,20 +197,24 @@ TEST_F(LoaderTest, OnLayerLoadedSeesEachLayerOnceWhole) {
       EXPECT_FALSE(w.embed.empty_tensor() || w.head.empty_tensor() || w.hc_head.fn.empty_tensor());
       return ok_status();
     }
-    const LayerWeights& l = w.layers[static_cast<size_t>(layer)];
+    const LayerWeights& l = w.block(layer);
     EXPECT_FALSE(l.attn.wq_a.empty_tensor() || l.attn.wo_b.empty_tensor() ||
                  l.ffn.shared_expert.w2.empty_tensor() || l.hc_ffn.fn.empty_tensor())
         << "layer " << layer;
     EXPECT_TRUE(l.ffn.experts.is_nvfp4()) << "layer " << layer;
     EXPECT_EQ(l.ffn.experts.w13_input_scale.numel(), 1) << "layer " << layer;
-    w.layers[static_cast<size_t>(layer)] = LayerWeights{};
+    if (layer >= config_.n_layer) {  // the MTP block, whole with its own tensors
+      EXPECT_FALSE(w.mtp[0].e_proj.empty_tensor() || w.mtp[0].hc_head.scale.empty_tensor());
+    }
+    w.block(layer) = LayerWeights{};
     return ok_status();
   };
   Result<LoadedModel> model = write_and_load(ckpt, testing::kTinyConfigJson, options);
   ASSERT_TRUE(model.ok()) << model.status().to_string();
   expect_clean(model->report);
-  EXPECT_EQ(seen, (std::vector<int64_t>{-1, 0, 1, 2}));
+  EXPECT_EQ(seen, (std::vector<int64_t>{-1, 0, 1, 2, 3}));  // 3: the MTP block
   for (const LayerWeights& l : model->weights.layers) EXPECT_TRUE(l.attn.wq_a.empty_tensor());
+  EXPECT_TRUE(model->weights.mtp[0].block.attn.wq_a.empty_tensor());
 }
 
 TEST_F(LoaderTest, AnErrorFromOnLayerLoadedStopsTheLoad) {
@@ -219,7 +250,8 @@ TEST_F(LoaderTest, BeforeDecodeSeesThePlanAndCanStopTheLoad) {
   };
   ASSERT_TRUE(load_model(dir_.path(), options).ok());
   const int64_t e = config_.n_routed_experts, d = config_.hidden_size,
-                f = config_.moe_intermediate_size, n_layers = config_.n_layer;
+                f = config_.moe_intermediate_size,
+                n_layers = config_.n_layer + config_.n_mtp_layers;  // the MTP block's experts too
   const int64_t per_layer = e * 2 * f * (d / 2 + d / 16) + 4 * e + e * d * (f / 2 + f / 16) + 4 * e;
   EXPECT_EQ(packed.packed_expert_bytes, n_layers * per_layer);
   EXPECT_EQ(dense.packed_expert_bytes, 0);

@@ -107,6 +107,17 @@ constexpr Rule kRules[] = {
      "model.layers.0.mlp.experts.3.gate_proj.weight"},
     {kExpertsW2, 0, "layers.0.ffn.experts.3.w2.weight", "model.layers.0.ffn.experts.3.w2.weight",
      "model.layers.0.mlp.experts.3.down_proj.weight"},
+    // The MTP block (layer 3 of the tiny config): official names in every convention.
+    {kMtpEProj, 3, "mtp.0.e_proj.weight", "mtp.0.e_proj.weight", "mtp.0.e_proj.weight"},
+    {kMtpHProj, 3, "mtp.0.h_proj.weight", "mtp.0.h_proj.weight", "mtp.0.h_proj.weight"},
+    {kMtpEnorm, 3, "mtp.0.enorm.weight", "mtp.0.enorm.weight", "mtp.0.enorm.weight"},
+    {kMtpHnorm, 3, "mtp.0.hnorm.weight", "mtp.0.hnorm.weight", "mtp.0.hnorm.weight"},
+    {kMtpNorm, 3, "mtp.0.norm.weight", "mtp.0.norm.weight", "mtp.0.norm.weight"},
+    {kMtpHcHeadFn, 3, "mtp.0.hc_head_fn", "mtp.0.hc_head_fn", "mtp.0.hc_head_fn"},
+    {kMtpHcHeadBase, 3, "mtp.0.hc_head_base", "mtp.0.hc_head_base", "mtp.0.hc_head_base"},
+    {kMtpHcHeadScale, 3, "mtp.0.hc_head_scale", "mtp.0.hc_head_scale", "mtp.0.hc_head_scale"},
+    {kKvNorm, 3, "mtp.0.attn.kv_norm.weight", "mtp.0.attn.kv_norm.weight",
+     "mtp.0.attn.kv_norm.weight"},
 };
 
 struct Where {
@@ -134,9 +145,9 @@ class NameTableTest : public ::testing::Test {
   }
 
   ModelConfig config_ = testing::tiny_config();
-  ExpectedKeys keys_[3] = {expected_keys(config_, NamingConvention::kOfficial),
-                           expected_keys(config_, NamingConvention::kPretrained),
-                           expected_keys(config_, NamingConvention::kStateDict)};
+  ExpectedKeys keys_[3] = {expected_keys(config_, NamingConvention::kOfficial, true),
+                           expected_keys(config_, NamingConvention::kPretrained, true),
+                           expected_keys(config_, NamingConvention::kStateDict, true)};
 };
 
 TEST_F(NameTableTest, EverySlotInEveryConventionHasItsName) {
@@ -296,17 +307,47 @@ TEST(SiblingTest, ScaleSuffixesPointAtTheirWeight) {
   EXPECT_TRUE(sibling_candidates("layers.0.hc_attn_scale").empty());
 }
 
-TEST(IgnoreTest, MtpBlocksAreIgnoredWithAReasonAndNothingElseIs) {
+// `mtp.N.*` is bound (expected_keys with_mtp); MTP blocks under other names are ignored.
+TEST(IgnoreTest, MtpBlocksUnderOtherNamesAreIgnoredWithAReasonAndNothingElseIs) {
   const ModelConfig config = testing::tiny_config();  // 3 layers + 1 MTP
-  for (const char* key : {"mtp.0.e_proj.weight", "model.mtp.0.enorm.weight",
-                          "layers.3.attn.wq_a.weight", "model.layers.3.self_attn.sinks"}) {
+  for (const char* key :
+       {"model.mtp.0.enorm.weight", "layers.3.attn.wq_a.weight", "model.layers.3.self_attn.sinks"}) {
     const std::optional<std::string> reason = ignore_reason(key, config);
     ASSERT_TRUE(reason.has_value()) << key;
     EXPECT_TRUE(reason->starts_with("MTP draft block")) << *reason;
   }
-  for (const char* key : {"layers.4.attn.wq_a.weight", "layers.2.attn.wq_a.weight", "xmtp.0.w",
-                          "layers.3x.attn", "model.layers.-1.a", "model.rotary_emb.inv_freq"}) {
+  for (const char* key : {"mtp.0.e_proj.weight", "layers.4.attn.wq_a.weight",
+                          "layers.2.attn.wq_a.weight", "xmtp.0.w", "layers.3x.attn",
+                          "model.layers.-1.a", "model.rotary_emb.inv_freq"}) {
     EXPECT_FALSE(ignore_reason(key, config).has_value()) << key;
+  }
+}
+
+TEST(IgnoreTest, MtpTensorsOfAConfigWithoutMtpLayersAreIgnored) {
+  std::string json = testing::kTinyConfigJson;
+  const std::string from = "\"num_nextn_predict_layers\": 1";
+  json.replace(json.find(from), from.size(), "\"num_nextn_predict_layers\": 0");
+  const ModelConfig config = testing::parsed_config(json, "tiny, no MTP");
+  const std::optional<std::string> reason = ignore_reason("mtp.0.e_proj.weight", config);
+  ASSERT_TRUE(reason.has_value());
+  EXPECT_EQ(*reason, "MTP draft block: the config has num_nextn_predict_layers 0");
+}
+
+TEST(ExpectedKeysTest, MtpNamesAreTheOfficialOnesInEveryConvention) {
+  const ModelConfig config = testing::tiny_config();
+  for (NamingConvention c : kAllConventions) {
+    const ExpectedKeys without = expected_keys(config, c);
+    const ExpectedKeys with = expected_keys(config, c, true);
+    EXPECT_EQ(without.by_name.count("mtp.0.e_proj.weight"), 0u);
+    for (const char* key : {"mtp.0.e_proj.weight", "mtp.0.hnorm.weight", "mtp.0.hc_head_scale",
+                            "mtp.0.attn.wkv.weight", "mtp.0.ffn.gate.bias",
+                            "mtp.0.ffn.experts.3.w3.weight", "mtp.0.hc_ffn_fn"}) {
+      ASSERT_EQ(with.by_name.count(key), 1u) << key << " in " << convention_name(c);
+      EXPECT_EQ(with.slots[with.by_name.at(key).slot_idx].layer, config.n_layer) << key;
+    }
+    // The MTP block is sliding and score-routed: no compressor, no tid2eid.
+    EXPECT_EQ(with.by_name.count("mtp.0.attn.compressor.ape"), 0u);
+    EXPECT_EQ(with.by_name.count("mtp.0.ffn.gate.tid2eid"), 0u);
   }
 }
 

@@ -329,7 +329,9 @@ INSTANTIATE_TEST_SUITE_P(Golden, AttentionStepwiseTest,
 TEST(AttentionCacheTest, RefusesBadArgumentsAndOutOfOrderTokens) {
   const Golden golden("tiny_b_state_dict");
   const checkpoint::ModelConfig& config = golden.config();
-  EXPECT_EQ(AttentionCache::create(config, config.n_layer, 8, Device::kCpu).status().code(),
+  // Layer n_layer is the MTP block; past it there is none.
+  EXPECT_TRUE(AttentionCache::create(config, config.n_layer, 8, Device::kCpu).ok());
+  EXPECT_EQ(AttentionCache::create(config, config.n_blocks(), 8, Device::kCpu).status().code(),
             StatusCode::kInvalidArgument);
   EXPECT_EQ(AttentionCache::create(config, 0, 0, Device::kCpu).status().code(),
             StatusCode::kInvalidArgument);

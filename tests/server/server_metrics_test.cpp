@@ -23,14 +23,23 @@ TEST(ServerMetricsTest, CountsByRouteAndStatusAndPrintsTheEngine) {
                                                .cached_prompt_tokens = 70,
                                                .prefix_cache_bytes = 4096,
                                                .generated_tokens = 12,
-                                               .finished = 4});
+                                               .finished = 4,
+                                               .drafted_tokens = 6,
+                                               .accepted_tokens = 5,
+                                               .drafted_at = {4, 2},
+                                               .accepted_at = {4, 1}});
   for (const char* line :
        {"dsv4_http_requests_total{path=\"/v1/completions\",status=\"200\"} 2\n",
         "dsv4_http_requests_total{path=\"other\",status=\"404\"} 2\n",
         "# TYPE dsv4_sequences_running gauge\ndsv4_sequences_running 2\n",
         "dsv4_sequences_waiting 1\n", "dsv4_steps_total 9\n", "dsv4_prompt_tokens_total 30\n",
         "dsv4_cached_prompt_tokens_total 70\n", "dsv4_prefix_cache_bytes 4096\n",
-        "dsv4_generated_tokens_total 12\n", "dsv4_sequences_finished_total 4\n"}) {
+        "dsv4_generated_tokens_total 12\n", "dsv4_sequences_finished_total 4\n",
+        "dsv4_drafted_tokens_total 6\n", "dsv4_accepted_tokens_total 5\n",
+        "# TYPE dsv4_drafted_tokens_by_position_total counter\n"
+        "dsv4_drafted_tokens_by_position_total{position=\"1\"} 4\n"
+        "dsv4_drafted_tokens_by_position_total{position=\"2\"} 2\n",
+        "dsv4_accepted_tokens_by_position_total{position=\"2\"} 1\n"}) {
     EXPECT_NE(text.find(line), std::string::npos) << line << " not in\n" << text;
   }
   EXPECT_EQ(text.find("passwd"), std::string::npos);

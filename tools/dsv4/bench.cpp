@@ -21,6 +21,9 @@
 //                        its first token), averaged;
 //   joining prefill      from its arrival to its first token.
 // (The decode step above then includes the steps beside that prefill.)
+// With --speculative k a step emits 1 to k + 1 tokens of a sequence: the decode step is then
+// the time a token, and a last line gives how many drafts were accepted, by draft position
+// (all runs, warm-up included), and the tokens a verify step emitted.
 // Prints the median over the R runs of each, with the fastest and slowest, and the tokens a
 // second they give. A program, not a test: run it on the machine you care about.
 // Uses only the public API (include/dsv4/).
@@ -34,6 +37,7 @@
 #include <string>
 #include <vector>
 
+#include "acceptance.h"
 #include "commands.h"
 #include "dsv4/engine.h"
 #include "engine_flags.h"
@@ -249,6 +253,9 @@ int run_bench(const BenchArgs& args) {
   std::printf("prefix cache:        %lld of %lld prompt tokens taken from kept states (all runs)\n",
               static_cast<long long>(stats.cached_prompt_tokens),
               static_cast<long long>(stats.cached_prompt_tokens + stats.prompt_tokens));
+  if (options.speculative_tokens > 0) {
+    std::printf("speculative:         %s\n", describe_acceptance(stats).c_str());
+  }
   return 0;
 }
 

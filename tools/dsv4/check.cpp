@@ -84,6 +84,9 @@ int run_check(const std::string& dir, const std::string& convention) {
               convention.empty() ? " (detected)" : " (forced)");
   std::printf("keys: %zu (bound %zu, ignored %zu)\n", report.n_keys, report.n_bound,
               report.ignored.size());
+  std::printf("MTP blocks: %zu (%zu tensors)%s\n", report.n_mtp_blocks, report.n_mtp_bound,
+              report.n_mtp_blocks > 0 ? ", speculative decoding available"
+                                      : ", no speculative decoding");
   print_counts("bound tensors per category", report.bound_per_category);
   print_counts("storage of bound tensors", report.storage_census);
   print_counts("dtype census (all keys)", report.dtype_census);

@@ -1,8 +1,8 @@
 // dsv4 generate [--model DIR] (--ids 1,2,3 | --prompt TEXT | --chat TEXT [--system TEXT]
 // [--thinking [--reasoning-effort high|max]]) [--tokenizer FILE] [--max-tokens N]
 // [--temperature T --top-k K --top-p P --seed S --presence-penalty P --frequency-penalty F]
-// [--experts w4a16|w4a4] [--device cpu|cuda]
-// [--print-ids]: one-shot generation. With --ids it prints the generated token ids; with
+// [--experts w4a16|w4a4] [--device cpu|cuda] [--speculative K]
+// [--print-ids]: one-shot generation (with K, the drafts' acceptance on stderr). With --ids it prints the generated token ids; with
 // --prompt it encodes the text with the checkpoint's tokenizer.json (special tokens such as
 // <｜begin▁of▁sentence｜> are written in the text; no chat template is applied) and prints the
 // generated text (or, with --print-ids, the ids). --chat makes TEXT one user message (after an
@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "acceptance.h"
 #include "chat_flags.h"
 #include "commands.h"
 #include "dsv4/chat.h"
@@ -86,6 +87,10 @@ int run_generate(const GenerateArgs& args) {
   }
   Result<Generation> out = engine->generate(request);
   if (!out.ok()) return fail(out.status());
+  if (options.speculative_tokens > 0) {
+    std::fprintf(stderr, "dsv4 generate: speculative: %s\n",
+                 describe_acceptance(engine->stats()).c_str());
+  }
   if (printer) {
     const Result<ChatReply> printed = printer->finish(*out);
     return printed.ok() ? 0 : fail(printed.status());

@@ -35,6 +35,12 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& flags, bool model_required) {
             return "must be auto or a number of layers, not " + text;
           },
           "auto|LAYERS"));
+  cmd->add_option("--speculative", flags.speculative,
+                  "speculative decoding: tokens the checkpoint's MTP block drafts for each step "
+                  "to verify (1 to 4; 0: off); greedy output is unchanged, sampled output keeps "
+                  "its distribution")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{4}));
 }
 
 namespace {
@@ -110,6 +116,7 @@ EngineOptions engine_options(const EngineFlags& flags, const char* command) {
   // The flag's check let through "auto" and whole numbers only.
   options.expert_offload_layers =
       flags.expert_offload == "auto" ? -1 : std::strtoll(flags.expert_offload.c_str(), nullptr, 10);
+  options.speculative_tokens = flags.speculative;
   return options;
 }
 

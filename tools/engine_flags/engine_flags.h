@@ -15,10 +15,11 @@ struct EngineFlags {
   std::string device = "cpu";
   std::string experts = "w4a16";
   std::string expert_offload = "auto";  // or a number of layers
+  int64_t speculative = 0;              // drafted tokens a step (EngineOptions)
 };
 
 // --model (required when model_required, else optional with the default above), --device,
-// --experts and --expert-offload, with their allowed values checked by CLI11.
+// --experts, --expert-offload and --speculative, with their allowed values checked by CLI11.
 void add_engine_flags(CLI::App* cmd, EngineFlags& flags, bool model_required);
 
 // --temperature, --top-k, --top-p, --seed, --presence-penalty, --frequency-penalty into

@@ -1,0 +1,76 @@
+#include "model/cache_rollback.h"
+
+#include <algorithm>
+
+namespace dsv4::model {
+namespace {
+
+void arm(CompressorCache& cache) {
+  cache.journal = CompressorJournal{true, cache.n_rows, cache.n_entries, Tensor(), Tensor()};
+}
+
+// Drops the last n_drop tokens of the compressor's last (armed) step.
+Status roll_back_compressor(CompressorCache& cache, int64_t n_drop) {
+  CompressorJournal journal = std::move(cache.journal);
+  cache.journal = CompressorJournal{};
+  if (n_drop == 0) return ok_status();
+  DSV4_CHECK(journal.armed, "rolling back a compressor step that was not armed");
+  if (journal.kv.empty_tensor()) {  // nothing pooled: the new rows sit behind the old ones
+    DSV4_CHECK(cache.n_rows - n_drop >= journal.n_rows, "rollback of %lld rows past the step",
+               (long long)n_drop);
+    cache.n_rows -= n_drop;
+    return ok_status();
+  }
+  // The stream as the accepted tokens alone would have left it: its complete windows pooled
+  // (those entries were pooled from the same rows, so they stand), its rows from the last one on.
+  const int64_t n_stream = journal.kv.shape()[0] - n_drop;
+  DSV4_CHECK(n_stream >= journal.n_rows, "rollback of %lld rows past the step", (long long)n_drop);
+  const int64_t n_lead = cache.overlap ? cache.ratio : 0;
+  const int64_t n_windows = std::max<int64_t>(n_stream - n_lead, 0) / cache.ratio;
+  const int64_t keep_from = n_windows * cache.ratio;
+  cache.n_entries = journal.n_entries + n_windows;
+  cache.n_rows = n_stream - keep_from;
+  DSV4_RETURN_IF_ERROR(copy_tensor(cache.kv.view().rows(0, cache.n_rows),
+                                   journal.kv.view().rows(keep_from, n_stream)));
+  return copy_tensor(cache.gate.view().rows(0, cache.n_rows),
+                     journal.gate.view().rows(keep_from, n_stream));
+}
+
+}  // namespace
+
+Status CompressorJournal::record(const TensorView& stream_kv, const TensorView& stream_gate) {
+  DSV4_CHECK(kv.empty_tensor(), "one armed compressor step pooled twice");
+  DSV4_ASSIGN_OR_RETURN(kv, Tensor::empty(DType::kF32, stream_kv.shape, stream_kv.device));
+  DSV4_ASSIGN_OR_RETURN(gate, Tensor::empty(DType::kF32, stream_gate.shape, stream_gate.device));
+  DSV4_RETURN_IF_ERROR(copy_tensor(kv.view(), stream_kv));
+  return copy_tensor(gate.view(), stream_gate);
+}
+
+void arm_rollback(AttentionCache& cache) {
+  if (cache.compressor) arm(*cache.compressor);
+  if (cache.indexer) arm(*cache.indexer);
+}
+
+void arm_rollback(SequenceCache& cache) {
+  for (AttentionCache& layer : cache.layers) arm_rollback(layer);
+}
+
+Status roll_back(AttentionCache& cache, int64_t n_tokens) {
+  const int64_t n_drop = cache.n_tokens - n_tokens;
+  DSV4_CHECK(n_drop >= 0 && n_drop < cache.max_step_tokens,
+             "rollback from %lld to %lld tokens: past the last step", (long long)cache.n_tokens,
+             (long long)n_tokens);
+  cache.n_tokens = n_tokens;
+  for (CompressorCache* c : {cache.compressor ? &*cache.compressor : nullptr,
+                             cache.indexer ? &*cache.indexer : nullptr}) {
+    if (c != nullptr) DSV4_RETURN_IF_ERROR(roll_back_compressor(*c, n_drop));
+  }
+  return ok_status();
+}
+
+Status roll_back(SequenceCache& cache, int64_t n_tokens) {
+  for (AttentionCache& layer : cache.layers) DSV4_RETURN_IF_ERROR(roll_back(layer, n_tokens));
+  return ok_status();
+}
+
+}  // namespace dsv4::model
