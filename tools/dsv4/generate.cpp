@@ -87,18 +87,23 @@ int run_generate(const GenerateArgs& args) {
   }
   Result<Generation> out = engine->generate(request);
   if (!out.ok()) return fail(out.status());
-  if (options.speculative_tokens > 0) {
+  // After the reply, so that its last line is whole before stderr's.
+  const auto report_acceptance = [&] {
+    if (options.speculative_tokens == 0) return;
+    std::fflush(stdout);
     std::fprintf(stderr, "dsv4 generate: speculative: %s\n",
                  describe_acceptance(engine->stats()).c_str());
-  }
+  };
   if (printer) {
     const Result<ChatReply> printed = printer->finish(*out);
+    report_acceptance();
     return printed.ok() ? 0 : fail(printed.status());
   }
   for (size_t i = 0; i < out->tokens.size(); ++i) {
     std::printf("%s%lld", i ? "," : "", static_cast<long long>(out->tokens[i]));
   }
   std::printf("\n");
+  report_acceptance();
   return 0;
 }
 
