@@ -48,8 +48,11 @@ struct EngineOptions {
   int64_t expert_offload_layers = -1;
 };
 
-// How a token is drawn from the logits: penalties and bias first, then greedy or temperature
-// sampling within top-k and top-p. Logprobs (TokenLogprob) are of the raw logits.
+class TokenConstraint;  // dsv4/structured_output.h
+
+// How a token is drawn from the logits: penalties and bias first, then the constraint's mask,
+// then greedy or temperature sampling within top-k and top-p. Logprobs (TokenLogprob) are of
+// the raw logits, before any of these (as OpenAI reports them, constrained or not).
 struct SamplingParams {
   float temperature = 0.0f;  // 0: greedy (argmax); otherwise softmax(logits / temperature)
   int64_t top_k = 0;         // keep the k most likely tokens; 0 keeps all
@@ -63,6 +66,9 @@ struct SamplingParams {
   float frequency_penalty = 0.0f;
   // Added to these tokens' logits, in [-100, 100] (OpenAI's logit_bias: -100 bans, +100 forces).
   std::vector<std::pair<int64_t, float>> logit_bias = {};
+  // Structured outputs: only tokens that keep the reply matching this format are drawn, eos
+  // once it is complete (dsv4/structured_output.h). Null: unconstrained.
+  std::shared_ptr<const TokenConstraint> constraint = nullptr;
 };
 
 // A token's log-probability under the model: the log-softmax of the raw logits (before
