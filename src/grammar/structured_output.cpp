@@ -115,6 +115,9 @@ ConstraintVocabulary ConstraintVocabulary::build(const Tokenizer& tokenizer, int
   for (int64_t id = 0; id < vocab_size; ++id) {
     if (std::optional<std::string> b = tokenizer.token_bytes(id)) bytes[static_cast<size_t>(id)] = *b;
   }
+  // eos ends the reply, whatever text a tokenizer gives it (a small test vocabulary's eos may be
+  // an ordinary token): allowed only where the format is complete.
+  if (eos_token_id >= 0 && eos_token_id < vocab_size) bytes[static_cast<size_t>(eos_token_id)].clear();
   auto state = std::make_shared<State>();
   state->vocab = std::make_shared<const Vocabulary>(
       Vocabulary{grammar::TokenTrie(std::move(bytes)), eos_token_id});

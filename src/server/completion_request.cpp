@@ -2,6 +2,8 @@
 
 #include <optional>
 
+#include "server/output_format.h"
+
 namespace dsv4::server {
 namespace {
 
@@ -27,7 +29,8 @@ std::optional<RequestError> refuse_unsupported(const OrderedJson& body) {
   if (auto unknown = refuse_unknown(
           body, {"model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "seed", "stream",
                  "stream_options", "n", "stop", "logprobs", "echo", "suffix", "best_of",
-                 "presence_penalty", "frequency_penalty", "logit_bias", "user"})) {
+                 "presence_penalty", "frequency_penalty", "logit_bias", "user", "response_format",
+                 "structured_outputs"})) {
     return unknown;
   }
   if (auto bad = check_model_and_user(body)) return bad;
@@ -74,6 +77,7 @@ std::variant<CompletionRequest, RequestError> parse_completion_request(
   if (auto bad = read_stop(body, request.stop)) return *bad;
   if (auto bad = read_logprobs(body, request)) return *bad;
   if (auto bad = read_choices(body, request.n)) return *bad;
+  if (auto bad = read_output_format(body, request.format)) return *bad;
   return request;
 }
 

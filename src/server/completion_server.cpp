@@ -74,6 +74,7 @@ void CompletionServer::State::complete(const httplib::Request& req, httplib::Res
     return send_error(res, 400, bad->message, bad->param);
   }
   CompletionRequest& request = std::get<CompletionRequest>(parsed);
+  if (!constrain_output(vocabulary, request.format, request.sampling, res, Api::kOpenAi)) return;
   std::optional<std::vector<int64_t>> prompt = prompt_ids(request, res);
   if (!prompt) return;
   if (tokenizer == nullptr && !request.stop.empty()) {
@@ -99,8 +100,10 @@ void CompletionServer::State::complete(const httplib::Request& req, httplib::Res
   base.logprobs = request.logprobs;
   base.prompt_logprobs = request.echo && request.logprobs >= 0;
   std::vector<GeneratedText> texts;
+  // A formatted reply is the format's text alone: eos ends it without adding its own.
+  const int64_t hidden = request.format ? engine.eos_token_id() : -1;
   for (int64_t i = 0; tokenizer != nullptr && i < request.n; ++i)
-    texts.emplace_back(*tokenizer, request.stop);
+    texts.emplace_back(*tokenizer, request.stop, hidden);
   const auto answers =
       generate(choices_of(base, static_cast<size_t>(request.n)), texts, "prompt", res);
   if (!answers) return;
@@ -226,6 +229,7 @@ void CompletionServer::State::chat(const httplib::Request& req, httplib::Respons
     return send_error(res, 400, bad->message, bad->param);
   }
   ChatRequest& request = std::get<ChatRequest>(parsed);
+  if (!constrain_output(vocabulary, request.format, request.sampling, res, Api::kOpenAi)) return;
   std::optional<std::vector<int64_t>> prompt = chat_prompt_ids(request.conversation, res);
   if (!prompt) return;
   if (!request.max_tokens_given) {

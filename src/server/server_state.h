@@ -15,10 +15,12 @@
 
 #include "dsv4/chat.h"
 #include "dsv4/engine.h"
+#include "dsv4/structured_output.h"
 #include "format/json.h"
 #include "server/completion_request.h"
 #include "server/completion_server.h"
 #include "server/generated_text.h"
+#include "server/output_constraint.h"
 #include "server/request_fields.h"
 #include "server/server_metrics.h"
 #include "server/stream_choices.h"
@@ -82,8 +84,14 @@ struct CompletionServer::State {
   int port = -1;
   socket_t listening = INVALID_SOCKET;  // set by listen_socket_options
 
+  // The vocabulary's bytes for structured outputs (with a tokenizer only).
+  std::optional<ConstraintVocabulary> vocabulary;
+
   State(Engine& e, const Tokenizer* t, ServerOptions o)
-      : engine(e), tokenizer(t), options(std::move(o)) {}
+      : engine(e),
+        tokenizer(t),
+        options(std::move(o)),
+        vocabulary(output_vocabulary(e, t)) {}
   void routes();
   // A route registered with httplib and with the metrics' labels.
   void get(const char* path, httplib::Server::Handler handler);
