@@ -3,7 +3,10 @@
 // through it, each step's mask timed. The masks are first checked against brute force (every
 // token's bytes advanced through a copy of the matcher) on the first steps of the first walk.
 // Walks after the first reuse the constraint's per-state cache, as a request's later tokens and
-// its other choices do; the first walk's steps include filling it (cold).
+// its other choices do; the first walk's steps include filling it (cold). A last walk is made
+// under the same schema compiled anew, whose own cache is empty but whose states of the shapes
+// every schema shares (a free string, a number) come from the vocabulary's shared cache, as a
+// new request's do on a running server; it takes the first walk's tokens again.
 //
 // Usage: token_mask_bench TOKENIZER_JSON [--vocab 129280] [--walks 8] [--steps 256] [--seed 1]
 #include <algorithm>
@@ -104,18 +107,21 @@ int main(int argc, char** argv) {
   std::printf("vocab %lld, trie %zu nodes built in %.1f ms; schema: %zu states, compiled in %.2f ms\n",
               static_cast<long long>(vocab), trie.n_nodes(), trie_ms, g->states.size(), compile_ms);
 
-  grammar::TokenMasker masker(*g, trie);
+  grammar::SharedMaskCache shared;
+  grammar::TokenMasker masker(*g, trie, &shared);
+  grammar::TokenMasker fresh(*g, trie, &shared);  // the schema compiled anew
   std::mt19937_64 rng(seed);
   std::vector<uint32_t> bits(static_cast<size_t>((vocab + 31) / 32));
-  std::vector<double> cold, warm;
+  std::vector<double> cold, warm, anew;
   int64_t n_checked = 0, n_finished = 0, n_allowed_sum = 0;
-  for (int64_t w = 0; w < walks; ++w) {
-    grammar::SequenceMasker sequence(masker);
+  for (int64_t w = 0; w <= walks; ++w) {
+    grammar::SequenceMasker sequence(w < walks ? masker : fresh);
+    if (w == walks) rng.seed(seed);  // the first walk's tokens again
     grammar::Matcher m(*g);
     for (int64_t step = 0; step < steps; ++step) {
       t = Clock::now();
       sequence.fill(m, bits);
-      (w == 0 ? cold : warm).push_back(ms_since(t));
+      (w == 0 ? cold : w < walks ? warm : anew).push_back(ms_since(t));
       std::vector<int64_t> allowed;
       for (int64_t id = 0; id < vocab; ++id) {
         if (bit(bits, id)) allowed.push_back(id);
@@ -150,14 +156,26 @@ int main(int argc, char** argv) {
     }
   }
   std::printf("checked %lld masks against brute force: equal\n", static_cast<long long>(n_checked));
-  const size_t n_steps = cold.size() + warm.size();
-  std::printf("%lld walks, %zu steps, %lld finished, %.0f tokens allowed per step on average\n",
+  const size_t n_steps = cold.size() + warm.size() + anew.size();
+  std::printf("%lld + 1 walks, %zu steps, %lld finished, %.0f tokens allowed per step on average\n",
               static_cast<long long>(walks), n_steps, static_cast<long long>(n_finished),
               static_cast<double>(n_allowed_sum) / static_cast<double>(n_steps));
   std::printf("mask per step, first walk (filling the cache): median %.3f ms, p90 %.3f, p99 %.3f, max %.3f\n",
               percentile(cold, 0.5), percentile(cold, 0.9), percentile(cold, 0.99), percentile(cold, 1.0));
   std::printf("mask per step, later walks (cache warm):        median %.3f ms, p90 %.3f, p99 %.3f, max %.3f\n",
               percentile(warm, 0.5), percentile(warm, 0.9), percentile(warm, 0.99), percentile(warm, 1.0));
+  std::printf("mask per step, schema compiled anew (shared):  median %.3f ms, p90 %.3f, p99 %.3f, max %.3f\n",
+              percentile(anew, 0.5), percentile(anew, 0.9), percentile(anew, 0.99), percentile(anew, 1.0));
+  // What filling the cache for every state at once would cost (a constraint warmed whole before
+  // its first step, off the engine's thread).
+  {
+    grammar::SharedMaskCache empty;
+    grammar::TokenMasker whole(*g, trie, &empty);
+    t = Clock::now();
+    for (int32_t state = 0; state < static_cast<int32_t>(g->states.size()); ++state) whole.entry(state);
+    std::printf("every state's entry, from empty caches: %.1f ms for %zu states\n", ms_since(t),
+                g->states.size());
+  }
   // The sampler's part: -inf where the mask says no, over V logits.
   std::vector<float> logits(static_cast<size_t>(vocab), 0.5f);
   t = Clock::now();

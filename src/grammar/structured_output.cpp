@@ -20,8 +20,10 @@ namespace {
 
 // What every constraint compiled against a vocabulary shares.
 struct Vocabulary {
+  Vocabulary(grammar::TokenTrie t, int64_t eos) : trie(std::move(t)), eos_token_id(eos) {}
   grammar::TokenTrie trie;
   int64_t eos_token_id;
+  mutable grammar::SharedMaskCache shared_masks;  // fills as constraints step; thread-safe
 };
 
 }  // namespace
@@ -43,7 +45,9 @@ class GrammarConstraint final : public TokenConstraint,
  public:
   GrammarConstraint(std::shared_ptr<const Vocabulary> vocab,
                     grammar::Grammar g)
-      : vocab_(std::move(vocab)), grammar_(std::move(g)), masker_(grammar_, vocab_->trie) {}
+      : vocab_(std::move(vocab)),
+        grammar_(std::move(g)),
+        masker_(grammar_, vocab_->trie, &vocab_->shared_masks) {}
 
   std::unique_ptr<TokenConstraintState> start() const override;
   int64_t vocab_size() const override { return vocab_->trie.vocab_size(); }
@@ -119,8 +123,8 @@ ConstraintVocabulary ConstraintVocabulary::build(const Tokenizer& tokenizer, int
   // an ordinary token): allowed only where the format is complete.
   if (eos_token_id >= 0 && eos_token_id < vocab_size) bytes[static_cast<size_t>(eos_token_id)].clear();
   auto state = std::make_shared<State>();
-  state->vocab = std::make_shared<const Vocabulary>(
-      Vocabulary{grammar::TokenTrie(std::move(bytes)), eos_token_id});
+  state->vocab =
+      std::make_shared<const Vocabulary>(grammar::TokenTrie(std::move(bytes)), eos_token_id);
   return ConstraintVocabulary(std::move(state));
 }
 

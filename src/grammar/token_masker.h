@@ -20,6 +20,7 @@
 #include <memory>
 #include <mutex>
 #include <span>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -48,25 +49,49 @@ class TrieWalker {
   std::vector<StackSet> next_;  // one per trie depth
 };
 
+struct MaskEntry {
+  std::vector<uint32_t> bits;         // [ceil(V / 32)] tokens allowed in any context
+  std::vector<int32_t> open_returns;  // trie nodes where the state's rule returned
+};
+
+// Entries by the shape of what a state can reach (its states' byte edges, calls and ends, in
+// the order a breadth-first search meets them), across every grammar of one vocabulary: the
+// states of a free string, a number or any JSON value have the same shape in every schema, so
+// their walks (a string body's reads the whole trie: tens of ms) are done once per vocabulary.
+// Thread-safe.
+class SharedMaskCache {
+ public:
+  // Entries kept at most (each a bit per token): past this the cache starts over.
+  static constexpr size_t kMaxEntries = 1024;
+  std::shared_ptr<const MaskEntry> find(const std::string& shape);
+  void insert(const std::string& shape, std::shared_ptr<const MaskEntry> entry);
+
+ private:
+  std::mutex mutex_;
+  std::unordered_map<std::string, std::shared_ptr<const MaskEntry>> entries_;  // under mutex_
+};
+
 // What a top state allows whatever lies below it (see above); shared, thread-safe.
 class TokenMasker {
  public:
-  struct Entry {
-    std::vector<uint32_t> bits;          // [ceil(V / 32)] tokens allowed in any context
-    std::vector<int32_t> open_returns;   // trie nodes where the state's rule returned
-  };
+  using Entry = MaskEntry;
   // Entries kept at most (each a bit per token): past this the cache starts over.
   static constexpr size_t kMaxEntries = 1024;
 
-  TokenMasker(const Grammar& grammar, const TokenTrie& trie) : grammar_(grammar), trie_(trie) {}
+  // `shared` (may be null) also serves and keeps the entries, by shape.
+  TokenMasker(const Grammar& grammar, const TokenTrie& trie, SharedMaskCache* shared = nullptr)
+      : grammar_(grammar), trie_(trie), shared_(shared) {}
   std::shared_ptr<const Entry> entry(int32_t state);
   const Grammar& grammar() const { return grammar_; }
   const TokenTrie& trie() const { return trie_; }
   size_t words() const { return static_cast<size_t>((trie_.vocab_size() + 31) / 32); }
 
  private:
+  std::shared_ptr<const Entry> walk(int32_t state) const;
+
   const Grammar& grammar_;
   const TokenTrie& trie_;
+  SharedMaskCache* shared_;
   std::mutex mutex_;
   std::unordered_map<int32_t, std::shared_ptr<const Entry>> entries_;  // under mutex_
 };
