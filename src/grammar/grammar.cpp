@@ -156,26 +156,36 @@ struct Nfa {
     return true;
   }
 
-  // The epsilon closure of `set`, sorted.
+  // The epsilon closure of `set`, sorted. Marks by generation, so a closure costs its own size,
+  // not the NFA's.
   std::vector<int32_t> closure(std::vector<int32_t> set) const {
-    std::vector<bool> seen(nodes.size(), false);
+    if (mark.size() != nodes.size()) mark.assign(nodes.size(), 0);
+    ++generation;
     std::vector<int32_t> todo = set;
     set.clear();
     while (!todo.empty()) {
       const int32_t n = todo.back();
       todo.pop_back();
-      if (seen[static_cast<size_t>(n)]) continue;
-      seen[static_cast<size_t>(n)] = true;
+      if (mark[static_cast<size_t>(n)] == generation) continue;
+      mark[static_cast<size_t>(n)] = generation;
       set.push_back(n);
       for (const int32_t m : nodes[static_cast<size_t>(n)].eps) todo.push_back(m);
     }
     std::sort(set.begin(), set.end());
     return set;
   }
+  mutable std::vector<uint32_t> mark;
+  mutable uint32_t generation = 0;
 };
 
+// Steps of the subset construction allowed for a whole grammar (about a second), so that no
+// request can make compiling run away within the state cap.
+constexpr int64_t kMaxWork = int64_t{1} << 28;
+
 // The subset construction of one rule into `g`; its states are appended. Returns the start.
-Result<int32_t> determinize(const Nfa& nfa, int32_t start, int32_t accept, Grammar& g) {
+// `work` counts its steps across rules.
+Result<int32_t> determinize(const Nfa& nfa, int32_t start, int32_t accept, Grammar& g,
+                            int64_t& work) {
   std::map<std::vector<int32_t>, int32_t> ids;
   std::vector<std::vector<int32_t>> sets;
   auto id_of = [&](std::vector<int32_t> set) -> int32_t {
@@ -197,6 +207,7 @@ Result<int32_t> determinize(const Nfa& nfa, int32_t start, int32_t accept, Gramm
     const int32_t state = start_state + static_cast<int32_t>(done);
     // Byte edges: cut [0, 255] at every range boundary, then each piece's target set.
     std::vector<int> cuts = {0, 256};
+    std::vector<Grammar::ByteEdge> member_edges;
     std::map<int32_t, std::vector<int32_t>> calls;  // rule -> targets
     bool final = false;
     for (const int32_t n : set) {
@@ -205,19 +216,23 @@ Result<int32_t> determinize(const Nfa& nfa, int32_t start, int32_t accept, Gramm
       for (const Grammar::ByteEdge& e : node.bytes) {
         cuts.push_back(e.lo);
         cuts.push_back(e.hi + 1);
+        member_edges.push_back(e);
       }
       for (const Grammar::CallEdge& c : node.calls) calls[c.rule].push_back(c.to);
     }
     std::sort(cuts.begin(), cuts.end());
     cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+    work += static_cast<int64_t>(cuts.size() * member_edges.size() + set.size());
+    if (work > kMaxWork) {
+      return resource_exhausted("the grammar is too large to compile (a schema, pattern or bound "
+                                "whose automaton has too many overlapping alternatives)");
+    }
     std::vector<Grammar::ByteEdge> edges;
     for (size_t i = 0; i + 1 < cuts.size(); ++i) {
       const int lo = cuts[i], hi = cuts[i + 1] - 1;
       std::vector<int32_t> target;
-      for (const int32_t n : set) {
-        for (const Grammar::ByteEdge& e : nfa.nodes[static_cast<size_t>(n)].bytes) {
-          if (e.lo <= lo && hi <= e.hi) target.push_back(e.to);
-        }
+      for (const Grammar::ByteEdge& e : member_edges) {
+        if (e.lo <= lo && hi <= e.hi) target.push_back(e.to);
       }
       if (target.empty()) continue;
       const int32_t to = id_of(nfa.closure(std::move(target)));
@@ -321,15 +336,17 @@ Result<Grammar> GrammarBuilder::build(int32_t root) const {
   g.rule_names = names_;
   g.root = root;
   Nfa nfa;
+  int64_t work = 0;
   for (size_t r = 0; r < bodies_.size(); ++r) {
     if (!defined_[r]) return internal_error("grammar rule " + names_[r] + " is never defined");
     nfa.nodes.clear();
+    nfa.mark.clear();
     const int32_t start = nfa.add(), accept = nfa.add();
     if (!nfa.emit(bodies_[r], start, accept)) {
       return resource_exhausted("the grammar has more than " + std::to_string(kMaxNfaNodes) +
                                 " nodes (a schema, pattern or bound too large)");
     }
-    DSV4_ASSIGN_OR_RETURN(const int32_t start_state, determinize(nfa, start, accept, g));
+    DSV4_ASSIGN_OR_RETURN(const int32_t start_state, determinize(nfa, start, accept, g, work));
     g.rule_start.push_back(start_state);
   }
   const int32_t recursive = left_recursive_rule(g);

@@ -76,17 +76,33 @@ Expr number_expr() {
                                  digits(1, kMaxExponentDigits)}))});
 }
 
+Expr hex_digits(std::vector<CodepointRange> ranges, int32_t n) {
+  return Expr::repeat(utf8_expr(normalize(std::move(ranges))), n, n);
+}
+
+// \uXXXX: a code point that is not a surrogate, or a high surrogate's escape followed by a low
+// one's (a lone surrogate is refused by many parsers).
+Expr unicode_escape() {
+  const std::vector<CodepointRange> hex = {{'0', '9'}, {'a', 'f'}, {'A', 'F'}};
+  const Expr not_d = utf8_expr(normalize({{'0', '9'}, {'a', 'c'}, {'e', 'f'}, {'A', 'C'}, {'E', 'F'}}));
+  const Expr d = utf8_expr(normalize({{'d', 'd'}, {'D', 'D'}}));
+  const Expr plain = Expr::alt(
+      {Expr::seq({not_d, hex_digits(hex, 3)}),
+       Expr::seq({d, utf8_expr(normalize({{'0', '7'}})), hex_digits(hex, 2)})});
+  const Expr high = Expr::seq({d, utf8_expr(normalize({{'8', '9'}, {'a', 'b'}, {'A', 'B'}})),
+                               hex_digits(hex, 2)});
+  const Expr low = Expr::seq({d, utf8_expr(normalize({{'c', 'f'}, {'C', 'F'}})), hex_digits(hex, 2)});
+  return Expr::seq({Expr::literal("u"), Expr::alt({plain, Expr::seq({high, Expr::literal("\\u"), low})})});
+}
+
 // One character of a free JSON string: any character but ", \ and controls, or any escape.
 Expr string_char_expr() {
-  const Expr hex = Expr::alt({Expr::byte_range('0', '9'), Expr::byte_range('a', 'f'),
-                              Expr::byte_range('A', 'F')});
   return Expr::alt(
       {utf8_expr(normalize({{0x20, '"' - 1}, {'"' + 1, '\\' - 1}, {'\\' + 1, kMaxCodepoint}})),
        Expr::seq({Expr::literal("\\"),
                   Expr::alt({Expr::literal("\""), Expr::literal("\\"), Expr::literal("/"),
                              Expr::literal("b"), Expr::literal("f"), Expr::literal("n"),
-                             Expr::literal("r"), Expr::literal("t"),
-                             Expr::seq({Expr::literal("u"), hex, hex, hex, hex})})})});
+                             Expr::literal("r"), Expr::literal("t"), unicode_escape()})})});
 }
 
 Expr quoted(Expr body) { return Expr::seq({Expr::literal("\""), std::move(body), Expr::literal("\"")}); }

@@ -294,6 +294,8 @@ TEST(JsonSchemaTest, JsonObjectTakesAnyObjectOnly) {
   EXPECT_FALSE(matches(g, R"( {"a": 1})"));                  // no whitespace around the document
   EXPECT_FALSE(matches(g, "{\"a\":      1}"));                // whitespace is bounded
   EXPECT_FALSE(matches(g, "{\"a\": 12345678901234567}"));    // so are numbers
+  EXPECT_FALSE(matches(g, R"({"a": "\ud83d"})"));               // a lone surrogate
+  EXPECT_FALSE(matches(g, R"({"a": "\ude00\ud83d"})"));
 }
 
 TEST(JsonSchemaTest, RefusesUnsupportedKeywordsByName) {
