@@ -76,7 +76,9 @@ bool bit(const std::vector<uint32_t>& bits, int64_t t) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s TOKENIZER_JSON [--vocab V] [--walks N] [--steps N] [--seed S]\n", argv[0]);
+    std::fprintf(stderr,
+                 "usage: %s TOKENIZER_JSON [--vocab V] [--walks N] [--steps N] [--seed S]\n",
+                 argv[0]);
     return 2;
   }
   int64_t vocab = 129280, walks = 8, steps = 256;
@@ -84,14 +86,24 @@ int main(int argc, char** argv) {
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const int64_t value = std::atoll(argv[i + 1]);
-    if (flag == "--vocab") vocab = value;
-    else if (flag == "--walks") walks = value;
-    else if (flag == "--steps") steps = value;
-    else if (flag == "--seed") seed = static_cast<uint64_t>(value);
-    else { std::fprintf(stderr, "unknown flag %s\n", flag.c_str()); return 2; }
+    if (flag == "--vocab")
+      vocab = value;
+    else if (flag == "--walks")
+      walks = value;
+    else if (flag == "--steps")
+      steps = value;
+    else if (flag == "--seed")
+      seed = static_cast<uint64_t>(value);
+    else {
+      std::fprintf(stderr, "unknown flag %s\n", flag.c_str());
+      return 2;
+    }
   }
   Result<Tokenizer> tok = Tokenizer::load(argv[1]);
-  if (!tok.ok()) { std::fprintf(stderr, "%s\n", tok.status().to_string().c_str()); return 1; }
+  if (!tok.ok()) {
+    std::fprintf(stderr, "%s\n", tok.status().to_string().c_str());
+    return 1;
+  }
 
   Clock::time_point t = Clock::now();
   std::vector<std::string> bytes(static_cast<size_t>(vocab));
@@ -102,10 +114,14 @@ int main(int argc, char** argv) {
   const double trie_ms = ms_since(t);
   t = Clock::now();
   Result<grammar::Grammar> g = grammar::json_schema_grammar(std::string_view(kSchema));
-  if (!g.ok()) { std::fprintf(stderr, "%s\n", g.status().to_string().c_str()); return 1; }
+  if (!g.ok()) {
+    std::fprintf(stderr, "%s\n", g.status().to_string().c_str());
+    return 1;
+  }
   const double compile_ms = ms_since(t);
-  std::printf("vocab %lld, trie %zu nodes built in %.1f ms; schema: %zu states, compiled in %.2f ms\n",
-              static_cast<long long>(vocab), trie.n_nodes(), trie_ms, g->states.size(), compile_ms);
+  std::printf(
+      "vocab %lld, trie %zu nodes built in %.1f ms; schema: %zu states, compiled in %.2f ms\n",
+      static_cast<long long>(vocab), trie.n_nodes(), trie_ms, g->states.size(), compile_ms);
 
   grammar::SharedMaskCache shared;
   grammar::TokenMasker masker(*g, trie, &shared);
@@ -139,7 +155,10 @@ int main(int argc, char** argv) {
         }
         ++n_checked;
       }
-      if (m.accepted()) { ++n_finished; break; }
+      if (m.accepted()) {
+        ++n_finished;
+        break;
+      }
       if (allowed.empty()) break;
       // Mostly tokens of JSON's own bytes (a model writing JSON closes its strings), else any:
       // the walks then finish documents instead of writing one string forever.
@@ -150,9 +169,13 @@ int main(int argc, char** argv) {
           structural.push_back(id);
         }
       }
-      const std::vector<int64_t>& from = !structural.empty() && rng() % 10 < 7 ? structural : allowed;
+      const std::vector<int64_t>& from =
+          !structural.empty() && rng() % 10 < 7 ? structural : allowed;
       const int64_t pick = from[rng() % from.size()];
-      if (!m.advance(trie.bytes(pick))) { std::fprintf(stderr, "advance refused an allowed token\n"); return 1; }
+      if (!m.advance(trie.bytes(pick))) {
+        std::fprintf(stderr, "advance refused an allowed token\n");
+        return 1;
+      }
     }
   }
   std::printf("checked %lld masks against brute force: equal\n", static_cast<long long>(n_checked));
@@ -160,19 +183,26 @@ int main(int argc, char** argv) {
   std::printf("%lld + 1 walks, %zu steps, %lld finished, %.0f tokens allowed per step on average\n",
               static_cast<long long>(walks), n_steps, static_cast<long long>(n_finished),
               static_cast<double>(n_allowed_sum) / static_cast<double>(n_steps));
-  std::printf("mask per step, first walk (filling the cache): median %.3f ms, p90 %.3f, p99 %.3f, max %.3f\n",
-              percentile(cold, 0.5), percentile(cold, 0.9), percentile(cold, 0.99), percentile(cold, 1.0));
-  std::printf("mask per step, later walks (cache warm):        median %.3f ms, p90 %.3f, p99 %.3f, max %.3f\n",
-              percentile(warm, 0.5), percentile(warm, 0.9), percentile(warm, 0.99), percentile(warm, 1.0));
-  std::printf("mask per step, schema compiled anew (shared):  median %.3f ms, p90 %.3f, p99 %.3f, max %.3f\n",
-              percentile(anew, 0.5), percentile(anew, 0.9), percentile(anew, 0.99), percentile(anew, 1.0));
+  std::printf(
+      "mask per step, first walk (filling the cache): median %.3f ms, p90 %.3f, p99 %.3f, max "
+      "%.3f\n",
+      percentile(cold, 0.5), percentile(cold, 0.9), percentile(cold, 0.99), percentile(cold, 1.0));
+  std::printf(
+      "mask per step, later walks (cache warm):        median %.3f ms, p90 %.3f, p99 %.3f, max "
+      "%.3f\n",
+      percentile(warm, 0.5), percentile(warm, 0.9), percentile(warm, 0.99), percentile(warm, 1.0));
+  std::printf(
+      "mask per step, schema compiled anew (shared):  median %.3f ms, p90 %.3f, p99 %.3f, max "
+      "%.3f\n",
+      percentile(anew, 0.5), percentile(anew, 0.9), percentile(anew, 0.99), percentile(anew, 1.0));
   // What filling the cache for every state at once would cost (a constraint warmed whole before
   // its first step, off the engine's thread).
   {
     grammar::SharedMaskCache empty;
     grammar::TokenMasker whole(*g, trie, &empty);
     t = Clock::now();
-    for (int32_t state = 0; state < static_cast<int32_t>(g->states.size()); ++state) whole.entry(state);
+    for (int32_t state = 0; state < static_cast<int32_t>(g->states.size()); ++state)
+      whole.entry(state);
     std::printf("every state's entry, from empty caches: %.1f ms for %zu states\n", ms_since(t),
                 g->states.size());
   }
@@ -184,6 +214,7 @@ int main(int argc, char** argv) {
       if (((bits[i / 32] >> (i % 32)) & 1) == 0) logits[i] = -1e30f;
     }
   }
-  std::printf("applying a mask to %lld logits: %.3f ms\n", static_cast<long long>(vocab), ms_since(t) / 100);
+  std::printf("applying a mask to %lld logits: %.3f ms\n", static_cast<long long>(vocab),
+              ms_since(t) / 100);
   return 0;
 }

@@ -22,21 +22,21 @@ Expr Expr::literal(std::string_view bytes) {
   return seq(std::move(parts));
 }
 
-Expr Expr::seq(std::vector<Expr> parts) {
+namespace {
+
+// A sequence or alternation of `parts`; of one part, that part.
+Expr combine(Expr::Kind kind, std::vector<Expr> parts) {
   if (parts.size() == 1) return std::move(parts[0]);
   Expr e;
-  e.kind = Kind::kSeq;
+  e.kind = kind;
   e.parts = std::move(parts);
   return e;
 }
 
-Expr Expr::alt(std::vector<Expr> parts) {
-  if (parts.size() == 1) return std::move(parts[0]);
-  Expr e;
-  e.kind = Kind::kAlt;
-  e.parts = std::move(parts);
-  return e;
-}
+}  // namespace
+
+Expr Expr::seq(std::vector<Expr> parts) { return combine(Kind::kSeq, std::move(parts)); }
+Expr Expr::alt(std::vector<Expr> parts) { return combine(Kind::kAlt, std::move(parts)); }
 
 Expr Expr::repeat(Expr part, int32_t min, int32_t max) {
   Expr e;
@@ -224,8 +224,9 @@ Result<int32_t> determinize(const Nfa& nfa, int32_t start, int32_t accept, Gramm
     cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
     work += static_cast<int64_t>(cuts.size() * member_edges.size() + set.size());
     if (work > kMaxWork) {
-      return resource_exhausted("the grammar is too large to compile (a schema, pattern or bound "
-                                "whose automaton has too many overlapping alternatives)");
+      return resource_exhausted(
+          "the grammar is too large to compile (a schema, pattern or bound "
+          "whose automaton has too many overlapping alternatives)");
     }
     std::vector<Grammar::ByteEdge> edges;
     for (size_t i = 0; i + 1 < cuts.size(); ++i) {

@@ -24,9 +24,10 @@ const std::set<std::string>& annotation_keywords() {
 // Keywords the compiler implements.
 const std::set<std::string>& implemented_keywords() {
   static const std::set<std::string> k = {
-      "type",     "properties", "required",  "additionalProperties", "items",
-      "minItems", "maxItems",   "enum",      "const",                "pattern",
-      "format",   "minLength",  "maxLength", "anyOf",                "$ref"};
+      "type",      "properties", "required", "additionalProperties",
+      "items",     "minItems",   "maxItems", "enum",
+      "const",     "pattern",    "format",   "minLength",
+      "maxLength", "anyOf",      "$ref"};
   return k;
 }
 
@@ -34,7 +35,8 @@ const std::set<std::string>& implemented_keywords() {
 const std::map<std::string, std::string>& format_patterns() {
   static const std::string date = "[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])";
   static const std::string time =
-      "([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,9})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])";
+      "([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,9})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9]"
+      ")";
   static const std::string label = "[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?";
   static const std::string octet = "(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])";
   static const std::map<std::string, std::string> k = {
@@ -51,29 +53,29 @@ const std::map<std::string, std::string>& format_patterns() {
 }
 
 Expr ws() {
-  return Expr::repeat(Expr::alt({Expr::literal(" "), Expr::literal("\t"), Expr::literal("\n")}),
-                      0, kMaxWhitespace);
+  return Expr::repeat(Expr::alt({Expr::literal(" "), Expr::literal("\t"), Expr::literal("\n")}), 0,
+                      kMaxWhitespace);
 }
 
 // "," between list items and object members, with the whitespace around it.
 Expr comma() { return Expr::seq({ws(), Expr::literal(","), ws()}); }
 
-Expr digits(int32_t min, int32_t max) {
-  return Expr::repeat(Expr::byte_range('0', '9'), min, max);
-}
+Expr digits(int32_t min, int32_t max) { return Expr::repeat(Expr::byte_range('0', '9'), min, max); }
 
 Expr integer_expr() {
-  return Expr::seq({Expr::optional(Expr::literal("-")),
-                    Expr::alt({Expr::literal("0"), Expr::seq({Expr::byte_range('1', '9'),
-                                                              digits(0, kMaxIntegerDigits - 1)})})});
+  return Expr::seq(
+      {Expr::optional(Expr::literal("-")),
+       Expr::alt({Expr::literal("0"),
+                  Expr::seq({Expr::byte_range('1', '9'), digits(0, kMaxIntegerDigits - 1)})})});
 }
 
 Expr number_expr() {
-  return Expr::seq(
-      {integer_expr(), Expr::optional(Expr::seq({Expr::literal("."), digits(1, kMaxFractionDigits)})),
-       Expr::optional(Expr::seq({Expr::alt({Expr::literal("e"), Expr::literal("E")}),
-                                 Expr::optional(Expr::alt({Expr::literal("+"), Expr::literal("-")})),
-                                 digits(1, kMaxExponentDigits)}))});
+  return Expr::seq({integer_expr(),
+                    Expr::optional(Expr::seq({Expr::literal("."), digits(1, kMaxFractionDigits)})),
+                    Expr::optional(Expr::seq(
+                        {Expr::alt({Expr::literal("e"), Expr::literal("E")}),
+                         Expr::optional(Expr::alt({Expr::literal("+"), Expr::literal("-")})),
+                         digits(1, kMaxExponentDigits)}))});
 }
 
 Expr hex_digits(std::vector<CodepointRange> ranges, int32_t n) {
@@ -84,15 +86,18 @@ Expr hex_digits(std::vector<CodepointRange> ranges, int32_t n) {
 // one's (a lone surrogate is refused by many parsers).
 Expr unicode_escape() {
   const std::vector<CodepointRange> hex = {{'0', '9'}, {'a', 'f'}, {'A', 'F'}};
-  const Expr not_d = utf8_expr(normalize({{'0', '9'}, {'a', 'c'}, {'e', 'f'}, {'A', 'C'}, {'E', 'F'}}));
+  const Expr not_d =
+      utf8_expr(normalize({{'0', '9'}, {'a', 'c'}, {'e', 'f'}, {'A', 'C'}, {'E', 'F'}}));
   const Expr d = utf8_expr(normalize({{'d', 'd'}, {'D', 'D'}}));
-  const Expr plain = Expr::alt(
-      {Expr::seq({not_d, hex_digits(hex, 3)}),
-       Expr::seq({d, utf8_expr(normalize({{'0', '7'}})), hex_digits(hex, 2)})});
-  const Expr high = Expr::seq({d, utf8_expr(normalize({{'8', '9'}, {'a', 'b'}, {'A', 'B'}})),
-                               hex_digits(hex, 2)});
-  const Expr low = Expr::seq({d, utf8_expr(normalize({{'c', 'f'}, {'C', 'F'}})), hex_digits(hex, 2)});
-  return Expr::seq({Expr::literal("u"), Expr::alt({plain, Expr::seq({high, Expr::literal("\\u"), low})})});
+  const Expr plain =
+      Expr::alt({Expr::seq({not_d, hex_digits(hex, 3)}),
+                 Expr::seq({d, utf8_expr(normalize({{'0', '7'}})), hex_digits(hex, 2)})});
+  const Expr high = Expr::seq(
+      {d, utf8_expr(normalize({{'8', '9'}, {'a', 'b'}, {'A', 'B'}})), hex_digits(hex, 2)});
+  const Expr low =
+      Expr::seq({d, utf8_expr(normalize({{'c', 'f'}, {'C', 'F'}})), hex_digits(hex, 2)});
+  return Expr::seq(
+      {Expr::literal("u"), Expr::alt({plain, Expr::seq({high, Expr::literal("\\u"), low})})});
 }
 
 // One character of a free JSON string: any character but ", \ and controls, or any escape.
@@ -105,7 +110,9 @@ Expr string_char_expr() {
                              Expr::literal("r"), Expr::literal("t"), unicode_escape()})})});
 }
 
-Expr quoted(Expr body) { return Expr::seq({Expr::literal("\""), std::move(body), Expr::literal("\"")}); }
+Expr quoted(Expr body) {
+  return Expr::seq({Expr::literal("\""), std::move(body), Expr::literal("\"")});
+}
 
 // A list: `open` ws, then between min and max items (max kUnbounded) separated by commas, ws
 // `close`.
@@ -146,14 +153,14 @@ class SchemaCompiler {
     any_value_ = b_.add_rule("any JSON value");
     any_object_ = b_.add_rule("any JSON object");
     const int32_t any_array = b_.add_rule("any JSON array");
-    const Expr member =
-        Expr::seq({Expr::call(string_rule()), ws(), Expr::literal(":"), ws(), Expr::call(any_value_)});
+    const Expr member = Expr::seq(
+        {Expr::call(string_rule()), ws(), Expr::literal(":"), ws(), Expr::call(any_value_)});
     b_.define(any_object_, list_expr("{", member, 0, Expr::kUnbounded, "}"));
     b_.define(any_array, list_expr("[", Expr::call(any_value_), 0, Expr::kUnbounded, "]"));
-    b_.define(any_value_, Expr::alt({Expr::call(any_object_), Expr::call(any_array),
-                                     Expr::call(string_rule()), Expr::call(number_rule()),
-                                     Expr::literal("true"), Expr::literal("false"),
-                                     Expr::literal("null")}));
+    b_.define(any_value_,
+              Expr::alt({Expr::call(any_object_), Expr::call(any_array), Expr::call(string_rule()),
+                         Expr::call(number_rule()), Expr::literal("true"), Expr::literal("false"),
+                         Expr::literal("null")}));
     return any_value_;
   }
   int32_t any_object_rule() {
@@ -202,7 +209,8 @@ class SchemaCompiler {
   }
 
   Result<const OrderedJson*> resolve(const std::string& ref, const std::string& pointer) {
-    if (ref.empty() || ref[0] != '#') return refuse(pointer, "$ref \"" + ref + "\" (not in this document)");
+    if (ref.empty() || ref[0] != '#')
+      return refuse(pointer, "$ref \"" + ref + "\" (not in this document)");
     const OrderedJson* at = &root_;
     size_t i = 1;
     while (i < ref.size()) {
@@ -263,7 +271,8 @@ class SchemaCompiler {
     if (!schema.contains("type")) return untyped_expr(schema, pointer);
     const OrderedJson& type = schema["type"];
     if (type.is_string()) return typed_expr(schema, type.get<std::string>(), pointer);
-    if (!type.is_array() || type.empty()) return bad(pointer, "type must be a string or a non-empty array");
+    if (!type.is_array() || type.empty())
+      return bad(pointer, "type must be a string or a non-empty array");
     std::vector<Expr> options;
     for (const OrderedJson& t : type) {
       if (!t.is_string()) return bad(pointer, "type must list strings");
@@ -337,10 +346,13 @@ class SchemaCompiler {
         for (const OrderedJson& t : type.is_array() ? type : OrderedJson::array({type})) {
           fits = fits || (t.is_string() && has_type(v, t.get<std::string>()));
         }
-        if (!fits) return bad(pointer, keyword + " value " + v.dump() + " does not have the type " + type.dump());
+        if (!fits)
+          return bad(pointer,
+                     keyword + " value " + v.dump() + " does not have the type " + type.dump());
       }
       // The value written compactly, as json.dumps would with separators (",", ":").
-      options.push_back(Expr::literal(v.dump(-1, ' ', false, OrderedJson::error_handler_t::replace)));
+      options.push_back(
+          Expr::literal(v.dump(-1, ' ', false, OrderedJson::error_handler_t::replace)));
     }
     return Expr::alt(std::move(options));
   }
@@ -382,7 +394,8 @@ class SchemaCompiler {
     }
     for (const char* k : {"pattern", "format"}) {
       if (!schema.contains(k)) continue;
-      if (lengths) return refuse(pointer, std::string("\"") + k + "\" beside minLength or maxLength");
+      if (lengths)
+        return refuse(pointer, std::string("\"") + k + "\" beside minLength or maxLength");
       if (!schema[k].is_string()) return bad(pointer, std::string(k) + " must be a string");
       const std::string value = schema[k].get<std::string>();
       Result<Expr> body = invalid_argument("");
@@ -423,25 +436,27 @@ class SchemaCompiler {
       for (const OrderedJson& r : schema["required"]) {
         if (!r.is_string()) return bad(pointer, "required must list strings");
         if (!properties.contains(r.get<std::string>())) {
-          return bad(pointer, "required property \"" + r.get<std::string>() +
-                                  "\" is not in properties");
+          return bad(pointer,
+                     "required property \"" + r.get<std::string>() + "\" is not in properties");
         }
         required.insert(r.get<std::string>());
       }
     }
-    const OrderedJson additional =
-        schema.contains("additionalProperties") ? schema["additionalProperties"] : OrderedJson(true);
+    const OrderedJson additional = schema.contains("additionalProperties")
+                                       ? schema["additionalProperties"]
+                                       : OrderedJson(true);
     if (additional.is_object()) {
       if (!properties.empty()) {
         return refuse(pointer, "additionalProperties with a schema beside properties");
       }
       DSV4_ASSIGN_OR_RETURN(const int32_t value,
                             rule_for(additional, pointer + "/additionalProperties"));
-      const Expr member = Expr::seq(
-          {Expr::call(string_rule()), ws(), Expr::literal(":"), ws(), Expr::call(value)});
+      const Expr member =
+          Expr::seq({Expr::call(string_rule()), ws(), Expr::literal(":"), ws(), Expr::call(value)});
       return list_expr("{", member, 0, Expr::kUnbounded, "}");
     }
-    if (!additional.is_boolean()) return bad(pointer, "additionalProperties must be a boolean or a schema");
+    if (!additional.is_boolean())
+      return bad(pointer, "additionalProperties must be a boolean or a schema");
     if (properties.empty() && additional.get<bool>()) return Expr::call(any_object_rule());
     // Members in the order of `properties`; optional ones may be left out.
     std::vector<Expr> members;
@@ -449,8 +464,8 @@ class SchemaCompiler {
     for (const auto& [key, value] : properties.items()) {
       DSV4_ASSIGN_OR_RETURN(const int32_t rule,
                             rule_for(value, pointer + "/properties/" + escape_pointer_token(key)));
-      members.push_back(Expr::seq({Expr::literal(OrderedJson(key).dump()), ws(),
-                                   Expr::literal(":"), ws(), Expr::call(rule)}));
+      members.push_back(Expr::seq({Expr::literal(OrderedJson(key).dump()), ws(), Expr::literal(":"),
+                                   ws(), Expr::call(rule)}));
       needed.push_back(required.count(key) > 0);
     }
     // after(i): the members from i on once one was written, each behind a comma.
@@ -473,8 +488,8 @@ class SchemaCompiler {
       }
     }
     if (all_optional) firsts.push_back(Expr::empty());
-    return Expr::seq({Expr::literal("{"), ws(), Expr::alt(std::move(firsts)), ws(),
-                      Expr::literal("}")});
+    return Expr::seq(
+        {Expr::literal("{"), ws(), Expr::alt(std::move(firsts)), ws(), Expr::literal("}")});
   }
 
   static constexpr int64_t kMaxSchemas = 1 << 14;

@@ -44,7 +44,8 @@ void Stepper::expand(StackPool& pool, int32_t stack, StackSet& out) {
     const int32_t below = pool.below(s);
     for (int32_t c = st.call_begin; c < st.call_end; ++c) {
       const Grammar::CallEdge& e = g_.call_edges[static_cast<size_t>(c)];
-      todo_.push_back(pool.push(g_.rule_start[static_cast<size_t>(e.rule)], pool.push(e.to, below)));
+      todo_.push_back(
+          pool.push(g_.rule_start[static_cast<size_t>(e.rule)], pool.push(e.to, below)));
     }
     if (st.final) todo_.push_back(below);
   }
@@ -61,9 +62,9 @@ void Stepper::step(StackPool& pool, const StackSet& in, uint8_t byte, StackSet& 
 }
 
 Matcher::Matcher(const Grammar& grammar) : stepper_(grammar) {
-  stepper_.close(pool_, pool_.push(grammar.rule_start[static_cast<size_t>(grammar.root)],
-                                   StackPool::kEmpty),
-                 set_);
+  stepper_.close(
+      pool_, pool_.push(grammar.rule_start[static_cast<size_t>(grammar.root)], StackPool::kEmpty),
+      set_);
 }
 
 bool Matcher::advance(std::string_view bytes) {

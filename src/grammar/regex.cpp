@@ -43,8 +43,7 @@ const Ranges& any_ranges() {
 
 class Parser {
  public:
-  Parser(std::string_view pattern, TextEncoding encoding)
-      : p_(pattern), encoding_(encoding) {}
+  Parser(std::string_view pattern, TextEncoding encoding) : p_(pattern), encoding_(encoding) {}
 
   Result<Expr> parse(RegexMatch match) {
     bool head = false, tail = false;
@@ -63,11 +62,11 @@ class Parser {
     if (at_ != end_) return error(p_[at_] == ')' ? "unbalanced ')'" : "unexpected character");
     if (match == RegexMatch::kWhole) return e;
     std::vector<Expr> parts;
-    if (!head) parts.push_back(Expr::repeat(chars_expr(any_ranges(), encoding_), 0,
-                                            Expr::kUnbounded));
+    if (!head)
+      parts.push_back(Expr::repeat(chars_expr(any_ranges(), encoding_), 0, Expr::kUnbounded));
     parts.push_back(std::move(e));
-    if (!tail) parts.push_back(Expr::repeat(chars_expr(any_ranges(), encoding_), 0,
-                                            Expr::kUnbounded));
+    if (!tail)
+      parts.push_back(Expr::repeat(chars_expr(any_ranges(), encoding_), 0, Expr::kUnbounded));
     return Expr::seq(std::move(parts));
   }
 
@@ -79,8 +78,8 @@ class Parser {
     return n % 2 == 1;
   }
   Status error(const std::string& what) const {
-    return invalid_argument("pattern \"" + std::string(p_) + "\" at offset " +
-                            std::to_string(at_) + ": " + what);
+    return invalid_argument("pattern \"" + std::string(p_) + "\" at offset " + std::to_string(at_) +
+                            ": " + what);
   }
   bool more() const { return at_ < end_; }
   char peek() const { return p_[at_]; }
@@ -255,18 +254,42 @@ class Parser {
     const char c = p_[at_];
     auto one = [](uint32_t cp) { return Ranges{{cp, cp}}; };
     switch (c) {
-      case 'd': ++at_; return digit_ranges();
-      case 'D': ++at_; return complement(digit_ranges());
-      case 'w': ++at_; return word_ranges();
-      case 'W': ++at_; return complement(word_ranges());
-      case 's': ++at_; return space_ranges();
-      case 'S': ++at_; return complement(space_ranges());
-      case 'n': ++at_; return one('\n');
-      case 't': ++at_; return one('\t');
-      case 'r': ++at_; return one('\r');
-      case 'f': ++at_; return one('\f');
-      case 'v': ++at_; return one('\v');
-      case '0': ++at_; return one(0);
+      case 'd':
+        ++at_;
+        return digit_ranges();
+      case 'D':
+        ++at_;
+        return complement(digit_ranges());
+      case 'w':
+        ++at_;
+        return word_ranges();
+      case 'W':
+        ++at_;
+        return complement(word_ranges());
+      case 's':
+        ++at_;
+        return space_ranges();
+      case 'S':
+        ++at_;
+        return complement(space_ranges());
+      case 'n':
+        ++at_;
+        return one('\n');
+      case 't':
+        ++at_;
+        return one('\t');
+      case 'r':
+        ++at_;
+        return one('\r');
+      case 'f':
+        ++at_;
+        return one('\f');
+      case 'v':
+        ++at_;
+        return one('\v');
+      case '0':
+        ++at_;
+        return one(0);
       case 'x': {
         ++at_;
         DSV4_ASSIGN_OR_RETURN(uint32_t v, hex(2));
@@ -283,10 +306,13 @@ class Parser {
           return one('\b');
         }
         return error("word boundaries (\\b) are not supported");
-      case 'B': return error("word boundaries (\\B) are not supported");
+      case 'B':
+        return error("word boundaries (\\B) are not supported");
       case 'p':
-      case 'P': return error("Unicode property classes (\\p) are not supported");
-      case 'k': return error("named backreferences are not supported");
+      case 'P':
+        return error("Unicode property classes (\\p) are not supported");
+      case 'k':
+        return error("named backreferences are not supported");
       default:
         if (c >= '1' && c <= '9') return error("backreferences are not supported");
         if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
@@ -353,13 +379,20 @@ class Parser {
 // JSON's one spelling of a character that must be escaped inside a string.
 std::string json_escape(uint32_t c) {
   switch (c) {
-    case '"': return "\\\"";
-    case '\\': return "\\\\";
-    case '\b': return "\\b";
-    case '\f': return "\\f";
-    case '\n': return "\\n";
-    case '\r': return "\\r";
-    case '\t': return "\\t";
+    case '"':
+      return "\\\"";
+    case '\\':
+      return "\\\\";
+    case '\b':
+      return "\\b";
+    case '\f':
+      return "\\f";
+    case '\n':
+      return "\\n";
+    case '\r':
+      return "\\r";
+    case '\t':
+      return "\\t";
     default: {
       static constexpr char kHex[] = "0123456789abcdef";
       return std::string("\\u00") + kHex[c >> 4] + kHex[c & 0xF];
@@ -380,10 +413,10 @@ Expr chars_expr(const std::vector<CodepointRange>& ranges, TextEncoding encoding
     }
     if (r.lo <= '"' && '"' <= r.hi) options.push_back(Expr::literal(json_escape('"')));
     if (r.lo <= '\\' && '\\' <= r.hi) options.push_back(Expr::literal(json_escape('\\')));
-    for (const CodepointRange& part :
-         std::vector<CodepointRange>{{std::max<uint32_t>(r.lo, 0x20), std::min<uint32_t>(r.hi, '"' - 1)},
-                                     {std::max<uint32_t>(r.lo, '"' + 1), std::min<uint32_t>(r.hi, '\\' - 1)},
-                                     {std::max<uint32_t>(r.lo, '\\' + 1), r.hi}}) {
+    for (const CodepointRange& part : std::vector<CodepointRange>{
+             {std::max<uint32_t>(r.lo, 0x20), std::min<uint32_t>(r.hi, '"' - 1)},
+             {std::max<uint32_t>(r.lo, '"' + 1), std::min<uint32_t>(r.hi, '\\' - 1)},
+             {std::max<uint32_t>(r.lo, '\\' + 1), r.hi}}) {
       if (part.lo <= part.hi) plain.push_back(part);
     }
   }

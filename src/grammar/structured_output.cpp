@@ -43,8 +43,7 @@ namespace {
 class GrammarConstraint final : public TokenConstraint,
                                 public std::enable_shared_from_this<GrammarConstraint> {
  public:
-  GrammarConstraint(std::shared_ptr<const Vocabulary> vocab,
-                    grammar::Grammar g)
+  GrammarConstraint(std::shared_ptr<const Vocabulary> vocab, grammar::Grammar g)
       : vocab_(std::move(vocab)),
         grammar_(std::move(g)),
         masker_(grammar_, vocab_->trie, &vocab_->shared_masks) {}
@@ -117,11 +116,13 @@ ConstraintVocabulary ConstraintVocabulary::build(const Tokenizer& tokenizer, int
                                                  int64_t eos_token_id) {
   std::vector<std::string> bytes(static_cast<size_t>(vocab_size));
   for (int64_t id = 0; id < vocab_size; ++id) {
-    if (std::optional<std::string> b = tokenizer.token_bytes(id)) bytes[static_cast<size_t>(id)] = *b;
+    if (std::optional<std::string> b = tokenizer.token_bytes(id))
+      bytes[static_cast<size_t>(id)] = *b;
   }
   // eos ends the reply, whatever text a tokenizer gives it (a small test vocabulary's eos may be
   // an ordinary token): allowed only where the format is complete.
-  if (eos_token_id >= 0 && eos_token_id < vocab_size) bytes[static_cast<size_t>(eos_token_id)].clear();
+  if (eos_token_id >= 0 && eos_token_id < vocab_size)
+    bytes[static_cast<size_t>(eos_token_id)].clear();
   auto state = std::make_shared<State>();
   state->vocab =
       std::make_shared<const Vocabulary>(grammar::TokenTrie(std::move(bytes)), eos_token_id);

@@ -7,8 +7,8 @@ namespace dsv4::grammar {
 TrieWalker::TrieWalker(const Grammar& grammar, const TokenTrie& trie)
     : trie_(trie), stepper_(grammar), next_(trie.max_token_bytes() + 1) {}
 
-void TrieWalker::walk(StackPool& pool, int32_t node, const StackSet& set,
-                      std::span<uint32_t> bits, std::vector<int32_t>* open_returns) {
+void TrieWalker::walk(StackPool& pool, int32_t node, const StackSet& set, std::span<uint32_t> bits,
+                      std::vector<int32_t>* open_returns) {
   walk_from(pool, node, set, 0, bits, open_returns);
 }
 

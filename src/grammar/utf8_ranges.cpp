@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "tokenizer/utf8.h"
+
 namespace dsv4::grammar {
 
 std::vector<CodepointRange> normalize(std::vector<CodepointRange> ranges) {
@@ -44,23 +46,9 @@ std::vector<CodepointRange> complement(const std::vector<CodepointRange>& ranges
   return normalize(std::move(out));
 }
 
-std::string utf8_encode(uint32_t c) {
+std::string utf8_encode(uint32_t codepoint) {
   std::string s;
-  if (c < 0x80) {
-    s += static_cast<char>(c);
-  } else if (c < 0x800) {
-    s += static_cast<char>(0xC0 | (c >> 6));
-    s += static_cast<char>(0x80 | (c & 0x3F));
-  } else if (c < 0x10000) {
-    s += static_cast<char>(0xE0 | (c >> 12));
-    s += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-    s += static_cast<char>(0x80 | (c & 0x3F));
-  } else {
-    s += static_cast<char>(0xF0 | (c >> 18));
-    s += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
-    s += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-    s += static_cast<char>(0x80 | (c & 0x3F));
-  }
+  tokenizer::append_utf8(codepoint, s);
   return s;
 }
 

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "checkpoint/loader.h"
-#include "dsv4/structured_output.h"
 #include "checkpoint/to_device.h"
+#include "dsv4/structured_output.h"
 #include "runtime/scheduler.h"
 
 namespace dsv4 {

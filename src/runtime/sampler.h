@@ -35,7 +35,7 @@ class Sampler {
 
   SamplingParams params_;
   std::mt19937_64 rng_;
-  std::unordered_map<int64_t, int64_t> counts_;  // tokens drawn so far, for the penalties
+  std::unordered_map<int64_t, int64_t> counts_;       // tokens drawn so far, for the penalties
   std::unique_ptr<TokenConstraintState> constraint_;  // null: unconstrained
   std::vector<uint32_t> allowed_;                     // [ceil(V / 32)] the constraint's mask
 };

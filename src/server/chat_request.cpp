@@ -247,8 +247,9 @@ Refusal check_output_format(const ChatRequest& request) {
     return request_error(field, "a response format with thinking is not supported");
   }
   if (!c.tools.empty() && !c.no_tool_calls) {
-    return request_error(field, "a response format beside tools is not supported (unless "
-                                "tool_choice is none)");
+    return request_error(field,
+                         "a response format beside tools is not supported (unless "
+                         "tool_choice is none)");
   }
   if (!c.prefill.empty()) {
     return request_error(field, "a response format with continue_final_message is not supported");

@@ -44,7 +44,7 @@ struct ChatRequest {
   // Neither max_tokens nor max_completion_tokens given: the reply may fill the context (OpenAI's
   // chat default), which the server sets once it knows the prompt's length.
   bool max_tokens_given = false;
-  int64_t n = 1;  // choices, each drawn with its own seed (seed + index)
+  int64_t n = 1;                       // choices, each drawn with its own seed (seed + index)
   std::optional<OutputFormat> format;  // the text the reply must be (structured outputs)
 };
 

@@ -26,11 +26,27 @@ std::variant<std::string, std::vector<int64_t>, RequestError> read_prompt(const 
 
 // Unknown fields, and the legacy API's own unimplemented ones unless they ask for nothing.
 std::optional<RequestError> refuse_unsupported(const OrderedJson& body) {
-  if (auto unknown = refuse_unknown(
-          body, {"model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "seed", "stream",
-                 "stream_options", "n", "stop", "logprobs", "echo", "suffix", "best_of",
-                 "presence_penalty", "frequency_penalty", "logit_bias", "user", "response_format",
-                 "structured_outputs"})) {
+  if (auto unknown = refuse_unknown(body, {"model",
+                                           "prompt",
+                                           "max_tokens",
+                                           "temperature",
+                                           "top_p",
+                                           "top_k",
+                                           "seed",
+                                           "stream",
+                                           "stream_options",
+                                           "n",
+                                           "stop",
+                                           "logprobs",
+                                           "echo",
+                                           "suffix",
+                                           "best_of",
+                                           "presence_penalty",
+                                           "frequency_penalty",
+                                           "logit_bias",
+                                           "user",
+                                           "response_format",
+                                           "structured_outputs"})) {
     return unknown;
   }
   if (auto bad = check_model_and_user(body)) return bad;

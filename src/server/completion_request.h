@@ -26,10 +26,10 @@ struct CompletionRequest {
   std::variant<std::string, std::vector<int64_t>> prompt;  // text or token ids
   SamplingParams sampling;
   StreamOptions stream;
-  std::vector<std::string> stop;  // stop strings (stop_strings.h)
-  int64_t logprobs = -1;          // each token's logprob and this many alternatives; -1: none
-  bool echo = false;              // the prompt is part of the answer (its text and logprobs)
-  int64_t n = 1;                  // choices, each drawn with its own seed (seed + index)
+  std::vector<std::string> stop;       // stop strings (stop_strings.h)
+  int64_t logprobs = -1;               // each token's logprob and this many alternatives; -1: none
+  bool echo = false;                   // the prompt is part of the answer (its text and logprobs)
+  int64_t n = 1;                       // choices, each drawn with its own seed (seed + index)
   std::optional<OutputFormat> format;  // the text the reply must be (structured outputs)
 };
 

@@ -102,7 +102,8 @@ std::optional<RequestError> read_output_format(const OrderedJson& body,
                                                std::optional<OutputFormat>& out) {
   out.reset();
   if (present(body, "response_format") && present(body, "structured_outputs")) {
-    return request_error("structured_outputs", "give response_format or structured_outputs, not both");
+    return request_error("structured_outputs",
+                         "give response_format or structured_outputs, not both");
   }
   if (present(body, "response_format")) return read_response_format(body["response_format"], out);
   if (present(body, "structured_outputs")) {

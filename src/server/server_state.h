@@ -88,10 +88,7 @@ struct CompletionServer::State {
   std::optional<ConstraintVocabulary> vocabulary;
 
   State(Engine& e, const Tokenizer* t, ServerOptions o)
-      : engine(e),
-        tokenizer(t),
-        options(std::move(o)),
-        vocabulary(output_vocabulary(e, t)) {}
+      : engine(e), tokenizer(t), options(std::move(o)), vocabulary(output_vocabulary(e, t)) {}
   void routes();
   // A route registered with httplib and with the metrics' labels.
   void get(const char* path, httplib::Server::Handler handler);

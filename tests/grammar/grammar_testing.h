@@ -42,7 +42,8 @@ inline bool random_document(const Grammar& g, dsv4::testing::SeededRng& rng, std
     if (m.accepted() && (m.set().stacks.empty() || rng.uniform(0, 1) < 0.25)) return true;
     const std::vector<uint8_t> bytes = allowed_bytes(m);
     if (bytes.empty()) return false;
-    uint8_t pick = bytes[static_cast<size_t>(rng.uniform_int(0, static_cast<int64_t>(bytes.size()) - 1))];
+    uint8_t pick =
+        bytes[static_cast<size_t>(rng.uniform_int(0, static_cast<int64_t>(bytes.size()) - 1))];
     if (out.size() > soft_limit) {
       for (const uint8_t closing : {'"', '}', ']', ','}) {
         if (std::find(bytes.begin(), bytes.end(), closing) != bytes.end() &&

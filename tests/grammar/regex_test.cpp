@@ -1,5 +1,7 @@
 // The regex compiler against std::regex (ECMAScript, whole match) on random strings: an
 // independent implementation of the same syntax.
+#include "grammar/regex.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -8,7 +10,6 @@
 #include <vector>
 
 #include "grammar/json_schema.h"
-#include "grammar/regex.h"
 #include "grammar_testing.h"
 
 namespace dsv4::grammar {
@@ -46,45 +47,46 @@ std::string random_string(dsv4::testing::SeededRng& rng, const std::string& alph
   const int64_t n = rng.uniform_int(0, 8);
   std::string s;
   for (int64_t i = 0; i < n; ++i) {
-    s += alphabet[static_cast<size_t>(rng.uniform_int(0, static_cast<int64_t>(alphabet.size()) - 1))];
+    s += alphabet[static_cast<size_t>(
+        rng.uniform_int(0, static_cast<int64_t>(alphabet.size()) - 1))];
   }
   return s;
 }
 
-TEST(RegexTest, AgreesWithStdRegexOnRandomStrings) {
-  dsv4::testing::SeededRng rng;
+// `check(case, grammar, std::regex)` on each case, its pattern compiled both ways.
+template <typename Check>
+void for_each_case(Check check) {
   for (const Case& c : kCases) {
     SCOPED_TRACE(c.pattern);
     Result<Grammar> g = regex_grammar(c.pattern);
     ASSERT_TRUE(g.ok()) << g.status().to_string();
-    const std::regex reference(c.pattern, std::regex::ECMAScript);
-    int n_matched = 0;
+    check(c, *g, std::regex(c.pattern, std::regex::ECMAScript));
+  }
+}
+
+TEST(RegexTest, AgreesWithStdRegexOnRandomStrings) {
+  dsv4::testing::SeededRng rng;
+  for_each_case([&](const Case& c, const Grammar& g, const std::regex& reference) {
     for (int i = 0; i < 400; ++i) {
       const std::string s = random_string(rng, c.alphabet);
-      const bool expected = std::regex_match(s, reference);
-      n_matched += expected;
-      EXPECT_EQ(matches(*g, s), expected) << "\"" << s << "\"";
+      EXPECT_EQ(matches(g, s), std::regex_match(s, reference)) << "\"" << s << "\"";
     }
-  }
+  });
 }
 
 TEST(RegexTest, RandomWalksMatchStdRegex) {
   dsv4::testing::SeededRng rng;
-  for (const Case& c : kCases) {
-    SCOPED_TRACE(c.pattern);
-    Result<Grammar> g = regex_grammar(c.pattern);
-    ASSERT_TRUE(g.ok()) << g.status().to_string();
-    const std::regex reference(c.pattern, std::regex::ECMAScript);
+  for_each_case([&](const Case&, const Grammar& g, const std::regex& reference) {
     for (int i = 0; i < 50; ++i) {
       std::string s;
-      if (!testing::random_document(*g, rng, s)) continue;
+      if (!testing::random_document(g, rng, s)) continue;
       // std::regex reads bytes: it agrees with code point matching on ASCII only.
       if (std::any_of(s.begin(), s.end(), [](char c) { return static_cast<uint8_t>(c) >= 0x80; })) {
         continue;
       }
       EXPECT_TRUE(std::regex_match(s, reference)) << "\"" << s << "\"";
     }
-  }
+  });
 }
 
 TEST(RegexTest, MatchesUtf8ByCodepoint) {
@@ -92,27 +94,31 @@ TEST(RegexTest, MatchesUtf8ByCodepoint) {
   ASSERT_TRUE(g.ok()) << g.status().to_string();
   EXPECT_TRUE(matches(*g, "привет€é"));
   EXPECT_TRUE(matches(*g, "яxé"));
-  EXPECT_FALSE(matches(*g, "ёxé"));       // U+0451 is past я (U+044F)
+  EXPECT_FALSE(matches(*g, "ёxé"));         // U+0451 is past я (U+044F)
   EXPECT_FALSE(matches(*g, "я\xE2\x82é"));  // a cut character is no character
   EXPECT_FALSE(matches(*g, "я\né"));
   Result<Grammar> any = regex_grammar("[^a]");
   ASSERT_TRUE(any.ok());
-  EXPECT_TRUE(matches(*any, "\xF0\x9F\x98\x80"));       // U+1F600
-  EXPECT_FALSE(matches(*any, "\xED\xA0\x80"));          // a surrogate is not UTF-8
-  EXPECT_FALSE(matches(*any, "\xC0\xAF"));              // overlong
+  EXPECT_TRUE(matches(*any, "\xF0\x9F\x98\x80"));  // U+1F600
+  EXPECT_FALSE(matches(*any, "\xED\xA0\x80"));     // a surrogate is not UTF-8
+  EXPECT_FALSE(matches(*any, "\xC0\xAF"));         // overlong
+}
+
+// `pattern` as the one rule of a grammar.
+Result<Grammar> pattern_grammar(std::string_view pattern, TextEncoding encoding, RegexMatch match) {
+  DSV4_ASSIGN_OR_RETURN(Expr e, regex_expr(pattern, encoding, match));
+  GrammarBuilder b;
+  const int32_t r = b.add_rule("pattern");
+  b.define(r, std::move(e));
+  return b.build(r);
 }
 
 TEST(RegexTest, JsonStringEncodingEscapes) {
-  Result<Expr> e = regex_expr("a\"\\\\\\n.", TextEncoding::kJsonString, RegexMatch::kWhole);
-  ASSERT_TRUE(e.ok()) << e.status().to_string();
-  GrammarBuilder b;
-  const int32_t r = b.add_rule("pattern");
-  b.define(r, std::move(e).value());
-  Result<Grammar> g = b.build(r);
-  ASSERT_TRUE(g.ok());
+  Result<Grammar> g = pattern_grammar("a\"\\\\\\n.", TextEncoding::kJsonString, RegexMatch::kWhole);
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
   EXPECT_TRUE(matches(*g, "a\\\"\\\\\\nx"));
   EXPECT_TRUE(matches(*g, "a\\\"\\\\\\n\\t"));
-  EXPECT_FALSE(matches(*g, "a\"\\\\\\nx"));   // a raw quote would end the string
+  EXPECT_FALSE(matches(*g, "a\"\\\\\\nx"));     // a raw quote would end the string
   EXPECT_FALSE(matches(*g, "a\\\"\\\\\\n\t"));  // a raw tab is not allowed in JSON
 }
 
@@ -121,21 +127,11 @@ TEST(RegexTest, SearchSemanticsUnlessAnchored) {
        std::vector<std::tuple<RegexMatch, const char*, bool>>{{RegexMatch::kSearch, "xxabyy", true},
                                                               {RegexMatch::kWhole, "xxabyy", false},
                                                               {RegexMatch::kWhole, "ab", true}}) {
-    Result<Expr> e = regex_expr("ab", TextEncoding::kRaw, match);
-    ASSERT_TRUE(e.ok());
-    GrammarBuilder b;
-    const int32_t r = b.add_rule("p");
-    b.define(r, std::move(e).value());
-    Result<Grammar> g = b.build(r);
+    Result<Grammar> g = pattern_grammar("ab", TextEncoding::kRaw, match);
     ASSERT_TRUE(g.ok());
     EXPECT_EQ(matches(*g, text), expected) << text;
   }
-  Result<Expr> anchored = regex_expr("^ab$", TextEncoding::kRaw, RegexMatch::kSearch);
-  ASSERT_TRUE(anchored.ok());
-  GrammarBuilder b;
-  const int32_t r = b.add_rule("p");
-  b.define(r, std::move(anchored).value());
-  Result<Grammar> g = b.build(r);
+  Result<Grammar> g = pattern_grammar("^ab$", TextEncoding::kRaw, RegexMatch::kSearch);
   ASSERT_TRUE(g.ok());
   EXPECT_TRUE(matches(*g, "ab"));
   EXPECT_FALSE(matches(*g, "xab"));

@@ -22,7 +22,8 @@ constexpr int64_t kVocab = 300;  // past the tokenizer's ids: those are never al
 
 const Tokenizer& small_tokenizer() {
   static const Tokenizer t =
-      Tokenizer::load(testing::source_path("tests/tokenizer/fixtures/small_tokenizer.json")).value();
+      Tokenizer::load(testing::source_path("tests/tokenizer/fixtures/small_tokenizer.json"))
+          .value();
   return t;
 }
 
@@ -31,7 +32,8 @@ bool allowed(const std::vector<uint32_t>& bits, int64_t t) {
 }
 
 // A random reply under `c`: ends when eos is drawn; empty optional when it runs past 4000 tokens.
-std::optional<std::string> random_reply(const TokenConstraint& c, int64_t eos, testing::SeededRng& rng) {
+std::optional<std::string> random_reply(const TokenConstraint& c, int64_t eos,
+                                        testing::SeededRng& rng) {
   std::unique_ptr<TokenConstraintState> s = c.start();
   std::vector<int64_t> ids;
   std::vector<uint32_t> bits((kVocab + 31) / 32);
@@ -44,7 +46,8 @@ std::optional<std::string> random_reply(const TokenConstraint& c, int64_t eos, t
     EXPECT_FALSE(options.empty());
     if (options.empty()) return std::nullopt;
     // eos half the time it is allowed; past 40 tokens prefer the closing bytes.
-    int64_t pick = options[static_cast<size_t>(rng.uniform_int(0, static_cast<int64_t>(options.size()) - 1))];
+    int64_t pick =
+        options[static_cast<size_t>(rng.uniform_int(0, static_cast<int64_t>(options.size()) - 1))];
     if (allowed(bits, eos) && rng.uniform(0, 1) < 0.5) pick = eos;
     if (step > 40) {
       for (const char closing : {'"', '}', ']'}) {
@@ -79,8 +82,9 @@ TEST(StructuredOutputTest, RepliesEndAtEosAndMatch) {
     if (auto text = random_reply(**schema, eos, rng)) {
       ++n_done;
       const format::Json doc = format::Json::parse(*text);
-      EXPECT_TRUE(doc.is_object() && doc.size() == 2 && doc["a"].is_array() && doc["a"].size() <= 3 &&
-                  doc["b"].is_boolean()) << *text;
+      EXPECT_TRUE(doc.is_object() && doc.size() == 2 && doc["a"].is_array() &&
+                  doc["a"].size() <= 3 && doc["b"].is_boolean())
+          << *text;
       for (const format::Json& x : doc["a"]) EXPECT_TRUE(x == "x" || x == 2) << *text;
     }
     if (auto text = random_reply(**object, eos, rng)) {
@@ -116,8 +120,9 @@ TEST(StructuredOutputTest, EosOnlyWhenComplete) {
 
 TEST(StructuredOutputTest, UnsupportedIsRefusedByName) {
   const ConstraintVocabulary vocab = ConstraintVocabulary::build(small_tokenizer(), kVocab, 1);
-  const auto c = vocab.compile({OutputFormat::Kind::kJsonSchema,
-                                R"({"type": "object", "properties": {"n": {"type": "integer", "maximum": 3}}})"});
+  const auto c = vocab.compile(
+      {OutputFormat::Kind::kJsonSchema,
+       R"({"type": "object", "properties": {"n": {"type": "integer", "maximum": 3}}})"});
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), StatusCode::kUnimplemented);
   EXPECT_NE(c.status().message().find("\"maximum\" at #/properties/n"), std::string::npos)

@@ -1,6 +1,8 @@
 // Token masks against brute force: at every step of random token-level walks, the mask the
 // trie walk and its per-state cache give must equal, token for token, what advancing a copy of
 // the matcher over each token's bytes says.
+#include "grammar/token_masker.h"
+
 #include <gtest/gtest.h>
 
 #include <set>
@@ -8,7 +10,6 @@
 #include <vector>
 
 #include "grammar/json_schema.h"
-#include "grammar/token_masker.h"
 #include "grammar_testing.h"
 
 namespace dsv4::grammar {
@@ -42,7 +43,8 @@ std::vector<std::string> test_vocabulary(dsv4::testing::SeededRng& rng) {
       std::string doc;
       if (!testing::random_document(*g, rng, doc, 24)) continue;
       for (int k = 0; k < 20; ++k) {
-        const auto at = static_cast<size_t>(rng.uniform_int(0, static_cast<int64_t>(doc.size()) - 1));
+        const auto at =
+            static_cast<size_t>(rng.uniform_int(0, static_cast<int64_t>(doc.size()) - 1));
         pieces.insert(doc.substr(at, static_cast<size_t>(rng.uniform_int(2, 8))));
       }
     }
@@ -78,14 +80,17 @@ TEST(TokenMaskerTest, MasksEqualBruteForceAlongRandomWalks) {
           Matcher copy = m;
           const bool expected = !trie.bytes(id).empty() && copy.advance(trie.bytes(id));
           const bool got = (bits[static_cast<size_t>(id >> 5)] >> (id & 31)) & 1;
-          ASSERT_EQ(got, expected) << "after \"" << text << "\", token \"" << trie.bytes(id) << "\"";
+          ASSERT_EQ(got, expected)
+              << "after \"" << text << "\", token \"" << trie.bytes(id) << "\"";
           if (got) allowed.push_back(id);
         }
         if (allowed.empty() || (m.accepted() && rng.uniform(0, 1) < 0.3)) break;
         // Prefer long tokens, so walks get deep.
-        int64_t pick = allowed[static_cast<size_t>(rng.uniform_int(0, static_cast<int64_t>(allowed.size()) - 1))];
+        int64_t pick = allowed[static_cast<size_t>(
+            rng.uniform_int(0, static_cast<int64_t>(allowed.size()) - 1))];
         for (int tries = 0; tries < 3 && trie.bytes(pick).size() < 2; ++tries) {
-          pick = allowed[static_cast<size_t>(rng.uniform_int(0, static_cast<int64_t>(allowed.size()) - 1))];
+          pick = allowed[static_cast<size_t>(
+              rng.uniform_int(0, static_cast<int64_t>(allowed.size()) - 1))];
         }
         ASSERT_TRUE(m.advance(trie.bytes(pick)));
         text += trie.bytes(pick);

@@ -88,8 +88,8 @@ class OnlyToken final : public TokenConstraint {
 // logits (OpenAI's): the same as the unconstrained run's at the first token.
 TEST(EngineTest, ConstrainedDrawsReportRawLogprobs) {
   Engine engine = open_engine("tiny_b_state_dict");
-  GenerateRequest free{.prompt = {1, 2, 3}, .sampling = {.max_tokens = 4, .stop_at_eos = false},
-                       .logprobs = 3};
+  GenerateRequest free{
+      .prompt = {1, 2, 3}, .sampling = {.max_tokens = 4, .stop_at_eos = false}, .logprobs = 3};
   Result<Generation> unconstrained = engine.generate(free);
   ASSERT_TRUE(unconstrained.ok()) << unconstrained.status().to_string();
   const int64_t forced = (unconstrained->tokens[0] + 1) % engine.vocab_size();

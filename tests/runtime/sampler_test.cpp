@@ -109,7 +109,6 @@ TEST(SamplerTest, TopPKeepsTheSmallestSetReachingP) {
   EXPECT_EQ(frequencies(params, logits, 100).size(), 1u);
 }
 
-
 // Each logit less presence once drawn and frequency per draw, plus its bias: computed here in
 // double from the draws so far.
 std::vector<float> reference_adjusted(const std::vector<float>& logits,
@@ -206,7 +205,8 @@ TEST(SamplerTest, ConstraintMasksBeforeDrawingAndAdvancesByEachToken) {
         if (static_cast<int>(t % 3) != step % 3) want_logits[t] = -INFINITY;
       }
       const int64_t got = constrained.sample(logits);
-      ASSERT_EQ(got, plain.sample(want_logits)) << "temperature " << temperature << ", step " << step;
+      ASSERT_EQ(got, plain.sample(want_logits))
+          << "temperature " << temperature << ", step " << step;
       ++counts[got];
     }
     ASSERT_EQ(constraint->seen.size(), 30u);

@@ -19,16 +19,8 @@ namespace {
 using format::Json;
 using testing_fixture::every_id_tokenizer;
 using testing_fixture::open_engine;
+using testing_fixture::post_json;
 using testing_fixture::RunningServer;
-
-std::pair<int, Json> post(const RunningServer& server, const char* path, const Json& body) {
-  httplib::Client client = server.client();
-  client.set_read_timeout(120);  // n choices of the CPU model
-  const auto res = client.Post(path, body.dump(), "application/json");
-  EXPECT_TRUE(res) << "no response";
-  if (!res) return {0, Json()};
-  return {res->status, Json::parse(res->body)};
-}
 
 // {"ok": boolean, "n": 1 | 2 | 3}, nothing else: at most 50 bytes with the widest whitespace,
 // so every reply fits the tiny model's context.
@@ -52,8 +44,9 @@ class StructuredOutputServerTest : public ::testing::Test {
 TEST_F(StructuredOutputServerTest, EveryCompletionChoiceParsesAndValidates) {
   RunningServer server(engine_, &tokenizer_);
   const Json formats[] = {
-      {{"response_format", {{"type", "json_schema"},
-                            {"json_schema", {{"name", "t"}, {"schema", kSchema}, {"strict", true}}}}}},
+      {{"response_format",
+        {{"type", "json_schema"},
+         {"json_schema", {{"name", "t"}, {"schema", kSchema}, {"strict", true}}}}}},
       {{"structured_outputs", {{"json", kSchema}}}},
   };
   int n_replies = 0;
@@ -62,7 +55,7 @@ TEST_F(StructuredOutputServerTest, EveryCompletionChoiceParsesAndValidates) {
       Json body = {{"prompt", {5, 6, 7}}, {"max_tokens", 58}, {"temperature", 1.0},
                    {"seed", seed},        {"n", 8},           {"logprobs", 2}};
       body.update(format);
-      const auto [status, answer] = post(server, "/v1/completions", body);
+      const auto [status, answer] = post_json(server, "/v1/completions", body);
       ASSERT_EQ(status, 200) << answer.dump();
       for (const Json& choice : answer["choices"]) {
         ++n_replies;
@@ -70,7 +63,8 @@ TEST_F(StructuredOutputServerTest, EveryCompletionChoiceParsesAndValidates) {
         EXPECT_TRUE(fits_schema(choice["text"].get<std::string>())) << choice["text"];
         // Logprobs are the raw distribution's: a drawn token's is below 0, not 0 as a
         // single-token mask would make it.
-        for (const Json& lp : choice["logprobs"]["token_logprobs"]) EXPECT_LT(lp.get<double>(), 0.0);
+        for (const Json& lp : choice["logprobs"]["token_logprobs"])
+          EXPECT_LT(lp.get<double>(), 0.0);
       }
     }
   }
@@ -80,19 +74,24 @@ TEST_F(StructuredOutputServerTest, EveryCompletionChoiceParsesAndValidates) {
 TEST_F(StructuredOutputServerTest, RegexAndChoiceReplies) {
   RunningServer server(engine_, &tokenizer_);
   const std::string pattern = "(yes|no)-[0-9]{2}";
-  const auto [status, answer] =
-      post(server, "/v1/completions",
-           {{"prompt", {5, 6}}, {"max_tokens", 20}, {"temperature", 1.0}, {"n", 8},
-            {"structured_outputs", {{"regex", pattern}}}});
+  const auto [status, answer] = post_json(server, "/v1/completions",
+                                          {{"prompt", {5, 6}},
+                                           {"max_tokens", 20},
+                                           {"temperature", 1.0},
+                                           {"n", 8},
+                                           {"structured_outputs", {{"regex", pattern}}}});
   ASSERT_EQ(status, 200) << answer.dump();
   for (const Json& choice : answer["choices"]) {
     EXPECT_EQ(choice["finish_reason"], "stop");
     EXPECT_TRUE(std::regex_match(choice["text"].get<std::string>(), std::regex(pattern))) << choice;
   }
   const auto [status2, chosen] =
-      post(server, "/v1/completions",
-           {{"prompt", {5}}, {"max_tokens", 20}, {"temperature", 1.0}, {"n", 8},
-            {"structured_outputs", {{"choice", {"red", "green", "a.b"}}}}});
+      post_json(server, "/v1/completions",
+                {{"prompt", {5}},
+                 {"max_tokens", 20},
+                 {"temperature", 1.0},
+                 {"n", 8},
+                 {"structured_outputs", {{"choice", {"red", "green", "a.b"}}}}});
   ASSERT_EQ(status2, 200) << chosen.dump();
   for (const Json& choice : chosen["choices"]) {
     const std::string text = choice["text"];
@@ -107,8 +106,9 @@ TEST_F(StructuredOutputServerTest, ChatContentParsesAndValidatesStreamedToo) {
   Json body = {{"messages", {{{"role", "user"}, {"content", "hi"}}}},
                {"temperature", 1.0},
                {"n", 4},
-               {"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "s"}, {"schema", small}}}}}};
-  const auto [status, answer] = post(server, "/v1/chat/completions", body);
+               {"response_format",
+                {{"type", "json_schema"}, {"json_schema", {{"name", "s"}, {"schema", small}}}}}};
+  const auto [status, answer] = post_json(server, "/v1/chat/completions", body);
   ASSERT_EQ(status, 200) << answer.dump();
   for (const Json& choice : answer["choices"]) {
     EXPECT_EQ(choice["finish_reason"], "stop") << choice.dump();
@@ -153,7 +153,7 @@ TEST_F(StructuredOutputServerTest, UnsupportedFormatsAreRefusedByName) {
       {Json{{"prompt", {5}}, {"response_format", {{"type", "yaml"}}}}, "json_schema"},
   };
   for (const auto& [body, named] : refused) {
-    const auto [status, answer] = post(server, "/v1/completions", body);
+    const auto [status, answer] = post_json(server, "/v1/completions", body);
     EXPECT_EQ(status, 400) << body.dump();
     EXPECT_NE(answer["error"]["message"].get<std::string>().find(named), std::string::npos)
         << answer.dump();
@@ -161,7 +161,7 @@ TEST_F(StructuredOutputServerTest, UnsupportedFormatsAreRefusedByName) {
   const Json thinking = {{"messages", {{{"role", "user"}, {"content", "hi"}}}},
                          {"thinking", {{"type", "enabled"}}},
                          {"response_format", {{"type", "json_object"}}}};
-  const auto [status, answer] = post(server, "/v1/chat/completions", thinking);
+  const auto [status, answer] = post_json(server, "/v1/chat/completions", thinking);
   EXPECT_EQ(status, 400);
   EXPECT_EQ(answer["error"]["param"], "response_format") << answer.dump();
 }
