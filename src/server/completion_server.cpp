@@ -89,7 +89,8 @@ void CompletionServer::State::complete(const httplib::Request& req, httplib::Res
     std::vector<std::unique_ptr<StreamChoices>> choices;
     for (int64_t i = 0; i < request.n; ++i) {
       choices.push_back(completion_choices(tokenizer, request.stop, static_cast<size_t>(i),
-                                           logprob_text(request.logprobs), *prompt_text));
+                                           logprob_text(request.logprobs), *prompt_text,
+                                           hidden_text_token(request)));
     }
     return stream(
         res, std::make_shared<Stream>(Stream{*std::move(prompt), request.sampling, request.stream,
@@ -100,10 +101,8 @@ void CompletionServer::State::complete(const httplib::Request& req, httplib::Res
   base.logprobs = request.logprobs;
   base.prompt_logprobs = request.echo && request.logprobs >= 0;
   std::vector<GeneratedText> texts;
-  // A formatted reply is the format's text alone: eos ends it without adding its own.
-  const int64_t hidden = request.format ? engine.eos_token_id() : -1;
   for (int64_t i = 0; tokenizer != nullptr && i < request.n; ++i)
-    texts.emplace_back(*tokenizer, request.stop, hidden);
+    texts.emplace_back(*tokenizer, request.stop, hidden_text_token(request));
   const auto answers =
       generate(choices_of(base, static_cast<size_t>(request.n)), texts, "prompt", res);
   if (!answers) return;
@@ -117,6 +116,10 @@ void CompletionServer::State::complete(const httplib::Request& req, httplib::Res
              {"model", options.model_name},
              {"choices", std::move(choices)},
              {"usage", answers_usage(static_cast<int64_t>(prompt->size()), *answers)}});
+}
+
+int64_t CompletionServer::State::hidden_text_token(const CompletionRequest& request) const {
+  return request.format ? engine.eos_token_id() : -1;
 }
 
 Result<std::string> CompletionServer::State::echoed_text(const CompletionRequest& request,

@@ -115,6 +115,9 @@ struct CompletionServer::State {
   std::optional<std::vector<Answer>> generate(std::vector<GenerateRequest> requests,
                                               std::vector<GeneratedText>& texts, const char* param,
                                               httplib::Response& res, Api api = Api::kOpenAi);
+  // The token whose text a completion leaves out: a formatted reply is the format's text alone,
+  // so its eos adds none; -1 for none.
+  int64_t hidden_text_token(const CompletionRequest& request) const;
   // The echoed prompt's text: the request's own, or its ids decoded (empty without echo).
   Result<std::string> echoed_text(const CompletionRequest& request,
                                   const std::vector<int64_t>& prompt) const;

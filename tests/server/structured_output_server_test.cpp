@@ -85,6 +85,26 @@ TEST_F(StructuredOutputServerTest, RegexAndChoiceReplies) {
     EXPECT_EQ(choice["finish_reason"], "stop");
     EXPECT_TRUE(std::regex_match(choice["text"].get<std::string>(), std::regex(pattern))) << choice;
   }
+  // Streamed: each choice's text chunks joined match too.
+  httplib::Client client = server.client();
+  client.set_read_timeout(120);
+  const Json streamed = {{"prompt", {5, 6}},   {"max_tokens", 20},
+                         {"temperature", 1.0}, {"n", 2},
+                         {"stream", true},     {"structured_outputs", {{"regex", pattern}}}};
+  const auto res = client.Post("/v1/completions", streamed.dump(), "application/json");
+  ASSERT_TRUE(res && res->status == 200);
+  std::string texts[2];
+  std::istringstream events(res->body);
+  for (std::string line; std::getline(events, line);) {
+    if (line.rfind("data: {", 0) != 0) continue;
+    const Json chunk = Json::parse(line.substr(6));
+    for (const Json& c : chunk["choices"]) {
+      texts[c["index"].get<size_t>()] += c["text"].get<std::string>();
+    }
+  }
+  for (const std::string& text : texts) {
+    EXPECT_TRUE(std::regex_match(text, std::regex(pattern))) << text;
+  }
   const auto [status2, chosen] =
       post_json(server, "/v1/completions",
                 {{"prompt", {5}},
