@@ -178,9 +178,9 @@ struct Nfa {
   mutable uint32_t generation = 0;
 };
 
-// Steps of the subset construction allowed for a whole grammar (about a second), so that no
+// Steps of the subset construction allowed for a whole grammar (~0.1 s), so that no
 // request can make compiling run away within the state cap.
-constexpr int64_t kMaxWork = int64_t{1} << 28;
+constexpr int64_t kMaxWork = int64_t{1} << 25;
 
 // The subset construction of one rule into `g`; its states are appended. Returns the start.
 // `work` counts its steps across rules.
