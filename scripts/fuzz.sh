@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (clang, ASan + UBSan, CPU only) and runs each for
 # DSV4_FUZZ_SECONDS (default 30) from the committed seeds: tests/fuzz/corpus for the
-# safetensors parsers, the tokenizer, its Split patterns' matcher, the chat encoder's JSON and the server's request bodies (the chat one also
-# encodes what it accepts and parses replies), the golden and V4 fixture configs for config.json.
+# safetensors parsers, the tokenizer, its Split patterns' matcher, the chat encoder's JSON, the
+# server's request bodies (the chat one also encodes what it accepts and parses replies) and the
+# structured-output compilers (JSON Schema and regex), the golden and V4 fixture configs for
+# config.json.
 # New inputs go to <build-dir>/corpus, so the committed corpus stays as it is; the full log of
 # each run is <build-dir>/<target>.log, a crashing input <build-dir>/crash-*.
 # Usage: scripts/fuzz.sh [build-dir]
@@ -13,7 +15,8 @@ seconds=${DSV4_FUZZ_SECONDS:-30}
 CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       -DDSV4_CUDA=OFF -DDSV4_FUZZ=ON
 cmake --build "$build" -j "$(nproc)" --target safetensors_fuzz shard_index_fuzz config_fuzz \
-      tokenizer_fuzz regex_fuzz python_json_fuzz completion_request_fuzz chat_request_fuzz
+      tokenizer_fuzz regex_fuzz python_json_fuzz completion_request_fuzz chat_request_fuzz \
+      json_schema_fuzz
 # target, its dictionary, its seed folders
 runs=("safetensors safetensors tests/fuzz/corpus/safetensors"
       "shard_index safetensors tests/fuzz/corpus/shard_index"
@@ -22,7 +25,8 @@ runs=("safetensors safetensors tests/fuzz/corpus/safetensors"
       "regex regex tests/fuzz/corpus/regex"
       "python_json python_json tests/fuzz/corpus/python_json"
       "completion_request completion_request tests/fuzz/corpus/completion_request"
-      "chat_request chat_request tests/fuzz/corpus/chat_request")
+      "chat_request chat_request tests/fuzz/corpus/chat_request"
+      "json_schema json_schema tests/fuzz/corpus/json_schema")
 export DSV4_SOURCE_DIR=$PWD  # tokenizer_fuzz reads its test tokenizer from the tree
 for run in "${runs[@]}"; do
   read -r target dict seeds <<<"$run"

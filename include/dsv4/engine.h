@@ -54,12 +54,15 @@ struct EngineOptions {
   // Speculative decoding: each decoding sequence feeds, with its last token, this many tokens
   // the checkpoint's MTP block drafted (0 .. 4; 0: off), and keeps those the model would have
   // drawn itself (greedy: the same tokens as without; sampled: the same distribution). Needs a
-  // checkpoint with MTP weights.
+  // checkpoint with MTP weights. A sequence with a constraint decodes without drafts.
   int64_t speculative_tokens = 0;
 };
 
-// How a token is drawn from the logits: penalties and bias first, then greedy or temperature
-// sampling within top-k and top-p. Logprobs (TokenLogprob) are of the raw logits.
+class TokenConstraint;  // dsv4/structured_output.h
+
+// How a token is drawn from the logits: penalties and bias first, then the constraint's mask,
+// then greedy or temperature sampling within top-k and top-p. Logprobs (TokenLogprob) are of
+// the raw logits, before any of these (as OpenAI reports them, constrained or not).
 struct SamplingParams {
   float temperature = 0.0f;  // 0: greedy (argmax); otherwise softmax(logits / temperature)
   int64_t top_k = 0;         // keep the k most likely tokens; 0 keeps all
@@ -73,6 +76,9 @@ struct SamplingParams {
   float frequency_penalty = 0.0f;
   // Added to these tokens' logits, in [-100, 100] (OpenAI's logit_bias: -100 bans, +100 forces).
   std::vector<std::pair<int64_t, float>> logit_bias = {};
+  // Structured outputs: only tokens that keep the reply matching this format are drawn, eos
+  // once it is complete (dsv4/structured_output.h). Null: unconstrained.
+  std::shared_ptr<const TokenConstraint> constraint = nullptr;
 };
 
 // A token's log-probability under the model: the log-softmax of the raw logits (before

@@ -39,6 +39,12 @@ class Tokenizer {
   Result<std::string> decode(const std::vector<int64_t>& ids) const;
   // The id of a vocabulary or added token, spelled as in the file.
   std::optional<int64_t> token_id(std::string_view token) const;
+  // The bytes a vocabulary token writes into decoded text, as they are: a byte-level token may
+  // hold part of a UTF-8 character, which decode() would show as U+FFFD. nullopt for an added
+  // token (special tokens such as eos), for an id the vocabulary lacks, and for every token of a
+  // tokenizer without a ByteLevel decoder (whose decode() joins tokens with spaces). Structured
+  // outputs match these bytes against a grammar.
+  std::optional<std::string> token_bytes(int64_t id) const;
 
  private:
   struct State;

@@ -39,7 +39,9 @@ Status RunningBatch::admit(const GenerateRequest& request, OnDone on_done) {
   DSV4_ASSIGN_OR_RETURN(Session session, new_session(request));
   Sequence s{request, std::move(on_done), std::move(session), Sampler(request.sampling),
              Generation{}};
-  if (speculative_tokens_ > 0) {
+  // A constrained sequence decodes plainly: the drafts' draws and their verification
+  // (speculative.h) neither apply the constraint's mask nor advance it.
+  if (speculative_tokens_ > 0 && !request.sampling.constraint) {
     DSV4_ASSIGN_OR_RETURN(s.drafts, Drafts::create(model_, s.session.max_positions()));
   }
   DSV4_RETURN_IF_ERROR(resume_from_prefix(s));

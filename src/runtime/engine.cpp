@@ -12,6 +12,7 @@
 
 #include "checkpoint/loader.h"
 #include "checkpoint/to_device.h"
+#include "dsv4/structured_output.h"
 #include "runtime/scheduler.h"
 #include "runtime/speculative.h"
 
@@ -155,6 +156,11 @@ Status check_request(const GenerateRequest& r, int64_t max_context, int64_t voca
       return invalid_argument("logit_bias of token " + std::to_string(id) +
                               " must be in [-100, 100]");
     }
+  }
+  if (s.constraint && s.constraint->vocab_size() != vocab_size) {
+    return invalid_argument("the constraint's vocabulary has " +
+                            std::to_string(s.constraint->vocab_size()) + " tokens, the model " +
+                            std::to_string(vocab_size));
   }
   const auto needed = static_cast<int64_t>(r.prompt.size()) + s.max_tokens;
   if (needed > max_context) {

@@ -5,18 +5,41 @@
 #include <numeric>
 #include <vector>
 
+#include "base/check.h"
+
 namespace dsv4::runtime {
 
-Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) {}
+Sampler::Sampler(const SamplingParams& params)
+    : params_(params),
+      rng_(params.seed),
+      constraint_(params.constraint ? params.constraint->start() : nullptr) {}
 
 int64_t argmax(std::span<const float> logits) {
   return std::max_element(logits.begin(), logits.end()) - logits.begin();
 }
 
 int64_t Sampler::sample(std::span<const float> logits) {
-  const int64_t token = adjusts() ? draw(adjusted(logits)) : draw(logits);
+  int64_t token = 0;
+  if (constraint_) {
+    std::vector<float> masked = adjusted(logits);
+    mask(masked);
+    token = draw(masked);
+    const bool moved = constraint_->advance(token);
+    DSV4_CHECK(moved, "token %lld was drawn outside the constraint's mask",
+               static_cast<long long>(token));
+  } else {
+    token = adjusts() ? draw(adjusted(logits)) : draw(logits);
+  }
   ++counts_[token];
   return token;
+}
+
+void Sampler::mask(std::vector<float>& logits) {
+  allowed_.resize((logits.size() + 31) / 32);
+  constraint_->allowed_tokens(allowed_);
+  for (size_t t = 0; t < logits.size(); ++t) {
+    if (((allowed_[t / 32] >> (t % 32)) & 1) == 0) logits[t] = -INFINITY;
+  }
 }
 
 bool Sampler::adjusts() const {

@@ -1,17 +1,20 @@
-// Picks the next token from a row of logits: penalties and bias applied (SamplingParams), then
-// greedy, or temperature sampling restricted to the top k and the top-p nucleus, from a seeded
-// generator (same seed, same choices).
+// Picks the next token from a row of logits: penalties and bias applied (SamplingParams), the
+// tokens a constraint (structured outputs) does not allow removed, then greedy, or temperature
+// sampling restricted to the top k and the top-p nucleus, from a seeded generator (same seed,
+// same choices). The constraint moves past each token drawn.
 //
 // Dimension letters: V vocab.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <span>
 #include <unordered_map>
 #include <vector>
 
 #include "dsv4/engine.h"
+#include "dsv4/structured_output.h"
 
 namespace dsv4::runtime {
 
@@ -41,6 +44,8 @@ class Sampler {
   bool adjusts() const;
   // The logits less the penalties, plus the bias.
   std::vector<float> adjusted(std::span<const float> logits) const;
+  // Sets the logits of the tokens the constraint does not allow now to -inf.
+  void mask(std::vector<float>& logits);
   int64_t draw(std::span<const float> logits);
   // The tokens sample() may draw for these (adjusted) logits, most likely first, and their
   // unnormalised probabilities.
@@ -49,7 +54,9 @@ class Sampler {
 
   SamplingParams params_;
   std::mt19937_64 rng_;
-  std::unordered_map<int64_t, int64_t> counts_;  // tokens drawn so far, for the penalties
+  std::unordered_map<int64_t, int64_t> counts_;       // tokens drawn so far, for the penalties
+  std::unique_ptr<TokenConstraintState> constraint_;  // null: unconstrained
+  std::vector<uint32_t> allowed_;                     // [ceil(V / 32)] the constraint's mask
 };
 
 // The index of the largest logit, the lowest index on ties (torch.argmax's choice).

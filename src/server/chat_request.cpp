@@ -3,6 +3,8 @@
 #include <optional>
 #include <string>
 
+#include "server/output_format.h"
+
 namespace dsv4::server {
 namespace {
 
@@ -264,6 +266,26 @@ Refusal read_logprobs(const OrderedJson& body, ChatRequest& request) {
   return std::nullopt;
 }
 
+// A format is the whole reply, from its first token: not with reasoning before it, nor beside a
+// tool call or a prefill, which the format would forbid or not see.
+Refusal check_output_format(const ChatRequest& request) {
+  if (!request.format) return std::nullopt;
+  const Conversation& c = request.conversation;
+  const char* field = "response_format";
+  if (c.thinking != ThinkingMode::kChat) {
+    return request_error(field, "a response format with thinking is not supported");
+  }
+  if (!c.tools.empty() && !c.no_tool_calls) {
+    return request_error(field,
+                         "a response format beside tools is not supported (unless "
+                         "tool_choice is none)");
+  }
+  if (!c.prefill.empty()) {
+    return request_error(field, "a response format with continue_final_message is not supported");
+  }
+  return std::nullopt;
+}
+
 // Unknown fields, and the chat API's own unimplemented ones unless they ask for nothing.
 Refusal refuse_unsupported(const OrderedJson& body) {
   if (auto unknown = refuse_unknown(body, {"model",
@@ -288,6 +310,7 @@ Refusal refuse_unsupported(const OrderedJson& body) {
                                            "tool_choice",
                                            "parallel_tool_calls",
                                            "response_format",
+                                           "structured_outputs",
                                            "chat_template_kwargs",
                                            "thinking",
                                            "reasoning_effort",
@@ -301,9 +324,6 @@ Refusal refuse_unsupported(const OrderedJson& body) {
   };
   if (asks("parallel_tool_calls", true)) {
     return request_error("parallel_tool_calls", "parallel_tool_calls false is not supported");
-  }
-  if (asks("response_format", OrderedJson{{"type", "text"}})) {
-    return request_error("response_format", "response_format other than text is not supported");
   }
   if (present(body, "max_tokens") && present(body, "max_completion_tokens")) {
     return request_error("max_completion_tokens",
@@ -331,7 +351,8 @@ std::variant<ChatRequest, RequestError> parse_chat_request(std::string_view body
         read_tool_choice(body, request.conversation),
         read_sampling(body, max_tokens, limits, request.sampling),
         read_stream(body, request.stream), read_stop(body, request.stop),
-        read_logprobs(body, request), read_choices(body, request.n)}) {
+        read_logprobs(body, request), read_choices(body, request.n),
+        read_output_format(body, request.format), check_output_format(request)}) {
     if (step) return *step;
   }
   return request;

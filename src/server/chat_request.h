@@ -14,12 +14,15 @@
 // max_tokens' newer name; stop, n, stream and stream_options as there too; logprobs and
 // top_logprobs (streamed too, each chunk with the tokens drawn since the one before); tool_choice
 // "auto", "none" (the reply ends where a call would begin), "required" or a named function (the
-// reply then opens with that call: chat mode only). Fields that would change the answer and are
-// not implemented (parallel_tool_calls false, response_format other than text) are refused by name,
-// as are unknown fields and roles (developer, function).
+// reply then opens with that call: chat mode only); response_format and vLLM's
+// structured_outputs (server/output_format.h) hold the reply's content to a format, in chat mode
+// without tool calls or a prefill (the format is the whole reply). Fields that would change the
+// answer and are not implemented (parallel_tool_calls false) are refused by name, as are unknown
+// fields and roles (developer, function).
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -27,6 +30,7 @@
 
 #include "dsv4/chat.h"
 #include "dsv4/engine.h"
+#include "dsv4/structured_output.h"
 #include "server/request_fields.h"
 
 namespace dsv4::server {
@@ -40,7 +44,8 @@ struct ChatRequest {
   // Neither max_tokens nor max_completion_tokens given: the reply may fill the context (OpenAI's
   // chat default), which the server sets once it knows the prompt's length.
   bool max_tokens_given = false;
-  int64_t n = 1;  // choices, each drawn with its own seed (seed + index)
+  int64_t n = 1;                       // choices, each drawn with its own seed (seed + index)
+  std::optional<OutputFormat> format;  // the text the reply must be (structured outputs)
 };
 
 // Parses and checks `body` within the engine's `limits`.

@@ -2,6 +2,8 @@
 
 #include <optional>
 
+#include "server/output_format.h"
+
 namespace dsv4::server {
 namespace {
 
@@ -58,10 +60,27 @@ std::variant<std::vector<Prompt>, RequestError> read_prompts(const OrderedJson& 
 
 // Unknown fields, and the legacy API's own unimplemented ones unless they ask for nothing.
 std::optional<RequestError> refuse_unsupported(const OrderedJson& body) {
-  if (auto unknown = refuse_unknown(
-          body, {"model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "seed", "stream",
-                 "stream_options", "n", "stop", "logprobs", "echo", "suffix", "best_of",
-                 "presence_penalty", "frequency_penalty", "logit_bias", "user"})) {
+  if (auto unknown = refuse_unknown(body, {"model",
+                                           "prompt",
+                                           "max_tokens",
+                                           "temperature",
+                                           "top_p",
+                                           "top_k",
+                                           "seed",
+                                           "stream",
+                                           "stream_options",
+                                           "n",
+                                           "stop",
+                                           "logprobs",
+                                           "echo",
+                                           "suffix",
+                                           "best_of",
+                                           "presence_penalty",
+                                           "frequency_penalty",
+                                           "logit_bias",
+                                           "user",
+                                           "response_format",
+                                           "structured_outputs"})) {
     return unknown;
   }
   if (auto bad = check_model_and_user(body)) return bad;
@@ -109,6 +128,7 @@ std::variant<CompletionRequest, RequestError> parse_completion_request(
                          "a list of several prompts is answered whole, not streamed: send "
                          "\"stream\": false, or one request per prompt");
   }
+  if (auto bad = read_output_format(body, request.format)) return *bad;
   return request;
 }
 

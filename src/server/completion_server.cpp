@@ -72,6 +72,7 @@ void CompletionServer::State::complete(const HttpRequest& req, HttpResponse& res
     return send_error(res, 400, bad->message, bad->param);
   }
   CompletionRequest& request = std::get<CompletionRequest>(parsed);
+  if (!constrain_output(vocabulary, request.format, request.sampling, res, Api::kOpenAi)) return;
   if (tokenizer == nullptr && !request.stop.empty()) {
     return send_error(res, 400, "this server has no tokenizer.json, which stop strings need",
                       "stop");
@@ -92,7 +93,8 @@ void CompletionServer::State::complete(const HttpRequest& req, HttpResponse& res
     std::vector<std::unique_ptr<StreamChoices>> choices;
     for (int64_t i = 0; i < request.n; ++i) {
       choices.push_back(completion_choices(tokenizer, request.stop, static_cast<size_t>(i),
-                                           logprob_text(request.logprobs), prompt_texts.front()));
+                                           logprob_text(request.logprobs), prompt_texts.front(),
+                                           hidden_text_token(request)));
     }
     return stream(
         res, std::make_shared<Stream>(Stream{std::move(prompts.front()), request.sampling,
@@ -110,7 +112,7 @@ void CompletionServer::State::complete(const HttpRequest& req, HttpResponse& res
     for (GenerateRequest& r : choices_of(base, static_cast<size_t>(request.n)))
       requests.push_back(std::move(r));
     for (int64_t i = 0; tokenizer != nullptr && i < request.n; ++i)
-      texts.emplace_back(*tokenizer, request.stop);
+      texts.emplace_back(*tokenizer, request.stop, hidden_text_token(request));
     n_prompt += static_cast<int64_t>(prompt.size());
   }
   const auto answers = generate(std::move(requests), texts, "prompt", res);
@@ -127,6 +129,10 @@ void CompletionServer::State::complete(const HttpRequest& req, HttpResponse& res
              {"model", options.model_name},
              {"choices", std::move(choices)},
              {"usage", answers_usage(n_prompt, *answers)}});
+}
+
+int64_t CompletionServer::State::hidden_text_token(const CompletionRequest& request) const {
+  return request.format ? engine.eos_token_id() : -1;
 }
 
 Result<std::string> CompletionServer::State::echoed_text(bool echo, const Prompt& given,
@@ -240,6 +246,7 @@ void CompletionServer::State::chat(const HttpRequest& req, HttpResponse& res) {
     return send_error(res, 400, bad->message, bad->param);
   }
   ChatRequest& request = std::get<ChatRequest>(parsed);
+  if (!constrain_output(vocabulary, request.format, request.sampling, res, Api::kOpenAi)) return;
   std::optional<std::vector<int64_t>> prompt = chat_prompt_ids(request.conversation, res);
   if (!prompt) return;
   if (!request.max_tokens_given) {

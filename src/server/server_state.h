@@ -17,11 +17,13 @@
 
 #include "dsv4/chat.h"
 #include "dsv4/engine.h"
+#include "dsv4/structured_output.h"
 #include "format/json.h"
 #include "server/completion_request.h"
 #include "server/completion_server.h"
 #include "server/generated_text.h"
 #include "server/http_server.h"
+#include "server/output_constraint.h"
 #include "server/request_fields.h"
 #include "server/server_metrics.h"
 #include "server/stream_choices.h"
@@ -93,10 +95,12 @@ struct CompletionServer::State {
                               std::chrono::system_clock::now().time_since_epoch())
                               .count();
   ServerMetrics metrics;
+  // The vocabulary's bytes for structured outputs (with a tokenizer only).
+  std::optional<ConstraintVocabulary> vocabulary;
   std::unique_ptr<HttpServer> http;  // last: its threads use the above
 
   State(Engine& e, const Tokenizer* t, ServerOptions o)
-      : engine(e), tokenizer(t), options(std::move(o)) {}
+      : engine(e), tokenizer(t), options(std::move(o)), vocabulary(output_vocabulary(e, t)) {}
   void routes();
   // A route, registered with the metrics' labels too.
   void get(const char* path, Handler handler, bool at_once = false);
@@ -128,6 +132,9 @@ struct CompletionServer::State {
   std::optional<std::vector<Answer>> generate(std::vector<GenerateRequest> requests,
                                               std::vector<GeneratedText>& texts, const char* param,
                                               HttpResponse& res, Api api = Api::kOpenAi);
+  // The token whose text a completion leaves out: a formatted reply is the format's text alone,
+  // so its eos adds none; -1 for none.
+  int64_t hidden_text_token(const CompletionRequest& request) const;
   // The echoed prompt's text: the one given, or its ids decoded (empty without echo).
   Result<std::string> echoed_text(bool echo, const Prompt& given,
                                   const std::vector<int64_t>& ids) const;

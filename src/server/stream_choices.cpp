@@ -48,9 +48,9 @@ class PendingLogprobs {
 class CompletionChoices final : public StreamChoices {
  public:
   CompletionChoices(const Tokenizer* tokenizer, std::vector<std::string> stop, size_t index,
-                    TokenText logprob_text, std::string echo)
+                    TokenText logprob_text, std::string echo, int64_t hidden_token)
       : index_(index), logprobs_(std::move(logprob_text)), text_(std::move(echo)) {
-    if (tokenizer != nullptr) text_of_.emplace(*tokenizer, std::move(stop));
+    if (tokenizer != nullptr) text_of_.emplace(*tokenizer, std::move(stop), hidden_token);
   }
 
   std::vector<Json> start() override {
@@ -170,9 +170,10 @@ class ChatChoices final : public StreamChoices {
 
 std::unique_ptr<StreamChoices> completion_choices(const Tokenizer* tokenizer,
                                                   std::vector<std::string> stop, size_t index,
-                                                  TokenText logprob_text, std::string echo) {
-  return std::make_unique<CompletionChoices>(tokenizer, std::move(stop), index,
-                                             std::move(logprob_text), std::move(echo));
+                                                  TokenText logprob_text, std::string echo,
+                                                  int64_t hidden_token) {
+  return std::make_unique<CompletionChoices>(
+      tokenizer, std::move(stop), index, std::move(logprob_text), std::move(echo), hidden_token);
 }
 
 std::unique_ptr<StreamChoices> chat_choices(const Tokenizer& tokenizer,

@@ -48,11 +48,12 @@ using TokenText = std::function<std::string(int64_t)>;
 // `tokenizer` may be null: the text stays empty, each token is a chunk of its id (and `stop`
 // must be empty). The text ends before the first of the `stop` strings. Each chunk carries the
 // logprobs of its tokens (text_offset counting on from the chunk before). A non-empty `echo`
-// (the prompt's text) is the first chunk.
+// (the prompt's text) is the first chunk. `hidden_token` adds no text (eos ending a formatted
+// reply); -1 for none.
 std::unique_ptr<StreamChoices> completion_choices(const Tokenizer* tokenizer,
                                                   std::vector<std::string> stop, size_t index,
                                                   TokenText logprob_text = nullptr,
-                                                  std::string echo = "");
+                                                  std::string echo = "", int64_t hidden_token = -1);
 
 // `id` is the response's (it names the tool calls); `eos_token_id` the engine's, whose text the
 // reply's parser stands in for itself. The reply's text ends before the first of the `stop`

@@ -154,6 +154,17 @@ Result<std::string> Tokenizer::decode(const std::vector<int64_t>& ids) const {
   return tokenizer::to_valid_utf8(out);
 }
 
+std::optional<std::string> Tokenizer::token_bytes(int64_t id) const {
+  const State& s = *state_;
+  if (s.added.content_of(id) != nullptr) return std::nullopt;
+  const std::string* token = s.model.token_of(id);
+  if (token == nullptr) return std::nullopt;
+  // Without a ByteLevel decoder, decode() joins tokens with spaces: no token's bytes stand alone.
+  if (!s.byte_level_decoder) return std::nullopt;
+  Result<std::string> bytes = tokenizer::chars_to_bytes(*token);
+  return bytes.ok() ? *bytes : *token;
+}
+
 std::optional<int64_t> Tokenizer::token_id(std::string_view token) const {
   if (const auto id = state_->added.id_of(token)) return id;
   return state_->model.id_of(token);

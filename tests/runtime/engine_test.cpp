@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "dsv4/structured_output.h"
 #include "runtime/golden_cases.h"
 #include "runtime/prefix_turns.h"
 #include "testing/temp_dir.h"
@@ -58,6 +59,50 @@ TEST(EngineTest, SamplingIsReproducibleBySeed) {
   ASSERT_TRUE(a.ok() && b.ok() && c.ok());
   EXPECT_EQ(a->tokens, b->tokens);
   EXPECT_NE(a->tokens, c->tokens);
+}
+
+// A constraint that allows one token only.
+class OnlyToken final : public TokenConstraint {
+ public:
+  OnlyToken(int64_t token, int64_t vocab) : token_(token), vocab_(vocab) {}
+  std::unique_ptr<TokenConstraintState> start() const override {
+    struct State final : TokenConstraintState {
+      int64_t token;
+      void allowed_tokens(std::span<uint32_t> allowed) override {
+        std::fill(allowed.begin(), allowed.end(), 0u);
+        allowed[static_cast<size_t>(token / 32)] |= 1u << (token % 32);
+      }
+      bool advance(int64_t t) override { return t == token; }
+    };
+    auto s = std::make_unique<State>();
+    s->token = token_;
+    return s;
+  }
+  int64_t vocab_size() const override { return vocab_; }
+
+ private:
+  int64_t token_, vocab_;
+};
+
+// A constrained sequence draws only what its constraint allows, and its logprobs are of the raw
+// logits (OpenAI's): the same as the unconstrained run's at the first token.
+TEST(EngineTest, ConstrainedDrawsReportRawLogprobs) {
+  Engine engine = open_engine("tiny_b_state_dict");
+  GenerateRequest free{
+      .prompt = {1, 2, 3}, .sampling = {.max_tokens = 4, .stop_at_eos = false}, .logprobs = 3};
+  Result<Generation> unconstrained = engine.generate(free);
+  ASSERT_TRUE(unconstrained.ok()) << unconstrained.status().to_string();
+  const int64_t forced = (unconstrained->tokens[0] + 1) % engine.vocab_size();
+  GenerateRequest constrained = free;
+  constrained.sampling.constraint = std::make_shared<OnlyToken>(forced, engine.vocab_size());
+  Result<Generation> out = engine.generate(constrained);
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  EXPECT_EQ(out->tokens, std::vector<int64_t>(4, forced));
+  ASSERT_EQ(out->logprobs.size(), 4u);
+  EXPECT_EQ(out->logprobs[0].top, unconstrained->logprobs[0].top);
+  EXPECT_LT(out->logprobs[0].logprob, unconstrained->logprobs[0].logprob);
+  constrained.sampling.constraint = std::make_shared<OnlyToken>(0, engine.vocab_size() + 1);
+  EXPECT_EQ(engine.check(constrained).code(), StatusCode::kInvalidArgument);
 }
 
 TEST(EngineTest, BadRequestsAreRefused) {

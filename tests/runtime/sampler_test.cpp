@@ -8,9 +8,11 @@
 
 #include <cmath>
 #include <map>
+#include <memory>
 #include <random>
 #include <vector>
 
+#include "dsv4/structured_output.h"
 #include "testing/random.h"
 
 namespace dsv4::runtime {
@@ -107,7 +109,6 @@ TEST(SamplerTest, TopPKeepsTheSmallestSetReachingP) {
   EXPECT_EQ(frequencies(params, logits, 100).size(), 1u);
 }
 
-
 // Each logit less presence once drawn and frequency per draw, plus its bias: computed here in
 // double from the draws so far.
 std::vector<float> reference_adjusted(const std::vector<float>& logits,
@@ -148,6 +149,67 @@ TEST(SamplerTest, PenaltiesAndBiasAdjustTheLogitsOfTheDrawsSoFar) {
       ++counts[got];
     }
     EXPECT_GT(counts.size(), 3u) << "the penalties spread the greedy choice";
+  }
+}
+
+// A constraint that allows, at step k, the tokens t with t % 3 == k % 3, and records what it
+// was advanced by.
+class EveryThirdToken final : public TokenConstraint {
+ public:
+  explicit EveryThirdToken(int64_t vocab) : vocab_(vocab) {}
+  struct State final : TokenConstraintState {
+    std::vector<int64_t>* seen;
+    void allowed_tokens(std::span<uint32_t> allowed) override {
+      std::fill(allowed.begin(), allowed.end(), 0u);
+      for (size_t t = seen->size() % 3; t < allowed.size() * 32; t += 3) {
+        allowed[t / 32] |= 1u << (t % 32);
+      }
+    }
+    bool advance(int64_t token) override {
+      if (static_cast<size_t>(token) % 3 != seen->size() % 3) return false;
+      seen->push_back(token);
+      return true;
+    }
+  };
+  std::unique_ptr<TokenConstraintState> start() const override {
+    auto s = std::make_unique<State>();
+    s->seen = &seen;
+    return s;
+  }
+  int64_t vocab_size() const override { return vocab_; }
+  mutable std::vector<int64_t> seen;
+
+ private:
+  int64_t vocab_;
+};
+
+// Constrained draws are the plain sampler's draws (same seed) on logits whose disallowed tokens
+// are -inf, with penalties and bias applied first; the constraint sees every token drawn.
+TEST(SamplerTest, ConstraintMasksBeforeDrawingAndAdvancesByEachToken) {
+  SeededRng rng;
+  const std::vector<float> logits = random_logits(rng, 45);
+  for (const float temperature : {0.0f, 1.0f}) {
+    auto constraint = std::make_shared<EveryThirdToken>(45);
+    SamplingParams p{.temperature = temperature, .seed = rng.engine()()};
+    p.frequency_penalty = 0.5f;
+    p.constraint = constraint;
+    Sampler constrained(p);
+    SamplingParams plain_params = p;
+    plain_params.constraint = nullptr;
+    plain_params.frequency_penalty = 0.0f;
+    Sampler plain(plain_params);
+    std::map<int64_t, int> counts;
+    for (int step = 0; step < 30; ++step) {
+      std::vector<float> want_logits = reference_adjusted(logits, counts, p);
+      for (size_t t = 0; t < want_logits.size(); ++t) {
+        if (static_cast<int>(t % 3) != step % 3) want_logits[t] = -INFINITY;
+      }
+      const int64_t got = constrained.sample(logits);
+      ASSERT_EQ(got, plain.sample(want_logits))
+          << "temperature " << temperature << ", step " << step;
+      ++counts[got];
+    }
+    ASSERT_EQ(constraint->seen.size(), 30u);
   }
 }
 

@@ -15,6 +15,7 @@
 
 #include "dsv4/engine.h"
 #include "model/golden.h"
+#include "runtime/token_set_constraint.h"
 
 namespace dsv4 {
 namespace {
@@ -258,6 +259,30 @@ TEST(EngineDecodableTest, IdsTheTokenizerLacksAreNeverDrawnNorAccepted) {
   const Status bias = engine->check({{1, 2}, {.logit_bias = {{6, 100.0f}}}});
   EXPECT_EQ(bias.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(bias.message().find("logit_bias token id 6"), std::string::npos) << bias.message();
+}
+
+// A constraint's mask and EngineOptions::decodable's both apply: a constrained draw is neither
+// outside the constraint nor an id the tokenizer lacks.
+TEST(EngineDecodableTest, AConstraintsMaskAndTheUndecodableIdsBothApply) {
+  EngineOptions options = options_for(4);
+  options.decodable = [](int64_t id) { return id % 3 != 0; };
+  Result<Engine> engine = Engine::open(options);
+  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  std::vector<bool> even(static_cast<size_t>(engine->vocab_size()));
+  for (size_t t = 0; t < even.size(); ++t) even[t] = t % 2 == 0;
+  const auto set = std::make_shared<testing::TokenSet>(even);
+  std::mt19937_64 rng(std::random_device{}());
+  int64_t n_tokens = 0;
+  for (int r = 0; r < 4; ++r) {
+    GenerateRequest request{
+        {1, 2, 4}, {.temperature = 1.5f, .seed = rng(), .max_tokens = 40, .stop_at_eos = false}};
+    request.sampling.constraint = set;
+    const Result<Generation> out = engine->generate(request);
+    ASSERT_TRUE(out.ok()) << out.status().to_string();
+    for (const int64_t id : out->tokens) EXPECT_TRUE(id % 2 == 0 && id % 3 != 0) << id;
+    n_tokens += static_cast<int64_t>(out->tokens.size());
+  }
+  EXPECT_EQ(set->n_advanced(), n_tokens);
 }
 
 }  // namespace

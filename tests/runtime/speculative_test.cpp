@@ -10,6 +10,8 @@
 //     a speculative sequence's kept state (prefix cache) is also the plain one; sampled hot, so
 //     that several drafts a step are kept, each token's logits are those of its prefix;
 //   - stops (max_tokens inside a step's drafts, the caller's on_token) cut the step's tokens;
+//   - a constrained sequence (structured outputs) does not speculate: sampled hot beside one
+//     that does, its every token is one its constraint allows, and its tokens are the plain run's;
 //   - a checkpoint without MTP weights refuses speculation by name.
 #include "runtime/speculative.h"
 
@@ -17,6 +19,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <optional>
 #include <random>
 #include <string>
@@ -26,6 +29,7 @@
 #include "model/golden.h"
 #include "model/mtp_fixture.h"
 #include "runtime/batch.h"
+#include "runtime/token_set_constraint.h"
 #include "testing/compare.h"
 #include "testing/tolerance.h"
 
@@ -277,6 +281,33 @@ TEST_P(SpeculativeBatchTest, StopsInsideAStepCutItsTokens) {
   const BatchRun plain = run({capped, greedy(stopped.prompt, 5)}, 0);
   EXPECT_EQ(spec.results[0]->tokens, plain.results[0]->tokens);
   EXPECT_EQ(spec.results[1]->tokens, plain.results[1]->tokens);
+}
+
+// The drafts' draws skip a constraint's mask, so a constrained sequence decodes plainly, while
+// an unconstrained one beside it still speculates.
+TEST_P(SpeculativeBatchTest, AConstrainedSequenceDecodesPlainly) {
+  const int64_t v = c().vocab_size;
+  std::vector<bool> allowed(static_cast<size_t>(v), false);
+  for (int64_t t = 0; t < v; ++t) allowed[static_cast<size_t>(t)] = rng_.uniform_int(0, 3) == 0;
+  GenerateRequest constrained = greedy(random_prompt(6), long_generation());
+  constrained.sampling.temperature = 4.0f;  // hot: unmasked draws would leave the set
+  constrained.sampling.seed = static_cast<uint64_t>(rng_.uniform_int(0, 1 << 30));
+  const auto set = std::make_shared<testing::TokenSet>(allowed);
+  constrained.sampling.constraint = set;
+  GenerateRequest free = constrained;
+  free.sampling.constraint = nullptr;
+  const BatchRun spec = run({constrained, free}, 3);
+  ASSERT_TRUE(spec.results[0].ok() && spec.results[1].ok());
+  const std::vector<int64_t>& tokens = spec.results[0]->tokens;
+  ASSERT_EQ(static_cast<int64_t>(tokens.size()), long_generation());
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    EXPECT_TRUE(set->allows(tokens[i])) << "token " << i << ": " << tokens[i];
+  }
+  EXPECT_EQ(set->n_advanced(), static_cast<int64_t>(tokens.size()));
+  EXPECT_GT(spec.totals.drafted_tokens, 0);  // the free sequence's
+  const BatchRun plain = run({constrained}, 0);
+  ASSERT_TRUE(plain.results[0].ok());
+  EXPECT_EQ(tokens, plain.results[0]->tokens);
 }
 
 INSTANTIATE_TEST_SUITE_P(Golden, SpeculativeBatchTest,

@@ -206,8 +206,9 @@ TEST(ChatRequestTest, RefusesEachBadFieldByName) {
       {"{" + user + R"(, "tool_choice": {"type": "function", "function": {}}})",
        "tool_choice.function.name", "is required"},
       {"{" + user + R"(, "parallel_tool_calls": false})", "parallel_tool_calls", "not supported"},
-      {"{" + user + R"(, "response_format": {"type": "json_object"}})", "response_format",
-       "other than text"},
+      {"{" + user +
+           R"(, "response_format": {"type": "json_object"}, "thinking": {"type": "enabled"}})",
+       "response_format", "with thinking is not supported"},
       {"{" + user + R"(, "presence_penalty": 2.5})", "presence_penalty", "in [-2.0, 2.0], got 2.5"},
       {"{" + user + R"(, "functions": []})", "functions", "unknown field \"functions\""},
       {"{" + user + R"(, "model": 3})", "model", "model must be a string"},

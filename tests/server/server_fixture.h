@@ -9,6 +9,7 @@
 #include <iterator>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "dsv4/engine.h"
 #include "dsv4/tokenizer.h"
@@ -72,6 +73,18 @@ inline Tokenizer every_id_tokenizer() {
   json["added_tokens"][0]["id"] = 638;
   json["added_tokens"][1]["id"] = 639;
   return Tokenizer::parse(json.dump(), "every-id tokenizer").value();
+}
+
+// POSTs `body` as JSON to `path` (reading for up to `timeout_s`: a request's n choices on the
+// CPU model take a while); returns (status, parsed body), status 0 when nothing came back.
+inline std::pair<int, Json> post_json(const RunningServer& server, const char* path,
+                                      const Json& body, int timeout_s = 120) {
+  httplib::Client client = server.client();
+  client.set_read_timeout(timeout_s);
+  const auto res = client.Post(path, body.dump(), "application/json");
+  EXPECT_TRUE(res) << "no response";
+  if (!res) return {0, Json()};
+  return {res->status, Json::parse(res->body)};
 }
 
 }  // namespace dsv4::server::testing_fixture

@@ -1,0 +1,25 @@
+// Structured outputs in a request body (docs/structured_outputs.md):
+//   response_format     OpenAI's: {"type": "text"} (nothing), {"type": "json_object"},
+//                       {"type": "json_schema", "json_schema": {"name", "schema", "strict",
+//                       "description"}} (strict or not, the reply is held to the schema, as
+//                       vLLM does);
+//   structured_outputs  vLLM's extension: {"json": schema}, {"regex": pattern} or
+//                       {"choice": [strings]} (one of them); its grammar, structural_tag and
+//                       whitespace_pattern are refused by name.
+// At most one of the two. The schema itself is checked when it is compiled (server side), where
+// a keyword the compiler does not support is refused by name.
+#pragma once
+
+#include <optional>
+
+#include "dsv4/structured_output.h"
+#include "format/json.h"
+#include "server/request_fields.h"
+
+namespace dsv4::server {
+
+// The format `body` asks for into `out` (nullopt: free text).
+std::optional<RequestError> read_output_format(const format::OrderedJson& body,
+                                               std::optional<OutputFormat>& out);
+
+}  // namespace dsv4::server
