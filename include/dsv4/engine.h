@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "dsv4/numerics.h"
 #include "dsv4/status.h"
 
 namespace dsv4 {
@@ -56,6 +57,8 @@ struct EngineOptions {
   // drawn itself (greedy: the same tokens as without; sampled: the same distribution). Needs a
   // checkpoint with MTP weights. A sequence with a constraint decodes without drafts.
   int64_t speculative_tokens = 0;
+  // How the GPU computes (dsv4/numerics.h); the CPU computes kExact only.
+  Numerics numerics = Numerics::kExact;
 };
 
 class TokenConstraint;  // dsv4/structured_output.h

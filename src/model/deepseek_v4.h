@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "checkpoint/weights.h"
+#include "dsv4/numerics.h"
 #include "model/attention_cache.h"
 #include "model/moe.h"
 #include "model/mtp.h"
@@ -46,6 +47,7 @@ struct SequenceChunk {
 
 struct ModelOptions {
   ExpertMode expert_mode = ExpertMode::kW4A16;  // for NVFP4 experts
+  Numerics numerics = Numerics::kExact;          // EngineOptions::numerics; CPU: kExact only
 };
 
 class Model {
