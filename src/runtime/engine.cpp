@@ -20,11 +20,6 @@
 namespace dsv4 {
 namespace {
 
-// Device memory the weights leave free besides the prefix cache when expert offload decides
-// what fits: a margin for the sequences' caches and a step's activations and MoE workspace,
-// which grow with the requests and are allocated as they come, so no config gives them exactly.
-constexpr int64_t kStepHeadroomBytes = int64_t{4} << 30;
-
 // Speculative decoding drafts with the checkpoint's first MTP block, which must be there, and
 // sliding-window only (as the release's is): a sequence resumed from a kept prefix skips the MTP
 // block's positions it never ran, which a compressor's state cannot do.
@@ -101,7 +96,7 @@ Result<Engine> Engine::open(const EngineOptions& options) {
   const Device device = options.device == EngineDevice::kCuda ? Device::kCuda : Device::kCpu;
   const checkpoint::DevicePlacement placement{
       .expert_offload_layers = options.expert_offload_layers,
-      .device_headroom = (options.prefix_cache_mb << 20) + kStepHeadroomBytes};
+      .device_headroom = (options.prefix_cache_mb << 20) + runtime::kStepHeadroomBytes};
   DSV4_ASSIGN_OR_RETURN(checkpoint::LoadedModel loaded,
                         device == Device::kCpu
                             ? checkpoint::load_model(options.model_dir)

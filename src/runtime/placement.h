@@ -4,6 +4,7 @@
 // (offloaded_experts.h).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 
 #include "checkpoint/weights.h"
@@ -11,6 +12,12 @@
 #include "model/expert_placement.h"
 
 namespace dsv4::runtime {
+
+// Device memory the weights leave free besides the prefix cache when expert offload (or the EP
+// memory plan) decides what fits: a margin for the sequences' caches and a step's activations
+// and MoE workspace, which grow with the requests and are allocated as they come, so no config
+// gives them exactly.
+inline constexpr int64_t kStepHeadroomBytes = int64_t{4} << 30;
 
 // The rank and GPU counts and what they need, from the options alone: a --gpus beyond the
 // devices present names those present.
