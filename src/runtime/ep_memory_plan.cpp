@@ -78,19 +78,19 @@ std::string describe(const EpMemoryPlan& plan, int64_t headroom) {
   int64_t largest = 0;
   for (size_t r = 0; r < plan.ranks.size(); ++r) {
     const RankBytes& b = plan.ranks[r];
-    const std::string experts = std::to_string(b.first_expert) + "-" +
-                                std::to_string(b.first_expert + b.n_experts - 1);
+    const std::string experts =
+        std::to_string(b.first_expert) + "-" + std::to_string(b.first_expert + b.n_experts - 1);
     std::snprintf(line, sizeof line, "%-5zu %-10s %12s %14s %12s %12s\n", r, experts.c_str(),
-                  gib(b.experts).c_str(), gib(b.other_weights).c_str(),
-                  gib(b.symmetric).c_str(), gib(b.total()).c_str());
+                  gib(b.experts).c_str(), gib(b.other_weights).c_str(), gib(b.symmetric).c_str(),
+                  gib(b.total()).c_str());
     out += line;
     largest = std::max(largest, b.total() + (r == 0 ? headroom : 0));
   }
   for (const GpuKind& gpu : kPlanGpus) {
     out += std::to_string(plan.ranks.size()) + " x " + gpu.name + " (" + gib(gpu.bytes) +
-           " each): " +
-           (largest <= gpu.bytes ? "fits" : "does not fit") + ", the fullest rank needs " +
-           gib(largest) + " with " + gib(headroom) + " for caches and scratch on rank 0\n";
+           " each): " + (largest <= gpu.bytes ? "fits" : "does not fit") +
+           ", the fullest rank needs " + gib(largest) + " with " + gib(headroom) +
+           " for caches and scratch on rank 0\n";
   }
   return out;
 }

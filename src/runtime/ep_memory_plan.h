@@ -26,7 +26,7 @@ struct RankBytes {
 };
 
 struct EpMemoryPlan {
-  std::vector<RankBytes> ranks;  // R
+  std::vector<RankBytes> ranks;     // R
   int64_t routed_expert_bytes = 0;  // every main layer's NVFP4 stacks
   int64_t other_weight_bytes = 0;
 };

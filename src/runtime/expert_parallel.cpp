@@ -72,11 +72,9 @@ struct ExpertParallel::Group {
       }
     }
     const auto [begin, end] = home_rows(job.x.shape()[0], rank, options.n_ranks);
-    const kernels::ep::EpMoeIo io{job.x.view().rows(begin, end),
-                                  job.tokens.view().rows(begin, end),
+    const kernels::ep::EpMoeIo io{job.x.view().rows(begin, end), job.tokens.view().rows(begin, end),
                                   job.y.view().rows(begin, end)};
-    return kernels::ep::ep_moe_forward(*job.symmetric, rank, sharding, job.weights, job.config,
-                                       io);
+    return kernels::ep::ep_moe_forward(*job.symmetric, rank, sharding, job.weights, job.config, io);
   }
 
   // Ranks 1 … R−1: wait for a job, run their part, report.
@@ -120,8 +118,7 @@ Result<std::unique_ptr<ExpertParallel>> ExpertParallel::create(
     const checkpoint::ModelConfig& config, const ExpertParallelOptions& options) {
   DSV4_ASSIGN_OR_RETURN(const ExpertSharding sharding,
                         ExpertSharding::create(config.n_routed_experts, options.n_ranks));
-  auto group =
-      std::make_shared<Group>(options, sharding, config.hidden_size, config.n_expert_used);
+  auto group = std::make_shared<Group>(options, sharding, config.hidden_size, config.n_expert_used);
   DSV4_RETURN_IF_ERROR(
       group->reserve((options.max_tokens + options.n_ranks - 1) / options.n_ranks));
   std::unique_ptr<ExpertParallel> ep(new ExpertParallel(std::move(group)));
@@ -190,7 +187,8 @@ Status ExpertParallel::run(const model::RoutedExpertsCall& call) {
     report = "rank " + std::to_string(rank) + ": " +
              (!back ? "did not return within the watchdog (" +
                           std::to_string(g.options.watchdog.count()) + " ms)"
-                    : s.ok() ? "ok" : s.message()) +
+              : s.ok() ? "ok"
+                       : s.message()) +
              (report.empty() ? "" : "; ") + report;
   }
   if (!returned) job->symmetric->abort(0, internal_error("a peer rank did not return"));

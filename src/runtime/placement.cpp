@@ -45,7 +45,8 @@ Status check_parallelism(const EngineOptions& options) {
   if (options.expert_parallel == 1) return ok_status();
   if (options.device != EngineDevice::kCpu) {
     return unimplemented("expert parallelism over " + ranks +
-                         " ranks on one GPU: the ranks run on the CPU only so far (docs/ep.md §7)");
+                         " ranks on one GPU: the ranks run on the CPU only so far "
+                         "(docs/ep.md §7)");
   }
   if (options.experts != ExpertPrecision::kW4A4) {
     return unimplemented("expert parallelism over " + ranks +
@@ -62,9 +63,8 @@ Result<std::unique_ptr<model::ExpertPlacement>> make_placement(
   }
   DSV4_ASSIGN_OR_RETURN(
       std::unique_ptr<ExpertParallel> ep,
-      ExpertParallel::create(weights.config,
-                             {.n_ranks = static_cast<int>(options.expert_parallel),
-                              .max_tokens = options.max_step_tokens}));
+      ExpertParallel::create(weights.config, {.n_ranks = static_cast<int>(options.expert_parallel),
+                                              .max_tokens = options.max_step_tokens}));
   return std::unique_ptr<model::ExpertPlacement>(std::move(ep));
 }
 

@@ -25,9 +25,9 @@ checkpoint::ModelConfig fixture(const std::string& name) {
 }
 
 int64_t expected_expert_bytes(const checkpoint::ModelConfig& c) {
-  const int64_t per_layer = c.n_routed_experts * 3 * c.moe_intermediate_size * c.hidden_size /
-                                16 * 9 +
-                            2 * 4 * c.n_routed_experts;
+  const int64_t per_layer =
+      c.n_routed_experts * 3 * c.moe_intermediate_size * c.hidden_size / 16 * 9 +
+      2 * 4 * c.n_routed_experts;
   return c.n_layer * per_layer;
 }
 

@@ -84,8 +84,8 @@ class ModelRanks : public ::testing::Test {
 
   // The last-token logits of two sequences of fresh prompts in one forward.
   Result<std::vector<float>> logits(model::ExpertPlacement* placement, testing::SeededRng& rng) {
-    const model::Model model(loaded_.weights, {model::ExpertMode::kW4A4, Numerics::kExact,
-                                               placement});
+    const model::Model model(loaded_.weights,
+                             {model::ExpertMode::kW4A4, Numerics::kExact, placement});
     const int64_t vocab = model.config().vocab_size;
     std::vector<std::vector<int64_t>> prompts(2);
     std::vector<model::SequenceCache> caches;
@@ -151,7 +151,6 @@ TEST_F(ModelRanks, OneToFourRanksGiveInPlaceBitsWithDynamicScales) {
   expect_in_place_bits();
 }
 
-
 TEST_F(ModelRanks, AFailingRankIsAnErrorOnEveryRank) {
   auto ep = ranks(4, [](int rank, int64_t layer) {
     return rank == 2 && layer == 1 ? internal_error("injected fault") : ok_status();
@@ -193,8 +192,7 @@ TEST_F(ModelRanks, AStalledRankIsAWatchdogErrorNotAHang) {
   const std::string message = out.status().message();
   EXPECT_NE(message.find("ep watchdog"), std::string::npos) << message;
   EXPECT_NE(message.find("for rank(s) 1 that never arrived"), std::string::npos) << message;
-  EXPECT_NE(message.find("rank 1: did not return within the watchdog (200 ms)"),
-            std::string::npos)
+  EXPECT_NE(message.find("rank 1: did not return within the watchdog (200 ms)"), std::string::npos)
       << message;
 }
 

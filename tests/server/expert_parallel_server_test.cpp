@@ -52,8 +52,7 @@ TEST(ExpertParallelServer, GreedyAnswersOnTwoRanksAreOneRanks) {
   for (Json& request : requests) {
     std::vector<int64_t> prompt(rng.uniform_int(1, 24));
     for (int64_t& id : prompt) id = rng.uniform_int(0, one.vocab_size() - 1);
-    request = Json{{"prompt", prompt}, {"max_tokens", rng.uniform_int(1, 16)},
-                   {"temperature", 0}};
+    request = Json{{"prompt", prompt}, {"max_tokens", rng.uniform_int(1, 16)}, {"temperature", 0}};
   }
   std::vector<std::vector<int64_t>> expected, got;
   {
