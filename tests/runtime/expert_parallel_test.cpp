@@ -85,7 +85,7 @@ class ModelRanks : public ::testing::Test {
   // The last-token logits of two sequences of fresh prompts in one forward.
   Result<std::vector<float>> logits(model::ExpertPlacement* placement, testing::SeededRng& rng) {
     const model::Model model(loaded_.weights,
-                             {model::ExpertMode::kW4A4, Numerics::kExact, placement});
+                             {.expert_mode = model::ExpertMode::kW4A4, .placement = placement});
     const int64_t vocab = model.config().vocab_size;
     std::vector<std::vector<int64_t>> prompts(2);
     std::vector<model::SequenceCache> caches;
