@@ -1,5 +1,6 @@
 #include "runtime/placement.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,16 @@ Result<std::unique_ptr<model::ExpertPlacement>> make_placement(
     const EngineOptions& options, const checkpoint::ModelWeights& weights) {
   if (options.expert_parallel == 1) {
     return std::unique_ptr<model::ExpertPlacement>(std::make_unique<OffloadedExperts>());
+  }
+  // Dense routed experts (bf16/f32) run unsharded on rank 0; a checkpoint with no NVFP4 ones
+  // would get nothing from the ranks but their cost.
+  const bool any_nvfp4 =
+      std::any_of(weights.layers.begin(), weights.layers.end(),
+                  [](const checkpoint::LayerWeights& l) { return l.ffn.experts.is_nvfp4(); });
+  if (!any_nvfp4) {
+    return unimplemented("expert parallelism shards NVFP4 routed experts, and " +
+                         options.model_dir +
+                         " has dense ones only (dsv4 quantize makes an NVFP4 checkpoint of it)");
   }
   DSV4_ASSIGN_OR_RETURN(
       std::unique_ptr<ExpertParallel> ep,

@@ -216,5 +216,13 @@ TEST(EngineParallelism, ImpossibleRequestsAreRefusedBeforeLoading) {
   EXPECT_NE(w4a16.message().find("--experts w4a4"), std::string::npos) << w4a16.message();
 }
 
+TEST(EngineParallelism, DenseExpertsAreRefused) {
+  EngineOptions options = options_for(2);
+  options.model_dir = testing::golden_path("tiny_a_pretrained/model");  // bf16 experts
+  const Status dense = Engine::open(options).status();
+  EXPECT_EQ(dense.code(), StatusCode::kUnimplemented);
+  EXPECT_NE(dense.message().find("has dense ones only"), std::string::npos) << dense.message();
+}
+
 }  // namespace
 }  // namespace dsv4
