@@ -59,6 +59,13 @@ struct EngineOptions {
   int64_t speculative_tokens = 0;
   // How the GPU computes (dsv4/numerics.h); the CPU computes kExact only.
   Numerics numerics = Numerics::kExact;
+  // Expert parallelism (docs/ep.md): the NVFP4 routed experts sharded over this many ranks
+  // (1 .. 8; 1: off), all stepping the same batch, the same tokens as one rank's. The ranks are
+  // threads sharing `device`; they move NVFP4 rows, so they need ExpertPrecision::kW4A4.
+  int64_t expert_parallel = 1;
+  // GPUs the ranks spread over, one rank each (1: the one device). More than the machine has is
+  // refused, naming what it has.
+  int64_t gpus = 1;
 };
 
 class TokenConstraint;  // dsv4/structured_output.h
