@@ -21,6 +21,17 @@ inline int64_t fp8_group_count(int64_t k) {
   return (k + format::kFp8ActivationGroup - 1) / format::kFp8ActivationGroup;
 }
 
+// Storage of one Fp8Activation [T, K]: on the host, or on the device poisoned (all-ones bytes).
+struct Fp8Storage {
+  Tensor values, scales;
+  kernels::Fp8Activation view() const { return {values.view(), scales.view()}; }
+};
+
+inline Fp8Storage fp8_host_storage(int64_t n_rows, int64_t n_cols) {
+  return {Tensor::host(DType::kF8E4M3, {n_rows, n_cols}),
+          Tensor::host(DType::kF32, {n_rows, fp8_group_count(n_cols)})};
+}
+
 // x f32 [T, K] whose 128-column groups have magnitudes 2^-6 .. 2^6 apart, so their scales differ.
 inline Tensor fp8_random_activation(SeededRng& rng, int64_t n_rows, int64_t n_cols) {
   Tensor x = Tensor::host(DType::kF32, {n_rows, n_cols});

@@ -23,16 +23,6 @@ namespace {
 using testing::fp8_group_count;
 using testing::SeededRng;
 
-struct HostFp8Activation {
-  Tensor values, scales;
-  Fp8Activation view() const { return {values.view(), scales.view()}; }
-};
-
-HostFp8Activation host_activation(int64_t n_rows, int64_t n_cols) {
-  return {Tensor::host(DType::kF8E4M3, {n_rows, n_cols}),
-          Tensor::host(DType::kF32, {n_rows, fp8_group_count(n_cols)})};
-}
-
 // Two rows of 130 columns: two groups each, the second two columns wide.
 TEST(QuantizeActivationFp8, HandDerivedCases) {
   Tensor x = Tensor::host(DType::kF32, {2, 130});
@@ -55,7 +45,7 @@ TEST(QuantizeActivationFp8, HandDerivedCases) {
   r1[128] = -3.5f;  // -448
   r1[129] = 1.0f;   // 128
 
-  HostFp8Activation out = host_activation(2, 130);
+  testing::Fp8Storage out = testing::fp8_host_storage(2, 130);
   ASSERT_TRUE(quantize_activation_fp8(x.view(), out.view()).ok());
   const float* s = out.scales.data_as<float>();
   EXPECT_EQ(s[0], 1.0f);
@@ -89,7 +79,7 @@ TEST(QuantizeActivationFp8, ScalesAreTheSmallestPowerOfTwoThatFits) {
   SeededRng rng;
   const int64_t n_rows = 5, n_cols = 1000;
   Tensor x = testing::fp8_random_activation(rng, n_rows, n_cols);
-  HostFp8Activation out = host_activation(n_rows, n_cols);
+  testing::Fp8Storage out = testing::fp8_host_storage(n_rows, n_cols);
   ASSERT_TRUE(quantize_activation_fp8(x.view(), out.view()).ok());
   const int64_t n_groups = fp8_group_count(n_cols);
   for (int64_t t = 0; t < n_rows; ++t) {
@@ -126,7 +116,7 @@ TEST_P(LinearFp8, MatchesFloat64) {
   const Fp8Shape shape = GetParam();
   SeededRng rng;
   Tensor x = testing::fp8_random_activation(rng, shape.n_rows, shape.k);
-  HostFp8Activation a = host_activation(shape.n_rows, shape.k);
+  testing::Fp8Storage a = testing::fp8_host_storage(shape.n_rows, shape.k);
   ASSERT_TRUE(quantize_activation_fp8(x.view(), a.view()).ok());
   const testing::Fp8RandomWeight w =
       testing::fp8_random_weight(rng, shape.n_cols, shape.k, shape.row_stride);
@@ -142,7 +132,7 @@ TEST_P(LinearFp8, MatchesFloat64) {
             testing::kFp8LinearCpuSumRelTol);
 
   // The convenience op is the two steps, bit for bit.
-  HostFp8Activation scratch = host_activation(shape.n_rows, shape.k);
+  testing::Fp8Storage scratch = testing::fp8_host_storage(shape.n_rows, shape.k);
   Tensor y2 = Tensor::host(DType::kF32, {shape.n_rows, shape.n_cols});
   ASSERT_TRUE(linear_fp8(x.view(), w.view(w.values, w.scales), scratch.view(), y2.view()).ok());
   for (int64_t t = 0; t < shape.n_rows; ++t) {
