@@ -106,10 +106,11 @@ INSTANTIATE_TEST_SUITE_P(
                       GemmCase{16, 4096, 2048, 2048},    // stream, two chunks
                       GemmCase{33, 1000, 1024, 1024},    // stream, 5 chunks of 8 in a pass of 8
                       GemmCase{64, 256, 16, 16},         // stream, K under one block
-                      GemmCase{65, 256, 1024, 1024},     // ws: a nearly empty second token tile
+                      GemmCase{65, 256, 1024, 1024},     // ws: one token tile, half past M
                       GemmCase{300, 200, 304, 320},      // ws: N, K off the tiles, strided w
                       GemmCase{1024, 2304, 256, 256},    // ws: 144 tiles, more than SMs
-                      GemmCase{256, 384, 2048, 2064}));  // ws: 16 K blocks round a 6-slot ring
+                      GemmCase{256, 384, 2048, 2064},    // ws: 16 K blocks round a 6-slot ring
+                      GemmCase{1200, 3072, 144, 160}));  // ws 256-token tiles (≥ 90 % of SMs)
 
 TEST(LinearFp8Cuda, RefusesKOffSixteen) {
   const Fp8Storage a = device_storage(2, 24);

@@ -5,19 +5,25 @@
 namespace dsv4::kernels::cuda::sm90 {
 
 // ---- The warp-specialised wgmma kernel (ws_kernel.cuh), DeepGEMM's sm90 FP8 GEMM shape ----
-// A CTA tile is 128 tokens × 128 weight rows; a K step is one scale block of 128 columns, which
-// is one 128-byte swizzle row of e4m3, so one TMA box per operand and stage.
-inline constexpr int kFp8TileM = 128;      // tokens per tile: two consumer warpgroups × 64
-inline constexpr int kFp8TileN = 128;      // weight rows per tile: one block-scale row, wgmma N
-inline constexpr int kFp8TileK = 128;      // K per stage = the scale block
-inline constexpr int kFp8WsThreads = 384;  // producer warpgroup + two consumer warpgroups
-inline constexpr int kFp8StageBytes = (kFp8TileM + kFp8TileN) * kFp8TileK;  // 32 KB
-inline constexpr int kFp8Stages = 6;        // 192 KB of ring: the most under 227 KB with room
+// A CTA tile is kTileM tokens × 128 weight rows; a K step is one scale block of 128 columns,
+// which is one 128-byte swizzle row of e4m3, so one TMA box per operand and stage. kTileM is
+// 256 (each consumer warpgroup two m64 halves in turn) where those tiles fill the GPU, else 128
+// (one m64 each): a stage's bytes per flop fall by 1.37× from 128 to 256 tokens, and L2's
+// bandwidth bounds the 128-token tile (docs/bench_log.md, "FP8 GEMM").
+inline constexpr int kFp8TileN = 128;       // weight rows per tile: one block-scale row, wgmma N
+inline constexpr int kFp8TileK = 128;       // K per stage = the scale block
+inline constexpr int kFp8WsThreads = 384;   // producer warpgroup + two consumer warpgroups
 inline constexpr int kFp8SmemAlign = 1024;  // 128-byte swizzle atoms
-inline constexpr int kFp8SmemBytes =
-    kFp8Stages * kFp8StageBytes + 2 * kFp8Stages * 8 + kFp8SmemAlign;
-// setmaxnreg: the producer needs few registers, each consumer thread holds a 64 × 128 tile's
-// partial and promoted sums (128 f32). 40 · 128 + 232 · 256 ≤ 168 · 384 (the launch's cap).
+inline constexpr int kFp8RingBytes = 192 * 1024;  // the most under 227 KB with room
+inline constexpr int fp8_stage_bytes(int tile_m) { return (tile_m + kFp8TileN) * kFp8TileK; }
+inline constexpr int fp8_stages(int tile_m) { return kFp8RingBytes / fp8_stage_bytes(tile_m); }
+inline constexpr int fp8_smem_bytes(int tile_m) {
+  return fp8_stages(tile_m) * fp8_stage_bytes(tile_m) + 2 * fp8_stages(tile_m) * 8 + kFp8SmemAlign;
+}
+static_assert(fp8_stages(128) == 6 && fp8_stages(256) == 4, "ring depth per tile");
+// setmaxnreg: the producer needs few registers; a consumer thread holds its tokens' promoted
+// sums (64 f32 per m64 half) and one m64 partial (64). 40 · 128 + 232 · 256 ≤ 168 · 384 (the
+// launch's cap).
 inline constexpr int kFp8ProducerRegs = 40;
 inline constexpr int kFp8ConsumerRegs = 232;
 static_assert(kFp8ProducerRegs * 128 + kFp8ConsumerRegs * 256 <= 168 * kFp8WsThreads,

@@ -10,23 +10,25 @@
 namespace dsv4::kernels::cuda::sm90 {
 namespace {
 
+template <int kTileM>
 void launch_ws(const Fp8GemmParams& p, const Fp8GemmPlan& plan) {
-  static const bool configured = [] {
-    DSV4_CUDA_CHECK(cudaFuncSetAttribute(
-        &fp8_ws_gemm_sm90_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kFp8SmemBytes));
+  auto* kernel = &fp8_ws_gemm_sm90_kernel<kTileM>;
+  constexpr int kBytes = fp8_smem_bytes(kTileM);
+  static const bool configured = [&] {
+    DSV4_CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes));
     return true;
   }();
   (void)configured;
   CUtensorMap a_map{}, b_map{};
   const bool encoded = encode_tensor_map_2d(&a_map, CU_TENSOR_MAP_DATA_TYPE_UINT8, p.a, p.k, p.m,
-                                            p.k, kFp8TileK, kFp8TileM) &&
+                                            p.k, kFp8TileK, kTileM) &&
                        encode_tensor_map_2d(&b_map, CU_TENSOR_MAP_DATA_TYPE_UINT8, p.b, p.k, p.n,
                                             p.ldb, kFp8TileK, kFp8TileN);
   DSV4_CHECK(encoded, "fp8 gemm: no tensor map for A (%p, K %lld) or B (%p, stride %lld)",
              static_cast<const void*>(p.a), (long long)p.k, static_cast<const void*>(p.b),
              (long long)p.ldb);
-  fp8_ws_gemm_sm90_kernel<<<plan.grid, kFp8WsThreads, kFp8SmemBytes, op_stream()>>>(p, a_map,
-                                                                                    b_map);
+  kernel<<<plan.grid, kFp8WsThreads, kBytes, op_stream()>>>(p, a_map, b_map);
   check_launch();
 }
 
@@ -82,8 +84,11 @@ void launch_fp8_gemm(const Fp8GemmParams& p, const Fp8GemmPlan& plan) {
              (long long)p.k, (long long)p.ldb);
   if (plan.path == Fp8GemmPath::kStream) {
     launch_stream(p, plan);
+  } else if (plan.ws_tile_m == 256) {
+    launch_ws<256>(p, plan);
   } else {
-    launch_ws(p, plan);
+    DSV4_CHECK(plan.ws_tile_m == 128, "fp8 ws gemm: %d tokens a tile", plan.ws_tile_m);
+    launch_ws<128>(p, plan);
   }
 }
 
