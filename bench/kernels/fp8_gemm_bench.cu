@@ -51,7 +51,7 @@ struct LinearShape {
 constexpr LinearShape kShapes[] = {
     {"wq_a", 1024, 4096},      {"wq_b", 32768, 1024},
     {"wkv", 512, 4096},        {"wo_a (1 of 8 groups)", 1024, 4096},
-    {"wo_b", 4096, 8192},      {"shared w1|w3", 4096, 4096},
+    {"wo_b", 4096, 8192},      {"shared w1+w3", 4096, 4096},
     {"shared w2", 4096, 2048},
 };
 
