@@ -94,8 +94,8 @@ inline constexpr double kNvfp4ActivationModelRelTol = 1.5;
 // products (≤ 127 roundings of 2^-24 each) and one fused promotion a block, so ≤ (127 + Kb)·2^-24;
 // 2^-16 covers K up to ~30k. CUDA: the wgmma FP8 path truncates its running sum inside a
 // 128-column block (DeepSeek-V3's report: ~14 bits kept on Hopper, the reason for promoting
-// every 128 columns); measured on an H100 up to 6.2e-4 = 2^-10.7 over 2.4M outputs (the
-// mma.sync stream kernel: ≤ 1.3e-7); 2^-9 leaves a factor 3. A wrong scale, index or block
+// every 128 columns); measured up to 6.2e-4 (H100) and 7.9e-4 = 2^-10.3 (H200) over 2.4M outputs
+// (the mma.sync stream kernel: ≤ 1.8e-7); 2^-9 leaves a factor 2.5. A wrong scale, index or block
 // moves y by about |y|, ~Σ|a_k · w_k| / √K for random signs: ≥ 1e-2 at K ≤ 10^4.
 inline constexpr double kFp8LinearCpuSumRelTol = 1.0 / 65536.0;
 inline constexpr double kFp8LinearCudaSumRelTol = 1.0 / 512.0;
