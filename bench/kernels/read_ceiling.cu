@@ -6,9 +6,10 @@
 // so it cannot beat a launch that does nothing else. Nothing to check against the CPU: the
 // kernel only folds what it reads into one word per block, stored so no load is dead.
 //
-// The read kernel and its timing are in read_ceiling.h. With `host`, the same kernel reads mapped pinned host memory (expert offload's stacks), each
-// launch a fresh stretch of a 2 GiB buffer, beside a host-to-device cudaMemcpyAsync of the same
-// bytes: how fast a kernel can pull weights over PCIe, against the copy engines.
+// The read kernel and its timing are in read_ceiling.h. With `host`, the same kernel reads
+// mapped pinned host memory (expert offload's stacks), each launch a fresh stretch of a 2 GiB
+// buffer, beside a host-to-device cudaMemcpyAsync of the same bytes: how fast a kernel can pull
+// weights over PCIe, against the copy engines.
 //   usage: read_ceiling [host] [MB list, default the V4 decode GEMMs' weight bytes]
 #include <cuda_runtime.h>
 
