@@ -59,6 +59,9 @@ struct EngineOptions {
   int64_t speculative_tokens = 0;
   // How the GPU computes (dsv4/numerics.h); the CPU computes kExact only.
   Numerics numerics = Numerics::kExact;
+  // On the GPU, each decode step (one token of every running sequence) replayed as a CUDA graph
+  // captured once for its batch size: one launch instead of a few hundred, the same tokens.
+  bool cuda_graph = true;
 };
 
 class TokenConstraint;  // dsv4/structured_output.h

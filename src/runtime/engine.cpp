@@ -105,9 +105,10 @@ Result<Engine> Engine::open(const EngineOptions& options) {
                      ": checkpoint does not bind cleanly: " + loaded.report.first_problem());
   }
   if (options.speculative_tokens > 0) DSV4_RETURN_IF_ERROR(check_speculation(options, loaded));
-  const model::ModelOptions model_options{options.experts == ExpertPrecision::kW4A4
-                                              ? model::ExpertMode::kW4A4
-                                              : model::ExpertMode::kW4A16};
+  model::ModelOptions model_options{options.experts == ExpertPrecision::kW4A4
+                                        ? model::ExpertMode::kW4A4
+                                        : model::ExpertMode::kW4A16};
+  model_options.cuda_graph = options.cuda_graph;
   auto state = std::make_unique<State>(std::move(loaded), model_options, options);
   for (int64_t id = 0; options.decodable && id < state->model.config().vocab_size; ++id) {
     if (!options.decodable(id)) state->undecodable.push_back(id);

@@ -41,6 +41,11 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& flags, bool model_required) {
                   "its distribution")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{4}));
+  cmd->add_option("--cuda-graph", flags.cuda_graph,
+                  "on the GPU, replay each decode step as a CUDA graph (off: launch its ops one "
+                  "by one)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
 }
 
 namespace {
@@ -117,6 +122,7 @@ EngineOptions engine_options(const EngineFlags& flags, const char* command) {
   options.expert_offload_layers =
       flags.expert_offload == "auto" ? -1 : std::strtoll(flags.expert_offload.c_str(), nullptr, 10);
   options.speculative_tokens = flags.speculative;
+  options.cuda_graph = flags.cuda_graph == "on";
   return options;
 }
 

@@ -16,10 +16,11 @@ struct EngineFlags {
   std::string experts = "w4a16";
   std::string expert_offload = "auto";  // or a number of layers
   int64_t speculative = 0;              // drafted tokens a step (EngineOptions)
+  std::string cuda_graph = "on";        // decode steps replayed as CUDA graphs
 };
 
 // --model (required when model_required, else optional with the default above), --device,
-// --experts, --expert-offload and --speculative, with their allowed values checked by CLI11.
+// --experts, --expert-offload, --speculative and --cuda-graph, with their allowed values checked by CLI11.
 void add_engine_flags(CLI::App* cmd, EngineFlags& flags, bool model_required);
 
 // --temperature, --top-k, --top-p, --seed, --presence-penalty, --frequency-penalty into
