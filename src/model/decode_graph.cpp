@@ -100,10 +100,13 @@ void restore_counts(std::span<const SequenceChunk> chunks, const std::vector<Hos
 }
 
 // Per layer: the rings' rows and the largest entry capacity of the step's caches (what the
-// captured shapes were made for).
+// captured shapes were made for), and the compress RoPE frequencies the step reads (the first
+// sequence's cache's: a captured kernel keeps that address, so a replay needs it still there;
+// every cache of a layer holds the same values).
 struct StepShape {
   std::vector<int64_t> ring_rows;
   std::vector<int64_t> capacity;
+  std::vector<const void*> inv_freq;
 
   static StepShape of(std::span<const SequenceChunk> chunks) {
     StepShape shape;
@@ -117,13 +120,14 @@ struct StepShape {
       }
       shape.ring_rows.push_back(chunks.front().cache->layers[l].window.shape()[0]);
       shape.capacity.push_back(capacity);
+      shape.inv_freq.push_back(chunks.front().cache->layers[l].inv_freq.view().data);
     }
     return shape;
   }
 
   // Whether a graph made for `this` runs a step of `other` (its padding covers fewer entries).
   bool holds(const StepShape& other) const {
-    if (other.ring_rows != ring_rows) return false;
+    if (other.ring_rows != ring_rows || other.inv_freq != inv_freq) return false;
     for (size_t l = 0; l < capacity.size(); ++l) {
       if (other.capacity[l] > capacity[l]) return false;
     }

@@ -42,8 +42,8 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& flags, bool model_required) {
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{4}));
   cmd->add_option("--cuda-graph", flags.cuda_graph,
-                  "on the GPU, replay each decode step as a CUDA graph (off: launch its ops one "
-                  "by one)")
+                  "on the GPU, replay each decode step as a CUDA graph (experimental: bit for bit "
+                  "the eager step at 1 and 2 sequences only; off: launch its ops one by one)")
       ->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
 }

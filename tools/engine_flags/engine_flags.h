@@ -16,7 +16,7 @@ struct EngineFlags {
   std::string experts = "w4a16";
   std::string expert_offload = "auto";  // or a number of layers
   int64_t speculative = 0;              // drafted tokens a step (EngineOptions)
-  std::string cuda_graph = "on";        // decode steps replayed as CUDA graphs
+  std::string cuda_graph = "off";       // decode steps replayed as CUDA graphs
 };
 
 // --model (required when model_required, else optional with the default above), --device,
