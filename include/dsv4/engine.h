@@ -66,6 +66,11 @@ struct EngineOptions {
   // GPUs the ranks spread over, one rank each (1: the one device). More than the machine has is
   // refused, naming what it has.
   int64_t gpus = 1;
+  // On the GPU, each decode step (one token of every running sequence) replayed as a CUDA graph
+  // captured once for its batch size: one launch instead of a few hundred. Off by default: at
+  // 3 or more sequences the replayed steps do not yet match the eager ones (docs/decode_graph.md),
+  // so it needs max_batch <= 2.
+  bool cuda_graph = false;
 };
 
 class TokenConstraint;  // dsv4/structured_output.h

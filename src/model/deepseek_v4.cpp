@@ -6,6 +6,7 @@
 
 #include "kernels/ops.h"
 #include "model/cache_copy.h"
+#include "model/decode_graph.h"
 #include "model/hyper_connections.h"
 #include "model/layer.h"
 #include "model/scratch.h"
@@ -14,7 +15,9 @@
 namespace dsv4::model {
 
 Model::Model(const checkpoint::ModelWeights& weights, ModelOptions options)
-    : weights_(&weights), options_(options) {}
+    : weights_(&weights),
+      options_(options),
+      graphs_(options.cuda_graph ? std::make_shared<DecodeGraphs>() : nullptr) {}
 
 Result<SequenceCache> Model::new_cache(int64_t max_positions, int64_t max_step_tokens,
                                        CacheStart start) const {
@@ -62,6 +65,12 @@ Status Model::check_chunk(const SequenceChunk& chunk) const {
 }
 
 Status Model::forward(std::span<const SequenceChunk> chunks) const {
+  if (graphs_ && DecodeGraphs::serves(*this, chunks)) return graphs_->run(*this, chunks);
+  return forward_rows(chunks, TensorView{});
+}
+
+Status Model::forward_rows(std::span<const SequenceChunk> chunks,
+                           const TensorView& capacity_entry_ids) const {
   const checkpoint::ModelConfig& c = config();
   std::vector<int64_t> ids;
   for (const SequenceChunk& chunk : chunks) {
@@ -94,6 +103,7 @@ Status Model::forward(std::span<const SequenceChunk> chunks) const {
   // layer's cache addresses (the decode rows' tables).
   rows_of_layer(0);
   DSV4_ASSIGN_OR_RETURN(RowPositions positions, RowPositions::of(c, rows, n_rows, device()));
+  positions.capacity_entry_ids = capacity_entry_ids;
   const bool decodes = std::any_of(chunks.begin(), chunks.end(), [](const SequenceChunk& chunk) {
     return chunk.tokens.size() == 1 && chunk.snapshot == nullptr;
   });

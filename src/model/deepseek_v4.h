@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -45,7 +46,12 @@ struct ModelOptions {
   // Where the main layers' NVFP4 routed experts run (expert_placement.h; not owned, outlives
   // the model); null: in place.
   ExpertPlacement* placement = nullptr;
+  // On the GPU, decode steps (one token of each sequence) replayed as CUDA graphs
+  // (model/decode_graph.h), with the same bits as run op by op.
+  bool cuda_graph = false;
 };
+
+class DecodeGraphs;
 
 class Model {
  public:
@@ -64,7 +70,8 @@ class Model {
 
   // Runs every chunk's tokens through the model, appending them to their caches. Fails with
   // invalid_argument for a token id outside the vocabulary or a start_pos that does not
-  // continue the cache, resource_exhausted past the cache's capacity.
+  // continue the cache, resource_exhausted past the cache's capacity. With cuda_graph, a decode
+  // step may replay a graph (so concurrent forwards of one Model are not allowed).
   Status forward(std::span<const SequenceChunk> chunks) const;
   // One sequence: Model::forward(tokens, start_pos, cache, logits).
   Status forward(std::span<const int64_t> tokens, int64_t start_pos, SequenceCache& cache,
@@ -77,11 +84,17 @@ class Model {
   Status mtp_forward(std::span<const MtpChunk> chunks) const;
 
  private:
+  friend class DecodeGraphs;
   Status check_chunk(const SequenceChunk& chunk) const;
+  // forward, op by op; decode rows' compressed sources as wide as capacity_entry_ids when set
+  // (RowPositions::capacity_entry_ids).
+  Status forward_rows(std::span<const SequenceChunk> chunks,
+                      const TensorView& capacity_entry_ids) const;
   Status lm_head(std::span<const SequenceChunk> chunks, const Tensor& streams) const;
 
   const checkpoint::ModelWeights* weights_;
   ModelOptions options_;
+  std::shared_ptr<DecodeGraphs> graphs_;  // with cuda_graph: the captured decode steps
 };
 
 // Prefix caching's kept states (model/cache_copy.h copies into and out of them). A copy of

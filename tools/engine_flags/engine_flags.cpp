@@ -51,6 +51,11 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& flags, bool model_required) {
                   "GPUs the expert-parallel ranks spread over, one rank each (more than the "
                   "machine has is refused, naming what it has)")
       ->capture_default_str();
+  cmd->add_option("--cuda-graph", flags.cuda_graph,
+                  "on the GPU, replay each decode step as a CUDA graph (experimental: bit for bit "
+                  "the eager step at 1 and 2 sequences only; off: launch its ops one by one)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
 }
 
 namespace {
@@ -129,6 +134,7 @@ EngineOptions engine_options(const EngineFlags& flags, const char* command) {
   options.speculative_tokens = flags.speculative;
   options.expert_parallel = flags.ep;
   options.gpus = flags.gpus;
+  options.cuda_graph = flags.cuda_graph == "on";
   return options;
 }
 
