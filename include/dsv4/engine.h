@@ -144,6 +144,11 @@ struct EngineStats {
   int64_t accepted_tokens = 0;
   std::vector<int64_t> drafted_at = {};
   std::vector<int64_t> accepted_at = {};
+  // The MTP block's drafting runs (one a step that drafted, for all its sequences) and the time
+  // they took on the host's clock (each ends with its drafts on the host, so this is their
+  // device time too): a verify step's own cost is a speculative step's less this.
+  int64_t draft_runs = 0;
+  double draft_seconds = 0;
 };
 
 class Engine {

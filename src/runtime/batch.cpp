@@ -1,6 +1,7 @@
 #include "runtime/batch.h"
 
 #include <algorithm>
+#include <chrono>
 #include <utility>
 #include <vector>
 
@@ -320,7 +321,13 @@ Status RunningBatch::draft_next_steps() {
     inputs.push_back({&*s.drafts, &s.sampler, s.session.streams().view().rows(0, n_rows),
                       s.step_start, s.mtp_next, n_drafts});
   }
-  return draft(model_, inputs);
+  if (inputs.empty()) return ok_status();
+  const auto start = std::chrono::steady_clock::now();
+  const Status drafted = draft(model_, inputs);
+  ++totals_.draft_runs;
+  totals_.draft_seconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return drafted;
 }
 
 void RunningBatch::drop_cancelled() {

@@ -22,8 +22,12 @@
 //   joining prefill      from its arrival to its first token.
 // (The decode step above then includes the steps beside that prefill.)
 // With --speculative k a step emits 1 to k + 1 tokens of a sequence: the decode step is then
-// the time a token, and a last line gives how many drafts were accepted, by draft position
-// (all runs, warm-up included), and the tokens a verify step emitted.
+// the time a token, and two last lines give how many drafts were accepted, by draft position
+// (all runs, warm-up included), the tokens a verify step emitted, the MTP block's drafting time
+// a step, and a speculative step's time (the decode step's median times the tokens a step)
+// split into the verify forward of k + 1 tokens a sequence and the drafting. On a checkpoint
+// whose drafts are never kept (random weights) a step emits one token, so the verify forward
+// there is the cost to hold against a plain decode step.
 // Prints the median over the R runs of each, with the fastest and slowest, and the tokens a
 // second they give. A program, not a test: run it on the machine you care about.
 // Uses only the public API (include/dsv4/).
@@ -255,6 +259,13 @@ int run_bench(const BenchArgs& args) {
               static_cast<long long>(stats.cached_prompt_tokens + stats.prompt_tokens));
   if (options.speculative_tokens > 0) {
     std::printf("speculative:         %s\n", describe_acceptance(stats).c_str());
+    // A step of the batch emits tokens_a_verify_step tokens of each sequence: its time is that
+    // many decode steps (ms a token), of which the drafting run is the MTP block's share.
+    const double step_ms = step.median * tokens_a_verify_step(stats);
+    const double draft_ms =
+        stats.draft_runs > 0 ? 1e3 * stats.draft_seconds / static_cast<double>(stats.draft_runs) : 0;
+    std::printf("speculative step:    %.3f ms = verify %.3f + drafting %.3f\n", step_ms,
+                step_ms - draft_ms, draft_ms);
   }
   return 0;
 }
