@@ -24,10 +24,12 @@
 // With --speculative k a step emits 1 to k + 1 tokens of a sequence: the decode step is then
 // the time a token, and two last lines give how many drafts were accepted, by draft position
 // (all runs, warm-up included), the tokens a verify step emitted, the MTP block's drafting time
-// a step, and a speculative step's time (the decode step's median times the tokens a step)
-// split into the verify forward of k + 1 tokens a sequence and the drafting. On a checkpoint
-// whose drafts are never kept (random weights) a step emits one token, so the verify forward
-// there is the cost to hold against a plain decode step.
+// a step, and, with --speculate-always (every step speculates; by default the batch speculates
+// only where its measured step times say it pays: runtime/speculation_policy.h), a speculative
+// step's time (the decode step's median times the tokens a step) split into the verify forward
+// of k + 1 tokens a sequence and the drafting. On a checkpoint whose drafts are never kept
+// (random weights) a step emits one token, so the verify forward there is the cost to hold
+// against a plain decode step.
 // Prints the median over the R runs of each, with the fastest and slowest, and the tokens a
 // second they give. Several batch sizes run one after the other on one engine (loaded once;
 // its batch and step limits fit the largest), each with its own warm-up run and lines. A program, not a test: run it on the machine you care about.
@@ -67,6 +69,7 @@ struct BenchArgs {
   int64_t prefix_cache_mb = EngineOptions{}.prefix_cache_mb;
   int64_t shared_prefix = 0;       // P
   int64_t join_prompt_tokens = 0;  // L
+  bool speculate_always = false;   // EngineOptions::speculate_always
 };
 
 // One run's figures, in milliseconds (the last two with a joining prompt only).
@@ -261,6 +264,8 @@ Status bench_batch(Engine& engine, const BenchArgs& args, const EngineOptions& o
               static_cast<long long>(stats.cached_prompt_tokens + stats.prompt_tokens));
   if (options.speculative_tokens > 0) {
     std::printf("speculative:         %s\n", describe_acceptance(stats).c_str());
+  }
+  if (options.speculative_tokens > 0 && options.speculate_always) {
     // A step of the batch emits tokens_a_verify_step tokens of each sequence: its time is that
     // many decode steps (ms a token), of which the drafting run is the MTP block's share.
     const double step_ms = step.median * tokens_a_verify_step(stats);
@@ -290,6 +295,7 @@ int run_bench(BenchArgs args) {
   options.max_batch = max_batch + (args.join_prompt_tokens > 0 ? 1 : 0);  // all in every step
   options.max_step_tokens = std::max(options.max_step_tokens, max_batch);
   options.prefix_cache_mb = args.prefix_cache_mb;
+  options.speculate_always = args.speculate_always;
   Result<Engine> engine = open_engine(options, "bench");
   if (!engine.ok()) return fail(engine.status());
   for (const int64_t batch : args.batches) {
@@ -332,6 +338,9 @@ void register_bench(CLI::App& app, int& exit_code) {
                   "a prompt of L ids joins once the batch decodes (0: none)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
+  cmd->add_flag("--speculate-always", args->speculate_always,
+               "with --speculative: draft in every step, even where it does not pay (to time the "
+               "verify step)");
   cmd->callback([args, &exit_code] { exit_code = run_bench(*args); });
 }
 
