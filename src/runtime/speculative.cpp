@@ -128,11 +128,14 @@ Status draft(const model::Model& model, std::span<const DraftInput> inputs) {
   for (size_t i = 0; i < inputs.size(); ++i) {
     const DraftInput& in = inputs[i];
     model::AttentionCache& cache = in.drafts->cache_;
-    if (cache.n_tokens > in.start_pos) {
-      DSV4_RETURN_IF_ERROR(model::roll_back(cache, in.start_pos));
-    } else if (cache.n_tokens < in.start_pos) {
+    // Rows past the trunk's own (the last drafts') go; a gap (a resumed prefix, plain steps) is
+    // skipped.
+    const int64_t trunk_rows = std::min(in.start_pos, in.drafts->n_trunk_rows_);
+    if (cache.n_tokens > trunk_rows) DSV4_RETURN_IF_ERROR(model::roll_back(cache, trunk_rows));
+    if (cache.n_tokens < in.start_pos) {
       DSV4_RETURN_IF_ERROR(model::skip_mtp_cache(cache, in.start_pos));
     }
+    in.drafts->n_trunk_rows_ = in.start_pos + static_cast<int64_t>(in.next_tokens.size());
     in.drafts->tokens_.resize(1);
     in.drafts->q_.clear();
     DSV4_RETURN_IF_ERROR(update.add(model, i, in.streams, in.next_tokens, in.start_pos, &cache,
