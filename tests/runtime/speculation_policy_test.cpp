@@ -3,8 +3,10 @@
 //   - each batch-size group measures both kinds first (speculative, then plain), then keeps the
 //     faster: at batch 1 speculation pays (1.8 tokens for 1.2× a plain step's time), at 8 it
 //     does not (1.6 tokens for 3×), and the two groups do not mix (5 .. 8 share one);
-//   - once chosen, one step in kRetryEvery runs the other kind;
-//   - when the times change, the retries see it and the choice turns.
+//   - once chosen, the other kind runs once after kFirstRetry steps, then ever more rarely
+//     while it keeps losing;
+//   - when the times change, the next retry sees it and the choice turns; back again once the
+//     chosen kind's own steps slow down.
 #include "runtime/speculation_policy.h"
 
 #include <gtest/gtest.h>
@@ -12,7 +14,9 @@
 namespace dsv4::runtime {
 namespace {
 
-constexpr int64_t kSteps = 10 * SpeculationPolicy::kRetryEvery;
+constexpr int64_t kSteps = 10 * SpeculationPolicy::kFirstRetry;
+// Retries in kSteps chosen steps: after 32, 64, 128 steps (then 256: past kSteps).
+constexpr int64_t kMaxRetries = 4;
 
 struct Costs {
   double plain_seconds, speculative_seconds, tokens;
@@ -42,27 +46,31 @@ TEST(SpeculationPolicyTest, MeasuresBothKindsFirstThenKeepsTheFasterPerBatchSize
     EXPECT_FALSE(policy.speculate(1));
     policy.record(1, false, pays.plain_seconds, 1.0);
   }
-  // Batch 1 speculates but for one retry in kRetryEvery; batch 5 .. 8 (one group) the reverse.
-  const int64_t retries = kSteps / SpeculationPolicy::kRetryEvery;
-  EXPECT_EQ(run(policy, 1, pays, kSteps), kSteps - retries);
-  const int64_t first = 2 * SpeculationPolicy::kFirstSteps;
-  EXPECT_EQ(run(policy, 8, loses, first), SpeculationPolicy::kFirstSteps);
-  EXPECT_EQ(run(policy, 5, loses, kSteps), retries);
-  EXPECT_EQ(run(policy, 1, pays, SpeculationPolicy::kRetryEvery),
-            SpeculationPolicy::kRetryEvery - 1);
+  // Batch 1 speculates but for a few retries; batch 5 .. 8 (one group) the reverse.
+  const int64_t at_1 = run(policy, 1, pays, kSteps);
+  EXPECT_LT(at_1, kSteps);
+  EXPECT_GE(at_1, kSteps - kMaxRetries);
+  EXPECT_EQ(run(policy, 8, loses, 2 * SpeculationPolicy::kFirstSteps),
+            SpeculationPolicy::kFirstSteps);
+  const int64_t at_5 = run(policy, 5, loses, kSteps);
+  EXPECT_GT(at_5, 0);
+  EXPECT_LE(at_5, kMaxRetries);
+  // Retries grow rarer while the choice holds: none in the next stretch of kFirstRetry steps.
+  EXPECT_EQ(run(policy, 8, loses, SpeculationPolicy::kFirstRetry), 0);
 }
 
 TEST(SpeculationPolicyTest, TurnsWhenTheTimesChange) {
   SpeculationPolicy policy;
-  run(policy, 2, {1.0, 3.0, 1.5}, kSteps);  // loses: plain, but for the retries
-  // Speculation becomes cheap: the next retry measures it, and from then on it speculates.
+  EXPECT_LE(run(policy, 2, {1.0, 3.0, 1.5}, kSteps),
+            SpeculationPolicy::kFirstSteps + kMaxRetries);  // loses: plain
+  // Speculation becomes cheap: the next retry (within the longest gap) turns the choice.
   const Costs now{1.0, 1.1, 1.9};
-  run(policy, 2, now, 2 * SpeculationPolicy::kRetryEvery);
-  EXPECT_GE(run(policy, 2, now, kSteps), kSteps - kSteps / SpeculationPolicy::kRetryEvery);
-  // And back: plain again once speculation costs more than it emits.
+  run(policy, 2, now, SpeculationPolicy::kLastRetry + 1);
+  EXPECT_GE(run(policy, 2, now, kSteps), kSteps - kMaxRetries);
+  // And back within a few of its own steps once speculation costs more than it emits.
   const Costs worse{1.0, 2.5, 1.9};
-  run(policy, 2, worse, 4 * SpeculationPolicy::kRetryEvery);
-  EXPECT_LE(run(policy, 2, worse, kSteps), kSteps / SpeculationPolicy::kRetryEvery);
+  EXPECT_LE(run(policy, 2, worse, SpeculationPolicy::kFirstRetry), 8);
+  EXPECT_LE(run(policy, 2, worse, kSteps), kMaxRetries);
 }
 
 }  // namespace
