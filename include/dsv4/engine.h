@@ -57,6 +57,11 @@ struct EngineOptions {
   // drawn itself (greedy: the same tokens as without; sampled: the same distribution). Needs a
   // checkpoint with MTP weights. A sequence with a constraint decodes without drafts.
   int64_t speculative_tokens = 0;
+  // With speculative_tokens: draft in every step. Otherwise a step drafts only where the
+  // batch's own measured step times say speculation pays at its size (more tokens a second
+  // than plain steps: at batch 1 on a large model, not where the verify forward costs too much;
+  // runtime/speculation_policy.h). The tokens are the same either way.
+  bool speculate_always = false;
   // How the GPU computes (dsv4/numerics.h); the CPU computes kExact only.
   Numerics numerics = Numerics::kExact;
   // Expert parallelism (docs/ep.md): the NVFP4 routed experts sharded over this many ranks
@@ -156,6 +161,11 @@ struct EngineStats {
   int64_t accepted_tokens = 0;
   std::vector<int64_t> drafted_at = {};
   std::vector<int64_t> accepted_at = {};
+  // The MTP block's drafting runs (one a step that drafted, for all its sequences) and the time
+  // they took on the host's clock (each ends with its drafts on the host, so this is their
+  // device time too): a verify step's own cost is a speculative step's less this.
+  int64_t draft_runs = 0;
+  double draft_seconds = 0;
 };
 
 class Engine {

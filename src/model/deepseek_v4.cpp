@@ -143,24 +143,23 @@ namespace {
 // chunk by chunk.
 constexpr int64_t kJointHeadRows = 256;
 
-// Each chunk's asked rows (its last logits.size(0) of `hidden`) through the head into its logits.
+// Each chunk's asked rows (its last logits.size(0) of `hidden` before its end) through the head
+// into its logits.
 Status head_by_chunk(const TensorView& hidden, const TensorView& head,
-                     std::span<const SequenceChunk> chunks) {
-  int64_t end = 0;
-  for (const SequenceChunk& chunk : chunks) {
-    end += static_cast<int64_t>(chunk.tokens.size());
-    const TensorView rows = hidden.rows(end - chunk.logits.size(0), end);
+                     std::span<const HeadRows> chunks) {
+  for (const HeadRows& chunk : chunks) {
+    const TensorView rows = hidden.rows(chunk.end - chunk.logits.size(0), chunk.end);
     DSV4_RETURN_IF_ERROR(kernels::linear(rows, head, chunk.logits));
   }
   return ok_status();
 }
 
 // The chunks' logits as one f32 [n_asked, V] view, when they are consecutive rows of one
-// buffer (as the runtime's step makes them), else an empty view.
-TensorView joint_logits(std::span<const SequenceChunk> chunks, int64_t n_asked) {
+// buffer (as the runtime's step and the MTP drafts make them), else an empty view.
+TensorView joint_logits(std::span<const HeadRows> chunks, int64_t n_asked) {
   const TensorView& front = chunks.front().logits;
   auto* next = static_cast<char*>(front.data);
-  for (const SequenceChunk& chunk : chunks) {
+  for (const HeadRows& chunk : chunks) {
     if (!chunk.logits.is_contiguous() || chunk.logits.data != next) return TensorView{};
     next += chunk.logits.bytes();
   }
@@ -171,18 +170,17 @@ TensorView joint_logits(std::span<const SequenceChunk> chunks, int64_t n_asked) 
 // sequence); otherwise the asked rows are gathered first. Logits in one buffer take the head's
 // output as they are; else it is copied into each chunk's.
 Status head_in_one_call(const TensorView& hidden, const TensorView& head,
-                        std::span<const SequenceChunk> chunks, int64_t n_asked) {
+                        std::span<const HeadRows> chunks, int64_t n_asked) {
   Tensor gathered;
   TensorView asked = hidden;
   if (n_asked != hidden.size(0)) {
     DSV4_ASSIGN_OR_RETURN(gathered,
                           Tensor::empty(DType::kF32, {n_asked, hidden.size(1)}, hidden.device));
-    int64_t end = 0, row = 0;
-    for (const SequenceChunk& chunk : chunks) {
-      end += static_cast<int64_t>(chunk.tokens.size());
+    int64_t row = 0;
+    for (const HeadRows& chunk : chunks) {
       const int64_t n = chunk.logits.size(0);
-      DSV4_RETURN_IF_ERROR(
-          copy_tensor(gathered.view().rows(row, row + n), hidden.rows(end - n, end)));
+      DSV4_RETURN_IF_ERROR(copy_tensor(gathered.view().rows(row, row + n),
+                                       hidden.rows(chunk.end - n, chunk.end)));
       row += n;
     }
     asked = gathered.view();
@@ -193,7 +191,7 @@ Status head_in_one_call(const TensorView& hidden, const TensorView& head,
                         Tensor::empty(DType::kF32, {n_asked, head.size(0)}, hidden.device));
   DSV4_RETURN_IF_ERROR(kernels::linear(asked, head, logits.view()));
   int64_t row = 0;
-  for (const SequenceChunk& chunk : chunks) {
+  for (const HeadRows& chunk : chunks) {
     const int64_t n = chunk.logits.size(0);
     DSV4_RETURN_IF_ERROR(copy_tensor(chunk.logits, logits.view().rows(row, row + n)));
     row += n;
@@ -203,19 +201,28 @@ Status head_in_one_call(const TensorView& hidden, const TensorView& head,
 
 }  // namespace
 
-// logits = head · norm(hc_head(streams)), in f32, only for the rows each chunk asked for. The
-// head is V·D weights (1 GB in bf16 for V4) and a decode step asks one row of each sequence, so
-// a few asked rows go through it in one call, read once a step, not once a sequence (at B = 8
-// on V4-Flash shapes a call a sequence costs 2 ms of an 11 ms step: ncu, H200; docs/bench_log.md,
-// "The engine end to end").
+// The head is V·D weights (1 GB in bf16 for V4) and a decode step asks one row of each
+// sequence, so a few asked rows go through it in one call, read once a step, not once a
+// sequence (at B = 8 on V4-Flash shapes a call a sequence costs 2 ms of an 11 ms step: ncu,
+// H200; docs/bench_log.md, "The engine end to end").
+Status head_rows(const TensorView& hidden, const TensorView& head,
+                 std::span<const HeadRows> chunks) {
+  int64_t n_asked = 0;
+  for (const HeadRows& chunk : chunks) n_asked += chunk.logits.size(0);
+  if (chunks.size() == 1 || n_asked > kJointHeadRows) return head_by_chunk(hidden, head, chunks);
+  return head_in_one_call(hidden, head, chunks, n_asked);
+}
+
+// logits = head · norm(hc_head(streams)), in f32, only for the rows each chunk asked for.
 Status Model::lm_head(std::span<const SequenceChunk> chunks, const Tensor& streams) const {
   DSV4_ASSIGN_OR_RETURN(const Tensor hidden, final_hidden(*weights_, streams.view()));
-  int64_t n_asked = 0;
-  for (const SequenceChunk& chunk : chunks) n_asked += chunk.logits.size(0);
-  if (chunks.size() == 1 || n_asked > kJointHeadRows) {
-    return head_by_chunk(hidden.view(), weights_->head.view(), chunks);
+  std::vector<HeadRows> rows;
+  int64_t end = 0;
+  for (const SequenceChunk& chunk : chunks) {
+    end += static_cast<int64_t>(chunk.tokens.size());
+    rows.push_back({end, chunk.logits});
   }
-  return head_in_one_call(hidden.view(), weights_->head.view(), chunks, n_asked);
+  return head_rows(hidden.view(), weights_->head.view(), rows);
 }
 
 Status Model::forward(std::span<const int64_t> tokens, int64_t start_pos, SequenceCache& cache,

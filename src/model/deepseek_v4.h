@@ -40,6 +40,19 @@ struct SequenceChunk {
   TensorView streams_out = {};
 };
 
+// One chunk's asked rows of the head: its last logits.size(0) rows of the hidden states before
+// row `end`, into logits f32 [n, V].
+struct HeadRows {
+  int64_t end = 0;
+  TensorView logits;
+};
+
+// logits = head · hidden for each chunk's asked rows: in one call when they are few (and
+// straight into their logits when those are consecutive rows of one buffer), so the head's
+// weights are read once for them all; else chunk by chunk.
+Status head_rows(const TensorView& hidden, const TensorView& head,
+                 std::span<const HeadRows> chunks);
+
 struct ModelOptions {
   ExpertMode expert_mode = ExpertMode::kW4A16;  // for NVFP4 experts
   Numerics numerics = Numerics::kExact;          // EngineOptions::numerics; CPU: kExact only

@@ -58,7 +58,7 @@ struct Engine::State {
         load_notes(std::move(loaded.report.notes)),
         scheduler(model, model.config().eos_token_id, static_cast<size_t>(engine.max_batch),
                   engine.max_step_tokens, engine.prefix_cache_mb << 20,
-                  engine.speculative_tokens) {}
+                  engine.speculative_tokens, engine.speculate_always) {}
 };
 
 Engine::Engine(std::unique_ptr<State> state) : state_(std::move(state)) {}

@@ -24,9 +24,11 @@ namespace dsv4::runtime {
 class Scheduler {
  public:
   // max_batch sequences at most in the batch; step_tokens at most fed a step, prefix_cache_bytes
-  // of kept states, and speculative_tokens drafts a decoding sequence feeds (RunningBatch).
+  // of kept states, and speculative_tokens drafts a decoding sequence feeds, always or where it
+  // pays (RunningBatch).
   Scheduler(const model::Model& model, int64_t eos_token_id, size_t max_batch, int64_t step_tokens,
-            int64_t prefix_cache_bytes, int64_t speculative_tokens = 0);
+            int64_t prefix_cache_bytes, int64_t speculative_tokens = 0,
+            bool speculate_always = true);
   // Lets the running step finish, then fails every request still waiting or running.
   ~Scheduler();
   Scheduler(const Scheduler&) = delete;
