@@ -57,7 +57,8 @@ struct EngineOptions {
   // drawn itself (greedy: the same tokens as without; sampled: the same distribution). Needs a
   // checkpoint with MTP weights. A sequence with a constraint decodes without drafts.
   int64_t speculative_tokens = 0;
-  // How the GPU computes (dsv4/numerics.h); the CPU computes kExact only.
+  // How the GPU computes (dsv4/numerics.h, docs/numerics.md); the CPU computes kExact only
+  // (kFast there is invalid_argument). Either way a GPU keeps an FP8 checkpoint's linears in FP8.
   Numerics numerics = Numerics::kExact;
 };
 

@@ -31,6 +31,12 @@ class DeviceCopier {
     return copy_tensor(dst.view(), src.view());
   }
 
+  // A linear's weight: an FP8 one (LoadOptions::keep_fp8) as it is, codes and scales.
+  Status copy_linear(const LinearWeight& src, LinearWeight& dst) const {
+    DSV4_RETURN_IF_ERROR(copy_linear(static_cast<const Tensor&>(src), dst));
+    return copy(src.block_scales, dst.block_scales);
+  }
+
   // A weight only kernels::linear reads: on a GPU in bf16 when every value is one (a bf16
   // checkpoint's, which the loader widened to f32), since a decode step streams these weights
   // and bf16 halves their bytes; the linear widens them back exactly. Else as it is.
@@ -172,8 +178,9 @@ class DeviceCopier {
   Status copy(const MtpWeights& src, MtpWeights& dst, bool experts_in_host_memory) const {
     DSV4_RETURN_IF_ERROR(copy_linear(src.e_proj, dst.e_proj));
     DSV4_RETURN_IF_ERROR(copy_linear(src.h_proj, dst.h_proj));
-    for (const auto& [from, to] : {std::pair(&src.enorm, &dst.enorm),
-                                   std::pair(&src.hnorm, &dst.hnorm), std::pair(&src.norm, &dst.norm)})
+    for (const auto& [from, to] :
+         {std::pair(&src.enorm, &dst.enorm), std::pair(&src.hnorm, &dst.hnorm),
+          std::pair(&src.norm, &dst.norm)})
       DSV4_RETURN_IF_ERROR(copy(*from, *to));
     DSV4_RETURN_IF_ERROR(copy(src.hc_head, dst.hc_head));
     return copy(src.block, dst.block, experts_in_host_memory);
@@ -220,7 +227,8 @@ Result<LoadedModel> load_model_on(const std::string& model_dir, Device device,
     placed.mtp.resize(host.mtp.size());
     if (layer < 0) {
       DSV4_RETURN_IF_ERROR(copier.copy_globals(host, placed));
-      for (Tensor* t : {&host.embed, &host.head, &host.norm}) *t = Tensor();
+      for (Tensor* t : {&host.embed, &host.norm}) *t = Tensor();
+      host.head = LinearWeight();
       host.hc_head = HyperConnectionWeights{};
       return ok_status();
     }
@@ -248,6 +256,8 @@ Result<LoadedModel> load_model_on(const std::string& model_dir, Device device,
                                               placement.device_headroom, host_free));
     return ok_status();
   };
+  // A GPU's linear kernels decode FP8 weights themselves: half the bytes of their bf16 form.
+  options.keep_fp8 = device == Device::kCuda;
   DSV4_ASSIGN_OR_RETURN(LoadedModel loaded, load_model(model_dir, options));
   placed.config = loaded.weights.config;
   loaded.weights = std::move(placed);

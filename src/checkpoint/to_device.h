@@ -24,7 +24,8 @@ struct DevicePlacement {
 };
 
 // load_model with every layer copied to `device` (as copy_weights copies it) once the loader has
-// decoded it, and its host copy then freed: the host holds one layer at a time (and the
+// decoded it, and its host copy then freed; on a GPU with LoadOptions::keep_fp8, so an FP8
+// checkpoint's linears stay FP8 there: the host holds one layer at a time (and the
 // embedding and head), so a model larger than host memory loads onto a GPU that holds it. The
 // report is load_model's, with a note naming the layers whose experts went to host memory; the
 // weights are only valid when it is clean.

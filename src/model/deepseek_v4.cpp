@@ -7,6 +7,7 @@
 #include "kernels/ops.h"
 #include "model/hyper_connections.h"
 #include "model/layer.h"
+#include "model/linear.h"
 #include "model/scratch.h"
 #include "model/upload.h"
 
@@ -128,13 +129,13 @@ namespace {
 constexpr int64_t kJointHeadRows = 256;
 
 // Each chunk's asked rows (its last logits.size(0) of `hidden`) through the head into its logits.
-Status head_by_chunk(const TensorView& hidden, const TensorView& head,
+Status head_by_chunk(const TensorView& hidden, const checkpoint::LinearWeight& head,
                      std::span<const SequenceChunk> chunks) {
   int64_t end = 0;
   for (const SequenceChunk& chunk : chunks) {
     end += static_cast<int64_t>(chunk.tokens.size());
     const TensorView rows = hidden.rows(end - chunk.logits.size(0), end);
-    DSV4_RETURN_IF_ERROR(kernels::linear(rows, head, chunk.logits));
+    DSV4_RETURN_IF_ERROR(linear(rows, head, chunk.logits));
   }
   return ok_status();
 }
@@ -154,7 +155,7 @@ TensorView joint_logits(std::span<const SequenceChunk> chunks, int64_t n_asked) 
 // The same in one call over all n_asked rows: decode asks every row of `hidden` (one a
 // sequence); otherwise the asked rows are gathered first. Logits in one buffer take the head's
 // output as they are; else it is copied into each chunk's.
-Status head_in_one_call(const TensorView& hidden, const TensorView& head,
+Status head_in_one_call(const TensorView& hidden, const checkpoint::LinearWeight& head,
                         std::span<const SequenceChunk> chunks, int64_t n_asked) {
   Tensor gathered;
   TensorView asked = hidden;
@@ -172,10 +173,10 @@ Status head_in_one_call(const TensorView& hidden, const TensorView& head,
     asked = gathered.view();
   }
   const TensorView joint = joint_logits(chunks, n_asked);
-  if (joint.data != nullptr) return kernels::linear(asked, head, joint);
+  if (joint.data != nullptr) return linear(asked, head, joint);
   DSV4_ASSIGN_OR_RETURN(Tensor logits,
-                        Tensor::empty(DType::kF32, {n_asked, head.size(0)}, hidden.device));
-  DSV4_RETURN_IF_ERROR(kernels::linear(asked, head, logits.view()));
+                        Tensor::empty(DType::kF32, {n_asked, head.shape()[0]}, hidden.device));
+  DSV4_RETURN_IF_ERROR(linear(asked, head, logits.view()));
   int64_t row = 0;
   for (const SequenceChunk& chunk : chunks) {
     const int64_t n = chunk.logits.size(0);
@@ -197,9 +198,9 @@ Status Model::lm_head(std::span<const SequenceChunk> chunks, const Tensor& strea
   int64_t n_asked = 0;
   for (const SequenceChunk& chunk : chunks) n_asked += chunk.logits.size(0);
   if (chunks.size() == 1 || n_asked > kJointHeadRows) {
-    return head_by_chunk(hidden.view(), weights_->head.view(), chunks);
+    return head_by_chunk(hidden.view(), weights_->head, chunks);
   }
-  return head_in_one_call(hidden.view(), weights_->head.view(), chunks, n_asked);
+  return head_in_one_call(hidden.view(), weights_->head, chunks, n_asked);
 }
 
 Status Model::forward(std::span<const int64_t> tokens, int64_t start_pos, SequenceCache& cache,

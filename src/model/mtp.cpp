@@ -5,6 +5,7 @@
 
 #include "kernels/ops.h"
 #include "model/layer.h"
+#include "model/linear.h"
 #include "model/scratch.h"
 #include "model/upload.h"
 
@@ -39,9 +40,8 @@ Status check_chunk(const checkpoint::ModelConfig& c, const MtpChunk& chunk) {
 }
 
 // X f32 [T, M, D] = e_proj(enorm(embed(tokens))) on every stream + h_proj(hnorm(streams)).
-Result<Tensor> block_input(const checkpoint::ModelWeights& weights,
-                           const checkpoint::MtpWeights& w, const TensorView& tokens,
-                           const TensorView& streams) {
+Result<Tensor> block_input(const checkpoint::ModelWeights& weights, const checkpoint::MtpWeights& w,
+                           const TensorView& tokens, const TensorView& streams) {
   const checkpoint::ModelConfig& c = weights.config;
   const auto eps = static_cast<float>(c.rms_norm_eps);
   const int64_t n_rows = tokens.numel(), n_stream_rows = n_rows * c.hc_mult;
@@ -50,7 +50,7 @@ Result<Tensor> block_input(const checkpoint::ModelWeights& weights,
   DSV4_RETURN_IF_ERROR(kernels::embedding(weights.embed.view(), tokens, e.view()));
   DSV4_RETURN_IF_ERROR(kernels::rms_norm(e.view(), w.enorm.view(), eps, e.view()));
   DSV4_ASSIGN_OR_RETURN(Tensor e_out, scratch(DType::kF32, e.shape(), device));
-  DSV4_RETURN_IF_ERROR(kernels::linear(e.view(), w.e_proj.view(), e_out.view()));
+  DSV4_RETURN_IF_ERROR(linear(e.view(), w.e_proj, e_out.view()));
   DSV4_ASSIGN_OR_RETURN(Tensor e_streams, scratch(DType::kF32, streams.shape, device));
   DSV4_RETURN_IF_ERROR(kernels::hc_repeat(e_out.view(), e_streams.view()));
 
@@ -59,8 +59,8 @@ Result<Tensor> block_input(const checkpoint::ModelWeights& weights,
   DSV4_RETURN_IF_ERROR(kernels::rms_norm(streams.reshaped({n_stream_rows, c.hidden_size}),
                                          w.hnorm.view(), eps, h.view()));
   DSV4_ASSIGN_OR_RETURN(Tensor x, scratch(DType::kF32, streams.shape, device));
-  DSV4_RETURN_IF_ERROR(kernels::linear(h.view(), w.h_proj.view(),
-                                       x.view().reshaped({n_stream_rows, c.hidden_size})));
+  DSV4_RETURN_IF_ERROR(
+      linear(h.view(), w.h_proj, x.view().reshaped({n_stream_rows, c.hidden_size})));
   DSV4_RETURN_IF_ERROR(kernels::add(x.view(), e_streams.view(), x.view()));
   return x;
 }
@@ -117,8 +117,7 @@ Status mtp_forward(const checkpoint::ModelWeights& weights, int64_t index, Exper
   const LayerInput input{&c, c.n_layer + index, &w.block, mode, tokens.view(), rows};
   DSV4_RETURN_IF_ERROR(layer_forward(input, x, streams));
 
-  DSV4_ASSIGN_OR_RETURN(const Tensor hidden,
-                        final_hidden(c, w.hc_head, w.norm.view(), x.view()));
+  DSV4_ASSIGN_OR_RETURN(const Tensor hidden, final_hidden(c, w.hc_head, w.norm.view(), x.view()));
   for (size_t i = 0; i < chunks.size(); ++i) {
     const MtpChunk& chunk = chunks[i];
     if (chunk.out_streams.data != nullptr) {
@@ -126,8 +125,8 @@ Status mtp_forward(const checkpoint::ModelWeights& weights, int64_t index, Exper
           copy_tensor(chunk.out_streams, x.view().rows(rows[i].begin, rows[i].end)));
     }
     const int64_t end = rows[i].end;
-    DSV4_RETURN_IF_ERROR(kernels::linear(hidden.view().rows(end - chunk.logits.size(0), end),
-                                         weights.head.view(), chunk.logits));
+    DSV4_RETURN_IF_ERROR(
+        linear(hidden.view().rows(end - chunk.logits.size(0), end), weights.head, chunk.logits));
   }
   return ok_status();
 }

@@ -31,8 +31,8 @@ Status check_speculation(const EngineOptions& options, const checkpoint::LoadedM
   const std::string asked =
       "speculative decoding (" + std::to_string(options.speculative_tokens) + " tokens)";
   if (loaded.weights.mtp.empty()) {
-    return invalid_argument(asked + " needs the checkpoint's MTP block, and " +
-                            options.model_dir + " has none (no mtp.* tensors)");
+    return invalid_argument(asked + " needs the checkpoint's MTP block, and " + options.model_dir +
+                            " has none (no mtp.* tensors)");
   }
   const checkpoint::ModelConfig& c = loaded.weights.config;
   if (c.schedule(c.n_layer).attention != checkpoint::AttentionType::kSliding) {
@@ -57,8 +57,8 @@ struct Engine::State {
         max_context(engine.max_context),
         load_notes(std::move(loaded.report.notes)),
         scheduler(model, model.config().eos_token_id, static_cast<size_t>(engine.max_batch),
-                  engine.max_step_tokens, engine.prefix_cache_mb << 20,
-                  engine.speculative_tokens) {}
+                  engine.max_step_tokens, engine.prefix_cache_mb << 20, engine.speculative_tokens) {
+  }
 };
 
 Engine::Engine(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -86,10 +86,16 @@ Result<Engine> Engine::open(const EngineOptions& options) {
         "expert offload keeps experts in host memory for a GPU; on the CPU "
         "every weight is in host memory already");
   }
-  if (options.speculative_tokens < 0 || options.speculative_tokens > runtime::kMaxSpeculativeTokens) {
+  if (options.speculative_tokens < 0 ||
+      options.speculative_tokens > runtime::kMaxSpeculativeTokens) {
     return invalid_argument("speculative_tokens (" + std::to_string(options.speculative_tokens) +
-                            ") must be in [0, " +
-                            std::to_string(runtime::kMaxSpeculativeTokens) + "]");
+                            ") must be in [0, " + std::to_string(runtime::kMaxSpeculativeTokens) +
+                            "]");
+  }
+  if (options.device == EngineDevice::kCpu && options.numerics == Numerics::kFast) {
+    return invalid_argument(
+        "numerics fast (FP8 linears, bf16 tensor-core attention) runs on a GPU; the CPU "
+        "computes the exact profile only (numerics exact, or device cuda)");
   }
   // The loader decodes on the host; each layer then goes to the device the model runs on.
   const Device device = options.device == EngineDevice::kCuda ? Device::kCuda : Device::kCpu;
@@ -105,9 +111,10 @@ Result<Engine> Engine::open(const EngineOptions& options) {
                      ": checkpoint does not bind cleanly: " + loaded.report.first_problem());
   }
   if (options.speculative_tokens > 0) DSV4_RETURN_IF_ERROR(check_speculation(options, loaded));
-  const model::ModelOptions model_options{options.experts == ExpertPrecision::kW4A4
-                                              ? model::ExpertMode::kW4A4
-                                              : model::ExpertMode::kW4A16};
+  const model::ModelOptions model_options{.expert_mode = options.experts == ExpertPrecision::kW4A4
+                                                             ? model::ExpertMode::kW4A4
+                                                             : model::ExpertMode::kW4A16,
+                                          .numerics = options.numerics};
   auto state = std::make_unique<State>(std::move(loaded), model_options, options);
   for (int64_t id = 0; options.decodable && id < state->model.config().vocab_size; ++id) {
     if (!options.decodable(id)) state->undecodable.push_back(id);

@@ -16,10 +16,12 @@ struct EngineFlags {
   std::string experts = "w4a16";
   std::string expert_offload = "auto";  // or a number of layers
   int64_t speculative = 0;              // drafted tokens a step (EngineOptions)
+  std::string numerics;                 // exact or fast; empty: fast on cuda, exact on cpu
 };
 
 // --model (required when model_required, else optional with the default above), --device,
-// --experts, --expert-offload and --speculative, with their allowed values checked by CLI11.
+// --experts, --expert-offload, --speculative and --numerics, with their allowed values checked
+// by CLI11.
 void add_engine_flags(CLI::App* cmd, EngineFlags& flags, bool model_required);
 
 // --temperature, --top-k, --top-p, --seed, --presence-penalty, --frequency-penalty into
@@ -38,7 +40,8 @@ CLI::Validator positive();
 
 // The options the flags ask for. Without --model: $DSV4_MODEL, else the small trained model in
 // the repository (tests/golden/brown_small/model, English from the Brown corpus), which
-// `command` says on stderr.
+// `command` says on stderr. Without --numerics: fast on cuda, exact on cpu. --numerics fast
+// with --device cpu is Engine::open's invalid_argument.
 EngineOptions engine_options(const EngineFlags& flags, const char* command);
 
 // Engine::open, then the engine's load notes on stderr ("dsv4 COMMAND: note: ..."): which
