@@ -20,7 +20,7 @@ constexpr int64_t kChunkValues = int64_t{1} << 20;  // values a thread converts 
 // Copies tensors to one device; an empty tensor (an absent optional weight) stays empty.
 class DeviceCopier {
  public:
-  explicit DeviceCopier(Device device) : device_(device) {}
+  DeviceCopier(Device device, Numerics numerics) : device_(device), numerics_(numerics) {}
 
   Status copy(const Tensor& src, Tensor& dst) const {
     if (src.empty_tensor()) {
@@ -31,9 +31,11 @@ class DeviceCopier {
     return copy_tensor(dst.view(), src.view());
   }
 
-  // A linear's weight: an FP8 one (LoadOptions::keep_fp8) as it is, codes and scales.
+  // A linear's weight: an FP8 one (LoadOptions::keep_fp8) as it is, codes and scales, marked
+  // for the profile the weights are placed for.
   Status copy_linear(const LinearWeight& src, LinearWeight& dst) const {
     DSV4_RETURN_IF_ERROR(copy_linear(static_cast<const Tensor&>(src), dst));
+    dst.numerics = numerics_;
     return copy(src.block_scales, dst.block_scales);
   }
 
@@ -195,12 +197,13 @@ class DeviceCopier {
   }
 
   Device device_;
+  Numerics numerics_;
 };
 
 }  // namespace
 
-Result<ModelWeights> copy_weights(const ModelWeights& weights, Device device) {
-  const DeviceCopier copier(device);
+Result<ModelWeights> copy_weights(const ModelWeights& weights, Device device, Numerics numerics) {
+  const DeviceCopier copier(device, numerics);
   ModelWeights out;
   out.config = weights.config;
   DSV4_RETURN_IF_ERROR(copier.copy_globals(weights, out));
@@ -219,7 +222,7 @@ Result<ModelWeights> copy_weights(const ModelWeights& weights, Device device) {
 
 Result<LoadedModel> load_model_on(const std::string& model_dir, Device device,
                                   const DevicePlacement& placement, LoadOptions options) {
-  const DeviceCopier copier(device);
+  const DeviceCopier copier(device, placement.numerics);
   ModelWeights placed;
   ExpertOffloadPlan offload;
   options.on_layer_loaded = [&](ModelWeights& host, int64_t layer) -> Status {

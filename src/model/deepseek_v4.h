@@ -47,7 +47,9 @@ struct SequenceChunk {
 
 struct ModelOptions {
   ExpertMode expert_mode = ExpertMode::kW4A16;  // for NVFP4 experts
-  Numerics numerics = Numerics::kExact;          // EngineOptions::numerics; CPU: kExact only
+  // EngineOptions::numerics; CPU: kExact only. The FP8 linears follow their weights' own
+  // LinearWeight::numerics, which the Engine places with the same profile.
+  Numerics numerics = Numerics::kExact;
 };
 
 class Model {

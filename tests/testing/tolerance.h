@@ -99,4 +99,18 @@ inline constexpr double kNvfp4ActivationModelRelTol = 1.5;
 inline constexpr double kFp8LinearCpuSumRelTol = 1.0 / 65536.0;
 inline constexpr double kFp8LinearCudaSumRelTol = 1.0 / 1024.0;
 
+// The fast profile's linear (activation quantized to e4m3 in 1 × 128 groups with power-of-two
+// scales) against the exact one on the same FP8 weight, per row: rounding to 3 mantissa bits
+// moves each activation by ≤ 2^-4 of itself, ~2.5 % RMS for Gaussian rows (more for the values
+// a group's scale pushes toward e4m3's subnormals), and a row of random-sign products keeps
+// that relative error. 0.06 leaves room for a row's worst draws; a wrong group scale or a lost
+// block moves rows by ≥ 0.3.
+inline constexpr double kFastLinearRelTol = 0.06;
+
+// The whole tiny random-weight golden models in the fast profile against exact on the same FP8
+// weights, per logits row: each of a layer's linears moves by ~kFastLinearRelTol and these models
+// amplify perturbations (kNvfp4ActivationModelRelTol), so only a gross failure is caught here
+// (NaN, a wrong scale blowing rows up); measured values in docs/numerics.md.
+inline constexpr double kFastModelLogitsRelTol = 1.5;
+
 }  // namespace dsv4::testing
