@@ -38,6 +38,19 @@ std::vector<float> poisoned(size_t n) {
   return std::vector<float>(n, std::numeric_limits<float>::quiet_NaN());
 }
 
+// y[T, N] = x[T, K] · w[N, K]ᵀ in float64.
+std::vector<double> float64_linear(const std::vector<float>& x, const std::vector<float>& w, int t,
+                                   int n, int k) {
+  std::vector<double> y(static_cast<size_t>(t) * n);
+  for (int i = 0; i < t; ++i)
+    for (int j = 0; j < n; ++j) {
+      double acc = 0.0;
+      for (int p = 0; p < k; ++p) acc += double(x[i * k + p]) * w[j * k + p];
+      y[i * n + j] = acc;
+    }
+  return y;
+}
+
 class LinearTest : public ::testing::TestWithParam<std::tuple<int, int, int>> {};
 
 TEST_P(LinearTest, MatchesFloat64) {
@@ -47,13 +60,7 @@ TEST_P(LinearTest, MatchesFloat64) {
   std::vector<float> w = random_normal(rng, n * k);
   std::vector<float> y = poisoned(t * n);
   ASSERT_TRUE(linear(view_of(x, {t, k}), view_of(w, {n, k}), view_of(y, {t, n})).ok());
-  std::vector<double> ref(t * n);
-  for (int i = 0; i < t; ++i)
-    for (int j = 0; j < n; ++j) {
-      double acc = 0.0;
-      for (int p = 0; p < k; ++p) acc += double(x[i * k + p]) * w[j * k + p];
-      ref[i * n + j] = acc;
-    }
+  const std::vector<double> ref = float64_linear(x, w, t, n, k);
   EXPECT_LT(max_row_rel_error(y.data(), ref.data(), t, n), kF32OpRelTol);
 }
 
@@ -98,13 +105,7 @@ TEST(LinearFp8WeightTest, GivesTheBitsOfItsDecodedWeight) {
   ASSERT_TRUE(linear(view_of(x, {t, k}), view_of(decoded, {n, k}), view_of(want, {t, n})).ok());
   ASSERT_TRUE(linear(view_of(x, {t, k}), w.view(), view_of(got, {t, n})).ok());
   EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0);
-  std::vector<double> ref(t * n);
-  for (int i = 0; i < t; ++i)
-    for (int j = 0; j < n; ++j) {
-      double acc = 0.0;
-      for (int p = 0; p < k; ++p) acc += double(x[i * k + p]) * decoded[j * k + p];
-      ref[i * n + j] = acc;
-    }
+  const std::vector<double> ref = float64_linear(x, decoded, t, n, k);
   EXPECT_LT(max_row_rel_error(got.data(), ref.data(), t, n), kF32OpRelTol);
 
   const int64_t group_k = k;  // groups of n / groups = 40 rows

@@ -1,14 +1,20 @@
 // A model whose linears are FP8 (tests/model/fp8_golden.h) computes on the CPU with the bits of
 // the same model on their decoded f32 values: the CPU reference of what a GPU's exact profile
-// does with an FP8 checkpoint (kernels/ops.h, the FP8 linear).
+// does with an FP8 checkpoint (kernels/ops.h, the FP8 linear). And the same weights marked for
+// the fast profile (LinearWeight::numerics) run the CPU reference of DeepSeek's FP8 linear
+// (kernels::linear_fp8: the GPU's quantizer bit for bit, f32 sums), whose distance from exact is
+// recorded (docs/numerics.md) and bounded.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "model/deepseek_v4.h"
 #include "model/fp8_golden.h"
+#include "testing/compare.h"
+#include "testing/tolerance.h"
 
 namespace dsv4::model {
 namespace {
@@ -42,9 +48,33 @@ TEST_P(Fp8GoldenTest, CpuForwardOnFp8LinearsHasTheBitsOfTheirDecoding) {
   EXPECT_EQ(std::memcmp(got.data_as<float>(), want.data_as<float>(), 4 * got.numel()), 0);
 }
 
+TEST_P(Fp8GoldenTest, FastLinearsOnTheCpuReferenceStayNearExact) {
+  const testing::Fp8Golden fp8 = testing::fp8_golden(GetParam());
+  auto fast = checkpoint::copy_weights(fp8.kept, Device::kCpu, Numerics::kFast);
+  ASSERT_TRUE(fast.ok());
+  const format::SafetensorsFile reference =
+      testing::open_golden(GetParam() + "/reference.safetensors");
+  const Tensor exact_logits = prefill_logits(fp8.kept, reference);
+  const Tensor fast_logits = prefill_logits(*fast, reference);
+  const int64_t rows = exact_logits.shape()[0], v = exact_logits.shape()[1];
+  const double error = testing::max_row_rel_error(fast_logits.data_as<float>(),
+                                                  exact_logits.data_as<float>(), rows, v);
+  int64_t same_top = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* e = exact_logits.data_as<float>() + r * v;
+    const float* f = fast_logits.data_as<float>() + r * v;
+    same_top += std::max_element(e, e + v) - e == std::max_element(f, f + v) - f;
+  }
+  RecordProperty("logits_max_row_rel_error", std::to_string(error));
+  RecordProperty("top1_agreement", std::to_string(double(same_top) / double(rows)));
+  EXPECT_GT(error, 0.0);  // the fast linears ran
+  EXPECT_LT(error, testing::kFastModelLogitsRelTol);
+}
+
 INSTANTIATE_TEST_SUITE_P(Oracle, Fp8GoldenTest,
-                         ::testing::Values("tiny_a_pretrained", "tiny_d_state_dict",
-                                           "tiny_e_pretrained"));
+                         ::testing::Values("tiny_a_pretrained", "tiny_a_state_dict",
+                                           "tiny_b_state_dict", "tiny_c_pretrained",
+                                           "tiny_d_state_dict", "tiny_e_pretrained"));
 
 }  // namespace
 }  // namespace dsv4::model

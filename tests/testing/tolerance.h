@@ -107,10 +107,12 @@ inline constexpr double kFp8LinearCudaSumRelTol = 1.0 / 1024.0;
 // block moves rows by ≥ 0.3.
 inline constexpr double kFastLinearRelTol = 0.06;
 
-// The whole tiny random-weight golden models in the fast profile against exact on the same FP8
-// weights, per logits row: each of a layer's linears moves by ~kFastLinearRelTol and these models
-// amplify perturbations (kNvfp4ActivationModelRelTol), so only a gross failure is caught here
-// (NaN, a wrong scale blowing rows up); measured values in docs/numerics.md.
-inline constexpr double kFastModelLogitsRelTol = 1.5;
+// The whole tiny random-weight golden models with FP8 linears, their linears in the fast profile
+// against exact, per logits row: each linear moves by ~2.5 % (kFastLinearRelTol) and these models
+// amplify perturbations (kNvfp4ActivationModelRelTol). Measured with the CPU reference of the FP8
+// linear, prompt_0's prefill: 0.217-0.356 over the six models (docs/numerics.md); 0.75 leaves
+// twice the worst for the GPU's other summation order, and still fails NaN or a wrong scale
+// (rows of order 1 and more).
+inline constexpr double kFastModelLogitsRelTol = 0.75;
 
 }  // namespace dsv4::testing
