@@ -60,6 +60,13 @@ struct EngineOptions {
   // How the GPU computes (dsv4/numerics.h, docs/numerics.md); the CPU computes kExact only
   // (kFast there is invalid_argument). Either way a GPU keeps an FP8 checkpoint's linears in FP8.
   Numerics numerics = Numerics::kExact;
+  // Expert parallelism (docs/ep.md): the NVFP4 routed experts sharded over this many ranks
+  // (1 .. 8; 1: off), all stepping the same batch, the same tokens as one rank's. The ranks are
+  // threads sharing `device`; they move NVFP4 rows, so they need ExpertPrecision::kW4A4.
+  int64_t expert_parallel = 1;
+  // GPUs the ranks spread over, one rank each (1: the one device). More than the machine has is
+  // refused, naming what it has.
+  int64_t gpus = 1;
 };
 
 class TokenConstraint;  // dsv4/structured_output.h

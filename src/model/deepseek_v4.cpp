@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kernels/ops.h"
+#include "model/cache_copy.h"
 #include "model/hyper_connections.h"
 #include "model/layer.h"
 #include "model/linear.h"
@@ -106,9 +107,14 @@ Status Model::forward(std::span<const SequenceChunk> chunks) const {
   }
   for (int64_t layer = 0; layer < c.n_layer; ++layer) {
     rows_of_layer(layer);
-    const LayerInput input{
-        &c,      layer,     &weights_->layers[layer], options_.expert_mode, tokens.view(), rows,
-        nullptr, &positions};
+    const LayerInput input{.config = &c,
+                           .layer = layer,
+                           .weights = &weights_->layers[layer],
+                           .expert_mode = options_.expert_mode,
+                           .tokens = tokens.view(),
+                           .sequences = rows,
+                           .positions = &positions,
+                           .placement = options_.placement};
     DSV4_RETURN_IF_ERROR(layer_forward(input, streams, spare));
   }
   int64_t end = 0;
@@ -207,6 +213,18 @@ Status Model::forward(std::span<const int64_t> tokens, int64_t start_pos, Sequen
                       const TensorView& logits) const {
   const SequenceChunk chunk{tokens, start_pos, &cache, logits};
   return forward(std::span<const SequenceChunk>(&chunk, 1));
+}
+
+
+Result<SequenceCache> empty_snapshot(const Model& model, int64_t n_tokens) {
+  return model.new_cache(std::max<int64_t>(n_tokens, 1), /*max_step_tokens=*/1,
+                         CacheStart::kForCopy);
+}
+
+Result<SequenceCache> snapshot_cache(const Model& model, const SequenceCache& cache) {
+  DSV4_ASSIGN_OR_RETURN(SequenceCache snapshot, empty_snapshot(model, cache.n_tokens()));
+  DSV4_RETURN_IF_ERROR(copy_cache_state(cache, snapshot));
+  return snapshot;
 }
 
 }  // namespace dsv4::model

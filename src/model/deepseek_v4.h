@@ -21,12 +21,6 @@
 
 namespace dsv4::model {
 
-// The caches of one sequence, one per layer.
-struct SequenceCache {
-  std::vector<AttentionCache> layers;
-  int64_t n_tokens() const { return layers.empty() ? 0 : layers.front().n_tokens; }
-};
-
 // One sequence's part of a forward call.
 struct SequenceChunk {
   std::span<const int64_t> tokens;  // host ids of the new tokens, positions start_pos..
@@ -50,6 +44,9 @@ struct ModelOptions {
   // EngineOptions::numerics; CPU: kExact only. The FP8 linears follow their weights' own
   // LinearWeight::numerics, which the Engine places with the same profile.
   Numerics numerics = Numerics::kExact;
+  // Where the main layers' NVFP4 routed experts run (expert_placement.h; not owned, outlives
+  // the model); null: in place.
+  ExpertPlacement* placement = nullptr;
 };
 
 class Model {
@@ -88,5 +85,13 @@ class Model {
   const checkpoint::ModelWeights* weights_;
   ModelOptions options_;
 };
+
+// Prefix caching's kept states (model/cache_copy.h copies into and out of them). A copy of
+// `cache`'s state in the least memory that holds it: a window ring of W rows (one token a step)
+// and entries for n_tokens positions. It holds state only (CacheStart::kForCopy): it is copied
+// from, never run.
+Result<SequenceCache> snapshot_cache(const Model& model, const SequenceCache& cache);
+// Buffers of that size, for a state of n_tokens to be copied in (SequenceChunk::snapshot).
+Result<SequenceCache> empty_snapshot(const Model& model, int64_t n_tokens);
 
 }  // namespace dsv4::model

@@ -13,16 +13,12 @@
 #include "checkpoint/loader.h"
 #include "checkpoint/to_device.h"
 #include "dsv4/structured_output.h"
+#include "runtime/placement.h"
 #include "runtime/scheduler.h"
 #include "runtime/speculative.h"
 
 namespace dsv4 {
 namespace {
-
-// Device memory the weights leave free besides the prefix cache when expert offload decides
-// what fits: a margin for the sequences' caches and a step's activations and MoE workspace,
-// which grow with the requests and are allocated as they come, so no config gives them exactly.
-constexpr int64_t kStepHeadroomBytes = int64_t{4} << 30;
 
 // Speculative decoding drafts with the checkpoint's first MTP block, which must be there, and
 // sliding-window only (as the release's is): a sequence resumed from a kept prefix skips the MTP
@@ -46,13 +42,17 @@ Status check_speculation(const EngineOptions& options, const checkpoint::LoadedM
 
 struct Engine::State {
   checkpoint::ModelWeights weights;
+  std::unique_ptr<model::ExpertPlacement> placement;  // reads the weights; the model calls it
   model::Model model;
   int64_t max_context;
   std::vector<std::string> load_notes;
   std::vector<int64_t> undecodable;  // ascending: ids EngineOptions::decodable refused
   runtime::Scheduler scheduler;      // last: its worker steps the model above
-  State(checkpoint::LoadedModel loaded, model::ModelOptions options, const EngineOptions& engine)
+  // options.placement is experts_at's.
+  State(checkpoint::LoadedModel loaded, std::unique_ptr<model::ExpertPlacement> experts_at,
+        model::ModelOptions options, const EngineOptions& engine)
       : weights(std::move(loaded.weights)),
+        placement(std::move(experts_at)),
         model(weights, options),
         max_context(engine.max_context),
         load_notes(std::move(loaded.report.notes)),
@@ -97,11 +97,12 @@ Result<Engine> Engine::open(const EngineOptions& options) {
         "numerics fast (FP8 linears, bf16 tensor-core attention) runs on a GPU; the CPU "
         "computes the exact profile only (numerics exact, or device cuda)");
   }
+  DSV4_RETURN_IF_ERROR(runtime::check_parallelism(options));
   // The loader decodes on the host; each layer then goes to the device the model runs on.
   const Device device = options.device == EngineDevice::kCuda ? Device::kCuda : Device::kCpu;
   const checkpoint::DevicePlacement placement{
       .expert_offload_layers = options.expert_offload_layers,
-      .device_headroom = (options.prefix_cache_mb << 20) + kStepHeadroomBytes,
+      .device_headroom = (options.prefix_cache_mb << 20) + runtime::kStepHeadroomBytes,
       .numerics = options.numerics};
   DSV4_ASSIGN_OR_RETURN(checkpoint::LoadedModel loaded,
                         device == Device::kCpu
@@ -112,11 +113,15 @@ Result<Engine> Engine::open(const EngineOptions& options) {
                      ": checkpoint does not bind cleanly: " + loaded.report.first_problem());
   }
   if (options.speculative_tokens > 0) DSV4_RETURN_IF_ERROR(check_speculation(options, loaded));
-  const model::ModelOptions model_options{.expert_mode = options.experts == ExpertPrecision::kW4A4
-                                                             ? model::ExpertMode::kW4A4
-                                                             : model::ExpertMode::kW4A16,
-                                          .numerics = options.numerics};
-  auto state = std::make_unique<State>(std::move(loaded), model_options, options);
+  model::ModelOptions model_options{.expert_mode = options.experts == ExpertPrecision::kW4A4
+                                                       ? model::ExpertMode::kW4A4
+                                                       : model::ExpertMode::kW4A16,
+                                    .numerics = options.numerics};
+  DSV4_ASSIGN_OR_RETURN(std::unique_ptr<model::ExpertPlacement> experts_at,
+                        runtime::make_placement(options, loaded.weights));
+  model_options.placement = experts_at.get();
+  auto state =
+      std::make_unique<State>(std::move(loaded), std::move(experts_at), model_options, options);
   for (int64_t id = 0; options.decodable && id < state->model.config().vocab_size; ++id) {
     if (!options.decodable(id)) state->undecodable.push_back(id);
   }

@@ -46,6 +46,16 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& flags, bool model_required) {
                   "against transformers) or fast (DeepSeek's own inference numerics: FP8 "
                   "linears, bf16 tensor-core attention); default fast on cuda, exact on cpu")
       ->check(CLI::IsMember({"exact", "fast"}));
+  // Expert parallelism (docs/ep.md): the range and what the ranks need are the engine's to check,
+  // so its messages are the same from every command.
+  cmd->add_option("--ep", flags.ep,
+                  "expert parallelism: the routed experts sharded over N ranks sharing the one "
+                  "device, the same tokens as one rank (1 to 8; needs --experts w4a4)")
+      ->capture_default_str();
+  cmd->add_option("--gpus", flags.gpus,
+                  "GPUs the expert-parallel ranks spread over, one rank each (more than the "
+                  "machine has is refused, naming what it has)")
+      ->capture_default_str();
 }
 
 namespace {
@@ -125,6 +135,8 @@ EngineOptions engine_options(const EngineFlags& flags, const char* command) {
   const bool fast =
       flags.numerics.empty() ? options.device == EngineDevice::kCuda : flags.numerics == "fast";
   options.numerics = fast ? Numerics::kFast : Numerics::kExact;
+  options.expert_parallel = flags.ep;
+  options.gpus = flags.gpus;
   return options;
 }
 
