@@ -14,6 +14,7 @@
 #include "checkpoint/binding.h"
 #include "checkpoint/decode.h"
 #include "checkpoint/expert_packing.h"
+#include "checkpoint/fp8_weights.h"
 
 namespace dsv4::checkpoint {
 namespace {
@@ -196,8 +197,7 @@ class LayerCompletion {
 
   Status complete(int64_t layer, ModelWeights& weights) {
     done_.insert(layer);
-    if (layer >= 0)
-      DSV4_RETURN_IF_ERROR(set_static_input_scales(weights.block(layer)));
+    if (layer >= 0) DSV4_RETURN_IF_ERROR(set_static_input_scales(weights.block(layer)));
     return callback_ ? callback_(weights, layer) : ok_status();
   }
 
@@ -208,11 +208,19 @@ class LayerCompletion {
 
 // ---- The one pass ----
 
+// Whether this load keeps `slot` in FP8 (LoadOptions::keep_fp8).
+bool kept_fp8(const BoundSlot& slot, const LoadOptions& options) {
+  return options.keep_fp8 && keeps_fp8(slot);
+}
+
 // The sizes of what decode_all will keep.
-LoadPlan plan_load(const Binding& binding, const ExpertPacking& packing) {
+LoadPlan plan_load(const Binding& binding, const ExpertPacking& packing,
+                   const LoadOptions& options) {
   LoadPlan plan;
   for (const BoundSlot& slot : binding.slots) {
-    if (packing.packed(slot)) {
+    if (kept_fp8(slot, options)) {
+      plan.fp8_bytes += fp8_slot_bytes(slot);
+    } else if (packing.packed(slot)) {
       plan.packed_expert_bytes += ExpertPacking::packed_bytes(slot);
       const auto layer = static_cast<size_t>(slot.layer);
       if (plan.expert_bulk_bytes.size() <= layer) plan.expert_bulk_bytes.resize(layer + 1);
@@ -256,7 +264,11 @@ Status decode_all(const Binding& binding, const ModelConfig& config, const LoadO
     const bool integer = slot_spec(slot.param).storage == Storage::kIndex;
     std::optional<format::Nvfp4Tensor>* nvfp4 = nullptr;
     Tensor* dst = nullptr;
-    if (weights && packing.packed(slot)) {
+    if (weights && kept_fp8(slot, options)) {
+      // A linear slot's field is a LinearWeight (fp8_weights.h); its values are only scanned.
+      auto& linear = static_cast<LinearWeight&>(slot_tensor(*weights, slot.param, slot.layer));
+      DSV4_ASSIGN_OR_RETURN(linear, copy_fp8_slot(slot));
+    } else if (weights && packing.packed(slot)) {
       auto& experts = weights->block(slot.layer).ffn.experts;
       nvfp4 = slot.param == kExpertsW13 ? &experts.w13_nvfp4 : &experts.w2_nvfp4;
       DSV4_ASSIGN_OR_RETURN(*nvfp4, packing.allocate(slot));
@@ -327,7 +339,7 @@ Result<LoadedModel> load_model(const std::string& model_dir, const LoadOptions& 
   const ExpertPacking packing =
       ExpertPacking::plan(opened.binding, w.config, options.keep_fp4_packed, model.report);
   if (options.before_decode) {
-    LoadPlan plan = plan_load(opened.binding, packing);
+    LoadPlan plan = plan_load(opened.binding, packing, options);
     plan.first_problem = model.report.first_problem();
     DSV4_RETURN_IF_ERROR(options.before_decode(plan));
   }

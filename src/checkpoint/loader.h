@@ -20,15 +20,17 @@ namespace dsv4::checkpoint {
 // What a load will hold, known once the checkpoint is bound and before any byte is decoded.
 struct LoadPlan {
   int64_t packed_expert_bytes = 0;  // NVFP4 stacks: codes, block scales, global scales
+  int64_t fp8_bytes = 0;            // linears kept in FP8 (keep_fp8): codes and f32 scales
   int64_t value_elements = 0;       // every other weight's values (f32 on the host)
   int64_t index_elements = 0;       // tid2eid's expert ids (i64)
   // Per layer: its NVFP4 stacks' codes and block scales, the part of packed_expert_bytes that
   // expert offload may keep in host memory (expert_offload.h); 0 for a layer decoded to f32.
   std::vector<int64_t> expert_bulk_bytes;
-  std::string first_problem;        // the binding's first problem; empty when it binds cleanly
-  // The fewest bytes the weights can take on a GPU, where a value is at least a bf16.
+  std::string first_problem;  // the binding's first problem; empty when it binds cleanly
+  // The fewest bytes the weights can take on a GPU, where a value not kept packed is at least a
+  // bf16.
   int64_t min_device_bytes() const {
-    return packed_expert_bytes + 2 * value_elements + 8 * index_elements;
+    return packed_expert_bytes + fp8_bytes + 2 * value_elements + 8 * index_elements;
   }
 };
 
@@ -37,6 +39,10 @@ struct LoadOptions {
   // Keep FP4 routed experts packed in NVFP4 for the engine's NVFP4 paths (NVFP4 as stored,
   // MXFP4 converted without changing a value; expert_packing.h) instead of decoding them to f32.
   bool keep_fp4_packed = true;
+  // Keep the dense linears an FP8 checkpoint stores as e4m3 + power-of-two 128 × 128 block scales
+  // in that form (LinearWeight; checkpoint/fp8_weights.h) instead of decoding them to f32: for a
+  // GPU, whose linear kernels decode them (kernels/ops.h). The CPU reference reads them too.
+  bool keep_fp8 = false;
   // Called with (tensors done, tensors total) while binding; for progress on big checkpoints.
   std::function<void(size_t, size_t)> progress;
   // load_model calls this once every slot of a layer is decoded (layer -1: the model's global

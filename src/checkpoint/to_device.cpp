@@ -20,7 +20,7 @@ constexpr int64_t kChunkValues = int64_t{1} << 20;  // values a thread converts 
 // Copies tensors to one device; an empty tensor (an absent optional weight) stays empty.
 class DeviceCopier {
  public:
-  explicit DeviceCopier(Device device) : device_(device) {}
+  DeviceCopier(Device device, Numerics numerics) : device_(device), numerics_(numerics) {}
 
   Status copy(const Tensor& src, Tensor& dst) const {
     if (src.empty_tensor()) {
@@ -29,6 +29,14 @@ class DeviceCopier {
     }
     DSV4_ASSIGN_OR_RETURN(dst, Tensor::empty(src.dtype(), src.shape(), device_));
     return copy_tensor(dst.view(), src.view());
+  }
+
+  // A linear's weight: an FP8 one (LoadOptions::keep_fp8) as it is, codes and scales, marked
+  // for the profile the weights are placed for.
+  Status copy_linear(const LinearWeight& src, LinearWeight& dst) const {
+    DSV4_RETURN_IF_ERROR(copy_linear(static_cast<const Tensor&>(src), dst));
+    dst.numerics = numerics_;
+    return copy(src.block_scales, dst.block_scales);
   }
 
   // A weight only kernels::linear reads: on a GPU in bf16 when every value is one (a bf16
@@ -172,8 +180,9 @@ class DeviceCopier {
   Status copy(const MtpWeights& src, MtpWeights& dst, bool experts_in_host_memory) const {
     DSV4_RETURN_IF_ERROR(copy_linear(src.e_proj, dst.e_proj));
     DSV4_RETURN_IF_ERROR(copy_linear(src.h_proj, dst.h_proj));
-    for (const auto& [from, to] : {std::pair(&src.enorm, &dst.enorm),
-                                   std::pair(&src.hnorm, &dst.hnorm), std::pair(&src.norm, &dst.norm)})
+    for (const auto& [from, to] :
+         {std::pair(&src.enorm, &dst.enorm), std::pair(&src.hnorm, &dst.hnorm),
+          std::pair(&src.norm, &dst.norm)})
       DSV4_RETURN_IF_ERROR(copy(*from, *to));
     DSV4_RETURN_IF_ERROR(copy(src.hc_head, dst.hc_head));
     return copy(src.block, dst.block, experts_in_host_memory);
@@ -188,12 +197,13 @@ class DeviceCopier {
   }
 
   Device device_;
+  Numerics numerics_;
 };
 
 }  // namespace
 
-Result<ModelWeights> copy_weights(const ModelWeights& weights, Device device) {
-  const DeviceCopier copier(device);
+Result<ModelWeights> copy_weights(const ModelWeights& weights, Device device, Numerics numerics) {
+  const DeviceCopier copier(device, numerics);
   ModelWeights out;
   out.config = weights.config;
   DSV4_RETURN_IF_ERROR(copier.copy_globals(weights, out));
@@ -212,7 +222,7 @@ Result<ModelWeights> copy_weights(const ModelWeights& weights, Device device) {
 
 Result<LoadedModel> load_model_on(const std::string& model_dir, Device device,
                                   const DevicePlacement& placement, LoadOptions options) {
-  const DeviceCopier copier(device);
+  const DeviceCopier copier(device, placement.numerics);
   ModelWeights placed;
   ExpertOffloadPlan offload;
   options.on_layer_loaded = [&](ModelWeights& host, int64_t layer) -> Status {
@@ -220,7 +230,8 @@ Result<LoadedModel> load_model_on(const std::string& model_dir, Device device,
     placed.mtp.resize(host.mtp.size());
     if (layer < 0) {
       DSV4_RETURN_IF_ERROR(copier.copy_globals(host, placed));
-      for (Tensor* t : {&host.embed, &host.head, &host.norm}) *t = Tensor();
+      for (Tensor* t : {&host.embed, &host.norm}) *t = Tensor();
+      host.head = LinearWeight();
       host.hc_head = HyperConnectionWeights{};
       return ok_status();
     }
@@ -248,6 +259,8 @@ Result<LoadedModel> load_model_on(const std::string& model_dir, Device device,
                                               placement.device_headroom, host_free));
     return ok_status();
   };
+  // A GPU's linear kernels decode FP8 weights themselves: half the bytes of their bf16 form.
+  options.keep_fp8 = device == Device::kCuda;
   DSV4_ASSIGN_OR_RETURN(LoadedModel loaded, load_model(model_dir, options));
   placed.config = loaded.weights.config;
   loaded.weights = std::move(placed);

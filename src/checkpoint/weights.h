@@ -4,7 +4,8 @@
 // loader sees a checkpoint string.
 //
 // Host reference form: dense weights are f32 (dequantized at load from bf16 / fp8+scale /
-// fp4+scale); routed experts stay NVFP4 when the checkpoint is NVFP4, else dense f32.
+// fp4+scale); routed experts stay NVFP4 when the checkpoint is NVFP4, else dense f32. A load for
+// a GPU keeps a dense linear stored in FP8 as FP8 (LinearWeight, LoadOptions::keep_fp8).
 //
 // Dimension letters: D model width, H heads, Dh head dim, Q q_lora_rank, G o_groups,
 // R o_lora_rank, E routed experts, F expert width, V vocab, M hc_mult, HI/DI indexer heads/dim,
@@ -12,13 +13,41 @@
 #pragma once
 
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "base/buffer.h"
 #include "checkpoint/config.h"
+#include "dsv4/numerics.h"
+#include "format/fp8_block.h"
 #include "format/nvfp4.h"
 
 namespace dsv4::checkpoint {
+
+// A dense linear's weight [N, K]: the Tensor is its values, f32 on the host (bf16 on a GPU when
+// every value is one, checkpoint/to_device.h), or, for a weight the checkpoint stores in FP8 and
+// the load kept so (LoadOptions::keep_fp8), e4m3 codes with their f32 128 × 128 block scales in
+// block_scales (format/fp8_block.h): one byte a value where bf16 takes two. kernels/ops.h's
+// linear takes either form (as_linear_operand).
+struct LinearWeight : Tensor {
+  LinearWeight() = default;
+  LinearWeight(Tensor values) : Tensor(std::move(values)) {}  // NOLINT: a dense weight as it is
+  Tensor block_scales;  // f32 [ceil(N/128), ceil(K/128)] when the values are e4m3, else empty
+  // How the forward multiplies an FP8 weight, fixed where the weights are placed
+  // (DevicePlacement::numerics, copy_weights; the Engine places them for EngineOptions::numerics):
+  // kExact decodes it inside the f32-exact linear, kFast runs DeepSeek's FP8 GEMM on an
+  // activation quantized in 1 × 128 groups (model/linear.h, docs/numerics.md).
+  Numerics numerics = Numerics::kExact;
+  bool is_fp8() const { return dtype() == DType::kF8E4M3; }
+  format::Fp8BlockView fp8_view() const {
+    return {data_as<const uint8_t>(),
+            block_scales.data_as<const float>(),
+            shape()[0],
+            shape()[1],
+            shape()[1],
+            device()};
+  }
+};
 
 // One mHC site: mixes the M residual streams into the block input and back.
 struct HyperConnectionWeights {
@@ -28,35 +57,35 @@ struct HyperConnectionWeights {
 };
 
 struct CompressorWeights {
-  Tensor wkv;    // f32 [c·Dh, D]
-  Tensor wgate;  // f32 [c·Dh, D]
-  Tensor ape;    // f32 [m, c·Dh]   absolute position bias of the gate
-  Tensor norm;   // f32 [Dh]
+  LinearWeight wkv;    // [c·Dh, D]
+  LinearWeight wgate;  // [c·Dh, D]
+  Tensor ape;          // f32 [m, c·Dh]   absolute position bias of the gate
+  Tensor norm;         // f32 [Dh]
 };
 
 struct IndexerWeights {
-  Tensor wq_b;                   // f32 [HI·DI, Q]
-  Tensor weights_proj;           // f32 [HI, D]
+  LinearWeight wq_b;             // [HI·DI, Q]
+  LinearWeight weights_proj;     // [HI, D]
   CompressorWeights compressor;  // at width DI
 };
 
 struct AttentionWeights {
   Tensor attn_sink;                             // f32 [H]
-  Tensor wq_a;                                  // f32 [Q, D]
+  LinearWeight wq_a;                            // [Q, D]
   Tensor q_norm;                                // f32 [Q]
-  Tensor wq_b;                                  // f32 [H·Dh, Q]
-  Tensor wkv;                                   // f32 [Dh, D]
+  LinearWeight wq_b;                            // [H·Dh, Q]
+  LinearWeight wkv;                             // [Dh, D]
   Tensor kv_norm;                               // f32 [Dh]
-  Tensor wo_a;                                  // f32 [G·R, H/G·Dh]
-  Tensor wo_b;                                  // f32 [D, G·R]
+  LinearWeight wo_a;                            // [G·R, H/G·Dh]
+  LinearWeight wo_b;                            // [D, G·R]
   std::optional<CompressorWeights> compressor;  // CSA and HCA layers
   std::optional<IndexerWeights> indexer;        // CSA layers
 };
 
 struct DenseExpertWeights {
-  Tensor w1;  // f32 [F, D]  gate
-  Tensor w3;  // f32 [F, D]  up
-  Tensor w2;  // f32 [D, F]  down
+  LinearWeight w1;  // [F, D]  gate
+  LinearWeight w3;  // [F, D]  up
+  LinearWeight w2;  // [D, F]  down
 };
 
 // All routed experts of a layer, stacked; exactly one of the two forms is filled.
@@ -96,20 +125,20 @@ struct LayerWeights {
 // token's embedding and the trunk's last streams, each normed and projected, summed, through a
 // full V4 block, then its own hc_head and norm before the model's shared head.
 struct MtpWeights {
-  Tensor e_proj;  // f32 [D, D]
-  Tensor h_proj;  // f32 [D, D]
-  Tensor enorm;   // f32 [D]
-  Tensor hnorm;   // f32 [D]
-  Tensor norm;    // f32 [D]
+  LinearWeight e_proj;  // [D, D]
+  LinearWeight h_proj;  // [D, D]
+  Tensor enorm;         // f32 [D]
+  Tensor hnorm;         // f32 [D]
+  Tensor norm;          // f32 [D]
   HyperConnectionWeights hc_head;
   LayerWeights block;  // runs as layer n_layer + i (config.schedule)
 };
 
 struct ModelWeights {
   ModelConfig config;
-  Tensor embed;  // f32 [V, D]
-  Tensor head;   // f32 [V, D]
-  Tensor norm;   // f32 [D]
+  Tensor embed;       // f32 [V, D]
+  LinearWeight head;  // [V, D]
+  Tensor norm;        // f32 [D]
   HyperConnectionWeights hc_head;
   std::vector<LayerWeights> layers;
   // config.n_mtp_layers blocks when the checkpoint holds them, else empty (no speculation).

@@ -11,6 +11,7 @@
 
 #include "base/check.h"
 #include "base/tensor.h"
+#include "format/fp8_block.h"
 #include "kernels/cpu/row_matrix.h"
 #include "kernels/ops.h"
 
@@ -29,11 +30,16 @@ inline const float* f32_vector(const TensorView& v, int64_t n, const char* what)
 // ---- Dense ops ----
 
 // A linear's weight: rows of f32, or of bf16 (a device keeps a bf16 checkpoint's linear weights
-// in bf16: checkpoint/to_device.h), dense within a row. Every value widens exactly to f32.
+// in bf16: checkpoint/to_device.h), dense within a row; or e4m3 rows with one f32 scale per
+// 128 × 128 block (an FP8 checkpoint's, format/fp8_block.h), whose scales are powers of two (the
+// loader keeps FP8 only then), so that every value w = e4m3 · s is exactly a bf16. Every value
+// widens exactly to f32.
 struct WeightRows {
   const void* data = nullptr;
   DType dtype = DType::kF32;
   int64_t n_rows = 0, n_cols = 0, row_stride = 0;  // row_stride in elements
+  const float* block_scales = nullptr;             // e4m3: [ceil(n_rows/128), scale_cols] row-major
+  int64_t scale_cols = 0;
 };
 inline WeightRows as_weight_rows(const TensorView& w, const char* what) {
   DSV4_CHECK(w.dtype == DType::kF32 || w.dtype == DType::kBF16, "%s: expected f32 or bf16, got %s",
@@ -43,14 +49,23 @@ inline WeightRows as_weight_rows(const TensorView& w, const char* what) {
   const RowMatrix m = as_rows(layout, what);
   return {w.data, w.dtype, m.n_rows, m.n_cols, m.row_stride};
 }
+inline WeightRows as_weight_rows(const format::Fp8BlockView& w, const char* what) {
+  DSV4_CHECK(w.values != nullptr && w.block_scales != nullptr && w.n_rows > 0 && w.n_cols > 0 &&
+                 w.row_stride >= w.n_cols,
+             "%s: an FP8 weight [%lld, %lld] needs values, block scales and row stride >= K", what,
+             (long long)w.n_rows, (long long)w.n_cols);
+  return {w.values,     DType::kF8E4M3, w.n_rows,      w.n_cols,
+          w.row_stride, w.block_scales, w.scale_cols()};
+}
 
 struct LinearOperands {
   RowMatrix x;   // [T, K]
   WeightRows w;  // [N, K]
   RowMatrix y;   // [T, N]
 };
-inline LinearOperands linear_operands(const TensorView& x, const TensorView& w,
-                                      const TensorView& y) {
+// W: a TensorView (f32 or bf16) or a format::Fp8BlockView.
+template <typename W>
+LinearOperands linear_operands(const TensorView& x, const W& w, const TensorView& y) {
   const LinearOperands o{as_rows(x, "linear x"), as_weight_rows(w, "linear w"),
                          as_rows(y, "linear y")};
   DSV4_CHECK(o.x.n_cols == o.w.n_cols, "linear: x has K=%lld, w has K=%lld", (long long)o.x.n_cols,
@@ -63,8 +78,9 @@ inline LinearOperands linear_operands(const TensorView& x, const TensorView& w,
 
 // linear's operands with x [T, G·K]; returns them with x seen as its first group's columns
 // [T, K] (group g starts g·K columns further).
-inline LinearOperands block_diagonal_operands(const TensorView& x, const TensorView& w,
-                                              int64_t n_groups, const TensorView& y) {
+template <typename W>
+LinearOperands block_diagonal_operands(const TensorView& x, const W& w, int64_t n_groups,
+                                       const TensorView& y) {
   LinearOperands o{as_rows(x, "block_diagonal_linear x"),
                    as_weight_rows(w, "block_diagonal_linear w"),
                    as_rows(y, "block_diagonal_linear y")};

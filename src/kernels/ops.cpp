@@ -24,6 +24,13 @@ Device device_of(std::initializer_list<const TensorView*> views) {
   return first ? first->device : Device::kCpu;
 }
 
+// The same with an FP8 weight's device among them.
+Device device_of(const format::Fp8BlockView& w, std::initializer_list<const TensorView*> views) {
+  const Device device = device_of(views);
+  DSV4_CHECK(w.device == device, "operands on different devices");
+  return device;
+}
+
 Status no_cuda(const char* op) {
   return unimplemented(std::string(op) + ": no CUDA implementation yet");
 }
@@ -75,6 +82,20 @@ Status block_diagonal_linear(const TensorView& x, const TensorView& w, int64_t n
                              const TensorView& y) {
   return dispatch(
       "block_diagonal_linear", device_of({&x, &w, &y}),
+      [&] { cpu::block_diagonal_linear(x, w, n_groups, y); },
+      [&] { cuda::block_diagonal_linear(x, w, n_groups, y); });
+}
+
+Status linear(const TensorView& x, const format::Fp8BlockView& w, const TensorView& y) {
+  return dispatch(
+      "linear", device_of(w, {&x, &y}), [&] { cpu::linear(x, w, y); },
+      [&] { cuda::linear(x, w, y); });
+}
+
+Status block_diagonal_linear(const TensorView& x, const format::Fp8BlockView& w, int64_t n_groups,
+                             const TensorView& y) {
+  return dispatch(
+      "block_diagonal_linear", device_of(w, {&x, &y}),
       [&] { cpu::block_diagonal_linear(x, w, n_groups, y); },
       [&] { cuda::block_diagonal_linear(x, w, n_groups, y); });
 }

@@ -33,6 +33,15 @@ Status linear(const TensorView& x, const TensorView& w, const TensorView& y);
 Status block_diagonal_linear(const TensorView& x, const TensorView& w, int64_t n_groups,
                              const TensorView& y);
 
+// The same two with an FP8 weight (format/fp8_block.h: e4m3 with power-of-two 128 × 128 block
+// scales, as an FP8 checkpoint stores it), decoded inside the kernel: every e4m3 · scale is a
+// bf16 and its f32 value is the host decode's, so y has the bits of the call on that decoded
+// weight (its bf16 form on a GPU, its f32 form on the CPU). The exact profile's linear; the fast
+// profile's FP8 GEMM quantizes x instead (docs/numerics.md).
+Status linear(const TensorView& x, const format::Fp8BlockView& w, const TensorView& y);
+Status block_diagonal_linear(const TensorView& x, const format::Fp8BlockView& w, int64_t n_groups,
+                             const TensorView& y);
+
 // y[T, D] = x / sqrt(mean(x²) + eps) ⊙ weight[D], the mean over the last dim in f32.
 // An empty `weight` (data == nullptr) gives the unweighted norm (mHC input norm, per-head q
 // norm). y may alias x.

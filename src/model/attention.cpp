@@ -20,6 +20,7 @@
 #include "model/cache_copy.h"
 #include "model/compressor.h"
 #include "model/indexer.h"
+#include "model/linear.h"
 #include "model/upload.h"
 
 namespace dsv4::model {
@@ -34,10 +35,10 @@ Status project_query(const checkpoint::ModelConfig& config,
                      const TensorView& q_latent, const TensorView& q) {
   const float eps = static_cast<float>(config.rms_norm_eps);
   const int64_t n_tokens = x.size(0);
-  DSV4_RETURN_IF_ERROR(kernels::linear(x, weights.wq_a.view(), q_latent));
+  DSV4_RETURN_IF_ERROR(linear(x, weights.wq_a, q_latent));
   DSV4_RETURN_IF_ERROR(kernels::rms_norm(q_latent, weights.q_norm.view(), eps, q_latent));
   const TensorView q_rows = q.reshaped({n_tokens, config.n_head * config.head_dim});
-  DSV4_RETURN_IF_ERROR(kernels::linear(q_latent, weights.wq_b.view(), q_rows));
+  DSV4_RETURN_IF_ERROR(linear(q_latent, weights.wq_b, q_rows));
   return kernels::rms_norm_rope(q, TensorView{}, eps, positions, inv_freq);
 }
 
@@ -47,7 +48,7 @@ Result<Tensor> project_kv(const checkpoint::ModelConfig& config,
                           const TensorView& positions, const TensorView& inv_freq) {
   DSV4_ASSIGN_OR_RETURN(Tensor kv,
                         Tensor::empty(DType::kF32, {x.size(0), config.head_dim}, x.device));
-  DSV4_RETURN_IF_ERROR(kernels::linear(x, weights.wkv.view(), kv.view()));
+  DSV4_RETURN_IF_ERROR(linear(x, weights.wkv, kv.view()));
   DSV4_RETURN_IF_ERROR(kernels::rms_norm_rope(kv.view(), weights.kv_norm.view(),
                                               static_cast<float>(config.rms_norm_eps), positions,
                                               inv_freq));
@@ -128,9 +129,8 @@ Status project_output(const checkpoint::ModelConfig& config,
   const int64_t rank = config.o_lora_rank;
   DSV4_ASSIGN_OR_RETURN(Tensor low,
                         Tensor::empty(DType::kF32, {n_tokens, n_groups * rank}, o.device));
-  DSV4_RETURN_IF_ERROR(
-      kernels::block_diagonal_linear(o, weights.wo_a.view(), n_groups, low.view()));
-  return kernels::linear(low.view(), weights.wo_b.view(), out);
+  DSV4_RETURN_IF_ERROR(block_diagonal_linear(o, weights.wo_a, n_groups, low.view()));
+  return linear(low.view(), weights.wo_b, out);
 }
 
 // The compressed entries a step's queries may attend to, and which per query: CSA the
@@ -637,8 +637,7 @@ Status attention_forward(const checkpoint::ModelConfig& config, int64_t layer,
                          const checkpoint::AttentionWeights& weights, const TensorView& x,
                          std::span<const SequenceRows> sequences, const RowPositions& at,
                          const TensorView& out) {
-  DSV4_CHECK(layer >= 0 && layer < config.n_blocks(), "layer %lld",
-             (long long)layer);
+  DSV4_CHECK(layer >= 0 && layer < config.n_blocks(), "layer %lld", (long long)layer);
   DSV4_CHECK(x.dtype == DType::kF32 && x.rank() == 2 && x.size(1) == config.hidden_size &&
                  x.is_contiguous() && out.shape == x.shape && out.is_contiguous(),
              "attention_forward: x and out must be f32 [T, D]");

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/ops.h"
+#include "model/linear.h"
 #include "model/upload.h"
 
 namespace dsv4::model {
@@ -33,8 +34,8 @@ Status finish_entries(const checkpoint::CompressorWeights& weights, const Tensor
 Status write_new_rows(const checkpoint::CompressorWeights& weights, const CompressorInput& input,
                       const TensorView& kv, const TensorView& gate) {
   if (input.kv.data == nullptr) {
-    DSV4_RETURN_IF_ERROR(kernels::linear(input.x, weights.wkv.view(), kv));
-    return kernels::linear(input.x, weights.wgate.view(), gate);
+    DSV4_RETURN_IF_ERROR(linear(input.x, weights.wkv, kv));
+    return linear(input.x, weights.wgate, gate);
   }
   DSV4_CHECK(input.kv.shape == kv.shape && input.gate.shape == gate.shape,
              "compressor_forward: projected rows of another shape");

@@ -9,6 +9,7 @@
 #include "model/decode_graph.h"
 #include "model/hyper_connections.h"
 #include "model/layer.h"
+#include "model/linear.h"
 #include "model/scratch.h"
 #include "model/upload.h"
 
@@ -145,11 +146,11 @@ constexpr int64_t kJointHeadRows = 256;
 
 // Each chunk's asked rows (its last logits.size(0) of `hidden` before its end) through the head
 // into its logits.
-Status head_by_chunk(const TensorView& hidden, const TensorView& head,
+Status head_by_chunk(const TensorView& hidden, const checkpoint::LinearWeight& head,
                      std::span<const HeadRows> chunks) {
   for (const HeadRows& chunk : chunks) {
     const TensorView rows = hidden.rows(chunk.end - chunk.logits.size(0), chunk.end);
-    DSV4_RETURN_IF_ERROR(kernels::linear(rows, head, chunk.logits));
+    DSV4_RETURN_IF_ERROR(linear(rows, head, chunk.logits));
   }
   return ok_status();
 }
@@ -169,7 +170,7 @@ TensorView joint_logits(std::span<const HeadRows> chunks, int64_t n_asked) {
 // The same in one call over all n_asked rows: decode asks every row of `hidden` (one a
 // sequence); otherwise the asked rows are gathered first. Logits in one buffer take the head's
 // output as they are; else it is copied into each chunk's.
-Status head_in_one_call(const TensorView& hidden, const TensorView& head,
+Status head_in_one_call(const TensorView& hidden, const checkpoint::LinearWeight& head,
                         std::span<const HeadRows> chunks, int64_t n_asked) {
   Tensor gathered;
   TensorView asked = hidden;
@@ -186,10 +187,10 @@ Status head_in_one_call(const TensorView& hidden, const TensorView& head,
     asked = gathered.view();
   }
   const TensorView joint = joint_logits(chunks, n_asked);
-  if (joint.data != nullptr) return kernels::linear(asked, head, joint);
+  if (joint.data != nullptr) return linear(asked, head, joint);
   DSV4_ASSIGN_OR_RETURN(Tensor logits,
-                        Tensor::empty(DType::kF32, {n_asked, head.size(0)}, hidden.device));
-  DSV4_RETURN_IF_ERROR(kernels::linear(asked, head, logits.view()));
+                        Tensor::empty(DType::kF32, {n_asked, head.shape()[0]}, hidden.device));
+  DSV4_RETURN_IF_ERROR(linear(asked, head, logits.view()));
   int64_t row = 0;
   for (const HeadRows& chunk : chunks) {
     const int64_t n = chunk.logits.size(0);
@@ -205,7 +206,7 @@ Status head_in_one_call(const TensorView& hidden, const TensorView& head,
 // sequence, so a few asked rows go through it in one call, read once a step, not once a
 // sequence (at B = 8 on V4-Flash shapes a call a sequence costs 2 ms of an 11 ms step: ncu,
 // H200; docs/bench_log.md, "The engine end to end").
-Status head_rows(const TensorView& hidden, const TensorView& head,
+Status head_rows(const TensorView& hidden, const checkpoint::LinearWeight& head,
                  std::span<const HeadRows> chunks) {
   int64_t n_asked = 0;
   for (const HeadRows& chunk : chunks) n_asked += chunk.logits.size(0);
@@ -222,7 +223,7 @@ Status Model::lm_head(std::span<const SequenceChunk> chunks, const Tensor& strea
     end += static_cast<int64_t>(chunk.tokens.size());
     rows.push_back({end, chunk.logits});
   }
-  return head_rows(hidden.view(), weights_->head.view(), rows);
+  return head_rows(hidden.view(), weights_->head, rows);
 }
 
 Status Model::forward(std::span<const int64_t> tokens, int64_t start_pos, SequenceCache& cache,

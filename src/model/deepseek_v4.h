@@ -50,12 +50,14 @@ struct HeadRows {
 // logits = head · hidden for each chunk's asked rows: in one call when they are few (and
 // straight into their logits when those are consecutive rows of one buffer), so the head's
 // weights are read once for them all; else chunk by chunk.
-Status head_rows(const TensorView& hidden, const TensorView& head,
+Status head_rows(const TensorView& hidden, const checkpoint::LinearWeight& head,
                  std::span<const HeadRows> chunks);
 
 struct ModelOptions {
   ExpertMode expert_mode = ExpertMode::kW4A16;  // for NVFP4 experts
-  Numerics numerics = Numerics::kExact;          // EngineOptions::numerics; CPU: kExact only
+  // EngineOptions::numerics; CPU: kExact only. The FP8 linears follow their weights' own
+  // LinearWeight::numerics, which the Engine places with the same profile.
+  Numerics numerics = Numerics::kExact;
   // Where the main layers' NVFP4 routed experts run (expert_placement.h; not owned, outlives
   // the model); null: in place.
   ExpertPlacement* placement = nullptr;

@@ -5,6 +5,7 @@
 
 #include "kernels/ops.h"
 #include "model/compressor.h"
+#include "model/linear.h"
 #include "model/upload.h"
 
 namespace dsv4::model {
@@ -43,12 +44,12 @@ Result<IndexerQueries> indexer_queries(const checkpoint::ModelConfig& config,
   const int64_t head_dim = config.index_head_dim;
   IndexerQueries out;
   DSV4_ASSIGN_OR_RETURN(out.q, Tensor::empty(DType::kF32, {n_tokens, n_heads, head_dim}, x.device));
-  DSV4_RETURN_IF_ERROR(kernels::linear(q_latent, weights.wq_b.view(),
-                                       out.q.view().reshaped({n_tokens, n_heads * head_dim})));
+  DSV4_RETURN_IF_ERROR(
+      linear(q_latent, weights.wq_b, out.q.view().reshaped({n_tokens, n_heads * head_dim})));
   DSV4_RETURN_IF_ERROR(
       kernels::rope(out.q.view(), positions, inv_freq, kernels::RopeDirection::kForward));
   DSV4_ASSIGN_OR_RETURN(out.weights, Tensor::empty(DType::kF32, {n_tokens, n_heads}, x.device));
-  DSV4_RETURN_IF_ERROR(kernels::linear(x, weights.weights_proj.view(), out.weights.view()));
+  DSV4_RETURN_IF_ERROR(linear(x, weights.weights_proj, out.weights.view()));
   return out;
 }
 

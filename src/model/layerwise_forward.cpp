@@ -6,6 +6,7 @@
 #include "kernels/ops.h"
 #include "model/attention_cache.h"
 #include "model/layer.h"
+#include "model/linear.h"
 #include "model/scratch.h"
 #include "model/upload.h"
 
@@ -72,7 +73,7 @@ Status LayerwiseForward::logits(const checkpoint::ModelWeights& globals,
                             std::to_string(config_.n_layer));
   }
   DSV4_ASSIGN_OR_RETURN(Tensor hidden, final_hidden(globals, streams_.view()));
-  return kernels::linear(hidden.view(), globals.head.view(), out);
+  return linear(hidden.view(), globals.head, out);
 }
 
 }  // namespace dsv4::model

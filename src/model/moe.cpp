@@ -3,6 +3,7 @@
 #include <string>
 
 #include "kernels/ops.h"
+#include "model/linear.h"
 #include "model/scratch.h"
 
 namespace dsv4::model {
@@ -93,12 +94,12 @@ Status shared_expert(const ModelConfig& config, const checkpoint::DenseExpertWei
                      const TensorView& x, const TensorView& out) {
   const int64_t n_tokens = x.size(0), f = config.moe_intermediate_size;
   DSV4_ASSIGN_OR_RETURN(Tensor gate_up, scratch(DType::kF32, {n_tokens, 2 * f}, x.device));
-  DSV4_RETURN_IF_ERROR(kernels::linear(x, w.w1.view(), columns(gate_up.view(), 0, f)));
-  DSV4_RETURN_IF_ERROR(kernels::linear(x, w.w3.view(), columns(gate_up.view(), f, 2 * f)));
+  DSV4_RETURN_IF_ERROR(linear(x, w.w1, columns(gate_up.view(), 0, f)));
+  DSV4_RETURN_IF_ERROR(linear(x, w.w3, columns(gate_up.view(), f, 2 * f)));
   DSV4_ASSIGN_OR_RETURN(Tensor hidden, scratch(DType::kF32, {n_tokens, f}, x.device));
   DSV4_RETURN_IF_ERROR(
       kernels::swiglu(gate_up.view(), static_cast<float>(config.swiglu_limit), hidden.view()));
-  return kernels::linear(hidden.view(), w.w2.view(), out);
+  return linear(hidden.view(), w.w2, out);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include "kernels/ops.h"
 #include "model/deepseek_v4.h"
 #include "model/layer.h"
+#include "model/linear.h"
 #include "model/scratch.h"
 #include "model/upload.h"
 
@@ -40,9 +41,8 @@ Status check_chunk(const checkpoint::ModelConfig& c, const MtpChunk& chunk) {
 }
 
 // X f32 [T, M, D] = e_proj(enorm(embed(tokens))) on every stream + h_proj(hnorm(streams)).
-Result<Tensor> block_input(const checkpoint::ModelWeights& weights,
-                           const checkpoint::MtpWeights& w, const TensorView& tokens,
-                           const TensorView& streams) {
+Result<Tensor> block_input(const checkpoint::ModelWeights& weights, const checkpoint::MtpWeights& w,
+                           const TensorView& tokens, const TensorView& streams) {
   const checkpoint::ModelConfig& c = weights.config;
   const auto eps = static_cast<float>(c.rms_norm_eps);
   const int64_t n_rows = tokens.numel(), n_stream_rows = n_rows * c.hc_mult;
@@ -51,7 +51,7 @@ Result<Tensor> block_input(const checkpoint::ModelWeights& weights,
   DSV4_RETURN_IF_ERROR(kernels::embedding(weights.embed.view(), tokens, e.view()));
   DSV4_RETURN_IF_ERROR(kernels::rms_norm(e.view(), w.enorm.view(), eps, e.view()));
   DSV4_ASSIGN_OR_RETURN(Tensor e_out, scratch(DType::kF32, e.shape(), device));
-  DSV4_RETURN_IF_ERROR(kernels::linear(e.view(), w.e_proj.view(), e_out.view()));
+  DSV4_RETURN_IF_ERROR(linear(e.view(), w.e_proj, e_out.view()));
   DSV4_ASSIGN_OR_RETURN(Tensor e_streams, scratch(DType::kF32, streams.shape, device));
   DSV4_RETURN_IF_ERROR(kernels::hc_repeat(e_out.view(), e_streams.view()));
 
@@ -60,8 +60,8 @@ Result<Tensor> block_input(const checkpoint::ModelWeights& weights,
   DSV4_RETURN_IF_ERROR(kernels::rms_norm(streams.reshaped({n_stream_rows, c.hidden_size}),
                                          w.hnorm.view(), eps, h.view()));
   DSV4_ASSIGN_OR_RETURN(Tensor x, scratch(DType::kF32, streams.shape, device));
-  DSV4_RETURN_IF_ERROR(kernels::linear(h.view(), w.h_proj.view(),
-                                       x.view().reshaped({n_stream_rows, c.hidden_size})));
+  DSV4_RETURN_IF_ERROR(
+      linear(h.view(), w.h_proj, x.view().reshaped({n_stream_rows, c.hidden_size})));
   DSV4_RETURN_IF_ERROR(kernels::add(x.view(), e_streams.view(), x.view()));
   return x;
 }
@@ -129,7 +129,7 @@ Status mtp_forward(const checkpoint::ModelWeights& weights, int64_t index, Exper
     }
     head.push_back({rows[i].end, chunk.logits});
   }
-  return head_rows(hidden.view(), weights.head.view(), head);
+  return head_rows(hidden.view(), weights.head, head);
 }
 
 }  // namespace dsv4::model

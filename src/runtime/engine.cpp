@@ -27,8 +27,8 @@ Status check_speculation(const EngineOptions& options, const checkpoint::LoadedM
   const std::string asked =
       "speculative decoding (" + std::to_string(options.speculative_tokens) + " tokens)";
   if (loaded.weights.mtp.empty()) {
-    return invalid_argument(asked + " needs the checkpoint's MTP block, and " +
-                            options.model_dir + " has none (no mtp.* tensors)");
+    return invalid_argument(asked + " needs the checkpoint's MTP block, and " + options.model_dir +
+                            " has none (no mtp.* tensors)");
   }
   const checkpoint::ModelConfig& c = loaded.weights.config;
   if (c.schedule(c.n_layer).attention != checkpoint::AttentionType::kSliding) {
@@ -93,17 +93,24 @@ Result<Engine> Engine::open(const EngineOptions& options) {
         "expert offload keeps experts in host memory for a GPU; on the CPU "
         "every weight is in host memory already");
   }
-  if (options.speculative_tokens < 0 || options.speculative_tokens > runtime::kMaxSpeculativeTokens) {
+  if (options.speculative_tokens < 0 ||
+      options.speculative_tokens > runtime::kMaxSpeculativeTokens) {
     return invalid_argument("speculative_tokens (" + std::to_string(options.speculative_tokens) +
-                            ") must be in [0, " +
-                            std::to_string(runtime::kMaxSpeculativeTokens) + "]");
+                            ") must be in [0, " + std::to_string(runtime::kMaxSpeculativeTokens) +
+                            "]");
+  }
+  if (options.device == EngineDevice::kCpu && options.numerics == Numerics::kFast) {
+    return invalid_argument(
+        "numerics fast (FP8 linears, bf16 tensor-core attention) runs on a GPU; the CPU "
+        "computes the exact profile only (numerics exact, or device cuda)");
   }
   DSV4_RETURN_IF_ERROR(runtime::check_parallelism(options));
   // The loader decodes on the host; each layer then goes to the device the model runs on.
   const Device device = options.device == EngineDevice::kCuda ? Device::kCuda : Device::kCpu;
   const checkpoint::DevicePlacement placement{
       .expert_offload_layers = options.expert_offload_layers,
-      .device_headroom = (options.prefix_cache_mb << 20) + runtime::kStepHeadroomBytes};
+      .device_headroom = (options.prefix_cache_mb << 20) + runtime::kStepHeadroomBytes,
+      .numerics = options.numerics};
   DSV4_ASSIGN_OR_RETURN(checkpoint::LoadedModel loaded,
                         device == Device::kCpu
                             ? checkpoint::load_model(options.model_dir)
@@ -113,9 +120,10 @@ Result<Engine> Engine::open(const EngineOptions& options) {
                      ": checkpoint does not bind cleanly: " + loaded.report.first_problem());
   }
   if (options.speculative_tokens > 0) DSV4_RETURN_IF_ERROR(check_speculation(options, loaded));
-  model::ModelOptions model_options{options.experts == ExpertPrecision::kW4A4
-                                              ? model::ExpertMode::kW4A4
-                                              : model::ExpertMode::kW4A16};
+  model::ModelOptions model_options{.expert_mode = options.experts == ExpertPrecision::kW4A4
+                                                       ? model::ExpertMode::kW4A4
+                                                       : model::ExpertMode::kW4A16,
+                                    .numerics = options.numerics};
   DSV4_ASSIGN_OR_RETURN(std::unique_ptr<model::ExpertPlacement> experts_at,
                         runtime::make_placement(options, loaded.weights));
   model_options.placement = experts_at.get();

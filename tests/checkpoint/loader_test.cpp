@@ -6,7 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <tuple>
+#include <vector>
 
+#include "base/float_convert.h"
 #include "checkpoint/loader_fixture.h"
 #include "format/nvfp4.h"
 #include "testing/source_dir.h"
@@ -45,6 +48,58 @@ INSTANTIATE_TEST_SUITE_P(
                       LayoutCase{"base_fp8_f32_scales", LinearForm::kFp8F32, ExpertForm::kFp8F32},
                       LayoutCase{"modelopt_nvfp4", LinearForm::kFp8E8m0, ExpertForm::kNvfp4}),
     [](const auto& param_info) { return std::string(param_info.param.name); });
+
+// keep_fp8 (what load_model_on asks for a GPU): the release layout's FP8 linears (E8M0 scales)
+// stay as stored, the codes byte for byte and the scales as f32, decoding to the reference; the
+// plan counts them at a byte a value; what is not a dense linear (the embedding) is f32 as ever.
+TEST_F(LoaderTest, KeepFp8KeepsPowerOfTwoScaledLinearsAsStored) {
+  const SyntheticCheckpoint ckpt = official({LinearForm::kFp8E8m0, ExpertForm::kNvfp4, true});
+  LoadOptions options;
+  options.keep_fp8 = true;
+  LoadPlan plan;
+  options.before_decode = [&plan](const LoadPlan& p) {
+    plan = p;
+    return ok_status();
+  };
+  Result<LoadedModel> model = write_and_load(ckpt, testing::kTinyConfigJson, options);
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  expect_clean(model->report);
+  const int64_t d = config_.hidden_size;
+  for (const auto& [weight, name, n, k] :
+       {std::tuple{&model->weights.layers[1].attn.wq_a, "layers.1.attn.wq_a.weight", int64_t{32},
+                   d},
+        {&model->weights.layers[2].attn.wo_b, "layers.2.attn.wo_b.weight", d, 32},
+        {&model->weights.mtp[0].e_proj, "mtp.0.e_proj.weight", d, d}}) {
+    SCOPED_TRACE(name);
+    ASSERT_TRUE(weight->is_fp8());
+    const std::vector<uint8_t>& stored = ckpt.at(name).bytes;
+    ASSERT_EQ(weight->numel(), static_cast<int64_t>(stored.size()));
+    EXPECT_TRUE(std::equal(stored.begin(), stored.end(), weight->data_as<const uint8_t>()));
+    const format::Fp8BlockView view = weight->fp8_view();
+    std::vector<float> decoded(stored.size());
+    for (int64_t r = 0; r < n; ++r) {
+      for (int64_t c = 0; c < k; ++c) {
+        decoded[r * k + c] = e4m3_to_float(view.values[r * k + c]) *
+                             view.block_scales[r / 128 * view.scale_cols() + c / 128];
+      }
+    }
+    expect_matches(decoded.data(), ckpt.matrix(name, n, k), name);
+  }
+  EXPECT_EQ(model->weights.embed.dtype(), DType::kF32);
+  EXPECT_GT(plan.fp8_bytes, 0);
+}
+
+// Scales that are not powers of two (the Base layout's f32 scales, random here) would not decode
+// to bf16-exact values inside the kernels: those linears are decoded to f32 as without keep_fp8.
+TEST_F(LoaderTest, KeepFp8DecodesLinearsWhoseScalesAreNotPowersOfTwo) {
+  const SyntheticCheckpoint ckpt = official({LinearForm::kFp8F32, ExpertForm::kFp8F32, true});
+  LoadOptions options = dense_experts();
+  options.keep_fp8 = true;
+  Result<LoadedModel> model = write_and_load(ckpt, testing::kTinyConfigJson, options);
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  expect_clean(model->report);
+  expect_official_values(ckpt, model->weights);
+}
 
 TEST_F(LoaderTest, Nvfp4ExpertsStayPackedAndDequantizeToTheReference) {
   const SyntheticCheckpoint ckpt = official({LinearForm::kFp8E8m0, ExpertForm::kNvfp4, true});
@@ -164,8 +219,8 @@ TEST_F(TransformersLayoutTest, PretrainedPerExpertMxfp4Experts) {
 TEST_F(TransformersLayoutTest, PretrainedModelWithOfficialMtpTensors) {
   use_golden_config("tiny_a_pretrained");
   std::vector<NamedShape> list = testing::golden_keys(golden("tiny_a_pretrained") + "/keys.txt");
-  for (const NamedShape& t : testing::official_inventory(config_, {LinearForm::kBf16,
-                                                                   ExpertForm::kBf16, true})) {
+  for (const NamedShape& t :
+       testing::official_inventory(config_, {LinearForm::kBf16, ExpertForm::kBf16, true})) {
     if (t.name.starts_with("mtp.")) list.push_back(t);
   }
   const SyntheticCheckpoint ckpt(list, config_.n_routed_experts, rng_.engine());
@@ -179,8 +234,8 @@ TEST_F(TransformersLayoutTest, PretrainedModelWithOfficialMtpTensors) {
   expect_matches(mtp.e_proj, ckpt.matrix("mtp.0.e_proj.weight", d, d), "mtp e_proj");
   expect_matches(mtp.h_proj, ckpt.matrix("mtp.0.h_proj.weight", d, d), "mtp h_proj");
   expect_matches(mtp.hnorm, ckpt.matrix("mtp.0.hnorm.weight", 1, d), "mtp hnorm");
-  expect_matches(mtp.block.attn.wkv,
-                 ckpt.matrix("mtp.0.attn.wkv.weight", config_.head_dim, d), "mtp wkv");
+  expect_matches(mtp.block.attn.wkv, ckpt.matrix("mtp.0.attn.wkv.weight", config_.head_dim, d),
+                 "mtp wkv");
   EXPECT_FALSE(mtp.block.attn.compressor.has_value());
   EXPECT_FALSE(mtp.block.ffn.bias.empty_tensor());
 }

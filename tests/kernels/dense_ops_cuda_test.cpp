@@ -18,6 +18,7 @@
 #include "kernels/cuda/gemm/dense/launch.h"
 #include "kernels/cuda_op_pair.h"
 #include "kernels/ops.h"
+#include "testing/fp8_weight.h"
 #include "testing/tolerance.h"
 
 namespace dsv4::kernels {
@@ -122,8 +123,7 @@ TEST(DenseOpsCuda, LinearOnTensorCoresMatchesCpu) {
                                            {33, 1, 4100, 64, 3},
                                            {200, 4, 520, 136, 0},
                                            {130, 2, 1030, 1032, 1}}) {
-    expect_bf16_linear_matches_cpu(rng, t, g, r, k, offset, cuda::DenseKernel::kTensorCores,
-                                   true);
+    expect_bf16_linear_matches_cpu(rng, t, g, r, k, offset, cuda::DenseKernel::kTensorCores, true);
   }
 }
 
@@ -140,13 +140,64 @@ TEST(DenseOpsCuda, LinearFewRowsOnTensorCoresMatchesCpu) {
                                            {16, 1, 520, 1056, 0},
                                            {5, 8, 1024, 4096, 0},
                                            {13, 3, 176, 256, 4}}) {
-    expect_bf16_linear_matches_cpu(rng, t, g, r, k, offset,
-                                   cuda::DenseKernel::kFewRowsTensorCores, true);
+    expect_bf16_linear_matches_cpu(rng, t, g, r, k, offset, cuda::DenseKernel::kFewRowsTensorCores,
+                                   true);
   }
   for (const auto& [t, r, k, offset] :
        {std::tuple{4, 3000, 512, 1}, {3, 1000, 1024, 0}, {8, 24, 16384, 0}}) {
-    expect_bf16_linear_matches_cpu(rng, t, 1, r, k, offset,
-                                   cuda::DenseKernel::kFewRowsTensorCores, false);
+    expect_bf16_linear_matches_cpu(rng, t, 1, r, k, offset, cuda::DenseKernel::kFewRowsTensorCores,
+                                   false);
+  }
+}
+
+// An FP8 weight (e4m3 + power-of-two 128 × 128 block scales, what load_model_on keeps of an FP8
+// checkpoint) on every kernel gives the bits of the same call on its bf16 decoding (what the GPU
+// held before, copy_weights of the host's decode), which the plan runs on the same kernel: the
+// tiled and few-rows CUDA-core kernels (f32 widening), both tensor-core kernels (decoded to the
+// bf16 tile), plain and block-diagonal (groups of 48 and 1024 rows: a group may start mid-block),
+// x aligned and a strided column view; and the CPU's result on the codes within tolerance.
+TEST(DenseOpsCuda, LinearFp8WeightGivesTheBitsOfItsBf16Decoding) {
+  SeededRng rng;
+  for (const auto& [t, g, r, k, offset, kernel] :
+       {std::tuple{1, 1, 8200, 256, 0, cuda::DenseKernel::kFewRows},
+        {3, 1, 1030, 300, 0, cuda::DenseKernel::kFewRows},
+        {1, 8, 1024, 512, 0, cuda::DenseKernel::kFewRows},
+        {130, 1, 4100, 36, 0, cuda::DenseKernel::kTiled},
+        {300, 1, 1500, 264, 0, cuda::DenseKernel::kTensorCores},
+        {200, 4, 520, 136, 3, cuda::DenseKernel::kTensorCores},
+        {8, 1, 4100, 96, 0, cuda::DenseKernel::kFewRowsTensorCores},
+        {5, 8, 1024, 4096, 0, cuda::DenseKernel::kFewRowsTensorCores},
+        {13, 3, 48, 256, 4, cuda::DenseKernel::kFewRows}}) {
+    SCOPED_TRACE(std::to_string(t) + "x" + std::to_string(g) + "x" + std::to_string(r) + "x" +
+                 std::to_string(k) + "+" + std::to_string(offset));
+    const testing::Fp8Weight fp8 = testing::random_fp8_weight(rng, g * r, k);
+    std::vector<uint16_t> bits(fp8.decoded.size());
+    for (size_t i = 0; i < bits.size(); ++i) {
+      bits[i] = float_to_bf16(fp8.decoded[i]);
+      ASSERT_EQ(bf16_to_float(bits[i]), fp8.decoded[i]) << "not exactly a bf16 at " << i;
+    }
+    const OpPair codes = OpPair::values(DType::kF8E4M3, {g * r, k}, fp8.codes);
+    const OpPair scales =
+        OpPair::values(DType::kF32, {static_cast<int64_t>(fp8.scales.size())}, fp8.scales);
+    format::Fp8BlockView w_d = fp8.view(), w_h = fp8.view();
+    w_d.values = codes.d().data_as<const uint8_t>();
+    w_d.block_scales = scales.d().data_as<const float>();
+    w_d.device = Device::kCuda;
+    const OpPair w_bf16 = OpPair::values(DType::kBF16, {g * r, k}, bits);
+    const OpPair x = OpPair::uniform(rng, {t, g * k + offset});
+    const TensorView x_d = columns(x.d(), offset, offset + g * k);
+    const TensorView x_h = columns(x.h(), offset, offset + g * k);
+    const OpPair y = OpPair::poisoned(DType::kF32, {t, g * r});
+    const OpPair y_bf16 = OpPair::poisoned(DType::kF32, {t, g * r});
+    const cuda::DensePlan plan = cuda::plan_for(block_diagonal_operands(x_d, w_d, g, y.d()), g);
+    EXPECT_EQ(plan.kernel, kernel) << cuda::describe(plan);
+    EXPECT_EQ(plan.kernel,
+              cuda::plan_for(block_diagonal_operands(x_d, w_bf16.d(), g, y.d()), g).kernel);
+    ASSERT_TRUE(block_diagonal_linear(x_h, w_h, g, y.h()).ok());
+    ASSERT_TRUE(block_diagonal_linear(x_d, w_d, g, y.d()).ok());
+    ASSERT_TRUE(block_diagonal_linear(x_d, w_bf16.d(), g, y_bf16.d()).ok());
+    EXPECT_TRUE(testing::same_bytes(y.result().view(), y_bf16.result().view()));
+    EXPECT_LT(device_vs_host_error(y), kCudaF32OpRelTol);
   }
 }
 

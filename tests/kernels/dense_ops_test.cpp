@@ -12,6 +12,7 @@
 #include "base/float_convert.h"
 #include "kernels/ops.h"
 #include "testing/compare.h"
+#include "testing/fp8_weight.h"
 #include "testing/random.h"
 #include "testing/tolerance.h"
 
@@ -37,6 +38,19 @@ std::vector<float> poisoned(size_t n) {
   return std::vector<float>(n, std::numeric_limits<float>::quiet_NaN());
 }
 
+// y[T, N] = x[T, K] · w[N, K]ᵀ in float64.
+std::vector<double> float64_linear(const std::vector<float>& x, const std::vector<float>& w, int t,
+                                   int n, int k) {
+  std::vector<double> y(static_cast<size_t>(t) * n);
+  for (int i = 0; i < t; ++i)
+    for (int j = 0; j < n; ++j) {
+      double acc = 0.0;
+      for (int p = 0; p < k; ++p) acc += double(x[i * k + p]) * w[j * k + p];
+      y[i * n + j] = acc;
+    }
+  return y;
+}
+
 class LinearTest : public ::testing::TestWithParam<std::tuple<int, int, int>> {};
 
 TEST_P(LinearTest, MatchesFloat64) {
@@ -46,13 +60,7 @@ TEST_P(LinearTest, MatchesFloat64) {
   std::vector<float> w = random_normal(rng, n * k);
   std::vector<float> y = poisoned(t * n);
   ASSERT_TRUE(linear(view_of(x, {t, k}), view_of(w, {n, k}), view_of(y, {t, n})).ok());
-  std::vector<double> ref(t * n);
-  for (int i = 0; i < t; ++i)
-    for (int j = 0; j < n; ++j) {
-      double acc = 0.0;
-      for (int p = 0; p < k; ++p) acc += double(x[i * k + p]) * w[j * k + p];
-      ref[i * n + j] = acc;
-    }
+  const std::vector<double> ref = float64_linear(x, w, t, n, k);
   EXPECT_LT(max_row_rel_error(y.data(), ref.data(), t, n), kF32OpRelTol);
 }
 
@@ -83,6 +91,35 @@ TEST(LinearBf16WeightTest, GivesTheBitsOfTheSameF32Weight) {
   EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0);
 }
 
+// An FP8 weight (e4m3 with power-of-two block scales, what a GPU keeps of an FP8 checkpoint) is
+// its decoded f32 weight: the same bits from linear and block_diagonal_linear, on N and K off the
+// 128 blocks and groups of 40 rows (a block's scales span groups), and within float64's
+// tolerance of the decoded weight's exact product.
+TEST(LinearFp8WeightTest, GivesTheBitsOfItsDecodedWeight) {
+  SeededRng rng;
+  const int t = 5, n = 200, k = 300, groups = 5;
+  const testing::Fp8Weight w = testing::random_fp8_weight(rng, n, k);
+  std::vector<float> decoded = w.decoded;
+  std::vector<float> x = random_normal(rng, t * k);
+  std::vector<float> want = poisoned(t * n), got = poisoned(t * n);
+  ASSERT_TRUE(linear(view_of(x, {t, k}), view_of(decoded, {n, k}), view_of(want, {t, n})).ok());
+  ASSERT_TRUE(linear(view_of(x, {t, k}), w.view(), view_of(got, {t, n})).ok());
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0);
+  const std::vector<double> ref = float64_linear(x, decoded, t, n, k);
+  EXPECT_LT(max_row_rel_error(got.data(), ref.data(), t, n), kF32OpRelTol);
+
+  const int64_t group_k = k;  // groups of n / groups = 40 rows
+  std::vector<float> xg = random_normal(rng, t * groups * group_k);
+  std::vector<float> want_g = poisoned(t * n), got_g = poisoned(t * n);
+  ASSERT_TRUE(block_diagonal_linear(view_of(xg, {t, groups * group_k}), view_of(decoded, {n, k}),
+                                    groups, view_of(want_g, {t, n}))
+                  .ok());
+  ASSERT_TRUE(block_diagonal_linear(view_of(xg, {t, groups * group_k}), w.view(), groups,
+                                    view_of(got_g, {t, n}))
+                  .ok());
+  EXPECT_EQ(std::memcmp(got_g.data(), want_g.data(), got_g.size() * sizeof(float)), 0);
+}
+
 // G groups: against float64 per group, and each group the bits of linear() on its own columns.
 TEST(BlockDiagonalLinearTest, IsEachGroupsLinear) {
   SeededRng rng;
@@ -106,9 +143,9 @@ TEST(BlockDiagonalLinearTest, IsEachGroupsLinear) {
     xg.data = x.data() + group * k;
     xg.stride[0] = g * k;
     std::vector<float> one = poisoned(t * r);
-    ASSERT_TRUE(linear(xg, view_of(w, {g * r, k}).rows(group * r, (group + 1) * r),
-                       view_of(one, {t, r}))
-                    .ok());
+    ASSERT_TRUE(
+        linear(xg, view_of(w, {g * r, k}).rows(group * r, (group + 1) * r), view_of(one, {t, r}))
+            .ok());
     for (int i = 0; i < t; ++i) {
       EXPECT_EQ(std::memcmp(&one[i * r], &y[i * g * r + group * r], r * sizeof(float)), 0);
     }

@@ -140,8 +140,9 @@ TEST(CopyWeightsCudaTest, LinearWeightsInBf16ExactlyWhereTheyAre) {
   ASSERT_TRUE(device.ok()) << device.status().to_string();
   const checkpoint::ModelWeights& on_device = *device;
   const checkpoint::LayerWeights& layer = on_device.layers[0];
-  for (const Tensor* w : {&layer.attn.wq_a, &layer.attn.wq_b, &layer.attn.wkv, &layer.attn.wo_a,
-                          &layer.hc_attn.fn, &on_device.head, &on_device.layers[1].attn.wo_b}) {
+  for (const Tensor* w : std::initializer_list<const Tensor*>{
+           &layer.attn.wq_a, &layer.attn.wq_b, &layer.attn.wkv, &layer.attn.wo_a, &layer.hc_attn.fn,
+           &on_device.head, &on_device.layers[1].attn.wo_b}) {
     EXPECT_EQ(w->dtype(), DType::kBF16);
   }
   EXPECT_EQ(layer.attn.wo_b.dtype(), DType::kF32);

@@ -41,6 +41,11 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& flags, bool model_required) {
                   "its distribution")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{4}));
+  cmd->add_option("--numerics", flags.numerics,
+                  "how the GPU computes (docs/numerics.md): exact (f32-exact, as verified "
+                  "against transformers) or fast (DeepSeek's own inference numerics: FP8 "
+                  "linears, bf16 tensor-core attention); default fast on cuda, exact on cpu")
+      ->check(CLI::IsMember({"exact", "fast"}));
   // Expert parallelism (docs/ep.md): the range and what the ranks need are the engine's to check,
   // so its messages are the same from every command.
   cmd->add_option("--ep", flags.ep,
@@ -132,6 +137,9 @@ EngineOptions engine_options(const EngineFlags& flags, const char* command) {
   options.expert_offload_layers =
       flags.expert_offload == "auto" ? -1 : std::strtoll(flags.expert_offload.c_str(), nullptr, 10);
   options.speculative_tokens = flags.speculative;
+  const bool fast =
+      flags.numerics.empty() ? options.device == EngineDevice::kCuda : flags.numerics == "fast";
+  options.numerics = fast ? Numerics::kFast : Numerics::kExact;
   options.expert_parallel = flags.ep;
   options.gpus = flags.gpus;
   options.cuda_graph = flags.cuda_graph == "on";

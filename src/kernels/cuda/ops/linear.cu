@@ -4,7 +4,9 @@
 // (linear_few_rows_tensor_cores.cu), both exact to f32 by a three-way bf16 split of x; the rest on
 // the CUDA cores (linear_cuda_cores.cu: a tiled SGEMM for many rows, a few-rows kernel for decode).
 // The weight is f32 or bf16 (a device keeps a bf16 checkpoint's linear weights in bf16, half the
-// bytes a decode step streams: checkpoint/to_device.h). Not batch-invariant across the kernels: a
+// bytes a decode step streams: checkpoint/to_device.h), or an FP8 checkpoint's e4m3 with its
+// block scales, which every kernel decodes to the bf16 it would have read (a quarter of f32's
+// bytes; same kernels, same bits). Not batch-invariant across the kernels: a
 // row's sum order depends on which one the call's shape picks (each alone is: a few-rows block
 // treats its ≤ 8 tokens alike, a tensor-core tile its 128).
 // No TF32 and no float atomics: the forward must match transformers' fp32 reference to 1e-4 per
@@ -31,6 +33,15 @@ void linear(const TensorView& x, const TensorView& w, const TensorView& y) {
 }
 
 void block_diagonal_linear(const TensorView& x, const TensorView& w, int64_t n_groups,
+                           const TensorView& y) {
+  run(block_diagonal_operands(x, w, n_groups, y), n_groups);
+}
+
+void linear(const TensorView& x, const format::Fp8BlockView& w, const TensorView& y) {
+  run(linear_operands(x, w, y), 1);
+}
+
+void block_diagonal_linear(const TensorView& x, const format::Fp8BlockView& w, int64_t n_groups,
                            const TensorView& y) {
   run(block_diagonal_operands(x, w, n_groups, y), n_groups);
 }

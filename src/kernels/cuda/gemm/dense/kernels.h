@@ -11,15 +11,20 @@
 
 namespace dsv4::kernels::cuda {
 
-// A call as the tensor-core kernels take it by value: x, the bf16 weight's bits and y with their
-// row strides, T, N (every group's outputs), K (one group's) and the outputs a group has (N for a
-// plain linear; output n reads x's columns from (n / group_rows)·K).
+// A call as the tensor-core kernels take it by value: x, the weight and y with their row
+// strides, T, N (every group's outputs), K (one group's) and the outputs a group has (N for a
+// plain linear; output n reads x's columns from (n / group_rows)·K). The weight is bf16 bits
+// (w), or e4m3 codes (w8, w_stride bytes a row) with their power-of-two 128 × 128 block scales,
+// which the kernels decode to the same bf16 (device/fp8_decode.cuh).
 struct TensorCoreOperands {
   const float* x;
   const uint16_t* w;
   float* y;
   int64_t x_stride, w_stride, y_stride;
   int t, n, k, group_rows;
+  const uint8_t* w8 = nullptr;
+  const float* w_scales = nullptr;  // [ceil(N/128), scale_cols]
+  int64_t scale_cols = 0;
 };
 TensorCoreOperands tensor_core_operands(const LinearOperands& o, int64_t n_groups);
 

@@ -11,55 +11,94 @@
 //   A block owns a few outputs for ≤ 8 tokens and its warps split K (or each walks all of K
 //   for its own outputs); partial sums meet in a fixed tree. On the H200 it streams the bf16
 //   lm_head at one token at the copy rate (bench/kernels/linear_bench.cu, docs/bench.md).
-// A bf16 weight widens exactly, so on these kernels either dtype gives the same bits.
+// A bf16 weight widens exactly, and an FP8 one decodes exactly (device/fp8_decode.cuh), so on
+// these kernels every form of one weight gives the same bits.
 //
 // Dimension letters: T tokens (rows of x), N output features (rows of w), K input features.
 #include "base/float_convert.h"
 #include "kernels/contracts.h"
 #include "kernels/cuda/device/common.cuh"
+#include "kernels/cuda/device/fp8_decode.cuh"
 #include "kernels/cuda/gemm/dense/config.h"
 #include "kernels/cuda/gemm/dense/kernels.h"
 
 namespace dsv4::kernels::cuda {
 namespace {
 
-
 constexpr int kTile = kTiledTile;  // rows of x and of w per block
-constexpr int kSlab = 16;  // K per shared-memory stage
-constexpr int kPatch = 4;  // each thread's outputs per dimension
+constexpr int kSlab = 16;          // K per shared-memory stage
+constexpr int kPatch = 4;          // each thread's outputs per dimension
 constexpr int kThreads = (kTile / kPatch) * (kTile / kPatch);  // 256
 static_assert(kTile * kSlab == kThreads * 4, "each thread stages 4 values of each operand");
 
 // Read-only rows of f32 or of bf16 bits (a weight, contracts.h's WeightRows), widened to f32.
+// A row is a pointer to its first element.
 template <typename T>
 struct Rows {
+  using Row = const T*;
+  using Element = T;
   const T* data;
   int64_t n_rows, n_cols, row_stride;
-  __device__ const T* row(int64_t r) const { return data + r * row_stride; }
+  __device__ Row row(int64_t r) const { return data + r * row_stride; }
 };
-__device__ __forceinline__ float widen(float v) { return v; }
-__device__ __forceinline__ float widen(uint16_t v) { return bf16_to_float(v); }
+__device__ __forceinline__ float at(const float* row, int64_t col) { return __ldg(row + col); }
+__device__ __forceinline__ float at(const uint16_t* row, int64_t col) {
+  return bf16_to_float(__ldg(row + col));
+}
+
+// Rows of e4m3 codes with their 128 × 128 block scales (an FP8 weight): a row is its codes and
+// its block row of scales.
+struct Fp8Row {
+  const uint8_t* codes;
+  const float* scales;  // one per 128 columns
+};
+// Row r is the matrix's row first_row + r (a group of a block-diagonal call starts mid-matrix,
+// maybe mid-block); `scales` are the whole matrix's.
+struct Fp8Rows {
+  using Row = Fp8Row;
+  using Element = uint8_t;
+  const uint8_t* data;
+  int64_t n_rows, n_cols, row_stride;
+  const float* scales;
+  int64_t scale_cols;
+  int64_t first_row;
+  __device__ Row row(int64_t r) const {
+    return {data + r * row_stride, scales + (first_row + r) / format::kFp8WeightBlock * scale_cols};
+  }
+};
+__device__ __forceinline__ float at(const Fp8Row& row, int64_t col) {
+  const uint16_t code = __ldg(row.codes + col);
+  return e4m3x2_scaled(code, __ldg(row.scales + col / format::kFp8WeightBlock)).x;
+}
 
 Rows<float> rows_of(const RowMatrix& m) { return {m.data, m.n_rows, m.n_cols, m.row_stride}; }
 template <typename T>
 Rows<T> rows_of(const WeightRows& w) {
   return {static_cast<const T*>(w.data), w.n_rows, w.n_cols, w.row_stride};
 }
+Fp8Rows fp8_rows_of(const WeightRows& w) {
+  return {static_cast<const uint8_t*>(w.data),
+          w.n_rows,
+          w.n_cols,
+          w.row_stride,
+          w.block_scales,
+          w.scale_cols,
+          0};
+}
 
 // Stages rows [row0, row0 + kTile) × cols [k0, k0 + kSlab) of m, transposed to smem[k][row],
 // zero outside the matrix.
-template <typename T>
-__device__ void stage_slab(const Rows<T>& m, int64_t row0, int64_t k0,
-                           float (&smem)[kSlab][kTile + 1]) {
+template <typename M>
+__device__ void stage_slab(const M& m, int64_t row0, int64_t k0, float (&smem)[kSlab][kTile + 1]) {
   for (int i = threadIdx.x; i < kTile * kSlab; i += kThreads) {
     const int r = i / kSlab, k = i % kSlab;
     const int64_t row = row0 + r, col = k0 + k;
-    smem[k][r] = row < m.n_rows && col < m.n_cols ? widen(m.row(row)[col]) : 0.0f;
+    smem[k][r] = row < m.n_rows && col < m.n_cols ? at(m.row(row), col) : 0.0f;
   }
 }
 
 template <typename W>
-__global__ void __launch_bounds__(kThreads) linear_kernel(Rows<float> x, Rows<W> w, RowMatrix y) {
+__global__ void __launch_bounds__(kThreads) linear_kernel(Rows<float> x, W w, RowMatrix y) {
   __shared__ float smem_x[kSlab][kTile + 1];
   __shared__ float smem_w[kSlab][kTile + 1];
   const int64_t row0 = blockIdx.y * int64_t{kTile}, col0 = blockIdx.x * int64_t{kTile};
@@ -98,15 +137,20 @@ __global__ void __launch_bounds__(kThreads) linear_kernel(Rows<float> x, Rows<W>
 
 // ---- few rows ----
 constexpr int kChunk = kFewRowsChunk;  // most tokens of one block
-constexpr int kVec = 4;    // K elements a lane loads at once: 16 bytes of f32, 8 of bf16
+constexpr int kVec = 4;  // K elements a lane loads at once: 16 bytes of f32, 8 of bf16
 
-__device__ __forceinline__ float4 load4(const float* p) {
-  return __ldg(reinterpret_cast<const float4*>(p));
+// Elements col .. col + 3 of a row (col a multiple of kVec).
+__device__ __forceinline__ float4 load4(const float* row, int64_t col) {
+  return __ldg(reinterpret_cast<const float4*>(row + col));
 }
-__device__ __forceinline__ float4 load4(const uint16_t* p) {
-  const uint2 v = __ldg(reinterpret_cast<const uint2*>(p));  // bf16 is a float's upper half
+__device__ __forceinline__ float4 load4(const uint16_t* row, int64_t col) {
+  const uint2 v = __ldg(reinterpret_cast<const uint2*>(row + col));  // bf16: a float's upper half
   return make_float4(float_from_bits(v.x << 16), float_from_bits(v.x & 0xffff0000u),
                      float_from_bits(v.y << 16), float_from_bits(v.y & 0xffff0000u));
+}
+__device__ __forceinline__ float4 load4(const Fp8Row& row, int64_t col) {
+  const uint32_t codes = __ldg(reinterpret_cast<const unsigned int*>(row.codes + col));
+  return e4m3x4_scaled(codes, __ldg(row.scales + col / format::kFp8WeightBlock));
 }
 
 // Block (x, y) computes tokens [kTokens·y, +kTokens) of kBlockWarps / kSplit groups of kCols
@@ -122,7 +166,7 @@ __device__ __forceinline__ float4 load4(const uint16_t* p) {
 // (x.n_cols is one group's K); a plain linear is one group of N. A warp's outputs share a group.
 template <int kCols, int kSplit, int kBlockWarps, int kTokens, bool kVectors, typename W>
 __global__ void __launch_bounds__(32 * kBlockWarps)
-    linear_few_rows_kernel(Rows<float> x, Rows<W> w, RowMatrix y, int64_t group_rows) {
+    linear_few_rows_kernel(Rows<float> x, W w, RowMatrix y, int64_t group_rows) {
   constexpr int kGroups = kBlockWarps / kSplit;
   constexpr int kStep = kVectors ? kVec : 1;
   __shared__ float partial[kBlockWarps][kCols][kTokens];
@@ -131,7 +175,7 @@ __global__ void __launch_bounds__(32 * kBlockWarps)
   const int64_t t0 = blockIdx.y * int64_t{kTokens};
   const int64_t units = x.n_cols / kStep, part = warp % kSplit;
   const int64_t u_begin = part * units / kSplit, u_end = (part + 1) * units / kSplit;
-  const W* w_rows[kCols];
+  typename W::Row w_rows[kCols];
   const float* x_rows[kTokens];
 #pragma unroll
   for (int c = 0; c < kCols; ++c) w_rows[c] = w.row(min(n0 + c, w.n_rows - 1));
@@ -144,10 +188,10 @@ __global__ void __launch_bounds__(32 * kBlockWarps)
     if constexpr (kVectors) {
       float4 wk[kCols];
 #pragma unroll
-      for (int c = 0; c < kCols; ++c) wk[c] = load4(w_rows[c] + u * kVec);
+      for (int c = 0; c < kCols; ++c) wk[c] = load4(w_rows[c], u * kVec);
 #pragma unroll
       for (int t = 0; t < kTokens; ++t) {
-        const float4 xk = load4(x_rows[t] + u * kVec);
+        const float4 xk = load4(x_rows[t], u * kVec);
 #pragma unroll
         for (int c = 0; c < kCols; ++c) {
           acc[c][t] = fmaf(wk[c].x, xk.x, acc[c][t]);
@@ -159,7 +203,7 @@ __global__ void __launch_bounds__(32 * kBlockWarps)
     } else {
       float wk[kCols];
 #pragma unroll
-      for (int c = 0; c < kCols; ++c) wk[c] = widen(__ldg(w_rows[c] + u));
+      for (int c = 0; c < kCols; ++c) wk[c] = at(w_rows[c], u);
 #pragma unroll
       for (int t = 0; t < kTokens; ++t) {
         const float xk = __ldg(x_rows[t] + u);
@@ -187,16 +231,15 @@ __global__ void __launch_bounds__(32 * kBlockWarps)
   }
 }
 
-// Rows a 16-byte (f32) or 8-byte (bf16) load may read kVec elements of at a time.
-template <typename T>
-bool vector_rows(const Rows<T>& m) {
+// Rows a 16-byte (f32), 8-byte (bf16) or 4-byte (e4m3) load may read kVec elements of at a time.
+template <typename M>
+bool vector_rows(const M& m) {
   return m.n_cols % kVec == 0 && m.row_stride % kVec == 0 &&
-         reinterpret_cast<uintptr_t>(m.data) % (kVec * sizeof(T)) == 0;
+         reinterpret_cast<uintptr_t>(m.data) % (kVec * sizeof(typename M::Element)) == 0;
 }
 
 template <int kCols, int kSplit, int kBlockWarps, int kTokens, typename W>
-void launch_few_rows_as(const Rows<float>& x, const Rows<W>& w, const RowMatrix& y,
-                        int64_t group_rows) {
+void launch_few_rows_as(const Rows<float>& x, const W& w, const RowMatrix& y, int64_t group_rows) {
   const dim3 grid(static_cast<unsigned>(ceil_div(w.n_rows, kBlockWarps / kSplit * kCols)),
                   static_cast<unsigned>(ceil_div(x.n_rows, kTokens)));
   if (vector_rows(x) && vector_rows(w)) {
@@ -209,8 +252,8 @@ void launch_few_rows_as(const Rows<float>& x, const Rows<W>& w, const RowMatrix&
 }
 
 template <int kCols, int kSplit, int kBlockWarps, typename W>
-void launch_few_rows_as(const Rows<float>& x, const Rows<W>& w, const RowMatrix& y,
-                        int64_t group_rows, int tokens) {
+void launch_few_rows_as(const Rows<float>& x, const W& w, const RowMatrix& y, int64_t group_rows,
+                        int tokens) {
   if (tokens == 1) return launch_few_rows_as<kCols, kSplit, kBlockWarps, 1>(x, w, y, group_rows);
   if (tokens == 4) return launch_few_rows_as<kCols, kSplit, kBlockWarps, 4>(x, w, y, group_rows);
   launch_few_rows_as<kCols, kSplit, kBlockWarps, kChunk>(x, w, y, group_rows);
@@ -219,14 +262,18 @@ void launch_few_rows_as(const Rows<float>& x, const Rows<W>& w, const RowMatrix&
 // The plan's shape (plan.cpp: outputs, warps splitting K and warps a block, by N) as template
 // constants.
 template <typename W>
-void launch_few_rows(const Rows<float>& x, const Rows<W>& w, const RowMatrix& y,
-                     int64_t group_rows, const DensePlan& plan) {
+void launch_few_rows(const Rows<float>& x, const W& w, const RowMatrix& y, int64_t group_rows,
+                     const DensePlan& plan) {
   const int shape = plan.cols * 10000 + plan.split * 100 + plan.warps;
   switch (shape) {
-    case 40108: return launch_few_rows_as<4, 1, 8>(x, w, y, group_rows, plan.tokens);
-    case 40808: return launch_few_rows_as<4, 8, 8>(x, w, y, group_rows, plan.tokens);
-    case 10808: return launch_few_rows_as<1, 8, 8>(x, w, y, group_rows, plan.tokens);
-    case 11616: return launch_few_rows_as<1, 16, 16>(x, w, y, group_rows, plan.tokens);
+    case 40108:
+      return launch_few_rows_as<4, 1, 8>(x, w, y, group_rows, plan.tokens);
+    case 40808:
+      return launch_few_rows_as<4, 8, 8>(x, w, y, group_rows, plan.tokens);
+    case 10808:
+      return launch_few_rows_as<1, 8, 8>(x, w, y, group_rows, plan.tokens);
+    case 11616:
+      return launch_few_rows_as<1, 16, 16>(x, w, y, group_rows, plan.tokens);
     default:
       DSV4_CHECK(false, "linear: no few-rows kernel of %d outputs × %d warps in %d", plan.cols,
                  plan.split, plan.warps);
@@ -234,17 +281,29 @@ void launch_few_rows(const Rows<float>& x, const Rows<W>& w, const RowMatrix& y,
 }
 
 // The tiled kernel group by group (x.n_cols is one group's K).
+// Group g's weight rows [g·group_rows, +group_rows).
+template <typename T>
+Rows<T> group_of(Rows<T> w, int64_t g, int64_t group_rows) {
+  w.data += g * group_rows * w.row_stride;
+  w.n_rows = group_rows;
+  return w;
+}
+Fp8Rows group_of(Fp8Rows w, int64_t g, int64_t group_rows) {
+  w.data += g * group_rows * w.row_stride;
+  w.first_row += g * group_rows;
+  w.n_rows = group_rows;
+  return w;
+}
+
 template <typename W>
-void launch_tiled(const Rows<float>& x, const Rows<W>& w, const RowMatrix& y, int64_t n_groups) {
+void launch_tiled(const Rows<float>& x, const W& w, const RowMatrix& y, int64_t n_groups) {
   const int64_t group_rows = w.n_rows / n_groups;
   const dim3 grid(static_cast<unsigned>(ceil_div(group_rows, kTile)),
                   static_cast<unsigned>(ceil_div(x.n_rows, kTile)));
   for (int64_t g = 0; g < n_groups; ++g) {
     Rows<float> x_group = x;
     x_group.data += g * x.n_cols;
-    Rows<W> w_group = w;
-    w_group.data += g * group_rows * w.row_stride;
-    w_group.n_rows = group_rows;
+    const W w_group = group_of(w, g, group_rows);
     RowMatrix y_group = y;
     y_group.data += g * group_rows;
     y_group.n_cols = group_rows;
@@ -253,7 +312,7 @@ void launch_tiled(const Rows<float>& x, const Rows<W>& w, const RowMatrix& y, in
 }
 
 template <typename W>
-void launch(const Rows<float>& x, const Rows<W>& w, const RowMatrix& y, int64_t n_groups,
+void launch(const Rows<float>& x, const W& w, const RowMatrix& y, int64_t n_groups,
             const DensePlan& plan) {
   if (plan.kernel == DenseKernel::kTiled) return launch_tiled(x, w, y, n_groups);
   launch_few_rows(x, w, y, w.n_rows / n_groups, plan);
@@ -266,6 +325,8 @@ void linear_cuda_cores(const LinearOperands& o, int64_t n_groups, const DensePla
              (long long)o.x.n_rows);
   if (o.w.dtype == DType::kBF16) {
     launch(rows_of(o.x), rows_of<uint16_t>(o.w), o.y, n_groups, plan);
+  } else if (o.w.dtype == DType::kF8E4M3) {
+    launch(rows_of(o.x), fp8_rows_of(o.w), o.y, n_groups, plan);
   } else {
     launch(rows_of(o.x), rows_of<float>(o.w), o.y, n_groups, plan);
   }

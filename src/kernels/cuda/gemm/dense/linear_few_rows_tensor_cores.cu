@@ -18,16 +18,19 @@
 // in batches of kBatch whose loads are all in flight together. Each step's six MMAs (two K
 // halves × three parts of x, smallest first) go into a fresh partial sum added to the lane's in
 // f32, as in the many-rows kernel (the tensor cores' accumulation is not round-to-nearest). The
-// warps' sums meet in shared memory in warp order: deterministic.
+// warps' sums meet in shared memory in warp order: deterministic. An FP8 weight (e4m3 with
+// power-of-two block scales) loads 8 bytes where bf16 loads 16 and is decoded to the same bf16
+// (device/fp8_decode.cuh): the same MMAs, so the same bits, from half the bytes.
 //
 // Dimension letters: T tokens (rows of x and y), N output features (rows of w), K input features.
 #include <algorithm>
 
 #include "kernels/cuda/device/bf16_split.cuh"
 #include "kernels/cuda/device/common.cuh"
+#include "kernels/cuda/device/fp8_decode.cuh"
+#include "kernels/cuda/device/mma_sync.cuh"
 #include "kernels/cuda/gemm/dense/config.h"
 #include "kernels/cuda/gemm/dense/kernels.h"
-#include "kernels/cuda/device/mma_sync.cuh"
 #include "kernels/cuda/stream.h"
 
 namespace dsv4::kernels::cuda {
@@ -39,6 +42,30 @@ constexpr int kStepK = kFewRowsTcStepK;    // K of a warp step: 4 lanes × 8
 constexpr int kBatch = 4;                  // steps whose loads are in flight together
 
 using Operands = TensorCoreOperands;
+
+// A weight row as 8 bf16 at a time: of bf16 bits, or decoded from e4m3 codes and the row's
+// block scales. `col` is a multiple of 8.
+struct Bf16Row {
+  const uint16_t* values;
+  __device__ uint4 load8(int64_t col) const { return load_weights_once(values + col); }
+};
+struct Fp8Row {
+  const uint8_t* codes;
+  const float* scales;  // the row's block row
+  __device__ uint4 load8(int64_t col) const {
+    uint2 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];\n"
+                 : "=r"(v.x), "=r"(v.y)
+                 : "l"(codes + col));
+    return e4m3x8_as_bf16(v, __ldg(scales + col / format::kFp8WeightBlock));
+  }
+};
+__device__ __forceinline__ Bf16Row weight_row(const Operands& o, Bf16Row, int64_t r) {
+  return {o.w + r * o.w_stride};
+}
+__device__ __forceinline__ Fp8Row weight_row(const Operands& o, Fp8Row, int64_t r) {
+  return {o.w8 + r * o.w_stride, o.w_scales + r / format::kFp8WeightBlock * o.scale_cols};
+}
 
 // One step's operands for lane (g, c): 8 weights of rows g and g + 8, 8 values of token g.
 struct Step {
@@ -68,7 +95,7 @@ __device__ __forceinline__ void mma_step(const Step& s, float (&acc)[4]) {
 }
 
 // kWarps 8 or 16: 16 warps an SM at ≤ 128 registers a thread.
-template <int kWarps>
+template <int kWarps, typename Row>
 __global__ void __launch_bounds__(32 * kWarps, 16 / kWarps)
     linear_few_rows_tensor_cores_kernel(Operands o) {
   __shared__ float partial[kWarps][4][32];  // [warp][C register][lane]
@@ -77,8 +104,8 @@ __global__ void __launch_bounds__(32 * kWarps, 16 / kWarps)
   const int n_steps = o.k / kStepK;
   const int begin = warp * n_steps / kWarps, end = (warp + 1) * n_steps / kWarps;
   // Rows past N read the last row and tokens past T the chunk's first; neither is stored.
-  const uint16_t* w_lo = o.w + int64_t{std::min(n0 + g, o.n - 1)} * o.w_stride + 8 * c;
-  const uint16_t* w_hi = o.w + int64_t{std::min(n0 + g + 8, o.n - 1)} * o.w_stride + 8 * c;
+  const Row w_lo = weight_row(o, Row{}, std::min(n0 + g, o.n - 1));
+  const Row w_hi = weight_row(o, Row{}, std::min(n0 + g + 8, o.n - 1));
   const int token = t0 + g < o.t ? t0 + g : t0;
   const float* x_row = o.x + int64_t{token} * o.x_stride + int64_t{n0 / o.group_rows} * o.k + 8 * c;
 
@@ -88,8 +115,8 @@ __global__ void __launch_bounds__(32 * kWarps, 16 / kWarps)
 #pragma unroll
     for (int i = 0; i < kBatch; ++i) {
       const int s = std::min(s0 + i, end - 1);  // past the run: a repeat, not summed
-      batch[i].lo = load_weights_once(w_lo + s * kStepK);
-      batch[i].hi = load_weights_once(w_hi + s * kStepK);
+      batch[i].lo = w_lo.load8(int64_t{s} * kStepK + 8 * c);
+      batch[i].hi = w_hi.load8(int64_t{s} * kStepK + 8 * c);
       batch[i].x0 = __ldg(reinterpret_cast<const float4*>(x_row + s * kStepK));
       batch[i].x1 = __ldg(reinterpret_cast<const float4*>(x_row + s * kStepK + 4));
     }
@@ -113,18 +140,27 @@ __global__ void __launch_bounds__(32 * kWarps, 16 / kWarps)
   }
 }
 
-template <int kWarps>
+template <int kWarps, typename Row>
 void launch(const Operands& o) {
   const dim3 grid(static_cast<unsigned>(ceil_div(o.n, kRows)),
                   static_cast<unsigned>(ceil_div(o.t, kTokens)));
-  linear_few_rows_tensor_cores_kernel<kWarps><<<grid, 32 * kWarps, 0, op_stream()>>>(o);
+  linear_few_rows_tensor_cores_kernel<kWarps, Row><<<grid, 32 * kWarps, 0, op_stream()>>>(o);
+}
+
+template <typename Row>
+void launch(const Operands& o, int warps) {
+  warps == 16 ? launch<16, Row>(o) : launch<8, Row>(o);
 }
 
 }  // namespace
 
 void linear_few_rows_tensor_cores(const LinearOperands& o, int64_t n_groups, int warps) {
   const Operands operands = tensor_core_operands(o, n_groups);
-  warps == 16 ? launch<16>(operands) : launch<8>(operands);
+  if (o.w.dtype == DType::kF8E4M3) {
+    launch<Fp8Row>(operands, warps);
+  } else {
+    launch<Bf16Row>(operands, warps);
+  }
   check_launch();
 }
 

@@ -17,14 +17,17 @@
 // stored as three bf16 tiles (two buffers), so one barrier per step orders everything.
 // Shared rows are 40 bf16 (80 bytes), so the 8 rows an ldmatrix reads fall in 8 bank groups.
 // Block-diagonal calls (G groups side by side) take the group from blockIdx.z.
+// An FP8 weight (e4m3 with power-of-two block scales) is decoded to its bf16 on the way into
+// shared memory, through registers instead of cp.async: the same bf16 tile, so the same bits.
 //
 // Dimension letters: T tokens (rows of x and y), N output features (rows of w), K input features.
+#include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device/bf16_split.cuh"
 #include "kernels/cuda/device/common.cuh"
-#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device/fp8_decode.cuh"
+#include "kernels/cuda/device/mma_sync.cuh"
 #include "kernels/cuda/gemm/dense/config.h"
 #include "kernels/cuda/gemm/dense/kernels.h"
-#include "kernels/cuda/device/mma_sync.cuh"
 #include "kernels/cuda/stream.h"
 
 namespace dsv4::kernels::cuda {
@@ -32,7 +35,7 @@ namespace {
 
 constexpr int kTileT = kTensorCoreTileT;  // tokens per block
 constexpr int kTileN = kTensorCoreTileN;  // outputs per block
-constexpr int kStepK = 32;   // K per step
+constexpr int kStepK = 32;                // K per step
 constexpr int kWarpsT = 2, kWarpsN = 4;
 constexpr int kWarpT = kTileT / kWarpsT, kWarpN = kTileN / kWarpsN;  // 64 × 32 a warp
 constexpr int kThreads = 32 * kWarpsT * kWarpsN;
@@ -95,15 +98,31 @@ __device__ __forceinline__ void store_x_split(Smem& s, int buf, float4 (&q)[kXQu
 
 // The weight rows n0 .. n0 + 127, columns k0 .. k0 + 31 into ring slot `slot`: thread i copies
 // chunks i + kThreads·j (row c / 4, 8 columns (c % 4)·8 on), zeros past N and K.
-__device__ __forceinline__ void copy_w(Smem& s, const Operands& o, int n0, int k0, int slot) {
+// kFp8: rows from the codes and scales of the group starting at matrix row first_row, decoded
+// and stored by this thread (visible to the others after the barrier before their use).
+template <bool kFp8>
+__device__ __forceinline__ void copy_w(Smem& s, const Operands& o, int64_t first_row, int n0,
+                                       int k0, int slot) {
 #pragma unroll
   for (int j = 0; j < kWChunks; ++j) {
     const int c = threadIdx.x + kThreads * j, row = c / 4, col = c % 4 * 8;
     const bool valid = n0 + row < o.group_rows && k0 + col < o.k;
-    const uint16_t* src = valid ? o.w + int64_t{n0 + row} * o.w_stride + k0 + col : o.w;
-    cp_async16(&s.w[slot][row][col], src, valid);
+    if constexpr (kFp8) {
+      uint4 v = make_uint4(0, 0, 0, 0);
+      if (valid) {
+        const int64_t r = first_row + n0 + row;
+        const uint2 codes = __ldg(reinterpret_cast<const uint2*>(o.w8 + r * o.w_stride + k0 + col));
+        const float scale = __ldg(o.w_scales + r / format::kFp8WeightBlock * o.scale_cols +
+                                  (k0 + col) / format::kFp8WeightBlock);
+        v = e4m3x8_as_bf16(codes, scale);
+      }
+      *reinterpret_cast<uint4*>(&s.w[slot][row][col]) = v;
+    } else {
+      const uint16_t* src = valid ? o.w + int64_t{n0 + row} * o.w_stride + k0 + col : o.w;
+      cp_async16(&s.w[slot][row][col], src, valid);
+    }
   }
-  cp_async_commit();
+  cp_async_commit();  // an empty group for kFp8: every step counts one
 }
 
 // acc += this warp's 64 × 32 patch of x-buffer `buf` times weight slot `slot` over one step.
@@ -147,13 +166,14 @@ __device__ __forceinline__ void mma_step(const Smem& s, int buf, int slot, int w
   }
 }
 
-template <bool kVecX>
+template <bool kVecX, bool kFp8>
 __global__ void __launch_bounds__(kThreads, 2) linear_tensor_cores_kernel(Operands o) {
   extern __shared__ uint4 smem_words[];
   Smem& s = *reinterpret_cast<Smem*>(smem_words);
   const int g = blockIdx.z;
+  const int64_t first_row = int64_t{g} * o.group_rows;  // kFp8 indexes the matrix's rows
   o.x += int64_t{g} * o.k;
-  o.w += int64_t{g} * o.group_rows * o.w_stride;
+  if constexpr (!kFp8) o.w += first_row * o.w_stride;
   o.y += int64_t{g} * o.group_rows;
   const int t0 = blockIdx.y * kTileT, n0 = blockIdx.x * kTileN;
   const int warp = threadIdx.x / 32, warp_t = warp / kWarpsN, warp_n = warp % kWarpsN;
@@ -161,7 +181,7 @@ __global__ void __launch_bounds__(kThreads, 2) linear_tensor_cores_kernel(Operan
 
   for (int st = 0; st < kWeightStages - 1; ++st) {
     if (st < n_steps) {
-      copy_w(s, o, n0, st * kStepK, st);
+      copy_w<kFp8>(s, o, first_row, n0, st * kStepK, st);
     } else {
       cp_async_commit();  // every step counts one group
     }
@@ -179,7 +199,7 @@ __global__ void __launch_bounds__(kThreads, 2) linear_tensor_cores_kernel(Operan
     __syncthreads();
     const int ahead = step + kWeightStages - 1;
     if (ahead < n_steps) {
-      copy_w(s, o, n0, ahead * kStepK, ahead % kWeightStages);
+      copy_w<kFp8>(s, o, first_row, n0, ahead * kStepK, ahead % kWeightStages);
     } else {
       cp_async_commit();
     }
@@ -210,16 +230,21 @@ __global__ void __launch_bounds__(kThreads, 2) linear_tensor_cores_kernel(Operan
   }
 }
 
-template <bool kVecX>
+template <bool kVecX, bool kFp8>
 void launch(const Operands& o, dim3 grid) {
   static const bool opted_in = [] {  // dynamic shared memory above 48 KB
-    DSV4_CUDA_CHECK(cudaFuncSetAttribute(linear_tensor_cores_kernel<kVecX>,
+    DSV4_CUDA_CHECK(cudaFuncSetAttribute(linear_tensor_cores_kernel<kVecX, kFp8>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(sizeof(Smem))));
     return true;
   }();
   (void)opted_in;
-  linear_tensor_cores_kernel<kVecX><<<grid, kThreads, sizeof(Smem), op_stream()>>>(o);
+  linear_tensor_cores_kernel<kVecX, kFp8><<<grid, kThreads, sizeof(Smem), op_stream()>>>(o);
+}
+
+template <bool kFp8>
+void launch(const Operands& o, dim3 grid, bool vec_x) {
+  vec_x ? launch<true, kFp8>(o, grid) : launch<false, kFp8>(o, grid);
 }
 
 dim3 grid_of(const LinearOperands& o, int64_t n_groups) {
@@ -230,8 +255,9 @@ dim3 grid_of(const LinearOperands& o, int64_t n_groups) {
 }  // namespace
 
 TensorCoreOperands tensor_core_operands(const LinearOperands& o, int64_t n_groups) {
+  const bool fp8 = o.w.dtype == DType::kF8E4M3;
   return {o.x.data,
-          static_cast<const uint16_t*>(o.w.data),
+          fp8 ? nullptr : static_cast<const uint16_t*>(o.w.data),
           o.y.data,
           o.x.row_stride,
           o.w.row_stride,
@@ -239,7 +265,10 @@ TensorCoreOperands tensor_core_operands(const LinearOperands& o, int64_t n_group
           static_cast<int>(o.x.n_rows),
           static_cast<int>(o.w.n_rows),
           static_cast<int>(o.w.n_cols),
-          static_cast<int>(o.w.n_rows / n_groups)};
+          static_cast<int>(o.w.n_rows / n_groups),
+          fp8 ? static_cast<const uint8_t*>(o.w.data) : nullptr,
+          o.w.block_scales,
+          o.w.scale_cols};
 }
 
 void linear_tensor_cores(const LinearOperands& o, int64_t n_groups) {
@@ -247,7 +276,11 @@ void linear_tensor_cores(const LinearOperands& o, int64_t n_groups) {
   const bool vec_x = o.x.row_stride % 4 == 0 && o.w.n_cols % 4 == 0 &&
                      reinterpret_cast<uintptr_t>(o.x.data) % 16 == 0;
   const dim3 grid = grid_of(o, n_groups);
-  vec_x ? launch<true>(operands, grid) : launch<false>(operands, grid);
+  if (o.w.dtype == DType::kF8E4M3) {
+    launch<true>(operands, grid, vec_x);
+  } else {
+    launch<false>(operands, grid, vec_x);
+  }
   check_launch();
 }
 

@@ -1,7 +1,7 @@
-// The dense linear's choice of kernel (plan.h). In order: the tensor cores wherever a bf16
-// weight has the rows to fill them, since they are exact to f32 too (x split into three bf16);
-// else the CUDA cores, tiled where a call has the rows and the tiles for every SM, else the
-// few-rows kernel.
+// The dense linear's choice of kernel (plan.h). In order: the tensor cores wherever a bf16 (or
+// FP8, decoded to the same bf16) weight has the rows to fill them, since they are exact to f32 too
+// (x split into three bf16); else the CUDA cores, tiled where a call has the rows and the tiles for
+// every SM, else the few-rows kernel.
 #include "kernels/cuda/gemm/dense/plan.h"
 
 #include "kernels/cuda/gemm/dense/config.h"
@@ -13,15 +13,22 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
+// A weight the tensor-core kernels read 8 elements at a time: bf16 (16 bytes, 16-byte aligned)
+// or e4m3 (8 bytes, which the kernels decode to the same bf16), rows a multiple of 8 apart.
+bool tensor_core_weight(const WeightRows& w) {
+  const auto address = reinterpret_cast<uintptr_t>(w.data);
+  return w.row_stride % 8 == 0 && ((w.dtype == DType::kBF16 && address % 16 == 0) ||
+                                   (w.dtype == DType::kF8E4M3 && address % 8 == 0));
+}
+
 // The many-rows tensor-core kernel: a bf16 weight with 16-byte aligned rows of a multiple of 8,
 // from 32 rows of x, and enough 128 × 128 tiles to spread (a few-rows call of mHC's 24 outputs
 // over a 16384-wide K is faster on the CUDA cores than 16 tiles walking K alone).
 bool tensor_cores_fit(const LinearOperands& o, int64_t n_groups) {
   const int64_t tiles_n = ceil_div(o.w.n_rows / n_groups, kTensorCoreTileN);
   const int64_t tiles_t = ceil_div(o.x.n_rows, kTensorCoreTileT);
-  return o.w.dtype == DType::kBF16 && o.x.n_rows >= 32 && o.w.n_cols > 0 && o.w.n_cols % 8 == 0 &&
-         o.w.row_stride % 8 == 0 && aligned16(o.w.data) && tiles_n * tiles_t * n_groups >= 32 &&
-         tiles_t <= 65535 && o.x.n_rows < (int64_t{1} << 31);
+  return tensor_core_weight(o.w) && o.x.n_rows >= 32 && o.w.n_cols > 0 && o.w.n_cols % 8 == 0 &&
+         tiles_n * tiles_t * n_groups >= 32 && tiles_t <= 65535 && o.x.n_rows < (int64_t{1} << 31);
 }
 
 // Where the few-rows tensor-core kernel beats the CUDA cores, measured on an H100 against the
@@ -40,11 +47,11 @@ bool enough_m_tiles(int64_t n_rows, int64_t t) {
 // batch), and enough m-tiles.
 bool few_rows_tensor_cores_fit(const LinearOperands& o, int64_t n_groups) {
   const int64_t group_rows = o.w.n_rows / n_groups;
-  return o.w.dtype == DType::kBF16 && o.x.n_rows >= 2 && o.x.n_rows <= kFewRowsTcMaxTokens &&
+  return tensor_core_weight(o.w) && o.x.n_rows >= 2 && o.x.n_rows <= kFewRowsTcMaxTokens &&
          o.w.n_cols > 0 && o.w.n_cols % kFewRowsTcStepK == 0 &&
-         (n_groups == 1 || group_rows % kFewRowsTcRows == 0) && o.w.row_stride % 8 == 0 &&
-         aligned16(o.w.data) && o.x.row_stride % 4 == 0 && aligned16(o.x.data) &&
-         o.w.n_rows < (int64_t{1} << 31) && enough_m_tiles(o.w.n_rows, o.x.n_rows);
+         (n_groups == 1 || group_rows % kFewRowsTcRows == 0) && o.x.row_stride % 4 == 0 &&
+         aligned16(o.x.data) && o.w.n_rows < (int64_t{1} << 31) &&
+         enough_m_tiles(o.w.n_rows, o.x.n_rows);
 }
 
 // Its warps a CTA: 16 where 8 would leave SMs short of 16 warps (a 1024-output projection has
@@ -103,11 +110,14 @@ DensePlan plan_dense(const LinearOperands& o, int64_t n_groups, int n_sm) {
 
 std::string describe(const DensePlan& plan) {
   switch (plan.kernel) {
-    case DenseKernel::kNone: return "none (empty call)";
-    case DenseKernel::kTensorCores: return "tensor cores 128×128";
+    case DenseKernel::kNone:
+      return "none (empty call)";
+    case DenseKernel::kTensorCores:
+      return "tensor cores 128×128";
     case DenseKernel::kFewRowsTensorCores:
       return "tensor cores few rows, " + std::to_string(plan.warps) + " warps";
-    case DenseKernel::kTiled: return "CUDA cores tiled 64×64";
+    case DenseKernel::kTiled:
+      return "CUDA cores tiled 64×64";
     case DenseKernel::kFewRows:
       return "CUDA cores few rows, " + std::to_string(plan.cols) + " outputs × " +
              std::to_string(plan.split) + " warps, " + std::to_string(plan.tokens) + " tokens";

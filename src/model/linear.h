@@ -1,0 +1,25 @@
+// The model's dense linears on their weights as the load placed them (checkpoint::LinearWeight):
+// f32 or bf16 values; or an FP8 checkpoint's e4m3 codes with their block scales, which in the
+// exact profile the linear kernels decode exactly (kernels/ops.h), so either form gives the bits
+// of the decoded weight, and in the fast profile (LinearWeight::numerics) run as DeepSeek's FP8
+// GEMM on the activation quantized in 1 × 128 groups (kernels::linear_fp8).
+#pragma once
+
+#include <cstdint>
+
+#include "base/tensor.h"
+#include "checkpoint/weights.h"
+#include "dsv4/status.h"
+
+namespace dsv4::model {
+
+// y[T, N] = x[T, K] · w[N, K]ᵀ. The fast profile's FP8 GEMM needs K a multiple of 16 (every V4
+// linear's is); an FP8 weight of another width runs the exact linear.
+Status linear(const TensorView& x, const checkpoint::LinearWeight& w, const TensorView& y);
+
+// The grouped form (kernels::block_diagonal_linear): the attention's wo_a, exact in both
+// profiles (DeepSeek's inference dequantizes wo_a to bf16 and runs it in bf16).
+Status block_diagonal_linear(const TensorView& x, const checkpoint::LinearWeight& w,
+                             int64_t n_groups, const TensorView& y);
+
+}  // namespace dsv4::model
