@@ -25,8 +25,9 @@ Status layer_forward(const LayerInput& in, Tensor& streams, Tensor& spare) {
   DSV4_RETURN_IF_ERROR(
       in.positions
           ? attention_forward(config, in.layer, w.attn, x.view(), in.sequences, *in.positions,
-                              block_out.view())
-          : attention_forward(config, in.layer, w.attn, x.view(), in.sequences, block_out.view()));
+                              block_out.view(), in.numerics)
+          : attention_forward(config, in.layer, w.attn, x.view(), in.sequences, block_out.view(),
+                              in.numerics));
   DSV4_RETURN_IF_ERROR(hc_post(block_out.view(), streams.view(), site, spare.view()));
   std::swap(streams, spare);
 

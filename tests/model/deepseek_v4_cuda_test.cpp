@@ -96,6 +96,42 @@ TEST_P(GoldenModelCudaTest, LongChunkBesideShortOnesMatchesTransformers) {
       model, testing::open_golden(GetParam() + "/reference.safetensors"));
 }
 
+// The fast profile's attention ops in the whole forward (ModelOptions::numerics = kFast: bf16
+// tensor-core sparse attention and FP8 indexer scores; nothing else reads the profile yet):
+// every golden prompt's logits move off the exact profile's (the fast ops ran) by less than
+// kFastAttentionLogitsRelTol per row.
+TEST(FastNumericsCudaTest, AttentionOpsMoveLogitsWithinTheirBound) {
+  auto loaded = checkpoint::load_model(testing::golden_path("tiny_a_pretrained/model"));
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  auto weights = checkpoint::copy_weights(loaded->weights, Device::kCuda);
+  ASSERT_TRUE(weights.ok()) << weights.status().to_string();
+  const format::SafetensorsFile reference =
+      testing::open_golden("tiny_a_pretrained/reference.safetensors");
+  const Model exact(*weights, ModelOptions{});
+  const Model fast(*weights, ModelOptions{.numerics = Numerics::kFast});
+  const int64_t v = exact.config().vocab_size;
+  double worst = 0.0;
+  for (int p = 0; reference.find("prompt_" + std::to_string(p)) != nullptr; ++p) {
+    const std::vector<int64_t> prompt =
+        ids_of(golden_tensor(reference, "prompt_" + std::to_string(p)));
+    const auto n = static_cast<int64_t>(prompt.size());
+    std::vector<Tensor> logits;
+    for (const Model* model : {&exact, &fast}) {
+      auto cache = model->new_cache(n);
+      ASSERT_TRUE(cache.ok()) << cache.status().to_string();
+      const Tensor out = testing::poisoned_device(DType::kF32, {n, v});
+      ASSERT_TRUE(model->forward(prompt, 0, *cache, out.view()).ok());
+      logits.push_back(testing::to_host(out.view()));
+    }
+    const double error =
+        max_row_rel_error(logits[1].data_as<float>(), logits[0].data_as<float>(), n, v);
+    EXPECT_GT(error, 0.0) << "prompt " << p << ": the fast profile computed the exact bits";
+    worst = std::max(worst, error);
+  }
+  EXPECT_LT(worst, testing::kFastAttentionLogitsRelTol);
+  std::printf("tiny_a, fast attention ops: worst logits row %.3g from the exact profile\n", worst);
+}
+
 // tiny_b with NVFP4 experts (quantized as deepseek_v4_nvfp4_test.cpp does): its expert widths
 // (D = 64, F = 48) are below what the CUDA MoE pipeline runs (multiples of 128, as in every
 // DeepSeek-V4 checkpoint), so the forward must say so instead of computing anything else. The

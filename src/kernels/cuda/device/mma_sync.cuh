@@ -84,4 +84,26 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* row) {
                : "r"(smem_addr(row)));
 }
 
+// The same, transposed: lane l receives elements (2(l % 4), l / 4) and (2(l % 4) + 1, l / 4)
+// of each matrix: a row-major [k][n] tile as mma's "col" B operand.
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(row)));
+}
+
+// D += A · B, m16n8k32, E4M3 operands (four a register), f32 accumulators (sm_89 and up).
+__device__ __forceinline__ void mma_e4m3_16832(float d[4], const uint32_t a[4], uint32_t b0,
+                                               uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+  __trap();  // built for an older GPU: the FP8 kernels are launched only on sm_89 and up
+#endif
+}
+
 }  // namespace dsv4::kernels::cuda
