@@ -87,6 +87,28 @@ double measure_bf16_rate() {
   return 2.0 * n * n * n / (ms * 1e-3);
 }
 
+// µs a call: replayed in a CUDA graph for a decode (its use), else timed alone.
+template <typename F>
+double call_us(bool decode, F&& run) {
+  return decode ? graph_us_per_call([&](int) { run(); }) : 1000.0 * median_ms(run);
+}
+
+struct Timed {
+  double fast_us, exact_us, error;  // error: the fast result's worst row against the exact one
+};
+
+// The fast and the exact call on the same inputs (outputs `fast`, `exact`, rows of their last
+// dim), checked against `bound`, then timed.
+template <typename Fast, typename Exact>
+Timed time_against_exact(bool decode, Fast&& run_fast, Exact&& run_exact, const Tensor& fast,
+                         const Tensor& exact, double bound) {
+  run_fast();
+  run_exact();
+  const double error = row_error(fast, exact, fast.shape()[fast.shape().rank - 1]);
+  DSV4_CHECK(error < bound, "fast op off the exact one by %.2e (bound %.0e)", error, bound);
+  return {call_us(decode, run_fast), call_us(decode, run_exact), error};
+}
+
 struct Rates {
   double bf16 = 0.0, copy = 0.0;  // FLOP/s, bytes/s
 };
@@ -94,12 +116,14 @@ struct Rates {
 // One row of the table: the fast and the exact call's µs (in a graph when decode), the fast
 // one's rate, its floor (compute at `peak` or bytes at the copy rate) and the error against exact.
 void report(const char* op, const char* shape, double flops, double bytes, double peak,
-            const Rates& r, double fast_us, double exact_us, double error) {
+            const Rates& r, const Timed& timed) {
+  const double fast_us = timed.fast_us, exact_us = timed.exact_us, error = timed.error;
   const double floor_us = std::max(flops / peak, bytes / r.copy) * 1e6;
   std::printf("| %-22s | %-34s | %9.1f | %9.1f | %6.1f | %7.1f | %9.1f | %5.2f | %7.2fx | %.2e |\n",
               op, shape, fast_us, floor_us, flops / fast_us * 1e-6, peak * 1e-12,
               exact_us, fast_us / floor_us, exact_us / fast_us, error);
 }
+
 
 void attention_row(const Rates& rates, int64_t n_tokens, bool decode) {
   // Window rows: the ring (decode) or the prompt's rows (prefill); extra rows: the entries.
@@ -126,27 +150,16 @@ void attention_row(const Rates& rates, int64_t n_tokens, bool decode) {
   pe.out = exact.view();
   auto run_fast = [&] { DSV4_CHECK(kernels::sparse_attention_bf16(p).ok(), "bf16 attention"); };
   auto run_exact = [&] { DSV4_CHECK(kernels::sparse_attention(pe).ok(), "exact attention"); };
-  run_fast();
-  run_exact();
-  const double error = row_error(fast, exact, kHeadDim);
-  DSV4_CHECK(error < testing::kBf16AttentionVsExactRelTol, "attention error %.2e", error);
+  const Timed timed = time_against_exact(decode, run_fast, run_exact, fast, exact,
+                                         testing::kBf16AttentionVsExactRelTol);
   const int64_t k = kWindow + kTopk;
   const double flops = 4.0 * n_tokens * kHeads * k * kHeadDim;
   // A decode call reads each query's candidate rows (f32) once, its queries and its output.
   const double bytes = 4.0 * n_tokens * (k * kHeadDim + 2 * kHeads * kHeadDim);
-  double fast_us, exact_us;
-  if (decode) {
-    fast_us = graph_us_per_call([&](int) { run_fast(); });
-    exact_us = graph_us_per_call([&](int) { run_exact(); });
-  } else {
-    fast_us = 1000.0 * median_ms(run_fast);
-    exact_us = 1000.0 * median_ms(run_exact);
-  }
   char shape[64];
   std::snprintf(shape, sizeof shape, "%s T=%lld, H=64, Dh=512, K=640", decode ? "decode" : "prefill",
                 (long long)n_tokens);
-  report("sparse_attention_bf16", shape, flops, decode ? bytes : 0.0, rates.bf16, rates, fast_us,
-         exact_us, error);
+  report("sparse_attention_bf16", shape, flops, decode ? bytes : 0.0, rates.bf16, rates, timed);
 }
 
 void indexer_row(const Rates& rates, int64_t n_tokens, bool decode) {
@@ -163,26 +176,15 @@ void indexer_row(const Rates& rates, int64_t n_tokens, bool decode) {
                                        exact.view()};
   auto run_fast = [&] { DSV4_CHECK(kernels::indexer_scores_fp8(p).ok(), "fp8 indexer"); };
   auto run_exact = [&] { DSV4_CHECK(kernels::indexer_scores(pe).ok(), "exact indexer"); };
-  run_fast();
-  run_exact();
-  const double error = row_error(fast, exact, n_entries);
-  DSV4_CHECK(error < testing::kFp8IndexerVsExactRelTol, "indexer error %.2e", error);
+  const Timed timed = time_against_exact(decode, run_fast, run_exact, fast, exact,
+                                         testing::kFp8IndexerVsExactRelTol);
   const double flops = 2.0 * n_tokens * n_entries * kIndexHeads * kIndexDim;
   const double bytes = 4.0 * (n_entries * kIndexDim + n_tokens * (kIndexHeads * kIndexDim +
                                                                   n_entries));
-  double fast_us, exact_us;
-  if (decode) {
-    fast_us = graph_us_per_call([&](int) { run_fast(); });
-    exact_us = graph_us_per_call([&](int) { run_exact(); });
-  } else {
-    fast_us = 1000.0 * median_ms(run_fast);
-    exact_us = 1000.0 * median_ms(run_exact);
-  }
   char shape[64];
   std::snprintf(shape, sizeof shape, "%s T=%lld, HI=64, DI=128, N=%lld",
                 decode ? "decode" : "prefill", (long long)n_tokens, (long long)n_entries);
-  report("indexer_scores_fp8", shape, flops, decode ? bytes : 0.0, 2.0 * rates.bf16, rates,
-         fast_us, exact_us, error);
+  report("indexer_scores_fp8", shape, flops, decode ? bytes : 0.0, 2.0 * rates.bf16, rates, timed);
 }
 
 }  // namespace

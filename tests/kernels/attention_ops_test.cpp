@@ -242,6 +242,29 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CompressorPoolTest,
                                            std::make_tuple(true, 4, 64, 6),
                                            std::make_tuple(true, 8, 16, 3)));
 
+// scores[t, n] = Σ_h (w[t,h]·weight_scale)·(ReLU(q[t,h]·k[n])·q_scale) in float64 (q rows
+// [T·HI, DI] or [T, HI, DI]).
+std::vector<double> reference_scores(const Tensor& q, const Tensor& keys, const Tensor& weights,
+                                     double q_scale, double weight_scale, int64_t n_heads) {
+  const int64_t n_entries = keys.shape()[0], head_dim = keys.shape()[1];
+  const int64_t n_tokens = weights.numel() / n_heads;
+  std::vector<double> ref(n_tokens * n_entries, 0.0);
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    for (int64_t n = 0; n < n_entries; ++n) {
+      for (int64_t h = 0; h < n_heads; ++h) {
+        double dot = 0.0;
+        for (int64_t d = 0; d < head_dim; ++d) {
+          dot += double{q.data_as<float>()[(t * n_heads + h) * head_dim + d]} *
+                 keys.data_as<float>()[n * head_dim + d];
+        }
+        ref[t * n_entries + n] += weight_scale * weights.data_as<float>()[t * n_heads + h] *
+                                  q_scale * std::max(dot, 0.0);
+      }
+    }
+  }
+  return ref;
+}
+
 TEST(IndexerScoresTest, MatchesFloat64) {
   SeededRng rng;
   const int n_tokens = 7, n_heads = 3, head_dim = 16, n_entries = 9;
@@ -251,20 +274,7 @@ TEST(IndexerScoresTest, MatchesFloat64) {
   Tensor scores = poisoned(DType::kF32, {n_tokens, n_entries});
   IndexerScoreParams p{q.view(), keys.view(), weights.view(), 0.25f, 0.5f, scores.view()};
   ASSERT_TRUE(indexer_scores(p).ok());
-  std::vector<double> ref(n_tokens * n_entries, 0.0);
-  for (int t = 0; t < n_tokens; ++t) {
-    for (int n = 0; n < n_entries; ++n) {
-      for (int h = 0; h < n_heads; ++h) {
-        double dot = 0.0;
-        for (int d = 0; d < head_dim; ++d) {
-          dot += double{q.data_as<float>()[(t * n_heads + h) * head_dim + d]} *
-                 keys.data_as<float>()[n * head_dim + d];
-        }
-        ref[t * n_entries + n] +=
-            0.5 * weights.data_as<float>()[t * n_heads + h] * 0.25 * std::max(dot, 0.0);
-      }
-    }
-  }
+  const std::vector<double> ref = reference_scores(q, keys, weights, 0.25, 0.5, n_heads);
   EXPECT_LT(max_row_rel_error(scores.data_as<float>(), ref.data(), n_tokens, n_entries),
             kF32OpRelTol);
 }
@@ -347,20 +357,7 @@ TEST(IndexerScoresFp8Test, LosslessInputsGiveTheExactScores) {
   IndexerScoreParams p{q.view().reshaped({n_tokens, n_heads, head_dim}), keys.view(),
                        weights.view(), 0.25f, 0.5f, scores.view()};
   ASSERT_TRUE(indexer_scores_fp8(p).ok());
-  std::vector<double> ref(n_tokens * n_entries, 0.0);
-  for (int t = 0; t < n_tokens; ++t) {
-    for (int n = 0; n < n_entries; ++n) {
-      for (int h = 0; h < n_heads; ++h) {
-        double dot = 0.0;
-        for (int d = 0; d < head_dim; ++d) {
-          dot += double{q.data_as<float>()[(t * n_heads + h) * head_dim + d]} *
-                 keys.data_as<float>()[n * head_dim + d];
-        }
-        ref[t * n_entries + n] +=
-            0.5 * weights.data_as<float>()[t * n_heads + h] * 0.25 * std::max(dot, 0.0);
-      }
-    }
-  }
+  const std::vector<double> ref = reference_scores(q, keys, weights, 0.25, 0.5, n_heads);
   EXPECT_LT(max_row_rel_error(scores.data_as<float>(), ref.data(), n_tokens, n_entries),
             kF32OpRelTol);
 }

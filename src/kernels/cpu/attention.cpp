@@ -44,23 +44,18 @@ void attend_one_head(const float* q, const std::vector<const float*>& rows, floa
 }  // namespace
 
 void sparse_attention(const SparseAttentionParams& p) {
-  const SparseAttentionOperands o = sparse_attention_operands(p);
-  const int64_t n_tokens = o.n_tokens, n_heads = o.n_heads, head_dim = o.head_dim;
-  const CandidateSource sources[2] = {o.window, o.extra};
-  const float* q = p.q.data_as<const float>();
-  const float* sinks = p.sinks.data_as<const float>();
-  float* out = p.out.data_as<float>();
-  const int64_t n_candidates = sources[0].n_candidates + sources[1].n_candidates;
-#pragma omp parallel if (n_tokens * n_heads * n_candidates * head_dim > kParallelWork)
+  const AttentionCall c(p);
+  const int64_t n_heads = c.o.n_heads, head_dim = c.o.head_dim;
+#pragma omp parallel if (c.work() > kParallelWork)
   {
     std::vector<const float*> rows;
     std::vector<float> logits;
 #pragma omp for schedule(static)
-    for (int64_t t = 0; t < n_tokens; ++t) {
-      gather_rows(sources, t, head_dim, rows);
+    for (int64_t t = 0; t < c.o.n_tokens; ++t) {
+      gather_rows(c.sources, t, head_dim, rows);
       for (int64_t h = 0; h < n_heads; ++h) {
         const int64_t offset = (t * n_heads + h) * head_dim;
-        attend_one_head(q + offset, rows, sinks[h], p.scale, head_dim, logits, out + offset);
+        attend_one_head(c.q + offset, rows, c.sinks[h], p.scale, head_dim, logits, c.out + offset);
       }
     }
   }

@@ -19,24 +19,19 @@
 namespace dsv4::kernels::cpu {
 
 void sparse_attention_bf16(const SparseAttentionParams& p) {
-  const SparseAttentionOperands o = sparse_attention_operands(p);
-  check_fast_attention_head_dim(o.head_dim);
-  const int64_t n_tokens = o.n_tokens, n_heads = o.n_heads, head_dim = o.head_dim;
-  const CandidateSource sources[2] = {o.window, o.extra};
-  const float* q = p.q.data_as<const float>();
-  const float* sinks = p.sinks.data_as<const float>();
-  float* out = p.out.data_as<float>();
-  const int64_t n_candidates = sources[0].n_candidates + sources[1].n_candidates;
-#pragma omp parallel if (n_tokens * n_heads * n_candidates * head_dim > kParallelWork)
+  const AttentionCall c(p);
+  const int64_t n_heads = c.o.n_heads, head_dim = c.o.head_dim;
+  check_fast_attention_head_dim(head_dim);
+#pragma omp parallel if (c.work() > kParallelWork)
   {
     std::vector<const float*> rows;
-    std::vector<float> rounded;      // [K, Dh] the query's rows in bf16
+    std::vector<float> rounded;  // [K, Dh] the query's rows in bf16
     std::vector<float> query(head_dim);
-    std::vector<float> weights;      // the probabilities, unnormalised
+    std::vector<float> weights;  // the probabilities, unnormalised
     std::vector<double> sum(head_dim);
 #pragma omp for schedule(static)
-    for (int64_t t = 0; t < n_tokens; ++t) {
-      gather_rows(sources, t, head_dim, rows);
+    for (int64_t t = 0; t < c.o.n_tokens; ++t) {
+      gather_rows(c.sources, t, head_dim, rows);
       const auto n_rows = static_cast<int64_t>(rows.size());
       rounded.resize(n_rows * head_dim);
       for (int64_t j = 0; j < n_rows; ++j) {
@@ -45,24 +40,28 @@ void sparse_attention_bf16(const SparseAttentionParams& p) {
       weights.resize(n_rows);
       for (int64_t h = 0; h < n_heads; ++h) {
         const int64_t offset = (t * n_heads + h) * head_dim;
-        for (int64_t d = 0; d < head_dim; ++d) query[d] = round_to_bf16(q[offset + d]);
-        float max_logit = sinks[h];
+        for (int64_t d = 0; d < head_dim; ++d) query[d] = round_to_bf16(c.q[offset + d]);
+        float max_logit = c.sinks[h];
         for (int64_t j = 0; j < n_rows; ++j) {
           double dot = 0.0;
           for (int64_t d = 0; d < head_dim; ++d) dot += double{query[d]} * rounded[j * head_dim + d];
           weights[j] = static_cast<float>(dot) * p.scale;
           max_logit = std::max(max_logit, weights[j]);
         }
-        float denom = std::exp(sinks[h] - max_logit);
+        float denom = std::exp(c.sinks[h] - max_logit);
         for (float& w : weights) {
           w = std::exp(w - max_logit);
           denom += w;
         }
         std::fill(sum.begin(), sum.end(), 0.0);
         for (int64_t j = 0; j < n_rows; ++j) {
-          for (int64_t d = 0; d < head_dim; ++d) sum[d] += double{weights[j]} * rounded[j * head_dim + d];
+          for (int64_t d = 0; d < head_dim; ++d) {
+            sum[d] += double{weights[j]} * rounded[j * head_dim + d];
+          }
         }
-        for (int64_t d = 0; d < head_dim; ++d) out[offset + d] = static_cast<float>(sum[d] / denom);
+        for (int64_t d = 0; d < head_dim; ++d) {
+          c.out[offset + d] = static_cast<float>(sum[d] / denom);
+        }
       }
     }
   }

@@ -1,5 +1,5 @@
-// The candidate rows a query of sparse_attention attends over, as both CPU references
-// (attention.cpp, attention_bf16.cpp) gather them.
+// What both CPU references of sparse_attention (attention.cpp, attention_bf16.cpp) read of a
+// call: its operands, and the candidate rows each query attends over.
 //
 // Dimension letters: Dh head dim.
 #pragma once
@@ -29,5 +29,25 @@ inline void gather_rows(const CandidateSource (&sources)[2], int64_t t, int64_t 
     }
   }
 }
+
+// A call's operands, its contract checked.
+struct AttentionCall {
+  SparseAttentionOperands o;
+  CandidateSource sources[2];
+  const float* q;
+  const float* sinks;
+  float* out;
+
+  explicit AttentionCall(const SparseAttentionParams& p)
+      : o(sparse_attention_operands(p)),
+        sources{o.window, o.extra},
+        q(p.q.data_as<const float>()),
+        sinks(p.sinks.data_as<const float>()),
+        out(p.out.data_as<float>()) {}
+  // Multiply-adds of the whole call, against the threshold for threads.
+  int64_t work() const {
+    return o.n_tokens * o.n_heads * (o.window.n_candidates + o.extra.n_candidates) * o.head_dim;
+  }
+};
 
 }  // namespace dsv4::kernels::cpu

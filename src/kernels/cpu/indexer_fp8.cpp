@@ -29,32 +29,30 @@ float quantize_row(const float* x, int64_t n, float* values) {
 }  // namespace
 
 void indexer_scores_fp8(const IndexerScoreParams& p) {
-  const IndexerDims dims = indexer_fp8_dims(p);
-  const int64_t n_tokens = dims.n_tokens, n_heads = dims.n_heads, head_dim = dims.head_dim;
-  const int64_t n_entries = dims.n_entries;
-  const float* q = p.q.data_as<const float>();
+  const IndexerDims d = indexer_fp8_dims(p);
   const float* weights = p.weights.data_as<const float>();
-  float* scores = p.scores.data_as<float>();
-#pragma omp parallel if (n_tokens * n_entries * n_heads * head_dim > kParallelWork)
+#pragma omp parallel if (d.n_tokens * d.n_entries * d.n_heads * d.head_dim > kParallelWork)
   {
-    std::vector<float> query(n_heads * head_dim), head_weight(n_heads), key(head_dim);
+    // Per query: its heads' E4M3 rows and weights; per key: its E4M3 row.
+    std::vector<float> query(d.n_heads * d.head_dim), head_weight(d.n_heads), key(d.head_dim);
 #pragma omp for schedule(static)
-    for (int64_t t = 0; t < n_tokens; ++t) {
-      for (int64_t h = 0; h < n_heads; ++h) {
-        const float s_q = quantize_row(q + (t * n_heads + h) * head_dim, head_dim,
-                                       query.data() + h * head_dim);
-        head_weight[h] = (weights[t * n_heads + h] * p.weight_scale) * (p.q_scale * s_q);
+    for (int64_t t = 0; t < d.n_tokens; ++t) {
+      for (int64_t h = 0; h < d.n_heads; ++h) {
+        const float s_q =
+            quantize_row(p.q.data_as<const float>() + (t * d.n_heads + h) * d.head_dim,
+                         d.head_dim, query.data() + h * d.head_dim);
+        head_weight[h] = (weights[t * d.n_heads + h] * p.weight_scale) * (p.q_scale * s_q);
       }
-      const float* keys = row_keys(dims, p.keys.data_as<const float>(), t);
-      for (int64_t n = 0; n < row_n_keys(dims, t); ++n) {
-        const float s_k = quantize_row(keys + n * head_dim, head_dim, key.data());
+      const float* keys = row_keys(d, p.keys.data_as<const float>(), t);
+      for (int64_t n = 0; n < row_n_keys(d, t); ++n) {
+        const float s_k = quantize_row(keys + n * d.head_dim, d.head_dim, key.data());
         double total = 0.0;
-        for (int64_t h = 0; h < n_heads; ++h) {
+        for (int64_t h = 0; h < d.n_heads; ++h) {
           double dot = 0.0;
-          for (int64_t d = 0; d < head_dim; ++d) dot += double{query[h * head_dim + d]} * key[d];
+          for (int64_t i = 0; i < d.head_dim; ++i) dot += double{query[h * d.head_dim + i]} * key[i];
           total += std::max(dot, 0.0) * head_weight[h];
         }
-        scores[t * n_entries + n] = static_cast<float>(total * s_k);
+        p.scores.data_as<float>()[t * d.n_entries + n] = static_cast<float>(total * s_k);
       }
     }
   }
