@@ -231,10 +231,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (h >= a.n_heads) continue;
     const int64_t row = t * a.n_heads + h;
     float* dst;
-    float norm = 1.0f;
+    float denom = 1.0f;
     if (!runs.split) {
+      // As the combine computes one run (w = 1, the sink's term first, then a division): a
+      // decode row alone gets the bits it gets in a batch, where it always splits.
       dst = a.out + row * a.head_dim;
-      norm = 1.0f / (running_sum[i] + exp2f(a.sinks[h] * kLog2e - running_max[i]));
+      denom = exp2f(a.sinks[h] * kLog2e - running_max[i]) + running_sum[i];
     } else {
       dst = runs.partial + (int64_t{run} * runs.n_rows + row) * kDims;
       if (half == 0 && c == 0) {
@@ -246,7 +248,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int d = half * kHalfDims + 8 * n + 2 * c;
       if (d < a.head_dim) {
         *reinterpret_cast<float2*>(dst + d) =
-            make_float2(out[n][2 * i] * norm, out[n][2 * i + 1] * norm);
+            make_float2(out[n][2 * i] / denom, out[n][2 * i + 1] / denom);
       }
     }
   }
