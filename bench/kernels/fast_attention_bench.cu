@@ -6,7 +6,8 @@
 // against: the bf16 (attention) or FP8 (indexer) tensor-core rate, taken as cuBLAS's bf16 GEMM
 // rate measured here (8192³ on random data; FP8's dense rate is twice that), or the bytes a
 // decode call must read at the measured copy bandwidth, whichever is larger. Before timing, each
-// fast op's result is checked against the exact op's on the same inputs (tests/testing/tolerance.h).
+// fast op's result is checked against the exact op's on the same inputs
+// (tests/testing/tolerance.h).
 //
 // Usage: fast_attention_bench   (no arguments; DSV4_BENCH_PROFILE=1 runs each call once)
 #include <cuda_bf16.h>
@@ -120,10 +121,9 @@ void report(const char* op, const char* shape, double flops, double bytes, doubl
   const double fast_us = timed.fast_us, exact_us = timed.exact_us, error = timed.error;
   const double floor_us = std::max(flops / peak, bytes / r.copy) * 1e6;
   std::printf("| %-22s | %-34s | %9.1f | %9.1f | %6.1f | %7.1f | %9.1f | %5.2f | %7.2fx | %.2e |\n",
-              op, shape, fast_us, floor_us, flops / fast_us * 1e-6, peak * 1e-12,
-              exact_us, fast_us / floor_us, exact_us / fast_us, error);
+              op, shape, fast_us, floor_us, flops / fast_us * 1e-6, peak * 1e-12, exact_us,
+              fast_us / floor_us, exact_us / fast_us, error);
 }
-
 
 void attention_row(const Rates& rates, int64_t n_tokens, bool decode) {
   // Window rows: the ring (decode) or the prompt's rows (prefill); extra rows: the entries.
@@ -157,8 +157,8 @@ void attention_row(const Rates& rates, int64_t n_tokens, bool decode) {
   // A decode call reads each query's candidate rows (f32) once, its queries and its output.
   const double bytes = 4.0 * n_tokens * (k * kHeadDim + 2 * kHeads * kHeadDim);
   char shape[64];
-  std::snprintf(shape, sizeof shape, "%s T=%lld, H=64, Dh=512, K=640", decode ? "decode" : "prefill",
-                (long long)n_tokens);
+  std::snprintf(shape, sizeof shape, "%s T=%lld, H=64, Dh=512, K=640",
+                decode ? "decode" : "prefill", (long long)n_tokens);
   report("sparse_attention_bf16", shape, flops, decode ? bytes : 0.0, rates.bf16, rates, timed);
 }
 
@@ -170,17 +170,17 @@ void indexer_row(const Rates& rates, int64_t n_tokens, bool decode) {
   const Tensor fast = device_tensor(DType::kF32, {n_tokens, n_entries});
   const Tensor exact = device_tensor(DType::kF32, {n_tokens, n_entries});
   const float q_scale = 1.0f / std::sqrt(float{kIndexDim}), w_scale = 0.125f;
-  const kernels::IndexerScoreParams p{q.view(), keys.view(), weights.view(), q_scale, w_scale,
-                                      fast.view()};
-  const kernels::IndexerScoreParams pe{q.view(), keys.view(), weights.view(), q_scale, w_scale,
-                                       exact.view()};
+  const kernels::IndexerScoreParams p{q.view(), keys.view(), weights.view(),
+                                      q_scale,  w_scale,     fast.view()};
+  const kernels::IndexerScoreParams pe{q.view(), keys.view(), weights.view(),
+                                       q_scale,  w_scale,     exact.view()};
   auto run_fast = [&] { DSV4_CHECK(kernels::indexer_scores_fp8(p).ok(), "fp8 indexer"); };
   auto run_exact = [&] { DSV4_CHECK(kernels::indexer_scores(pe).ok(), "exact indexer"); };
   const Timed timed = time_against_exact(decode, run_fast, run_exact, fast, exact,
                                          testing::kFp8IndexerVsExactRelTol);
   const double flops = 2.0 * n_tokens * n_entries * kIndexHeads * kIndexDim;
-  const double bytes = 4.0 * (n_entries * kIndexDim + n_tokens * (kIndexHeads * kIndexDim +
-                                                                  n_entries));
+  const double bytes =
+      4.0 * (n_entries * kIndexDim + n_tokens * (kIndexHeads * kIndexDim + n_entries));
   char shape[64];
   std::snprintf(shape, sizeof shape, "%s T=%lld, HI=64, DI=128, N=%lld",
                 decode ? "decode" : "prefill", (long long)n_tokens, (long long)n_entries);
@@ -198,8 +198,9 @@ int main() {
   DSV4_CHECK(rates.bf16 > 0.0, "no cuBLAS: the bf16 rate the floors need was not measured");
   std::printf("bf16 GEMM rate (cuBLAS 8192³, random): %.0f TFLOP/s; copy: %.2f TB/s\n",
               rates.bf16 * 1e-12, rates.copy * 1e-12);
-  std::printf("| op | shape | fast µs | floor µs | TFLOP/s | peak TFLOP/s | exact µs | ratio | "
-              "vs exact | err vs exact |\n|---|---|---|---|---|---|---|---|---|---|\n");
+  std::printf(
+      "| op | shape | fast µs | floor µs | TFLOP/s | peak TFLOP/s | exact µs | ratio | "
+      "vs exact | err vs exact |\n|---|---|---|---|---|---|---|---|---|---|\n");
   attention_row(rates, kPrefill, false);
   for (const int64_t b : {1, 8, 32}) attention_row(rates, b, true);
   indexer_row(rates, kPrefill, false);

@@ -340,7 +340,8 @@ DSV4_HOST_DEVICE inline float fp8_group_scale(float amax) {
 // authors say its QAT allows): the same contract, with each query head row q[t,h] and each key
 // k[n] quantized to E4M3 with one fp8_group_scale of its DI ≤ 128 values (s_q[t,h], s_k[n]),
 // their dot products on FP8 tensor cores in f32, and
-//   scores[t,n] = s_k[n] · Σ_h ReLU(q8[t,h]·k8[n]) · ((weights[t,h]·weight_scale)·(q_scale·s_q[t,h])).
+//   scores[t,n] = s_k[n] · Σ_h ReLU(q8[t,h]·k8[n]) ·
+//   ((weights[t,h]·weight_scale)·(q_scale·s_q[t,h])).
 // No Hadamard rotation before the quantization (the exact profile has none either). DI a
 // multiple of 4, at most 128. The CPU reference quantizes identically (bit for bit) and sums in
 // float64; the GPU's f32 tensor-core sums differ from it by rounding only.

@@ -105,15 +105,9 @@ Status Model::forward(std::span<const SequenceChunk> chunks) const {
   }
   for (int64_t layer = 0; layer < c.n_layer; ++layer) {
     rows_of_layer(layer);
-    const LayerInput input{&c,
-                           layer,
-                           &weights_->layers[layer],
-                           options_.expert_mode,
-                           tokens.view(),
-                           rows,
-                           nullptr,
-                           &positions,
-                           options_.numerics};
+    const LayerInput input{
+        &c,      layer,      &weights_->layers[layer], options_.expert_mode, tokens.view(), rows,
+        nullptr, &positions, options_.numerics};
     DSV4_RETURN_IF_ERROR(layer_forward(input, streams, spare));
   }
   int64_t end = 0;

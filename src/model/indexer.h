@@ -36,13 +36,13 @@ Result<IndexerQueries> indexer_queries(const checkpoint::ModelConfig& config,
 
 // What one attention step hands the indexer for one sequence's rows.
 struct IndexerStep {
-  CompressorInput rows;                 // the attention's input x f32 [T, D], for the indexer's
-                                        // compressor (with its projections when made already)
-  TensorView q;                         // f32 [T, HI, DI]  these rows' IndexerQueries
-  TensorView head_weights;              // f32 [T, HI]
-  TensorView positions;                 // i64 [T] on the device
-  std::vector<int64_t> host_positions;  // i64 [T] on the host
-  TensorView inv_freq;                  // f32 [P]  the compress RoPE
+  CompressorInput rows;                  // the attention's input x f32 [T, D], for the indexer's
+                                         // compressor (with its projections when made already)
+  TensorView q;                          // f32 [T, HI, DI]  these rows' IndexerQueries
+  TensorView head_weights;               // f32 [T, HI]
+  TensorView positions;                  // i64 [T] on the device
+  std::vector<int64_t> host_positions;   // i64 [T] on the host
+  TensorView inv_freq;                   // f32 [P]  the compress RoPE
   Numerics numerics = Numerics::kExact;  // kFast on the GPU: indexer_scores_fp8
 };
 

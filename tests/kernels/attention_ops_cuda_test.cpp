@@ -150,7 +150,9 @@ struct AttentionDraw {
     }
     return p;
   }
-  SparseAttentionParams params(bool device) const { return params(device, device ? out.d() : out.h()); }
+  SparseAttentionParams params(bool device) const {
+    return params(device, device ? out.d() : out.h());
+  }
 };
 
 std::string describe(int64_t t, int64_t h, int64_t kw, int64_t kc, Extra extra) {
@@ -203,8 +205,8 @@ TEST(AttentionOpsCuda, SparseAttentionBf16MatchesItsReferenceAndTheExactOp) {
       const OpPair exact = OpPair::poisoned(DType::kF32, {t, h, dh});
       ASSERT_TRUE(sparse_attention(draw.params(true, exact.d())).ok());
       const Tensor fast = draw.out.result(), exact_out = exact.result();
-      const double vs_exact = testing::max_row_rel_error(
-          fast.data_as<float>(), exact_out.data_as<float>(), t * h, dh);
+      const double vs_exact =
+          testing::max_row_rel_error(fast.data_as<float>(), exact_out.data_as<float>(), t * h, dh);
       EXPECT_LT(vs_exact, testing::kBf16AttentionVsExactRelTol);
       worst_vs_reference = std::max(worst_vs_reference, vs_reference);
       worst_vs_exact = std::max(worst_vs_exact, vs_exact);
@@ -285,8 +287,8 @@ TEST(AttentionOpsCuda, IndexerScoresFp8MatchItsReferenceAndTheExactOp) {
     const double vs_reference = device_vs_host_error(scores);
     EXPECT_LT(vs_reference, testing::kFp8IndexerRelTol);
     const Tensor fast = scores.result(), exact_scores = exact.result();
-    const double vs_exact = testing::max_row_rel_error(fast.data_as<float>(),
-                                                       exact_scores.data_as<float>(), t, n);
+    const double vs_exact =
+        testing::max_row_rel_error(fast.data_as<float>(), exact_scores.data_as<float>(), t, n);
     EXPECT_LT(vs_exact, testing::kFp8IndexerVsExactRelTol);
     worst_vs_reference = std::max(worst_vs_reference, vs_reference);
     worst_vs_exact = std::max(worst_vs_exact, vs_exact);

@@ -257,8 +257,8 @@ std::vector<double> reference_scores(const Tensor& q, const Tensor& keys, const 
           dot += double{q.data_as<float>()[(t * n_heads + h) * head_dim + d]} *
                  keys.data_as<float>()[n * head_dim + d];
         }
-        ref[t * n_entries + n] += weight_scale * weights.data_as<float>()[t * n_heads + h] *
-                                  q_scale * std::max(dot, 0.0);
+        ref[t * n_entries + n] +=
+            weight_scale * weights.data_as<float>()[t * n_heads + h] * q_scale * std::max(dot, 0.0);
       }
     }
   }
@@ -282,7 +282,8 @@ TEST(IndexerScoresTest, MatchesFloat64) {
 // A copy of t with every element rounded to bf16.
 Tensor rounded_to_bf16(const Tensor& t) {
   Tensor r = Tensor::host(DType::kF32, t.shape());
-  for (int64_t i = 0; i < t.numel(); ++i) r.data_as<float>()[i] = round_to_bf16(t.data_as<float>()[i]);
+  for (int64_t i = 0; i < t.numel(); ++i)
+    r.data_as<float>()[i] = round_to_bf16(t.data_as<float>()[i]);
   return r;
 }
 
@@ -311,7 +312,9 @@ TEST(SparseAttentionBf16Test, IsTheAttentionOfBf16RoundedInputs) {
   };
   const Tensor out = run(q, kv);
   const Tensor out_of_rounded = run(q_bf16, kv_bf16);
-  EXPECT_EQ(std::memcmp(out.data_as<float>(), out_of_rounded.data_as<float>(), out.numel() * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(out.data_as<float>(), out_of_rounded.data_as<float>(),
+                        out.numel() * sizeof(float)),
+            0);
   const std::vector<double> ref = reference_attention(
       q_bf16, sinks, double{scale}, [&](int64_t t) { return listed_rows(idx, t, kv_bf16); });
   EXPECT_LT(max_row_rel_error(out.data_as<float>(), ref.data(), n_tokens * n_heads, head_dim),
@@ -324,8 +327,8 @@ TEST(IndexerScoresFp8Test, GroupScaleIsThePowerOfTwoAbove) {
   EXPECT_EQ(fp8_group_scale(448.0f), 1.0f);
   EXPECT_EQ(fp8_group_scale(449.0f), 2.0f);
   EXPECT_EQ(fp8_group_scale(224.0f), 0.5f);
-  EXPECT_EQ(fp8_group_scale(1.0f), 1.0f / 256);        // 1/448 ∈ (2⁻⁹, 2⁻⁸]
-  EXPECT_EQ(fp8_group_scale(256.0f), 1.0f);            // 0.571…
+  EXPECT_EQ(fp8_group_scale(1.0f), 1.0f / 256);             // 1/448 ∈ (2⁻⁹, 2⁻⁸]
+  EXPECT_EQ(fp8_group_scale(256.0f), 1.0f);                 // 0.571…
   EXPECT_EQ(fp8_group_scale(0.0f), std::ldexp(1.0f, -22));  // 1e-4 / 448 ≈ 2.2e-7 ∈ (2⁻²³, 2⁻²²]
 }
 
@@ -354,8 +357,12 @@ TEST(IndexerScoresFp8Test, LosslessInputsGiveTheExactScores) {
   const Tensor q = exact_rows(n_tokens * n_heads), keys = exact_rows(n_entries);
   const Tensor weights = random_tensor(rng, {n_tokens, n_heads});
   Tensor scores = poisoned(DType::kF32, {n_tokens, n_entries});
-  IndexerScoreParams p{q.view().reshaped({n_tokens, n_heads, head_dim}), keys.view(),
-                       weights.view(), 0.25f, 0.5f, scores.view()};
+  IndexerScoreParams p{q.view().reshaped({n_tokens, n_heads, head_dim}),
+                       keys.view(),
+                       weights.view(),
+                       0.25f,
+                       0.5f,
+                       scores.view()};
   ASSERT_TRUE(indexer_scores_fp8(p).ok());
   const std::vector<double> ref = reference_scores(q, keys, weights, 0.25, 0.5, n_heads);
   EXPECT_LT(max_row_rel_error(scores.data_as<float>(), ref.data(), n_tokens, n_entries),

@@ -35,7 +35,8 @@ void sparse_attention_bf16(const SparseAttentionParams& p) {
       const auto n_rows = static_cast<int64_t>(rows.size());
       rounded.resize(n_rows * head_dim);
       for (int64_t j = 0; j < n_rows; ++j) {
-        for (int64_t d = 0; d < head_dim; ++d) rounded[j * head_dim + d] = round_to_bf16(rows[j][d]);
+        for (int64_t d = 0; d < head_dim; ++d)
+          rounded[j * head_dim + d] = round_to_bf16(rows[j][d]);
       }
       weights.resize(n_rows);
       for (int64_t h = 0; h < n_heads; ++h) {
@@ -44,7 +45,8 @@ void sparse_attention_bf16(const SparseAttentionParams& p) {
         float max_logit = c.sinks[h];
         for (int64_t j = 0; j < n_rows; ++j) {
           double dot = 0.0;
-          for (int64_t d = 0; d < head_dim; ++d) dot += double{query[d]} * rounded[j * head_dim + d];
+          for (int64_t d = 0; d < head_dim; ++d)
+            dot += double{query[d]} * rounded[j * head_dim + d];
           weights[j] = static_cast<float>(dot) * p.scale;
           max_logit = std::max(max_logit, weights[j]);
         }

@@ -39,8 +39,8 @@ void indexer_scores_fp8(const IndexerScoreParams& p) {
     for (int64_t t = 0; t < d.n_tokens; ++t) {
       for (int64_t h = 0; h < d.n_heads; ++h) {
         const float s_q =
-            quantize_row(p.q.data_as<const float>() + (t * d.n_heads + h) * d.head_dim,
-                         d.head_dim, query.data() + h * d.head_dim);
+            quantize_row(p.q.data_as<const float>() + (t * d.n_heads + h) * d.head_dim, d.head_dim,
+                         query.data() + h * d.head_dim);
         head_weight[h] = (weights[t * d.n_heads + h] * p.weight_scale) * (p.q_scale * s_q);
       }
       const float* keys = row_keys(d, p.keys.data_as<const float>(), t);
@@ -49,7 +49,8 @@ void indexer_scores_fp8(const IndexerScoreParams& p) {
         double total = 0.0;
         for (int64_t h = 0; h < d.n_heads; ++h) {
           double dot = 0.0;
-          for (int64_t i = 0; i < d.head_dim; ++i) dot += double{query[h * d.head_dim + i]} * key[i];
+          for (int64_t i = 0; i < d.head_dim; ++i)
+            dot += double{query[h * d.head_dim + i]} * key[i];
           total += std::max(dot, 0.0) * head_weight[h];
         }
         p.scores.data_as<float>()[t * d.n_entries + n] = static_cast<float>(total * s_k);

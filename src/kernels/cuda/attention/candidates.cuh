@@ -23,8 +23,14 @@ struct AttentionArgs {
 // A call's operands, its contract checked (kernels/contracts.h).
 inline AttentionArgs attention_args(const SparseAttentionParams& p) {
   const SparseAttentionOperands o = sparse_attention_operands(p);
-  return {p.q.data_as<const float>(), o.window,   o.extra,  p.sinks.data_as<const float>(),
-          p.scale,                    o.n_heads,  o.head_dim, p.out.data_as<float>()};
+  return {p.q.data_as<const float>(),
+          o.window,
+          o.extra,
+          p.sinks.data_as<const float>(),
+          p.scale,
+          o.n_heads,
+          o.head_dim,
+          p.out.data_as<float>()};
 }
 
 // How many of query t's extra candidates it may see: all, or with causal compressed entries

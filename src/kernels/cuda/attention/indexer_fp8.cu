@@ -18,9 +18,9 @@
 namespace dsv4::kernels::cuda {
 namespace {
 
-constexpr int kEntries = 64;  // entries a block (the N of the products)
-constexpr int kHeads = 64;    // heads a pass (the M: 16 a warp)
-constexpr int kDims = 128;    // DI padded
+constexpr int kEntries = 64;        // entries a block (the N of the products)
+constexpr int kHeads = 64;          // heads a pass (the M: 16 a warp)
+constexpr int kDims = 128;          // DI padded
 constexpr int kPitch = kDims + 16;  // bytes a quantized row: rows g = 0 … 7 start in distinct banks
 constexpr int kWarps = 4;
 
@@ -47,13 +47,13 @@ __device__ float quantize_row(const float* row, int head_dim, uint8_t* dst) {
   const int lane = threadIdx.x % 32, d = 4 * lane;
   float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   if (row != nullptr && d < head_dim) v = *reinterpret_cast<const float4*>(row + d);
-  const float amax = warp_reduce(fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))),
-                                 MaxOp{});
+  const float amax =
+      warp_reduce(fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))), MaxOp{});
   const float scale = fp8_group_scale(amax);
-  const uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(v.x / scale, v.y / scale),
-                                               __NV_SATFINITE, __NV_E4M3);
-  const uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(v.z / scale, v.w / scale),
-                                               __NV_SATFINITE, __NV_E4M3);
+  const uint32_t lo =
+      __nv_cvt_float2_to_fp8x2(make_float2(v.x / scale, v.y / scale), __NV_SATFINITE, __NV_E4M3);
+  const uint32_t hi =
+      __nv_cvt_float2_to_fp8x2(make_float2(v.z / scale, v.w / scale), __NV_SATFINITE, __NV_E4M3);
   *reinterpret_cast<uint32_t*>(dst + d) = lo | hi << 16;
   return scale;
 }
@@ -62,14 +62,16 @@ __global__ void __launch_bounds__(32 * kWarps) indexer_fp8_kernel(ScoreArgs a) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   Smem& s = *reinterpret_cast<Smem*>(smem_raw);
   const int64_t t = blockIdx.x, n0 = int64_t{blockIdx.y} * kEntries;
-  const int n_heads = static_cast<int>(a.dims.n_heads), head_dim = static_cast<int>(a.dims.head_dim);
+  const int n_heads = static_cast<int>(a.dims.n_heads),
+            head_dim = static_cast<int>(a.dims.head_dim);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, c = lane % 4;
   const float* keys = row_keys(a.dims, a.keys, t);
   const int64_t n_keys = row_n_keys(a.dims, t);
   if (n0 >= n_keys) return;
   for (int r = warp; r < kEntries; r += kWarps) {
     const int64_t n = n0 + r;
-    const float scale = quantize_row(n < n_keys ? keys + n * head_dim : nullptr, head_dim, s.keys[r]);
+    const float scale =
+        quantize_row(n < n_keys ? keys + n * head_dim : nullptr, head_dim, s.keys[r]);
     if (lane == 0) s.key_scale[r] = scale;
   }
   const int k_steps = (head_dim + 31) / 32;
@@ -81,8 +83,9 @@ __global__ void __launch_bounds__(32 * kWarps) indexer_fp8_kernel(ScoreArgs a) {
       const float* row = h < n_heads ? a.q + (t * n_heads + h) * head_dim : nullptr;
       const float scale = quantize_row(row, head_dim, s.queries[r]);
       if (lane == 0) {
-        s.head_weight[r] =
-            h < n_heads ? (a.weights[t * n_heads + h] * a.weight_scale) * (a.q_scale * scale) : 0.0f;
+        s.head_weight[r] = h < n_heads
+                               ? (a.weights[t * n_heads + h] * a.weight_scale) * (a.q_scale * scale)
+                               : 0.0f;
       }
     }
     __syncthreads();
@@ -135,8 +138,12 @@ __global__ void __launch_bounds__(32 * kWarps) indexer_fp8_kernel(ScoreArgs a) {
 void indexer_scores_fp8(const IndexerScoreParams& p) {
   const IndexerDims dims = indexer_fp8_dims(p);
   if (dims.n_tokens * dims.n_entries == 0) return;
-  const ScoreArgs a{p.q.data_as<const float>(), p.keys.data_as<const float>(),
-                    p.weights.data_as<const float>(), dims, p.q_scale, p.weight_scale,
+  const ScoreArgs a{p.q.data_as<const float>(),
+                    p.keys.data_as<const float>(),
+                    p.weights.data_as<const float>(),
+                    dims,
+                    p.q_scale,
+                    p.weight_scale,
                     p.scores.data_as<float>()};
   const dim3 grid(static_cast<unsigned>(dims.n_tokens),
                   static_cast<unsigned>(ceil_div(dims.n_entries, int64_t{kEntries})));

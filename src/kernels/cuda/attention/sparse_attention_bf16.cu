@@ -34,13 +34,13 @@
 namespace dsv4::kernels::cuda {
 namespace {
 
-constexpr int kDims = 512;               // head dims a block computes (smaller ones zero-padded)
-constexpr int kHeads = 64;               // heads a block: the M of both products
-constexpr int kTile = 32;                // candidates a tile
-constexpr int kWarps = 8;                // 4 head rows of 16 × 2 dim halves
+constexpr int kDims = 512;  // head dims a block computes (smaller ones zero-padded)
+constexpr int kHeads = 64;  // heads a block: the M of both products
+constexpr int kTile = 32;   // candidates a tile
+constexpr int kWarps = 8;   // 4 head rows of 16 × 2 dim halves
 constexpr int kThreads = 32 * kWarps;
-constexpr int kHalfDims = kDims / 2;     // a warp's output dims
-constexpr int kRowPitch = kDims + 8;     // bf16 a staged row: 1040 bytes, 16 past a bank cycle
+constexpr int kHalfDims = kDims / 2;  // a warp's output dims
+constexpr int kRowPitch = kDims + 8;  // bf16 a staged row: 1040 bytes, 16 past a bank cycle
 constexpr float kLog2e = 1.4426950408889634f;
 // Tiles a run of a decode row over its own cache: V4-Flash's 640 candidates in 20 runs, so that
 // one row takes 20 SMs.
@@ -49,20 +49,20 @@ constexpr int kRowRunTiles = 1;
 struct Smem {
   __nv_bfloat16 q[kHeads][kRowPitch];
   __nv_bfloat16 kv[kTile][kRowPitch];
-  float staging[kTile][kDims];            // the next tile as it arrives, f32
-  float logits[kWarps][16][kTile];        // each warp's half of the logits
-  int32_t rows[2][kTile];                 // the staged tiles' kv rows (−1: none)
+  float staging[kTile][kDims];      // the next tile as it arrives, f32
+  float logits[kWarps][16][kTile];  // each warp's half of the logits
+  int32_t rows[2][kTile];           // the staged tiles' kv rows (−1: none)
 };
 
 // Where a block's output goes: with one run a query, the normalised rows; with several, each
 // run's unnormalised rows and its (max, sum) in log2 units for the combine.
 struct Runs {
-  bool split = false;        // whether the combine normalises (else each block, of the only run)
+  bool split = false;  // whether the combine normalises (else each block, of the only run)
   int n_runs = 1;
   int tiles_per_run = 0;
-  int64_t n_rows = 0;        // T · H
-  float* partial = nullptr;  // [runs][T][H][512]
-  float2* max_sum = nullptr; // [runs][T][H]
+  int64_t n_rows = 0;         // T · H
+  float* partial = nullptr;   // [runs][T][H][512]
+  float2* max_sum = nullptr;  // [runs][T][H]
 };
 
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
@@ -240,7 +240,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     } else {
       dst = runs.partial + (int64_t{run} * runs.n_rows + row) * kDims;
       if (half == 0 && c == 0) {
-        runs.max_sum[int64_t{run} * runs.n_rows + row] = make_float2(running_max[i], running_sum[i]);
+        runs.max_sum[int64_t{run} * runs.n_rows + row] =
+            make_float2(running_max[i], running_sum[i]);
       }
     }
 #pragma unroll
@@ -270,7 +271,8 @@ __global__ void combine_runs_kernel(AttentionArgs a, Runs runs) {
     float2 sum = make_float2(0.0f, 0.0f);
     for (int r = 0; r < runs.n_runs; ++r) {
       const float w = exp2f(runs.max_sum[r * n_rows + row].x - max_all);
-      const float2 p = *reinterpret_cast<const float2*>(runs.partial + (r * n_rows + row) * kDims + d);
+      const float2 p =
+          *reinterpret_cast<const float2*>(runs.partial + (r * n_rows + row) * kDims + d);
       sum.x += w * p.x;
       sum.y += w * p.y;
     }
@@ -304,8 +306,8 @@ void sparse_attention_bf16(const SparseAttentionParams& p) {
   const int64_t n_rows = n_tokens * a.n_heads;
   runs.n_rows = n_rows;
   Scratch scratch(runs.split ? static_cast<size_t>(runs.n_runs * n_rows) *
-                                        (kDims * sizeof(float) + sizeof(float2))
-                                  : 0);
+                                   (kDims * sizeof(float) + sizeof(float2))
+                             : 0);
   if (runs.split) {
     runs.partial = scratch.as<float>();
     runs.max_sum = reinterpret_cast<float2*>(runs.partial + runs.n_runs * n_rows * kDims);
