@@ -487,10 +487,10 @@ Status sequence_steps(const checkpoint::ModelConfig& config,
       step.snapshot = seq.snapshot;
       step.snapshot_at = seq.snapshot_at;
     }
-    DSV4_RETURN_IF_ERROR(attention_step(
-        config, weights, x.rows(begin, end), std::span<const SequenceRows>(&step, 1),
-        at.rows(begin - seq.begin, end - seq.begin), StepAddresses(), out.rows(begin, end),
-        numerics));
+    DSV4_RETURN_IF_ERROR(attention_step(config, weights, x.rows(begin, end),
+                                        std::span<const SequenceRows>(&step, 1),
+                                        at.rows(begin - seq.begin, end - seq.begin),
+                                        StepAddresses(), out.rows(begin, end), numerics));
   }
   return ok_status();
 }

@@ -22,8 +22,8 @@
 
 #include "kernels/contracts.h"
 #include "kernels/cuda/attention/candidates.cuh"
-#include "kernels/cuda/device/common.cuh"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/device/common.cuh"
 
 namespace dsv4::kernels::cuda {
 namespace {

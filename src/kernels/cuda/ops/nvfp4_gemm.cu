@@ -15,18 +15,17 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
-#include "kernels/cuda/stream.h"
 #include "kernels/cuda/device/swiglu.cuh"
 #include "kernels/cuda/gemm/nvfp4/config.h"
 #include "kernels/cuda/gemm/nvfp4/launch.h"
 #include "kernels/cuda/scratch.h"
+#include "kernels/cuda/stream.h"
 
 namespace dsv4::kernels::cuda {
 namespace {
 
 using format::kNvfp4BlockSize;
 using sm90::kWeightKAlign;
-
 
 // a bf16 [T, K] = e2m1 · ue4m3 of a staged activation; one thread per 8 codes.
 __global__ void decode_staged_kernel(const uint8_t* packed, const uint8_t* block_scale,
