@@ -39,6 +39,15 @@ struct ScoreArgs {
   IndexerDims dims;
   float q_scale, weight_scale;
   float* scores;  // [T, N]
+
+  ScoreArgs(const IndexerScoreParams& p, const IndexerDims& d)
+      : q(p.q.data_as<const float>()),
+        keys(p.keys.data_as<const float>()),
+        weights(p.weights.data_as<const float>()),
+        dims(d),
+        q_scale(p.q_scale),
+        weight_scale(p.weight_scale),
+        scores(p.scores.data_as<float>()) {}
 };
 
 // A row of DI floats (nullptr: a zero row) into E4M3 bytes at dst by one warp, lanes over
@@ -138,13 +147,7 @@ __global__ void __launch_bounds__(32 * kWarps) indexer_fp8_kernel(ScoreArgs a) {
 void indexer_scores_fp8(const IndexerScoreParams& p) {
   const IndexerDims dims = indexer_fp8_dims(p);
   if (dims.n_tokens * dims.n_entries == 0) return;
-  const ScoreArgs a{p.q.data_as<const float>(),
-                    p.keys.data_as<const float>(),
-                    p.weights.data_as<const float>(),
-                    dims,
-                    p.q_scale,
-                    p.weight_scale,
-                    p.scores.data_as<float>()};
+  const ScoreArgs a(p, dims);
   const dim3 grid(static_cast<unsigned>(dims.n_tokens),
                   static_cast<unsigned>(ceil_div(dims.n_entries, int64_t{kEntries})));
   indexer_fp8_kernel<<<grid, 32 * kWarps, sizeof(Smem), op_stream()>>>(a);
