@@ -261,6 +261,13 @@ inline SparseAttentionOperands sparse_attention_operands(const SparseAttentionPa
   return o;
 }
 
+// The fast profile's attention (sparse_attention_bf16): head dims it pads to its 512.
+inline void check_fast_attention_head_dim(int64_t head_dim) {
+  DSV4_CHECK(head_dim % 4 == 0 && head_dim <= 512,
+             "sparse_attention_bf16: head dim %lld, expected a multiple of 4 up to 512",
+             (long long)head_dim);
+}
+
 struct CompressorPoolDims {
   int64_t width;     // d, the entry width
   int64_t n_halves;  // c: 2 with overlap (CSA), else 1
@@ -321,6 +328,15 @@ inline IndexerDims indexer_dims(const IndexerScoreParams& p) {
   DSV4_CHECK(p.scores.dtype == DType::kF32 && p.scores.is_contiguous() && p.scores.rank() == 2 &&
                  p.scores.size(0) == d.n_tokens && p.scores.size(1) == d.n_entries,
              "indexer_scores: scores f32 [T, N]");
+  return d;
+}
+
+// The fast profile's indexer (indexer_scores_fp8): one quantization group a row of DI ≤ 128.
+inline IndexerDims indexer_fp8_dims(const IndexerScoreParams& p) {
+  const IndexerDims d = indexer_dims(p);
+  DSV4_CHECK(d.head_dim % 4 == 0 && d.head_dim <= 128,
+             "indexer_scores_fp8: head dim %lld, expected a multiple of 4 up to 128",
+             (long long)d.head_dim);
   return d;
 }
 

@@ -306,6 +306,14 @@ Status sparse_attention(const SparseAttentionParams& p) {
       [&] { cpu::sparse_attention(p); }, [&] { cuda::sparse_attention(p); });
 }
 
+Status sparse_attention_bf16(const SparseAttentionParams& p) {
+  return dispatch(
+      "sparse_attention_bf16",
+      device_of({&p.q, &p.kv, &p.indices, &p.extra_kv, &p.extra_indices, &p.sinks, &p.out,
+                 &p.extra_positions, &p.kv_addresses, &p.extra_addresses, &p.row_positions}),
+      [&] { cpu::sparse_attention_bf16(p); }, [&] { cuda::sparse_attention_bf16(p); });
+}
+
 Status compressor_pool(const CompressorPoolParams& p) {
   return dispatch(
       "compressor_pool", device_of({&p.kv, &p.gate, &p.ape, &p.out}),
@@ -317,6 +325,13 @@ Status indexer_scores(const IndexerScoreParams& p) {
       "indexer_scores",
       device_of({&p.q, &p.keys, &p.weights, &p.scores, &p.key_addresses, &p.key_positions}),
       [&] { cpu::indexer_scores(p); }, [&] { cuda::indexer_scores(p); });
+}
+
+Status indexer_scores_fp8(const IndexerScoreParams& p) {
+  return dispatch(
+      "indexer_scores_fp8",
+      device_of({&p.q, &p.keys, &p.weights, &p.scores, &p.key_addresses, &p.key_positions}),
+      [&] { cpu::indexer_scores_fp8(p); }, [&] { cuda::indexer_scores_fp8(p); });
 }
 
 Status topk(const TensorView& scores, const TensorView& n_candidates, const TensorView& indices) {

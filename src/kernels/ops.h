@@ -12,6 +12,7 @@
 // E experts, F expert width, M residual streams (hc_mult).
 #pragma once
 
+#include "base/float_convert.h"
 #include "base/tensor.h"
 #include "dsv4/status.h"
 #include "format/fp8_block.h"
@@ -337,6 +338,14 @@ struct SparseAttentionParams {
 };
 Status sparse_attention(const SparseAttentionParams& params);
 
+// The fast profile's sparse attention (Numerics::kFast; DeepSeek's sparse_attn as FlashMLA runs
+// it): the same contract, with q and the candidate rows rounded to bf16 (nearest even) for the
+// tensor cores, q·k and Σ p·row accumulated in f32, the softmax in f32 and its unnormalised
+// probabilities rounded to bf16 before they weight the rows. Head dims a multiple of 4, at most
+// 512 (V4's is 512). The CPU reference evaluates the same bf16-rounded q and rows in float64
+// with the probabilities unrounded: the one departure, at most 2⁻⁹ of a probability.
+Status sparse_attention_bf16(const SparseAttentionParams& params);
+
 // The KV compressor's gated softmax pooling. Rows are tokens of whole blocks of m = ape rows,
 // row 0 at a block start; row r's gate gets ape[r mod m]; every output dim is a softmax over the
 // slots of its window. HCA (overlap false): entry w pools block w (n = S/m entries at most).
@@ -369,6 +378,17 @@ struct IndexerScoreParams {
   int64_t key_ratio = 0;       // m ≥ 1 with key_addresses
 };
 Status indexer_scores(const IndexerScoreParams& params);
+
+// The fast profile's indexer scores (Numerics::kFast; DeepSeek-V3.2's fp8_index, which V4's
+// authors say its QAT allows): the same contract, with each query head row q[t,h] and each key
+// k[n] quantized to E4M3 with one fp8_activation_scale (kernels/fp8_scale.h) of its DI ≤ 128
+// values (s_q[t,h], s_k[n]), their dot products on FP8 tensor cores in f32, and
+//   scores[t,n] = s_k[n] · Σ_h ReLU(q8[t,h]·k8[n]) ·
+//   ((weights[t,h]·weight_scale)·(q_scale·s_q[t,h])).
+// No Hadamard rotation before the quantization (the exact profile has none either). DI a
+// multiple of 4, at most 128. The CPU reference quantizes identically (bit for bit) and sums in
+// float64; the GPU's f32 tensor-core sums differ from it by rounding only.
+Status indexer_scores_fp8(const IndexerScoreParams& params);
 
 // indices i32 [T, K] (rows may be strided) = the K largest of scores[t, 0:n_candidates[t]] in
 // descending order, equal scores lower index first, −1 once the candidates run out.

@@ -28,6 +28,15 @@ namespace {
 
 using checkpoint::AttentionType;
 
+// The sparse attention of a profile: the fast profile's bf16 tensor-core one on the GPU (for the
+// head dims ≤ 512 it takes), else the exact f32 one.
+Status sparse_attention(const kernels::SparseAttentionParams& p, Numerics numerics) {
+  const int64_t head_dim = p.q.size(2);
+  const bool fast = numerics == Numerics::kFast && p.q.device == Device::kCuda &&
+                    head_dim % 4 == 0 && head_dim <= 512;
+  return fast ? kernels::sparse_attention_bf16(p) : kernels::sparse_attention(p);
+}
+
 // q = rope(per-head RMSNorm(wq_b(q_latent))), q_latent = q_norm(wq_a(x)).
 Status project_query(const checkpoint::ModelConfig& config,
                      const checkpoint::AttentionWeights& weights, const TensorView& x,
@@ -195,7 +204,7 @@ Status attend_sequence(const checkpoint::ModelConfig& config,
   attn.sinks = weights.attn_sink.view();
   attn.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(config.head_dim)));
   attn.out = o;
-  return kernels::sparse_attention(attn);
+  return sparse_attention(attn, step.numerics);
 }
 
 // The per-token inputs of one step's rows, computed once for all sequences of the step.
@@ -215,6 +224,7 @@ struct StepRows {
   const CompressorRows* index_compressor_rows = nullptr;
   TensorView o;
   TensorView capacity_entry_ids;  // RowPositions::capacity_entry_ids
+  Numerics numerics = Numerics::kExact;
 };
 
 // Rows [from, to) as one sequence's compressor input: its tokens, with their projections when
@@ -244,6 +254,7 @@ Status attend_rows(const checkpoint::ModelConfig& config,
   step.positions = rows.positions.rows(from, to);
   step.host_positions.assign(rows.host_positions.begin() + from, rows.host_positions.begin() + to);
   step.inv_freq = rows.inv_freq;
+  step.numerics = rows.numerics;
   DSV4_RETURN_IF_ERROR(attend_sequence(
       config, weights, step, compressor_input(rows.x, rows.compressor_rows, from, to),
       rows.kv.rows(from, to), rows.q.rows(from, to), rows.window_rows.rows(from, to),
@@ -327,7 +338,8 @@ Status attend_decode_rows(const checkpoint::ModelConfig& config,
     if (front.indexer) {
       const IndexerDecodeRows index{
           decode_rows(*rows.index_compressor_rows, kIndexKvRows, indexers),
-          rows.index_q.rows(from, to), rows.index_weights.rows(from, to), rows.inv_freq};
+          rows.index_q.rows(from, to), rows.index_weights.rows(from, to), rows.inv_freq,
+          rows.numerics};
       DSV4_ASSIGN_OR_RETURN(
           picks, indexer_decode_rows(config, *weights.indexer, index,
                                      decode_width(run, host_positions, rows.capacity_entry_ids,
@@ -362,7 +374,7 @@ Status attend_decode_rows(const checkpoint::ModelConfig& config,
   attn.sinks = weights.attn_sink.view();
   attn.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(config.head_dim)));
   attn.out = rows.o.rows(from, to);
-  DSV4_RETURN_IF_ERROR(kernels::sparse_attention(attn));
+  DSV4_RETURN_IF_ERROR(sparse_attention(attn, rows.numerics));
   for (const SequenceRows& seq : run) ++seq.cache->n_tokens;
   return ok_status();
 }
@@ -388,7 +400,7 @@ struct StepPositions {
 Status attention_step(const checkpoint::ModelConfig& config,
                       const checkpoint::AttentionWeights& weights, const TensorView& x,
                       std::span<const SequenceRows> sequences, const StepPositions& at,
-                      const StepAddresses& addresses, const TensorView& out) {
+                      const StepAddresses& addresses, const TensorView& out, Numerics numerics) {
   const int64_t n_tokens = x.size(0);
   const Device device = x.device;
   // Every sequence's cache of this layer holds the same compress RoPE frequencies.
@@ -431,7 +443,8 @@ Status attention_step(const checkpoint::ModelConfig& config,
                       compressor_rows ? &*compressor_rows : nullptr,
                       index_compressor_rows ? &*index_compressor_rows : nullptr,
                       o.view(),
-                      at.capacity_entry_ids};
+                      at.capacity_entry_ids,
+                      numerics};
   for (size_t i = 0; i < sequences.size();) {
     const SequenceRows& seq = sequences[i];
     if (!is_decode_row(seq)) {
@@ -488,7 +501,8 @@ Status check_sequence(const checkpoint::ModelConfig& config, int64_t layer, int6
 // snapshot, if any, is taken in the step that holds the snapshot's position.
 Status sequence_steps(const checkpoint::ModelConfig& config,
                       const checkpoint::AttentionWeights& weights, const TensorView& x,
-                      const SequenceRows& seq, const StepPositions& at, const TensorView& out) {
+                      const SequenceRows& seq, const StepPositions& at, const TensorView& out,
+                      Numerics numerics) {
   const int64_t ts = seq.cache->max_step_tokens;
   for (int64_t begin = seq.begin; begin < seq.end; begin += ts) {
     const int64_t end = std::min(seq.end, begin + ts);
@@ -498,9 +512,10 @@ Status sequence_steps(const checkpoint::ModelConfig& config,
       step.snapshot = seq.snapshot;
       step.snapshot_at = seq.snapshot_at;
     }
-    DSV4_RETURN_IF_ERROR(attention_step(
-        config, weights, x.rows(begin, end), std::span<const SequenceRows>(&step, 1),
-        at.rows(begin - seq.begin, end - seq.begin), StepAddresses(), out.rows(begin, end)));
+    DSV4_RETURN_IF_ERROR(attention_step(config, weights, x.rows(begin, end),
+                                        std::span<const SequenceRows>(&step, 1),
+                                        at.rows(begin - seq.begin, end - seq.begin),
+                                        StepAddresses(), out.rows(begin, end), numerics));
   }
   return ok_status();
 }
@@ -513,7 +528,7 @@ bool fits_one_step(const SequenceRows& seq) {
 // `addresses` their buffers' (or empty: made where needed).
 Status run_step(const checkpoint::ModelConfig& config, const checkpoint::AttentionWeights& weights,
                 const TensorView& x, std::span<const SequenceRows> run, const StepPositions& all,
-                const StepAddresses& addresses, const TensorView& out) {
+                const StepAddresses& addresses, const TensorView& out, Numerics numerics) {
   const int64_t begin = run.front().begin, end = run.back().end;
   std::vector<SequenceRows> rebased(run.begin(), run.end());
   for (SequenceRows& seq : rebased) {
@@ -521,7 +536,7 @@ Status run_step(const checkpoint::ModelConfig& config, const checkpoint::Attenti
     seq.end -= begin;
   }
   return attention_step(config, weights, x.rows(begin, end), rebased, all.rows(begin, end),
-                        addresses, out.rows(begin, end));
+                        addresses, out.rows(begin, end), numerics);
 }
 
 }  // namespace
@@ -628,15 +643,16 @@ Result<RowPositions> RowPositions::of(const checkpoint::ModelConfig& config,
 
 Status attention_forward(const checkpoint::ModelConfig& config, int64_t layer,
                          const checkpoint::AttentionWeights& weights, const TensorView& x,
-                         std::span<const SequenceRows> sequences, const TensorView& out) {
+                         std::span<const SequenceRows> sequences, const TensorView& out,
+                         Numerics numerics) {
   DSV4_ASSIGN_OR_RETURN(RowPositions at, RowPositions::of(config, sequences, x.size(0), x.device));
-  return attention_forward(config, layer, weights, x, sequences, at, out);
+  return attention_forward(config, layer, weights, x, sequences, at, out, numerics);
 }
 
 Status attention_forward(const checkpoint::ModelConfig& config, int64_t layer,
                          const checkpoint::AttentionWeights& weights, const TensorView& x,
                          std::span<const SequenceRows> sequences, const RowPositions& at,
-                         const TensorView& out) {
+                         const TensorView& out, Numerics numerics) {
   DSV4_CHECK(layer >= 0 && layer < config.n_blocks(), "layer %lld", (long long)layer);
   DSV4_CHECK(x.dtype == DType::kF32 && x.rank() == 2 && x.size(1) == config.hidden_size &&
                  x.is_contiguous() && out.shape == x.shape && out.is_contiguous(),
@@ -682,12 +698,12 @@ Status attention_forward(const checkpoint::ModelConfig& config, int64_t layer,
                                           ? StepAddresses(at.cache_addresses, layer, index[run])
                                           : StepAddresses();
       DSV4_RETURN_IF_ERROR(run_step(config, weights, x, std::span(batch).subspan(run, i - run), all,
-                                    addresses, out));
+                                    addresses, out, numerics));
     }
     if (i < batch.size()) {
       const SequenceRows& seq = batch[i];
       DSV4_RETURN_IF_ERROR(
-          sequence_steps(config, weights, x, seq, all.rows(seq.begin, seq.end), out));
+          sequence_steps(config, weights, x, seq, all.rows(seq.begin, seq.end), out, numerics));
     }
     run = i + 1;
   }

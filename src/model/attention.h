@@ -14,6 +14,7 @@
 
 #include "base/tensor.h"
 #include "checkpoint/weights.h"
+#include "dsv4/numerics.h"
 #include "dsv4/status.h"
 #include "model/attention_cache.h"
 
@@ -106,14 +107,17 @@ Status attention_forward(const checkpoint::ModelConfig& config, int64_t layer,
 // sequences whose rows fit one step (decode rows, short prompts) run as one step: the per-token
 // projections (the compressors' included) once for all their rows, so the attention weights are
 // read once a step, not once a sequence; a longer sequence runs alone in steps.
+// `numerics`: kFast runs the fast profile's sparse attention and indexer scores on the GPU
+// (kernels/ops.h sparse_attention_bf16, indexer_scores_fp8); the CPU always runs the exact ops.
 Status attention_forward(const checkpoint::ModelConfig& config, int64_t layer,
                          const checkpoint::AttentionWeights& weights, const TensorView& x,
-                         std::span<const SequenceRows> sequences, const TensorView& out);
+                         std::span<const SequenceRows> sequences, const TensorView& out,
+                         Numerics numerics = Numerics::kExact);
 // The same with the rows' positions made once for all layers (RowPositions::of over the same
 // rows, with caches whose rings have the same rows as this layer's).
 Status attention_forward(const checkpoint::ModelConfig& config, int64_t layer,
                          const checkpoint::AttentionWeights& weights, const TensorView& x,
                          std::span<const SequenceRows> sequences, const RowPositions& at,
-                         const TensorView& out);
+                         const TensorView& out, Numerics numerics = Numerics::kExact);
 
 }  // namespace dsv4::model

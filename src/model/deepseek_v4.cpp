@@ -124,7 +124,8 @@ Status Model::forward_rows(std::span<const SequenceChunk> chunks,
                            .tokens = tokens.view(),
                            .sequences = rows,
                            .positions = &positions,
-                           .placement = options_.placement};
+                           .placement = options_.placement,
+                           .numerics = options_.numerics};
     DSV4_RETURN_IF_ERROR(layer_forward(input, streams, spare));
   }
   int64_t end = 0;

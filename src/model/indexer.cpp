@@ -11,6 +11,15 @@
 namespace dsv4::model {
 namespace {
 
+// The scores of a profile: the fast profile's FP8 ones on the GPU (for the DI ≤ 128 they take),
+// else the exact f32 ones.
+Status indexer_scores(const kernels::IndexerScoreParams& p, Numerics numerics) {
+  const int64_t head_dim = p.q.size(2);
+  const bool fast = numerics == Numerics::kFast && p.q.device == Device::kCuda &&
+                    head_dim % 4 == 0 && head_dim <= 128;
+  return fast ? kernels::indexer_scores_fp8(p) : kernels::indexer_scores(p);
+}
+
 // How many entries each query may pick from (kernels::visible_entries).
 std::vector<int32_t> candidate_counts(const std::vector<int64_t>& positions, int64_t ratio,
                                       int64_t n_entries) {
@@ -69,7 +78,7 @@ Result<Tensor> indexer_forward(const checkpoint::ModelConfig& config,
   kernels::IndexerScoreParams score = score_params(config, step.q, step.head_weights);
   score.keys = cache.entries.view().rows(0, n_entries);
   score.scores = scores.view();
-  DSV4_RETURN_IF_ERROR(kernels::indexer_scores(score));
+  DSV4_RETURN_IF_ERROR(indexer_scores(score, step.numerics));
 
   // A decode row sees every entry so far: its count needs no upload.
   const std::vector<int32_t> counts = candidate_counts(step.host_positions, cache.ratio, n_entries);
@@ -106,7 +115,7 @@ Result<Tensor> indexer_decode_rows(const checkpoint::ModelConfig& config,
   score.key_positions = c.positions;
   score.key_ratio = ratio;
   score.scores = scores.view();
-  DSV4_RETURN_IF_ERROR(kernels::indexer_scores(score));
+  DSV4_RETURN_IF_ERROR(indexer_scores(score, rows.numerics));
   DSV4_ASSIGN_OR_RETURN(Tensor picks, Tensor::empty(DType::kI32, {n_rows, n_picks}, device));
   DSV4_RETURN_IF_ERROR(kernels::topk(scores.view(), c.positions, ratio, picks.view()));
   return picks;

@@ -13,6 +13,7 @@
 #include "base/buffer.h"
 #include "checkpoint/config.h"
 #include "checkpoint/weights.h"
+#include "dsv4/numerics.h"
 #include "dsv4/status.h"
 #include "model/attention_cache.h"
 #include "model/compressor.h"
@@ -35,13 +36,14 @@ Result<IndexerQueries> indexer_queries(const checkpoint::ModelConfig& config,
 
 // What one attention step hands the indexer for one sequence's rows.
 struct IndexerStep {
-  CompressorInput rows;                 // the attention's input x f32 [T, D], for the indexer's
-                                        // compressor (with its projections when made already)
-  TensorView q;                         // f32 [T, HI, DI]  these rows' IndexerQueries
-  TensorView head_weights;              // f32 [T, HI]
-  TensorView positions;                 // i64 [T] on the device
-  std::vector<int64_t> host_positions;  // i64 [T] on the host
-  TensorView inv_freq;                  // f32 [P]  the compress RoPE
+  CompressorInput rows;                  // the attention's input x f32 [T, D], for the indexer's
+                                         // compressor (with its projections when made already)
+  TensorView q;                          // f32 [T, HI, DI]  these rows' IndexerQueries
+  TensorView head_weights;               // f32 [T, HI]
+  TensorView positions;                  // i64 [T] on the device
+  std::vector<int64_t> host_positions;   // i64 [T] on the host
+  TensorView inv_freq;                   // f32 [P]  the compress RoPE
+  Numerics numerics = Numerics::kExact;  // kFast on the GPU: indexer_scores_fp8
 };
 
 // Feeds the step's tokens to the indexer's compressor (`cache`), then returns the picks i32
@@ -62,6 +64,7 @@ struct IndexerDecodeRows {
   TensorView q;             // f32 [T, HI, DI]  these rows' IndexerQueries
   TensorView head_weights;  // f32 [T, HI]
   TensorView inv_freq;      // f32 [P]  the compress RoPE
+  Numerics numerics = Numerics::kExact;
 };
 Result<Tensor> indexer_decode_rows(const checkpoint::ModelConfig& config,
                                    const checkpoint::IndexerWeights& weights,

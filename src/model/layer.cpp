@@ -22,11 +22,11 @@ Status layer_forward(const LayerInput& in, Tensor& streams, Tensor& spare) {
   // Attention half.
   DSV4_RETURN_IF_ERROR(hc_pre(config, w.hc_attn, streams.view(), site, x.view()));
   DSV4_RETURN_IF_ERROR(kernels::rms_norm(x.view(), w.attn_norm.view(), eps, x.view()));
-  DSV4_RETURN_IF_ERROR(
-      in.positions
-          ? attention_forward(config, in.layer, w.attn, x.view(), in.sequences, *in.positions,
-                              block_out.view())
-          : attention_forward(config, in.layer, w.attn, x.view(), in.sequences, block_out.view()));
+  DSV4_RETURN_IF_ERROR(in.positions
+                           ? attention_forward(config, in.layer, w.attn, x.view(), in.sequences,
+                                               *in.positions, block_out.view(), in.numerics)
+                           : attention_forward(config, in.layer, w.attn, x.view(), in.sequences,
+                                               block_out.view(), in.numerics));
   DSV4_RETURN_IF_ERROR(hc_post(block_out.view(), streams.view(), site, spare.view()));
   std::swap(streams, spare);
 

@@ -9,7 +9,9 @@
 // S compressor rows, m ratio, d entry width, HI / DI indexer heads / dim.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <numeric>
 #include <string>
@@ -95,6 +97,70 @@ OpPair random_indices(SeededRng& rng, int64_t t, int64_t k, int64_t n) {
 // every entry [1, Kc] and the queries' positions (ratio 3).
 enum class Extra { kNone, kPerQuery, kCausal };
 
+// One draw of sparse attention inputs on both devices: T queries of H heads over Kw window and
+// Kc extra candidates (missing ones among them), the extra source as `extra` says.
+struct AttentionDraw {
+  Extra extra;
+  OpPair q, kv, indices, extra_kv, extra_indices, shared_list, extra_positions, sinks, out;
+  float scale;
+
+  AttentionDraw(SeededRng& rng, Extra mode, int64_t t, int64_t h, int64_t dh, int64_t kw,
+                int64_t kc)
+      : extra(mode),
+        q(OpPair::uniform(rng, {t, h, dh})),
+        kv(OpPair::uniform(rng, {kw + 3, dh})),
+        indices(random_indices(rng, t, kw, kw + 3)),
+        extra_kv(OpPair::uniform(rng, {2 * kc + 1, dh})),
+        extra_indices(random_indices(rng, t, kc, 2 * kc + 1)),
+        shared_list(every_entry(kc)),
+        extra_positions(causal_positions(rng, t, kc)),
+        sinks(OpPair::uniform(rng, {h}, -2.0, 2.0)),
+        out(OpPair::poisoned(DType::kF32, {t, h, dh})),
+        scale(1.0f / std::sqrt(static_cast<float>(dh)) * 4.0f) {}
+
+  static constexpr int64_t kRatio = 3;
+  static OpPair every_entry(int64_t kc) {
+    std::vector<int32_t> ids(kc);
+    std::iota(ids.begin(), ids.end(), 0);
+    return OpPair::values(DType::kI32, {1, kc}, ids);
+  }
+  // From no entry visible to past the last one.
+  static OpPair causal_positions(SeededRng& rng, int64_t t, int64_t kc) {
+    std::vector<int64_t> positions(t);
+    for (int64_t& p : positions) p = rng.uniform_int(0, kRatio * (kc + 2));
+    return OpPair::values(DType::kI64, {t}, positions);
+  }
+
+  // The call on one device's copies, writing into `output` (out's copy on that device).
+  SparseAttentionParams params(bool device, const TensorView& output) const {
+    auto pick = [&](const OpPair& pair) { return device ? pair.d() : pair.h(); };
+    SparseAttentionParams p;
+    p.q = pick(q);
+    p.kv = pick(kv);
+    p.indices = pick(indices);
+    p.sinks = pick(sinks);
+    p.scale = scale;
+    p.out = output;
+    if (extra != Extra::kNone) p.extra_kv = pick(extra_kv);
+    if (extra == Extra::kPerQuery) p.extra_indices = pick(extra_indices);
+    if (extra == Extra::kCausal) {
+      p.extra_indices = pick(shared_list);
+      p.extra_positions = pick(extra_positions);
+      p.extra_ratio = kRatio;
+    }
+    return p;
+  }
+  SparseAttentionParams params(bool device) const {
+    return params(device, device ? out.d() : out.h());
+  }
+};
+
+std::string describe(int64_t t, int64_t h, int64_t kw, int64_t kc, Extra extra) {
+  return std::to_string(t) + " queries × " + std::to_string(h) + " heads, " + std::to_string(kw) +
+         "+" + std::to_string(kc) + " candidates, extra mode " +
+         std::to_string(static_cast<int>(extra));
+}
+
 TEST(AttentionOpsCuda, SparseAttentionMatchesCpu) {
   SeededRng rng;
   for (const Extra extra : {Extra::kNone, Extra::kPerQuery, Extra::kCausal}) {
@@ -106,46 +172,48 @@ TEST(AttentionOpsCuda, SparseAttentionMatchesCpu) {
                                            // (a partial group; a head dim of 9 quads)
                                            {70, 20, 512, 128, 300},
                                            {64, 5, 36, 17, 9}}) {
-      SCOPED_TRACE(std::to_string(t) + " queries, " + std::to_string(kw) + "+" +
-                   std::to_string(kc) + " extra mode " + std::to_string(static_cast<int>(extra)));
-      const int64_t n = kw + 3, ne = 2 * kc + 1, ratio = 3;
-      const OpPair q = OpPair::uniform(rng, {t, h, dh});
-      const OpPair kv = OpPair::uniform(rng, {n, dh});
-      const OpPair indices = random_indices(rng, t, kw, n);
-      const OpPair extra_kv = OpPair::uniform(rng, {ne, dh});
-      const OpPair extra_indices = random_indices(rng, t, kc, ne);
-      std::vector<int32_t> every_entry(kc);
-      std::iota(every_entry.begin(), every_entry.end(), 0);
-      const OpPair shared_list = OpPair::values(DType::kI32, {1, kc}, every_entry);
-      std::vector<int64_t> positions(t);  // from no entry visible to past the last one
-      for (int64_t& p : positions) p = rng.uniform_int(0, ratio * (kc + 2));
-      const OpPair extra_positions = OpPair::values(DType::kI64, {t}, positions);
-      const OpPair sinks = OpPair::uniform(rng, {h}, -2.0, 2.0);
-      const OpPair out = OpPair::poisoned(DType::kF32, {t, h, dh});
-      const float scale = 1.0f / std::sqrt(static_cast<float>(dh)) * 4.0f;
-      auto params = [&](bool device) {
-        auto pick = [&](const OpPair& pair) { return device ? pair.d() : pair.h(); };
-        SparseAttentionParams p;
-        p.q = pick(q);
-        p.kv = pick(kv);
-        p.indices = pick(indices);
-        p.sinks = pick(sinks);
-        p.scale = scale;
-        p.out = pick(out);
-        if (extra != Extra::kNone) p.extra_kv = pick(extra_kv);
-        if (extra == Extra::kPerQuery) p.extra_indices = pick(extra_indices);
-        if (extra == Extra::kCausal) {
-          p.extra_indices = pick(shared_list);
-          p.extra_positions = pick(extra_positions);
-          p.extra_ratio = ratio;
-        }
-        return p;
-      };
-      ASSERT_TRUE(sparse_attention(params(false)).ok());
-      ASSERT_TRUE(sparse_attention(params(true)).ok());
-      EXPECT_LT(device_vs_host_error(out), kCudaF32OpRelTol);
+      SCOPED_TRACE(describe(t, h, kw, kc, extra));
+      const AttentionDraw draw(rng, extra, t, h, dh, kw, kc);
+      ASSERT_TRUE(sparse_attention(draw.params(false)).ok());
+      ASSERT_TRUE(sparse_attention(draw.params(true)).ok());
+      EXPECT_LT(device_vs_host_error(draw.out), kCudaF32OpRelTol);
     }
   }
+}
+
+// The fast profile's tensor-core attention against its CPU reference (kBf16AttentionRelTol) and
+// against the exact op on the GPU (kBf16AttentionVsExactRelTol). Shapes cross its blocks' edges:
+// 64 heads a block (20, 65, 128 heads), 32 candidates a tile (counts 2 … 1152, never a multiple
+// of 32 but one), and the decode split (one to a few queries: their candidates over several
+// blocks, combined) as well as one block a query (70 queries).
+TEST(AttentionOpsCuda, SparseAttentionBf16MatchesItsReferenceAndTheExactOp) {
+  SeededRng rng;
+  double worst_vs_reference = 0.0, worst_vs_exact = 0.0;
+  for (const Extra extra : {Extra::kNone, Extra::kPerQuery, Extra::kCausal}) {
+    for (const auto& [t, h, dh, kw, kc] : {std::tuple{1, 1, 8, 1, 1},
+                                           {5, 3, 40, 17, 9},
+                                           {1, 64, 512, 128, 512},  // a V4-Flash decode row
+                                           {3, 65, 512, 128, 1024},
+                                           {70, 20, 512, 128, 300},
+                                           {8, 128, 256, 100, 31}}) {
+      SCOPED_TRACE(describe(t, h, kw, kc, extra));
+      const AttentionDraw draw(rng, extra, t, h, dh, kw, kc);
+      ASSERT_TRUE(sparse_attention_bf16(draw.params(false)).ok());
+      ASSERT_TRUE(sparse_attention_bf16(draw.params(true)).ok());
+      const double vs_reference = device_vs_host_error(draw.out);
+      EXPECT_LT(vs_reference, testing::kBf16AttentionRelTol);
+      const OpPair exact = OpPair::poisoned(DType::kF32, {t, h, dh});
+      ASSERT_TRUE(sparse_attention(draw.params(true, exact.d())).ok());
+      const Tensor fast = draw.out.result(), exact_out = exact.result();
+      const double vs_exact =
+          testing::max_row_rel_error(fast.data_as<float>(), exact_out.data_as<float>(), t * h, dh);
+      EXPECT_LT(vs_exact, testing::kBf16AttentionVsExactRelTol);
+      worst_vs_reference = std::max(worst_vs_reference, vs_reference);
+      worst_vs_exact = std::max(worst_vs_exact, vs_exact);
+    }
+  }
+  std::printf("sparse_attention_bf16: worst row vs its reference %.3g, vs the exact op %.3g\n",
+              worst_vs_reference, worst_vs_exact);
 }
 
 TEST(AttentionOpsCuda, CompressorPoolMatchesCpu) {
@@ -195,6 +263,40 @@ TEST(AttentionOpsCuda, IndexerScoresMatchCpu) {
   }
 }
 
+// The fast profile's FP8 indexer against its CPU reference (kFp8IndexerRelTol: the same E4M3
+// bits) and against the exact op on the GPU (kFp8IndexerVsExactRelTol): head counts across the
+// 64-head passes (3, 64, 70), head dims below the 128 it pads to, entries across its 64-entry
+// blocks, and a decode step of V4's indexer.
+TEST(AttentionOpsCuda, IndexerScoresFp8MatchItsReferenceAndTheExactOp) {
+  SeededRng rng;
+  double worst_vs_reference = 0.0, worst_vs_exact = 0.0;
+  for (const auto& [t, hi, di, n] : {std::tuple{1, 1, 4, 1},
+                                     {6, 3, 16, 65},
+                                     {19, 70, 32, 130},
+                                     {1, 64, 128, 1000},
+                                     {37, 64, 128, 300}}) {
+    SCOPED_TRACE(std::to_string(t) + "x" + std::to_string(hi) + "x" + std::to_string(n));
+    const OpPair q = OpPair::uniform(rng, {t, hi, di});
+    const OpPair keys = OpPair::uniform(rng, {n, di});
+    const OpPair weights = OpPair::uniform(rng, {t, hi});
+    const OpPair scores = OpPair::poisoned(DType::kF32, {t, n});
+    const OpPair exact = OpPair::poisoned(DType::kF32, {t, n});
+    ASSERT_TRUE(indexer_scores_fp8({q.h(), keys.h(), weights.h(), 0.125f, 0.5f, scores.h()}).ok());
+    ASSERT_TRUE(indexer_scores_fp8({q.d(), keys.d(), weights.d(), 0.125f, 0.5f, scores.d()}).ok());
+    ASSERT_TRUE(indexer_scores({q.d(), keys.d(), weights.d(), 0.125f, 0.5f, exact.d()}).ok());
+    const double vs_reference = device_vs_host_error(scores);
+    EXPECT_LT(vs_reference, testing::kFp8IndexerRelTol);
+    const Tensor fast = scores.result(), exact_scores = exact.result();
+    const double vs_exact =
+        testing::max_row_rel_error(fast.data_as<float>(), exact_scores.data_as<float>(), t, n);
+    EXPECT_LT(vs_exact, testing::kFp8IndexerVsExactRelTol);
+    worst_vs_reference = std::max(worst_vs_reference, vs_reference);
+    worst_vs_exact = std::max(worst_vs_exact, vs_exact);
+  }
+  std::printf("indexer_scores_fp8: worst row vs its reference %.3g, vs the exact op %.3g\n",
+              worst_vs_reference, worst_vs_exact);
+}
+
 TEST(AttentionOpsCuda, TopkPicksTheCpuIndicesInOrder) {
   SeededRng rng;
   // The radix select (K ≤ 4096; a 20000-candidate row is a 80k-token context's CSA indexer) and
@@ -237,6 +339,12 @@ TEST(DecodeRowsCudaTest, SparseAttentionRowsAreTheirSingleCalls) {
 }
 TEST(DecodeRowsCudaTest, IndexerRowsAreTheirSingleCalls) {
   testing::expect_indexer_rows_match_single_calls(Device::kCuda);
+}
+TEST(DecodeRowsCudaTest, FastSparseAttentionRowsAreTheirSingleCalls) {
+  testing::expect_decode_attention_rows_match_single_calls(Device::kCuda, sparse_attention_bf16);
+}
+TEST(DecodeRowsCudaTest, FastIndexerRowsAreTheirSingleCalls) {
+  testing::expect_indexer_rows_match_single_calls(Device::kCuda, indexer_scores_fp8);
 }
 TEST(DecodeRowsCudaTest, CompressorDecodeIsTheOneTokenStepOfThePlainOps) {
   testing::expect_compressor_decode_matches_plain_ops(Device::kCuda);

@@ -5,13 +5,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numeric>
 #include <random>
 #include <vector>
 
 #include "base/buffer.h"
+#include "base/float_convert.h"
 #include "kernels/decode_rows_checks.h"
+#include "kernels/fp8_scale.h"
 #include "kernels/ops.h"
 #include "testing/compare.h"
 #include "testing/random.h"
@@ -240,6 +243,29 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CompressorPoolTest,
                                            std::make_tuple(true, 4, 64, 6),
                                            std::make_tuple(true, 8, 16, 3)));
 
+// scores[t, n] = Σ_h (w[t,h]·weight_scale)·(ReLU(q[t,h]·k[n])·q_scale) in float64 (q rows
+// [T·HI, DI] or [T, HI, DI]).
+std::vector<double> reference_scores(const Tensor& q, const Tensor& keys, const Tensor& weights,
+                                     double q_scale, double weight_scale, int64_t n_heads) {
+  const int64_t n_entries = keys.shape()[0], head_dim = keys.shape()[1];
+  const int64_t n_tokens = weights.numel() / n_heads;
+  std::vector<double> ref(n_tokens * n_entries, 0.0);
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    for (int64_t n = 0; n < n_entries; ++n) {
+      for (int64_t h = 0; h < n_heads; ++h) {
+        double dot = 0.0;
+        for (int64_t d = 0; d < head_dim; ++d) {
+          dot += double{q.data_as<float>()[(t * n_heads + h) * head_dim + d]} *
+                 keys.data_as<float>()[n * head_dim + d];
+        }
+        ref[t * n_entries + n] +=
+            weight_scale * weights.data_as<float>()[t * n_heads + h] * q_scale * std::max(dot, 0.0);
+      }
+    }
+  }
+  return ref;
+}
+
 TEST(IndexerScoresTest, MatchesFloat64) {
   SeededRng rng;
   const int n_tokens = 7, n_heads = 3, head_dim = 16, n_entries = 9;
@@ -249,20 +275,97 @@ TEST(IndexerScoresTest, MatchesFloat64) {
   Tensor scores = poisoned(DType::kF32, {n_tokens, n_entries});
   IndexerScoreParams p{q.view(), keys.view(), weights.view(), 0.25f, 0.5f, scores.view()};
   ASSERT_TRUE(indexer_scores(p).ok());
-  std::vector<double> ref(n_tokens * n_entries, 0.0);
-  for (int t = 0; t < n_tokens; ++t) {
-    for (int n = 0; n < n_entries; ++n) {
-      for (int h = 0; h < n_heads; ++h) {
-        double dot = 0.0;
-        for (int d = 0; d < head_dim; ++d) {
-          dot += double{q.data_as<float>()[(t * n_heads + h) * head_dim + d]} *
-                 keys.data_as<float>()[n * head_dim + d];
-        }
-        ref[t * n_entries + n] +=
-            0.5 * weights.data_as<float>()[t * n_heads + h] * 0.25 * std::max(dot, 0.0);
-      }
-    }
+  const std::vector<double> ref = reference_scores(q, keys, weights, 0.25, 0.5, n_heads);
+  EXPECT_LT(max_row_rel_error(scores.data_as<float>(), ref.data(), n_tokens, n_entries),
+            kF32OpRelTol);
+}
+
+// A copy of t with every element rounded to bf16.
+Tensor rounded_to_bf16(const Tensor& t) {
+  Tensor r = Tensor::host(DType::kF32, t.shape());
+  for (int64_t i = 0; i < t.numel(); ++i)
+    r.data_as<float>()[i] = round_to_bf16(t.data_as<float>()[i]);
+  return r;
+}
+
+// The fast profile's attention reference is the float64 attention of the bf16-rounded inputs
+// (up to its f32 softmax), and it rounds unrounded inputs itself: the same bytes either way.
+TEST(SparseAttentionBf16Test, IsTheAttentionOfBf16RoundedInputs) {
+  SeededRng rng;
+  const int n_tokens = 5, n_heads = 3, head_dim = 40, n_rows = 30, k_window = 21;
+  const Tensor q = random_tensor(rng, {n_tokens, n_heads, head_dim});
+  const Tensor kv = random_tensor(rng, {n_rows, head_dim});
+  const Tensor idx = random_indices(rng, n_tokens, k_window, n_rows);
+  const Tensor sinks = random_tensor(rng, {n_heads}, 2.0f);
+  const Tensor q_bf16 = rounded_to_bf16(q), kv_bf16 = rounded_to_bf16(kv);
+  const float scale = 2.0f / std::sqrt(static_cast<float>(head_dim));
+  auto run = [&](const Tensor& queries, const Tensor& rows) {
+    Tensor out = poisoned(DType::kF32, q.shape());
+    SparseAttentionParams p;
+    p.q = queries.view();
+    p.kv = rows.view();
+    p.indices = idx.view();
+    p.sinks = sinks.view();
+    p.scale = scale;
+    p.out = out.view();
+    EXPECT_TRUE(sparse_attention_bf16(p).ok());
+    return out;
+  };
+  const Tensor out = run(q, kv);
+  const Tensor out_of_rounded = run(q_bf16, kv_bf16);
+  EXPECT_EQ(std::memcmp(out.data_as<float>(), out_of_rounded.data_as<float>(),
+                        out.numel() * sizeof(float)),
+            0);
+  const std::vector<double> ref = reference_attention(
+      q_bf16, sinks, double{scale}, [&](int64_t t) { return listed_rows(idx, t, kv_bf16); });
+  EXPECT_LT(max_row_rel_error(out.data_as<float>(), ref.data(), n_tokens * n_heads, head_dim),
+            kF32OpRelTol);
+}
+
+// DeepSeek's UE8M0 activation scale, by hand: the smallest power of two ≥ amax / 448 (amax
+// floored at 1e-4).
+TEST(IndexerScoresFp8Test, GroupScaleIsThePowerOfTwoAbove) {
+  EXPECT_EQ(fp8_activation_scale(448.0f), 1.0f);
+  EXPECT_EQ(fp8_activation_scale(449.0f), 2.0f);
+  EXPECT_EQ(fp8_activation_scale(224.0f), 0.5f);
+  EXPECT_EQ(fp8_activation_scale(1.0f), 1.0f / 256);             // 1/448 ∈ (2⁻⁹, 2⁻⁸]
+  EXPECT_EQ(fp8_activation_scale(256.0f), 1.0f);                 // 0.571…
+  EXPECT_EQ(fp8_activation_scale(0.0f), std::ldexp(1.0f, -22));  // 1e-4 / 448 ≈ 2.2e-7 ∈ (2⁻²³, 2⁻²²]
+}
+
+// On inputs that E4M3 holds exactly under their own scale (each row a power of two 2^e times
+// E4M3 values of magnitude ≤ 256, one of them ±256·2^e, so its scale is 2^e), quantizing loses
+// nothing and the FP8 scores are the float64 ones of the formula.
+TEST(IndexerScoresFp8Test, LosslessInputsGiveTheExactScores) {
+  SeededRng rng;
+  const int n_tokens = 4, n_heads = 5, head_dim = 24, n_entries = 11;
+  std::vector<float> grid;  // non-negative E4M3 values ≤ 256
+  for (int code = 0; code < 0x7f; ++code) {
+    if (e4m3_to_float(static_cast<uint8_t>(code)) <= 256.0f) grid.push_back(e4m3_to_float(code));
   }
+  auto exact_rows = [&](int64_t n_rows) {
+    Tensor t = Tensor::host(DType::kF32, {n_rows, head_dim});
+    for (int64_t r = 0; r < n_rows; ++r) {
+      const float row_scale = std::ldexp(1.0f, static_cast<int>(rng.uniform_int(-12, 2)));
+      for (int64_t d = 0; d < head_dim; ++d) {
+        const float v = grid[rng.uniform_int(0, static_cast<int64_t>(grid.size()) - 1)];
+        t.data_as<float>()[r * head_dim + d] = (rng.uniform_int(0, 1) ? v : -v) * row_scale;
+      }
+      t.data_as<float>()[r * head_dim + rng.uniform_int(0, head_dim - 1)] = 256.0f * row_scale;
+    }
+    return t;
+  };
+  const Tensor q = exact_rows(n_tokens * n_heads), keys = exact_rows(n_entries);
+  const Tensor weights = random_tensor(rng, {n_tokens, n_heads});
+  Tensor scores = poisoned(DType::kF32, {n_tokens, n_entries});
+  IndexerScoreParams p{q.view().reshaped({n_tokens, n_heads, head_dim}),
+                       keys.view(),
+                       weights.view(),
+                       0.25f,
+                       0.5f,
+                       scores.view()};
+  ASSERT_TRUE(indexer_scores_fp8(p).ok());
+  const std::vector<double> ref = reference_scores(q, keys, weights, 0.25, 0.5, n_heads);
   EXPECT_LT(max_row_rel_error(scores.data_as<float>(), ref.data(), n_tokens, n_entries),
             kF32OpRelTol);
 }

@@ -24,6 +24,10 @@
 
 namespace dsv4::testing {
 
+// The op a check runs: the exact one, or the fast profile's with the same contract.
+using AttentionOp = Status (*)(const kernels::SparseAttentionParams&);
+using IndexerOp = Status (*)(const kernels::IndexerScoreParams&);
+
 // A copy of a host tensor on `device`, and back.
 inline Tensor on_device(Device device, const Tensor& host) {
   Result<Tensor> t = Tensor::empty(host.dtype(), host.shape(), device);
@@ -64,7 +68,7 @@ inline std::vector<int64_t> decode_positions(SeededRng& rng, int64_t ratio, int6
   return p;
 }
 
-inline void expect_decode_attention_rows_match(Device device, bool causal) {
+inline void expect_decode_attention_rows_match(Device device, bool causal, AttentionOp op) {
   SeededRng rng;
   const int64_t h = 4, dh = 64, w = 8, r = 16, c = 12, m = 4, k = 6;
   const std::vector<int64_t> positions = decode_positions(rng, m, c);
@@ -115,7 +119,7 @@ inline void expect_decode_attention_rows_match(Device device, bool causal) {
   all.sinks = sinks.view();
   all.scale = 0.125f;
   all.out = batched.view();
-  ASSERT_TRUE(kernels::sparse_attention(all).ok());
+  ASSERT_TRUE(op(all).ok());
 
   for (int64_t i = 0; i < b; ++i) {
     SCOPED_TRACE("row " + std::to_string(i) + " at position " + std::to_string(positions[i]));
@@ -142,12 +146,13 @@ inline void expect_decode_attention_rows_match(Device device, bool causal) {
     one.sinks = sinks.view();
     one.scale = 0.125f;
     one.out = alone.view();
-    ASSERT_TRUE(kernels::sparse_attention(one).ok());
+    ASSERT_TRUE(op(one).ok());
     EXPECT_TRUE(same_bits(alone.view(), batched.view().rows(i, i + 1)));
   }
 }
 
-inline void expect_indexer_rows_match_single_calls(Device device) {
+inline void expect_indexer_rows_match_single_calls(Device device,
+                                                   IndexerOp op = kernels::indexer_scores) {
   SeededRng rng;
   const int64_t hi = 4, di = 32, c = 12, m = 4, k = 5;
   const std::vector<int64_t> positions = decode_positions(rng, m, c);
@@ -171,7 +176,7 @@ inline void expect_indexer_rows_match_single_calls(Device device) {
   all.key_addresses = keys_at.view();
   all.key_positions = pos.view();
   all.key_ratio = m;
-  ASSERT_TRUE(kernels::indexer_scores(all).ok());
+  ASSERT_TRUE(op(all).ok());
   const int64_t k_all = std::min(k, n_max);
   Tensor picks = on_device(device, Tensor::host(DType::kI32, {b, k_all}));
   ASSERT_TRUE(kernels::topk(scores.view(), pos.view(), m, picks.view()).ok());
@@ -192,7 +197,7 @@ inline void expect_indexer_rows_match_single_calls(Device device) {
     one.weights = weights.view().rows(i, i + 1);
     one.scores = own.view();
     one.key_addresses = one.key_positions = TensorView{};
-    ASSERT_TRUE(kernels::indexer_scores(one).ok());
+    ASSERT_TRUE(op(one).ok());
     Tensor own_picks = on_device(device, Tensor::host(DType::kI32, {1, std::min(k, n)}));
     ASSERT_TRUE(kernels::topk(own.view(), TensorView{}, own_picks.view()).ok());
     const Tensor want = on_host(own.view()), want_picks = on_host(own_picks.view());
@@ -294,10 +299,11 @@ inline void expect_compressor_decode_matches(Device device, bool overlap) {
 }
 
 // Both kinds of compressed attention: CSA's picks and HCA's every entry so far.
-inline void expect_decode_attention_rows_match_single_calls(Device device) {
+inline void expect_decode_attention_rows_match_single_calls(
+    Device device, AttentionOp op = kernels::sparse_attention) {
   for (const bool causal : {false, true}) {
     SCOPED_TRACE(causal ? "HCA: every entry so far" : "CSA: picks");
-    expect_decode_attention_rows_match(device, causal);
+    expect_decode_attention_rows_match(device, causal, op);
   }
 }
 

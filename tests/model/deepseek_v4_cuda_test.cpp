@@ -96,6 +96,48 @@ TEST_P(GoldenModelCudaTest, LongChunkBesideShortOnesMatchesTransformers) {
       model, testing::open_golden(GetParam() + "/reference.safetensors"));
 }
 
+// The fast profile's attention ops in the whole forward (ModelOptions::numerics = kFast: bf16
+// tensor-core sparse attention and FP8 indexer scores; nothing else reads the profile yet):
+// every golden prompt's logits move off the exact profile's (the fast ops ran). Where every
+// compressed entry is a pick (at most index_topk entries), only the attention's rounding moves
+// them, by less than kFastAttentionLogitsRelTol a row; a longer prompt's FP8 scores may also
+// pick other entries, which moves a random-weight model's logits arbitrarily: printed only.
+TEST(FastNumericsCudaTest, AttentionOpsMoveLogitsWithinTheirBound) {
+  auto loaded = checkpoint::load_model(testing::golden_path("tiny_a_pretrained/model"));
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  auto weights = checkpoint::copy_weights(loaded->weights, Device::kCuda);
+  ASSERT_TRUE(weights.ok()) << weights.status().to_string();
+  const format::SafetensorsFile reference =
+      testing::open_golden("tiny_a_pretrained/reference.safetensors");
+  const Model exact(*weights, ModelOptions{});
+  const Model fast(*weights, ModelOptions{.numerics = Numerics::kFast});
+  const checkpoint::ModelConfig& config = exact.config();
+  const int64_t v = config.vocab_size;
+  constexpr int64_t kCsaRatio = 4;
+  for (int p = 0; reference.find("prompt_" + std::to_string(p)) != nullptr; ++p) {
+    const std::vector<int64_t> prompt =
+        ids_of(golden_tensor(reference, "prompt_" + std::to_string(p)));
+    const auto n = static_cast<int64_t>(prompt.size());
+    std::vector<Tensor> logits;
+    for (const Model* model : {&exact, &fast}) {
+      auto cache = model->new_cache(n);
+      ASSERT_TRUE(cache.ok()) << cache.status().to_string();
+      const Tensor out = testing::poisoned_device(DType::kF32, {n, v});
+      ASSERT_TRUE(model->forward(prompt, 0, *cache, out.view()).ok());
+      logits.push_back(testing::to_host(out.view()));
+    }
+    const double error =
+        max_row_rel_error(logits[1].data_as<float>(), logits[0].data_as<float>(), n, v);
+    const bool picks_every_entry = n / kCsaRatio <= config.index_topk;
+    std::printf("tiny_a prompt %d (%lld tokens%s): worst logits row %.3g from the exact profile\n",
+                p, (long long)n, picks_every_entry ? "" : ", the indexer selects", error);
+    EXPECT_GT(error, 0.0) << "prompt " << p << ": the fast profile computed the exact bits";
+    if (picks_every_entry) {
+      EXPECT_LT(error, testing::kFastAttentionLogitsRelTol) << "prompt " << p;
+    }
+  }
+}
+
 // tiny_b with NVFP4 experts (quantized as deepseek_v4_nvfp4_test.cpp does): its expert widths
 // (D = 64, F = 48) are below what the CUDA MoE pipeline runs (multiples of 128, as in every
 // DeepSeek-V4 checkpoint), so the forward must say so instead of computing anything else. The

@@ -116,4 +116,38 @@ inline constexpr double kFastLinearRelTol = 0.06;
 // (rows of order 1 and more).
 inline constexpr double kFastModelLogitsRelTol = 0.75;
 
+// The fast profile's sparse attention (sparse_attention_bf16) on the GPU against its CPU
+// reference, per output row: both see the same bf16 q and rows, but the GPU also rounds its
+// unnormalised probabilities to bf16 before weighting the rows (2⁻⁹ relative each, uniformly
+// signed), which moves a row o = Σ p_j·v_j by ~2⁻⁹/√3 ≈ 1.1e-3 of its norm whatever the spread
+// of p; the f32 sums add ~1e-6. 4e-3 (2⁻⁸) still fails a wrong candidate, scale or sink (≥ 5e-2).
+inline constexpr double kBf16AttentionRelTol = 4e-3;
+
+// The same op against the exact f32 one (the per-op cost of the fast profile), on uniform
+// [−1, 1] inputs at Dh = 512 with logits scaled to spread p over tens of candidates: q's and the
+// rows' bf16 rounding moves each logit by ~2e-3 rms and each value by 2⁻⁹, the probabilities'
+// rounding adds 1.1e-3: ~5e-3 a row, the worst rows about twice that. 2e-2 still fails a wrong
+// candidate or sink (≥ 5e-2).
+inline constexpr double kBf16AttentionVsExactRelTol = 2e-2;
+
+// The fast profile's indexer scores (indexer_scores_fp8) on the GPU against its CPU reference,
+// per scores row: the E4M3 values and scales are the same bits, the products exact; only the
+// tensor cores' f32 sums (their FP8 accumulation keeps fewer bits than an FMA chain, ~2⁻¹³ of
+// the partial sums) and the order over heads differ. 1e-3 still fails a wrong scale or a
+// mis-quantized row (≥ 3e-2).
+inline constexpr double kFp8IndexerRelTol = 1e-3;
+
+// The same op against the exact f32 one: E4M3 keeps 3 mantissa bits, so each quantized q and k
+// value is off by up to 2⁻⁴ relative (~3.6 % rms), a dot product by ~5 % of its rms, and a
+// score, a weighted sum over 64 heads of ReLU'd dots, by about as much. 0.15 still fails a scale
+// off by a power of two (≥ 0.5).
+inline constexpr double kFp8IndexerVsExactRelTol = 0.15;
+
+// A golden model's logits with the fast profile's attention ops (bf16 sparse attention, FP8
+// indexer scores) against the exact profile's, per row, on prompts whose indexer picks every
+// compressed entry (so only the attention's rounding differs): each attention output moves by
+// ~3e-3 (measured, fast_attention_bench) and a few layers carry it on to ~1e-2. 5e-2 still
+// fails a fast op on the wrong candidates or heads (logits then move by ≥ 0.2).
+inline constexpr double kFastAttentionLogitsRelTol = 5e-2;
+
 }  // namespace dsv4::testing

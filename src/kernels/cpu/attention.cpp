@@ -11,29 +11,11 @@
 #include <vector>
 
 #include "kernels/contracts.h"
+#include "kernels/cpu/candidate_rows.h"
 #include "kernels/cpu/cpu_ops.h"
 
 namespace dsv4::kernels::cpu {
 namespace {
-
-// The valid candidate rows of query t, both sources in order.
-void gather_rows(const CandidateSource (&sources)[2], int64_t t, int64_t head_dim,
-                 std::vector<const float*>& rows) {
-  rows.clear();
-  for (const CandidateSource& src : sources) {
-    const int64_t n_visible = src.positions
-                                  ? visible_entries(src.positions[t], src.ratio, src.n_candidates)
-                                  : src.n_candidates;
-    const float* kv = source_rows(src, t);
-    const int64_t n_rows = source_n_rows(src, t);
-    for (int64_t j = 0; j < n_visible; ++j) {
-      const int32_t row = src.indices[t * src.index_stride + j];
-      if (row < 0) continue;
-      DSV4_CHECK(row < n_rows, "sparse_attention: index %d of %lld rows", row, (long long)n_rows);
-      rows.push_back(kv + static_cast<int64_t>(row) * head_dim);
-    }
-  }
-}
 
 // out = Σ_j softmax_j(logits ∪ {sink}) · rows[j]; the max includes the sink, as transformers
 // subtracts the max of the concatenated logits.
@@ -62,23 +44,18 @@ void attend_one_head(const float* q, const std::vector<const float*>& rows, floa
 }  // namespace
 
 void sparse_attention(const SparseAttentionParams& p) {
-  const SparseAttentionOperands o = sparse_attention_operands(p);
-  const int64_t n_tokens = o.n_tokens, n_heads = o.n_heads, head_dim = o.head_dim;
-  const CandidateSource sources[2] = {o.window, o.extra};
-  const float* q = p.q.data_as<const float>();
-  const float* sinks = p.sinks.data_as<const float>();
-  float* out = p.out.data_as<float>();
-  const int64_t n_candidates = sources[0].n_candidates + sources[1].n_candidates;
-#pragma omp parallel if (n_tokens * n_heads * n_candidates * head_dim > kParallelWork)
+  const AttentionCall c(p);
+  const int64_t n_heads = c.o.n_heads, head_dim = c.o.head_dim;
+#pragma omp parallel if (c.work() > kParallelWork)
   {
     std::vector<const float*> rows;
     std::vector<float> logits;
 #pragma omp for schedule(static)
-    for (int64_t t = 0; t < n_tokens; ++t) {
-      gather_rows(sources, t, head_dim, rows);
+    for (int64_t t = 0; t < c.o.n_tokens; ++t) {
+      gather_rows(c.sources, t, head_dim, rows);
       for (int64_t h = 0; h < n_heads; ++h) {
         const int64_t offset = (t * n_heads + h) * head_dim;
-        attend_one_head(q + offset, rows, sinks[h], p.scale, head_dim, logits, out + offset);
+        attend_one_head(c.q + offset, rows, c.sinks[h], p.scale, head_dim, logits, c.out + offset);
       }
     }
   }

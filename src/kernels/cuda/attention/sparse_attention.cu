@@ -21,42 +21,12 @@
 #include <cmath>
 
 #include "kernels/contracts.h"
-#include "kernels/cuda/device/common.cuh"
+#include "kernels/cuda/attention/candidates.cuh"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/device/common.cuh"
 
 namespace dsv4::kernels::cuda {
 namespace {
-
-struct AttentionArgs {
-  const float* q;  // [T, H, Dh]
-  CandidateSource window, extra;
-  const float* sinks;  // [H]
-  float scale;
-  int64_t n_heads, head_dim;
-  float* out;  // [T, H, Dh]
-};
-
-// How many of query t's extra candidates it may see: all, or with causal compressed entries
-// those whose block is complete at its position (one division a query, not one a candidate).
-__device__ int64_t visible_extra(const AttentionArgs& a, int64_t t) {
-  const CandidateSource& e = a.extra;
-  return e.positions == nullptr ? e.n_candidates
-                                : visible_entries(e.positions[t], e.ratio, e.n_candidates);
-}
-
-// The kv row of query t's candidate j (window first), or −1 for "no candidate" (index −1, or an
-// extra candidate at or past n_extra_visible).
-__device__ int32_t candidate_row(const AttentionArgs& a, int64_t t, int64_t j,
-                                 int64_t n_extra_visible) {
-  const CandidateSource& src = j < a.window.n_candidates ? a.window : a.extra;
-  if (j >= a.window.n_candidates) {
-    j -= a.window.n_candidates;
-    if (j >= n_extra_visible) return -1;
-  }
-  const int32_t row = src.indices[t * src.index_stride + j];
-  if (row >= source_n_rows(src, t)) __trap();  // the model built the indices: a bug
-  return row < 0 ? -1 : row;
-}
 
 // Row elements a lane loads at once (up to 32·16 = 512 of a row, V4's head dim): a warp's
 // loads of a candidate's row all in flight before its multiply-adds use them.
@@ -358,16 +328,8 @@ bool runs_by_head_groups(const AttentionArgs& a, int64_t n_tokens, size_t smem_b
 }  // namespace
 
 void sparse_attention(const SparseAttentionParams& p) {
-  const SparseAttentionOperands o = sparse_attention_operands(p);
-  const int64_t n_tokens = o.n_tokens, n_heads = o.n_heads, head_dim = o.head_dim;
-  AttentionArgs a{p.q.data_as<const float>(),
-                  o.window,
-                  o.extra,
-                  p.sinks.data_as<const float>(),
-                  p.scale,
-                  n_heads,
-                  head_dim,
-                  p.out.data_as<float>()};
+  const AttentionArgs a = attention_args(p);
+  const int64_t n_tokens = p.q.size(0), n_heads = a.n_heads, head_dim = a.head_dim;
   if (n_tokens * n_heads == 0) return;
   const int64_t n_candidates = a.window.n_candidates + a.extra.n_candidates;
   const size_t group_smem = heads_smem_bytes(head_dim, n_candidates);

@@ -84,4 +84,12 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* row) {
                : "r"(smem_addr(row)));
 }
 
+// The same, transposed: lane l receives elements (2(l % 4), l / 4) and (2(l % 4) + 1, l / 4)
+// of each matrix: a row-major [k][n] tile as mma's "col" B operand.
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(row)));
+}
+
 }  // namespace dsv4::kernels::cuda

@@ -15,53 +15,17 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
-#include "kernels/cuda/stream.h"
 #include "kernels/cuda/device/swiglu.cuh"
 #include "kernels/cuda/gemm/nvfp4/config.h"
 #include "kernels/cuda/gemm/nvfp4/launch.h"
+#include "kernels/cuda/scratch.h"
+#include "kernels/cuda/stream.h"
 
 namespace dsv4::kernels::cuda {
 namespace {
 
 using format::kNvfp4BlockSize;
 using sm90::kWeightKAlign;
-
-// The default pool returns freed memory to the driver at every synchronisation unless told to
-// keep it; re-mapping a large scratch on each call would cost more than the GEMM.
-void keep_pool_memory() {
-  static const bool kept = [] {
-    int device = 0;
-    DSV4_CUDA_CHECK(cudaGetDevice(&device));
-    cudaMemPool_t pool;
-    DSV4_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device));
-    uint64_t threshold = UINT64_MAX;
-    DSV4_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold));
-    return true;
-  }();
-  (void)kept;
-}
-
-// Device memory for the length of one call, released in stream order.
-class Scratch {
- public:
-  explicit Scratch(size_t bytes) {
-    if (bytes == 0) return;
-    keep_pool_memory();
-    DSV4_CUDA_CHECK(cudaMallocAsync(&ptr_, bytes, op_stream()));
-  }
-  ~Scratch() {
-    if (ptr_ != nullptr) DSV4_CUDA_CHECK(cudaFreeAsync(ptr_, op_stream()));
-  }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  template <typename T>
-  T* as() const {
-    return static_cast<T*>(ptr_);
-  }
-
- private:
-  void* ptr_ = nullptr;
-};
 
 // a bf16 [T, K] = e2m1 · ue4m3 of a staged activation; one thread per 8 codes.
 __global__ void decode_staged_kernel(const uint8_t* packed, const uint8_t* block_scale,
