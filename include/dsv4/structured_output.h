@@ -53,6 +53,10 @@ struct OutputFormat {
     kJsonObject,  // any JSON object (OpenAI's response_format json_object)
     kJsonSchema,  // a document valid against the JSON Schema in `text`
     kRegex,       // text the regex in `text` matches whole (vLLM's guided regex)
+    // A chat reply whose DSML tool calls keep to their tools' schemas (strict tools); `text` is
+    // {"tools": [OpenAI function objects], "forced_tool": null | "" | name} (chat's
+    // tool_call_grammar.h).
+    kToolCalls,
   };
   Kind kind = Kind::kJsonObject;
   std::string text;

@@ -138,13 +138,16 @@ std::string escape_pointer_token(const std::string& key) {
   return out;
 }
 
+}  // namespace
+
 class SchemaCompiler {
  public:
-  explicit SchemaCompiler(const OrderedJson& root) : root_(root) {}
+  SchemaCompiler(GrammarBuilder& builder, const OrderedJson& root) : b_(builder), root_(root) {}
 
-  Result<Grammar> compile() {
-    DSV4_ASSIGN_OR_RETURN(const int32_t root, rule_for(root_, "#"));
-    return b_.build(root);
+  // The rule of the subschema at `pointer` (a JSON pointer into the document, "#" the whole).
+  Result<int32_t> rule_at(const std::string& pointer) {
+    DSV4_ASSIGN_OR_RETURN(const OrderedJson* schema, resolve(pointer, pointer));
+    return rule_for(*schema, pointer);
   }
 
   // Any JSON value / object, as rules (shared by every use).
@@ -167,7 +170,6 @@ class SchemaCompiler {
     any_value_rule();
     return any_object_;
   }
-  GrammarBuilder& builder() { return b_; }
 
  private:
   int32_t shared_rule(int32_t& rule, const char* name, Expr (*body)()) {
@@ -468,48 +470,42 @@ class SchemaCompiler {
                                    ws(), Expr::call(rule)}));
       needed.push_back(required.count(key) > 0);
     }
-    // after(i): the members from i on once one was written, each behind a comma.
-    auto after = [&](size_t i) {
-      std::vector<Expr> parts;
-      for (size_t j = i; j < members.size(); ++j) {
-        Expr m = Expr::seq({comma(), members[j]});
-        parts.push_back(needed[j] ? std::move(m) : Expr::optional(std::move(m)));
-      }
-      return Expr::seq(std::move(parts));
-    };
-    // The first member written is j: every one before it optional.
-    std::vector<Expr> firsts;
-    bool all_optional = true;
-    for (size_t j = 0; j < members.size(); ++j) {
-      firsts.push_back(Expr::seq({members[j], after(j + 1)}));
-      if (needed[j]) {
-        all_optional = false;
-        break;
-      }
-    }
-    if (all_optional) firsts.push_back(Expr::empty());
-    return Expr::seq(
-        {Expr::literal("{"), ws(), Expr::alt(std::move(firsts)), ws(), Expr::literal("}")});
+    return Expr::seq({Expr::literal("{"), ws(), Expr::ordered(std::move(members), needed, comma()),
+                      ws(), Expr::literal("}")});
   }
 
   static constexpr int64_t kMaxSchemas = 1 << 14;
 
+  GrammarBuilder& b_;
   const OrderedJson& root_;
-  GrammarBuilder b_;
   std::map<std::string, int32_t> rules_;  // by JSON pointer
   int64_t n_schemas_ = 0;
   int32_t any_value_ = -1, any_object_ = -1, string_ = -1, number_ = -1, integer_ = -1;
 };
 
-}  // namespace
+SchemaRules::SchemaRules(GrammarBuilder& builder, const OrderedJson& root)
+    : compiler_(std::make_unique<SchemaCompiler>(builder, root)) {}
+SchemaRules::~SchemaRules() = default;
 
-Result<Grammar> json_schema_grammar(const OrderedJson& schema) {
+Result<int32_t> SchemaRules::rule_at(const std::string& pointer) {
   // Json's accessors throw on a value of the wrong type; that is the schema's fault.
   try {
-    return SchemaCompiler(schema).compile();
+    return compiler_->rule_at(pointer);
   } catch (const OrderedJson::exception& e) {
     return invalid_argument(std::string("JSON Schema: ") + e.what());
   }
+}
+
+Result<int32_t> SchemaRules::property_rule(const std::string& key) {
+  return rule_at("#/properties/" + escape_pointer_token(key));
+}
+
+int32_t SchemaRules::any_value_rule() { return compiler_->any_value_rule(); }
+
+Result<Grammar> json_schema_grammar(const OrderedJson& schema) {
+  GrammarBuilder b;
+  DSV4_ASSIGN_OR_RETURN(const int32_t root, SchemaRules(b, schema).rule_at("#"));
+  return b.build(root);
 }
 
 Result<Grammar> json_schema_grammar(std::string_view schema_text) {
@@ -519,8 +515,8 @@ Result<Grammar> json_schema_grammar(std::string_view schema_text) {
 
 Grammar json_object_grammar() {
   const OrderedJson empty = OrderedJson::object();
-  SchemaCompiler c(empty);
-  Result<Grammar> g = c.builder().build(c.any_object_rule());
+  GrammarBuilder b;
+  Result<Grammar> g = b.build(SchemaCompiler(b, empty).any_object_rule());
   DSV4_CHECK(g.ok(), "the JSON object grammar does not build: %s", g.status().to_string().c_str());
   return std::move(g).value();
 }

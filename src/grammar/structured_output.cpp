@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "chat/tool_call_grammar.h"
 #include "dsv4/tokenizer.h"
 #include "grammar/json_schema.h"
 #include "grammar/matcher.h"
@@ -119,6 +120,8 @@ Result<grammar::Grammar> compile_grammar(const OutputFormat& format) {
       return grammar::json_schema_grammar(std::string_view(format.text));
     case OutputFormat::Kind::kRegex:
       return grammar::regex_grammar(format.text);
+    case OutputFormat::Kind::kToolCalls:
+      return chat::tool_call_grammar(format.text);
   }
   return invalid_argument("unknown output format");
 }
