@@ -20,10 +20,10 @@ using format::OrderedJson;
 using grammar::CodepointRange;
 using grammar::Expr;
 
-// The markers the content and a raw value must not hold: where parse_tool_calls would read a
-// tag. Each one's first character occurs in it only there (text_without needs that).
-constexpr std::u32string_view kContentMarker = U"<｜DSML｜";
-constexpr std::u32string_view kValueMarker = U"/｜DSML｜";
+// What the content and a raw value never hold: the part every DSML tag has, so the reader finds
+// no tag there. Its first character occurs in it only there (text_without needs that). JSON
+// values write ｜ only as its escape (regex.h's kDsmlJsonString).
+constexpr std::u32string_view kDsmlMarker = U"｜DSML";
 
 // One character, any but `excluded`, as UTF-8.
 Expr char_except(std::vector<uint32_t> excluded) {
@@ -88,11 +88,11 @@ std::optional<Expr> raw_value(const OrderedJson& s) {
   }
   if (values.empty()) {
     if (!plain_string) return std::nullopt;
-    return text_without(kValueMarker);
+    return text_without(kDsmlMarker);
   }
   std::vector<Expr> options;
   for (const OrderedJson& v : values) {
-    if (!v.is_string() || v.get<std::string>().find(utf8(kValueMarker)) != std::string::npos) {
+    if (!v.is_string() || v.get<std::string>().find(utf8(kDsmlMarker)) != std::string::npos) {
       return std::nullopt;
     }
     options.push_back(Expr::literal(v.get<std::string>()));
@@ -111,13 +111,21 @@ Expr parameter(const std::string& name, bool raw, Expr value) {
 // close.
 Expr invoke_end() { return Expr::literal("\n" + std::string(kInvokeClose) + ">"); }
 
-// A call's parameters when its tool is not strict: any names (without `"`, `<` or a newline),
-// values raw or any JSON.
+// What a DSML name (a tool's, a parameter's) must not hold for the reader to find its end.
+constexpr std::string_view kNotInNames = "\"<\n";
+bool dsml_name(const std::string& name) {
+  return !name.empty() && name.find_first_of(kNotInNames) == std::string::npos &&
+         name.find(utf8(U"｜")) == std::string::npos;
+}
+
+// A call's parameters when its tool is not strict: any names (see dsml_name), values raw or any
+// JSON.
 Expr any_parameters(grammar::SchemaRules& any) {
-  const Expr name = Expr::repeat(char_except({'"', '<', '\n'}), 1, Expr::kUnbounded);
+  const Expr name =
+      Expr::repeat(char_except({'"', '<', '\n', U'｜'}), 1, Expr::kUnbounded);
   const Expr one = Expr::seq(
       {Expr::literal(std::string(kParameterOpen) + " name=\""), name, Expr::literal("\" string=\""),
-       Expr::alt({Expr::seq({Expr::literal("true\">"), text_without(kValueMarker)}),
+       Expr::alt({Expr::seq({Expr::literal("true\">"), text_without(kDsmlMarker)}),
                   Expr::seq({Expr::literal("false\">"), Expr::call(any.any_value_rule())})}),
        Expr::literal("<" + std::string(kParameterCloseTail) + ">")});
   return Expr::optional(
@@ -159,9 +167,10 @@ Result<Expr> strict_parameters(grammar::SchemaRules& rules, const OrderedJson& s
   std::vector<Expr> members;
   std::vector<bool> needed;
   for (const auto& [key, value] : properties.items()) {
-    if (key.empty() || key.find_first_of("\"<\n") != std::string::npos) {
+    if (!dsml_name(key)) {
       return refuse("#/properties", "the property name " + OrderedJson(key).dump() +
-                                        " (a DSML parameter name holds no '\"', '<' or newline)");
+                                        " (a DSML parameter name holds no '\"', '<', '｜' or "
+                                        "newline)");
     }
     if (std::optional<Expr> raw = raw_value(value)) {
       members.push_back(parameter(key, true, *std::move(raw)));
@@ -186,7 +195,8 @@ Result<grammar::Grammar> build(const OrderedJson& spec) {
   }
   grammar::GrammarBuilder b;
   const OrderedJson nothing = OrderedJson::object();
-  grammar::SchemaRules any(b, nothing);  // any JSON value, for tools that are not strict
+  // Any JSON value, for tools that are not strict.
+  grammar::SchemaRules any(b, nothing, grammar::TextEncoding::kDsmlJsonString);
   std::list<grammar::SchemaRules> schemas;  // each strict tool's, alive while the rules build
   std::vector<Tool> tools;
   for (const OrderedJson& t : spec["tools"]) {
@@ -194,11 +204,15 @@ Result<grammar::Grammar> build(const OrderedJson& spec) {
       return invalid_argument("each tool needs a name");
     }
     Tool tool{t["name"].get<std::string>()};
+    if (!dsml_name(tool.name)) {
+      return invalid_argument("the tool name " + t["name"].dump() +
+                              " holds '\"', '<', '｜' or a newline, which DSML cannot write");
+    }
     const bool strict = t.value("strict", OrderedJson(false)) == true;
     Expr arguments = any_parameters(any);
     if (strict) {
       const OrderedJson& parameters = t.contains("parameters") ? t["parameters"] : nothing;
-      schemas.emplace_back(b, parameters);
+      schemas.emplace_back(b, parameters, grammar::TextEncoding::kDsmlJsonString);
       Result<Expr> strict_arguments = strict_parameters(schemas.back(), parameters);
       if (!strict_arguments.ok()) {
         return strict_arguments.status().with_context("tool \"" + tool.name + "\" parameters");
@@ -224,7 +238,7 @@ Result<grammar::Grammar> build(const OrderedJson& spec) {
   const OrderedJson forced = spec.value("forced_tool", OrderedJson());
   Expr reply;
   if (forced.is_null()) {
-    reply = Expr::seq({text_without(kContentMarker),
+    reply = Expr::seq({text_without(kDsmlMarker),
                        Expr::optional(Expr::seq({Expr::literal(std::string(kToolCallsStart) +
                                                                std::string(kTagEnd)),
                                                  Expr::call(invoke), rest}))});

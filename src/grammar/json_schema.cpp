@@ -100,10 +100,16 @@ Expr unicode_escape() {
       {Expr::literal("u"), Expr::alt({plain, Expr::seq({high, Expr::literal("\\u"), low})})});
 }
 
-// One character of a free JSON string: any character but ", \ and controls, or any escape.
-Expr string_char_expr() {
+// One character of a free JSON string: any character but ", \ and controls, or any escape
+// (for DSML, ｜ only as its escape: regex.h's kDsmlJsonString).
+Expr string_char_expr(TextEncoding encoding) {
+  const std::vector<CodepointRange> plain =
+      encoding == TextEncoding::kDsmlJsonString
+          ? normalize({{0x20, '"' - 1}, {'"' + 1, '\\' - 1}, {'\\' + 1, 0xFF5B},
+                       {0xFF5D, kMaxCodepoint}})
+          : normalize({{0x20, '"' - 1}, {'"' + 1, '\\' - 1}, {'\\' + 1, kMaxCodepoint}});
   return Expr::alt(
-      {utf8_expr(normalize({{0x20, '"' - 1}, {'"' + 1, '\\' - 1}, {'\\' + 1, kMaxCodepoint}})),
+      {utf8_expr(plain),
        Expr::seq({Expr::literal("\\"),
                   Expr::alt({Expr::literal("\""), Expr::literal("\\"), Expr::literal("/"),
                              Expr::literal("b"), Expr::literal("f"), Expr::literal("n"),
@@ -142,7 +148,8 @@ std::string escape_pointer_token(const std::string& key) {
 
 class SchemaCompiler {
  public:
-  SchemaCompiler(GrammarBuilder& builder, const OrderedJson& root) : b_(builder), root_(root) {}
+  SchemaCompiler(GrammarBuilder& builder, const OrderedJson& root, TextEncoding strings)
+      : b_(builder), root_(root), strings_(strings) {}
 
   // The rule of the subschema at `pointer` (a JSON pointer into the document, "#" the whole).
   Result<int32_t> rule_at(const std::string& pointer) {
@@ -180,9 +187,22 @@ class SchemaCompiler {
     return rule;
   }
   int32_t string_rule() {
-    return shared_rule(string_, "string", [] {
-      return quoted(Expr::repeat(string_char_expr(), 0, Expr::kUnbounded));
-    });
+    if (string_ < 0) {
+      string_ = b_.add_rule("string");
+      b_.define(string_, quoted(Expr::repeat(string_char_expr(strings_), 0, Expr::kUnbounded)));
+    }
+    return string_;
+  }
+  // A value's JSON text as a literal, written compactly as json.dumps would with separators
+  // (",", ":"); for DSML with ｜ escaped.
+  std::string json_text(const OrderedJson& v) const {
+    std::string text = v.dump(-1, ' ', false, OrderedJson::error_handler_t::replace);
+    if (strings_ != TextEncoding::kDsmlJsonString) return text;
+    const std::string bar = "\xEF\xBD\x9C";
+    for (size_t at = text.find(bar); at != std::string::npos; at = text.find(bar, at)) {
+      text.replace(at, bar.size(), "\\uff5c");
+    }
+    return text;
   }
   int32_t number_rule() { return shared_rule(number_, "number", number_expr); }
   int32_t integer_rule() { return shared_rule(integer_, "integer", integer_expr); }
@@ -352,9 +372,7 @@ class SchemaCompiler {
           return bad(pointer,
                      keyword + " value " + v.dump() + " does not have the type " + type.dump());
       }
-      // The value written compactly, as json.dumps would with separators (",", ":").
-      options.push_back(
-          Expr::literal(v.dump(-1, ' ', false, OrderedJson::error_handler_t::replace)));
+      options.push_back(Expr::literal(json_text(v)));
     }
     return Expr::alt(std::move(options));
   }
@@ -402,17 +420,17 @@ class SchemaCompiler {
       const std::string value = schema[k].get<std::string>();
       Result<Expr> body = invalid_argument("");
       if (std::string(k) == "pattern") {
-        body = regex_expr(value, TextEncoding::kJsonString, RegexMatch::kSearch);
+        body = regex_expr(value, strings_, RegexMatch::kSearch);
       } else {
         const auto it = format_patterns().find(value);
         if (it == format_patterns().end()) return refuse(pointer, "format \"" + value + "\"");
-        body = regex_expr(it->second, TextEncoding::kJsonString, RegexMatch::kWhole);
+        body = regex_expr(it->second, strings_, RegexMatch::kWhole);
       }
       if (!body.ok()) return body.status().with_context("JSON Schema at " + pointer);
       return quoted(std::move(body).value());
     }
     if (!lengths) return Expr::call(string_rule());
-    return quoted(Expr::repeat(string_char_expr(), min, max));
+    return quoted(Expr::repeat(string_char_expr(strings_), min, max));
   }
 
   Result<Expr> array_expr(const OrderedJson& schema, const std::string& pointer) {
@@ -466,7 +484,7 @@ class SchemaCompiler {
     for (const auto& [key, value] : properties.items()) {
       DSV4_ASSIGN_OR_RETURN(const int32_t rule,
                             rule_for(value, pointer + "/properties/" + escape_pointer_token(key)));
-      members.push_back(Expr::seq({Expr::literal(OrderedJson(key).dump()), ws(), Expr::literal(":"),
+      members.push_back(Expr::seq({Expr::literal(json_text(OrderedJson(key))), ws(), Expr::literal(":"),
                                    ws(), Expr::call(rule)}));
       needed.push_back(required.count(key) > 0);
     }
@@ -478,13 +496,14 @@ class SchemaCompiler {
 
   GrammarBuilder& b_;
   const OrderedJson& root_;
+  TextEncoding strings_;  // how strings' characters are written
   std::map<std::string, int32_t> rules_;  // by JSON pointer
   int64_t n_schemas_ = 0;
   int32_t any_value_ = -1, any_object_ = -1, string_ = -1, number_ = -1, integer_ = -1;
 };
 
-SchemaRules::SchemaRules(GrammarBuilder& builder, const OrderedJson& root)
-    : compiler_(std::make_unique<SchemaCompiler>(builder, root)) {}
+SchemaRules::SchemaRules(GrammarBuilder& builder, const OrderedJson& root, TextEncoding strings)
+    : compiler_(std::make_unique<SchemaCompiler>(builder, root, strings)) {}
 SchemaRules::~SchemaRules() = default;
 
 Result<int32_t> SchemaRules::rule_at(const std::string& pointer) {
@@ -504,7 +523,8 @@ int32_t SchemaRules::any_value_rule() { return compiler_->any_value_rule(); }
 
 Result<Grammar> json_schema_grammar(const OrderedJson& schema) {
   GrammarBuilder b;
-  DSV4_ASSIGN_OR_RETURN(const int32_t root, SchemaRules(b, schema).rule_at("#"));
+  DSV4_ASSIGN_OR_RETURN(const int32_t root,
+                        SchemaRules(b, schema, TextEncoding::kJsonString).rule_at("#"));
   return b.build(root);
 }
 
@@ -516,7 +536,8 @@ Result<Grammar> json_schema_grammar(std::string_view schema_text) {
 Grammar json_object_grammar() {
   const OrderedJson empty = OrderedJson::object();
   GrammarBuilder b;
-  Result<Grammar> g = b.build(SchemaCompiler(b, empty).any_object_rule());
+  Result<Grammar> g =
+      b.build(SchemaCompiler(b, empty, TextEncoding::kJsonString).any_object_rule());
   DSV4_CHECK(g.ok(), "the JSON object grammar does not build: %s", g.status().to_string().c_str());
   return std::move(g).value();
 }

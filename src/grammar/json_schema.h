@@ -24,6 +24,7 @@
 #include "dsv4/status.h"
 #include "format/json.h"
 #include "grammar/grammar.h"
+#include "grammar/regex.h"
 
 namespace dsv4::grammar {
 
@@ -41,7 +42,8 @@ class SchemaCompiler;
 // arguments among the DSML around them, chat/tool_call_grammar.h). `root` must outlive it.
 class SchemaRules {
  public:
-  SchemaRules(GrammarBuilder& builder, const format::OrderedJson& root);
+  // `strings`: how strings' characters are written (kJsonString, or kDsmlJsonString inside DSML).
+  SchemaRules(GrammarBuilder& builder, const format::OrderedJson& root, TextEncoding strings);
   ~SchemaRules();
   // The rule of the values valid against the subschema at `pointer` (a JSON pointer into the
   // document: "#", "#/properties/x"), made once. Errors as json_schema_grammar's.
