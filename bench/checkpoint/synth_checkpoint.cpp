@@ -1,7 +1,8 @@
 // synth_checkpoint: writes a synthetic DeepSeek-V4 checkpoint at a real config's layer shapes
 // with random weights (synthetic_checkpoint.h), so `dsv4 bench --device cuda --model OUT_DIR`
 // times V4-Flash / V4-Pro shapes without the real checkpoint. A program, not a test.
-//   usage: synth_checkpoint CONFIG_JSON OUT_DIR --layers N [--seed S]
+//   usage: synth_checkpoint CONFIG_JSON OUT_DIR --layers N [--mtp-layers M] [--seed S]
+// (M MTP draft blocks, for `dsv4 bench --speculative K`; default none).
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
@@ -33,6 +34,9 @@ int main(int argc, char** argv) {
   // Its range (1 .. the config's layers) is checked against the config, which names it.
   app.add_option("--layers", options.n_layers, "layers to write (the config's first N)")
       ->required();
+  app.add_option("--mtp-layers", options.n_mtp_layers,
+                 "MTP draft blocks to write (the config's first M)")
+      ->capture_default_str();
   app.add_option("--seed", options.seed, "random seed (the same seed writes the same bytes)")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);

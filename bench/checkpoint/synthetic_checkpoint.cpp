@@ -26,6 +26,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <string_view>
 #include <vector>
 
 #include "base/check.h"
@@ -189,11 +190,12 @@ struct PlannedShard {
   }
 };
 
-// Shard 0 the global weights, shard 1 + L layer L; in each, the name table's slot order.
+// Shard 0 the global weights, shard 1 + L layer L (the MTP blocks numbered after the layers); in
+// each, the name table's slot order.
 Result<std::vector<PlannedShard>> plan_shards(const ModelConfig& config) {
-  const checkpoint::ExpectedKeys keys =
-      checkpoint::expected_keys(config, checkpoint::NamingConvention::kOfficial);
-  std::vector<PlannedShard> shards(static_cast<size_t>(config.n_layer) + 1);
+  const checkpoint::ExpectedKeys keys = checkpoint::expected_keys(
+      config, checkpoint::NamingConvention::kOfficial, /*with_mtp=*/config.n_mtp_layers > 0);
+  std::vector<PlannedShard> shards(static_cast<size_t>(config.n_layer + config.n_mtp_layers) + 1);
   for (const checkpoint::ExpectedSlot& slot : keys.slots) {
     // The official names have one form a slot (the alternatives are other conventions').
     DSV4_CHECK(slot.forms.size() == 1, "official slot %s has %zu forms",
@@ -377,17 +379,24 @@ Status write_shard(const PlannedShard& shard, const std::string& path, uint64_t 
 
 // ---- The config ----
 
-// The original config cut to n_layers: the per-layer lists to their first n_layers entries, no
-// MTP layers (the engine never runs them, so none are written), the hash layers among the
-// first n_layers, and the quantization_config of a `dsv4 quantize` output (the experts are
-// NVFP4; the original's, e.g. FP8, would describe weights this checkpoint does not have).
-format::Json cut_config(format::Json config, int64_t n_layers, uint64_t seed) {
+// The original config cut to n_layers and n_mtp_layers: the per-layer lists to their first
+// n_layers entries (compress_ratios then keeps the first n_mtp_layers of its trailing MTP
+// entries), the hash layers among the first n_layers, and the quantization_config of a
+// `dsv4 quantize` output (the experts are NVFP4; the original's, e.g. FP8, would describe
+// weights this checkpoint does not have).
+format::Json cut_config(format::Json config, const ModelConfig& original, int64_t n_layers,
+                        int64_t n_mtp_layers, uint64_t seed) {
   config["num_hidden_layers"] = n_layers;
-  config["num_nextn_predict_layers"] = 0;
+  config["num_nextn_predict_layers"] = n_mtp_layers;
   for (const char* key : {"compress_ratios", "layer_types", "mlp_layer_types"}) {
     if (!config.contains(key)) continue;
     format::Json& list = config[key];
-    list.erase(list.begin() + n_layers, list.end());
+    const auto size = static_cast<int64_t>(list.size());
+    const bool with_mtp = std::string_view(key) == "compress_ratios";
+    const int64_t trunk_end = std::min(original.n_layer, size);
+    list.erase(list.begin() + std::min(trunk_end + (with_mtp ? n_mtp_layers : 0), size),
+               list.end());
+    list.erase(list.begin() + std::min(n_layers, trunk_end), list.begin() + trunk_end);
   }
   if (config.contains("num_hash_layers")) {
     config["num_hash_layers"] = std::min(config["num_hash_layers"].get<int64_t>(), n_layers);
@@ -408,8 +417,16 @@ Result<std::string> synthetic_config_text(const SyntheticOptions& options) {
                             std::to_string(original.n_layer) + " (num_hidden_layers of " +
                             options.config_path + ")");
   }
+  if (options.n_mtp_layers < 0 || options.n_mtp_layers > original.n_mtp_layers) {
+    return invalid_argument("--mtp-layers " + std::to_string(options.n_mtp_layers) +
+                            ": must be 0 .. " + std::to_string(original.n_mtp_layers) +
+                            " (num_nextn_predict_layers of " + options.config_path + ")");
+  }
   DSV4_ASSIGN_OR_RETURN(format::Json json, format::parse_json(text, options.config_path));
-  return cut_config(std::move(json), options.n_layers, options.seed).dump(2) + "\n";
+  return cut_config(std::move(json), original, options.n_layers, options.n_mtp_layers,
+                    options.seed)
+             .dump(2) +
+         "\n";
 }
 
 // Nothing a user wrote is overwritten: the output directory is absent or empty.

@@ -33,6 +33,7 @@ struct SyntheticOptions {
   std::string config_path;  // a DeepSeek-V4 config.json
   std::string out_dir;      // must be empty or absent
   int64_t n_layers = 0;     // 1 .. the config's num_hidden_layers
+  int64_t n_mtp_layers = 0;  // 0 .. the config's num_nextn_predict_layers (the MTP blocks)
   uint64_t seed = 0;
   std::function<void(const SyntheticShard&)> on_shard;  // after each shard (progress)
 };
@@ -43,7 +44,7 @@ struct SyntheticSummary {
   size_t tensor_bytes = 0;
 };
 
-// Writes out_dir/config.json (the config cut to n_layers, no MTP layers, a ModelOpt NVFP4
+// Writes out_dir/config.json (the config cut to n_layers and n_mtp_layers, a ModelOpt NVFP4
 // quantization_config), the shards and model.safetensors.index.json.
 Result<SyntheticSummary> write_synthetic_checkpoint(const SyntheticOptions& options);
 

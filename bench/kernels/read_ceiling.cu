@@ -6,11 +6,10 @@
 // so it cannot beat a launch that does nothing else. Nothing to check against the CPU: the
 // kernel only folds what it reads into one word per block, stored so no load is dead.
 //
-// The read kernel: a grid of blocks per SM (each size its best of 1, 2, 3 and 4 blocks of 512
-// threads an SM), 16-byte non-caching loads, 4 independent loads in flight per thread per trip.
-// With `host`, the same kernel reads mapped pinned host memory (expert offload's stacks), each
-// launch a fresh stretch of a 2 GiB buffer, beside a host-to-device cudaMemcpyAsync of the same
-// bytes: how fast a kernel can pull weights over PCIe, against the copy engines.
+// The read kernel and its timing are in read_ceiling.h. With `host`, the same kernel reads
+// mapped pinned host memory (expert offload's stacks), each launch a fresh stretch of a 2 GiB
+// buffer, beside a host-to-device cudaMemcpyAsync of the same bytes: how fast a kernel can pull
+// weights over PCIe, against the copy engines.
 //   usage: read_ceiling [host] [MB list, default the V4 decode GEMMs' weight bytes]
 #include <cuda_runtime.h>
 
@@ -20,50 +19,10 @@
 #include <vector>
 
 #include "bench_harness.h"
-#include "kernels/cuda/device/pair_layout.cuh"
+#include "read_ceiling.h"
 
 namespace dsv4::bench {
 namespace {
-
-constexpr int kThreads = 512;
-constexpr int64_t kRotateBytes = 256ll << 20;  // > 4 × the 50 MB L2
-
-__device__ __forceinline__ uint4 load(const uint4* p) {
-  return kernels::cuda::load_weights_once(reinterpret_cast<const uint8_t*>(p));
-}
-
-__global__ void __launch_bounds__(kThreads)
-    read_kernel(const uint4* data, int64_t n, int32_t* sink) {
-  uint32_t fold = 0;
-  const int64_t stride = int64_t{gridDim.x} * kThreads;
-  int64_t i = int64_t{blockIdx.x} * kThreads + threadIdx.x;
-  for (; i + 3 * stride < n; i += 4 * stride) {
-    uint4 v[4];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) v[j] = load(data + i + j * stride);
-#pragma unroll
-    for (int j = 0; j < 4; ++j) fold ^= v[j].x ^ v[j].y ^ v[j].z ^ v[j].w;
-  }
-  for (; i < n; i += stride) {
-    const uint4 v = load(data + i);
-    fold ^= v.x ^ v.y ^ v.z ^ v.w;
-  }
-  if (fold == 0x9e3779b9u)
-    sink[blockIdx.x] = static_cast<int32_t>(fold);  // never in practice; keeps the loads live
-}
-
-// µs per launch reading `bytes` (a copy per launch, rotated), with `blocks_per_sm`.
-double read_us(int64_t bytes, int blocks_per_sm, int n_sm, const std::vector<Tensor>& copies,
-               const Tensor& sink) {
-  const int64_t n = bytes / 16;
-  const int grid = blocks_per_sm * n_sm;
-  return graph_us_per_call([&](int i) {
-    read_kernel<<<grid, kThreads, 0, kernels::cuda::op_stream()>>>(
-        copies[static_cast<size_t>(i) % copies.size()].view().data_as<const uint4>(), n,
-        sink.view().data_as<int32_t>());
-    DSV4_CUDA_CHECK(cudaGetLastError());
-  });
-}
 
 // Kernel reads of mapped host memory and host-to-device copies of each size, GB/s.
 void host_reads(const std::vector<int64_t>& kilobytes, int n_sm) {
@@ -121,21 +80,11 @@ int run(int argc, char** argv) {
   }
   std::printf("| bytes | best µs a launch | blocks an SM | TB/s | %% of copy | floor µs |\n");
   std::printf("|---:|---:|---:|---:|---:|---:|\n");
-  const Tensor sink = device_tensor(DType::kI32, {8 * prop.multiProcessorCount});
   for (const int64_t kb : kilobytes) {
     const int64_t bytes = kb * 1024 / 16 * 16;
-    const int n_copies = static_cast<int>(std::clamp<int64_t>(kRotateBytes / bytes + 1, 2, 64));
-    std::vector<Tensor> copies;
-    for (int c = 0; c < n_copies; ++c) {
-      copies.push_back(device_tensor(DType::kU8, {bytes}));
-      DSV4_CUDA_CHECK(cudaMemset(copies.back().view().data, c + 1, bytes));
-    }
-    double best = 1e30;
-    int best_blocks = 0;
-    for (const int blocks : {1, 2, 3, 4}) {
-      const double us = read_us(bytes, blocks, prop.multiProcessorCount, copies, sink);
-      if (us < best) best = us, best_blocks = blocks;
-    }
+    const ReadCeiling ceiling = read_ceiling(bytes, prop.multiProcessorCount);
+    const double best = ceiling.us;
+    const int best_blocks = ceiling.blocks;
     const double tbs = bytes / (best * 1e-6) / 1e12;
     std::printf("| %.1f MB | %.2f | %d | %.2f | %.0f %% | %.2f |\n", bytes / 1e6, best, best_blocks,
                 tbs, 100.0 * tbs * 1e12 / copy, bytes / copy * 1e6);

@@ -57,8 +57,25 @@ struct EngineOptions {
   // drawn itself (greedy: the same tokens as without; sampled: the same distribution). Needs a
   // checkpoint with MTP weights. A constrained sequence's drafts are drawn within its constraint.
   int64_t speculative_tokens = 0;
+  // With speculative_tokens: draft in every step. Otherwise a step drafts only where the
+  // batch's own measured step times say speculation pays at its size (more tokens a second
+  // than plain steps: at batch 1 on a large model, not where the verify forward costs too much;
+  // runtime/speculation_policy.h). The tokens are the same either way.
+  bool speculate_always = false;
   // How the GPU computes (dsv4/numerics.h); the CPU computes kExact only.
   Numerics numerics = Numerics::kExact;
+  // Expert parallelism (docs/ep.md): the NVFP4 routed experts sharded over this many ranks
+  // (1 .. 8; 1: off), all stepping the same batch, the same tokens as one rank's. The ranks are
+  // threads sharing `device`; they move NVFP4 rows, so they need ExpertPrecision::kW4A4.
+  int64_t expert_parallel = 1;
+  // GPUs the ranks spread over, one rank each (1: the one device). More than the machine has is
+  // refused, naming what it has.
+  int64_t gpus = 1;
+  // On the GPU, each decode step (one token of every running sequence) replayed as a CUDA graph
+  // captured once for its batch size: one launch instead of a few hundred. Off by default: at
+  // 3 or more sequences the replayed steps do not yet match the eager ones (docs/decode_graph.md),
+  // so it needs max_batch <= 2.
+  bool cuda_graph = false;
 };
 
 class TokenConstraint;  // dsv4/structured_output.h
@@ -144,6 +161,11 @@ struct EngineStats {
   int64_t accepted_tokens = 0;
   std::vector<int64_t> drafted_at = {};
   std::vector<int64_t> accepted_at = {};
+  // The MTP block's drafting runs (one a step that drafted, for all its sequences) and the time
+  // they took on the host's clock (each ends with its drafts on the host, so this is their
+  // device time too): a verify step's own cost is a speculative step's less this.
+  int64_t draft_runs = 0;
+  double draft_seconds = 0;
 };
 
 class Engine {

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <string>
 #include <utility>
+#include <vector>
 
 #ifdef DSV4_WITH_CUDA
 #include <cuda_runtime_api.h>
@@ -224,6 +225,19 @@ Result<int64_t> free_device_bytes(Device device) {
 #else
   return unimplemented("this build of dsv4 has no CUDA support");
 #endif
+}
+
+std::vector<std::string> cuda_device_names() {
+  std::vector<std::string> names;
+#ifdef DSV4_WITH_CUDA
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) return names;
+  for (int d = 0; d < count; ++d) {
+    cudaDeviceProp prop{};
+    names.push_back(cudaGetDeviceProperties(&prop, d) == cudaSuccess ? prop.name : "unknown GPU");
+  }
+#endif
+  return names;
 }
 
 Status finish_device_work() {

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
+#include <vector>
 
 #include "base/tensor.h"
 #include "dsv4/status.h"
@@ -73,6 +75,10 @@ Status copy_tensor(const TensorView& dst, const TensorView& src);
 // Bytes `device` can still allocate: a GPU's free memory (cudaMemGetInfo), or the host's
 // available physical memory.
 Result<int64_t> free_device_bytes(Device device);
+
+// The CUDA devices this process sees, by name ("NVIDIA H200"), in device order; none in a build
+// without CUDA or on a machine without a usable GPU.
+std::vector<std::string> cuda_device_names();
 
 // Waits for the device work this thread has queued (its copies and ops), so that another
 // thread may use what they wrote: the weights a server's request threads share, for one.

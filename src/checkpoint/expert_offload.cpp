@@ -14,7 +14,7 @@ std::string gib(int64_t bytes) {
 }
 
 // What the weights take on the device under `offload`: the offloaded bulk goes, one layer's
-// copy (for the steps that copy an offloaded layer back, model/moe.cpp) comes.
+// copy (for the steps that copy an offloaded layer back, runtime/offloaded_experts.cpp) comes.
 int64_t device_bytes(const LoadPlan& plan, const ExpertOffloadPlan& offload) {
   return plan.min_device_bytes() - offload.host_bytes + offload.copy_bytes;
 }

@@ -1,10 +1,10 @@
 // Expert offload: the routed experts of some layers kept in pinned host memory that the GPU maps
 // into its address space (Buffer::allocate_mapped_host), so a checkpoint larger than the GPU
 // still runs on it. V4-Flash in NVFP4 needs ~184 GB and an H200 has 141 GB (architecture.md).
-// Before an offloaded layer's experts run, a step copies them to the device (model/moe.cpp): the
-// experts it touches (~85 MB a V4-Flash layer at one token), or the whole layer from many tokens
-// on, so it pays for those bytes at PCIe rates instead of HBM rates, and the plan keeps room for
-// one layer's copy. Only the codes and block scales move (LoadPlan::expert_bulk_bytes); the
+// Before an offloaded layer's experts run, a step copies them to the device
+// (runtime/offloaded_experts.cpp): the experts it touches (~85 MB a V4-Flash layer at one token),
+// or the whole layer from many tokens on, so it pays for those bytes at PCIe rates instead of HBM
+// rates, and the plan keeps room for one layer's copy. Only the codes and block scales move (LoadPlan::expert_bulk_bytes); the
 // per-matrix scales, which every kernel reads first, stay on the GPU. Which layers go does not
 // change the cost; the last ones do.
 #pragma once
@@ -25,8 +25,9 @@ inline constexpr int64_t kAutoExpertOffload = -1;
 struct ExpertOffloadPlan {
   std::vector<bool> offloaded;  // per layer (as many as LoadPlan::expert_bulk_bytes)
   int64_t host_bytes = 0;       // the offloaded codes and block scales
-  // Device memory a step of many tokens copies an offloaded layer's stacks into (model/moe.cpp):
-  // the largest offloaded layer's bulk, kept free beside the weights.
+  // Device memory a step of many tokens copies an offloaded layer's stacks into
+  // (runtime/offloaded_experts.cpp): the largest offloaded layer's bulk, kept free beside the
+  // weights.
   int64_t copy_bytes = 0;
   void add(const LoadPlan& plan, size_t layer);
   int64_t layers() const;

@@ -208,6 +208,29 @@ Status stage_activation(const TensorView& x, const TensorView& input_scale,
       [&] { return cuda::stage_activation(x, input_scale, out); });
 }
 
+// ---- FP8 ----
+
+Status quantize_activation_fp8(const TensorView& x, const Fp8Activation& out) {
+  return dispatch(
+      "quantize_activation_fp8", device_of({&x, &out.values, &out.scales}),
+      [&] { cpu::quantize_activation_fp8(x, out); },
+      [&] { cuda::quantize_activation_fp8(x, out); });
+}
+
+Status linear_fp8(const Fp8Activation& a, const format::Fp8BlockView& w, const TensorView& y) {
+  const Device device = device_of({&a.values, &a.scales, &y});
+  DSV4_CHECK(w.values == nullptr || w.device == device, "linear_fp8: w on another device");
+  return dispatch(
+      "linear_fp8", device, [&] { cpu::linear_fp8(a, w, y); },
+      [&] { return cuda::linear_fp8(a, w, y); });
+}
+
+Status linear_fp8(const TensorView& x, const format::Fp8BlockView& w, const Fp8Activation& scratch,
+                  const TensorView& y) {
+  DSV4_RETURN_IF_ERROR(quantize_activation_fp8(x, scratch));
+  return linear_fp8(scratch, w, y);
+}
+
 Status nvfp4_gemm(const StagedActivation& a, const format::Nvfp4View& b, const TensorView& d) {
   return dispatch(
       "nvfp4_gemm", nvfp4_device(&a, nullptr, b, nullptr, d), [&] { cpu::nvfp4_gemm(a, b, d); },

@@ -14,6 +14,7 @@
 
 #include "base/tensor.h"
 #include "dsv4/status.h"
+#include "format/fp8_block.h"
 #include "format/nvfp4.h"
 
 namespace dsv4::kernels {
@@ -152,6 +153,48 @@ Status nvfp4_grouped_gemm(const StagedActivation& a, const format::Nvfp4View& b,
                           const TensorView& group_offsets, const TensorView& d);
 Status nvfp4_grouped_gemm(const TensorView& a, const format::Nvfp4View& b,
                           const TensorView& group_offsets, const TensorView& d);
+
+// ---- FP8 (the fast profile's linears; format/fp8_block.h, docs/numerics.md) -------------------
+// DeepSeek-V4's FP8 linear as its own inference runs it (inference/kernel.py act_quant and
+// fp8_gemm; DeepGEMM's sm90 FP8 GEMM on Hopper): the activation quantized per token in 1 × 128
+// groups, the weight E4M3 with one scale per 128 × 128 block, both fed to FP8 tensor cores.
+// Dimension letters here: Kb = ceil(K/128).
+
+// An activation in FP8: row t's columns [128 j, 128 j + 128) are e4m3(values[t, ·]) · scales[t, j].
+struct Fp8Activation {
+  TensorView values;  // f8_e4m3 [T, K], contiguous
+  TensorView scales;  // f32 [T, Kb], contiguous; every scale a power of two
+};
+
+// out = x f32 [T, K] (rows may be strided) quantized group by group with the rule of V4's
+// act_quant under scale_fmt "ue8m0", which V4-Flash's and -Pro's configs set (so its scales
+// are exact E8M0; V3's act_quant had s = amax / 448, not rounded):
+//   amax = max(max over the group of |x|, 1e-4)
+//   s    = 2^ceil(log2(amax · f32(1/448)))   the product one f32 multiply, its exponent then
+//                                            rounded up from the bits (fast_round_scale)
+//   q    = e4m3(x / s), round to nearest even; |x / s| ≤ 448 by the choice of s
+// The reference quantizes its bf16 activation; dsv4 quantizes the f32 one it holds. CUDA and
+// CPU give identical bytes.
+Status quantize_activation_fp8(const TensorView& x, const Fp8Activation& out);
+
+// y f32 [T, N] (rows may be strided) = a · wᵀ for w an FP8 block matrix [N, K] on y's device,
+// with DeepGEMM's accumulation: per 128-column block j of K, a partial sum of the raw codes
+//   p[t, n, j] = Σ_{k in block j} e4m3(a.values[t, k]) · e4m3(w.values[n, k])
+// (each product exact in f32), then promoted into an f32 accumulator
+//   acc[t, n] = fma(a.scales[t, j] · w.block_scales[n / 128, j], p[t, n, j], acc[t, n])
+// (the scale product one f32 multiply: exact for power-of-two scales). The CPU sums p in f32
+// in column order and the blocks j in order. CUDA computes p on the FP8 tensor cores, whose
+// adder keeps fewer bits than f32 (the reason DeepSeek promotes every 128 columns), and the
+// small-M kernel sums the blocks j in per-warp runs before adding the runs; both stay within
+// the bound tests/kernels/fp8_linear_cuda_test.cpp states against a float64 evaluation.
+// The CUDA kernels need K a multiple of 16 and w's row stride a multiple of 16 bytes (every
+// V4 linear has both); other shapes get an unimplemented Status there.
+Status linear_fp8(const Fp8Activation& a, const format::Fp8BlockView& w, const TensorView& y);
+
+// The fast profile's linear for an f32 activation: quantize_activation_fp8(x, scratch), then
+// linear_fp8(scratch, w, y). scratch is shaped for x ([T, K] and [T, Kb]) on x's device.
+Status linear_fp8(const TensorView& x, const format::Fp8BlockView& w, const Fp8Activation& scratch,
+                  const TensorView& y);
 
 // ---- MoE (docs/moe.md)
 // --------------------------------------------------------------------------- One DeepSeek-V4 MoE

@@ -69,22 +69,12 @@ Status write_window(const TensorView& kv, int64_t start_pos, AttentionCache& cac
   return ok_status();
 }
 
-// i32 [T, W] of a step: the ring rows of positions p−W+1 … p for each row's query position p
-// (−1 before 0), in the ring of the row's sequence; one upload for all sequences.
+// i32 [T, W] of a step (window_index_values), one upload for all sequences.
 Result<Tensor> window_indices(std::span<const SequenceRows> sequences,
                               const std::vector<int64_t>& positions, int64_t window,
                               Device device) {
-  std::vector<int32_t> indices(positions.size() * window);
-  for (const SequenceRows& seq : sequences) {
-    const int64_t n_ring = seq.cache->window.shape()[0];
-    for (int64_t t = seq.begin; t < seq.end; ++t) {
-      for (int64_t j = 0; j < window; ++j) {
-        const int64_t pos = positions[t] - window + 1 + j;
-        indices[t * window + j] = pos < 0 ? -1 : static_cast<int32_t>(pos % n_ring);
-      }
-    }
-  }
-  return upload(indices, {static_cast<int64_t>(positions.size()), window}, device);
+  return upload(window_index_values(sequences, positions, window),
+                {static_cast<int64_t>(positions.size()), window}, device);
 }
 
 // A sequence's one new token (a decode row), without a snapshot inside it.
@@ -224,6 +214,7 @@ struct StepRows {
   const CompressorRows* compressor_rows = nullptr;
   const CompressorRows* index_compressor_rows = nullptr;
   TensorView o;
+  TensorView capacity_entry_ids;  // RowPositions::capacity_entry_ids
 };
 
 // Rows [from, to) as one sequence's compressor input: its tokens, with their projections when
@@ -259,6 +250,30 @@ Status attend_rows(const checkpoint::ModelConfig& config,
       seq.start_pos + from - seq.begin, *seq.cache, rows.o.rows(from, to)));
   seq.cache->n_tokens += to - from;
   return ok_status();
+}
+
+// The decode rows' cache holding the most entries (the one of the latest position).
+const AttentionCache* widest_cache(std::span<const SequenceRows> run,
+                                   std::span<const int64_t> host_positions) {
+  const auto latest = std::max_element(host_positions.begin(), host_positions.end());
+  return run[latest - host_positions.begin()].cache;
+}
+
+// How wide decode rows take a compressed source (`buffer` of a cache: f32 [C, d] entries): as
+// the most entries a row has, (p + 1) / m at the latest position p, or, with capacity ids
+// (RowPositions::capacity_entry_ids), as the largest capacity C among the rows' caches.
+template <typename Buffer>
+int64_t decode_width(std::span<const SequenceRows> run, std::span<const int64_t> host_positions,
+                     const TensorView& capacity_entry_ids, const Buffer& buffer) {
+  if (capacity_entry_ids.data == nullptr) {
+    const int64_t latest = *std::max_element(host_positions.begin(), host_positions.end());
+    return (latest + 1) / run.front().cache->compressor->ratio;
+  }
+  int64_t width = 0;
+  for (const SequenceRows& seq : run) width = std::max(width, buffer(*seq.cache).shape()[0]);
+  DSV4_CHECK(width <= capacity_entry_ids.numel(), "decode rows: %lld entries past %lld ids",
+             (long long)width, (long long)capacity_entry_ids.numel());
+  return width;
 }
 
 // A run of decode rows (sequences [first, first + B) of the step, rows [from, from + B)), each
@@ -313,25 +328,33 @@ Status attend_decode_rows(const checkpoint::ModelConfig& config,
       const IndexerDecodeRows index{
           decode_rows(*rows.index_compressor_rows, kIndexKvRows, indexers),
           rows.index_q.rows(from, to), rows.index_weights.rows(from, to), rows.inv_freq};
-      DSV4_ASSIGN_OR_RETURN(picks, indexer_decode_rows(config, *weights.indexer, index));
+      DSV4_ASSIGN_OR_RETURN(
+          picks, indexer_decode_rows(config, *weights.indexer, index,
+                                     decode_width(run, host_positions, rows.capacity_entry_ids,
+                                                  [](const AttentionCache& c) -> const Tensor& {
+                                                    return c.indexer->entries;
+                                                  })));
     }
-    // The extra source as wide as the most entries a row has (a row sees its own only).
+    // The extra source as wide as the most entries a row has (a row sees its own only: the
+    // kernel reads each row's entries through the table), or as the caches' capacity.
     const int64_t ratio = front.compressor->ratio;
-    int64_t n_entries = 0;
-    const AttentionCache* widest = &front;
-    for (const SequenceRows& seq : run) {
-      const int64_t entries = (seq.start_pos + 1) / ratio;
-      if (entries > n_entries) n_entries = entries, widest = seq.cache;
-    }
+    const int64_t n_entries = decode_width(
+        run, host_positions, rows.capacity_entry_ids,
+        [](const AttentionCache& c) -> const Tensor& { return c.compressor->entries; });
     if (n_entries > 0) {
-      attn.extra_kv = widest->compressor->entries.view().rows(0, n_entries);
+      attn.extra_kv = TensorView::contiguous(front.compressor->entries.view().data, DType::kF32,
+                                             front.compressor->entries.device(),
+                                             {n_entries, config.head_dim});
       attn.extra_addresses = addresses.of(kEntries, first, last);
       attn.row_positions = positions;
       attn.extra_ratio = ratio;
       if (front.indexer) {
         attn.extra_indices = picks.view();
       } else {
-        attn.extra_indices = widest->entry_ids.view().rows(0, n_entries).reshaped({1, n_entries});
+        const TensorView ids = rows.capacity_entry_ids.data != nullptr
+                                   ? rows.capacity_entry_ids
+                                   : widest_cache(run, host_positions)->entry_ids.view();
+        attn.extra_indices = ids.rows(0, n_entries).reshaped({1, n_entries});
         attn.extra_positions = positions;
       }
     }
@@ -349,10 +372,11 @@ struct StepPositions {
   std::span<const int64_t> host;
   TensorView positions;
   TensorView window_rows;
+  TensorView capacity_entry_ids;
 
   StepPositions rows(int64_t begin, int64_t end) const {
     return {host.subspan(begin, end - begin), positions.rows(begin, end),
-            window_rows.rows(begin, end)};
+            window_rows.rows(begin, end), capacity_entry_ids};
   }
 };
 
@@ -406,7 +430,8 @@ Status attention_step(const checkpoint::ModelConfig& config,
                       index.weights.view(),
                       compressor_rows ? &*compressor_rows : nullptr,
                       index_compressor_rows ? &*index_compressor_rows : nullptr,
-                      o.view()};
+                      o.view(),
+                      at.capacity_entry_ids};
   for (size_t i = 0; i < sequences.size();) {
     const SequenceRows& seq = sequences[i];
     if (!is_decode_row(seq)) {
@@ -501,8 +526,8 @@ Status run_step(const checkpoint::ModelConfig& config, const checkpoint::Attenti
 
 }  // namespace
 
-Result<Tensor> cache_addresses(std::span<AttentionCache* const> caches, int64_t n_layers,
-                               Device device) {
+std::vector<int64_t> cache_address_values(std::span<AttentionCache* const> caches,
+                                          int64_t n_layers) {
   DSV4_CHECK(n_layers > 0 && static_cast<int64_t>(caches.size()) % n_layers == 0,
              "cache_addresses: %zu caches for %lld layers", caches.size(), (long long)n_layers);
   const int64_t n_sequences = static_cast<int64_t>(caches.size()) / n_layers;
@@ -529,7 +554,58 @@ Result<Tensor> cache_addresses(std::span<AttentionCache* const> caches, int64_t 
       }
     }
   }
-  return upload(table, {n_layers, kCacheBuffers, n_sequences}, device);
+  return table;
+}
+
+Result<Tensor> cache_addresses(std::span<AttentionCache* const> caches, int64_t n_layers,
+                               Device device) {
+  const int64_t n_sequences = static_cast<int64_t>(caches.size()) / n_layers;
+  return upload(cache_address_values(caches, n_layers), {n_layers, kCacheBuffers, n_sequences},
+                device);
+}
+
+std::vector<int32_t> window_index_values(std::span<const SequenceRows> sequences,
+                                         std::span<const int64_t> positions, int64_t window) {
+  std::vector<int32_t> indices(positions.size() * window);
+  for (const SequenceRows& seq : sequences) {
+    const int64_t n_ring = seq.cache->window.shape()[0];
+    for (int64_t t = seq.begin; t < seq.end; ++t) {
+      for (int64_t j = 0; j < window; ++j) {
+        const int64_t pos = positions[t] - window + 1 + j;
+        indices[t * window + j] = pos < 0 ? -1 : static_cast<int32_t>(pos % n_ring);
+      }
+    }
+  }
+  return indices;
+}
+
+Status check_decode_step(const checkpoint::ModelConfig& config, int64_t layer,
+                         std::span<AttentionCache* const> caches,
+                         std::span<const int64_t> positions) {
+  DSV4_CHECK(caches.size() == positions.size(), "check_decode_step: %zu caches, %zu positions",
+             caches.size(), positions.size());
+  std::vector<CompressorCache*> compressors, indexers;
+  for (size_t t = 0; t < caches.size(); ++t) {
+    DSV4_RETURN_IF_ERROR(check_sequence(config, layer, 1, positions[t], *caches[t]));
+    if (caches[t]->compressor) compressors.push_back(&*caches[t]->compressor);
+    if (caches[t]->indexer) indexers.push_back(&*caches[t]->indexer);
+  }
+  if (!compressors.empty()) DSV4_RETURN_IF_ERROR(check_decode_slots(compressors, positions));
+  if (!indexers.empty()) DSV4_RETURN_IF_ERROR(check_decode_slots(indexers, positions));
+  return ok_status();
+}
+
+void advance_decode_step(std::span<AttentionCache* const> caches,
+                         std::span<const int64_t> positions) {
+  for (size_t t = 0; t < caches.size(); ++t) {
+    AttentionCache& cache = *caches[t];
+    const std::span<const int64_t> at = positions.subspan(t, 1);
+    for (std::optional<CompressorCache>* c : {&cache.compressor, &cache.indexer}) {
+      CompressorCache* compressor = c->has_value() ? &**c : nullptr;
+      if (compressor) advance_decode_slots(std::span(&compressor, 1), at);
+    }
+    ++cache.n_tokens;
+  }
 }
 
 Result<RowPositions> RowPositions::of(const checkpoint::ModelConfig& config,
@@ -570,7 +646,8 @@ Status attention_forward(const checkpoint::ModelConfig& config, int64_t layer,
                  static_cast<int64_t>(at.host.size()) == x.size(0),
              "attention_forward: positions of %zu sequences and %zu rows for %zu and %lld",
              at.n_ring_rows.size(), at.host.size(), sequences.size(), (long long)x.size(0));
-  const StepPositions all{at.host, at.positions.view(), at.window_rows.view()};
+  const StepPositions all{at.host, at.positions.view(), at.window_rows.view(),
+                          at.capacity_entry_ids};
   std::vector<SequenceRows> batch;
   std::vector<int64_t> index;  // of each in `sequences`: its column of at.cache_addresses
   int64_t next = 0;

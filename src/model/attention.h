@@ -49,6 +49,24 @@ enum CacheBuffer : int64_t {
 // layer by layer (each sequence's cache of layer l at l · S + s).
 Result<Tensor> cache_addresses(std::span<AttentionCache* const> caches, int64_t n_layers,
                                Device device);
+// The same table on the host.
+std::vector<int64_t> cache_address_values(std::span<AttentionCache* const> caches,
+                                          int64_t n_layers);
+
+// i32 [T, W] on the host: the ring rows of positions p − W + 1 … p of each row's query position
+// p (−1 before 0), in the ring of the row's sequence (RowPositions::window_rows).
+std::vector<int32_t> window_index_values(std::span<const SequenceRows> sequences,
+                                         std::span<const int64_t> positions, int64_t window);
+
+// The host side of one decode row a sequence over one layer's caches, without device work (a
+// replayed decode graph's kernels do that): check_decode_step makes the checks attention_forward
+// makes for these rows and changes nothing; advance_decode_step then moves each cache's counts
+// past its row, as attention_forward's decode rows do.
+Status check_decode_step(const checkpoint::ModelConfig& config, int64_t layer,
+                         std::span<AttentionCache* const> caches,
+                         std::span<const int64_t> positions);
+void advance_decode_step(std::span<AttentionCache* const> caches,
+                         std::span<const int64_t> positions);
 
 // What every layer's attention reads of a forward's rows and is the same in all of them: each
 // row's position (on the host and on the device) and its window's ring rows (every layer's ring
@@ -61,6 +79,13 @@ struct RowPositions {
   std::vector<int64_t> n_ring_rows;  // [sequences]: the rings these rows were made for
   // cache_addresses of these sequences, or empty: a layer's decode rows upload their own.
   Tensor cache_addresses;
+  // When set, i32 [C] holding 0 … C − 1 for C at least every cache's entry capacity: decode
+  // rows then take compressed sources (the indexer's scores and picks, the attention's extra
+  // rows) as wide as their caches' capacity, not as the most entries a row has so far, so that
+  // a step's shapes stay the same from one step to the next (a replayed graph's,
+  // decode_graph.h); the padding adds exact zeros, so the bits are the same. Empty: as wide as
+  // the rows' entries.
+  TensorView capacity_entry_ids;
 
   // For `sequences` (tiling [0, T) as attention_forward's) and their caches' rings, on `device`.
   static Result<RowPositions> of(const checkpoint::ModelConfig& config,

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "base/buffer.h"
 #include "checkpoint/config.h"
@@ -68,6 +69,12 @@ struct AttentionCache {
   // this (the entries so far, each row seeing those complete at its position: sparse_attention's
   // extra_positions), so a step uploads no candidate table.
   Tensor entry_ids;
+};
+
+// The caches of one sequence, one per layer.
+struct SequenceCache {
+  std::vector<AttentionCache> layers;
+  int64_t n_tokens() const { return layers.empty() ? 0 : layers.front().n_tokens; }
 };
 
 }  // namespace dsv4::model

@@ -100,17 +100,6 @@ Status copy_cache_state(const SequenceCache& from, SequenceCache& to) {
   return ok_status();
 }
 
-Result<SequenceCache> empty_snapshot(const Model& model, int64_t n_tokens) {
-  return model.new_cache(std::max<int64_t>(n_tokens, 1), /*max_step_tokens=*/1,
-                         CacheStart::kForCopy);
-}
-
-Result<SequenceCache> snapshot_cache(const Model& model, const SequenceCache& cache) {
-  DSV4_ASSIGN_OR_RETURN(SequenceCache snapshot, empty_snapshot(model, cache.n_tokens()));
-  DSV4_RETURN_IF_ERROR(copy_cache_state(cache, snapshot));
-  return snapshot;
-}
-
 int64_t cache_bytes(const SequenceCache& cache) {
   int64_t bytes = 0;
   for (const AttentionCache& c : cache.layers) {

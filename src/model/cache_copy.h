@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "model/deepseek_v4.h"
+#include "model/attention_cache.h"
 
 namespace dsv4::model {
 
@@ -18,13 +18,6 @@ namespace dsv4::model {
 Status copy_cache_state(const AttentionCache& from, AttentionCache& to);
 // Every layer's.
 Status copy_cache_state(const SequenceCache& from, SequenceCache& to);
-
-// A copy of `cache`'s state in the least memory that holds it: a window ring of W rows (one
-// token a step) and entries for n_tokens positions. It holds state only (CacheStart::kForCopy):
-// it is copied from, never run.
-Result<SequenceCache> snapshot_cache(const Model& model, const SequenceCache& cache);
-// Buffers of that size, for a state of n_tokens to be copied in (SequenceChunk::snapshot).
-Result<SequenceCache> empty_snapshot(const Model& model, int64_t n_tokens);
 
 // Device bytes the cache's tensors hold.
 int64_t cache_bytes(const SequenceCache& cache);

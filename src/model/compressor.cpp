@@ -110,28 +110,46 @@ Status compressor_forward(const checkpoint::CompressorWeights& weights,
   return copy_tensor(cache.gate.view().rows(0, cache.n_rows), gate.rows(keep_from, n_stream));
 }
 
-Status compressor_decode_rows(const checkpoint::CompressorWeights& weights,
-                              const CompressorDecodeRows& rows, const TensorView& inv_freq,
-                              float eps) {
-  DSV4_CHECK(rows.caches.size() == rows.host_positions.size() && !rows.caches.empty(),
-             "compressor_decode_rows: %zu caches for %zu rows", rows.caches.size(),
-             rows.host_positions.size());
-  const CompressorCache& first = *rows.caches.front();
-  // Every check before the launch, so that a refused step leaves every cache as it was.
-  for (size_t t = 0; t < rows.caches.size(); ++t) {
-    const CompressorCache& cache = *rows.caches[t];
+Status check_decode_slots(std::span<CompressorCache* const> caches,
+                          std::span<const int64_t> positions) {
+  DSV4_CHECK(caches.size() == positions.size(), "compressor decode rows: %zu caches for %zu rows",
+             caches.size(), positions.size());
+  const CompressorCache& first = *caches.front();
+  for (size_t t = 0; t < caches.size(); ++t) {
+    const CompressorCache& cache = *caches[t];
     const kernels::CompressorDecodeSlot at =
-        kernels::compressor_decode_slot(rows.host_positions[t], cache.ratio, cache.overlap);
+        kernels::compressor_decode_slot(positions[t], cache.ratio, cache.overlap);
     DSV4_CHECK(cache.ratio == first.ratio && cache.overlap == first.overlap &&
                    cache.n_rows == at.row && cache.n_entries == at.entry,
                "compressor_decode_rows: a cache of %lld rows and %lld entries at position %lld",
-               (long long)cache.n_rows, (long long)cache.n_entries,
-               (long long)rows.host_positions[t]);
+               (long long)cache.n_rows, (long long)cache.n_entries, (long long)positions[t]);
     if (at.pools && at.entry >= cache.entries.shape()[0]) {
       return resource_exhausted("compressor: more than " +
                                 std::to_string(cache.entries.shape()[0]) + " entries");
     }
   }
+  return ok_status();
+}
+
+void advance_decode_slots(std::span<CompressorCache* const> caches,
+                          std::span<const int64_t> positions) {
+  // The host's counts follow the device's: compressor_forward's for one token.
+  for (size_t t = 0; t < caches.size(); ++t) {
+    CompressorCache& cache = *caches[t];
+    const kernels::CompressorDecodeSlot at =
+        kernels::compressor_decode_slot(positions[t], cache.ratio, cache.overlap);
+    cache.n_rows = at.pools ? at.row + 1 - cache.ratio : at.row + 1;
+    cache.n_entries += at.pools ? 1 : 0;
+  }
+}
+
+Status compressor_decode_rows(const checkpoint::CompressorWeights& weights,
+                              const CompressorDecodeRows& rows, const TensorView& inv_freq,
+                              float eps) {
+  DSV4_CHECK(!rows.caches.empty(), "compressor_decode_rows: no rows");
+  // Every check before the launch, so that a refused step leaves every cache as it was.
+  DSV4_RETURN_IF_ERROR(check_decode_slots(rows.caches, rows.host_positions));
+  const CompressorCache& first = *rows.caches.front();
   kernels::CompressorDecodeParams p;
   p.kv = rows.kv;
   p.gate = rows.gate;
@@ -145,14 +163,7 @@ Status compressor_decode_rows(const checkpoint::CompressorWeights& weights,
   p.eps = eps;
   p.inv_freq = inv_freq;
   DSV4_RETURN_IF_ERROR(kernels::compressor_decode(p));
-  // The host's counts follow the device's: compressor_forward's for one token.
-  for (size_t t = 0; t < rows.caches.size(); ++t) {
-    CompressorCache& cache = *rows.caches[t];
-    const kernels::CompressorDecodeSlot at =
-        kernels::compressor_decode_slot(rows.host_positions[t], cache.ratio, cache.overlap);
-    cache.n_rows = at.pools ? at.row + 1 - cache.ratio : at.row + 1;
-    cache.n_entries += at.pools ? 1 : 0;
-  }
+  advance_decode_slots(rows.caches, rows.host_positions);
   return ok_status();
 }
 

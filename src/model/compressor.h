@@ -55,6 +55,14 @@ struct CompressorDecodeRows {
   std::span<const int64_t> host_positions;
   std::span<CompressorCache* const> caches;  // [T], the buffers above
 };
+// compressor_decode_rows' host side: check_decode_slots checks each cache is where a decode row
+// at its position expects it and has room for an entry the row completes (changing nothing);
+// advance_decode_slots moves the host's counts past the row, as the device's step moves them.
+Status check_decode_slots(std::span<CompressorCache* const> caches,
+                          std::span<const int64_t> positions);
+void advance_decode_slots(std::span<CompressorCache* const> caches,
+                          std::span<const int64_t> positions);
+
 Status compressor_decode_rows(const checkpoint::CompressorWeights& weights,
                               const CompressorDecodeRows& rows, const TensorView& inv_freq,
                               float eps);

@@ -5,6 +5,8 @@
 #include <vector>
 
 #include "kernels/ops.h"
+#include "model/cache_copy.h"
+#include "model/decode_graph.h"
 #include "model/hyper_connections.h"
 #include "model/layer.h"
 #include "model/scratch.h"
@@ -13,7 +15,9 @@
 namespace dsv4::model {
 
 Model::Model(const checkpoint::ModelWeights& weights, ModelOptions options)
-    : weights_(&weights), options_(options) {}
+    : weights_(&weights),
+      options_(options),
+      graphs_(options.cuda_graph ? std::make_shared<DecodeGraphs>() : nullptr) {}
 
 Result<SequenceCache> Model::new_cache(int64_t max_positions, int64_t max_step_tokens,
                                        CacheStart start) const {
@@ -61,6 +65,12 @@ Status Model::check_chunk(const SequenceChunk& chunk) const {
 }
 
 Status Model::forward(std::span<const SequenceChunk> chunks) const {
+  if (graphs_ && DecodeGraphs::serves(*this, chunks)) return graphs_->run(*this, chunks);
+  return forward_rows(chunks, TensorView{});
+}
+
+Status Model::forward_rows(std::span<const SequenceChunk> chunks,
+                           const TensorView& capacity_entry_ids) const {
   const checkpoint::ModelConfig& c = config();
   std::vector<int64_t> ids;
   for (const SequenceChunk& chunk : chunks) {
@@ -93,6 +103,7 @@ Status Model::forward(std::span<const SequenceChunk> chunks) const {
   // layer's cache addresses (the decode rows' tables).
   rows_of_layer(0);
   DSV4_ASSIGN_OR_RETURN(RowPositions positions, RowPositions::of(c, rows, n_rows, device()));
+  positions.capacity_entry_ids = capacity_entry_ids;
   const bool decodes = std::any_of(chunks.begin(), chunks.end(), [](const SequenceChunk& chunk) {
     return chunk.tokens.size() == 1 && chunk.snapshot == nullptr;
   });
@@ -105,9 +116,14 @@ Status Model::forward(std::span<const SequenceChunk> chunks) const {
   }
   for (int64_t layer = 0; layer < c.n_layer; ++layer) {
     rows_of_layer(layer);
-    const LayerInput input{
-        &c,      layer,     &weights_->layers[layer], options_.expert_mode, tokens.view(), rows,
-        nullptr, &positions};
+    const LayerInput input{.config = &c,
+                           .layer = layer,
+                           .weights = &weights_->layers[layer],
+                           .expert_mode = options_.expert_mode,
+                           .tokens = tokens.view(),
+                           .sequences = rows,
+                           .positions = &positions,
+                           .placement = options_.placement};
     DSV4_RETURN_IF_ERROR(layer_forward(input, streams, spare));
   }
   int64_t end = 0;
@@ -127,24 +143,23 @@ namespace {
 // chunk by chunk.
 constexpr int64_t kJointHeadRows = 256;
 
-// Each chunk's asked rows (its last logits.size(0) of `hidden`) through the head into its logits.
+// Each chunk's asked rows (its last logits.size(0) of `hidden` before its end) through the head
+// into its logits.
 Status head_by_chunk(const TensorView& hidden, const TensorView& head,
-                     std::span<const SequenceChunk> chunks) {
-  int64_t end = 0;
-  for (const SequenceChunk& chunk : chunks) {
-    end += static_cast<int64_t>(chunk.tokens.size());
-    const TensorView rows = hidden.rows(end - chunk.logits.size(0), end);
+                     std::span<const HeadRows> chunks) {
+  for (const HeadRows& chunk : chunks) {
+    const TensorView rows = hidden.rows(chunk.end - chunk.logits.size(0), chunk.end);
     DSV4_RETURN_IF_ERROR(kernels::linear(rows, head, chunk.logits));
   }
   return ok_status();
 }
 
 // The chunks' logits as one f32 [n_asked, V] view, when they are consecutive rows of one
-// buffer (as the runtime's step makes them), else an empty view.
-TensorView joint_logits(std::span<const SequenceChunk> chunks, int64_t n_asked) {
+// buffer (as the runtime's step and the MTP drafts make them), else an empty view.
+TensorView joint_logits(std::span<const HeadRows> chunks, int64_t n_asked) {
   const TensorView& front = chunks.front().logits;
   auto* next = static_cast<char*>(front.data);
-  for (const SequenceChunk& chunk : chunks) {
+  for (const HeadRows& chunk : chunks) {
     if (!chunk.logits.is_contiguous() || chunk.logits.data != next) return TensorView{};
     next += chunk.logits.bytes();
   }
@@ -155,18 +170,17 @@ TensorView joint_logits(std::span<const SequenceChunk> chunks, int64_t n_asked) 
 // sequence); otherwise the asked rows are gathered first. Logits in one buffer take the head's
 // output as they are; else it is copied into each chunk's.
 Status head_in_one_call(const TensorView& hidden, const TensorView& head,
-                        std::span<const SequenceChunk> chunks, int64_t n_asked) {
+                        std::span<const HeadRows> chunks, int64_t n_asked) {
   Tensor gathered;
   TensorView asked = hidden;
   if (n_asked != hidden.size(0)) {
     DSV4_ASSIGN_OR_RETURN(gathered,
                           Tensor::empty(DType::kF32, {n_asked, hidden.size(1)}, hidden.device));
-    int64_t end = 0, row = 0;
-    for (const SequenceChunk& chunk : chunks) {
-      end += static_cast<int64_t>(chunk.tokens.size());
+    int64_t row = 0;
+    for (const HeadRows& chunk : chunks) {
       const int64_t n = chunk.logits.size(0);
-      DSV4_RETURN_IF_ERROR(
-          copy_tensor(gathered.view().rows(row, row + n), hidden.rows(end - n, end)));
+      DSV4_RETURN_IF_ERROR(copy_tensor(gathered.view().rows(row, row + n),
+                                       hidden.rows(chunk.end - n, chunk.end)));
       row += n;
     }
     asked = gathered.view();
@@ -177,7 +191,7 @@ Status head_in_one_call(const TensorView& hidden, const TensorView& head,
                         Tensor::empty(DType::kF32, {n_asked, head.size(0)}, hidden.device));
   DSV4_RETURN_IF_ERROR(kernels::linear(asked, head, logits.view()));
   int64_t row = 0;
-  for (const SequenceChunk& chunk : chunks) {
+  for (const HeadRows& chunk : chunks) {
     const int64_t n = chunk.logits.size(0);
     DSV4_RETURN_IF_ERROR(copy_tensor(chunk.logits, logits.view().rows(row, row + n)));
     row += n;
@@ -187,25 +201,46 @@ Status head_in_one_call(const TensorView& hidden, const TensorView& head,
 
 }  // namespace
 
-// logits = head · norm(hc_head(streams)), in f32, only for the rows each chunk asked for. The
-// head is V·D weights (1 GB in bf16 for V4) and a decode step asks one row of each sequence, so
-// a few asked rows go through it in one call, read once a step, not once a sequence (at B = 8
-// on V4-Flash shapes a call a sequence costs 2 ms of an 11 ms step: ncu, H200; docs/bench_log.md,
-// "The engine end to end").
+// The head is V·D weights (1 GB in bf16 for V4) and a decode step asks one row of each
+// sequence, so a few asked rows go through it in one call, read once a step, not once a
+// sequence (at B = 8 on V4-Flash shapes a call a sequence costs 2 ms of an 11 ms step: ncu,
+// H200; docs/bench_log.md, "The engine end to end").
+Status head_rows(const TensorView& hidden, const TensorView& head,
+                 std::span<const HeadRows> chunks) {
+  int64_t n_asked = 0;
+  for (const HeadRows& chunk : chunks) n_asked += chunk.logits.size(0);
+  if (chunks.size() == 1 || n_asked > kJointHeadRows) return head_by_chunk(hidden, head, chunks);
+  return head_in_one_call(hidden, head, chunks, n_asked);
+}
+
+// logits = head · norm(hc_head(streams)), in f32, only for the rows each chunk asked for.
 Status Model::lm_head(std::span<const SequenceChunk> chunks, const Tensor& streams) const {
   DSV4_ASSIGN_OR_RETURN(const Tensor hidden, final_hidden(*weights_, streams.view()));
-  int64_t n_asked = 0;
-  for (const SequenceChunk& chunk : chunks) n_asked += chunk.logits.size(0);
-  if (chunks.size() == 1 || n_asked > kJointHeadRows) {
-    return head_by_chunk(hidden.view(), weights_->head.view(), chunks);
+  std::vector<HeadRows> rows;
+  int64_t end = 0;
+  for (const SequenceChunk& chunk : chunks) {
+    end += static_cast<int64_t>(chunk.tokens.size());
+    rows.push_back({end, chunk.logits});
   }
-  return head_in_one_call(hidden.view(), weights_->head.view(), chunks, n_asked);
+  return head_rows(hidden.view(), weights_->head.view(), rows);
 }
 
 Status Model::forward(std::span<const int64_t> tokens, int64_t start_pos, SequenceCache& cache,
                       const TensorView& logits) const {
   const SequenceChunk chunk{tokens, start_pos, &cache, logits};
   return forward(std::span<const SequenceChunk>(&chunk, 1));
+}
+
+
+Result<SequenceCache> empty_snapshot(const Model& model, int64_t n_tokens) {
+  return model.new_cache(std::max<int64_t>(n_tokens, 1), /*max_step_tokens=*/1,
+                         CacheStart::kForCopy);
+}
+
+Result<SequenceCache> snapshot_cache(const Model& model, const SequenceCache& cache) {
+  DSV4_ASSIGN_OR_RETURN(SequenceCache snapshot, empty_snapshot(model, cache.n_tokens()));
+  DSV4_RETURN_IF_ERROR(copy_cache_state(cache, snapshot));
+  return snapshot;
 }
 
 }  // namespace dsv4::model

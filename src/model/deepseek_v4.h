@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -20,12 +21,6 @@
 #include "model/mtp.h"
 
 namespace dsv4::model {
-
-// The caches of one sequence, one per layer.
-struct SequenceCache {
-  std::vector<AttentionCache> layers;
-  int64_t n_tokens() const { return layers.empty() ? 0 : layers.front().n_tokens; }
-};
 
 // One sequence's part of a forward call.
 struct SequenceChunk {
@@ -45,10 +40,31 @@ struct SequenceChunk {
   TensorView streams_out = {};
 };
 
+// One chunk's asked rows of the head: its last logits.size(0) rows of the hidden states before
+// row `end`, into logits f32 [n, V].
+struct HeadRows {
+  int64_t end = 0;
+  TensorView logits;
+};
+
+// logits = head · hidden for each chunk's asked rows: in one call when they are few (and
+// straight into their logits when those are consecutive rows of one buffer), so the head's
+// weights are read once for them all; else chunk by chunk.
+Status head_rows(const TensorView& hidden, const TensorView& head,
+                 std::span<const HeadRows> chunks);
+
 struct ModelOptions {
   ExpertMode expert_mode = ExpertMode::kW4A16;  // for NVFP4 experts
   Numerics numerics = Numerics::kExact;          // EngineOptions::numerics; CPU: kExact only
+  // Where the main layers' NVFP4 routed experts run (expert_placement.h; not owned, outlives
+  // the model); null: in place.
+  ExpertPlacement* placement = nullptr;
+  // On the GPU, decode steps (one token of each sequence) replayed as CUDA graphs
+  // (model/decode_graph.h), with the same bits as run op by op.
+  bool cuda_graph = false;
 };
+
+class DecodeGraphs;
 
 class Model {
  public:
@@ -67,7 +83,8 @@ class Model {
 
   // Runs every chunk's tokens through the model, appending them to their caches. Fails with
   // invalid_argument for a token id outside the vocabulary or a start_pos that does not
-  // continue the cache, resource_exhausted past the cache's capacity.
+  // continue the cache, resource_exhausted past the cache's capacity. With cuda_graph, a decode
+  // step may replay a graph (so concurrent forwards of one Model are not allowed).
   Status forward(std::span<const SequenceChunk> chunks) const;
   // One sequence: Model::forward(tokens, start_pos, cache, logits).
   Status forward(std::span<const int64_t> tokens, int64_t start_pos, SequenceCache& cache,
@@ -80,11 +97,25 @@ class Model {
   Status mtp_forward(std::span<const MtpChunk> chunks) const;
 
  private:
+  friend class DecodeGraphs;
   Status check_chunk(const SequenceChunk& chunk) const;
+  // forward, op by op; decode rows' compressed sources as wide as capacity_entry_ids when set
+  // (RowPositions::capacity_entry_ids).
+  Status forward_rows(std::span<const SequenceChunk> chunks,
+                      const TensorView& capacity_entry_ids) const;
   Status lm_head(std::span<const SequenceChunk> chunks, const Tensor& streams) const;
 
   const checkpoint::ModelWeights* weights_;
   ModelOptions options_;
+  std::shared_ptr<DecodeGraphs> graphs_;  // with cuda_graph: the captured decode steps
 };
+
+// Prefix caching's kept states (model/cache_copy.h copies into and out of them). A copy of
+// `cache`'s state in the least memory that holds it: a window ring of W rows (one token a step)
+// and entries for n_tokens positions. It holds state only (CacheStart::kForCopy): it is copied
+// from, never run.
+Result<SequenceCache> snapshot_cache(const Model& model, const SequenceCache& cache);
+// Buffers of that size, for a state of n_tokens to be copied in (SequenceChunk::snapshot).
+Result<SequenceCache> empty_snapshot(const Model& model, int64_t n_tokens);
 
 }  // namespace dsv4::model

@@ -83,14 +83,16 @@ Result<Tensor> indexer_forward(const checkpoint::ModelConfig& config,
 
 Result<Tensor> indexer_decode_rows(const checkpoint::ModelConfig& config,
                                    const checkpoint::IndexerWeights& weights,
-                                   const IndexerDecodeRows& rows) {
+                                   const IndexerDecodeRows& rows, int64_t n_entries) {
   const CompressorDecodeRows& c = rows.compressor;
   DSV4_RETURN_IF_ERROR(compressor_decode_rows(weights.compressor, c, rows.inv_freq,
                                               static_cast<float>(config.rms_norm_eps)));
-  // Each row's sequence now holds (p + 1) / m entries; the scores are as wide as the most.
+  // Each row's sequence now holds (p + 1) / m entries, at most n_entries.
   const int64_t ratio = c.caches.front()->ratio;
-  int64_t n_entries = 0;
-  for (const int64_t p : c.host_positions) n_entries = std::max(n_entries, (p + 1) / ratio);
+  for (const int64_t p : c.host_positions) {
+    DSV4_CHECK((p + 1) / ratio <= n_entries, "indexer_decode_rows: %lld entries past a width of %lld",
+               (long long)((p + 1) / ratio), (long long)n_entries);
+  }
   const int64_t n_picks = std::min(config.index_topk, n_entries);
   if (n_picks == 0) return Tensor();
   const int64_t n_rows = static_cast<int64_t>(c.caches.size());

@@ -54,8 +54,9 @@ Result<Tensor> indexer_forward(const checkpoint::ModelConfig& config,
 // A step's decode rows (one token of each of T sequences), as indexer_forward would run them one
 // sequence at a time, in one launch an op for all: each row's token into its sequence's
 // indexer compressor (`compressor`, the caches and their addresses), then each row's picks i32
-// [T, K] among its own sequence's entries, K = min(index_topk, the most entries any row has
-// after this token), −1 past a row's own; an empty tensor when no row has an entry yet.
+// [T, K] among its own sequence's entries, K = min(index_topk, n_entries), −1 past a row's own;
+// an empty tensor when n_entries = 0. n_entries: at least the most entries any row has after
+// this token (that many, or the caches' capacity for a step of fixed shapes).
 struct IndexerDecodeRows {
   CompressorDecodeRows compressor;
   TensorView q;             // f32 [T, HI, DI]  these rows' IndexerQueries
@@ -64,6 +65,6 @@ struct IndexerDecodeRows {
 };
 Result<Tensor> indexer_decode_rows(const checkpoint::ModelConfig& config,
                                    const checkpoint::IndexerWeights& weights,
-                                   const IndexerDecodeRows& rows);
+                                   const IndexerDecodeRows& rows, int64_t n_entries);
 
 }  // namespace dsv4::model

@@ -34,7 +34,7 @@ Status layer_forward(const LayerInput& in, Tensor& streams, Tensor& spare) {
   DSV4_RETURN_IF_ERROR(hc_pre(config, w.hc_ffn, streams.view(), site, x.view()));
   DSV4_RETURN_IF_ERROR(kernels::rms_norm(x.view(), w.ffn_norm.view(), eps, x.view()));
   DSV4_RETURN_IF_ERROR(moe_forward(config, in.layer, w.ffn, in.expert_mode, x.view(), in.tokens,
-                                   block_out.view(), in.expert_amaxes));
+                                   block_out.view(), in.expert_amaxes, in.placement));
   DSV4_RETURN_IF_ERROR(hc_post(block_out.view(), streams.view(), site, spare.view()));
   std::swap(streams, spare);
   return ok_status();

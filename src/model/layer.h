@@ -27,6 +27,7 @@ struct LayerInput {
   ExpertAmaxes* expert_amaxes = nullptr;  // a calibration forward's record (moe_forward)
   // The rows' positions, made once for all layers (attention.h); nullptr: each layer makes them.
   const RowPositions* positions = nullptr;
+  ExpertPlacement* placement = nullptr;  // where NVFP4 routed experts run; null: in place
 };
 
 // streams f32 [T, M, D], updated in place (through `spare`, same shape, as the other buffer).

@@ -1,8 +1,6 @@
 #include "model/moe.h"
 
 #include <string>
-#include <utility>
-#include <vector>
 
 #include "kernels/ops.h"
 #include "model/scratch.h"
@@ -31,50 +29,11 @@ Status route(const ModelConfig& config, int64_t layer, const MoeWeights& w, cons
   return kernels::moe_route(logits.view(), w.bias.view(), TensorView{}, scale, routing);
 }
 
-// An offloaded layer's routed experts (codes and block scales in mapped host memory,
-// checkpoint/expert_offload.h) reach the device before its kernels run, in one of two ways. Below
-// this many tokens the op copies the experts its routing touched (MoeWeightsView::touched_copies:
-// a kernel, since the routing is on the device); from it the copy engines copy both stacks whole.
-// Measured on an H200 (docs/bench_log.md, "Expert offload"): the kernel moves 51 GB/s, the copy
-// engines 55, and V4-Flash's 256 experts are 3.6 GB (66 ms); a step touches 188 of them at 64
-// tokens (54 ms touched, 67 ms whole), ~236 at 128, where the two meet, and all from ~512.
-constexpr int64_t kCopyOffloadedLayerTokens = 128;
-
-// Device scratch shaped like `stack`'s codes and block scales (kept alive by `keep`); the
-// per-matrix scales are on the device already.
-Result<format::Nvfp4View> device_bulk(const format::Nvfp4Tensor& stack, std::vector<Tensor>& keep) {
-  format::Nvfp4View view = stack.view();
-  for (TensorView* bulk : {&view.packed, &view.block_scale}) {
-    DSV4_ASSIGN_OR_RETURN(Tensor copy, scratch(bulk->dtype, bulk->shape, Device::kCuda));
-    *bulk = copy.view();
-    keep.push_back(std::move(copy));
-  }
-  return view;
-}
-
-// An offloaded layer's routed experts as the op reads them: device scratch that the copy engines
-// fill whole now, or (below kCopyOffloadedLayerTokens) that the op fills with the experts it
-// touches.
-Status place_offloaded(const checkpoint::RoutedExpertWeights& experts, int64_t n_tokens,
-                       kernels::MoeWeightsView& view, std::vector<Tensor>& keep) {
-  DSV4_ASSIGN_OR_RETURN(const format::Nvfp4View w13, device_bulk(*experts.w13_nvfp4, keep));
-  DSV4_ASSIGN_OR_RETURN(const format::Nvfp4View w2, device_bulk(*experts.w2_nvfp4, keep));
-  if (n_tokens < kCopyOffloadedLayerTokens) {
-    view.touched_copies = {w13.packed, w13.block_scale, w2.packed, w2.block_scale};
-    return ok_status();
-  }
-  for (auto [to, from] : {std::pair{w13, view.w13}, std::pair{w2, view.w2}}) {
-    DSV4_RETURN_IF_ERROR(copy_tensor(to.packed, from.packed));
-    DSV4_RETURN_IF_ERROR(copy_tensor(to.block_scale, from.block_scale));
-  }
-  view.w13 = w13, view.w2 = w2;
-  return ok_status();
-}
-
 // NVFP4 routed experts: the fused MoE op (router included) without its shared expert, which
-// stays in the checkpoint's precision (shared_expert below).
+// stays in the checkpoint's precision (shared_expert below), run where `placement` puts it.
 Status nvfp4_experts(const ModelConfig& config, int64_t layer, const MoeWeights& w, ExpertMode mode,
-                     const TensorView& x, const TensorView& tokens, const TensorView& out) {
+                     ExpertPlacement* placement, const TensorView& x, const TensorView& tokens,
+                     const TensorView& out) {
   const bool hash = config.schedule(layer).routing == checkpoint::RoutingType::kHash;
   // W4A4 stages with the checkpoint's calibrated scales when it has them (the loader's
   // RoutedExpertWeights::w13_input_scale), else dynamic ones.
@@ -87,19 +46,11 @@ Status nvfp4_experts(const ModelConfig& config, int64_t layer, const MoeWeights&
                                {},
                                w.experts.w13_input_scale.view(),
                                w.experts.w2_input_scale.view()};
-  std::vector<Tensor> copies;
-  if (w.experts.in_host_memory) {
-    DSV4_RETURN_IF_ERROR(place_offloaded(w.experts, x.size(0), view, copies));
-  }
   const kernels::MoeConfig cfg{static_cast<int>(config.n_expert_used),
                                static_cast<float>(config.routed_scaling_factor),
                                static_cast<float>(config.swiglu_limit), mode};
-  const int64_t bytes = kernels::moe_ffn_workspace_bytes(x.size(0), view, cfg);
-  Tensor workspace;
-  if (x.device == Device::kCuda) {
-    DSV4_ASSIGN_OR_RETURN(workspace, scratch(DType::kU8, {bytes}, x.device));
-  }
-  return kernels::moe_ffn(x, tokens, view, cfg, workspace.view(), out);
+  const RoutedExpertsCall call{layer, &w.experts, view, cfg, x, tokens, out};
+  return placement ? placement->run(call) : run_in_place(call);
 }
 
 // Dense routed experts, composed from the plain ops: route, group, gather, gate_up, SwiGLU, down,
@@ -154,13 +105,13 @@ Status shared_expert(const ModelConfig& config, const checkpoint::DenseExpertWei
 
 Status moe_forward(const ModelConfig& config, int64_t layer, const MoeWeights& weights,
                    ExpertMode mode, const TensorView& x, const TensorView& tokens,
-                   const TensorView& out, ExpertAmaxes* amaxes) {
+                   const TensorView& out, ExpertAmaxes* amaxes, ExpertPlacement* placement) {
   if (weights.experts.is_nvfp4()) {
     if (amaxes != nullptr) {
       return invalid_argument("layer " + std::to_string(layer) +
                               ": recording expert input amaxes needs dense (bf16/f32) experts");
     }
-    DSV4_RETURN_IF_ERROR(nvfp4_experts(config, layer, weights, mode, x, tokens, out));
+    DSV4_RETURN_IF_ERROR(nvfp4_experts(config, layer, weights, mode, placement, x, tokens, out));
   } else {
     DSV4_RETURN_IF_ERROR(dense_experts(config, layer, weights, x, tokens, out, amaxes));
   }

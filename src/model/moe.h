@@ -15,6 +15,7 @@
 #include "dsv4/status.h"
 #include "kernels/ops.h"
 #include "model/expert_amaxes.h"
+#include "model/expert_placement.h"
 
 namespace dsv4::model {
 
@@ -25,9 +26,11 @@ using ExpertMode = kernels::MoeMode;
 
 // x f32 [T, D]: the ffn_norm'ed block input; tokens i64 [T] (hash routing reads them);
 // out f32 [T, D]. With `amaxes`, dense routed experts also record their inputs' amaxes there
-// (a calibration forward; NVFP4 experts refuse it).
+// (a calibration forward; NVFP4 experts refuse it). NVFP4 routed experts run through
+// `placement` (expert_placement.h), in place without one.
 Status moe_forward(const checkpoint::ModelConfig& config, int64_t layer,
                    const checkpoint::MoeWeights& weights, ExpertMode mode, const TensorView& x,
-                   const TensorView& tokens, const TensorView& out, ExpertAmaxes* amaxes = nullptr);
+                   const TensorView& tokens, const TensorView& out, ExpertAmaxes* amaxes = nullptr,
+                   ExpertPlacement* placement = nullptr);
 
 }  // namespace dsv4::model

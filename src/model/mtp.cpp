@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "kernels/ops.h"
+#include "model/deepseek_v4.h"
 #include "model/layer.h"
 #include "model/scratch.h"
 #include "model/upload.h"
@@ -119,17 +120,16 @@ Status mtp_forward(const checkpoint::ModelWeights& weights, int64_t index, Exper
 
   DSV4_ASSIGN_OR_RETURN(const Tensor hidden,
                         final_hidden(c, w.hc_head, w.norm.view(), x.view()));
+  std::vector<HeadRows> head;
   for (size_t i = 0; i < chunks.size(); ++i) {
     const MtpChunk& chunk = chunks[i];
     if (chunk.out_streams.data != nullptr) {
       DSV4_RETURN_IF_ERROR(
           copy_tensor(chunk.out_streams, x.view().rows(rows[i].begin, rows[i].end)));
     }
-    const int64_t end = rows[i].end;
-    DSV4_RETURN_IF_ERROR(kernels::linear(hidden.view().rows(end - chunk.logits.size(0), end),
-                                         weights.head.view(), chunk.logits));
+    head.push_back({rows[i].end, chunk.logits});
   }
-  return ok_status();
+  return head_rows(hidden.view(), weights.head.view(), head);
 }
 
 }  // namespace dsv4::model

@@ -1,6 +1,7 @@
 #include "runtime/batch.h"
 
 #include <algorithm>
+#include <chrono>
 #include <utility>
 #include <vector>
 
@@ -15,7 +16,7 @@ static_assert(kMaxSpeculativeTokens <= TokenConstraintState::kMaxRollback);
 
 RunningBatch::RunningBatch(const model::Model& model, int64_t eos_token_id, int64_t step_tokens,
                            int64_t prefix_cache_bytes, int64_t speculative_tokens,
-                           std::shared_ptr<const TokenMask> drawable)
+                           bool speculate_always, std::shared_ptr<const TokenMask> drawable)
     : model_(model),
       eos_token_id_(eos_token_id),
       step_tokens_(step_tokens),
@@ -25,6 +26,8 @@ RunningBatch::RunningBatch(const model::Model& model, int64_t eos_token_id, int6
   DSV4_CHECK(speculative_tokens == 0 || model.n_mtp_blocks() > 0,
              "speculative decoding without an MTP block");
   totals_.drafted_at.assign(static_cast<size_t>(speculative_tokens), 0);
+  const bool can_pause = model.n_mtp_blocks() > 0 && model.config().mtp_layers.front().compress_ratio == 0;
+  if (speculative_tokens > 0 && !speculate_always && can_pause) policy_.emplace();
   totals_.accepted_at.assign(static_cast<size_t>(speculative_tokens), 0);
 }
 
@@ -173,10 +176,15 @@ std::vector<StepInput> RunningBatch::plan_step() {
   if (prompt_waits) --draft_budget;
   // Every decoding sequence feeds the token it drew last step (the last token of a generation
   // needs no forward: it left the batch when it was drawn).
+  // (A step of prompts alone runs the MTP block over them, ready for their first drafts.)
+  const int64_t n_drafting = n_decoding();
+  speculating_ =
+      speculative_tokens_ > 0 && (!policy_ || n_drafting == 0 || policy_->speculate(n_drafting));
   for (Sequence& s : sequences_) {
     s.step_start = s.session.n_tokens();
     if (!prefilled(s)) continue;
-    if (!s.drafts) {
+    if (!s.drafts || !speculating_) {
+      if (s.drafts) s.drafts->limit(0);  // plain this step: its drafts go unverified
       inputs.push_back({&s.session, std::span<const int64_t>(&s.out.tokens.back(), 1), false});
       --budget;
       continue;
@@ -203,7 +211,7 @@ std::vector<StepInput> RunningBatch::plan_step() {
     inputs.push_back({&s.session, rest.first(static_cast<size_t>(s.chunk)),
                       s.request.return_prompt_logits || s.request.prompt_logprobs,
                       s.snapshot ? &*s.snapshot : nullptr, s.snapshot_at - s.n_prompt_fed,
-                      s.drafts.has_value()});
+                      s.drafts.has_value() && speculating_});
   }
   return inputs;
 }
@@ -266,7 +274,8 @@ bool RunningBatch::emit(Sequence& s, std::span<const float> row, int64_t token) 
 
 Status RunningBatch::take_step_output(Sequence& s) {
   s.mtp_next.clear();
-  if (s.drafts && prefilled(s) && s.chunk == 0 && s.session.n_tokens() > s.step_start) {
+  if (s.drafts && speculating_ && prefilled(s) && s.chunk == 0 &&
+      s.session.n_tokens() > s.step_start) {
     return take_verified_step(s);
   }
   const int64_t n_fed = s.chunk;
@@ -323,7 +332,13 @@ Status RunningBatch::draft_next_steps() {
     inputs.push_back({&*s.drafts, &s.sampler, s.session.streams().view().rows(0, n_rows),
                       s.step_start, s.mtp_next, n_drafts});
   }
-  return draft(model_, inputs);
+  if (inputs.empty()) return ok_status();
+  const auto start = std::chrono::steady_clock::now();
+  const Status drafted = draft(model_, inputs);
+  ++totals_.draft_runs;
+  totals_.draft_seconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return drafted;
 }
 
 void RunningBatch::drop_cancelled() {
@@ -346,7 +361,15 @@ void RunningBatch::step() {
   const std::vector<StepInput> inputs = plan_step();
   if (inputs.empty()) return;
   ++totals_.steps;
-  for (const Sequence& s : sequences_) totals_.prompt_tokens += s.chunk;
+  const auto start = std::chrono::steady_clock::now();
+  const int64_t n_decoding_now = n_decoding();
+  bool decode_only = true;
+  for (const Sequence& s : sequences_) {
+    totals_.prompt_tokens += s.chunk;
+    decode_only = decode_only && s.chunk == 0 && !s.awaits_twin;
+  }
+  const int64_t drafted_before = totals_.drafted_tokens;
+  const int64_t generated_before = totals_.generated_tokens;
   const Status stepped = beside_masks([&] { return runtime::step(model_, inputs); });
   if (!stepped.ok()) {
     fail_all(stepped);
@@ -369,11 +392,24 @@ void RunningBatch::step() {
       ++it;
     }
   }
-  if (speculative_tokens_ > 0) {
+  if (speculating_) {
     // The first drafts' masks are made while the MTP block runs.
     const Status drafted = beside_masks([&] { return draft_next_steps(); });
     if (!drafted.ok()) fail_all(drafted);
   }
+  // A speculative step that verified no drafts (the first after plain ones) measures nothing.
+  if (policy_ && decode_only && (!speculating_ || totals_.drafted_tokens > drafted_before)) {
+    policy_->record(
+        n_decoding_now, speculating_,
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+        static_cast<double>(totals_.generated_tokens - generated_before) /
+            static_cast<double>(n_decoding_now));
+  }
+}
+
+int64_t RunningBatch::n_decoding() const {
+  return std::count_if(sequences_.begin(), sequences_.end(),
+                       [](const Sequence& s) { return s.drafts && prefilled(s); });
 }
 
 Status RunningBatch::beside_masks(const std::function<Status()>& work) {

@@ -37,6 +37,7 @@
 #include "runtime/prefix_cache.h"
 #include "runtime/sampler.h"
 #include "runtime/session.h"
+#include "runtime/speculation_policy.h"
 #include "runtime/speculative.h"
 
 namespace dsv4::runtime {
@@ -56,10 +57,14 @@ class RunningBatch {
   // in what is left (at least one token while fewer than step_tokens sequences decode). At most
   // prefix_cache_bytes of kept states (0: no prefix cache).
   // With speculative_tokens k > 0 (the model has an MTP block), a decoding sequence's step
-  // feeds k drafts besides its token (fewer near its end), which count against step_tokens.
-  // Only the ids in `drawable` (null: every id) are ever drawn.
+  // feeds k drafts besides its token (fewer near its end), which count against step_tokens:
+  // in every step with speculate_always, else in the steps where the batch's measured step
+  // times say it pays (runtime/speculation_policy.h; a plain step leaves the MTP block's cache
+  // behind, and the next speculative one moves it on: model::skip_mtp_cache). Only the ids in
+  // `drawable` (null: every id) are ever drawn.
   RunningBatch(const model::Model& model, int64_t eos_token_id, int64_t step_tokens,
                int64_t prefix_cache_bytes, int64_t speculative_tokens = 0,
+               bool speculate_always = true,
                std::shared_ptr<const TokenMask> drawable = nullptr);
 
   // Makes the sequence's session (its caches for prompt + max_tokens) and starts it from the
@@ -151,6 +156,8 @@ class RunningBatch {
   // Runs `work` (a forward) while helper_ makes the constrained sequences' next token masks
   // (Sampler::prepare_masks); returns what it returned, once both are done.
   Status beside_masks(const std::function<Status()>& work);
+  // Sequences that decode with drafts (prompt done).
+  int64_t n_decoding() const;
   static int64_t n_alternatives(const Sequence& s);
 
   const model::Model& model_;
@@ -158,6 +165,10 @@ class RunningBatch {
   int64_t step_tokens_;
   int64_t speculative_tokens_;
   std::shared_ptr<const TokenMask> drawable_;
+  // Whether this step's decoding sequences feed their drafts; the policy that decides it when
+  // not always (a sliding-window MTP block only: a compressed one cannot skip positions).
+  bool speculating_ = false;
+  std::optional<SpeculationPolicy> policy_;
   std::list<Sequence> sequences_;  // stable addresses: step() holds pointers to sessions
   PrefixCache prefix_cache_;
   EngineStats totals_;

@@ -12,16 +12,12 @@
 #include "checkpoint/loader.h"
 #include "checkpoint/to_device.h"
 #include "dsv4/structured_output.h"
+#include "runtime/placement.h"
 #include "runtime/scheduler.h"
 #include "runtime/speculative.h"
 
 namespace dsv4 {
 namespace {
-
-// Device memory the weights leave free besides the prefix cache when expert offload decides
-// what fits: a margin for the sequences' caches and a step's activations and MoE workspace,
-// which grow with the requests and are allocated as they come, so no config gives them exactly.
-constexpr int64_t kStepHeadroomBytes = int64_t{4} << 30;
 
 // Speculative decoding drafts with the checkpoint's first MTP block, which must be there, and
 // sliding-window only (as the release's is): a sequence resumed from a kept prefix skips the MTP
@@ -65,13 +61,17 @@ std::shared_ptr<const runtime::TokenMask> drawable_ids(const std::vector<int64_t
 
 struct Engine::State {
   checkpoint::ModelWeights weights;
+  std::unique_ptr<model::ExpertPlacement> placement;  // reads the weights; the model calls it
   model::Model model;
   int64_t max_context;
   std::vector<std::string> load_notes;
   std::vector<int64_t> undecodable;  // ascending: ids EngineOptions::decodable refused
   runtime::Scheduler scheduler;      // last: its worker steps the model above
-  State(checkpoint::LoadedModel loaded, model::ModelOptions options, const EngineOptions& engine)
+  // options.placement is experts_at's.
+  State(checkpoint::LoadedModel loaded, std::unique_ptr<model::ExpertPlacement> experts_at,
+        model::ModelOptions options, const EngineOptions& engine)
       : weights(std::move(loaded.weights)),
+        placement(std::move(experts_at)),
         model(weights, options),
         max_context(engine.max_context),
         load_notes(std::move(loaded.report.notes)),
@@ -81,6 +81,7 @@ struct Engine::State {
                    .step_tokens = engine.max_step_tokens,
                    .prefix_cache_bytes = engine.prefix_cache_mb << 20,
                    .speculative_tokens = engine.speculative_tokens,
+                   .speculate_always = engine.speculate_always,
                    .drawable = drawable_ids(undecodable, model.config().vocab_size)}) {}
 };
 
@@ -101,6 +102,13 @@ Result<Engine> Engine::open(const EngineOptions& options) {
                             ") must be at least max_batch (" + std::to_string(options.max_batch) +
                             "): every sequence of a full batch decodes a token a step");
   }
+  // The replayed steps are checked bit for bit against the eager ones at 1 and 2 sequences
+  // only; past that they can differ (docs/decode_graph.md), so they are not offered there.
+  if (options.cuda_graph && options.max_batch > 2) {
+    return invalid_argument("cuda_graph needs max_batch <= 2 (--max-batch 2, or --batch 1/2 in "
+                            "bench): replayed steps of 3 or more sequences do not yet match the "
+                            "eager ones (docs/decode_graph.md)");
+  }
   if (options.expert_offload_layers < -1) {
     return invalid_argument("expert_offload_layers must be -1 (automatic) or a count of layers");
   }
@@ -114,11 +122,12 @@ Result<Engine> Engine::open(const EngineOptions& options) {
                             ") must be in [0, " +
                             std::to_string(runtime::kMaxSpeculativeTokens) + "]");
   }
+  DSV4_RETURN_IF_ERROR(runtime::check_parallelism(options));
   // The loader decodes on the host; each layer then goes to the device the model runs on.
   const Device device = options.device == EngineDevice::kCuda ? Device::kCuda : Device::kCpu;
   const checkpoint::DevicePlacement placement{
       .expert_offload_layers = options.expert_offload_layers,
-      .device_headroom = (options.prefix_cache_mb << 20) + kStepHeadroomBytes};
+      .device_headroom = (options.prefix_cache_mb << 20) + runtime::kStepHeadroomBytes};
   DSV4_ASSIGN_OR_RETURN(checkpoint::LoadedModel loaded,
                         device == Device::kCpu
                             ? checkpoint::load_model(options.model_dir)
@@ -128,10 +137,15 @@ Result<Engine> Engine::open(const EngineOptions& options) {
                      ": checkpoint does not bind cleanly: " + loaded.report.first_problem());
   }
   if (options.speculative_tokens > 0) DSV4_RETURN_IF_ERROR(check_speculation(options, loaded));
-  const model::ModelOptions model_options{options.experts == ExpertPrecision::kW4A4
+  model::ModelOptions model_options{options.experts == ExpertPrecision::kW4A4
                                               ? model::ExpertMode::kW4A4
                                               : model::ExpertMode::kW4A16};
-  return Engine(std::make_unique<State>(std::move(loaded), model_options, options));
+  DSV4_ASSIGN_OR_RETURN(std::unique_ptr<model::ExpertPlacement> experts_at,
+                        runtime::make_placement(options, loaded.weights));
+  model_options.placement = experts_at.get();
+  model_options.cuda_graph = options.cuda_graph;
+  return Engine(
+      std::make_unique<State>(std::move(loaded), std::move(experts_at), model_options, options));
 }
 
 int64_t Engine::vocab_size() const { return state_->model.config().vocab_size; }

@@ -95,7 +95,7 @@ struct Scheduler::Call {
 
 Scheduler::Scheduler(const model::Model& model, size_t max_batch, const BatchOptions& options)
     : batch_(model, options.eos_token_id, options.step_tokens, options.prefix_cache_bytes,
-             options.speculative_tokens, options.drawable),
+             options.speculative_tokens, options.speculate_always, options.drawable),
       eos_token_id_(options.eos_token_id),
       max_batch_(max_batch),
       worker_([this] { work(); }) {}

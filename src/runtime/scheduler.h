@@ -29,6 +29,7 @@ class Scheduler {
     int64_t step_tokens = 2048;         // at most fed a step
     int64_t prefix_cache_bytes = 0;     // of kept states
     int64_t speculative_tokens = 0;     // drafts a decoding sequence feeds
+    bool speculate_always = true;       // in every step, or where it pays (RunningBatch)
     std::shared_ptr<const TokenMask> drawable = nullptr;  // the ids ever drawn (null: all)
   };
   // max_batch sequences at most in the batch.

@@ -81,39 +81,44 @@ Verdict Drafts::verify(std::span<const float> rows, Sampler& sampler) {
 
 namespace {
 
-// Host copies of each chunk's one row of logits.
-Status logits_to_host(const std::vector<Tensor>& device, std::vector<std::vector<float>>& host) {
-  host.resize(device.size());
-  for (size_t i = 0; i < device.size(); ++i) {
-    host[i].resize(static_cast<size_t>(device[i].numel()));
-    const TensorView dst =
-        TensorView::contiguous(host[i].data(), DType::kF32, Device::kCpu, device[i].shape());
-    DSV4_RETURN_IF_ERROR(copy_tensor(dst, device[i].view()));
-  }
-  return ok_status();
-}
-
-// One MTP call over `chunks`, each asking its last row's logits and output streams.
+// One MTP call over `chunks`, each asking its last row's logits (and, chained, its output
+// streams). Their logits are rows of one buffer, so the head runs once for them all (reading
+// its weights once, not once a sequence) and they come back to the host in one copy: a draft
+// depth costs one forward and one round trip whatever the batch.
 struct MtpCall {
   std::vector<model::MtpChunk> chunks;
-  std::vector<Tensor> logits, out_streams;
+  std::vector<Tensor> out_streams;
   std::vector<size_t> input_of;  // the DraftInput each chunk belongs to
+  Tensor logits;                 // f32 [chunks, V] on the model's device
+  std::vector<float> rows;       // the same on the host, after run()
 
   // With `chained`, the output streams too (the next draft's input).
   Status add(const model::Model& model, size_t input, const TensorView& streams,
              std::span<const int64_t> next, int64_t start_pos, model::AttentionCache* cache,
              bool chained) {
-    const checkpoint::ModelConfig& c = model.config();
-    DSV4_ASSIGN_OR_RETURN(Tensor row, Tensor::empty(DType::kF32, {1, c.vocab_size}, model.device()));
     Tensor out;
     if (chained) {
       DSV4_ASSIGN_OR_RETURN(out, Tensor::empty(DType::kF32, streams.shape, model.device()));
     }
-    chunks.push_back({streams, next, start_pos, cache, row.view(), out.view()});
-    logits.push_back(std::move(row));
+    chunks.push_back({streams, next, start_pos, cache, TensorView{}, out.view()});
     out_streams.push_back(std::move(out));
     input_of.push_back(input);
     return ok_status();
+  }
+
+  Status run(const model::Model& model) {
+    const int64_t n = static_cast<int64_t>(chunks.size()), v = model.config().vocab_size;
+    DSV4_ASSIGN_OR_RETURN(logits, Tensor::empty(DType::kF32, {n, v}, model.device()));
+    for (int64_t c = 0; c < n; ++c) chunks[static_cast<size_t>(c)].logits = logits.view().rows(c, c + 1);
+    DSV4_RETURN_IF_ERROR(model.mtp_forward(chunks));
+    rows.resize(static_cast<size_t>(n * v));
+    return copy_tensor(TensorView::contiguous(rows.data(), DType::kF32, Device::kCpu, {n, v}),
+                       logits.view());
+  }
+
+  std::span<const float> row(size_t c) const {
+    const size_t v = rows.size() / chunks.size();
+    return std::span<const float>(rows).subspan(c * v, v);
   }
 };
 
@@ -125,30 +130,31 @@ Status draft(const model::Model& model, std::span<const DraftInput> inputs) {
   for (size_t i = 0; i < inputs.size(); ++i) {
     const DraftInput& in = inputs[i];
     model::AttentionCache& cache = in.drafts->cache_;
-    if (cache.n_tokens > in.start_pos) {
-      DSV4_RETURN_IF_ERROR(model::roll_back(cache, in.start_pos));
-    } else if (cache.n_tokens < in.start_pos) {
+    // Rows past the trunk's own (the last drafts') go; a gap (a resumed prefix, plain steps) is
+    // skipped.
+    const int64_t trunk_rows = std::min(in.start_pos, in.drafts->n_trunk_rows_);
+    if (cache.n_tokens > trunk_rows) DSV4_RETURN_IF_ERROR(model::roll_back(cache, trunk_rows));
+    if (cache.n_tokens < in.start_pos) {
       DSV4_RETURN_IF_ERROR(model::skip_mtp_cache(cache, in.start_pos));
     }
+    in.drafts->n_trunk_rows_ = in.start_pos + static_cast<int64_t>(in.next_tokens.size());
     in.drafts->tokens_.resize(1);
     in.drafts->q_.clear();
     DSV4_RETURN_IF_ERROR(update.add(model, i, in.streams, in.next_tokens, in.start_pos, &cache,
                                     in.n_drafts > 1));
   }
   if (update.chunks.empty()) return ok_status();
-  DSV4_RETURN_IF_ERROR(model.mtp_forward(update.chunks));
+  DSV4_RETURN_IF_ERROR(update.run(model));
   // Each further draft: the block again, on its own last output streams and the last draft.
   MtpCall* last = &update;
   MtpCall chained[2];
   for (int64_t depth = 1;; ++depth) {
-    std::vector<std::vector<float>> rows;
-    DSV4_RETURN_IF_ERROR(logits_to_host(last->logits, rows));
     MtpCall& next = chained[depth % 2];
     next = MtpCall{};
     for (size_t c = 0; c < last->chunks.size(); ++c) {
       const DraftInput& in = inputs[last->input_of[c]];
       if (in.n_drafts < depth) continue;
-      in.drafts->draw(rows[c], *in.sampler);
+      in.drafts->draw(last->row(c), *in.sampler);
       if (in.n_drafts == depth) continue;
       const TensorView out = last->out_streams[c].view();
       const int64_t n = out.size(0);
@@ -158,7 +164,7 @@ Status draft(const model::Model& model, std::span<const DraftInput> inputs) {
                                     in.n_drafts > depth + 1));
     }
     if (next.chunks.empty()) return ok_status();
-    DSV4_RETURN_IF_ERROR(model.mtp_forward(next.chunks));
+    DSV4_RETURN_IF_ERROR(next.run(model));
     last = &next;
   }
 }

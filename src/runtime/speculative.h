@@ -63,6 +63,8 @@ class Drafts {
   // Draws draft i + 1 from the MTP block's logits at the row before it.
   void draw(std::span<const float> logits, Sampler& sampler);
   model::AttentionCache cache_;
+  // The MTP cache's rows from the trunk's streams (those after are the drafts' chain).
+  int64_t n_trunk_rows_ = 0;
   std::vector<int64_t> tokens_ = {0};  // [last, d1 .. dn]
   std::vector<std::vector<double>> q_;  // sampled requests: each draft's distribution [V]
 };

@@ -16,6 +16,7 @@
 #include "checkpoint/synthetic_checkpoint.h"
 #include "format/json.h"
 #include "format/text_file.h"
+#include "model/mtp.h"
 #include "model/nvfp4_golden.h"
 #include "testing/source_dir.h"
 #include "testing/temp_dir.h"
@@ -59,11 +60,13 @@ std::string tiny_flash_config(const testing::TempDir& dir) {
 }
 
 Result<SyntheticSummary> synthesize(const std::string& config, const std::string& out_dir,
-                                    int64_t n_layers = kLayers, uint64_t seed = 1) {
+                                    int64_t n_layers = kLayers, uint64_t seed = 1,
+                                    int64_t n_mtp_layers = 0) {
   SyntheticOptions options;
   options.config_path = config;
   options.out_dir = out_dir;
   options.n_layers = n_layers;
+  options.n_mtp_layers = n_mtp_layers;
   options.seed = seed;
   return write_synthetic_checkpoint(options);
 }
@@ -90,7 +93,7 @@ void expect_first_layers_of(const std::string& original_path, const std::string&
   EXPECT_EQ((*config)["quantization_config"]["quant_algo"], "NVFP4");
 }
 
-// Binds as `dsv4 check` demands, with NVFP4 experts in every layer.
+// Binds as `dsv4 check` demands, with NVFP4 experts in every layer (and MTP block).
 void expect_binds_cleanly(const checkpoint::LoadedModel& loaded, const SyntheticSummary& summary) {
   const checkpoint::LoadReport& report = loaded.report;
   EXPECT_TRUE(report.clean()) << report.first_problem();
@@ -103,7 +106,7 @@ void expect_binds_cleanly(const checkpoint::LoadedModel& loaded, const Synthetic
   EXPECT_EQ(report.n_bound, report.n_keys);
   const checkpoint::ModelConfig& config = loaded.weights.config;
   EXPECT_EQ(report.storage_census.at("nvfp4 e2m1, e4m3 scale per 16 + global"),
-            static_cast<size_t>(config.n_layer * config.n_routed_experts * 3));
+            static_cast<size_t>((config.n_layer + config.n_mtp_layers) * config.n_routed_experts * 3));
   for (const checkpoint::LayerWeights& layer : loaded.weights.layers) {
     EXPECT_TRUE(layer.ffn.experts.is_nvfp4());
   }
@@ -141,6 +144,47 @@ TEST(SyntheticCheckpointTest, TransformersStyleConfigBindsAndRuns) {
 TEST(SyntheticCheckpointTest, OfficialStyleConfigBindsAndRuns) {
   testing::TempDir dir;
   expect_usable_checkpoint(tiny_flash_config(dir));
+}
+
+// --mtp-layers 1: the config's MTP block (its compress_ratios entry kept after the cut layers'),
+// bound with its NVFP4 experts, and a finite draft from it.
+TEST(SyntheticCheckpointTest, AnMtpBlockBindsAndDrafts) {
+  testing::TempDir dir;
+  const std::string out = dir.file("out");
+  Result<SyntheticSummary> summary =
+      synthesize(tiny_flash_config(dir), out, kLayers, /*seed=*/1, /*n_mtp_layers=*/1);
+  ASSERT_TRUE(summary.ok()) << summary.status().to_string();
+  EXPECT_EQ(summary->n_shards, static_cast<size_t>(kLayers) + 2);
+  Result<checkpoint::LoadedModel> loaded = checkpoint::load_model(out);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  expect_binds_cleanly(*loaded, *summary);
+  const checkpoint::ModelWeights& w = loaded->weights;
+  ASSERT_EQ(w.mtp.size(), 1u);
+  EXPECT_EQ(w.config.mtp_layers.front().compress_ratio, 0);  // V4-Flash's: sliding window
+  const checkpoint::ModelConfig& c = w.config;
+  Result<model::AttentionCache> cache = model::mtp_cache(w, 0, 8);
+  ASSERT_TRUE(cache.ok()) << cache.status().to_string();
+  const std::vector<int64_t> next = {5, 9};
+  Result<Tensor> streams = Tensor::empty(DType::kF32, {2, c.hc_mult, c.hidden_size}, Device::kCpu);
+  Result<Tensor> logits = Tensor::empty(DType::kF32, {2, c.vocab_size}, Device::kCpu);
+  ASSERT_TRUE(streams.ok() && logits.ok());
+  float* x = streams->data_as<float>();
+  for (int64_t i = 0; i < streams->numel(); ++i) x[i] = std::sin(0.1f * static_cast<float>(i));
+  const model::MtpChunk chunk{streams->view(), next, 0, &*cache, logits->view()};
+  ASSERT_TRUE(model::mtp_forward(w, 0, model::ExpertMode::kW4A16, {&chunk, 1}).ok());
+  const float* v = logits->data_as<float>();
+  for (int64_t i = 0; i < logits->numel(); ++i) ASSERT_TRUE(std::isfinite(v[i])) << i;
+  EXPECT_NE(v[0], v[1]) << "logits should vary";
+}
+
+TEST(SyntheticCheckpointTest, RefusesAnMtpLayerCountTheConfigDoesNotHave) {
+  testing::TempDir dir;
+  Result<SyntheticSummary> summary =
+      synthesize(tiny_flash_config(dir), dir.file("out"), kLayers, /*seed=*/1, /*n_mtp_layers=*/2);
+  ASSERT_FALSE(summary.ok());
+  EXPECT_NE(summary.status().message().find("--mtp-layers 2"), std::string::npos)
+      << summary.status().message();
+  EXPECT_FALSE(fs::exists(dir.file("out")));
 }
 
 TEST(SyntheticCheckpointTest, RefusesANonEmptyOutputDirAndLeavesItUntouched) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "checkpoint/loader.h"
+#include "model/deepseek_v4.h"
 #include "model/golden.h"
 #include "testing/compare.h"
 #include "testing/random.h"

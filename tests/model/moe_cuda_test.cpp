@@ -2,9 +2,9 @@
 // through the fused moe_ffn op with the dense shared expert added beside it, at widths the CUDA
 // pipeline runs (D and F multiples of 128, as in every DeepSeek-V4 checkpoint), both expert
 // modes, score and hash routing, with and without calibrated input scales, with the routed
-// experts on the device and in host memory (expert offload: at T = 1 and 37 the op copies the
-// experts it touches to the device, at T = 130 both stacks are copied whole first). The output is
-// poisoned first.
+// experts on the device and in host memory (expert offload through the runtime's placement,
+// runtime/offloaded_experts.h: at T = 1 and 37 the op copies the experts it touches to the
+// device, at T = 130 both stacks are copied whole first). The output is poisoned first.
 //
 // Dimension letters: T tokens, D model width, E routed experts, K experts per token, F expert
 // width.
@@ -17,6 +17,7 @@
 
 #include "kernels/moe_test_layer.h"
 #include "model/moe.h"
+#include "runtime/offloaded_experts.h"
 #include "testing/compare.h"
 #include "testing/device.h"
 #include "testing/random.h"
@@ -115,8 +116,9 @@ TEST_P(MoeForwardCudaTest, MatchesTheCpu) {
   const MoeWeights device_weights = on_device(w, in_host_memory);
   const Tensor x_dev = to_device(x.view()), tokens_dev = to_device(tokens.view());
   const Tensor out = testing::poisoned_device(DType::kF32, {n_tokens, d});
-  const Status status =
-      moe_forward(config, 0, device_weights, mode, x_dev.view(), tokens_dev.view(), out.view());
+  runtime::OffloadedExperts placement;
+  const Status status = moe_forward(config, 0, device_weights, mode, x_dev.view(),
+                                    tokens_dev.view(), out.view(), nullptr, &placement);
   ASSERT_TRUE(status.ok()) << status.to_string();
   const Tensor got = to_host(out.view());
   if (mode == ExpertMode::kW4A16) {

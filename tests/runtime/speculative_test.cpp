@@ -8,7 +8,9 @@
 //     cross every compressor's pool steps and the window's wrap-around, with prompts in chunks
 //     beside the others' decode steps; logits and logprobs too; a continuation that starts from
 //     a speculative sequence's kept state (prefix cache) is also the plain one; sampled hot, so
-//     that several drafts a step are kept, each token's logits are those of its prefix;
+//     that several drafts a step are kept, each token's logits are those of its prefix; where
+//     the batch decides by its step times, steps switch between plain and speculative (the MTP
+//     cache skipping ahead) and the greedy tokens stay the plain ones;
 //   - stops (max_tokens inside a step's drafts, the caller's on_token) cut the step's tokens;
 //   - constrained sequences (structured outputs) speculate within their constraint: greedy, the
 //     tokens of the plain run; sampled hot, every token one the constraint allows where it
@@ -221,6 +223,28 @@ TEST_P(SpeculativeBatchTest, GreedyTokensLogitsAndLogprobsAreThoseWithoutSpecula
     EXPECT_GT(spec.totals.drafted_tokens, 0);
     EXPECT_EQ(spec.totals.generated_tokens, plain.totals.generated_tokens);
   }
+}
+
+// Where the batch decides by its step times (speculate_always off), it speculates in some steps
+// and not in others - both kinds first, then retries of the other kind - and the MTP block's
+// cache skips ahead over the plain steps' positions each time speculation resumes: the greedy
+// tokens stay the plain ones, whichever steps speculated.
+TEST_P(SpeculativeBatchTest, StepsThatSwitchBetweenPlainAndSpeculativeKeepTheGreedyTokens) {
+  if (c().mtp_layers.front().compress_ratio != 0) GTEST_SKIP() << "a compressed MTP block always speculates";
+  std::vector<GenerateRequest> requests;
+  for (int64_t n : {5, 23}) requests.push_back(greedy(random_prompt(n), long_generation()));
+  const BatchRun plain = run(requests, 0);
+  RunningBatch batch(*model_, c().eos_token_id, 16, kPrefixCacheBytes, 2,
+                     /*speculate_always=*/false);
+  const BatchRun spec = run(requests, 2, &batch);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    ASSERT_TRUE(plain.results[i].ok() && spec.results[i].ok()) << i;
+    EXPECT_EQ(spec.results[i]->tokens, plain.results[i]->tokens) << "sequence " << i;
+  }
+  // Both kinds of step ran: some verified drafts, fewer than where every step speculates.
+  const BatchRun always = run(requests, 2);
+  EXPECT_GT(spec.totals.drafted_at.front(), 0);
+  EXPECT_LT(spec.totals.drafted_at.front(), always.totals.drafted_at.front());
 }
 
 // Sampled hot (a flat distribution, which the random MTP block's drafts often pass), most

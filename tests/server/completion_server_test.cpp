@@ -26,7 +26,9 @@ namespace {
 using format::Json;
 using testing_fixture::every_id_tokenizer;
 using testing_fixture::open_engine;
+using testing_fixture::post_stream;
 using testing_fixture::RunningServer;
+using testing_fixture::Streamed;
 
 // POSTs `body` to `path`; returns (status, parsed body).
 std::pair<int, Json> complete(const RunningServer& server, const std::string& body,
@@ -198,42 +200,6 @@ TEST_F(CompletionServerTest, ChatRefusesBadRequestsWithOpenAiErrors) {
 }
 
 // ---- Streamed answers ("stream": true) ----
-
-// The payloads of a server-sent-event body ("data: X\n\n" each), checking the framing.
-std::vector<std::string> events(const std::string& body) {
-  std::vector<std::string> out;
-  size_t at = 0;
-  while (at < body.size()) {
-    const size_t end = body.find("\n\n", at);
-    EXPECT_NE(end, std::string::npos) << "an event without its blank line: " << body.substr(at);
-    EXPECT_EQ(body.compare(at, 6, "data: "), 0) << body.substr(at);
-    if (end == std::string::npos) break;
-    out.push_back(body.substr(at + 6, end - at - 6));
-    at = end + 2;
-  }
-  return out;
-}
-
-// A streamed answer: the chunks between the first event and [DONE], parsed.
-struct Streamed {
-  std::vector<Json> chunks;
-  std::string content_type;
-};
-
-Streamed post_stream(const RunningServer& server, const char* path, const std::string& body) {
-  httplib::Client client = server.client();
-  const auto res = client.Post(path, body, "application/json");
-  EXPECT_TRUE(res) << "no response";
-  if (!res) return {};
-  EXPECT_EQ(res->status, 200) << res->body;
-  const std::vector<std::string> payloads = events(res->body);
-  EXPECT_FALSE(payloads.empty());
-  if (payloads.empty()) return {};
-  EXPECT_EQ(payloads.back(), "[DONE]");
-  Streamed out{{}, res->get_header_value("Content-Type")};
-  for (size_t i = 0; i + 1 < payloads.size(); ++i) out.chunks.push_back(Json::parse(payloads[i]));
-  return out;
-}
 
 // Each chunk: the endpoint's object, one id and model for all, finish_reason on the last only.
 void expect_chunk_envelopes(const std::vector<Json>& chunks, const char* object) {

@@ -10,6 +10,7 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "dsv4/engine.h"
 #include "dsv4/tokenizer.h"
@@ -87,6 +88,44 @@ inline std::pair<int, Json> post_json(const RunningServer& server, const char* p
   EXPECT_TRUE(res) << "no response";
   if (!res) return {0, Json()};
   return {res->status, Json::parse(res->body)};
+}
+
+// ---- Streamed answers ("stream": true) ----
+
+// The payloads of a server-sent-event body ("data: X\n\n" each), checking the framing.
+inline std::vector<std::string> events(const std::string& body) {
+  std::vector<std::string> out;
+  size_t at = 0;
+  while (at < body.size()) {
+    const size_t end = body.find("\n\n", at);
+    EXPECT_NE(end, std::string::npos) << "an event without its blank line: " << body.substr(at);
+    EXPECT_EQ(body.compare(at, 6, "data: "), 0) << body.substr(at);
+    if (end == std::string::npos) break;
+    out.push_back(body.substr(at + 6, end - at - 6));
+    at = end + 2;
+  }
+  return out;
+}
+
+// A streamed answer: the chunks between the first event and [DONE], parsed.
+struct Streamed {
+  std::vector<Json> chunks;
+  std::string content_type;
+};
+
+inline Streamed post_stream(const RunningServer& server, const char* path, const std::string& body) {
+  httplib::Client client = server.client();
+  const auto res = client.Post(path, body, "application/json");
+  EXPECT_TRUE(res) << "no response";
+  if (!res) return {};
+  EXPECT_EQ(res->status, 200) << res->body;
+  const std::vector<std::string> payloads = events(res->body);
+  EXPECT_FALSE(payloads.empty());
+  if (payloads.empty()) return {};
+  EXPECT_EQ(payloads.back(), "[DONE]");
+  Streamed out{{}, res->get_header_value("Content-Type")};
+  for (size_t i = 0; i + 1 < payloads.size(); ++i) out.chunks.push_back(Json::parse(payloads[i]));
+  return out;
 }
 
 }  // namespace dsv4::server::testing_fixture

@@ -88,4 +88,16 @@ inline constexpr double kBf16ExpertInputsModelRelTol = 2e-2;
 // tight bound on staged activations is per layer (kNvfp4ActivationRelTol).
 inline constexpr double kNvfp4ActivationModelRelTol = 1.5;
 
+// The FP8 linear (kernels/ops.h linear_fp8) against a float64 evaluation of the same quantized
+// operands, as a bound on |y - y64| relative to Σ_k |a_k · w_k| (the scaled products' absolute
+// sum, which bounds any summation order's rounding). CPU: f32 partial sums of ≤ 128 exact
+// products (≤ 127 roundings of 2^-24 each) and one fused promotion a block, so ≤ (127 + Kb)·2^-24;
+// 2^-16 covers K up to ~30k. CUDA: the wgmma FP8 path truncates its running sum inside a
+// 128-column block (DeepSeek-V3's report: ~14 bits kept on Hopper, the reason for promoting
+// every 128 columns); measured up to 6.2e-4 (H100) and 7.9e-4 = 2^-10.3 (H200) over 2.4M outputs
+// (the mma.sync stream kernel: ≤ 1.8e-7); 2^-9 leaves a factor 2.5. A wrong scale, index or block
+// moves y by about |y|, ~Σ|a_k · w_k| / √K for random signs: ≥ 1e-2 at K ≤ 10^4.
+inline constexpr double kFp8LinearCpuSumRelTol = 1.0 / 65536.0;
+inline constexpr double kFp8LinearCudaSumRelTol = 1.0 / 512.0;
+
 }  // namespace dsv4::testing

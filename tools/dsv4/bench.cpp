@@ -1,5 +1,5 @@
 // dsv4 bench [--model DIR] [--device cpu|cuda] [--experts w4a16|w4a4] [--prompt-tokens N]
-// [--gen-tokens M] [--batch B] [--repeats R] [--seed S] [--prefix-cache-mb C] [--shared-prefix P]
+// [--gen-tokens M] [--batch B[,B2..]] [--repeats R] [--seed S] [--prefix-cache-mb C] [--shared-prefix P]
 // [--join-prompt-tokens L]:
 // end-to-end speed of the engine as a user meets it. B sequences of N random prompt ids each
 // generate M tokens (greedy, eos ignored, so every run does the same work), R times after one
@@ -22,10 +22,17 @@
 //   joining prefill      from its arrival to its first token.
 // (The decode step above then includes the steps beside that prefill.)
 // With --speculative k a step emits 1 to k + 1 tokens of a sequence: the decode step is then
-// the time a token, and a last line gives how many drafts were accepted, by draft position
-// (all runs, warm-up included), and the tokens a verify step emitted.
+// the time a token, and two last lines give how many drafts were accepted, by draft position
+// (all runs, warm-up included), the tokens a verify step emitted, the MTP block's drafting time
+// a step, and, with --speculate-always (every step speculates; by default the batch speculates
+// only where its measured step times say it pays: runtime/speculation_policy.h), a speculative
+// step's time (the decode step's median times the tokens a step) split into the verify forward
+// of k + 1 tokens a sequence and the drafting. On a checkpoint whose drafts are never kept
+// (random weights) a step emits one token, so the verify forward there is the cost to hold
+// against a plain decode step.
 // Prints the median over the R runs of each, with the fastest and slowest, and the tokens a
-// second they give. A program, not a test: run it on the machine you care about.
+// second they give. Several batch sizes run one after the other on one engine (loaded once;
+// its batch and step limits fit the largest), each with its own warm-up run and lines. A program, not a test: run it on the machine you care about.
 // Uses only the public API (include/dsv4/).
 #include <algorithm>
 #include <chrono>
@@ -55,12 +62,14 @@ struct BenchArgs {
   EngineFlags engine;
   int64_t prompt_tokens = 128;
   int64_t gen_tokens = 32;
-  int64_t batch = 1;
+  std::vector<int64_t> batches = {1};  // --batch: each in turn, on one open engine
+  int64_t batch = 1;                    // the one running
   int64_t repeats = 5;
   uint64_t seed = 0;
   int64_t prefix_cache_mb = EngineOptions{}.prefix_cache_mb;
   int64_t shared_prefix = 0;       // P
   int64_t join_prompt_tokens = 0;  // L
+  bool speculate_always = false;   // EngineOptions::speculate_always
 };
 
 // One run's figures, in milliseconds (the last two with a joining prompt only).
@@ -197,35 +206,35 @@ int fail(const Status& status) {
   return 1;
 }
 
-int run_bench(const BenchArgs& args) {
-  if (args.shared_prefix >= args.prompt_tokens) {
-    return fail(invalid_argument("--shared-prefix " + std::to_string(args.shared_prefix) +
-                                 " must be less than --prompt-tokens " +
-                                 std::to_string(args.prompt_tokens)));
+// What the engine counted since `before`: one batch size's runs.
+EngineStats since(EngineStats now, const EngineStats& before) {
+  now.prompt_tokens -= before.prompt_tokens;
+  now.cached_prompt_tokens -= before.cached_prompt_tokens;
+  now.drafted_tokens -= before.drafted_tokens;
+  now.accepted_tokens -= before.accepted_tokens;
+  for (size_t i = 0; i < before.drafted_at.size() && i < now.drafted_at.size(); ++i) {
+    now.drafted_at[i] -= before.drafted_at[i];
+    now.accepted_at[i] -= before.accepted_at[i];
   }
-  if (args.batch * args.prompt_tokens > kMaxPromptIds) {
-    return fail(invalid_argument("--batch " + std::to_string(args.batch) + " × --prompt-tokens " +
-                                 std::to_string(args.prompt_tokens) + " is more than " +
-                                 std::to_string(kMaxPromptIds) + " prompt ids"));
-  }
-  EngineOptions options = engine_options(args.engine, "bench");
-  options.max_context = std::max(args.prompt_tokens + args.gen_tokens, args.join_prompt_tokens + 1);
-  options.max_batch = args.batch + (args.join_prompt_tokens > 0 ? 1 : 0);  // all in every step
-  options.max_step_tokens = std::max(options.max_step_tokens, args.batch);
-  options.prefix_cache_mb = args.prefix_cache_mb;
-  Result<Engine> engine = open_engine(options, "bench");
-  if (!engine.ok()) return fail(engine.status());
+  now.draft_runs -= before.draft_runs;
+  now.draft_seconds -= before.draft_seconds;
+  return now;
+}
+
+// One batch size's runs on the open engine, and their lines.
+Status bench_batch(Engine& engine, const BenchArgs& args, const EngineOptions& options) {
+  const EngineStats before = engine.stats();
   std::vector<double> first_token, decode_step, beside_prefill, joining_prefill;
   for (int64_t r = 0; r <= args.repeats; ++r) {  // run 0 warms up (allocations, caches)
     std::optional<GenerateRequest> joining;
-    if (args.join_prompt_tokens > 0) joining = joining_request(args, engine->vocab_size(), r);
-    Result<RunTimes> t = run_once(*engine, make_requests(args, engine->vocab_size(), r), joining);
-    if (!t.ok()) return fail(t.status());
+    if (args.join_prompt_tokens > 0) joining = joining_request(args, engine.vocab_size(), r);
+    DSV4_ASSIGN_OR_RETURN(RunTimes t,
+                          run_once(engine, make_requests(args, engine.vocab_size(), r), joining));
     if (r == 0) continue;
-    first_token.push_back(t->first_token_ms);
-    decode_step.push_back(t->decode_step_ms);
-    beside_prefill.push_back(t->decode_beside_prefill_ms);
-    joining_prefill.push_back(t->joining_prefill_ms);
+    first_token.push_back(t.first_token_ms);
+    decode_step.push_back(t.decode_step_ms);
+    beside_prefill.push_back(t.decode_beside_prefill_ms);
+    joining_prefill.push_back(t.joining_prefill_ms);
   }
   const Spread ttft = spread(first_token), step = spread(decode_step);
   const double b = static_cast<double>(args.batch);
@@ -249,12 +258,50 @@ int run_bench(const BenchArgs& args) {
                 joined.min, joined.max,
                 static_cast<double>(args.join_prompt_tokens) * 1e3 / joined.median);
   }
-  const EngineStats stats = engine->stats();
+  const EngineStats stats = since(engine.stats(), before);
   std::printf("prefix cache:        %lld of %lld prompt tokens taken from kept states (all runs)\n",
               static_cast<long long>(stats.cached_prompt_tokens),
               static_cast<long long>(stats.cached_prompt_tokens + stats.prompt_tokens));
   if (options.speculative_tokens > 0) {
     std::printf("speculative:         %s\n", describe_acceptance(stats).c_str());
+  }
+  if (options.speculative_tokens > 0 && options.speculate_always) {
+    // A step of the batch emits tokens_a_verify_step tokens of each sequence: its time is that
+    // many decode steps (ms a token), of which the drafting run is the MTP block's share.
+    const double step_ms = step.median * tokens_a_verify_step(stats);
+    const double draft_ms =
+        stats.draft_runs > 0 ? 1e3 * stats.draft_seconds / static_cast<double>(stats.draft_runs) : 0;
+    std::printf("speculative step:    %.3f ms = verify %.3f + drafting %.3f\n", step_ms,
+                step_ms - draft_ms, draft_ms);
+  }
+  std::fflush(stdout);
+  return ok_status();
+}
+
+int run_bench(BenchArgs args) {
+  if (args.shared_prefix >= args.prompt_tokens) {
+    return fail(invalid_argument("--shared-prefix " + std::to_string(args.shared_prefix) +
+                                 " must be less than --prompt-tokens " +
+                                 std::to_string(args.prompt_tokens)));
+  }
+  const int64_t max_batch = *std::max_element(args.batches.begin(), args.batches.end());
+  if (max_batch * args.prompt_tokens > kMaxPromptIds) {
+    return fail(invalid_argument("--batch " + std::to_string(max_batch) + " × --prompt-tokens " +
+                                 std::to_string(args.prompt_tokens) + " is more than " +
+                                 std::to_string(kMaxPromptIds) + " prompt ids"));
+  }
+  EngineOptions options = engine_options(args.engine, "bench");
+  options.max_context = std::max(args.prompt_tokens + args.gen_tokens, args.join_prompt_tokens + 1);
+  options.max_batch = max_batch + (args.join_prompt_tokens > 0 ? 1 : 0);  // all in every step
+  options.max_step_tokens = std::max(options.max_step_tokens, max_batch);
+  options.prefix_cache_mb = args.prefix_cache_mb;
+  options.speculate_always = args.speculate_always;
+  Result<Engine> engine = open_engine(options, "bench");
+  if (!engine.ok()) return fail(engine.status());
+  for (const int64_t batch : args.batches) {
+    args.batch = batch;
+    const Status done = bench_batch(*engine, args, options);
+    if (!done.ok()) return fail(done);
   }
   return 0;
 }
@@ -273,7 +320,9 @@ void register_bench(CLI::App& app, int& exit_code) {
                   "tokens each sequence generates (at least 2: one decode step)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{2}, int64_t{1} << 20));
-  cmd->add_option("--batch", args->batch, "sequences stepped together")
+  cmd->add_option("--batch", args->batches,
+                  "sequences stepped together; a list (1,8,32) runs each in turn on one engine")
+      ->delimiter(',')
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{4096}));
   cmd->add_option("--repeats", args->repeats, "timed runs after one warm-up run")
@@ -289,6 +338,9 @@ void register_bench(CLI::App& app, int& exit_code) {
                   "a prompt of L ids joins once the batch decodes (0: none)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
+  cmd->add_flag("--speculate-always", args->speculate_always,
+               "with --speculative: draft in every step, even where it does not pay (to time the "
+               "verify step)");
   cmd->callback([args, &exit_code] { exit_code = run_bench(*args); });
 }
 

@@ -5,6 +5,7 @@
 // non-zero on any problem. Decodes tensor by tensor into scratch memory, so it runs on
 // checkpoints far larger than memory in f32, with progress every ~2 s.
 #include <chrono>
+#include <filesystem>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -12,6 +13,9 @@
 #include <vector>
 
 #include "checkpoint/loader.h"
+#include "format/text_file.h"
+#include "runtime/ep_memory_plan.h"
+#include "runtime/placement.h"
 #include "commands.h"
 
 namespace dsv4::tools {
@@ -104,6 +108,30 @@ int run_check(const std::string& dir, const std::string& convention) {
   return clean ? 0 : 1;
 }
 
+// --plan: the expert-parallel memory plan of `path` (a checkpoint directory or its config.json)
+// over `gpus` ranks, from the config alone: nothing is bound or loaded.
+int run_plan(const std::string& path, int gpus) {
+  Result<checkpoint::ModelConfig> config = std::filesystem::is_directory(path)
+      ? checkpoint::load_model_config(path)
+      : [&]() -> Result<checkpoint::ModelConfig> {
+          DSV4_ASSIGN_OR_RETURN(const std::string text, format::read_text_file(path));
+          return checkpoint::parse_model_config(text, path);
+        }();
+  const EngineOptions defaults;
+  Result<runtime::EpMemoryPlan> plan =
+      config.ok() ? runtime::plan_ep_memory(*config, gpus, defaults.max_step_tokens)
+                  : Result<runtime::EpMemoryPlan>(config.status());
+  if (!plan.ok()) {
+    std::fprintf(stderr, "dsv4 check --plan: %s\n", plan.status().to_string().c_str());
+    return 1;
+  }
+  std::printf("%s: %s", path.c_str(),
+              runtime::describe(*plan, (defaults.prefix_cache_mb << 20) +
+                                           runtime::kStepHeadroomBytes)
+                  .c_str());
+  return 0;
+}
+
 }  // namespace
 
 void register_check(CLI::App& app, int& exit_code) {
@@ -116,7 +144,17 @@ void register_check(CLI::App& app, int& exit_code) {
   cmd->add_option("--convention", *convention,
                   "force the naming convention instead of detecting it")
       ->check(CLI::IsMember({"official", "pretrained", "state_dict"}));
-  cmd->callback([dir, convention, &exit_code] { exit_code = run_check(*dir, *convention); });
+  auto plan = std::make_shared<bool>(false);
+  auto gpus = std::make_shared<int>(1);
+  cmd->add_flag("--plan", *plan,
+                "print which GPU holds what under expert parallelism over --gpus ranks, from the "
+                "config alone (DIR may be a config.json), and whether it fits H100s and H200s");
+  cmd->add_option("--gpus", *gpus, "ranks of the --plan, one a GPU")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 8));
+  cmd->callback([dir, convention, plan, gpus, &exit_code] {
+    exit_code = *plan ? run_plan(*dir, *gpus) : run_check(*dir, *convention);
+  });
 }
 
 }  // namespace dsv4::tools

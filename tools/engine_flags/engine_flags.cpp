@@ -41,6 +41,21 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& flags, bool model_required) {
                   "its distribution")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{4}));
+  // Expert parallelism (docs/ep.md): the range and what the ranks need are the engine's to check,
+  // so its messages are the same from every command.
+  cmd->add_option("--ep", flags.ep,
+                  "expert parallelism: the routed experts sharded over N ranks sharing the one "
+                  "device, the same tokens as one rank (1 to 8; needs --experts w4a4)")
+      ->capture_default_str();
+  cmd->add_option("--gpus", flags.gpus,
+                  "GPUs the expert-parallel ranks spread over, one rank each (more than the "
+                  "machine has is refused, naming what it has)")
+      ->capture_default_str();
+  cmd->add_option("--cuda-graph", flags.cuda_graph,
+                  "on the GPU, replay each decode step as a CUDA graph (experimental: bit for bit "
+                  "the eager step at 1 and 2 sequences only; off: launch its ops one by one)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
 }
 
 namespace {
@@ -117,6 +132,9 @@ EngineOptions engine_options(const EngineFlags& flags, const char* command) {
   options.expert_offload_layers =
       flags.expert_offload == "auto" ? -1 : std::strtoll(flags.expert_offload.c_str(), nullptr, 10);
   options.speculative_tokens = flags.speculative;
+  options.expert_parallel = flags.ep;
+  options.gpus = flags.gpus;
+  options.cuda_graph = flags.cuda_graph == "on";
   return options;
 }
 

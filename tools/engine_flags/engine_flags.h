@@ -16,10 +16,14 @@ struct EngineFlags {
   std::string experts = "w4a16";
   std::string expert_offload = "auto";  // or a number of layers
   int64_t speculative = 0;              // drafted tokens a step (EngineOptions)
+  int64_t ep = 1;                       // expert-parallel ranks on the one device
+  int64_t gpus = 1;                     // GPUs the ranks spread over
+  std::string cuda_graph = "off";       // decode steps replayed as CUDA graphs
 };
 
 // --model (required when model_required, else optional with the default above), --device,
-// --experts, --expert-offload and --speculative, with their allowed values checked by CLI11.
+// --experts, --expert-offload, --speculative, --ep, --gpus and --cuda-graph, with their allowed
+// values checked by CLI11.
 void add_engine_flags(CLI::App* cmd, EngineFlags& flags, bool model_required);
 
 // --temperature, --top-k, --top-p, --seed, --presence-penalty, --frequency-penalty into

@@ -25,6 +25,10 @@ void nvfp4_grouped_gemm(const StagedActivation& a, const format::Nvfp4View& b,
 void nvfp4_grouped_gemm(const TensorView& a, const format::Nvfp4View& b,
                         const TensorView& group_offsets, const TensorView& d);
 
+// ---- FP8 (kernels/ops.h has the contracts) ----
+void quantize_activation_fp8(const TensorView& x, const Fp8Activation& out);
+void linear_fp8(const Fp8Activation& a, const format::Fp8BlockView& w, const TensorView& y);
+
 // Work (multiply-adds or elements) below which an attention op stays on one thread: a parallel
 // region's fork and join cost more than a smaller loop, far more on a loaded machine.
 inline constexpr int64_t kParallelWork = int64_t{1} << 16;

@@ -43,6 +43,12 @@ Status nvfp4_grouped_gemm_swiglu(const StagedActivation& a, const format::Nvfp4V
                                  const TensorView& group_offsets, float limit,
                                  const TensorView& gate_up, const TensorView& act);
 
+// ---- FP8 (gemm/fp8/README.md): the quantizer bit-identical to the CPU's; the GEMM equal to the
+// CPU up to the tensor cores' partial sums and the blocks' summation order (ops.h states the
+// bound). An unimplemented Status where K or w's row stride is not a multiple of 16. ----
+void quantize_activation_fp8(const TensorView& x, const Fp8Activation& out);
+Status linear_fp8(const Fp8Activation& a, const format::Fp8BlockView& w, const TensorView& y);
+
 // ---- MoE (kernels/cuda/moe/): the fused block; equal to cpu::moe_ffn up to f32 summation order
 // (W4A16) and the activation re-quantization that order can flip (W4A4) ----
 int64_t moe_ffn_workspace_bytes(int64_t n_tokens, const MoeWeightsView& w, const MoeConfig& cfg);

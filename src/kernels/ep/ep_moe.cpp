@@ -21,7 +21,16 @@ Result<float> all_reduce_max(HostRankGroup& group, int rank, int word, float val
   return result;
 }
 
-// The shared expert on this rank's tokens, split where the hidden scale is agreed.
+// Stages x with the calibrated decode scale when the layer has one (w13_input_scale /
+// w2_input_scale: moe_ffn's static path), else with the amax every rank agreed on.
+Status stage_agreed(const TensorView& x, const TensorView& static_scale, float amax,
+                    const StagedActivation& out) {
+  return static_scale.data ? stage_activation(x, static_scale, out)
+                           : stage_with_amax(x, amax, out);
+}
+
+// The shared expert on this rank's tokens, split where the hidden scale is agreed (when the
+// block has one in NVFP4; a caller with its own shared expert passes none).
 struct SharedExpert {
   Tensor gate_up, act, down;  // f32 [T, 2F], [T, F], [T, D]
   StagedBuffer act_staged;
@@ -31,10 +40,10 @@ struct SharedExpert {
 // slot_row table tells owners where each (token, slot) output goes in the combine area: the
 // row moe_group gave that slot, so the home's moe_combine sees moe_ffn's layout.
 Status publish(HostRankGroup& group, int rank, const ExpertSharding& sharding, float amax,
-               const TensorView& x, const TokenRouting& routing) {
+               const TensorView& input_scale, const TensorView& x, const TokenRouting& routing) {
   const RankBuffer& own = group.buffers()[rank];
   const int64_t n_tokens = x.size(0), top_k = routing.ids.shape()[1];
-  DSV4_RETURN_IF_ERROR(stage_with_amax(x, amax, own.staged(n_tokens)));
+  DSV4_RETURN_IF_ERROR(stage_agreed(x, input_scale, amax, own.staged(n_tokens)));
   const int32_t* ids = routing.ids.data_as<const int32_t>();
   publish_plan(plan_dispatch(ids, n_tokens, top_k, sharding), ids, n_tokens, top_k, own);
   for (int64_t r = 0; r < n_tokens * top_k; ++r) {
@@ -95,19 +104,23 @@ Status run_experts(HostRankGroup& group, int rank, const ExpertSharding& shardin
   DSV4_ASSIGN_OR_RETURN(Tensor act, Tensor::empty(DType::kF32, {n_rows, f}));
   DSV4_RETURN_IF_ERROR(expert_gate_up(rows.view(), local.w13, offsets, cfg.swiglu_limit,
                                       gate_up.view(), act.view()));
-  DSV4_RETURN_IF_ERROR(expert_gate_up(group.buffers()[rank].staged(n_tokens), w.shared_w13,
-                                      TensorView{}, cfg.swiglu_limit, shared.gate_up.view(),
-                                      shared.act.view()));
+  if (w.has_shared()) {
+    DSV4_RETURN_IF_ERROR(expert_gate_up(group.buffers()[rank].staged(n_tokens), w.shared_w13,
+                                        TensorView{}, cfg.swiglu_limit, shared.gate_up.view(),
+                                        shared.act.view()));
+  }
   const float local_amax =
       std::max(activation_amax(act.view()), activation_amax(shared.act.view()));
   DSV4_ASSIGN_OR_RETURN(
       float amax, all_reduce_max(group, rank, kHiddenAmax, local_amax, EpPhase::kHiddenScale));
   DSV4_ASSIGN_OR_RETURN(StagedBuffer act_staged, StagedBuffer::create(n_rows, f));
-  DSV4_RETURN_IF_ERROR(stage_with_amax(act.view(), amax, act_staged.view()));
+  DSV4_RETURN_IF_ERROR(stage_agreed(act.view(), w.w2_input_scale, amax, act_staged.view()));
   DSV4_ASSIGN_OR_RETURN(Tensor out, Tensor::empty(DType::kF32, {n_rows, d}));
   DSV4_RETURN_IF_ERROR(expert_down(act_staged.view(), local.w2, offsets, out.view()));
   push_rows(group, plan, out.view());
-  DSV4_RETURN_IF_ERROR(stage_with_amax(shared.act.view(), amax, shared.act_staged.view()));
+  if (!w.has_shared()) return ok_status();
+  DSV4_RETURN_IF_ERROR(
+      stage_agreed(shared.act.view(), w.w2_input_scale, amax, shared.act_staged.view()));
   return expert_down(shared.act_staged.view(), w.shared_w2, TensorView{}, shared.down.view());
 }
 
@@ -137,19 +150,20 @@ Status forward(HostRankGroup& group, int rank, const ExpertSharding& sharding,
   DSV4_ASSIGN_OR_RETURN(TokenRouting routing, route_tokens(io.x, io.token_ids, w, cfg));
   DSV4_ASSIGN_OR_RETURN(float amax, all_reduce_max(group, rank, kInputAmax, activation_amax(io.x),
                                                    EpPhase::kInputScale));
-  DSV4_RETURN_IF_ERROR(publish(group, rank, sharding, amax, io.x, routing));
+  DSV4_RETURN_IF_ERROR(publish(group, rank, sharding, amax, w.w13_input_scale, io.x, routing));
   DSV4_RETURN_IF_ERROR(group.barrier(rank, EpPhase::kDispatch));
-  SharedExpert shared;
-  DSV4_ASSIGN_OR_RETURN(shared.gate_up, Tensor::empty(DType::kF32, {n_tokens, 2 * f}));
-  DSV4_ASSIGN_OR_RETURN(shared.act, Tensor::empty(DType::kF32, {n_tokens, f}));
-  DSV4_ASSIGN_OR_RETURN(shared.down, Tensor::empty(DType::kF32, {n_tokens, d}));
-  DSV4_ASSIGN_OR_RETURN(shared.act_staged, StagedBuffer::create(n_tokens, f));
+  SharedExpert shared;  // [0, ·] tensors when the block has no shared expert
+  const int64_t n_shared = w.has_shared() ? n_tokens : 0;
+  DSV4_ASSIGN_OR_RETURN(shared.gate_up, Tensor::empty(DType::kF32, {n_shared, 2 * f}));
+  DSV4_ASSIGN_OR_RETURN(shared.act, Tensor::empty(DType::kF32, {n_shared, f}));
+  DSV4_ASSIGN_OR_RETURN(shared.down, Tensor::empty(DType::kF32, {n_shared, d}));
+  DSV4_ASSIGN_OR_RETURN(shared.act_staged, StagedBuffer::create(n_shared, f));
   DSV4_RETURN_IF_ERROR(run_experts(group, rank, sharding, w, cfg, n_tokens, shared));
   DSV4_RETURN_IF_ERROR(group.barrier(rank, EpPhase::kCombine));
   const int64_t n_slots = n_tokens * cfg.n_expert_used;
   DSV4_RETURN_IF_ERROR(moe_combine(group.buffers()[rank].combine(n_slots), routing.order.view(),
                                    routing.weights.view(), io.y));
-  return add(io.y, shared.down.view(), io.y);
+  return w.has_shared() ? add(io.y, shared.down.view(), io.y) : ok_status();
 }
 
 }  // namespace

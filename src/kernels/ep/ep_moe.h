@@ -1,7 +1,7 @@
 // The expert-parallel MoE block on the CPU simulation: every rank (a thread) calls
 // ep_moe_forward on its own tokens; rank r runs the routed experts sharding.first_expert(r) …
 // for every rank's tokens and returns their outputs to the tokens' home ranks; each rank runs
-// the router and the shared expert on its own tokens. The result on each rank is bitwise equal
+// the router and the shared expert (when `w` has one in NVFP4) on its own tokens. The result on each rank is bitwise equal
 // to kernels::moe_ffn (W4A4) on the concatenation of all ranks' tokens, rank 0 first
 // (docs/ep.md §2 gives the argument and its conditions).
 //
@@ -28,7 +28,8 @@ struct EpMoeIo {
 };
 
 // Runs rank `rank`'s part of one MoE block. `w` holds the router, all E routed experts and the
-// shared expert; the rank touches only its slice of the routed ones. Only MoeMode::kW4A4 moves
+// shared expert (or none: y is then the routed sum, moe_ffn's contract); the rank touches only
+// its slice of the routed ones. Calibrated input scales in `w` replace the agreed dynamic ones. Only MoeMode::kW4A4 moves
 // NVFP4 rows; kW4A16 is refused (unimplemented). On any error the rank aborts the group, so its
 // peers fail fast instead of waiting for the watchdog.
 Status ep_moe_forward(HostRankGroup& group, int rank, const ExpertSharding& sharding,

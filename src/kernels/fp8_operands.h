@@ -1,0 +1,79 @@
+// The FP8 linear's operand contract (kernels/ops.h, "FP8"), checked by one function each that
+// the CPU reference and the CUDA implementation both call, as contracts.h does for the other
+// ops. Violations are DSV4_CHECK failures naming the op and the operand.
+//
+// Dimension letters: T tokens, N output features, K input features, Kb = ceil(K/128),
+// Nb = ceil(N/128).
+#pragma once
+
+#include <cstdint>
+
+#include "base/check.h"
+#include "base/tensor.h"
+#include "format/fp8_block.h"
+#include "kernels/cpu/row_matrix.h"
+#include "kernels/ops.h"
+
+namespace dsv4::kernels {
+
+inline int64_t fp8_groups(int64_t n_cols) {
+  return (n_cols + format::kFp8ActivationGroup - 1) / format::kFp8ActivationGroup;
+}
+
+// An Fp8Activation as raw pointers: codes [T, K] and scales [T, Kb], both dense.
+struct Fp8Rows {
+  const uint8_t* values = nullptr;
+  const float* scales = nullptr;
+  int64_t n_rows = 0;  // T
+  int64_t n_cols = 0;  // K
+};
+
+inline Fp8Rows fp8_activation_rows(const Fp8Activation& a, const char* what) {
+  DSV4_CHECK(a.values.dtype == DType::kF8E4M3 && a.values.rank() == 2 && a.values.is_contiguous(),
+             "%s: values must be f8_e4m3 [T, K], contiguous", what);
+  const int64_t n_rows = a.values.size(0), n_cols = a.values.size(1);
+  DSV4_CHECK(a.scales.dtype == DType::kF32 && a.scales.is_contiguous() &&
+                 a.scales.shape == Shape({n_rows, fp8_groups(n_cols)}),
+             "%s: scales must be f32 [%lld, %lld], contiguous, got %s", what, (long long)n_rows,
+             (long long)fp8_groups(n_cols), a.scales.shape.to_string().c_str());
+  DSV4_CHECK(a.values.device == a.scales.device, "%s: values and scales on different devices",
+             what);
+  return {a.values.data_as<const uint8_t>(), a.scales.data_as<const float>(), n_rows, n_cols};
+}
+
+// quantize_activation_fp8: x f32 [T, K] rows, out shaped for it.
+struct Fp8QuantizeOperands {
+  cpu::RowMatrix x;
+  Fp8Rows out;
+};
+inline Fp8QuantizeOperands fp8_quantize_operands(const TensorView& x, const Fp8Activation& out) {
+  const Fp8QuantizeOperands o{cpu::as_rows(x, "quantize_activation_fp8 x"),
+                              fp8_activation_rows(out, "quantize_activation_fp8 out")};
+  DSV4_CHECK(o.out.n_rows == o.x.n_rows && o.out.n_cols == o.x.n_cols,
+             "quantize_activation_fp8: x is [%lld, %lld], out [%lld, %lld]", (long long)o.x.n_rows,
+             (long long)o.x.n_cols, (long long)o.out.n_rows, (long long)o.out.n_cols);
+  return o;
+}
+
+// linear_fp8: a [T, K], w [N, K] with f32 block scales [Nb, Kb], y f32 [T, N] rows.
+struct Fp8LinearOperands {
+  Fp8Rows a;
+  format::Fp8BlockView w;
+  cpu::RowMatrix y;
+};
+inline Fp8LinearOperands fp8_linear_operands(const Fp8Activation& a, const format::Fp8BlockView& w,
+                                             const TensorView& y) {
+  const Fp8LinearOperands o{fp8_activation_rows(a, "linear_fp8 a"), w,
+                            cpu::as_rows(y, "linear_fp8 y")};
+  DSV4_CHECK(w.values != nullptr || w.n_rows * w.n_cols == 0, "linear_fp8: w has no values");
+  DSV4_CHECK(w.row_stride >= w.n_cols, "linear_fp8: w row stride %lld under K %lld",
+             (long long)w.row_stride, (long long)w.n_cols);
+  DSV4_CHECK(w.n_cols == o.a.n_cols, "linear_fp8: a has K=%lld, w has K=%lld",
+             (long long)o.a.n_cols, (long long)w.n_cols);
+  DSV4_CHECK(o.y.n_rows == o.a.n_rows && o.y.n_cols == w.n_rows,
+             "linear_fp8: y is [%lld, %lld], expected [%lld, %lld]", (long long)o.y.n_rows,
+             (long long)o.y.n_cols, (long long)o.a.n_rows, (long long)w.n_rows);
+  return o;
+}
+
+}  // namespace dsv4::kernels

@@ -1,0 +1,98 @@
+#include "runtime/ep_memory_plan.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "checkpoint/tensor_names.h"
+#include "kernels/ep/expert_sharding.h"
+#include "kernels/ep/symmetric_layout.h"
+
+namespace dsv4::runtime {
+namespace {
+
+using checkpoint::Param;
+using checkpoint::Storage;
+
+// Device bytes of one slot: NVFP4 codes (½ byte a value), UE4M3 block scales (1 per 16) and an
+// f32 global scale per matrix for experts; 8-byte ids; at least a bf16 for every other value.
+int64_t slot_bytes(const checkpoint::SlotSpec& spec, const Shape& shape) {
+  const int64_t n = shape.numel();
+  switch (spec.storage) {
+    case Storage::kExperts:
+      return n / 2 + n / format::kNvfp4BlockSize + 4 * shape[0];
+    case Storage::kIndex:
+      return 8 * n;
+    case Storage::kFloat:
+    case Storage::kMatrix:
+      return 2 * n;
+  }
+  return 2 * n;
+}
+
+std::string gib(int64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f GiB", static_cast<double>(bytes) / (1 << 30));
+  return text;
+}
+
+}  // namespace
+
+Result<EpMemoryPlan> plan_ep_memory(const checkpoint::ModelConfig& config, int n_ranks,
+                                    int64_t max_step_tokens) {
+  DSV4_ASSIGN_OR_RETURN(const kernels::ep::ExpertSharding sharding,
+                        kernels::ep::ExpertSharding::create(config.n_routed_experts, n_ranks));
+  DSV4_ASSIGN_OR_RETURN(
+      const kernels::ep::SymmetricLayout layout,
+      kernels::ep::SymmetricLayout::create((max_step_tokens + n_ranks - 1) / n_ranks,
+                                           config.hidden_size, config.n_expert_used, n_ranks));
+  EpMemoryPlan plan;
+  for (int64_t layer = -1; layer < config.n_layer + config.n_mtp_layers; ++layer) {
+    for (int p = 0; p < checkpoint::kNumParams; ++p) {
+      const checkpoint::SlotSpec& spec = checkpoint::slot_spec(static_cast<Param>(p));
+      if (!checkpoint::slot_present(spec, config, layer)) continue;
+      const int64_t bytes = slot_bytes(spec, checkpoint::slot_shape(spec.param, config, layer));
+      const bool sharded = spec.storage == Storage::kExperts && layer < config.n_layer;
+      (sharded ? plan.routed_expert_bytes : plan.other_weight_bytes) += bytes;
+    }
+  }
+  for (int r = 0; r < n_ranks; ++r) {
+    RankBytes rank{.first_expert = sharding.first_expert(r),
+                   .n_experts = sharding.n_local_experts(r)};
+    rank.experts = plan.routed_expert_bytes / config.n_routed_experts * rank.n_experts;
+    rank.other_weights = r == 0 ? plan.other_weight_bytes : 0;
+    rank.symmetric = static_cast<int64_t>(layout.total_bytes);
+    plan.ranks.push_back(rank);
+  }
+  return plan;
+}
+
+std::string describe(const EpMemoryPlan& plan, int64_t headroom) {
+  std::string out = "expert parallelism over " + std::to_string(plan.ranks.size()) +
+                    " ranks: routed experts " + gib(plan.routed_expert_bytes) +
+                    " sharded by expert, every other weight " + gib(plan.other_weight_bytes) +
+                    " on rank 0 (the leader, which also holds the caches)\n";
+  char line[160];
+  std::snprintf(line, sizeof line, "%-5s %-10s %12s %14s %12s %12s\n", "rank", "experts",
+                "expert bytes", "other weights", "ep buffer", "total");
+  out += line;
+  int64_t largest = 0;
+  for (size_t r = 0; r < plan.ranks.size(); ++r) {
+    const RankBytes& b = plan.ranks[r];
+    const std::string experts =
+        std::to_string(b.first_expert) + "-" + std::to_string(b.first_expert + b.n_experts - 1);
+    std::snprintf(line, sizeof line, "%-5zu %-10s %12s %14s %12s %12s\n", r, experts.c_str(),
+                  gib(b.experts).c_str(), gib(b.other_weights).c_str(), gib(b.symmetric).c_str(),
+                  gib(b.total()).c_str());
+    out += line;
+    largest = std::max(largest, b.total() + (r == 0 ? headroom : 0));
+  }
+  for (const GpuKind& gpu : kPlanGpus) {
+    out += std::to_string(plan.ranks.size()) + " x " + gpu.name + " (" + gib(gpu.bytes) +
+           " each): " + (largest <= gpu.bytes ? "fits" : "does not fit") +
+           ", the fullest rank needs " + gib(largest) + " with " + gib(headroom) +
+           " for caches and scratch on rank 0\n";
+  }
+  return out;
+}
+
+}  // namespace dsv4::runtime

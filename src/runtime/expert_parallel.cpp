@@ -1,0 +1,200 @@
+#include "runtime/expert_parallel.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "kernels/ep/ep_moe.h"
+
+namespace dsv4::runtime {
+
+using kernels::ep::ExpertSharding;
+using kernels::ep::HostRankGroup;
+
+namespace {
+
+// One call as the ranks see it. The activations are copies the job owns, so a rank that
+// outlives the call (stalled past the watchdog) reads and writes only these and the weights,
+// never the model's scratch, which the leader frees when it returns the error.
+struct Job {
+  int64_t layer = 0;
+  kernels::MoeWeightsView weights;
+  kernels::MoeConfig config;
+  Tensor x, tokens, y;
+  std::shared_ptr<HostRankGroup> symmetric;
+};
+
+// The rows of a step rank r is the home of: contiguous slices, rank 0 first, so their
+// concatenation is the step's order and the combine gives moe_ffn's bits.
+std::pair<int64_t, int64_t> home_rows(int64_t n_tokens, int rank, int n_ranks) {
+  return {n_tokens * rank / n_ranks, n_tokens * (rank + 1) / n_ranks};
+}
+
+Result<Tensor> copy_of(const TensorView& from) {
+  DSV4_ASSIGN_OR_RETURN(Tensor to, Tensor::empty(from.dtype, from.shape));
+  DSV4_RETURN_IF_ERROR(copy_tensor(to.view(), from));
+  return to;
+}
+
+}  // namespace
+
+struct ExpertParallel::Group {
+  Group(const ExpertParallelOptions& asked, ExpertSharding shards, int64_t model_width,
+        int64_t experts_per_token)
+      : options(asked),
+        sharding(shards),
+        hidden(model_width),
+        top_k(experts_per_token),
+        done(asked.n_ranks, 0),
+        status(asked.n_ranks) {}
+
+  // Symmetric buffers holding `per_rank` tokens a rank, made anew when a call needs more.
+  Status reserve(int64_t per_rank) {
+    if (symmetric && symmetric->layout().max_tokens >= per_rank) return ok_status();
+    DSV4_ASSIGN_OR_RETURN(const kernels::ep::SymmetricLayout layout,
+                          kernels::ep::SymmetricLayout::create(std::max<int64_t>(per_rank, 1),
+                                                               hidden, top_k, options.n_ranks));
+    DSV4_ASSIGN_OR_RETURN(std::unique_ptr<HostRankGroup> made,
+                          HostRankGroup::create(layout, options.watchdog));
+    symmetric = std::move(made);
+    return ok_status();
+  }
+
+  // Rank `rank`'s part of `job`; its peers learn of its failure through the group.
+  Status rank_forward(int rank, const Job& job) const {
+    if (options.before_rank) {
+      const Status fault = options.before_rank(rank, job.layer);
+      if (!fault.ok()) {
+        job.symmetric->abort(rank, fault);
+        return fault;
+      }
+    }
+    const auto [begin, end] = home_rows(job.x.shape()[0], rank, options.n_ranks);
+    const kernels::ep::EpMoeIo io{job.x.view().rows(begin, end), job.tokens.view().rows(begin, end),
+                                  job.y.view().rows(begin, end)};
+    return kernels::ep::ep_moe_forward(*job.symmetric, rank, sharding, job.weights, job.config, io);
+  }
+
+  // Ranks 1 … R−1: wait for a job, run their part, report.
+  void serve(int rank) {
+    uint64_t seen = 0;
+    for (;;) {
+      std::shared_ptr<const Job> job;
+      {
+        std::unique_lock<std::mutex> lock(mutex);
+        posted.wait(lock, [&] { return stopping || job_id != seen; });
+        if (stopping) return;
+        seen = job_id;
+        job = current;
+      }
+      const Status result = rank_forward(rank, *job);
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        status[rank] = result;
+        done[rank] = seen;
+      }
+      finished.notify_all();
+    }
+  }
+
+  const ExpertParallelOptions options;
+  const ExpertSharding sharding;
+  const int64_t hidden, top_k;
+  std::shared_ptr<HostRankGroup> symmetric;  // the leader's between calls
+
+  std::mutex mutex;
+  std::condition_variable posted, finished;
+  std::shared_ptr<const Job> current;
+  uint64_t job_id = 0;
+  bool stopping = false;
+  std::vector<uint64_t> done;  // per rank: the last job it finished
+  std::vector<Status> status;  // per rank: that job's result
+  Status failed;               // the first failure; every later call returns it
+};
+
+Result<std::unique_ptr<ExpertParallel>> ExpertParallel::create(
+    const checkpoint::ModelConfig& config, const ExpertParallelOptions& options) {
+  DSV4_ASSIGN_OR_RETURN(const ExpertSharding sharding,
+                        ExpertSharding::create(config.n_routed_experts, options.n_ranks));
+  auto group = std::make_shared<Group>(options, sharding, config.hidden_size, config.n_expert_used);
+  DSV4_RETURN_IF_ERROR(
+      group->reserve((options.max_tokens + options.n_ranks - 1) / options.n_ranks));
+  std::unique_ptr<ExpertParallel> ep(new ExpertParallel(std::move(group)));
+  for (int rank = 1; rank < options.n_ranks; ++rank) {
+    ep->ranks_.emplace_back([group = ep->group_, rank] { group->serve(rank); });
+  }
+  return ep;
+}
+
+ExpertParallel::ExpertParallel(std::shared_ptr<Group> group) : group_(std::move(group)) {}
+
+ExpertParallel::~ExpertParallel() {
+  {
+    std::lock_guard<std::mutex> lock(group_->mutex);
+    group_->stopping = true;
+  }
+  group_->posted.notify_all();
+  for (std::thread& rank : ranks_) rank.join();
+}
+
+Status ExpertParallel::run(const model::RoutedExpertsCall& call) {
+  Group& g = *group_;
+  if (!g.failed.ok()) return g.failed;
+  if (call.x.device != Device::kCpu) {
+    return unimplemented("expert parallelism runs its ranks on the CPU only so far");
+  }
+  const int n_ranks = g.options.n_ranks;
+  const int64_t n_tokens = call.x.size(0);
+  DSV4_RETURN_IF_ERROR(g.reserve((n_tokens + n_ranks - 1) / n_ranks));
+  auto job = std::make_shared<Job>();
+  job->layer = call.layer;
+  job->weights = call.weights;
+  job->config = call.config;
+  job->symmetric = g.symmetric;
+  DSV4_ASSIGN_OR_RETURN(job->x, copy_of(call.x));
+  DSV4_ASSIGN_OR_RETURN(job->tokens, copy_of(call.tokens));
+  DSV4_ASSIGN_OR_RETURN(job->y, Tensor::empty(DType::kF32, call.y.shape));
+  uint64_t id = 0;
+  {
+    std::lock_guard<std::mutex> lock(g.mutex);
+    g.current = job;
+    id = ++g.job_id;
+  }
+  g.posted.notify_all();
+  const Status leader = g.rank_forward(0, *job);
+
+  // A peer blocked at a barrier returns at once when the group breaks; one stalled outside the
+  // barriers is waited for one more watchdog period, then reported as not returning.
+  std::unique_lock<std::mutex> lock(g.mutex);
+  g.status[0] = leader;
+  g.done[0] = id;
+  const bool returned = g.finished.wait_for(lock, g.options.watchdog, [&] {
+    return std::all_of(g.done.begin(), g.done.end(), [&](uint64_t d) { return d == id; });
+  });
+  if (leader.ok() && returned &&
+      std::all_of(g.status.begin(), g.status.end(), [](const Status& s) { return s.ok(); })) {
+    lock.unlock();
+    return copy_tensor(call.y, job->y.view());
+  }
+  std::string report;
+  StatusCode code = StatusCode::kInternal;
+  for (int rank = n_ranks - 1; rank >= 0; --rank) {
+    const bool back = g.done[rank] == id;
+    const Status& s = g.status[rank];
+    if (back && !s.ok()) code = s.code();
+    report = "rank " + std::to_string(rank) + ": " +
+             (!back ? "did not return within the watchdog (" +
+                          std::to_string(g.options.watchdog.count()) + " ms)"
+              : s.ok() ? "ok"
+                       : s.message()) +
+             (report.empty() ? "" : "; ") + report;
+  }
+  if (!returned) job->symmetric->abort(0, internal_error("a peer rank did not return"));
+  g.failed = Status(code, "expert parallelism failed at layer " + std::to_string(call.layer) +
+                              " (" + report + ")");
+  return g.failed;
+}
+
+}  // namespace dsv4::runtime

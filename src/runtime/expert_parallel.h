@@ -1,0 +1,66 @@
+// Expert parallelism behind the placement seam (model/expert_placement.h): a step's routed
+// experts sharded by expert over R ranks (kernels/ep: the dispatch plan, symmetric buffers
+// carrying NVFP4 rows with their block and global scales, the combine at each token's home).
+// All ranks step the same batch (docs/ep.md §7): the model runs once, on the thread that calls
+// it (rank 0, the leader); at each MoE layer the step's T tokens are split into R contiguous
+// slices, rank r the home of slice r, and every rank runs kernels::ep::ep_moe_forward on its
+// slice while owning experts sharding.first_expert(r) … . The result is bitwise the single-rank
+// moe_ffn's on the CPU (docs/ep.md §2).
+//
+// Ranks are threads sharing the model's device (the CPU here), with host-ordered phases: every
+// cross-rank wait is a HostRankGroup barrier on the host, never a kernel spinning on a peer's, so
+// ranks that share a GPU cannot deadlock by holding every SM while they wait (docs/ep.md §7).
+//
+// Faults: the group's watchdog turns a rank that never reaches a phase into an error on every
+// rank; a rank that fails tells its peers at once. Either way the group stays broken and every
+// later call fails at once with the first cause: the engine reports it, never a wrong token.
+//
+// Dimension letters: T tokens of a step, D model width, R ranks.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "checkpoint/config.h"
+#include "model/expert_placement.h"
+
+namespace dsv4::runtime {
+
+struct ExpertParallelOptions {
+  int n_ranks = 1;
+  // Most tokens one call carries (the engine's step): sizes the symmetric buffers, which grow if
+  // a call carries more.
+  int64_t max_tokens = 1;
+  // How long a rank waits at a phase for its peers before the group fails (the watchdog).
+  std::chrono::milliseconds watchdog{60000};
+  // Fault injection for tests: called on each rank before its part of every call; an error
+  // fails that rank, a sleep stalls it.
+  std::function<Status(int rank, int64_t layer)> before_rank = nullptr;
+};
+
+class ExpertParallel final : public model::ExpertPlacement {
+ public:
+  // Refuses rank counts kernels::ep cannot shard `config`'s experts over, naming both.
+  static Result<std::unique_ptr<ExpertParallel>> create(const checkpoint::ModelConfig& config,
+                                                        const ExpertParallelOptions& options);
+  ~ExpertParallel() override;
+  ExpertParallel(const ExpertParallel&) = delete;
+  ExpertParallel& operator=(const ExpertParallel&) = delete;
+
+  // Runs the call on every rank (this thread is rank 0). W4A4 only, on the CPU. On failure the
+  // error names every rank's status.
+  Status run(const model::RoutedExpertsCall& call) override;
+
+  struct Group;  // the state the rank threads share (expert_parallel.cpp)
+
+ private:
+  explicit ExpertParallel(std::shared_ptr<Group> group);
+  std::shared_ptr<Group> group_;
+  std::vector<std::thread> ranks_;  // ranks 1 … R−1
+};
+
+}  // namespace dsv4::runtime

@@ -1,0 +1,82 @@
+#include "runtime/placement.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "kernels/ep/expert_sharding.h"
+#include "runtime/expert_parallel.h"
+#include "runtime/offloaded_experts.h"
+
+namespace dsv4::runtime {
+namespace {
+
+std::string gpus_present() {
+  const std::vector<std::string> names = cuda_device_names();
+  if (names.empty()) return "this machine (or this build of dsv4) has no usable GPU";
+  std::string list;
+  for (size_t d = 0; d < names.size(); ++d) {
+    list += (d ? ", " : "") + std::to_string(d) + ": " + names[d];
+  }
+  return "this machine has " + std::to_string(names.size()) + " (" + list + ")";
+}
+
+}  // namespace
+
+Status check_parallelism(const EngineOptions& options) {
+  const std::string ranks = std::to_string(options.expert_parallel);
+  if (options.expert_parallel < 1 || options.expert_parallel > kernels::ep::kMaxRanks) {
+    return invalid_argument("expert parallelism over " + ranks + " ranks: must be 1 to " +
+                            std::to_string(kernels::ep::kMaxRanks));
+  }
+  if (options.gpus < 1) {
+    return invalid_argument("gpus (" + std::to_string(options.gpus) + ") must be at least 1");
+  }
+  if (options.gpus > 1) {
+    const auto present = static_cast<int64_t>(cuda_device_names().size());
+    if (options.gpus > present) {
+      return invalid_argument("--gpus " + std::to_string(options.gpus) + " asks for " +
+                              std::to_string(options.gpus) + " GPUs; " + gpus_present());
+    }
+    return unimplemented("--gpus " + std::to_string(options.gpus) +
+                         ": ranks on several GPUs need each GPU's share of the experts loaded "
+                         "there, which the loader does not do yet (docs/ep.md §7); --ep N runs "
+                         "N ranks on one device");
+  }
+  if (options.expert_parallel == 1) return ok_status();
+  if (options.device != EngineDevice::kCpu) {
+    return unimplemented("expert parallelism over " + ranks +
+                         " ranks on one GPU: the ranks run on the CPU only so far "
+                         "(docs/ep.md §7)");
+  }
+  if (options.experts != ExpertPrecision::kW4A4) {
+    return unimplemented("expert parallelism over " + ranks +
+                         " ranks moves NVFP4 activations between ranks: it needs the W4A4 "
+                         "expert mode (--experts w4a4)");
+  }
+  return ok_status();
+}
+
+Result<std::unique_ptr<model::ExpertPlacement>> make_placement(
+    const EngineOptions& options, const checkpoint::ModelWeights& weights) {
+  if (options.expert_parallel == 1) {
+    return std::unique_ptr<model::ExpertPlacement>(std::make_unique<OffloadedExperts>());
+  }
+  // Dense routed experts (bf16/f32) run unsharded on rank 0; a checkpoint with no NVFP4 ones
+  // would get nothing from the ranks but their cost.
+  const bool any_nvfp4 =
+      std::any_of(weights.layers.begin(), weights.layers.end(),
+                  [](const checkpoint::LayerWeights& l) { return l.ffn.experts.is_nvfp4(); });
+  if (!any_nvfp4) {
+    return unimplemented("expert parallelism shards NVFP4 routed experts, and " +
+                         options.model_dir +
+                         " has dense ones only (dsv4 quantize makes an NVFP4 checkpoint of it)");
+  }
+  DSV4_ASSIGN_OR_RETURN(
+      std::unique_ptr<ExpertParallel> ep,
+      ExpertParallel::create(weights.config, {.n_ranks = static_cast<int>(options.expert_parallel),
+                                              .max_tokens = options.max_step_tokens}));
+  return std::unique_ptr<model::ExpertPlacement>(std::move(ep));
+}
+
+}  // namespace dsv4::runtime

@@ -1,0 +1,31 @@
+// Which placement (model/expert_placement.h) an engine's options ask for, and the checks that
+// refuse the impossible ones before anything loads: expert parallelism (expert_parallel.h)
+// over EngineOptions::expert_parallel ranks, else the single-device placement with expert offload
+// (offloaded_experts.h).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "checkpoint/weights.h"
+#include "dsv4/engine.h"
+#include "model/expert_placement.h"
+
+namespace dsv4::runtime {
+
+// Device memory the weights leave free besides the prefix cache when expert offload (or the EP
+// memory plan) decides what fits: a margin for the sequences' caches and a step's activations
+// and MoE workspace, which grow with the requests and are allocated as they come, so no config
+// gives them exactly.
+inline constexpr int64_t kStepHeadroomBytes = int64_t{4} << 30;
+
+// The rank and GPU counts and what they need, from the options alone: a --gpus beyond the
+// devices present names those present.
+Status check_parallelism(const EngineOptions& options);
+
+// The placement for the loaded weights (options.max_step_tokens sizes expert parallelism's
+// symmetric buffers).
+Result<std::unique_ptr<model::ExpertPlacement>> make_placement(
+    const EngineOptions& options, const checkpoint::ModelWeights& weights);
+
+}  // namespace dsv4::runtime
