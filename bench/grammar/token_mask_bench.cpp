@@ -11,22 +11,28 @@
 // Usage: token_mask_bench TOKENIZER_JSON [--vocab 129280] [--walks 8] [--steps 256] [--seed 1]
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <memory>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "dsv4/structured_output.h"
 #include "dsv4/tokenizer.h"
 #include "grammar/json_schema.h"
 #include "grammar/matcher.h"
 #include "grammar/token_masker.h"
 #include "grammar/token_trie.h"
+#include "runtime/sampler.h"
 
 namespace {
 
 using namespace dsv4;
 using Clock = std::chrono::steady_clock;
+
+constexpr int64_t kEosId = 1;  // <｜end▁of▁sentence｜> in DeepSeek's tokenizer.json
 
 // An order: nested objects, arrays of objects, enums, formats, a pattern, anyOf with null, and
 // a recursive category tree through $ref.
@@ -206,15 +212,61 @@ int main(int argc, char** argv) {
     std::printf("every state's entry, from empty caches: %.1f ms for %zu states\n", ms_since(t),
                 g->states.size());
   }
-  // The sampler's part: -inf where the mask says no, over V logits.
-  std::vector<float> logits(static_cast<size_t>(vocab), 0.5f);
-  t = Clock::now();
-  for (int r = 0; r < 100; ++r) {
-    for (size_t i = 0; i < logits.size(); ++i) {
-      if (((bits[i / 32] >> (i % 32)) & 1) == 0) logits[i] = -1e30f;
+  // The sampler's part (runtime/sampler.h), per token at V logits: the mask made (what the
+  // batch's helper thread does while the forward runs), then the greedy draw through it, which
+  // reads the logits in place; beside it the unconstrained draw through the drawable ids alone,
+  // a plain argmax, and what a draw cost before (a copy of the row, -inf where masked, argmax).
+  {
+    const ConstraintVocabulary vocabulary = ConstraintVocabulary::build(*tok, vocab, kEosId);
+    Result<std::shared_ptr<const TokenConstraint>> constraint =
+        vocabulary.compile({OutputFormat::Kind::kJsonSchema, kSchema});
+    if (!constraint.ok()) {
+      std::fprintf(stderr, "%s\n", constraint.status().to_string().c_str());
+      return 1;
     }
+    auto drawable = std::make_shared<runtime::TokenMask>(bits.size(), 0u);
+    for (int64_t id = 0; id < vocab; ++id) {
+      if (tok->decode({id}).ok()) (*drawable)[static_cast<size_t>(id / 32)] |= 1u << (id % 32);
+    }
+    runtime::Sampler constrained({.constraint = *constraint}, drawable);
+    runtime::Sampler free({}, drawable);
+    std::normal_distribution<float> normal(0.0f, 2.0f);
+    std::vector<float> logits(static_cast<size_t>(vocab));
+    std::vector<double> mask_ms, draw_ms, free_ms, argmax_ms, copy_ms;
+    for (int64_t step = 0; step < steps; ++step) {
+      for (float& x : logits) x = normal(rng);
+      t = Clock::now();
+      constrained.prepare_masks();
+      mask_ms.push_back(ms_since(t));
+      t = Clock::now();
+      const int64_t token = constrained.sample(logits);
+      draw_ms.push_back(ms_since(t));
+      t = Clock::now();
+      free.sample(logits);
+      free_ms.push_back(ms_since(t));
+      t = Clock::now();
+      volatile int64_t best = runtime::argmax(logits);
+      argmax_ms.push_back(ms_since(t));
+      t = Clock::now();
+      std::vector<float> copy = logits;
+      for (size_t i = 0; i < copy.size(); ++i) {
+        if ((((*drawable)[i / 32] >> (i % 32)) & 1) == 0) copy[i] = -INFINITY;
+      }
+      best = runtime::argmax(copy);
+      copy_ms.push_back(ms_since(t));
+      (void)best;
+      if (token == kEosId) break;
+    }
+    auto row = [](const char* what, const std::vector<double>& v) {
+      std::printf("%-58s median %.3f ms, p90 %.3f, p99 %.3f, max %.3f\n", what,
+                  percentile(v, 0.5), percentile(v, 0.9), percentile(v, 0.99), percentile(v, 1.0));
+    };
+    std::printf("sampler, %zu greedy steps of the schema on random logits:\n", mask_ms.size());
+    row("  mask (prepare_masks: constraint AND drawable ids)", mask_ms);
+    row("  draw through the mask, constrained", draw_ms);
+    row("  draw through the drawable ids, unconstrained", free_ms);
+    row("  plain argmax, no mask", argmax_ms);
+    row("  before: copy the row, -inf where masked, argmax", copy_ms);
   }
-  std::printf("applying a mask to %lld logits: %.3f ms\n", static_cast<long long>(vocab),
-              ms_since(t) / 100);
   return 0;
 }

@@ -55,7 +55,7 @@ struct EngineOptions {
   // Speculative decoding: each decoding sequence feeds, with its last token, this many tokens
   // the checkpoint's MTP block drafted (0 .. 4; 0: off), and keeps those the model would have
   // drawn itself (greedy: the same tokens as without; sampled: the same distribution). Needs a
-  // checkpoint with MTP weights. A sequence with a constraint decodes without drafts.
+  // checkpoint with MTP weights. A constrained sequence's drafts are drawn within its constraint.
   int64_t speculative_tokens = 0;
   // With speculative_tokens: draft in every step. Otherwise a step drafts only where the
   // batch's own measured step times say speculation pays at its size (more tokens a second

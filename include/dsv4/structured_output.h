@@ -31,6 +31,12 @@ class TokenConstraintState {
   virtual void allowed_tokens(std::span<uint32_t> allowed) = 0;
   // Moves past `token`; false when it was not allowed (nothing changes then).
   virtual bool advance(int64_t token) = 0;
+  // The most advances rollback() can undo: speculative decoding advances past drafted tokens
+  // (at most 4 a step) before it knows they stay.
+  static constexpr int64_t kMaxRollback = 8;
+  // Undoes the last n successful advances (n <= kMaxRollback and no more than were made): the
+  // state is then exactly as it was before them, as if they had never been made.
+  virtual void rollback(int64_t n) = 0;
 };
 
 // A compiled format, shared by the sequences that use it (a request's n choices); thread-safe.
@@ -47,6 +53,10 @@ struct OutputFormat {
     kJsonObject,  // any JSON object (OpenAI's response_format json_object)
     kJsonSchema,  // a document valid against the JSON Schema in `text`
     kRegex,       // text the regex in `text` matches whole (vLLM's guided regex)
+    // A chat reply whose DSML tool calls keep to their tools' schemas (strict tools); `text` is
+    // {"tools": [OpenAI function objects], "forced_tool": null | "" | name} (chat's
+    // tool_call_grammar.h).
+    kToolCalls,
   };
   Kind kind = Kind::kJsonObject;
   std::string text;

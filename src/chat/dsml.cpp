@@ -10,15 +10,6 @@
 namespace dsv4::chat {
 namespace {
 
-constexpr std::string_view kBlockClose = "</｜DSML｜tool_calls>";
-constexpr std::string_view kInvokeOpen = "<｜DSML｜invoke";
-constexpr std::string_view kInvokeClose = "</｜DSML｜invoke";
-constexpr std::string_view kParameterOpen = "<｜DSML｜parameter";
-// A parameter's value ends at this, after its "<" (the value may hold any other text).
-constexpr std::string_view kParameterCloseTail = "/｜DSML｜parameter";
-// Between one tag and the next: the first tag's ">" and a newline.
-constexpr std::string_view kTagEnd = ">\n";
-
 std::string parameter(const std::string& name, bool is_string, const std::string& value) {
   return std::string(kParameterOpen) + " name=\"" + name + "\" string=\"" +
          (is_string ? "true" : "false") + "\">" + value + "<" + std::string(kParameterCloseTail) +

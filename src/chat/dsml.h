@@ -21,6 +21,15 @@ namespace dsv4::chat {
 
 // What starts a block of calls in a reply: the text before it is the content.
 inline constexpr std::string_view kToolCallsStart = "\n\n<｜DSML｜tool_calls";
+// The block's other tags.
+inline constexpr std::string_view kBlockClose = "</｜DSML｜tool_calls>";
+inline constexpr std::string_view kInvokeOpen = "<｜DSML｜invoke";
+inline constexpr std::string_view kInvokeClose = "</｜DSML｜invoke";
+inline constexpr std::string_view kParameterOpen = "<｜DSML｜parameter";
+// A parameter's value ends at this, after its "<" (the value may hold any other text).
+inline constexpr std::string_view kParameterCloseTail = "/｜DSML｜parameter";
+// Between one tag and the next: the first tag's ">" and a newline.
+inline constexpr std::string_view kTagEnd = ">\n";
 
 // The start of a block whose first call is to `name` (any tool when empty): what a reply that
 // must call a tool begins with.

@@ -54,6 +54,30 @@ Expr Expr::call(int32_t rule) {
   return e;
 }
 
+Expr Expr::ordered(std::vector<Expr> members, const std::vector<bool>& needed, Expr separator) {
+  // after(i): the members from i on once one was written, each behind a separator.
+  auto after = [&](size_t i) {
+    std::vector<Expr> parts;
+    for (size_t j = i; j < members.size(); ++j) {
+      Expr m = seq({separator, members[j]});
+      parts.push_back(needed[j] ? std::move(m) : optional(std::move(m)));
+    }
+    return seq(std::move(parts));
+  };
+  // The first member written is j: every one before it optional.
+  std::vector<Expr> firsts;
+  bool all_optional = true;
+  for (size_t j = 0; j < members.size(); ++j) {
+    firsts.push_back(seq({members[j], after(j + 1)}));
+    if (needed[j]) {
+      all_optional = false;
+      break;
+    }
+  }
+  if (all_optional) firsts.push_back(empty());
+  return alt(std::move(firsts));
+}
+
 int32_t Grammar::next(int32_t state, uint8_t byte) const {
   const State& s = states[static_cast<size_t>(state)];
   // Binary search over the sorted, disjoint ranges.

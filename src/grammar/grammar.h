@@ -37,6 +37,9 @@ struct Expr {
   static Expr repeat(Expr part, int32_t min, int32_t max);
   static Expr optional(Expr part) { return repeat(std::move(part), 0, 1); }
   static Expr call(int32_t rule);
+  // `members` in their order, each left out or not unless `needed`, `separator` between the
+  // ones written (a JSON object's properties, a DSML call's parameters).
+  static Expr ordered(std::vector<Expr> members, const std::vector<bool>& needed, Expr separator);
 };
 
 // The compiled grammar. States of all rules share one numbering; edges are stored flat.

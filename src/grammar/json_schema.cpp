@@ -100,10 +100,16 @@ Expr unicode_escape() {
       {Expr::literal("u"), Expr::alt({plain, Expr::seq({high, Expr::literal("\\u"), low})})});
 }
 
-// One character of a free JSON string: any character but ", \ and controls, or any escape.
-Expr string_char_expr() {
+// One character of a free JSON string: any character but ", \ and controls, or any escape
+// (for DSML, ｜ only as its escape: regex.h's kDsmlJsonString).
+Expr string_char_expr(TextEncoding encoding) {
+  const std::vector<CodepointRange> plain =
+      encoding == TextEncoding::kDsmlJsonString
+          ? normalize({{0x20, '"' - 1}, {'"' + 1, '\\' - 1}, {'\\' + 1, 0xFF5B},
+                       {0xFF5D, kMaxCodepoint}})
+          : normalize({{0x20, '"' - 1}, {'"' + 1, '\\' - 1}, {'\\' + 1, kMaxCodepoint}});
   return Expr::alt(
-      {utf8_expr(normalize({{0x20, '"' - 1}, {'"' + 1, '\\' - 1}, {'\\' + 1, kMaxCodepoint}})),
+      {utf8_expr(plain),
        Expr::seq({Expr::literal("\\"),
                   Expr::alt({Expr::literal("\""), Expr::literal("\\"), Expr::literal("/"),
                              Expr::literal("b"), Expr::literal("f"), Expr::literal("n"),
@@ -138,13 +144,17 @@ std::string escape_pointer_token(const std::string& key) {
   return out;
 }
 
+}  // namespace
+
 class SchemaCompiler {
  public:
-  explicit SchemaCompiler(const OrderedJson& root) : root_(root) {}
+  SchemaCompiler(GrammarBuilder& builder, const OrderedJson& root, TextEncoding strings)
+      : b_(builder), root_(root), strings_(strings) {}
 
-  Result<Grammar> compile() {
-    DSV4_ASSIGN_OR_RETURN(const int32_t root, rule_for(root_, "#"));
-    return b_.build(root);
+  // The rule of the subschema at `pointer` (a JSON pointer into the document, "#" the whole).
+  Result<int32_t> rule_at(const std::string& pointer) {
+    DSV4_ASSIGN_OR_RETURN(const OrderedJson* schema, resolve(pointer, pointer));
+    return rule_for(*schema, pointer);
   }
 
   // Any JSON value / object, as rules (shared by every use).
@@ -167,7 +177,6 @@ class SchemaCompiler {
     any_value_rule();
     return any_object_;
   }
-  GrammarBuilder& builder() { return b_; }
 
  private:
   int32_t shared_rule(int32_t& rule, const char* name, Expr (*body)()) {
@@ -178,9 +187,22 @@ class SchemaCompiler {
     return rule;
   }
   int32_t string_rule() {
-    return shared_rule(string_, "string", [] {
-      return quoted(Expr::repeat(string_char_expr(), 0, Expr::kUnbounded));
-    });
+    if (string_ < 0) {
+      string_ = b_.add_rule("string");
+      b_.define(string_, quoted(Expr::repeat(string_char_expr(strings_), 0, Expr::kUnbounded)));
+    }
+    return string_;
+  }
+  // A value's JSON text as a literal, written compactly as json.dumps would with separators
+  // (",", ":"); for DSML with ｜ escaped.
+  std::string json_text(const OrderedJson& v) const {
+    std::string text = v.dump(-1, ' ', false, OrderedJson::error_handler_t::replace);
+    if (strings_ != TextEncoding::kDsmlJsonString) return text;
+    const std::string bar = "\xEF\xBD\x9C";
+    for (size_t at = text.find(bar); at != std::string::npos; at = text.find(bar, at)) {
+      text.replace(at, bar.size(), "\\uff5c");
+    }
+    return text;
   }
   int32_t number_rule() { return shared_rule(number_, "number", number_expr); }
   int32_t integer_rule() { return shared_rule(integer_, "integer", integer_expr); }
@@ -350,9 +372,7 @@ class SchemaCompiler {
           return bad(pointer,
                      keyword + " value " + v.dump() + " does not have the type " + type.dump());
       }
-      // The value written compactly, as json.dumps would with separators (",", ":").
-      options.push_back(
-          Expr::literal(v.dump(-1, ' ', false, OrderedJson::error_handler_t::replace)));
+      options.push_back(Expr::literal(json_text(v)));
     }
     return Expr::alt(std::move(options));
   }
@@ -400,17 +420,17 @@ class SchemaCompiler {
       const std::string value = schema[k].get<std::string>();
       Result<Expr> body = invalid_argument("");
       if (std::string(k) == "pattern") {
-        body = regex_expr(value, TextEncoding::kJsonString, RegexMatch::kSearch);
+        body = regex_expr(value, strings_, RegexMatch::kSearch);
       } else {
         const auto it = format_patterns().find(value);
         if (it == format_patterns().end()) return refuse(pointer, "format \"" + value + "\"");
-        body = regex_expr(it->second, TextEncoding::kJsonString, RegexMatch::kWhole);
+        body = regex_expr(it->second, strings_, RegexMatch::kWhole);
       }
       if (!body.ok()) return body.status().with_context("JSON Schema at " + pointer);
       return quoted(std::move(body).value());
     }
     if (!lengths) return Expr::call(string_rule());
-    return quoted(Expr::repeat(string_char_expr(), min, max));
+    return quoted(Expr::repeat(string_char_expr(strings_), min, max));
   }
 
   Result<Expr> array_expr(const OrderedJson& schema, const std::string& pointer) {
@@ -464,52 +484,48 @@ class SchemaCompiler {
     for (const auto& [key, value] : properties.items()) {
       DSV4_ASSIGN_OR_RETURN(const int32_t rule,
                             rule_for(value, pointer + "/properties/" + escape_pointer_token(key)));
-      members.push_back(Expr::seq({Expr::literal(OrderedJson(key).dump()), ws(), Expr::literal(":"),
+      members.push_back(Expr::seq({Expr::literal(json_text(OrderedJson(key))), ws(), Expr::literal(":"),
                                    ws(), Expr::call(rule)}));
       needed.push_back(required.count(key) > 0);
     }
-    // after(i): the members from i on once one was written, each behind a comma.
-    auto after = [&](size_t i) {
-      std::vector<Expr> parts;
-      for (size_t j = i; j < members.size(); ++j) {
-        Expr m = Expr::seq({comma(), members[j]});
-        parts.push_back(needed[j] ? std::move(m) : Expr::optional(std::move(m)));
-      }
-      return Expr::seq(std::move(parts));
-    };
-    // The first member written is j: every one before it optional.
-    std::vector<Expr> firsts;
-    bool all_optional = true;
-    for (size_t j = 0; j < members.size(); ++j) {
-      firsts.push_back(Expr::seq({members[j], after(j + 1)}));
-      if (needed[j]) {
-        all_optional = false;
-        break;
-      }
-    }
-    if (all_optional) firsts.push_back(Expr::empty());
-    return Expr::seq(
-        {Expr::literal("{"), ws(), Expr::alt(std::move(firsts)), ws(), Expr::literal("}")});
+    return Expr::seq({Expr::literal("{"), ws(), Expr::ordered(std::move(members), needed, comma()),
+                      ws(), Expr::literal("}")});
   }
 
   static constexpr int64_t kMaxSchemas = 1 << 14;
 
+  GrammarBuilder& b_;
   const OrderedJson& root_;
-  GrammarBuilder b_;
+  TextEncoding strings_;  // how strings' characters are written
   std::map<std::string, int32_t> rules_;  // by JSON pointer
   int64_t n_schemas_ = 0;
   int32_t any_value_ = -1, any_object_ = -1, string_ = -1, number_ = -1, integer_ = -1;
 };
 
-}  // namespace
+SchemaRules::SchemaRules(GrammarBuilder& builder, const OrderedJson& root, TextEncoding strings)
+    : compiler_(std::make_unique<SchemaCompiler>(builder, root, strings)) {}
+SchemaRules::~SchemaRules() = default;
 
-Result<Grammar> json_schema_grammar(const OrderedJson& schema) {
+Result<int32_t> SchemaRules::rule_at(const std::string& pointer) {
   // Json's accessors throw on a value of the wrong type; that is the schema's fault.
   try {
-    return SchemaCompiler(schema).compile();
+    return compiler_->rule_at(pointer);
   } catch (const OrderedJson::exception& e) {
     return invalid_argument(std::string("JSON Schema: ") + e.what());
   }
+}
+
+Result<int32_t> SchemaRules::property_rule(const std::string& key) {
+  return rule_at("#/properties/" + escape_pointer_token(key));
+}
+
+int32_t SchemaRules::any_value_rule() { return compiler_->any_value_rule(); }
+
+Result<Grammar> json_schema_grammar(const OrderedJson& schema) {
+  GrammarBuilder b;
+  DSV4_ASSIGN_OR_RETURN(const int32_t root,
+                        SchemaRules(b, schema, TextEncoding::kJsonString).rule_at("#"));
+  return b.build(root);
 }
 
 Result<Grammar> json_schema_grammar(std::string_view schema_text) {
@@ -519,8 +535,9 @@ Result<Grammar> json_schema_grammar(std::string_view schema_text) {
 
 Grammar json_object_grammar() {
   const OrderedJson empty = OrderedJson::object();
-  SchemaCompiler c(empty);
-  Result<Grammar> g = c.builder().build(c.any_object_rule());
+  GrammarBuilder b;
+  Result<Grammar> g =
+      b.build(SchemaCompiler(b, empty, TextEncoding::kJsonString).any_object_rule());
   DSV4_CHECK(g.ok(), "the JSON object grammar does not build: %s", g.status().to_string().c_str());
   return std::move(g).value();
 }

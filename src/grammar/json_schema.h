@@ -17,11 +17,14 @@
 //     other control characters, the rest as UTF-8); free strings take any JSON escape.
 #pragma once
 
+#include <memory>
+#include <string>
 #include <string_view>
 
 #include "dsv4/status.h"
 #include "format/json.h"
 #include "grammar/grammar.h"
+#include "grammar/regex.h"
 
 namespace dsv4::grammar {
 
@@ -32,6 +35,27 @@ constexpr int32_t kMaxExponentDigits = 2;  // every number fits a double (< 1e11
 // minItems, maxItems, minLength and maxLength above this are refused (each counted item or
 // character is a copy in the automaton).
 constexpr int64_t kMaxCount = 4096;
+
+class SchemaCompiler;
+
+// One schema document's rules inside a grammar being built beside other rules (a tool call's
+// arguments among the DSML around them, chat/tool_call_grammar.h). `root` must outlive it.
+class SchemaRules {
+ public:
+  // `strings`: how strings' characters are written (kJsonString, or kDsmlJsonString inside DSML).
+  SchemaRules(GrammarBuilder& builder, const format::OrderedJson& root, TextEncoding strings);
+  ~SchemaRules();
+  // The rule of the values valid against the subschema at `pointer` (a JSON pointer into the
+  // document: "#", "#/properties/x"), made once. Errors as json_schema_grammar's.
+  Result<int32_t> rule_at(const std::string& pointer);
+  // rule_at("#/properties/KEY"), the key escaped as a JSON pointer token.
+  Result<int32_t> property_rule(const std::string& key);
+  // Any JSON value.
+  int32_t any_value_rule();
+
+ private:
+  std::unique_ptr<SchemaCompiler> compiler_;
+};
 
 // `schema` as parsed, keys in their order (property order is the generated order).
 Result<Grammar> json_schema_grammar(const format::OrderedJson& schema);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "base/check.h"
+
 namespace dsv4::grammar {
 
 int32_t StackPool::push(int32_t state, int32_t below) {
@@ -75,9 +77,18 @@ bool Matcher::advance(std::string_view bytes) {
     if (next_.stacks.empty() && !(next_.accepted && i + 1 == bytes.size())) return false;
     std::swap(at, next_);
   }
+  if (history_.size() == kMaxRollback) history_.pop_front();
+  history_.push_back(std::move(set_));
   set_ = std::move(at);
   if (pool_.size() > kMaxPool) compact();
   return true;
+}
+
+void Matcher::rollback(size_t n) {
+  DSV4_CHECK(n <= history_.size(), "rolling back %zu advances, %zu kept", n, history_.size());
+  if (n == 0) return;
+  set_ = std::move(history_[history_.size() - n]);
+  history_.resize(history_.size() - n);
 }
 
 void Matcher::compact() {
@@ -97,8 +108,12 @@ void Matcher::compact() {
     }
     return below;
   };
-  for (int32_t& s : set_.stacks) s = copy(s);
-  std::sort(set_.stacks.begin(), set_.stacks.end());
+  auto copy_set = [&](StackSet& set) {
+    for (int32_t& s : set.stacks) s = copy(s);
+    std::sort(set.stacks.begin(), set.stacks.end());
+  };
+  copy_set(set_);
+  for (StackSet& set : history_) copy_set(set);  // the sets rollback() may return to
   pool_ = std::move(fresh);
 }
 

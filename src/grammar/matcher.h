@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
@@ -77,9 +78,16 @@ class Stepper {
 // One sequence's position: starts at the root rule, moves over bytes.
 class Matcher {
  public:
+  // The most advances rollback() can undo.
+  static constexpr size_t kMaxRollback = 8;
+
   explicit Matcher(const Grammar& grammar);
-  // Reads `bytes`; false when they do not continue any document (nothing changes then).
+  // Reads `bytes` (none: a step that reads nothing, which rollback() counts too); false when
+  // they do not continue any document (nothing changes then).
   bool advance(std::string_view bytes);
+  // Undoes the last n successful advances (n <= kMaxRollback, and no more than were made). The
+  // pool may keep stacks they made; the set, and so every mask and advance after, is as before.
+  void rollback(size_t n);
   // Whether the text so far is a whole document.
   bool accepted() const { return set_.accepted; }
   const StackSet& set() const { return set_; }
@@ -94,6 +102,7 @@ class Matcher {
   StackPool pool_;
   Stepper stepper_;
   StackSet set_, next_;
+  std::deque<StackSet> history_;  // the sets before the last advances, oldest first
 };
 
 }  // namespace dsv4::grammar

@@ -403,11 +403,23 @@ std::string json_escape(uint32_t c) {
 }  // namespace
 
 Expr chars_expr(const std::vector<CodepointRange>& ranges, TextEncoding encoding) {
+  constexpr uint32_t kFullwidthBar = 0xFF5C;
   if (encoding == TextEncoding::kRaw) return utf8_expr(ranges);
   // Plain characters as UTF-8, the ones JSON must escape (", \, U+0000..U+001F) as escapes.
   std::vector<CodepointRange> plain;
   std::vector<Expr> options;
+  std::vector<CodepointRange> split;  // for DSML, ｜ taken out to be written as its escape
   for (const CodepointRange& r : ranges) {
+    if (encoding != TextEncoding::kDsmlJsonString || r.lo > kFullwidthBar ||
+        r.hi < kFullwidthBar) {
+      split.push_back(r);
+      continue;
+    }
+    options.push_back(Expr::literal("\\uff5c"));
+    if (r.lo < kFullwidthBar) split.push_back({r.lo, kFullwidthBar - 1});
+    if (r.hi > kFullwidthBar) split.push_back({kFullwidthBar + 1, r.hi});
+  }
+  for (const CodepointRange& r : split) {
     for (uint32_t c = r.lo; c <= std::min<uint32_t>(r.hi, 0x1F); ++c) {
       options.push_back(Expr::literal(json_escape(c)));
     }

@@ -19,6 +19,9 @@ namespace dsv4::grammar {
 enum class TextEncoding {
   kRaw,         // as their UTF-8 bytes (a regex response format)
   kJsonString,  // as inside a JSON string: `"`, `\` and control characters escaped
+  // As kJsonString, and ｜ (U+FF5C, which every DSML tag holds) as \uff5c: a JSON value inside a
+  // DSML tool call (chat/tool_call_grammar.h) then never holds a tag.
+  kDsmlJsonString,
 };
 
 // Which strings match: the whole string (vLLM's regex, as outlines compiles it), or any string

@@ -3,11 +3,13 @@
 // sequences; each sequence has a Matcher and a SequenceMasker of its own.
 #include "dsv4/structured_output.h"
 
+#include <algorithm>
 #include <list>
 #include <mutex>
 #include <utility>
 #include <vector>
 
+#include "chat/tool_call_grammar.h"
 #include "dsv4/tokenizer.h"
 #include "grammar/json_schema.h"
 #include "grammar/matcher.h"
@@ -70,29 +72,41 @@ class GrammarConstraintState final : public TokenConstraintState {
   void allowed_tokens(std::span<uint32_t> allowed) override {
     masker_.fill(matcher_, allowed);
     const auto eos = static_cast<uint64_t>(c_->eos());
-    // A text that no token can continue (a vocabulary without some byte) ends rather than
-    // leaving nothing to draw.
-    bool any = false;
-    for (const uint32_t w : allowed) any = any || w != 0;
-    dead_end_ = !any;
-    if ((matcher_.accepted() || dead_end_) && eos / 32 < allowed.size()) {
+    if ((matcher_.accepted() || none(allowed)) && eos / 32 < allowed.size()) {
       allowed[eos / 32] |= 1u << (eos % 32);
     }
   }
 
   bool advance(int64_t token) override {
     if (token < 0 || token >= c_->trie().vocab_size()) return false;
-    if (token == c_->eos()) return matcher_.accepted() || dead_end_;  // nothing comes after
+    if (token == c_->eos()) {
+      // Nothing comes after eos: it reads no byte, but counts as a step for rollback().
+      return (matcher_.accepted() || dead_end()) && matcher_.advance({});
+    }
     const std::string& bytes = c_->trie().bytes(token);
     return !bytes.empty() && matcher_.advance(bytes);
   }
 
+  void rollback(int64_t n) override { matcher_.rollback(static_cast<size_t>(n)); }
+
  private:
+  static bool none(std::span<const uint32_t> bits) {
+    return std::all_of(bits.begin(), bits.end(), [](uint32_t w) { return w == 0; });
+  }
+  // No token continues the text (a vocabulary without some byte): eos ends it rather than
+  // leaving nothing to draw.
+  bool dead_end() {
+    std::vector<uint32_t> bits(static_cast<size_t>((c_->trie().vocab_size() + 31) / 32));
+    masker_.fill(matcher_, bits);
+    return none(bits);
+  }
+
   std::shared_ptr<const GrammarConstraint> c_;
   grammar::Matcher matcher_;
   grammar::SequenceMasker masker_;
-  bool dead_end_ = false;  // the last mask had no token but eos
 };
+
+static_assert(grammar::Matcher::kMaxRollback >= TokenConstraintState::kMaxRollback);
 
 std::unique_ptr<TokenConstraintState> GrammarConstraint::start() const {
   return std::make_unique<GrammarConstraintState>(shared_from_this());
@@ -106,6 +120,8 @@ Result<grammar::Grammar> compile_grammar(const OutputFormat& format) {
       return grammar::json_schema_grammar(std::string_view(format.text));
     case OutputFormat::Kind::kRegex:
       return grammar::regex_grammar(format.text);
+    case OutputFormat::Kind::kToolCalls:
+      return chat::tool_call_grammar(format.text);
   }
   return invalid_argument("unknown output format");
 }

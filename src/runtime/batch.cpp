@@ -11,13 +11,17 @@
 
 namespace dsv4::runtime {
 
+// A constrained sequence's drafts move its constraint, which must be able to take them back.
+static_assert(kMaxSpeculativeTokens <= TokenConstraintState::kMaxRollback);
+
 RunningBatch::RunningBatch(const model::Model& model, int64_t eos_token_id, int64_t step_tokens,
                            int64_t prefix_cache_bytes, int64_t speculative_tokens,
-                           bool speculate_always)
+                           bool speculate_always, std::shared_ptr<const TokenMask> drawable)
     : model_(model),
       eos_token_id_(eos_token_id),
       step_tokens_(step_tokens),
       speculative_tokens_(speculative_tokens),
+      drawable_(std::move(drawable)),
       prefix_cache_(prefix_cache_bytes) {
   DSV4_CHECK(speculative_tokens == 0 || model.n_mtp_blocks() > 0,
              "speculative decoding without an MTP block");
@@ -41,11 +45,9 @@ Result<Session> RunningBatch::new_session(const GenerateRequest& request) {
 
 Status RunningBatch::admit(const GenerateRequest& request, OnDone on_done) {
   DSV4_ASSIGN_OR_RETURN(Session session, new_session(request));
-  Sequence s{request, std::move(on_done), std::move(session), Sampler(request.sampling),
-             Generation{}};
-  // A constrained sequence decodes plainly: the drafts' draws and their verification
-  // (speculative.h) neither apply the constraint's mask nor advance it.
-  if (speculative_tokens_ > 0 && !request.sampling.constraint) {
+  Sequence s{request, std::move(on_done), std::move(session),
+             Sampler(request.sampling, drawable_), Generation{}};
+  if (speculative_tokens_ > 0) {
     DSV4_ASSIGN_OR_RETURN(s.drafts, Drafts::create(model_, s.session.max_positions()));
   }
   DSV4_RETURN_IF_ERROR(resume_from_prefix(s));
@@ -368,7 +370,7 @@ void RunningBatch::step() {
   }
   const int64_t drafted_before = totals_.drafted_tokens;
   const int64_t generated_before = totals_.generated_tokens;
-  const Status stepped = runtime::step(model_, inputs);
+  const Status stepped = beside_masks([&] { return runtime::step(model_, inputs); });
   if (!stepped.ok()) {
     fail_all(stepped);
     return;
@@ -391,7 +393,8 @@ void RunningBatch::step() {
     }
   }
   if (speculating_) {
-    const Status drafted = draft_next_steps();
+    // The first drafts' masks are made while the MTP block runs.
+    const Status drafted = beside_masks([&] { return draft_next_steps(); });
     if (!drafted.ok()) fail_all(drafted);
   }
   // A speculative step that verified no drafts (the first after plain ones) measures nothing.
@@ -407,6 +410,26 @@ void RunningBatch::step() {
 int64_t RunningBatch::n_decoding() const {
   return std::count_if(sequences_.begin(), sequences_.end(),
                        [](const Sequence& s) { return s.drafts && prefilled(s); });
+}
+
+Status RunningBatch::beside_masks(const std::function<Status()>& work) {
+  std::vector<Sampler*> constrained;
+  for (Sequence& s : sequences_) {
+    if (s.request.sampling.constraint) constrained.push_back(&s.sampler);
+  }
+  if (constrained.empty()) return work();
+  helper_.start([constrained = std::move(constrained)] {
+    for (Sampler* sampler : constrained) sampler->prepare_masks();
+  });
+  Status status = ok_status();
+  try {
+    status = work();
+  } catch (...) {
+    helper_.wait();  // before the sequences it reads can go
+    throw;
+  }
+  helper_.wait();
+  return status;
 }
 
 void RunningBatch::fail_all(const Status& status) {

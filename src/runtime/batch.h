@@ -21,15 +21,19 @@
 // With speculative decoding (runtime/speculative.h) a decoding sequence feeds its drafts beside
 // its token and may emit several tokens a step; after the forward the MTP block runs over every
 // sequence's new positions and drafts the next step's tokens.
+// A constrained sequence's next token mask (structured outputs) is made on a helper thread while
+// the forward runs (and, with speculation, its first draft's while the MTP block runs).
 #pragma once
 
 #include <functional>
 #include <list>
+#include <memory>
 #include <optional>
 #include <vector>
 
 #include "dsv4/engine.h"
 #include "model/deepseek_v4.h"
+#include "runtime/helper_thread.h"
 #include "runtime/prefix_cache.h"
 #include "runtime/sampler.h"
 #include "runtime/session.h"
@@ -56,10 +60,12 @@ class RunningBatch {
   // feeds k drafts besides its token (fewer near its end), which count against step_tokens:
   // in every step with speculate_always, else in the steps where the batch's measured step
   // times say it pays (runtime/speculation_policy.h; a plain step leaves the MTP block's cache
-  // behind, and the next speculative one moves it on: model::skip_mtp_cache).
+  // behind, and the next speculative one moves it on: model::skip_mtp_cache). Only the ids in
+  // `drawable` (null: every id) are ever drawn.
   RunningBatch(const model::Model& model, int64_t eos_token_id, int64_t step_tokens,
                int64_t prefix_cache_bytes, int64_t speculative_tokens = 0,
-               bool speculate_always = true);
+               bool speculate_always = true,
+               std::shared_ptr<const TokenMask> drawable = nullptr);
 
   // Makes the sequence's session (its caches for prompt + max_tokens) and starts it from the
   // longest kept state its prompt begins with (unless it asks for the prompt's logits or
@@ -147,7 +153,10 @@ class RunningBatch {
   Status take_verified_step(Sequence& s);
   // The MTP block over every sequence's new positions, drafting their next steps.
   Status draft_next_steps();
-  // Sequences that decode with drafts (prompt done, no constraint).
+  // Runs `work` (a forward) while helper_ makes the constrained sequences' next token masks
+  // (Sampler::prepare_masks); returns what it returned, once both are done.
+  Status beside_masks(const std::function<Status()>& work);
+  // Sequences that decode with drafts (prompt done).
   int64_t n_decoding() const;
   static int64_t n_alternatives(const Sequence& s);
 
@@ -155,6 +164,7 @@ class RunningBatch {
   int64_t eos_token_id_;
   int64_t step_tokens_;
   int64_t speculative_tokens_;
+  std::shared_ptr<const TokenMask> drawable_;
   // Whether this step's decoding sequences feed their drafts; the policy that decides it when
   // not always (a sliding-window MTP block only: a compressed one cannot skip positions).
   bool speculating_ = false;
@@ -162,6 +172,7 @@ class RunningBatch {
   std::list<Sequence> sequences_;  // stable addresses: step() holds pointers to sessions
   PrefixCache prefix_cache_;
   EngineStats totals_;
+  HelperThread helper_;  // last: it may still touch the sequences' samplers until waited for
 };
 
 }  // namespace dsv4::runtime

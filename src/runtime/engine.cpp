@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -38,6 +37,26 @@ Status check_speculation(const EngineOptions& options, const checkpoint::LoadedM
   return ok_status();
 }
 
+// The ids `decodable` refuses, ascending (none when it is not set).
+std::vector<int64_t> undecodable_ids(const std::function<bool(int64_t)>& decodable,
+                                     int64_t vocab_size) {
+  std::vector<int64_t> ids;
+  for (int64_t id = 0; decodable && id < vocab_size; ++id) {
+    if (!decodable(id)) ids.push_back(id);
+  }
+  return ids;
+}
+
+// The ids every draw may take: all but the undecodable ones (null when that is all).
+std::shared_ptr<const runtime::TokenMask> drawable_ids(const std::vector<int64_t>& undecodable,
+                                                       int64_t vocab_size) {
+  if (undecodable.empty()) return nullptr;
+  auto mask = std::make_shared<runtime::TokenMask>(static_cast<size_t>((vocab_size + 31) / 32), 0u);
+  for (int64_t id = 0; id < vocab_size; ++id) (*mask)[id / 32] |= 1u << (id % 32);
+  for (const int64_t id : undecodable) (*mask)[id / 32] &= ~(1u << (id % 32));
+  return mask;
+}
+
 }  // namespace
 
 struct Engine::State {
@@ -56,9 +75,14 @@ struct Engine::State {
         model(weights, options),
         max_context(engine.max_context),
         load_notes(std::move(loaded.report.notes)),
-        scheduler(model, model.config().eos_token_id, static_cast<size_t>(engine.max_batch),
-                  engine.max_step_tokens, engine.prefix_cache_mb << 20,
-                  engine.speculative_tokens, engine.speculate_always) {}
+        undecodable(undecodable_ids(engine.decodable, model.config().vocab_size)),
+        scheduler(model, static_cast<size_t>(engine.max_batch),
+                  {.eos_token_id = model.config().eos_token_id,
+                   .step_tokens = engine.max_step_tokens,
+                   .prefix_cache_bytes = engine.prefix_cache_mb << 20,
+                   .speculative_tokens = engine.speculative_tokens,
+                   .speculate_always = engine.speculate_always,
+                   .drawable = drawable_ids(undecodable, model.config().vocab_size)}) {}
 };
 
 Engine::Engine(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -128,12 +152,8 @@ Result<Engine> Engine::open(const EngineOptions& options) {
                         runtime::make_placement(options, loaded.weights));
   model_options.placement = experts_at.get();
   model_options.cuda_graph = options.cuda_graph;
-  auto state =
-      std::make_unique<State>(std::move(loaded), std::move(experts_at), model_options, options);
-  for (int64_t id = 0; options.decodable && id < state->model.config().vocab_size; ++id) {
-    if (!options.decodable(id)) state->undecodable.push_back(id);
-  }
-  return Engine(std::move(state));
+  return Engine(
+      std::make_unique<State>(std::move(loaded), std::move(experts_at), model_options, options));
 }
 
 int64_t Engine::vocab_size() const { return state_->model.config().vocab_size; }
@@ -207,15 +227,7 @@ EngineStats Engine::stats() const { return state_->scheduler.stats(); }
 Result<std::vector<Generation>> Engine::generate_batch(
     const std::vector<GenerateRequest>& requests) {
   for (const GenerateRequest& r : requests) DSV4_RETURN_IF_ERROR(check(r));
-  if (state_->undecodable.empty()) return state_->scheduler.run(requests);
-  // The ids the tokenizer lacks are masked out of every draw.
-  std::vector<GenerateRequest> masked = requests;
-  for (GenerateRequest& r : masked) {
-    for (const int64_t id : state_->undecodable) {
-      r.sampling.logit_bias.emplace_back(id, -std::numeric_limits<float>::infinity());
-    }
-  }
-  return state_->scheduler.run(masked);
+  return state_->scheduler.run(requests);
 }
 
 }  // namespace dsv4

@@ -93,12 +93,10 @@ struct Scheduler::Call {
   }
 };
 
-Scheduler::Scheduler(const model::Model& model, int64_t eos_token_id, size_t max_batch,
-                     int64_t step_tokens, int64_t prefix_cache_bytes, int64_t speculative_tokens,
-                     bool speculate_always)
-    : batch_(model, eos_token_id, step_tokens, prefix_cache_bytes, speculative_tokens,
-             speculate_always),
-      eos_token_id_(eos_token_id),
+Scheduler::Scheduler(const model::Model& model, size_t max_batch, const BatchOptions& options)
+    : batch_(model, options.eos_token_id, options.step_tokens, options.prefix_cache_bytes,
+             options.speculative_tokens, options.speculate_always, options.drawable),
+      eos_token_id_(options.eos_token_id),
       max_batch_(max_batch),
       worker_([this] { work(); }) {}
 

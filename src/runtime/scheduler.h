@@ -23,12 +23,17 @@ namespace dsv4::runtime {
 
 class Scheduler {
  public:
-  // max_batch sequences at most in the batch; step_tokens at most fed a step, prefix_cache_bytes
-  // of kept states, and speculative_tokens drafts a decoding sequence feeds, always or where it
-  // pays (RunningBatch).
-  Scheduler(const model::Model& model, int64_t eos_token_id, size_t max_batch, int64_t step_tokens,
-            int64_t prefix_cache_bytes, int64_t speculative_tokens = 0,
-            bool speculate_always = true);
+  // What the batch is made of (RunningBatch's arguments).
+  struct BatchOptions {
+    int64_t eos_token_id = -1;
+    int64_t step_tokens = 2048;         // at most fed a step
+    int64_t prefix_cache_bytes = 0;     // of kept states
+    int64_t speculative_tokens = 0;     // drafts a decoding sequence feeds
+    bool speculate_always = true;       // in every step, or where it pays (RunningBatch)
+    std::shared_ptr<const TokenMask> drawable = nullptr;  // the ids ever drawn (null: all)
+  };
+  // max_batch sequences at most in the batch.
+  Scheduler(const model::Model& model, size_t max_batch, const BatchOptions& options);
   // Lets the running step finish, then fails every request still waiting or running.
   ~Scheduler();
   Scheduler(const Scheduler&) = delete;

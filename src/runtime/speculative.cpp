@@ -25,11 +25,13 @@ void Drafts::limit(int64_t n) {
 }
 
 void Drafts::draw(std::span<const float> logits, Sampler& sampler) {
+  // At the position past the drafts so far (a constraint's mask there).
+  const std::span<const int64_t> ahead = std::span<const int64_t>(tokens_).subspan(1);
   if (sampler.greedy()) {
-    tokens_.push_back(sampler.best(logits));
+    tokens_.push_back(sampler.best(logits, ahead));
     return;
   }
-  q_.push_back(sampler.distribution(logits));
+  q_.push_back(sampler.distribution(logits, ahead));
   tokens_.push_back(sampler.draw_from(q_.back()));
 }
 
@@ -61,7 +63,7 @@ Verdict verify_drafts(std::span<const int64_t> drafts, const std::vector<std::ve
         token = sampler.draw_from(mass > 0.0 ? residual : p);
       }
     }
-    sampler.count(token);
+    sampler.commit(token);
     verdict.tokens.push_back(token);
     if (!kept) break;
     ++verdict.n_accepted;

@@ -37,7 +37,7 @@ struct Verdict {
 };
 
 // Verifies `drafts` against rows of logits (host f32 [(n + 1) · V], row i the model's logits
-// where draft i + 1 stands), drawing through `sampler` (which counts each emitted token). For
+// where draft i + 1 stands), drawing through `sampler` (which takes each emitted token). For
 // sampled requests q[i] is the distribution draft i + 1 was drawn from (unused when greedy).
 Verdict verify_drafts(std::span<const int64_t> drafts, const std::vector<std::vector<double>>& q,
                       std::span<const float> rows, Sampler& sampler);
@@ -55,7 +55,7 @@ class Drafts {
   // The next step's tokens: `last` (the sequence's last drawn token), then the drafts.
   std::span<const int64_t> step_tokens(int64_t last);
   // Verifies the drafts against the step's rows of logits (host f32 [(size() + 1) · V]), drawing
-  // through the sequence's sampler (which counts the emitted tokens); the drafts are used up.
+  // through the sequence's sampler (which takes the emitted tokens); the drafts are used up.
   Verdict verify(std::span<const float> rows, Sampler& sampler);
 
  private:

@@ -163,6 +163,9 @@ Refusal read_tools(const OrderedJson& body, std::vector<std::string>& out) {
           if (auto bad = expect_object(tool["function"]["parameters"], function + ".parameters"))
             return bad;
         }
+        if (present(tool["function"], "strict") && !tool["function"]["strict"].is_boolean()) {
+          return request_error(function + ".strict", function + ".strict must be a boolean");
+        }
         out.push_back(tool["function"].dump());
         return std::nullopt;
       });
@@ -352,8 +355,12 @@ std::variant<ChatRequest, RequestError> parse_chat_request(std::string_view body
         read_sampling(body, max_tokens, limits, request.sampling),
         read_stream(body, request.stream), read_stop(body, request.stop),
         read_logprobs(body, request), read_choices(body, request.n),
-        read_output_format(body, request.format), check_output_format(request)}) {
+        read_output_format(body, request.format), check_output_format(request),
+        read_tool_call_format(request.conversation, request.format)}) {
     if (step) return *step;
+  }
+  if (request.format && request.format->kind == OutputFormat::Kind::kToolCalls) {
+    request.format_field = "tools";
   }
   return request;
 }

@@ -16,7 +16,9 @@
 // "auto", "none" (the reply ends where a call would begin), "required" or a named function (the
 // reply then opens with that call: chat mode only); response_format and vLLM's
 // structured_outputs (server/output_format.h) hold the reply's content to a format, in chat mode
-// without tool calls or a prefill (the format is the whole reply). Fields that would change the
+// without tool calls or a prefill (the format is the whole reply); tools whose function has
+// "strict": true hold the reply's tool calls to their parameters (output_format.h). Fields that
+// would change the
 // answer and are not implemented (parallel_tool_calls false) are refused by name, as are unknown
 // fields and roles (developer, function).
 #pragma once
@@ -46,6 +48,7 @@ struct ChatRequest {
   bool max_tokens_given = false;
   int64_t n = 1;                       // choices, each drawn with its own seed (seed + index)
   std::optional<OutputFormat> format;  // the text the reply must be (structured outputs)
+  std::string format_field = "response_format";  // what asked for it: response_format or tools
 };
 
 // Parses and checks `body` within the engine's `limits`.

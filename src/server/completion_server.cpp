@@ -72,7 +72,10 @@ void CompletionServer::State::complete(const HttpRequest& req, HttpResponse& res
     return send_error(res, 400, bad->message, bad->param);
   }
   CompletionRequest& request = std::get<CompletionRequest>(parsed);
-  if (!constrain_output(vocabulary, request.format, request.sampling, res, Api::kOpenAi)) return;
+  if (!constrain_output(vocabulary, request.format, request.sampling, "response_format", res,
+                        Api::kOpenAi)) {
+    return;
+  }
   if (tokenizer == nullptr && !request.stop.empty()) {
     return send_error(res, 400, "this server has no tokenizer.json, which stop strings need",
                       "stop");
@@ -246,7 +249,10 @@ void CompletionServer::State::chat(const HttpRequest& req, HttpResponse& res) {
     return send_error(res, 400, bad->message, bad->param);
   }
   ChatRequest& request = std::get<ChatRequest>(parsed);
-  if (!constrain_output(vocabulary, request.format, request.sampling, res, Api::kOpenAi)) return;
+  if (!constrain_output(vocabulary, request.format, request.sampling, request.format_field, res,
+                        Api::kOpenAi)) {
+    return;
+  }
   std::optional<std::vector<int64_t>> prompt = chat_prompt_ids(request.conversation, res);
   if (!prompt) return;
   if (!request.max_tokens_given) {

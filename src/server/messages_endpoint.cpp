@@ -6,6 +6,7 @@
 
 #include "server/messages_json.h"
 #include "server/messages_request.h"
+#include "server/output_constraint.h"
 #include "server/server_state.h"
 
 namespace dsv4::server {
@@ -18,6 +19,10 @@ void CompletionServer::State::messages(const HttpRequest& req, HttpResponse& res
     return send_error(res, 400, bad->message, bad->param, Api::kAnthropic);
   }
   MessagesRequest& request = std::get<MessagesRequest>(parsed);
+  if (!constrain_output(vocabulary, request.format, request.sampling, "tools", res,
+                        Api::kAnthropic)) {
+    return;
+  }
   const ThinkingMode thinking = request.conversation.thinking;
   std::optional<std::vector<int64_t>> prompt =
       chat_prompt_ids(request.conversation, res, Api::kAnthropic);

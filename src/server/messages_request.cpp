@@ -5,6 +5,8 @@
 #include <string>
 #include <utility>
 
+#include "server/output_format.h"
+
 namespace dsv4::server {
 namespace {
 
@@ -217,8 +219,12 @@ Refusal read_tools(const OrderedJson& body, std::vector<std::string>& out) {
                                    "give custom tools with an input_schema");
         }
         if (auto bad = refuse_unknown(
-                tool, {"type", "name", "description", "input_schema", "cache_control"}, path)) {
+                tool, {"type", "name", "description", "input_schema", "cache_control", "strict"},
+                path)) {
           return bad;
+        }
+        if (present(tool, "strict") && !tool["strict"].is_boolean()) {
+          return request_error(path + ".strict", path + ".strict must be a boolean");
         }
         if (auto bad = read_text(tool, path, "name", true, name)) return bad;
         if (auto bad = read_text(tool, path, "description", false, description)) return bad;
@@ -228,6 +234,8 @@ Refusal read_tools(const OrderedJson& body, std::vector<std::string>& out) {
         OrderedJson function = {{"name", name}};
         if (present(tool, "description")) function["description"] = description;
         function["parameters"] = tool["input_schema"];
+        // Strict: the calls' input keeps to input_schema (structured outputs).
+        if (tool.value("strict", false)) function["strict"] = true;
         out.push_back(function.dump());
         return std::nullopt;
       });
@@ -346,7 +354,7 @@ std::variant<MessagesRequest, RequestError> parse_messages_request(std::string_v
         read_sampling(body, "max_tokens", {std::numeric_limits<int32_t>::max(), limits.vocab_size},
                       request.sampling),
         read_stop(body, request.stop, "stop_sequences", kMaxStopSequences),
-        read_stream(body, stream)}) {
+        read_stream(body, stream), read_tool_call_format(request.conversation, request.format)}) {
     if (step) return *step;
   }
   request.stream = stream.enabled;

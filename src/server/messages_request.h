@@ -9,9 +9,11 @@
 //                 the call's arguments). The last message is the user's: a final assistant
 //                 message (a prefill to continue) is refused. Errors name the message's index and
 //                 block ("messages[2].content[1].input").
-//   tools         custom tools {name, description, input_schema}, written into the prompt as the
-//                 OpenAI function objects {name, description, parameters} DeepSeek's format takes;
-//                 Anthropic's server tools (a type other than "custom") are refused.
+//   tools         custom tools {name, description, input_schema, strict}, written into the prompt
+//                 as the OpenAI function objects {name, description, parameters} DeepSeek's format
+//                 takes; with strict true, the calls' input keeps to input_schema (structured
+//                 outputs, output_format.h). Anthropic's server tools (a type other than
+//                 "custom") are refused.
 //   tool_choice   {"type": "auto"}, "none" (the reply ends where a call would begin), "any" or
 //                 "tool" with a name (the reply then opens with that call: thinking off only).
 //   thinking      {"type": "enabled", "budget_tokens": N} or {"type": "disabled"} (the default).
@@ -25,6 +27,7 @@
 // POST /v1/messages/count_tokens takes the same body without max_tokens, sampling and stream.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -32,6 +35,7 @@
 
 #include "dsv4/chat.h"
 #include "dsv4/engine.h"
+#include "dsv4/structured_output.h"
 #include "server/request_fields.h"
 
 namespace dsv4::server {
@@ -41,6 +45,7 @@ struct MessagesRequest {
   SamplingParams sampling;
   std::vector<std::string> stop;  // stop_sequences (stop_strings.h)
   bool stream = false;
+  std::optional<OutputFormat> format;  // strict tools' (output_format.h)
 };
 
 // Parses and checks a /v1/messages body within the engine's `limits`.

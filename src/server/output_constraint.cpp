@@ -12,16 +12,16 @@ std::optional<ConstraintVocabulary> output_vocabulary(const Engine& engine,
 
 bool constrain_output(const std::optional<ConstraintVocabulary>& vocabulary,
                       const std::optional<OutputFormat>& format, SamplingParams& sampling,
-                      HttpResponse& res, Api api) {
+                      const std::string& field, HttpResponse& res, Api api) {
   if (!format) return true;
   if (!vocabulary) {
-    send_error(res, 400, "this server has no tokenizer.json, which a response format needs",
-               "response_format", api);
+    send_error(res, 400, "this server has no tokenizer.json, which a response format needs", field,
+               api);
     return false;
   }
   Result<std::shared_ptr<const TokenConstraint>> constraint = vocabulary->compile(*format);
   if (!constraint.ok()) {
-    send_error(res, 400, constraint.status().message(), "response_format", api);
+    send_error(res, 400, constraint.status().message(), field, api);
     return false;
   }
   sampling.constraint = *std::move(constraint);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 
 #include "dsv4/engine.h"
 #include "dsv4/structured_output.h"
@@ -19,10 +20,11 @@ std::optional<ConstraintVocabulary> output_vocabulary(const Engine& engine,
                                                       const Tokenizer* tokenizer);
 
 // Sets sampling.constraint to `format` compiled (nothing without a format). False, with the 400
-// sent, when the server has no tokenizer or the compiler refuses the format, naming what it does
-// not support (`JSON Schema keyword "minimum" at #/properties/age is not supported`).
+// sent (param `field`: what asked for the format), when the server has no tokenizer or the
+// compiler refuses the format, naming what it does not support (`JSON Schema keyword "minimum"
+// at #/properties/age is not supported`).
 bool constrain_output(const std::optional<ConstraintVocabulary>& vocabulary,
                       const std::optional<OutputFormat>& format, SamplingParams& sampling,
-                      HttpResponse& res, Api api);
+                      const std::string& field, HttpResponse& res, Api api);
 
 }  // namespace dsv4::server

@@ -112,4 +112,31 @@ std::optional<RequestError> read_output_format(const OrderedJson& body,
   return std::nullopt;
 }
 
+std::optional<RequestError> read_tool_call_format(const Conversation& conversation,
+                                                  std::optional<OutputFormat>& out) {
+  if (conversation.tools.empty() || conversation.no_tool_calls) return std::nullopt;
+  OrderedJson tools = OrderedJson::array();
+  bool strict = false;
+  for (const std::string& function : conversation.tools) {
+    Result<OrderedJson> parsed = format::parse_ordered_json(function, "tool");
+    if (!parsed.ok()) return request_error("tools", parsed.status().message());
+    strict = strict || parsed->value("strict", OrderedJson(false)) == true;
+    tools.push_back(*std::move(parsed));
+  }
+  if (!strict) return std::nullopt;
+  if (conversation.thinking != ThinkingMode::kChat) {
+    return request_error("tools", "strict tools with thinking are not supported");
+  }
+  if (!conversation.prefill.empty()) {
+    return request_error("tools", "strict tools with a prefilled reply are not supported");
+  }
+  const OrderedJson forced =
+      conversation.forced_tool ? OrderedJson(*conversation.forced_tool) : OrderedJson();
+  OrderedJson spec = OrderedJson::object();
+  spec["tools"] = std::move(tools);
+  spec["forced_tool"] = forced;
+  out = OutputFormat{OutputFormat::Kind::kToolCalls, spec.dump()};
+  return std::nullopt;
+}
+
 }  // namespace dsv4::server

@@ -8,10 +8,13 @@
 //                       whitespace_pattern are refused by name.
 // At most one of the two. The schema itself is checked when it is compiled (server side), where
 // a keyword the compiler does not support is refused by name.
+// Strict tools (OpenAI's function "strict": true, Anthropic's tool "strict": true) hold a chat
+// reply's tool calls to their schemas the same way.
 #pragma once
 
 #include <optional>
 
+#include "dsv4/chat.h"
 #include "dsv4/structured_output.h"
 #include "format/json.h"
 #include "server/request_fields.h"
@@ -21,5 +24,12 @@ namespace dsv4::server {
 // The format `body` asks for into `out` (nullopt: free text).
 std::optional<RequestError> read_output_format(const format::OrderedJson& body,
                                                std::optional<OutputFormat>& out);
+
+// The format strict tools put on a chat reply (chat/tool_call_grammar.h) into `out`: set when a
+// tool's function object has "strict": true and the reply may call a tool. Refused (param
+// "tools") in thinking mode and with a prefill, where the reply does not start as the grammar
+// does.
+std::optional<RequestError> read_tool_call_format(const Conversation& conversation,
+                                                  std::optional<OutputFormat>& out);
 
 }  // namespace dsv4::server

@@ -73,6 +73,7 @@ class OnlyToken final : public TokenConstraint {
         allowed[static_cast<size_t>(token / 32)] |= 1u << (token % 32);
       }
       bool advance(int64_t t) override { return t == token; }
+      void rollback(int64_t) override {}  // stateless
     };
     auto s = std::make_unique<State>();
     s->token = token_;

@@ -170,6 +170,7 @@ class EveryThirdToken final : public TokenConstraint {
       seen->push_back(token);
       return true;
     }
+    void rollback(int64_t n) override { seen->resize(seen->size() - static_cast<size_t>(n)); }
   };
   std::unique_ptr<TokenConstraintState> start() const override {
     auto s = std::make_unique<State>();
@@ -211,6 +212,63 @@ TEST(SamplerTest, ConstraintMasksBeforeDrawingAndAdvancesByEachToken) {
     }
     ASSERT_EQ(constraint->seen.size(), 30u);
   }
+}
+
+// The ids never drawn (EngineOptions::decodable) and a constraint's mask are one mask: the draws
+// are the plain sampler's on logits that are -inf wherever either refuses.
+TEST(SamplerTest, TheDrawableIdsAndTheConstraintAreOneMask) {
+  SeededRng rng;
+  constexpr size_t kVocab = 70;
+  const std::vector<float> logits = random_logits(rng, kVocab);
+  auto drawable = std::make_shared<TokenMask>((kVocab + 31) / 32, 0u);
+  for (size_t t = 0; t < kVocab; ++t) {
+    if (rng.engine()() % 4 != 0) (*drawable)[t / 32] |= 1u << (t % 32);
+  }
+  for (const float temperature : {0.0f, 1.0f}) {
+    for (const bool constrained : {false, true}) {
+      auto constraint = std::make_shared<EveryThirdToken>(kVocab);
+      SamplingParams p{.temperature = temperature, .seed = rng.engine()()};
+      if (constrained) p.constraint = constraint;
+      Sampler masked(p, drawable);
+      SamplingParams plain_params = p;
+      plain_params.constraint = nullptr;
+      Sampler plain(plain_params);
+      for (int step = 0; step < 30; ++step) {
+        std::vector<float> want_logits = logits;
+        for (size_t t = 0; t < kVocab; ++t) {
+          const bool allowed = ((*drawable)[t / 32] >> (t % 32)) & 1;
+          if (!allowed || (constrained && static_cast<int>(t % 3) != step % 3)) {
+            want_logits[t] = -INFINITY;
+          }
+        }
+        ASSERT_EQ(masked.sample(logits), plain.sample(want_logits))
+            << "temperature " << temperature << ", constrained " << constrained << ", step "
+            << step;
+      }
+    }
+  }
+}
+
+// Drafted tokens (speculative decoding) are drawn at their own positions: best() past `ahead`
+// follows the constraint's mask there; a committed token other than the first draft takes the
+// drafts back, and a kept one leaves the constraint past the committed tokens only.
+TEST(SamplerTest, DraftsAheadAreDrawnAtTheirPositionsAndLeaveNoTrace) {
+  SeededRng rng;
+  const std::vector<float> logits = random_logits(rng, 45);
+  auto constraint = std::make_shared<EveryThirdToken>(45);
+  Sampler sampler(SamplingParams{.constraint = constraint});
+  std::vector<int64_t> ahead;
+  for (int depth = 0; depth < 4; ++depth) {
+    const int64_t draft = sampler.best(logits, ahead);
+    EXPECT_EQ(draft % 3, depth % 3) << "depth " << depth;
+    ahead.push_back(draft);
+  }
+  EXPECT_EQ(constraint->seen, std::vector<int64_t>(ahead.begin(), ahead.end() - 1));
+  sampler.commit(ahead[0]);  // kept
+  const int64_t other = ahead[1] == 4 ? 7 : 4;  // allowed at position 1, not the draft
+  sampler.commit(other);
+  EXPECT_EQ(constraint->seen, (std::vector<int64_t>{ahead[0], other}));
+  EXPECT_EQ(sampler.best(logits) % 3, 2);
 }
 
 }  // namespace

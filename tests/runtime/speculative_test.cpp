@@ -12,8 +12,9 @@
 //     the batch decides by its step times, steps switch between plain and speculative (the MTP
 //     cache skipping ahead) and the greedy tokens stay the plain ones;
 //   - stops (max_tokens inside a step's drafts, the caller's on_token) cut the step's tokens;
-//   - a constrained sequence (structured outputs) does not speculate: sampled hot beside one
-//     that does, its every token is one its constraint allows, and its tokens are the plain run's;
+//   - constrained sequences (structured outputs) speculate within their constraint: greedy, the
+//     tokens of the plain run; sampled hot, every token one the constraint allows where it
+//     stands, and the constraint past exactly the emitted tokens (rejected drafts left no trace);
 //   - a checkpoint without MTP weights refuses speculation by name.
 #include "runtime/speculative.h"
 
@@ -31,7 +32,7 @@
 #include "model/golden.h"
 #include "model/mtp_fixture.h"
 #include "runtime/batch.h"
-#include "runtime/token_set_constraint.h"
+#include "runtime/residue_constraint.h"
 #include "testing/compare.h"
 #include "testing/tolerance.h"
 
@@ -307,31 +308,35 @@ TEST_P(SpeculativeBatchTest, StopsInsideAStepCutItsTokens) {
   EXPECT_EQ(spec.results[1]->tokens, plain.results[1]->tokens);
 }
 
-// The drafts' draws skip a constraint's mask, so a constrained sequence decodes plainly, while
-// an unconstrained one beside it still speculates.
-TEST_P(SpeculativeBatchTest, AConstrainedSequenceDecodesPlainly) {
-  const int64_t v = c().vocab_size;
-  std::vector<bool> allowed(static_cast<size_t>(v), false);
-  for (int64_t t = 0; t < v; ++t) allowed[static_cast<size_t>(t)] = rng_.uniform_int(0, 3) == 0;
-  GenerateRequest constrained = greedy(random_prompt(6), long_generation());
-  constrained.sampling.temperature = 4.0f;  // hot: unmasked draws would leave the set
-  constrained.sampling.seed = static_cast<uint64_t>(rng_.uniform_int(0, 1 << 30));
-  const auto set = std::make_shared<testing::TokenSet>(allowed);
-  constrained.sampling.constraint = set;
-  GenerateRequest free = constrained;
-  free.sampling.constraint = nullptr;
-  const BatchRun spec = run({constrained, free}, 3);
-  ASSERT_TRUE(spec.results[0].ok() && spec.results[1].ok());
-  const std::vector<int64_t>& tokens = spec.results[0]->tokens;
-  ASSERT_EQ(static_cast<int64_t>(tokens.size()), long_generation());
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    EXPECT_TRUE(set->allows(tokens[i])) << "token " << i << ": " << tokens[i];
-  }
-  EXPECT_EQ(set->n_advanced(), static_cast<int64_t>(tokens.size()));
-  EXPECT_GT(spec.totals.drafted_tokens, 0);  // the free sequence's
-  const BatchRun plain = run({constrained}, 0);
-  ASSERT_TRUE(plain.results[0].ok());
-  EXPECT_EQ(tokens, plain.results[0]->tokens);
+// Constrained sequences speculate: their drafts are drawn within the constraint at their own
+// positions, verified within it, and a rejected draft leaves no trace in it. Greedy, the tokens
+// are those without speculation; sampled hot (so that masks at a wrong position would let a
+// wrong token through), every token is one the constraint allows where it stands.
+TEST_P(SpeculativeBatchTest, ConstrainedSequencesSpeculateWithinTheirConstraint) {
+  const auto constraint = std::make_shared<testing::ResidueConstraint>(c().vocab_size);
+  GenerateRequest held = greedy(random_prompt(6), long_generation());
+  held.sampling.constraint = constraint;
+  GenerateRequest hot = held;
+  hot.prompt = random_prompt(5);
+  hot.sampling.temperature = 4.0f;
+  hot.sampling.seed = static_cast<uint64_t>(rng_.uniform_int(0, 1 << 30));
+  const BatchRun plain = run({held}, 0);
+  const BatchRun spec = run({held, hot}, 3);
+  ASSERT_TRUE(plain.results[0].ok() && spec.results[0].ok() && spec.results[1].ok());
+  EXPECT_EQ(spec.results[0]->tokens, plain.results[0]->tokens);
+  EXPECT_GT(spec.totals.drafted_tokens, 0);
+  // Second drafts are kept too: drawn at the position past the first (at the first's position
+  // they would break the constraint two times in three, and never be kept).
+  EXPECT_GT(spec.totals.accepted_at[1], 0);
+  const std::vector<int64_t>& sampled = spec.results[1]->tokens;
+  ASSERT_EQ(static_cast<int64_t>(sampled.size()), long_generation());
+  EXPECT_TRUE(testing::ResidueConstraint::allows(sampled));
+  // The states (plain's, then the two of the speculative run) stand past their tokens exactly:
+  // each draft rolled back is gone.
+  const std::vector<std::vector<int64_t>> histories = constraint->histories();
+  ASSERT_EQ(histories.size(), 3u);
+  EXPECT_EQ(histories[1], spec.results[0]->tokens);
+  EXPECT_EQ(histories[2], sampled);
 }
 
 INSTANTIATE_TEST_SUITE_P(Golden, SpeculativeBatchTest,

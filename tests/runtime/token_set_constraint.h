@@ -1,5 +1,6 @@
 // A test constraint (structured outputs' interface, dsv4/structured_output.h) that allows a
-// fixed set of tokens at every step and counts the tokens it was advanced by.
+// fixed set of tokens at every step and counts the tokens it was advanced by (less those
+// rolled back).
 #pragma once
 
 #include <algorithm>
@@ -41,6 +42,7 @@ class TokenSet final : public TokenConstraint {
       ++set.n_advanced_;
       return true;
     }
+    void rollback(int64_t n) override { set.n_advanced_ -= n; }
     const TokenSet& set;
   };
 

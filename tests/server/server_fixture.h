@@ -35,9 +35,11 @@ inline Engine open_engine() {
 // A server on its own thread for one test, stopped and joined at the end.
 class RunningServer {
  public:
-  RunningServer(Engine& engine, const Tokenizer* tokenizer, ServerOptions options = {})
+  // max_context: the engine's (the tiny model's 64 unless given).
+  RunningServer(Engine& engine, const Tokenizer* tokenizer, ServerOptions options = {},
+                int64_t max_context = 64)
       : server_(engine, tokenizer, [&] {
-          options.max_context = 64;
+          options.max_context = max_context;
           return options;
         }()) {
     Result<int> port = server_.bind("127.0.0.1", 0);
