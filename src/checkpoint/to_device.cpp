@@ -34,7 +34,7 @@ class DeviceCopier {
   // A linear's weight: an FP8 one (LoadOptions::keep_fp8) as it is, codes and scales, marked
   // for the profile the weights are placed for.
   Status copy_linear(const LinearWeight& src, LinearWeight& dst) const {
-    DSV4_RETURN_IF_ERROR(copy_linear(static_cast<const Tensor&>(src), dst));
+    DSV4_RETURN_IF_ERROR(copy_linear_values(src, dst));
     dst.numerics = numerics_;
     return copy(src.block_scales, dst.block_scales);
   }
@@ -42,7 +42,7 @@ class DeviceCopier {
   // A weight only kernels::linear reads: on a GPU in bf16 when every value is one (a bf16
   // checkpoint's, which the loader widened to f32), since a decode step streams these weights
   // and bf16 halves their bytes; the linear widens them back exactly. Else as it is.
-  Status copy_linear(const Tensor& src, Tensor& dst) const {
+  Status copy_linear_values(const Tensor& src, Tensor& dst) const {
     if (device_ != Device::kCuda || src.empty_tensor() || src.dtype() != DType::kF32 ||
         !src.view().is_contiguous()) {
       return copy(src, dst);  // and an absent weight stays absent
@@ -100,7 +100,7 @@ class DeviceCopier {
   }
 
   Status copy(const HyperConnectionWeights& src, HyperConnectionWeights& dst) const {
-    DSV4_RETURN_IF_ERROR(copy_linear(src.fn, dst.fn));
+    DSV4_RETURN_IF_ERROR(copy_linear_values(src.fn, dst.fn));
     DSV4_RETURN_IF_ERROR(copy(src.base, dst.base));
     return copy(src.scale, dst.scale);
   }
