@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -93,6 +94,28 @@ bool valid_book(const Json& a) {
   return true;
 }
 
+// Whether each call in `text` that names a parameter twice is to the loose tool: a context-free
+// grammar cannot keep a loose call's free parameter names apart (the DSML reader then refuses
+// the reply), so only strict calls are held to distinct names.
+bool only_loose_calls_repeat_a_parameter(const std::string& text) {
+  const std::string invoke = std::string(kInvokeOpen) + " name=\"";
+  const std::string parameter = std::string(kParameterOpen) + " name=\"";
+  for (size_t at = text.find(invoke); at != std::string::npos;) {
+    const size_t name_end = text.find('"', at + invoke.size());
+    const std::string name = text.substr(at + invoke.size(), name_end - at - invoke.size());
+    const size_t next = text.find(invoke, name_end);
+    const std::string body = text.substr(name_end, next == std::string::npos ? next : next - name_end);
+    std::set<std::string> seen;
+    for (size_t p = body.find(parameter); p != std::string::npos; p = body.find(parameter, p + 1)) {
+      const size_t begin = p + parameter.size();
+      if (!seen.insert(body.substr(begin, body.find('"', begin) - begin)).second && name != "ping")
+        return false;
+    }
+    at = next;
+  }
+  return true;
+}
+
 TEST(ToolCallGrammarTest, RandomRepliesReadBackIntoValidCalls) {
   testing::SeededRng rng;
   int n_calls = 0, n_books = 0;
@@ -113,6 +136,10 @@ TEST(ToolCallGrammarTest, RandomRepliesReadBackIntoValidCalls) {
         continue;
       }
       Result<ParsedToolCalls> parsed = parse_tool_calls(text, start + kToolCallsStart.size());
+      if (!parsed.ok() && parsed.status().to_string().find("given twice") != std::string::npos &&
+          only_loose_calls_repeat_a_parameter(text)) {
+        continue;
+      }
       ASSERT_TRUE(parsed.ok()) << parsed.status().to_string() << "\n" << text;
       EXPECT_EQ(parsed->end, text.size()) << text;
       for (const ToolCall& call : parsed->calls) {

@@ -44,7 +44,8 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& flags, bool model_required) {
   cmd->add_option("--numerics", flags.numerics,
                   "how the GPU computes (docs/numerics.md): exact (f32-exact, as verified "
                   "against transformers) or fast (DeepSeek's own inference numerics: FP8 "
-                  "linears, bf16 tensor-core attention); default fast on cuda, exact on cpu")
+                  "linears, bf16 tensor-core attention; GPU only)")
+      ->capture_default_str()
       ->check(CLI::IsMember({"exact", "fast"}));
   // Expert parallelism (docs/ep.md): the range and what the ranks need are the engine's to check,
   // so its messages are the same from every command.
@@ -137,9 +138,7 @@ EngineOptions engine_options(const EngineFlags& flags, const char* command) {
   options.expert_offload_layers =
       flags.expert_offload == "auto" ? -1 : std::strtoll(flags.expert_offload.c_str(), nullptr, 10);
   options.speculative_tokens = flags.speculative;
-  const bool fast =
-      flags.numerics.empty() ? options.device == EngineDevice::kCuda : flags.numerics == "fast";
-  options.numerics = fast ? Numerics::kFast : Numerics::kExact;
+  options.numerics = flags.numerics == "fast" ? Numerics::kFast : Numerics::kExact;
   options.expert_parallel = flags.ep;
   options.gpus = flags.gpus;
   options.cuda_graph = flags.cuda_graph == "on";

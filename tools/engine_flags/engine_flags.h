@@ -19,7 +19,7 @@ struct EngineFlags {
   int64_t ep = 1;                       // expert-parallel ranks on the one device
   int64_t gpus = 1;                     // GPUs the ranks spread over
   std::string cuda_graph = "off";       // decode steps replayed as CUDA graphs
-  std::string numerics;                 // exact or fast; empty: fast on cuda, exact on cpu
+  std::string numerics = "exact";       // or fast (docs/numerics.md)
 };
 
 // --model (required when model_required, else optional with the default above), --device,
@@ -43,8 +43,8 @@ CLI::Validator positive();
 
 // The options the flags ask for. Without --model: $DSV4_MODEL, else the small trained model in
 // the repository (tests/golden/brown_small/model, English from the Brown corpus), which
-// `command` says on stderr. Without --numerics: fast on cuda, exact on cpu. --numerics fast
-// with --device cpu is Engine::open's invalid_argument.
+// `command` says on stderr. --numerics fast with --device cpu is Engine::open's
+// invalid_argument.
 EngineOptions engine_options(const EngineFlags& flags, const char* command);
 
 // Engine::open, then the engine's load notes on stderr ("dsv4 COMMAND: note: ..."): which
