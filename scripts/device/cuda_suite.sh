@@ -13,7 +13,8 @@
 # an environment-gated variant in the same call); TORCH_TOKENS, if set, the PyTorch baseline's
 # token list; LINEAR_T, if set, runs linear_bench with that token list. decode_bench (the
 # loader's host decode) runs last. After the tests, `dsv4 bench --device cuda` on the tree's tiny checkpoint (the
-# engine's own overheads end to end: its layers are too small to weigh anything) at batch 1 and 8.
+# engine's own overheads end to end: its layers are too small to weigh anything) at batch 1 and 8,
+# and the trained model's perplexity in both numerics profiles.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
 out=${OUT:-/tmp/dsv4_out}
@@ -49,6 +50,18 @@ if [ -x "$bins/dsv4" ] && [ $rc -eq 0 ]; then
     timeout 120 "$bins/dsv4" bench --device cuda --model tests/golden/tiny_a_pretrained/model \
       --batch "$batch" --prompt-tokens 128 --gen-tokens 32 2>&1 | tee -a "$out/dsv4_bench.txt"
   done
+fi
+# The trained model's perplexity in both numerics profiles, as shipped and with the release's FP8
+# linears (docs/quality.md, "The numerics profiles").
+if [ -x "$bins/dsv4" ]; then
+  python3 scripts/fp8_linears.py tests/golden/brown_small/model "$bins/brown_fp8" > /dev/null
+  for m in tests/golden/brown_small/model "$bins/brown_fp8"; do
+    for n in exact fast; do
+      echo "== eval $m --numerics $n"
+      timeout 60 "$bins/dsv4" eval --device cuda --numerics "$n" --model "$m" \
+        --text tests/golden/brown_small/heldout_excerpt.txt 2>&1 | tail -1
+    done
+  done | tee "$out/eval.txt"
 fi
 if [ "$moe_args" != "-" ] && [ $rc -eq 0 ]; then
   # shellcheck disable=SC2086
