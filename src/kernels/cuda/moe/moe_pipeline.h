@@ -70,6 +70,10 @@ class MoeSteps {
   bool fused() const;
   // The fused kernels' grid bound for every active group (the count moe_ffn_on_path passes).
   int all_slots() const;
+  // The routed experts the kernels read (expert offload's copies where it makes them).
+  const MoeWeightsView& weights() const { return w_; }
+  // The permutation's active-group list (device, [E+2]; valid after front()).
+  const int* active_groups() const;
 
   // Router, permutation, the touched experts' copy (expert offload), the staged input (W4A4).
   Status front() const;

@@ -267,6 +267,10 @@ Status MoeSteps::front() const {
       s.staged(ws_.x_packed, ws_.x_scale, ws_.x_global, ws_.n_tokens, ws_.dim));
 }
 
+const int* MoeSteps::active_groups() const {
+  return reinterpret_cast<const int*>(base_ + ws_.active);
+}
+
 int MoeSteps::all_slots() const {
   return static_cast<int>(std::min(ws_.n_experts, ws_.n_tokens * ws_.k_used) + 1);
 }
@@ -348,8 +352,8 @@ Status MoeSteps::down(const int* active, int n_slots) const {
   }
   const StagedActivation act =
       s.staged(ws_.act_packed, ws_.act_scale, ws_.act_global, n_rows, ws_.ffn);
-  return grouped_down(rows_of(act, 0, n_routed), rows_of(act, n_routed, n_rows), w_, offsets,
-                      down, n_routed);
+  return grouped_down(rows_of(act, 0, n_routed), rows_of(act, n_routed, n_rows), w_, offsets, down,
+                      n_routed);
 }
 
 Status MoeSteps::combine(int64_t begin, int64_t end) const {
