@@ -126,13 +126,15 @@ Status fence_stream(std::chrono::milliseconds deadline, const std::string& what)
     err = cudaSuccess;
     if (std::chrono::steady_clock::now() > until) {
       // The event is released once the work it waits for completes (or never, if it hangs).
-      cudaEventDestroy(done);
+      DSV4_CUDA_CHECK(cudaEventDestroy(done));
       return internal_error("ep watchdog: " + what + " did not finish on the GPU within " +
                             std::to_string(deadline.count()) + " ms (hung kernel)");
     }
     std::this_thread::yield();
   }
-  cudaEventDestroy(done);
+  // A failed kernel's error is sticky and may come back here too: a Status either way.
+  const cudaError_t destroyed = cudaEventDestroy(done);
+  if (err == cudaSuccess) err = destroyed;
   if (err != cudaSuccess) {
     return internal_error("ep: " + what + " failed on the GPU: " + cudaGetErrorString(err));
   }
