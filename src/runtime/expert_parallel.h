@@ -38,10 +38,11 @@ struct ExpertParallelOptions {
   int n_ranks = 1;
   // Where the model runs, and so the ranks: the CPU or the calling thread's GPU.
   Device device = Device::kCpu;
-  // Most tokens one call carries (the engine's step): sizes the symmetric buffers, which grow if
-  // a call carries more.
+  // Most tokens one call carries (the engine's step): sizes the CPU ranks' symmetric buffers,
+  // which grow if a call carries more (on a GPU the device buffers grow with the calls).
   int64_t max_tokens = 1;
-  // How long a rank waits at a phase for its peers before the group fails (the watchdog).
+  // How long a rank waits at a phase for its peers, or on a GPU for its own stream, before the
+  // group fails (the watchdog).
   std::chrono::milliseconds watchdog{60000};
   // Fault injection for tests: called on each rank before its part of every call; an error
   // fails that rank, a sleep stalls it.
