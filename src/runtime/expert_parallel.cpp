@@ -7,6 +7,9 @@
 #include <utility>
 
 #include "kernels/ep/ep_moe.h"
+#ifdef DSV4_WITH_CUDA
+#include "kernels/ep/cuda/shared_device_moe.h"
+#endif
 
 namespace dsv4::runtime {
 
@@ -15,15 +18,30 @@ using kernels::ep::HostRankGroup;
 
 namespace {
 
-// One call as the ranks see it. The activations are copies the job owns, so a rank that
-// outlives the call (stalled past the watchdog) reads and writes only these and the weights,
-// never the model's scratch, which the leader frees when it returns the error.
+// A call's device buffers when the ranks share a GPU, kept between calls and grown when one
+// needs more: x and the token ids copied from the model's scratch, y, the MoE workspace the
+// ranks share, and their group lists (kernels/ep/cuda/shared_device_moe.h).
+struct DeviceStep {
+  Tensor x, tokens, y, workspace, groups;
+};
+
+// One call as the ranks see it. The activations are copies the job owns (host tensors on the
+// CPU, `device` on a GPU), so a rank that outlives the call (stalled past the watchdog) reads
+// and writes only these and the weights, never the model's scratch, which the leader frees when
+// it returns the error.
 struct Job {
   int64_t layer = 0;
+  int64_t n_tokens = 0;
   kernels::MoeWeightsView weights;
   kernels::MoeConfig config;
   Tensor x, tokens, y;
+  std::shared_ptr<const DeviceStep> device;
+  bool hash_tokens = false;  // device->tokens holds the call's token ids
+  int gpu = 0;               // the leader's GPU
   std::shared_ptr<HostRankGroup> symmetric;
+
+  // The routed sum once every rank is done.
+  TensorView result() const { return device ? device->y.view().rows(0, n_tokens) : y.view(); }
 };
 
 // The rows of a step rank r is the home of: contiguous slices, rank 0 first, so their
@@ -36,6 +54,11 @@ Result<Tensor> copy_of(const TensorView& from) {
   DSV4_ASSIGN_OR_RETURN(Tensor to, Tensor::empty(from.dtype, from.shape));
   DSV4_RETURN_IF_ERROR(copy_tensor(to.view(), from));
   return to;
+}
+
+// Whether `have` holds at least `need` of the first dimension (and exists).
+bool holds(const Tensor& have, int64_t need) {
+  return !have.empty_tensor() && have.shape()[0] >= need;
 }
 
 }  // namespace
@@ -71,10 +94,74 @@ struct ExpertParallel::Group {
         return fault;
       }
     }
-    const auto [begin, end] = home_rows(job.x.shape()[0], rank, options.n_ranks);
+    if (job.device) {
+      const Status result = gpu_forward(rank, job);
+      if (!result.ok()) job.symmetric->abort(rank, result);
+      return result;
+    }
+    const auto [begin, end] = home_rows(job.n_tokens, rank, options.n_ranks);
     const kernels::ep::EpMoeIo io{job.x.view().rows(begin, end), job.tokens.view().rows(begin, end),
                                   job.y.view().rows(begin, end)};
     return kernels::ep::ep_moe_forward(*job.symmetric, rank, sharding, job.weights, job.config, io);
+  }
+
+  // Rank `rank`'s part of a call whose ranks share a GPU: the phases of
+  // kernels/ep/cuda/shared_device_moe.h, each closed by a wait for this thread's stream (under
+  // the watchdog: a hung kernel is an error, not a hang) and then a host barrier, so no rank
+  // reads what a peer's kernels have not finished writing.
+  Status gpu_forward(int rank, const Job& job) const {
+#ifdef DSV4_WITH_CUDA
+    namespace epc = kernels::ep::cuda;
+    DSV4_RETURN_IF_ERROR(epc::set_calling_thread_gpu(job.gpu));
+    const DeviceStep& d = *job.device;
+    const int64_t n = job.n_tokens;
+    const epc::SharedDeviceIo io{d.x.view().rows(0, n),
+                                 job.hash_tokens ? d.tokens.view().rows(0, n) : TensorView{},
+                                 d.y.view().rows(0, n), d.workspace.view(), d.groups.view()};
+    DSV4_ASSIGN_OR_RETURN(const epc::SharedDeviceMoe moe,
+                          epc::SharedDeviceMoe::plan(job.weights, job.config, sharding, io));
+    const bool leader = rank == 0;
+    // Launched work, then this rank's stream drained, then the peers met.
+    const auto phase = [&](kernels::ep::EpPhase at, const Status& launched) -> Status {
+      DSV4_RETURN_IF_ERROR(launched);
+      DSV4_RETURN_IF_ERROR(epc::fence_stream(
+          options.watchdog,
+          "rank " + std::to_string(rank) + "'s work before " + kernels::ep::phase_name(at)));
+      return job.symmetric->barrier(rank, at);
+    };
+    using kernels::ep::EpPhase;
+    DSV4_RETURN_IF_ERROR(phase(EpPhase::kDispatch, leader ? moe.front() : ok_status()));
+    DSV4_RETURN_IF_ERROR(phase(EpPhase::kHiddenScale, moe.gate_up(rank)));
+    DSV4_RETURN_IF_ERROR(phase(EpPhase::kHiddenStaged, leader ? moe.stage_hidden() : ok_status()));
+    DSV4_RETURN_IF_ERROR(phase(EpPhase::kCombine, moe.down(rank)));
+    const auto [begin, end] = home_rows(n, rank, options.n_ranks);
+    DSV4_RETURN_IF_ERROR(moe.combine(begin, end));
+    return epc::fence_stream(options.watchdog, "rank " + std::to_string(rank) + "'s combine");
+#else
+    (void)rank, (void)job;
+    return unimplemented("this build of dsv4 has no CUDA support");
+#endif
+  }
+
+  // The device buffers of a call of `n_tokens` tokens (allocated on the calling thread's GPU).
+  Status reserve_device(const model::RoutedExpertsCall& call) {
+    const int64_t n_tokens = call.x.size(0), n_experts = call.weights.w13.n_matrices();
+    const int64_t bytes = kernels::moe_ffn_workspace_bytes(n_tokens, call.weights, call.config);
+    if (device && holds(device->x, n_tokens) && holds(device->workspace, bytes) &&
+        device->groups.shape()[1] == n_experts + 2) {
+      return ok_status();
+    }
+    const int64_t rows = std::max<int64_t>({n_tokens, 1, device ? device->x.shape()[0] : 0});
+    const int64_t size = std::max(bytes, device ? device->workspace.shape()[0] : 0);
+    auto made = std::make_shared<DeviceStep>();
+    DSV4_ASSIGN_OR_RETURN(made->x, Tensor::empty(DType::kF32, {rows, hidden}, Device::kCuda));
+    DSV4_ASSIGN_OR_RETURN(made->tokens, Tensor::empty(DType::kI64, {rows}, Device::kCuda));
+    DSV4_ASSIGN_OR_RETURN(made->y, Tensor::empty(DType::kF32, {rows, hidden}, Device::kCuda));
+    DSV4_ASSIGN_OR_RETURN(made->workspace, Tensor::empty(DType::kU8, {size}, Device::kCuda));
+    DSV4_ASSIGN_OR_RETURN(
+        made->groups, Tensor::empty(DType::kI32, {options.n_ranks, n_experts + 2}, Device::kCuda));
+    device = std::move(made);
+    return ok_status();
   }
 
   // Ranks 1 … R−1: wait for a job, run their part, report.
@@ -103,6 +190,7 @@ struct ExpertParallel::Group {
   const ExpertSharding sharding;
   const int64_t hidden, top_k;
   std::shared_ptr<HostRankGroup> symmetric;  // the leader's between calls
+  std::shared_ptr<DeviceStep> device;        // likewise, when the ranks share a GPU
 
   std::mutex mutex;
   std::condition_variable posted, finished;
@@ -119,8 +207,10 @@ Result<std::unique_ptr<ExpertParallel>> ExpertParallel::create(
   DSV4_ASSIGN_OR_RETURN(const ExpertSharding sharding,
                         ExpertSharding::create(config.n_routed_experts, options.n_ranks));
   auto group = std::make_shared<Group>(options, sharding, config.hidden_size, config.n_expert_used);
-  DSV4_RETURN_IF_ERROR(
-      group->reserve((options.max_tokens + options.n_ranks - 1) / options.n_ranks));
+  // On a GPU the host group only carries the barriers; the rows stay in device memory.
+  DSV4_RETURN_IF_ERROR(group->reserve(
+      options.device == Device::kCpu ? (options.max_tokens + options.n_ranks - 1) / options.n_ranks
+                                     : 1));
   std::unique_ptr<ExpertParallel> ep(new ExpertParallel(std::move(group)));
   for (int rank = 1; rank < options.n_ranks; ++rank) {
     ep->ranks_.emplace_back([group = ep->group_, rank] { group->serve(rank); });
@@ -142,20 +232,36 @@ ExpertParallel::~ExpertParallel() {
 Status ExpertParallel::run(const model::RoutedExpertsCall& call) {
   Group& g = *group_;
   if (!g.failed.ok()) return g.failed;
-  if (call.x.device != Device::kCpu) {
-    return unimplemented("expert parallelism runs its ranks on the CPU only so far");
+  if (call.x.device != g.options.device) {
+    return invalid_argument(std::string("expert parallelism: the ranks were made for the ") +
+                            (g.options.device == Device::kCpu ? "CPU" : "GPU") +
+                            ", the layer's activations are elsewhere");
   }
   const int n_ranks = g.options.n_ranks;
   const int64_t n_tokens = call.x.size(0);
-  DSV4_RETURN_IF_ERROR(g.reserve((n_tokens + n_ranks - 1) / n_ranks));
   auto job = std::make_shared<Job>();
   job->layer = call.layer;
+  job->n_tokens = n_tokens;
   job->weights = call.weights;
   job->config = call.config;
+  if (call.x.device == Device::kCpu) {
+    DSV4_RETURN_IF_ERROR(g.reserve((n_tokens + n_ranks - 1) / n_ranks));
+    DSV4_ASSIGN_OR_RETURN(job->x, copy_of(call.x));
+    DSV4_ASSIGN_OR_RETURN(job->tokens, copy_of(call.tokens));
+    DSV4_ASSIGN_OR_RETURN(job->y, Tensor::empty(DType::kF32, call.y.shape));
+  } else {
+#ifdef DSV4_WITH_CUDA
+    job->gpu = kernels::ep::cuda::calling_thread_gpu();
+#endif
+    DSV4_RETURN_IF_ERROR(g.reserve_device(call));
+    job->device = g.device;
+    DSV4_RETURN_IF_ERROR(copy_tensor(g.device->x.view().rows(0, n_tokens), call.x));
+    job->hash_tokens = call.tokens.data != nullptr && call.tokens.numel() == n_tokens;
+    if (job->hash_tokens) {
+      DSV4_RETURN_IF_ERROR(copy_tensor(g.device->tokens.view().rows(0, n_tokens), call.tokens));
+    }
+  }
   job->symmetric = g.symmetric;
-  DSV4_ASSIGN_OR_RETURN(job->x, copy_of(call.x));
-  DSV4_ASSIGN_OR_RETURN(job->tokens, copy_of(call.tokens));
-  DSV4_ASSIGN_OR_RETURN(job->y, Tensor::empty(DType::kF32, call.y.shape));
   uint64_t id = 0;
   {
     std::lock_guard<std::mutex> lock(g.mutex);
@@ -176,7 +282,7 @@ Status ExpertParallel::run(const model::RoutedExpertsCall& call) {
   if (leader.ok() && returned &&
       std::all_of(g.status.begin(), g.status.end(), [](const Status& s) { return s.ok(); })) {
     lock.unlock();
-    return copy_tensor(call.y, job->y.view());
+    return copy_tensor(call.y, job->result());
   }
   std::string report;
   StatusCode code = StatusCode::kInternal;

@@ -4,12 +4,16 @@
 // All ranks step the same batch (docs/ep.md §7): the model runs once, on the thread that calls
 // it (rank 0, the leader); at each MoE layer the step's T tokens are split into R contiguous
 // slices, rank r the home of slice r, and every rank runs kernels::ep::ep_moe_forward on its
-// slice while owning experts sharding.first_expert(r) … . The result is bitwise the single-rank
-// moe_ffn's on the CPU (docs/ep.md §2).
+// slice while owning experts sharding.first_expert(r) … (docs/ep.md §2).
 //
-// Ranks are threads sharing the model's device (the CPU here), with host-ordered phases: every
-// cross-rank wait is a HostRankGroup barrier on the host, never a kernel spinning on a peer's, so
-// ranks that share a GPU cannot deadlock by holding every SM while they wait (docs/ep.md §7).
+// Ranks are threads sharing the model's device, with host-ordered phases: every cross-rank wait
+// is a HostRankGroup barrier on the host, never a kernel spinning on a peer's, so ranks that
+// share a GPU cannot deadlock by holding every SM while they wait (docs/ep.md §7). On the CPU
+// each rank runs kernels::ep::ep_moe_forward on its home slice; on one GPU the ranks run the
+// phases of kernels/ep/cuda/shared_device_moe.h (rank 0 the step's routing and stagings, each
+// rank its experts' kernels and its home slice's combine), each phase closed by a wait for the
+// rank's own stream under the watchdog before the barrier. Either way the result is bitwise the
+// single-rank moe_ffn's on that device.
 //
 // Faults: the group's watchdog turns a rank that never reaches a phase into an error on every
 // rank; a rank that fails tells its peers at once. Either way the group stays broken and every
@@ -32,10 +36,13 @@ namespace dsv4::runtime {
 
 struct ExpertParallelOptions {
   int n_ranks = 1;
-  // Most tokens one call carries (the engine's step): sizes the symmetric buffers, which grow if
-  // a call carries more.
+  // Where the model runs, and so the ranks: the CPU or the calling thread's GPU.
+  Device device = Device::kCpu;
+  // Most tokens one call carries (the engine's step): sizes the CPU ranks' symmetric buffers,
+  // which grow if a call carries more (on a GPU the device buffers grow with the calls).
   int64_t max_tokens = 1;
-  // How long a rank waits at a phase for its peers before the group fails (the watchdog).
+  // How long a rank waits at a phase for its peers, or on a GPU for its own stream, before the
+  // group fails (the watchdog).
   std::chrono::milliseconds watchdog{60000};
   // Fault injection for tests: called on each rank before its part of every call; an error
   // fails that rank, a sleep stalls it.
@@ -51,8 +58,8 @@ class ExpertParallel final : public model::ExpertPlacement {
   ExpertParallel(const ExpertParallel&) = delete;
   ExpertParallel& operator=(const ExpertParallel&) = delete;
 
-  // Runs the call on every rank (this thread is rank 0). W4A4 only, on the CPU. On failure the
-  // error names every rank's status.
+  // Runs the call on every rank (this thread is rank 0). W4A4 only, on options.device. On
+  // failure the error names every rank's status.
   Status run(const model::RoutedExpertsCall& call) override;
 
   struct Group;  // the state the rank threads share (expert_parallel.cpp)

@@ -44,10 +44,10 @@ Status check_parallelism(const EngineOptions& options) {
                          "N ranks on one device");
   }
   if (options.expert_parallel == 1) return ok_status();
-  if (options.device != EngineDevice::kCpu) {
-    return unimplemented("expert parallelism over " + ranks +
-                         " ranks on one GPU: the ranks run on the CPU only so far "
-                         "(docs/ep.md §7)");
+  if (options.cuda_graph && options.device == EngineDevice::kCuda) {
+    return invalid_argument("expert parallelism over " + ranks +
+                            " ranks runs each MoE layer on several threads, which one CUDA "
+                            "graph cannot capture: leave --cuda-graph off");
   }
   if (options.experts != ExpertPrecision::kW4A4) {
     return unimplemented("expert parallelism over " + ranks +
@@ -74,8 +74,11 @@ Result<std::unique_ptr<model::ExpertPlacement>> make_placement(
   }
   DSV4_ASSIGN_OR_RETURN(
       std::unique_ptr<ExpertParallel> ep,
-      ExpertParallel::create(weights.config, {.n_ranks = static_cast<int>(options.expert_parallel),
-                                              .max_tokens = options.max_step_tokens}));
+      ExpertParallel::create(
+          weights.config,
+          {.n_ranks = static_cast<int>(options.expert_parallel),
+           .device = options.device == EngineDevice::kCuda ? Device::kCuda : Device::kCpu,
+           .max_tokens = options.max_step_tokens}));
   return std::unique_ptr<model::ExpertPlacement>(std::move(ep));
 }
 

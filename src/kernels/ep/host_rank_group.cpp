@@ -15,6 +15,8 @@ const char* phase_name(EpPhase phase) {
       return "hidden-scale";
     case EpPhase::kCombine:
       return "combine";
+    case EpPhase::kHiddenStaged:
+      return "hidden-staged";
   }
   DSV4_UNREACHABLE("phase %d", static_cast<int>(phase));
 }

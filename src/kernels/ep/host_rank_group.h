@@ -26,6 +26,9 @@ enum class EpPhase {
   kDispatch,     // staged rows, routing ids, send lists and slot rows are published
   kHiddenScale,  // every owner's SwiGLU amax is published (all rows have been pulled)
   kCombine,      // every expert output row sits in its home rank's combine area
+  // Ranks sharing one GPU (cuda/shared_device_moe.h), between kHiddenScale and kCombine: rank 0
+  // has staged every SwiGLU row.
+  kHiddenStaged,
 };
 const char* phase_name(EpPhase phase);
 

@@ -53,6 +53,53 @@ struct MoeWorkspace {
 
 MoeWorkspace plan_workspace(int64_t n_tokens, const MoeWeightsView& w, const MoeConfig& cfg);
 
+// moe_ffn_on_path in its phases, so that ranks sharing one device can split the expert kernels
+// by expert (kernels/ep/cuda/shared_device_moe.h): moe_ffn_on_path runs them in this order on
+// one thread; a caller that spreads them over threads orders them itself (each thread's stream
+// synchronised before a host barrier). Every phase launches on op_stream() and neither
+// synchronizes nor allocates.
+class MoeSteps {
+ public:
+  // The checks and the plan of moe_ffn_on_path; nothing is launched.
+  static Result<MoeSteps> plan(const TensorView& x, const TensorView& token_ids,
+                               const MoeWeightsView& w, const MoeConfig& cfg,
+                               const TensorView& workspace, const TensorView& y, MoePath path);
+
+  const MoeWorkspace& workspace() const { return ws_; }
+  sm90::MoeExperts experts() const { return experts_; }
+  bool fused() const;
+  // The fused kernels' grid bound for every active group (the count moe_ffn_on_path passes).
+  int all_slots() const;
+  // The routed experts the kernels read (expert offload's copies where it makes them).
+  const MoeWeightsView& weights() const { return w_; }
+  // The permutation's active-group list (device, [E+2]; valid after front()).
+  const int* active_groups() const;
+
+  // Router, permutation, the touched experts' copy (expert offload), the staged input (W4A4).
+  Status front() const;
+  // L1 with its SwiGLU. `active` (device, [E+2]: groups in order, the count at [E+1], group E
+  // last as the permutation lists it) restricts the fused kernels to those groups, at most
+  // n_slots of them; every listed group's rows get the bits the full call gives them (the
+  // kernels' work units are a group's m-tiles, each summed in a fixed order). nullptr: every
+  // active group. The grouped path takes nullptr only.
+  Status gate_up(const int* active, int n_slots) const;
+  // W4A4: the SwiGLU rows staged to NVFP4 (one call over every row: the dynamic global scale is
+  // their amax). W4A16: nothing.
+  Status stage_hidden() const;
+  // L2, restricted as gate_up.
+  Status down(const int* active, int n_slots) const;
+  // y rows [begin, end): Σ of their routed rows (and the shared one), per token.
+  Status combine(int64_t begin, int64_t end) const;
+
+ private:
+  TensorView x_, token_ids_, y_;
+  MoeWeightsView given_, w_;  // as passed; as the kernels read them (touched copies)
+  MoeConfig cfg_;
+  MoeWorkspace ws_;
+  sm90::MoeExperts experts_ = sm90::MoeExperts::kGrouped;
+  char* base_ = nullptr;
+};
+
 // moe_ffn (kernels/ops.h) on a chosen path. Launches on op_stream() (kernels/cuda/stream.h); never
 // synchronizes, never allocates (the grouped path's GEMMs are the sm90 kernels' own business).
 Status moe_ffn_on_path(const TensorView& x, const TensorView& token_ids, const MoeWeightsView& w,

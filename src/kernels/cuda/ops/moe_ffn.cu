@@ -104,40 +104,6 @@ bool fuses_combine(MoeExperts experts, int64_t n_tokens) {
   return experts == MoeExperts::kStream && n_tokens <= kSmallRouteTokens;
 }
 
-// y: the MoE output when the down kernel combines into it (fuses_combine), else nullptr.
-Status run_fused(MoeExperts experts, const Scratch& s, const MoeWeightsView& w,
-                 const MoeConfig& cfg, float* y) {
-  const MoeWorkspace& ws = s.ws;
-  const bool w4a4 = experts == MoeExperts::kMma;
-  const int n_slots = static_cast<int>(std::min(ws.n_experts, ws.n_tokens * ws.k_used) + 1);
-  const int max_rows = static_cast<int>(ws.n_tokens);
-  ExpertParams l1 = expert_params(w.w13, w.shared_w13, s.at<int>(ws.offsets), s.at<int>(ws.active));
-  set_activations(l1, s, ws.x_bf16, ws.x_packed, ws.x_scale, ws.x_global);
-  l1.row_token = s.at<int>(ws.row_token);
-  l1.ffn = static_cast<int>(ws.ffn);
-  l1.swiglu_limit = cfg.swiglu_limit;
-  l1.out_f32 = w4a4 ? s.at<float>(ws.act) : nullptr;
-  l1.out_bf16 = w4a4 ? nullptr : s.at<uint16_t>(ws.act);
-  launch_fused(experts, l1, /*gate_up=*/true, n_slots, max_rows);
-  if (w4a4) {
-    const int64_t staged_rows = w.has_shared() ? ws.n_rows : ws.n_tokens * ws.k_used;
-    DSV4_RETURN_IF_ERROR(cuda::stage_activation(
-        s.view(ws.act, DType::kF32, {staged_rows, ws.ffn}), w.w2_input_scale,
-        s.staged(ws.act_packed, ws.act_scale, ws.act_global, staged_rows, ws.ffn)));
-  }
-  ExpertParams l2 = expert_params(w.w2, w.shared_w2, s.at<int>(ws.offsets), s.at<int>(ws.active));
-  set_activations(l2, s, ws.act, ws.act_packed, ws.act_scale, ws.act_global);
-  l2.out_f32 = s.at<float>(ws.down);
-  l2.combine_y = y;
-  l2.row_of = s.at<int>(ws.row_of);
-  l2.sel_weight = s.at<float>(ws.sel_weight);
-  l2.mtile_rows_done = s.at<int>(ws.mtile_done);
-  l2.n_tokens = static_cast<int>(ws.n_tokens);
-  l2.k_used = static_cast<int>(ws.k_used);
-  launch_fused(experts, l2, /*gate_up=*/false, n_slots, max_rows);
-  return ok_status();
-}
-
 // L1 of the grouped path with its SwiGLU (in the GEMM's epilogue where the plan allows, else
 // through gate_up): routed rows [0, R) over the E experts, the shared expert's rows [R, S)
 // through the plain GEMM.
@@ -162,40 +128,6 @@ Status grouped_down(const A& a_routed, const A& a_shared, const MoeWeightsView& 
   DSV4_RETURN_IF_ERROR(cuda::nvfp4_grouped_gemm(a_routed, w.w2, offsets, down.rows(0, n_routed)));
   if (!w.has_shared()) return ok_status();
   return cuda::nvfp4_gemm(a_shared, w.shared_w2, down.rows(n_routed, n_rows));
-}
-
-Status run_grouped(const Scratch& s, const TensorView& x, const MoeWeightsView& w,
-                   const MoeConfig& cfg) {
-  const MoeWorkspace& ws = s.ws;
-  const int64_t n_routed = ws.n_tokens * ws.k_used, n_rows = ws.n_rows;
-  const int rows = static_cast<int>(n_rows);
-  const TensorView offsets = s.view(ws.offsets, DType::kI32, {ws.n_experts + 1});
-  const TensorView gate_up = s.view(ws.gate_up, DType::kF32, {n_rows, 2 * ws.ffn});
-  const TensorView down = s.view(ws.down, DType::kF32, {n_rows, ws.dim});
-  const TensorView act_f32 = s.view(ws.act, DType::kF32, {n_rows, ws.ffn});
-  const TensorView act_bf16 = s.view(ws.act, DType::kBF16, {n_rows, ws.ffn});
-  if (cfg.mode == MoeMode::kW4A16) {
-    const TensorView a = s.view(ws.x_bf16, DType::kBF16, {n_rows, ws.dim});
-    launch_gather_bf16(x.data_as<const float>(), s.at<int>(ws.row_token), rows,
-                       static_cast<int>(ws.dim), s.at<uint16_t>(ws.x_bf16), op_stream());
-    DSV4_RETURN_IF_ERROR(grouped_gate_up(a.rows(0, n_routed), a.rows(n_routed, n_rows), w, cfg,
-                                         offsets, gate_up, act_bf16, n_routed));
-    return grouped_down(act_bf16.rows(0, n_routed), act_bf16.rows(n_routed, n_rows), w, offsets,
-                        down, n_routed);
-  }
-  const StagedActivation a =
-      s.staged(ws.x_rows_packed, ws.x_rows_scale, ws.x_global, n_rows, ws.dim);
-  launch_gather_nvfp4(s.at<uint8_t>(ws.x_packed), s.at<uint8_t>(ws.x_scale),
-                      s.at<int>(ws.row_token), rows, static_cast<int>(ws.dim),
-                      s.at<uint8_t>(ws.x_rows_packed), s.at<uint8_t>(ws.x_rows_scale), op_stream());
-  DSV4_RETURN_IF_ERROR(grouped_gate_up(rows_of(a, 0, n_routed), rows_of(a, n_routed, n_rows), w,
-                                       cfg, offsets, gate_up, act_f32, n_routed));
-  const StagedActivation act = s.staged(ws.act_packed, ws.act_scale, ws.act_global, n_rows, ws.ffn);
-  const int64_t staged_rows = w.has_shared() ? n_rows : n_routed;
-  DSV4_RETURN_IF_ERROR(cuda::stage_activation(act_f32.rows(0, staged_rows), w.w2_input_scale,
-                                              rows_of(act, 0, staged_rows)));
-  return grouped_down(rows_of(act, 0, n_routed), rows_of(act, n_routed, n_rows), w, offsets, down,
-                      n_routed);
 }
 
 // The routed experts the kernels read: w's, or with w.touched_copies their copies, which
@@ -267,70 +199,187 @@ MoeExperts moe_experts_on(MoePath path, int64_t n_tokens, bool w4a4) {
   return MoeExperts::kGrouped;
 }
 
-Status moe_ffn_on_path(const TensorView& x, const TensorView& token_ids, const MoeWeightsView& w,
-                       const MoeConfig& cfg, const TensorView& workspace, const TensorView& y,
-                       MoePath path) {
+Result<MoeSteps> MoeSteps::plan(const TensorView& x, const TensorView& token_ids,
+                                const MoeWeightsView& w, const MoeConfig& cfg,
+                                const TensorView& workspace, const TensorView& y, MoePath path) {
   DSV4_RETURN_IF_ERROR(check_supported(w, cfg));
   const int64_t n_tokens = x.size(0);
   DSV4_CHECK(x.dtype == DType::kF32 && x.is_contiguous() && y.shape == x.shape &&
                  y.is_contiguous() && x.size(1) == w.gate.size(1),
              "moe_ffn: x, y must be f32 [T, D]");
-  if (n_tokens == 0) return ok_status();
-  const MoeWorkspace ws = plan_workspace(n_tokens, w, cfg);
-  DSV4_CHECK(static_cast<int64_t>(workspace.bytes()) >= ws.total_bytes,
+  MoeSteps steps;
+  steps.x_ = x, steps.token_ids_ = token_ids, steps.y_ = y, steps.cfg_ = cfg;
+  steps.ws_ = plan_workspace(n_tokens, w, cfg);
+  if (n_tokens == 0) return steps;
+  DSV4_CHECK(static_cast<int64_t>(workspace.bytes()) >= steps.ws_.total_bytes,
              "moe_ffn: workspace of %zu bytes, needs %lld", workspace.bytes(),
-             static_cast<long long>(ws.total_bytes));
-  const bool w4a4 = cfg.mode == MoeMode::kW4A4;
-  const MoeExperts experts = moe_experts_on(path, n_tokens, w4a4);
-  const bool fused = experts != MoeExperts::kGrouped;
-  const Scratch s{ws, static_cast<char*>(workspace.data)};
-  const cudaStream_t stream = op_stream();
+             static_cast<long long>(steps.ws_.total_bytes));
+  steps.experts_ = moe_experts_on(path, n_tokens, cfg.mode == MoeMode::kW4A4);
+  steps.base_ = static_cast<char*>(workspace.data);
+  steps.given_ = w;
+  DSV4_ASSIGN_OR_RETURN(const RoutedExperts routed, routed_experts(w, nullptr));
+  steps.w_ = routed.weights;
+  return steps;
+}
 
+bool MoeSteps::fused() const { return experts_ != MoeExperts::kGrouped; }
+
+Status MoeSteps::front() const {
+  if (ws_.n_tokens == 0) return ok_status();
+  const Scratch s{ws_, base_};
+  const cudaStream_t stream = op_stream();
   RouterParams router{};
-  router.x = x.data_as<const float>();
-  router.gate = w.gate.data_as<const float>();
-  router.bias = w.tid2eid.data ? nullptr : w.bias.data_as<const float>();
-  router.tid2eid = w.tid2eid.data_as<const int64_t>();
-  router.token_ids = token_ids.data_as<const int64_t>();
-  router.n_tokens = static_cast<int>(n_tokens);
-  router.dim = static_cast<int>(ws.dim);
-  router.n_experts = static_cast<int>(ws.n_experts);
-  router.k_used = static_cast<int>(ws.k_used);
-  router.logits_splits = ws.logits_splits;
-  router.route_scale = cfg.routed_scaling_factor;
-  router.logits = s.at<float>(ws.logits);
-  router.sel_expert = s.at<int>(ws.sel_expert);
-  router.sel_weight = s.at<float>(ws.sel_weight);
-  router.counts = s.at<int>(ws.counts);
-  router.x_bf16 = experts == MoeExperts::kStream ? s.at<uint16_t>(ws.x_bf16) : nullptr;
-  const bool fused_combine = fuses_combine(experts, n_tokens);
-  router.mtile_rows_done = fused_combine ? s.at<int>(ws.mtile_done) : nullptr;
-  router.n_mtiles = static_cast<int>(ws.dim / 16);
-  const PermuteOutputs permuted{s.at<int>(ws.offsets), s.at<int>(ws.active),
-                                s.at<int>(ws.row_token), s.at<int>(ws.row_of)};
-  DSV4_ASSIGN_OR_RETURN(const RoutedExperts routed, routed_experts(w, permuted.active));
-  if (n_tokens <= kSmallRouteTokens) {
+  router.x = x_.data_as<const float>();
+  router.gate = w_.gate.data_as<const float>();
+  router.bias = w_.tid2eid.data ? nullptr : w_.bias.data_as<const float>();
+  router.tid2eid = w_.tid2eid.data_as<const int64_t>();
+  router.token_ids = token_ids_.data_as<const int64_t>();
+  router.n_tokens = static_cast<int>(ws_.n_tokens);
+  router.dim = static_cast<int>(ws_.dim);
+  router.n_experts = static_cast<int>(ws_.n_experts);
+  router.k_used = static_cast<int>(ws_.k_used);
+  router.logits_splits = ws_.logits_splits;
+  router.route_scale = cfg_.routed_scaling_factor;
+  router.logits = s.at<float>(ws_.logits);
+  router.sel_expert = s.at<int>(ws_.sel_expert);
+  router.sel_weight = s.at<float>(ws_.sel_weight);
+  router.counts = s.at<int>(ws_.counts);
+  router.x_bf16 = experts_ == MoeExperts::kStream ? s.at<uint16_t>(ws_.x_bf16) : nullptr;
+  router.mtile_rows_done =
+      fuses_combine(experts_, ws_.n_tokens) ? s.at<int>(ws_.mtile_done) : nullptr;
+  router.n_mtiles = static_cast<int>(ws_.dim / 16);
+  const PermuteOutputs permuted{s.at<int>(ws_.offsets), s.at<int>(ws_.active),
+                                s.at<int>(ws_.row_token), s.at<int>(ws_.row_of)};
+  if (ws_.n_tokens <= kSmallRouteTokens) {
     launch_route_small(router, permuted, stream);
   } else {
-    DSV4_CUDA_CHECK(cudaMemsetAsync(router.counts, 0, 4 * (ws.n_experts + 1), stream));
+    DSV4_CUDA_CHECK(cudaMemsetAsync(router.counts, 0, 4 * (ws_.n_experts + 1), stream));
     launch_router(router, stream);
     launch_permute(router.sel_expert, router.counts, router.n_tokens, router.k_used,
                    router.n_experts, permuted.offsets, permuted.active, permuted.row_token,
                    permuted.row_of, stream);
   }
+  DSV4_ASSIGN_OR_RETURN(const RoutedExperts routed, routed_experts(given_, permuted.active));
   if (routed.copy) launch_copy_touched(*routed.copy, stream);
-  if (w4a4) {
-    DSV4_RETURN_IF_ERROR(cuda::stage_activation(
-        x, w.w13_input_scale, s.staged(ws.x_packed, ws.x_scale, ws.x_global, n_tokens, ws.dim)));
+  if (cfg_.mode != MoeMode::kW4A4) return ok_status();
+  return cuda::stage_activation(
+      x_, w_.w13_input_scale,
+      s.staged(ws_.x_packed, ws_.x_scale, ws_.x_global, ws_.n_tokens, ws_.dim));
+}
+
+const int* MoeSteps::active_groups() const {
+  return reinterpret_cast<const int*>(base_ + ws_.active);
+}
+
+int MoeSteps::all_slots() const {
+  return static_cast<int>(std::min(ws_.n_experts, ws_.n_tokens * ws_.k_used) + 1);
+}
+
+Status MoeSteps::gate_up(const int* active, int n_slots) const {
+  if (ws_.n_tokens == 0) return ok_status();
+  const Scratch s{ws_, base_};
+  if (fused()) {
+    const bool w4a4 = experts_ == MoeExperts::kMma;
+    ExpertParams l1 = expert_params(w_.w13, w_.shared_w13, s.at<int>(ws_.offsets),
+                                    active ? active : s.at<int>(ws_.active));
+    set_activations(l1, s, ws_.x_bf16, ws_.x_packed, ws_.x_scale, ws_.x_global);
+    l1.row_token = s.at<int>(ws_.row_token);
+    l1.ffn = static_cast<int>(ws_.ffn);
+    l1.swiglu_limit = cfg_.swiglu_limit;
+    l1.out_f32 = w4a4 ? s.at<float>(ws_.act) : nullptr;
+    l1.out_bf16 = w4a4 ? nullptr : s.at<uint16_t>(ws_.act);
+    launch_fused(experts_, l1, /*gate_up=*/true, active ? n_slots : all_slots(),
+                 static_cast<int>(ws_.n_tokens));
+    return ok_status();
   }
-  DSV4_RETURN_IF_ERROR(
-      fused ? run_fused(experts, s, routed.weights, cfg,
-                        fused_combine ? y.data_as<float>() : nullptr)
-            : run_grouped(s, x, routed.weights, cfg));
-  if (fused_combine) return ok_status();
-  launch_combine(s.at<float>(ws.down), s.at<int>(ws.row_of), router.sel_weight, router.n_tokens,
-                 router.k_used, router.dim, y.data_as<float>(), stream, w.has_shared());
+  DSV4_CHECK(active == nullptr, "moe_ffn: the grouped path runs every active group");
+  const int64_t n_routed = ws_.n_tokens * ws_.k_used, n_rows = ws_.n_rows;
+  const int rows = static_cast<int>(n_rows);
+  const TensorView offsets = s.view(ws_.offsets, DType::kI32, {ws_.n_experts + 1});
+  const TensorView gate_up = s.view(ws_.gate_up, DType::kF32, {n_rows, 2 * ws_.ffn});
+  if (cfg_.mode == MoeMode::kW4A16) {
+    const TensorView a = s.view(ws_.x_bf16, DType::kBF16, {n_rows, ws_.dim});
+    launch_gather_bf16(x_.data_as<const float>(), s.at<int>(ws_.row_token), rows,
+                       static_cast<int>(ws_.dim), s.at<uint16_t>(ws_.x_bf16), op_stream());
+    return grouped_gate_up(a.rows(0, n_routed), a.rows(n_routed, n_rows), w_, cfg_, offsets,
+                           gate_up, s.view(ws_.act, DType::kBF16, {n_rows, ws_.ffn}), n_routed);
+  }
+  const StagedActivation a =
+      s.staged(ws_.x_rows_packed, ws_.x_rows_scale, ws_.x_global, n_rows, ws_.dim);
+  launch_gather_nvfp4(s.at<uint8_t>(ws_.x_packed), s.at<uint8_t>(ws_.x_scale),
+                      s.at<int>(ws_.row_token), rows, static_cast<int>(ws_.dim),
+                      s.at<uint8_t>(ws_.x_rows_packed), s.at<uint8_t>(ws_.x_rows_scale),
+                      op_stream());
+  return grouped_gate_up(rows_of(a, 0, n_routed), rows_of(a, n_routed, n_rows), w_, cfg_, offsets,
+                         gate_up, s.view(ws_.act, DType::kF32, {n_rows, ws_.ffn}), n_routed);
+}
+
+Status MoeSteps::stage_hidden() const {
+  if (ws_.n_tokens == 0 || cfg_.mode != MoeMode::kW4A4) return ok_status();
+  const Scratch s{ws_, base_};
+  const int64_t staged_rows = w_.has_shared() ? ws_.n_rows : ws_.n_tokens * ws_.k_used;
+  return cuda::stage_activation(
+      s.view(ws_.act, DType::kF32, {staged_rows, ws_.ffn}), w_.w2_input_scale,
+      s.staged(ws_.act_packed, ws_.act_scale, ws_.act_global, staged_rows, ws_.ffn));
+}
+
+Status MoeSteps::down(const int* active, int n_slots) const {
+  if (ws_.n_tokens == 0) return ok_status();
+  const Scratch s{ws_, base_};
+  if (fused()) {
+    ExpertParams l2 = expert_params(w_.w2, w_.shared_w2, s.at<int>(ws_.offsets),
+                                    active ? active : s.at<int>(ws_.active));
+    set_activations(l2, s, ws_.act, ws_.act_packed, ws_.act_scale, ws_.act_global);
+    l2.out_f32 = s.at<float>(ws_.down);
+    l2.combine_y = fuses_combine(experts_, ws_.n_tokens) ? y_.data_as<float>() : nullptr;
+    l2.row_of = s.at<int>(ws_.row_of);
+    l2.sel_weight = s.at<float>(ws_.sel_weight);
+    l2.mtile_rows_done = s.at<int>(ws_.mtile_done);
+    l2.n_tokens = static_cast<int>(ws_.n_tokens);
+    l2.k_used = static_cast<int>(ws_.k_used);
+    launch_fused(experts_, l2, /*gate_up=*/false, active ? n_slots : all_slots(),
+                 static_cast<int>(ws_.n_tokens));
+    return ok_status();
+  }
+  DSV4_CHECK(active == nullptr, "moe_ffn: the grouped path runs every active group");
+  const int64_t n_routed = ws_.n_tokens * ws_.k_used, n_rows = ws_.n_rows;
+  const TensorView offsets = s.view(ws_.offsets, DType::kI32, {ws_.n_experts + 1});
+  const TensorView down = s.view(ws_.down, DType::kF32, {n_rows, ws_.dim});
+  if (cfg_.mode == MoeMode::kW4A16) {
+    const TensorView act = s.view(ws_.act, DType::kBF16, {n_rows, ws_.ffn});
+    return grouped_down(act.rows(0, n_routed), act.rows(n_routed, n_rows), w_, offsets, down,
+                        n_routed);
+  }
+  const StagedActivation act =
+      s.staged(ws_.act_packed, ws_.act_scale, ws_.act_global, n_rows, ws_.ffn);
+  return grouped_down(rows_of(act, 0, n_routed), rows_of(act, n_routed, n_rows), w_, offsets, down,
+                      n_routed);
+}
+
+Status MoeSteps::combine(int64_t begin, int64_t end) const {
+  DSV4_CHECK(0 <= begin && begin <= end && end <= ws_.n_tokens,
+             "moe_ffn: combine of tokens [%lld, %lld) of %lld", (long long)begin, (long long)end,
+             (long long)ws_.n_tokens);
+  if (begin == end || fuses_combine(experts_, ws_.n_tokens)) return ok_status();
+  const Scratch s{ws_, base_};
+  const int64_t slots = ws_.k_used + 1;
+  launch_combine(s.at<float>(ws_.down), s.at<int>(ws_.row_of) + begin * slots,
+                 s.at<float>(ws_.sel_weight) + begin * slots, static_cast<int>(end - begin),
+                 static_cast<int>(ws_.k_used), static_cast<int>(ws_.dim),
+                 y_.data_as<float>() + begin * ws_.dim, op_stream(), w_.has_shared());
   return ok_status();
+}
+
+Status moe_ffn_on_path(const TensorView& x, const TensorView& token_ids, const MoeWeightsView& w,
+                       const MoeConfig& cfg, const TensorView& workspace, const TensorView& y,
+                       MoePath path) {
+  DSV4_ASSIGN_OR_RETURN(const MoeSteps steps,
+                        MoeSteps::plan(x, token_ids, w, cfg, workspace, y, path));
+  DSV4_RETURN_IF_ERROR(steps.front());
+  DSV4_RETURN_IF_ERROR(steps.gate_up(nullptr, 0));
+  DSV4_RETURN_IF_ERROR(steps.stage_hidden());
+  DSV4_RETURN_IF_ERROR(steps.down(nullptr, 0));
+  return steps.combine(0, steps.workspace().n_tokens);
 }
 
 }  // namespace dsv4::kernels::cuda::moe

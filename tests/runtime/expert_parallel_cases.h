@@ -1,0 +1,214 @@
+// The expert-parallel tests' cases, run on the CPU (expert_parallel_test.cpp) and on one GPU
+// (expert_parallel_cuda_test.cpp) alike. The model is the golden one with NVFP4 experts
+// (brown_small: score- and hash-routed layers, CSA and HCA attention, an MTP block); the
+// reference is the single-rank engine or model on the same device: R ranks must give its bits,
+// logits and tokens, for fresh random prompts of random lengths batched together and chunked.
+// Faults: a rank that fails or stalls ends the call with an error that names every rank, in
+// bounded time, and the group stays failed.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "checkpoint/loader.h"
+#include "checkpoint/to_device.h"
+#include "dsv4/engine.h"
+#include "model/deepseek_v4.h"
+#include "model/golden.h"
+#include "runtime/expert_parallel.h"
+#include "testing/random.h"
+
+namespace dsv4::testing {
+
+inline const std::string kEpModel = "brown_small/model";
+
+inline EngineOptions ep_engine_options(int64_t ranks, EngineDevice device) {
+  return {.model_dir = golden_path(kEpModel),
+          .device = device,
+          .experts = ExpertPrecision::kW4A4,
+          .max_batch = 8,
+          .max_step_tokens = 24,  // prompts run in chunks, so steps mix prefill and decode
+          .expert_parallel = ranks};
+}
+
+inline bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// Three to five greedy prompts of 1 to 40 ids, every logit asked for, through an engine with
+// `ranks` ranks and one with one rank: the same tokens and logit bits.
+inline void expect_engine_ranks_give_one_ranks_bits(int64_t ranks, EngineDevice device) {
+  Result<Engine> one = Engine::open(ep_engine_options(1, device));
+  Result<Engine> many = Engine::open(ep_engine_options(ranks, device));
+  ASSERT_TRUE(one.ok()) << one.status().to_string();
+  ASSERT_TRUE(many.ok()) << many.status().to_string();
+  SeededRng rng;
+  std::vector<GenerateRequest> requests(rng.uniform_int(3, 5));
+  for (GenerateRequest& r : requests) {
+    r.prompt.resize(rng.uniform_int(1, 40));
+    for (int64_t& id : r.prompt) id = rng.uniform_int(0, one->vocab_size() - 1);
+    r.sampling.max_tokens = rng.uniform_int(1, 8);
+    r.sampling.stop_at_eos = false;
+    r.return_prompt_logits = true;
+    r.return_step_logits = true;
+  }
+  auto expected = one->generate_batch(requests);
+  auto got = many->generate_batch(requests);
+  ASSERT_TRUE(expected.ok()) << expected.status().to_string();
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  for (size_t i = 0; i < requests.size(); ++i) {
+    SCOPED_TRACE("request " + std::to_string(i));
+    EXPECT_EQ((*got)[i].tokens, (*expected)[i].tokens);
+    EXPECT_TRUE(same_bits((*got)[i].prompt_logits, (*expected)[i].prompt_logits));
+    EXPECT_TRUE(same_bits((*got)[i].step_logits, (*expected)[i].step_logits));
+  }
+}
+
+// The model driven directly on `device`, so the placement's options (rank count 1, the
+// watchdog, injected faults) are the test's.
+class ModelRanksCases {
+ public:
+  explicit ModelRanksCases(Device device)
+      : device_(device), loaded_(checkpoint::load_model(golden_path(kEpModel)).value()) {}
+
+  // The checkpoint's calibrated W4A4 input scales dropped: the experts' inputs are then staged
+  // with dynamic scales, the amax of the whole step, which the ranks must agree on.
+  void drop_input_scales() {
+    for (checkpoint::LayerWeights& layer : loaded_.weights.layers) {
+      layer.ffn.experts.w13_input_scale = Tensor();
+      layer.ffn.experts.w2_input_scale = Tensor();
+    }
+    on_device_.reset();
+  }
+
+  // The last-token logits of two sequences of fresh prompts of `shortest` to `longest` ids in
+  // one forward.
+  Result<std::vector<float>> logits(model::ExpertPlacement* placement, SeededRng& rng,
+                                    int64_t shortest = 1, int64_t longest = 20) {
+    DSV4_ASSIGN_OR_RETURN(const checkpoint::ModelWeights* weights, weights_on_device());
+    const model::Model model(*weights,
+                             {.expert_mode = model::ExpertMode::kW4A4, .placement = placement});
+    const int64_t vocab = model.config().vocab_size;
+    std::vector<std::vector<int64_t>> prompts(2);
+    std::vector<model::SequenceCache> caches;
+    DSV4_ASSIGN_OR_RETURN(Tensor out, Tensor::empty(DType::kF32, {2, vocab}, device_));
+    std::vector<model::SequenceChunk> chunks;
+    for (size_t s = 0; s < prompts.size(); ++s) {
+      prompts[s].resize(rng.uniform_int(shortest, longest));
+      for (int64_t& id : prompts[s]) id = rng.uniform_int(0, vocab - 1);
+      DSV4_ASSIGN_OR_RETURN(model::SequenceCache cache, model.new_cache(longest + 44));
+      caches.push_back(std::move(cache));
+    }
+    for (size_t s = 0; s < prompts.size(); ++s) {
+      chunks.push_back({.tokens = prompts[s],
+                        .cache = &caches[s],
+                        .logits = out.view().rows(static_cast<int64_t>(s), s + 1)});
+    }
+    DSV4_RETURN_IF_ERROR(model.forward(chunks));
+    std::vector<float> host(static_cast<size_t>(2 * vocab));
+    DSV4_RETURN_IF_ERROR(copy_tensor(
+        TensorView::contiguous(host.data(), DType::kF32, Device::kCpu, {2, vocab}), out.view()));
+    return host;
+  }
+
+  Result<std::unique_ptr<runtime::ExpertParallel>> ranks(
+      int n, std::function<Status(int, int64_t)> fault = nullptr,
+      std::chrono::milliseconds watchdog = {}) {
+    runtime::ExpertParallelOptions options{.n_ranks = n, .device = device_, .max_tokens = 8};
+    if (watchdog.count() > 0) options.watchdog = watchdog;
+    options.before_rank = std::move(fault);
+    return runtime::ExpertParallel::create(loaded_.weights.config, options);
+  }
+
+  // 1 to 4 ranks against the model without a placement (moe_ffn in place), on the same prompts.
+  void expect_in_place_bits(int64_t shortest = 1, int64_t longest = 20) {
+    for (int n = 1; n <= 4; ++n) {
+      SCOPED_TRACE(std::to_string(n) + " ranks");
+      auto ep = ranks(n);
+      ASSERT_TRUE(ep.ok()) << ep.status().to_string();
+      SeededRng rng;
+      const uint64_t seed = rng.seed();
+      auto expected = logits(nullptr, rng, shortest, longest);
+      SeededRng replay;  // the same prompts again
+      replay.engine().seed(seed);
+      auto got = logits(ep->get(), replay, shortest, longest);
+      ASSERT_TRUE(expected.ok()) << expected.status().to_string();
+      ASSERT_TRUE(got.ok()) << got.status().to_string();
+      EXPECT_TRUE(same_bits(*got, *expected));
+    }
+  }
+
+  void expect_failing_rank_is_an_error_on_every_rank() {
+    auto ep = ranks(4, [](int rank, int64_t layer) {
+      return rank == 2 && layer == 1 ? internal_error("injected fault") : ok_status();
+    });
+    ASSERT_TRUE(ep.ok());
+    SeededRng rng;
+    const Result<std::vector<float>> out = logits(ep->get(), rng);
+    ASSERT_FALSE(out.ok());
+    const std::string message = out.status().message();
+    EXPECT_NE(message.find("layer 1"), std::string::npos) << message;
+    EXPECT_NE(message.find("rank 2: injected fault"), std::string::npos) << message;
+    for (const char* peer : {"rank 0: ep: peer rank 2 failed", "rank 1: ep: peer rank 2 failed",
+                             "rank 3: ep: peer rank 2 failed"}) {
+      EXPECT_NE(message.find(peer), std::string::npos) << message;
+    }
+    // The group stays failed: the next call fails at once with the same error.
+    const auto start = std::chrono::steady_clock::now();
+    const Result<std::vector<float>> again = logits(ep->get(), rng);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(1000));
+    ASSERT_FALSE(again.ok());
+    EXPECT_EQ(again.status().message(), message);
+  }
+
+  void expect_stalled_rank_is_a_watchdog_error_not_a_hang() {
+    const std::chrono::milliseconds watchdog(200), stall(1500);
+    auto ep = ranks(
+        3,
+        [&](int rank, int64_t layer) {
+          if (rank == 1 && layer == 0) std::this_thread::sleep_for(stall);
+          return ok_status();
+        },
+        watchdog);
+    ASSERT_TRUE(ep.ok());
+    SeededRng rng;
+    // The model's first forward on a device loads its kernels; not what the bound is about.
+    ASSERT_TRUE(logits(nullptr, rng).ok());
+    const auto start = std::chrono::steady_clock::now();
+    const Result<std::vector<float>> out = logits(ep->get(), rng);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, stall - std::chrono::milliseconds(500));
+    ASSERT_FALSE(out.ok());
+    const std::string message = out.status().message();
+    EXPECT_NE(message.find("ep watchdog"), std::string::npos) << message;
+    EXPECT_NE(message.find("for rank(s) 1 that never arrived"), std::string::npos) << message;
+    EXPECT_NE(message.find("rank 1: did not return within the watchdog (200 ms)"),
+              std::string::npos)
+        << message;
+  }
+
+ private:
+  // The weights on device_ (the loaded ones on the CPU, a copy made once on a GPU).
+  Result<const checkpoint::ModelWeights*> weights_on_device() {
+    if (device_ == Device::kCpu) return &loaded_.weights;
+    if (!on_device_) {
+      DSV4_ASSIGN_OR_RETURN(checkpoint::ModelWeights copy,
+                            checkpoint::copy_weights(loaded_.weights, device_));
+      on_device_ = std::move(copy);
+    }
+    return &*on_device_;
+  }
+
+  Device device_;
+  checkpoint::LoadedModel loaded_;
+  std::optional<checkpoint::ModelWeights> on_device_;
+};
+
+}  // namespace dsv4::testing

@@ -1,0 +1,46 @@
+// Expert parallelism with its ranks on one GPU (label cuda): the cases of
+// expert_parallel_cases.h with the model on the device, where the reference is the single-rank
+// GPU engine and cuda::moe_ffn in place. The engine's steps stay within the fused expert
+// kernels' range (at most 24 tokens; the small router up to 8); OneToFourRanksGiveInPlaceBits
+// OnLongPrompts steps 140 to 200 tokens at once, the grouped path, which rank 0 runs whole.
+#include <gtest/gtest.h>
+
+#include "runtime/expert_parallel_cases.h"
+
+namespace dsv4 {
+namespace {
+
+class EngineRanksCuda : public ::testing::TestWithParam<int> {};
+
+TEST_P(EngineRanksCuda, GiveOneRanksBits) {
+  testing::expect_engine_ranks_give_one_ranks_bits(GetParam(), EngineDevice::kCuda);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, EngineRanksCuda, ::testing::Values(2, 3, 4));
+
+class ModelRanksCuda : public ::testing::Test, public testing::ModelRanksCases {
+ protected:
+  ModelRanksCuda() : ModelRanksCases(Device::kCuda) {}
+};
+
+TEST_F(ModelRanksCuda, OneToFourRanksGiveInPlaceBits) { expect_in_place_bits(); }
+
+TEST_F(ModelRanksCuda, OneToFourRanksGiveInPlaceBitsWithDynamicScales) {
+  drop_input_scales();
+  expect_in_place_bits();
+}
+
+TEST_F(ModelRanksCuda, OneToFourRanksGiveInPlaceBitsOnLongPrompts) {
+  expect_in_place_bits(/*shortest=*/70, /*longest=*/100);
+}
+
+TEST_F(ModelRanksCuda, AFailingRankIsAnErrorOnEveryRank) {
+  expect_failing_rank_is_an_error_on_every_rank();
+}
+
+TEST_F(ModelRanksCuda, AStalledRankIsAWatchdogErrorNotAHang) {
+  expect_stalled_rank_is_a_watchdog_error_not_a_hang();
+}
+
+}  // namespace
+}  // namespace dsv4
