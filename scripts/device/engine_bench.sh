@@ -16,6 +16,10 @@
 #              hash-routed layers, a CSA and an HCA one); two or more give the per-layer fit
 #     BATCHES  comma separated, default 1,8
 #   NCU_BATCHES (default: the first batch size; empty: no ncu), NCU_DEPTHS (default: all)
+#   VARIANTS     what runs beside each other, ';'-separated NAME:BINARY:FLAGS (flags spaced),
+#                e.g. 'exact:dsv4:--numerics exact;fast:dsv4:--numerics fast --cuda-graph on';
+#                default: dsv4_before (when carried) and dsv4, with no flags
+#   PROMPT_TOKENS  each sequence's prompt (default 256: the decode steps run at a real position)
 set -uo pipefail
 config=${1:-tests/checkpoint/fixtures/v4_flash_config.json}
 depths=${2:-4}
@@ -28,27 +32,31 @@ bins=$(mktemp -d)
 tar xJf build/carry/bins.tar.xz -C "$bins"
 export DSV4_SOURCE_DIR=$PWD
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/device.txt"
-builds=dsv4
-[ -x "$bins/dsv4_before" ] && builds="dsv4_before dsv4"
+variants=${VARIANTS:-$( [ -x "$bins/dsv4_before" ] && echo "dsv4_before:dsv4_before:;")dsv4:dsv4:}
+IFS=';' read -ra variants <<< "$variants"
 ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 for layers in ${depths//,/ }; do
   model=/tmp/dsv4_synth_${layers}
   rm -rf /tmp/dsv4_synth_*  # one depth's checkpoint at a time: V4-Flash's is ~4 GB a layer
   timeout 300 "$bins/synth_checkpoint" "$config" "$model" --layers "$layers" | tail -1
   for batch in ${batches//,/ }; do
-    for build in $builds; do
-      echo "== $build, layers $layers, batch $batch" | tee -a "$out/engine.txt"
-      timeout 120 "$bins/$build" bench --device cuda --model "$model" --batch "$batch" \
-        --prompt-tokens 256 --gen-tokens 32 --repeats 3 2>&1 |
+    for variant in "${variants[@]}"; do
+      IFS=':' read -r name build flags <<< "$variant"
+      echo "== $name, layers $layers, batch $batch" | tee -a "$out/engine.txt"
+      # shellcheck disable=SC2086
+      timeout 120 "$bins/$build" bench --device cuda --model "$model" --batch "$batch" $flags \
+        --prompt-tokens "${PROMPT_TOKENS:-256}" --gen-tokens 32 --repeats 3 2>&1 |
         grep -E "time to first|decode step" | tee -a "$out/engine.txt"
     done
   done
   [ -x "$ncu" ] && [[ ",$ncu_depths," == *",$layers,"* ]] || continue
   for batch in ${ncu_batches//,/ }; do
-    for build in $builds; do
-      run=ncu_${build}_l${layers}_b${batch}
+    for variant in "${variants[@]}"; do
+      IFS=':' read -r name build flags <<< "$variant"
+      run=ncu_${name}_l${layers}_b${batch}
+      # shellcheck disable=SC2086
       timeout 200 "$ncu" --clock-control none --csv --page raw \
-        --metrics gpu__time_duration.sum "$bins/$build" bench --device cuda --model "$model" \
+        --metrics gpu__time_duration.sum "$bins/$build" bench --device cuda --model "$model" $flags \
         --batch "$batch" --prompt-tokens "${NCU_PROMPT_TOKENS:-256}" --gen-tokens 3 \
         --repeats 1 > "$out/$run.csv" 2>&1
       for step in 0 -1; do
