@@ -96,6 +96,11 @@ LinearOperands block_diagonal_operands(const TensorView& x, const W& w, int64_t 
   return o;
 }
 
+// rms_norm's sum of squares (ops.h): lanes of the row, lane j holding the elements j + k·1024.
+// Every kernel that norms a row splits it on these lanes (a thread a power-of-two run of
+// neighbouring lanes, any number of threads up to 1024), so its tree of additions is the CPU's.
+inline constexpr int64_t kRmsNormLanes = 1024;
+
 struct RmsNormOperands {
   RowMatrix x, y;
   const float* weight;  // [D], or nullptr (unweighted)

@@ -45,7 +45,11 @@ Status block_diagonal_linear(const TensorView& x, const format::Fp8BlockView& w,
 
 // y[T, D] = x / sqrt(mean(x²) + eps) ⊙ weight[D], the mean over the last dim in f32.
 // An empty `weight` (data == nullptr) gives the unweighted norm (mHC input norm, per-head q
-// norm). y may alias x.
+// norm). y may alias x. The sum of squares is in float64 in one fixed order, so every device
+// gives the same bits however it splits a row (kRmsNormLanes, kernels/contracts.h): lane j of
+// 1024 sums x[j]², x[j + 1024]², … in turn, and the lanes are added pairwise (neighbours first,
+// then neighbouring pairs, …). Then inv_rms = 1 / sqrt(f32(sum / D) + eps) and
+// y = (x · inv_rms) · weight, in f32.
 Status rms_norm(const TensorView& x, const TensorView& weight, float eps, const TensorView& y);
 
 // y[T, N] = softmax of each row (max-subtracted). y may alias x.

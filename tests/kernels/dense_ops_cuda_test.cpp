@@ -18,6 +18,7 @@
 #include "kernels/cuda/gemm/dense/launch.h"
 #include "kernels/cuda_op_pair.h"
 #include "kernels/ops.h"
+#include "kernels/rms_norm_order_case.h"
 #include "testing/fp8_weight.h"
 #include "testing/tolerance.h"
 
@@ -248,24 +249,62 @@ TEST(DenseOpsCuda, BlockDiagonalLinearMatchesCpu) {
   }
 }
 
-TEST(DenseOpsCuda, RmsNormSoftmaxSwigluMatchCpu) {
+// rms_norm sums its squares in one lane order on both devices (ops.h), so the bits agree: a
+// block a row below 2048 columns, a cluster of 8 blocks a row from there (cuda/ops/rms_norm.cu),
+// rows with and without the batched loads' tails, narrower than the 1024 lanes and wider.
+TEST(DenseOpsCuda, RmsNormGivesTheCpuBits) {
   SeededRng rng;
-  // Rows wide enough for the batched loads, with and without a tail, on 256 threads (d < 4096)
-  // and 1024 (the hyper-connection streams' 16384 at one token).
-  for (const auto& [t, d] :
-       {std::pair{1, 1}, {5, 33}, {67, 1025}, {5, 2100}, {2, 9000}, {1, 16384}}) {
+  for (const auto& [t, d] : {std::pair{1, 1},
+                             {5, 33},
+                             {67, 1025},
+                             {3, 2047},
+                             {1, 2048},
+                             {5, 2100},
+                             {2, 4096},
+                             {64, 4096},
+                             {2, 9000},
+                             {1, 16384},
+                             {8, 16384}}) {
     SCOPED_TRACE(std::to_string(t) + "x" + std::to_string(d));
-    const OpPair x = OpPair::uniform(rng, {t, d}, -3.0, 3.0);
+    // Magnitudes spread over 2^±20, so that an order other than the lanes' shows in the bits.
+    Tensor values = Tensor::host(DType::kF32, {t, d});
+    for (int64_t i = 0; i < values.numel(); ++i) {
+      values.data_as<float>()[i] = std::ldexp(static_cast<float>(rng.uniform(-2.0, 2.0)),
+                                              static_cast<int>(rng.uniform_int(-20, 20)));
+    }
+    const OpPair spread = OpPair::of(std::move(values));
     const OpPair weight = OpPair::uniform(rng, {d});
     const OpPair y = OpPair::poisoned(DType::kF32, {t, d});
-    ASSERT_TRUE(rms_norm(x.h(), weight.h(), 1e-6f, y.h()).ok());
-    ASSERT_TRUE(rms_norm(x.d(), weight.d(), 1e-6f, y.d()).ok());
-    EXPECT_LT(device_vs_host_error(y), kCudaF32OpRelTol);
+    ASSERT_TRUE(rms_norm(spread.h(), weight.h(), 1e-6f, y.h()).ok());
+    ASSERT_TRUE(rms_norm(spread.d(), weight.d(), 1e-6f, y.d()).ok());
+    EXPECT_TRUE(device_equals_host(y));
     // Unweighted and in place.
     const OpPair z = OpPair::uniform(rng, {t, d}, -3.0, 3.0);
     ASSERT_TRUE(rms_norm(z.h(), TensorView{}, 1e-6f, z.h()).ok());
     ASSERT_TRUE(rms_norm(z.d(), TensorView{}, 1e-6f, z.d()).ok());
-    EXPECT_LT(device_vs_host_error(z), kCudaF32OpRelTol);
+    EXPECT_TRUE(device_equals_host(z));
+  }
+  // Rows on which another summation order gives other bits (dense_ops_test.cpp proves it).
+  for (const int64_t d : {1024, 4096, 16384}) {
+    SCOPED_TRACE(d);
+    const OpPair x = OpPair::values(DType::kF32, {2, d}, [&] {
+      std::vector<float> rows = testing::rms_norm_order_row(d);
+      rows.insert(rows.end(), rows.begin(), rows.end());
+      return rows;
+    }());
+    const OpPair y = OpPair::poisoned(DType::kF32, {2, d});
+    ASSERT_TRUE(rms_norm(x.h(), TensorView{}, testing::kRmsNormOrderEps, y.h()).ok());
+    ASSERT_TRUE(rms_norm(x.d(), TensorView{}, testing::kRmsNormOrderEps, y.d()).ok());
+    EXPECT_TRUE(device_equals_host(y));
+  }
+}
+
+TEST(DenseOpsCuda, SoftmaxSwigluMatchCpu) {
+  SeededRng rng;
+  // Rows wide enough for the batched loads, with and without a tail.
+  for (const auto& [t, d] :
+       {std::pair{1, 1}, {5, 33}, {67, 1025}, {5, 2100}, {2, 9000}, {1, 16384}}) {
+    SCOPED_TRACE(std::to_string(t) + "x" + std::to_string(d));
     // Softmax in place, logits wide enough that the max matters.
     const OpPair s = OpPair::uniform(rng, {t, d}, -30.0, 30.0);
     ASSERT_TRUE(softmax(s.h(), s.h()).ok());
