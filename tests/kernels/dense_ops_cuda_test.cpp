@@ -406,6 +406,66 @@ TEST(HyperConnectionsCuda, MixesMatchCpuAndStreamOpsAreBitIdentical) {
   }
 }
 
+// The fused mHC ops against their parts: hc_pre_norm gives the bits of the device's
+// hc_split_sinkhorn, hc_collapse and rms_norm (its mixes match the CPU's to the device expf's
+// ulps, as the parts do), hc_expand_norm the CPU's bits (its parts are bit-identical). Shapes: a
+// decode row of V4-Flash's width, a few tokens, enough tokens for several Sinkhorn clusters, and
+// M = 6 (a thread a token's Sinkhorn).
+TEST(HyperConnectionsCuda, FusedPreAndExpandGiveTheirPartsBits) {
+  SeededRng rng;
+  for (const auto& [t, m, d] : {std::tuple{1, 4, 4096},
+                                {3, 4, 1000},
+                                {5, 3, 33},
+                                {70, 4, 130},
+                                {300, 6, 17},
+                                {2, 6, 2048}}) {
+    SCOPED_TRACE(std::to_string(t) + "x" + std::to_string(m) + "x" + std::to_string(d));
+    const OpPair mixes = OpPair::uniform(rng, {t, (2 + m) * m}, -2.0, 2.0);
+    const OpPair scale = OpPair::uniform(rng, {3}, 0.1, 2.0);
+    const OpPair base = OpPair::uniform(rng, {(2 + m) * m});
+    const OpPair streams = OpPair::uniform(rng, {t, m, d}, -3.0, 3.0);
+    const OpPair weight = OpPair::uniform(rng, {d});
+    const auto poisoned = [&](Shape shape) { return OpPair::poisoned(DType::kF32, shape); };
+    const OpPair pre = poisoned({t, m}), post = poisoned({t, m}), comb = poisoned({t, m, m});
+    const OpPair y = poisoned({t, d});
+    const auto params = [&](bool device) {
+      const auto v = [&](const OpPair& p) { return device ? p.d() : p.h(); };
+      return HcPreNormParams{v(mixes),   v(scale),  v(base), 20,  1e-6f, {v(pre), v(post), v(comb)},
+                             v(streams), v(weight), 1e-6f,   v(y)};
+    };
+    ASSERT_TRUE(hc_pre_norm(params(false)).ok());
+    ASSERT_TRUE(hc_pre_norm(params(true)).ok());
+    // The parts on the device, into buffers of their own.
+    const OpPair pre2 = poisoned({t, m}), post2 = poisoned({t, m}), comb2 = poisoned({t, m, m});
+    const OpPair y2 = poisoned({t, d});
+    ASSERT_TRUE(hc_split_sinkhorn(mixes.d(), scale.d(), base.d(), 20, 1e-6f,
+                                  HcMix{pre2.d(), post2.d(), comb2.d()})
+                    .ok());
+    ASSERT_TRUE(hc_collapse(streams.d(), pre2.d(), y2.d()).ok());
+    ASSERT_TRUE(rms_norm(y2.d(), weight.d(), 1e-6f, y2.d()).ok());
+    for (const auto& [fused, parts] :
+         {std::pair{&pre, &pre2}, {&post, &post2}, {&comb, &comb2}, {&y, &y2}}) {
+      EXPECT_TRUE(testing::same_bytes(fused->result().view(), parts->result().view()));
+    }
+    EXPECT_LT(device_vs_host_error(y), kCudaF32OpRelTol);
+    EXPECT_LT(device_vs_host_error(comb), kCudaF32OpRelTol);
+
+    // The expand and the next site's norm, from the host's mixes on both devices.
+    const OpPair place = OpPair::of(testing::to_host(post.h()));
+    const OpPair mixer = OpPair::of(testing::to_host(comb.h()));
+    const OpPair block_out = OpPair::uniform(rng, {t, d});
+    const OpPair out = poisoned({t, m, d}), normed = poisoned({t, m * d});
+    ASSERT_TRUE(
+        hc_expand_norm(block_out.h(), streams.h(), place.h(), mixer.h(), 1e-6f, out.h(), normed.h())
+            .ok());
+    ASSERT_TRUE(
+        hc_expand_norm(block_out.d(), streams.d(), place.d(), mixer.d(), 1e-6f, out.d(), normed.d())
+            .ok());
+    EXPECT_TRUE(device_equals_host(out));
+    EXPECT_TRUE(device_equals_host(normed));
+  }
+}
+
 // Routing (score and hash), grouping, gather, the dense experts' GEMM and the combine, each
 // step fed the host's result of the previous one so that every comparison is of one op.
 TEST(MoeDispatchCuda, RouteGroupGatherGemmCombineMatchCpu) {
