@@ -96,6 +96,11 @@ LinearOperands block_diagonal_operands(const TensorView& x, const W& w, int64_t 
   return o;
 }
 
+// rms_norm's sum of squares (ops.h): lanes of the row, lane j holding the elements j + k·1024.
+// Every kernel that norms a row splits it on these lanes (a thread a power-of-two run of
+// neighbouring lanes, any number of threads up to 1024), so its tree of additions is the CPU's.
+inline constexpr int64_t kRmsNormLanes = 1024;
+
 struct RmsNormOperands {
   RowMatrix x, y;
   const float* weight;  // [D], or nullptr (unweighted)
@@ -145,6 +150,74 @@ inline RowMatrix hc_repeat_input(const TensorView& x, const TensorView& out) {
                  out.size(0) == in.n_rows && out.size(2) == in.n_cols,
              "hc_repeat: out must be f32 [T, M, D]");
   return in;
+}
+
+// hc_split_sinkhorn's operands: mixes [T, (2+M)·M], pre and post [T, M], comb f32 [T, M, M]
+// contiguous, scale [3], base [(2+M)·M].
+struct HcSplitOperands {
+  RowMatrix mixes, pre, post;
+  float* comb;
+  const float* scale;
+  const float* base;
+};
+inline HcSplitOperands hc_split_operands(const TensorView& mixes, const TensorView& scale,
+                                         const TensorView& base, const HcMix& out) {
+  const RowMatrix mix = as_rows(mixes, "hc_split_sinkhorn mixes");
+  const RowMatrix pre = as_rows(out.pre, "hc_split_sinkhorn pre");
+  const RowMatrix post = as_rows(out.post, "hc_split_sinkhorn post");
+  const int64_t m = pre.n_cols;
+  DSV4_CHECK(mix.n_cols == (2 + m) * m && pre.n_rows == mix.n_rows && post.n_rows == mix.n_rows &&
+                 post.n_cols == m,
+             "hc_split_sinkhorn: mixes must be [T, (2+M)·M] with pre, post [T, M]");
+  DSV4_CHECK(out.comb.dtype == DType::kF32 && out.comb.is_contiguous() &&
+                 out.comb.numel() == mix.n_rows * m * m,
+             "hc_split_sinkhorn: comb must be f32 [T, M, M]");
+  return {mix,
+          pre,
+          post,
+          out.comb.data_as<float>(),
+          f32_vector(scale, 3, "hc_split_sinkhorn scale"),
+          f32_vector(base, (2 + m) * m, "hc_split_sinkhorn base")};
+}
+
+// hc_collapse's operands: x f32 [T, M, D] contiguous, pre [T, M], y [T, D].
+struct HcCollapseOperands {
+  const float* streams;
+  RowMatrix pre, y;
+};
+inline HcCollapseOperands hc_collapse_operands(const TensorView& x, const TensorView& pre,
+                                               const TensorView& y) {
+  const HcCollapseOperands o{x.data_as<const float>(), as_rows(pre, "hc_collapse pre"),
+                             as_rows(y, "hc_collapse y")};
+  DSV4_CHECK(x.dtype == DType::kF32 && x.is_contiguous() &&
+                 x.numel() == o.pre.n_rows * o.pre.n_cols * o.y.n_cols &&
+                 o.y.n_rows == o.pre.n_rows,
+             "hc_collapse: x must be f32 [T, M, D] contiguous");
+  return o;
+}
+
+// hc_expand's operands: f [T, D], post [T, M], residual and out f32 [T, M, D] contiguous and
+// apart, comb f32 [T, M, M] contiguous.
+struct HcExpandOperands {
+  RowMatrix f, post;
+  const float* residual;
+  const float* comb;
+  float* out;
+};
+inline HcExpandOperands hc_expand_operands(const TensorView& f, const TensorView& residual,
+                                           const TensorView& post, const TensorView& comb,
+                                           const TensorView& out) {
+  const HcExpandOperands o{as_rows(f, "hc_expand f"), as_rows(post, "hc_expand post"),
+                           residual.data_as<const float>(), comb.data_as<const float>(),
+                           out.data_as<float>()};
+  const int64_t n_tokens = o.f.n_rows, m = o.post.n_cols, n = n_tokens * m * o.f.n_cols;
+  DSV4_CHECK(o.post.n_rows == n_tokens && residual.dtype == DType::kF32 &&
+                 residual.is_contiguous() && residual.numel() == n && out.dtype == DType::kF32 &&
+                 out.is_contiguous() && out.numel() == n && comb.dtype == DType::kF32 &&
+                 comb.is_contiguous() && comb.numel() == n_tokens * m * m,
+             "hc_expand: residual, out must be f32 [T, M, D], comb [T, M, M]");
+  DSV4_CHECK(out.data != residual.data, "hc_expand: out aliases residual");
+  return o;
 }
 
 // ---- Attention ----

@@ -166,6 +166,23 @@ Status hc_expand(const TensorView& f, const TensorView& residual, const TensorVi
       [&] { cuda::hc_expand(f, residual, post, comb, out); });
 }
 
+Status hc_pre_norm(const HcPreNormParams& p) {
+  return dispatch(
+      "hc_pre_norm",
+      device_of({&p.mixes, &p.scale, &p.base, &p.mix.pre, &p.mix.post, &p.mix.comb, &p.streams,
+                 &p.norm_weight, &p.y}),
+      [&] { cpu::hc_pre_norm(p); }, [&] { cuda::hc_pre_norm(p); });
+}
+
+Status hc_expand_norm(const TensorView& f, const TensorView& residual, const TensorView& post,
+                      const TensorView& comb, float eps, const TensorView& out,
+                      const TensorView& normed) {
+  return dispatch(
+      "hc_expand_norm", device_of({&f, &residual, &post, &comb, &out, &normed}),
+      [&] { cpu::hc_expand_norm(f, residual, post, comb, eps, out, normed); },
+      [&] { cuda::hc_expand_norm(f, residual, post, comb, eps, out, normed); });
+}
+
 // ---- MoE routing and expert dispatch ----
 
 Status moe_route(const TensorView& logits, const TensorView& bias, const TensorView& hash_ids,

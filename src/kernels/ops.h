@@ -45,7 +45,11 @@ Status block_diagonal_linear(const TensorView& x, const format::Fp8BlockView& w,
 
 // y[T, D] = x / sqrt(mean(x²) + eps) ⊙ weight[D], the mean over the last dim in f32.
 // An empty `weight` (data == nullptr) gives the unweighted norm (mHC input norm, per-head q
-// norm). y may alias x.
+// norm). y may alias x. The sum of squares is in float64 in one fixed order, so every device
+// gives the same bits however it splits a row (kRmsNormLanes, kernels/contracts.h): lane j of
+// 1024 sums x[j]², x[j + 1024]², … in turn, and the lanes are added pairwise (neighbours first,
+// then neighbouring pairs, …). Then inv_rms = 1 / sqrt(f32(sum / D) + eps) and
+// y = (x · inv_rms) · weight, in f32.
 Status rms_norm(const TensorView& x, const TensorView& weight, float eps, const TensorView& y);
 
 // y[T, N] = softmax of each row (max-subtracted). y may alias x.
@@ -96,6 +100,28 @@ Status hc_collapse(const TensorView& x, const TensorView& pre, const TensorView&
 // residual and out [T, M, D]; out must not alias residual.
 Status hc_expand(const TensorView& f, const TensorView& residual, const TensorView& post,
                  const TensorView& comb, const TensorView& out);
+
+// One site's pre side after its mix projection, fused (a decode step's small ops in one launch):
+// hc_split_sinkhorn(mixes, scale, base, n_sinkhorn_iters, hc_eps, mix), then the block input
+// y f32 [T, D] = rms_norm(hc_collapse(streams, mix.pre), norm_weight, norm_eps). streams f32
+// [T, M, D]. The bits of those three calls.
+struct HcPreNormParams {
+  TensorView mixes, scale, base;
+  int64_t n_sinkhorn_iters = 0;
+  float hc_eps = 0.0f;
+  HcMix mix;
+  TensorView streams;
+  TensorView norm_weight;  // [D], or empty (unweighted)
+  float norm_eps = 0.0f;
+  TensorView y;
+};
+Status hc_pre_norm(const HcPreNormParams& params);
+
+// hc_expand(f, residual, post, comb, out), then the next site's input norm of the new streams:
+// normed f32 [T, M·D] = rms_norm(out as [T, M·D], unweighted, eps). The bits of the two calls.
+Status hc_expand_norm(const TensorView& f, const TensorView& residual, const TensorView& post,
+                      const TensorView& comb, float eps, const TensorView& out,
+                      const TensorView& normed);
 
 // ---- MoE routing and expert dispatch (transformers DeepseekV4TopKRouter / HashRouter /
 // Experts). Rows of a grouped GEMM operand are the T·K (token, slot) pairs sorted by expert. ----

@@ -26,9 +26,23 @@ struct HcSite {
 Status hc_pre(const checkpoint::ModelConfig& config, const checkpoint::HyperConnectionWeights& w,
               const TensorView& streams, HcSite& site, const TensorView& collapsed);
 
+// hc_pre with the block's input norm: x f32 [T, D] = rms_norm(collapsed, block_norm [D]), the
+// split, Sinkhorn, collapse and norm in one fused op (kernels::hc_pre_norm). streams_normed f32
+// [T, M·D] is the streams' own (unweighted) norm when hc_post_norm made it, else empty.
+Status hc_pre_norm(const checkpoint::ModelConfig& config,
+                   const checkpoint::HyperConnectionWeights& w, const TensorView& streams,
+                   const TensorView& streams_normed, const TensorView& block_norm, HcSite& site,
+                   const TensorView& x);
+
 // out f32 [T, M, D] = post ⊗ block_out + combᵀ · residual (out must not alias residual).
 Status hc_post(const TensorView& block_out, const TensorView& residual, const HcSite& site,
                const TensorView& out);
+
+// hc_post, and the next site's input norm of out: normed f32 [T, M·D] = rms_norm(out), in one
+// fused op (kernels::hc_expand_norm), for hc_pre_norm's streams_normed.
+Status hc_post_norm(const checkpoint::ModelConfig& config, const TensorView& block_out,
+                    const TensorView& residual, const HcSite& site, const TensorView& out,
+                    const TensorView& normed);
 
 // streams f32 [T, M, D] -> out f32 [T, D], the weighted collapse with hc_head's weights.
 Status hc_head(const checkpoint::ModelConfig& config, const checkpoint::HyperConnectionWeights& w,

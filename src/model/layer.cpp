@@ -12,27 +12,31 @@ namespace dsv4::model {
 Status layer_forward(const LayerInput& in, Tensor& streams, Tensor& spare) {
   const checkpoint::ModelConfig& config = *in.config;
   const checkpoint::LayerWeights& w = *in.weights;
-  const float eps = static_cast<float>(config.rms_norm_eps);
   const int64_t n_rows = streams.shape()[0];
   const Device device = streams.device();
   DSV4_ASSIGN_OR_RETURN(Tensor x, scratch(DType::kF32, {n_rows, config.hidden_size}, device));
   DSV4_ASSIGN_OR_RETURN(Tensor block_out, scratch(DType::kF32, x.shape(), device));
+  // The FFN site's input norm of the streams, made by the attention half's stream update.
+  DSV4_ASSIGN_OR_RETURN(
+      Tensor streams_normed,
+      scratch(DType::kF32, {n_rows, config.hc_mult * config.hidden_size}, device));
   HcSite site;
 
   // Attention half.
-  DSV4_RETURN_IF_ERROR(hc_pre(config, w.hc_attn, streams.view(), site, x.view()));
-  DSV4_RETURN_IF_ERROR(kernels::rms_norm(x.view(), w.attn_norm.view(), eps, x.view()));
+  DSV4_RETURN_IF_ERROR(
+      hc_pre_norm(config, w.hc_attn, streams.view(), {}, w.attn_norm.view(), site, x.view()));
   DSV4_RETURN_IF_ERROR(in.positions
                            ? attention_forward(config, in.layer, w.attn, x.view(), in.sequences,
                                                *in.positions, block_out.view(), in.numerics)
                            : attention_forward(config, in.layer, w.attn, x.view(), in.sequences,
                                                block_out.view(), in.numerics));
-  DSV4_RETURN_IF_ERROR(hc_post(block_out.view(), streams.view(), site, spare.view()));
+  DSV4_RETURN_IF_ERROR(hc_post_norm(config, block_out.view(), streams.view(), site, spare.view(),
+                                    streams_normed.view()));
   std::swap(streams, spare);
 
   // FFN half.
-  DSV4_RETURN_IF_ERROR(hc_pre(config, w.hc_ffn, streams.view(), site, x.view()));
-  DSV4_RETURN_IF_ERROR(kernels::rms_norm(x.view(), w.ffn_norm.view(), eps, x.view()));
+  DSV4_RETURN_IF_ERROR(hc_pre_norm(config, w.hc_ffn, streams.view(), streams_normed.view(),
+                                   w.ffn_norm.view(), site, x.view()));
   DSV4_RETURN_IF_ERROR(moe_forward(config, in.layer, w.ffn, in.expert_mode, x.view(), in.tokens,
                                    block_out.view(), in.expert_amaxes, in.placement));
   DSV4_RETURN_IF_ERROR(hc_post(block_out.view(), streams.view(), site, spare.view()));

@@ -18,6 +18,7 @@
 #include "kernels/cuda/gemm/dense/launch.h"
 #include "kernels/cuda_op_pair.h"
 #include "kernels/ops.h"
+#include "kernels/rms_norm_order_case.h"
 #include "testing/fp8_weight.h"
 #include "testing/tolerance.h"
 
@@ -248,24 +249,62 @@ TEST(DenseOpsCuda, BlockDiagonalLinearMatchesCpu) {
   }
 }
 
-TEST(DenseOpsCuda, RmsNormSoftmaxSwigluMatchCpu) {
+// rms_norm sums its squares in one lane order on both devices (ops.h), so the bits agree: a
+// block a row below 2048 columns, a cluster of 8 blocks a row from there (cuda/ops/rms_norm.cu),
+// rows with and without the batched loads' tails, narrower than the 1024 lanes and wider.
+TEST(DenseOpsCuda, RmsNormGivesTheCpuBits) {
   SeededRng rng;
-  // Rows wide enough for the batched loads, with and without a tail, on 256 threads (d < 4096)
-  // and 1024 (the hyper-connection streams' 16384 at one token).
-  for (const auto& [t, d] :
-       {std::pair{1, 1}, {5, 33}, {67, 1025}, {5, 2100}, {2, 9000}, {1, 16384}}) {
+  for (const auto& [t, d] : {std::pair{1, 1},
+                             {5, 33},
+                             {67, 1025},
+                             {3, 2047},
+                             {1, 2048},
+                             {5, 2100},
+                             {2, 4096},
+                             {64, 4096},
+                             {2, 9000},
+                             {1, 16384},
+                             {8, 16384}}) {
     SCOPED_TRACE(std::to_string(t) + "x" + std::to_string(d));
-    const OpPair x = OpPair::uniform(rng, {t, d}, -3.0, 3.0);
+    // Magnitudes spread over 2^±20, so that an order other than the lanes' shows in the bits.
+    Tensor values = Tensor::host(DType::kF32, {t, d});
+    for (int64_t i = 0; i < values.numel(); ++i) {
+      values.data_as<float>()[i] = std::ldexp(static_cast<float>(rng.uniform(-2.0, 2.0)),
+                                              static_cast<int>(rng.uniform_int(-20, 20)));
+    }
+    const OpPair spread = OpPair::of(std::move(values));
     const OpPair weight = OpPair::uniform(rng, {d});
     const OpPair y = OpPair::poisoned(DType::kF32, {t, d});
-    ASSERT_TRUE(rms_norm(x.h(), weight.h(), 1e-6f, y.h()).ok());
-    ASSERT_TRUE(rms_norm(x.d(), weight.d(), 1e-6f, y.d()).ok());
-    EXPECT_LT(device_vs_host_error(y), kCudaF32OpRelTol);
+    ASSERT_TRUE(rms_norm(spread.h(), weight.h(), 1e-6f, y.h()).ok());
+    ASSERT_TRUE(rms_norm(spread.d(), weight.d(), 1e-6f, y.d()).ok());
+    EXPECT_TRUE(device_equals_host(y));
     // Unweighted and in place.
     const OpPair z = OpPair::uniform(rng, {t, d}, -3.0, 3.0);
     ASSERT_TRUE(rms_norm(z.h(), TensorView{}, 1e-6f, z.h()).ok());
     ASSERT_TRUE(rms_norm(z.d(), TensorView{}, 1e-6f, z.d()).ok());
-    EXPECT_LT(device_vs_host_error(z), kCudaF32OpRelTol);
+    EXPECT_TRUE(device_equals_host(z));
+  }
+  // Rows on which another summation order gives other bits (dense_ops_test.cpp proves it).
+  for (const int64_t d : {1024, 4096, 16384}) {
+    SCOPED_TRACE(d);
+    const OpPair x = OpPair::values(DType::kF32, {2, d}, [&] {
+      std::vector<float> rows = testing::rms_norm_order_row(d);
+      rows.insert(rows.end(), rows.begin(), rows.end());
+      return rows;
+    }());
+    const OpPair y = OpPair::poisoned(DType::kF32, {2, d});
+    ASSERT_TRUE(rms_norm(x.h(), TensorView{}, testing::kRmsNormOrderEps, y.h()).ok());
+    ASSERT_TRUE(rms_norm(x.d(), TensorView{}, testing::kRmsNormOrderEps, y.d()).ok());
+    EXPECT_TRUE(device_equals_host(y));
+  }
+}
+
+TEST(DenseOpsCuda, SoftmaxSwigluMatchCpu) {
+  SeededRng rng;
+  // Rows wide enough for the batched loads, with and without a tail.
+  for (const auto& [t, d] :
+       {std::pair{1, 1}, {5, 33}, {67, 1025}, {5, 2100}, {2, 9000}, {1, 16384}}) {
+    SCOPED_TRACE(std::to_string(t) + "x" + std::to_string(d));
     // Softmax in place, logits wide enough that the max matters.
     const OpPair s = OpPair::uniform(rng, {t, d}, -30.0, 30.0);
     ASSERT_TRUE(softmax(s.h(), s.h()).ok());
@@ -364,6 +403,66 @@ TEST(HyperConnectionsCuda, MixesMatchCpuAndStreamOpsAreBitIdentical) {
     ASSERT_TRUE(hc_expand(x.h(), residual.h(), place.h(), mixer.h(), expanded.h()).ok());
     ASSERT_TRUE(hc_expand(x.d(), residual.d(), place.d(), mixer.d(), expanded.d()).ok());
     EXPECT_TRUE(device_equals_host(expanded));
+  }
+}
+
+// The fused mHC ops against their parts: hc_pre_norm gives the bits of the device's
+// hc_split_sinkhorn, hc_collapse and rms_norm (its mixes match the CPU's to the device expf's
+// ulps, as the parts do), hc_expand_norm the CPU's bits (its parts are bit-identical). Shapes: a
+// decode row of V4-Flash's width, a few tokens, enough tokens for several Sinkhorn clusters, and
+// M = 6 (a thread a token's Sinkhorn).
+TEST(HyperConnectionsCuda, FusedPreAndExpandGiveTheirPartsBits) {
+  SeededRng rng;
+  for (const auto& [t, m, d] : {std::tuple{1, 4, 4096},
+                                {3, 4, 1000},
+                                {5, 3, 33},
+                                {70, 4, 130},
+                                {300, 6, 17},
+                                {2, 6, 2048}}) {
+    SCOPED_TRACE(std::to_string(t) + "x" + std::to_string(m) + "x" + std::to_string(d));
+    const OpPair mixes = OpPair::uniform(rng, {t, (2 + m) * m}, -2.0, 2.0);
+    const OpPair scale = OpPair::uniform(rng, {3}, 0.1, 2.0);
+    const OpPair base = OpPair::uniform(rng, {(2 + m) * m});
+    const OpPair streams = OpPair::uniform(rng, {t, m, d}, -3.0, 3.0);
+    const OpPair weight = OpPair::uniform(rng, {d});
+    const auto poisoned = [&](Shape shape) { return OpPair::poisoned(DType::kF32, shape); };
+    const OpPair pre = poisoned({t, m}), post = poisoned({t, m}), comb = poisoned({t, m, m});
+    const OpPair y = poisoned({t, d});
+    const auto params = [&](bool device) {
+      const auto v = [&](const OpPair& p) { return device ? p.d() : p.h(); };
+      return HcPreNormParams{v(mixes),   v(scale),  v(base), 20,  1e-6f, {v(pre), v(post), v(comb)},
+                             v(streams), v(weight), 1e-6f,   v(y)};
+    };
+    ASSERT_TRUE(hc_pre_norm(params(false)).ok());
+    ASSERT_TRUE(hc_pre_norm(params(true)).ok());
+    // The parts on the device, into buffers of their own.
+    const OpPair pre2 = poisoned({t, m}), post2 = poisoned({t, m}), comb2 = poisoned({t, m, m});
+    const OpPair y2 = poisoned({t, d});
+    ASSERT_TRUE(hc_split_sinkhorn(mixes.d(), scale.d(), base.d(), 20, 1e-6f,
+                                  HcMix{pre2.d(), post2.d(), comb2.d()})
+                    .ok());
+    ASSERT_TRUE(hc_collapse(streams.d(), pre2.d(), y2.d()).ok());
+    ASSERT_TRUE(rms_norm(y2.d(), weight.d(), 1e-6f, y2.d()).ok());
+    for (const auto& [fused, parts] :
+         {std::pair{&pre, &pre2}, {&post, &post2}, {&comb, &comb2}, {&y, &y2}}) {
+      EXPECT_TRUE(testing::same_bytes(fused->result().view(), parts->result().view()));
+    }
+    EXPECT_LT(device_vs_host_error(y), kCudaF32OpRelTol);
+    EXPECT_LT(device_vs_host_error(comb), kCudaF32OpRelTol);
+
+    // The expand and the next site's norm, from the host's mixes on both devices.
+    const OpPair place = OpPair::of(testing::to_host(post.h()));
+    const OpPair mixer = OpPair::of(testing::to_host(comb.h()));
+    const OpPair block_out = OpPair::uniform(rng, {t, d});
+    const OpPair out = poisoned({t, m, d}), normed = poisoned({t, m * d});
+    ASSERT_TRUE(
+        hc_expand_norm(block_out.h(), streams.h(), place.h(), mixer.h(), 1e-6f, out.h(), normed.h())
+            .ok());
+    ASSERT_TRUE(
+        hc_expand_norm(block_out.d(), streams.d(), place.d(), mixer.d(), 1e-6f, out.d(), normed.d())
+            .ok());
+    EXPECT_TRUE(device_equals_host(out));
+    EXPECT_TRUE(device_equals_host(normed));
   }
 }
 

@@ -10,7 +10,9 @@
 
 #include "base/buffer.h"
 #include "base/float_convert.h"
+#include "kernels/contracts.h"
 #include "kernels/ops.h"
+#include "kernels/rms_norm_order_case.h"
 #include "testing/compare.h"
 #include "testing/fp8_weight.h"
 #include "testing/random.h"
@@ -191,6 +193,46 @@ TEST(RmsNormTest, WeightedAndUnweighted) {
       for (int j = 0; j < d; ++j) ref[i * d + j] = x[i * d + j] * inv * (weighted ? w[j] : 1.0);
     }
     EXPECT_LT(max_row_rel_error(y.data(), ref.data(), t, d), kF32OpRelTol);
+  }
+}
+
+// The sum of squares in ops.h's order, written as its definition: 1024 lanes, each summing its
+// elements in turn, then a recursive pairwise tree over all of them (empty lanes included).
+double lane_tree(const std::vector<double>& lanes, size_t lo, size_t hi) {
+  if (hi - lo == 1) return lanes[lo];
+  return lane_tree(lanes, lo, (lo + hi) / 2) + lane_tree(lanes, (lo + hi) / 2, hi);
+}
+
+TEST(RmsNormTest, SumsSquaresInTheLaneOrderBitForBit) {
+  SeededRng rng;
+  for (const int d : {1, 3, 96, 1000, 1024, 1500, 5000}) {
+    SCOPED_TRACE(d);
+    std::vector<float> x(d), w = random_normal(rng, d), y = poisoned(d);
+    // Magnitudes over 2^±20: summed in another order, the float64 sum would differ.
+    for (float& v : x) {
+      v = std::ldexp(static_cast<float>(rng.uniform(-2.0, 2.0)), int(rng.uniform_int(-20, 20)));
+    }
+    ASSERT_TRUE(rms_norm(view_of(x, {1, d}), view_of(w, {d}), 1e-6f, view_of(y, {1, d})).ok());
+    std::vector<double> lanes(kRmsNormLanes, 0.0);
+    for (int i = 0; i < d; ++i) lanes[i % kRmsNormLanes] += double(x[i]) * x[i];
+    const double sum_sq = lane_tree(lanes, 0, lanes.size());
+    const float inv_rms = 1.0f / std::sqrt(static_cast<float>(sum_sq / d) + 1e-6f);
+    for (int i = 0; i < d; ++i) ASSERT_EQ(y[i], x[i] * inv_rms * w[i]) << i;
+  }
+}
+
+// The test above can fail: on a row built for it, a sequential float64 sum (the reference's
+// order before the lanes) gives other bits.
+TEST(RmsNormTest, AnotherSumOrderGivesOtherBits) {
+  for (const int64_t d : {1024, 4096, 16384}) {
+    SCOPED_TRACE(d);
+    std::vector<float> x = testing::rms_norm_order_row(d), y = poisoned(d);
+    const float eps = testing::kRmsNormOrderEps;
+    ASSERT_TRUE(rms_norm(view_of(x, {1, d}), TensorView{}, eps, view_of(y, {1, d})).ok());
+    double sequential = 0.0;
+    for (const float v : x) sequential += double(v) * v;
+    const float other = 1.0f / std::sqrt(static_cast<float>(sequential / d) + eps);
+    EXPECT_NE(y[0], x[0] * other);
   }
 }
 

@@ -65,19 +65,8 @@ void hc_repeat(const TensorView& x, const TensorView& out) {
 
 void hc_split_sinkhorn(const TensorView& mixes, const TensorView& scale, const TensorView& base,
                        int64_t n_sinkhorn_iters, float eps, const HcMix& out) {
-  const RowMatrix mix = as_rows(mixes, "hc_split_sinkhorn mixes");
-  const RowMatrix pre = as_rows(out.pre, "hc_split_sinkhorn pre");
-  const RowMatrix post = as_rows(out.post, "hc_split_sinkhorn post");
+  const auto [mix, pre, post, comb, s, b] = hc_split_operands(mixes, scale, base, out);
   const int64_t m = pre.n_cols;
-  DSV4_CHECK(mix.n_cols == (2 + m) * m && pre.n_rows == mix.n_rows && post.n_rows == mix.n_rows &&
-                 post.n_cols == m,
-             "hc_split_sinkhorn: mixes must be [T, (2+M)·M] with pre, post [T, M]");
-  DSV4_CHECK(out.comb.dtype == DType::kF32 && out.comb.is_contiguous() &&
-                 out.comb.numel() == mix.n_rows * m * m,
-             "hc_split_sinkhorn: comb must be f32 [T, M, M]");
-  const float* s = f32_vector(scale, 3, "hc_split_sinkhorn scale");
-  const float* b = f32_vector(base, (2 + m) * m, "hc_split_sinkhorn base");
-  float* comb = out.comb.data_as<float>();
 #pragma omp parallel for if (mix.n_rows > 64)
   for (int64_t t = 0; t < mix.n_rows; ++t) {
     const float* logits = mix.row(t);
@@ -105,13 +94,8 @@ void hc_head_weights(const TensorView& mixes, const TensorView& scale, const Ten
 }
 
 void hc_collapse(const TensorView& x, const TensorView& pre, const TensorView& y) {
-  const RowMatrix w = as_rows(pre, "hc_collapse pre");
-  const RowMatrix out = as_rows(y, "hc_collapse y");
+  const auto [streams, w, out] = hc_collapse_operands(x, pre, y);
   const int64_t m = w.n_cols, d = out.n_cols;
-  DSV4_CHECK(x.dtype == DType::kF32 && x.is_contiguous() && x.numel() == w.n_rows * m * d &&
-                 out.n_rows == w.n_rows,
-             "hc_collapse: x must be f32 [T, M, D] contiguous");
-  const float* streams = x.data_as<const float>();
 #pragma omp parallel for if (w.n_rows * m * d > (1 << 16))
   for (int64_t t = 0; t < w.n_rows; ++t) {
     float* dst = out.row(t);
@@ -126,19 +110,8 @@ void hc_collapse(const TensorView& x, const TensorView& pre, const TensorView& y
 
 void hc_expand(const TensorView& f, const TensorView& residual, const TensorView& post,
                const TensorView& comb, const TensorView& out) {
-  const RowMatrix block = as_rows(f, "hc_expand f");
-  const RowMatrix place = as_rows(post, "hc_expand post");
+  const auto [block, place, res, mixer, dst] = hc_expand_operands(f, residual, post, comb, out);
   const int64_t n_tokens = block.n_rows, m = place.n_cols, d = block.n_cols;
-  const Shape streams_shape{n_tokens, m, d};
-  DSV4_CHECK(residual.dtype == DType::kF32 && residual.is_contiguous() &&
-                 residual.numel() == streams_shape.numel() && out.dtype == DType::kF32 &&
-                 out.is_contiguous() && out.numel() == streams_shape.numel() &&
-                 comb.is_contiguous() && comb.numel() == n_tokens * m * m,
-             "hc_expand: residual, out must be f32 [T, M, D], comb [T, M, M]");
-  DSV4_CHECK(out.data != residual.data, "hc_expand: out aliases residual");
-  const float* res = residual.data_as<const float>();
-  const float* mixer = comb.data_as<const float>();
-  float* dst = out.data_as<float>();
 #pragma omp parallel for if (n_tokens * m * m * d > (1 << 16))
   for (int64_t t = 0; t < n_tokens; ++t) {
     const float* c = mixer + t * m * m;
@@ -153,6 +126,20 @@ void hc_expand(const TensorView& f, const TensorView& residual, const TensorView
       }
     }
   }
+}
+
+// The fused ops are their parts in order: the CUDA kernels give these bits in one launch each.
+void hc_pre_norm(const HcPreNormParams& p) {
+  cpu::hc_split_sinkhorn(p.mixes, p.scale, p.base, p.n_sinkhorn_iters, p.hc_eps, p.mix);
+  cpu::hc_collapse(p.streams, p.mix.pre, p.y);
+  cpu::rms_norm(p.y, p.norm_weight, p.norm_eps, p.y);
+}
+
+void hc_expand_norm(const TensorView& f, const TensorView& residual, const TensorView& post,
+                    const TensorView& comb, float eps, const TensorView& out,
+                    const TensorView& normed) {
+  cpu::hc_expand(f, residual, post, comb, out);
+  cpu::rms_norm(out.reshaped({f.size(0), post.size(1) * f.size(1)}), TensorView{}, eps, normed);
 }
 
 }  // namespace dsv4::kernels::cpu

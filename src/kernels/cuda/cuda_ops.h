@@ -13,7 +13,7 @@
 namespace dsv4::kernels::cuda {
 
 // The plain ops (one small .cu each or per family, mirroring kernels/cpu/). Each says in its .cu
-// how it relates to the CPU: bit-identical (add, embedding, hc_repeat/collapse/expand,
+// how it relates to the CPU: bit-identical (rms_norm, add, embedding, hc_repeat/collapse/expand,
 // moe_gather/combine, moe_group, topk) or equal up to f32 summation order and libm ulps (the rest).
 #include "kernels/backend_ops.inc"
 

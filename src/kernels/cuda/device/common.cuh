@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "kernels/contracts.h"
 #include "kernels/cpu/row_matrix.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/stream.h"
@@ -69,21 +70,88 @@ __device__ T block_reduce(T value, Op op) {
 // hyper-connection streams at one token) takes 34 µs that way (ncu, H200).
 inline constexpr int kRowUnroll = 8;
 
-// 1 / sqrt(mean(row²) + eps) of a row of n, the same in every thread of the block (one block a
-// row). The sum of squares is accumulated in double, as the CPU reference does.
-__device__ inline float row_inv_rms(const float* row, int64_t n, float eps) {
-  double sum_sq = 0.0;
-  int64_t i = threadIdx.x;
-  for (; i + (kRowUnroll - 1) * int64_t{blockDim.x} < n; i += kRowUnroll * int64_t{blockDim.x}) {
-    float v[kRowUnroll];
+// rms_norm's sum of squares in its lane order (ops.h, kRmsNormLanes), the CPU's bits: a thread
+// holds a run of neighbouring lanes, a warp 32 runs, a block its warps, a cluster its blocks,
+// and each level adds its parts pairwise, neighbours first, as the CPU's tree does.
+
+// The pairwise sum of v[0, kCount), kCount a power of two: neighbours first.
+template <int kCount>
+__device__ __forceinline__ double pairwise_sum(double (&v)[kCount]) {
+  static_assert((kCount & (kCount - 1)) == 0, "a power of two");
 #pragma unroll
-    for (int k = 0; k < kRowUnroll; ++k) v[k] = row[i + k * blockDim.x];
+  for (int stride = 1; stride < kCount; stride *= 2) {
 #pragma unroll
-    for (int k = 0; k < kRowUnroll; ++k) sum_sq += static_cast<double>(v[k]) * v[k];
+    for (int j = 0; j < kCount; j += 2 * stride) v[j] += v[j + stride];
   }
-  for (; i < n; i += blockDim.x) sum_sq += static_cast<double>(row[i]) * row[i];
-  sum_sq = block_reduce(sum_sq, SumOp{});
+  return v[0];
+}
+
+// The sum of squares of lanes [first_lane, first_lane + kLanes) of a row of n. Each lane adds its
+// elements in turn; kRowUnroll passes' loads go out before their additions.
+template <int kLanes>
+__device__ double lanes_sum_of_squares(const float* row, int64_t n, int64_t first_lane) {
+  constexpr int64_t kStep = kRmsNormLanes;
+  double lanes[kLanes] = {};
+  int64_t i = first_lane;
+  for (; i + (kRowUnroll - 1) * kStep + kLanes <= n; i += kRowUnroll * kStep) {
+    float v[kRowUnroll][kLanes];
+#pragma unroll
+    for (int k = 0; k < kRowUnroll; ++k) {
+#pragma unroll
+      for (int l = 0; l < kLanes; ++l) v[k][l] = row[i + k * kStep + l];
+    }
+#pragma unroll
+    for (int k = 0; k < kRowUnroll; ++k) {
+#pragma unroll
+      for (int l = 0; l < kLanes; ++l) lanes[l] += static_cast<double>(v[k][l]) * v[k][l];
+    }
+  }
+  for (; i < n; i += kStep) {
+#pragma unroll
+    for (int l = 0; l < kLanes; ++l) {
+      if (i + l < n) lanes[l] += static_cast<double>(row[i + l]) * row[i + l];
+    }
+  }
+  return pairwise_sum(lanes);
+}
+
+// The warp's 32 values added pairwise, neighbours first (lane i and i ^ offset add the same two
+// values, so every lane ends with the same bits).
+__device__ __forceinline__ double warp_pairwise_sum(double v) {
+  for (int offset = 1; offset < 32; offset *= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+// A block of kThreads (a multiple of 32, at most 1024) adds its threads' values pairwise, in
+// thread order; every thread gets the sum. A later call's first barrier protects `partial`.
+template <int kThreads>
+__device__ double block_pairwise_sum(double v) {
+  constexpr int kWarps = kThreads / 32;
+  __shared__ double partial[kWarps];
+  v = warp_pairwise_sum(v);
+  __syncthreads();  // a previous call's reads of `partial` are done
+  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = v;
+  __syncthreads();
+  double warps[kWarps];
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) warps[w] = partial[w];
+  return pairwise_sum(warps);
+}
+
+// 1 / sqrt(mean(row²) + eps) as rms_norm computes it, from the float64 sum of squares.
+__device__ __forceinline__ float inv_rms_of(double sum_sq, int64_t n, float eps) {
   return 1.0f / sqrtf(static_cast<float>(sum_sq / n) + eps);
+}
+
+// The inverse RMS of a row of n, one block of kThreads a row, the same in every thread. Its
+// reduction ends every thread's reads of the row (a barrier), so the row may be rewritten in
+// place after it.
+template <int kThreads>
+__device__ float row_inv_rms(const float* row, int64_t n, float eps) {
+  static_assert(kThreads % 32 == 0 && kRmsNormLanes % kThreads == 0, "lanes split evenly");
+  constexpr int kLanes = static_cast<int>(kRmsNormLanes / kThreads);
+  const double own = lanes_sum_of_squares<kLanes>(row, n, int64_t{threadIdx.x} * kLanes);
+  return inv_rms_of(block_pairwise_sum<kThreads>(own), n, eps);
 }
 
 // The current device's SM count, for persistent grids (read once: one device per process, the

@@ -6,12 +6,20 @@
 // streams in the CPU's order with explicitly rounded products and sums (no fused multiply-add),
 // which makes them bit-identical to the reference.
 //
+// A decode step's mHC is small ops of one or a few rows, each a latency-bound launch: per site
+// the split and Sinkhorn, the collapse and the block's input norm, then the expand and the next
+// site's input norm. The fused ops do each group in one launch with the same device code, so
+// with the same bits: hc_pre_norm runs the collapse and its norm on a cluster a token
+// (device/cluster_rms.cuh) while clusters of their own run the Sinkhorn beside them, and
+// hc_expand_norm computes a token's new streams and their norm on a cluster.
+//
 // Dimension letters: T tokens, M streams, D model width.
 #include <cmath>
 
 #include "kernels/contracts.h"
-#include "kernels/cuda/device/common.cuh"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/device/cluster_rms.cuh"
+#include "kernels/cuda/device/common.cuh"
 
 namespace dsv4::kernels::cuda {
 namespace {
@@ -98,13 +106,16 @@ struct SplitArgs {
   float eps;
 
   __device__ const float* logits(int64_t t) const { return mixes.data + t * mixes.row_stride; }
+  // pre[t, i] from its logit (also what the fused collapse weighs the streams with).
+  __device__ float pre_weight(int64_t t, int64_t i) const {
+    return sigmoid(__fadd_rn(__fmul_rn(logits(t)[i], scale[0]), base[i])) + eps;
+  }
   // pre[t, i] and post[t, i] from their logits.
   __device__ void split(int64_t t, int64_t i) const {
     const int64_t m = pre.n_cols;
-    const float* l = logits(t);
-    pre.data[t * pre.row_stride + i] = sigmoid(__fadd_rn(__fmul_rn(l[i], scale[0]), base[i])) + eps;
+    pre.data[t * pre.row_stride + i] = pre_weight(t, i);
     post.data[t * post.row_stride + i] =
-        2.0f * sigmoid(__fadd_rn(__fmul_rn(l[m + i], scale[1]), base[m + i]));
+        2.0f * sigmoid(__fadd_rn(__fmul_rn(logits(t)[m + i], scale[1]), base[m + i]));
   }
   // comb's logit k of token t, before the Sinkhorn iterations.
   __device__ float comb_logit(int64_t t, int64_t k) const {
@@ -113,27 +124,39 @@ struct SplitArgs {
   }
 };
 
-// One thread per token, in place in `comb` (any M).
-__global__ void hc_split_sinkhorn_kernel(SplitArgs a) {
-  const int64_t t = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
-  if (t >= a.mixes.n_rows) return;
+// A warp a token up to M = 5 (the released models have 4), else a thread.
+__host__ __device__ bool warp_sinkhorn(int64_t m) { return m * m <= 32; }
+
+// Split and Sinkhorn of the token of this thread's index i among the threads of a grid (a warp
+// a token when warp_sinkhorn, else a thread), in place in `comb`.
+__device__ void split_sinkhorn(const SplitArgs& a, int64_t i) {
   const int64_t m = a.pre.n_cols;
-  for (int64_t i = 0; i < m; ++i) a.split(t, i);
-  float* c = a.comb + t * m * m;
-  for (int64_t k = 0; k < m * m; ++k) c[k] = a.comb_logit(t, k);
-  sinkhorn(c, m, a.n_sinkhorn_iters, a.eps);
+  if (!warp_sinkhorn(m)) {
+    const int64_t t = i;
+    if (t >= a.mixes.n_rows) return;
+    for (int64_t k = 0; k < m; ++k) a.split(t, k);
+    float* c = a.comb + t * m * m;
+    for (int64_t k = 0; k < m * m; ++k) c[k] = a.comb_logit(t, k);
+    sinkhorn(c, m, a.n_sinkhorn_iters, a.eps);
+    return;
+  }
+  const int64_t t = i / 32;
+  if (t >= a.mixes.n_rows) return;  // warp-uniform
+  const int lane = static_cast<int>(i % 32), mi = static_cast<int>(m);
+  if (lane < mi) a.split(t, lane);
+  const bool owner = lane < mi * mi;
+  const float v =
+      WarpSinkhorn(mi, a.eps).run(owner ? a.comb_logit(t, lane) : 0.0f, a.n_sinkhorn_iters);
+  if (owner) a.comb[t * m * m + lane] = v;
 }
 
-// One warp per token (M·M ≤ 32).
-__global__ void hc_split_sinkhorn_warp_kernel(SplitArgs a) {
-  const int64_t t = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) / 32;
-  if (t >= a.mixes.n_rows) return;  // warp-uniform
-  const int lane = threadIdx.x % 32, m = static_cast<int>(a.pre.n_cols);
-  if (lane < m) a.split(t, lane);
-  const bool owner = lane < m * m;
-  const float v = WarpSinkhorn(m, a.eps).run(owner ? a.comb_logit(t, lane) : 0.0f,
-                                             a.n_sinkhorn_iters);
-  if (owner) a.comb[t * m * m + lane] = v;
+// Threads hc_split_sinkhorn's tokens take.
+int64_t sinkhorn_threads(int64_t n_tokens, int64_t m) {
+  return warp_sinkhorn(m) ? 32 * n_tokens : n_tokens;
+}
+
+__global__ void hc_split_sinkhorn_kernel(SplitArgs a) {
+  split_sinkhorn(a, blockIdx.x * int64_t{blockDim.x} + threadIdx.x);
 }
 
 __global__ void hc_head_weights_kernel(RowMatrix mixes, RowMatrix pre, const float* scale,
@@ -153,30 +176,105 @@ __global__ void hc_repeat_kernel(RowMatrix in, int64_t m, float* out) {
   out[i] = in.data[t * in.row_stride + k];
 }
 
-__global__ void hc_collapse_kernel(const float* streams, RowMatrix pre, RowMatrix out) {
-  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
-  const int64_t m = pre.n_cols, d = out.n_cols;
-  if (i >= out.n_rows * d) return;
-  const int64_t t = i / d, k = i % d;
+// Element k of token t's collapse, Σ_s pre[s] · streams[t, s, k] in the CPU's order; pre is
+// the token's M weights.
+__device__ __forceinline__ float collapse_element(const float* streams, const float* pre, int64_t m,
+                                                  int64_t d, int64_t t, int64_t k) {
   float acc = 0.0f;
   for (int64_t s = 0; s < m; ++s) {
-    acc = __fadd_rn(acc, __fmul_rn(pre.data[t * pre.row_stride + s], streams[(t * m + s) * d + k]));
+    acc = __fadd_rn(acc, __fmul_rn(pre[s], streams[(t * m + s) * d + k]));
   }
-  out.data[t * out.row_stride + k] = acc;
+  return acc;
 }
 
-__global__ void hc_expand_kernel(RowMatrix f, const float* residual, RowMatrix post,
-                                 const float* comb, float* out) {
+__global__ void hc_collapse_kernel(HcCollapseOperands o) {
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
-  const int64_t m = post.n_cols, d = f.n_cols;
-  if (i >= f.n_rows * m * d) return;
-  const int64_t t = i / (m * d), j = (i / d) % m, k = i % d;
-  const float* c = comb + t * m * m;
-  float acc = __fmul_rn(post.data[t * post.row_stride + j], f.data[t * f.row_stride + k]);
+  const int64_t m = o.pre.n_cols, d = o.y.n_cols;
+  if (i >= o.y.n_rows * d) return;
+  const int64_t t = i / d, k = i % d;
+  o.y.data[t * o.y.row_stride + k] =
+      collapse_element(o.streams, o.pre.data + t * o.pre.row_stride, m, d, t, k);
+}
+
+// Element i of token t's new streams [M·D] (stream i / D, column i % D), in the CPU's order.
+__device__ __forceinline__ float expand_element(const HcExpandOperands& o, int64_t t, int64_t i) {
+  const int64_t m = o.post.n_cols, d = o.f.n_cols, j = i / d, k = i % d;
+  const float* c = o.comb + t * m * m;
+  float acc = __fmul_rn(o.post.data[t * o.post.row_stride + j], o.f.data[t * o.f.row_stride + k]);
   for (int64_t s = 0; s < m; ++s) {
-    acc = __fadd_rn(acc, __fmul_rn(c[s * m + j], residual[(t * m + s) * d + k]));
+    acc = __fadd_rn(acc, __fmul_rn(c[s * m + j], o.residual[(t * m + s) * d + k]));
   }
-  out[i] = acc;
+  return acc;
+}
+
+__global__ void hc_expand_kernel(HcExpandOperands o) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  const int64_t width = o.post.n_cols * o.f.n_cols;
+  if (i >= o.f.n_rows * width) return;
+  o.out[i] = expand_element(o, i / width, i % width);
+}
+
+// ---- The fused ops: a cluster a token (grid [kRmsClusterBlocks, rows]) ----
+
+// values[i] = value(i) for this thread's lanes' elements i of a row of n, then normed[i] =
+// values[i] · inv_rms · weight[i]: rms_norm of `values` into `normed` with rms_norm's arithmetic
+// (normed may be values: the thread rescales only what it wrote).
+template <typename Value>
+__device__ void store_and_norm(float* values, float* normed, int64_t n, const float* weight,
+                               float eps, Value value) {
+  const int64_t lane = cluster_lane();
+  double sum_sq = 0.0;
+  for (int64_t i = lane; i < n; i += kRmsNormLanes) {
+    const float v = value(i);
+    values[i] = v;
+    sum_sq += static_cast<double>(v) * v;
+  }
+  const float inv_rms = cluster_inv_rms(sum_sq, n, eps);
+  for (int64_t i = lane; i < n; i += kRmsNormLanes) {
+    normed[i] = values[i] * inv_rms * (weight ? weight[i] : 1.0f);
+  }
+}
+
+struct PreNormArgs {
+  SplitArgs split;
+  const float* streams;  // [T, M, D]
+  RowMatrix y;           // [T, D]
+  const float* weight;   // [D], or nullptr
+  float eps;
+};
+
+// Cluster rows [0, T) collapse and norm token blockIdx.y; the rows after them run the split
+// and Sinkhorn, a thread or warp a token over all their blocks (no cluster barrier there).
+__global__ void __cluster_dims__(kRmsClusterBlocks, 1, 1) __launch_bounds__(kRmsClusterThreads)
+    hc_pre_norm_kernel(PreNormArgs a) {
+  const int64_t n_tokens = a.split.mixes.n_rows, t = blockIdx.y;
+  if (t >= n_tokens) {
+    const int64_t block = (t - n_tokens) * kRmsClusterBlocks + blockIdx.x;
+    split_sinkhorn(a.split, block * kRmsClusterThreads + threadIdx.x);
+    return;
+  }
+  extern __shared__ float pre[];  // [M] the token's collapse weights
+  const int64_t m = a.split.pre.n_cols, d = a.y.n_cols;
+  for (int64_t s = threadIdx.x; s < m; s += blockDim.x) pre[s] = a.split.pre_weight(t, s);
+  __syncthreads();
+  float* y = a.y.data + t * a.y.row_stride;
+  store_and_norm(y, y, d, a.weight, a.eps,
+                 [&](int64_t k) { return collapse_element(a.streams, pre, m, d, t, k); });
+  cluster_rms_done();
+}
+
+__global__ void __cluster_dims__(kRmsClusterBlocks, 1, 1) __launch_bounds__(kRmsClusterThreads)
+    hc_expand_norm_kernel(HcExpandOperands o, RowMatrix normed, float eps) {
+  const int64_t t = blockIdx.y, width = o.post.n_cols * o.f.n_cols;
+  store_and_norm(o.out + t * width, normed.data + t * normed.row_stride, width, nullptr, eps,
+                 [&](int64_t i) { return expand_element(o, t, i); });
+  cluster_rms_done();
+}
+
+SplitArgs split_args(const TensorView& mixes, const TensorView& scale, const TensorView& base,
+                     int64_t n_sinkhorn_iters, float eps, const HcMix& out) {
+  const HcSplitOperands o = hc_split_operands(mixes, scale, base, out);
+  return {o.mixes, o.pre, o.post, o.comb, o.scale, o.base, n_sinkhorn_iters, eps};
 }
 
 }  // namespace
@@ -192,32 +290,10 @@ void hc_repeat(const TensorView& x, const TensorView& out) {
 
 void hc_split_sinkhorn(const TensorView& mixes, const TensorView& scale, const TensorView& base,
                        int64_t n_sinkhorn_iters, float eps, const HcMix& out) {
-  SplitArgs a{as_rows(mixes, "hc_split_sinkhorn mixes"),
-              as_rows(out.pre, "hc_split_sinkhorn pre"),
-              as_rows(out.post, "hc_split_sinkhorn post"),
-              nullptr,
-              nullptr,
-              nullptr,
-              n_sinkhorn_iters,
-              eps};
-  const int64_t m = a.pre.n_cols, n_tokens = a.mixes.n_rows;
-  DSV4_CHECK(a.mixes.n_cols == (2 + m) * m && a.pre.n_rows == n_tokens &&
-                 a.post.n_rows == n_tokens && a.post.n_cols == m,
-             "hc_split_sinkhorn: mixes must be [T, (2+M)·M] with pre, post [T, M]");
-  DSV4_CHECK(out.comb.dtype == DType::kF32 && out.comb.is_contiguous() &&
-                 out.comb.numel() == n_tokens * m * m,
-             "hc_split_sinkhorn: comb must be f32 [T, M, M]");
-  a.comb = out.comb.data_as<float>();
-  a.scale = f32_vector(scale, 3, "hc_split_sinkhorn scale");
-  a.base = f32_vector(base, (2 + m) * m, "hc_split_sinkhorn base");
-  if (n_tokens == 0) return;
-  // A warp a token up to M = 5 (the released models have 4), else a thread.
-  if (m * m <= 32) {
-    hc_split_sinkhorn_warp_kernel<<<element_blocks(32 * n_tokens), kElementThreads, 0,
-                                    op_stream()>>>(a);
-  } else {
-    hc_split_sinkhorn_kernel<<<element_blocks(n_tokens), kElementThreads, 0, op_stream()>>>(a);
-  }
+  const SplitArgs a = split_args(mixes, scale, base, n_sinkhorn_iters, eps, out);
+  const int64_t n_threads = sinkhorn_threads(a.mixes.n_rows, a.pre.n_cols);
+  if (n_threads == 0) return;
+  hc_split_sinkhorn_kernel<<<element_blocks(n_threads), kElementThreads, 0, op_stream()>>>(a);
   check_launch();
 }
 
@@ -236,34 +312,58 @@ void hc_head_weights(const TensorView& mixes, const TensorView& scale, const Ten
 }
 
 void hc_collapse(const TensorView& x, const TensorView& pre, const TensorView& y) {
-  const RowMatrix w = as_rows(pre, "hc_collapse pre");
-  const RowMatrix out = as_rows(y, "hc_collapse y");
-  DSV4_CHECK(x.dtype == DType::kF32 && x.is_contiguous() &&
-                 x.numel() == w.n_rows * w.n_cols * out.n_cols && out.n_rows == w.n_rows,
-             "hc_collapse: x must be f32 [T, M, D] contiguous");
-  const int64_t n = out.n_rows * out.n_cols;
+  const HcCollapseOperands o = hc_collapse_operands(x, pre, y);
+  const int64_t n = o.y.n_rows * o.y.n_cols;
   if (n == 0) return;
-  hc_collapse_kernel<<<element_blocks(n), kElementThreads, 0, op_stream()>>>(
-      x.data_as<const float>(), w, out);
+  hc_collapse_kernel<<<element_blocks(n), kElementThreads, 0, op_stream()>>>(o);
   check_launch();
 }
 
 void hc_expand(const TensorView& f, const TensorView& residual, const TensorView& post,
                const TensorView& comb, const TensorView& out) {
-  const RowMatrix block = as_rows(f, "hc_expand f");
-  const RowMatrix place = as_rows(post, "hc_expand post");
-  const int64_t n_tokens = block.n_rows, m = place.n_cols, d = block.n_cols;
-  const int64_t n = n_tokens * m * d;
-  DSV4_CHECK(residual.dtype == DType::kF32 && residual.is_contiguous() && residual.numel() == n &&
-                 out.dtype == DType::kF32 && out.is_contiguous() && out.numel() == n &&
-                 comb.dtype == DType::kF32 && comb.is_contiguous() &&
-                 comb.numel() == n_tokens * m * m,
-             "hc_expand: residual, out must be f32 [T, M, D], comb [T, M, M]");
-  DSV4_CHECK(out.data != residual.data, "hc_expand: out aliases residual");
+  const HcExpandOperands o = hc_expand_operands(f, residual, post, comb, out);
+  const int64_t n = o.f.n_rows * o.post.n_cols * o.f.n_cols;
   if (n == 0) return;
-  hc_expand_kernel<<<element_blocks(n), kElementThreads, 0, op_stream()>>>(
-      block, residual.data_as<const float>(), place, comb.data_as<const float>(),
-      out.data_as<float>());
+  hc_expand_kernel<<<element_blocks(n), kElementThreads, 0, op_stream()>>>(o);
+  check_launch();
+}
+
+void hc_pre_norm(const HcPreNormParams& p) {
+  const SplitArgs a = split_args(p.mixes, p.scale, p.base, p.n_sinkhorn_iters, p.hc_eps, p.mix);
+  const HcCollapseOperands c = hc_collapse_operands(p.streams, p.mix.pre, p.y);
+  const RmsNormOperands r = rms_norm_operands(p.y, p.norm_weight, p.y);
+  const int64_t n_tokens = a.mixes.n_rows, m = a.pre.n_cols;
+  if (n_tokens == 0) return;
+  // The Sinkhorn's clusters after the tokens' ones.
+  const int64_t sinkhorn_blocks = ceil_div(sinkhorn_threads(n_tokens, m), kRmsClusterThreads);
+  const int64_t n_cluster_rows = n_tokens + ceil_div(sinkhorn_blocks, kRmsClusterBlocks);
+  if (n_cluster_rows > kMaxClusterRows) {  // past the grid's rows: the three ops, the same bits
+    cuda::hc_split_sinkhorn(p.mixes, p.scale, p.base, p.n_sinkhorn_iters, p.hc_eps, p.mix);
+    cuda::hc_collapse(p.streams, p.mix.pre, p.y);
+    cuda::rms_norm(p.y, p.norm_weight, p.norm_eps, p.y);
+    return;
+  }
+  const dim3 grid(kRmsClusterBlocks, static_cast<unsigned>(n_cluster_rows));
+  hc_pre_norm_kernel<<<grid, kRmsClusterThreads, m * sizeof(float), op_stream()>>>(
+      PreNormArgs{a, c.streams, c.y, r.weight, p.norm_eps});
+  check_launch();
+}
+
+void hc_expand_norm(const TensorView& f, const TensorView& residual, const TensorView& post,
+                    const TensorView& comb, float eps, const TensorView& out,
+                    const TensorView& normed) {
+  const HcExpandOperands o = hc_expand_operands(f, residual, post, comb, out);
+  const int64_t n_tokens = o.f.n_rows, width = o.post.n_cols * o.f.n_cols;
+  const TensorView streams = out.reshaped({n_tokens, width});
+  const RmsNormOperands r = rms_norm_operands(streams, TensorView{}, normed);
+  if (n_tokens == 0) return;
+  if (n_tokens > kMaxClusterRows) {
+    cuda::hc_expand(f, residual, post, comb, out);
+    cuda::rms_norm(streams, TensorView{}, eps, normed);
+    return;
+  }
+  const dim3 grid(kRmsClusterBlocks, static_cast<unsigned>(n_tokens));
+  hc_expand_norm_kernel<<<grid, kRmsClusterThreads, 0, op_stream()>>>(o, r.y, eps);
   check_launch();
 }
 

@@ -1,36 +1,64 @@
-// cuda::rms_norm: one block per row, its loads batched (common.cuh, kRowUnroll). The sum of squares
-// is accumulated in double, as the CPU reference does, so the two differ only by the order of that
-// sum (far below f32 rounding); the scaling is the same f32 expression, x · inv_rms · weight.
+// cuda::rms_norm in the CPU's bits: both sum the squares in rms_norm's lane order (ops.h,
+// kRmsNormLanes) in double, and scale with the same f32 expression, x · inv_rms · weight.
+//
+// A decode step norms one to a few rows of 4096 (the block inputs) or 16384 (the mHC streams):
+// a block a row would be one SM's serial work, latency-bound (22 one-block launches took
+// 0.15 ms of a 4-layer V4-Flash step under ncu, H100). A wide row is therefore split over a
+// cluster of 8 blocks, one lane of 1024 a thread: each block adds its lanes, the blocks read
+// each other's sums through distributed shared memory and add them in the lanes' order, and
+// each thread scales the elements it summed (device/cluster_rms.cuh). Narrower rows keep a
+// block a row, four lanes a thread: the same tree.
 #include "kernels/contracts.h"
-#include "kernels/cuda/device/common.cuh"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/device/cluster_rms.cuh"
+#include "kernels/cuda/device/common.cuh"
 
 namespace dsv4::kernels::cuda {
 namespace {
 
-// Threads a row: wide rows (the hyper-connection streams, D·M) get a whole block's worth, so a
-// decode step's one or few rows are not one SM's 256 threads' serial work.
-unsigned row_threads(int64_t n_cols) { return n_cols >= 4096 ? 1024 : kRowThreads; }
+// Rows at least this wide take a cluster: below it a block's 256 threads load at most four
+// elements each, one round trip.
+inline constexpr int64_t kClusterMinCols = 2048;
 
-__global__ void rms_norm_kernel(RowMatrix in, RowMatrix out, const float* weight, float eps) {
-  const float* src = in.data + blockIdx.x * in.row_stride;
-  float* dst = out.data + blockIdx.x * out.row_stride;
-  const float inv_rms = row_inv_rms(src, in.n_cols, eps);
-  // Loads of a batch before its stores: in place (dst = src) each thread rewrites only what it
-  // read.
-  int64_t i = threadIdx.x;
-  for (; i + (kRowUnroll - 1) * int64_t{blockDim.x} < in.n_cols;
-       i += kRowUnroll * int64_t{blockDim.x}) {
+// y[i] = x[i] · inv_rms · w[i] for i = first, first + step, … (loads of a pass before its
+// stores, so in place a thread rewrites only what it read).
+__device__ void scale_row(const float* src, float* dst, const float* weight, float inv_rms,
+                          int64_t n, int64_t first, int64_t step) {
+  int64_t i = first;
+  for (; i + (kRowUnroll - 1) * step < n; i += kRowUnroll * step) {
     float v[kRowUnroll], w[kRowUnroll];
 #pragma unroll
     for (int k = 0; k < kRowUnroll; ++k) {
-      v[k] = src[i + k * blockDim.x];
-      w[k] = weight ? weight[i + k * blockDim.x] : 1.0f;
+      v[k] = src[i + k * step];
+      w[k] = weight ? weight[i + k * step] : 1.0f;
     }
 #pragma unroll
-    for (int k = 0; k < kRowUnroll; ++k) dst[i + k * blockDim.x] = v[k] * inv_rms * w[k];
+    for (int k = 0; k < kRowUnroll; ++k) dst[i + k * step] = v[k] * inv_rms * w[k];
   }
-  for (; i < in.n_cols; i += blockDim.x) dst[i] = src[i] * inv_rms * (weight ? weight[i] : 1.0f);
+  for (; i < n; i += step) dst[i] = src[i] * inv_rms * (weight ? weight[i] : 1.0f);
+}
+
+// A block a row.
+__global__ void __launch_bounds__(kRowThreads)
+    rms_norm_kernel(RowMatrix in, RowMatrix out, const float* weight, float eps) {
+  const float* src = in.data + blockIdx.x * in.row_stride;
+  float* dst = out.data + blockIdx.x * out.row_stride;
+  // Its reduction ends every read of the sum pass, so in place the writes come after them.
+  const float inv_rms = row_inv_rms<kRowThreads>(src, in.n_cols, eps);
+  scale_row(src, dst, weight, inv_rms, in.n_cols, threadIdx.x, blockDim.x);
+}
+
+// A cluster a row (grid [kRmsClusterBlocks, T]): thread g of the cluster owns lane g, whose
+// elements it both sums and scales (so in place every element is read and written by one thread).
+__global__ void __cluster_dims__(kRmsClusterBlocks, 1, 1) __launch_bounds__(kRmsClusterThreads)
+    rms_norm_cluster_kernel(RowMatrix in, RowMatrix out, const float* weight, float eps) {
+  const float* src = in.data + blockIdx.y * in.row_stride;
+  float* dst = out.data + blockIdx.y * out.row_stride;
+  const int64_t lane = cluster_lane();
+  const float inv_rms =
+      cluster_inv_rms(lanes_sum_of_squares<1>(src, in.n_cols, lane), in.n_cols, eps);
+  scale_row(src, dst, weight, inv_rms, in.n_cols, lane, kRmsNormLanes);
+  cluster_rms_done();
 }
 
 }  // namespace
@@ -38,8 +66,13 @@ __global__ void rms_norm_kernel(RowMatrix in, RowMatrix out, const float* weight
 void rms_norm(const TensorView& x, const TensorView& weight, float eps, const TensorView& y) {
   const auto [in, out, w] = rms_norm_operands(x, weight, y);
   if (in.n_rows == 0) return;
-  rms_norm_kernel<<<static_cast<unsigned>(in.n_rows), row_threads(in.n_cols), 0, op_stream()>>>(
-      in, out, w, eps);
+  if (in.n_cols >= kClusterMinCols && in.n_rows <= kMaxClusterRows) {
+    const dim3 grid(kRmsClusterBlocks, static_cast<unsigned>(in.n_rows));
+    rms_norm_cluster_kernel<<<grid, kRmsClusterThreads, 0, op_stream()>>>(in, out, w, eps);
+  } else {
+    rms_norm_kernel<<<static_cast<unsigned>(in.n_rows), kRowThreads, 0, op_stream()>>>(in, out, w,
+                                                                                       eps);
+  }
   check_launch();
 }
 

@@ -27,7 +27,8 @@ __device__ __forceinline__ void rotate(float* pair, float a, float b, int64_t po
 __device__ inline void norm_rope_row(float* v, int64_t head_dim, int64_t n_pairs,
                                      const float* weight, float eps, int64_t position,
                                      const float* inv_freq) {
-  const float inv_rms = row_inv_rms(v, head_dim, eps);  // its reduction ends every read
+  const float inv_rms =
+      row_inv_rms<kRowThreads>(v, head_dim, eps);  // its reduction ends every read
   const auto normed = [&](int64_t i) { return v[i] * inv_rms * (weight ? weight[i] : 1.0f); };
   const int64_t first_pair = head_dim - 2 * n_pairs;
   for (int64_t i = threadIdx.x; i < first_pair; i += blockDim.x) v[i] = normed(i);
