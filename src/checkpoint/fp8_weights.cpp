@@ -26,7 +26,10 @@ bool qualifies(float scale) {
 }  // namespace
 
 bool keeps_fp8(const BoundSlot& slot) {
-  if (slot_spec(slot.param).storage != Storage::kLinear || slot.pieces.size() != 1 || slot.shape.rank != 2) return false;
+  if (slot_spec(slot.param).storage != Storage::kLinear || slot.pieces.size() != 1 ||
+      slot.shape.rank != 2) {
+    return false;
+  }
   const BoundPiece& piece = slot.pieces.front();
   if (piece.form != StorageForm::kFp8Block || piece.shape != slot.shape || piece.offset != 0) {
     return false;

@@ -13,10 +13,10 @@ namespace dsv4::checkpoint {
 
 struct SlotDims {
   int64_t D, V, M, H, Dh, Q, E, F, K, HI, DI;
-  int64_t mix;      // (2 + M)·M: pre M, post M, comb M·M
-  int64_t GR;       // o_groups · o_lora_rank
-  int64_t HG_Dh;    // H / o_groups · Dh: one output group's attention width
-  int64_t m, c;     // compress ratio; 2 for CSA, which compresses overlapping pairs of blocks
+  int64_t mix;    // (2 + M)·M: pre M, post M, comb M·M
+  int64_t GR;     // o_groups · o_lora_rank
+  int64_t HG_Dh;  // H / o_groups · Dh: one output group's attention width
+  int64_t m, c;   // compress ratio; 2 for CSA, which compresses overlapping pairs of blocks
 };
 
 namespace {
@@ -373,9 +373,9 @@ std::vector<FormNames> convention_names(const SlotSpec& spec, NamingConvention c
   std::vector<FormNames> forms = {{std::string(spec.name), std::string(spec.name_up)}};
   if (convention == C::kOfficial) return forms;
   for (const RenameRule& rule : kTransformersRenames) apply(rule, forms);
-  const std::span<const RenameRule> own =
-      convention == C::kPretrained ? std::span<const RenameRule>(kPretrainedRenames)
-                                   : std::span<const RenameRule>(kStateDictRenames);
+  const std::span<const RenameRule> own = convention == C::kPretrained
+                                              ? std::span<const RenameRule>(kPretrainedRenames)
+                                              : std::span<const RenameRule>(kStateDictRenames);
   for (const RenameRule& rule : own) apply(rule, forms);
   return forms;
 }
@@ -524,8 +524,7 @@ size_t official_tensor_count(const ModelConfig& config, int tensors_per_linear,
   return count;
 }
 
-ExpectedKeys expected_keys(const ModelConfig& config, NamingConvention convention,
-                           bool with_mtp) {
+ExpectedKeys expected_keys(const ModelConfig& config, NamingConvention convention, bool with_mtp) {
   ExpectedKeys keys;
   keys.convention = convention;
   const int64_t n_blocks = config.n_layer + (with_mtp ? config.n_mtp_layers : 0);
@@ -535,8 +534,8 @@ ExpectedKeys expected_keys(const ModelConfig& config, NamingConvention conventio
     for (const SlotSpec* spec : block_slots(config, layer)) {
       ExpectedSlot slot{spec->param, layer, {}};
       for (const FormNames& names : convention_names(*spec, convention_of_block)) {
-        slot.forms.push_back(make_form(names, mtp ? layer - config.n_layer : layer,
-                                       config.n_routed_experts, mtp));
+        slot.forms.push_back(
+            make_form(names, mtp ? layer - config.n_layer : layer, config.n_routed_experts, mtp));
       }
       keys.slots.push_back(std::move(slot));
     }
