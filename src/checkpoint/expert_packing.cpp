@@ -8,7 +8,7 @@ namespace dsv4::checkpoint {
 namespace {
 
 bool is_expert_stack(const BoundSlot& slot) {
-  return slot.param == Param::kExpertsW13 || slot.param == Param::kExpertsW2;
+  return slot_spec(slot.param).storage == Storage::kExperts;
 }
 
 // The form every piece of the slot has, or kDense when they differ (never packed then).

@@ -7,8 +7,6 @@
 namespace dsv4::checkpoint {
 namespace {
 
-using enum Param;
-
 // The f32 scale of block i of an e8m0 or f32 scale tensor.
 float block_scale(const format::TensorInfo& scales, int64_t i) {
   if (scales.dtype == DType::kF8E8M0) return e8m0_to_float(scales.data[i]);
@@ -27,33 +25,11 @@ bool qualifies(float scale) {
 
 }  // namespace
 
-bool is_linear_param(Param param) {
-  switch (param) {
-    case kHead:
-    case kWqA:
-    case kWqB:
-    case kWkv:
-    case kWoA:
-    case kWoB:
-    case kCompressorWkv:
-    case kCompressorWgate:
-    case kIndexerWqB:
-    case kIndexerWeightsProj:
-    case kIndexerCompressorWkv:
-    case kIndexerCompressorWgate:
-    case kSharedW1:
-    case kSharedW3:
-    case kSharedW2:
-    case kMtpEProj:
-    case kMtpHProj:
-      return true;
-    default:
-      return false;
-  }
-}
-
 bool keeps_fp8(const BoundSlot& slot) {
-  if (!is_linear_param(slot.param) || slot.pieces.size() != 1 || slot.shape.rank != 2) return false;
+  if (slot_spec(slot.param).storage != Storage::kLinear || slot.pieces.size() != 1 ||
+      slot.shape.rank != 2) {
+    return false;
+  }
   const BoundPiece& piece = slot.pieces.front();
   if (piece.form != StorageForm::kFp8Block || piece.shape != slot.shape || piece.offset != 0) {
     return false;

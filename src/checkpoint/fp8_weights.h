@@ -13,9 +13,6 @@
 
 namespace dsv4::checkpoint {
 
-// Whether `param` is a dense linear (a LinearWeight field of weights.h).
-bool is_linear_param(Param param);
-
 // Whether a load with keep_fp8 keeps `slot` in FP8: a dense linear stored as one FP8 tensor of
 // the slot's shape whose scales all qualify (read from the mapped file: a few KB a slot).
 bool keeps_fp8(const BoundSlot& slot);

@@ -78,76 +78,6 @@ void scan_i64(const BoundSlot& slot, const BoundPiece& piece, const int64_t* v, 
   if (all_zero) report.zero_tensors.push_back(piece_what(slot, piece) + ": all expert ids are 0");
 }
 
-// ---- Destinations ----
-
-// clang-format off
-Tensor& slot_tensor(ModelWeights& w, Param param, int64_t layer) {
-  if (layer < 0) {
-    switch (param) {
-      case kEmbed: return w.embed;
-      case kHead: return w.head;
-      case kNorm: return w.norm;
-      case kHcHeadFn: return w.hc_head.fn;
-      case kHcHeadBase: return w.hc_head.base;
-      case kHcHeadScale: return w.hc_head.scale;
-      default: DSV4_UNREACHABLE("not a global slot");
-    }
-  }
-  if (layer >= w.config.n_layer) {
-    MtpWeights& mtp = w.mtp[static_cast<size_t>(layer - w.config.n_layer)];
-    switch (param) {
-      case kMtpEProj: return mtp.e_proj;
-      case kMtpHProj: return mtp.h_proj;
-      case kMtpEnorm: return mtp.enorm;
-      case kMtpHnorm: return mtp.hnorm;
-      case kMtpNorm: return mtp.norm;
-      case kMtpHcHeadFn: return mtp.hc_head.fn;
-      case kMtpHcHeadBase: return mtp.hc_head.base;
-      case kMtpHcHeadScale: return mtp.hc_head.scale;
-      default: break;  // the MTP block's V4 layer
-    }
-  }
-  LayerWeights& l = w.block(layer);
-  switch (param) {
-    case kHcAttnFn: return l.hc_attn.fn;
-    case kHcAttnBase: return l.hc_attn.base;
-    case kHcAttnScale: return l.hc_attn.scale;
-    case kHcFfnFn: return l.hc_ffn.fn;
-    case kHcFfnBase: return l.hc_ffn.base;
-    case kHcFfnScale: return l.hc_ffn.scale;
-    case kAttnNorm: return l.attn_norm;
-    case kFfnNorm: return l.ffn_norm;
-    case kAttnSink: return l.attn.attn_sink;
-    case kWqA: return l.attn.wq_a;
-    case kQNorm: return l.attn.q_norm;
-    case kWqB: return l.attn.wq_b;
-    case kWkv: return l.attn.wkv;
-    case kKvNorm: return l.attn.kv_norm;
-    case kWoA: return l.attn.wo_a;
-    case kWoB: return l.attn.wo_b;
-    case kCompressorWkv: return l.attn.compressor.value().wkv;
-    case kCompressorWgate: return l.attn.compressor.value().wgate;
-    case kCompressorApe: return l.attn.compressor.value().ape;
-    case kCompressorNorm: return l.attn.compressor.value().norm;
-    case kIndexerWqB: return l.attn.indexer.value().wq_b;
-    case kIndexerWeightsProj: return l.attn.indexer.value().weights_proj;
-    case kIndexerCompressorWkv: return l.attn.indexer.value().compressor.wkv;
-    case kIndexerCompressorWgate: return l.attn.indexer.value().compressor.wgate;
-    case kIndexerCompressorApe: return l.attn.indexer.value().compressor.ape;
-    case kIndexerCompressorNorm: return l.attn.indexer.value().compressor.norm;
-    case kGate: return l.ffn.gate;
-    case kGateBias: return l.ffn.bias;
-    case kGateTid2eid: return l.ffn.tid2eid;
-    case kSharedW1: return l.ffn.shared_expert.w1;
-    case kSharedW3: return l.ffn.shared_expert.w3;
-    case kSharedW2: return l.ffn.shared_expert.w2;
-    case kExpertsW13: return l.ffn.experts.w13;
-    case kExpertsW2: return l.ffn.experts.w2;
-    default: DSV4_UNREACHABLE("not a layer slot");
-  }
-}
-
-// clang-format on
 // The largest of a stack's calibrated per-expert input scales as f32 [1] (host), or an empty
 // tensor when the stack has none.
 Result<Tensor> largest_input_scale(const std::optional<format::Nvfp4Tensor>& stack) {
@@ -264,16 +194,15 @@ Status decode_all(const Binding& binding, const ModelConfig& config, const LoadO
     const bool integer = slot_spec(slot.param).storage == Storage::kIndex;
     std::optional<format::Nvfp4Tensor>* nvfp4 = nullptr;
     Tensor* dst = nullptr;
+    const WeightRef field = weights ? weight_ref(*weights, slot.param, slot.layer) : WeightRef{};
     if (weights && kept_fp8(slot, options)) {
-      // A linear slot's field is a LinearWeight (fp8_weights.h); its values are only scanned.
-      auto& linear = static_cast<LinearWeight&>(slot_tensor(*weights, slot.param, slot.layer));
-      DSV4_ASSIGN_OR_RETURN(linear, copy_fp8_slot(slot));
+      // Its values are only scanned.
+      DSV4_ASSIGN_OR_RETURN(*field.linear, copy_fp8_slot(slot));
     } else if (weights && packing.packed(slot)) {
-      auto& experts = weights->block(slot.layer).ffn.experts;
-      nvfp4 = slot.param == kExpertsW13 ? &experts.w13_nvfp4 : &experts.w2_nvfp4;
+      nvfp4 = field.nvfp4;
       DSV4_ASSIGN_OR_RETURN(*nvfp4, packing.allocate(slot));
     } else if (weights) {
-      dst = &slot_tensor(*weights, slot.param, slot.layer);
+      dst = field.values;
       DSV4_ASSIGN_OR_RETURN(*dst, Tensor::empty(integer ? DType::kI64 : DType::kF32, slot.shape));
     }
     // A float slot's pieces decode together on the threads, then report in order.
@@ -329,13 +258,7 @@ Result<LoadedModel> load_model(const std::string& model_dir, const LoadOptions& 
   model.report = std::move(opened.binding.report);
   ModelWeights& w = model.weights;
   w.config = opened.config;
-  w.layers.resize(static_cast<size_t>(w.config.n_layer));
-  w.mtp.resize(model.report.n_mtp_blocks);
-  for (int64_t l = 0; l < w.config.n_layer + static_cast<int64_t>(w.mtp.size()); ++l) {
-    const AttentionType type = w.config.schedule(l).attention;
-    if (type != AttentionType::kSliding) w.block(l).attn.compressor.emplace();
-    if (type == AttentionType::kCompressedSparse) w.block(l).attn.indexer.emplace();
-  }
+  make_blocks(w, model.report.n_mtp_blocks);
   const ExpertPacking packing =
       ExpertPacking::plan(opened.binding, w.config, options.keep_fp4_packed, model.report);
   if (options.before_decode) {

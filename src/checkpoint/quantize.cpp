@@ -39,10 +39,9 @@ using Plan = std::map<std::string, PlannedWeight, std::less<>>;
 bool selected(Param param, bool all_linears) {
   const SlotSpec& spec = slot_spec(param);
   if (spec.storage == Storage::kExperts) return true;
-  // The embedding is a lookup table and the head and router decide tokens and experts: ModelOpt
-  // leaves lm_head and routers unquantized too.
-  const bool excluded = param == Param::kEmbed || param == Param::kHead || param == Param::kGate;
-  return all_linears && spec.storage == Storage::kMatrix && !excluded;
+  // The head decides tokens (and the embedding, a lookup table, and the router, which decides
+  // experts, are no linears): ModelOpt leaves lm_head and routers unquantized too.
+  return all_linears && spec.storage == Storage::kLinear && param != Param::kHead;
 }
 
 // Matrix g of a dense float tensor [..., N, K] as f32.
@@ -88,7 +87,7 @@ Result<std::vector<float>> matrix_amaxes(const format::TensorInfo& t) {
 // there are calibrated scales, else the one static value.
 float input_scale_of(const BoundSlot& slot, const BoundPiece& piece, int64_t g,
                      const QuantizeOptions& options, const ExpertInputScales* calibrated) {
-  const bool expert = slot.param == Param::kExpertsW13 || slot.param == Param::kExpertsW2;
+  const bool expert = slot_spec(slot.param).storage == Storage::kExperts;
   if (calibrated == nullptr || !expert) return options.input_scale;
   // The MTP blocks' experts (layers n_layer ..): the calibration pass runs the trunk only.
   if (slot.layer >= static_cast<int64_t>(calibrated->gate_up.size())) return options.input_scale;
@@ -246,7 +245,7 @@ Status check_static_scale(const QuantizeOptions& options) {
 // A calibration needs dense routed experts: stored quantized, they are copied as they are.
 Status check_calibratable(const Binding& binding) {
   for (const BoundSlot& slot : binding.slots) {
-    const bool expert = slot.param == Param::kExpertsW13 || slot.param == Param::kExpertsW2;
+    const bool expert = slot_spec(slot.param).storage == Storage::kExperts;
     if (expert && !stored_dense(slot)) {
       return invalid_argument("layer " + std::to_string(slot.layer) +
                               ": the routed experts are stored quantized (FP8 or FP4); a "

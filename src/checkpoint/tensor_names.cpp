@@ -1,12 +1,24 @@
-// The name table as data, and its expansion into the complete expected key set of a config.
-// The only file in the tree that spells checkpoint names.
+// The weight table and the rename rules as data, and their expansion into the complete expected
+// key set of a config. The only file in the tree that spells checkpoint names.
 #include "checkpoint/tensor_names.h"
 
 #include <charconv>
+#include <span>
 
 #include "base/check.h"
 
 namespace dsv4::checkpoint {
+
+// ---- The dimensions shapes are written in ----
+
+struct SlotDims {
+  int64_t D, V, M, H, Dh, Q, E, F, K, HI, DI;
+  int64_t mix;    // (2 + M)·M: pre M, post M, comb M·M
+  int64_t GR;     // o_groups · o_lora_rank
+  int64_t HG_Dh;  // H / o_groups · Dh: one output group's attention width
+  int64_t m, c;   // compress ratio; 2 for CSA, which compresses overlapping pairs of blocks
+};
+
 namespace {
 
 using enum Param;
@@ -15,251 +27,254 @@ using enum Storage;
 using enum Stacking;
 using C = NamingConvention;
 
-// ---- Slots: path, category, which layers, storage, release dtype ----
+SlotDims slot_dims(const ModelConfig& config, int64_t layer) {
+  const int64_t M = config.hc_mult;
+  SlotDims d{config.hidden_size,
+             config.vocab_size,
+             M,
+             config.n_head,
+             config.head_dim,
+             config.q_lora_rank,
+             config.n_routed_experts,
+             config.moe_intermediate_size,
+             config.n_expert_used,
+             config.index_n_heads,
+             config.index_head_dim,
+             (2 + M) * M,
+             config.o_groups * config.o_lora_rank,
+             config.n_head / config.o_groups * config.head_dim,
+             0,
+             1};
+  if (layer >= 0) {
+    const LayerSchedule& s = config.schedule(layer);
+    d.m = s.compress_ratio;
+    d.c = s.attention == AttentionType::kCompressedSparse ? 2 : 1;
+  }
+  return d;
+}
+
+// ---- Fields ----
+
+WeightRef ref(Tensor& t) { return {&t}; }
+WeightRef ref(LinearWeight& w) { return {&w, &w}; }
+WeightRef read_by_linear(Tensor& t) { return {&t, nullptr, true}; }
+WeightRef ref(Tensor& values, std::optional<format::Nvfp4Tensor>& nvfp4, Tensor& input_scale) {
+  return {&values, nullptr, false, &nvfp4, &input_scale};
+}
+
+using Dims = const SlotDims&;
+using Model = ModelWeights;
+using Layer = LayerWeights;
+using Mtp = MtpWeights;
+constexpr DType kBF16 = DType::kBF16, kF32 = DType::kF32;
+
+// ---- THE table: one row per weight. Official name ({L} layer, {E} expert), field path,
+// category, which layers, storage, release dtype, shape, field. ----
+// clang-format off
 constexpr SlotSpec kSlots[] = {
-    {kEmbed, "embed", "embedding", kGlobal, kMatrix, DType::kBF16},
-    {kHead, "head", "head", kGlobal, kMatrix, DType::kBF16},
-    {kNorm, "norm", "norms", kGlobal, kFloat, DType::kBF16},
-    {kHcHeadFn, "hc_head.fn", "hyper-connections", kGlobal, kFloat, DType::kF32},
-    {kHcHeadBase, "hc_head.base", "hyper-connections", kGlobal, kFloat, DType::kF32},
-    {kHcHeadScale, "hc_head.scale", "hyper-connections", kGlobal, kFloat, DType::kF32},
-    {kHcAttnFn, "hc_attn.fn", "hyper-connections", kEveryLayer, kFloat, DType::kF32},
-    {kHcAttnBase, "hc_attn.base", "hyper-connections", kEveryLayer, kFloat, DType::kF32},
-    {kHcAttnScale, "hc_attn.scale", "hyper-connections", kEveryLayer, kFloat, DType::kF32},
-    {kHcFfnFn, "hc_ffn.fn", "hyper-connections", kEveryLayer, kFloat, DType::kF32},
-    {kHcFfnBase, "hc_ffn.base", "hyper-connections", kEveryLayer, kFloat, DType::kF32},
-    {kHcFfnScale, "hc_ffn.scale", "hyper-connections", kEveryLayer, kFloat, DType::kF32},
-    {kAttnNorm, "attn_norm", "norms", kEveryLayer, kFloat, DType::kBF16},
-    {kFfnNorm, "ffn_norm", "norms", kEveryLayer, kFloat, DType::kBF16},
-    {kAttnSink, "attn.attn_sink", "attention", kEveryLayer, kFloat, DType::kF32},
-    {kWqA, "attn.wq_a", "attention", kEveryLayer, kMatrix, DType::kBF16},
-    {kQNorm, "attn.q_norm", "attention", kEveryLayer, kFloat, DType::kBF16},
-    {kWqB, "attn.wq_b", "attention", kEveryLayer, kMatrix, DType::kBF16},
-    {kWkv, "attn.wkv", "attention", kEveryLayer, kMatrix, DType::kBF16},
-    {kKvNorm, "attn.kv_norm", "attention", kEveryLayer, kFloat, DType::kBF16},
-    {kWoA, "attn.wo_a", "attention", kEveryLayer, kMatrix, DType::kBF16},
-    {kWoB, "attn.wo_b", "attention", kEveryLayer, kMatrix, DType::kBF16},
-    {kCompressorWkv, "attn.compressor.wkv", "compressor", kCompressed, kMatrix, DType::kBF16},
-    {kCompressorWgate, "attn.compressor.wgate", "compressor", kCompressed, kMatrix, DType::kBF16},
-    {kCompressorApe, "attn.compressor.ape", "compressor", kCompressed, kFloat, DType::kF32},
-    {kCompressorNorm, "attn.compressor.norm", "compressor", kCompressed, kFloat, DType::kBF16},
-    {kIndexerWqB, "attn.indexer.wq_b", "indexer", kCsa, kMatrix, DType::kBF16},
-    {kIndexerWeightsProj, "attn.indexer.weights_proj", "indexer", kCsa, kMatrix, DType::kBF16},
-    {kIndexerCompressorWkv, "attn.indexer.compressor.wkv", "indexer", kCsa, kMatrix, DType::kBF16},
-    {kIndexerCompressorWgate, "attn.indexer.compressor.wgate", "indexer", kCsa, kMatrix,
-     DType::kBF16},
-    {kIndexerCompressorApe, "attn.indexer.compressor.ape", "indexer", kCsa, kFloat, DType::kF32},
-    {kIndexerCompressorNorm, "attn.indexer.compressor.norm", "indexer", kCsa, kFloat, DType::kBF16},
-    {kGate, "ffn.gate", "router", kEveryLayer, kMatrix, DType::kBF16},
-    {kGateBias, "ffn.bias", "router", kScoreLayer, kFloat, DType::kF32},
-    {kGateTid2eid, "ffn.tid2eid", "router", kHashLayer, kIndex, DType::kI64},
-    {kSharedW1, "ffn.shared_expert.w1", "shared expert", kEveryLayer, kMatrix, DType::kBF16},
-    {kSharedW3, "ffn.shared_expert.w3", "shared expert", kEveryLayer, kMatrix, DType::kBF16},
-    {kSharedW2, "ffn.shared_expert.w2", "shared expert", kEveryLayer, kMatrix, DType::kBF16},
-    {kExpertsW13, "ffn.experts.w13", "routed experts", kEveryLayer, kExperts, DType::kBF16},
-    {kExpertsW2, "ffn.experts.w2", "routed experts", kEveryLayer, kExperts, DType::kBF16},
-    {kMtpEProj, "e_proj", "mtp", kMtp, kMatrix, DType::kBF16},
-    {kMtpHProj, "h_proj", "mtp", kMtp, kMatrix, DType::kBF16},
-    {kMtpEnorm, "enorm", "mtp", kMtp, kFloat, DType::kBF16},
-    {kMtpHnorm, "hnorm", "mtp", kMtp, kFloat, DType::kBF16},
-    {kMtpNorm, "norm", "mtp", kMtp, kFloat, DType::kBF16},
-    {kMtpHcHeadFn, "hc_head.fn", "mtp", kMtp, kFloat, DType::kF32},
-    {kMtpHcHeadBase, "hc_head.base", "mtp", kMtp, kFloat, DType::kF32},
-    {kMtpHcHeadScale, "hc_head.scale", "mtp", kMtp, kFloat, DType::kF32},
-};
-static_assert(std::size(kSlots) == kNumParams);
-
-// ---- Names: one row per (convention, slot, form). {L} = layer, {E} = expert. ----
-// A slot with two rows in one convention has two alternative forms, exactly one of which a
-// checkpoint may hold.
-struct NameRule {
-  C convention;
-  Param param;
-  Stacking stacking;
-  const char* pattern;     // kPerExpertGateUp: the gate (w1) name
-  const char* pattern_up;  // kPerExpertGateUp only: the up (w3) name
-};
-
-constexpr NameRule kNames[] = {
-    // Official release (§3.1): flat names, no `model.` prefix.
-    {C::kOfficial, kEmbed, kWhole, "embed.weight", nullptr},
-    {C::kOfficial, kHead, kWhole, "head.weight", nullptr},
-    {C::kOfficial, kNorm, kWhole, "norm.weight", nullptr},
-    {C::kOfficial, kHcHeadFn, kWhole, "hc_head_fn", nullptr},
-    {C::kOfficial, kHcHeadBase, kWhole, "hc_head_base", nullptr},
-    {C::kOfficial, kHcHeadScale, kWhole, "hc_head_scale", nullptr},
-    {C::kOfficial, kHcAttnFn, kWhole, "layers.{L}.hc_attn_fn", nullptr},
-    {C::kOfficial, kHcAttnBase, kWhole, "layers.{L}.hc_attn_base", nullptr},
-    {C::kOfficial, kHcAttnScale, kWhole, "layers.{L}.hc_attn_scale", nullptr},
-    {C::kOfficial, kHcFfnFn, kWhole, "layers.{L}.hc_ffn_fn", nullptr},
-    {C::kOfficial, kHcFfnBase, kWhole, "layers.{L}.hc_ffn_base", nullptr},
-    {C::kOfficial, kHcFfnScale, kWhole, "layers.{L}.hc_ffn_scale", nullptr},
-    {C::kOfficial, kAttnNorm, kWhole, "layers.{L}.attn_norm.weight", nullptr},
-    {C::kOfficial, kFfnNorm, kWhole, "layers.{L}.ffn_norm.weight", nullptr},
-    {C::kOfficial, kAttnSink, kWhole, "layers.{L}.attn.attn_sink", nullptr},
-    {C::kOfficial, kWqA, kWhole, "layers.{L}.attn.wq_a.weight", nullptr},
-    {C::kOfficial, kQNorm, kWhole, "layers.{L}.attn.q_norm.weight", nullptr},
-    {C::kOfficial, kWqB, kWhole, "layers.{L}.attn.wq_b.weight", nullptr},
-    {C::kOfficial, kWkv, kWhole, "layers.{L}.attn.wkv.weight", nullptr},
-    {C::kOfficial, kKvNorm, kWhole, "layers.{L}.attn.kv_norm.weight", nullptr},
-    {C::kOfficial, kWoA, kWhole, "layers.{L}.attn.wo_a.weight", nullptr},
-    {C::kOfficial, kWoB, kWhole, "layers.{L}.attn.wo_b.weight", nullptr},
-    {C::kOfficial, kCompressorWkv, kWhole, "layers.{L}.attn.compressor.wkv.weight", nullptr},
-    {C::kOfficial, kCompressorWgate, kWhole, "layers.{L}.attn.compressor.wgate.weight", nullptr},
-    {C::kOfficial, kCompressorApe, kWhole, "layers.{L}.attn.compressor.ape", nullptr},
-    {C::kOfficial, kCompressorNorm, kWhole, "layers.{L}.attn.compressor.norm.weight", nullptr},
-    {C::kOfficial, kIndexerWqB, kWhole, "layers.{L}.attn.indexer.wq_b.weight", nullptr},
-    {C::kOfficial, kIndexerWeightsProj, kWhole, "layers.{L}.attn.indexer.weights_proj.weight",
-     nullptr},
-    {C::kOfficial, kIndexerCompressorWkv, kWhole, "layers.{L}.attn.indexer.compressor.wkv.weight",
-     nullptr},
-    {C::kOfficial, kIndexerCompressorWgate, kWhole,
-     "layers.{L}.attn.indexer.compressor.wgate.weight", nullptr},
-    {C::kOfficial, kIndexerCompressorApe, kWhole, "layers.{L}.attn.indexer.compressor.ape",
-     nullptr},
-    {C::kOfficial, kIndexerCompressorNorm, kWhole, "layers.{L}.attn.indexer.compressor.norm.weight",
-     nullptr},
-    {C::kOfficial, kGate, kWhole, "layers.{L}.ffn.gate.weight", nullptr},
-    {C::kOfficial, kGateBias, kWhole, "layers.{L}.ffn.gate.bias", nullptr},
-    {C::kOfficial, kGateTid2eid, kWhole, "layers.{L}.ffn.gate.tid2eid", nullptr},
-    {C::kOfficial, kSharedW1, kWhole, "layers.{L}.ffn.shared_experts.w1.weight", nullptr},
-    {C::kOfficial, kSharedW3, kWhole, "layers.{L}.ffn.shared_experts.w3.weight", nullptr},
-    {C::kOfficial, kSharedW2, kWhole, "layers.{L}.ffn.shared_experts.w2.weight", nullptr},
-    {C::kOfficial, kExpertsW13, kPerExpertGateUp, "layers.{L}.ffn.experts.{E}.w1.weight",
+    {kEmbed, "embed.weight", "embed", "embedding", kGlobal, kMatrix, kBF16,
+     [](Dims d) { return Shape{d.V, d.D}; }, +[](Model& w) { return ref(w.embed); }},
+    {kHead, "head.weight", "head", "head", kGlobal, kLinear, kBF16,
+     [](Dims d) { return Shape{d.V, d.D}; }, +[](Model& w) { return ref(w.head); }},
+    {kNorm, "norm.weight", "norm", "norms", kGlobal, kFloat, kBF16,
+     [](Dims d) { return Shape{d.D}; }, +[](Model& w) { return ref(w.norm); }},
+    {kHcHeadFn, "hc_head_fn", "hc_head.fn", "hyper-connections", kGlobal, kFloat, kF32,
+     [](Dims d) { return Shape{d.M, d.M * d.D}; },
+     +[](Model& w) { return read_by_linear(w.hc_head.fn); }},
+    {kHcHeadBase, "hc_head_base", "hc_head.base", "hyper-connections", kGlobal, kFloat, kF32,
+     [](Dims d) { return Shape{d.M}; }, +[](Model& w) { return ref(w.hc_head.base); }},
+    {kHcHeadScale, "hc_head_scale", "hc_head.scale", "hyper-connections", kGlobal, kFloat, kF32,
+     [](Dims) { return Shape{1}; }, +[](Model& w) { return ref(w.hc_head.scale); }},
+    {kHcAttnFn, "layers.{L}.hc_attn_fn", "hc_attn.fn", "hyper-connections", kEveryLayer, kFloat,
+     kF32, [](Dims d) { return Shape{d.mix, d.M * d.D}; },
+     +[](Layer& l) { return read_by_linear(l.hc_attn.fn); }},
+    {kHcAttnBase, "layers.{L}.hc_attn_base", "hc_attn.base", "hyper-connections", kEveryLayer,
+     kFloat, kF32, [](Dims d) { return Shape{d.mix}; },
+     +[](Layer& l) { return ref(l.hc_attn.base); }},
+    {kHcAttnScale, "layers.{L}.hc_attn_scale", "hc_attn.scale", "hyper-connections", kEveryLayer,
+     kFloat, kF32, [](Dims) { return Shape{3}; }, +[](Layer& l) { return ref(l.hc_attn.scale); }},
+    {kHcFfnFn, "layers.{L}.hc_ffn_fn", "hc_ffn.fn", "hyper-connections", kEveryLayer, kFloat, kF32,
+     [](Dims d) { return Shape{d.mix, d.M * d.D}; },
+     +[](Layer& l) { return read_by_linear(l.hc_ffn.fn); }},
+    {kHcFfnBase, "layers.{L}.hc_ffn_base", "hc_ffn.base", "hyper-connections", kEveryLayer,
+     kFloat, kF32, [](Dims d) { return Shape{d.mix}; },
+     +[](Layer& l) { return ref(l.hc_ffn.base); }},
+    {kHcFfnScale, "layers.{L}.hc_ffn_scale", "hc_ffn.scale", "hyper-connections", kEveryLayer,
+     kFloat, kF32, [](Dims) { return Shape{3}; }, +[](Layer& l) { return ref(l.hc_ffn.scale); }},
+    {kAttnNorm, "layers.{L}.attn_norm.weight", "attn_norm", "norms", kEveryLayer, kFloat, kBF16,
+     [](Dims d) { return Shape{d.D}; }, +[](Layer& l) { return ref(l.attn_norm); }},
+    {kFfnNorm, "layers.{L}.ffn_norm.weight", "ffn_norm", "norms", kEveryLayer, kFloat, kBF16,
+     [](Dims d) { return Shape{d.D}; }, +[](Layer& l) { return ref(l.ffn_norm); }},
+    {kAttnSink, "layers.{L}.attn.attn_sink", "attn.attn_sink", "attention", kEveryLayer, kFloat,
+     kF32, [](Dims d) { return Shape{d.H}; }, +[](Layer& l) { return ref(l.attn.attn_sink); }},
+    {kWqA, "layers.{L}.attn.wq_a.weight", "attn.wq_a", "attention", kEveryLayer, kLinear, kBF16,
+     [](Dims d) { return Shape{d.Q, d.D}; }, +[](Layer& l) { return ref(l.attn.wq_a); }},
+    {kQNorm, "layers.{L}.attn.q_norm.weight", "attn.q_norm", "attention", kEveryLayer, kFloat,
+     kBF16, [](Dims d) { return Shape{d.Q}; }, +[](Layer& l) { return ref(l.attn.q_norm); }},
+    {kWqB, "layers.{L}.attn.wq_b.weight", "attn.wq_b", "attention", kEveryLayer, kLinear, kBF16,
+     [](Dims d) { return Shape{d.H * d.Dh, d.Q}; }, +[](Layer& l) { return ref(l.attn.wq_b); }},
+    {kWkv, "layers.{L}.attn.wkv.weight", "attn.wkv", "attention", kEveryLayer, kLinear, kBF16,
+     [](Dims d) { return Shape{d.Dh, d.D}; }, +[](Layer& l) { return ref(l.attn.wkv); }},
+    {kKvNorm, "layers.{L}.attn.kv_norm.weight", "attn.kv_norm", "attention", kEveryLayer, kFloat,
+     kBF16, [](Dims d) { return Shape{d.Dh}; }, +[](Layer& l) { return ref(l.attn.kv_norm); }},
+    {kWoA, "layers.{L}.attn.wo_a.weight", "attn.wo_a", "attention", kEveryLayer, kLinear, kBF16,
+     [](Dims d) { return Shape{d.GR, d.HG_Dh}; }, +[](Layer& l) { return ref(l.attn.wo_a); }},
+    {kWoB, "layers.{L}.attn.wo_b.weight", "attn.wo_b", "attention", kEveryLayer, kLinear, kBF16,
+     [](Dims d) { return Shape{d.D, d.GR}; }, +[](Layer& l) { return ref(l.attn.wo_b); }},
+    {kCompressorWkv, "layers.{L}.attn.compressor.wkv.weight", "attn.compressor.wkv", "compressor",
+     kCompressed, kLinear, kBF16, [](Dims d) { return Shape{d.c * d.Dh, d.D}; },
+     +[](Layer& l) { return ref(l.attn.compressor.value().wkv); }},
+    {kCompressorWgate, "layers.{L}.attn.compressor.wgate.weight", "attn.compressor.wgate",
+     "compressor", kCompressed, kLinear, kBF16, [](Dims d) { return Shape{d.c * d.Dh, d.D}; },
+     +[](Layer& l) { return ref(l.attn.compressor.value().wgate); }},
+    {kCompressorApe, "layers.{L}.attn.compressor.ape", "attn.compressor.ape", "compressor",
+     kCompressed, kFloat, kF32, [](Dims d) { return Shape{d.m, d.c * d.Dh}; },
+     +[](Layer& l) { return ref(l.attn.compressor.value().ape); }},
+    {kCompressorNorm, "layers.{L}.attn.compressor.norm.weight", "attn.compressor.norm",
+     "compressor", kCompressed, kFloat, kBF16, [](Dims d) { return Shape{d.Dh}; },
+     +[](Layer& l) { return ref(l.attn.compressor.value().norm); }},
+    {kIndexerWqB, "layers.{L}.attn.indexer.wq_b.weight", "attn.indexer.wq_b", "indexer", kCsa,
+     kLinear, kBF16, [](Dims d) { return Shape{d.HI * d.DI, d.Q}; },
+     +[](Layer& l) { return ref(l.attn.indexer.value().wq_b); }},
+    {kIndexerWeightsProj, "layers.{L}.attn.indexer.weights_proj.weight",
+     "attn.indexer.weights_proj", "indexer", kCsa, kLinear, kBF16,
+     [](Dims d) { return Shape{d.HI, d.D}; },
+     +[](Layer& l) { return ref(l.attn.indexer.value().weights_proj); }},
+    {kIndexerCompressorWkv, "layers.{L}.attn.indexer.compressor.wkv.weight",
+     "attn.indexer.compressor.wkv", "indexer", kCsa, kLinear, kBF16,
+     [](Dims d) { return Shape{2 * d.DI, d.D}; },
+     +[](Layer& l) { return ref(l.attn.indexer.value().compressor.wkv); }},
+    {kIndexerCompressorWgate, "layers.{L}.attn.indexer.compressor.wgate.weight",
+     "attn.indexer.compressor.wgate", "indexer", kCsa, kLinear, kBF16,
+     [](Dims d) { return Shape{2 * d.DI, d.D}; },
+     +[](Layer& l) { return ref(l.attn.indexer.value().compressor.wgate); }},
+    {kIndexerCompressorApe, "layers.{L}.attn.indexer.compressor.ape",
+     "attn.indexer.compressor.ape", "indexer", kCsa, kFloat, kF32,
+     [](Dims d) { return Shape{d.m, 2 * d.DI}; },
+     +[](Layer& l) { return ref(l.attn.indexer.value().compressor.ape); }},
+    {kIndexerCompressorNorm, "layers.{L}.attn.indexer.compressor.norm.weight",
+     "attn.indexer.compressor.norm", "indexer", kCsa, kFloat, kBF16,
+     [](Dims d) { return Shape{d.DI}; },
+     +[](Layer& l) { return ref(l.attn.indexer.value().compressor.norm); }},
+    {kGate, "layers.{L}.ffn.gate.weight", "ffn.gate", "router", kEveryLayer, kMatrix, kBF16,
+     [](Dims d) { return Shape{d.E, d.D}; }, +[](Layer& l) { return ref(l.ffn.gate); }},
+    {kGateBias, "layers.{L}.ffn.gate.bias", "ffn.bias", "router", kScoreLayer, kFloat, kF32,
+     [](Dims d) { return Shape{d.E}; }, +[](Layer& l) { return ref(l.ffn.bias); }},
+    {kGateTid2eid, "layers.{L}.ffn.gate.tid2eid", "ffn.tid2eid", "router", kHashLayer, kIndex,
+     DType::kI64, [](Dims d) { return Shape{d.V, d.K}; },
+     +[](Layer& l) { return ref(l.ffn.tid2eid); }},
+    {kSharedW1, "layers.{L}.ffn.shared_experts.w1.weight", "ffn.shared_expert.w1",
+     "shared expert", kEveryLayer, kLinear, kBF16, [](Dims d) { return Shape{d.F, d.D}; },
+     +[](Layer& l) { return ref(l.ffn.shared_expert.w1); }},
+    {kSharedW3, "layers.{L}.ffn.shared_experts.w3.weight", "ffn.shared_expert.w3",
+     "shared expert", kEveryLayer, kLinear, kBF16, [](Dims d) { return Shape{d.F, d.D}; },
+     +[](Layer& l) { return ref(l.ffn.shared_expert.w3); }},
+    {kSharedW2, "layers.{L}.ffn.shared_experts.w2.weight", "ffn.shared_expert.w2",
+     "shared expert", kEveryLayer, kLinear, kBF16, [](Dims d) { return Shape{d.D, d.F}; },
+     +[](Layer& l) { return ref(l.ffn.shared_expert.w2); }},
+    // One [F, D] gate (w1) and up (w3) tensor per expert, stacked [E, 2F, D] gate rows first.
+    {kExpertsW13, "layers.{L}.ffn.experts.{E}.w1.weight", "ffn.experts.w13", "routed experts",
+     kEveryLayer, kExperts, kBF16, [](Dims d) { return Shape{d.E, 2 * d.F, d.D}; },
+     +[](Layer& l) {
+       RoutedExpertWeights& e = l.ffn.experts;
+       return ref(e.w13, e.w13_nvfp4, e.w13_input_scale);
+     },
      "layers.{L}.ffn.experts.{E}.w3.weight"},
-    {C::kOfficial, kExpertsW2, kPerExpert, "layers.{L}.ffn.experts.{E}.w2.weight", nullptr},
+    {kExpertsW2, "layers.{L}.ffn.experts.{E}.w2.weight", "ffn.experts.w2", "routed experts",
+     kEveryLayer, kExperts, kBF16, [](Dims d) { return Shape{d.E, d.D, d.F}; },
+     +[](Layer& l) {
+       RoutedExpertWeights& e = l.ffn.experts;
+       return ref(e.w2, e.w2_nvfp4, e.w2_input_scale);
+     }},
     // An MTP block's own tensors; its V4 block is named as a layer's, `mtp.{L}.` for `layers.{L}.`
     // (mtp_pattern), {L} its MTP index.
-    {C::kOfficial, kMtpEProj, kWhole, "mtp.{L}.e_proj.weight", nullptr},
-    {C::kOfficial, kMtpHProj, kWhole, "mtp.{L}.h_proj.weight", nullptr},
-    {C::kOfficial, kMtpEnorm, kWhole, "mtp.{L}.enorm.weight", nullptr},
-    {C::kOfficial, kMtpHnorm, kWhole, "mtp.{L}.hnorm.weight", nullptr},
-    {C::kOfficial, kMtpNorm, kWhole, "mtp.{L}.norm.weight", nullptr},
-    {C::kOfficial, kMtpHcHeadFn, kWhole, "mtp.{L}.hc_head_fn", nullptr},
-    {C::kOfficial, kMtpHcHeadBase, kWhole, "mtp.{L}.hc_head_base", nullptr},
-    {C::kOfficial, kMtpHcHeadScale, kWhole, "mtp.{L}.hc_head_scale", nullptr},
+    {kMtpEProj, "mtp.{L}.e_proj.weight", "e_proj", "mtp", kMtp, kLinear, kBF16,
+     [](Dims d) { return Shape{d.D, d.D}; }, +[](Mtp& m) { return ref(m.e_proj); }},
+    {kMtpHProj, "mtp.{L}.h_proj.weight", "h_proj", "mtp", kMtp, kLinear, kBF16,
+     [](Dims d) { return Shape{d.D, d.D}; }, +[](Mtp& m) { return ref(m.h_proj); }},
+    {kMtpEnorm, "mtp.{L}.enorm.weight", "enorm", "mtp", kMtp, kFloat, kBF16,
+     [](Dims d) { return Shape{d.D}; }, +[](Mtp& m) { return ref(m.enorm); }},
+    {kMtpHnorm, "mtp.{L}.hnorm.weight", "hnorm", "mtp", kMtp, kFloat, kBF16,
+     [](Dims d) { return Shape{d.D}; }, +[](Mtp& m) { return ref(m.hnorm); }},
+    {kMtpNorm, "mtp.{L}.norm.weight", "norm", "mtp", kMtp, kFloat, kBF16,
+     [](Dims d) { return Shape{d.D}; }, +[](Mtp& m) { return ref(m.norm); }},
+    {kMtpHcHeadFn, "mtp.{L}.hc_head_fn", "hc_head.fn", "mtp", kMtp, kFloat, kF32,
+     [](Dims d) { return Shape{d.M, d.M * d.D}; },
+     +[](Mtp& m) { return read_by_linear(m.hc_head.fn); }},
+    {kMtpHcHeadBase, "mtp.{L}.hc_head_base", "hc_head.base", "mtp", kMtp, kFloat, kF32,
+     [](Dims d) { return Shape{d.M}; }, +[](Mtp& m) { return ref(m.hc_head.base); }},
+    {kMtpHcHeadScale, "mtp.{L}.hc_head_scale", "hc_head.scale", "mtp", kMtp, kFloat, kF32,
+     [](Dims) { return Shape{1}; }, +[](Mtp& m) { return ref(m.hc_head.scale); }},
+};
+// clang-format on
+static_assert(std::size(kSlots) == kNumParams);
 
-    // transformers save_pretrained (5.17, checked against tests/golden/*_pretrained/keys.txt):
-    // the reverse of its conversion rules, i.e. official inner names under `model.`, except the
-    // top-level renames (embed_tokens, hc_head.hc_*), `head.weight` outside `model.`, and the
-    // attention kv_norm, which its `.norm.` <-> `.kv_norm.` rule writes back as `attn.norm`.
-    {C::kPretrained, kEmbed, kWhole, "model.embed_tokens.weight", nullptr},
-    {C::kPretrained, kHead, kWhole, "head.weight", nullptr},
-    {C::kPretrained, kNorm, kWhole, "model.norm.weight", nullptr},
-    {C::kPretrained, kHcHeadFn, kWhole, "model.hc_head.hc_fn", nullptr},
-    {C::kPretrained, kHcHeadBase, kWhole, "model.hc_head.hc_base", nullptr},
-    {C::kPretrained, kHcHeadScale, kWhole, "model.hc_head.hc_scale", nullptr},
-    {C::kPretrained, kHcAttnFn, kWhole, "model.layers.{L}.hc_attn_fn", nullptr},
-    {C::kPretrained, kHcAttnBase, kWhole, "model.layers.{L}.hc_attn_base", nullptr},
-    {C::kPretrained, kHcAttnScale, kWhole, "model.layers.{L}.hc_attn_scale", nullptr},
-    {C::kPretrained, kHcFfnFn, kWhole, "model.layers.{L}.hc_ffn_fn", nullptr},
-    {C::kPretrained, kHcFfnBase, kWhole, "model.layers.{L}.hc_ffn_base", nullptr},
-    {C::kPretrained, kHcFfnScale, kWhole, "model.layers.{L}.hc_ffn_scale", nullptr},
-    {C::kPretrained, kAttnNorm, kWhole, "model.layers.{L}.attn_norm.weight", nullptr},
-    {C::kPretrained, kFfnNorm, kWhole, "model.layers.{L}.ffn_norm.weight", nullptr},
-    {C::kPretrained, kAttnSink, kWhole, "model.layers.{L}.attn.attn_sink", nullptr},
-    {C::kPretrained, kWqA, kWhole, "model.layers.{L}.attn.wq_a.weight", nullptr},
-    {C::kPretrained, kQNorm, kWhole, "model.layers.{L}.attn.q_norm.weight", nullptr},
-    {C::kPretrained, kWqB, kWhole, "model.layers.{L}.attn.wq_b.weight", nullptr},
-    {C::kPretrained, kWkv, kWhole, "model.layers.{L}.attn.wkv.weight", nullptr},
-    {C::kPretrained, kKvNorm, kWhole, "model.layers.{L}.attn.norm.weight", nullptr},
-    {C::kPretrained, kKvNorm, kWhole, "model.layers.{L}.attn.kv_norm.weight", nullptr},
-    {C::kPretrained, kWoA, kWhole, "model.layers.{L}.attn.wo_a.weight", nullptr},
-    {C::kPretrained, kWoB, kWhole, "model.layers.{L}.attn.wo_b.weight", nullptr},
-    {C::kPretrained, kCompressorWkv, kWhole, "model.layers.{L}.attn.compressor.wkv.weight",
-     nullptr},
-    {C::kPretrained, kCompressorWgate, kWhole, "model.layers.{L}.attn.compressor.wgate.weight",
-     nullptr},
-    {C::kPretrained, kCompressorApe, kWhole, "model.layers.{L}.attn.compressor.ape", nullptr},
-    {C::kPretrained, kCompressorNorm, kWhole, "model.layers.{L}.attn.compressor.norm.weight",
-     nullptr},
-    {C::kPretrained, kIndexerWqB, kWhole, "model.layers.{L}.attn.indexer.wq_b.weight", nullptr},
-    {C::kPretrained, kIndexerWeightsProj, kWhole,
-     "model.layers.{L}.attn.indexer.weights_proj.weight", nullptr},
-    {C::kPretrained, kIndexerCompressorWkv, kWhole,
-     "model.layers.{L}.attn.indexer.compressor.wkv.weight", nullptr},
-    {C::kPretrained, kIndexerCompressorWgate, kWhole,
-     "model.layers.{L}.attn.indexer.compressor.wgate.weight", nullptr},
-    {C::kPretrained, kIndexerCompressorApe, kWhole, "model.layers.{L}.attn.indexer.compressor.ape",
-     nullptr},
-    {C::kPretrained, kIndexerCompressorNorm, kWhole,
-     "model.layers.{L}.attn.indexer.compressor.norm.weight", nullptr},
-    {C::kPretrained, kGate, kWhole, "model.layers.{L}.ffn.gate.weight", nullptr},
-    {C::kPretrained, kGateBias, kWhole, "model.layers.{L}.ffn.gate.bias", nullptr},
-    {C::kPretrained, kGateTid2eid, kWhole, "model.layers.{L}.ffn.gate.tid2eid", nullptr},
-    {C::kPretrained, kSharedW1, kWhole, "model.layers.{L}.ffn.shared_experts.w1.weight", nullptr},
-    {C::kPretrained, kSharedW3, kWhole, "model.layers.{L}.ffn.shared_experts.w3.weight", nullptr},
-    {C::kPretrained, kSharedW2, kWhole, "model.layers.{L}.ffn.shared_experts.w2.weight", nullptr},
-    {C::kPretrained, kExpertsW13, kPerExpertGateUp, "model.layers.{L}.ffn.experts.{E}.w1.weight",
-     "model.layers.{L}.ffn.experts.{E}.w3.weight"},
-    {C::kPretrained, kExpertsW2, kPerExpert, "model.layers.{L}.ffn.experts.{E}.w2.weight", nullptr},
+// ---- The other conventions' names: rename rules over the official name ----
+// Applied in order to every name of a slot (a gate/up stack's two), each replacing whole
+// dot-separated segments. A slot whose name a rule marked `also_as_is` changes has two forms:
+// the renamed name and the name before, exactly one of which a checkpoint may hold. A name that
+// loses its {E} is a fused 3-D tensor: the whole slot in one piece.
+struct RenameRule {
+  std::string_view from;  // a leading '^' matches only at the start of the name
+  std::string_view to;
+  bool also_as_is = false;
+};
 
-    // transformers' in-memory module names (state_dict(), ModelOpt exports of the HF model).
-    {C::kStateDict, kEmbed, kWhole, "model.embed_tokens.weight", nullptr},
-    {C::kStateDict, kHead, kWhole, "lm_head.weight", nullptr},
-    {C::kStateDict, kNorm, kWhole, "model.norm.weight", nullptr},
-    {C::kStateDict, kHcHeadFn, kWhole, "model.hc_head.hc_fn", nullptr},
-    {C::kStateDict, kHcHeadBase, kWhole, "model.hc_head.hc_base", nullptr},
-    {C::kStateDict, kHcHeadScale, kWhole, "model.hc_head.hc_scale", nullptr},
-    {C::kStateDict, kHcAttnFn, kWhole, "model.layers.{L}.attn_hc.fn", nullptr},
-    {C::kStateDict, kHcAttnBase, kWhole, "model.layers.{L}.attn_hc.base", nullptr},
-    {C::kStateDict, kHcAttnScale, kWhole, "model.layers.{L}.attn_hc.scale", nullptr},
-    {C::kStateDict, kHcFfnFn, kWhole, "model.layers.{L}.ffn_hc.fn", nullptr},
-    {C::kStateDict, kHcFfnBase, kWhole, "model.layers.{L}.ffn_hc.base", nullptr},
-    {C::kStateDict, kHcFfnScale, kWhole, "model.layers.{L}.ffn_hc.scale", nullptr},
-    {C::kStateDict, kAttnNorm, kWhole, "model.layers.{L}.input_layernorm.weight", nullptr},
-    {C::kStateDict, kFfnNorm, kWhole, "model.layers.{L}.post_attention_layernorm.weight", nullptr},
-    {C::kStateDict, kAttnSink, kWhole, "model.layers.{L}.self_attn.sinks", nullptr},
-    {C::kStateDict, kWqA, kWhole, "model.layers.{L}.self_attn.q_a_proj.weight", nullptr},
-    {C::kStateDict, kQNorm, kWhole, "model.layers.{L}.self_attn.q_a_norm.weight", nullptr},
-    {C::kStateDict, kWqB, kWhole, "model.layers.{L}.self_attn.q_b_proj.weight", nullptr},
-    {C::kStateDict, kWkv, kWhole, "model.layers.{L}.self_attn.kv_proj.weight", nullptr},
-    {C::kStateDict, kKvNorm, kWhole, "model.layers.{L}.self_attn.kv_norm.weight", nullptr},
-    {C::kStateDict, kWoA, kWhole, "model.layers.{L}.self_attn.o_a_proj.weight", nullptr},
-    {C::kStateDict, kWoB, kWhole, "model.layers.{L}.self_attn.o_b_proj.weight", nullptr},
-    {C::kStateDict, kCompressorWkv, kWhole, "model.layers.{L}.self_attn.compressor.kv_proj.weight",
-     nullptr},
-    {C::kStateDict, kCompressorWgate, kWhole,
-     "model.layers.{L}.self_attn.compressor.gate_proj.weight", nullptr},
-    {C::kStateDict, kCompressorApe, kWhole, "model.layers.{L}.self_attn.compressor.position_bias",
-     nullptr},
-    {C::kStateDict, kCompressorNorm, kWhole, "model.layers.{L}.self_attn.compressor.kv_norm.weight",
-     nullptr},
+// Both transformers conventions (5.17, checked against tests/golden/*/keys.txt): official inner
+// names under `model.`, except the top-level renames (embed_tokens, hc_head.hc_*).
+constexpr RenameRule kTransformersRenames[] = {
+    {"^embed", "model.embed_tokens"},
+    {"^norm", "model.norm"},
+    {"^hc_head_fn", "model.hc_head.hc_fn"},
+    {"^hc_head_base", "model.hc_head.hc_base"},
+    {"^hc_head_scale", "model.hc_head.hc_scale"},
+    {"^layers", "model.layers"},
+};
+
+// transformers save_pretrained: the reverse of its conversion rules, so `head.weight` stays
+// outside `model.`, and the attention kv_norm, which its `.norm.` <-> `.kv_norm.` rule writes back
+// as `attn.norm`.
+constexpr RenameRule kPretrainedRenames[] = {
+    {"attn.kv_norm", "attn.norm", true},
+};
+
+// transformers' in-memory module names (state_dict(), ModelOpt exports of the HF model).
+constexpr RenameRule kStateDictRenames[] = {
+    {"^head", "lm_head"},
+    {"hc_attn_fn", "attn_hc.fn"},
+    {"hc_attn_base", "attn_hc.base"},
+    {"hc_attn_scale", "attn_hc.scale"},
+    {"hc_ffn_fn", "ffn_hc.fn"},
+    {"hc_ffn_base", "ffn_hc.base"},
+    {"hc_ffn_scale", "ffn_hc.scale"},
+    {"attn_norm", "input_layernorm"},
+    {"ffn_norm", "post_attention_layernorm"},
+    {"attn_sink", "sinks"},
+    // A compressor's norm is its kv_norm (the attention's kv_norm keeps its name).
+    {"compressor.norm", "compressor.kv_norm"},
     // transformers nests the indexer under the compressor and flattens its compressor onto it.
-    {C::kStateDict, kIndexerWqB, kWhole,
-     "model.layers.{L}.self_attn.compressor.indexer.q_b_proj.weight", nullptr},
-    {C::kStateDict, kIndexerWeightsProj, kWhole,
-     "model.layers.{L}.self_attn.compressor.indexer.scorer.weights_proj.weight", nullptr},
-    // The name before transformers moved weights_proj into `scorer` (§5 item 23).
-    {C::kStateDict, kIndexerWeightsProj, kWhole,
-     "model.layers.{L}.self_attn.compressor.indexer.weights_proj.weight", nullptr},
-    {C::kStateDict, kIndexerCompressorWkv, kWhole,
-     "model.layers.{L}.self_attn.compressor.indexer.kv_proj.weight", nullptr},
-    {C::kStateDict, kIndexerCompressorWgate, kWhole,
-     "model.layers.{L}.self_attn.compressor.indexer.gate_proj.weight", nullptr},
-    {C::kStateDict, kIndexerCompressorApe, kWhole,
-     "model.layers.{L}.self_attn.compressor.indexer.position_bias", nullptr},
-    {C::kStateDict, kIndexerCompressorNorm, kWhole,
-     "model.layers.{L}.self_attn.compressor.indexer.kv_norm.weight", nullptr},
-    {C::kStateDict, kGate, kWhole, "model.layers.{L}.mlp.gate.weight", nullptr},
-    {C::kStateDict, kGateBias, kWhole, "model.layers.{L}.mlp.gate.e_score_correction_bias",
-     nullptr},
-    {C::kStateDict, kGateTid2eid, kWhole, "model.layers.{L}.mlp.gate.tid2eid", nullptr},
-    {C::kStateDict, kSharedW1, kWhole, "model.layers.{L}.mlp.shared_experts.gate_proj.weight",
-     nullptr},
-    {C::kStateDict, kSharedW3, kWhole, "model.layers.{L}.mlp.shared_experts.up_proj.weight",
-     nullptr},
-    {C::kStateDict, kSharedW2, kWhole, "model.layers.{L}.mlp.shared_experts.down_proj.weight",
-     nullptr},
-    // Fused 3-D parameters [E, 2F, D] (gate rows first) and [E, D, F] ...
-    {C::kStateDict, kExpertsW13, kWhole, "model.layers.{L}.mlp.experts.gate_up_proj", nullptr},
-    {C::kStateDict, kExpertsW2, kWhole, "model.layers.{L}.mlp.experts.down_proj", nullptr},
-    // ... or the per-expert "modern" names some exporters write instead (§3.2).
-    {C::kStateDict, kExpertsW13, kPerExpertGateUp,
-     "model.layers.{L}.mlp.experts.{E}.gate_proj.weight",
-     "model.layers.{L}.mlp.experts.{E}.up_proj.weight"},
-    {C::kStateDict, kExpertsW2, kPerExpert, "model.layers.{L}.mlp.experts.{E}.down_proj.weight",
-     nullptr},
+    {"indexer.compressor", "indexer"},
+    {"indexer", "compressor.indexer"},
+    // The old name stays: before transformers moved weights_proj into `scorer` (§5 item 23).
+    {"weights_proj", "scorer.weights_proj", true},
+    {"attn", "self_attn"},
+    {"wq_a", "q_a_proj"},
+    {"q_norm", "q_a_norm"},
+    {"wq_b", "q_b_proj"},
+    {"wkv", "kv_proj"},
+    {"wgate", "gate_proj"},
+    {"ape", "position_bias"},
+    {"wo_a", "o_a_proj"},
+    {"wo_b", "o_b_proj"},
+    {"ffn", "mlp"},
+    {"gate.bias", "gate.e_score_correction_bias"},
+    {"w1", "gate_proj"},
+    {"w3", "up_proj"},
+    {"w2", "down_proj"},
+    // Routed experts as fused 3-D parameters [E, 2F, D] (gate rows first) and [E, D, F], or the
+    // per-expert "modern" names some exporters write instead (§3.2).
+    {"experts.{E}.gate_proj.weight", "experts.gate_up_proj", true},
+    {"experts.{E}.down_proj.weight", "experts.down_proj", true},
 };
 
 // Quantization siblings by suffix: (suffix of the sibling, suffix of its primary, role).
@@ -309,27 +324,80 @@ std::string mtp_pattern(std::string_view pattern) {
   return std::string(kMtpPrefix) + "{L}." + std::string(pattern.substr(kLayerPrefix.size()));
 }
 
+// Replaces every whole-segment occurrence of rule.from in `name`; nullopt when there is none.
+std::optional<std::string> rename(std::string_view name, const RenameRule& rule) {
+  const bool anchored = rule.from.starts_with('^');
+  const std::string_view from = anchored ? rule.from.substr(1) : rule.from;
+  std::string out;
+  bool renamed = false;
+  size_t i = 0;
+  while (i < name.size()) {
+    const bool at_segment = i == 0 || (name[i - 1] == '.' && !anchored);
+    const size_t end = i + from.size();
+    if (at_segment && name.substr(i, from.size()) == from &&
+        (end == name.size() || name[end] == '.')) {
+      out += rule.to;
+      i = end;
+      renamed = true;
+    } else {
+      out += name[i++];
+    }
+  }
+  if (!renamed) return std::nullopt;
+  return out;
+}
+
+// A slot's name (and a gate/up stack's up name) in one form.
+struct FormNames {
+  std::string name, up;
+};
+
+// Applies one rule to every form.
+void apply(const RenameRule& rule, std::vector<FormNames>& forms) {
+  std::vector<FormNames> renamed, as_is;
+  for (const FormNames& form : forms) {
+    std::optional<std::string> name = rename(form.name, rule), up = rename(form.up, rule);
+    if (!name && !up) {
+      renamed.push_back(form);
+      continue;
+    }
+    renamed.push_back({name.value_or(form.name), up.value_or(form.up)});
+    if (rule.also_as_is) as_is.push_back(form);
+  }
+  forms = std::move(renamed);
+  forms.insert(forms.end(), as_is.begin(), as_is.end());
+}
+
+// The forms of a slot in `convention`, in the order a missing slot's message lists them.
+std::vector<FormNames> convention_names(const SlotSpec& spec, NamingConvention convention) {
+  std::vector<FormNames> forms = {{std::string(spec.name), std::string(spec.name_up)}};
+  if (convention == C::kOfficial) return forms;
+  for (const RenameRule& rule : kTransformersRenames) apply(rule, forms);
+  const std::span<const RenameRule> own = convention == C::kPretrained
+                                              ? std::span<const RenameRule>(kPretrainedRenames)
+                                              : std::span<const RenameRule>(kStateDictRenames);
+  for (const RenameRule& rule : own) apply(rule, forms);
+  return forms;
+}
+
 // `layer` is the index {L} stands for (an MTP block's own index for its names).
-SlotForm make_form(const NameRule& rule, int64_t layer, int64_t n_experts, bool mtp) {
-  const std::string pattern = mtp ? mtp_pattern(rule.pattern) : rule.pattern;
-  const std::string pattern_up =
-      rule.pattern_up ? (mtp ? mtp_pattern(rule.pattern_up) : rule.pattern_up) : "";
+SlotForm make_form(const FormNames& names, int64_t layer, int64_t n_experts, bool mtp) {
+  const std::string pattern = mtp ? mtp_pattern(names.name) : names.name;
+  const std::string pattern_up = mtp ? mtp_pattern(names.up) : names.up;
   SlotForm form;
-  form.stacking = rule.stacking;
-  switch (rule.stacking) {
-    case Stacking::kWhole:
-      form.pieces.push_back({expand(pattern, layer, -1), -1, 0});
-      break;
-    case Stacking::kPerExpert:
-      for (int64_t e = 0; e < n_experts; ++e)
-        form.pieces.push_back({expand(pattern, layer, e), e, 0});
-      break;
-    case Stacking::kPerExpertGateUp:
-      for (int64_t e = 0; e < n_experts; ++e) {
-        form.pieces.push_back({expand(pattern, layer, e), e, 0});
-        form.pieces.push_back({expand(pattern_up, layer, e), e, 1});
-      }
-      break;
+  if (pattern.find("{E}") == std::string::npos) {
+    form.stacking = Stacking::kWhole;
+    form.pieces.push_back({expand(pattern, layer, -1), -1, 0});
+  } else if (pattern_up.empty()) {
+    form.stacking = Stacking::kPerExpert;
+    for (int64_t e = 0; e < n_experts; ++e)
+      form.pieces.push_back({expand(pattern, layer, e), e, 0});
+  } else {
+    form.stacking = Stacking::kPerExpertGateUp;
+    for (int64_t e = 0; e < n_experts; ++e) {
+      form.pieces.push_back({expand(pattern, layer, e), e, 0});
+      form.pieces.push_back({expand(pattern_up, layer, e), e, 1});
+    }
   }
   return form;
 }
@@ -401,57 +469,41 @@ std::string slot_label(Param param, int64_t layer) {
   return layer < 0 ? path : "layer " + std::to_string(layer) + " " + path;
 }
 
+std::vector<const SlotSpec*> block_slots(const ModelConfig& config, int64_t layer) {
+  std::vector<const SlotSpec*> slots;
+  for (const SlotSpec& spec : kSlots) {
+    if (slot_present(spec, config, layer)) slots.push_back(&spec);
+  }
+  return slots;
+}
+
 Shape slot_shape(Param param, const ModelConfig& config, int64_t layer) {
-  const int64_t D = config.hidden_size, V = config.vocab_size, M = config.hc_mult;
-  const int64_t H = config.n_head, Dh = config.head_dim, Q = config.q_lora_rank;
-  const int64_t GR = config.o_groups * config.o_lora_rank;
-  const int64_t E = config.n_routed_experts, F = config.moe_intermediate_size;
-  const int64_t HI = config.index_n_heads, DI = config.index_head_dim;
-  const int64_t mix = (2 + M) * M;  // pre M, post M, comb M·M
-  int64_t m = 0, c = 1;             // compress ratio; CSA compresses overlapping pairs of blocks
-  if (layer >= 0) {
-    const LayerSchedule& s = config.schedule(layer);
-    m = s.compress_ratio;
-    c = s.attention == AttentionType::kCompressedSparse ? 2 : 1;
+  return slot_spec(param).shape(slot_dims(config, layer));
+}
+
+WeightRef weight_ref(ModelWeights& weights, Param param, int64_t layer) {
+  const WeightHome& home = slot_spec(param).home;
+  if (home.of_model) {
+    DSV4_CHECK(layer < 0, "%s is a global weight", std::string(slot_spec(param).path).c_str());
+    return home.of_model(weights);
   }
-  // clang-format off
-  switch (param) {
-    case kEmbed: case kHead: return {V, D};
-    case kMtpEProj: case kMtpHProj: return {D, D};
-    case kNorm: case kAttnNorm: case kFfnNorm: case kMtpEnorm: case kMtpHnorm: case kMtpNorm:
-      return {D};
-    case kHcHeadFn: case kMtpHcHeadFn: return {M, M * D};
-    case kHcHeadBase: case kMtpHcHeadBase: return {M};
-    case kHcHeadScale: case kMtpHcHeadScale: return {1};
-    case kHcAttnFn: case kHcFfnFn: return {mix, M * D};
-    case kHcAttnBase: case kHcFfnBase: return {mix};
-    case kHcAttnScale: case kHcFfnScale: return {3};
-    case kAttnSink: return {H};
-    case kWqA: return {Q, D};
-    case kQNorm: return {Q};
-    case kWqB: return {H * Dh, Q};
-    case kWkv: return {Dh, D};
-    case kKvNorm: return {Dh};
-    case kWoA: return {GR, H / config.o_groups * Dh};
-    case kWoB: return {D, GR};
-    case kCompressorWkv: case kCompressorWgate: return {c * Dh, D};
-    case kCompressorApe: return {m, c * Dh};
-    case kCompressorNorm: return {Dh};
-    case kIndexerWqB: return {HI * DI, Q};
-    case kIndexerWeightsProj: return {HI, D};
-    case kIndexerCompressorWkv: case kIndexerCompressorWgate: return {2 * DI, D};
-    case kIndexerCompressorApe: return {m, 2 * DI};
-    case kIndexerCompressorNorm: return {DI};
-    case kGate: return {E, D};
-    case kGateBias: return {E};
-    case kGateTid2eid: return {V, config.n_expert_used};
-    case kSharedW1: case kSharedW3: return {F, D};
-    case kSharedW2: return {D, F};
-    case kExpertsW13: return {E, 2 * F, D};
-    case kExpertsW2: return {E, D, F};
+  DSV4_CHECK(layer >= 0, "%s is a block's weight", std::string(slot_spec(param).path).c_str());
+  if (home.of_block) return home.of_block(weights.block(layer));
+  DSV4_CHECK(layer >= weights.config.n_layer, "%s is an MTP block's weight",
+             std::string(slot_spec(param).path).c_str());
+  return home.of_mtp(weights.mtp[static_cast<size_t>(layer - weights.config.n_layer)]);
+}
+
+void make_blocks(ModelWeights& weights, size_t n_mtp_blocks) {
+  weights.layers.resize(static_cast<size_t>(weights.config.n_layer));
+  weights.mtp.resize(n_mtp_blocks);
+  const auto n_blocks = weights.config.n_layer + static_cast<int64_t>(n_mtp_blocks);
+  for (int64_t l = 0; l < n_blocks; ++l) {
+    const AttentionType type = weights.config.schedule(l).attention;
+    AttentionWeights& attn = weights.block(l).attn;
+    if (type != AttentionType::kSliding && !attn.compressor) attn.compressor.emplace();
+    if (type == AttentionType::kCompressedSparse && !attn.indexer) attn.indexer.emplace();
   }
-  // clang-format on
-  DSV4_UNREACHABLE("bad param");
 }
 
 size_t official_tensor_count(const ModelConfig& config, int tensors_per_linear,
@@ -472,25 +524,19 @@ size_t official_tensor_count(const ModelConfig& config, int tensors_per_linear,
   return count;
 }
 
-ExpectedKeys expected_keys(const ModelConfig& config, NamingConvention convention,
-                           bool with_mtp) {
+ExpectedKeys expected_keys(const ModelConfig& config, NamingConvention convention, bool with_mtp) {
   ExpectedKeys keys;
   keys.convention = convention;
   const int64_t n_blocks = config.n_layer + (with_mtp ? config.n_mtp_layers : 0);
   for (int64_t layer = -1; layer < n_blocks; ++layer) {
     const bool mtp = layer >= config.n_layer;
-    const C names = mtp ? C::kOfficial : convention;
-    for (const SlotSpec& spec : kSlots) {
-      if (!slot_present(spec, config, layer)) continue;
-      ExpectedSlot slot{spec.param, layer, {}};
-      for (const NameRule& rule : kNames) {
-        if (rule.convention == names && rule.param == spec.param) {
-          slot.forms.push_back(make_form(rule, mtp ? layer - config.n_layer : layer,
-                                         config.n_routed_experts, mtp));
-        }
+    const C convention_of_block = mtp ? C::kOfficial : convention;
+    for (const SlotSpec* spec : block_slots(config, layer)) {
+      ExpectedSlot slot{spec->param, layer, {}};
+      for (const FormNames& names : convention_names(*spec, convention_of_block)) {
+        slot.forms.push_back(
+            make_form(names, mtp ? layer - config.n_layer : layer, config.n_routed_experts, mtp));
       }
-      DSV4_CHECK(!slot.forms.empty(), "no name for %s in %s", std::string(spec.path).c_str(),
-                 std::string(convention_name(convention)).c_str());
       keys.slots.push_back(std::move(slot));
     }
   }

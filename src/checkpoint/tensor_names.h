@@ -1,8 +1,11 @@
-// THE name table: every parameter slot of ModelWeights and the checkpoint names that fill it in
-// each naming convention (../shared/docs/deepseek_v4.md §3). Checkpoint strings live only in
-// tensor_names.cpp, as data.
+// THE weight table: one row per parameter slot of ModelWeights (its official checkpoint name,
+// its field, its shape rule, which layers hold it, how it may be stored), and rename rules that
+// derive the other naming conventions' names from the official one (../shared/docs/
+// deepseek_v4.md §3). Binding, validation, the device copy and the size plans all walk this one
+// table (block_slots, weight_ref). Checkpoint strings live only in tensor_names.cpp, as data.
 //
-// Binding never tests substrings and never depends on rule order: from the config we expand the
+// Binding never tests substrings (the rename rules act once, in order, on each official name
+// while the name set is expanded, never on a checkpoint key): from the config we expand the
 // complete set of names a checkpoint of one convention must hold (layer and expert indices
 // substituted as integers) and look every key up by its whole name in a hash map. So names that
 // share pieces - `shared_experts` vs `experts`, `attn.wkv` vs `attn.compressor.wkv` vs
@@ -23,6 +26,7 @@
 #include "base/dtype.h"
 #include "base/tensor.h"
 #include "checkpoint/config.h"
+#include "checkpoint/weights.h"
 
 namespace dsv4::checkpoint {
 
@@ -71,27 +75,69 @@ enum class Scope {
 // How a slot may be stored.
 enum class Storage {
   kFloat,    // f32/f16/bf16 only, exact shape (norms, hc, sinks, ape, bias)
-  kMatrix,   // [N, K] linear weight: float, or block-quantized with sibling scales (FP8, FP4)
+  kMatrix,   // [N, K] float matrix read whole (embedding, router): float or block-quantized
+  kLinear,   // [N, K] linear weight (a LinearWeight field): like kMatrix, FP8 may stay FP8
   kExperts,  // [E, N, K] stacked routed experts: like kMatrix, possibly one tensor per expert
   kIndex,    // any integer dtype (tid2eid)
 };
 
+// A slot's field in ModelWeights, typed by what it holds: what the loader fills and
+// copy_weights places (to_device.h).
+struct WeightRef {
+  Tensor* values = nullptr;        // the values (of a LinearWeight too; of an f32 expert stack)
+  LinearWeight* linear = nullptr;  // Storage::kLinear: the LinearWeight itself
+  // A Tensor only kernels::linear reads (hc fn): like a linear's values, bf16 on a GPU when
+  // every value is one.
+  bool read_by_linear = false;
+  std::optional<format::Nvfp4Tensor>* nvfp4 = nullptr;  // kExperts: the stack's NVFP4 form
+  Tensor* static_input_scale = nullptr;                 // kExperts: its W4A4 activation scale
+};
+
+// Where a slot lives: in the model (kGlobal), in a block (a layer, or an MTP block's V4 layer),
+// or in an MTP block's own weights (kMtp). Exactly one is set, by the scope.
+struct WeightHome {
+  WeightRef (*of_model)(ModelWeights&) = nullptr;
+  WeightRef (*of_block)(LayerWeights&) = nullptr;
+  WeightRef (*of_mtp)(MtpWeights&) = nullptr;
+  constexpr WeightHome(WeightRef (*f)(ModelWeights&)) : of_model(f) {}  // NOLINT: a table cell
+  constexpr WeightHome(WeightRef (*f)(LayerWeights&)) : of_block(f) {}  // NOLINT
+  constexpr WeightHome(WeightRef (*f)(MtpWeights&)) : of_mtp(f) {}      // NOLINT
+};
+
+// The dimensions slot shapes are written in, for one config and block (tensor_names.cpp).
+struct SlotDims;
+
+// One row per weight: everything the loader, validation, the device copy and expert offload
+// need to know about it. The other conventions' names derive from `name` by rename rules.
 struct SlotSpec {
   Param param;
+  std::string_view name;      // official name; {L} the layer (an MTP block's index), {E} expert
   std::string_view path;      // field path in weights.h, e.g. "attn.wq_a"
   std::string_view category;  // for the report's per-category counts
   Scope scope;
   Storage storage;
-  DType release_dtype;  // dtype of the dense form in the official release (for messages)
+  DType release_dtype;                   // dtype of the dense form in the official release
+  Shape (*shape)(const SlotDims& dims);  // the logical (decoded) shape
+  WeightHome home;
+  std::string_view name_up = {};  // gate/up expert stacks: the up (w3) name beside `name` (w1)
 };
 const SlotSpec& slot_spec(Param param);
 // Whether layer `layer` (or the model, for kGlobal) has the slot. Layers n_layer .. n_layer +
 // n_mtp_layers − 1 are the MTP blocks.
 bool slot_present(const SlotSpec& spec, const ModelConfig& config, int64_t layer);
+// The slots block `layer` holds (-1: the model's globals), in table order: the one walk that
+// binding, the device copy and the size plans share.
+std::vector<const SlotSpec*> block_slots(const ModelConfig& config, int64_t layer);
 // The logical (decoded) shape of a slot for this config and layer.
 Shape slot_shape(Param param, const ModelConfig& config, int64_t layer);
 // "layer 3 attn.wq_a" or "hc_head.fn": how messages name a slot.
 std::string slot_label(Param param, int64_t layer);
+
+// The field of `param` in `weights` for block `layer`, which make_blocks has made.
+WeightRef weight_ref(ModelWeights& weights, Param param, int64_t layer);
+// Sizes weights.layers (config.n_layer) and weights.mtp (n_mtp_blocks), and gives each block
+// the compressor and indexer its attention type has: every field weight_ref reaches.
+void make_blocks(ModelWeights& weights, size_t n_mtp_blocks);
 
 // How checkpoint tensors make up a slot.
 enum class Stacking {

@@ -11,6 +11,7 @@
 #include "base/buffer.h"
 #include "base/float_convert.h"
 #include "base/parallel_for.h"
+#include "checkpoint/tensor_names.h"
 
 namespace dsv4::checkpoint {
 namespace {
@@ -75,7 +76,7 @@ class DeviceCopier {
   // An NVFP4 stack; with `bulk_in_host_memory` (a GPU's only) its codes and block scales in
   // mapped pinned host memory (expert_offload.h), the per-matrix scales on the device all the same.
   Status copy(const format::Nvfp4Tensor& src, format::Nvfp4Tensor& dst,
-              bool bulk_in_host_memory = false) const {
+              bool bulk_in_host_memory) const {
     if (bulk_in_host_memory) {
       DSV4_RETURN_IF_ERROR(copy_to_mapped_host(src.packed, dst.packed));
       DSV4_RETURN_IF_ERROR(copy_to_mapped_host(src.block_scale, dst.block_scale));
@@ -89,103 +90,36 @@ class DeviceCopier {
     return ok_status();
   }
 
-  template <typename T>
-  Status copy(const std::optional<T>& src, std::optional<T>& dst) const {
-    if (!src.has_value()) {
-      dst.reset();
-      return ok_status();
+  // One weight, as its field's type says; with `bulk_in_host_memory` an NVFP4 expert stack's
+  // codes and block scales go to mapped host memory.
+  Status copy(const WeightRef& src, const WeightRef& dst, bool bulk_in_host_memory) const {
+    if (src.linear) return copy_linear(*src.linear, *dst.linear);
+    if (src.read_by_linear) return copy_linear_values(*src.values, *dst.values);
+    DSV4_RETURN_IF_ERROR(copy(*src.values, *dst.values));
+    if (!src.nvfp4) return ok_status();
+    dst.nvfp4->reset();
+    if (src.nvfp4->has_value()) {
+      DSV4_RETURN_IF_ERROR(copy(**src.nvfp4, dst.nvfp4->emplace(), bulk_in_host_memory));
     }
-    dst.emplace();
-    return copy(*src, *dst);
+    return copy(*src.static_input_scale, *dst.static_input_scale);
   }
 
-  Status copy(const HyperConnectionWeights& src, HyperConnectionWeights& dst) const {
-    DSV4_RETURN_IF_ERROR(copy_linear_values(src.fn, dst.fn));
-    DSV4_RETURN_IF_ERROR(copy(src.base, dst.base));
-    return copy(src.scale, dst.scale);
-  }
-
-  Status copy(const CompressorWeights& src, CompressorWeights& dst) const {
-    DSV4_RETURN_IF_ERROR(copy_linear(src.wkv, dst.wkv));
-    DSV4_RETURN_IF_ERROR(copy_linear(src.wgate, dst.wgate));
-    DSV4_RETURN_IF_ERROR(copy(src.ape, dst.ape));
-    return copy(src.norm, dst.norm);
-  }
-
-  Status copy(const IndexerWeights& src, IndexerWeights& dst) const {
-    DSV4_RETURN_IF_ERROR(copy_linear(src.wq_b, dst.wq_b));
-    DSV4_RETURN_IF_ERROR(copy_linear(src.weights_proj, dst.weights_proj));
-    return copy(src.compressor, dst.compressor);
-  }
-
-  Status copy(const AttentionWeights& src, AttentionWeights& dst) const {
-    DSV4_RETURN_IF_ERROR(copy(src.attn_sink, dst.attn_sink));
-    DSV4_RETURN_IF_ERROR(copy(src.q_norm, dst.q_norm));
-    DSV4_RETURN_IF_ERROR(copy(src.kv_norm, dst.kv_norm));
-    for (auto [from, to] : {std::pair{&src.wq_a, &dst.wq_a},
-                            {&src.wq_b, &dst.wq_b},
-                            {&src.wkv, &dst.wkv},
-                            {&src.wo_a, &dst.wo_a},
-                            {&src.wo_b, &dst.wo_b}}) {
-      DSV4_RETURN_IF_ERROR(copy_linear(*from, *to));
+  // Every weight of block `layer` (-1: the globals) of `src` into `dst`, whose blocks
+  // make_blocks has made. With `experts_in_host_memory` (a GPU's only: host memory only stands
+  // in for a GPU's, and holds only NVFP4 stacks) the routed experts' bulk goes to host memory.
+  Status copy_block(ModelWeights& src, ModelWeights& dst, int64_t layer,
+                    bool experts_in_host_memory) const {
+    bool bulk_in_host_memory = false;
+    if (layer >= 0) {
+      bulk_in_host_memory = experts_in_host_memory && device_ == Device::kCuda &&
+                            src.block(layer).ffn.experts.is_nvfp4();
+      dst.block(layer).ffn.experts.in_host_memory = bulk_in_host_memory;
     }
-    DSV4_RETURN_IF_ERROR(copy(src.compressor, dst.compressor));
-    return copy(src.indexer, dst.indexer);
-  }
-
-  Status copy(const DenseExpertWeights& src, DenseExpertWeights& dst) const {
-    DSV4_RETURN_IF_ERROR(copy_linear(src.w1, dst.w1));
-    DSV4_RETURN_IF_ERROR(copy_linear(src.w3, dst.w3));
-    return copy_linear(src.w2, dst.w2);
-  }
-
-  Status copy(const MoeWeights& src, MoeWeights& dst, bool experts_in_host_memory) const {
-    DSV4_RETURN_IF_ERROR(copy(src.gate, dst.gate));
-    DSV4_RETURN_IF_ERROR(copy(src.bias, dst.bias));
-    DSV4_RETURN_IF_ERROR(copy(src.tid2eid, dst.tid2eid));
-    DSV4_RETURN_IF_ERROR(copy(src.experts.w13, dst.experts.w13));
-    DSV4_RETURN_IF_ERROR(copy(src.experts.w2, dst.experts.w2));
-    // Host memory only stands in for a GPU's, and holds only NVFP4 stacks.
-    dst.experts.in_host_memory =
-        experts_in_host_memory && device_ == Device::kCuda && src.experts.is_nvfp4();
-    for (auto [from, to] : {std::pair{&src.experts.w13_nvfp4, &dst.experts.w13_nvfp4},
-                            {&src.experts.w2_nvfp4, &dst.experts.w2_nvfp4}}) {
-      to->reset();
-      if (from->has_value()) {
-        DSV4_RETURN_IF_ERROR(copy(**from, to->emplace(), dst.experts.in_host_memory));
-      }
+    for (const SlotSpec* spec : block_slots(src.config, layer)) {
+      DSV4_RETURN_IF_ERROR(copy(weight_ref(src, spec->param, layer),
+                                weight_ref(dst, spec->param, layer), bulk_in_host_memory));
     }
-    DSV4_RETURN_IF_ERROR(copy(src.experts.w13_input_scale, dst.experts.w13_input_scale));
-    DSV4_RETURN_IF_ERROR(copy(src.experts.w2_input_scale, dst.experts.w2_input_scale));
-    return copy(src.shared_expert, dst.shared_expert);
-  }
-
-  // The weights outside the layers: embedding, head, final norm, hc_head.
-  Status copy_globals(const ModelWeights& src, ModelWeights& dst) const {
-    DSV4_RETURN_IF_ERROR(copy(src.embed, dst.embed));
-    DSV4_RETURN_IF_ERROR(copy_linear(src.head, dst.head));
-    DSV4_RETURN_IF_ERROR(copy(src.norm, dst.norm));
-    return copy(src.hc_head, dst.hc_head);
-  }
-
-  Status copy(const LayerWeights& src, LayerWeights& dst, bool experts_in_host_memory) const {
-    DSV4_RETURN_IF_ERROR(copy(src.hc_attn, dst.hc_attn));
-    DSV4_RETURN_IF_ERROR(copy(src.hc_ffn, dst.hc_ffn));
-    DSV4_RETURN_IF_ERROR(copy(src.attn_norm, dst.attn_norm));
-    DSV4_RETURN_IF_ERROR(copy(src.ffn_norm, dst.ffn_norm));
-    DSV4_RETURN_IF_ERROR(copy(src.attn, dst.attn));
-    return copy(src.ffn, dst.ffn, experts_in_host_memory);
-  }
-
-  Status copy(const MtpWeights& src, MtpWeights& dst, bool experts_in_host_memory) const {
-    DSV4_RETURN_IF_ERROR(copy_linear(src.e_proj, dst.e_proj));
-    DSV4_RETURN_IF_ERROR(copy_linear(src.h_proj, dst.h_proj));
-    for (const auto& [from, to] :
-         {std::pair(&src.enorm, &dst.enorm), std::pair(&src.hnorm, &dst.hnorm),
-          std::pair(&src.norm, &dst.norm)})
-      DSV4_RETURN_IF_ERROR(copy(*from, *to));
-    DSV4_RETURN_IF_ERROR(copy(src.hc_head, dst.hc_head));
-    return copy(src.block, dst.block, experts_in_host_memory);
+    return ok_status();
   }
 
  private:
@@ -200,20 +134,29 @@ class DeviceCopier {
   Numerics numerics_;
 };
 
+// Frees a weight's memory.
+void release(const WeightRef& field) {
+  if (field.linear) {
+    *field.linear = LinearWeight();
+  } else {
+    *field.values = Tensor();
+  }
+  if (field.nvfp4) field.nvfp4->reset();
+  if (field.static_input_scale) *field.static_input_scale = Tensor();
+}
+
 }  // namespace
 
 Result<ModelWeights> copy_weights(const ModelWeights& weights, Device device, Numerics numerics) {
   const DeviceCopier copier(device, numerics);
+  // weight_ref hands out mutable fields; the copy only reads the source's.
+  ModelWeights& src = const_cast<ModelWeights&>(weights);
   ModelWeights out;
   out.config = weights.config;
-  DSV4_RETURN_IF_ERROR(copier.copy_globals(weights, out));
-  out.layers.resize(weights.layers.size());
-  for (size_t i = 0; i < weights.layers.size(); ++i) {
-    DSV4_RETURN_IF_ERROR(copier.copy(weights.layers[i], out.layers[i], false));
-  }
-  out.mtp.resize(weights.mtp.size());
-  for (size_t i = 0; i < weights.mtp.size(); ++i) {
-    DSV4_RETURN_IF_ERROR(copier.copy(weights.mtp[i], out.mtp[i], false));
+  make_blocks(out, weights.mtp.size());
+  const auto n_blocks = weights.config.n_layer + static_cast<int64_t>(weights.mtp.size());
+  for (int64_t layer = -1; layer < n_blocks; ++layer) {
+    DSV4_RETURN_IF_ERROR(copier.copy_block(src, out, layer, false));
   }
   // The copies run on this thread's stream; the model may run on others (a server's).
   if (device == Device::kCuda) DSV4_RETURN_IF_ERROR(finish_device_work());
@@ -225,26 +168,21 @@ Result<LoadedModel> load_model_on(const std::string& model_dir, Device device,
   const DeviceCopier copier(device, placement.numerics);
   ModelWeights placed;
   ExpertOffloadPlan offload;
+  bool blocks_made = false;
   options.on_layer_loaded = [&](ModelWeights& host, int64_t layer) -> Status {
-    placed.layers.resize(host.layers.size());
-    placed.mtp.resize(host.mtp.size());
-    if (layer < 0) {
-      DSV4_RETURN_IF_ERROR(copier.copy_globals(host, placed));
-      for (Tensor* t : {&host.embed, &host.norm}) *t = Tensor();
-      host.head = LinearWeight();
-      host.hc_head = HyperConnectionWeights{};
-      return ok_status();
+    if (!blocks_made) {
+      placed.config = host.config;
+      make_blocks(placed, host.mtp.size());
+      blocks_made = true;
     }
     const auto l = static_cast<size_t>(layer);
-    const bool experts_in_host_memory = l < offload.offloaded.size() && offload.offloaded[l];
-    if (layer >= host.config.n_layer) {  // an MTP block
-      const size_t i = l - static_cast<size_t>(host.config.n_layer);
-      DSV4_RETURN_IF_ERROR(copier.copy(host.mtp[i], placed.mtp[i], experts_in_host_memory));
-      host.mtp[i] = MtpWeights{};
-      return ok_status();
+    const bool experts_in_host_memory =
+        layer >= 0 && l < offload.offloaded.size() && offload.offloaded[l];
+    DSV4_RETURN_IF_ERROR(copier.copy_block(host, placed, layer, experts_in_host_memory));
+    // The host copy goes as soon as the device has it.
+    for (const SlotSpec* spec : block_slots(host.config, layer)) {
+      release(weight_ref(host, spec->param, layer));
     }
-    DSV4_RETURN_IF_ERROR(copier.copy(host.layers[l], placed.layers[l], experts_in_host_memory));
-    host.layers[l] = LayerWeights{};  // the host copy goes as soon as the device has it
     return ok_status();
   };
   options.before_decode = [&](const LoadPlan& plan) -> Status {

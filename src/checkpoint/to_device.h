@@ -1,7 +1,8 @@
-// Moving a model to another device: every Tensor of ModelWeights (and every member of its NVFP4
-// stacks) is copied through copy_tensor into a fresh tensor on `device`; the config and the
-// NVFP4 scale layout travel as they are. The loader decodes on the host; load_model_on moves
-// each layer as soon as it is decoded, copy_weights a model already loaded.
+// Moving a model to another device: every weight the table lists (tensor_names.h: block_slots,
+// weight_ref; an NVFP4 stack member by member) is copied through copy_tensor into a fresh tensor
+// on `device`; the config and the NVFP4 scale layout travel as they are. The loader decodes on the
+// host; load_model_on moves each layer as soon as it is decoded, copy_weights a model already
+// loaded.
 #pragma once
 
 #include "base/tensor.h"

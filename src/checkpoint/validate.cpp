@@ -155,6 +155,7 @@ Result<StorageForm> validate_piece(const SlotSpec& spec, int64_t layer, const Bo
       return integer ? StorageForm::kInteger : StorageForm::kDense;
     }
     case Storage::kMatrix:
+    case Storage::kLinear:
     case Storage::kExperts:
       return classify_matrix(check, piece);
   }

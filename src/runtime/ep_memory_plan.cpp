@@ -10,7 +10,6 @@
 namespace dsv4::runtime {
 namespace {
 
-using checkpoint::Param;
 using checkpoint::Storage;
 
 // Device bytes of one slot: NVFP4 codes (½ byte a value), UE4M3 block scales (1 per 16) and an
@@ -24,6 +23,7 @@ int64_t slot_bytes(const checkpoint::SlotSpec& spec, const Shape& shape) {
       return 8 * n;
     case Storage::kFloat:
     case Storage::kMatrix:
+    case Storage::kLinear:
       return 2 * n;
   }
   return 2 * n;
@@ -47,11 +47,9 @@ Result<EpMemoryPlan> plan_ep_memory(const checkpoint::ModelConfig& config, int n
                                            config.hidden_size, config.n_expert_used, n_ranks));
   EpMemoryPlan plan;
   for (int64_t layer = -1; layer < config.n_layer + config.n_mtp_layers; ++layer) {
-    for (int p = 0; p < checkpoint::kNumParams; ++p) {
-      const checkpoint::SlotSpec& spec = checkpoint::slot_spec(static_cast<Param>(p));
-      if (!checkpoint::slot_present(spec, config, layer)) continue;
-      const int64_t bytes = slot_bytes(spec, checkpoint::slot_shape(spec.param, config, layer));
-      const bool sharded = spec.storage == Storage::kExperts && layer < config.n_layer;
+    for (const checkpoint::SlotSpec* spec : checkpoint::block_slots(config, layer)) {
+      const int64_t bytes = slot_bytes(*spec, checkpoint::slot_shape(spec->param, config, layer));
+      const bool sharded = spec->storage == Storage::kExperts && layer < config.n_layer;
       (sharded ? plan.routed_expert_bytes : plan.other_weight_bytes) += bytes;
     }
   }

@@ -351,6 +351,33 @@ TEST(ExpectedKeysTest, MtpNamesAreTheOfficialOnesInEveryConvention) {
   }
 }
 
+// Every row's accessor reaches a field of its own, of the type its storage says: the loader and
+// the device copy trust the table for both.
+TEST(WeightTableTest, EverySlotReachesItsOwnFieldOfItsType) {
+  ModelWeights weights;
+  weights.config = testing::tiny_config();
+  make_blocks(weights, static_cast<size_t>(weights.config.n_mtp_layers));
+  std::set<const Tensor*> fields;
+  size_t n_slots = 0;
+  for (int64_t layer = -1; layer < weights.config.n_layer + weights.config.n_mtp_layers; ++layer) {
+    for (const SlotSpec* spec : block_slots(weights.config, layer)) {
+      SCOPED_TRACE(slot_label(spec->param, layer));
+      const WeightRef field = weight_ref(weights, spec->param, layer);
+      ++n_slots;
+      EXPECT_TRUE(fields.insert(field.values).second);
+      EXPECT_EQ(field.linear != nullptr, spec->storage == Storage::kLinear);
+      if (field.linear) {
+        EXPECT_EQ(static_cast<Tensor*>(field.linear), field.values);
+      }
+      EXPECT_EQ(field.nvfp4 != nullptr, spec->storage == Storage::kExperts);
+      EXPECT_EQ(field.static_input_scale != nullptr, spec->storage == Storage::kExperts);
+      EXPECT_FALSE(field.read_by_linear && field.linear);
+    }
+  }
+  EXPECT_EQ(fields.size(), n_slots);
+  EXPECT_GT(n_slots, static_cast<size_t>(kNumParams));  // every scope, MTP block included
+}
+
 TEST(ConventionTest, NamesRoundTrip) {
   for (NamingConvention c : kAllConventions) EXPECT_EQ(parse_convention(convention_name(c)), c);
   EXPECT_FALSE(parse_convention("hf"));
