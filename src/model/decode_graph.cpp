@@ -245,11 +245,11 @@ bool DecodeGraphs::serves(const Model& model, std::span<const SequenceChunk> chu
   return true;
 }
 
-int64_t DecodeGraphs::bucket_size(const Model&, int64_t batch) const {
-  if (max_batch_ <= 0 || batch >= max_batch_) return batch;
+int64_t DecodeGraphs::bucket_size(int64_t batch, int64_t max_batch) {
+  if (max_batch <= 0 || batch >= max_batch) return batch;
   int64_t size = 1;
   while (size < batch) size *= 2;
-  return std::min(size, max_batch_);
+  return std::min(size, max_batch);
 }
 
 Result<DecodeGraphs::Padded> DecodeGraphs::pad(const Model& model,
@@ -289,7 +289,7 @@ Result<DecodeGraphs::Padded> DecodeGraphs::pad(const Model& model,
 }
 
 Status DecodeGraphs::run(const Model& model, std::span<const SequenceChunk> chunks) {
-  const int64_t size = bucket_size(model, static_cast<int64_t>(chunks.size()));
+  const int64_t size = bucket_size(static_cast<int64_t>(chunks.size()), max_batch_);
   DSV4_ASSIGN_OR_RETURN(const Padded step, pad(model, chunks, size));
   const auto seen = eager_.find(size);
   if (seen == eager_.end() || seen->second) {

@@ -37,9 +37,9 @@ class DecodeGraphs {
   // rollback, and every layer's rings of one size.
   static bool serves(const Model& model, std::span<const SequenceChunk> chunks);
 
-  // The rows a step of `batch` sequences runs as: `batch` without buckets or where a layer
-  // compresses by 1 (a padding row would pool an entry at position 0, see pad), else its bucket.
-  int64_t bucket_size(const Model& model, int64_t batch) const;
+  // The rows a step of `batch` sequences runs as: its bucket, the next of 1, 2, 4, 8, … at most
+  // max_batch; `batch` itself past max_batch, or with max_batch 0 (no padding).
+  static int64_t bucket_size(int64_t batch, int64_t max_batch);
 
   // Model::forward of such a step. A bucket's first step runs eagerly (each op's one-time setup
   // at that size), its second is captured, later ones replay; a graph whose caches' rings or
