@@ -142,9 +142,9 @@ TEST_P(DecodeGraphCudaTest, ReplayedStepsOfOneAndTwoSequencesGiveTheEagerStepsBi
 
 // The failure of the test below, narrowed (docs/decode_graph.md, "Replay"): B = 3 with no graph
 // before it, and after B = 1's graphs in a model that has since been dropped. If the first
-// fails at its first step, B = 3's eager step itself reads memory it never wrote (the two
-// models' steps read each other's stale buffers); if only the second does, what the earlier
-// graphs left in the device's memory is read.
+// fails, B = 3's steps go wrong without any graph before them; if only the second does, what the
+// earlier graphs left behind (the graph memory pool, the default pool's state) is at fault, and
+// not the graphs the model still holds.
 TEST_P(DecodeGraphCudaTest, ReplayedStepsOfThreeSequencesFirstGiveTheEagerStepsBits) {
   expect_replays_match_eager(GetParam(), {{3, 1}});
 }
