@@ -4,7 +4,8 @@
 // window ring wraps around, the HCA and CSA compressors pool several times and the indexer's
 // top-k fills up; every step's logits of every sequence must be the eager step's bits. The
 // disabled test adds B = 3 … 8 and fresh caches of other capacities (captured again); the others
-// narrow its failure down and check the buckets' padding rows.
+// narrow its failure down (one without graphs: 3 rows keep their bits beside a fourth) and check
+// the buckets' padding rows.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -134,6 +135,51 @@ void expect_replays_match_eager(const std::string& golden, const std::vector<Rou
   }
 }
 
+// Without graphs: three sequences decoded as a batch of 3 and, in the same model, as the first
+// rows of a batch of 4 (a fourth prompt beside them); each step, the three rows' logits must be
+// the same bytes. A row of a decode step is computed from its own inputs and cache (the decode
+// rows' per-row tables), and the dense linears plan 3 and 4 rows alike, so nothing else may move
+// them. The two batches allocate other sizes, so unlike two models stepped in lockstep, a step
+// that read a buffer after freeing it (or one it never wrote) would read other values in each.
+void expect_eager_rows_keep_their_bits_beside_a_fourth(const std::string& golden) {
+  auto loaded = checkpoint::load_model(testing::golden_path(golden + "/model"));
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  auto weights = checkpoint::copy_weights(loaded->weights, Device::kCuda);
+  ASSERT_TRUE(weights.ok()) << weights.status().to_string();
+  const Model model(*weights, ModelOptions{});
+  const checkpoint::ModelConfig& c = model.config();
+  const int64_t v = c.vocab_size;
+  int64_t most_ratio = 1;
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    most_ratio = std::max(most_ratio, c.schedule(l).compress_ratio);
+  }
+  const int64_t n_steps =
+      std::max({c.sliding_window + 2 * kStepTokens, 3 * most_ratio, c.index_topk * 4 + 8});
+  testing::SeededRng rng;
+  std::vector<std::vector<int64_t>> prompts(4);
+  for (auto& prompt : prompts) {
+    prompt.resize(static_cast<size_t>(rng.uniform_int(2, 2 * most_ratio)));
+    for (int64_t& id : prompt) id = rng.uniform_int(0, v - 1);
+  }
+  const int64_t max_positions = 2 * most_ratio + n_steps + 1;
+  Batch three = prefill(model, {prompts.begin(), prompts.begin() + 3}, max_positions);
+  Batch four = prefill(model, prompts, max_positions);
+  ASSERT_FALSE(::testing::Test::HasFailure());
+  std::vector<float> want = to_host(three.logits), beside = to_host(four.logits);
+  for (int64_t s = 0; s < n_steps; ++s) {
+    std::vector<int64_t> tokens(4);
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      const float* row = (i < 3 ? want.data() : beside.data()) + i * v;
+      tokens[i] = std::max_element(row, row + v) - row;
+    }
+    want = decode(model, three, {tokens.begin(), tokens.begin() + 3});
+    beside = decode(model, four, tokens);
+    ASSERT_FALSE(::testing::Test::HasFailure()) << "step " << s;
+    ASSERT_EQ(std::memcmp(beside.data(), want.data(), want.size() * sizeof(float)), 0)
+        << "step " << s << " at positions " << three.caches[0].n_tokens() - 1 << "…";
+  }
+}
+
 class DecodeGraphCudaTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(DecodeGraphCudaTest, ReplayedStepsOfOneAndTwoSequencesGiveTheEagerStepsBits) {
@@ -151,6 +197,12 @@ TEST_P(DecodeGraphCudaTest, ReplayedStepsOfThreeSequencesFirstGiveTheEagerStepsB
 
 TEST_P(DecodeGraphCudaTest, ReplayedStepsOfThreeAfterOneWithItsGraphsDroppedGiveTheEagerStepsBits) {
   expect_replays_match_eager(GetParam(), {{1, 1}, {3, 1, /*new_graphs=*/true}});
+}
+
+// The eager step of 3 sequences alone, with no graph anywhere: if this fails, the B = 3 failure
+// is the op-by-op step's own (and two eager models agreed only because they ran in lockstep).
+TEST_P(DecodeGraphCudaTest, EagerRowsOfThreeKeepTheirBitsBesideAFourth) {
+  expect_eager_rows_keep_their_bits_beside_a_fourth(GetParam());
 }
 
 // Not yet true (H100, 2026-12-06): after the B = 1 and 2 rounds, the graph model's first step
