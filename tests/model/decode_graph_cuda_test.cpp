@@ -72,6 +72,28 @@ std::vector<float> decode(const Model& model, Batch& batch, const std::vector<in
   return to_host(batch.logits);
 }
 
+// A golden model's weights on the GPU.
+Result<checkpoint::ModelWeights> gpu_weights(const std::string& golden) {
+  DSV4_ASSIGN_OR_RETURN(const checkpoint::LoadedModel loaded,
+                        checkpoint::load_model(testing::golden_path(golden + "/model")));
+  return checkpoint::copy_weights(loaded.weights, Device::kCuda);
+}
+
+// How long the tests decode, from prompts of up to two of the largest compressor blocks: past
+// the ring, three HCA blocks, and index_topk CSA entries.
+struct DecodeLength {
+  int64_t longest_prompt, n_steps;
+
+  static DecodeLength of(const checkpoint::ModelConfig& c) {
+    int64_t most_ratio = 1;
+    for (int64_t l = 0; l < c.n_layer; ++l) {
+      most_ratio = std::max(most_ratio, c.schedule(l).compress_ratio);
+    }
+    return {2 * most_ratio,
+            std::max({c.sliding_window + 2 * kStepTokens, 3 * most_ratio, c.index_topk * 4 + 8})};
+  }
+};
+
 struct Round {
   int64_t batch;
   int64_t scale;  // the caches' capacity, in multiples of what the decode needs
@@ -86,9 +108,7 @@ struct Round {
 // padding rows).
 void expect_replays_match_eager(const std::string& golden, const std::vector<Round>& rounds,
                                 int64_t max_batch = 0) {
-  auto loaded = checkpoint::load_model(testing::golden_path(golden + "/model"));
-  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
-  auto weights = checkpoint::copy_weights(loaded->weights, Device::kCuda);
+  auto weights = gpu_weights(golden);
   ASSERT_TRUE(weights.ok()) << weights.status().to_string();
   ModelOptions graphs;
   graphs.cuda_graph = true;
@@ -97,14 +117,7 @@ void expect_replays_match_eager(const std::string& golden, const std::vector<Rou
   auto replayed = std::make_unique<Model>(*weights, graphs);
   const checkpoint::ModelConfig& c = eager.config();
   const int64_t v = c.vocab_size;
-  int64_t most_ratio = 1;
-  for (int64_t l = 0; l < c.n_layer; ++l) {
-    most_ratio = std::max(most_ratio, c.schedule(l).compress_ratio);
-  }
-  // Past the ring, three HCA blocks, and index_topk CSA entries.
-  const int64_t n_steps =
-      std::max({c.sliding_window + 2 * kStepTokens, 3 * most_ratio, c.index_topk * 4 + 8});
-  const int64_t longest_prompt = 2 * most_ratio;
+  const auto [longest_prompt, n_steps] = DecodeLength::of(c);
   testing::SeededRng rng;
   for (const Round& round : rounds) {
     SCOPED_TRACE("B = " + std::to_string(round.batch) + ", capacity ×" +
@@ -142,26 +155,18 @@ void expect_replays_match_eager(const std::string& golden, const std::vector<Rou
 // them. The two batches allocate other sizes, so unlike two models stepped in lockstep, a step
 // that read a buffer after freeing it (or one it never wrote) would read other values in each.
 void expect_eager_rows_keep_their_bits_beside_a_fourth(const std::string& golden) {
-  auto loaded = checkpoint::load_model(testing::golden_path(golden + "/model"));
-  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
-  auto weights = checkpoint::copy_weights(loaded->weights, Device::kCuda);
+  auto weights = gpu_weights(golden);
   ASSERT_TRUE(weights.ok()) << weights.status().to_string();
   const Model model(*weights, ModelOptions{});
-  const checkpoint::ModelConfig& c = model.config();
-  const int64_t v = c.vocab_size;
-  int64_t most_ratio = 1;
-  for (int64_t l = 0; l < c.n_layer; ++l) {
-    most_ratio = std::max(most_ratio, c.schedule(l).compress_ratio);
-  }
-  const int64_t n_steps =
-      std::max({c.sliding_window + 2 * kStepTokens, 3 * most_ratio, c.index_topk * 4 + 8});
+  const int64_t v = model.config().vocab_size;
+  const auto [longest_prompt, n_steps] = DecodeLength::of(model.config());
   testing::SeededRng rng;
   std::vector<std::vector<int64_t>> prompts(4);
   for (auto& prompt : prompts) {
-    prompt.resize(static_cast<size_t>(rng.uniform_int(2, 2 * most_ratio)));
+    prompt.resize(static_cast<size_t>(rng.uniform_int(2, longest_prompt)));
     for (int64_t& id : prompt) id = rng.uniform_int(0, v - 1);
   }
-  const int64_t max_positions = 2 * most_ratio + n_steps + 1;
+  const int64_t max_positions = longest_prompt + n_steps + 1;
   Batch three = prefill(model, {prompts.begin(), prompts.begin() + 3}, max_positions);
   Batch four = prefill(model, prompts, max_positions);
   ASSERT_FALSE(::testing::Test::HasFailure());
