@@ -25,9 +25,13 @@ DeviceGraph& DeviceGraph::operator=(DeviceGraph&& other) noexcept {
 #ifdef DSV4_WITH_CUDA
 namespace {
 
+// Out of memory is the one failure a caller can do something about (refuse the request, run
+// without the graph), so it is told apart.
 Status cuda_status(cudaError_t err, const char* what) {
   if (err == cudaSuccess) return ok_status();
-  return internal_error(std::string(what) + ": " + cudaGetErrorString(err));
+  const std::string message = std::string(what) + ": " + cudaGetErrorString(err);
+  if (err == cudaErrorMemoryAllocation) return resource_exhausted(message);
+  return internal_error(message);
 }
 
 }  // namespace
@@ -66,6 +70,16 @@ Status DeviceGraph::launch() const {
   return cuda_status(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec_), cudaStreamPerThread),
                      "cudaGraphLaunch");
 }
+
+Result<int64_t> DeviceGraph::reserved_bytes() {
+  int device = 0;
+  DSV4_RETURN_IF_ERROR(cuda_status(cudaGetDevice(&device), "cudaGetDevice"));
+  uint64_t bytes = 0;
+  DSV4_RETURN_IF_ERROR(cuda_status(
+      cudaDeviceGetGraphMemAttribute(device, cudaGraphMemAttrReservedMemCurrent, &bytes),
+      "cudaDeviceGetGraphMemAttribute"));
+  return static_cast<int64_t>(bytes);
+}
 #else
 DeviceGraph::~DeviceGraph() = default;
 
@@ -76,6 +90,8 @@ Result<DeviceGraph> DeviceGraph::capture(const std::function<Status()>&) {
 Status DeviceGraph::launch() const {
   return unimplemented("this build of dsv4 has no CUDA support");
 }
+
+Result<int64_t> DeviceGraph::reserved_bytes() { return int64_t{0}; }
 #endif
 
 }  // namespace dsv4

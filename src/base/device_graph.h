@@ -3,6 +3,7 @@
 // the hundreds of kernels a decode step is (model/decode_graph.h). CPU builds have none.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 
 #include "dsv4/status.h"
@@ -23,8 +24,13 @@ class DeviceGraph {
   // leaves no graph and the stream out of capture.
   static Result<DeviceGraph> capture(const std::function<Status()>& work);
 
-  // Enqueues the captured work on this thread's stream.
+  // Enqueues the captured work on this thread's stream. A graph's allocations get their memory
+  // at its first launch: resource_exhausted when the device has none left.
   Status launch() const;
+
+  // Device memory the current device's graph memory pool holds for every graph's allocations
+  // (cudaGraphMemAttrReservedMemCurrent): what the captured steps' activations take.
+  static Result<int64_t> reserved_bytes();
 
  private:
   void* exec_ = nullptr;  // cudaGraphExec_t

@@ -10,6 +10,7 @@
 #include "base/buffer.h"
 #include "base/device_graph.h"
 #include "model/attention.h"
+#include "model/cache_copy.h"
 #include "model/upload.h"
 
 namespace dsv4::model {
@@ -178,6 +179,11 @@ Status copy_logits(const Tensor& logits, std::span<const SequenceChunk> chunks) 
   return ok_status();
 }
 
+int64_t held_bytes(const Tensor& t) { return static_cast<int64_t>(t.view().bytes()); }
+
+// The padding rows' token.
+constexpr int64_t kPadToken = 0;
+
 }  // namespace
 
 struct DecodeGraphs::Graph {
@@ -188,7 +194,34 @@ struct DecodeGraphs::Graph {
   DeviceGraph graph;
 };
 
-DecodeGraphs::DecodeGraphs() = default;
+// Padding rows run token 0 at position 0 of one cache of their own (all of them: they write the
+// same values to the same rows), whose host counts go back to their start after every step, so
+// the cache stays at position 0 and its device state is rewritten the same each time. At
+// position 0 a row reads only what its step wrote (its ring row 0; no compressed entry is
+// visible), so the padding rows read no stale memory, and every op of a decode row computes
+// each row from its own inputs and cache (the per-row address tables), so the real rows' values
+// do not depend on them.
+struct DecodeGraphs::PadRows {
+  SequenceCache cache;
+  std::vector<HostCounts> start;  // the cache's host counts at position 0
+  Tensor logits;                  // f32 [n, V]: the eager steps' padding rows' logits
+
+  void reset() {
+    const SequenceChunk chunk{{}, 0, &cache, TensorView{}};
+    restore_counts(std::span(&chunk, 1), start);
+  }
+};
+
+// A step's chunks and then its padding rows (none when the bucket is the batch's size).
+struct DecodeGraphs::Padded {
+  std::vector<SequenceChunk> chunks;
+  int64_t n_real = 0;
+
+  std::span<const SequenceChunk> real() const { return std::span(chunks).first(n_real); }
+  bool padded() const { return static_cast<int64_t>(chunks.size()) > n_real; }
+};
+
+DecodeGraphs::DecodeGraphs(int64_t max_batch) : max_batch_(max_batch) {}
 DecodeGraphs::~DecodeGraphs() = default;
 
 bool DecodeGraphs::serves(const Model& model, std::span<const SequenceChunk> chunks) {
@@ -212,24 +245,85 @@ bool DecodeGraphs::serves(const Model& model, std::span<const SequenceChunk> chu
   return true;
 }
 
-Status DecodeGraphs::run(const Model& model, std::span<const SequenceChunk> chunks) {
-  const auto batch = static_cast<int64_t>(chunks.size());
-  const auto seen = eager_.find(batch);
-  if (seen == eager_.end() || seen->second) {
-    eager_[batch] = seen != eager_.end();  // a first step: eager, the next one captures
-    return model.forward_rows(chunks, TensorView{});
-  }
-  const auto graph = graphs_.find(batch);
-  if (graph != graphs_.end() && graph->second->shape.holds(StepShape::of(chunks))) {
-    return replay(model, *graph->second, chunks);
-  }
-  return capture(model, chunks);
+int64_t DecodeGraphs::bucket_size(int64_t batch, int64_t max_batch) {
+  if (max_batch <= 0 || batch >= max_batch) return batch;
+  int64_t size = 1;
+  while (size < batch) size *= 2;
+  return std::min(size, max_batch);
 }
 
-Status DecodeGraphs::capture(const Model& model, std::span<const SequenceChunk> chunks) {
-  const auto batch = static_cast<int64_t>(chunks.size());
+Result<DecodeGraphs::Padded> DecodeGraphs::pad(const Model& model,
+                                               std::span<const SequenceChunk> chunks,
+                                               int64_t size) {
+  Padded step{{chunks.begin(), chunks.end()}, static_cast<int64_t>(chunks.size())};
+  const int64_t n_pad = size - step.n_real;
+  if (n_pad <= 0) return step;
+  // The padding rows' rings must be the step's size (one run of decode rows): a cache made with
+  // the step's step size has them.
+  const SequenceCache& front = *chunks.front().cache;
+  const auto same_rings = [&](const SequenceCache& cache) {
+    for (size_t l = 0; l < front.layers.size(); ++l) {
+      if (cache.layers[l].window.shape() != front.layers[l].window.shape()) return false;
+    }
+    return true;
+  };
+  if (pad_ == nullptr || !same_rings(pad_->cache)) {
+    auto made = std::make_unique<PadRows>();
+    DSV4_ASSIGN_OR_RETURN(made->cache,
+                          model.new_cache(/*max_positions=*/1, front.layers.front().max_step_tokens));
+    if (!same_rings(made->cache)) return step;  // rings of another make: no padding
+    const SequenceChunk chunk{{}, 0, &made->cache, TensorView{}};
+    made->start = save_counts(std::span(&chunk, 1));
+    if (pad_ != nullptr) made->logits = std::move(pad_->logits);
+    pad_ = std::move(made);
+  }
+  const int64_t v = model.config().vocab_size;
+  if (pad_->logits.numel() < n_pad * v) {
+    DSV4_ASSIGN_OR_RETURN(pad_->logits, Tensor::empty(DType::kF32, {n_pad, v}, model.device()));
+  }
+  for (int64_t i = 0; i < n_pad; ++i) {
+    step.chunks.push_back(
+        {std::span(&kPadToken, 1), 0, &pad_->cache, pad_->logits.view().rows(i, i + 1)});
+  }
+  return step;
+}
+
+Status DecodeGraphs::run(const Model& model, std::span<const SequenceChunk> chunks) {
+  const int64_t size = bucket_size(static_cast<int64_t>(chunks.size()), max_batch_);
+  DSV4_ASSIGN_OR_RETURN(const Padded step, pad(model, chunks, size));
+  const auto seen = eager_.find(size);
+  if (seen == eager_.end() || seen->second) {
+    eager_[size] = seen != eager_.end();  // a first step: eager, the next one captures
+    return run_eagerly(model, step);
+  }
+  const auto graph = graphs_.find(size);
+  if (graph != graphs_.end() && graph->second->shape.holds(StepShape::of(step.chunks))) {
+    return replay(model, *graph->second, step);
+  }
+  return capture(model, step);
+}
+
+Status DecodeGraphs::run_eagerly(const Model& model, const Padded& step) {
+  const Status ran = model.forward_rows(step.chunks, TensorView{});
+  if (step.padded()) pad_->reset();
+  return ran;
+}
+
+Status DecodeGraphs::give_up(const Model& model, const Padded& step, const Status& why) {
+  const auto size = static_cast<int64_t>(step.chunks.size());
+  eager_[size] = true;
+  graphs_.erase(size);
+  count_held();
+  std::fprintf(stderr, "dsv4: note: the decode step of %lld rows runs without a CUDA graph: %s\n",
+               static_cast<long long>(size), why.to_string().c_str());
+  return run_eagerly(model, step);
+}
+
+Status DecodeGraphs::capture(const Model& model, const Padded& padded) {
+  const std::span<const SequenceChunk> chunks = padded.chunks;
+  const auto size = static_cast<int64_t>(chunks.size());
   DSV4_RETURN_IF_ERROR(finish_device_work());  // nothing in flight uses the graph dropped here
-  graphs_.erase(batch);
+  graphs_.erase(size);
   const checkpoint::ModelConfig& c = model.config();
   auto made = std::make_unique<Graph>();
   Graph& g = *made;
@@ -239,8 +333,7 @@ Status DecodeGraphs::capture(const Model& model, std::span<const SequenceChunk> 
   std::vector<int32_t> ids(static_cast<size_t>(n_ids));
   std::iota(ids.begin(), ids.end(), 0);
   DSV4_ASSIGN_OR_RETURN(g.entry_ids, upload(ids, {n_ids}, model.device()));
-  DSV4_ASSIGN_OR_RETURN(g.logits,
-                        Tensor::empty(DType::kF32, {batch, c.vocab_size}, model.device()));
+  DSV4_ASSIGN_OR_RETURN(g.logits, Tensor::empty(DType::kF32, {size, c.vocab_size}, model.device()));
   const StepUploads values = StepUploads::of(model, chunks);
   size_t slot_bytes = 0;
   for (size_t i = 0; i < kStepUploads; ++i) slot_bytes += values.bytes(i) + 256;
@@ -248,7 +341,7 @@ Status DecodeGraphs::capture(const Model& model, std::span<const SequenceChunk> 
   DSV4_RETURN_IF_ERROR(finish_device_work());  // the ids' upload read its vector
 
   std::vector<SequenceChunk> step(chunks.begin(), chunks.end());
-  for (int64_t i = 0; i < batch; ++i) step[i].logits = g.logits.view().rows(i, i + 1);
+  for (int64_t i = 0; i < size; ++i) step[i].logits = g.logits.view().rows(i, i + 1);
   const std::vector<HostCounts> counts = save_counts(chunks);
   capturing_upload_slots() = &g.slots;
   Result<DeviceGraph> captured =
@@ -262,21 +355,25 @@ Status DecodeGraphs::capture(const Model& model, std::span<const SequenceChunk> 
   for (size_t i = 0; usable.ok() && i < kStepUploads; ++i) {
     if (g.slots.bytes(i) != values.bytes(i)) usable = internal_error("an upload of another size");
   }
+  // The capture ran the step's host side only: its first launch does the step. A launch that
+  // fails (its allocations' memory is mapped then) did none of it.
+  if (usable.ok()) {
+    g.graph = std::move(captured).value();
+    usable = g.graph.launch();
+  }
   if (!usable.ok()) {
     restore_counts(chunks, counts);
-    eager_[batch] = true;
-    std::fprintf(stderr, "dsv4: note: the decode step of %lld sequences runs without a CUDA graph: %s\n",
-                 static_cast<long long>(batch), usable.to_string().c_str());
-    return model.forward_rows(chunks, TensorView{});
+    return give_up(model, padded, usable);
   }
-  g.graph = std::move(captured).value();
-  DSV4_RETURN_IF_ERROR(g.graph.launch());
-  DSV4_RETURN_IF_ERROR(copy_logits(g.logits, chunks));
-  graphs_[batch] = std::move(made);
+  if (padded.padded()) pad_->reset();
+  DSV4_RETURN_IF_ERROR(copy_logits(g.logits, padded.real()));
+  graphs_[size] = std::move(made);
+  count_held();
   return ok_status();
 }
 
-Status DecodeGraphs::replay(const Model& model, Graph& g, std::span<const SequenceChunk> chunks) {
+Status DecodeGraphs::replay(const Model& model, Graph& g, const Padded& padded) {
+  const std::span<const SequenceChunk> chunks = padded.chunks;
   const int64_t n_layers = model.config().n_layer;
   std::vector<int64_t> positions;
   for (const SequenceChunk& chunk : chunks) {
@@ -294,9 +391,25 @@ Status DecodeGraphs::replay(const Model& model, Graph& g, std::span<const Sequen
   g.slots.write(1, values.positions);
   g.slots.write(2, values.window_rows);
   g.slots.write(3, values.cache_addresses);
-  for (int64_t l = 0; l < n_layers; ++l) advance_decode_step(layer_caches(chunks, l), positions);
+  // The counts move only once the step is on its way: a launch that fails leaves them.
   DSV4_RETURN_IF_ERROR(g.graph.launch());
-  return copy_logits(g.logits, chunks);
+  for (int64_t l = 0; l < n_layers; ++l) advance_decode_step(layer_caches(chunks, l), positions);
+  if (padded.padded()) pad_->reset();
+  return copy_logits(g.logits, padded.real());
 }
+
+void DecodeGraphs::count_held() {
+  int64_t bytes = 0;
+  for (const auto& [size, g] : graphs_) bytes += held_bytes(g->logits) + held_bytes(g->entry_ids);
+  if (pad_ != nullptr) bytes += cache_bytes(pad_->cache) + held_bytes(pad_->logits);
+  // The graphs' own allocations: what the device's graph memory pool holds for them (a query
+  // that fails leaves them out rather than fail the step).
+  const Result<int64_t> reserved = DeviceGraph::reserved_bytes();
+  if (reserved.ok()) bytes += *reserved;
+  held_graphs_ = static_cast<int64_t>(graphs_.size());
+  held_bytes_ = bytes;
+}
+
+DecodeGraphStats DecodeGraphs::stats() const { return {held_graphs_.load(), held_bytes_.load()}; }
 
 }  // namespace dsv4::model

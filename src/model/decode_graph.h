@@ -7,9 +7,12 @@
 // four host inputs (token ids, positions, window rows, the address table) are copied from
 // pinned slots that each replay rewrites. The host keeps its own counts of each cache (checked
 // and advanced as the eager step does: check_decode_step, advance_decode_step). The eager step
-// is the reference: a replay gives its bits (tests/model/decode_graph_cuda_test.cpp).
+// is the reference: a replay gives its bits (tests/model/decode_graph_cuda_test.cpp). A batch
+// between buckets (1, 2, 4, 8, …) runs with padding rows over a cache of their own, so a server
+// whose batch wanders holds a graph a bucket, not one a batch size.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -23,7 +26,10 @@ namespace dsv4::model {
 
 class DecodeGraphs {
  public:
-  DecodeGraphs();
+  // max_batch > 0: a step of B sequences runs as one of the bucket's size, the next of 1, 2, 4,
+  // 8, … at most max_batch (or B past it), its other rows padding (bucket_size). 0: a graph for
+  // each batch size.
+  explicit DecodeGraphs(int64_t max_batch);
   ~DecodeGraphs();
 
   // Whether `chunks` is a step a graph runs: on the GPU, every chunk one token of its sequence
@@ -31,19 +37,38 @@ class DecodeGraphs {
   // rollback, and every layer's rings of one size.
   static bool serves(const Model& model, std::span<const SequenceChunk> chunks);
 
-  // Model::forward of such a step. A batch size's first step runs eagerly (each op's one-time
-  // setup), its second is captured, later ones replay; a graph whose caches' rings or capacities
-  // no longer fit is captured again. A capture that fails leaves the caches as they were and
-  // runs the step eagerly, says so once on stderr, and keeps that batch size eager.
+  // The rows a step of `batch` sequences runs as: its bucket, the next of 1, 2, 4, 8, … at most
+  // max_batch; `batch` itself past max_batch, or with max_batch 0 (no padding).
+  static int64_t bucket_size(int64_t batch, int64_t max_batch);
+
+  // Model::forward of such a step. A bucket's first step runs eagerly (each op's one-time setup
+  // at that size), its second is captured, later ones replay; a graph whose caches' rings or
+  // capacities no longer fit is captured again. A capture that fails, or whose first launch
+  // does, leaves the caches as they were and runs the step eagerly, says so once on stderr, and
+  // keeps that bucket eager. A replay that cannot launch (resource_exhausted when the device's
+  // memory is gone) leaves every cache as it was.
   Status run(const Model& model, std::span<const SequenceChunk> chunks);
+
+  // Safe from any thread while another runs steps.
+  DecodeGraphStats stats() const;
 
  private:
   struct Graph;
-  Status capture(const Model& model, std::span<const SequenceChunk> chunks);
-  Status replay(const Model& model, Graph& graph, std::span<const SequenceChunk> chunks);
+  struct PadRows;
+  struct Padded;
+  Result<Padded> pad(const Model& model, std::span<const SequenceChunk> chunks, int64_t size);
+  Status run_eagerly(const Model& model, const Padded& step);
+  Status capture(const Model& model, const Padded& step);
+  Status replay(const Model& model, Graph& graph, const Padded& step);
+  // The step runs eagerly from now on, said once on stderr.
+  Status give_up(const Model& model, const Padded& step, const Status& why);
+  void count_held();
 
-  std::map<int64_t, std::unique_ptr<Graph>> graphs_;  // by batch size
+  int64_t max_batch_;
+  std::map<int64_t, std::unique_ptr<Graph>> graphs_;  // by bucket size
   std::map<int64_t, bool> eager_;                     // sizes seen: true = stays eager
+  std::unique_ptr<PadRows> pad_;  // the padding rows' cache, made at the first padded step
+  std::atomic<int64_t> held_graphs_{0}, held_bytes_{0};
 };
 
 }  // namespace dsv4::model

@@ -18,7 +18,12 @@ namespace dsv4::model {
 Model::Model(const checkpoint::ModelWeights& weights, ModelOptions options)
     : weights_(&weights),
       options_(options),
-      graphs_(options.cuda_graph ? std::make_shared<DecodeGraphs>() : nullptr) {}
+      graphs_(options.cuda_graph ? std::make_shared<DecodeGraphs>(options.cuda_graph_max_batch)
+                                 : nullptr) {}
+
+DecodeGraphStats Model::decode_graph_stats() const {
+  return graphs_ ? graphs_->stats() : DecodeGraphStats{};
+}
 
 Result<SequenceCache> Model::new_cache(int64_t max_positions, int64_t max_step_tokens,
                                        CacheStart start) const {

@@ -64,9 +64,20 @@ struct ModelOptions {
   // On the GPU, decode steps (one token of each sequence) replayed as CUDA graphs
   // (model/decode_graph.h), with the same bits as run op by op.
   bool cuda_graph = false;
+  // With cuda_graph: a step of B sequences runs padded to its bucket (1, 2, 4, 8, … at most
+  // this), so that a batch that wanders needs a graph a bucket, not one a size; 0: no padding.
+  int64_t cuda_graph_max_batch = 0;
 };
 
 class DecodeGraphs;
+
+// What the captured decode steps hold (model/decode_graph.h), for the server's /metrics.
+struct DecodeGraphStats {
+  int64_t graphs = 0;  // captured steps held (one a batch bucket met)
+  // Device memory they hold: the graphs' own allocations (the steps' activations, from the
+  // device's graph memory pool), their logits and entry ids, the padding rows' cache.
+  int64_t device_bytes = 0;
+};
 
 class Model {
  public:
@@ -97,6 +108,10 @@ class Model {
   int64_t n_mtp_blocks() const { return static_cast<int64_t>(weights_->mtp.size()); }
   Result<AttentionCache> new_mtp_cache(int64_t max_positions) const;
   Status mtp_forward(std::span<const MtpChunk> chunks) const;
+
+  // The captured decode steps held now and the device memory they hold (zeros without
+  // cuda_graph); safe from any thread while another runs forwards.
+  DecodeGraphStats decode_graph_stats() const;
 
  private:
   friend class DecodeGraphs;

@@ -152,6 +152,7 @@ Result<Engine> Engine::open(const EngineOptions& options) {
                         runtime::make_placement(options, loaded.weights));
   model_options.placement = experts_at.get();
   model_options.cuda_graph = options.cuda_graph;
+  model_options.cuda_graph_max_batch = options.max_batch;
   return Engine(
       std::make_unique<State>(std::move(loaded), std::move(experts_at), model_options, options));
 }
@@ -222,7 +223,13 @@ Result<Generation> Engine::generate(const GenerateRequest& request) {
   return std::move(out.front());
 }
 
-EngineStats Engine::stats() const { return state_->scheduler.stats(); }
+EngineStats Engine::stats() const {
+  EngineStats now = state_->scheduler.stats();
+  const model::DecodeGraphStats graphs = state_->model.decode_graph_stats();
+  now.decode_graphs = graphs.graphs;
+  now.decode_graph_bytes = graphs.device_bytes;
+  return now;
+}
 
 Result<std::vector<Generation>> Engine::generate_batch(
     const std::vector<GenerateRequest>& requests) {

@@ -56,6 +56,12 @@ std::string ServerMetrics::prometheus(const EngineStats& engine) const {
          engine.drafted_tokens);
   metric(out, "dsv4_accepted_tokens_total", "counter", "Drafted tokens the model accepted.",
          engine.accepted_tokens);
+  metric(out, "dsv4_decode_graphs", "gauge",
+         "Captured decode steps held (--cuda-graph on; one a batch bucket met).",
+         engine.decode_graphs);
+  metric(out, "dsv4_decode_graph_bytes", "gauge",
+         "Device memory the captured decode steps hold (activations, logits, padding rows).",
+         engine.decode_graph_bytes);
   by_position(out, "dsv4_drafted_tokens_by_position_total",
               "Drafted tokens by their place among a step's drafts.", engine.drafted_at);
   by_position(out, "dsv4_accepted_tokens_by_position_total",

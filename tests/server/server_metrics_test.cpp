@@ -27,7 +27,9 @@ TEST(ServerMetricsTest, CountsByRouteAndStatusAndPrintsTheEngine) {
                                                .drafted_tokens = 6,
                                                .accepted_tokens = 5,
                                                .drafted_at = {4, 2},
-                                               .accepted_at = {4, 1}});
+                                               .accepted_at = {4, 1},
+                                               .decode_graphs = 3,
+                                               .decode_graph_bytes = 1 << 20});
   for (const char* line :
        {"dsv4_http_requests_total{path=\"/v1/completions\",status=\"200\"} 2\n",
         "dsv4_http_requests_total{path=\"other\",status=\"404\"} 2\n",
@@ -39,7 +41,9 @@ TEST(ServerMetricsTest, CountsByRouteAndStatusAndPrintsTheEngine) {
         "# TYPE dsv4_drafted_tokens_by_position_total counter\n"
         "dsv4_drafted_tokens_by_position_total{position=\"1\"} 4\n"
         "dsv4_drafted_tokens_by_position_total{position=\"2\"} 2\n",
-        "dsv4_accepted_tokens_by_position_total{position=\"2\"} 1\n"}) {
+        "dsv4_accepted_tokens_by_position_total{position=\"2\"} 1\n",
+        "# TYPE dsv4_decode_graphs gauge\ndsv4_decode_graphs 3\n",
+        "dsv4_decode_graph_bytes 1048576\n"}) {
     EXPECT_NE(text.find(line), std::string::npos) << line << " not in\n" << text;
   }
   EXPECT_EQ(text.find("passwd"), std::string::npos);
