@@ -9,12 +9,15 @@
 // new request's do on a running server; it takes the first walk's tokens again.
 //
 // Usage: token_mask_bench TOKENIZER_JSON [--vocab 129280] [--walks 8] [--steps 256] [--seed 1]
+//                         [--schema bench/grammar/order_schema.json]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <memory>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -34,35 +37,14 @@ using Clock = std::chrono::steady_clock;
 
 constexpr int64_t kEosId = 1;  // <｜end▁of▁sentence｜> in DeepSeek's tokenizer.json
 
-// An order: nested objects, arrays of objects, enums, formats, a pattern, anyOf with null, and
-// a recursive category tree through $ref.
-const char* const kSchema = R"({
-  "type": "object", "additionalProperties": false,
-  "required": ["id", "customer", "items", "shipping", "category", "note"],
-  "properties": {
-    "id": {"type": "string", "format": "uuid"},
-    "customer": {"type": "object", "additionalProperties": false, "required": ["name", "email"],
-                 "properties": {"name": {"type": "string"}, "email": {"type": "string", "format": "email"},
-                                "since": {"type": "string", "format": "date"}}},
-    "items": {"type": "array", "minItems": 1, "maxItems": 8,
-              "items": {"type": "object", "additionalProperties": false,
-                        "required": ["sku", "quantity", "price", "tags"],
-                        "properties": {"sku": {"type": "string", "pattern": "^[A-Z]{3}-[0-9]{4}$"},
-                                       "quantity": {"type": "integer"}, "price": {"type": "number"},
-                                       "tags": {"type": "array", "items": {"enum": ["gift", "fragile", "bulk"]}}}}},
-    "shipping": {"anyOf": [{"$ref": "#/$defs/address"}, {"type": "null"}]},
-    "category": {"$ref": "#/$defs/category"},
-    "note": {"type": ["string", "null"]}
-  },
-  "$defs": {
-    "address": {"type": "object", "additionalProperties": false, "required": ["street", "city", "country"],
-                "properties": {"street": {"type": "string"}, "city": {"type": "string"},
-                               "country": {"type": "string", "enum": ["NO", "SE", "DK", "FI"]}}},
-    "category": {"type": "object", "additionalProperties": false, "required": ["name", "children"],
-                 "properties": {"name": {"type": "string"},
-                                "children": {"type": "array", "maxItems": 3, "items": {"$ref": "#/$defs/category"}}}}
-  }
-})";
+// The schema's text: by default bench/grammar/order_schema.json, an order with nested objects,
+// arrays of objects, enums, formats, a pattern, anyOf with null, and a recursive category tree
+// through $ref (dsv4 bench --json-schema times the decode step under the same file).
+Result<std::string> read_schema(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return not_found(path + ": cannot open");
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
 
 double ms_since(Clock::time_point t) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
@@ -83,16 +65,20 @@ bool bit(const std::vector<uint32_t>& bits, int64_t t) {
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr,
-                 "usage: %s TOKENIZER_JSON [--vocab V] [--walks N] [--steps N] [--seed S]\n",
+                 "usage: %s TOKENIZER_JSON [--vocab V] [--walks N] [--steps N] [--seed S] "
+                 "[--schema FILE]\n",
                  argv[0]);
     return 2;
   }
   int64_t vocab = 129280, walks = 8, steps = 256;
   uint64_t seed = 1;
+  std::string schema_path = DSV4_ORDER_SCHEMA;
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const int64_t value = std::atoll(argv[i + 1]);
-    if (flag == "--vocab")
+    if (flag == "--schema")
+      schema_path = argv[i + 1];
+    else if (flag == "--vocab")
       vocab = value;
     else if (flag == "--walks")
       walks = value;
@@ -110,6 +96,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", tok.status().to_string().c_str());
     return 1;
   }
+  Result<std::string> schema = read_schema(schema_path);
+  if (!schema.ok()) {
+    std::fprintf(stderr, "%s\n", schema.status().to_string().c_str());
+    return 1;
+  }
 
   Clock::time_point t = Clock::now();
   std::vector<std::string> bytes(static_cast<size_t>(vocab));
@@ -119,7 +110,7 @@ int main(int argc, char** argv) {
   const grammar::TokenTrie trie(std::move(bytes));
   const double trie_ms = ms_since(t);
   t = Clock::now();
-  Result<grammar::Grammar> g = grammar::json_schema_grammar(std::string_view(kSchema));
+  Result<grammar::Grammar> g = grammar::json_schema_grammar(std::string_view(*schema));
   if (!g.ok()) {
     std::fprintf(stderr, "%s\n", g.status().to_string().c_str());
     return 1;
@@ -219,7 +210,7 @@ int main(int argc, char** argv) {
   {
     const ConstraintVocabulary vocabulary = ConstraintVocabulary::build(*tok, vocab, kEosId);
     Result<std::shared_ptr<const TokenConstraint>> constraint =
-        vocabulary.compile({OutputFormat::Kind::kJsonSchema, kSchema});
+        vocabulary.compile({OutputFormat::Kind::kJsonSchema, *schema});
     if (!constraint.ok()) {
       std::fprintf(stderr, "%s\n", constraint.status().to_string().c_str());
       return 1;
@@ -258,8 +249,8 @@ int main(int argc, char** argv) {
       if (token == kEosId) break;
     }
     auto row = [](const char* what, const std::vector<double>& v) {
-      std::printf("%-58s median %.3f ms, p90 %.3f, p99 %.3f, max %.3f\n", what,
-                  percentile(v, 0.5), percentile(v, 0.9), percentile(v, 0.99), percentile(v, 1.0));
+      std::printf("%-58s median %.3f ms, p90 %.3f, p99 %.3f, max %.3f\n", what, percentile(v, 0.5),
+                  percentile(v, 0.9), percentile(v, 0.99), percentile(v, 1.0));
     };
     std::printf("sampler, %zu greedy steps of the schema on random logits:\n", mask_ms.size());
     row("  mask (prepare_masks: constraint AND drawable ids)", mask_ms);

@@ -21,7 +21,7 @@ constexpr int64_t kChunkValues = int64_t{1} << 20;  // values a thread converts 
 // Copies tensors to one device; an empty tensor (an absent optional weight) stays empty.
 class DeviceCopier {
  public:
-  DeviceCopier(Device device, Numerics numerics) : device_(device), numerics_(numerics) {}
+  explicit DeviceCopier(Device device) : device_(device) {}
 
   Status copy(const Tensor& src, Tensor& dst) const {
     if (src.empty_tensor()) {
@@ -32,11 +32,9 @@ class DeviceCopier {
     return copy_tensor(dst.view(), src.view());
   }
 
-  // A linear's weight: an FP8 one (LoadOptions::keep_fp8) as it is, codes and scales, marked
-  // for the profile the weights are placed for.
+  // A linear's weight: an FP8 one (LoadOptions::keep_fp8) as it is, codes and scales.
   Status copy_linear(const LinearWeight& src, LinearWeight& dst) const {
     DSV4_RETURN_IF_ERROR(copy_linear_values(src, dst));
-    dst.numerics = numerics_;
     return copy(src.block_scales, dst.block_scales);
   }
 
@@ -131,7 +129,6 @@ class DeviceCopier {
   }
 
   Device device_;
-  Numerics numerics_;
 };
 
 // Frees a weight's memory.
@@ -147,8 +144,8 @@ void release(const WeightRef& field) {
 
 }  // namespace
 
-Result<ModelWeights> copy_weights(const ModelWeights& weights, Device device, Numerics numerics) {
-  const DeviceCopier copier(device, numerics);
+Result<ModelWeights> copy_weights(const ModelWeights& weights, Device device) {
+  const DeviceCopier copier(device);
   // weight_ref hands out mutable fields; the copy only reads the source's.
   ModelWeights& src = const_cast<ModelWeights&>(weights);
   ModelWeights out;
@@ -165,7 +162,7 @@ Result<ModelWeights> copy_weights(const ModelWeights& weights, Device device, Nu
 
 Result<LoadedModel> load_model_on(const std::string& model_dir, Device device,
                                   const DevicePlacement& placement, LoadOptions options) {
-  const DeviceCopier copier(device, placement.numerics);
+  const DeviceCopier copier(device);
   ModelWeights placed;
   ExpertOffloadPlan offload;
   bool blocks_made = false;

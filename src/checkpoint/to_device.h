@@ -15,16 +15,13 @@ namespace dsv4::checkpoint {
 
 // A copy of `weights` on `device`. Fails with resource_exhausted when the device memory runs
 // out (the model size comes from the user's checkpoint), or unimplemented in a CPU-only build.
-// `numerics` marks the FP8 linears (LinearWeight::numerics).
-Result<ModelWeights> copy_weights(const ModelWeights& weights, Device device,
-                                  Numerics numerics = Numerics::kExact);
+Result<ModelWeights> copy_weights(const ModelWeights& weights, Device device);
 
 // Where load_model_on puts the weights on a GPU: all in device memory, except the routed
 // experts of the layers expert offload picks (expert_offload.h), and what it leaves free.
 struct DevicePlacement {
   int64_t expert_offload_layers = kAutoExpertOffload;  // or a number of layers; 0: none
-  int64_t device_headroom = 0;           // bytes the weights must leave free (caches, scratch)
-  Numerics numerics = Numerics::kExact;  // how the FP8 linears run (LinearWeight::numerics)
+  int64_t device_headroom = 0;  // bytes the weights must leave free (caches, scratch)
 };
 
 // load_model with every layer copied to `device` (as copy_weights copies it) once the loader has

@@ -18,7 +18,6 @@
 
 #include "base/buffer.h"
 #include "checkpoint/config.h"
-#include "dsv4/numerics.h"
 #include "format/fp8_block.h"
 #include "format/nvfp4.h"
 
@@ -33,11 +32,6 @@ struct LinearWeight : Tensor {
   LinearWeight() = default;
   LinearWeight(Tensor values) : Tensor(std::move(values)) {}  // NOLINT: a dense weight as it is
   Tensor block_scales;  // f32 [ceil(N/128), ceil(K/128)] when the values are e4m3, else empty
-  // How the forward multiplies an FP8 weight, fixed where the weights are placed
-  // (DevicePlacement::numerics, copy_weights; the Engine places them for EngineOptions::numerics):
-  // kExact decodes it inside the f32-exact linear, kFast runs DeepSeek's FP8 GEMM on an
-  // activation quantized in 1 × 128 groups (model/linear.h, docs/numerics.md).
-  Numerics numerics = Numerics::kExact;
   bool is_fp8() const { return dtype() == DType::kF8E4M3; }
   format::Fp8BlockView fp8_view() const {
     return {data_as<const uint8_t>(),

@@ -41,23 +41,24 @@ Status sparse_attention(const kernels::SparseAttentionParams& p, Numerics numeri
 Status project_query(const checkpoint::ModelConfig& config,
                      const checkpoint::AttentionWeights& weights, const TensorView& x,
                      const TensorView& positions, const TensorView& inv_freq,
-                     const TensorView& q_latent, const TensorView& q) {
+                     const TensorView& q_latent, const TensorView& q, Numerics numerics) {
   const float eps = static_cast<float>(config.rms_norm_eps);
   const int64_t n_tokens = x.size(0);
-  DSV4_RETURN_IF_ERROR(linear(x, weights.wq_a, q_latent));
+  DSV4_RETURN_IF_ERROR(linear(x, weights.wq_a, q_latent, numerics));
   DSV4_RETURN_IF_ERROR(kernels::rms_norm(q_latent, weights.q_norm.view(), eps, q_latent));
   const TensorView q_rows = q.reshaped({n_tokens, config.n_head * config.head_dim});
-  DSV4_RETURN_IF_ERROR(linear(q_latent, weights.wq_b, q_rows));
+  DSV4_RETURN_IF_ERROR(linear(q_latent, weights.wq_b, q_rows, numerics));
   return kernels::rms_norm_rope(q, TensorView{}, eps, positions, inv_freq);
 }
 
 // kv = rope(kv_norm(wkv(x))).
 Result<Tensor> project_kv(const checkpoint::ModelConfig& config,
                           const checkpoint::AttentionWeights& weights, const TensorView& x,
-                          const TensorView& positions, const TensorView& inv_freq) {
+                          const TensorView& positions, const TensorView& inv_freq,
+                          Numerics numerics) {
   DSV4_ASSIGN_OR_RETURN(Tensor kv,
                         Tensor::empty(DType::kF32, {x.size(0), config.head_dim}, x.device));
-  DSV4_RETURN_IF_ERROR(linear(x, weights.wkv, kv.view()));
+  DSV4_RETURN_IF_ERROR(linear(x, weights.wkv, kv.view(), numerics));
   DSV4_RETURN_IF_ERROR(kernels::rms_norm_rope(kv.view(), weights.kv_norm.view(),
                                               static_cast<float>(config.rms_norm_eps), positions,
                                               inv_freq));
@@ -132,14 +133,14 @@ class StepAddresses {
 // y = wo_b(concat_g wo_a[g] · o_g): o [T, H·Dh] seen as G groups of H/G heads.
 Status project_output(const checkpoint::ModelConfig& config,
                       const checkpoint::AttentionWeights& weights, const TensorView& o,
-                      const TensorView& out) {
+                      const TensorView& out, Numerics numerics) {
   const int64_t n_tokens = o.size(0);
   const int64_t n_groups = config.o_groups;
   const int64_t rank = config.o_lora_rank;
   DSV4_ASSIGN_OR_RETURN(Tensor low,
                         Tensor::empty(DType::kF32, {n_tokens, n_groups * rank}, o.device));
   DSV4_RETURN_IF_ERROR(block_diagonal_linear(o, weights.wo_a, n_groups, low.view()));
-  return linear(low.view(), weights.wo_b, out);
+  return linear(low.view(), weights.wo_b, out, numerics);
 }
 
 // The compressed entries a step's queries may attend to, and which per query: CSA the
@@ -229,9 +230,9 @@ struct StepRows {
 
 // Rows [from, to) as one sequence's compressor input: its tokens, with their projections when
 // the step made them.
-CompressorInput compressor_input(const TensorView& x, const CompressorRows* projected, int64_t from,
-                                 int64_t to) {
-  CompressorInput input{x.rows(from, to), TensorView{}, TensorView{}};
+CompressorInput compressor_input(const StepRows& rows, const CompressorRows* projected,
+                                 int64_t from, int64_t to) {
+  CompressorInput input{rows.x.rows(from, to), TensorView{}, TensorView{}, rows.numerics};
   if (projected != nullptr) {
     input.kv = projected->kv.view().rows(from, to);
     input.gate = projected->gate.view().rows(from, to);
@@ -246,7 +247,7 @@ Status attend_rows(const checkpoint::ModelConfig& config,
                    const SequenceRows& seq, int64_t from, int64_t to) {
   if (from == to) return ok_status();
   IndexerStep step;
-  step.rows = compressor_input(rows.x, rows.index_compressor_rows, from, to);
+  step.rows = compressor_input(rows, rows.index_compressor_rows, from, to);
   if (weights.indexer) {
     step.q = rows.index_q.rows(from, to);
     step.head_weights = rows.index_weights.rows(from, to);
@@ -256,7 +257,7 @@ Status attend_rows(const checkpoint::ModelConfig& config,
   step.inv_freq = rows.inv_freq;
   step.numerics = rows.numerics;
   DSV4_RETURN_IF_ERROR(attend_sequence(
-      config, weights, step, compressor_input(rows.x, rows.compressor_rows, from, to),
+      config, weights, step, compressor_input(rows, rows.compressor_rows, from, to),
       rows.kv.rows(from, to), rows.q.rows(from, to), rows.window_rows.rows(from, to),
       seq.start_pos + from - seq.begin, *seq.cache, rows.o.rows(from, to)));
   seq.cache->n_tokens += to - from;
@@ -410,13 +411,14 @@ Status attention_step(const checkpoint::ModelConfig& config,
                         Tensor::empty(DType::kF32, {n_tokens, config.q_lora_rank}, device));
   DSV4_ASSIGN_OR_RETURN(
       Tensor q, Tensor::empty(DType::kF32, {n_tokens, config.n_head, config.head_dim}, device));
-  DSV4_RETURN_IF_ERROR(
-      project_query(config, weights, x, at.positions, inv_freq, q_latent.view(), q.view()));
-  DSV4_ASSIGN_OR_RETURN(Tensor kv, project_kv(config, weights, x, at.positions, inv_freq));
+  DSV4_RETURN_IF_ERROR(project_query(config, weights, x, at.positions, inv_freq, q_latent.view(),
+                                     q.view(), numerics));
+  DSV4_ASSIGN_OR_RETURN(Tensor kv,
+                        project_kv(config, weights, x, at.positions, inv_freq, numerics));
   IndexerQueries index;
   if (weights.indexer) {
     DSV4_ASSIGN_OR_RETURN(index, indexer_queries(config, *weights.indexer, x, q_latent.view(),
-                                                 at.positions, inv_freq));
+                                                 at.positions, inv_freq, numerics));
   }
   // Several sequences: each compressor's projections once for all rows (a sequence's rows are
   // copied into its cache), so its weights are read once a step, not once a sequence.
@@ -424,11 +426,12 @@ Status attention_step(const checkpoint::ModelConfig& config,
   const bool projects = sequences.size() > 1 || is_decode_row(sequences.front());
   std::optional<CompressorRows> compressor_rows, index_compressor_rows;
   if (projects && weights.compressor) {
-    DSV4_ASSIGN_OR_RETURN(compressor_rows, project_compressor_rows(*weights.compressor, x));
+    DSV4_ASSIGN_OR_RETURN(compressor_rows,
+                          project_compressor_rows(*weights.compressor, x, numerics));
   }
   if (projects && weights.indexer) {
     DSV4_ASSIGN_OR_RETURN(index_compressor_rows,
-                          project_compressor_rows(weights.indexer->compressor, x));
+                          project_compressor_rows(weights.indexer->compressor, x, numerics));
   }
   DSV4_ASSIGN_OR_RETURN(Tensor o, Tensor::empty(DType::kF32, q.shape(), device));
   const StepRows rows{x,
@@ -476,7 +479,8 @@ Status attention_step(const checkpoint::ModelConfig& config,
   DSV4_RETURN_IF_ERROR(
       kernels::rope(o.view(), at.positions, inv_freq, kernels::RopeDirection::kInverse));
   return project_output(config, weights,
-                        o.view().reshaped({n_tokens, config.n_head * config.head_dim}), out);
+                        o.view().reshaped({n_tokens, config.n_head * config.head_dim}), out,
+                        numerics);
 }
 
 Status check_sequence(const checkpoint::ModelConfig& config, int64_t layer, int64_t n_tokens,

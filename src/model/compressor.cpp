@@ -34,8 +34,8 @@ Status finish_entries(const checkpoint::CompressorWeights& weights, const Tensor
 Status write_new_rows(const checkpoint::CompressorWeights& weights, const CompressorInput& input,
                       const TensorView& kv, const TensorView& gate) {
   if (input.kv.data == nullptr) {
-    DSV4_RETURN_IF_ERROR(linear(input.x, weights.wkv, kv));
-    return linear(input.x, weights.wgate, gate);
+    DSV4_RETURN_IF_ERROR(linear(input.x, weights.wkv, kv, input.numerics));
+    return linear(input.x, weights.wgate, gate, input.numerics);
   }
   DSV4_CHECK(input.kv.shape == kv.shape && input.gate.shape == gate.shape,
              "compressor_forward: projected rows of another shape");
@@ -46,12 +46,13 @@ Status write_new_rows(const checkpoint::CompressorWeights& weights, const Compre
 }  // namespace
 
 Result<CompressorRows> project_compressor_rows(const checkpoint::CompressorWeights& weights,
-                                               const TensorView& x) {
+                                               const TensorView& x, Numerics numerics) {
   const Shape shape{x.size(0), weights.wkv.shape()[0]};
   CompressorRows rows;
   DSV4_ASSIGN_OR_RETURN(rows.kv, Tensor::empty(DType::kF32, shape, x.device));
   DSV4_ASSIGN_OR_RETURN(rows.gate, Tensor::empty(DType::kF32, shape, x.device));
-  DSV4_RETURN_IF_ERROR(write_new_rows(weights, {x, {}, {}}, rows.kv.view(), rows.gate.view()));
+  DSV4_RETURN_IF_ERROR(
+      write_new_rows(weights, {x, {}, {}, numerics}, rows.kv.view(), rows.gate.view()));
   return rows;
 }
 

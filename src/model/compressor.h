@@ -10,6 +10,7 @@
 
 #include "base/tensor.h"
 #include "checkpoint/weights.h"
+#include "dsv4/numerics.h"
 #include "dsv4/status.h"
 #include "model/attention_cache.h"
 
@@ -23,15 +24,16 @@ struct CompressorRows {
   Tensor gate;
 };
 Result<CompressorRows> project_compressor_rows(const checkpoint::CompressorWeights& weights,
-                                               const TensorView& x);
+                                               const TensorView& x, Numerics numerics);
 
 // One sequence's new rows for compressor_forward: its tokens x f32 [T, D], which it projects
-// into the cache's rows itself (a step of one sequence: no copy), or the rows of a step's
-// CompressorRows (kv and gate [T, c·d], copied in).
+// into the cache's rows itself (a step of one sequence: no copy) in profile `numerics`, or the
+// rows of a step's CompressorRows (kv and gate [T, c·d], copied in).
 struct CompressorInput {
   TensorView x;
   TensorView kv;  // empty: project x
   TensorView gate;
+  Numerics numerics = Numerics::kExact;  // ModelOptions::numerics
   int64_t n_tokens() const { return x.size(0); }
 };
 

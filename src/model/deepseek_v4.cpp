@@ -42,7 +42,7 @@ Result<AttentionCache> Model::new_mtp_cache(int64_t max_positions) const {
 }
 
 Status Model::mtp_forward(std::span<const MtpChunk> chunks) const {
-  return model::mtp_forward(*weights_, 0, options_.expert_mode, chunks);
+  return model::mtp_forward(*weights_, 0, options_.expert_mode, chunks, options_.numerics);
 }
 
 Status Model::check_chunk(const SequenceChunk& chunk) const {
@@ -153,10 +153,10 @@ constexpr int64_t kJointHeadRows = 256;
 // Each chunk's asked rows (its last logits.size(0) of `hidden` before its end) through the head
 // into its logits.
 Status head_by_chunk(const TensorView& hidden, const checkpoint::LinearWeight& head,
-                     std::span<const HeadRows> chunks) {
+                     std::span<const HeadRows> chunks, Numerics numerics) {
   for (const HeadRows& chunk : chunks) {
     const TensorView rows = hidden.rows(chunk.end - chunk.logits.size(0), chunk.end);
-    DSV4_RETURN_IF_ERROR(linear(rows, head, chunk.logits));
+    DSV4_RETURN_IF_ERROR(linear(rows, head, chunk.logits, numerics));
   }
   return ok_status();
 }
@@ -177,7 +177,7 @@ TensorView joint_logits(std::span<const HeadRows> chunks, int64_t n_asked) {
 // sequence); otherwise the asked rows are gathered first. Logits in one buffer take the head's
 // output as they are; else it is copied into each chunk's.
 Status head_in_one_call(const TensorView& hidden, const checkpoint::LinearWeight& head,
-                        std::span<const HeadRows> chunks, int64_t n_asked) {
+                        std::span<const HeadRows> chunks, int64_t n_asked, Numerics numerics) {
   Tensor gathered;
   TensorView asked = hidden;
   if (n_asked != hidden.size(0)) {
@@ -193,10 +193,10 @@ Status head_in_one_call(const TensorView& hidden, const checkpoint::LinearWeight
     asked = gathered.view();
   }
   const TensorView joint = joint_logits(chunks, n_asked);
-  if (joint.data != nullptr) return linear(asked, head, joint);
+  if (joint.data != nullptr) return linear(asked, head, joint, numerics);
   DSV4_ASSIGN_OR_RETURN(Tensor logits,
                         Tensor::empty(DType::kF32, {n_asked, head.shape()[0]}, hidden.device));
-  DSV4_RETURN_IF_ERROR(linear(asked, head, logits.view()));
+  DSV4_RETURN_IF_ERROR(linear(asked, head, logits.view(), numerics));
   int64_t row = 0;
   for (const HeadRows& chunk : chunks) {
     const int64_t n = chunk.logits.size(0);
@@ -213,11 +213,13 @@ Status head_in_one_call(const TensorView& hidden, const checkpoint::LinearWeight
 // sequence (at B = 8 on V4-Flash shapes a call a sequence costs 2 ms of an 11 ms step: ncu,
 // H200; docs/bench_log.md, "The engine end to end").
 Status head_rows(const TensorView& hidden, const checkpoint::LinearWeight& head,
-                 std::span<const HeadRows> chunks) {
+                 std::span<const HeadRows> chunks, Numerics numerics) {
   int64_t n_asked = 0;
   for (const HeadRows& chunk : chunks) n_asked += chunk.logits.size(0);
-  if (chunks.size() == 1 || n_asked > kJointHeadRows) return head_by_chunk(hidden, head, chunks);
-  return head_in_one_call(hidden, head, chunks, n_asked);
+  if (chunks.size() == 1 || n_asked > kJointHeadRows) {
+    return head_by_chunk(hidden, head, chunks, numerics);
+  }
+  return head_in_one_call(hidden, head, chunks, n_asked, numerics);
 }
 
 // logits = head · norm(hc_head(streams)), in f32, only for the rows each chunk asked for.
@@ -229,7 +231,7 @@ Status Model::lm_head(std::span<const SequenceChunk> chunks, const Tensor& strea
     end += static_cast<int64_t>(chunk.tokens.size());
     rows.push_back({end, chunk.logits});
   }
-  return head_rows(hidden.view(), weights_->head, rows);
+  return head_rows(hidden.view(), weights_->head, rows, options_.numerics);
 }
 
 Status Model::forward(std::span<const int64_t> tokens, int64_t start_pos, SequenceCache& cache,

@@ -47,16 +47,18 @@ struct HeadRows {
   TensorView logits;
 };
 
-// logits = head · hidden for each chunk's asked rows: in one call when they are few (and
-// straight into their logits when those are consecutive rows of one buffer), so the head's
-// weights are read once for them all; else chunk by chunk.
+// logits = head · hidden for each chunk's asked rows, in profile `numerics`: in one call when
+// they are few (and straight into their logits when those are consecutive rows of one buffer),
+// so the head's weights are read once for them all; else chunk by chunk.
 Status head_rows(const TensorView& hidden, const checkpoint::LinearWeight& head,
-                 std::span<const HeadRows> chunks);
+                 std::span<const HeadRows> chunks, Numerics numerics);
 
 struct ModelOptions {
   ExpertMode expert_mode = ExpertMode::kW4A16;  // for NVFP4 experts
-  // EngineOptions::numerics; CPU: kExact only. The FP8 linears follow their weights' own
-  // LinearWeight::numerics, which the Engine places with the same profile.
+  // EngineOptions::numerics, the one profile of every op that has two (model/linear.h,
+  // attention.h, indexer.h): each layer, the MTP block and the head take it from here. The
+  // Engine refuses kFast on the CPU; the model runs it there with the CPU's references of the
+  // fast linears (the attention and indexer stay exact on the CPU).
   Numerics numerics = Numerics::kExact;
   // Where the main layers' NVFP4 routed experts run (expert_placement.h; not owned, outlives
   // the model); null: in place.

@@ -47,18 +47,19 @@ kernels::IndexerScoreParams score_params(const checkpoint::ModelConfig& config, 
 Result<IndexerQueries> indexer_queries(const checkpoint::ModelConfig& config,
                                        const checkpoint::IndexerWeights& weights,
                                        const TensorView& x, const TensorView& q_latent,
-                                       const TensorView& positions, const TensorView& inv_freq) {
+                                       const TensorView& positions, const TensorView& inv_freq,
+                                       Numerics numerics) {
   const int64_t n_tokens = x.size(0);
   const int64_t n_heads = config.index_n_heads;
   const int64_t head_dim = config.index_head_dim;
   IndexerQueries out;
   DSV4_ASSIGN_OR_RETURN(out.q, Tensor::empty(DType::kF32, {n_tokens, n_heads, head_dim}, x.device));
-  DSV4_RETURN_IF_ERROR(
-      linear(q_latent, weights.wq_b, out.q.view().reshaped({n_tokens, n_heads * head_dim})));
+  DSV4_RETURN_IF_ERROR(linear(q_latent, weights.wq_b,
+                              out.q.view().reshaped({n_tokens, n_heads * head_dim}), numerics));
   DSV4_RETURN_IF_ERROR(
       kernels::rope(out.q.view(), positions, inv_freq, kernels::RopeDirection::kForward));
   DSV4_ASSIGN_OR_RETURN(out.weights, Tensor::empty(DType::kF32, {n_tokens, n_heads}, x.device));
-  DSV4_RETURN_IF_ERROR(linear(x, weights.weights_proj, out.weights.view()));
+  DSV4_RETURN_IF_ERROR(linear(x, weights.weights_proj, out.weights.view(), numerics));
   return out;
 }
 

@@ -28,11 +28,12 @@ struct IndexerQueries {
 };
 
 // x f32 [T, D] the attention's input, q_latent f32 [T, Q] = q_norm(wq_a(x)), positions i64 [T],
-// inv_freq f32 [P] the compress RoPE.
+// inv_freq f32 [P] the compress RoPE; the linears in profile `numerics`.
 Result<IndexerQueries> indexer_queries(const checkpoint::ModelConfig& config,
                                        const checkpoint::IndexerWeights& weights,
                                        const TensorView& x, const TensorView& q_latent,
-                                       const TensorView& positions, const TensorView& inv_freq);
+                                       const TensorView& positions, const TensorView& inv_freq,
+                                       Numerics numerics);
 
 // What one attention step hands the indexer for one sequence's rows.
 struct IndexerStep {

@@ -38,7 +38,7 @@ Status layer_forward(const LayerInput& in, Tensor& streams, Tensor& spare) {
   DSV4_RETURN_IF_ERROR(hc_pre_norm(config, w.hc_ffn, streams.view(), streams_normed.view(),
                                    w.ffn_norm.view(), site, x.view()));
   DSV4_RETURN_IF_ERROR(moe_forward(config, in.layer, w.ffn, in.expert_mode, x.view(), in.tokens,
-                                   block_out.view(), in.expert_amaxes, in.placement));
+                                   block_out.view(), in.expert_amaxes, in.placement, in.numerics));
   DSV4_RETURN_IF_ERROR(hc_post(block_out.view(), streams.view(), site, spare.view()));
   std::swap(streams, spare);
   return ok_status();

@@ -28,7 +28,9 @@ struct LayerInput {
   // The rows' positions, made once for all layers (attention.h); nullptr: each layer makes them.
   const RowPositions* positions = nullptr;
   ExpertPlacement* placement = nullptr;  // where NVFP4 routed experts run; null: in place
-  Numerics numerics = Numerics::kExact;  // the attention's profile (attention_forward)
+  // ModelOptions::numerics: the profile of the attention (attention_forward) and of the
+  // layer's dense linears (model/linear.h), the shared expert's included.
+  Numerics numerics = Numerics::kExact;
 };
 
 // streams f32 [T, M, D], updated in place (through `spare`, same shape, as the other buffer).

@@ -73,7 +73,7 @@ Status LayerwiseForward::logits(const checkpoint::ModelWeights& globals,
                             std::to_string(config_.n_layer));
   }
   DSV4_ASSIGN_OR_RETURN(Tensor hidden, final_hidden(globals, streams_.view()));
-  return linear(hidden.view(), globals.head, out);
+  return linear(hidden.view(), globals.head, out, Numerics::kExact);
 }
 
 }  // namespace dsv4::model

@@ -2,8 +2,8 @@
 // dsv4 quantize's calibration pass streams them from the checkpoint as the loader decodes them
 // (runtime/calibration.h), so a checkpoint far larger than memory runs in the memory of one layer.
 // The same layers as Model::forward (layer_forward over a fresh cache per layer), without the
-// head unless asked (logits); with `amaxes`, the routed experts record their inputs
-// (model/expert_amaxes.h).
+// head unless asked (logits), in the exact profile (LayerInput's default: the loader's weights on
+// the host); with `amaxes`, the routed experts record their inputs (model/expert_amaxes.h).
 //
 // Dimension letters: T tokens, M streams, D model width.
 #pragma once

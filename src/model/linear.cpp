@@ -17,9 +17,10 @@ Status fast_linear(const TensorView& x, const checkpoint::LinearWeight& w, const
 
 }  // namespace
 
-Status linear(const TensorView& x, const checkpoint::LinearWeight& w, const TensorView& y) {
+Status linear(const TensorView& x, const checkpoint::LinearWeight& w, const TensorView& y,
+              Numerics numerics) {
   if (!w.is_fp8()) return kernels::linear(x, w.view(), y);
-  if (w.numerics == Numerics::kFast && w.shape()[1] % 16 == 0) return fast_linear(x, w, y);
+  if (numerics == Numerics::kFast && w.shape()[1] % 16 == 0) return fast_linear(x, w, y);
   return kernels::linear(x, w.fp8_view(), y);
 }
 

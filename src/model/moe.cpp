@@ -91,22 +91,23 @@ Status dense_experts(const ModelConfig& config, int64_t layer, const MoeWeights&
 
 // out [T, D] = w2 · swiglu(w1 x | w3 x): DeepseekV4MLP, with the same clamp as the experts.
 Status shared_expert(const ModelConfig& config, const checkpoint::DenseExpertWeights& w,
-                     const TensorView& x, const TensorView& out) {
+                     const TensorView& x, const TensorView& out, Numerics numerics) {
   const int64_t n_tokens = x.size(0), f = config.moe_intermediate_size;
   DSV4_ASSIGN_OR_RETURN(Tensor gate_up, scratch(DType::kF32, {n_tokens, 2 * f}, x.device));
-  DSV4_RETURN_IF_ERROR(linear(x, w.w1, columns(gate_up.view(), 0, f)));
-  DSV4_RETURN_IF_ERROR(linear(x, w.w3, columns(gate_up.view(), f, 2 * f)));
+  DSV4_RETURN_IF_ERROR(linear(x, w.w1, columns(gate_up.view(), 0, f), numerics));
+  DSV4_RETURN_IF_ERROR(linear(x, w.w3, columns(gate_up.view(), f, 2 * f), numerics));
   DSV4_ASSIGN_OR_RETURN(Tensor hidden, scratch(DType::kF32, {n_tokens, f}, x.device));
   DSV4_RETURN_IF_ERROR(
       kernels::swiglu(gate_up.view(), static_cast<float>(config.swiglu_limit), hidden.view()));
-  return linear(hidden.view(), w.w2, out);
+  return linear(hidden.view(), w.w2, out, numerics);
 }
 
 }  // namespace
 
 Status moe_forward(const ModelConfig& config, int64_t layer, const MoeWeights& weights,
                    ExpertMode mode, const TensorView& x, const TensorView& tokens,
-                   const TensorView& out, ExpertAmaxes* amaxes, ExpertPlacement* placement) {
+                   const TensorView& out, ExpertAmaxes* amaxes, ExpertPlacement* placement,
+                   Numerics numerics) {
   if (weights.experts.is_nvfp4()) {
     if (amaxes != nullptr) {
       return invalid_argument("layer " + std::to_string(layer) +
@@ -117,7 +118,7 @@ Status moe_forward(const ModelConfig& config, int64_t layer, const MoeWeights& w
     DSV4_RETURN_IF_ERROR(dense_experts(config, layer, weights, x, tokens, out, amaxes));
   }
   DSV4_ASSIGN_OR_RETURN(Tensor shared, scratch(DType::kF32, out.shape, x.device));
-  DSV4_RETURN_IF_ERROR(shared_expert(config, weights.shared_expert, x, shared.view()));
+  DSV4_RETURN_IF_ERROR(shared_expert(config, weights.shared_expert, x, shared.view(), numerics));
   return kernels::add(out, shared.view(), out);
 }
 

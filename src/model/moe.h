@@ -12,6 +12,7 @@
 
 #include "checkpoint/config.h"
 #include "checkpoint/weights.h"
+#include "dsv4/numerics.h"
 #include "dsv4/status.h"
 #include "kernels/ops.h"
 #include "model/expert_amaxes.h"
@@ -27,10 +28,11 @@ using ExpertMode = kernels::MoeMode;
 // x f32 [T, D]: the ffn_norm'ed block input; tokens i64 [T] (hash routing reads them);
 // out f32 [T, D]. With `amaxes`, dense routed experts also record their inputs' amaxes there
 // (a calibration forward; NVFP4 experts refuse it). NVFP4 routed experts run through
-// `placement` (expert_placement.h), in place without one.
+// `placement` (expert_placement.h), in place without one. The shared expert's linears run in
+// profile `numerics` (model/linear.h).
 Status moe_forward(const checkpoint::ModelConfig& config, int64_t layer,
                    const checkpoint::MoeWeights& weights, ExpertMode mode, const TensorView& x,
                    const TensorView& tokens, const TensorView& out, ExpertAmaxes* amaxes = nullptr,
-                   ExpertPlacement* placement = nullptr);
+                   ExpertPlacement* placement = nullptr, Numerics numerics = Numerics::kExact);
 
 }  // namespace dsv4::model

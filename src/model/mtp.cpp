@@ -42,7 +42,7 @@ Status check_chunk(const checkpoint::ModelConfig& c, const MtpChunk& chunk) {
 
 // X f32 [T, M, D] = e_proj(enorm(embed(tokens))) on every stream + h_proj(hnorm(streams)).
 Result<Tensor> block_input(const checkpoint::ModelWeights& weights, const checkpoint::MtpWeights& w,
-                           const TensorView& tokens, const TensorView& streams) {
+                           const TensorView& tokens, const TensorView& streams, Numerics numerics) {
   const checkpoint::ModelConfig& c = weights.config;
   const auto eps = static_cast<float>(c.rms_norm_eps);
   const int64_t n_rows = tokens.numel(), n_stream_rows = n_rows * c.hc_mult;
@@ -51,7 +51,7 @@ Result<Tensor> block_input(const checkpoint::ModelWeights& weights, const checkp
   DSV4_RETURN_IF_ERROR(kernels::embedding(weights.embed.view(), tokens, e.view()));
   DSV4_RETURN_IF_ERROR(kernels::rms_norm(e.view(), w.enorm.view(), eps, e.view()));
   DSV4_ASSIGN_OR_RETURN(Tensor e_out, scratch(DType::kF32, e.shape(), device));
-  DSV4_RETURN_IF_ERROR(linear(e.view(), w.e_proj, e_out.view()));
+  DSV4_RETURN_IF_ERROR(linear(e.view(), w.e_proj, e_out.view(), numerics));
   DSV4_ASSIGN_OR_RETURN(Tensor e_streams, scratch(DType::kF32, streams.shape, device));
   DSV4_RETURN_IF_ERROR(kernels::hc_repeat(e_out.view(), e_streams.view()));
 
@@ -61,7 +61,7 @@ Result<Tensor> block_input(const checkpoint::ModelWeights& weights, const checkp
                                          w.hnorm.view(), eps, h.view()));
   DSV4_ASSIGN_OR_RETURN(Tensor x, scratch(DType::kF32, streams.shape, device));
   DSV4_RETURN_IF_ERROR(
-      linear(h.view(), w.h_proj, x.view().reshaped({n_stream_rows, c.hidden_size})));
+      linear(h.view(), w.h_proj, x.view().reshaped({n_stream_rows, c.hidden_size}), numerics));
   DSV4_RETURN_IF_ERROR(kernels::add(x.view(), e_streams.view(), x.view()));
   return x;
 }
@@ -92,7 +92,7 @@ Status skip_mtp_cache(AttentionCache& cache, int64_t n_tokens) {
 }
 
 Status mtp_forward(const checkpoint::ModelWeights& weights, int64_t index, ExpertMode mode,
-                   std::span<const MtpChunk> chunks) {
+                   std::span<const MtpChunk> chunks, Numerics numerics) {
   const checkpoint::ModelConfig& c = weights.config;
   const checkpoint::MtpWeights& w = block_weights(weights, index);
   const Device device = weights.embed.device();
@@ -114,8 +114,14 @@ Status mtp_forward(const checkpoint::ModelWeights& weights, int64_t index, Exper
     DSV4_RETURN_IF_ERROR(
         copy_tensor(streams.view().rows(rows[i].begin, rows[i].end), chunks[i].streams));
   }
-  DSV4_ASSIGN_OR_RETURN(Tensor x, block_input(weights, w, tokens.view(), streams.view()));
-  const LayerInput input{&c, c.n_layer + index, &w.block, mode, tokens.view(), rows};
+  DSV4_ASSIGN_OR_RETURN(Tensor x, block_input(weights, w, tokens.view(), streams.view(), numerics));
+  const LayerInput input{.config = &c,
+                         .layer = c.n_layer + index,
+                         .weights = &w.block,
+                         .expert_mode = mode,
+                         .tokens = tokens.view(),
+                         .sequences = rows,
+                         .numerics = numerics};
   DSV4_RETURN_IF_ERROR(layer_forward(input, x, streams));
 
   DSV4_ASSIGN_OR_RETURN(const Tensor hidden,
@@ -129,7 +135,7 @@ Status mtp_forward(const checkpoint::ModelWeights& weights, int64_t index, Exper
     }
     head.push_back({rows[i].end, chunk.logits});
   }
-  return head_rows(hidden.view(), weights.head, head);
+  return head_rows(hidden.view(), weights.head, head, numerics);
 }
 
 }  // namespace dsv4::model

@@ -47,7 +47,8 @@ Status skip_mtp_cache(AttentionCache& cache, int64_t n_tokens);
 // Runs every chunk through MTP block `index` (< weights.mtp.size(): the caller checks), appending
 // its rows to its cache. Fails with invalid_argument for a token id outside the vocabulary or a
 // start_pos that does not continue the cache.
+// Runs in profile `numerics` (ModelOptions::numerics), as the main layers do.
 Status mtp_forward(const checkpoint::ModelWeights& weights, int64_t index, ExpertMode mode,
-                   std::span<const MtpChunk> chunks);
+                   std::span<const MtpChunk> chunks, Numerics numerics = Numerics::kExact);
 
 }  // namespace dsv4::model

@@ -133,8 +133,7 @@ Result<Engine> Engine::open(const EngineOptions& options) {
   const Device device = options.device == EngineDevice::kCuda ? Device::kCuda : Device::kCpu;
   const checkpoint::DevicePlacement placement{
       .expert_offload_layers = options.expert_offload_layers,
-      .device_headroom = (options.prefix_cache_mb << 20) + runtime::kStepHeadroomBytes,
-      .numerics = options.numerics};
+      .device_headroom = (options.prefix_cache_mb << 20) + runtime::kStepHeadroomBytes};
   DSV4_ASSIGN_OR_RETURN(checkpoint::LoadedModel loaded,
                         device == Device::kCpu
                             ? checkpoint::load_model(options.model_dir)

@@ -3,6 +3,7 @@
 #include <optional>
 #include <string>
 
+#include "server/openai_fields.h"
 #include "server/output_format.h"
 
 namespace dsv4::server {
@@ -291,34 +292,18 @@ Refusal check_output_format(const ChatRequest& request) {
 
 // Unknown fields, and the chat API's own unimplemented ones unless they ask for nothing.
 Refusal refuse_unsupported(const OrderedJson& body) {
-  if (auto unknown = refuse_unknown(body, {"model",
-                                           "messages",
-                                           "max_tokens",
-                                           "max_completion_tokens",
-                                           "temperature",
-                                           "top_p",
-                                           "top_k",
-                                           "seed",
-                                           "stream",
-                                           "stream_options",
-                                           "n",
-                                           "stop",
-                                           "logprobs",
-                                           "top_logprobs",
-                                           "presence_penalty",
-                                           "frequency_penalty",
-                                           "logit_bias",
-                                           "user",
-                                           "tools",
-                                           "tool_choice",
-                                           "parallel_tool_calls",
-                                           "response_format",
-                                           "structured_outputs",
-                                           "chat_template_kwargs",
-                                           "thinking",
-                                           "reasoning_effort",
-                                           "continue_final_message",
-                                           "add_generation_prompt"})) {
+  if (auto unknown = refuse_unknown(body, kOpenAiSharedFields,
+                                    {"messages",
+                                     "max_completion_tokens",
+                                     "top_logprobs",
+                                     "tools",
+                                     "tool_choice",
+                                     "parallel_tool_calls",
+                                     "chat_template_kwargs",
+                                     "thinking",
+                                     "reasoning_effort",
+                                     "continue_final_message",
+                                     "add_generation_prompt"})) {
     return unknown;
   }
   if (auto bad = check_model_and_user(body)) return bad;

@@ -2,6 +2,7 @@
 
 #include <optional>
 
+#include "server/openai_fields.h"
 #include "server/output_format.h"
 
 namespace dsv4::server {
@@ -60,27 +61,8 @@ std::variant<std::vector<Prompt>, RequestError> read_prompts(const OrderedJson& 
 
 // Unknown fields, and the legacy API's own unimplemented ones unless they ask for nothing.
 std::optional<RequestError> refuse_unsupported(const OrderedJson& body) {
-  if (auto unknown = refuse_unknown(body, {"model",
-                                           "prompt",
-                                           "max_tokens",
-                                           "temperature",
-                                           "top_p",
-                                           "top_k",
-                                           "seed",
-                                           "stream",
-                                           "stream_options",
-                                           "n",
-                                           "stop",
-                                           "logprobs",
-                                           "echo",
-                                           "suffix",
-                                           "best_of",
-                                           "presence_penalty",
-                                           "frequency_penalty",
-                                           "logit_bias",
-                                           "user",
-                                           "response_format",
-                                           "structured_outputs"})) {
+  if (auto unknown = refuse_unknown(body, kOpenAiSharedFields,
+                                    {"prompt", "echo", "suffix", "best_of"})) {
     return unknown;
   }
   if (auto bad = check_model_and_user(body)) return bad;

@@ -1,5 +1,6 @@
 #include "server/request_fields.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <limits>
@@ -27,6 +28,22 @@ std::optional<RequestError> read_number(const OrderedJson& body, const char* fie
   return std::nullopt;
 }
 
+bool holds(std::span<const std::string_view> names, std::string_view name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+// The first field of `object` that `known` does not take, as an error naming it inside `path`.
+std::optional<RequestError> refuse_unknown_where(
+    const OrderedJson& object, const std::function<bool(std::string_view)>& known,
+    const std::string& path) {
+  for (const auto& item : object.items()) {
+    if (known(item.key())) continue;
+    const std::string name = path.empty() ? item.key() : path + "." + item.key();
+    return request_error(name, "unknown field \"" + name + "\"");
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 RequestError request_error(std::string param, std::string message) {
@@ -47,13 +64,20 @@ bool present(const OrderedJson& body, const char* field) {
 std::optional<RequestError> refuse_unknown(const OrderedJson& object,
                                            std::initializer_list<std::string_view> known,
                                            const std::string& path) {
-  for (const auto& item : object.items()) {
-    bool is_known = false;
-    for (std::string_view k : known) is_known = is_known || k == item.key();
-    const std::string name = path.empty() ? item.key() : path + "." + item.key();
-    if (!is_known) return request_error(name, "unknown field \"" + name + "\"");
-  }
-  return std::nullopt;
+  return refuse_unknown_where(
+      object, [&](std::string_view name) { return holds({known.begin(), known.size()}, name); },
+      path);
+}
+
+std::optional<RequestError> refuse_unknown(const OrderedJson& object,
+                                           std::span<const std::string_view> shared,
+                                           std::initializer_list<std::string_view> own) {
+  return refuse_unknown_where(
+      object,
+      [&](std::string_view name) {
+        return holds(shared, name) || holds({own.begin(), own.size()}, name);
+      },
+      "");
 }
 
 std::optional<RequestError> check_model_and_user(const OrderedJson& body) {

@@ -10,6 +10,7 @@
 #include <functional>
 #include <initializer_list>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -47,6 +48,11 @@ bool present(const format::OrderedJson& body, const char* field);
 std::optional<RequestError> refuse_unknown(const format::OrderedJson& object,
                                            std::initializer_list<std::string_view> known,
                                            const std::string& path = "");
+// The same for a body whose known fields are in two lists: those several endpoints share
+// (openai_fields.h) and the endpoint's own.
+std::optional<RequestError> refuse_unknown(const format::OrderedJson& object,
+                                           std::span<const std::string_view> shared,
+                                           std::initializer_list<std::string_view> own);
 
 // OpenAI's "stream" (the answer as server-sent events) and "stream_options".
 struct StreamOptions {

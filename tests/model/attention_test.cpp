@@ -173,7 +173,7 @@ TEST_P(AttentionGoldenTest, IndexerPicksMatchTransformers) {
     step.rows.x = x.view();
     CompressorRows rows;
     if (projected) {
-      auto made = project_compressor_rows(weights.compressor, x.view());
+      auto made = project_compressor_rows(weights.compressor, x.view(), Numerics::kExact);
       ASSERT_TRUE(made.ok()) << made.status().to_string();
       rows = std::move(made.value());
       step.rows.kv = rows.kv.view();
@@ -186,7 +186,7 @@ TEST_P(AttentionGoldenTest, IndexerPicksMatchTransformers) {
     }
     step.inv_freq = cache.value().inv_freq.view();
     auto queries = indexer_queries(config, weights, x.view(), q_latent.view(), positions.view(),
-                                   step.inv_freq);
+                                   step.inv_freq, Numerics::kExact);
     ASSERT_TRUE(queries.ok()) << queries.status().to_string();
     step.q = queries->q.view();
     step.head_weights = queries->weights.view();

@@ -74,17 +74,14 @@ TEST_P(NumericsCudaTest, ExactOnFp8WeightsHasTheBitsOfTheirBf16Decoding) {
   EXPECT_TRUE(testing::same_bytes(got.view(), want.view()));
 }
 
-// The whole model in the fast profile (its FP8 linears marked fast where copy_weights placed them,
-// the rest of the profile by ModelOptions) against exact on the same FP8 weights: the worst
-// logits row and the share of positions whose top token agrees, recorded for docs/numerics.md.
+// The whole model in the fast profile (ModelOptions::numerics: its FP8 linears, attention and
+// indexer) against exact on the same FP8 weights: the worst logits row and the share of positions
+// whose top token agrees, recorded for docs/numerics.md.
 // These tiny random-weight models amplify any perturbation (tolerance.h,
 // kNvfp4ActivationModelRelTol), so the bound is loose; kFastLinearRelTol is the tight one.
 TEST_P(NumericsCudaTest, FastLogitsStayNearExact) {
-  const testing::Fp8Golden fp8 = testing::fp8_golden(GetParam());
-  auto fast_weights = checkpoint::copy_weights(fp8.kept, Device::kCuda, Numerics::kFast);
-  ASSERT_TRUE(fast_weights.ok());
   const Tensor exact = prefill_and_steps(kept_, {.numerics = Numerics::kExact}, *reference_);
-  const Tensor fast = prefill_and_steps(*fast_weights, {.numerics = Numerics::kFast}, *reference_);
+  const Tensor fast = prefill_and_steps(kept_, {.numerics = Numerics::kFast}, *reference_);
   const int64_t rows = exact.shape()[0], v = exact.shape()[1];
   const double error =
       testing::max_row_rel_error(fast.data_as<float>(), exact.data_as<float>(), rows, v);
@@ -112,19 +109,16 @@ TEST(FastLinearCudaTest, StaysWithinTheActivationRoundingOfExact) {
     std::copy(fp8.codes.begin(), fp8.codes.end(), codes.data_as<uint8_t>());
     Tensor scales = Tensor::host(DType::kF32, {(n + 127) / 128, fp8.scale_cols()});
     std::copy(fp8.scales.begin(), fp8.scales.end(), scales.data_as<float>());
-    checkpoint::LinearWeight exact_w(testing::to_device(codes.view()));
-    checkpoint::LinearWeight fast_w(testing::to_device(codes.view()));
-    exact_w.block_scales = testing::to_device(scales.view());
-    fast_w.block_scales = testing::to_device(scales.view());
+    checkpoint::LinearWeight w(testing::to_device(codes.view()));
+    w.block_scales = testing::to_device(scales.view());
     Tensor x = Tensor::host(DType::kF32, {t, k});
     std::normal_distribution<float> normal(0.0f, 1.0f);
     for (int64_t i = 0; i < x.numel(); ++i) x.data_as<float>()[i] = normal(rng.engine());
     const Tensor x_d = testing::to_device(x.view());
     const Tensor y_exact = testing::poisoned_device(DType::kF32, {t, n});
     const Tensor y_fast = testing::poisoned_device(DType::kF32, {t, n});
-    fast_w.numerics = Numerics::kFast;
-    ASSERT_TRUE(linear(x_d.view(), exact_w, y_exact.view()).ok());
-    ASSERT_TRUE(linear(x_d.view(), fast_w, y_fast.view()).ok());
+    ASSERT_TRUE(linear(x_d.view(), w, y_exact.view(), Numerics::kExact).ok());
+    ASSERT_TRUE(linear(x_d.view(), w, y_fast.view(), Numerics::kFast).ok());
     const Tensor e = testing::to_host(y_exact.view()), f = testing::to_host(y_fast.view());
     const double error = testing::max_row_rel_error(f.data_as<float>(), e.data_as<float>(), t, n);
     EXPECT_LT(error, testing::kFastLinearRelTol);

@@ -1,6 +1,6 @@
 // dsv4 bench [--model DIR] [--device cpu|cuda] [--experts w4a16|w4a4] [--prompt-tokens N]
-// [--gen-tokens M] [--batch B[,B2..]] [--repeats R] [--seed S] [--prefix-cache-mb C] [--shared-prefix P]
-// [--join-prompt-tokens L]:
+// [--gen-tokens M] [--batch B[,B2..]] [--repeats R] [--seed S] [--prefix-cache-mb C]
+// [--shared-prefix P] [--join-prompt-tokens L] [--json-schema FILE]:
 // end-to-end speed of the engine as a user meets it. B sequences of N random prompt ids each
 // generate M tokens (greedy, eos ignored, so every run does the same work), R times after one
 // warm-up run, new prompts each run; their first P ids are the same in every prompt of every run
@@ -30,10 +30,20 @@
 // of k + 1 tokens a sequence and the drafting. On a checkpoint whose drafts are never kept
 // (random weights) a step emits one token, so the verify forward there is the cost to hold
 // against a plain decode step.
+// With --json-schema FILE every run is made twice, one after the other on the same engine: as
+// above, then with each sequence held to the JSON Schema in FILE (compiled against the
+// checkpoint's tokenizer.json as the server compiles a response_format; its masks made on the
+// engine's helper thread during each forward, as for the server's requests) on new prompts; the
+// constrained runs' figures follow under their own heading, then the decode step's ratio of the
+// two (the median of the runs' pairs) and how many documents were complete (drawn eos) within
+// the M tokens, with the first sequence's text. Both ignore eos, so both do M steps; past a
+// complete document only eos may come, whose mask costs nothing, so a schema whose documents
+// outlast M (bench/grammar/order_schema.json does at M = 128 on the embedded model) is the fair
+// measure. The speculative lines then count both kinds of runs.
 // Prints the median over the R runs of each, with the fastest and slowest, and the tokens a
 // second they give. Several batch sizes run one after the other on one engine (loaded once;
-// its batch and step limits fit the largest), each with its own warm-up run and lines. A program, not a test: run it on the machine you care about.
-// Uses only the public API (include/dsv4/).
+// its batch and step limits fit the largest), each with its own warm-up run and lines. A program,
+// not a test: run it on the machine you care about. Uses only the public API (include/dsv4/).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -45,8 +55,10 @@
 #include <vector>
 
 #include "acceptance.h"
+#include "bench_schema.h"
 #include "commands.h"
 #include "dsv4/engine.h"
+#include "dsv4/structured_output.h"
 #include "engine_flags.h"
 
 namespace dsv4::tools {
@@ -63,13 +75,14 @@ struct BenchArgs {
   int64_t prompt_tokens = 128;
   int64_t gen_tokens = 32;
   std::vector<int64_t> batches = {1};  // --batch: each in turn, on one open engine
-  int64_t batch = 1;                    // the one running
+  int64_t batch = 1;                   // the one running
   int64_t repeats = 5;
   uint64_t seed = 0;
   int64_t prefix_cache_mb = EngineOptions{}.prefix_cache_mb;
   int64_t shared_prefix = 0;       // P
   int64_t join_prompt_tokens = 0;  // L
   bool speculate_always = false;   // EngineOptions::speculate_always
+  std::string json_schema;         // --json-schema FILE: empty, none
 };
 
 // One run's figures, in milliseconds (the last two with a joining prompt only).
@@ -84,9 +97,11 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
-// B prompts of random ids below the vocabulary size, M greedy tokens each, eos ignored: the
-// first P ids the same for all (drawn from the seed alone), the rest new for each run.
-std::vector<GenerateRequest> make_requests(const BenchArgs& args, int64_t vocab_size, int64_t run) {
+// B prompts of random ids below the vocabulary size, M greedy tokens each, eos ignored, held to
+// `constraint` (null: free): the first P ids the same for all (drawn from the seed alone), the
+// rest new for each run.
+std::vector<GenerateRequest> make_requests(const BenchArgs& args, int64_t vocab_size, int64_t run,
+                                           std::shared_ptr<const TokenConstraint> constraint) {
   std::uniform_int_distribution<int64_t> id(0, vocab_size - 1);
   std::mt19937_64 shared(args.seed);
   std::vector<int64_t> start(static_cast<size_t>(args.shared_prefix));
@@ -99,6 +114,7 @@ std::vector<GenerateRequest> make_requests(const BenchArgs& args, int64_t vocab_
     for (size_t i = start.size(); i < r.prompt.size(); ++i) r.prompt[i] = id(rng);
     r.sampling.max_tokens = args.gen_tokens;
     r.sampling.stop_at_eos = false;
+    r.sampling.constraint = constraint;
   }
   return requests;
 }
@@ -170,8 +186,10 @@ Result<std::vector<Generation>> generate_run(Engine& engine, std::vector<Generat
   return out;
 }
 
+// One run's figures; `out` gets what the sequences generated.
 Result<RunTimes> run_once(Engine& engine, const std::vector<GenerateRequest>& requests,
-                          const std::optional<GenerateRequest>& joining) {
+                          const std::optional<GenerateRequest>& joining,
+                          std::vector<Generation>& generated) {
   RunTimes times;
   const Clock::time_point start = Clock::now();
   Result<std::vector<Generation>> out = generate_run(engine, requests, joining, times);
@@ -189,6 +207,7 @@ Result<RunTimes> run_once(Engine& engine, const std::vector<GenerateRequest>& re
   }
   times.first_token_ms = ms_between(start, first_done);
   times.decode_step_ms = ms_between(first_done, all_done) / static_cast<double>(steps - 1);
+  generated = std::move(out).value();
   return times;
 }
 
@@ -221,23 +240,76 @@ EngineStats since(EngineStats now, const EngineStats& before) {
   return now;
 }
 
-// One batch size's runs on the open engine, and their lines.
-Status bench_batch(Engine& engine, const BenchArgs& args, const EngineOptions& options) {
-  const EngineStats before = engine.stats();
+// Each figure of one kind of run (free or held to the schema), over the timed runs.
+struct Figures {
   std::vector<double> first_token, decode_step, beside_prefill, joining_prefill;
-  for (int64_t r = 0; r <= args.repeats; ++r) {  // run 0 warms up (allocations, caches)
-    std::optional<GenerateRequest> joining;
-    if (args.join_prompt_tokens > 0) joining = joining_request(args, engine.vocab_size(), r);
-    DSV4_ASSIGN_OR_RETURN(RunTimes t,
-                          run_once(engine, make_requests(args, engine.vocab_size(), r), joining));
-    if (r == 0) continue;
+  void add(const RunTimes& t) {
     first_token.push_back(t.first_token_ms);
     decode_step.push_back(t.decode_step_ms);
     beside_prefill.push_back(t.decode_beside_prefill_ms);
     joining_prefill.push_back(t.joining_prefill_ms);
   }
-  const Spread ttft = spread(first_token), step = spread(decode_step);
+};
+
+void print_figures(const Figures& f, const BenchArgs& args) {
+  const Spread ttft = spread(f.first_token), step = spread(f.decode_step);
   const double b = static_cast<double>(args.batch);
+  std::printf("time to first token: %.3f ms [%.3f, %.3f]  prefill %.1f tokens/s\n", ttft.median,
+              ttft.min, ttft.max, b * static_cast<double>(args.prompt_tokens) * 1e3 / ttft.median);
+  std::printf("decode step:         %.3f ms [%.3f, %.3f]  %.1f tokens/s (%.1f a sequence)\n",
+              step.median, step.min, step.max, b * 1e3 / step.median, 1e3 / step.median);
+  if (args.join_prompt_tokens > 0) {
+    const Spread beside = spread(f.beside_prefill), joined = spread(f.joining_prefill);
+    std::printf("decode beside a prefill: %.3f ms [%.3f, %.3f]  (a %lld-token prompt joining)\n",
+                beside.median, beside.min, beside.max,
+                static_cast<long long>(args.join_prompt_tokens));
+    std::printf("joining prefill:     %.3f ms [%.3f, %.3f]  %.1f tokens/s\n", joined.median,
+                joined.min, joined.max,
+                static_cast<double>(args.join_prompt_tokens) * 1e3 / joined.median);
+  }
+}
+
+// The constrained runs' lines: their figures, the decode step's cost of the schema (each
+// constrained run against the free run just before it, so a drift of the machine's speed
+// cancels) and what the sequences of the last run wrote.
+void print_schema_figures(const Figures& free, const Figures& held, const BenchArgs& args,
+                          const BenchSchema& schema, const std::vector<Generation>& last,
+                          int64_t eos_token_id) {
+  std::printf("with --json-schema %s:\n", schema.path.c_str());
+  print_figures(held, args);
+  std::vector<double> ratio;
+  for (size_t i = 0; i < held.decode_step.size(); ++i) {
+    ratio.push_back(held.decode_step[i] / free.decode_step[i]);
+  }
+  const Spread r = spread(ratio);
+  std::printf("schema's decode step: %.3f × the free one [%.3f, %.3f] (%+.1f %%, pairs of runs)\n",
+              r.median, r.min, r.max, (r.median - 1) * 100);
+  std::printf("schema's documents:  %s\n",
+              describe_documents(last, schema.tokenizer, eos_token_id).c_str());
+}
+
+// One batch size's runs on the open engine, and their lines; with a schema, each free run is
+// followed by a constrained one on prompts of their own.
+Status bench_batch(Engine& engine, const BenchArgs& args, const EngineOptions& options,
+                   const BenchSchema* schema, std::shared_ptr<const TokenConstraint> constraint) {
+  const EngineStats before = engine.stats();
+  Figures free, held;
+  std::vector<Generation> out;
+  for (int64_t r = 0; r <= args.repeats; ++r) {  // run 0 warms up (allocations, caches)
+    std::optional<GenerateRequest> joining;
+    if (args.join_prompt_tokens > 0) joining = joining_request(args, engine.vocab_size(), r);
+    DSV4_ASSIGN_OR_RETURN(
+        RunTimes t,
+        run_once(engine, make_requests(args, engine.vocab_size(), r, nullptr), joining, out));
+    if (r > 0) free.add(t);
+    if (!constraint) continue;
+    const int64_t run = args.repeats + 1 + r;
+    if (args.join_prompt_tokens > 0) joining = joining_request(args, engine.vocab_size(), run);
+    DSV4_ASSIGN_OR_RETURN(
+        t,
+        run_once(engine, make_requests(args, engine.vocab_size(), run, constraint), joining, out));
+    if (r > 0) held.add(t);
+  }
   std::printf(
       "dsv4 bench: %s, %s, experts %s; batch %lld, prompt %lld (shared %lld), generate %lld; "
       "median of %lld runs [fastest, slowest]\n",
@@ -245,18 +317,9 @@ Status bench_batch(Engine& engine, const BenchArgs& args, const EngineOptions& o
       static_cast<long long>(args.batch), static_cast<long long>(args.prompt_tokens),
       static_cast<long long>(args.shared_prefix), static_cast<long long>(args.gen_tokens),
       static_cast<long long>(args.repeats));
-  std::printf("time to first token: %.3f ms [%.3f, %.3f]  prefill %.1f tokens/s\n", ttft.median,
-              ttft.min, ttft.max, b * static_cast<double>(args.prompt_tokens) * 1e3 / ttft.median);
-  std::printf("decode step:         %.3f ms [%.3f, %.3f]  %.1f tokens/s (%.1f a sequence)\n",
-              step.median, step.min, step.max, b * 1e3 / step.median, 1e3 / step.median);
-  if (args.join_prompt_tokens > 0) {
-    const Spread beside = spread(beside_prefill), joined = spread(joining_prefill);
-    std::printf("decode beside a prefill: %.3f ms [%.3f, %.3f]  (a %lld-token prompt joining)\n",
-                beside.median, beside.min, beside.max,
-                static_cast<long long>(args.join_prompt_tokens));
-    std::printf("joining prefill:     %.3f ms [%.3f, %.3f]  %.1f tokens/s\n", joined.median,
-                joined.min, joined.max,
-                static_cast<double>(args.join_prompt_tokens) * 1e3 / joined.median);
+  print_figures(free, args);
+  if (constraint) {
+    print_schema_figures(free, held, args, *schema, out, engine.eos_token_id());
   }
   const EngineStats stats = since(engine.stats(), before);
   std::printf("prefix cache:        %lld of %lld prompt tokens taken from kept states (all runs)\n",
@@ -268,9 +331,10 @@ Status bench_batch(Engine& engine, const BenchArgs& args, const EngineOptions& o
   if (options.speculative_tokens > 0 && options.speculate_always) {
     // A step of the batch emits tokens_a_verify_step tokens of each sequence: its time is that
     // many decode steps (ms a token), of which the drafting run is the MTP block's share.
-    const double step_ms = step.median * tokens_a_verify_step(stats);
-    const double draft_ms =
-        stats.draft_runs > 0 ? 1e3 * stats.draft_seconds / static_cast<double>(stats.draft_runs) : 0;
+    const double step_ms = spread(free.decode_step).median * tokens_a_verify_step(stats);
+    const double draft_ms = stats.draft_runs > 0
+                                ? 1e3 * stats.draft_seconds / static_cast<double>(stats.draft_runs)
+                                : 0;
     std::printf("speculative step:    %.3f ms = verify %.3f + drafting %.3f\n", step_ms,
                 step_ms - draft_ms, draft_ms);
   }
@@ -291,6 +355,15 @@ int run_bench(BenchArgs args) {
                                  std::to_string(kMaxPromptIds) + " prompt ids"));
   }
   EngineOptions options = engine_options(args.engine, "bench");
+  // With a schema, the tokenizer's undecodable ids are never drawn, free or held, as in the
+  // server: the two kinds of runs differ by the schema alone.
+  std::optional<BenchSchema> schema;
+  if (!args.json_schema.empty()) {
+    Result<BenchSchema> read = read_bench_schema(args.json_schema, options.model_dir);
+    if (!read.ok()) return fail(read.status());
+    schema.emplace(std::move(read).value());
+    options.decodable = [&tok = schema->tokenizer](int64_t id) { return tok.decode({id}).ok(); };
+  }
   options.max_context = std::max(args.prompt_tokens + args.gen_tokens, args.join_prompt_tokens + 1);
   options.max_batch = max_batch + (args.join_prompt_tokens > 0 ? 1 : 0);  // all in every step
   options.max_step_tokens = std::max(options.max_step_tokens, max_batch);
@@ -298,9 +371,17 @@ int run_bench(BenchArgs args) {
   options.speculate_always = args.speculate_always;
   Result<Engine> engine = open_engine(options, "bench");
   if (!engine.ok()) return fail(engine.status());
+  std::shared_ptr<const TokenConstraint> constraint;
+  if (schema) {
+    Result<std::shared_ptr<const TokenConstraint>> compiled =
+        compile_bench_schema(*schema, *engine);
+    if (!compiled.ok()) return fail(compiled.status());
+    constraint = std::move(compiled).value();
+  }
   for (const int64_t batch : args.batches) {
     args.batch = batch;
-    const Status done = bench_batch(*engine, args, options);
+    const Status done =
+        bench_batch(*engine, args, options, schema ? &*schema : nullptr, constraint);
     if (!done.ok()) return fail(done);
   }
   return 0;
@@ -339,8 +420,11 @@ void register_bench(CLI::App& app, int& exit_code) {
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
   cmd->add_flag("--speculate-always", args->speculate_always,
-               "with --speculative: draft in every step, even where it does not pay (to time the "
-               "verify step)");
+                "with --speculative: draft in every step, even where it does not pay (to time the "
+                "verify step)");
+  cmd->add_option("--json-schema", args->json_schema,
+                  "also time every run with each sequence held to this JSON Schema (a file, as "
+                  "response_format's json_schema.schema), beside the free runs");
   cmd->callback([args, &exit_code] { exit_code = run_bench(*args); });
 }
 
