@@ -45,6 +45,18 @@ bool device_has_pool() {
   return has_pool;
 }
 
+// DSV4_POISON_DEVICE_MEMORY=1 fills every new device buffer with 0xFF bytes (f32 NaN, integer
+// −1) before its first use: a kernel that reads memory its step never wrote then yields NaN or a
+// bad index instead of whatever the pool's last user left there, which can look right. A
+// debugging aid for the CUDA tests; the memset runs in stream order, so graphs capture it too.
+bool poison_device_memory() {
+  static const bool poison = [] {
+    const char* value = std::getenv("DSV4_POISON_DEVICE_MEMORY");
+    return value != nullptr && std::strcmp(value, "1") == 0;
+  }();
+  return poison;
+}
+
 // A CUDA allocation's outcome: on failure `data` is cleared (the buffer owns nothing) and the
 // error says what of how many bytes failed, and why.
 Status allocated(cudaError_t err, const char* what, size_t bytes, void*& data) {
@@ -76,6 +88,13 @@ Result<Buffer> Buffer::allocate(size_t bytes, Device device) {
                               ? cudaMallocAsync(&buffer.data_, bytes, cudaStreamPerThread)
                               : cudaMalloc(&buffer.data_, bytes);
   DSV4_RETURN_IF_ERROR(allocated(err, "cudaMalloc", bytes, buffer.data_));
+  if (poison_device_memory()) {
+    const cudaError_t poisoned = cudaMemsetAsync(buffer.data_, 0xFF, bytes, cudaStreamPerThread);
+    if (poisoned != cudaSuccess) {
+      return internal_error(std::string("poisoning a device allocation failed: ") +
+                            cudaGetErrorString(poisoned));  // the buffer frees its memory
+    }
+  }
   return buffer;
 #else
   return unimplemented("this build of dsv4 has no CUDA support");
