@@ -45,47 +45,42 @@ class FieldReader {
   std::string name(const std::string& key) const { return prefix_ + key; }
 
   int64_t integer(const char* key, int64_t fallback) {
-    const Json* v = get(key);
-    if (v == nullptr) return fallback;
-    if (v->is_number_integer() && !(v->is_number_unsigned() && v->get<uint64_t>() > INT64_MAX)) {
-      return v->get<int64_t>();
-    }
-    fail(invalid_argument(name(key) + " must be an integer, got " + v->dump()));
-    return fallback;
+    const Json* v = checked(key, "an integer", [](const Json& j) {
+      return j.is_number_integer() && !(j.is_number_unsigned() && j.get<uint64_t>() > INT64_MAX);
+    });
+    return v ? v->get<int64_t>() : fallback;
   }
   double number(const char* key, double fallback) {
-    const Json* v = get(key);
-    if (v == nullptr) return fallback;
-    if (v->is_number()) return v->get<double>();
-    fail(invalid_argument(name(key) + " must be a number, got " + v->dump()));
-    return fallback;
+    const Json* v = checked(key, "a number", [](const Json& j) { return j.is_number(); });
+    return v ? v->get<double>() : fallback;
   }
   bool boolean(const char* key, bool fallback) {
-    const Json* v = get(key);
-    if (v == nullptr) return fallback;
-    if (v->is_boolean()) return v->get<bool>();
-    fail(invalid_argument(name(key) + " must be true or false, got " + v->dump()));
-    return fallback;
+    const Json* v = checked(key, "true or false", [](const Json& j) { return j.is_boolean(); });
+    return v ? v->get<bool>() : fallback;
   }
   std::string text(const char* key, const std::string& fallback) {
-    const Json* v = get(key);
-    if (v == nullptr) return fallback;
-    if (v->is_string()) return v->get<std::string>();
-    fail(invalid_argument(name(key) + " must be a string, got " + v->dump()));
-    return fallback;
+    const Json* v = checked(key, "a string", [](const Json& j) { return j.is_string(); });
+    return v ? v->get<std::string>() : fallback;
   }
   // nullptr when absent (or null) or, after recording an error, not of the asked kind.
-  const Json* object(const char* key) { return typed(key, Json::value_t::object, "an object"); }
-  const Json* array(const char* key) { return typed(key, Json::value_t::array, "a list"); }
+  const Json* object(const char* key) {
+    return checked(key, "an object", [](const Json& j) { return j.is_object(); });
+  }
+  const Json* array(const char* key) {
+    return checked(key, "a list", [](const Json& j) { return j.is_array(); });
+  }
 
  private:
   const Json* get(const char* key) const {
     const auto it = json_.find(key);
     return it == json_.end() || it->is_null() ? nullptr : &*it;
   }
-  const Json* typed(const char* key, Json::value_t type, const char* what) {
+  // The value of `key` when present and `is` it; nullptr when absent, or after recording that it
+  // must be `what`.
+  template <typename Is>
+  const Json* checked(const char* key, const char* what, Is is) {
     const Json* v = get(key);
-    if (v == nullptr || v->type() == type) return v;
+    if (v == nullptr || is(*v)) return v;
     fail(invalid_argument(name(key) + " must be " + what + ", got " + v->dump()));
     return nullptr;
   }

@@ -4,6 +4,8 @@
 #include <utility>
 #include <vector>
 
+#include "tokenizer/unicode.h"
+
 namespace dsv4::grammar {
 namespace {
 
@@ -17,18 +19,18 @@ const Ranges& word_ranges() {
   static const Ranges r = normalize({{'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}});
   return r;
 }
-// ECMA-262's WhiteSpace and LineTerminator.
+// ECMA-262's WhiteSpace (tab, vertical tab, form feed, U+FEFF and every Space_Separator) and
+// LineTerminator (\n, \r, U+2028, U+2029); Space_Separator (Zs) from the tokenizer's Unicode
+// tables, as the standard defines it.
 const Ranges& space_ranges() {
-  static const Ranges r = normalize({{'\t', '\r'},
-                                     {' ', ' '},
-                                     {0xA0, 0xA0},
-                                     {0x1680, 0x1680},
-                                     {0x2000, 0x200A},
-                                     {0x2028, 0x2029},
-                                     {0x202F, 0x202F},
-                                     {0x205F, 0x205F},
-                                     {0x3000, 0x3000},
-                                     {0xFEFF, 0xFEFF}});
+  static const Ranges r = [] {
+    namespace unicode = tokenizer::unicode;
+    Ranges ranges = {{'\t', '\r'}, {0x2028, 0x2029}, {0xFEFF, 0xFEFF}};
+    for (const unicode::CategoryRange& c : unicode::kCategoryRanges) {
+      if (c.category == unicode::GeneralCategory::kZs) ranges.push_back({c.first, c.last});
+    }
+    return normalize(std::move(ranges));
+  }();
   return r;
 }
 // What `.` matches: all but ECMA-262's line terminators.
@@ -253,43 +255,24 @@ class Parser {
     if (!more()) return error("trailing backslash");
     const char c = p_[at_];
     auto one = [](uint32_t cp) { return Ranges{{cp, cp}}; };
+    // \d \w \s and their complements \D \W \S.
+    for (const auto& [lower, ranges] : {std::pair{'d', &digit_ranges}, std::pair{'w', &word_ranges},
+                                        std::pair{'s', &space_ranges}}) {
+      if (c == lower || c == lower - 'a' + 'A') {
+        ++at_;
+        return c == lower ? ranges() : complement(ranges());
+      }
+    }
+    // The control escapes: each stands for one character.
+    for (const auto& [letter, cp] :
+         {std::pair{'n', '\n'}, std::pair{'t', '\t'}, std::pair{'r', '\r'}, std::pair{'f', '\f'},
+          std::pair{'v', '\v'}, std::pair{'0', '\0'}}) {
+      if (c == letter) {
+        ++at_;
+        return one(static_cast<uint32_t>(cp));
+      }
+    }
     switch (c) {
-      case 'd':
-        ++at_;
-        return digit_ranges();
-      case 'D':
-        ++at_;
-        return complement(digit_ranges());
-      case 'w':
-        ++at_;
-        return word_ranges();
-      case 'W':
-        ++at_;
-        return complement(word_ranges());
-      case 's':
-        ++at_;
-        return space_ranges();
-      case 'S':
-        ++at_;
-        return complement(space_ranges());
-      case 'n':
-        ++at_;
-        return one('\n');
-      case 't':
-        ++at_;
-        return one('\t');
-      case 'r':
-        ++at_;
-        return one('\r');
-      case 'f':
-        ++at_;
-        return one('\f');
-      case 'v':
-        ++at_;
-        return one('\v');
-      case '0':
-        ++at_;
-        return one(0);
       case 'x': {
         ++at_;
         DSV4_ASSIGN_OR_RETURN(uint32_t v, hex(2));

@@ -12,13 +12,10 @@
 #include "base/check.h"
 #include "base/tensor.h"
 #include "format/fp8_block.h"
-#include "kernels/cpu/row_matrix.h"
 #include "kernels/ops.h"
+#include "kernels/row_matrix.h"
 
 namespace dsv4::kernels {
-
-using cpu::as_rows;
-using cpu::RowMatrix;
 
 // A contiguous f32 vector of n elements (any rank).
 inline const float* f32_vector(const TensorView& v, int64_t n, const char* what) {

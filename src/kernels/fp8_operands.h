@@ -11,8 +11,8 @@
 #include "base/check.h"
 #include "base/tensor.h"
 #include "format/fp8_block.h"
-#include "kernels/cpu/row_matrix.h"
 #include "kernels/ops.h"
+#include "kernels/row_matrix.h"
 
 namespace dsv4::kernels {
 
@@ -43,11 +43,11 @@ inline Fp8Rows fp8_activation_rows(const Fp8Activation& a, const char* what) {
 
 // quantize_activation_fp8: x f32 [T, K] rows, out shaped for it.
 struct Fp8QuantizeOperands {
-  cpu::RowMatrix x;
+  RowMatrix x;
   Fp8Rows out;
 };
 inline Fp8QuantizeOperands fp8_quantize_operands(const TensorView& x, const Fp8Activation& out) {
-  const Fp8QuantizeOperands o{cpu::as_rows(x, "quantize_activation_fp8 x"),
+  const Fp8QuantizeOperands o{as_rows(x, "quantize_activation_fp8 x"),
                               fp8_activation_rows(out, "quantize_activation_fp8 out")};
   DSV4_CHECK(o.out.n_rows == o.x.n_rows && o.out.n_cols == o.x.n_cols,
              "quantize_activation_fp8: x is [%lld, %lld], out [%lld, %lld]", (long long)o.x.n_rows,
@@ -59,12 +59,11 @@ inline Fp8QuantizeOperands fp8_quantize_operands(const TensorView& x, const Fp8A
 struct Fp8LinearOperands {
   Fp8Rows a;
   format::Fp8BlockView w;
-  cpu::RowMatrix y;
+  RowMatrix y;
 };
 inline Fp8LinearOperands fp8_linear_operands(const Fp8Activation& a, const format::Fp8BlockView& w,
                                              const TensorView& y) {
-  const Fp8LinearOperands o{fp8_activation_rows(a, "linear_fp8 a"), w,
-                            cpu::as_rows(y, "linear_fp8 y")};
+  const Fp8LinearOperands o{fp8_activation_rows(a, "linear_fp8 a"), w, as_rows(y, "linear_fp8 y")};
   DSV4_CHECK(w.values != nullptr || w.n_rows * w.n_cols == 0, "linear_fp8: w has no values");
   DSV4_CHECK(w.row_stride >= w.n_cols, "linear_fp8: w row stride %lld under K %lld",
              (long long)w.row_stride, (long long)w.n_cols);

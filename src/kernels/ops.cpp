@@ -31,6 +31,15 @@ Device device_of(const format::Fp8BlockView& w, std::initializer_list<const Tens
   return device;
 }
 
+// The same for the attention ops' parameter structs (both variants of each read the same ones).
+Device device_of(const SparseAttentionParams& p) {
+  return device_of({&p.q, &p.kv, &p.indices, &p.extra_kv, &p.extra_indices, &p.sinks, &p.out,
+                    &p.extra_positions, &p.kv_addresses, &p.extra_addresses, &p.row_positions});
+}
+Device device_of(const IndexerScoreParams& p) {
+  return device_of({&p.q, &p.keys, &p.weights, &p.scores, &p.key_addresses, &p.key_positions});
+}
+
 Status no_cuda(const char* op) {
   return unimplemented(std::string(op) + ": no CUDA implementation yet");
 }
@@ -317,18 +326,14 @@ Status rope(const TensorView& x, const TensorView& positions, const TensorView& 
 
 Status sparse_attention(const SparseAttentionParams& p) {
   return dispatch(
-      "sparse_attention",
-      device_of({&p.q, &p.kv, &p.indices, &p.extra_kv, &p.extra_indices, &p.sinks, &p.out,
-                 &p.extra_positions, &p.kv_addresses, &p.extra_addresses, &p.row_positions}),
-      [&] { cpu::sparse_attention(p); }, [&] { cuda::sparse_attention(p); });
+      "sparse_attention", device_of(p), [&] { cpu::sparse_attention(p); },
+      [&] { cuda::sparse_attention(p); });
 }
 
 Status sparse_attention_bf16(const SparseAttentionParams& p) {
   return dispatch(
-      "sparse_attention_bf16",
-      device_of({&p.q, &p.kv, &p.indices, &p.extra_kv, &p.extra_indices, &p.sinks, &p.out,
-                 &p.extra_positions, &p.kv_addresses, &p.extra_addresses, &p.row_positions}),
-      [&] { cpu::sparse_attention_bf16(p); }, [&] { cuda::sparse_attention_bf16(p); });
+      "sparse_attention_bf16", device_of(p), [&] { cpu::sparse_attention_bf16(p); },
+      [&] { cuda::sparse_attention_bf16(p); });
 }
 
 Status compressor_pool(const CompressorPoolParams& p) {
@@ -339,16 +344,14 @@ Status compressor_pool(const CompressorPoolParams& p) {
 
 Status indexer_scores(const IndexerScoreParams& p) {
   return dispatch(
-      "indexer_scores",
-      device_of({&p.q, &p.keys, &p.weights, &p.scores, &p.key_addresses, &p.key_positions}),
-      [&] { cpu::indexer_scores(p); }, [&] { cuda::indexer_scores(p); });
+      "indexer_scores", device_of(p), [&] { cpu::indexer_scores(p); },
+      [&] { cuda::indexer_scores(p); });
 }
 
 Status indexer_scores_fp8(const IndexerScoreParams& p) {
   return dispatch(
-      "indexer_scores_fp8",
-      device_of({&p.q, &p.keys, &p.weights, &p.scores, &p.key_addresses, &p.key_positions}),
-      [&] { cpu::indexer_scores_fp8(p); }, [&] { cuda::indexer_scores_fp8(p); });
+      "indexer_scores_fp8", device_of(p), [&] { cpu::indexer_scores_fp8(p); },
+      [&] { cuda::indexer_scores_fp8(p); });
 }
 
 Status topk(const TensorView& scores, const TensorView& n_candidates, const TensorView& indices) {

@@ -178,15 +178,7 @@ Refusal read_tools(const OrderedJson& body, std::vector<std::string>& out) {
 Refusal read_tool_choice(const OrderedJson& body, Conversation& c) {
   if (!present(body, "tool_choice")) return std::nullopt;
   const OrderedJson& choice = body["tool_choice"];
-  if (choice == "auto") return std::nullopt;
-  if (choice == "none") {
-    c.no_tool_calls = true;
-    return std::nullopt;
-  }
-  if (choice == "required") {
-    c.forced_tool = "";
-    return std::nullopt;
-  }
+  if (read_tool_mode(choice, "required", c)) return std::nullopt;
   if (choice.is_object()) {
     if (auto bad = refuse_unknown(choice, {"type", "function"}, "tool_choice")) return bad;
     if (choice.value("type", OrderedJson()) != "function") {

@@ -41,6 +41,14 @@ std::string choice_id(const std::string& id, size_t i) {
   return i == 0 ? id : id + "." + std::to_string(i);
 }
 
+// A prompt's token ids, or nullopt after a 400 naming `param` with why they could not be made.
+std::optional<std::vector<int64_t>> ids_or_refusal(Result<std::vector<int64_t>> ids,
+                                                   HttpResponse& res, const char* param, Api api) {
+  if (ids.ok()) return *std::move(ids);
+  send_error(res, 400, ids.status().message(), param, api);
+  return std::nullopt;
+}
+
 // {"prompt_tokens", "completion_tokens", "total_tokens"}: the prompt once, every choice's tokens.
 Json answers_usage(int64_t n_prompt, const std::vector<Answer>& answers) {
   int64_t n_completion = 0;
@@ -58,12 +66,8 @@ std::optional<std::vector<int64_t>> CompletionServer::State::prompt_ids(const Pr
                "prompt");
     return std::nullopt;
   }
-  Result<std::vector<int64_t>> ids = tokenizer->encode(std::get<std::string>(prompt));
-  if (!ids.ok()) {
-    send_error(res, 400, ids.status().message(), "prompt");
-    return std::nullopt;
-  }
-  return *std::move(ids);
+  return ids_or_refusal(tokenizer->encode(std::get<std::string>(prompt)), res, "prompt",
+                        Api::kOpenAi);
 }
 
 void CompletionServer::State::complete(const HttpRequest& req, HttpResponse& res) {
@@ -234,13 +238,8 @@ std::optional<std::vector<int64_t>> CompletionServer::State::chat_prompt_ids(
     return std::nullopt;
   }
   Result<std::string> prompt = encode_chat(conversation);
-  Result<std::vector<int64_t>> ids =
-      prompt.ok() ? tokenize_chat_prompt(*tokenizer, *prompt) : prompt.status();
-  if (!ids.ok()) {
-    send_error(res, 400, ids.status().message(), "messages", api);
-    return std::nullopt;
-  }
-  return *std::move(ids);
+  return ids_or_refusal(prompt.ok() ? tokenize_chat_prompt(*tokenizer, *prompt) : prompt.status(),
+                        res, "messages", api);
 }
 
 void CompletionServer::State::chat(const HttpRequest& req, HttpResponse& res) {

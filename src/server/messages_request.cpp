@@ -256,15 +256,7 @@ Refusal read_tool_choice(const OrderedJson& body, Conversation& c) {
                          "disable_parallel_tool_use true is not supported");
   }
   const OrderedJson type = choice.value("type", OrderedJson());
-  if (type == "auto") return std::nullopt;
-  if (type == "none") {
-    c.no_tool_calls = true;
-    return std::nullopt;
-  }
-  if (type == "any") {
-    c.forced_tool = "";
-    return std::nullopt;
-  }
+  if (read_tool_mode(type, "any", c)) return std::nullopt;
   if (type == "tool") {
     std::string name;
     if (auto bad = read_text(choice, "tool_choice", "name", true, name)) return bad;

@@ -139,4 +139,17 @@ std::optional<RequestError> read_tool_call_format(const Conversation& conversati
   return std::nullopt;
 }
 
+bool read_tool_mode(const OrderedJson& mode, const char* any_call, Conversation& c) {
+  if (mode == "auto") return true;
+  if (mode == "none") {
+    c.no_tool_calls = true;
+    return true;
+  }
+  if (mode == any_call) {
+    c.forced_tool = "";
+    return true;
+  }
+  return false;
+}
+
 }  // namespace dsv4::server

@@ -32,4 +32,9 @@ std::optional<RequestError> read_output_format(const format::OrderedJson& body,
 std::optional<RequestError> read_tool_call_format(const Conversation& conversation,
                                                   std::optional<OutputFormat>& out);
 
+// The tool_choice modes both APIs have, into `c`: "auto" (the model chooses), "none" (no call)
+// and `any_call` (a call to any tool: OpenAI's "required", Anthropic's "any"). False, with `c`
+// unchanged, when `mode` is none of them.
+bool read_tool_mode(const format::OrderedJson& mode, const char* any_call, Conversation& c);
+
 }  // namespace dsv4::server

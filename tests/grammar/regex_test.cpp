@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <regex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "grammar/json_schema.h"
@@ -41,6 +43,8 @@ const Case kCases[] = {
     {"(a{2}){2,}", "a"},
     {"x*?y+?", "xy"},
     {"[0-9]{4}-[01][0-9]", "0129-"},
+    {"\\D+\\W?\\S*", "a1_ -\n"},
+    {"[\\n\\t\\r\\f\\v]+\\n?", "\n\t\r\f\va"},
 };
 
 std::string random_string(dsv4::testing::SeededRng& rng, const std::string& alphabet) {
@@ -102,6 +106,37 @@ TEST(RegexTest, MatchesUtf8ByCodepoint) {
   EXPECT_TRUE(matches(*any, "\xF0\x9F\x98\x80"));  // U+1F600
   EXPECT_FALSE(matches(*any, "\xED\xA0\x80"));     // a surrogate is not UTF-8
   EXPECT_FALSE(matches(*any, "\xC0\xAF"));         // overlong
+}
+
+// \s is ECMA-262's WhiteSpace and LineTerminator: tab, LF, VT, FF, CR, U+FEFF, U+2028, U+2029
+// and the Space_Separator (Zs) characters of Unicode 16, listed here by hand; \S the rest. U+0085
+// and U+180E, white space elsewhere or once, are not.
+TEST(RegexTest, SpaceIsEcmaScriptWhiteSpace) {
+  const std::vector<std::pair<uint32_t, uint32_t>> spaces = {
+      {0x9, 0xD},       {0x20, 0x20},     {0xA0, 0xA0},     {0x1680, 0x1680}, {0x2000, 0x200A},
+      {0x2028, 0x2029}, {0x202F, 0x202F}, {0x205F, 0x205F}, {0x3000, 0x3000}, {0xFEFF, 0xFEFF}};
+  auto utf8 = [](uint32_t cp) {
+    if (cp < 0x80) return std::string(1, static_cast<char>(cp));
+    const int n = cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
+    std::string s(static_cast<size_t>(n), '\0');
+    for (int i = n - 1; i > 0; --i, cp >>= 6) {
+      s[static_cast<size_t>(i)] = static_cast<char>(0x80 | (cp & 0x3F));  // 10xxxxxx
+    }
+    s[0] = static_cast<char>(((0xFF00 >> n) & 0xFF) | cp);  // 110xxxxx, 1110xxxx or 11110xxx
+    return s;
+  };
+  Result<Grammar> space = regex_grammar("\\s");
+  Result<Grammar> other = regex_grammar("\\S");
+  ASSERT_TRUE(space.ok() && other.ok());
+  for (uint32_t cp = 0; cp <= 0x10FFFF; cp += cp < 0x10000 ? 1 : 0x1001) {
+    if (cp >= 0xD800 && cp <= 0xDFFF) continue;
+    const bool is_space = std::any_of(spaces.begin(), spaces.end(), [&](const auto& r) {
+      return cp >= r.first && cp <= r.second;
+    });
+    const std::string text = utf8(cp);
+    EXPECT_EQ(matches(*space, text), is_space) << std::hex << cp;
+    EXPECT_EQ(matches(*other, text), !is_space) << std::hex << cp;
+  }
 }
 
 // `pattern` as the one rule of a grammar.

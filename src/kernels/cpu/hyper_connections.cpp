@@ -10,7 +10,7 @@
 
 #include "kernels/contracts.h"
 #include "kernels/cpu/cpu_ops.h"
-#include "kernels/cpu/row_matrix.h"
+#include "kernels/row_matrix.h"
 
 namespace dsv4::kernels::cpu {
 namespace {

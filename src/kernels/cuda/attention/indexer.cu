@@ -32,7 +32,7 @@ constexpr int kScoreWarps = 8;
 // Entries a warp scores: up to 8 (a block's query rows then serve 64 entries), fewer when the
 // call has too few (query, entry) pairs to fill the GPU: a decode query at position 255 has 64
 // entries, and one block for all of them took ~100 µs a CSA layer; eight blocks of one entry a
-// warp take ~12 µs (ncu, H100, sessions 22 and 23; docs/bench.md).
+// warp take ~12 µs (ncu, H100; docs/bench_log.md, "V4-Flash shapes": the decode step's indexer).
 constexpr int kMaxEntriesPerWarp = 8;
 
 // Dynamic shared memory: query t's rows [HI][DI + 1], then each warp's head terms [HI] and key

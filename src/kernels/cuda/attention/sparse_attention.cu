@@ -34,7 +34,7 @@ constexpr int kDimsPerLane = 16;
 // Warps of a (query, head) block: 32, so that a decode query's ~130-640 candidates leave each
 // warp a short chain. With 8, a V4-Flash decode launch at position 255 took 78-115 µs for its 64
 // blocks, each warp walking ~24 candidates one load latency after another; with 32 it takes
-// ~27 µs (ncu, H100, sessions 22 and 23; docs/bench.md).
+// ~27 µs (ncu, H100; docs/bench_log.md, "V4-Flash shapes": the decode step's attention).
 constexpr int kAttentionWarps = 32;
 constexpr int kAttentionThreads = 32 * kAttentionWarps;
 

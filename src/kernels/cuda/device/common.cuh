@@ -1,6 +1,8 @@
 // Helpers the small CUDA ops share (device code; included only by .cu files): grid sizing,
 // block-wide reductions with a fixed tree (so a result never depends on timing: determinism
-// without atomics), and the device view of an f32 operand as rows.
+// without atomics), and the device view of an f32 operand as rows
+// (kernels/row_matrix.h: the same contract checks as the CPU reference, then a plain struct that
+// kernels take by value, row r at data + r * row_stride).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -8,9 +10,9 @@
 #include <cstdint>
 
 #include "kernels/contracts.h"
-#include "kernels/cpu/row_matrix.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/stream.h"
+#include "kernels/row_matrix.h"
 
 namespace dsv4::kernels::cuda {
 
@@ -25,11 +27,6 @@ inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 inline unsigned element_blocks(int64_t n) {
   return static_cast<unsigned>(n > 0 ? ceil_div(n, kElementThreads) : 1);
 }
-
-// The same contract checks as the CPU reference (kernels/cpu/row_matrix.h), then a plain struct
-// that kernels take by value: row r starts at data + r * row_stride.
-using cpu::as_rows;
-using cpu::RowMatrix;
 
 struct SumOp {
   template <typename T>

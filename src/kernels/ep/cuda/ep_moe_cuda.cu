@@ -29,6 +29,22 @@ struct Carver {
   }
 };
 
+// One FFN's scratch, for the routed rows and again for the shared expert's tokens: gate_up f32
+// [rows, 2F], act f32 [rows, F] and its NVFP4 staging (codes, scales, global), out f32 [rows, D].
+struct FfnScratch {
+  int64_t gate_up = 0, act = 0, act_packed = 0, act_scale = 0, act_global = 0, out = 0;
+};
+FfnScratch take_ffn(Carver& c, int64_t rows, int64_t f, int64_t d) {
+  FfnScratch ffn;
+  ffn.gate_up = c.take(4 * rows * 2 * f);
+  ffn.act = c.take(4 * rows * f);
+  ffn.act_packed = c.take(rows * f / 2);
+  ffn.act_scale = c.take(rows * f / 16);
+  ffn.act_global = c.take(4);
+  ffn.out = c.take(4 * rows * d);
+  return ffn;
+}
+
 // The router's and permutation's scratch is the head of moe_ffn's workspace (moe_pipeline.h,
 // logits … row_of); its size depends on T through the logit splits, so take the largest.
 int64_t router_bytes(int64_t max_tokens, const MoeWeightsView& w, const MoeConfig& cfg) {
@@ -64,10 +80,9 @@ struct EpMoeRank::State {
   Buffer scratch;
   int32_t* totals = nullptr;  // host-mapped {Nr, Nrows}
   int64_t router = 0, decode = 0, recv_packed = 0, recv_scale = 0, rows_packed = 0, rows_scale = 0,
-          gate_up = 0, act = 0, act_packed = 0, act_scale = 0, act_global = 0, out = 0,
-          shared_gate_up = 0, shared_act = 0, shared_act_packed = 0, shared_act_scale = 0,
-          shared_act_global = 0, shared_down = 0, recv_token = 0, src_offsets = 0,
-          group_offsets = 0, row_recv = 0, row_home = 0, row_slot = 0, images = 0, partial = 0;
+          recv_token = 0, src_offsets = 0, group_offsets = 0, row_recv = 0, row_home = 0,
+          row_slot = 0, images = 0, partial = 0;
+  FfnScratch routed, shared;  // the routed rows [n_rows]; the shared expert's tokens [T]
   std::vector<RankBuffer> image_views;
 
   template <typename T>
@@ -131,18 +146,8 @@ Result<std::unique_ptr<EpMoeRank>> EpMoeRank::create(DeviceRankGroup& group, Ncc
   s->recv_scale = c.take(n_recv * d / 16);
   s->rows_packed = c.take(n_rows * d / 2);
   s->rows_scale = c.take(n_rows * d / 16);
-  s->gate_up = c.take(4 * n_rows * 2 * f);
-  s->act = c.take(4 * n_rows * f);
-  s->act_packed = c.take(n_rows * f / 2);
-  s->act_scale = c.take(n_rows * f / 16);
-  s->act_global = c.take(4);
-  s->out = c.take(4 * n_rows * d);
-  s->shared_gate_up = c.take(4 * t * 2 * f);
-  s->shared_act = c.take(4 * t * f);
-  s->shared_act_packed = c.take(t * f / 2);
-  s->shared_act_scale = c.take(t * f / 16);
-  s->shared_act_global = c.take(4);
-  s->shared_down = c.take(4 * t * d);
+  s->routed = take_ffn(c, n_rows, f, d);
+  s->shared = take_ffn(c, t, f, d);
   s->recv_token = c.take(4 * n_recv);
   s->src_offsets = c.take(4 * (kMaxRanks + 1));
   s->group_offsets = c.take(4 * (sharding.n_local_experts(rank) + 1));
@@ -247,7 +252,7 @@ Status publish(State& s, const EpMoeCudaIo& io, const moe::MoeWorkspace& ws) {
 Result<TensorView> routed_gate_up(State& s, int n_recv, int n_rows) {
   const int64_t d = s.group->layout().hidden, f = s.w.w2.n_cols();
   const ReceiveTables plan = s.tables_view();
-  if (n_rows == 0) return s.view(s.act, DType::kF32, {0, f});
+  if (n_rows == 0) return s.view(s.routed.act, DType::kF32, {0, f});
   launch_pull_rows(s.peer_set(), plan, n_recv, d, s.at<uint8_t>(s.recv_packed),
                    s.at<uint8_t>(s.recv_scale));
   moe::launch_gather_nvfp4(s.at<uint8_t>(s.recv_packed), s.at<uint8_t>(s.recv_scale), plan.row_recv,
@@ -257,8 +262,8 @@ Result<TensorView> routed_gate_up(State& s, int n_recv, int n_rows) {
   const StagedActivation rows =
       s.staged(s.rows_packed, s.rows_scale, s.at<float>(s.decode) + kInputAmax, n_rows, d);
   const TensorView offsets = s.view(s.group_offsets, DType::kI32, {s.w.w13.n_matrices() + 1});
-  const TensorView gate_up = s.view(s.gate_up, DType::kF32, {n_rows, 2 * f});
-  const TensorView act = s.view(s.act, DType::kF32, {n_rows, f});
+  const TensorView gate_up = s.view(s.routed.gate_up, DType::kF32, {n_rows, 2 * f});
+  const TensorView act = s.view(s.routed.act, DType::kF32, {n_rows, f});
   DSV4_RETURN_IF_ERROR(kernels::cuda::nvfp4_grouped_gemm_swiglu(rows, s.w.w13, offsets,
                                                                 s.cfg.swiglu_limit, gate_up, act));
   return act;
@@ -268,10 +273,10 @@ Result<TensorView> routed_gate_up(State& s, int n_recv, int n_rows) {
 Status shared_gate_up(State& s, int64_t n_tokens) {
   if (n_tokens == 0) return ok_status();
   const int64_t f = s.w.w2.n_cols();
-  const TensorView gate_up = s.view(s.shared_gate_up, DType::kF32, {n_tokens, 2 * f});
+  const TensorView gate_up = s.view(s.shared.gate_up, DType::kF32, {n_tokens, 2 * f});
   return kernels::cuda::nvfp4_gemm_swiglu(s.group->buffers()[s.rank].staged(n_tokens),
                                           s.w.shared_w13, s.cfg.swiglu_limit, gate_up,
-                                          s.view(s.shared_act, DType::kF32, {n_tokens, f}));
+                                          s.view(s.shared.act, DType::kF32, {n_tokens, f}));
 }
 
 // L2 of both halves; routed rows go home (peer stores, or the partial buffer reduce-scattered),
@@ -282,10 +287,10 @@ Status down_and_return(State& s, const TensorView& act, int64_t n_tokens,
   const int64_t d = l.hidden, f = s.w.w2.n_cols(), n_rows = act.size(0);
   float* decode = s.at<float>(s.decode) + kHiddenAmax;
   const TensorView decode_view = TensorView::contiguous(decode, DType::kF32, Device::kCuda, {1});
-  const StagedActivation act_staged =
-      s.staged(s.act_packed, s.act_scale, s.at<float>(s.act_global), n_rows, f);
+  const StagedActivation act_staged = s.staged(s.routed.act_packed, s.routed.act_scale,
+                                               s.at<float>(s.routed.act_global), n_rows, f);
   const TensorView offsets = s.view(s.group_offsets, DType::kI32, {s.w.w2.n_matrices() + 1});
-  const TensorView out = s.view(s.out, DType::kF32, {n_rows, d});
+  const TensorView out = s.view(s.routed.out, DType::kF32, {n_rows, d});
   if (n_rows > 0) {
     DSV4_RETURN_IF_ERROR(kernels::cuda::stage_activation(act, decode_view, act_staged));
     DSV4_RETURN_IF_ERROR(kernels::cuda::nvfp4_grouped_gemm(act_staged, s.w.w2, offsets, out));
@@ -312,11 +317,11 @@ Status down_and_return(State& s, const TensorView& act, int64_t n_tokens,
         "reduce-scatter"));
   }
   if (n_tokens == 0) return ok_status();
-  const StagedActivation shared_staged = s.staged(s.shared_act_packed, s.shared_act_scale,
-                                                  s.at<float>(s.shared_act_global), n_tokens, f);
+  const StagedActivation shared_staged = s.staged(s.shared.act_packed, s.shared.act_scale,
+                                                  s.at<float>(s.shared.act_global), n_tokens, f);
   DSV4_RETURN_IF_ERROR(kernels::cuda::stage_activation(
-      s.view(s.shared_act, DType::kF32, {n_tokens, f}), decode_view, shared_staged));
-  const TensorView shared_down = s.view(s.shared_down, DType::kF32, {n_tokens, d});
+      s.view(s.shared.act, DType::kF32, {n_tokens, f}), decode_view, shared_staged));
+  const TensorView shared_down = s.view(s.shared.out, DType::kF32, {n_tokens, d});
   DSV4_RETURN_IF_ERROR(kernels::cuda::nvfp4_gemm(shared_staged, s.w.shared_w2, shared_down));
   launch_place_shared(shared_down.data_as<const float>(), s.at<int32_t>(s.router + ws.row_of),
                       static_cast<int>(n_tokens), s.cfg.n_expert_used, d, own.combine_rows());
@@ -343,7 +348,7 @@ Status EpMoeRank::forward(const EpMoeCudaIo& io) {
   DSV4_ASSIGN_OR_RETURN(TensorView act, routed_gate_up(s, n_recv, n_rows));
   DSV4_RETURN_IF_ERROR(shared_gate_up(s, n_tokens));
   DSV4_RETURN_IF_ERROR(agree_decode(s, kHiddenAmax,
-                                    {act, s.view(s.shared_act, DType::kF32, {n_tokens, f})},
+                                    {act, s.view(s.shared.act, DType::kF32, {n_tokens, f})},
                                     EpPhase::kHiddenScale));
   DSV4_RETURN_IF_ERROR(down_and_return(s, act, n_tokens, ws));
   if (s.transport == Transport::kPeer) s.group->barrier(s.rank, EpPhase::kCombine);

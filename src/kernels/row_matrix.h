@@ -1,7 +1,8 @@
-// The CPU ops' view of an f32 operand as a matrix of rows: a rank-1 tensor is one row, a rank-2
+// Both backends' view of an f32 operand as a matrix of rows: a rank-1 tensor is one row, a rank-2
 // tensor may have strided rows (a column slice of a wider matrix), a higher rank must be
-// contiguous and is flattened to [outer, last]. Internal to kernels: the CUDA ops (cuda/common.cuh)
-// check their operands with the same function and pass the struct to their kernels by value.
+// contiguous and is flattened to [outer, last]. Internal to kernels: the CPU reference loops over
+// it, and the CUDA ops (cuda/device/common.cuh) check their operands with the same function and
+// pass the struct to their kernels by value.
 #pragma once
 
 #include <cstdint>
@@ -9,7 +10,7 @@
 #include "base/check.h"
 #include "base/tensor.h"
 
-namespace dsv4::kernels::cpu {
+namespace dsv4::kernels {
 
 struct RowMatrix {
   float* data = nullptr;
@@ -43,4 +44,4 @@ inline RowMatrix as_rows(const TensorView& view, const char* what) {
   return m;
 }
 
-}  // namespace dsv4::kernels::cpu
+}  // namespace dsv4::kernels
