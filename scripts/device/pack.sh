@@ -18,7 +18,7 @@ for b in tests/kernels/kernels_cuda_tests tests/kernels/kernels_ops_cuda_tests \
 done
 [ -n "${DSV4_BEFORE:-}" ] && strip -o "$stage/dsv4_before" "$DSV4_BEFORE"
 mkdir -p "$build/carry"
-tar cJf "$build/carry/bins.tar.xz" -C "$stage" .
+tar cf - -C "$stage" . | xz -9 -T2 > "$build/carry/bins.tar.xz"  # -9: the binaries share most bytes
 rm -rf "$stage"
 [ -f ../shared/bench/torch_moe_baseline.py ] && cp ../shared/bench/torch_moe_baseline.py "$build/carry/"
 ls -la "$build/carry"

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# One device-machine call that checks merged code first, most important first, within ~5
+# minutes: every CUDA op and model test, the runtime's (the engine, expert-parallel ranks on the
+# one GPU), the MoE and norm kernels, the trained model's perplexity in both numerics profiles
+# (as shipped and with the release's FP8 linears), `dsv4 verify` with 1 and 2 ranks, the decode
+# step with and without a JSON Schema, then the decode graph's tests with every new device
+# buffer poisoned (CONTRIBUTING.md) and its disabled B = 1 … 8 test. Logs to $OUT/logs. Build,
+# then `scripts/device/pack.sh` and run this with carry ["build/carry"].
+set -uo pipefail
+export OMP_WAIT_POLICY=passive DSV4_MODEL=
+out=${OUT:-/tmp/dsv4_out}
+logs=$out/logs
+mkdir -p "$logs"
+bins=$(mktemp -d)
+tar xJf build/carry/bins.tar.xz -C "$bins"
+export DSV4_SOURCE_DIR=$PWD
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/device.txt"
+start=$(date +%s)
+# name, seconds, VAR=value for its environment, binary, gtest filter, extra gtest flags
+run_tests() {
+  local s
+  s=$(date +%s)
+  # shellcheck disable=SC2086  # $6: no flag, or one
+  timeout "$2" env "$3" "$bins/$4" --gtest_brief=1 --gtest_filter="$5" ${6:-} > "$logs/$1.log" 2>&1
+  echo "== $1 rc=$? $(( $(date +%s) - s ))s: $(grep -E '^\[  PASSED  \]' "$logs/$1.log")"
+  grep -E "^\[  FAILED  \]|Failure|Which is|Expected|actual|tiny_a prompt|step [0-9]+ of" \
+    "$logs/$1.log" | head -30
+}
+run_tests ops 40 X=1 kernels_ops_cuda_tests '*'
+run_tests model 90 X=1 model_cuda_tests '*'
+run_tests runtime 60 X=1 runtime_cuda_tests '*'
+run_tests kernels 60 X=1 kernels_cuda_tests '*MoeFfnCuda*:*RmsNorm*:*HyperConnection*'
+b=tests/golden/brown_small
+python3 scripts/fp8_linears.py $b/model "$bins/brown_fp8" > /dev/null
+for m in $b/model "$bins/brown_fp8"; do
+  for n in exact fast; do
+    echo "== eval $(basename "$m") $n: $(timeout 30 "$bins/dsv4" eval --device cuda --numerics $n \
+      --model "$m" --text $b/heldout_excerpt.txt 2>&1 | tail -1)"
+  done
+done
+for n in 1 2; do
+  echo "== verify --ep $n: $(timeout 30 "$bins/dsv4" verify --device cuda --experts w4a4 --ep $n \
+    --model $b/model --reference $b/reference_w4a16.safetensors 2>&1 | tail -1)"
+done
+echo "== decode step with and without a schema"
+timeout 90 "$bins/dsv4" bench --device cuda --model $b/model --json-schema \
+  bench/grammar/order_schema.json --batch 1,32 --prompt-tokens 64 --gen-tokens 128 --repeats 5 \
+  2>&1 | tee "$logs/schema.txt" | grep -vE "^prefix|^dsv4 bench" | tail -24
+echo "elapsed $(( $(date +%s) - start ))s"
+run_tests poisoned_graphs 60 DSV4_POISON_DEVICE_MEMORY=1 model_cuda_tests 'Golden/DecodeGraphCudaTest.*'
+run_tests graphs_b1_to_8 40 X=1 model_cuda_tests 'Golden/DecodeGraphCudaTest.DISABLED*/0' \
+  --gtest_also_run_disabled_tests
+echo "elapsed $(( $(date +%s) - start ))s"
