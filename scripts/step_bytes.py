@@ -209,11 +209,12 @@ def main():
           "synthetic checkpoints store them and this engine held them before.\n")
     print_layer_table(c, batches, a.context, a.parts)
     print(f"\nwhole step, {c['num_hidden_layers']} layers, GB (floor ms at {a.rate_gbs:.0f} GB/s):")
-    totals = {(s, b): decode_step_bytes(c, None, s, b, a.context) for s in STORAGES for b in batches}
+    totals = {(s, b): decode_step_bytes(c, None, s, b, a.context)
+              for s in STORAGES for b in batches}
     for stored in STORAGES:
         print(f"  FP8 linears {stored}: " + ", ".join(
-            f"B = {b}: {totals[stored, b] / 1e9:.2f} ({totals[stored, b] / a.rate_gbs / 1e6:.2f} ms)"
-            for b in batches))
+            f"B = {b}: {totals[stored, b] / 1e9:.2f} "
+            f"({totals[stored, b] / a.rate_gbs / 1e6:.2f} ms)" for b in batches))
     print("  fp8 / bf16: " + ", ".join(
         f"B = {b}: {totals['fp8', b] / totals['bf16', b]:.2f}" for b in batches))
 
