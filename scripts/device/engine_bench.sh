@@ -7,8 +7,10 @@
 # a prompt, default 256, so the decode steps run at a real position) and summarises where its
 # first prefill step's and its last decode step's kernel time goes (ncu_step_summary.py).
 # Finally engine_table.py fits each binary's and batch's step time over the depths (ms a layer,
-# intercept, V4-Flash's 43 layers extrapolated) beside the kernels a step and the GPU's busy
-# share: issue 30's whole-model table. Logs to $OUT. Build and pack first
+# intercept, V4-Flash's 43 layers extrapolated) beside each layer's memory floor (the bytes
+# scripts/step_bytes.py counts, at the copy rate bench/read_ceiling measures once at the start
+# of the call) and the slope's ratio to it, the time to first token, the kernels a step and the
+# GPU's busy share: issue 30's whole-model table. Logs to $OUT. Build and pack first
 # (scripts/device/pack.sh), then run this with carry ["build/carry"]:
 #   scripts/device/engine_bench.sh [CONFIG] [DEPTHS] [BATCHES]
 #     CONFIG   default tests/checkpoint/fixtures/v4_flash_config.json
@@ -32,6 +34,9 @@ bins=$(mktemp -d)
 tar xJf build/carry/bins.tar.xz -C "$bins"
 export DSV4_SOURCE_DIR=$PWD
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/device.txt"
+cp "$config" "$out/config.json"
+# The copy rate the floors divide by, on this GPU in this call (one 64 MB read row besides).
+timeout 120 "$bins/read_ceiling" 64 | tee "$out/read_ceiling.txt"
 variants=${VARIANTS:-$( [ -x "$bins/dsv4_before" ] && echo "dsv4_before:dsv4_before:;")dsv4:dsv4:}
 IFS=';' read -ra variants <<< "$variants"
 ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
@@ -39,6 +44,7 @@ for layers in ${depths//,/ }; do
   model=/tmp/dsv4_synth_${layers}
   rm -rf /tmp/dsv4_synth_*  # one depth's checkpoint at a time: V4-Flash's is ~4 GB a layer
   timeout 300 "$bins/synth_checkpoint" "$config" "$model" --layers "$layers" | tail -1
+  python3 scripts/step_bytes.py --linears-of "$model" > "$out/linears_l${layers}.txt"
   for batch in ${batches//,/ }; do
     for variant in "${variants[@]}"; do
       IFS=':' read -r name build flags <<< "$variant"
@@ -66,4 +72,6 @@ for layers in ${depths//,/ }; do
     done
   done
 done
-python3 scripts/device/engine_table.py "$out" | tee "$out/table.md"
+# The decode steps run at positions prompt .. prompt + 31: their mean is prompt + 16.
+python3 scripts/device/engine_table.py "$out" --context $((${PROMPT_TOKENS:-256} + 16)) |
+  tee "$out/table.md"
