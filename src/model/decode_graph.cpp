@@ -289,8 +289,12 @@ Result<DecodeGraphs::Padded> DecodeGraphs::pad(const Model& model,
 }
 
 Status DecodeGraphs::run(const Model& model, std::span<const SequenceChunk> chunks) {
-  const int64_t size = bucket_size(static_cast<int64_t>(chunks.size()), max_batch_);
-  DSV4_ASSIGN_OR_RETURN(const Padded step, pad(model, chunks, size));
+  DSV4_ASSIGN_OR_RETURN(
+      const Padded step,
+      pad(model, chunks, bucket_size(static_cast<int64_t>(chunks.size()), max_batch_)));
+  // Keyed by the rows the step runs (its bucket, or its own size where pad could not pad it), as
+  // capture and give_up key them.
+  const auto size = static_cast<int64_t>(step.chunks.size());
   const auto seen = eager_.find(size);
   if (seen == eager_.end() || seen->second) {
     eager_[size] = seen != eager_.end();  // a first step: eager, the next one captures
