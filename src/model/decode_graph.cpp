@@ -221,6 +221,18 @@ struct DecodeGraphs::Padded {
   bool padded() const { return static_cast<int64_t>(chunks.size()) > n_real; }
 };
 
+int64_t padding_max_batch(const checkpoint::ModelWeights& weights, const ModelOptions& options) {
+  if (options.expert_mode != ExpertMode::kW4A4) return options.cuda_graph_max_batch;
+  for (const checkpoint::LayerWeights& layer : weights.layers) {
+    const checkpoint::RoutedExpertWeights& experts = layer.ffn.experts;
+    if (experts.is_nvfp4() &&
+        (experts.w13_input_scale.empty_tensor() || experts.w2_input_scale.empty_tensor())) {
+      return 0;
+    }
+  }
+  return options.cuda_graph_max_batch;
+}
+
 DecodeGraphs::DecodeGraphs(int64_t max_batch) : max_batch_(max_batch) {}
 DecodeGraphs::~DecodeGraphs() = default;
 
