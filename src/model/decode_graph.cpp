@@ -221,6 +221,18 @@ struct DecodeGraphs::Padded {
   bool padded() const { return static_cast<int64_t>(chunks.size()) > n_real; }
 };
 
+int64_t padding_max_batch(const checkpoint::ModelWeights& weights, const ModelOptions& options) {
+  if (options.expert_mode != ExpertMode::kW4A4) return options.cuda_graph_max_batch;
+  for (const checkpoint::LayerWeights& layer : weights.layers) {
+    const checkpoint::RoutedExpertWeights& experts = layer.ffn.experts;
+    if (experts.is_nvfp4() &&
+        (experts.w13_input_scale.empty_tensor() || experts.w2_input_scale.empty_tensor())) {
+      return 0;
+    }
+  }
+  return options.cuda_graph_max_batch;
+}
+
 DecodeGraphs::DecodeGraphs(int64_t max_batch) : max_batch_(max_batch) {}
 DecodeGraphs::~DecodeGraphs() = default;
 
@@ -289,8 +301,12 @@ Result<DecodeGraphs::Padded> DecodeGraphs::pad(const Model& model,
 }
 
 Status DecodeGraphs::run(const Model& model, std::span<const SequenceChunk> chunks) {
-  const int64_t size = bucket_size(static_cast<int64_t>(chunks.size()), max_batch_);
-  DSV4_ASSIGN_OR_RETURN(const Padded step, pad(model, chunks, size));
+  DSV4_ASSIGN_OR_RETURN(
+      const Padded step,
+      pad(model, chunks, bucket_size(static_cast<int64_t>(chunks.size()), max_batch_)));
+  // Keyed by the rows the step runs (its bucket, or its own size where pad could not pad it), as
+  // capture and give_up key them.
+  const auto size = static_cast<int64_t>(step.chunks.size());
   const auto seen = eager_.find(size);
   if (seen == eager_.end() || seen->second) {
     eager_[size] = seen != eager_.end();  // a first step: eager, the next one captures

@@ -24,6 +24,13 @@
 
 namespace dsv4::model {
 
+// ModelOptions::cuda_graph_max_batch where padding rows leave the real rows' bits alone, else 0
+// (every batch size its own graph, no padding). Not so with W4A4 routed experts staged with
+// dynamic scales (a layer without the checkpoint's calibrated input scales): stage_activation
+// takes one global scale from the amax of all of the step's rows (kernels/ops.h), so a padding
+// row with a larger amax would change every real row's NVFP4 codes.
+int64_t padding_max_batch(const checkpoint::ModelWeights& weights, const ModelOptions& options);
+
 class DecodeGraphs {
  public:
   // max_batch > 0: a step of B sequences runs as one of the bucket's size, the next of 1, 2, 4,

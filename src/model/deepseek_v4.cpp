@@ -18,8 +18,9 @@ namespace dsv4::model {
 Model::Model(const checkpoint::ModelWeights& weights, ModelOptions options)
     : weights_(&weights),
       options_(options),
-      graphs_(options.cuda_graph ? std::make_shared<DecodeGraphs>(options.cuda_graph_max_batch)
-                                 : nullptr) {}
+      graphs_(options.cuda_graph
+                  ? std::make_shared<DecodeGraphs>(padding_max_batch(weights, options))
+                  : nullptr) {}
 
 DecodeGraphStats Model::decode_graph_stats() const {
   return graphs_ ? graphs_->stats() : DecodeGraphStats{};

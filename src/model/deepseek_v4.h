@@ -68,6 +68,7 @@ struct ModelOptions {
   bool cuda_graph = false;
   // With cuda_graph: a step of B sequences runs padded to its bucket (1, 2, 4, 8, … at most
   // this), so that a batch that wanders needs a graph a bucket, not one a size; 0: no padding.
+  // W4A4 experts staged with dynamic scales are never padded (decode_graph.h: padding_max_batch).
   int64_t cuda_graph_max_batch = 0;
 };
 

@@ -86,7 +86,8 @@ class MoeSteps {
   // W4A4: the SwiGLU rows staged to NVFP4 (one call over every row: the dynamic global scale is
   // their amax). W4A16: nothing.
   Status stage_hidden() const;
-  // L2, restricted as gate_up.
+  // L2, restricted as gate_up; where the down kernel combines (W4A16 at T ≤ kSmallRouteTokens),
+  // every active group only.
   Status down(const int* active, int n_slots) const;
   // y rows [begin, end): Σ of their routed rows (and the shared one), per token.
   Status combine(int64_t begin, int64_t end) const;

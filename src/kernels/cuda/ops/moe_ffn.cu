@@ -327,6 +327,10 @@ Status MoeSteps::down(const int* active, int n_slots) const {
   if (ws_.n_tokens == 0) return ok_status();
   const Scratch s{ws_, base_};
   if (fused()) {
+    // The fused combine's last warp per m-tile waits for every row of the step: a launch over
+    // some groups would leave y unwritten, and combine() skips it on that path.
+    DSV4_CHECK(active == nullptr || !fuses_combine(experts_, ws_.n_tokens),
+               "moe_ffn: the down kernel that combines runs every active group");
     ExpertParams l2 = expert_params(w_.w2, w_.shared_w2, s.at<int>(ws_.offsets),
                                     active ? active : s.at<int>(ws_.active));
     set_activations(l2, s, ws_.act, ws_.act_packed, ws_.act_scale, ws_.act_global);
