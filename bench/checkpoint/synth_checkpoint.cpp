@@ -39,6 +39,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--seed", options.seed, "random seed (the same seed writes the same bytes)")
       ->capture_default_str();
+  app.add_flag("--fp8-linears", options.fp8_linears,
+               "write the linears the release stores in FP8 (attention, the indexer's wq_b, the "
+               "shared expert, MTP's projections) in FP8 with 128x128 block scales, as it "
+               "stores them; without it, in bf16");
   CLI11_PARSE(app, argc, argv);
 
   options.on_shard = print_shard;

@@ -14,6 +14,9 @@
 //   router [E, D]      a linear: independent N(0, 1) scores, so each token's top-k is a roughly
 //                      uniform draw over the experts, as balanced trained routing is
 //   tid2eid [V, K]     K distinct random expert ids per token
+//   FP8 linears        (SyntheticOptions::fp8_linears) the linears V4's release stores in FP8, as
+//                      it stores them: e4m3 codes of a linear's uniform values over one
+//                      power-of-two f32 scale a 128 × 128 block, 2^ceil(log2(amax / 448))
 //   NVFP4 experts      random E2M1 codes, block scales random UE4M3 in [0.5, 2], weight_scale_2
 //                      scaled so the dequantized weights have std 1/sqrt(K) like a linear,
 //                      input_scale for activations of amax 4 (std ~1 inputs)
@@ -181,6 +184,45 @@ Result<std::vector<PlannedTensor>> nvfp4_tensors(const std::string& name, const 
       {{siblings.input_scale, DType::kF32, {}}, {Draw::kConstant, kInputScale}}};
 }
 
+// The linears DeepSeek-V4's release stores in FP8 (scripts/fp8_linears.py writes the same set).
+bool released_in_fp8(Param param) {
+  switch (param) {
+    case Param::kWqA:
+    case Param::kWqB:
+    case Param::kWkv:
+    case Param::kWoA:
+    case Param::kWoB:
+    case Param::kIndexerWqB:
+    case Param::kSharedW1:
+    case Param::kSharedW2:
+    case Param::kSharedW3:
+    case Param::kMtpEProj:
+    case Param::kMtpHProj:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// One linear [N, K] in FP8 under the official names: `X.weight` e4m3 codes of linear_fill's
+// values divided by the block scale, and `X.scale` f32 [ceil(N/128), ceil(K/128)], every block
+// the same power of two (DeepSeek's rule over the values' bound), so the decoded weights are
+// linear_fill's values rounded to e4m3.
+Result<std::vector<PlannedTensor>> fp8_tensors(const std::string& name, const Shape& shape) {
+  constexpr std::string_view kSuffix = ".weight";
+  if (!name.ends_with(kSuffix)) {
+    return internal_error("an FP8 linear's name must end in .weight: " + name);
+  }
+  const std::string scale_name = name.substr(0, name.size() - kSuffix.size()) + ".scale";
+  const Fill values = linear_fill(shape);
+  const double scale = std::exp2(std::ceil(std::log2(values.hi / 448.0)));
+  const int64_t n = shape[0], k = shape[1];
+  return std::vector<PlannedTensor>{
+      {{name, DType::kF8E4M3, shape}, {Draw::kUniform, values.lo / scale, values.hi / scale}},
+      {{scale_name, DType::kF32, {(n + 127) / 128, (k + 127) / 128}},
+       {Draw::kConstant, scale}}};
+}
+
 struct PlannedShard {
   std::vector<PlannedTensor> tensors;
   size_t bytes() const {
@@ -192,7 +234,7 @@ struct PlannedShard {
 
 // Shard 0 the global weights, shard 1 + L layer L (the MTP blocks numbered after the layers); in
 // each, the name table's slot order.
-Result<std::vector<PlannedShard>> plan_shards(const ModelConfig& config) {
+Result<std::vector<PlannedShard>> plan_shards(const ModelConfig& config, bool fp8_linears) {
   const checkpoint::ExpectedKeys keys = checkpoint::expected_keys(
       config, checkpoint::NamingConvention::kOfficial, /*with_mtp=*/config.n_mtp_layers > 0);
   std::vector<PlannedShard> shards(static_cast<size_t>(config.n_layer + config.n_mtp_layers) + 1);
@@ -213,6 +255,10 @@ Result<std::vector<PlannedShard>> plan_shards(const ModelConfig& config) {
         DSV4_ASSIGN_OR_RETURN(std::vector<PlannedTensor> nvfp4,
                               nvfp4_tensors(piece_name.name, piece.shape));
         tensors.insert(tensors.end(), nvfp4.begin(), nvfp4.end());
+      } else if (fp8_linears && released_in_fp8(slot.param)) {
+        DSV4_ASSIGN_OR_RETURN(std::vector<PlannedTensor> fp8,
+                              fp8_tensors(piece_name.name, piece.shape));
+        tensors.insert(tensors.end(), fp8.begin(), fp8.end());
       } else {
         tensors.push_back({{piece_name.name, spec.release_dtype, piece.shape},
                            dense_fill(slot.param, piece.shape, config)});
@@ -268,6 +314,9 @@ void store(DType dtype, double value, uint8_t* out) {
       std::memcpy(out, &b, sizeof b);
       return;
     }
+    case DType::kF8E4M3:
+      *out = float_to_e4m3(static_cast<float>(value));
+      return;
     case DType::kI64: {
       const auto i = static_cast<int64_t>(value);
       std::memcpy(out, &i, sizeof i);
@@ -451,7 +500,7 @@ Result<SyntheticSummary> write_synthetic_checkpoint(const SyntheticOptions& opti
   const std::string config_path = (fs::path(options.out_dir) / "config.json").string();
   DSV4_ASSIGN_OR_RETURN(ModelConfig config,
                         checkpoint::parse_model_config(config_text, config_path));
-  DSV4_ASSIGN_OR_RETURN(std::vector<PlannedShard> shards, plan_shards(config));
+  DSV4_ASSIGN_OR_RETURN(std::vector<PlannedShard> shards, plan_shards(config, options.fp8_linears));
   DSV4_RETURN_IF_ERROR(create_output(options.out_dir));
 
   SyntheticSummary summary;

@@ -1,7 +1,8 @@
 // A synthetic DeepSeek-V4 checkpoint: a real config's layer shapes, cut to a few layers, with
 // random weights, so the engine can be timed at V4-Flash / V4-Pro shapes without the real
 // checkpoint. Every key the official naming expects is written exactly once (the name table,
-// checkpoint/tensor_names.h, says which); dense weights in their release dtype, routed experts
+// checkpoint/tensor_names.h, says which); dense weights in their release dtype (or the FP8
+// linears in FP8, as the release stores them), routed experts
 // in the ModelOpt NVFP4 layout `dsv4 quantize` writes. The values keep a forward finite and the
 // routing roughly uniform over the experts (synthetic_checkpoint.cpp says how).
 //
@@ -35,6 +36,10 @@ struct SyntheticOptions {
   int64_t n_layers = 0;     // 1 .. the config's num_hidden_layers
   int64_t n_mtp_layers = 0;  // 0 .. the config's num_nextn_predict_layers (the MTP blocks)
   uint64_t seed = 0;
+  // The linears the release stores in FP8 (attention, the indexer's wq_b, the shared expert,
+  // MTP's projections) as e4m3 with 128 × 128 block scales, as the release stores them; else
+  // in bf16. The engine keeps FP8 linears FP8 on the GPU (docs/numerics.md).
+  bool fp8_linears = false;
   std::function<void(const SyntheticShard&)> on_shard;  // after each shard (progress)
 };
 

@@ -21,6 +21,8 @@
 #   VARIANTS     what runs beside each other, ';'-separated NAME:BINARY:FLAGS (flags spaced),
 #                e.g. 'exact:dsv4:--numerics exact;fast:dsv4:--numerics fast --cuda-graph on';
 #                default: dsv4_before (when carried) and dsv4, with no flags
+#   SYNTH_FLAGS    synth_checkpoint's extra flags: --fp8-linears writes the linears the release
+#                  stores in FP8 so (issue 31's decode bytes); default bf16
 #   PROMPT_TOKENS  each sequence's prompt (default 256: the decode steps run at a real position)
 set -uo pipefail
 config=${1:-tests/checkpoint/fixtures/v4_flash_config.json}
@@ -43,7 +45,8 @@ ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 for layers in ${depths//,/ }; do
   model=/tmp/dsv4_synth_${layers}
   rm -rf /tmp/dsv4_synth_*  # one depth's checkpoint at a time: V4-Flash's is ~4 GB a layer
-  timeout 300 "$bins/synth_checkpoint" "$config" "$model" --layers "$layers" | tail -1
+  # shellcheck disable=SC2086  # SYNTH_FLAGS: none, or e.g. --fp8-linears (as the release stores them)
+  timeout 300 "$bins/synth_checkpoint" "$config" "$model" --layers "$layers" ${SYNTH_FLAGS:-} | tail -1
   python3 scripts/step_bytes.py --linears-of "$model" > "$out/linears_l${layers}.txt"
   for batch in ${batches//,/ }; do
     for variant in "${variants[@]}"; do

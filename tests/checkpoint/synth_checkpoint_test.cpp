@@ -7,6 +7,7 @@
 // a non-empty output directory is refused untouched; a seed writes the same bytes every time.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <string>
@@ -61,13 +62,14 @@ std::string tiny_flash_config(const testing::TempDir& dir) {
 
 Result<SyntheticSummary> synthesize(const std::string& config, const std::string& out_dir,
                                     int64_t n_layers = kLayers, uint64_t seed = 1,
-                                    int64_t n_mtp_layers = 0) {
+                                    int64_t n_mtp_layers = 0, bool fp8_linears = false) {
   SyntheticOptions options;
   options.config_path = config;
   options.out_dir = out_dir;
   options.n_layers = n_layers;
   options.n_mtp_layers = n_mtp_layers;
   options.seed = seed;
+  options.fp8_linears = fp8_linears;
   return write_synthetic_checkpoint(options);
 }
 
@@ -175,6 +177,44 @@ TEST(SyntheticCheckpointTest, AnMtpBlockBindsAndDrafts) {
   const float* v = logits->data_as<float>();
   for (int64_t i = 0; i < logits->numel(); ++i) ASSERT_TRUE(std::isfinite(v[i])) << i;
   EXPECT_NE(v[0], v[1]) << "logits should vary";
+}
+
+// With the release's FP8 linears: each is e4m3 with its block scales, binds as FP8 (the
+// loader's census counts it so), decodes to values of a linear's size, and the forward stays
+// finite.
+TEST(SyntheticCheckpointTest, Fp8LinearsBindAsTheReleaseStoresThem) {
+  testing::TempDir dir;
+  const std::string config = tiny_flash_config(dir), out = dir.file("out");
+  Result<SyntheticSummary> summary = synthesize(config, out, kLayers, 1, 1, /*fp8_linears=*/true);
+  ASSERT_TRUE(summary.ok()) << summary.status().to_string();
+  Result<checkpoint::LoadedModel> loaded = checkpoint::load_model(out);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  const checkpoint::LoadReport& report = loaded->report;
+  EXPECT_TRUE(report.clean()) << report.first_problem();
+  EXPECT_EQ(report.n_bound, report.n_keys);
+  const checkpoint::ModelWeights& weights = loaded->weights;
+  // Per layer: wq_a, wq_b, wkv, wo_a, wo_b and the shared expert's three; the indexer's wq_b on
+  // CSA layers; the MTP block: its layer's eight and e_proj, h_proj.
+  size_t want = 0;
+  for (int64_t l = 0; l < weights.config.n_layer; ++l) {
+    want += 8 + (weights.config.schedule(l).attention == checkpoint::AttentionType::kCompressedSparse ? 1 : 0);
+  }
+  want += 8 + 2;
+  EXPECT_EQ(report.storage_census.at("fp8 e4m3, 128x128 block scales"), want);
+  // Decoded on the host: a linear's uniform values (std 1/sqrt(K)) within e4m3's rounding.
+  const Tensor& wq_a = weights.layers[0].attn.wq_a;
+  ASSERT_EQ(wq_a.dtype(), DType::kF32);
+  const int64_t k = wq_a.shape()[1];
+  double squares = 0, largest = 0;
+  const float* w = wq_a.data_as<float>();
+  for (int64_t i = 0; i < wq_a.numel(); ++i) {
+    squares += double{w[i]} * w[i];
+    largest = std::max(largest, std::abs(double{w[i]}));
+  }
+  const double rms = std::sqrt(squares / static_cast<double>(wq_a.numel()));
+  EXPECT_NEAR(rms * std::sqrt(static_cast<double>(k)), 1.0, 0.1);
+  EXPECT_LE(largest * std::sqrt(static_cast<double>(k)), std::sqrt(3.0) * (1 + 1.0 / 16));
+  expect_finite_forward(weights);
 }
 
 TEST(SyntheticCheckpointTest, RefusesAnMtpLayerCountTheConfigDoesNotHave) {
