@@ -223,14 +223,19 @@ TEST_F(HttpAbuseTest, StaysResponsiveAndAnswersEveryWellFormedRequest) {
       for (int r = 0; r < kRequests; ++r) {
         conn.send(post("/v1/completions", completion(200 + c * kRequests + r, 4)));
         const std::string response = conn.response();
-        if (status_of(response) != 200) {
-          const std::lock_guard<std::mutex> lock(unanswered_mutex);
-          unanswered.push_back("client " + std::to_string(c) + ", request " +
-                               std::to_string(r) + ": " + response.substr(0, 300));
-          continue;
+        // Answered: all 4 tokens, or fewer where the sampled text reached its end token (the
+        // requests sample at temperature 1, so the tiny model's <EOS> may come early).
+        if (status_of(response) == 200) {
+          const Json choice = Json::parse(body_of(response))["choices"][0];
+          const size_t n = choice["token_ids"].size();
+          if (n == 4 || (n >= 1 && n < 4 && choice["finish_reason"] == "stop")) {
+            ++n_answered;
+            continue;
+          }
         }
-        const Json json = Json::parse(body_of(response));
-        n_answered += json["choices"][0]["token_ids"].size() == 4;
+        const std::lock_guard<std::mutex> lock(unanswered_mutex);
+        unanswered.push_back("client " + std::to_string(c) + ", request " + std::to_string(r) +
+                             ": " + response.substr(0, 300));
       }
     });
   }
