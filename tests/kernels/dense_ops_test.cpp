@@ -196,6 +196,17 @@ TEST(RmsNormTest, WeightedAndUnweighted) {
   }
 }
 
+// Rows of no columns: a [2, 3, 0] operand is six empty rows (as_rows must not divide by the
+// zero width), and the norm writes nothing.
+TEST(RmsNormTest, RowsOfNoColumnsAreANoOp) {
+  std::vector<float> none;
+  const TensorView x = view_of(none, {2, 3, 0});
+  ASSERT_TRUE(rms_norm(x, TensorView{}, 1e-6f, x).ok());
+  const RowMatrix rows = as_rows(x, "x");
+  EXPECT_EQ(rows.n_rows, 6);
+  EXPECT_EQ(rows.n_cols, 0);
+}
+
 // The sum of squares in ops.h's order, written as its definition: 1024 lanes, each summing its
 // elements in turn, then a recursive pairwise tree over all of them (empty lanes included).
 double lane_tree(const std::vector<double>& lanes, size_t lo, size_t hi) {
