@@ -38,7 +38,8 @@ inline RowMatrix as_rows(const TensorView& view, const char* what) {
     m.row_stride = view.stride[0];
   } else {
     DSV4_CHECK(view.is_contiguous(), "%s: rank-%d tensor must be contiguous", what, view.rank());
-    m.n_rows = view.numel() / m.n_cols;
+    m.n_rows = 1;  // the outer dims' product (numel / n_cols would divide by a zero width)
+    for (int d = 0; d + 1 < view.rank(); ++d) m.n_rows *= view.size(d);
     m.row_stride = m.n_cols;
   }
   return m;

@@ -16,10 +16,6 @@ Status layer_forward(const LayerInput& in, Tensor& streams, Tensor& spare) {
   const Device device = streams.device();
   DSV4_ASSIGN_OR_RETURN(Tensor x, scratch(DType::kF32, {n_rows, config.hidden_size}, device));
   DSV4_ASSIGN_OR_RETURN(Tensor block_out, scratch(DType::kF32, x.shape(), device));
-  // The FFN site's input norm of the streams, made by the attention half's stream update.
-  DSV4_ASSIGN_OR_RETURN(
-      Tensor streams_normed,
-      scratch(DType::kF32, {n_rows, config.hc_mult * config.hidden_size}, device));
   HcSite site;
 
   // Attention half.
@@ -30,6 +26,12 @@ Status layer_forward(const LayerInput& in, Tensor& streams, Tensor& spare) {
                                                *in.positions, block_out.view(), in.numerics)
                            : attention_forward(config, in.layer, w.attn, x.view(), in.sequences,
                                                block_out.view(), in.numerics));
+  // The FFN site's input norm of the streams, made by the attention half's stream update. It
+  // lives only from that update to the FFN site's mixes, as project_mixes' own norm did: held
+  // across the attention or the experts it would add T·M·D f32 to their peak.
+  DSV4_ASSIGN_OR_RETURN(
+      Tensor streams_normed,
+      scratch(DType::kF32, {n_rows, config.hc_mult * config.hidden_size}, device));
   DSV4_RETURN_IF_ERROR(hc_post_norm(config, block_out.view(), streams.view(), site, spare.view(),
                                     streams_normed.view()));
   std::swap(streams, spare);
@@ -37,6 +39,7 @@ Status layer_forward(const LayerInput& in, Tensor& streams, Tensor& spare) {
   // FFN half.
   DSV4_RETURN_IF_ERROR(hc_pre_norm(config, w.hc_ffn, streams.view(), streams_normed.view(),
                                    w.ffn_norm.view(), site, x.view()));
+  streams_normed = Tensor{};
   DSV4_RETURN_IF_ERROR(moe_forward(config, in.layer, w.ffn, in.expert_mode, x.view(), in.tokens,
                                    block_out.view(), in.expert_amaxes, in.placement, in.numerics));
   DSV4_RETURN_IF_ERROR(hc_post(block_out.view(), streams.view(), site, spare.view()));

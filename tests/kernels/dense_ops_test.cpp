@@ -196,6 +196,17 @@ TEST(RmsNormTest, WeightedAndUnweighted) {
   }
 }
 
+// Rows of no columns: a [2, 3, 0] operand is six empty rows (as_rows must not divide by the
+// zero width), and the norm writes nothing.
+TEST(RmsNormTest, RowsOfNoColumnsAreANoOp) {
+  std::vector<float> none;
+  const TensorView x = view_of(none, {2, 3, 0});
+  ASSERT_TRUE(rms_norm(x, TensorView{}, 1e-6f, x).ok());
+  const RowMatrix rows = as_rows(x, "x");
+  EXPECT_EQ(rows.n_rows, 6);
+  EXPECT_EQ(rows.n_cols, 0);
+}
+
 // The sum of squares in ops.h's order, written as its definition: 1024 lanes, each summing its
 // elements in turn, then a recursive pairwise tree over all of them (empty lanes included).
 double lane_tree(const std::vector<double>& lanes, size_t lo, size_t hi) {
@@ -271,6 +282,34 @@ TEST(SwigluTest, ClampsGateAboveAndUpBothSides) {
         ref[i * f + j] = g / (1.0 + std::exp(-g)) * u;
       }
     EXPECT_LT(max_row_rel_error(out.data(), ref.data(), t, f), kF32OpRelTol);
+  }
+}
+
+// hc_expand_norm is hc_expand, then the unweighted rms_norm of each token's M·D new streams,
+// bit for bit: for a batch of tokens, and for one token given as vectors (f [D], post [M]),
+// which hc_expand takes as one row each.
+TEST(HcExpandNormTest, IsTheExpandThenItsNorm) {
+  SeededRng rng;
+  const int64_t t = 3, m = 4, d = 40;
+  std::vector<float> f = random_normal(rng, t * d), residual = random_normal(rng, t * m * d),
+                     post = random_normal(rng, t * m), comb = random_normal(rng, t * m * m);
+  for (const bool vectors : {false, true}) {
+    SCOPED_TRACE(vectors ? "one token as vectors" : "a batch");
+    const int64_t n = vectors ? 1 : t;
+    const TensorView fv = vectors ? view_of(f, {d}) : view_of(f, {t, d});
+    const TensorView pv = vectors ? view_of(post, {m}) : view_of(post, {t, m});
+    const TensorView rv = view_of(residual, {n, m, d}), cv = view_of(comb, {n, m, m});
+    std::vector<float> out = poisoned(n * m * d), normed = poisoned(n * m * d);
+    std::vector<float> want_out = poisoned(n * m * d), want_normed = poisoned(n * m * d);
+    ASSERT_TRUE(hc_expand_norm(fv, rv, pv, cv, 1e-6f, view_of(out, {n, m, d}),
+                               view_of(normed, {n, m * d}))
+                    .ok());
+    ASSERT_TRUE(hc_expand(fv, rv, pv, cv, view_of(want_out, {n, m, d})).ok());
+    ASSERT_TRUE(rms_norm(view_of(want_out, {n, m * d}), TensorView{}, 1e-6f,
+                         view_of(want_normed, {n, m * d}))
+                    .ok());
+    EXPECT_EQ(std::memcmp(out.data(), want_out.data(), out.size() * sizeof(float)), 0);
+    EXPECT_EQ(std::memcmp(normed.data(), want_normed.data(), normed.size() * sizeof(float)), 0);
   }
 }
 

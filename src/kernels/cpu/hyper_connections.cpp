@@ -138,8 +138,9 @@ void hc_pre_norm(const HcPreNormParams& p) {
 void hc_expand_norm(const TensorView& f, const TensorView& residual, const TensorView& post,
                     const TensorView& comb, float eps, const TensorView& out,
                     const TensorView& normed) {
+  const HcExpandOperands o = hc_expand_operands(f, residual, post, comb, out);
   cpu::hc_expand(f, residual, post, comb, out);
-  cpu::rms_norm(out.reshaped({f.size(0), post.size(1) * f.size(1)}), TensorView{}, eps, normed);
+  cpu::rms_norm(out.reshaped({o.f.n_rows, o.post.n_cols * o.f.n_cols}), TensorView{}, eps, normed);
 }
 
 }  // namespace dsv4::kernels::cpu
