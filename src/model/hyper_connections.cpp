@@ -35,17 +35,6 @@ Status allocate_site(const checkpoint::ModelConfig& config, int64_t n_tokens, De
 
 }  // namespace
 
-Status hc_pre(const checkpoint::ModelConfig& config, const checkpoint::HyperConnectionWeights& w,
-              const TensorView& streams, HcSite& site, const TensorView& collapsed) {
-  DSV4_ASSIGN_OR_RETURN(Tensor mixes, project_mixes(config, w.fn.view(), streams));
-  DSV4_RETURN_IF_ERROR(allocate_site(config, streams.size(0), streams.device, site));
-  DSV4_RETURN_IF_ERROR(kernels::hc_split_sinkhorn(mixes.view(), w.scale.view(), w.base.view(),
-                                                  config.hc_sinkhorn_iters,
-                                                  static_cast<float>(config.hc_eps), site.view()));
-  // The collapse weighs the raw streams, not the normalised ones.
-  return kernels::hc_collapse(streams, site.pre.view(), collapsed);
-}
-
 Status hc_pre_norm(const checkpoint::ModelConfig& config,
                    const checkpoint::HyperConnectionWeights& w, const TensorView& streams,
                    const TensorView& streams_normed, const TensorView& block_norm, HcSite& site,

@@ -1,8 +1,8 @@
 // Manifold-constrained hyper-connections (mHC; ../shared/docs/deepseek_v4.md §2.3, transformers
 // DeepseekV4HyperConnection / DeepseekV4HyperHead). The residual is M parallel streams
-// [T, M, D]; around each half-layer hc_pre collapses them into the block input and computes how
-// the block output goes back (post) and how the streams mix (comb, doubly stochastic through
-// Sinkhorn), and hc_post applies that. hc_head is the final collapse before the norm.
+// [T, M, D]; around each half-layer hc_pre_norm collapses them into the (normed) block input
+// and computes how the block output goes back (post) and how the streams mix (comb, doubly
+// stochastic through Sinkhorn), and hc_post applies that. hc_head is the final collapse before the norm.
 //
 // Dimension letters: T tokens, M streams (hc_mult), D model width.
 #pragma once
@@ -22,13 +22,10 @@ struct HcSite {
   kernels::HcMix view() const { return {pre.view(), post.view(), comb.view()}; }
 };
 
-// streams f32 [T, M, D] -> site (allocated here) and collapsed f32 [T, D] = Σ_m pre_m · stream_m.
-Status hc_pre(const checkpoint::ModelConfig& config, const checkpoint::HyperConnectionWeights& w,
-              const TensorView& streams, HcSite& site, const TensorView& collapsed);
-
-// hc_pre with the block's input norm: x f32 [T, D] = rms_norm(collapsed, block_norm [D]), the
-// split, Sinkhorn, collapse and norm in one fused op (kernels::hc_pre_norm). streams_normed f32
-// [T, M·D] is the streams' own (unweighted) norm when hc_post_norm made it, else empty.
+// streams f32 [T, M, D] -> site (allocated here) and the block's input x f32 [T, D] =
+// rms_norm(collapsed, block_norm [D]), collapsed = Σ_m pre_m · stream_m: the split, Sinkhorn,
+// collapse and norm in one fused op (kernels::hc_pre_norm). streams_normed f32 [T, M·D] is the
+// streams' own (unweighted) norm when hc_post_norm made it, else empty.
 Status hc_pre_norm(const checkpoint::ModelConfig& config,
                    const checkpoint::HyperConnectionWeights& w, const TensorView& streams,
                    const TensorView& streams_normed, const TensorView& block_norm, HcSite& site,

@@ -1,6 +1,6 @@
 // One DeepSeek-V4 decoder layer (../shared/docs/deepseek_v4.md §2.2; transformers
 // DeepseekV4DecoderLayer): the attention half and the FFN half, each wrapped by its mHC site:
-//   (x, site) = hc_pre(streams); streams = hc_post(block(norm(x)), streams, site).
+//   (x, site) = hc_pre_norm(streams); streams = hc_post(block(x), streams, site).
 // The rows are a batch: the tokens of several sequences concatenated, each sequence's rows
 // attending only over its own cache; everything but attention runs on all rows at once.
 //

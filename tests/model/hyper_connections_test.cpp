@@ -136,9 +136,14 @@ TEST_P(HcTest, PrePostAndHeadMatchFloat64) {
   Tensor streams = random_tensor(rng, {n_tokens, m, d}, 2.0f);
   Tensor block_out = random_tensor(rng, {n_tokens, d});
 
+  Tensor block_norm = random_tensor(rng, {d}, 0.1f);
+  for (int64_t k = 0; k < d; ++k) block_norm.data_as<float>()[k] += 1.0f;
+
   HcSite site;
-  Tensor collapsed = poisoned({n_tokens, d});
-  ASSERT_TRUE(hc_pre(config, site_w, streams.view(), site, collapsed.view()).ok());
+  Tensor x_normed = poisoned({n_tokens, d});
+  ASSERT_TRUE(hc_pre_norm(config, site_w, streams.view(), TensorView{}, block_norm.view(), site,
+                          x_normed.view())
+                  .ok());
   Tensor next = poisoned({n_tokens, m, d});
   ASSERT_TRUE(hc_post(block_out.view(), streams.view(), site, next.view()).ok());
   Tensor head = poisoned({n_tokens, d});
@@ -151,8 +156,13 @@ TEST_P(HcTest, PrePostAndHeadMatchFloat64) {
     EXPECT_LT(max_row_rel_error(site.post.data_as<float>() + t * m, r.post.data(), 1, m), 1e-5);
     EXPECT_LT(max_row_rel_error(site.comb.data_as<float>() + t * m * m, r.comb.data(), 1, m * m),
               1e-5);
-    EXPECT_LT(max_row_rel_error(collapsed.data_as<float>() + t * d, r.collapsed.data(), 1, d),
-              1e-5);
+    // The block's input: the collapse through its RMS norm.
+    double squares = 0.0;
+    for (int k = 0; k < d; ++k) squares += r.collapsed[k] * r.collapsed[k];
+    const double inv_rms = 1.0 / std::sqrt(squares / d + config.rms_norm_eps);
+    std::vector<double> ref_x(d);
+    for (int k = 0; k < d; ++k) ref_x[k] = r.collapsed[k] * inv_rms * block_norm.data_as<float>()[k];
+    EXPECT_LT(max_row_rel_error(x_normed.data_as<float>() + t * d, ref_x.data(), 1, d), 1e-5);
     // Sinkhorn's result is doubly stochastic (to its eps), and hc_post consumes it transposed.
     for (int j = 0; j < m; ++j) {
       double col = 0.0;
@@ -205,25 +215,27 @@ TEST(HcGoldenTest, MatchesTransformersTinyA) {
         testing::kGoldenLayerRelTol)
         << name;
   };
+  // Each site's mixes and its block's input: the collapse (out_2) through the block's norm, as
+  // transformers recorded the norm's output.
+  const auto pre_norm = [&](const std::string& site_name, const std::string& norm_name,
+                            const Tensor& streams, HcSite& site) {
+    const Tensor norm = golden_tensor(model, "model.layers.2." + norm_name + ".weight");
+    Tensor x = poisoned({t, d});
+    ASSERT_TRUE(hc_pre_norm(config, site_weights("model.layers.2." + site_name), streams.view(),
+                            TensorView{}, norm.view(), site, x.view())
+                    .ok());
+    expect_close(site.post, "model.layers.2." + site_name + ".out_0", m);
+    expect_close(site.comb, "model.layers.2." + site_name + ".out_1", m * m);
+    expect_close(x, "model.layers.2." + norm_name, d);
+  };
   const Tensor streams = golden_tensor(layers, "model.layers.1", {t, m, d});
   HcSite site;
-  Tensor collapsed = poisoned({t, d});
-  ASSERT_TRUE(
-      hc_pre(config, site_weights("model.layers.2.attn_hc"), streams.view(), site, collapsed.view())
-          .ok());
-  expect_close(site.post, "model.layers.2.attn_hc.out_0", m);
-  expect_close(site.comb, "model.layers.2.attn_hc.out_1", m * m);
-  expect_close(collapsed, "model.layers.2.attn_hc.out_2", d);
+  pre_norm("attn_hc", "input_layernorm", streams, site);
 
   const Tensor attn = golden_tensor(layers, "model.layers.2.self_attn.o_b_proj", {t, d});
   Tensor mid = poisoned({t, m, d});
   ASSERT_TRUE(hc_post(attn.view(), streams.view(), site, mid.view()).ok());
-  ASSERT_TRUE(
-      hc_pre(config, site_weights("model.layers.2.ffn_hc"), mid.view(), site, collapsed.view())
-          .ok());
-  expect_close(site.post, "model.layers.2.ffn_hc.out_0", m);
-  expect_close(site.comb, "model.layers.2.ffn_hc.out_1", m * m);
-  expect_close(collapsed, "model.layers.2.ffn_hc.out_2", d);
+  pre_norm("ffn_hc", "post_attention_layernorm", mid, site);
 
   const Tensor mlp = golden_tensor(layers, "model.layers.2.mlp", {t, d});
   Tensor out = poisoned({t, m, d});
