@@ -184,26 +184,6 @@ Result<std::vector<PlannedTensor>> nvfp4_tensors(const std::string& name, const 
       {{siblings.input_scale, DType::kF32, {}}, {Draw::kConstant, kInputScale}}};
 }
 
-// The linears DeepSeek-V4's release stores in FP8 (scripts/fp8_linears.py writes the same set).
-bool released_in_fp8(Param param) {
-  switch (param) {
-    case Param::kWqA:
-    case Param::kWqB:
-    case Param::kWkv:
-    case Param::kWoA:
-    case Param::kWoB:
-    case Param::kIndexerWqB:
-    case Param::kSharedW1:
-    case Param::kSharedW2:
-    case Param::kSharedW3:
-    case Param::kMtpEProj:
-    case Param::kMtpHProj:
-      return true;
-    default:
-      return false;
-  }
-}
-
 // One linear [N, K] in FP8 under the official names: `X.weight` e4m3 codes of linear_fill's
 // values divided by the block scale, and `X.scale` f32 [ceil(N/128), ceil(K/128)], every block
 // the same power of two (DeepSeek's rule over the values' bound), so the decoded weights are
@@ -255,12 +235,14 @@ Result<std::vector<PlannedShard>> plan_shards(const ModelConfig& config, bool fp
         DSV4_ASSIGN_OR_RETURN(std::vector<PlannedTensor> nvfp4,
                               nvfp4_tensors(piece_name.name, piece.shape));
         tensors.insert(tensors.end(), nvfp4.begin(), nvfp4.end());
-      } else if (fp8_linears && released_in_fp8(slot.param)) {
+      } else if (spec.release_dtype == DType::kF8E4M3 && fp8_linears) {
         DSV4_ASSIGN_OR_RETURN(std::vector<PlannedTensor> fp8,
                               fp8_tensors(piece_name.name, piece.shape));
         tensors.insert(tensors.end(), fp8.begin(), fp8.end());
-      } else {
-        tensors.push_back({{piece_name.name, spec.release_dtype, piece.shape},
+      } else {  // the release's FP8 linears in bf16 without fp8_linears
+        const DType dense =
+            spec.release_dtype == DType::kF8E4M3 ? DType::kBF16 : spec.release_dtype;
+        tensors.push_back({{piece_name.name, dense, piece.shape},
                            dense_fill(slot.param, piece.shape, config)});
       }
     }

@@ -1,8 +1,8 @@
 // A synthetic DeepSeek-V4 checkpoint: a real config's layer shapes, cut to a few layers, with
 // random weights, so the engine can be timed at V4-Flash / V4-Pro shapes without the real
 // checkpoint. Every key the official naming expects is written exactly once (the name table,
-// checkpoint/tensor_names.h, says which); dense weights in their release dtype (or the FP8
-// linears in FP8, as the release stores them), routed experts
+// checkpoint/tensor_names.h, says which); dense weights in their release dtype, but the
+// linears the release stores in FP8 in bf16 unless fp8_linears asks for FP8, routed experts
 // in the ModelOpt NVFP4 layout `dsv4 quantize` writes. The values keep a forward finite and the
 // routing roughly uniform over the experts (synthetic_checkpoint.cpp says how).
 //

@@ -66,7 +66,7 @@ using Dims = const SlotDims&;
 using Model = ModelWeights;
 using Layer = LayerWeights;
 using Mtp = MtpWeights;
-constexpr DType kBF16 = DType::kBF16, kF32 = DType::kF32;
+constexpr DType kBF16 = DType::kBF16, kF32 = DType::kF32, kF8E4M3 = DType::kF8E4M3;
 
 // ---- THE table: one row per weight. Official name ({L} layer, {E} expert), field path,
 // category, which layers, storage, release dtype, shape, field. ----
@@ -107,19 +107,19 @@ constexpr SlotSpec kSlots[] = {
      [](Dims d) { return Shape{d.D}; }, +[](Layer& l) { return ref(l.ffn_norm); }},
     {kAttnSink, "layers.{L}.attn.attn_sink", "attn.attn_sink", "attention", kEveryLayer, kFloat,
      kF32, [](Dims d) { return Shape{d.H}; }, +[](Layer& l) { return ref(l.attn.attn_sink); }},
-    {kWqA, "layers.{L}.attn.wq_a.weight", "attn.wq_a", "attention", kEveryLayer, kLinear, kBF16,
+    {kWqA, "layers.{L}.attn.wq_a.weight", "attn.wq_a", "attention", kEveryLayer, kLinear, kF8E4M3,
      [](Dims d) { return Shape{d.Q, d.D}; }, +[](Layer& l) { return ref(l.attn.wq_a); }},
     {kQNorm, "layers.{L}.attn.q_norm.weight", "attn.q_norm", "attention", kEveryLayer, kFloat,
      kBF16, [](Dims d) { return Shape{d.Q}; }, +[](Layer& l) { return ref(l.attn.q_norm); }},
-    {kWqB, "layers.{L}.attn.wq_b.weight", "attn.wq_b", "attention", kEveryLayer, kLinear, kBF16,
+    {kWqB, "layers.{L}.attn.wq_b.weight", "attn.wq_b", "attention", kEveryLayer, kLinear, kF8E4M3,
      [](Dims d) { return Shape{d.H * d.Dh, d.Q}; }, +[](Layer& l) { return ref(l.attn.wq_b); }},
-    {kWkv, "layers.{L}.attn.wkv.weight", "attn.wkv", "attention", kEveryLayer, kLinear, kBF16,
+    {kWkv, "layers.{L}.attn.wkv.weight", "attn.wkv", "attention", kEveryLayer, kLinear, kF8E4M3,
      [](Dims d) { return Shape{d.Dh, d.D}; }, +[](Layer& l) { return ref(l.attn.wkv); }},
     {kKvNorm, "layers.{L}.attn.kv_norm.weight", "attn.kv_norm", "attention", kEveryLayer, kFloat,
      kBF16, [](Dims d) { return Shape{d.Dh}; }, +[](Layer& l) { return ref(l.attn.kv_norm); }},
-    {kWoA, "layers.{L}.attn.wo_a.weight", "attn.wo_a", "attention", kEveryLayer, kLinear, kBF16,
+    {kWoA, "layers.{L}.attn.wo_a.weight", "attn.wo_a", "attention", kEveryLayer, kLinear, kF8E4M3,
      [](Dims d) { return Shape{d.GR, d.HG_Dh}; }, +[](Layer& l) { return ref(l.attn.wo_a); }},
-    {kWoB, "layers.{L}.attn.wo_b.weight", "attn.wo_b", "attention", kEveryLayer, kLinear, kBF16,
+    {kWoB, "layers.{L}.attn.wo_b.weight", "attn.wo_b", "attention", kEveryLayer, kLinear, kF8E4M3,
      [](Dims d) { return Shape{d.D, d.GR}; }, +[](Layer& l) { return ref(l.attn.wo_b); }},
     {kCompressorWkv, "layers.{L}.attn.compressor.wkv.weight", "attn.compressor.wkv", "compressor",
      kCompressed, kLinear, kBF16, [](Dims d) { return Shape{d.c * d.Dh, d.D}; },
@@ -134,7 +134,7 @@ constexpr SlotSpec kSlots[] = {
      "compressor", kCompressed, kFloat, kBF16, [](Dims d) { return Shape{d.Dh}; },
      +[](Layer& l) { return ref(l.attn.compressor.value().norm); }},
     {kIndexerWqB, "layers.{L}.attn.indexer.wq_b.weight", "attn.indexer.wq_b", "indexer", kCsa,
-     kLinear, kBF16, [](Dims d) { return Shape{d.HI * d.DI, d.Q}; },
+     kLinear, kF8E4M3, [](Dims d) { return Shape{d.HI * d.DI, d.Q}; },
      +[](Layer& l) { return ref(l.attn.indexer.value().wq_b); }},
     {kIndexerWeightsProj, "layers.{L}.attn.indexer.weights_proj.weight",
      "attn.indexer.weights_proj", "indexer", kCsa, kLinear, kBF16,
@@ -164,13 +164,13 @@ constexpr SlotSpec kSlots[] = {
      DType::kI64, [](Dims d) { return Shape{d.V, d.K}; },
      +[](Layer& l) { return ref(l.ffn.tid2eid); }},
     {kSharedW1, "layers.{L}.ffn.shared_experts.w1.weight", "ffn.shared_expert.w1",
-     "shared expert", kEveryLayer, kLinear, kBF16, [](Dims d) { return Shape{d.F, d.D}; },
+     "shared expert", kEveryLayer, kLinear, kF8E4M3, [](Dims d) { return Shape{d.F, d.D}; },
      +[](Layer& l) { return ref(l.ffn.shared_expert.w1); }},
     {kSharedW3, "layers.{L}.ffn.shared_experts.w3.weight", "ffn.shared_expert.w3",
-     "shared expert", kEveryLayer, kLinear, kBF16, [](Dims d) { return Shape{d.F, d.D}; },
+     "shared expert", kEveryLayer, kLinear, kF8E4M3, [](Dims d) { return Shape{d.F, d.D}; },
      +[](Layer& l) { return ref(l.ffn.shared_expert.w3); }},
     {kSharedW2, "layers.{L}.ffn.shared_experts.w2.weight", "ffn.shared_expert.w2",
-     "shared expert", kEveryLayer, kLinear, kBF16, [](Dims d) { return Shape{d.D, d.F}; },
+     "shared expert", kEveryLayer, kLinear, kF8E4M3, [](Dims d) { return Shape{d.D, d.F}; },
      +[](Layer& l) { return ref(l.ffn.shared_expert.w2); }},
     // One [F, D] gate (w1) and up (w3) tensor per expert, stacked [E, 2F, D] gate rows first.
     {kExpertsW13, "layers.{L}.ffn.experts.{E}.w1.weight", "ffn.experts.w13", "routed experts",
@@ -188,9 +188,9 @@ constexpr SlotSpec kSlots[] = {
      }},
     // An MTP block's own tensors; its V4 block is named as a layer's, `mtp.{L}.` for `layers.{L}.`
     // (mtp_pattern), {L} its MTP index.
-    {kMtpEProj, "mtp.{L}.e_proj.weight", "e_proj", "mtp", kMtp, kLinear, kBF16,
+    {kMtpEProj, "mtp.{L}.e_proj.weight", "e_proj", "mtp", kMtp, kLinear, kF8E4M3,
      [](Dims d) { return Shape{d.D, d.D}; }, +[](Mtp& m) { return ref(m.e_proj); }},
-    {kMtpHProj, "mtp.{L}.h_proj.weight", "h_proj", "mtp", kMtp, kLinear, kBF16,
+    {kMtpHProj, "mtp.{L}.h_proj.weight", "h_proj", "mtp", kMtp, kLinear, kF8E4M3,
      [](Dims d) { return Shape{d.D, d.D}; }, +[](Mtp& m) { return ref(m.h_proj); }},
     {kMtpEnorm, "mtp.{L}.enorm.weight", "enorm", "mtp", kMtp, kFloat, kBF16,
      [](Dims d) { return Shape{d.D}; }, +[](Mtp& m) { return ref(m.enorm); }},

@@ -116,7 +116,7 @@ struct SlotSpec {
   std::string_view category;  // for the report's per-category counts
   Scope scope;
   Storage storage;
-  DType release_dtype;                   // dtype of the dense form in the official release
+  DType release_dtype;  // as the official release stores it (kF8E4M3: with 128 × 128 scales)
   Shape (*shape)(const SlotDims& dims);  // the logical (decoded) shape
   WeightHome home;
   std::string_view name_up = {};  // gate/up expert stacks: the up (w3) name beside `name` (w1)
