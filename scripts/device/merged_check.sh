@@ -4,7 +4,7 @@
 # one GPU), the MoE and norm kernels, the trained model's perplexity in both numerics profiles
 # (as shipped and with the release's FP8 linears), `dsv4 verify` with 1 and 2 ranks, the decode
 # step with and without a JSON Schema, then the decode graph's tests with every new device
-# buffer poisoned (CONTRIBUTING.md) and its disabled B = 1 … 8 test. Logs to $OUT/logs. Build,
+# buffer poisoned (CONTRIBUTING.md) and its disabled B = 1 … 8 test. Logs to $OUT/logs.tar.gz. Build,
 # then `scripts/device/pack.sh` and run this with carry ["build/carry"].
 set -uo pipefail
 export OMP_WAIT_POLICY=passive DSV4_MODEL=
@@ -51,3 +51,5 @@ run_tests poisoned_graphs 60 DSV4_POISON_DEVICE_MEMORY=1 model_cuda_tests 'Golde
 run_tests graphs_b1_to_8 40 X=1 model_cuda_tests 'Golden/DecodeGraphCudaTest.DISABLED*/0' \
   --gtest_also_run_disabled_tests
 echo "elapsed $(( $(date +%s) - start ))s"
+# The device call brings back few files: the logs travel as one archive.
+tar czf "$out/logs.tar.gz" -C "$out" logs && rm -rf "$logs"
