@@ -11,11 +11,15 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "checkpoint/loader.h"
 #include "checkpoint/to_device.h"
+#include "model/decode_graph.h"
 #include "model/deepseek_v4.h"
 #include "model/golden.h"
 #include "testing/random.h"
@@ -26,12 +30,60 @@ namespace {
 // Small steps, so that the ring (W + Ts − 1 rows) wraps around within a short decode.
 constexpr int64_t kStepTokens = 2;
 
-std::vector<float> to_host(const Tensor& t) {
+std::vector<float> to_host(const TensorView& t) {
   std::vector<float> host(static_cast<size_t>(t.numel()));
-  const Status copied = copy_tensor(
-      TensorView::contiguous(host.data(), DType::kF32, Device::kCpu, t.shape()), t.view());
+  const Status copied =
+      copy_tensor(TensorView::contiguous(host.data(), DType::kF32, Device::kCpu, t.shape), t);
   EXPECT_TRUE(copied.ok()) << copied.to_string();
   return host;
+}
+
+// The first of rows [0, n) of two caches' f32 [R, C] buffers whose bits differ, or −1.
+int64_t first_different_row(const Tensor& want, const Tensor& got, int64_t n) {
+  const std::vector<float> a = to_host(want.view().rows(0, n)), b = to_host(got.view().rows(0, n));
+  const auto width = static_cast<size_t>(want.shape()[1]);
+  for (int64_t r = 0; r < n; ++r) {
+    const size_t at = static_cast<size_t>(r) * width;
+    if (std::memcmp(a.data() + at, b.data() + at, width * sizeof(float)) != 0) return r;
+  }
+  return -1;
+}
+
+// Where `got`'s attention state first differs from `want`'s bits: what later steps read of each
+// layer (attention_cache.h: the ring's written rows, each compressor's kept rows and its
+// entries), or "" where all of it is the same. Logits that differ say that a step went wrong;
+// this says in which layer's state it first shows, and whether the prefill left it so.
+std::string first_state_difference(const SequenceCache& want, const SequenceCache& got) {
+  for (size_t l = 0; l < want.layers.size(); ++l) {
+    const AttentionCache &w = want.layers[l], &g = got.layers[l];
+    const std::string layer = "layer " + std::to_string(l) + " ";
+    if (w.n_tokens != g.n_tokens) return layer + "token count";
+    struct Rows {
+      std::string name;
+      const Tensor *want, *got;
+      int64_t n;
+    };
+    std::vector<Rows> buffers{
+        {"ring", &w.window, &g.window, std::min(w.n_tokens, w.window.shape()[0])}};
+    const std::pair<const char*, std::optional<CompressorCache> AttentionCache::*> compressors[] = {
+        {"compressor", &AttentionCache::compressor}, {"indexer", &AttentionCache::indexer}};
+    for (const auto& [name, member] : compressors) {
+      const std::optional<CompressorCache>&wc = w.*member, &gc = g.*member;
+      if (!wc.has_value()) continue;
+      if (wc->n_rows != gc->n_rows || wc->n_entries != gc->n_entries) {
+        return layer + name + " counts";
+      }
+      buffers.push_back({std::string(name) + " kv", &wc->kv, &gc->kv, wc->n_rows});
+      buffers.push_back({std::string(name) + " gate", &wc->gate, &gc->gate, wc->n_rows});
+      buffers.push_back(
+          {std::string(name) + " entries", &wc->entries, &gc->entries, wc->n_entries});
+    }
+    for (const Rows& b : buffers) {
+      const int64_t row = first_different_row(*b.want, *b.got, b.n);
+      if (row >= 0) return layer + b.name + " row " + std::to_string(row);
+    }
+  }
+  return "";
 }
 
 struct Batch {
@@ -45,8 +97,8 @@ Batch prefill(const Model& model, const std::vector<std::vector<int64_t>>& promp
               int64_t max_positions) {
   const int64_t v = model.config().vocab_size;
   Batch batch;
-  batch.logits = Tensor::empty(DType::kF32, {static_cast<int64_t>(prompts.size()), v},
-                               model.device()).value();
+  batch.logits =
+      Tensor::empty(DType::kF32, {static_cast<int64_t>(prompts.size()), v}, model.device()).value();
   for (size_t i = 0; i < prompts.size(); ++i) {
     auto cache = model.new_cache(max_positions, kStepTokens);
     EXPECT_TRUE(cache.ok()) << cache.status().to_string();
@@ -69,7 +121,7 @@ std::vector<float> decode(const Model& model, Batch& batch, const std::vector<in
   }
   const Status done = model.forward(chunks);
   EXPECT_TRUE(done.ok()) << done.to_string();
-  return to_host(batch.logits);
+  return to_host(batch.logits.view());
 }
 
 // A golden model's weights on the GPU.
@@ -119,10 +171,14 @@ void expect_replays_match_eager(const std::string& golden, const std::vector<Rou
   const int64_t v = c.vocab_size;
   const auto [longest_prompt, n_steps] = DecodeLength::of(c);
   testing::SeededRng rng;
+  std::set<int64_t> buckets;  // the graph model's buckets met: one graph held each
   for (const Round& round : rounds) {
     SCOPED_TRACE("B = " + std::to_string(round.batch) + ", capacity ×" +
                  std::to_string(round.scale) + (round.new_graphs ? ", new graphs" : ""));
-    if (round.new_graphs) replayed = std::make_unique<Model>(*weights, graphs);
+    if (round.new_graphs) {
+      replayed = std::make_unique<Model>(*weights, graphs);
+      buckets.clear();
+    }
     std::vector<std::vector<int64_t>> prompts(static_cast<size_t>(round.batch));
     for (auto& prompt : prompts) {
       prompt.resize(static_cast<size_t>(rng.uniform_int(2, longest_prompt)));
@@ -133,7 +189,14 @@ void expect_replays_match_eager(const std::string& golden, const std::vector<Rou
           b = prefill(*replayed, prompts, max_positions);
     ASSERT_FALSE(::testing::Test::HasFailure());
     std::vector<int64_t> tokens(static_cast<size_t>(round.batch));
-    std::vector<float> want = to_host(a.logits);
+    std::vector<float> want = to_host(a.logits.view());
+    const std::vector<float> prefilled = to_host(b.logits.view());
+    ASSERT_EQ(std::memcmp(prefilled.data(), want.data(), want.size() * sizeof(float)), 0)
+        << "the prefill's logits";
+    for (size_t i = 0; i < a.caches.size(); ++i) {
+      ASSERT_EQ(first_state_difference(a.caches[i], b.caches[i]), "")
+          << "sequence " << i << " after its prefill";
+    }
     for (int64_t s = 0; s < n_steps; ++s) {
       for (size_t i = 0; i < tokens.size(); ++i) {
         const float* row = want.data() + i * v;
@@ -142,9 +205,19 @@ void expect_replays_match_eager(const std::string& golden, const std::vector<Rou
       want = decode(eager, a, tokens);
       const std::vector<float> got = decode(*replayed, b, tokens);
       ASSERT_FALSE(::testing::Test::HasFailure()) << "step " << s;
+      for (size_t i = 0; i < a.caches.size(); ++i) {
+        EXPECT_EQ(first_state_difference(a.caches[i], b.caches[i]), "")
+            << "sequence " << i << " after step " << s;
+      }
       ASSERT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0)
           << "step " << s << " of a batch at positions " << a.caches[0].n_tokens() - 1 << "…";
+      ASSERT_FALSE(::testing::Test::HasFailure()) << "step " << s;
     }
+    // A capture that fails runs its bucket eagerly for good, which would pass the comparison above
+    // without a replay (a tool that cannot capture, compute-sanitizer say, would go unnoticed).
+    buckets.insert(DecodeGraphs::bucket_size(round.batch, padding_max_batch(*weights, graphs)));
+    EXPECT_EQ(replayed->decode_graph_stats().graphs, static_cast<int64_t>(buckets.size()))
+        << "graphs held: a step ran without its graph (its note is on stderr)";
   }
 }
 
@@ -170,7 +243,11 @@ void expect_eager_rows_keep_their_bits_beside_a_fourth(const std::string& golden
   Batch three = prefill(model, {prompts.begin(), prompts.begin() + 3}, max_positions);
   Batch four = prefill(model, prompts, max_positions);
   ASSERT_FALSE(::testing::Test::HasFailure());
-  std::vector<float> want = to_host(three.logits), beside = to_host(four.logits);
+  for (size_t i = 0; i < three.caches.size(); ++i) {
+    ASSERT_EQ(first_state_difference(three.caches[i], four.caches[i]), "")
+        << "sequence " << i << " after its prefill";
+  }
+  std::vector<float> want = to_host(three.logits.view()), beside = to_host(four.logits.view());
   for (int64_t s = 0; s < n_steps; ++s) {
     std::vector<int64_t> tokens(4);
     for (size_t i = 0; i < tokens.size(); ++i) {
@@ -180,6 +257,10 @@ void expect_eager_rows_keep_their_bits_beside_a_fourth(const std::string& golden
     want = decode(model, three, {tokens.begin(), tokens.begin() + 3});
     beside = decode(model, four, tokens);
     ASSERT_FALSE(::testing::Test::HasFailure()) << "step " << s;
+    for (size_t i = 0; i < three.caches.size(); ++i) {
+      EXPECT_EQ(first_state_difference(three.caches[i], four.caches[i]), "")
+          << "sequence " << i << " after step " << s;
+    }
     ASSERT_EQ(std::memcmp(beside.data(), want.data(), want.size() * sizeof(float)), 0)
         << "step " << s << " at positions " << three.caches[0].n_tokens() - 1 << "…";
   }
