@@ -2,9 +2,10 @@
 # One device-machine call that checks merged code first, most important first, within ~5
 # minutes: every CUDA op and model test, the runtime's (the engine, expert-parallel ranks on the
 # one GPU), the MoE and norm kernels, the trained model's perplexity in both numerics profiles
-# (as shipped and with the release's FP8 linears), `dsv4 verify` with 1 and 2 ranks, the decode
-# step with and without a JSON Schema, then the decode graph's tests with every new device
-# buffer poisoned (CONTRIBUTING.md) and its disabled B = 1 … 8 test. Logs to $OUT/logs.tar.gz. Build,
+# (as shipped and with the release's FP8 linears), `dsv4 verify` on every golden model with 1 to
+# 4 ranks (their outputs' bytes compared), the decode step with and without a JSON Schema, then
+# the decode graph's tests with every new device buffer poisoned (CONTRIBUTING.md) and its
+# disabled B = 1 … 8 test. Logs to $OUT/logs.tar.gz. Build,
 # then `scripts/device/pack.sh` and run this with carry ["build/carry"].
 set -uo pipefail
 export OMP_WAIT_POLICY=passive DSV4_MODEL=
@@ -38,10 +39,8 @@ for m in $b/model "$bins/brown_fp8"; do
       --model "$m" --text $b/heldout_excerpt.txt 2>&1 | tail -1)"
   done
 done
-for n in 1 2; do
-  echo "== verify --ep $n: $(timeout 30 "$bins/dsv4" verify --device cuda --experts w4a4 --ep $n \
-    --model $b/model --reference $b/reference_w4a16.safetensors 2>&1 | tail -1)"
-done
+echo "== verify --ep 1..4 on every golden model: $(timeout 75 scripts/ep_verify_ranks.sh \
+  "$bins/dsv4" cuda "$bins/ep_verify" > "$logs/ep_verify.txt" 2>&1; tail -n 1 "$logs/ep_verify.txt")"
 echo "== decode step with and without a schema"
 timeout 90 "$bins/dsv4" bench --device cuda --model $b/model --json-schema \
   bench/grammar/order_schema.json --batch 1,32 --prompt-tokens 64 --gen-tokens 128 --repeats 5 \
