@@ -6,181 +6,19 @@
 
 #include <gtest/gtest.h>
 
-#include <regex>
 #include <string>
 #include <vector>
 
 #include "format/json.h"
 #include "grammar_testing.h"
+#include "testing/json_schema_validator.h"
 
 namespace dsv4::grammar {
 namespace {
 
 using format::OrderedJson;
+using dsv4::testing::JsonSchemaValidator;
 using testing::matches;
-
-// JSON Schema validation for the keywords the tests use, written from the specification.
-class Validator {
- public:
-  explicit Validator(const OrderedJson& root) : root_(root) {}
-  bool valid(const OrderedJson& v) const { return valid(root_, v); }
-
- private:
-  static size_t n_codepoints(const std::string& s) {
-    size_t n = 0;
-    for (const char c : s) n += (static_cast<uint8_t>(c) & 0xC0) != 0x80;
-    return n;
-  }
-  // JSON Schema's type of a value; an integer is also a number.
-  static bool has_type(const OrderedJson& v, const std::string& t) {
-    std::string name;
-    switch (v.type()) {
-      case OrderedJson::value_t::null:
-        name = "null";
-        break;
-      case OrderedJson::value_t::boolean:
-        name = "boolean";
-        break;
-      case OrderedJson::value_t::number_integer:
-      case OrderedJson::value_t::number_unsigned:
-        name = "integer";
-        break;
-      case OrderedJson::value_t::number_float:
-        name = "number";
-        break;
-      case OrderedJson::value_t::string:
-        name = "string";
-        break;
-      case OrderedJson::value_t::array:
-        name = "array";
-        break;
-      case OrderedJson::value_t::object:
-        name = "object";
-        break;
-      default:
-        name = "other";
-        break;
-    }
-    return name == t || (t == "number" && name == "integer");
-  }
-  static bool format_ok(const std::string& format, const std::string& s) {
-    auto digits = [&](size_t at, size_t n) {
-      if (at + n > s.size()) return false;
-      for (size_t i = at; i < at + n; ++i) {
-        if (s[i] < '0' || s[i] > '9') return false;
-      }
-      return true;
-    };
-    auto date_at = [&](size_t at) {
-      if (!digits(at, 4) || s.size() < at + 10 || s[at + 4] != '-' || !digits(at + 5, 2) ||
-          s[at + 7] != '-' || !digits(at + 8, 2)) {
-        return false;
-      }
-      const int month = std::stoi(s.substr(at + 5, 2)), day = std::stoi(s.substr(at + 8, 2));
-      return month >= 1 && month <= 12 && day >= 1 && day <= 31;
-    };
-    if (format == "date") return s.size() == 10 && date_at(0);
-    if (format == "date-time") {
-      if (s.size() < 20 || !date_at(0) || s[10] != 'T' || !digits(11, 2) || s[13] != ':' ||
-          !digits(14, 2) || s[16] != ':' || !digits(17, 2)) {
-        return false;
-      }
-      size_t at = 19;
-      if (s[at] == '.') {
-        ++at;
-        while (at < s.size() && s[at] >= '0' && s[at] <= '9') ++at;
-      }
-      const std::string zone = s.substr(at);
-      return zone == "Z" ||
-             (zone.size() == 6 && (zone[0] == '+' || zone[0] == '-') && zone[3] == ':');
-    }
-    if (format == "uuid") {
-      if (s.size() != 36) return false;
-      for (size_t i = 0; i < 36; ++i) {
-        const bool dash = i == 8 || i == 13 || i == 18 || i == 23;
-        if (dash != (s[i] == '-')) return false;
-        if (!dash && !std::isxdigit(static_cast<unsigned char>(s[i]))) return false;
-      }
-      return true;
-    }
-    if (format == "email") {
-      const size_t at = s.find('@');
-      return at != std::string::npos && at > 0 && s.find('@', at + 1) == std::string::npos &&
-             s.find('.', at) != std::string::npos;
-    }
-    return false;
-  }
-  const OrderedJson& resolve(const std::string& ref) const {
-    const OrderedJson* at = &root_;
-    size_t i = 1;
-    while (i < ref.size()) {
-      const size_t next = std::min(ref.find('/', i + 1), ref.size());
-      at = &(*at)[ref.substr(i + 1, next - i - 1)];
-      i = next;
-    }
-    return *at;
-  }
-
-  bool valid(const OrderedJson& s, const OrderedJson& v) const {
-    if (s.is_boolean()) return s.get<bool>();
-    if (s.contains("$ref")) return valid(resolve(s["$ref"].get<std::string>()), v);
-    if (s.contains("anyOf")) {
-      bool any = false;
-      for (const OrderedJson& option : s["anyOf"]) any = any || valid(option, v);
-      if (!any) return false;
-    }
-    if (s.contains("enum")) {
-      bool any = false;
-      for (const OrderedJson& e : s["enum"]) any = any || e == v;
-      if (!any) return false;
-    }
-    if (s.contains("const") && s["const"] != v) return false;
-    if (s.contains("type")) {
-      const OrderedJson& t = s["type"];
-      bool any = false;
-      for (const OrderedJson& one : t.is_array() ? t : OrderedJson::array({t})) {
-        any = any || has_type(v, one.get<std::string>());
-      }
-      if (!any) return false;
-    }
-    if (v.is_object()) {
-      const OrderedJson props = s.value("properties", OrderedJson::object());
-      for (const OrderedJson& r : s.value("required", OrderedJson::array())) {
-        if (!v.contains(r.get<std::string>())) return false;
-      }
-      for (const auto& [key, value] : v.items()) {
-        if (props.contains(key)) {
-          if (!valid(props[key], value)) return false;
-        } else if (s.contains("additionalProperties") && !valid(s["additionalProperties"], value)) {
-          return false;
-        }
-      }
-    }
-    if (v.is_array()) {
-      if (s.contains("minItems") && v.size() < s["minItems"].get<size_t>()) return false;
-      if (s.contains("maxItems") && v.size() > s["maxItems"].get<size_t>()) return false;
-      if (s.contains("items")) {
-        for (const OrderedJson& item : v) {
-          if (!valid(s["items"], item)) return false;
-        }
-      }
-    }
-    if (v.is_string()) {
-      const std::string str = v.get<std::string>();
-      if (s.contains("minLength") && n_codepoints(str) < s["minLength"].get<size_t>()) return false;
-      if (s.contains("maxLength") && n_codepoints(str) > s["maxLength"].get<size_t>()) return false;
-      if (s.contains("pattern") &&
-          !std::regex_search(str,
-                             std::regex(s["pattern"].get<std::string>(), std::regex::ECMAScript))) {
-        return false;
-      }
-      if (s.contains("format") && !format_ok(s["format"].get<std::string>(), str)) return false;
-    }
-    return true;
-  }
-
-  const OrderedJson& root_;
-};
 
 struct SchemaCase {
   const char* name;
@@ -277,12 +115,12 @@ void for_each_case(Check check) {
     const OrderedJson schema = OrderedJson::parse(c.schema);
     Result<Grammar> g = json_schema_grammar(schema);
     ASSERT_TRUE(g.ok()) << g.status().to_string();
-    check(c, *g, Validator(schema));
+    check(c, *g, JsonSchemaValidator(schema));
   }
 }
 
 TEST(JsonSchemaTest, AcceptsValidAndRefusesInvalidDocuments) {
-  for_each_case([](const SchemaCase& c, const Grammar& g, const Validator& validator) {
+  for_each_case([](const SchemaCase& c, const Grammar& g, const JsonSchemaValidator& validator) {
     for (const char* doc : c.valid) {
       EXPECT_TRUE(validator.valid(OrderedJson::parse(doc))) << "test data: " << doc;
       EXPECT_TRUE(matches(g, doc)) << doc;
@@ -297,7 +135,8 @@ TEST(JsonSchemaTest, AcceptsValidAndRefusesInvalidDocuments) {
 
 TEST(JsonSchemaTest, RandomDocumentsParseAndValidate) {
   dsv4::testing::SeededRng rng;
-  for_each_case([&](const SchemaCase&, const Grammar& grammar, const Validator& validator) {
+  for_each_case([&](const SchemaCase&, const Grammar& grammar,
+                    const JsonSchemaValidator& validator) {
     const Grammar* g = &grammar;
     int n_done = 0;
     for (int i = 0; i < 60; ++i) {

@@ -1,5 +1,6 @@
-// What the server tests share: the tiny random-weight golden checkpoint's engine, a server on
-// its own thread for one test, and a tokenizer that knows every id of that model.
+// What the server tests share: the tiny random-weight golden checkpoint's engine, the default
+// model's (the shipped Brown one) with its own tokenizer, a server on its own thread for one
+// test, and a tokenizer that knows every id of the tiny model.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -7,6 +8,7 @@
 
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <string>
 #include <thread>
 #include <utility>
@@ -30,6 +32,29 @@ inline Engine open_engine() {
   Result<Engine> engine = Engine::open(options);
   EXPECT_TRUE(engine.ok()) << engine.status().to_string();
   return std::move(engine).value();
+}
+
+// The default model (the one `dsv4 generate` embeds: tests/golden/brown_small) and its own
+// tokenizer, whose ids are the engine's drawable ones. Both live on the heap: the engine's
+// `decodable` holds the tokenizer's address.
+struct DefaultModel {
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<Engine> engine;
+};
+
+inline DefaultModel open_default_model(int64_t max_context, int64_t speculative_tokens = 0) {
+  EngineOptions options;
+  options.model_dir = testing::source_path("tests/golden/brown_small/model");
+  options.max_context = max_context;
+  options.speculative_tokens = speculative_tokens;
+  Result<Tokenizer> tokenizer = Tokenizer::load(options.model_dir + "/tokenizer.json");
+  EXPECT_TRUE(tokenizer.ok()) << tokenizer.status().to_string();
+  DefaultModel model{std::make_unique<Tokenizer>(std::move(tokenizer).value()), nullptr};
+  options.decodable = [t = model.tokenizer.get()](int64_t id) { return t->decode({id}).ok(); };
+  Result<Engine> engine = Engine::open(options);
+  EXPECT_TRUE(engine.ok()) << engine.status().to_string();
+  model.engine = std::make_unique<Engine>(std::move(engine).value());
+  return model;
 }
 
 // A server on its own thread for one test, stopped and joined at the end.
@@ -113,7 +138,8 @@ struct Streamed {
   std::string content_type;
 };
 
-inline Streamed post_stream(const RunningServer& server, const char* path, const std::string& body) {
+inline Streamed post_stream(const RunningServer& server, const char* path,
+                            const std::string& body) {
   httplib::Client client = server.client();
   const auto res = client.Post(path, body, "application/json");
   EXPECT_TRUE(res) << "no response";

@@ -11,7 +11,6 @@
 
 #include "format/json.h"
 #include "server/server_fixture.h"
-#include "testing/source_dir.h"
 
 namespace dsv4::server {
 namespace {
@@ -83,46 +82,34 @@ bool valid_arguments(const std::string& name, const Json& args) {
 class StrictToolsServerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    const std::string dir = testing::source_path("tests/golden/brown_small/model");
-    Result<Tokenizer> tokenizer = Tokenizer::load(dir + "/tokenizer.json");
-    ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().to_string();
-    tokenizer_ = new Tokenizer(std::move(tokenizer).value());
-    EngineOptions options{.model_dir = dir, .max_context = kContext};
-    options.decodable = [](int64_t id) { return tokenizer_->decode({id}).ok(); };
-    options.speculative_tokens = 2;  // constrained sequences speculate too
-    Result<Engine> engine = Engine::open(options);
-    ASSERT_TRUE(engine.ok()) << engine.status().to_string();
-    engine_ = new Engine(std::move(engine).value());
+    // Constrained sequences speculate too.
+    model_ = new testing_fixture::DefaultModel(testing_fixture::open_default_model(kContext, 2));
   }
-  static void TearDownTestSuite() {
-    delete engine_;
-    delete tokenizer_;
-  }
+  static void TearDownTestSuite() { delete model_; }
   static Json chat_body(const Json& tool_choice, uint64_t seed) {
     return {{"messages", {{{"role", "user"}, {"content", "What is the weather in Paris?"}}}},
-            {"tools", {{{"type", "function"}, {"function", kWeather}},
-                       {{"type", "function"}, {"function", kAlarm}}}},
+            {"tools",
+             {{{"type", "function"}, {"function", kWeather}},
+              {{"type", "function"}, {"function", kAlarm}}}},
             {"tool_choice", tool_choice},
             {"max_tokens", 400},
             {"temperature", 1.0},
             {"seed", seed},
             {"n", 2}};
   }
-  static Engine* engine_;
-  static Tokenizer* tokenizer_;
+  static testing_fixture::DefaultModel* model_;
 };
-Engine* StrictToolsServerTest::engine_ = nullptr;
-Tokenizer* StrictToolsServerTest::tokenizer_ = nullptr;
+testing_fixture::DefaultModel* StrictToolsServerTest::model_ = nullptr;
 
 TEST_F(StrictToolsServerTest, EveryForcedCallParsesAndValidates) {
-  RunningServer server(*engine_, tokenizer_, {}, kContext);
+  RunningServer server(*model_->engine, model_->tokenizer.get(), {}, kContext);
   int n_calls = 0;
   const Json choices[] = {"required",
                           {{"type", "function"}, {"function", {{"name", "set_alarm"}}}}};
   for (const Json& tool_choice : choices) {
     for (const uint64_t seed : {1u}) {
-      const auto [status, answer] = post_json(server, "/v1/chat/completions",
-                                              chat_body(tool_choice, seed), 900);
+      const auto [status, answer] =
+          post_json(server, "/v1/chat/completions", chat_body(tool_choice, seed), 900);
       ASSERT_EQ(status, 200) << answer.dump();
       for (const Json& choice : answer["choices"]) {
         EXPECT_EQ(choice["finish_reason"], "tool_calls") << choice.dump();
@@ -146,7 +133,7 @@ TEST_F(StrictToolsServerTest, EveryForcedCallParsesAndValidates) {
 
 // The model chooses: its content is free, but never DSML; where it calls, the call validates.
 TEST_F(StrictToolsServerTest, FreeRepliesHoldNoStrayDsml) {
-  RunningServer server(*engine_, tokenizer_, {}, kContext);
+  RunningServer server(*model_->engine, model_->tokenizer.get(), {}, kContext);
   Json body = chat_body("auto", 3);
   body["max_tokens"] = 40;
   const auto [status, answer] = post_json(server, "/v1/chat/completions", body, 600);
@@ -165,7 +152,7 @@ TEST_F(StrictToolsServerTest, FreeRepliesHoldNoStrayDsml) {
 }
 
 TEST_F(StrictToolsServerTest, AnthropicStrictToolInputValidates) {
-  RunningServer server(*engine_, tokenizer_, {}, kContext);
+  RunningServer server(*model_->engine, model_->tokenizer.get(), {}, kContext);
   int n_calls = 0;
   for (const char* question : {"Wake me at seven."}) {
     const Json body = {
@@ -190,7 +177,7 @@ TEST_F(StrictToolsServerTest, AnthropicStrictToolInputValidates) {
 }
 
 TEST_F(StrictToolsServerTest, UnsupportedSchemasAndThinkingAreRefusedByName) {
-  RunningServer server(*engine_, tokenizer_, {}, kContext);
+  RunningServer server(*model_->engine, model_->tokenizer.get(), {}, kContext);
   Json tool = kWeather;
   tool["parameters"]["properties"]["days"]["minimum"] = 1;
   Json body = chat_body("auto", 1);
