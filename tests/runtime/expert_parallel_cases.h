@@ -4,11 +4,13 @@
 // reference is the single-rank engine or model on the same device: R ranks must give its bits,
 // logits and tokens, for fresh random prompts of random lengths batched together and chunked.
 // Faults: a rank that fails or stalls ends the call with an error that names every rank, in
-// bounded time, and the group stays failed.
+// bounded time, and the group stays failed; in a running batch no sequence draws a token from the
+// failed step.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <functional>
@@ -23,6 +25,7 @@
 #include "dsv4/engine.h"
 #include "model/deepseek_v4.h"
 #include "model/golden.h"
+#include "runtime/batch.h"
 #include "runtime/expert_parallel.h"
 #include "testing/random.h"
 
@@ -194,7 +197,74 @@ class ModelRanksCases {
         << message;
   }
 
+  // A rank that fails in the fourth step of a running batch (the prompts' step, two decode
+  // steps, then the fault): every sequence leaves with the error, none draws a token from the
+  // failed step (each streamed exactly the first three of one rank's greedy tokens), and a
+  // sequence admitted later fails at its first step with the same error.
+  void expect_failed_step_draws_no_token() {
+    SeededRng rng;
+    std::vector<GenerateRequest> requests(3);
+    for (GenerateRequest& r : requests) {
+      r.prompt.resize(rng.uniform_int(1, 20));
+      for (int64_t& id : r.prompt) id = rng.uniform_int(0, loaded_.weights.config.vocab_size - 1);
+      r.sampling.max_tokens = 8;
+      r.sampling.stop_at_eos = false;
+    }
+    const std::vector<BatchRun> expected = run_batch(nullptr, requests);
+    std::atomic<int> calls = 0;
+    auto ep = ranks(3, [&](int rank, int64_t layer) {
+      return rank == 1 && layer == 0 && ++calls == 4 ? internal_error("injected fault")
+                                                     : ok_status();
+    });
+    ASSERT_TRUE(ep.ok()) << ep.status().to_string();
+    const std::vector<BatchRun> got = run_batch(ep->get(), requests);
+    for (size_t i = 0; i < requests.size(); ++i) {
+      SCOPED_TRACE("request " + std::to_string(i));
+      ASSERT_TRUE(expected[i].status.ok()) << expected[i].status.to_string();
+      ASSERT_FALSE(got[i].status.ok());
+      EXPECT_NE(got[i].status.message().find("rank 1: injected fault"), std::string::npos)
+          << got[i].status.message();
+      EXPECT_EQ(got[i].streamed, std::vector<int64_t>(expected[i].streamed.begin(),
+                                                      expected[i].streamed.begin() + 3));
+    }
+    const std::vector<BatchRun> later = run_batch(ep->get(), {requests[0]});
+    EXPECT_TRUE(later[0].streamed.empty());
+    EXPECT_EQ(later[0].status.message(), got[0].status.message());
+  }
+
  private:
+  struct BatchRun {
+    std::vector<int64_t> streamed;  // the tokens on_token saw
+    Status status;                  // of the request's end
+  };
+
+  // The requests through a running batch of the model on `placement` (null: in place), stepped
+  // until every one has left.
+  std::vector<BatchRun> run_batch(model::ExpertPlacement* placement,
+                                  std::vector<GenerateRequest> requests) {
+    std::vector<BatchRun> runs(requests.size());
+    Result<const checkpoint::ModelWeights*> weights = weights_on_device();
+    EXPECT_TRUE(weights.ok()) << weights.status().to_string();
+    if (!weights.ok()) return runs;
+    const model::Model model(**weights,
+                             {.expert_mode = model::ExpertMode::kW4A4, .placement = placement});
+    runtime::RunningBatch batch(model, model.config().eos_token_id, /*step_tokens=*/64,
+                                /*prefix_cache_bytes=*/0);
+    for (size_t i = 0; i < requests.size(); ++i) {
+      BatchRun& run = runs[i];
+      requests[i].on_token = [&run](int64_t token) {
+        run.streamed.push_back(token);
+        return true;
+      };
+      const Status admitted =
+          batch.admit(requests[i], [&run](Result<Generation> r) { run.status = r.status(); });
+      EXPECT_TRUE(admitted.ok()) << admitted.to_string();
+    }
+    for (int s = 0; s < 100 && !batch.empty(); ++s) batch.step();
+    EXPECT_TRUE(batch.empty());
+    return runs;
+  }
+
   // The weights on device_ (the loaded ones on the CPU, a copy made once on a GPU).
   Result<const checkpoint::ModelWeights*> weights_on_device() {
     if (device_ == Device::kCpu) return &loaded_.weights;

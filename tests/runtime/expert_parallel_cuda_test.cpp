@@ -42,5 +42,7 @@ TEST_F(ModelRanksCuda, AStalledRankIsAWatchdogErrorNotAHang) {
   expect_stalled_rank_is_a_watchdog_error_not_a_hang();
 }
 
+TEST_F(ModelRanksCuda, AFailedStepDrawsNoToken) { expect_failed_step_draws_no_token(); }
+
 }  // namespace
 }  // namespace dsv4

@@ -44,6 +44,8 @@ TEST_F(ModelRanks, AStalledRankIsAWatchdogErrorNotAHang) {
   expect_stalled_rank_is_a_watchdog_error_not_a_hang();
 }
 
+TEST_F(ModelRanks, AFailedStepDrawsNoToken) { expect_failed_step_draws_no_token(); }
+
 TEST(EngineParallelism, ImpossibleRequestsAreRefusedBeforeLoading) {
   EngineOptions options = options_for(2);
   options.model_dir = "/nonexistent";  // refused before anything is read
