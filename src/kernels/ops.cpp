@@ -394,6 +394,17 @@ int64_t moe_ffn_workspace_bytes(int64_t n_tokens, const MoeWeightsView& w, const
   return 0;  // the CPU version allocates its own scratch
 }
 
+Status copy_touched_experts(const TensorView& active, const ExpertBulkCopies& from,
+                            const ExpertBulkCopies& to) {
+  return dispatch(
+      "copy_touched_experts",
+      device_of({&active, &from.w13_packed, &from.w13_block_scale, &from.w2_packed,
+                 &from.w2_block_scale, &to.w13_packed, &to.w13_block_scale, &to.w2_packed,
+                 &to.w2_block_scale}),
+      [&] { cpu::copy_touched_experts(active, from, to); },
+      [&] { cuda::copy_touched_experts(active, from, to); });
+}
+
 Status moe_ffn(const TensorView& x, const TensorView& token_ids, const MoeWeightsView& w,
                const MoeConfig& cfg, const TensorView& workspace, const TensorView& y) {
   return dispatch(
@@ -402,13 +413,7 @@ Status moe_ffn(const TensorView& x, const TensorView& token_ids, const MoeWeight
                  &w.shared_w13.packed, &w.shared_w2.packed, &w.w13_input_scale, &w.w2_input_scale,
                  &w.touched_copies.w13_packed, &w.touched_copies.w13_block_scale,
                  &w.touched_copies.w2_packed, &w.touched_copies.w2_block_scale, &workspace, &y}),
-      [&]() -> Status {
-        if (!w.touched_copies.empty()) {
-          return invalid_argument("moe_ffn: touched-expert copies are device buffers (CUDA only)");
-        }
-        cpu::moe_ffn(x, token_ids, w, cfg, y);
-        return ok_status();
-      },
+      [&] { cpu::moe_ffn(x, token_ids, w, cfg, y); },
       [&] { return cuda::moe_ffn(x, token_ids, w, cfg, workspace, y); });
 }
 
