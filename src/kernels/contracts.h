@@ -473,4 +473,50 @@ inline CompressorDecodeOperands compressor_decode_operands(const CompressorDecod
           p.eps};
 }
 
+// ---- Expert offload's copy ----
+
+// copy_touched_experts' regions: w13's codes and block scales, then w2's, each [E, one expert's
+// bytes].
+inline constexpr int kExpertBulkRegions = 4;
+struct TouchedExpertsOperands {
+  const int32_t* active = nullptr;  // [E+2], the count at [E+1]
+  int64_t n_experts = 0;            // E
+  const uint8_t* from[kExpertBulkRegions] = {};
+  uint8_t* to[kExpertBulkRegions] = {};
+  int64_t expert_bytes[kExpertBulkRegions] = {};  // one expert's slice of each region
+};
+inline TouchedExpertsOperands touched_experts_operands(const TensorView& active,
+                                                       const ExpertBulkCopies& from,
+                                                       const ExpertBulkCopies& to) {
+  const TensorView* sources[kExpertBulkRegions] = {&from.w13_packed, &from.w13_block_scale,
+                                                   &from.w2_packed, &from.w2_block_scale};
+  const TensorView* targets[kExpertBulkRegions] = {&to.w13_packed, &to.w13_block_scale,
+                                                   &to.w2_packed, &to.w2_block_scale};
+  TouchedExpertsOperands op;
+  op.n_experts = from.w13_packed.rank() >= 1 ? from.w13_packed.size(0) : 0;
+  DSV4_CHECK(op.n_experts > 0, "copy_touched_experts: from holds no experts");
+  DSV4_CHECK(
+      active.dtype == DType::kI32 && active.numel() == op.n_experts + 2 && active.is_contiguous(),
+      "copy_touched_experts: active must be i32 [E+2], E = %lld", (long long)op.n_experts);
+  op.active = active.data_as<const int32_t>();
+  for (int r = 0; r < kExpertBulkRegions; ++r) {
+    const TensorView &a = *sources[r], &b = *targets[r];
+    DSV4_CHECK(a.rank() >= 1 && a.size(0) == op.n_experts && b.shape == a.shape &&
+                   b.dtype == a.dtype && a.is_contiguous() && b.is_contiguous(),
+               "copy_touched_experts: region %d is %s into %s, needs E = %lld experts, the same "
+               "contiguous shape on both sides",
+               r, a.shape.to_string().c_str(), b.shape.to_string().c_str(),
+               (long long)op.n_experts);
+    op.expert_bytes[r] = static_cast<int64_t>(a.bytes()) / op.n_experts;
+    DSV4_CHECK(op.expert_bytes[r] % 16 == 0 && reinterpret_cast<uintptr_t>(a.data) % 16 == 0 &&
+                   reinterpret_cast<uintptr_t>(b.data) % 16 == 0,
+               "copy_touched_experts: region %d needs 16-byte aligned data and expert slices of "
+               "16-byte multiples (%lld bytes)",
+               r, (long long)op.expert_bytes[r]);
+    op.from[r] = static_cast<const uint8_t*>(a.data);
+    op.to[r] = static_cast<uint8_t*>(b.data);
+  }
+  return op;
+}
+
 }  // namespace dsv4::kernels

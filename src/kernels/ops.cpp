@@ -77,157 +77,122 @@ Status dispatch(const char* op, Device device, CpuOp cpu_op, CudaOp cuda_op) {
   }
 }
 
+// dispatch() for the common case, an op of one name and argument list in cpu:: and cuda::. A
+// macro because that name is spelled in both namespaces and as the op's name in messages.
+#define DSV4_DISPATCH(op, device, ...) \
+  dispatch(                            \
+      #op, device, [&] { return cpu::op(__VA_ARGS__); }, [&] { return cuda::op(__VA_ARGS__); })
+
 }  // namespace
 
 // ---- Dense ops (f32) ----
 
 Status linear(const TensorView& x, const TensorView& w, const TensorView& y) {
-  return dispatch(
-      "linear", device_of({&x, &w, &y}), [&] { cpu::linear(x, w, y); },
-      [&] { cuda::linear(x, w, y); });
+  return DSV4_DISPATCH(linear, device_of({&x, &w, &y}), x, w, y);
 }
 
 Status block_diagonal_linear(const TensorView& x, const TensorView& w, int64_t n_groups,
                              const TensorView& y) {
-  return dispatch(
-      "block_diagonal_linear", device_of({&x, &w, &y}),
-      [&] { cpu::block_diagonal_linear(x, w, n_groups, y); },
-      [&] { cuda::block_diagonal_linear(x, w, n_groups, y); });
+  return DSV4_DISPATCH(block_diagonal_linear, device_of({&x, &w, &y}), x, w, n_groups, y);
 }
 
 Status linear(const TensorView& x, const format::Fp8BlockView& w, const TensorView& y) {
-  return dispatch(
-      "linear", device_of(w, {&x, &y}), [&] { cpu::linear(x, w, y); },
-      [&] { cuda::linear(x, w, y); });
+  return DSV4_DISPATCH(linear, device_of(w, {&x, &y}), x, w, y);
 }
 
 Status block_diagonal_linear(const TensorView& x, const format::Fp8BlockView& w, int64_t n_groups,
                              const TensorView& y) {
-  return dispatch(
-      "block_diagonal_linear", device_of(w, {&x, &y}),
-      [&] { cpu::block_diagonal_linear(x, w, n_groups, y); },
-      [&] { cuda::block_diagonal_linear(x, w, n_groups, y); });
+  return DSV4_DISPATCH(block_diagonal_linear, device_of(w, {&x, &y}), x, w, n_groups, y);
 }
 
 Status rms_norm(const TensorView& x, const TensorView& weight, float eps, const TensorView& y) {
-  return dispatch(
-      "rms_norm", device_of({&x, &weight, &y}), [&] { cpu::rms_norm(x, weight, eps, y); },
-      [&] { cuda::rms_norm(x, weight, eps, y); });
+  return DSV4_DISPATCH(rms_norm, device_of({&x, &weight, &y}), x, weight, eps, y);
 }
 
 Status softmax(const TensorView& x, const TensorView& y) {
-  return dispatch(
-      "softmax", device_of({&x, &y}), [&] { cpu::softmax(x, y); }, [&] { cuda::softmax(x, y); });
+  return DSV4_DISPATCH(softmax, device_of({&x, &y}), x, y);
 }
 
 Status swiglu(const TensorView& gate_up, float limit, const TensorView& out) {
-  return dispatch(
-      "swiglu", device_of({&gate_up, &out}), [&] { cpu::swiglu(gate_up, limit, out); },
-      [&] { cuda::swiglu(gate_up, limit, out); });
+  return DSV4_DISPATCH(swiglu, device_of({&gate_up, &out}), gate_up, limit, out);
 }
 
 Status add(const TensorView& a, const TensorView& b, const TensorView& y) {
-  return dispatch(
-      "add", device_of({&a, &b, &y}), [&] { cpu::add(a, b, y); }, [&] { cuda::add(a, b, y); });
+  return DSV4_DISPATCH(add, device_of({&a, &b, &y}), a, b, y);
 }
 
 Status embedding(const TensorView& table, const TensorView& ids, const TensorView& y) {
-  return dispatch(
-      "embedding", device_of({&table, &ids, &y}), [&] { cpu::embedding(table, ids, y); },
-      [&] { cuda::embedding(table, ids, y); });
+  return DSV4_DISPATCH(embedding, device_of({&table, &ids, &y}), table, ids, y);
 }
 
 // ---- Hyper-connections ----
 
 Status hc_repeat(const TensorView& x, const TensorView& out) {
-  return dispatch(
-      "hc_repeat", device_of({&x, &out}), [&] { cpu::hc_repeat(x, out); },
-      [&] { cuda::hc_repeat(x, out); });
+  return DSV4_DISPATCH(hc_repeat, device_of({&x, &out}), x, out);
 }
 
 Status hc_split_sinkhorn(const TensorView& mixes, const TensorView& scale, const TensorView& base,
                          int64_t n_sinkhorn_iters, float eps, const HcMix& out) {
-  return dispatch(
-      "hc_split_sinkhorn", device_of({&mixes, &scale, &base, &out.pre, &out.post, &out.comb}),
-      [&] { cpu::hc_split_sinkhorn(mixes, scale, base, n_sinkhorn_iters, eps, out); },
-      [&] { cuda::hc_split_sinkhorn(mixes, scale, base, n_sinkhorn_iters, eps, out); });
+  return DSV4_DISPATCH(hc_split_sinkhorn,
+                       device_of({&mixes, &scale, &base, &out.pre, &out.post, &out.comb}), mixes,
+                       scale, base, n_sinkhorn_iters, eps, out);
 }
 
 Status hc_head_weights(const TensorView& mixes, const TensorView& scale, const TensorView& base,
                        float eps, const TensorView& pre) {
-  return dispatch(
-      "hc_head_weights", device_of({&mixes, &scale, &base, &pre}),
-      [&] { cpu::hc_head_weights(mixes, scale, base, eps, pre); },
-      [&] { cuda::hc_head_weights(mixes, scale, base, eps, pre); });
+  return DSV4_DISPATCH(hc_head_weights, device_of({&mixes, &scale, &base, &pre}), mixes, scale,
+                       base, eps, pre);
 }
 
 Status hc_collapse(const TensorView& x, const TensorView& pre, const TensorView& y) {
-  return dispatch(
-      "hc_collapse", device_of({&x, &pre, &y}), [&] { cpu::hc_collapse(x, pre, y); },
-      [&] { cuda::hc_collapse(x, pre, y); });
+  return DSV4_DISPATCH(hc_collapse, device_of({&x, &pre, &y}), x, pre, y);
 }
 
 Status hc_expand(const TensorView& f, const TensorView& residual, const TensorView& post,
                  const TensorView& comb, const TensorView& out) {
-  return dispatch(
-      "hc_expand", device_of({&f, &residual, &post, &comb, &out}),
-      [&] { cpu::hc_expand(f, residual, post, comb, out); },
-      [&] { cuda::hc_expand(f, residual, post, comb, out); });
+  return DSV4_DISPATCH(hc_expand, device_of({&f, &residual, &post, &comb, &out}), f, residual, post,
+                       comb, out);
 }
 
 Status hc_pre_norm(const HcPreNormParams& p) {
-  return dispatch(
-      "hc_pre_norm",
-      device_of({&p.mixes, &p.scale, &p.base, &p.mix.pre, &p.mix.post, &p.mix.comb, &p.streams,
-                 &p.norm_weight, &p.y}),
-      [&] { cpu::hc_pre_norm(p); }, [&] { cuda::hc_pre_norm(p); });
+  return DSV4_DISPATCH(hc_pre_norm,
+                       device_of({&p.mixes, &p.scale, &p.base, &p.mix.pre, &p.mix.post, &p.mix.comb,
+                                  &p.streams, &p.norm_weight, &p.y}),
+                       p);
 }
 
 Status hc_expand_norm(const TensorView& f, const TensorView& residual, const TensorView& post,
                       const TensorView& comb, float eps, const TensorView& out,
                       const TensorView& normed) {
-  return dispatch(
-      "hc_expand_norm", device_of({&f, &residual, &post, &comb, &out, &normed}),
-      [&] { cpu::hc_expand_norm(f, residual, post, comb, eps, out, normed); },
-      [&] { cuda::hc_expand_norm(f, residual, post, comb, eps, out, normed); });
+  return DSV4_DISPATCH(hc_expand_norm, device_of({&f, &residual, &post, &comb, &out, &normed}), f,
+                       residual, post, comb, eps, out, normed);
 }
 
 // ---- MoE routing and expert dispatch ----
 
 Status moe_route(const TensorView& logits, const TensorView& bias, const TensorView& hash_ids,
                  float route_scale, const MoeRouting& out) {
-  return dispatch(
-      "moe_route", device_of({&logits, &bias, &hash_ids, &out.weights, &out.ids}),
-      [&] { cpu::moe_route(logits, bias, hash_ids, route_scale, out); },
-      [&] { cuda::moe_route(logits, bias, hash_ids, route_scale, out); });
+  return DSV4_DISPATCH(moe_route, device_of({&logits, &bias, &hash_ids, &out.weights, &out.ids}),
+                       logits, bias, hash_ids, route_scale, out);
 }
 
 Status moe_group(const TensorView& ids, const TensorView& order, const TensorView& offsets) {
-  return dispatch(
-      "moe_group", device_of({&ids, &order, &offsets}),
-      [&] { cpu::moe_group(ids, order, offsets); }, [&] { cuda::moe_group(ids, order, offsets); });
+  return DSV4_DISPATCH(moe_group, device_of({&ids, &order, &offsets}), ids, order, offsets);
 }
 
 Status moe_gather(const TensorView& x, const TensorView& order, const TensorView& y) {
-  return dispatch(
-      "moe_gather", device_of({&x, &order, &y}), [&] { cpu::moe_gather(x, order, y); },
-      [&] { cuda::moe_gather(x, order, y); });
+  return DSV4_DISPATCH(moe_gather, device_of({&x, &order, &y}), x, order, y);
 }
 
 Status moe_combine(const TensorView& expert_out, const TensorView& order, const TensorView& weights,
                    const TensorView& out) {
-  return dispatch(
-      "moe_combine", device_of({&expert_out, &order, &weights, &out}),
-      [&] { cpu::moe_combine(expert_out, order, weights, out); },
-      [&] { cuda::moe_combine(expert_out, order, weights, out); });
+  return DSV4_DISPATCH(moe_combine, device_of({&expert_out, &order, &weights, &out}), expert_out,
+                       order, weights, out);
 }
 
 Status grouped_linear(const TensorView& x, const TensorView& w, const TensorView& offsets,
                       const TensorView& y) {
-  return dispatch(
-      "grouped_linear", device_of({&x, &w, &offsets, &y}),
-      [&] { cpu::grouped_linear(x, w, offsets, y); },
-      [&] { cuda::grouped_linear(x, w, offsets, y); });
+  return DSV4_DISPATCH(grouped_linear, device_of({&x, &w, &offsets, &y}), x, w, offsets, y);
 }
 
 // ---- NVFP4 ----
@@ -248,28 +213,22 @@ Device nvfp4_device(const StagedActivation* a, const TensorView* x, const format
 
 Status stage_activation(const TensorView& x, const TensorView& input_scale,
                         const StagedActivation& out) {
-  return dispatch(
-      "stage_activation",
-      device_of({&x, &input_scale, &out.packed, &out.block_scale, &out.global_scale}),
-      [&] { cpu::stage_activation(x, input_scale, out); },
-      [&] { return cuda::stage_activation(x, input_scale, out); });
+  return DSV4_DISPATCH(
+      stage_activation,
+      device_of({&x, &input_scale, &out.packed, &out.block_scale, &out.global_scale}), x,
+      input_scale, out);
 }
 
 // ---- FP8 ----
 
 Status quantize_activation_fp8(const TensorView& x, const Fp8Activation& out) {
-  return dispatch(
-      "quantize_activation_fp8", device_of({&x, &out.values, &out.scales}),
-      [&] { cpu::quantize_activation_fp8(x, out); },
-      [&] { cuda::quantize_activation_fp8(x, out); });
+  return DSV4_DISPATCH(quantize_activation_fp8, device_of({&x, &out.values, &out.scales}), x, out);
 }
 
 Status linear_fp8(const Fp8Activation& a, const format::Fp8BlockView& w, const TensorView& y) {
   const Device device = device_of({&a.values, &a.scales, &y});
   DSV4_CHECK(w.values == nullptr || w.device == device, "linear_fp8: w on another device");
-  return dispatch(
-      "linear_fp8", device, [&] { cpu::linear_fp8(a, w, y); },
-      [&] { return cuda::linear_fp8(a, w, y); });
+  return DSV4_DISPATCH(linear_fp8, device, a, w, y);
 }
 
 Status linear_fp8(const TensorView& x, const format::Fp8BlockView& w, const Fp8Activation& scratch,
@@ -279,112 +238,83 @@ Status linear_fp8(const TensorView& x, const format::Fp8BlockView& w, const Fp8A
 }
 
 Status nvfp4_gemm(const StagedActivation& a, const format::Nvfp4View& b, const TensorView& d) {
-  return dispatch(
-      "nvfp4_gemm", nvfp4_device(&a, nullptr, b, nullptr, d), [&] { cpu::nvfp4_gemm(a, b, d); },
-      [&] { return cuda::nvfp4_gemm(a, b, d); });
+  return DSV4_DISPATCH(nvfp4_gemm, nvfp4_device(&a, nullptr, b, nullptr, d), a, b, d);
 }
 
 Status nvfp4_gemm(const TensorView& a, const format::Nvfp4View& b, const TensorView& d) {
-  return dispatch(
-      "nvfp4_gemm", nvfp4_device(nullptr, &a, b, nullptr, d), [&] { cpu::nvfp4_gemm(a, b, d); },
-      [&] { return cuda::nvfp4_gemm(a, b, d); });
+  return DSV4_DISPATCH(nvfp4_gemm, nvfp4_device(nullptr, &a, b, nullptr, d), a, b, d);
 }
 
 Status nvfp4_grouped_gemm(const StagedActivation& a, const format::Nvfp4View& b,
                           const TensorView& group_offsets, const TensorView& d) {
-  return dispatch(
-      "nvfp4_grouped_gemm", nvfp4_device(&a, nullptr, b, &group_offsets, d),
-      [&] { cpu::nvfp4_grouped_gemm(a, b, group_offsets, d); },
-      [&] { return cuda::nvfp4_grouped_gemm(a, b, group_offsets, d); });
+  return DSV4_DISPATCH(nvfp4_grouped_gemm, nvfp4_device(&a, nullptr, b, &group_offsets, d), a, b,
+                       group_offsets, d);
 }
 
 Status nvfp4_grouped_gemm(const TensorView& a, const format::Nvfp4View& b,
                           const TensorView& group_offsets, const TensorView& d) {
-  return dispatch(
-      "nvfp4_grouped_gemm", nvfp4_device(nullptr, &a, b, &group_offsets, d),
-      [&] { cpu::nvfp4_grouped_gemm(a, b, group_offsets, d); },
-      [&] { return cuda::nvfp4_grouped_gemm(a, b, group_offsets, d); });
+  return DSV4_DISPATCH(nvfp4_grouped_gemm, nvfp4_device(nullptr, &a, b, &group_offsets, d), a, b,
+                       group_offsets, d);
 }
 
 // ---- Attention ----
 
 Status rms_norm_rope(const TensorView& x, const TensorView& weight, float eps,
                      const TensorView& positions, const TensorView& inv_freq) {
-  return dispatch(
-      "rms_norm_rope", device_of({&x, &weight, &positions, &inv_freq}),
-      [&] { cpu::rms_norm_rope(x, weight, eps, positions, inv_freq); },
-      [&] { cuda::rms_norm_rope(x, weight, eps, positions, inv_freq); });
+  return DSV4_DISPATCH(rms_norm_rope, device_of({&x, &weight, &positions, &inv_freq}), x, weight,
+                       eps, positions, inv_freq);
 }
 
 Status rope(const TensorView& x, const TensorView& positions, const TensorView& inv_freq,
             RopeDirection direction) {
-  return dispatch(
-      "rope", device_of({&x, &positions, &inv_freq}),
-      [&] { cpu::rope(x, positions, inv_freq, direction); },
-      [&] { cuda::rope(x, positions, inv_freq, direction); });
+  return DSV4_DISPATCH(rope, device_of({&x, &positions, &inv_freq}), x, positions, inv_freq,
+                       direction);
 }
 
 Status sparse_attention(const SparseAttentionParams& p) {
-  return dispatch(
-      "sparse_attention", device_of(p), [&] { cpu::sparse_attention(p); },
-      [&] { cuda::sparse_attention(p); });
+  return DSV4_DISPATCH(sparse_attention, device_of(p), p);
 }
 
 Status sparse_attention_bf16(const SparseAttentionParams& p) {
-  return dispatch(
-      "sparse_attention_bf16", device_of(p), [&] { cpu::sparse_attention_bf16(p); },
-      [&] { cuda::sparse_attention_bf16(p); });
+  return DSV4_DISPATCH(sparse_attention_bf16, device_of(p), p);
 }
 
 Status compressor_pool(const CompressorPoolParams& p) {
-  return dispatch(
-      "compressor_pool", device_of({&p.kv, &p.gate, &p.ape, &p.out}),
-      [&] { cpu::compressor_pool(p); }, [&] { cuda::compressor_pool(p); });
+  return DSV4_DISPATCH(compressor_pool, device_of({&p.kv, &p.gate, &p.ape, &p.out}), p);
 }
 
 Status indexer_scores(const IndexerScoreParams& p) {
-  return dispatch(
-      "indexer_scores", device_of(p), [&] { cpu::indexer_scores(p); },
-      [&] { cuda::indexer_scores(p); });
+  return DSV4_DISPATCH(indexer_scores, device_of(p), p);
 }
 
 Status indexer_scores_fp8(const IndexerScoreParams& p) {
-  return dispatch(
-      "indexer_scores_fp8", device_of(p), [&] { cpu::indexer_scores_fp8(p); },
-      [&] { cuda::indexer_scores_fp8(p); });
+  return DSV4_DISPATCH(indexer_scores_fp8, device_of(p), p);
 }
 
 Status topk(const TensorView& scores, const TensorView& n_candidates, const TensorView& indices) {
-  return dispatch(
-      "topk", device_of({&scores, &n_candidates, &indices}),
-      [&] { cpu::topk(scores, n_candidates, indices); },
-      [&] { cuda::topk(scores, n_candidates, indices); });
+  return DSV4_DISPATCH(topk, device_of({&scores, &n_candidates, &indices}), scores, n_candidates,
+                       indices);
 }
 
 Status topk(const TensorView& scores, const TensorView& positions, int64_t ratio,
             const TensorView& indices) {
-  return dispatch(
-      "topk", device_of({&scores, &positions, &indices}),
-      [&] { cpu::topk(scores, positions, ratio, indices); },
-      [&] { cuda::topk(scores, positions, ratio, indices); });
+  return DSV4_DISPATCH(topk, device_of({&scores, &positions, &indices}), scores, positions, ratio,
+                       indices);
 }
 
 // ---- Decode rows' cache writes ----
 
 Status window_write(const TensorView& rows, const TensorView& rings, int64_t n_ring_rows,
                     const TensorView& positions) {
-  return dispatch(
-      "window_write", device_of({&rows, &rings, &positions}),
-      [&] { cpu::window_write(rows, rings, n_ring_rows, positions); },
-      [&] { cuda::window_write(rows, rings, n_ring_rows, positions); });
+  return DSV4_DISPATCH(window_write, device_of({&rows, &rings, &positions}), rows, rings,
+                       n_ring_rows, positions);
 }
 
 Status compressor_decode(const CompressorDecodeParams& p) {
-  return dispatch(
-      "compressor_decode",
-      device_of({&p.kv, &p.gate, &p.kv_rows, &p.gate_rows, &p.entries, &p.positions, &p.ape,
-                 &p.norm_weight, &p.inv_freq}),
-      [&] { cpu::compressor_decode(p); }, [&] { cuda::compressor_decode(p); });
+  return DSV4_DISPATCH(compressor_decode,
+                       device_of({&p.kv, &p.gate, &p.kv_rows, &p.gate_rows, &p.entries,
+                                  &p.positions, &p.ape, &p.norm_weight, &p.inv_freq}),
+                       p);
 }
 
 // ---- MoE ----
@@ -392,6 +322,15 @@ Status compressor_decode(const CompressorDecodeParams& p) {
 int64_t moe_ffn_workspace_bytes(int64_t n_tokens, const MoeWeightsView& w, const MoeConfig& cfg) {
   if constexpr (kCudaBuild) return cuda::moe_ffn_workspace_bytes(n_tokens, w, cfg);
   return 0;  // the CPU version allocates its own scratch
+}
+
+Status copy_touched_experts(const TensorView& active, const ExpertBulkCopies& from,
+                            const ExpertBulkCopies& to) {
+  return DSV4_DISPATCH(copy_touched_experts,
+                       device_of({&active, &from.w13_packed, &from.w13_block_scale, &from.w2_packed,
+                                  &from.w2_block_scale, &to.w13_packed, &to.w13_block_scale,
+                                  &to.w2_packed, &to.w2_block_scale}),
+                       active, from, to);
 }
 
 Status moe_ffn(const TensorView& x, const TensorView& token_ids, const MoeWeightsView& w,
@@ -402,13 +341,7 @@ Status moe_ffn(const TensorView& x, const TensorView& token_ids, const MoeWeight
                  &w.shared_w13.packed, &w.shared_w2.packed, &w.w13_input_scale, &w.w2_input_scale,
                  &w.touched_copies.w13_packed, &w.touched_copies.w13_block_scale,
                  &w.touched_copies.w2_packed, &w.touched_copies.w2_block_scale, &workspace, &y}),
-      [&]() -> Status {
-        if (!w.touched_copies.empty()) {
-          return invalid_argument("moe_ffn: touched-expert copies are device buffers (CUDA only)");
-        }
-        cpu::moe_ffn(x, token_ids, w, cfg, y);
-        return ok_status();
-      },
+      [&] { cpu::moe_ffn(x, token_ids, w, cfg, y); },
       [&] { return cuda::moe_ffn(x, token_ids, w, cfg, workspace, y); });
 }
 

@@ -243,15 +243,24 @@ enum class MoeMode {
   kW4A4,   // activations staged to NVFP4 (stage_activation, dynamic global scale): Blackwell's math
 };
 
-// One layer's MoE weights as views (all on the device the op runs on).
 // The bulk of the routed experts' two NVFP4 stacks: codes and block scales, per-matrix scales
-// aside (MoeWeightsView::touched_copies).
+// aside (expert offload's copies, MoeWeightsView::touched_copies).
 struct ExpertBulkCopies {
   TensorView w13_packed, w13_block_scale;  // u8 [E, 2F, D/2], [E, 2F, D/16]
   TensorView w2_packed, w2_block_scale;    // u8 [E, D, F/2], [E, D, F/16]
   bool empty() const { return w13_packed.data == nullptr; }
 };
 
+// to's experts listed in `active` become from's, byte for byte, in all four regions; the other
+// experts of `to` keep their bytes. active i32 [E+2]: expert groups in increasing order in
+// [0, n), their count n ≤ E + 1 at [E+1] (the list moe_ffn's routing writes; an id outside
+// [0, E), such as the shared expert's group E, names no routed expert and is skipped). from and
+// to: the same shapes, contiguous, 16-byte aligned, one expert's slice of each a multiple of 16
+// bytes. moe_ffn runs it between its routing and its expert GEMMs (MoeWeightsView::touched_copies).
+Status copy_touched_experts(const TensorView& active, const ExpertBulkCopies& from,
+                            const ExpertBulkCopies& to);
+
+// One layer's MoE weights as views (all on the device the op runs on).
 struct MoeWeightsView {
   TensorView gate;        // f32 [E, D]  router
   TensorView bias;        // f32 [E]     selection bias; empty for hash routing
@@ -267,12 +276,29 @@ struct MoeWeightsView {
   TensorView w13_input_scale{};
   TensorView w2_input_scale{};
   // Expert offload (checkpoint/expert_offload.h) leaves w13's and w2's codes and block scales in
-  // mapped host memory, which kernels read over PCIe at a fraction of its copy rate. Device
-  // buffers shaped like those four (CUDA only) make the op copy the routed experts its routing
-  // touches into them first, chosen on the device (no host synchronisation), and run its
-  // kernels there. Empty: the kernels read w13 and w2 where they are.
+  // mapped host memory, which kernels read over PCIe at a fraction of its copy rate. Buffers
+  // shaped like those four make the op copy the routed experts its routing touches into them
+  // (copy_touched_experts: on the GPU the routing's list stays on the device, no host
+  // synchronisation) and run its GEMMs on the copies. Empty: the GEMMs read w13 and w2 where
+  // they are.
   ExpertBulkCopies touched_copies{};
   bool has_shared() const { return shared_w13.packed.data != nullptr; }
+  // The routed stacks' bulk as the checkpoint holds it (copy_touched_experts' `from`).
+  ExpertBulkCopies routed_bulk() const {
+    return {w13.packed, w13.block_scale, w2.packed, w2.block_scale};
+  }
+  // The weights the expert GEMMs read: these, or with touched_copies the copies in place of the
+  // routed stacks' bulk.
+  MoeWeightsView as_read() const {
+    if (touched_copies.empty()) return *this;
+    MoeWeightsView read = *this;
+    read.w13.packed = touched_copies.w13_packed;
+    read.w13.block_scale = touched_copies.w13_block_scale;
+    read.w2.packed = touched_copies.w2_packed;
+    read.w2.block_scale = touched_copies.w2_block_scale;
+    read.touched_copies = {};
+    return read;
+  }
 };
 
 struct MoeConfig {

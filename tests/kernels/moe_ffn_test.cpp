@@ -178,25 +178,5 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values(MoeMode::kW4A16, MoeMode::kW4A4),
                        ::testing::Values(Variant::kRoutedOnly, Variant::kStaticScales)));
 
-// Touched-expert copies are device buffers for experts in mapped host memory; on the CPU the op
-// refuses them instead of ignoring them, and writes nothing.
-TEST(MoeFfnTest, RefusesTouchedCopiesOnTheCpu) {
-  dsv4::testing::SeededRng rng;
-  const MoeTestLayer layer =
-      moe_test::make_moe_layer(rng, 256, 128, 16, 4, Routing::kScore, MoeMode::kW4A16);
-  MoeWeightsView weights = layer.view(false);
-  weights.touched_copies = {layer.w13.packed.view(), layer.w13.block_scale.view(),
-                            layer.w2.packed.view(), layer.w2.block_scale.view()};
-  std::vector<float> x = moe_test::random_moe_input(rng, 1, layer.dim);
-  std::vector<float> y(x.size(), std::numeric_limits<float>::quiet_NaN());
-  const Shape shape{1, layer.dim};
-  const Status status = moe_ffn(TensorView::contiguous(x.data(), DType::kF32, Device::kCpu, shape),
-                                TensorView{}, weights, layer.config, TensorView{},
-                                TensorView::contiguous(y.data(), DType::kF32, Device::kCpu, shape));
-  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(status.message().find("touched-expert copies"), std::string::npos) << status.message();
-  EXPECT_TRUE(std::isnan(y[0]));
-}
-
 }  // namespace
 }  // namespace dsv4::kernels

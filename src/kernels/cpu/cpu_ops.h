@@ -9,25 +9,12 @@
 
 namespace dsv4::kernels::cpu {
 
+using RefusableOp = void;  // the reference implements every variant
 #include "kernels/backend_ops.inc"
 
 // ---- The fused MoE block (the CUDA side takes a workspace) ----
 void moe_ffn(const TensorView& x, const TensorView& token_ids, const MoeWeightsView& w,
              const MoeConfig& cfg, const TensorView& y);
-
-// ---- NVFP4 (kernels/ops.h has the contracts) ----
-void stage_activation(const TensorView& x, const TensorView& input_scale,
-                      const StagedActivation& out);
-void nvfp4_gemm(const StagedActivation& a, const format::Nvfp4View& b, const TensorView& d);
-void nvfp4_gemm(const TensorView& a, const format::Nvfp4View& b, const TensorView& d);
-void nvfp4_grouped_gemm(const StagedActivation& a, const format::Nvfp4View& b,
-                        const TensorView& group_offsets, const TensorView& d);
-void nvfp4_grouped_gemm(const TensorView& a, const format::Nvfp4View& b,
-                        const TensorView& group_offsets, const TensorView& d);
-
-// ---- FP8 (kernels/ops.h has the contracts) ----
-void quantize_activation_fp8(const TensorView& x, const Fp8Activation& out);
-void linear_fp8(const Fp8Activation& a, const format::Fp8BlockView& w, const TensorView& y);
 
 // Work (multiply-adds or elements) below which an attention op stays on one thread: a parallel
 // region's fork and join cost more than a smaller loop, far more on a loaded machine.

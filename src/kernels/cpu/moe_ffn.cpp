@@ -1,7 +1,7 @@
 // The fused MoE block (kernels/ops.h moe_ffn) on the CPU: the reference the CUDA pipeline
 // (kernels/cuda/moe/) is tested against, written only as the composition of the plain CPU ops:
-// linear (router logits), moe_route, moe_group, moe_gather, stage_activation, the NVFP4
-// reference GEMMs, swiglu, moe_combine and add.
+// linear (router logits), moe_route, moe_group, copy_touched_experts (expert offload's copies),
+// moe_gather, stage_activation, the NVFP4 reference GEMMs, swiglu, moe_combine and add.
 //
 // Dimension letters: T tokens, D model width, E routed experts, K experts per token, F expert
 // width, R = T·K routed rows (sorted by expert), S = R + T rows incl. the shared expert's.
@@ -58,6 +58,21 @@ void expert_gemm(const Staged& a, MoeMode mode, int64_t begin, int64_t end,
   }
 }
 
+// The experts with rows in `offsets` (i32 [E+1]) as copy_touched_experts' list: i32 [E+2], the
+// experts in order, their count at [E+1].
+Tensor touched_experts(const TensorView& offsets) {
+  const int64_t n_experts = offsets.numel() - 1;
+  Tensor active = Tensor::host(DType::kI32, {n_experts + 2});
+  const int32_t* off = offsets.data_as<const int32_t>();
+  int32_t* list = active.data_as<int32_t>();
+  int32_t n_active = 0;
+  for (int64_t e = 0; e < n_experts; ++e) {
+    if (off[e + 1] > off[e]) list[n_active++] = static_cast<int32_t>(e);
+  }
+  list[n_experts + 1] = n_active;
+  return active;
+}
+
 }  // namespace
 
 void moe_ffn(const TensorView& x, const TensorView& token_ids, const MoeWeightsView& w,
@@ -86,6 +101,11 @@ void moe_ffn(const TensorView& x, const TensorView& token_ids, const MoeWeightsV
   Tensor order = Tensor::host(DType::kI32, {n_routed});
   Tensor offsets = Tensor::host(DType::kI32, {n_experts + 1});
   cpu::moe_group(ids.view(), order.view(), offsets.view());
+  if (!w.touched_copies.empty()) {
+    cpu::copy_touched_experts(touched_experts(offsets.view()).view(), w.routed_bulk(),
+                              w.touched_copies);
+  }
+  const MoeWeightsView read = w.as_read();  // the routed stacks the GEMMs read
 
   // Rows [0, R): the routed (token, slot) pairs by expert; rows [R, S): x for the shared expert.
   // Staging them together equals staging x: the same values, so the same amax.
@@ -101,13 +121,13 @@ void moe_ffn(const TensorView& x, const TensorView& token_ids, const MoeWeightsV
   };
   const Staged a1 = stage(x_rows, cfg.mode, w.w13_input_scale);
   Tensor gate_up = Tensor::host(DType::kF32, {n_rows, 2 * ffn});
-  expert_gemm(a1, cfg.mode, 0, n_routed, w.w13, &offsets_view, gate_up.view());
+  expert_gemm(a1, cfg.mode, 0, n_routed, read.w13, &offsets_view, gate_up.view());
   shared_gemm(a1, w.shared_w13, gate_up.view());
   Tensor act = Tensor::host(DType::kF32, {n_rows, ffn});
   cpu::swiglu(gate_up.view(), cfg.swiglu_limit, act.view());
   const Staged a2 = stage(act, cfg.mode, w.w2_input_scale);  // one scale over all the rows
   Tensor down = Tensor::host(DType::kF32, {n_rows, dim});
-  expert_gemm(a2, cfg.mode, 0, n_routed, w.w2, &offsets_view, down.view());
+  expert_gemm(a2, cfg.mode, 0, n_routed, read.w2, &offsets_view, down.view());
   shared_gemm(a2, w.shared_w2, down.view());
   cpu::moe_combine(down.view().rows(0, n_routed), order.view(), weights.view(), y);
   if (w.has_shared()) cpu::add(y, down.view().rows(n_routed, n_rows), y);

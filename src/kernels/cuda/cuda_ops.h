@@ -15,18 +15,10 @@ namespace dsv4::kernels::cuda {
 // The plain ops (one small .cu each or per family, mirroring kernels/cpu/). Each says in its .cu
 // how it relates to the CPU: bit-identical (rms_norm, add, embedding, hc_repeat/collapse/expand,
 // moe_gather/combine, moe_group, topk) or equal up to f32 summation order and libm ulps (the rest).
+using RefusableOp = Status;  // an unimplemented Status for a variant this device lacks
 #include "kernels/backend_ops.inc"
 
-// ---- NVFP4: bit-identical to cpu::stage_activation; GEMMs equal to the CPU up to the f32
-// summation order (exact bf16 products, alpha applied once in the epilogue) ----
-Status stage_activation(const TensorView& x, const TensorView& input_scale,
-                        const StagedActivation& out);
-Status nvfp4_gemm(const StagedActivation& a, const format::Nvfp4View& b, const TensorView& d);
-Status nvfp4_gemm(const TensorView& a, const format::Nvfp4View& b, const TensorView& d);
-Status nvfp4_grouped_gemm(const StagedActivation& a, const format::Nvfp4View& b,
-                          const TensorView& group_offsets, const TensorView& d);
-Status nvfp4_grouped_gemm(const TensorView& a, const format::Nvfp4View& b,
-                          const TensorView& group_offsets, const TensorView& d);
+// ---- NVFP4 GEMMs with SwiGLU (CUDA only: the CPU composes nvfp4_gemm and swiglu) ----
 // An MoE's L1 with its SwiGLU: act [T, F] (f32 or bf16) = swiglu(alpha · gate, alpha · up), the
 // GEMM's halves over B's 2F rows (gate [0, F), up [F, 2F)), clamped at `limit` as cpu::swiglu.
 // The warp-specialised kernel applies it in its epilogue; where the shape gets another kernel,
@@ -42,12 +34,6 @@ Status nvfp4_grouped_gemm_swiglu(const TensorView& a, const format::Nvfp4View& b
 Status nvfp4_grouped_gemm_swiglu(const StagedActivation& a, const format::Nvfp4View& b,
                                  const TensorView& group_offsets, float limit,
                                  const TensorView& gate_up, const TensorView& act);
-
-// ---- FP8 (gemm/fp8/README.md): the quantizer bit-identical to the CPU's; the GEMM equal to the
-// CPU up to the tensor cores' partial sums and the blocks' summation order (ops.h states the
-// bound). An unimplemented Status where K or w's row stride is not a multiple of 16. ----
-void quantize_activation_fp8(const TensorView& x, const Fp8Activation& out);
-Status linear_fp8(const Fp8Activation& a, const format::Fp8BlockView& w, const TensorView& y);
 
 // ---- MoE (kernels/cuda/moe/): the fused block; equal to cpu::moe_ffn up to f32 summation order
 // (W4A16) and the activation re-quantization that order can flip (W4A4) ----

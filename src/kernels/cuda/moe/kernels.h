@@ -63,20 +63,6 @@ void launch_permute(const int* sel_expert, const int* counts, int n_tokens, int 
 void launch_combine(const float* down, const int* row_of, const float* sel_weight, int n_tokens,
                     int k_used, int dim, float* y, cudaStream_t stream, bool with_shared = true);
 
-// ---- copy_touched.cu ----
-// The routed experts' bulk in four regions, each [E, one expert's bytes]: w13's codes and block
-// scales, then w2's (MoeWeightsView::touched_copies).
-inline constexpr int kExpertBulkRegions = 4;
-struct TouchedExpertCopy {
-  const int* active;  // [E+1], n_active at [E+1]: the permutation's active groups
-  int n_experts;
-  const void* from[kExpertBulkRegions];      // mapped host memory, 16-byte aligned
-  void* to[kExpertBulkRegions];              // device, the same layout
-  int64_t region_words[kExpertBulkRegions];  // 16-byte words of one expert in each region
-};
-// Copies every region of each active routed group (not the shared expert) from `from` to `to`.
-void launch_copy_touched(const TouchedExpertCopy& p, cudaStream_t stream);
-
 // ---- grouped_glue.cu (the grouped path's data movement) ----
 // rows[r] = bf16(x[row_token[r]]), linear layout.
 void launch_gather_bf16(const float* x, const int* row_token, int n_rows, int dim, uint16_t* rows,

@@ -18,7 +18,6 @@
 // writes them: the expert kernels stop one active group early (E is always the last), the
 // combine adds no shared row, and W4A4 stages only the R routed rows.
 #include <algorithm>
-#include <optional>
 #include <string>
 
 #include "kernels/cuda/cuda_check.h"
@@ -130,45 +129,6 @@ Status grouped_down(const A& a_routed, const A& a_shared, const MoeWeightsView& 
   return cuda::nvfp4_gemm(a_shared, w.shared_w2, down.rows(n_routed, n_rows));
 }
 
-// The routed experts the kernels read: w's, or with w.touched_copies their copies, which
-// launch_copy_touched fills (after the routing, which chooses the experts) with `copy`.
-struct RoutedExperts {
-  MoeWeightsView weights;
-  std::optional<TouchedExpertCopy> copy;
-};
-
-// Checks the copies' regions against w's (the kernel copies whole experts of w's layout) before
-// anything is launched.
-Result<RoutedExperts> routed_experts(const MoeWeightsView& w, const int* active) {
-  const ExpertBulkCopies& to = w.touched_copies;
-  if (to.empty()) return RoutedExperts{w, std::nullopt};
-  const TensorView* from[kExpertBulkRegions] = {&w.w13.packed, &w.w13.block_scale, &w.w2.packed,
-                                                &w.w2.block_scale};
-  const TensorView* into[kExpertBulkRegions] = {&to.w13_packed, &to.w13_block_scale, &to.w2_packed,
-                                                &to.w2_block_scale};
-  TouchedExpertCopy copy{active, static_cast<int>(w.w13.n_matrices()), {}, {}, {}};
-  if (copy.n_experts == 0) return invalid_argument("moe_ffn: no routed experts to copy");
-  for (int r = 0; r < kExpertBulkRegions; ++r) {
-    const TensorView &a = *from[r], &b = *into[r];
-    const int64_t expert_bytes = a.bytes() / copy.n_experts;
-    if (b.shape != a.shape || b.dtype != a.dtype || !a.is_contiguous() || !b.is_contiguous() ||
-        expert_bytes % 16 != 0 || reinterpret_cast<uintptr_t>(a.data) % 16 != 0 ||
-        reinterpret_cast<uintptr_t>(b.data) % 16 != 0) {
-      return invalid_argument("moe_ffn: touched-expert copy region " + std::to_string(r) + " is " +
-                              b.shape.to_string() + ", needs the contiguous, 16-byte aligned " +
-                              a.shape.to_string() + " of the experts it copies");
-    }
-    copy.from[r] = a.data;
-    copy.to[r] = b.data;
-    copy.region_words[r] = expert_bytes / 16;
-  }
-  MoeWeightsView copied = w;
-  copied.w13.packed = to.w13_packed, copied.w13.block_scale = to.w13_block_scale;
-  copied.w2.packed = to.w2_packed, copied.w2.block_scale = to.w2_block_scale;
-  copied.touched_copies = {};
-  return RoutedExperts{copied, copy};
-}
-
 // What this pipeline supports beyond the op contract; anything else is unimplemented.
 Status check_supported(const MoeWeightsView& w, const MoeConfig& cfg) {
   const int64_t dim = w.gate.size(1), ffn = w.w2.n_cols();
@@ -217,8 +177,7 @@ Result<MoeSteps> MoeSteps::plan(const TensorView& x, const TensorView& token_ids
   steps.experts_ = moe_experts_on(path, n_tokens, cfg.mode == MoeMode::kW4A4);
   steps.base_ = static_cast<char*>(workspace.data);
   steps.given_ = w;
-  DSV4_ASSIGN_OR_RETURN(const RoutedExperts routed, routed_experts(w, nullptr));
-  steps.w_ = routed.weights;
+  steps.w_ = w.as_read();
   return steps;
 }
 
@@ -259,8 +218,10 @@ Status MoeSteps::front() const {
                    router.n_experts, permuted.offsets, permuted.active, permuted.row_token,
                    permuted.row_of, stream);
   }
-  DSV4_ASSIGN_OR_RETURN(const RoutedExperts routed, routed_experts(given_, permuted.active));
-  if (routed.copy) launch_copy_touched(*routed.copy, stream);
+  if (!given_.touched_copies.empty()) {
+    const TensorView active = s.view(ws_.active, DType::kI32, {ws_.n_experts + 2});
+    cuda::copy_touched_experts(active, given_.routed_bulk(), given_.touched_copies);
+  }
   if (cfg_.mode != MoeMode::kW4A4) return ok_status();
   return cuda::stage_activation(
       x_, w_.w13_input_scale,
