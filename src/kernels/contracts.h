@@ -436,6 +436,7 @@ struct CompressorDecodeOperands {
   const float *kv, *gate;
   const int64_t *kv_rows, *gate_rows, *entries, *positions;
   const float *ape, *norm_weight, *inv_freq;
+  const int64_t *kv_journal, *gate_journal;  // null: no journals
   int64_t n_rows;  // T
   int64_t width;   // d
   int64_t n_halves, ratio, n_pairs;
@@ -456,6 +457,9 @@ inline CompressorDecodeOperands compressor_decode_operands(const CompressorDecod
   DSV4_CHECK(p.inv_freq.dtype == DType::kF32 && p.inv_freq.rank() == 1 &&
                  p.inv_freq.is_contiguous() && 2 * p.inv_freq.size(0) <= width,
              "compressor_decode: inv_freq f32 [P], 2P ≤ d");
+  const bool journals = p.kv_journal.data != nullptr;
+  DSV4_CHECK(journals == (p.gate_journal.data != nullptr),
+             "compressor_decode: kv_journal and gate_journal go together");
   return {p.kv.data_as<const float>(),
           p.gate.data_as<const float>(),
           row_table(p.kv_rows, n, "compressor_decode kv_rows"),
@@ -465,6 +469,8 @@ inline CompressorDecodeOperands compressor_decode_operands(const CompressorDecod
           p.ape.data_as<const float>(),
           f32_vector(p.norm_weight, width, "compressor_decode norm_weight"),
           p.inv_freq.data_as<const float>(),
+          journals ? row_table(p.kv_journal, n, "compressor_decode kv_journal") : nullptr,
+          journals ? row_table(p.gate_journal, n, "compressor_decode gate_journal") : nullptr,
           n,
           width,
           n_halves,

@@ -313,7 +313,8 @@ Status window_write(const TensorView& rows, const TensorView& rings, int64_t n_r
 Status compressor_decode(const CompressorDecodeParams& p) {
   return DSV4_DISPATCH(compressor_decode,
                        device_of({&p.kv, &p.gate, &p.kv_rows, &p.gate_rows, &p.entries,
-                                  &p.positions, &p.ape, &p.norm_weight, &p.inv_freq}),
+                                  &p.positions, &p.ape, &p.norm_weight, &p.inv_freq,
+                                  &p.kv_journal, &p.gate_journal}),
                        p);
 }
 

@@ -452,7 +452,7 @@ Status topk(const TensorView& scores, const TensorView& n_candidates, const Tens
 Status topk(const TensorView& scores, const TensorView& positions, int64_t ratio,
             const TensorView& indices);
 
-// ---- Decode rows' cache writes (one row a sequence; see "Decode rows" above) ----
+// ---- Decode rows' cache writes (see "Decode rows" above) ----
 
 // Row t into its sequence's window ring: ring_t[p_t mod R] = rows[t], rows f32 [T, Dh],
 // rings i64 [T] the addresses of f32 [R, Dh] rings, positions i64 [T].
@@ -465,6 +465,15 @@ Status window_write(const TensorView& rows, const TensorView& rings, int64_t n_r
 // row's projections go to row S; when that completes a block (S + 1 = n_lead + m), the rows
 // [0, S] pool into entry p / m (compressor_pool), which is RMS-normed with norm_weight and turned
 // by RoPE at position (p / m)·m (rms_norm_rope), and with overlap rows [m, 2m) move to [0, m).
+// A sequence may have several rows (a speculative verify step's token and drafts): they stand
+// consecutively at positions p, p + 1, … (a run: each row with the kv_rows address of the one
+// before and the next position), and are fed in that order, each as its own one-token step.
+// Rows of one buffer at one position (a decode graph's padding rows) are no run: each is fed
+// from the same state, all at once, so they must carry the same values.
+// Speculative decoding's undo (model/compressor_journal.h): with journals, a run that pools a
+// block first writes its stream to its sequence's journal rows (f32 [J, c·d] at kv_journal[t]
+// and gate_journal[t]; address 0: no journal): the S kept rows before the run, then the run's
+// new rows, S + n ≤ J; a run that pools nothing leaves its journal alone (its kept rows stay).
 struct CompressorDecodeParams {
   TensorView kv;           // f32 [T, c·d]  the rows' projections
   TensorView gate;         // f32 [T, c·d]
@@ -477,6 +486,8 @@ struct CompressorDecodeParams {
   TensorView norm_weight;  // f32 [d]
   float eps = 0.0f;
   TensorView inv_freq;  // f32 [P]
+  TensorView kv_journal{};    // i64 [T] or empty: no journals
+  TensorView gate_journal{};  // i64 [T], with kv_journal
 };
 Status compressor_decode(const CompressorDecodeParams& params);
 

@@ -349,6 +349,9 @@ TEST(DecodeRowsCudaTest, FastIndexerRowsAreTheirSingleCalls) {
 TEST(DecodeRowsCudaTest, CompressorDecodeIsTheOneTokenStepOfThePlainOps) {
   testing::expect_compressor_decode_matches_plain_ops(Device::kCuda);
 }
+TEST(DecodeRowsCudaTest, CompressorDecodeRunsAreTheirRowsOneByOne) {
+  testing::expect_compressor_decode_runs_match_row_by_row(Device::kCuda);
+}
 
 }  // namespace
 }  // namespace dsv4::kernels

@@ -422,6 +422,9 @@ TEST(DecodeRowsTest, IndexerRowsAreTheirSingleCalls) {
 TEST(DecodeRowsTest, CompressorDecodeIsTheOneTokenStepOfThePlainOps) {
   testing::expect_compressor_decode_matches_plain_ops(Device::kCpu);
 }
+TEST(DecodeRowsTest, CompressorDecodeRunsAreTheirRowsOneByOne) {
+  testing::expect_compressor_decode_runs_match_row_by_row(Device::kCpu);
+}
 
 }  // namespace
 }  // namespace dsv4::kernels

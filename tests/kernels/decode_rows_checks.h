@@ -314,4 +314,120 @@ inline void expect_compressor_decode_matches_plain_ops(Device device) {
   }
 }
 
+// Runs (a sequence's consecutive rows, a verify step's token and drafts) against the same rows
+// fed one call a row: the same kept rows and entries; and a run that pools a block journals
+// its stream (the kept rows before it, then its own), one that pools none leaves its journal.
+inline void expect_compressor_decode_runs_match(Device device, bool overlap) {
+  SeededRng rng;
+  const int64_t m = 2, d = 16, c = 8, halves = overlap ? 2 : 1, pairs = 4, rw = halves * d;
+  const int64_t n_lead = overlap ? m : 0, n_journal = n_lead + m + 5;
+  // Runs of 1 to 5 rows from positions before, at and between pool steps (m = 2: a run of 5
+  // pools twice).
+  const std::vector<int64_t> starts = {0, 1, 2, 5, 6, 9}, lengths = {3, 1, 5, 2, 4, 5};
+  std::vector<int64_t> positions, run_of;
+  for (size_t s = 0; s < starts.size(); ++s) {
+    for (int64_t j = 0; j < lengths[s]; ++j) {
+      positions.push_back(starts[s] + j);
+      run_of.push_back(static_cast<int64_t>(s));
+    }
+  }
+  const auto n_rows = static_cast<int64_t>(positions.size());
+  const auto n_runs = static_cast<int64_t>(starts.size());
+  const Tensor new_kv = on_device(device, random_host(rng, {n_rows, rw}));
+  const Tensor new_gate = on_device(device, random_host(rng, {n_rows, rw}));
+  const Tensor ape = on_device(device, random_host(rng, {m, rw}));
+  const Tensor norm = on_device(device, random_host(rng, {d}));
+  std::vector<float> freq(pairs);
+  for (int64_t i = 0; i < pairs; ++i)
+    freq[i] = static_cast<float>(std::pow(10000.0, -double(i) / pairs));
+  const Tensor inv_freq = on_device(device, host_values(DType::kF32, {pairs}, freq));
+  std::vector<Tensor> kv[2], gate[2], entries[2], kv_journal, gate_journal, kept_kv, kept_gate;
+  for (int64_t s = 0; s < n_runs; ++s) {
+    Tensor kv_host = random_host(rng, {2 * m, rw}), gate_host = random_host(rng, {2 * m, rw});
+    const Tensor entries_host = random_host(rng, {c, d});
+    for (int side = 0; side < 2; ++side) {
+      kv[side].push_back(on_device(device, kv_host));
+      gate[side].push_back(on_device(device, gate_host));
+      entries[side].push_back(on_device(device, entries_host));
+    }
+    kept_kv.push_back(std::move(kv_host));
+    kept_gate.push_back(std::move(gate_host));
+    kv_journal.push_back(on_device(device, random_host(rng, {n_journal, rw})));
+    gate_journal.push_back(on_device(device, random_host(rng, {n_journal, rw})));
+  }
+  // i64 [n]: buffers[i]'s address for each run of `runs`.
+  const auto at = [&](const std::vector<Tensor>& buffers, const std::vector<int64_t>& runs) {
+    std::vector<int64_t> a;
+    for (const int64_t s : runs) a.push_back(reinterpret_cast<intptr_t>(buffers[s].view().data));
+    return on_device(device, host_values(DType::kI64, {int64_t(a.size())}, a));
+  };
+  const Tensor kv_at = at(kv[0], run_of), gate_at = at(gate[0], run_of);
+  const Tensor entries_at = at(entries[0], run_of);
+  const Tensor kv_journal_at = at(kv_journal, run_of), gate_journal_at = at(gate_journal, run_of);
+  const Tensor pos = on_device(device, host_values(DType::kI64, {n_rows}, positions));
+  kernels::CompressorDecodeParams p;
+  p.ape = ape.view();
+  p.overlap = overlap;
+  p.norm_weight = norm.view();
+  p.eps = 1e-6f;
+  p.inv_freq = inv_freq.view();
+  kernels::CompressorDecodeParams all = p;
+  all.kv = new_kv.view();
+  all.gate = new_gate.view();
+  all.kv_rows = kv_at.view();
+  all.gate_rows = gate_at.view();
+  all.entries = entries_at.view();
+  all.positions = pos.view();
+  all.kv_journal = kv_journal_at.view();
+  all.gate_journal = gate_journal_at.view();
+  ASSERT_TRUE(kernels::compressor_decode(all).ok());
+
+  int64_t row = 0;
+  for (int64_t s = 0; s < n_runs; ++s) {
+    SCOPED_TRACE("run " + std::to_string(s) + " from position " + std::to_string(starts[s]));
+    const Tensor journal_before = on_host(kv_journal[s].view());
+    bool pools = false;
+    for (int64_t j = 0; j < lengths[s]; ++j, ++row) {
+      pools = pools || kernels::compressor_decode_slot(positions[row], m, overlap).pools;
+      kernels::CompressorDecodeParams one = p;
+      one.kv = new_kv.view().rows(row, row + 1);
+      one.gate = new_gate.view().rows(row, row + 1);
+      const Tensor one_kv = at(kv[1], {s}), one_gate = at(gate[1], {s});
+      const Tensor one_entries = at(entries[1], {s});
+      const Tensor one_pos =
+          on_device(device, host_values(DType::kI64, {1}, std::vector<int64_t>{positions[row]}));
+      one.kv_rows = one_kv.view();
+      one.gate_rows = one_gate.view();
+      one.entries = one_entries.view();
+      one.positions = one_pos.view();
+      ASSERT_TRUE(kernels::compressor_decode(one).ok());
+    }
+    EXPECT_TRUE(same_bits(kv[0][s].view(), kv[1][s].view())) << "kept rows";
+    EXPECT_TRUE(same_bits(gate[0][s].view(), gate[1][s].view())) << "kept gates";
+    EXPECT_TRUE(same_bits(entries[0][s].view(), entries[1][s].view())) << "entries";
+    // The journal: untouched without a pool, else the kept rows before the run, then its rows.
+    const Tensor journal = on_host(kv_journal[s].view());
+    if (!pools) {
+      EXPECT_TRUE(same_bits(journal.view(), journal_before.view())) << "journal";
+      continue;
+    }
+    const int64_t n_kept = kernels::compressor_decode_slot(starts[s], m, overlap).row;
+    const Tensor new_host = on_host(new_kv.view().rows(row - lengths[s], row));
+    EXPECT_TRUE(same_bits(journal.view().rows(0, n_kept), kept_kv[s].view().rows(0, n_kept)))
+        << "journal's kept rows";
+    EXPECT_TRUE(same_bits(journal.view().rows(n_kept, n_kept + lengths[s]), new_host.view()))
+        << "journal's new rows";
+    const Tensor gates = on_host(gate_journal[s].view());
+    EXPECT_TRUE(same_bits(gates.view().rows(0, n_kept), kept_gate[s].view().rows(0, n_kept)))
+        << "journal's kept gates";
+  }
+}
+
+inline void expect_compressor_decode_runs_match_row_by_row(Device device) {
+  for (const bool overlap : {false, true}) {
+    SCOPED_TRACE(overlap ? "CSA" : "HCA");
+    expect_compressor_decode_runs_match(device, overlap);
+  }
+}
+
 }  // namespace dsv4::testing

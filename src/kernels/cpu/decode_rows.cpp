@@ -18,6 +18,36 @@ TensorView host_rows(int64_t address, int64_t n_rows, int64_t width) {
                                 {n_rows, width});
 }
 
+// Whether row t continues the run of the row before (kernels/ops.h: a sequence's consecutive
+// rows), and the end of the run from row t.
+bool continues_run(const CompressorDecodeOperands& o, int64_t t) {
+  return t > 0 && o.kv_rows[t - 1] == o.kv_rows[t] && o.positions[t] == o.positions[t - 1] + 1;
+}
+int64_t run_end(const CompressorDecodeOperands& o, int64_t t) {
+  int64_t end = t + 1;
+  while (end < o.n_rows && continues_run(o, end)) ++end;
+  return end;
+}
+
+// The run from row t, its sequence keeping n_kept rows before it: when a row of it pools, its
+// stream (those rows, then the run's) into the journal, before any row is fed.
+void journal_run(const CompressorDecodeOperands& o, bool overlap, int64_t t, int64_t n_kept,
+                 int64_t row_width) {
+  const int64_t end = run_end(o, t);
+  bool pools = false;
+  for (int64_t r = t; r < end; ++r) {
+    pools = pools || compressor_decode_slot(o.positions[r], o.ratio, overlap).pools;
+  }
+  if (!pools) return;
+  const auto feed = [&](const int64_t* kept, const float* rows, const int64_t* journal) {
+    float* to = reinterpret_cast<float*>(journal[t]);
+    std::copy_n(reinterpret_cast<const float*>(kept[t]), n_kept * row_width, to);
+    std::copy_n(rows + t * row_width, (end - t) * row_width, to + n_kept * row_width);
+  };
+  feed(o.kv_rows, o.kv, o.kv_journal);
+  feed(o.gate_rows, o.gate, o.gate_journal);
+}
+
 }  // namespace
 
 void window_write(const TensorView& rows, const TensorView& rings, int64_t n_ring_rows,
@@ -37,6 +67,9 @@ void compressor_decode(const CompressorDecodeParams& p) {
     const CompressorDecodeSlot at = compressor_decode_slot(o.positions[t], o.ratio, p.overlap);
     const TensorView kv = host_rows(o.kv_rows[t], 2 * o.ratio, row_width);
     const TensorView gate = host_rows(o.gate_rows[t], 2 * o.ratio, row_width);
+    if (o.kv_journal != nullptr && o.kv_journal[t] != 0 && !continues_run(o, t)) {
+      journal_run(o, p.overlap, t, at.row, row_width);
+    }
     std::copy_n(o.kv + t * row_width, row_width, kv.data_as<float>() + at.row * row_width);
     std::copy_n(o.gate + t * row_width, row_width, gate.data_as<float>() + at.row * row_width);
     if (!at.pools) continue;
