@@ -14,6 +14,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/ops.h"
@@ -88,11 +89,6 @@ Result<Tensor> window_indices(std::span<const SequenceRows> sequences,
                 {static_cast<int64_t>(positions.size()), window}, device);
 }
 
-// A sequence's one new token (a decode row), without a snapshot inside it.
-bool is_decode_row(const SequenceRows& seq) {
-  return seq.end - seq.begin == 1 && seq.snapshot == nullptr;
-}
-
 // One layer's buffer addresses of a step's sequences (cache_addresses): a view of the forward's
 // table, or one made for these sequences.
 class StepAddresses {
@@ -105,11 +101,9 @@ class StepAddresses {
         stride_(table.shape()[2]),
         device_(table.device()) {}
 
-  // Made and uploaded for `sequences` (one layer's caches).
+  // Made and uploaded for `sequences` (one layer's caches, one column a row).
   static Result<StepAddresses> of(std::span<const SequenceRows> sequences, Device device) {
-    std::vector<AttentionCache*> caches;
-    for (const SequenceRows& seq : sequences) caches.push_back(seq.cache);
-    DSV4_ASSIGN_OR_RETURN(Tensor table, cache_addresses(caches, 1, device));
+    DSV4_ASSIGN_OR_RETURN(Tensor table, cache_addresses(address_columns(sequences), 1, device));
     StepAddresses made(table, 0, 0);
     made.owned_ = std::move(table);  // the buffer, and so base_, stays where it is
     return made;
@@ -117,7 +111,7 @@ class StepAddresses {
 
   bool empty() const { return base_ == nullptr; }
 
-  // i64 [to − from]: `buffer`'s addresses of sequences [from, to).
+  // i64 [to − from]: `buffer`'s addresses of columns [from, to).
   TensorView of(CacheBuffer buffer, int64_t from, int64_t to) const {
     return TensorView::contiguous(const_cast<int64_t*>(base_ + buffer * stride_ + from),
                                   DType::kI64, device_, {to - from});
@@ -264,50 +258,53 @@ Status attend_rows(const checkpoint::ModelConfig& config,
   return ok_status();
 }
 
-// The decode rows' cache holding the most entries (the one of the latest position).
-const AttentionCache* widest_cache(std::span<const SequenceRows> run,
+// The decode rows' cache holding the most entries (the one of the latest position), `caches`
+// the rows'.
+const AttentionCache* widest_cache(std::span<AttentionCache* const> caches,
                                    std::span<const int64_t> host_positions) {
   const auto latest = std::max_element(host_positions.begin(), host_positions.end());
-  return run[latest - host_positions.begin()].cache;
+  return caches[latest - host_positions.begin()];
 }
 
 // How wide decode rows take a compressed source (`buffer` of a cache: f32 [C, d] entries): as
 // the most entries a row has, (p + 1) / m at the latest position p, or, with capacity ids
 // (RowPositions::capacity_entry_ids), as the largest capacity C among the rows' caches.
 template <typename Buffer>
-int64_t decode_width(std::span<const SequenceRows> run, std::span<const int64_t> host_positions,
+int64_t decode_width(std::span<AttentionCache* const> caches,
+                     std::span<const int64_t> host_positions,
                      const TensorView& capacity_entry_ids, const Buffer& buffer) {
   if (capacity_entry_ids.data == nullptr) {
     const int64_t latest = *std::max_element(host_positions.begin(), host_positions.end());
-    return (latest + 1) / run.front().cache->compressor->ratio;
+    return (latest + 1) / caches.front()->compressor->ratio;
   }
   int64_t width = 0;
-  for (const SequenceRows& seq : run) width = std::max(width, buffer(*seq.cache).shape()[0]);
+  for (const AttentionCache* cache : caches) width = std::max(width, buffer(*cache).shape()[0]);
   DSV4_CHECK(width <= capacity_entry_ids.numel(), "decode rows: %lld entries past %lld ids",
              (long long)width, (long long)capacity_entry_ids.numel());
   return width;
 }
 
-// A run of decode rows (sequences [first, first + B) of the step, rows [from, from + B)), each
-// over its own cache, in one launch an op for all of them (kernels/ops.h, "Decode rows"): every
-// row the numbers attend_rows gives it alone, whatever B.
+// A run of decode rows (sequences `run` of the step, rows [from, to), one a token: a sequence's
+// consecutive; columns [first, first + to − from) of `addresses`), each over its own cache, in
+// one launch an op for all of them (kernels/ops.h, "Decode rows"): every row the numbers
+// attend_rows gives it alone, whatever the run, and a sequence's rows those of one-token steps.
 Status attend_decode_rows(const checkpoint::ModelConfig& config,
                           const checkpoint::AttentionWeights& weights, const StepRows& rows,
                           std::span<const SequenceRows> run, const StepAddresses& addresses,
                           int64_t first) {
-  const int64_t n = static_cast<int64_t>(run.size());
-  const int64_t from = run.front().begin, to = from + n;
+  const int64_t from = run.front().begin, to = run.back().end, n = to - from;
   const int64_t last = first + n;
   const TensorView positions = rows.positions.rows(from, to);
   const std::span<const int64_t> host_positions = rows.host_positions.subspan(from, n);
   const AttentionCache& front = *run.front().cache;
   const float eps = static_cast<float>(config.rms_norm_eps);
+  const std::vector<AttentionCache*> caches = address_columns(run);  // [n]: each row's
   std::vector<CompressorCache*> compressors, indexers;
-  for (const SequenceRows& seq : run) {
-    DSV4_CHECK(seq.cache->window.shape() == front.window.shape(),
+  for (AttentionCache* cache : caches) {
+    DSV4_CHECK(cache->window.shape() == front.window.shape(),
                "attend_decode_rows: rings of different sizes in one run");
-    if (seq.cache->compressor) compressors.push_back(&*seq.cache->compressor);
-    if (seq.cache->indexer) indexers.push_back(&*seq.cache->indexer);
+    if (cache->compressor) compressors.push_back(&*cache->compressor);
+    if (cache->indexer) indexers.push_back(&*cache->indexer);
   }
   DSV4_RETURN_IF_ERROR(kernels::window_write(rows.kv.rows(from, to),
                                              addresses.of(kRing, first, last),
@@ -321,17 +318,19 @@ Status attend_decode_rows(const checkpoint::ModelConfig& config,
   if (front.compressor) {
     DSV4_CHECK(rows.compressor_rows != nullptr, "attend_decode_rows: no compressor projections");
     // One compressor's rows of the run: the step's projections, its buffers' addresses
-    // (kv rows, gate rows, entries: consecutive CacheBuffers) and caches.
+    // (kv rows, gate rows, entries, the journals': consecutive CacheBuffers) and caches.
     const auto decode_rows = [&](const CompressorRows& projected, CacheBuffer kv_rows,
-                                 std::span<CompressorCache* const> caches) {
+                                 std::span<CompressorCache* const> compressor_caches) {
       return CompressorDecodeRows{projected.kv.view().rows(from, to),
                                   projected.gate.view().rows(from, to),
                                   addresses.of(kv_rows, first, last),
                                   addresses.of(CacheBuffer(kv_rows + 1), first, last),
                                   addresses.of(CacheBuffer(kv_rows + 2), first, last),
+                                  addresses.of(CacheBuffer(kv_rows + 3), first, last),
+                                  addresses.of(CacheBuffer(kv_rows + 4), first, last),
                                   positions,
                                   host_positions,
-                                  caches};
+                                  compressor_caches};
     };
     DSV4_RETURN_IF_ERROR(compressor_decode_rows(
         *weights.compressor, decode_rows(*rows.compressor_rows, kKvRows, compressors),
@@ -343,7 +342,7 @@ Status attend_decode_rows(const checkpoint::ModelConfig& config,
           rows.numerics};
       DSV4_ASSIGN_OR_RETURN(
           picks, indexer_decode_rows(config, *weights.indexer, index,
-                                     decode_width(run, host_positions, rows.capacity_entry_ids,
+                                     decode_width(caches, host_positions, rows.capacity_entry_ids,
                                                   [](const AttentionCache& c) -> const Tensor& {
                                                     return c.indexer->entries;
                                                   })));
@@ -352,7 +351,7 @@ Status attend_decode_rows(const checkpoint::ModelConfig& config,
     // kernel reads each row's entries through the table), or as the caches' capacity.
     const int64_t ratio = front.compressor->ratio;
     const int64_t n_entries = decode_width(
-        run, host_positions, rows.capacity_entry_ids,
+        caches, host_positions, rows.capacity_entry_ids,
         [](const AttentionCache& c) -> const Tensor& { return c.compressor->entries; });
     if (n_entries > 0) {
       attn.extra_kv = TensorView::contiguous(front.compressor->entries.view().data, DType::kF32,
@@ -366,7 +365,7 @@ Status attend_decode_rows(const checkpoint::ModelConfig& config,
       } else {
         const TensorView ids = rows.capacity_entry_ids.data != nullptr
                                    ? rows.capacity_entry_ids
-                                   : widest_cache(run, host_positions)->entry_ids.view();
+                                   : widest_cache(caches, host_positions)->entry_ids.view();
         attn.extra_indices = ids.rows(0, n_entries).reshaped({1, n_entries});
         attn.extra_positions = positions;
       }
@@ -376,7 +375,7 @@ Status attend_decode_rows(const checkpoint::ModelConfig& config,
   attn.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(config.head_dim)));
   attn.out = rows.o.rows(from, to);
   DSV4_RETURN_IF_ERROR(sparse_attention(attn, rows.numerics));
-  for (const SequenceRows& seq : run) ++seq.cache->n_tokens;
+  for (const SequenceRows& seq : run) seq.cache->n_tokens += seq.end - seq.begin;
   return ok_status();
 }
 
@@ -423,7 +422,7 @@ Status attention_step(const checkpoint::ModelConfig& config,
   // Several sequences: each compressor's projections once for all rows (a sequence's rows are
   // copied into its cache), so its weights are read once a step, not once a sequence.
   // Decode rows take them from there too (their compressor step reads them from a table).
-  const bool projects = sequences.size() > 1 || is_decode_row(sequences.front());
+  const bool projects = sequences.size() > 1 || is_decode_run(sequences.front());
   std::optional<CompressorRows> compressor_rows, index_compressor_rows;
   if (projects && weights.compressor) {
     DSV4_ASSIGN_OR_RETURN(compressor_rows,
@@ -448,20 +447,22 @@ Status attention_step(const checkpoint::ModelConfig& config,
                       o.view(),
                       at.capacity_entry_ids,
                       numerics};
+  int64_t column = 0;  // the first of sequence i in `addresses` (address_columns)
   for (size_t i = 0; i < sequences.size();) {
     const SequenceRows& seq = sequences[i];
-    if (!is_decode_row(seq)) {
+    if (!is_decode_run(seq)) {
       const int64_t split = seq.snapshot ? seq.begin + seq.snapshot_at - seq.start_pos : seq.end;
       DSV4_RETURN_IF_ERROR(attend_rows(config, weights, rows, seq, seq.begin, split));
       if (seq.snapshot) DSV4_RETURN_IF_ERROR(copy_cache_state(*seq.cache, *seq.snapshot));
       DSV4_RETURN_IF_ERROR(attend_rows(config, weights, rows, seq, split, seq.end));
       ++i;
+      ++column;
       continue;
     }
     // A run of decode rows (the running batch puts them first) goes in one launch an op, as
     // long as their rings have one size (a cache made with another step size starts a run).
     size_t end = i + 1;
-    while (end < sequences.size() && is_decode_row(sequences[end]) &&
+    while (end < sequences.size() && is_decode_run(sequences[end]) &&
            sequences[end].cache->window.shape() == seq.cache->window.shape()) {
       ++end;
     }
@@ -470,9 +471,9 @@ Status attention_step(const checkpoint::ModelConfig& config,
       DSV4_ASSIGN_OR_RETURN(const StepAddresses made, StepAddresses::of(run, device));
       DSV4_RETURN_IF_ERROR(attend_decode_rows(config, weights, rows, run, made, 0));
     } else {
-      DSV4_RETURN_IF_ERROR(
-          attend_decode_rows(config, weights, rows, run, addresses, static_cast<int64_t>(i)));
+      DSV4_RETURN_IF_ERROR(attend_decode_rows(config, weights, rows, run, addresses, column));
     }
+    column += run.back().end - run.front().begin;
     i = end;
   }
   // V = K carried the keys' rotation into the output; undo it at the query's position.
@@ -545,6 +546,22 @@ Status run_step(const checkpoint::ModelConfig& config, const checkpoint::Attenti
 
 }  // namespace
 
+bool is_decode_run(const SequenceRows& seq) {
+  const int64_t n = seq.end - seq.begin;
+  return n >= 1 && n <= AttentionCache::kMaxDecodeRun && n <= seq.cache->max_step_tokens &&
+         seq.snapshot == nullptr;
+}
+
+int64_t n_columns(const SequenceRows& seq) {
+  return is_decode_run(seq) ? seq.end - seq.begin : 1;
+}
+
+std::vector<AttentionCache*> address_columns(std::span<const SequenceRows> sequences) {
+  std::vector<AttentionCache*> caches;
+  for (const SequenceRows& seq : sequences) caches.insert(caches.end(), n_columns(seq), seq.cache);
+  return caches;
+}
+
 std::vector<int64_t> cache_address_values(std::span<AttentionCache* const> caches,
                                           int64_t n_layers) {
   DSV4_CHECK(n_layers > 0 && static_cast<int64_t>(caches.size()) % n_layers == 0,
@@ -561,16 +578,18 @@ std::vector<int64_t> cache_address_values(std::span<AttentionCache* const> cache
         table[(l * kCacheBuffers + buffer) * n_sequences + s] = value;
       };
       put(kRing, address(cache.window));
-      if (cache.compressor) {
-        put(kKvRows, address(cache.compressor->kv));
-        put(kGateRows, address(cache.compressor->gate));
-        put(kEntries, address(cache.compressor->entries));
-      }
-      if (cache.indexer) {
-        put(kIndexKvRows, address(cache.indexer->kv));
-        put(kIndexGateRows, address(cache.indexer->gate));
-        put(kIndexEntries, address(cache.indexer->entries));
-      }
+      // A compressor's buffers from `kv_rows` on, in CacheBuffer's order; the journal's only
+      // when armed (compressor_decode journals where it has an address).
+      const auto put_compressor = [&](const CompressorCache& c, CacheBuffer kv_rows) {
+        put(kv_rows, address(c.kv));
+        put(CacheBuffer(kv_rows + 1), address(c.gate));
+        put(CacheBuffer(kv_rows + 2), address(c.entries));
+        if (!c.journal.armed) return;
+        put(CacheBuffer(kv_rows + 3), address(c.journal.kv));
+        put(CacheBuffer(kv_rows + 4), address(c.journal.gate));
+      };
+      if (cache.compressor) put_compressor(*cache.compressor, kKvRows);
+      if (cache.indexer) put_compressor(*cache.indexer, kIndexKvRows);
     }
   }
   return table;
@@ -668,14 +687,16 @@ Status attention_forward(const checkpoint::ModelConfig& config, int64_t layer,
   const StepPositions all{at.host, at.positions.view(), at.window_rows.view(),
                           at.capacity_entry_ids};
   std::vector<SequenceRows> batch;
-  std::vector<int64_t> index;  // of each in `sequences`: its column of at.cache_addresses
-  int64_t next = 0;
+  std::vector<int64_t> index;   // of each in `sequences`
+  std::vector<int64_t> column;  // of each: its first column of at.cache_addresses
+  int64_t next = 0, next_column = 0;
   for (size_t i = 0; i < sequences.size(); ++i) {
     const SequenceRows& seq = sequences[i];
     DSV4_CHECK(seq.begin == next && seq.begin <= seq.end && seq.cache != nullptr,
                "attention_forward: rows [%lld, %lld) do not continue at %lld", (long long)seq.begin,
                (long long)seq.end, (long long)next);
     next = seq.end;
+    const int64_t seq_column = std::exchange(next_column, next_column + n_columns(seq));
     if (seq.begin == seq.end) continue;
     DSV4_RETURN_IF_ERROR(
         check_sequence(config, layer, seq.end - seq.begin, seq.start_pos, *seq.cache));
@@ -685,6 +706,7 @@ Status attention_forward(const checkpoint::ModelConfig& config, int64_t layer,
                (long long)at.n_ring_rows[i]);
     batch.push_back(seq);
     index.push_back(static_cast<int64_t>(i));
+    column.push_back(seq_column);
   }
   DSV4_CHECK(next == x.size(0), "attention_forward: the sequences hold %lld of %lld rows",
              (long long)next, (long long)x.size(0));
@@ -699,7 +721,7 @@ Status attention_forward(const checkpoint::ModelConfig& config, int64_t layer,
       // The forward's addresses serve a run of consecutive sequences (no empty one between).
       const bool consecutive = index[i - 1] - index[run] == static_cast<int64_t>(i - 1 - run);
       const StepAddresses addresses = at.cache_addresses.numel() > 0 && consecutive
-                                          ? StepAddresses(at.cache_addresses, layer, index[run])
+                                          ? StepAddresses(at.cache_addresses, layer, column[run])
                                           : StepAddresses();
       DSV4_RETURN_IF_ERROR(run_step(config, weights, x, std::span(batch).subspan(run, i - run), all,
                                     addresses, out, numerics));

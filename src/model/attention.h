@@ -33,21 +33,34 @@ struct SequenceRows {
 };
 
 // The buffers of a sequence's cache of one layer that a step's decode rows reach by address
-// (kernels/ops.h, "Decode rows"): the window ring, and each compressor's kept rows, their gates
-// and its entries, in that order (0 where the layer has none).
+// (kernels/ops.h, "Decode rows"): the window ring, and each compressor's kept rows, their gates,
+// its entries and its journal's two buffers (compressor_journal.h; when armed), in that order
+// (0 where the layer has none).
 enum CacheBuffer : int64_t {
   kRing,
   kKvRows,
   kGateRows,
   kEntries,
+  kKvJournal,
+  kGateJournal,
   kIndexKvRows,
   kIndexGateRows,
   kIndexEntries,
+  kIndexKvJournal,
+  kIndexGateJournal,
   kCacheBuffers
 };
 
-// Every layer's buffer addresses of each sequence, i64 [L, kCacheBuffers, S], `caches` [L · S]
-// layer by layer (each sequence's cache of layer l at l · S + s).
+// Whether a sequence's rows run with the step's decode rows: 1 to AttentionCache::kMaxDecodeRun
+// of them (a decode token, a verify step's token and drafts; within its cache's step) and no
+// snapshot. The decode rows reach their caches through a table with a column a row
+// (address_columns: a sequence's own rows repeat its cache; any other sequence takes one).
+bool is_decode_run(const SequenceRows& seq);
+int64_t n_columns(const SequenceRows& seq);
+std::vector<AttentionCache*> address_columns(std::span<const SequenceRows> sequences);
+
+// Every layer's buffer addresses of each column, i64 [L, kCacheBuffers, S], `caches` [L · S]
+// layer by layer (each column's cache of layer l at l · S + s).
 Result<Tensor> cache_addresses(std::span<AttentionCache* const> caches, int64_t n_layers,
                                Device device);
 // The same table on the host.
@@ -78,7 +91,8 @@ struct RowPositions {
   Tensor positions;           // i64 [T]
   Tensor window_rows;  // i32 [T, W]: ring rows of positions p − W + 1 … p (−1 before 0)
   std::vector<int64_t> n_ring_rows;  // [sequences]: the rings these rows were made for
-  // cache_addresses of these sequences, or empty: a layer's decode rows upload their own.
+  // cache_addresses of these sequences' columns (address_columns), or empty: a layer's decode
+  // rows upload their own.
   Tensor cache_addresses;
   // When set, i32 [C] holding 0 … C − 1 for C at least every cache's entry capacity: decode
   // rows then take compressed sources (the indexer's scores and picks, the attention's extra

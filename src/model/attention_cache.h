@@ -48,6 +48,10 @@ struct AttentionCache {
   // Tokens per internal step: attention_forward splits longer calls, so that the ring of
   // W + Ts − 1 rows holds every window a step reads while the step's own rows are written.
   static constexpr int64_t kDefaultStepTokens = 256;
+  // A sequence's chunk of at most this many tokens without a snapshot (a decode token; a
+  // speculative verify step's token and drafts) runs with the step's decode rows, one launch an
+  // op for every such sequence of the batch (attention.cpp); a longer one attends on its own.
+  static constexpr int64_t kMaxDecodeRun = 8;
 
   // For `layer` of `config`, for sequences of up to max_positions tokens, on `device`.
   static Result<AttentionCache> create(const checkpoint::ModelConfig& config, int64_t layer,

@@ -19,9 +19,12 @@
 
 namespace dsv4::model {
 
-// Before a verify step: every compressor records what a rollback of this step needs.
-void arm_rollback(AttentionCache& cache);
-void arm_rollback(SequenceCache& cache);
+// Before a verify step: every compressor records what a rollback of this step needs. The first
+// arming of a cache allocates its journals' buffers (compressor_journal.h), for steps of up to
+// AttentionCache::kMaxDecodeRun tokens (a longer step's journal grows its own); fails only when
+// that allocation does.
+Status arm_rollback(AttentionCache& cache);
+Status arm_rollback(SequenceCache& cache);
 
 // After it: the state after the first n_tokens tokens (between the count before the step and
 // the count now), the journals cleared. n_tokens equal to the count now keeps the whole step.

@@ -17,6 +17,19 @@ namespace dsv4::model {
 
 namespace {
 
+// Whether row t continues the run of the row before (kernels/ops.h: the same cache, the next
+// position), and the rows of the run from row t.
+bool continues_run(std::span<CompressorCache* const> caches, std::span<const int64_t> positions,
+                   size_t t) {
+  return t > 0 && caches[t - 1] == caches[t] && positions[t] == positions[t - 1] + 1;
+}
+int64_t run_rows(std::span<CompressorCache* const> caches, std::span<const int64_t> positions,
+                 size_t t) {
+  size_t end = t + 1;
+  while (end < caches.size() && continues_run(caches, positions, end)) ++end;
+  return static_cast<int64_t>(end - t);
+}
+
 // Normalizes and rotates entries [first, first + n) in place: RoPE at position (entry · m),
 // the block's first token.
 Status finish_entries(const checkpoint::CompressorWeights& weights, const TensorView& inv_freq,
@@ -100,7 +113,10 @@ Status compressor_forward(const checkpoint::CompressorWeights& weights,
     DSV4_RETURN_IF_ERROR(finish_entries(weights, inv_freq, eps, first, n_windows, cache));
     cache.n_entries += n_windows;
   }
-  if (cache.journal.armed && n_windows > 0) DSV4_RETURN_IF_ERROR(cache.journal.record(kv, gate));
+  if (cache.journal.armed) {
+    cache.journal.n_fed += n_tokens;
+    if (n_windows > 0) DSV4_RETURN_IF_ERROR(cache.journal.record(kv, gate));
+  }
   // Keep the stream from the last pooled block on: (CSA) that block plus the partial one. In
   // place, they stay where they are when nothing was pooled; else they move to the front, from
   // rows ≥ m to rows < m, so the two ranges never overlap.
@@ -121,27 +137,38 @@ Status check_decode_slots(std::span<CompressorCache* const> caches,
     const CompressorCache& cache = *caches[t];
     const kernels::CompressorDecodeSlot at =
         kernels::compressor_decode_slot(positions[t], cache.ratio, cache.overlap);
+    // A run's later rows follow its first (the cache's counts hold for that one only).
+    const bool in_run = continues_run(caches, positions, t);
     DSV4_CHECK(cache.ratio == first.ratio && cache.overlap == first.overlap &&
-                   cache.n_rows == at.row && cache.n_entries == at.entry,
+                   (in_run || (cache.n_rows == at.row && cache.n_entries == at.entry)),
                "compressor_decode_rows: a cache of %lld rows and %lld entries at position %lld",
                (long long)cache.n_rows, (long long)cache.n_entries, (long long)positions[t]);
     if (at.pools && at.entry >= cache.entries.shape()[0]) {
       return resource_exhausted("compressor: more than " +
                                 std::to_string(cache.entries.shape()[0]) + " entries");
     }
+    // An armed cache's run that pools writes its stream to the journal.
+    DSV4_CHECK(!cache.journal.armed || in_run ||
+                   cache.journal.n_rows + run_rows(caches, positions, t) <=
+                       cache.journal.kv.shape()[0],
+               "compressor_decode_rows: a run of %lld rows past its journal",
+               (long long)run_rows(caches, positions, t));
   }
   return ok_status();
 }
 
 void advance_decode_slots(std::span<CompressorCache* const> caches,
                           std::span<const int64_t> positions) {
-  // The host's counts follow the device's: compressor_forward's for one token.
+  // The host's counts follow the device's: compressor_forward's for one token, row by row.
   for (size_t t = 0; t < caches.size(); ++t) {
     CompressorCache& cache = *caches[t];
     const kernels::CompressorDecodeSlot at =
         kernels::compressor_decode_slot(positions[t], cache.ratio, cache.overlap);
     cache.n_rows = at.pools ? at.row + 1 - cache.ratio : at.row + 1;
     cache.n_entries += at.pools ? 1 : 0;
+    if (!cache.journal.armed) continue;
+    ++cache.journal.n_fed;
+    cache.journal.pooled = cache.journal.pooled || at.pools;
   }
 }
 
@@ -164,6 +191,8 @@ Status compressor_decode_rows(const checkpoint::CompressorWeights& weights,
   p.norm_weight = weights.norm.view();
   p.eps = eps;
   p.inv_freq = inv_freq;
+  p.kv_journal = rows.kv_journal;
+  p.gate_journal = rows.gate_journal;
   DSV4_RETURN_IF_ERROR(kernels::compressor_decode(p));
   advance_decode_slots(rows.caches, rows.host_positions);
   return ok_status();

@@ -44,22 +44,26 @@ Status compressor_forward(const checkpoint::CompressorWeights& weights,
                           const CompressorInput& input, const TensorView& inv_freq, float eps,
                           CompressorCache& cache);
 
-// A step's decode rows (one token of each of T sequences), each into its own sequence's
-// compressor, as compressor_forward would feed them one sequence at a time, in one
-// kernels::compressor_decode for all.
+// A step's decode rows (the next tokens of its sequences, a sequence's rows consecutive: a run
+// of kernels::compressor_decode), each into its own sequence's compressor, as
+// compressor_forward would feed them one token at a time, in one kernels::compressor_decode for
+// all. An armed cache's run that pools writes its stream to its journal (compressor_journal.h).
 struct CompressorDecodeRows {
   TensorView kv;  // f32 [T, c·d]  the rows' projections (CompressorRows)
   TensorView gate;
   TensorView kv_rows;    // i64 [T]  the sequences' buffers' addresses (cache_addresses)
   TensorView gate_rows;  // i64 [T]
   TensorView entries;    // i64 [T]
+  TensorView kv_journal;    // i64 [T]  the journals' buffers' addresses (0: not armed)
+  TensorView gate_journal;  // i64 [T]
   TensorView positions;  // i64 [T] on the device
   std::span<const int64_t> host_positions;
   std::span<CompressorCache* const> caches;  // [T], the buffers above
 };
 // compressor_decode_rows' host side: check_decode_slots checks each cache is where a decode row
-// at its position expects it and has room for an entry the row completes (changing nothing);
-// advance_decode_slots moves the host's counts past the row, as the device's step moves them.
+// (a run's first) at its position expects it and has room for an entry the row completes
+// (changing nothing); advance_decode_slots moves the host's counts past the rows, as the
+// device's step moves them.
 Status check_decode_slots(std::span<CompressorCache* const> caches,
                           std::span<const int64_t> positions);
 void advance_decode_slots(std::span<CompressorCache* const> caches,

@@ -111,13 +111,12 @@ Status Model::forward_rows(std::span<const SequenceChunk> chunks,
   rows_of_layer(0);
   DSV4_ASSIGN_OR_RETURN(RowPositions positions, RowPositions::of(c, rows, n_rows, device()));
   positions.capacity_entry_ids = capacity_entry_ids;
-  const bool decodes = std::any_of(chunks.begin(), chunks.end(), [](const SequenceChunk& chunk) {
-    return chunk.tokens.size() == 1 && chunk.snapshot == nullptr;
-  });
-  if (decodes) {
+  if (std::any_of(rows.begin(), rows.end(), is_decode_run)) {
     std::vector<AttentionCache*> caches;
     for (int64_t layer = 0; layer < c.n_layer; ++layer) {
-      for (const SequenceChunk& chunk : chunks) caches.push_back(&chunk.cache->layers[layer]);
+      rows_of_layer(layer);
+      const std::vector<AttentionCache*> columns = address_columns(rows);
+      caches.insert(caches.end(), columns.begin(), columns.end());
     }
     DSV4_ASSIGN_OR_RETURN(positions.cache_addresses, cache_addresses(caches, c.n_layer, device()));
   }

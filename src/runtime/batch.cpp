@@ -163,7 +163,7 @@ bool RunningBatch::finished(const Sequence& s) const {
          static_cast<int64_t>(s.out.tokens.size()) >= s.request.sampling.max_tokens;
 }
 
-std::vector<StepInput> RunningBatch::plan_step() {
+Result<std::vector<StepInput>> RunningBatch::plan_step() {
   std::vector<StepInput> inputs;
   int64_t budget = step_tokens_;
   // Drafts take what the decode tokens leave of the budget, but one token for a prompt.
@@ -195,7 +195,7 @@ std::vector<StepInput> RunningBatch::plan_step() {
     const std::span<const int64_t> tokens = s.drafts->step_tokens(s.out.tokens.back());
     inputs.push_back({&s.session, tokens, true, nullptr, 0, true});
     budget -= static_cast<int64_t>(tokens.size());
-    model::arm_rollback(s.session.cache());
+    DSV4_RETURN_IF_ERROR(model::arm_rollback(s.session.cache()));
   }
   // Then the prompts, oldest first, in chunks of what the budget leaves: a long prompt cannot
   // stall the others' tokens for longer than one step of step_tokens.
@@ -358,7 +358,12 @@ void RunningBatch::drop_cancelled() {
 void RunningBatch::step() {
   drop_cancelled();
   catch_up_twins();
-  const std::vector<StepInput> inputs = plan_step();
+  Result<std::vector<StepInput>> planned = plan_step();
+  if (!planned.ok()) {
+    fail_all(planned.status());
+    return;
+  }
+  const std::vector<StepInput> inputs = std::move(planned).value();
   if (inputs.empty()) return;
   ++totals_.steps;
   const auto start = std::chrono::steady_clock::now();

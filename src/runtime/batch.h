@@ -141,8 +141,9 @@ class RunningBatch {
   void store_state(std::span<const int64_t> tokens, model::SequenceCache state);
   static bool prefilled(const Sequence& s);
   bool finished(const Sequence& s) const;
-  // What each sequence feeds this step (sets the prompt chunks).
-  std::vector<StepInput> plan_step();
+  // What each sequence feeds this step (sets the prompt chunks); fails when a verify step's
+  // rollback cannot be armed (model::arm_rollback).
+  Result<std::vector<StepInput>> plan_step();
   // After the forward: the prompt chunk's logits and logprobs, when asked; then the next token
   // once the prompt is in.
   Status take_step_output(Sequence& s);

@@ -60,7 +60,7 @@ TEST_P(CacheRollbackTest, RejectedTokensLeaveNoTrace) {
     std::vector<int64_t> step(truth.begin() + pos, truth.begin() + pos + n_true);
     while (static_cast<int64_t>(step.size()) < n_step) step.push_back(random_token());
     Tensor logits = Tensor::host(DType::kF32, {n_step, v});
-    arm_rollback(*cache);
+    ASSERT_TRUE(arm_rollback(*cache).ok());
     ASSERT_TRUE(model_->forward(step, pos, *cache, logits.view()).ok());
     const Status rolled = roll_back(*cache, pos + n_true);
     ASSERT_TRUE(rolled.ok()) << rolled.to_string();
