@@ -133,12 +133,20 @@ Status Model::forward_rows(std::span<const SequenceChunk> chunks,
                            .numerics = options_.numerics};
     DSV4_RETURN_IF_ERROR(layer_forward(input, streams, spare));
   }
-  int64_t end = 0;
-  for (const SequenceChunk& chunk : chunks) {
-    end += static_cast<int64_t>(chunk.tokens.size());
-    if (chunk.streams_out.data == nullptr) continue;
-    const int64_t n = chunk.streams_out.size(0);
-    DSV4_RETURN_IF_ERROR(copy_tensor(chunk.streams_out, streams.view().rows(end - n, end)));
+  // Every row's streams into one buffer (a speculative step's), in one copy.
+  std::vector<TensorView> outs;
+  for (const SequenceChunk& chunk : chunks) outs.push_back(chunk.streams_out);
+  const TensorView joined = joined_rows(outs);
+  if (joined.data != nullptr && joined.size(0) == n_rows) {
+    DSV4_RETURN_IF_ERROR(copy_tensor(joined, streams.view()));
+  } else {
+    int64_t end = 0;
+    for (const SequenceChunk& chunk : chunks) {
+      end += static_cast<int64_t>(chunk.tokens.size());
+      if (chunk.streams_out.data == nullptr) continue;
+      const int64_t n = chunk.streams_out.size(0);
+      DSV4_RETURN_IF_ERROR(copy_tensor(chunk.streams_out, streams.view().rows(end - n, end)));
+    }
   }
   return lm_head(chunks, streams);
 }
@@ -161,18 +169,6 @@ Status head_by_chunk(const TensorView& hidden, const checkpoint::LinearWeight& h
   return ok_status();
 }
 
-// The chunks' logits as one f32 [n_asked, V] view, when they are consecutive rows of one
-// buffer (as the runtime's step and the MTP drafts make them), else an empty view.
-TensorView joint_logits(std::span<const HeadRows> chunks, int64_t n_asked) {
-  const TensorView& front = chunks.front().logits;
-  auto* next = static_cast<char*>(front.data);
-  for (const HeadRows& chunk : chunks) {
-    if (!chunk.logits.is_contiguous() || chunk.logits.data != next) return TensorView{};
-    next += chunk.logits.bytes();
-  }
-  return TensorView::contiguous(front.data, front.dtype, front.device, {n_asked, front.size(1)});
-}
-
 // The same in one call over all n_asked rows: decode asks every row of `hidden` (one a
 // sequence); otherwise the asked rows are gathered first. Logits in one buffer take the head's
 // output as they are; else it is copied into each chunk's.
@@ -192,7 +188,11 @@ Status head_in_one_call(const TensorView& hidden, const checkpoint::LinearWeight
     }
     asked = gathered.view();
   }
-  const TensorView joint = joint_logits(chunks, n_asked);
+  // The chunks' logits as one f32 [n_asked, V] view, when they are consecutive rows of one
+  // buffer (as the runtime's step and the MTP drafts make them).
+  std::vector<TensorView> outs;
+  for (const HeadRows& chunk : chunks) outs.push_back(chunk.logits);
+  const TensorView joint = joined_rows(outs);
   if (joint.data != nullptr) return linear(asked, head, joint, numerics);
   DSV4_ASSIGN_OR_RETURN(Tensor logits,
                         Tensor::empty(DType::kF32, {n_asked, head.shape()[0]}, hidden.device));

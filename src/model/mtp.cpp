@@ -107,14 +107,25 @@ Status mtp_forward(const checkpoint::ModelWeights& weights, int64_t index, Exper
   const auto n_rows = static_cast<int64_t>(ids.size());
   DSV4_ASSIGN_OR_RETURN(Tensor tokens, upload(ids, {n_rows}, device));
 
-  // The chunks' hidden streams as one batch.
+  // The chunks' hidden streams as one batch: as they are when they are one buffer's consecutive
+  // rows (each draft depth past the first), else copied together. `streams` is the layer's
+  // spare buffer after that.
   DSV4_ASSIGN_OR_RETURN(Tensor streams,
                         scratch(DType::kF32, {n_rows, c.hc_mult, c.hidden_size}, device));
-  for (size_t i = 0; i < chunks.size(); ++i) {
-    DSV4_RETURN_IF_ERROR(
-        copy_tensor(streams.view().rows(rows[i].begin, rows[i].end), chunks[i].streams));
+  std::vector<TensorView> inputs, outputs;
+  for (const MtpChunk& chunk : chunks) {
+    inputs.push_back(chunk.streams);
+    outputs.push_back(chunk.out_streams);
   }
-  DSV4_ASSIGN_OR_RETURN(Tensor x, block_input(weights, w, tokens.view(), streams.view(), numerics));
+  TensorView joined = joined_rows(inputs);
+  if (joined.data == nullptr) {
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      DSV4_RETURN_IF_ERROR(
+          copy_tensor(streams.view().rows(rows[i].begin, rows[i].end), chunks[i].streams));
+    }
+    joined = streams.view();
+  }
+  DSV4_ASSIGN_OR_RETURN(Tensor x, block_input(weights, w, tokens.view(), joined, numerics));
   const LayerInput input{.config = &c,
                          .layer = c.n_layer + index,
                          .weights = &w.block,
@@ -126,10 +137,13 @@ Status mtp_forward(const checkpoint::ModelWeights& weights, int64_t index, Exper
 
   DSV4_ASSIGN_OR_RETURN(const Tensor hidden,
                         final_hidden(c, w.hc_head, w.norm.view(), x.view()));
+  // Every chunk's output streams in one buffer, in order: one copy for all.
+  const TensorView output = joined_rows(outputs);
+  if (output.data != nullptr) DSV4_RETURN_IF_ERROR(copy_tensor(output, x.view()));
   std::vector<HeadRows> head;
   for (size_t i = 0; i < chunks.size(); ++i) {
     const MtpChunk& chunk = chunks[i];
-    if (chunk.out_streams.data != nullptr) {
+    if (chunk.out_streams.data != nullptr && output.data == nullptr) {
       DSV4_RETURN_IF_ERROR(
           copy_tensor(chunk.out_streams, x.view().rows(rows[i].begin, rows[i].end)));
     }

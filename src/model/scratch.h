@@ -2,6 +2,8 @@
 // the CPU reference allocates freely), and views into them.
 #pragma once
 
+#include <span>
+
 #include "base/buffer.h"
 
 namespace dsv4::model {
@@ -21,6 +23,30 @@ inline TensorView columns(const TensorView& matrix, int64_t begin, int64_t end) 
   view.data = static_cast<float*>(matrix.data) + begin;
   view.shape[1] = end - begin;
   return view;
+}
+
+// The views as one [Σ n, …] view, when each is contiguous and starts where the one before ends
+// (rows of one buffer, as a caller that lays out a step's per-sequence outputs makes them); else
+// an empty view. One copy then moves them all, not one a view.
+inline TensorView joined_rows(std::span<const TensorView> views) {
+  if (views.empty()) return TensorView{};
+  const TensorView& front = views.front();
+  auto* next = static_cast<char*>(front.data);
+  int64_t n_rows = 0;
+  for (const TensorView& view : views) {
+    if (view.data != next || !view.is_contiguous() || view.dtype != front.dtype ||
+        view.rank() != front.rank() || view.rank() == 0) {
+      return TensorView{};
+    }
+    for (int64_t d = 1; d < view.rank(); ++d) {
+      if (view.size(d) != front.size(d)) return TensorView{};
+    }
+    next += view.bytes();
+    n_rows += view.size(0);
+  }
+  Shape shape = front.shape;
+  shape[0] = n_rows;
+  return TensorView::contiguous(front.data, front.dtype, front.device, shape);
 }
 
 }  // namespace dsv4::model

@@ -329,7 +329,7 @@ Status RunningBatch::draft_next_steps() {
     const int64_t n_drafts = prefilled(s) ? std::min(speculative_tokens_, n_left) : 0;
     if (prefilled(s) && n_drafts <= 0) continue;  // it will not draft again
     const auto n_rows = static_cast<int64_t>(s.mtp_next.size());
-    inputs.push_back({&*s.drafts, &s.sampler, s.session.streams().view().rows(0, n_rows),
+    inputs.push_back({&*s.drafts, &s.sampler, s.session.streams().rows(0, n_rows),
                       s.step_start, s.mtp_next, n_drafts});
   }
   if (inputs.empty()) return ok_status();

@@ -1,6 +1,7 @@
 #include "runtime/session.h"
 
 #include <string>
+#include <utility>
 
 #include "model/cache_copy.h"
 
@@ -31,6 +32,22 @@ Status Session::resume(const model::SequenceCache& state) {
 
 // Besides the two above, the only code allowed into a Session's cache and logits: step() below.
 struct StepRunner {
+  // One buffer f32 [n, M, D] for the final streams of every input that keeps them, in order:
+  // the forward writes them in one copy when every row keeps them (a speculative step); null
+  // when none does.
+  static Result<std::shared_ptr<const Tensor>> kept_streams(const model::Model& model,
+                                                            std::span<const StepInput> inputs) {
+    int64_t n = 0;
+    for (const StepInput& in : inputs) {
+      n += in.keep_streams ? static_cast<int64_t>(in.tokens.size()) : 0;
+    }
+    if (n == 0) return std::shared_ptr<const Tensor>();
+    const checkpoint::ModelConfig& c = model.config();
+    DSV4_ASSIGN_OR_RETURN(Tensor streams,
+                          Tensor::empty(DType::kF32, {n, c.hc_mult, c.hidden_size}, model.device()));
+    return std::make_shared<const Tensor>(std::move(streams));
+  }
+
   // The sequences' logits rows are consecutive rows of one buffer, which the head writes in one
   // call (Model::lm_head) with no copy into each sequence's rows on the device. Each sequence's
   // rows then come back straight into its own vector: one copy of them all into a staging
@@ -53,20 +70,23 @@ struct StepRunner {
     }
     first_row.push_back(n_rows);
     DSV4_ASSIGN_OR_RETURN(Tensor logits, Tensor::empty(DType::kF32, {n_rows, v}, model.device()));
+    DSV4_ASSIGN_OR_RETURN(std::shared_ptr<const Tensor> streams, kept_streams(model, inputs));
     std::vector<model::SequenceChunk> chunks;
+    int64_t streams_row = 0;
     for (size_t i = 0; i < inputs.size(); ++i) {
       const StepInput& in = inputs[i];
       Session& s = *in.session;
       chunks.push_back({in.tokens, s.n_tokens(), &s.cache_,
                         logits.view().rows(first_row[i], first_row[i + 1]), in.snapshot,
                         in.snapshot_after});
-      s.streams_ = Tensor();
+      s.step_streams_.reset();
+      s.streams_ = TensorView{};
       if (in.keep_streams) {
-        const checkpoint::ModelConfig& c = model.config();
         const auto n = static_cast<int64_t>(in.tokens.size());
-        DSV4_ASSIGN_OR_RETURN(
-            s.streams_, Tensor::empty(DType::kF32, {n, c.hc_mult, c.hidden_size}, model.device()));
-        chunks.back().streams_out = s.streams_.view();
+        s.step_streams_ = streams;
+        s.streams_ = streams->view().rows(streams_row, streams_row + n);
+        streams_row += n;
+        chunks.back().streams_out = s.streams_;
       }
     }
     DSV4_RETURN_IF_ERROR(model.forward(chunks));

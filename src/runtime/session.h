@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -33,9 +34,10 @@ class Session {
 
   // Speculative decoding (runtime/speculative.h): the caches, which it arms before a verify
   // step and rolls back after it, and the last step's final streams (f32 [n, M, D] on the
-  // model's device, when the step kept them), the MTP block's input.
+  // model's device, when the step kept them; rows of a buffer the step's sessions share), the
+  // MTP block's input.
   model::SequenceCache& cache() { return cache_; }
-  const Tensor& streams() const { return streams_; }
+  const TensorView& streams() const { return streams_; }
 
  private:
   friend struct StepRunner;
@@ -43,7 +45,8 @@ class Session {
   int64_t max_positions_ = 0;
   int64_t vocab_size_ = 0;
   std::vector<float> logits_;
-  Tensor streams_;
+  std::shared_ptr<const Tensor> step_streams_;  // the buffer streams_ views
+  TensorView streams_;
 };
 
 struct StepInput {

@@ -83,33 +83,47 @@ namespace {
 
 // One MTP call over `chunks`, each asking its last row's logits (and, chained, its output
 // streams). Their logits are rows of one buffer, so the head runs once for them all (reading
-// its weights once, not once a sequence) and they come back to the host in one copy: a draft
-// depth costs one forward and one round trip whatever the batch.
+// its weights once, not once a sequence) and they come back to the host in one copy; their
+// output streams too, so the block writes them in one copy and the next depth reads them as
+// they are: a draft depth costs one forward and one round trip whatever the batch.
 struct MtpCall {
   std::vector<model::MtpChunk> chunks;
-  std::vector<Tensor> out_streams;
-  std::vector<size_t> input_of;  // the DraftInput each chunk belongs to
-  Tensor logits;                 // f32 [chunks, V] on the model's device
-  std::vector<float> rows;       // the same on the host, after run()
+  std::vector<bool> keeps_streams;  // whether each chunk's output streams are kept
+  std::vector<size_t> input_of;     // the DraftInput each chunk belongs to
+  Tensor out_streams;  // f32 [rows of the chunks that keep them, M, D] on the model's device
+  Tensor logits;       // f32 [chunks, V] on the model's device
+  std::vector<float> rows;  // the same on the host, after run()
 
   // With `chained`, the output streams too (the next draft's input).
-  Status add(const model::Model& model, size_t input, const TensorView& streams,
-             std::span<const int64_t> next, int64_t start_pos, model::AttentionCache* cache,
-             bool chained) {
-    Tensor out;
-    if (chained) {
-      DSV4_ASSIGN_OR_RETURN(out, Tensor::empty(DType::kF32, streams.shape, model.device()));
-    }
-    chunks.push_back({streams, next, start_pos, cache, TensorView{}, out.view()});
-    out_streams.push_back(std::move(out));
+  void add(size_t input, const TensorView& streams, std::span<const int64_t> next,
+           int64_t start_pos, model::AttentionCache* cache, bool chained) {
+    chunks.push_back({streams, next, start_pos, cache, TensorView{}, TensorView{}});
+    keeps_streams.push_back(chained);
     input_of.push_back(input);
-    return ok_status();
   }
 
   Status run(const model::Model& model) {
     const int64_t n = static_cast<int64_t>(chunks.size()), v = model.config().vocab_size;
+    const checkpoint::ModelConfig& c = model.config();
+    int64_t n_out = 0;
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      n_out += keeps_streams[i] ? chunks[i].streams.size(0) : 0;
+    }
     DSV4_ASSIGN_OR_RETURN(logits, Tensor::empty(DType::kF32, {n, v}, model.device()));
-    for (int64_t c = 0; c < n; ++c) chunks[static_cast<size_t>(c)].logits = logits.view().rows(c, c + 1);
+    if (n_out > 0) {
+      DSV4_ASSIGN_OR_RETURN(out_streams, Tensor::empty(DType::kF32,
+                                                       {n_out, c.hc_mult, c.hidden_size},
+                                                       model.device()));
+    }
+    int64_t out_row = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      model::MtpChunk& chunk = chunks[static_cast<size_t>(i)];
+      chunk.logits = logits.view().rows(i, i + 1);
+      if (!keeps_streams[static_cast<size_t>(i)]) continue;
+      const int64_t r = chunk.streams.size(0);
+      chunk.out_streams = out_streams.view().rows(out_row, out_row + r);
+      out_row += r;
+    }
     DSV4_RETURN_IF_ERROR(model.mtp_forward(chunks));
     rows.resize(static_cast<size_t>(n * v));
     return copy_tensor(TensorView::contiguous(rows.data(), DType::kF32, Device::kCpu, {n, v}),
@@ -140,8 +154,7 @@ Status draft(const model::Model& model, std::span<const DraftInput> inputs) {
     in.drafts->n_trunk_rows_ = in.start_pos + static_cast<int64_t>(in.next_tokens.size());
     in.drafts->tokens_.resize(1);
     in.drafts->q_.clear();
-    DSV4_RETURN_IF_ERROR(update.add(model, i, in.streams, in.next_tokens, in.start_pos, &cache,
-                                    in.n_drafts > 1));
+    update.add(i, in.streams, in.next_tokens, in.start_pos, &cache, in.n_drafts > 1);
   }
   if (update.chunks.empty()) return ok_status();
   DSV4_RETURN_IF_ERROR(update.run(model));
@@ -156,12 +169,11 @@ Status draft(const model::Model& model, std::span<const DraftInput> inputs) {
       if (in.n_drafts < depth) continue;
       in.drafts->draw(last->row(c), *in.sampler);
       if (in.n_drafts == depth) continue;
-      const TensorView out = last->out_streams[c].view();
+      const TensorView out = last->chunks[c].out_streams;
       const int64_t n = out.size(0);
-      DSV4_RETURN_IF_ERROR(next.add(model, last->input_of[c], out.rows(n - 1, n),
-                                    std::span<const int64_t>(&in.drafts->tokens_.back(), 1),
-                                    in.drafts->cache_.n_tokens, &in.drafts->cache_,
-                                    in.n_drafts > depth + 1));
+      next.add(last->input_of[c], out.rows(n - 1, n),
+               std::span<const int64_t>(&in.drafts->tokens_.back(), 1), in.drafts->cache_.n_tokens,
+               &in.drafts->cache_, in.n_drafts > depth + 1);
     }
     if (next.chunks.empty()) return ok_status();
     DSV4_RETURN_IF_ERROR(next.run(model));
