@@ -6,7 +6,9 @@
 // the device serve a chat's next turn as they do on the host (runtime/prefix_turns.h).
 #include <gtest/gtest.h>
 
+#include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "dsv4/engine.h"
@@ -42,6 +44,45 @@ TEST(EngineCudaTest, ConcurrentCallersGetTransformersGreedyTokens) {
 
 TEST(EngineCudaTest, TurnsStartFromKeptStates) {
   testing::expect_turns_start_from_kept_states(EngineDevice::kCuda);
+}
+
+// Speculative decoding on the GPU, on the trained Brown model (whose drafts are often kept, so
+// steps accept and reject): a batch of sequences verifies its drafts in one forward, each
+// sequence's token and drafts as the batch's decode rows, and rolls the rejected ones back; its
+// greedy tokens must be those of plain decoding on the same device, at k = 1 and 4.
+TEST(EngineCudaTest, SpeculativeBatchesKeepThePlainGreedyTokens) {
+  const auto generate = [](int64_t k) {
+    EngineOptions options;
+    options.model_dir = testing::golden_path("brown_small/model");
+    options.device = EngineDevice::kCuda;
+    options.max_context = 256;
+    options.speculative_tokens = k;
+    options.speculate_always = true;
+    Result<Engine> engine = Engine::open(options);
+    EXPECT_TRUE(engine.ok()) << engine.status().to_string();
+    std::vector<GenerateRequest> requests;
+    for (int64_t i = 0; i < 8; ++i) {
+      GenerateRequest r;
+      for (int64_t t = 0; t < 5 + 7 * i; ++t) r.prompt.push_back((37 * t + 11 * i + 3) % 4000 + 2);
+      r.sampling.max_tokens = 80;
+      r.sampling.stop_at_eos = false;
+      requests.push_back(std::move(r));
+    }
+    Result<std::vector<Generation>> out = engine->generate_batch(requests);
+    EXPECT_TRUE(out.ok()) << out.status().to_string();
+    return std::make_pair(std::move(out).value(), engine->stats());
+  };
+  const auto [plain, plain_stats] = generate(0);
+  for (const int64_t k : {int64_t{1}, int64_t{4}}) {
+    SCOPED_TRACE("k = " + std::to_string(k));
+    const auto [spec, stats] = generate(k);
+    ASSERT_EQ(spec.size(), plain.size());
+    for (size_t i = 0; i < plain.size(); ++i) {
+      EXPECT_EQ(spec[i].tokens, plain[i].tokens) << "sequence " << i;
+    }
+    EXPECT_GT(stats.accepted_tokens, 0);
+    EXPECT_LT(stats.accepted_tokens, stats.drafted_tokens);
+  }
 }
 
 }  // namespace
