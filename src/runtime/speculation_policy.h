@@ -2,9 +2,10 @@
 // A speculative step costs more than a plain one (its verify forward feeds k + 1 tokens a
 // sequence, then the MTP block drafts) and emits τ tokens a sequence instead of one, so it pays
 // when τ · plain > speculative, per unit of time: at batch 1 of a large model the verify forward
-// costs about a plain step and speculation pays; where the verify forward grows with the batch
-// (its multi-token rows attend sequence by sequence) or the host dominates (a tiny model), it
-// does not. The policy measures both kinds of step at each batch size (sizes grouped by powers
+// costs about a plain step and speculation pays; where the verify forward's k extra rows a
+// sequence and the drafting cost more than the kept drafts save (a large batch, whose step is
+// no longer bound by reading the weights once; few drafts kept; a tiny model, whose steps are
+// host work), it does not. The policy measures both kinds of step at each batch size (sizes grouped by powers
 // of two), each a few times first, then keeps the faster per token, trying the other once in a
 // while so that a change (longer contexts, another acceptance rate) is seen: after
 // kFirstRetry steps, then twice as long after each retry that kept the choice (up to
