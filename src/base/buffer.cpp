@@ -130,7 +130,11 @@ void Buffer::release() {
     if (mapped_host_) {
       cudaFreeHost(data_);
     } else {
-      pooled_ ? cudaFreeAsync(data_, static_cast<cudaStream_t>(device_stream())) : cudaFree(data_);
+      if (!pooled_) {
+        cudaFree(data_);
+      } else if (!release_after_join(data_)) {
+        cudaFreeAsync(data_, static_cast<cudaStream_t>(device_stream()));
+      }
     }
 #endif
   }

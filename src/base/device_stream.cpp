@@ -36,6 +36,7 @@ struct SideStream {
 struct ThreadStreams {
   cudaStream_t current = cudaStreamPerThread;
   std::vector<SideStream> side;  // by device ordinal; stream nullptr until first used
+  std::vector<void*> released;   // pool memory the running side chain gave back
 
   ~ThreadStreams() {
     // Errors at teardown have nowhere to go; the context may be gone already.
@@ -73,17 +74,24 @@ Result<SideStream> side_stream(ThreadStreams& t) {
   return s;
 }
 
-// The thread's stream waits for the side stream's work so far. cudaStreamPerThread names the
-// current device's: `main` may have made another device current (an expert-parallel rank), so
-// the join goes to the side stream's device.
-Status join(const SideStream& s) {
+// The thread's stream waits for the side stream's work so far, then frees what the side chain
+// released. cudaStreamPerThread names the current device's: `main` may have made another device
+// current (an expert-parallel rank), so this runs on the side stream's device.
+Status join(const SideStream& s, std::vector<void*>& released) {
   int current = 0;
   DSV4_RETURN_IF_ERROR(cuda_status(cudaGetDevice(&current), "cudaGetDevice"));
   if (current != s.device) {
     DSV4_RETURN_IF_ERROR(cuda_status(cudaSetDevice(s.device), "cudaSetDevice"));
   }
-  const Status joined = cuda_status(cudaStreamWaitEvent(cudaStreamPerThread, s.joined, 0),
-                                    "cudaStreamWaitEvent (join)");
+  Status joined = cuda_status(cudaStreamWaitEvent(cudaStreamPerThread, s.joined, 0),
+                              "cudaStreamWaitEvent (join)");
+  // Without the wait the memory may still be in use: kept from the pool (a failed capture's
+  // memory is its graph's anyway).
+  for (void* data : released) {
+    if (!joined.ok()) break;
+    joined = cuda_status(cudaFreeAsync(data, cudaStreamPerThread), "cudaFreeAsync");
+  }
+  released.clear();
   if (current != s.device) {
     DSV4_RETURN_IF_ERROR(cuda_status(cudaSetDevice(current), "cudaSetDevice"));
   }
@@ -93,6 +101,13 @@ Status join(const SideStream& s) {
 }  // namespace
 
 void* device_stream() { return thread_streams().current; }
+
+bool release_after_join(void* data) {
+  ThreadStreams& t = thread_streams();
+  if (t.current == cudaStreamPerThread) return false;
+  t.released.push_back(data);
+  return true;
+}
 
 Status run_beside_on_device(const std::function<Status()>& side,
                             const std::function<Status()>& main) {
@@ -110,7 +125,7 @@ Status run_beside_on_device(const std::function<Status()>& side,
   const Status recorded =
       cuda_status(cudaEventRecord(s.joined, s.stream), "cudaEventRecord (join)");
   const Status main_done = side_done.ok() ? main() : ok_status();
-  const Status joined = recorded.ok() ? join(s) : recorded;
+  const Status joined = recorded.ok() ? join(s, t.released) : recorded;
   for (const Status* status : {&side_done, &main_done, &joined}) {
     if (!status->ok()) return *status;
   }
@@ -118,6 +133,8 @@ Status run_beside_on_device(const std::function<Status()>& side,
 }
 #else
 void* device_stream() { return nullptr; }
+
+bool release_after_join(void*) { return false; }
 
 Status run_beside_on_device(const std::function<Status()>&, const std::function<Status()>&) {
   return unimplemented("this build of dsv4 has no CUDA support");

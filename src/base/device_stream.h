@@ -20,17 +20,22 @@ namespace dsv4 {
 // build without CUDA.
 void* device_stream();
 
+// Inside a side chain: keeps pool memory a buffer gives back (`data`) to be freed after the
+// join, and returns true (buffer.cpp). Elsewhere returns false: the caller frees it now.
+bool release_after_join(void* data);
+
 // Enqueues `side` on a second stream of this thread and the current device, then `main` on the
 // thread's stream, which waits for both before anything enqueued after the call; `main` is not
 // run when `side` fails. The side stream starts after everything enqueued before the call, so
 // both chains may read what came before and must not touch each other's outputs.
 //
-// Memory: a buffer is allocated and released on the stream current at the time, so scratch that
-// `side` allocates and releases is ordered on the side stream, and the pool gives it to the
-// other stream only in order. A buffer `side` leaves alive must be released after the call,
-// never inside `main`, which the join does not yet follow. `side` must not nest another call.
-// Capturable: inside DeviceGraph::capture the side stream joins the capture at the fork and
-// leaves it at the join, also when `side` or `main` fails.
+// Memory: what `side` allocates comes from the pool on the side stream, and what it releases
+// goes back after the join, on the thread's stream (release_after_join), so neither chain is
+// handed memory the other may still use, and the pool never has to make one chain wait for the
+// other to reuse it. A buffer `side` leaves alive must be released after the call, never inside
+// `main`, which the join does not yet follow. `side` must not nest another call. Capturable:
+// inside DeviceGraph::capture the side stream joins the capture at the fork and leaves it at the
+// join, also when `side` or `main` fails.
 Status run_beside_on_device(const std::function<Status()>& side,
                             const std::function<Status()>& main);
 
