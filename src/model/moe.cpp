@@ -94,8 +94,8 @@ Status shared_expert(const ModelConfig& config, const checkpoint::DenseExpertWei
                      const TensorView& x, const TensorView& out, Numerics numerics) {
   const int64_t n_tokens = x.size(0), f = config.moe_intermediate_size;
   DSV4_ASSIGN_OR_RETURN(Tensor gate_up, scratch(DType::kF32, {n_tokens, 2 * f}, x.device));
-  DSV4_RETURN_IF_ERROR(linear(x, w.w1, columns(gate_up.view(), 0, f), numerics));
-  DSV4_RETURN_IF_ERROR(linear(x, w.w3, columns(gate_up.view(), f, 2 * f), numerics));
+  DSV4_RETURN_IF_ERROR(linear_pair(x, {w.w1, columns(gate_up.view(), 0, f)},
+                                   {w.w3, columns(gate_up.view(), f, 2 * f)}, numerics));
   DSV4_ASSIGN_OR_RETURN(Tensor hidden, scratch(DType::kF32, {n_tokens, f}, x.device));
   DSV4_RETURN_IF_ERROR(
       kernels::swiglu(gate_up.view(), static_cast<float>(config.swiglu_limit), hidden.view()));
