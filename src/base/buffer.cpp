@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "base/device_stream.h"
+
 #ifdef DSV4_WITH_CUDA
 #include <cuda_runtime_api.h>
 #endif
@@ -18,13 +20,13 @@ namespace dsv4 {
 #ifdef DSV4_WITH_CUDA
 namespace {
 
-// Device memory is stream-ordered on the per-thread default stream, where every dsv4 op runs
-// (kernels/cuda/stream.h): the model's per-step activations come from the device's memory pool
-// and go back to it without the implicit device synchronisation of cudaFree, and the pool keeps
-// what it was given (release threshold: never), so a decode step's allocations are reuses.
-// Buffers are allocated, used and freed on one thread's stream (a generate call's activations
-// and caches), or allocated once and only read elsewhere after a synchronous upload (weights).
-// Devices without memory pools use cudaMalloc / cudaFree.
+// Device memory is stream-ordered on the thread's current stream, where every dsv4 op runs
+// (device_stream.h): the model's per-step activations come from the device's memory pool and go
+// back to it without the implicit device synchronisation of cudaFree, and the pool keeps what it
+// was given (release threshold: never), so a decode step's allocations are reuses. Buffers are
+// allocated, used and freed on one thread's stream (a generate call's activations and caches; a
+// side chain's scratch on the side stream), or allocated once and only read elsewhere after a
+// synchronous upload (weights). Devices without memory pools use cudaMalloc / cudaFree.
 bool device_has_pool() {
   thread_local int device = -1;
   thread_local bool has_pool = false;
@@ -84,12 +86,12 @@ Result<Buffer> Buffer::allocate(size_t bytes, Device device) {
   }
 #ifdef DSV4_WITH_CUDA
   buffer.pooled_ = device_has_pool();
-  const cudaError_t err = buffer.pooled_
-                              ? cudaMallocAsync(&buffer.data_, bytes, cudaStreamPerThread)
-                              : cudaMalloc(&buffer.data_, bytes);
+  const auto stream = static_cast<cudaStream_t>(device_stream());
+  const cudaError_t err = buffer.pooled_ ? cudaMallocAsync(&buffer.data_, bytes, stream)
+                                         : cudaMalloc(&buffer.data_, bytes);
   DSV4_RETURN_IF_ERROR(allocated(err, "cudaMalloc", bytes, buffer.data_));
   if (poison_device_memory()) {
-    const cudaError_t poisoned = cudaMemsetAsync(buffer.data_, 0xFF, bytes, cudaStreamPerThread);
+    const cudaError_t poisoned = cudaMemsetAsync(buffer.data_, 0xFF, bytes, stream);
     if (poisoned != cudaSuccess) {
       return internal_error(std::string("poisoning a device allocation failed: ") +
                             cudaGetErrorString(poisoned));  // the buffer frees its memory
@@ -128,7 +130,11 @@ void Buffer::release() {
     if (mapped_host_) {
       cudaFreeHost(data_);
     } else {
-      pooled_ ? cudaFreeAsync(data_, cudaStreamPerThread) : cudaFree(data_);
+      if (!pooled_) {
+        cudaFree(data_);
+      } else if (!release_after_join(data_)) {
+        cudaFreeAsync(data_, static_cast<cudaStream_t>(device_stream()));
+      }
     }
 #endif
   }
@@ -203,14 +209,12 @@ Status copy_tensor(const TensorView& dst, const TensorView& src) {
     return ok_status();
   }
 #ifdef DSV4_WITH_CUDA
-  // On the per-thread stream, in order with the ops: cudaMemcpy from pageable host memory would
-  // first wait for all of the device's work, and the model uploads a step's positions and
+  // On the thread's current stream, in order with the ops: cudaMemcpy from pageable host memory
+  // would first wait for all of the device's work, and the model uploads a step's positions and
   // indices layer by layer. A copy to the host waits for its data, since the caller reads it.
-  cudaError_t err =
-      cudaMemcpyAsync(dst.data, src.data, src.bytes(), cudaMemcpyDefault, cudaStreamPerThread);
-  if (err == cudaSuccess && dst.device == Device::kCpu) {
-    err = cudaStreamSynchronize(cudaStreamPerThread);
-  }
+  const auto stream = static_cast<cudaStream_t>(device_stream());
+  cudaError_t err = cudaMemcpyAsync(dst.data, src.data, src.bytes(), cudaMemcpyDefault, stream);
+  if (err == cudaSuccess && dst.device == Device::kCpu) err = cudaStreamSynchronize(stream);
   if (err != cudaSuccess) {
     return internal_error(std::string("cudaMemcpyAsync: ") + cudaGetErrorString(err));
   }

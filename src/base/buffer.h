@@ -15,7 +15,8 @@ class Buffer {
  public:
   Buffer() = default;
   // Host memory is 64-byte aligned; device memory comes from the device's memory pool, ordered
-  // on the calling thread's default stream (buffer.cpp says why), or cudaMalloc without pools.
+  // on the calling thread's current stream (device_stream.h; buffer.cpp says why), or cudaMalloc
+  // without pools.
   // Fails (never aborts) when the memory is not there: model sizes come from user configs.
   static Result<Buffer> allocate(size_t bytes, Device device);
   // Pinned host memory mapped into the GPU's address space (a kCuda buffer whose bytes stay in

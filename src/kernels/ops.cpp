@@ -7,6 +7,7 @@
 #include <string>
 #include <type_traits>
 
+#include "base/device_stream.h"
 #include "kernels/cpu/cpu_ops.h"
 #include "kernels/cuda/cuda_ops.h"
 
@@ -119,6 +120,17 @@ Status swiglu(const TensorView& gate_up, float limit, const TensorView& out) {
 
 Status add(const TensorView& a, const TensorView& b, const TensorView& y) {
   return DSV4_DISPATCH(add, device_of({&a, &b, &y}), a, b, y);
+}
+
+Status run_beside(Device device, const std::function<Status()>& side,
+                  const std::function<Status()>& main) {
+  return dispatch(
+      "run_beside", device,
+      [&] {
+        DSV4_RETURN_IF_ERROR(side());
+        return main();
+      },
+      [&] { return run_beside_on_device(side, main); });
 }
 
 Status embedding(const TensorView& table, const TensorView& ids, const TensorView& y) {

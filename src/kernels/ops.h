@@ -12,6 +12,8 @@
 // E experts, F expert width, M residual streams (hc_mult).
 #pragma once
 
+#include <functional>
+
 #include "base/float_convert.h"
 #include "base/tensor.h"
 #include "dsv4/status.h"
@@ -66,6 +68,14 @@ Status add(const TensorView& a, const TensorView& b, const TensorView& y);
 // y[T, D] = table[ids[t], :] for a table of any dtype (f32 embeddings, i64 tid2eid rows), y of
 // the same dtype; ids i64 [T], each in [0, V) (the caller validated them).
 Status embedding(const TensorView& table, const TensorView& ids, const TensorView& y);
+
+// Two chains of ops on `device` that share no data, enqueued so that a GPU runs them at once:
+// `side`'s ops on a second stream, `main`'s on the thread's stream, and every op after the call
+// after both (base/device_stream.h: the fork and join, what `side` may allocate, graph
+// capture). `main` is skipped when `side` fails. The CPU runs side, then main. Each op gives
+// its own bits either way: neither chain reads what the other writes.
+Status run_beside(Device device, const std::function<Status()>& side,
+                  const std::function<Status()>& main);
 
 // ---- Hyper-connections (mHC; transformers DeepseekV4HyperConnection / DeepseekV4HyperHead) ----
 

@@ -21,6 +21,16 @@ namespace dsv4::model {
 Status linear(const TensorView& x, const checkpoint::LinearWeight& w, const TensorView& y,
               Numerics numerics);
 
+// One input's two linears (the shared expert's w1 and w3): a.y = x · a.wᵀ and b.y = x · b.wᵀ,
+// with linear()'s bits. Where both run the fast profile's FP8 GEMM, x is quantized once for
+// both: a launch fewer than two linear() calls.
+struct LinearOutput {
+  const checkpoint::LinearWeight& w;
+  TensorView y;
+};
+Status linear_pair(const TensorView& x, const LinearOutput& a, const LinearOutput& b,
+                   Numerics numerics);
+
 // The grouped form (kernels::block_diagonal_linear): the attention's wo_a, exact in both
 // profiles (DeepSeek's inference dequantizes wo_a to bf16 and runs it in bf16).
 Status block_diagonal_linear(const TensorView& x, const checkpoint::LinearWeight& w,

@@ -94,12 +94,26 @@ Status shared_expert(const ModelConfig& config, const checkpoint::DenseExpertWei
                      const TensorView& x, const TensorView& out, Numerics numerics) {
   const int64_t n_tokens = x.size(0), f = config.moe_intermediate_size;
   DSV4_ASSIGN_OR_RETURN(Tensor gate_up, scratch(DType::kF32, {n_tokens, 2 * f}, x.device));
-  DSV4_RETURN_IF_ERROR(linear(x, w.w1, columns(gate_up.view(), 0, f), numerics));
-  DSV4_RETURN_IF_ERROR(linear(x, w.w3, columns(gate_up.view(), f, 2 * f), numerics));
+  DSV4_RETURN_IF_ERROR(linear_pair(x, {w.w1, columns(gate_up.view(), 0, f)},
+                                   {w.w3, columns(gate_up.view(), f, 2 * f)}, numerics));
   DSV4_ASSIGN_OR_RETURN(Tensor hidden, scratch(DType::kF32, {n_tokens, f}, x.device));
   DSV4_RETURN_IF_ERROR(
       kernels::swiglu(gate_up.view(), static_cast<float>(config.swiglu_limit), hidden.view()));
   return linear(hidden.view(), w.w2, out, numerics);
+}
+
+// The routed half: router, routed experts and their weighted sum into out.
+Status routed_experts(const ModelConfig& config, int64_t layer, const MoeWeights& weights,
+                      ExpertMode mode, const TensorView& x, const TensorView& tokens,
+                      const TensorView& out, ExpertAmaxes* amaxes, ExpertPlacement* placement) {
+  if (!weights.experts.is_nvfp4()) {
+    return dense_experts(config, layer, weights, x, tokens, out, amaxes);
+  }
+  if (amaxes != nullptr) {
+    return invalid_argument("layer " + std::to_string(layer) +
+                            ": recording expert input amaxes needs dense (bf16/f32) experts");
+  }
+  return nvfp4_experts(config, layer, weights, mode, placement, x, tokens, out);
 }
 
 }  // namespace
@@ -108,17 +122,17 @@ Status moe_forward(const ModelConfig& config, int64_t layer, const MoeWeights& w
                    ExpertMode mode, const TensorView& x, const TensorView& tokens,
                    const TensorView& out, ExpertAmaxes* amaxes, ExpertPlacement* placement,
                    Numerics numerics) {
-  if (weights.experts.is_nvfp4()) {
-    if (amaxes != nullptr) {
-      return invalid_argument("layer " + std::to_string(layer) +
-                              ": recording expert input amaxes needs dense (bf16/f32) experts");
-    }
-    DSV4_RETURN_IF_ERROR(nvfp4_experts(config, layer, weights, mode, placement, x, tokens, out));
-  } else {
-    DSV4_RETURN_IF_ERROR(dense_experts(config, layer, weights, x, tokens, out, amaxes));
-  }
   DSV4_ASSIGN_OR_RETURN(Tensor shared, scratch(DType::kF32, out.shape, x.device));
-  DSV4_RETURN_IF_ERROR(shared_expert(config, weights.shared_expert, x, shared.view(), numerics));
+  // The shared expert needs no routing, so it runs beside the router and the routed experts
+  // (a second stream on a GPU): at a decode step each half is a chain of small launches (the
+  // router's logits and selection, then the expert kernels; the shared expert's linears and
+  // SwiGLU), and the layer waits for the longer chain instead of both.
+  DSV4_RETURN_IF_ERROR(kernels::run_beside(
+      x.device,
+      [&] { return shared_expert(config, weights.shared_expert, x, shared.view(), numerics); },
+      [&] {
+        return routed_experts(config, layer, weights, mode, x, tokens, out, amaxes, placement);
+      }));
   return kernels::add(out, shared.view(), out);
 }
 

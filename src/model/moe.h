@@ -26,8 +26,9 @@ namespace dsv4::model {
 using ExpertMode = kernels::MoeMode;
 
 // x f32 [T, D]: the ffn_norm'ed block input; tokens i64 [T] (hash routing reads them);
-// out f32 [T, D]. With `amaxes`, dense routed experts also record their inputs' amaxes there
-// (a calibration forward; NVFP4 experts refuse it). NVFP4 routed experts run through
+// out f32 [T, D], apart from x (the shared expert reads x while the routed experts write out,
+// kernels::run_beside). With `amaxes`, dense routed experts also record their inputs' amaxes
+// there (a calibration forward; NVFP4 experts refuse it). NVFP4 routed experts run through
 // `placement` (expert_placement.h), in place without one. The shared expert's linears run in
 // profile `numerics` (model/linear.h).
 Status moe_forward(const checkpoint::ModelConfig& config, int64_t layer,

@@ -4,7 +4,8 @@
 //   same model on their bf16 decoding (what the GPU held before, copy_weights of the host's
 //   decode) bit for bit, a prefill and the decode steps after it;
 // - fast against exact: one linear per row within kFastLinearRelTol, and the whole model's
-//   logits, recorded (test properties) and bounded (docs/numerics.md has the measured values).
+//   logits, recorded (test properties) and bounded (docs/numerics.md has the measured values);
+// - linear_pair against two linear() calls, bit for bit (linear_pair_case.h).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include "model/deepseek_v4.h"
 #include "model/fp8_golden.h"
 #include "model/linear.h"
+#include "model/linear_pair_case.h"
 #include "testing/compare.h"
 #include "testing/device.h"
 #include "testing/tolerance.h"
@@ -124,6 +126,12 @@ TEST(FastLinearCudaTest, StaysWithinTheActivationRoundingOfExact) {
     EXPECT_LT(error, testing::kFastLinearRelTol);
     EXPECT_GT(error, 1e-3);  // the activation was quantized
   }
+}
+
+// The shared expert's w1 and w3 through linear_pair (one quantized x in the fast profile) give
+// the bits of two linear() calls.
+TEST(LinearPairCudaTest, HasTheBitsOfTwoLinears) {
+  testing_linear::expect_pair_has_the_bits_of_two_linears(Device::kCuda);
 }
 
 INSTANTIATE_TEST_SUITE_P(Oracle, NumericsCudaTest,

@@ -27,7 +27,8 @@ inline void keep_pool_memory() {
   (void)kept;
 }
 
-// Device memory for the length of one call, released in stream order.
+// Device memory for the length of one call, released in stream order (in a side chain of
+// kernels::run_beside, after its join: base/device_stream.h).
 class Scratch {
  public:
   explicit Scratch(size_t bytes) {
@@ -36,7 +37,9 @@ class Scratch {
     DSV4_CUDA_CHECK(cudaMallocAsync(&ptr_, bytes, op_stream()));
   }
   ~Scratch() {
-    if (ptr_ != nullptr) DSV4_CUDA_CHECK(cudaFreeAsync(ptr_, op_stream()));
+    if (ptr_ != nullptr && !release_after_join(ptr_)) {
+      DSV4_CUDA_CHECK(cudaFreeAsync(ptr_, op_stream()));
+    }
   }
   Scratch(const Scratch&) = delete;
   Scratch& operator=(const Scratch&) = delete;
