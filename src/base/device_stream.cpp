@@ -125,6 +125,9 @@ Status run_beside_on_device(const std::function<Status()>& side,
   const Status recorded =
       cuda_status(cudaEventRecord(s.joined, s.stream), "cudaEventRecord (join)");
   const Status main_done = side_done.ok() ? main() : ok_status();
+  // Unjoined, what the side chain released may still be in use (or be a broken capture's graph
+  // memory): kept from the pool, as join() keeps it, never freed by a later call's join.
+  if (!recorded.ok()) t.released.clear();
   const Status joined = recorded.ok() ? join(s, t.released) : recorded;
   for (const Status* status : {&side_done, &main_done, &joined}) {
     if (!status->ok()) return *status;

@@ -171,5 +171,22 @@ TEST(RunBesideCuda, AFailingSideSkipsMainAndJoins) {
   expect_bits_of_in_order(rng, l, [&] { return graph->launch(); });
 }
 
+// A side chain that breaks a capture (a copy to the host synchronises its stream) after
+// releasing scratch: the capture fails with it, and the eager call after it frees none of that
+// capture's memory and gives the in-order bits.
+TEST(RunBesideCuda, ASideThatBreaksACaptureLeavesTheNextCallUsable) {
+  testing::SeededRng rng;
+  const Layer l = make_layer(rng);
+  const auto breaks = [&] {
+    DSV4_RETURN_IF_ERROR(mlp_chain(l));
+    const Tensor host = Tensor::host(DType::kF32, l.mlp.shape());
+    return copy_tensor(host.view(), l.mlp.view());
+  };
+  const Result<DeviceGraph> failed = DeviceGraph::capture(
+      [&] { return run_beside(Device::kCuda, breaks, [&] { return head_chain(l); }); });
+  EXPECT_FALSE(failed.ok());
+  expect_bits_of_in_order(rng, l, [&] { return beside(l); });
+}
+
 }  // namespace
 }  // namespace dsv4::kernels
