@@ -12,6 +12,8 @@ export OMP_WAIT_POLICY=passive DSV4_MODEL=
 out=${OUT:-/tmp/dsv4_out}
 logs=$out/logs
 mkdir -p "$logs"
+# Its output also goes to $OUT: a call stopped at its limit returns no piped output.
+exec > >(tee "$out/summary.txt") 2>&1
 bins=$(mktemp -d)
 tar xJf build/carry/bins.tar.xz -C "$bins"
 export DSV4_SOURCE_DIR=$PWD
