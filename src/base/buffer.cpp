@@ -263,6 +263,62 @@ std::vector<std::string> cuda_device_names() {
   return names;
 }
 
+int current_device() {
+  int ordinal = 0;
+#ifdef DSV4_WITH_CUDA
+  if (cudaGetDevice(&ordinal) != cudaSuccess) return 0;
+#endif
+  return ordinal;
+}
+
+Status use_device(int ordinal) {
+#ifdef DSV4_WITH_CUDA
+  const cudaError_t err = cudaSetDevice(ordinal);
+  if (err != cudaSuccess) {
+    return internal_error("cudaSetDevice(" + std::to_string(ordinal) +
+                          "): " + cudaGetErrorString(err));
+  }
+  return ok_status();
+#else
+  if (ordinal == 0) return ok_status();
+  return unimplemented("device " + std::to_string(ordinal) +
+                       ": this build of dsv4 has no CUDA support");
+#endif
+}
+
+Status enable_peer_access(int device, int peer) {
+  if (device == peer) return ok_status();
+#ifdef DSV4_WITH_CUDA
+  int can = 0;
+  cudaError_t err = cudaDeviceCanAccessPeer(&can, device, peer);
+  if (err != cudaSuccess) {
+    return internal_error("cudaDeviceCanAccessPeer(" + std::to_string(device) + ", " +
+                          std::to_string(peer) + "): " + cudaGetErrorString(err));
+  }
+  if (!can) {
+    return unimplemented("GPU " + std::to_string(device) + " has no peer access to GPU " +
+                         std::to_string(peer) +
+                         "'s memory, and dsv4 does not stage transfers through the host");
+  }
+  const int was = current_device();
+  DSV4_RETURN_IF_ERROR(use_device(device));
+  err = cudaDeviceEnablePeerAccess(peer, 0);
+  if (err == cudaErrorPeerAccessAlreadyEnabled) {
+    (void)cudaGetLastError();  // a later cudaGetLastError must not see it
+    err = cudaSuccess;
+  }
+  DSV4_RETURN_IF_ERROR(use_device(was));
+  if (err != cudaSuccess) {
+    return internal_error("cudaDeviceEnablePeerAccess(" + std::to_string(peer) + ") on GPU " +
+                          std::to_string(device) + ": " + cudaGetErrorString(err));
+  }
+  return ok_status();
+#else
+  return unimplemented("peer access between devices " + std::to_string(device) + " and " +
+                       std::to_string(peer) + ": this build of dsv4 has no CUDA support");
+#endif
+}
+
 Status finish_device_work() {
 #ifdef DSV4_WITH_CUDA
   const cudaError_t err = cudaStreamSynchronize(cudaStreamPerThread);

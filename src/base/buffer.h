@@ -81,6 +81,16 @@ Result<int64_t> free_device_bytes(Device device);
 // without CUDA or on a machine without a usable GPU.
 std::vector<std::string> cuda_device_names();
 
+// The calling thread's current CUDA device (0 in a build without CUDA), and making `ordinal` the
+// calling thread's: an expert-parallel rank thread runs on its rank's device.
+int current_device();
+Status use_device(int ordinal);
+
+// Lets kernels on device `device` read and write memory allocated on device `peer`
+// (cudaDeviceEnablePeerAccess); nothing to do when they are the same device. unimplemented when
+// the pair has no peer access, naming both.
+Status enable_peer_access(int device, int peer);
+
 // Waits for the device work this thread has queued (its copies and ops), so that another
 // thread may use what they wrote: the weights a server's request threads share, for one.
 Status finish_device_work();

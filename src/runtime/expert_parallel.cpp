@@ -18,9 +18,10 @@ using kernels::ep::HostRankGroup;
 
 namespace {
 
-// A call's device buffers when the ranks share a GPU, kept between calls and grown when one
-// needs more: x and the token ids copied from the model's scratch, y, the MoE workspace the
-// ranks share, and their group lists (kernels/ep/cuda/shared_device_moe.h).
+// A call's device buffers, on the leader's GPU (ranks on other GPUs reach them through peer
+// access), kept between calls and grown when one needs more: x and the token ids copied from the
+// model's scratch, y, the MoE workspace the ranks share, and their group lists
+// (kernels/ep/cuda/shared_device_moe.h).
 struct DeviceStep {
   Tensor x, tokens, y, workspace, groups;
 };
@@ -37,7 +38,6 @@ struct Job {
   Tensor x, tokens, y;
   std::shared_ptr<const DeviceStep> device;
   bool hash_tokens = false;  // device->tokens holds the call's token ids
-  int gpu = 0;               // the leader's GPU
   std::shared_ptr<HostRankGroup> symmetric;
 
   // The routed sum once every rank is done.
@@ -54,6 +54,29 @@ Result<Tensor> copy_of(const TensorView& from) {
   DSV4_ASSIGN_OR_RETURN(Tensor to, Tensor::empty(from.dtype, from.shape));
   DSV4_RETURN_IF_ERROR(copy_tensor(to.view(), from));
   return to;
+}
+
+// Fills options.rank_devices when empty and checks it: one device a rank, each able to reach the
+// leader's memory. On the CPU there are no devices to name.
+Status place_ranks(ExpertParallelOptions& options) {
+  std::vector<int>& devices = options.rank_devices;
+  if (options.device == Device::kCpu) {
+    if (devices.empty()) return ok_status();
+    return invalid_argument("expert parallelism: ranks on the CPU take no device ordinals");
+  }
+  if (devices.empty()) devices.assign(options.n_ranks, current_device());
+  if (static_cast<int>(devices.size()) != options.n_ranks) {
+    return invalid_argument("expert parallelism: " + std::to_string(devices.size()) +
+                            " rank devices for " + std::to_string(options.n_ranks) + " ranks");
+  }
+  for (int rank = 1; rank < options.n_ranks; ++rank) {
+    const Status peer = enable_peer_access(devices[rank], devices[0]);
+    if (!peer.ok()) {
+      return Status(peer.code(), "expert parallelism: rank " + std::to_string(rank) +
+                                     " cannot reach the leader's buffers: " + peer.message());
+    }
+  }
+  return ok_status();
 }
 
 // Whether `have` holds at least `need` of the first dimension (and exists).
@@ -105,14 +128,14 @@ struct ExpertParallel::Group {
     return kernels::ep::ep_moe_forward(*job.symmetric, rank, sharding, job.weights, job.config, io);
   }
 
-  // Rank `rank`'s part of a call whose ranks share a GPU: the phases of
+  // Rank `rank`'s part of a call on the GPU, on its device: the phases of
   // kernels/ep/cuda/shared_device_moe.h, each closed by a wait for this thread's stream (under
   // the watchdog: a hung kernel is an error, not a hang) and then a host barrier, so no rank
   // reads what a peer's kernels have not finished writing.
   Status gpu_forward(int rank, const Job& job) const {
 #ifdef DSV4_WITH_CUDA
     namespace epc = kernels::ep::cuda;
-    DSV4_RETURN_IF_ERROR(epc::set_calling_thread_gpu(job.gpu));
+    DSV4_RETURN_IF_ERROR(use_device(options.rank_devices[rank]));
     const DeviceStep& d = *job.device;
     const int64_t n = job.n_tokens;
     const epc::SharedDeviceIo io{d.x.view().rows(0, n),
@@ -190,7 +213,7 @@ struct ExpertParallel::Group {
   const ExpertSharding sharding;
   const int64_t hidden, top_k;
   std::shared_ptr<HostRankGroup> symmetric;  // the leader's between calls
-  std::shared_ptr<DeviceStep> device;        // likewise, when the ranks share a GPU
+  std::shared_ptr<DeviceStep> device;        // likewise, when the ranks run on GPUs
 
   std::mutex mutex;
   std::condition_variable posted, finished;
@@ -203,9 +226,11 @@ struct ExpertParallel::Group {
 };
 
 Result<std::unique_ptr<ExpertParallel>> ExpertParallel::create(
-    const checkpoint::ModelConfig& config, const ExpertParallelOptions& options) {
+    const checkpoint::ModelConfig& config, const ExpertParallelOptions& asked) {
   DSV4_ASSIGN_OR_RETURN(const ExpertSharding sharding,
-                        ExpertSharding::create(config.n_routed_experts, options.n_ranks));
+                        ExpertSharding::create(config.n_routed_experts, asked.n_ranks));
+  ExpertParallelOptions options = asked;
+  DSV4_RETURN_IF_ERROR(place_ranks(options));
   auto group = std::make_shared<Group>(options, sharding, config.hidden_size, config.n_expert_used);
   // On a GPU the host group only carries the barriers; the rows stay in device memory.
   DSV4_RETURN_IF_ERROR(group->reserve(
@@ -250,9 +275,11 @@ Status ExpertParallel::run(const model::RoutedExpertsCall& call) {
     DSV4_ASSIGN_OR_RETURN(job->tokens, copy_of(call.tokens));
     DSV4_ASSIGN_OR_RETURN(job->y, Tensor::empty(DType::kF32, call.y.shape));
   } else {
-#ifdef DSV4_WITH_CUDA
-    job->gpu = kernels::ep::cuda::calling_thread_gpu();
-#endif
+    if (current_device() != g.options.rank_devices[0]) {
+      return invalid_argument("expert parallelism: the ranks' leader runs on GPU " +
+                              std::to_string(g.options.rank_devices[0]) +
+                              ", the layer was called on GPU " + std::to_string(current_device()));
+    }
     DSV4_RETURN_IF_ERROR(g.reserve_device(call));
     job->device = g.device;
     DSV4_RETURN_IF_ERROR(copy_tensor(g.device->x.view().rows(0, n_tokens), call.x));

@@ -6,13 +6,15 @@
 // slices, rank r the home of slice r, and every rank runs kernels::ep::ep_moe_forward on its
 // slice while owning experts sharding.first_expert(r) … (docs/ep.md §2).
 //
-// Ranks are threads sharing the model's device, with host-ordered phases: every cross-rank wait
-// is a HostRankGroup barrier on the host, never a kernel spinning on a peer's, so ranks that
-// share a GPU cannot deadlock by holding every SM while they wait (docs/ep.md §7). On the CPU
-// each rank runs kernels::ep::ep_moe_forward on its home slice; on one GPU the ranks run the
-// phases of kernels/ep/cuda/shared_device_moe.h (rank 0 the step's routing and stagings, each
-// rank its experts' kernels and its home slice's combine), each phase closed by a wait for the
-// rank's own stream under the watchdog before the barrier. Either way the result is bitwise the
+// Ranks are threads, each on its rank's device (ExpertParallelOptions::rank_devices: all the
+// model's device on one GPU), with host-ordered phases: every cross-rank wait is a HostRankGroup
+// barrier on the host, never a kernel spinning on a peer's, so ranks that share a GPU cannot
+// deadlock by holding every SM while they wait (docs/ep.md §7). On the CPU each rank runs
+// kernels::ep::ep_moe_forward on its home slice; on the GPU the ranks run the phases of
+// kernels/ep/cuda/shared_device_moe.h (rank 0 the step's routing and stagings, each rank its
+// experts' kernels and its home slice's combine) over buffers on the leader's device, each phase
+// closed by a wait for the rank's own stream under the watchdog before the barrier. Either way
+// the result is bitwise the
 // single-rank moe_ffn's on that device.
 //
 // Faults: the group's watchdog turns a rank that never reaches a phase into an error on every
@@ -38,6 +40,11 @@ struct ExpertParallelOptions {
   int n_ranks = 1;
   // Where the model runs, and so the ranks: the CPU or the calling thread's GPU.
   Device device = Device::kCpu;
+  // On a GPU, each rank's device ordinal (n_ranks of them). Rank 0's is the leader's, which holds
+  // the model, the weights and the step's buffers; a rank on another device reads and writes
+  // them through peer access, enabled by create. Empty: every rank on the device current on the
+  // thread that calls create (ranks sharing one GPU: the same code with every ordinal equal).
+  std::vector<int> rank_devices{};
   // Most tokens one call carries (the engine's step): sizes the CPU ranks' symmetric buffers,
   // which grow if a call carries more (on a GPU the device buffers grow with the calls).
   int64_t max_tokens = 1;
@@ -51,7 +58,8 @@ struct ExpertParallelOptions {
 
 class ExpertParallel final : public model::ExpertPlacement {
  public:
-  // Refuses rank counts kernels::ep cannot shard `config`'s experts over, naming both.
+  // Refuses rank counts kernels::ep cannot shard `config`'s experts over, naming both, and rank
+  // devices without peer access to the leader's.
   static Result<std::unique_ptr<ExpertParallel>> create(const checkpoint::ModelConfig& config,
                                                         const ExpertParallelOptions& options);
   ~ExpertParallel() override;

@@ -38,10 +38,17 @@ Status check_parallelism(const EngineOptions& options) {
       return invalid_argument("--gpus " + std::to_string(options.gpus) + " asks for " +
                               std::to_string(options.gpus) + " GPUs; " + gpus_present());
     }
+    if (options.expert_parallel != options.gpus) {
+      return invalid_argument("--gpus " + std::to_string(options.gpus) +
+                              " runs one expert-parallel rank a GPU, so it needs --ep " +
+                              std::to_string(options.gpus) + ", not " + ranks);
+    }
+    // rank_devices and ExpertParallel place rank r on GPU r, its kernels reading the leader's
+    // buffers through peer access; the last step missing is the loader's.
     return unimplemented("--gpus " + std::to_string(options.gpus) +
-                         ": ranks on several GPUs need each GPU's share of the experts loaded "
-                         "there, which the loader does not do yet (docs/ep.md §7); --ep N runs "
-                         "N ranks on one device");
+                         ": rank r's share of the experts has to be copied to GPU r, which the "
+                         "loader does not do yet: it puts every expert on GPU 0 (docs/ep.md "
+                         "§7); --ep N runs N ranks on one device");
   }
   if (options.expert_parallel == 1) return ok_status();
   if (options.cuda_graph && options.device == EngineDevice::kCuda) {
@@ -55,6 +62,14 @@ Status check_parallelism(const EngineOptions& options) {
                          "expert mode (--experts w4a4)");
   }
   return ok_status();
+}
+
+std::vector<int> rank_devices(const EngineOptions& options) {
+  std::vector<int> devices(static_cast<size_t>(options.expert_parallel), 0);
+  if (options.gpus > 1) {
+    for (size_t rank = 0; rank < devices.size(); ++rank) devices[rank] = static_cast<int>(rank);
+  }
+  return devices;
 }
 
 Result<std::unique_ptr<model::ExpertPlacement>> make_placement(
@@ -78,6 +93,8 @@ Result<std::unique_ptr<model::ExpertPlacement>> make_placement(
           weights.config,
           {.n_ranks = static_cast<int>(options.expert_parallel),
            .device = options.device == EngineDevice::kCuda ? Device::kCuda : Device::kCpu,
+           .rank_devices =
+               options.device == EngineDevice::kCuda ? rank_devices(options) : std::vector<int>{},
            .max_tokens = options.max_step_tokens}));
   return std::unique_ptr<model::ExpertPlacement>(std::move(ep));
 }

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "checkpoint/weights.h"
 #include "dsv4/engine.h"
@@ -22,6 +23,11 @@ inline constexpr int64_t kStepHeadroomBytes = int64_t{4} << 30;
 // The rank and GPU counts and what they need, from the options alone: a --gpus beyond the
 // devices present names those present.
 Status check_parallelism(const EngineOptions& options);
+
+// Each expert-parallel rank's device ordinal: rank r on GPU r under --gpus N (N ranks), else
+// every rank on device 0, the model's (ranks sharing one GPU run the same code with every
+// ordinal 0). Call after check_parallelism accepted `options`.
+std::vector<int> rank_devices(const EngineOptions& options);
 
 // The placement for the loaded weights (options.max_step_tokens sizes expert parallelism's
 // symmetric buffers).

@@ -6,8 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "runtime/expert_parallel_cases.h"
+#include "runtime/placement.h"
 
 namespace dsv4 {
 namespace {
@@ -84,6 +86,37 @@ TEST(EngineParallelism, DenseExpertsAreRefused) {
   const Status dense = Engine::open(options).status();
   EXPECT_EQ(dense.code(), StatusCode::kUnimplemented);
   EXPECT_NE(dense.message().find("has dense ones only"), std::string::npos) << dense.message();
+}
+
+// Ranks sharing one device run the multi-GPU code with every ordinal 0; --gpus N puts rank r on
+// GPU r.
+TEST(EngineParallelism, RanksGetOneDeviceOrdinalEach) {
+  EngineOptions options = options_for(3);
+  EXPECT_EQ(runtime::rank_devices(options), (std::vector<int>{0, 0, 0}));
+  options.expert_parallel = 1;
+  EXPECT_EQ(runtime::rank_devices(options), (std::vector<int>{0}));
+  options.expert_parallel = 4;
+  options.gpus = 4;
+  EXPECT_EQ(runtime::rank_devices(options), (std::vector<int>{0, 1, 2, 3}));
+}
+
+TEST(EngineParallelism, RankDevicesMustMatchTheRanks) {
+  const Result<checkpoint::LoadedModel> loaded =
+      checkpoint::load_model(testing::golden_path(testing::kEpModel));
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  const checkpoint::ModelConfig& config = loaded.value().weights.config;
+  runtime::ExpertParallelOptions options{.n_ranks = 2, .device = Device::kCpu};
+  options.rank_devices = {0, 1};
+  const Status on_cpu = runtime::ExpertParallel::create(config, options).status();
+  EXPECT_EQ(on_cpu.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(on_cpu.message().find("ranks on the CPU take no device ordinals"), std::string::npos)
+      << on_cpu.message();
+  options.device = Device::kCuda;
+  options.rank_devices = {0, 0, 0};
+  const Status mismatched = runtime::ExpertParallel::create(config, options).status();
+  EXPECT_EQ(mismatched.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(mismatched.message().find("3 rank devices for 2 ranks"), std::string::npos)
+      << mismatched.message();
 }
 
 }  // namespace

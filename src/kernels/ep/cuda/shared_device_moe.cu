@@ -100,21 +100,6 @@ Status SharedDeviceMoe::combine(int64_t begin, int64_t end) const {
   return steps_.combine(begin, end);
 }
 
-int calling_thread_gpu() {
-  int gpu = 0;
-  DSV4_CUDA_CHECK(cudaGetDevice(&gpu));
-  return gpu;
-}
-
-Status set_calling_thread_gpu(int gpu) {
-  const cudaError_t err = cudaSetDevice(gpu);
-  if (err != cudaSuccess) {
-    return internal_error("ep: cudaSetDevice(" + std::to_string(gpu) +
-                          "): " + cudaGetErrorString(err));
-  }
-  return ok_status();
-}
-
 Status fence_stream(std::chrono::milliseconds deadline, const std::string& what) {
   cudaEvent_t done = nullptr;
   DSV4_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));

@@ -72,11 +72,6 @@ class SharedDeviceMoe {
   TensorView groups_;
 };
 
-// The calling thread's current GPU, and making `gpu` the calling thread's: rank threads run on
-// the device of the thread that leads them.
-int calling_thread_gpu();
-Status set_calling_thread_gpu(int gpu);
-
 // Waits until everything the calling thread launched on its stream has finished, polling (never
 // a blocking CUDA sync, which a hung kernel would never return from); an error naming `what`
 // when it has not finished within `deadline`, or when it failed.
