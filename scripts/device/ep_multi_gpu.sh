@@ -5,8 +5,8 @@
 #   2. the memory plan of V4-Flash and V4-Pro for 2, 4, 8 GPUs (dsv4 check --plan);
 #   3. kernels/ep on the GPUs: ep_cuda_tests (label multigpu) and ep_moe_bench;
 #   4. the engine on a synthetic V4-Flash of all 43 layers (bench/synth_checkpoint, ~3.9 GB a
-#      layer + 2.1 GB, 171 GB): dsv4 bench --gpus N --experts w4a4 for N = 2, 4, 8 up to the
-#      GPUs present, then the single-GPU engine with expert offload as the baseline. Where the
+#      layer + 2.1 GB, 171 GB): dsv4 bench --gpus N --ep N --experts w4a4 for N = 2, 4, 8 up to
+#      the GPUs present, then the single-GPU engine with expert offload as the baseline. Where the
 #      largest of /tmp and /dev/shm cannot hold 43 layers (an x2 host: 128 GB of disk), it writes
 #      as many as fit and says so.
 # A device call ends at 10 minutes, so every step's timeout is cut to what is left of BUDGET_S
@@ -70,7 +70,7 @@ timeout "$(cap 240)" "$bins/synth_checkpoint" "$config" "$model" --layers "$laye
 # the single-GPU baseline (expert offload: the experts do not fit one GPU) last.
 for n in 2 4 8 1; do
   [ "$n" -le "$n_gpus" ] || continue
-  gpus=(--gpus "$n")
+  gpus=(--gpus "$n" --ep "$n")
   [ "$n" -eq 1 ] && gpus=(--expert-offload auto)
   echo "== gpus $n, $layers layers, batches $batches" | tee -a "$out/engine.txt"
   timeout "$(cap 300)" "$bins/dsv4" bench --device cuda --model "$model" --experts w4a4 \
