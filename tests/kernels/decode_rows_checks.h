@@ -213,6 +213,48 @@ inline void expect_indexer_rows_match_single_calls(Device device,
 
 // compressor_decode against the one-token compressor step written with the plain ops (copies,
 // compressor_pool, rms_norm_rope) on each row's own buffers; window_write against row copies.
+// A compressor's random weights and its rotary frequencies: what a check's batched call and
+// its one-row twins share.
+struct CompressorWeights {
+  Tensor ape, norm, inv_freq;
+  bool overlap = false;
+
+  // The weights' parameters, with the rows to feed and their sequences' buffers set: new kv and
+  // gate rows [n, rw], address tables [n] of the kept rows, gates and entries, positions [n].
+  kernels::CompressorDecodeParams params(const TensorView& kv, const TensorView& gate,
+                                         const TensorView& kv_rows, const TensorView& gate_rows,
+                                         const TensorView& entries,
+                                         const TensorView& positions) const {
+    kernels::CompressorDecodeParams p;
+    p.kv = kv;
+    p.gate = gate;
+    p.kv_rows = kv_rows;
+    p.gate_rows = gate_rows;
+    p.entries = entries;
+    p.positions = positions;
+    p.ape = ape.view();
+    p.overlap = overlap;
+    p.norm_weight = norm.view();
+    p.eps = 1e-6f;
+    p.inv_freq = inv_freq.view();
+    return p;
+  }
+};
+
+// Ratio m, entry width d, `pairs` rotary pairs at 10000^(-i / pairs).
+inline CompressorWeights random_compressor_weights(Device device, SeededRng& rng, int64_t m,
+                                                   int64_t d, int64_t pairs, bool overlap) {
+  std::vector<float> freq(pairs);
+  for (int64_t i = 0; i < pairs; ++i)
+    freq[i] = static_cast<float>(std::pow(10000.0, -double(i) / pairs));
+  CompressorWeights w;
+  w.ape = on_device(device, random_host(rng, {m, (overlap ? 2 : 1) * d}));
+  w.norm = on_device(device, random_host(rng, {d}));
+  w.inv_freq = on_device(device, host_values(DType::kF32, {pairs}, freq));
+  w.overlap = overlap;
+  return w;
+}
+
 inline void expect_compressor_decode_matches(Device device, bool overlap) {
   SeededRng rng;
   const int64_t m = 4, d = 16, c = 8, halves = overlap ? 2 : 1, r = 11, dh = 24, pairs = 4;
@@ -221,12 +263,7 @@ inline void expect_compressor_decode_matches(Device device, bool overlap) {
   const Tensor pos = on_device(device, host_values(DType::kI64, {b}, positions));
   const Tensor new_kv = on_device(device, random_host(rng, {b, halves * d}));
   const Tensor new_gate = on_device(device, random_host(rng, {b, halves * d}));
-  const Tensor ape = on_device(device, random_host(rng, {m, halves * d}));
-  const Tensor norm = on_device(device, random_host(rng, {d}));
-  std::vector<float> freq(pairs);
-  for (int64_t i = 0; i < pairs; ++i)
-    freq[i] = static_cast<float>(std::pow(10000.0, -double(i) / pairs));
-  const Tensor inv_freq = on_device(device, host_values(DType::kF32, {pairs}, freq));
+  const CompressorWeights w = random_compressor_weights(device, rng, m, d, pairs, overlap);
   const Tensor new_rows = on_device(device, random_host(rng, {b, dh}));
   std::vector<Tensor> kv[2], gate[2], entries[2], rings[2];  // batched, alone
   for (int64_t i = 0; i < b; ++i) {
@@ -243,19 +280,9 @@ inline void expect_compressor_decode_matches(Device device, bool overlap) {
   const Tensor kv_at = address_table(device, kv[0]), gate_at = address_table(device, gate[0]);
   const Tensor entries_at = address_table(device, entries[0]);
   const Tensor rings_at = address_table(device, rings[0]);
-  kernels::CompressorDecodeParams all;
-  all.kv = new_kv.view();
-  all.gate = new_gate.view();
-  all.kv_rows = kv_at.view();
-  all.gate_rows = gate_at.view();
-  all.entries = entries_at.view();
-  all.positions = pos.view();
-  all.ape = ape.view();
-  all.overlap = overlap;
-  all.norm_weight = norm.view();
-  all.eps = 1e-6f;
-  all.inv_freq = inv_freq.view();
-  ASSERT_TRUE(kernels::compressor_decode(all).ok());
+  ASSERT_TRUE(kernels::compressor_decode(w.params(new_kv.view(), new_gate.view(), kv_at.view(),
+                                                  gate_at.view(), entries_at.view(), pos.view()))
+                  .ok());
   ASSERT_TRUE(kernels::window_write(new_rows.view(), rings_at.view(), r, pos.view()).ok());
 
   for (int64_t i = 0; i < b; ++i) {
@@ -271,14 +298,14 @@ inline void expect_compressor_decode_matches(Device device, bool overlap) {
       kernels::CompressorPoolParams pool;
       pool.kv = own_kv.rows(0, at.row + 1);
       pool.gate = own_gate.rows(0, at.row + 1);
-      pool.ape = ape.view();
+      pool.ape = w.ape.view();
       pool.overlap = overlap;
       pool.out = entry;
       ASSERT_TRUE(kernels::compressor_pool(pool).ok());
       const Tensor first =
           on_device(device, host_values(DType::kI64, {1}, std::vector<int64_t>{at.entry * m}));
       ASSERT_TRUE(
-          kernels::rms_norm_rope(entry, norm.view(), 1e-6f, first.view(), inv_freq.view()).ok());
+          kernels::rms_norm_rope(entry, w.norm.view(), 1e-6f, first.view(), w.inv_freq.view()).ok());
       if (overlap) {
         ASSERT_TRUE(
             copy_tensor(own_kv.rows(0, m), on_device(device, on_host(own_kv.rows(m, 2 * m))).view())
@@ -335,12 +362,7 @@ inline void expect_compressor_decode_runs_match(Device device, bool overlap) {
   const auto n_runs = static_cast<int64_t>(starts.size());
   const Tensor new_kv = on_device(device, random_host(rng, {n_rows, rw}));
   const Tensor new_gate = on_device(device, random_host(rng, {n_rows, rw}));
-  const Tensor ape = on_device(device, random_host(rng, {m, rw}));
-  const Tensor norm = on_device(device, random_host(rng, {d}));
-  std::vector<float> freq(pairs);
-  for (int64_t i = 0; i < pairs; ++i)
-    freq[i] = static_cast<float>(std::pow(10000.0, -double(i) / pairs));
-  const Tensor inv_freq = on_device(device, host_values(DType::kF32, {pairs}, freq));
+  const CompressorWeights w = random_compressor_weights(device, rng, m, d, pairs, overlap);
   std::vector<Tensor> kv[2], gate[2], entries[2], kv_journal, gate_journal, kept_kv, kept_gate;
   for (int64_t s = 0; s < n_runs; ++s) {
     Tensor kv_host = random_host(rng, {2 * m, rw}), gate_host = random_host(rng, {2 * m, rw});
@@ -365,19 +387,8 @@ inline void expect_compressor_decode_runs_match(Device device, bool overlap) {
   const Tensor entries_at = at(entries[0], run_of);
   const Tensor kv_journal_at = at(kv_journal, run_of), gate_journal_at = at(gate_journal, run_of);
   const Tensor pos = on_device(device, host_values(DType::kI64, {n_rows}, positions));
-  kernels::CompressorDecodeParams p;
-  p.ape = ape.view();
-  p.overlap = overlap;
-  p.norm_weight = norm.view();
-  p.eps = 1e-6f;
-  p.inv_freq = inv_freq.view();
-  kernels::CompressorDecodeParams all = p;
-  all.kv = new_kv.view();
-  all.gate = new_gate.view();
-  all.kv_rows = kv_at.view();
-  all.gate_rows = gate_at.view();
-  all.entries = entries_at.view();
-  all.positions = pos.view();
+  kernels::CompressorDecodeParams all = w.params(new_kv.view(), new_gate.view(), kv_at.view(),
+                                                 gate_at.view(), entries_at.view(), pos.view());
   all.kv_journal = kv_journal_at.view();
   all.gate_journal = gate_journal_at.view();
   std::vector<Tensor> journals_before;
@@ -391,18 +402,14 @@ inline void expect_compressor_decode_runs_match(Device device, bool overlap) {
     bool pools = false;
     for (int64_t j = 0; j < lengths[s]; ++j, ++row) {
       pools = pools || kernels::compressor_decode_slot(positions[row], m, overlap).pools;
-      kernels::CompressorDecodeParams one = p;
-      one.kv = new_kv.view().rows(row, row + 1);
-      one.gate = new_gate.view().rows(row, row + 1);
       const Tensor one_kv = at(kv[1], {s}), one_gate = at(gate[1], {s});
       const Tensor one_entries = at(entries[1], {s});
       const Tensor one_pos =
           on_device(device, host_values(DType::kI64, {1}, std::vector<int64_t>{positions[row]}));
-      one.kv_rows = one_kv.view();
-      one.gate_rows = one_gate.view();
-      one.entries = one_entries.view();
-      one.positions = one_pos.view();
-      ASSERT_TRUE(kernels::compressor_decode(one).ok());
+      ASSERT_TRUE(kernels::compressor_decode(
+                      w.params(new_kv.view().rows(row, row + 1), new_gate.view().rows(row, row + 1),
+                               one_kv.view(), one_gate.view(), one_entries.view(), one_pos.view()))
+                      .ok());
     }
     EXPECT_TRUE(same_bits(kv[0][s].view(), kv[1][s].view())) << "kept rows";
     EXPECT_TRUE(same_bits(gate[0][s].view(), gate[1][s].view())) << "kept gates";
