@@ -7,6 +7,8 @@
 
 #ifdef DSV4_WITH_CUDA
 #include <cuda_runtime_api.h>
+
+#include "base/cuda_status.h"
 #endif
 
 namespace dsv4 {
@@ -23,19 +25,6 @@ DeviceGraph& DeviceGraph::operator=(DeviceGraph&& other) noexcept {
 }
 
 #ifdef DSV4_WITH_CUDA
-namespace {
-
-// Out of memory is the one failure a caller can do something about (refuse the request, run
-// without the graph), so it is told apart.
-Status cuda_status(cudaError_t err, const char* what) {
-  if (err == cudaSuccess) return ok_status();
-  const std::string message = std::string(what) + ": " + cudaGetErrorString(err);
-  if (err == cudaErrorMemoryAllocation) return resource_exhausted(message);
-  return internal_error(message);
-}
-
-}  // namespace
-
 DeviceGraph::~DeviceGraph() {
   // Errors at teardown have nowhere to go; the context may be gone already.
   if (exec_ != nullptr) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec_));

@@ -8,17 +8,14 @@
 
 #ifdef DSV4_WITH_CUDA
 #include <cuda_runtime_api.h>
+
+#include "base/cuda_status.h"
 #endif
 
 namespace dsv4 {
 
 #ifdef DSV4_WITH_CUDA
 namespace {
-
-Status cuda_status(cudaError_t err, const char* what) {
-  if (err == cudaSuccess) return ok_status();
-  return internal_error(std::string(what) + ": " + cudaGetErrorString(err));
-}
 
 // A second stream of one thread on one device, with the events that fork it from the thread's
 // stream and join it back. Blocking like cudaStreamPerThread, so work on the legacy stream
