@@ -189,9 +189,13 @@ Result<LoadedModel> load_model_on(const std::string& model_dir, Device device,
       return plan_expert_offload(plan, 0, free_bytes, placement.device_headroom, 0).status();
     }
     DSV4_ASSIGN_OR_RETURN(const int64_t host_free, free_device_bytes(Device::kCpu));
-    DSV4_ASSIGN_OR_RETURN(offload,
-                          plan_expert_offload(plan, placement.expert_offload_layers, free_bytes,
-                                              placement.device_headroom, host_free));
+    const int64_t layers =
+        placement.experts_in_host_memory
+            ? std::count_if(plan.expert_bulk_bytes.begin(), plan.expert_bulk_bytes.end(),
+                            [](int64_t bytes) { return bytes > 0; })
+            : placement.expert_offload_layers;
+    DSV4_ASSIGN_OR_RETURN(offload, plan_expert_offload(plan, layers, free_bytes,
+                                                       placement.device_headroom, host_free));
     return ok_status();
   };
   // A GPU's linear kernels decode FP8 weights themselves: half the bytes of their bf16 form.

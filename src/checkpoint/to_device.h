@@ -22,6 +22,10 @@ Result<ModelWeights> copy_weights(const ModelWeights& weights, Device device);
 struct DevicePlacement {
   int64_t expert_offload_layers = kAutoExpertOffload;  // or a number of layers; 0: none
   int64_t device_headroom = 0;  // bytes the weights must leave free (caches, scratch)
+  // Every layer's NVFP4 routed experts in host memory, whatever fits (expert_offload_layers
+  // aside): for a caller that moves them on itself (runtime/expert_shards.h: each
+  // expert-parallel rank copies its share to its own GPU).
+  bool experts_in_host_memory = false;
 };
 
 // load_model with every layer copied to `device` (as copy_weights copies it) once the loader has

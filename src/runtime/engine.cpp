@@ -131,9 +131,7 @@ Result<Engine> Engine::open(const EngineOptions& options) {
   DSV4_RETURN_IF_ERROR(runtime::check_parallelism(options));
   // The loader decodes on the host; each layer then goes to the device the model runs on.
   const Device device = options.device == EngineDevice::kCuda ? Device::kCuda : Device::kCpu;
-  const checkpoint::DevicePlacement placement{
-      .expert_offload_layers = options.expert_offload_layers,
-      .device_headroom = (options.prefix_cache_mb << 20) + runtime::kStepHeadroomBytes};
+  const checkpoint::DevicePlacement placement = runtime::device_placement(options);
   DSV4_ASSIGN_OR_RETURN(checkpoint::LoadedModel loaded,
                         device == Device::kCpu
                             ? checkpoint::load_model(options.model_dir)

@@ -5,7 +5,6 @@
 
 #include "checkpoint/tensor_names.h"
 #include "kernels/ep/expert_sharding.h"
-#include "kernels/ep/symmetric_layout.h"
 
 namespace dsv4::runtime {
 namespace {
@@ -37,28 +36,36 @@ std::string gib(int64_t bytes) {
 
 }  // namespace
 
-Result<EpMemoryPlan> plan_ep_memory(const checkpoint::ModelConfig& config, int n_ranks,
-                                    int64_t max_step_tokens) {
+Result<EpMemoryPlan> plan_ep_memory(const checkpoint::ModelConfig& config, int n_ranks) {
   DSV4_ASSIGN_OR_RETURN(const kernels::ep::ExpertSharding sharding,
                         kernels::ep::ExpertSharding::create(config.n_routed_experts, n_ranks));
-  DSV4_ASSIGN_OR_RETURN(
-      const kernels::ep::SymmetricLayout layout,
-      kernels::ep::SymmetricLayout::create((max_step_tokens + n_ranks - 1) / n_ranks,
-                                           config.hidden_size, config.n_expert_used, n_ranks));
   EpMemoryPlan plan;
+  const bool staged = n_ranks > 1;  // the loader leaves every NVFP4 stack's bulk in host memory
+  int64_t largest_layer = 0;        // one main layer's routed codes and block scales
   for (int64_t layer = -1; layer < config.n_layer + config.n_mtp_layers; ++layer) {
+    int64_t layer_bulk = 0;
     for (const checkpoint::SlotSpec* spec : checkpoint::block_slots(config, layer)) {
-      const int64_t bytes = slot_bytes(*spec, checkpoint::slot_shape(spec->param, config, layer));
-      const bool sharded = spec->storage == Storage::kExperts && layer < config.n_layer;
-      (sharded ? plan.routed_expert_bytes : plan.other_weight_bytes) += bytes;
+      const Shape shape = checkpoint::slot_shape(spec->param, config, layer);
+      const int64_t bytes = slot_bytes(*spec, shape);
+      // Codes and block scales; the per-matrix global scales stay on the GPU.
+      const int64_t bulk = spec->storage == Storage::kExperts ? bytes - 4 * shape[0] : 0;
+      if (spec->storage == Storage::kExperts && layer < config.n_layer) {
+        plan.routed_expert_bytes += bytes;
+        layer_bulk += bulk;
+      } else {
+        // The MTP block's experts run in place on rank 0, from host memory when staged.
+        plan.other_weight_bytes += staged ? bytes - bulk : bytes;
+      }
+      if (staged) plan.host_bytes += bulk;
     }
+    largest_layer = std::max(largest_layer, layer_bulk);
   }
   for (int r = 0; r < n_ranks; ++r) {
     RankBytes rank{.first_expert = sharding.first_expert(r),
                    .n_experts = sharding.n_local_experts(r)};
     rank.experts = plan.routed_expert_bytes / config.n_routed_experts * rank.n_experts;
     rank.other_weights = r == 0 ? plan.other_weight_bytes : 0;
-    rank.symmetric = static_cast<int64_t>(layout.total_bytes);
+    rank.layer_copy = r == 0 && staged ? largest_layer : 0;
     plan.ranks.push_back(rank);
   }
   return plan;
@@ -68,10 +75,17 @@ std::string describe(const EpMemoryPlan& plan, int64_t headroom) {
   std::string out = "expert parallelism over " + std::to_string(plan.ranks.size()) +
                     " ranks: routed experts " + gib(plan.routed_expert_bytes) +
                     " sharded by expert, every other weight " + gib(plan.other_weight_bytes) +
-                    " on rank 0 (the leader, which also holds the caches)\n";
+                    " on rank 0 (the leader, which also holds the caches)";
+  if (plan.host_bytes > 0) {
+    out += "; the experts' " + gib(plan.host_bytes) +
+           " of codes and scales load into pinned host memory, whence each rank copies its "
+           "share; rank 0 keeps room to copy one layer whole (steps beyond the fused kernels "
+           "run every expert there)";
+  }
+  out += "\n";
   char line[160];
   std::snprintf(line, sizeof line, "%-5s %-10s %12s %14s %12s %12s\n", "rank", "experts",
-                "expert bytes", "other weights", "ep buffer", "total");
+                "expert bytes", "other weights", "layer copy", "total");
   out += line;
   int64_t largest = 0;
   for (size_t r = 0; r < plan.ranks.size(); ++r) {
@@ -79,7 +93,7 @@ std::string describe(const EpMemoryPlan& plan, int64_t headroom) {
     const std::string experts =
         std::to_string(b.first_expert) + "-" + std::to_string(b.first_expert + b.n_experts - 1);
     std::snprintf(line, sizeof line, "%-5zu %-10s %12s %14s %12s %12s\n", r, experts.c_str(),
-                  gib(b.experts).c_str(), gib(b.other_weights).c_str(), gib(b.symmetric).c_str(),
+                  gib(b.experts).c_str(), gib(b.other_weights).c_str(), gib(b.layer_copy).c_str(),
                   gib(b.total()).c_str());
     out += line;
     largest = std::max(largest, b.total() + (r == 0 ? headroom : 0));

@@ -1,9 +1,12 @@
-// Which rank holds what under expert parallelism (expert_parallel.h), from a config alone, so it
-// prints before anything loads (`dsv4 check --plan --gpus N`). The leader (rank 0) holds every
-// weight but the main layers' routed experts (attention, the shared experts, routers,
-// embeddings, the head, the MTP block) and the caches; each rank holds its contiguous shard of
-// every layer's NVFP4 routed experts (kernels/ep/expert_sharding.h) and its symmetric buffer.
-// Values count as LoadPlan::min_device_bytes does: a non-expert value at least a bf16.
+// Which rank holds what under expert parallelism over --gpus N (expert_parallel.h), from a config
+// alone, so it prints before anything loads (`dsv4 check --plan --gpus N`). The loader leaves
+// every main layer's NVFP4 routed experts in pinned host memory (placement.h), and each rank
+// copies its contiguous shard of them (kernels/ep/expert_sharding.h) to its GPU
+// (expert_shards.h). The leader (rank 0) holds every other weight (attention, the shared
+// experts, routers, embeddings, the head, the MTP block), the caches, and room to copy one
+// layer's routed experts whole: a step above the fused expert kernels' range runs every expert
+// on rank 0 (expert_parallel.h). The ranks' barriers are on the host, so no rank holds an EP
+// buffer. Values count as LoadPlan::min_device_bytes does: a non-expert value at least a bf16.
 //
 // Dimension letters: R ranks, E routed experts.
 #pragma once
@@ -21,19 +24,20 @@ struct RankBytes {
   int64_t first_expert = 0, n_experts = 0;  // its shard of each layer's E experts
   int64_t experts = 0;                      // those experts' NVFP4 stacks, all layers
   int64_t other_weights = 0;                // rank 0 only
-  int64_t symmetric = 0;                    // the EP symmetric buffer
-  int64_t total() const { return experts + other_weights + symmetric; }
+  int64_t layer_copy = 0;  // rank 0 of several: one layer's routed codes and block scales
+  int64_t total() const { return experts + other_weights + layer_copy; }
 };
 
 struct EpMemoryPlan {
   std::vector<RankBytes> ranks;     // R
   int64_t routed_expert_bytes = 0;  // every main layer's NVFP4 stacks
   int64_t other_weight_bytes = 0;
+  int64_t host_bytes = 0;  // the stacks' codes and block scales in pinned host memory (R > 1)
 };
 
-// R in 1..8 and R ≤ E, else invalid_argument naming both; max_step_tokens sizes the buffers.
-Result<EpMemoryPlan> plan_ep_memory(const checkpoint::ModelConfig& config, int n_ranks,
-                                    int64_t max_step_tokens);
+// R in 1..8 and R ≤ E, else invalid_argument naming both. One rank is the single-GPU engine:
+// every weight on the GPU, nothing in host memory, no layer copy.
+Result<EpMemoryPlan> plan_ep_memory(const checkpoint::ModelConfig& config, int n_ranks);
 
 // A GPU kind the plan is laid against, with the memory nvidia-smi reports for it.
 struct GpuKind {

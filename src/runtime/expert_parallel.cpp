@@ -7,6 +7,8 @@
 #include <utility>
 
 #include "kernels/ep/ep_moe.h"
+#include "runtime/expert_shards.h"
+#include "runtime/offloaded_experts.h"
 #ifdef DSV4_WITH_CUDA
 #include "kernels/ep/cuda/shared_device_moe.h"
 #endif
@@ -33,7 +35,8 @@ struct DeviceStep {
 struct Job {
   int64_t layer = 0;
   int64_t n_tokens = 0;
-  kernels::MoeWeightsView weights;
+  std::vector<kernels::MoeWeightsView> weights;  // R: each rank's (ExpertShards::rank_view)
+  std::vector<Tensor> leader_experts;  // a grouped step's stacks copied to the leader's GPU
   kernels::MoeConfig config;
   Tensor x, tokens, y;
   std::shared_ptr<const DeviceStep> device;
@@ -79,6 +82,14 @@ Status place_ranks(ExpertParallelOptions& options) {
   return ok_status();
 }
 
+// Whether the ranks need copies of their experts: asked for, or ranks on several devices (each
+// then holds its share only).
+bool copies_experts(const ExpertParallelOptions& options) {
+  const std::vector<int>& devices = options.rank_devices;
+  return options.copy_shards ||
+         std::any_of(devices.begin(), devices.end(), [&](int d) { return d != devices[0]; });
+}
+
 // Whether `have` holds at least `need` of the first dimension (and exists).
 bool holds(const Tensor& have, int64_t need) {
   return !have.empty_tensor() && have.shape()[0] >= need;
@@ -87,10 +98,11 @@ bool holds(const Tensor& have, int64_t need) {
 }  // namespace
 
 struct ExpertParallel::Group {
-  Group(const ExpertParallelOptions& asked, ExpertSharding shards, int64_t model_width,
-        int64_t experts_per_token)
+  Group(const ExpertParallelOptions& asked, ExpertSharding sharded, ExpertShards copies,
+        int64_t model_width, int64_t experts_per_token)
       : options(asked),
-        sharding(shards),
+        sharding(sharded),
+        shards(std::move(copies)),
         hidden(model_width),
         top_k(experts_per_token),
         done(asked.n_ranks, 0),
@@ -125,7 +137,8 @@ struct ExpertParallel::Group {
     const auto [begin, end] = home_rows(job.n_tokens, rank, options.n_ranks);
     const kernels::ep::EpMoeIo io{job.x.view().rows(begin, end), job.tokens.view().rows(begin, end),
                                   job.y.view().rows(begin, end)};
-    return kernels::ep::ep_moe_forward(*job.symmetric, rank, sharding, job.weights, job.config, io);
+    return kernels::ep::ep_moe_forward(*job.symmetric, rank, sharding, job.weights[rank],
+                                       job.config, io);
   }
 
   // Rank `rank`'s part of a call on the GPU, on its device: the phases of
@@ -142,7 +155,7 @@ struct ExpertParallel::Group {
                                  job.hash_tokens ? d.tokens.view().rows(0, n) : TensorView{},
                                  d.y.view().rows(0, n), d.workspace.view(), d.groups.view()};
     DSV4_ASSIGN_OR_RETURN(const epc::SharedDeviceMoe moe,
-                          epc::SharedDeviceMoe::plan(job.weights, job.config, sharding, io));
+                          epc::SharedDeviceMoe::plan(job.weights[rank], job.config, sharding, io));
     const bool leader = rank == 0;
     // Launched work, then this rank's stream drained, then the peers met.
     const auto phase = [&](kernels::ep::EpPhase at, const Status& launched) -> Status {
@@ -211,6 +224,7 @@ struct ExpertParallel::Group {
 
   const ExpertParallelOptions options;
   const ExpertSharding sharding;
+  const ExpertShards shards;
   const int64_t hidden, top_k;
   std::shared_ptr<HostRankGroup> symmetric;  // the leader's between calls
   std::shared_ptr<DeviceStep> device;        // likewise, when the ranks run on GPUs
@@ -231,7 +245,18 @@ Result<std::unique_ptr<ExpertParallel>> ExpertParallel::create(
                         ExpertSharding::create(config.n_routed_experts, asked.n_ranks));
   ExpertParallelOptions options = asked;
   DSV4_RETURN_IF_ERROR(place_ranks(options));
-  auto group = std::make_shared<Group>(options, sharding, config.hidden_size, config.n_expert_used);
+  ExpertShards shards(sharding);
+  if (copies_experts(options)) {
+    if (options.weights == nullptr) {
+      return invalid_argument(
+          "expert parallelism: the ranks' own copies of their experts need the loaded weights");
+    }
+    DSV4_ASSIGN_OR_RETURN(shards,
+                          ExpertShards::copy(*options.weights, sharding, options.rank_devices));
+  }
+  options.weights = nullptr;  // the calls carry the weights from here on
+  auto group = std::make_shared<Group>(options, sharding, std::move(shards), config.hidden_size,
+                                       config.n_expert_used);
   // On a GPU the host group only carries the barriers; the rows stay in device memory.
   DSV4_RETURN_IF_ERROR(group->reserve(
       options.device == Device::kCpu ? (options.max_tokens + options.n_ranks - 1) / options.n_ranks
@@ -267,8 +292,19 @@ Status ExpertParallel::run(const model::RoutedExpertsCall& call) {
   auto job = std::make_shared<Job>();
   job->layer = call.layer;
   job->n_tokens = n_tokens;
-  job->weights = call.weights;
   job->config = call.config;
+  for (int rank = 0; rank < n_ranks; ++rank) {
+    DSV4_ASSIGN_OR_RETURN(kernels::MoeWeightsView own, g.shards.rank_view(call, rank));
+    job->weights.push_back(own);
+  }
+#ifdef DSV4_WITH_CUDA
+  // The grouped path runs every group on rank 0: it reads the call's whole stacks, which the
+  // ranks' copies leave in host memory on several GPUs.
+  if (call.x.device == Device::kCuda && g.shards.copied() &&
+      !kernels::ep::cuda::SharedDeviceMoe::splits_experts(n_tokens, call.config)) {
+    DSV4_RETURN_IF_ERROR(experts_on_device(call, job->weights[0], job->leader_experts));
+  }
+#endif
   if (call.x.device == Device::kCpu) {
     DSV4_RETURN_IF_ERROR(g.reserve((n_tokens + n_ranks - 1) / n_ranks));
     DSV4_ASSIGN_OR_RETURN(job->x, copy_of(call.x));

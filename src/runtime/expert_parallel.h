@@ -9,12 +9,15 @@
 // Ranks are threads, each on its rank's device (ExpertParallelOptions::rank_devices: all the
 // model's device on one GPU), with host-ordered phases: every cross-rank wait is a HostRankGroup
 // barrier on the host, never a kernel spinning on a peer's, so ranks that share a GPU cannot
-// deadlock by holding every SM while they wait (docs/ep.md §7). On the CPU each rank runs
-// kernels::ep::ep_moe_forward on its home slice; on the GPU the ranks run the phases of
-// kernels/ep/cuda/shared_device_moe.h (rank 0 the step's routing and stagings, each rank its
-// experts' kernels and its home slice's combine) over buffers on the leader's device, each phase
-// closed by a wait for the rank's own stream under the watchdog before the barrier. Either way
-// the result is bitwise the
+// deadlock by holding every SM while they wait (docs/ep.md §7). Each rank reads its experts
+// through its own view (expert_shards.h): its copy on its device where it has one, else its
+// range of the call's stacks. On the CPU each rank runs kernels::ep::ep_moe_forward on its home
+// slice; on the GPU the ranks run the phases of kernels/ep/cuda/shared_device_moe.h (rank 0 the
+// step's routing and stagings, each rank its experts' kernels and its home slice's combine) over
+// buffers on the leader's device, each phase closed by a wait for the rank's own stream under
+// the watchdog before the barrier. A step on the grouped path (above the fused kernels' range)
+// runs every group on rank 0, from the call's whole stacks (copied to the leader's device first
+// where they are in host memory, as expert offload does). Either way the result is bitwise the
 // single-rank moe_ffn's on that device.
 //
 // Faults: the group's watchdog turns a rank that never reaches a phase into an error on every
@@ -32,6 +35,7 @@
 #include <vector>
 
 #include "checkpoint/config.h"
+#include "checkpoint/weights.h"
 #include "model/expert_placement.h"
 
 namespace dsv4::runtime {
@@ -45,6 +49,14 @@ struct ExpertParallelOptions {
   // them through peer access, enabled by create. Empty: every rank on the device current on the
   // thread that calls create (ranks sharing one GPU: the same code with every ordinal equal).
   std::vector<int> rank_devices{};
+  // The loaded weights the calls will come from, for the ranks' own copies of their experts
+  // (expert_shards.h): made, on each rank's device, when the ranks span several devices (where
+  // the loader left the stacks in host memory, placement.h), or with copy_shards. Without copies
+  // every rank reads its range of the call's stacks where they are.
+  const checkpoint::ModelWeights* weights = nullptr;
+  // Tests: every rank gets its own copy even where it shares the leader's device, so one GPU or
+  // the CPU runs what ranks on several GPUs run.
+  bool copy_shards = false;
   // Most tokens one call carries (the engine's step): sizes the CPU ranks' symmetric buffers,
   // which grow if a call carries more (on a GPU the device buffers grow with the calls).
   int64_t max_tokens = 1;
@@ -58,8 +70,9 @@ struct ExpertParallelOptions {
 
 class ExpertParallel final : public model::ExpertPlacement {
  public:
-  // Refuses rank counts kernels::ep cannot shard `config`'s experts over, naming both, and rank
-  // devices without peer access to the leader's.
+  // Refuses rank counts kernels::ep cannot shard `config`'s experts over, naming both, rank
+  // devices without peer access to the leader's, and copies asked for without options.weights;
+  // a copy that does not fit its device is resource_exhausted.
   static Result<std::unique_ptr<ExpertParallel>> create(const checkpoint::ModelConfig& config,
                                                         const ExpertParallelOptions& options);
   ~ExpertParallel() override;

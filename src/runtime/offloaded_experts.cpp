@@ -49,11 +49,18 @@ Status place(const checkpoint::RoutedExpertWeights& experts, int64_t n_tokens,
 
 }  // namespace
 
+Status experts_on_device(const model::RoutedExpertsCall& call, kernels::MoeWeightsView& view,
+                         std::vector<Tensor>& keep) {
+  view = call.weights;
+  if (!call.experts->in_host_memory) return ok_status();
+  return place(*call.experts, call.x.size(0), view, keep);
+}
+
 Status OffloadedExperts::run(const model::RoutedExpertsCall& call) {
   if (!call.experts->in_host_memory) return model::run_in_place(call);
   model::RoutedExpertsCall placed = call;
   std::vector<Tensor> copies;
-  DSV4_RETURN_IF_ERROR(place(*call.experts, call.x.size(0), placed.weights, copies));
+  DSV4_RETURN_IF_ERROR(experts_on_device(call, placed.weights, copies));
   return model::run_in_place(placed);
 }
 

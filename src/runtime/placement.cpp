@@ -21,6 +21,40 @@ std::string gpus_present() {
   return "this machine has " + std::to_string(names.size()) + " (" + list + ")";
 }
 
+// --gpus N: N GPUs present, one rank each, on the GPU, the experts placed by the ranks (not
+// expert offload), and every rank's GPU able to reach the leader's memory.
+Status check_gpus(const EngineOptions& options) {
+  const std::string gpus = "--gpus " + std::to_string(options.gpus);
+  const auto present = static_cast<int64_t>(cuda_device_names().size());
+  if (options.gpus > present) {
+    return invalid_argument(gpus + " asks for " + std::to_string(options.gpus) + " GPUs; " +
+                            gpus_present());
+  }
+  if (options.expert_parallel != options.gpus) {
+    return invalid_argument(gpus + " runs one expert-parallel rank a GPU, so it needs --ep " +
+                            std::to_string(options.gpus) + ", not " +
+                            std::to_string(options.expert_parallel));
+  }
+  if (options.device != EngineDevice::kCuda) {
+    return invalid_argument(gpus + " spreads the ranks over GPUs: it needs --device cuda");
+  }
+  if (options.expert_offload_layers != checkpoint::kAutoExpertOffload) {
+    return invalid_argument(gpus +
+                            " keeps every routed expert in host memory until each rank has "
+                            "copied its share to its GPU: leave --expert-offload at auto");
+  }
+  // Checked again when the ranks are made; here so that a machine without it is told before
+  // anything loads.
+  for (int rank = 1; rank < options.gpus; ++rank) {
+    const Status peer = enable_peer_access(rank, 0);
+    if (!peer.ok()) {
+      return Status(peer.code(), "expert parallelism: rank " + std::to_string(rank) +
+                                     " cannot reach the leader's buffers: " + peer.message());
+    }
+  }
+  return ok_status();
+}
+
 }  // namespace
 
 Status check_parallelism(const EngineOptions& options) {
@@ -32,24 +66,7 @@ Status check_parallelism(const EngineOptions& options) {
   if (options.gpus < 1) {
     return invalid_argument("gpus (" + std::to_string(options.gpus) + ") must be at least 1");
   }
-  if (options.gpus > 1) {
-    const auto present = static_cast<int64_t>(cuda_device_names().size());
-    if (options.gpus > present) {
-      return invalid_argument("--gpus " + std::to_string(options.gpus) + " asks for " +
-                              std::to_string(options.gpus) + " GPUs; " + gpus_present());
-    }
-    if (options.expert_parallel != options.gpus) {
-      return invalid_argument("--gpus " + std::to_string(options.gpus) +
-                              " runs one expert-parallel rank a GPU, so it needs --ep " +
-                              std::to_string(options.gpus) + ", not " + ranks);
-    }
-    // rank_devices and ExpertParallel place rank r on GPU r, its kernels reading the leader's
-    // buffers through peer access; the last step missing is the loader's.
-    return unimplemented("--gpus " + std::to_string(options.gpus) +
-                         ": rank r's share of the experts has to be copied to GPU r, which the "
-                         "loader does not do yet: it puts every expert on GPU 0 (docs/ep.md "
-                         "§7); --ep N runs N ranks on one device");
-  }
+  if (options.gpus > 1) DSV4_RETURN_IF_ERROR(check_gpus(options));
   if (options.expert_parallel == 1) return ok_status();
   if (options.cuda_graph && options.device == EngineDevice::kCuda) {
     return invalid_argument("expert parallelism over " + ranks +
@@ -62,6 +79,12 @@ Status check_parallelism(const EngineOptions& options) {
                          "expert mode (--experts w4a4)");
   }
   return ok_status();
+}
+
+checkpoint::DevicePlacement device_placement(const EngineOptions& options) {
+  return {.expert_offload_layers = options.expert_offload_layers,
+          .device_headroom = (options.prefix_cache_mb << 20) + kStepHeadroomBytes,
+          .experts_in_host_memory = options.gpus > 1};
 }
 
 std::vector<int> rank_devices(const EngineOptions& options) {
@@ -95,6 +118,7 @@ Result<std::unique_ptr<model::ExpertPlacement>> make_placement(
            .device = options.device == EngineDevice::kCuda ? Device::kCuda : Device::kCpu,
            .rank_devices =
                options.device == EngineDevice::kCuda ? rank_devices(options) : std::vector<int>{},
+           .weights = &weights,
            .max_tokens = options.max_step_tokens}));
   return std::unique_ptr<model::ExpertPlacement>(std::move(ep));
 }

@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "checkpoint/to_device.h"
 #include "checkpoint/weights.h"
 #include "dsv4/engine.h"
 #include "model/expert_placement.h"
@@ -21,8 +22,15 @@ namespace dsv4::runtime {
 inline constexpr int64_t kStepHeadroomBytes = int64_t{4} << 30;
 
 // The rank and GPU counts and what they need, from the options alone: a --gpus beyond the
-// devices present names those present.
+// devices present names those present; --gpus N needs --ep N, --device cuda, expert offload
+// left at auto, and peer access from every GPU to GPU 0.
 Status check_parallelism(const EngineOptions& options);
+
+// Where the loader puts the weights on a GPU: expert offload as asked, leaving room for the
+// prefix cache and a step (kStepHeadroomBytes); under --gpus N every routed expert in host
+// memory instead, from which each rank copies its share to its GPU (expert_shards.h), so no
+// GPU ever holds another's experts.
+checkpoint::DevicePlacement device_placement(const EngineOptions& options);
 
 // Each expert-parallel rank's device ordinal: rank r on GPU r under --gpus N (N ranks), else
 // every rank on device 0, the model's (ranks sharing one GPU run the same code with every

@@ -1,7 +1,8 @@
 // The expert-parallel memory plan (runtime/ep_memory_plan.h) against bytes derived by hand from
 // V4-Flash's and V4-Pro's configs: each layer's two NVFP4 stacks are E·3·F·D values at 9/16 of a
 // byte (codes and one UE4M3 scale per 16) plus an f32 global scale per matrix, split over the
-// ranks by expert (the first E mod R ranks one more).
+// ranks by expert (the first E mod R ranks one more); over several ranks rank 0 keeps room for
+// one layer's codes and scales, and the host holds them all.
 #include "runtime/ep_memory_plan.h"
 
 #include <gtest/gtest.h>
@@ -24,11 +25,13 @@ checkpoint::ModelConfig fixture(const std::string& name) {
   return *config;
 }
 
+// One layer's routed codes and block scales: what a rank copies, and rank 0's room for a layer.
+int64_t layer_bulk_bytes(const checkpoint::ModelConfig& c) {
+  return c.n_routed_experts * 3 * c.moe_intermediate_size * c.hidden_size / 16 * 9;
+}
+
 int64_t expected_expert_bytes(const checkpoint::ModelConfig& c) {
-  const int64_t per_layer =
-      c.n_routed_experts * 3 * c.moe_intermediate_size * c.hidden_size / 16 * 9 +
-      2 * 4 * c.n_routed_experts;
-  return c.n_layer * per_layer;
+  return c.n_layer * (layer_bulk_bytes(c) + 2 * 4 * c.n_routed_experts);
 }
 
 TEST(EpMemoryPlan, ShardsTheRoutedExpertsAndLeavesTheRestOnTheLeader) {
@@ -36,7 +39,7 @@ TEST(EpMemoryPlan, ShardsTheRoutedExpertsAndLeavesTheRestOnTheLeader) {
     const checkpoint::ModelConfig c = fixture(name);
     for (int ranks : {1, 2, 3, 4, 8}) {
       SCOPED_TRACE(std::string(name) + ", " + std::to_string(ranks) + " ranks");
-      auto plan = plan_ep_memory(c, ranks, 2048);
+      auto plan = plan_ep_memory(c, ranks);
       ASSERT_TRUE(plan.ok()) << plan.status().to_string();
       EXPECT_EQ(plan->routed_expert_bytes, expected_expert_bytes(c));
       ASSERT_EQ(plan->ranks.size(), static_cast<size_t>(ranks));
@@ -46,12 +49,16 @@ TEST(EpMemoryPlan, ShardsTheRoutedExpertsAndLeavesTheRestOnTheLeader) {
         EXPECT_EQ(b.first_expert, experts);
         EXPECT_EQ(b.n_experts, c.n_routed_experts / ranks + (r < c.n_routed_experts % ranks));
         EXPECT_EQ(b.other_weights, r == 0 ? plan->other_weight_bytes : 0);
-        EXPECT_GT(b.symmetric, 0);
+        EXPECT_EQ(b.layer_copy, r == 0 && ranks > 1 ? layer_bulk_bytes(c) : 0);
         experts += b.n_experts;
         expert_bytes += b.experts;
       }
       EXPECT_EQ(experts, c.n_routed_experts);
       EXPECT_EQ(expert_bytes, plan->routed_expert_bytes);
+      // Over several GPUs every NVFP4 stack's bulk loads into host memory first, the MTP
+      // block's too (its experts have the main layers' shape).
+      EXPECT_EQ(plan->host_bytes,
+                ranks > 1 ? (c.n_layer + c.n_mtp_layers) * layer_bulk_bytes(c) : 0);
     }
   }
 }
@@ -60,17 +67,17 @@ TEST(EpMemoryPlan, SaysWhereItFits) {
   const checkpoint::ModelConfig flash = fixture("v4_flash_config.json");
   // 145 GiB of experts: over 2 ranks each holds 72.6 GiB plus rank 0's other weights, more
   // than an H100's 79.6 GiB and less than an H200's 140.4 GiB; over 4 ranks both fit.
-  const std::string two = describe(plan_ep_memory(flash, 2, 2048).value(), int64_t{5} << 30);
+  const std::string two = describe(plan_ep_memory(flash, 2).value(), int64_t{5} << 30);
   EXPECT_NE(two.find("2 x H100 80GB (79.6 GiB each): does not fit"), std::string::npos) << two;
   EXPECT_NE(two.find("2 x H200 141GB (140.4 GiB each): fits"), std::string::npos) << two;
-  const std::string four = describe(plan_ep_memory(flash, 4, 2048).value(), int64_t{5} << 30);
+  const std::string four = describe(plan_ep_memory(flash, 4).value(), int64_t{5} << 30);
   EXPECT_NE(four.find("4 x H100 80GB (79.6 GiB each): fits"), std::string::npos) << four;
 }
 
 TEST(EpMemoryPlan, RefusesRankCountsItCannotShard) {
   const checkpoint::ModelConfig flash = fixture("v4_flash_config.json");
   for (int ranks : {0, 9}) {
-    EXPECT_EQ(plan_ep_memory(flash, ranks, 2048).status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(plan_ep_memory(flash, ranks).status().code(), StatusCode::kInvalidArgument);
   }
 }
 

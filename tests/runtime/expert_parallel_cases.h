@@ -124,12 +124,20 @@ class ModelRanksCases {
     return host;
   }
 
+  // From here on every rank reads its own copy of its experts (runtime/expert_shards.h), as
+  // ranks on several GPUs do, though here they share the one device.
+  void copy_shards() { copy_shards_ = true; }
+
   Result<std::unique_ptr<runtime::ExpertParallel>> ranks(
       int n, std::function<Status(int, int64_t)> fault = nullptr,
       std::chrono::milliseconds watchdog = {}) {
     runtime::ExpertParallelOptions options{.n_ranks = n, .device = device_, .max_tokens = 8};
     if (watchdog.count() > 0) options.watchdog = watchdog;
     options.before_rank = std::move(fault);
+    if (copy_shards_) {
+      DSV4_ASSIGN_OR_RETURN(options.weights, weights_on_device());
+      options.copy_shards = true;
+    }
     return runtime::ExpertParallel::create(loaded_.weights.config, options);
   }
 
@@ -292,6 +300,7 @@ class ModelRanksCases {
   }
 
   Device device_;
+  bool copy_shards_ = false;
   checkpoint::LoadedModel loaded_;
   std::optional<checkpoint::ModelWeights> on_device_;
 };

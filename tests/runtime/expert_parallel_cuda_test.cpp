@@ -2,7 +2,9 @@
 // expert_parallel_cases.h with the model on the device, where the reference is the single-rank
 // GPU engine and cuda::moe_ffn in place. The engine's steps stay within the fused expert
 // kernels' range (at most 24 tokens; the small router up to 8); OneToFourRanksGiveInPlaceBits
-// OnLongPrompts steps 140 to 200 tokens at once, the grouped path, which rank 0 runs whole.
+// OnLongPrompts steps 140 to 200 tokens at once, the grouped path, which rank 0 runs whole. The
+// FromTheirOwnCopies cases give every rank its own copy of its experts on the one GPU, the
+// indexing and placement of ranks on several GPUs.
 #include <gtest/gtest.h>
 
 #include "runtime/expert_parallel_cases.h"
@@ -31,6 +33,26 @@ TEST_F(ModelRanksCuda, OneToFourRanksGiveInPlaceBitsWithDynamicScales) {
 }
 
 TEST_F(ModelRanksCuda, OneToFourRanksGiveInPlaceBitsOnLongPrompts) {
+  expect_in_place_bits(/*shortest=*/70, /*longest=*/100);
+}
+
+// Each rank reads its own copy of its experts, made on the one GPU as ranks on several make
+// theirs on their own (runtime/expert_shards.h): the fused path indexes the copies by global
+// expert id; the grouped path (140 to 200 tokens) runs every group on rank 0 from the whole
+// stacks.
+TEST_F(ModelRanksCuda, OneToFourRanksGiveInPlaceBitsFromTheirOwnCopies) {
+  copy_shards();
+  expect_in_place_bits();
+}
+
+TEST_F(ModelRanksCuda, OneToFourRanksGiveInPlaceBitsFromTheirOwnCopiesWithDynamicScales) {
+  drop_input_scales();
+  copy_shards();
+  expect_in_place_bits();
+}
+
+TEST_F(ModelRanksCuda, OneToFourRanksGiveInPlaceBitsFromTheirOwnCopiesOnLongPrompts) {
+  copy_shards();
   expect_in_place_bits(/*shortest=*/70, /*longest=*/100);
 }
 

@@ -38,6 +38,19 @@ TEST_F(ModelRanks, OneToFourRanksGiveInPlaceBitsWithDynamicScales) {
   expect_in_place_bits();
 }
 
+// Each rank reads its own copy of its experts, indexed by the experts' global ids, as ranks on
+// several GPUs do.
+TEST_F(ModelRanks, OneToFourRanksGiveInPlaceBitsFromTheirOwnCopies) {
+  copy_shards();
+  expect_in_place_bits();
+}
+
+TEST_F(ModelRanks, OneToFourRanksGiveInPlaceBitsFromTheirOwnCopiesWithDynamicScales) {
+  drop_input_scales();
+  copy_shards();
+  expect_in_place_bits();
+}
+
 TEST_F(ModelRanks, AFailingRankIsAnErrorOnEveryRank) {
   expect_failing_rank_is_an_error_on_every_rank();
 }
@@ -111,6 +124,13 @@ TEST(EngineParallelism, RankDevicesMustMatchTheRanks) {
   EXPECT_EQ(on_cpu.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(on_cpu.message().find("ranks on the CPU take no device ordinals"), std::string::npos)
       << on_cpu.message();
+  options.rank_devices = {};
+  options.copy_shards = true;  // copies without the weights to copy from
+  const Status no_weights = runtime::ExpertParallel::create(config, options).status();
+  EXPECT_EQ(no_weights.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(no_weights.message().find("need the loaded weights"), std::string::npos)
+      << no_weights.message();
+  options.copy_shards = false;
   options.device = Device::kCuda;
   options.rank_devices = {0, 0, 0};
   const Status mismatched = runtime::ExpertParallel::create(config, options).status();

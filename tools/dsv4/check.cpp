@@ -118,9 +118,9 @@ int run_plan(const std::string& path, int gpus) {
           return checkpoint::parse_model_config(text, path);
         }();
   const EngineOptions defaults;
-  Result<runtime::EpMemoryPlan> plan =
-      config.ok() ? runtime::plan_ep_memory(*config, gpus, defaults.max_step_tokens)
-                  : Result<runtime::EpMemoryPlan>(config.status());
+  Result<runtime::EpMemoryPlan> plan = config.ok()
+                                           ? runtime::plan_ep_memory(*config, gpus)
+                                           : Result<runtime::EpMemoryPlan>(config.status());
   if (!plan.ok()) {
     std::fprintf(stderr, "dsv4 check --plan: %s\n", plan.status().to_string().c_str());
     return 1;

@@ -1,6 +1,7 @@
 #include "kernels/ep/moe_pieces.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 namespace dsv4::kernels::ep {
@@ -67,6 +68,22 @@ MoeWeightsView slice_experts(const MoeWeightsView& w, int64_t first, int64_t cou
   s.w13 = slice_view(w.w13, first, count);
   s.w2 = slice_view(w.w2, first, count);
   return s;
+}
+
+format::Nvfp4View shard_as_stack(const format::Nvfp4View& shard, int64_t first, int64_t n_experts) {
+  DSV4_CHECK(first >= 0 && first + shard.n_matrices() <= n_experts,
+             "shard_as_stack: experts [%lld, %lld) of %lld", (long long)first,
+             (long long)(first + shard.n_matrices()), (long long)n_experts);
+  // Address arithmetic, not pointer arithmetic: the start lies outside the copy's allocation.
+  const auto widened = [&](const TensorView& v) {
+    TensorView stack = v;
+    const auto before = static_cast<uintptr_t>(first * v.stride[0]) * dtype_size(v.dtype);
+    stack.data = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(v.data) - before);
+    stack.shape[0] = n_experts;
+    return stack;
+  };
+  return format::Nvfp4View{widened(shard.packed), widened(shard.block_scale),
+                           widened(shard.global_scale), shard.scale_layout};
 }
 
 float activation_amax(const TensorView& x) {

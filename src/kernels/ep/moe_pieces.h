@@ -55,6 +55,13 @@ Result<TokenRouting> route_tokens(const TensorView& x, const TensorView& token_i
 // Experts [first, first + count) of the routed stacks, sharing memory.
 MoeWeightsView slice_experts(const MoeWeightsView& w, int64_t first, int64_t count);
 
+// slice_experts' inverse for a rank's own copy of its experts: `shard` holds experts [first,
+// first + shard.n_matrices()) of a stack of n_experts, and the view returned reads as that whole
+// stack, matrix g at the copy's g − first, so the expert ids of the rank's groups address the
+// copy unchanged (and slicing it back gives `shard`). The stack's other matrices are not there:
+// its pointers stand `first` matrices before the copy, and a rank reads only its own experts.
+format::Nvfp4View shard_as_stack(const format::Nvfp4View& shard, int64_t first, int64_t n_experts);
+
 // max |x| over a contiguous f32 tensor (0 for an empty one).
 float activation_amax(const TensorView& x);
 

@@ -11,9 +11,11 @@
 #include <string>
 #include <thread>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "kernels/ep/ep_fixture.h"
+#include "kernels/ep/moe_pieces.h"
 #include "testing/compare.h"
 #include "testing/tolerance.h"
 
@@ -142,6 +144,38 @@ TEST(EpMoeSingleRank, RoutedExpertsContribute) {
   for (int64_t i = 0; i < y.numel(); ++i)
     differs += single.data_as<float>()[i] != y.data_as<float>()[i];
   EXPECT_GT(differs, y.numel() * 9 / 10);
+}
+
+// A rank's own copy of its experts, seen through shard_as_stack, reads as the whole stack at its
+// experts' global ids: matrix g is the copy's g − first, and slicing the range back out gives
+// the copy itself.
+TEST(ShardAsStack, AddressesTheCopyByGlobalExpertIds) {
+  testing::SeededRng rng;
+  const MoeLayer layer(rng, LayerShape{}, 1, Routing::kScore);
+  const format::Nvfp4View stack = layer.weights().w2;
+  const int64_t first = 5, count = 4, n_experts = stack.n_matrices();
+  std::vector<Tensor> parts;
+  for (const TensorView& part : {stack.packed, stack.block_scale, stack.global_scale}) {
+    const TensorView range = part.rows(first, first + count);
+    parts.push_back(Tensor::host(range.dtype, range.shape));
+    ASSERT_TRUE(copy_tensor(parts.back().view(), range).ok());
+  }
+  const format::Nvfp4View copy{parts[0].view(), parts[1].view(), parts[2].view(),
+                               stack.scale_layout};
+  const format::Nvfp4View as_stack = shard_as_stack(copy, first, n_experts);
+  EXPECT_EQ(as_stack.n_matrices(), n_experts);
+  EXPECT_EQ(as_stack.packed.rows(first, first + count), copy.packed);
+  EXPECT_EQ(as_stack.block_scale.rows(first, first + count), copy.block_scale);
+  EXPECT_EQ(as_stack.global_scale.rows(first, first + count), copy.global_scale);
+  for (int64_t g = first; g < first + count; ++g) {
+    const format::Nvfp4View read = as_stack.matrix(g), original = stack.matrix(g);
+    EXPECT_NE(read.packed.data, original.packed.data);  // the copy, not the stack
+    for (const auto& [a, b] : {std::pair{read.packed, original.packed},
+                               std::pair{read.block_scale, original.block_scale},
+                               std::pair{read.global_scale, original.global_scale}}) {
+      EXPECT_EQ(std::memcmp(a.data, b.data, a.bytes()), 0) << "expert " << g;
+    }
+  }
 }
 
 }  // namespace

@@ -48,6 +48,14 @@ struct SharedDeviceIo {
 
 class SharedDeviceMoe {
  public:
+  // Whether a step of `n_tokens` tokens runs each rank's groups on that rank (the fused
+  // kernels), or every group on rank 0 (the grouped path), which then reads every expert.
+  static bool splits_experts(int64_t n_tokens, const MoeConfig& cfg) {
+    namespace moe = kernels::cuda::moe;
+    return moe::moe_experts_on(moe::MoePath::kAuto, n_tokens, cfg.mode == MoeMode::kW4A4) !=
+           kernels::cuda::sm90::MoeExperts::kGrouped;
+  }
+
   // W4A4 only (the mode expert parallelism moves rows in); everything else as moe_ffn checks.
   static Result<SharedDeviceMoe> plan(const MoeWeightsView& w, const MoeConfig& cfg,
                                       const ExpertSharding& sharding, const SharedDeviceIo& io);

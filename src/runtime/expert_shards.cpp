@@ -1,0 +1,129 @@
+#include "runtime/expert_shards.h"
+
+#include <string>
+#include <utility>
+
+#include "base/buffer.h"
+#include "kernels/ep/moe_pieces.h"
+
+namespace dsv4::runtime {
+namespace {
+
+// Matrices [first, first + count) of `stack` copied into fresh tensors on `device` (the current
+// GPU for kCuda). The calibrated input scales stay with the model: the leader stages with them.
+Status copy_range(const format::Nvfp4Tensor& stack, int64_t first, int64_t count, Device device,
+                  format::Nvfp4Tensor& to) {
+  const std::pair<const Tensor*, Tensor*> parts[] = {{&stack.packed, &to.packed},
+                                                     {&stack.block_scale, &to.block_scale},
+                                                     {&stack.global_scale, &to.global_scale}};
+  for (const auto& [from, into] : parts) {
+    const TensorView range = from->view().rows(first, first + count);
+    DSV4_ASSIGN_OR_RETURN(*into, Tensor::empty(range.dtype, range.shape, device));
+    DSV4_RETURN_IF_ERROR(copy_tensor(into->view(), range));
+  }
+  to.scale_layout = stack.scale_layout;
+  return ok_status();
+}
+
+}  // namespace
+
+Result<ExpertShards> ExpertShards::copy(const checkpoint::ModelWeights& weights,
+                                        const kernels::ep::ExpertSharding& sharding,
+                                        const std::vector<int>& devices) {
+  const bool on_gpus = !devices.empty();
+  DSV4_CHECK(!on_gpus || static_cast<int>(devices.size()) == sharding.n_ranks(),
+             "expert shards: %zu devices for %d ranks", devices.size(), sharding.n_ranks());
+  ExpertShards shards(sharding);
+  shards.ranks_.resize(static_cast<size_t>(sharding.n_ranks()));
+  const int was = current_device();
+  // Rank r's copies, made with its GPU current so that they come from that GPU's memory.
+  const auto copy_rank = [&](int r) -> Status {
+    Rank& rank = shards.ranks_[static_cast<size_t>(r)];
+    rank.device = on_gpus ? devices[static_cast<size_t>(r)] : -1;
+    if (on_gpus) DSV4_RETURN_IF_ERROR(use_device(rank.device));
+    rank.layers.resize(weights.layers.size());
+    for (size_t l = 0; l < weights.layers.size(); ++l) {
+      const checkpoint::RoutedExpertWeights& experts = weights.layers[l].ffn.experts;
+      if (!experts.is_nvfp4()) continue;
+      if (experts.w13_nvfp4->n_matrices() != sharding.n_experts() ||
+          experts.w2_nvfp4->n_matrices() != sharding.n_experts()) {
+        return invalid_argument("expert parallelism: layer " + std::to_string(l) + " has " +
+                                std::to_string(experts.w13_nvfp4->n_matrices()) +
+                                " routed experts, the ranks shard " +
+                                std::to_string(sharding.n_experts()));
+      }
+      for (const auto& [stack, to] : {std::pair{&*experts.w13_nvfp4, &rank.layers[l].w13},
+                                      std::pair{&*experts.w2_nvfp4, &rank.layers[l].w2}}) {
+        const Status copied =
+            copy_range(*stack, sharding.first_expert(r), sharding.n_local_experts(r),
+                       on_gpus ? Device::kCuda : Device::kCpu, *to);
+        if (!copied.ok()) {
+          return Status(copied.code(),
+                        "expert parallelism: rank " + std::to_string(r) + "'s experts of layer " +
+                            std::to_string(l) +
+                            (on_gpus ? " on GPU " + std::to_string(rank.device) : "") + ": " +
+                            copied.message());
+        }
+      }
+    }
+    // The rank threads read the copies: they must be there, not just queued.
+    return on_gpus ? finish_device_work() : ok_status();
+  };
+  for (int r = 0; r < sharding.n_ranks(); ++r) {
+    const Status copied = copy_rank(r);
+    if (on_gpus) DSV4_RETURN_IF_ERROR(use_device(was));
+    DSV4_RETURN_IF_ERROR(copied);
+  }
+  return shards;
+}
+
+ExpertShards::~ExpertShards() {
+  bool on_gpus = false;
+  for (const Rank& rank : ranks_) on_gpus = on_gpus || rank.device >= 0;
+  if (!on_gpus) return;
+  const int was = current_device();
+  for (Rank& rank : ranks_) {
+    (void)use_device(rank.device);  // nowhere to report a failure at teardown
+    rank.layers.clear();
+  }
+  (void)use_device(was);
+}
+
+Result<kernels::MoeWeightsView> ExpertShards::rank_view(const model::RoutedExpertsCall& call,
+                                                        int rank) const {
+  const int64_t first = sharding_.first_expert(rank), n_experts = sharding_.n_experts();
+  const std::string layer = std::to_string(call.layer);
+  if (call.weights.w13.n_matrices() != n_experts || call.weights.w2.n_matrices() != n_experts) {
+    return invalid_argument("expert parallelism: layer " + layer + " has " +
+                            std::to_string(call.weights.w13.n_matrices()) +
+                            " routed experts, the ranks shard " + std::to_string(n_experts));
+  }
+  kernels::MoeWeightsView view = call.weights;
+  if (!copied()) {
+    view = kernels::ep::slice_experts(call.weights, first, sharding_.n_local_experts(rank));
+  } else {
+    const std::vector<Stacks>& layers = ranks_[static_cast<size_t>(rank)].layers;
+    const Stacks* own = call.layer >= 0 && call.layer < static_cast<int64_t>(layers.size())
+                            ? &layers[static_cast<size_t>(call.layer)]
+                            : nullptr;
+    if (own == nullptr || own->w13.packed.empty_tensor()) {
+      return internal_error("expert parallelism: rank " + std::to_string(rank) +
+                            " holds no copy of layer " + layer + "'s experts");
+    }
+    const auto same_matrices = [](const format::Nvfp4Tensor& a, const format::Nvfp4View& b) {
+      return a.n_rows() == b.n_rows() && a.n_cols() == b.n_cols() &&
+             a.scale_layout == b.scale_layout;
+    };
+    if (!same_matrices(own->w13, call.weights.w13) || !same_matrices(own->w2, call.weights.w2)) {
+      return invalid_argument("expert parallelism: layer " + layer +
+                              "'s experts are not shaped as those the ranks copied");
+    }
+    view.w13 = own->w13.view();
+    view.w2 = own->w2.view();
+  }
+  view.w13 = kernels::ep::shard_as_stack(view.w13, first, n_experts);
+  view.w2 = kernels::ep::shard_as_stack(view.w2, first, n_experts);
+  return view;
+}
+
+}  // namespace dsv4::runtime
