@@ -67,10 +67,13 @@ struct EngineOptions {
   Numerics numerics = Numerics::kExact;
   // Expert parallelism (docs/ep.md): the NVFP4 routed experts sharded over this many ranks
   // (1 .. 8; 1: off), all stepping the same batch, the same tokens as one rank's. The ranks are
-  // threads sharing `device`; they move NVFP4 rows, so they need ExpertPrecision::kW4A4.
+  // threads sharing `device`, or one a GPU (gpus); they move NVFP4 rows, so they need
+  // ExpertPrecision::kW4A4.
   int64_t expert_parallel = 1;
-  // GPUs the ranks spread over, one rank each (1: the one device). More than the machine has is
-  // refused, naming what it has.
+  // GPUs the ranks spread over, one rank each (1: the one device); needs expert_parallel equal
+  // to it and EngineDevice::kCuda. Every routed expert then loads into pinned host memory, and
+  // each rank copies its share to its GPU. More than the machine has is refused, naming what it
+  // has.
   int64_t gpus = 1;
   // On the GPU, each decode step (one token of every running sequence) replayed as a CUDA graph
   // captured once for its batch size: one launch instead of a few hundred. Off by default: at

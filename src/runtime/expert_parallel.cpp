@@ -36,7 +36,6 @@ struct Job {
   int64_t layer = 0;
   int64_t n_tokens = 0;
   std::vector<kernels::MoeWeightsView> weights;  // R: each rank's (ExpertShards::rank_view)
-  std::vector<Tensor> leader_experts;  // a grouped step's stacks copied to the leader's GPU
   kernels::MoeConfig config;
   Tensor x, tokens, y;
   std::shared_ptr<const DeviceStep> device;
@@ -228,6 +227,9 @@ struct ExpertParallel::Group {
   const int64_t hidden, top_k;
   std::shared_ptr<HostRankGroup> symmetric;  // the leader's between calls
   std::shared_ptr<DeviceStep> device;        // likewise, when the ranks run on GPUs
+  // A grouped step's whole stacks copied to the leader's GPU, kept by the group rather than the
+  // job so that the leader frees them, on its GPU, at the next call.
+  std::vector<Tensor> leader_experts;
 
   std::mutex mutex;
   std::condition_variable posted, finished;
@@ -299,10 +301,12 @@ Status ExpertParallel::run(const model::RoutedExpertsCall& call) {
   }
 #ifdef DSV4_WITH_CUDA
   // The grouped path runs every group on rank 0: it reads the call's whole stacks, which the
-  // ranks' copies leave in host memory on several GPUs.
+  // ranks' copies leave in host memory on several GPUs. The last call's are done with: every
+  // rank returned from it (else the group failed and this call did not get here).
+  g.leader_experts.clear();
   if (call.x.device == Device::kCuda && g.shards.copied() &&
       !kernels::ep::cuda::SharedDeviceMoe::splits_experts(n_tokens, call.config)) {
-    DSV4_RETURN_IF_ERROR(experts_on_device(call, job->weights[0], job->leader_experts));
+    DSV4_RETURN_IF_ERROR(experts_on_device(call, job->weights[0], g.leader_experts));
   }
 #endif
   if (call.x.device == Device::kCpu) {

@@ -51,11 +51,12 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& flags, bool model_required) {
   // so its messages are the same from every command.
   cmd->add_option("--ep", flags.ep,
                   "expert parallelism: the routed experts sharded over N ranks sharing the one "
-                  "device, the same tokens as one rank (1 to 8; needs --experts w4a4)")
+                  "device (or one a GPU with --gpus N), the same tokens as one rank (1 to 8; "
+                  "needs --experts w4a4)")
       ->capture_default_str();
   cmd->add_option("--gpus", flags.gpus,
-                  "GPUs the expert-parallel ranks spread over, one rank each (more than the "
-                  "machine has is refused, naming what it has)")
+                  "GPUs the expert-parallel ranks spread over, one rank each (needs --ep N and "
+                  "--device cuda; more than the machine has is refused, naming what it has)")
       ->capture_default_str();
   cmd->add_option("--cuda-graph", flags.cuda_graph,
                   "on the GPU, replay each decode step as a CUDA graph (experimental: bit for bit "
