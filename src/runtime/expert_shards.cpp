@@ -25,6 +25,14 @@ Status copy_range(const format::Nvfp4Tensor& stack, int64_t first, int64_t count
   return ok_status();
 }
 
+// A layer whose stacks hold other than the `n_experts` the ranks shard is not the ranks'.
+Status check_expert_count(int64_t layer, int64_t w13, int64_t w2, int64_t n_experts) {
+  if (w13 == n_experts && w2 == n_experts) return ok_status();
+  return invalid_argument("expert parallelism: layer " + std::to_string(layer) + " has " +
+                          std::to_string(w13) + " routed experts, the ranks shard " +
+                          std::to_string(n_experts));
+}
+
 }  // namespace
 
 Result<ExpertShards> ExpertShards::copy(const checkpoint::ModelWeights& weights,
@@ -45,13 +53,9 @@ Result<ExpertShards> ExpertShards::copy(const checkpoint::ModelWeights& weights,
     for (size_t l = 0; l < weights.layers.size(); ++l) {
       const checkpoint::RoutedExpertWeights& experts = weights.layers[l].ffn.experts;
       if (!experts.is_nvfp4()) continue;
-      if (experts.w13_nvfp4->n_matrices() != sharding.n_experts() ||
-          experts.w2_nvfp4->n_matrices() != sharding.n_experts()) {
-        return invalid_argument("expert parallelism: layer " + std::to_string(l) + " has " +
-                                std::to_string(experts.w13_nvfp4->n_matrices()) +
-                                " routed experts, the ranks shard " +
-                                std::to_string(sharding.n_experts()));
-      }
+      DSV4_RETURN_IF_ERROR(
+          check_expert_count(static_cast<int64_t>(l), experts.w13_nvfp4->n_matrices(),
+                             experts.w2_nvfp4->n_matrices(), sharding.n_experts()));
       for (const auto& [stack, to] : {std::pair{&*experts.w13_nvfp4, &rank.layers[l].w13},
                                       std::pair{&*experts.w2_nvfp4, &rank.layers[l].w2}}) {
         const Status copied =
@@ -83,6 +87,7 @@ ExpertShards::~ExpertShards() {
   if (!on_gpus) return;
   const int was = current_device();
   for (Rank& rank : ranks_) {
+    if (rank.device < 0) continue;  // a copy that failed before this rank's turn
     (void)use_device(rank.device);  // nowhere to report a failure at teardown
     rank.layers.clear();
   }
@@ -93,11 +98,8 @@ Result<kernels::MoeWeightsView> ExpertShards::rank_view(const model::RoutedExper
                                                         int rank) const {
   const int64_t first = sharding_.first_expert(rank), n_experts = sharding_.n_experts();
   const std::string layer = std::to_string(call.layer);
-  if (call.weights.w13.n_matrices() != n_experts || call.weights.w2.n_matrices() != n_experts) {
-    return invalid_argument("expert parallelism: layer " + layer + " has " +
-                            std::to_string(call.weights.w13.n_matrices()) +
-                            " routed experts, the ranks shard " + std::to_string(n_experts));
-  }
+  DSV4_RETURN_IF_ERROR(check_expert_count(call.layer, call.weights.w13.n_matrices(),
+                                          call.weights.w2.n_matrices(), n_experts));
   kernels::MoeWeightsView view = call.weights;
   if (!copied()) {
     view = kernels::ep::slice_experts(call.weights, first, sharding_.n_local_experts(rank));

@@ -239,5 +239,32 @@ TEST(ExpertOffloadCudaTest, LastLayersStacksAreInHostMemoryWithTheLoadedBytes) {
   }
 }
 
+// DevicePlacement::experts_in_host_memory, what --gpus N loads with (each expert-parallel rank
+// then copies its share to its own GPU, runtime/expert_shards.h): every layer's codes and block
+// scales in mapped host memory, the per-matrix scales on the device.
+TEST(ExpertOffloadCudaTest, EveryLayersStacksAreInHostMemoryWhenAsked) {
+  testing::TempDir dir;
+  const std::string model_dir = testing::quantized_tiny_b(dir);
+  ASSERT_FALSE(HasFailure());
+  auto placed =
+      checkpoint::load_model_on(model_dir, Device::kCuda, {.experts_in_host_memory = true});
+  ASSERT_TRUE(placed.ok()) << placed.status().to_string();
+  const auto memory_type = [](const Tensor& t) {
+    cudaPointerAttributes attributes{};
+    EXPECT_EQ(cudaPointerGetAttributes(&attributes, t.view().data), cudaSuccess);
+    return attributes.type;
+  };
+  for (size_t l = 0; l < placed->weights.layers.size(); ++l) {
+    const auto& got = placed->weights.layers[l].ffn.experts;
+    ASSERT_TRUE(got.is_nvfp4());
+    EXPECT_TRUE(got.in_host_memory) << "layer " << l;
+    for (const format::Nvfp4Tensor* stack : {&*got.w13_nvfp4, &*got.w2_nvfp4}) {
+      EXPECT_EQ(memory_type(stack->packed), cudaMemoryTypeHost) << "layer " << l;
+      EXPECT_EQ(memory_type(stack->block_scale), cudaMemoryTypeHost) << "layer " << l;
+      EXPECT_EQ(memory_type(stack->global_scale), cudaMemoryTypeDevice) << "layer " << l;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace dsv4::model

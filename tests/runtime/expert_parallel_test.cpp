@@ -113,6 +113,17 @@ TEST(EngineParallelism, RanksGetOneDeviceOrdinalEach) {
   EXPECT_EQ(runtime::rank_devices(options), (std::vector<int>{0, 1, 2, 3}));
 }
 
+// Under --gpus N the loader leaves every routed expert in host memory, for each rank to copy its
+// share to its own GPU; otherwise expert offload places them as asked.
+TEST(EngineParallelism, SeveralGpusLoadTheExpertsIntoHostMemory) {
+  EngineOptions options = testing::ep_engine_options(4, EngineDevice::kCuda);
+  options.expert_offload_layers = 2;
+  EXPECT_FALSE(runtime::device_placement(options).experts_in_host_memory);
+  EXPECT_EQ(runtime::device_placement(options).expert_offload_layers, 2);
+  options.gpus = 4;
+  EXPECT_TRUE(runtime::device_placement(options).experts_in_host_memory);
+}
+
 TEST(EngineParallelism, RankDevicesMustMatchTheRanks) {
   const Result<checkpoint::LoadedModel> loaded =
       checkpoint::load_model(testing::golden_path(testing::kEpModel));
