@@ -335,11 +335,15 @@ Status DecodeGraphs::give_up(const Model& model, const Padded& step, const Statu
   return run_eagerly(model, step);
 }
 
-Status DecodeGraphs::capture(const Model& model, const Padded& padded) {
-  const std::span<const SequenceChunk> chunks = padded.chunks;
-  const auto size = static_cast<int64_t>(chunks.size());
-  DSV4_RETURN_IF_ERROR(finish_device_work());  // nothing in flight uses the graph dropped here
-  graphs_.erase(size);
+Result<std::unique_ptr<DecodeGraphs::Graph>> DecodeGraphs::prepare(
+    const Model& model, std::span<const SequenceChunk> chunks, size_t slot_bytes) {
+  // A capture runs the step's host side; on a CPU model that is the step itself, which a
+  // capture that then failed would have run once already.
+  if (model.device() == Device::kCpu) {
+    return unimplemented("a CPU model's step runs op by op (no device work to capture)");
+  }
+  DSV4_RETURN_IF_ERROR(finish_device_work());  // nothing in flight uses the graph dropped next
+  graphs_.erase(static_cast<int64_t>(chunks.size()));
   const checkpoint::ModelConfig& c = model.config();
   auto made = std::make_unique<Graph>();
   Graph& g = *made;
@@ -349,12 +353,26 @@ Status DecodeGraphs::capture(const Model& model, const Padded& padded) {
   std::vector<int32_t> ids(static_cast<size_t>(n_ids));
   std::iota(ids.begin(), ids.end(), 0);
   DSV4_ASSIGN_OR_RETURN(g.entry_ids, upload(ids, {n_ids}, model.device()));
-  DSV4_ASSIGN_OR_RETURN(g.logits, Tensor::empty(DType::kF32, {size, c.vocab_size}, model.device()));
+  DSV4_ASSIGN_OR_RETURN(
+      g.logits, Tensor::empty(DType::kF32, {static_cast<int64_t>(chunks.size()), c.vocab_size},
+                              model.device()));
+  DSV4_RETURN_IF_ERROR(g.slots.reserve(slot_bytes));
+  DSV4_RETURN_IF_ERROR(finish_device_work());  // the ids' upload read its vector
+  return made;
+}
+
+Status DecodeGraphs::capture(const Model& model, const Padded& padded) {
+  const std::span<const SequenceChunk> chunks = padded.chunks;
+  const auto size = static_cast<int64_t>(chunks.size());
   const StepUploads values = StepUploads::of(model, chunks);
   size_t slot_bytes = 0;
   for (size_t i = 0; i < kStepUploads; ++i) slot_bytes += values.bytes(i) + 256;
-  DSV4_RETURN_IF_ERROR(g.slots.reserve(slot_bytes));
-  DSV4_RETURN_IF_ERROR(finish_device_work());  // the ids' upload read its vector
+  // What fails before the capture (pinned slots or the graph's logits not to be had) moved no
+  // count: the bucket runs eagerly, as after a failed capture, rather than fail every step.
+  Result<std::unique_ptr<Graph>> prepared = prepare(model, chunks, slot_bytes);
+  if (!prepared.ok()) return give_up(model, padded, prepared.status());
+  std::unique_ptr<Graph> made = std::move(prepared).value();
+  Graph& g = *made;
 
   std::vector<SequenceChunk> step(chunks.begin(), chunks.end());
   for (int64_t i = 0; i < size; ++i) step[i].logits = g.logits.view().rows(i, i + 1);

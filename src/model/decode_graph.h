@@ -51,8 +51,9 @@ class DecodeGraphs {
   // Model::forward of such a step. A bucket's first step runs eagerly (each op's one-time setup
   // at that size), its second is captured, later ones replay; a graph whose caches' rings or
   // capacities no longer fit is captured again. A capture that fails, or whose first launch
-  // does, leaves the caches as they were and runs the step eagerly, says so once on stderr, and
-  // keeps that bucket eager. A replay that cannot launch (resource_exhausted when the device's
+  // does, or that cannot be prepared (its pinned slots or logits not to be had; a CPU model),
+  // leaves the caches as they were and runs the step eagerly, says so once on stderr, and keeps
+  // that bucket eager. A replay that cannot launch (resource_exhausted when the device's
   // memory is gone) leaves every cache as it was.
   Status run(const Model& model, std::span<const SequenceChunk> chunks);
 
@@ -65,6 +66,10 @@ class DecodeGraphs {
   struct Padded;
   Result<Padded> pad(const Model& model, std::span<const SequenceChunk> chunks, int64_t size);
   Status run_eagerly(const Model& model, const Padded& step);
+  // A graph for `chunks` with its logits, entry ids and `slot_bytes` of upload slots, not yet
+  // captured.
+  Result<std::unique_ptr<Graph>> prepare(const Model& model, std::span<const SequenceChunk> chunks,
+                                         size_t slot_bytes);
   Status capture(const Model& model, const Padded& step);
   Status replay(const Model& model, Graph& graph, const Padded& step);
   // The step runs eagerly from now on, said once on stderr.

@@ -1,11 +1,14 @@
 // DecodeGraphs' host side (model/decode_graph.h; its replays are checked on the GPU in
-// decode_graph_cuda_test.cpp): which bucket a batch runs as, when padding rows are allowed, and
-// that a CPU model never hands a step to a graph.
+// decode_graph_cuda_test.cpp): which bucket a batch runs as, when padding rows are allowed, that
+// a CPU model never hands a step to a graph, and what a step does when no graph can be made: the
+// eager step's tokens with one note, and a clear error past the caches' capacity.
 #include "model/decode_graph.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -70,6 +73,95 @@ TEST(DecodeGraphsTest, ACpuModelRunsEveryStepOpByOp) {
   ASSERT_TRUE(model.forward(std::span(&chunk, 1)).ok());
   EXPECT_EQ(model.decode_graph_stats().graphs, 0);
   EXPECT_EQ(model.decode_graph_stats().device_bytes, 0);
+}
+
+// DecodeGraphs::run on a CPU model, whose steps no graph can hold (a capture would run the step
+// itself): each batch size's first step runs eagerly, its second tries a capture, which gives
+// up with one line on stderr, and from then on the bucket stays eager. Whatever the batch (one
+// row, three padded to the bucket of four, five past the largest bucket), every row's logits
+// are the bits of its sequence stepped alone, and no graph is held. A step past a cache's
+// capacity is refused (resource_exhausted) before any cache moves, and the batch goes on.
+TEST(DecodeGraphsTest, AStepNoGraphCanHoldRunsEagerlyWithOneNoteAndTheSameBits) {
+  auto loaded = checkpoint::load_model(testing::golden_path("tiny_a_pretrained/model"));
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  const Model model(loaded->weights, ModelOptions{});
+  const int64_t v = model.config().vocab_size;
+  constexpr int64_t kMaxBatch = 4, kSequences = 5;
+  std::mt19937_64 rng(std::random_device{}());
+  // Prompts of random lengths, so the compressors (CSA m = 4, HCA m = 16) pool at different
+  // steps of the decode; each sequence twice: stepped through the graphs and alone.
+  std::vector<SequenceCache> batched, alone;
+  std::vector<int64_t> next;  // each sequence's next token
+  for (int64_t s = 0; s < kSequences; ++s) {
+    const auto n = static_cast<int64_t>(3 + rng() % 20);
+    std::vector<int64_t> prompt(static_cast<size_t>(n));
+    for (int64_t& id : prompt) id = static_cast<int64_t>(2 + rng() % (v - 2));
+    for (std::vector<SequenceCache>* caches : {&batched, &alone}) {
+      // Room for the decode below and no more: the last step goes past it.
+      auto cache = model.new_cache(n + 10);
+      ASSERT_TRUE(cache.ok()) << cache.status().to_string();
+      caches->push_back(std::move(cache).value());
+      Tensor logits = Tensor::host(DType::kF32, {1, v});
+      ASSERT_TRUE(model.forward(prompt, 0, caches->back(), logits.view()).ok());
+    }
+    next.push_back(static_cast<int64_t>(2 + rng() % (v - 2)));
+  }
+  DecodeGraphs graphs(kMaxBatch);
+  // The batch of each step: its first n sequences; each size for two steps (eager, then a failed
+  // capture), the first for a third (eager, without another note), running as 1, 4, 5 and 2
+  // rows.
+  const std::vector<int64_t> batches = {1, 1, 1, 3, 3, 5, 5, 2, 2};
+  ::testing::internal::CaptureStderr();
+  for (size_t step = 0; step < batches.size(); ++step) {
+    const int64_t n = batches[step];
+    Tensor logits = Tensor::host(DType::kF32, {n, v});
+    std::vector<SequenceChunk> chunks;
+    for (int64_t s = 0; s < n; ++s) {
+      chunks.push_back({std::span(&next[s], 1), batched[s].n_tokens(), &batched[s],
+                        logits.view().rows(s, s + 1)});
+    }
+    const Status ran = graphs.run(model, chunks);
+    ASSERT_TRUE(ran.ok()) << "step " << step << ": " << ran.to_string();
+    for (int64_t s = 0; s < n; ++s) {
+      Tensor want = Tensor::host(DType::kF32, {1, v});
+      ASSERT_TRUE(
+          model.forward(std::span(&next[s], 1), alone[s].n_tokens(), alone[s], want.view()).ok());
+      ASSERT_EQ(std::memcmp(logits.data_as<float>() + s * v, want.data_as<float>(), v * 4), 0)
+          << "step " << step << ", batch " << n << ", sequence " << s;
+      const float* row = want.data_as<float>();
+      next[s] = std::max_element(row, row + v) - row;
+    }
+  }
+  const std::string notes = ::testing::internal::GetCapturedStderr();
+  for (const int64_t rows : {1, 4, 5, 2}) {
+    const std::string note =
+        "the decode step of " + std::to_string(rows) + " rows runs without a CUDA graph: ";
+    const size_t at = notes.find(note);
+    EXPECT_NE(at, std::string::npos) << notes;
+    EXPECT_EQ(notes.find(note, at + 1), std::string::npos) << "said twice: " << notes;
+  }
+  EXPECT_EQ(std::count(notes.begin(), notes.end(), '\n'), 4) << notes;
+  EXPECT_EQ(graphs.stats().graphs, 0);
+
+  // Sequence 2 at its capacity (the others have room): the step is refused whole.
+  SequenceCache& full = batched[2];
+  while (full.n_tokens() < full.layers.front().max_positions) {
+    Tensor logits = Tensor::host(DType::kF32, {1, v});
+    ASSERT_TRUE(model.forward(std::span(&next[2], 1), full.n_tokens(), full, logits.view()).ok());
+  }
+  std::vector<int64_t> before;
+  for (const SequenceCache& cache : batched) before.push_back(cache.n_tokens());
+  Tensor logits = Tensor::host(DType::kF32, {3, v});
+  std::vector<SequenceChunk> chunks;
+  for (int64_t s = 0; s < 3; ++s) {
+    chunks.push_back(
+        {std::span(&next[s], 1), batched[s].n_tokens(), &batched[s], logits.view().rows(s, s + 1)});
+  }
+  const Status refused = graphs.run(model, chunks);
+  EXPECT_EQ(refused.code(), StatusCode::kResourceExhausted) << refused.to_string();
+  for (int64_t s = 0; s < kSequences; ++s) EXPECT_EQ(batched[s].n_tokens(), before[s]) << s;
+  chunks.erase(chunks.begin() + 2);
+  EXPECT_TRUE(graphs.run(model, chunks).ok());
 }
 
 }  // namespace
