@@ -111,15 +111,20 @@ Batch prefill(const Model& model, const std::vector<std::vector<int64_t>>& promp
   return batch;
 }
 
-// One decode step of every sequence, each fed `tokens[i]`.
-std::vector<float> decode(const Model& model, Batch& batch, const std::vector<int64_t>& tokens) {
+// One decode step of every sequence, each fed `tokens[i]`: the forward's status.
+Status try_decode(const Model& model, Batch& batch, const std::vector<int64_t>& tokens) {
   std::vector<SequenceChunk> chunks;
   for (size_t i = 0; i < tokens.size(); ++i) {
     const auto row = static_cast<int64_t>(i);
     chunks.push_back({std::span(&tokens[i], 1), batch.caches[i].n_tokens(), &batch.caches[i],
                       batch.logits.view().rows(row, row + 1)});
   }
-  const Status done = model.forward(chunks);
+  return model.forward(chunks);
+}
+
+// One decode step of every sequence, each fed `tokens[i]`: the logits.
+std::vector<float> decode(const Model& model, Batch& batch, const std::vector<int64_t>& tokens) {
+  const Status done = try_decode(model, batch, tokens);
   EXPECT_TRUE(done.ok()) << done.to_string();
   return to_host(batch.logits.view());
 }
@@ -310,6 +315,62 @@ TEST_P(DecodeGraphCudaTest, DISABLED_ReplayedStepsOfUpToEightSequencesGiveTheEag
 TEST_P(DecodeGraphCudaTest, PaddedStepsGiveTheUnpaddedEagerStepsBits) {
   expect_replays_match_eager(GetParam(), {{3, 1, /*new_graphs=*/true}}, /*max_batch=*/8);
   expect_replays_match_eager(GetParam(), {{5, 1, true}, {7, 1}, {6, 1}}, /*max_batch=*/8);
+}
+
+// A replayed step past its caches' capacity is refused (resource_exhausted: the server's 503)
+// before anything moves, as the eager step is: every host count and the device state stay the
+// eager model's, and the graph model steps on (fresh caches of the same capacity) with the
+// eager bits.
+TEST_P(DecodeGraphCudaTest, AReplayPastTheCachesCapacityIsRefusedAndMovesNothing) {
+  auto weights = gpu_weights(GetParam());
+  ASSERT_TRUE(weights.ok()) << weights.status().to_string();
+  ModelOptions graphs;
+  graphs.cuda_graph = true;
+  const Model eager(*weights, ModelOptions{});
+  const Model replayed(*weights, graphs);
+  const int64_t v = eager.config().vocab_size;
+  testing::SeededRng rng;
+  // Two prompts of one length, so both caches fill at the same step: an eager step, a capture
+  // and four replays, then one past the capacity.
+  constexpr int64_t kSteps = 6;
+  const int64_t n_prompt = rng.uniform_int(2, 12);
+  for (int round = 0; round < 2; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    std::vector<std::vector<int64_t>> prompts(2, std::vector<int64_t>(n_prompt));
+    for (auto& prompt : prompts) {
+      for (int64_t& id : prompt) id = rng.uniform_int(0, v - 1);
+    }
+    Batch a = prefill(eager, prompts, n_prompt + kSteps),
+          b = prefill(replayed, prompts, n_prompt + kSteps);
+    ASSERT_FALSE(::testing::Test::HasFailure());
+    std::vector<float> want = to_host(a.logits.view());
+    std::vector<int64_t> tokens(2);
+    const auto greedy = [&] {
+      for (size_t i = 0; i < tokens.size(); ++i) {
+        const float* row = want.data() + i * v;
+        tokens[i] = std::max_element(row, row + v) - row;
+      }
+    };
+    for (int64_t s = 0; s < kSteps; ++s) {
+      greedy();
+      want = decode(eager, a, tokens);
+      const std::vector<float> got = decode(replayed, b, tokens);
+      ASSERT_FALSE(::testing::Test::HasFailure()) << "step " << s;
+      ASSERT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0)
+          << "step " << s;
+    }
+    EXPECT_EQ(replayed.decode_graph_stats().graphs, 1) << "a step ran without its graph";
+    greedy();
+    const Status eager_refused = try_decode(eager, a, tokens);
+    const Status refused = try_decode(replayed, b, tokens);
+    EXPECT_EQ(eager_refused.code(), StatusCode::kResourceExhausted) << eager_refused.to_string();
+    EXPECT_EQ(refused.code(), StatusCode::kResourceExhausted) << refused.to_string();
+    for (size_t i = 0; i < a.caches.size(); ++i) {
+      EXPECT_EQ(b.caches[i].n_tokens(), n_prompt + kSteps);
+      EXPECT_EQ(first_state_difference(a.caches[i], b.caches[i]), "")
+          << "sequence " << i << " after the refused step";
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Golden, DecodeGraphCudaTest,
