@@ -3,8 +3,10 @@
 // bodies over the limit, requests abandoned before their answer, pipelined requests, and
 // well-formed clients throughout. The server must stay responsive (a fresh /health answers in
 // under 1 s the whole time), answer every well-formed request, refuse each abuse with its status
-// (408, 413), and stop generating for the clients that left. Deadlines are cut to 2 s here so the
-// run stays short (~15 s). Raw sockets, so the test sends exactly the bytes it means to.
+// (408, 413; 400 for a request that is not well-formed), and stop generating for the clients that
+// left. Deadlines are cut to 2 s here so the run stays short (~15 s). Then the refusals past the
+// limits (connections, headers, memory), each in the API's error shape while the server serves
+// on. Raw sockets, so the test sends exactly the bytes it means to.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -17,6 +19,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "server/server_fixture.h"
@@ -211,6 +214,26 @@ TEST_F(HttpAbuseTest, StaysResponsiveAndAnswersEveryWellFormedRequest) {
            "GET /v1/models HTTP/1.1\r\nHost: test\r\n\r\n");
     for (int i = 0; i < 3; ++i) pipelined.push_back(c.response());
   });
+  // Requests that are not well-formed, on one kept-alive connection: each a 400 in the error
+  // shape, naming the field where there is one, and the connection stays open for the next.
+  std::atomic<int> n_refused{0};
+  abusers.emplace_back([&] {
+    Connection c(port, 30000ms);
+    const std::pair<std::string, const char*> bad[] = {
+        {"{\"prompt\": [1, 2", nullptr},
+        {"[1, 2, 3]", nullptr},
+        {"{\"prompt\": [1], \"max_tokens\": -1}", "max_tokens"},
+        {"{\"prompt\": [1], \"guided_regex\": \"a+\"}", "guided_regex"},
+        {"{\"prompt\": [100000]}", "prompt"},
+        {"{\"prompt\": [1], \"temperature\": \"hot\"}", "temperature"}};
+    for (const auto& [body, param] : bad) {
+      if (!c.send(post("/v1/completions", body))) return;
+      const std::string response = c.response();
+      const Json error = Json::parse(body_of(response), nullptr, false);
+      n_refused += status_of(response) == 400 && error.contains("error") &&
+                   (param == nullptr || error["error"]["param"] == param);
+    }
+  });
   // Well-formed clients on kept-alive connections: every request answered, as the engine does.
   constexpr int kClients = 6, kRequests = 4;
   std::atomic<int> n_answered{0};
@@ -247,6 +270,7 @@ TEST_F(HttpAbuseTest, StaysResponsiveAndAnswersEveryWellFormedRequest) {
   EXPECT_LT(slowest_health, 1s) << "a /health took "
                                 << std::chrono::duration<double>(slowest_health).count() << " s";
   EXPECT_EQ(n_answered, kClients * kRequests) << ::testing::PrintToString(unanswered);
+  EXPECT_EQ(n_refused, 6);
   EXPECT_EQ(n_timed_out, 48);
   EXPECT_EQ(trickled_status, 408);
   EXPECT_EQ(chunked_status, 413);
@@ -298,6 +322,75 @@ TEST_F(HttpAbuseTest, StopDrainsForTheTimeoutThenCancels) {
   EXPECT_EQ(engine_.stats().running, 0);
   Connection late(*port, 1000ms);
   EXPECT_FALSE(late.connected() && late.send(kHealth) && status_of(late.response()) == 200);
+}
+
+// What the server refuses itself comes back in the API's error shape, and the server serves on:
+// a connection past max_connections (503, closed; once one closes, a new one is served), headers
+// over their limit (431), a body that is not JSON (400), an unknown path (404).
+TEST_F(HttpAbuseTest, RefusalsPastTheLimitsAreWellFormedErrors) {
+  constexpr size_t kMaxConnections = 4;
+  options_.http.max_connections = kMaxConnections;
+  options_.http.max_header_bytes = 4096;
+  RunningServer server(engine_, nullptr, options_);
+  const int port = server.port();
+  const auto expect_error = [](const std::string& response, int status, const char* says) {
+    EXPECT_EQ(status_of(response), status) << response;
+    const Json body = Json::parse(body_of(response), nullptr, false);
+    ASSERT_TRUE(body.contains("error")) << response;
+    EXPECT_NE(body["error"]["message"].get<std::string>().find(says), std::string::npos)
+        << response;
+  };
+  // Kept-alive connections up to the limit, each answered once so the server holds it.
+  std::vector<std::unique_ptr<Connection>> held;
+  for (size_t i = 0; i < kMaxConnections; ++i) {
+    held.push_back(std::make_unique<Connection>(port));
+    ASSERT_TRUE(held.back()->send(kHealth));
+    ASSERT_EQ(status_of(held.back()->response()), 200);
+  }
+  {
+    Connection over(port);
+    over.send(kHealth);
+    expect_error(over.response(), 503, "most connections open");
+  }
+  // Refused on a held connection, which stays within the limit.
+  held[0]->send("GET /health HTTP/1.1\r\nHost: test\r\nX-Big: " + std::string(8192, 'x') +
+                "\r\n\r\n");
+  expect_error(held[0]->response(), 431, "headers are over the limit");
+  held[1]->send(post("/v1/completions", "{\"prompt\": [1, 2"));
+  expect_error(held[1]->response(), 400, "");
+  held[2]->send("GET /v1/nothing HTTP/1.1\r\nHost: test\r\n\r\n");
+  EXPECT_EQ(status_of(held[2]->response()), 404);
+  // A closed connection makes room (the server sees the close on its next read).
+  held.clear();
+  int status = 0;
+  for (int tries = 0; tries < 100 && status != 200; ++tries) {
+    Connection again(port);
+    again.send(post("/v1/completions", completion(3, 2)));
+    status = status_of(again.response());
+    if (status != 200) std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_EQ(status, 200);
+}
+
+// A request whose sequence's caches do not fit in memory is refused with 503 (worth a retry,
+// in the error shape), and the server serves the next one.
+TEST(HttpMemoryTest, ARequestThatDoesNotFitIs503AndTheServerServesOn) {
+  constexpr int64_t kContext = int64_t{1} << 50;
+  EngineOptions options;
+  options.model_dir = testing::source_path("tests/golden/tiny_a_pretrained/model");
+  options.max_context = kContext;
+  Result<Engine> engine = Engine::open(options);
+  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  RunningServer server(*engine, nullptr, {}, kContext);
+  Connection c(server.port(), 30000ms);
+  c.send(post("/v1/completions", completion(1, int64_t{1} << 49)));
+  const std::string huge = c.response();
+  EXPECT_EQ(status_of(huge), 503) << huge;
+  const Json error = Json::parse(body_of(huge), nullptr, false);
+  ASSERT_TRUE(error.contains("error")) << huge;
+  EXPECT_EQ(error["error"]["type"], "server_error") << huge;
+  c.send(post("/v1/completions", completion(1, 2)));
+  EXPECT_EQ(status_of(c.response()), 200);
 }
 
 }  // namespace
