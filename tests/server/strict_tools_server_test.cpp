@@ -200,6 +200,21 @@ TEST_F(StrictToolsServerTest, UnsupportedSchemasAndThinkingAreRefusedByName) {
   std::tie(status, answer) = post_json(server, "/v1/chat/completions", body);
   EXPECT_EQ(status, 400);
   EXPECT_EQ(answer["error"]["message"], "strict tools with thinking are not supported");
+  // Anthropic's strict tool: its input_schema held the same way, refused in Anthropic's shape.
+  Json input_schema = kWeather["parameters"];
+  input_schema["properties"]["city"] = {{"type", "string"}, {"format", "uri"}};
+  const Json anthropic = {
+      {"model", "m"},
+      {"max_tokens", 10},
+      {"messages", {{{"role", "user"}, {"content", "Weather?"}}}},
+      {"tools", {{{"name", "get_weather"}, {"input_schema", input_schema}, {"strict", true}}}}};
+  std::tie(status, answer) = post_json(server, "/v1/messages", anthropic);
+  EXPECT_EQ(status, 400);
+  EXPECT_EQ(answer["type"], "error") << answer.dump();
+  EXPECT_EQ(answer["error"]["type"], "invalid_request_error") << answer.dump();
+  const std::string message = answer["error"]["message"].get<std::string>();
+  EXPECT_NE(message.find("tool \"get_weather\""), std::string::npos) << message;
+  EXPECT_NE(message.find("#/properties/city"), std::string::npos) << message;
 }
 
 }  // namespace

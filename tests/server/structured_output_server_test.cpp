@@ -184,6 +184,18 @@ TEST_F(StructuredOutputServerTest, UnsupportedFormatsAreRefusedByName) {
   const auto [status, answer] = post_json(server, "/v1/chat/completions", thinking);
   EXPECT_EQ(status, 400);
   EXPECT_EQ(answer["error"]["param"], "response_format") << answer.dump();
+  // The chat endpoint refuses what the compiler does not support as completions does.
+  const Json multiple_of = Json::parse(
+      R"({"type": "object", "properties": {"n": {"type": "number", "multipleOf": 2}}})");
+  const Json chat = {{"messages", {{{"role", "user"}, {"content", "hi"}}}},
+                     {"response_format", schema_body(multiple_of)["response_format"]}};
+  const auto [chat_status, chat_answer] = post_json(server, "/v1/chat/completions", chat);
+  EXPECT_EQ(chat_status, 400);
+  EXPECT_EQ(chat_answer["error"]["param"], "response_format") << chat_answer.dump();
+  EXPECT_NE(
+      chat_answer["error"]["message"].get<std::string>().find("\"multipleOf\" at #/properties/n"),
+      std::string::npos)
+      << chat_answer.dump();
 }
 
 }  // namespace
