@@ -4,9 +4,10 @@
 // well-formed clients throughout. The server must stay responsive (a fresh /health answers in
 // under 1 s the whole time), answer every well-formed request, refuse each abuse with its status
 // (408, 413; 400 for a request that is not well-formed), and stop generating for the clients that
-// left. Deadlines are cut to 2 s here so the run stays short (~15 s). Then the refusals past the
-// limits (connections, headers, memory), each in the API's error shape while the server serves
-// on. Raw sockets, so the test sends exactly the bytes it means to.
+// left. Deadlines are cut to 2 s here so the run stays short (~15 s). Then a client that never
+// reads its answers (closed at the write deadline), and the refusals past the limits
+// (connections, headers, memory), each in the API's error shape while the server serves on. Raw
+// sockets, so the test sends exactly the bytes it means to.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -14,6 +15,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <mutex>
@@ -36,11 +38,16 @@ using testing_fixture::RunningServer;
 constexpr auto kDeadline = 2s;  // header and body deadlines of the server under test
 constexpr size_t kMaxBody = size_t{64} << 10;
 
-// A blocking loopback connection whose reads give up after `timeout`.
+// A blocking loopback connection whose reads give up after `timeout` (receive_buffer > 0: the
+// socket's receive buffer, set before it connects, so that a client that does not read fills it
+// soon).
 class Connection {
  public:
-  Connection(int port, std::chrono::milliseconds timeout = 5000ms) {
+  Connection(int port, std::chrono::milliseconds timeout = 5000ms, int receive_buffer = 0) {
     fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    if (receive_buffer > 0) {
+      setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof receive_buffer);
+    }
     sockaddr_in address{};
     address.sin_family = AF_INET;
     address.sin_port = htons(static_cast<uint16_t>(port));
@@ -62,6 +69,20 @@ class Connection {
       bytes.remove_prefix(static_cast<size_t>(n));
     }
     return true;
+  }
+  // Sends what fits without waiting; the bytes sent.
+  size_t send_some(std::string_view bytes) {
+    const ssize_t n = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    return n > 0 ? static_cast<size_t>(n) : 0;
+  }
+  // Reads until the server closed the connection (true) or a read timed out (false).
+  bool read_to_close() {
+    char chunk[65536];
+    while (true) {
+      const ssize_t n = recv(fd_, chunk, sizeof chunk, 0);
+      if (n > 0) continue;
+      return n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
+    }
   }
   // The next whole response (status line, headers, body by Content-Length or chunked), or ""
   // when the connection closed or the read timed out first.
@@ -106,8 +127,10 @@ int status_of(const std::string& response) {
   return response.size() > 12 ? std::stoi(response.substr(9, 3)) : 0;
 }
 
+// The body of a whole response ("" for none: the read timed out or the server closed first).
 std::string body_of(const std::string& response) {
-  return response.substr(response.find("\r\n\r\n") + 4);
+  const size_t head = response.find("\r\n\r\n");
+  return head == std::string::npos ? "" : response.substr(head + 4);
 }
 
 std::string post(const std::string& path, const std::string& body) {
@@ -322,6 +345,38 @@ TEST_F(HttpAbuseTest, StopDrainsForTheTimeoutThenCancels) {
   EXPECT_EQ(engine_.stats().running, 0);
   Connection late(*port, 1000ms);
   EXPECT_FALSE(late.connected() && late.send(kHealth) && status_of(late.response()) == 200);
+}
+
+// A client that asks and never reads: its answers fill the socket's buffers, and the server
+// closes the connection write_timeout after a write stalls (its requests cancelled), while
+// every other client is served meanwhile.
+TEST_F(HttpAbuseTest, AClientThatDoesNotReadIsClosedAtTheWriteDeadline) {
+  options_.http.write_timeout = 1s;
+  RunningServer server(engine_, nullptr, options_);
+  const int port = server.port();
+  // Pipelined /metrics requests (answered on the server's loop, a few KB each): far more answer
+  // than a 4 KB receive buffer and the server's send buffer hold.
+  Connection sink(port, 10000ms, 4096);
+  const std::string ask = "GET /metrics HTTP/1.1\r\nHost: test\r\n\r\n";
+  std::string asks;
+  for (int i = 0; i < 8000; ++i) asks += ask;
+  std::string_view unsent = asks;
+  const auto start = Clock::now();
+  while (!unsent.empty() && Clock::now() - start < 500ms) {
+    unsent.remove_prefix(sink.send_some(unsent));
+    std::this_thread::sleep_for(1ms);
+  }
+  // Served meanwhile.
+  Clock::duration slowest{};
+  while (Clock::now() - start < 2500ms) {
+    const auto asked = Clock::now();
+    Connection c(port);
+    EXPECT_TRUE(c.send(kHealth) && status_of(c.response()) == 200);
+    slowest = std::max(slowest, Clock::now() - asked);
+    std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_LT(slowest, 1s);
+  EXPECT_TRUE(sink.read_to_close()) << "the connection is still open past its write deadline";
 }
 
 // What the server refuses itself comes back in the API's error shape, and the server serves on:
