@@ -158,6 +158,46 @@ TEST_F(StructuredOutputServerTest, ChatContentParsesAndValidatesStreamedToo) {
   EXPECT_TRUE(Json::parse(content)["ok"].is_boolean()) << content;
 }
 
+// The chat endpoint takes every format the completions one does: a regex (vLLM's
+// structured_outputs) holds every reply, and json_object (OpenAI's) any JSON object, on both.
+// A free-form object is unbounded, so a reply may reach max_tokens first (finish_reason
+// "length", as with OpenAI); every one that ends is an object, and every one begins as one.
+TEST_F(StructuredOutputServerTest, ChatTakesARegexAndEitherEndpointJsonObject) {
+  RunningServer server(engine_, &tokenizer_);
+  const std::string pattern = "(yes|no)-[0-9]{2}";
+  const Json user = {{{"role", "user"}, {"content", "hi"}}};
+  const Json sampled = {{"temperature", 1.0}, {"n", 4}};
+  Json regex_body = {{"messages", user}, {"max_tokens", 20}};
+  regex_body.update(sampled);
+  regex_body["structured_outputs"] = {{"regex", pattern}};
+  const auto [status, answer] = post_json(server, "/v1/chat/completions", regex_body);
+  ASSERT_EQ(status, 200) << answer.dump();
+  for (const Json& choice : answer["choices"]) {
+    EXPECT_EQ(choice["finish_reason"], "stop") << choice.dump();
+    const std::string content = choice["message"]["content"];
+    EXPECT_TRUE(std::regex_match(content, std::regex(pattern))) << content;
+  }
+  const Json object = {{"type", "json_object"}};
+  const std::pair<const char*, Json> asks[] = {
+      {"/v1/completions", {{"prompt", {5, 6}}, {"max_tokens", 40}}},
+      {"/v1/chat/completions", {{"messages", user}}}};  // up to the context's end
+  for (const auto& [path, ask] : asks) {
+    Json body = ask;
+    body.update(sampled);
+    body["response_format"] = object;
+    const auto [object_status, replies] = post_json(server, path, body);
+    ASSERT_EQ(object_status, 200) << replies.dump();
+    for (const Json& choice : replies["choices"]) {
+      const std::string text =
+          choice.contains("text") ? choice["text"] : choice["message"]["content"];
+      EXPECT_EQ(text.substr(0, 1), "{") << path << ": " << text;
+      if (choice["finish_reason"] == "length") continue;
+      EXPECT_EQ(choice["finish_reason"], "stop") << choice.dump();
+      EXPECT_TRUE(Json::accept(text) && Json::parse(text).is_object()) << path << ": " << text;
+    }
+  }
+}
+
 TEST_F(StructuredOutputServerTest, UnsupportedFormatsAreRefusedByName) {
   RunningServer server(engine_, &tokenizer_);
   auto schema_body = [](const Json& schema) {
