@@ -1,18 +1,16 @@
 #include "base/buffer.h"
 
-#include <unistd.h>
-
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <string>
 #include <utility>
-#include <vector>
 
 #include "base/device_stream.h"
 
 #ifdef DSV4_WITH_CUDA
 #include <cuda_runtime_api.h>
+
+#include "base/cuda_status.h"
 #endif
 
 namespace dsv4 {
@@ -60,7 +58,9 @@ bool poison_device_memory() {
 }
 
 // A CUDA allocation's outcome: on failure `data` is cleared (the buffer owns nothing) and the
-// error says what of how many bytes failed, and why.
+// error says what of how many bytes failed, and why. Every failure reads resource_exhausted,
+// where cuda_status keeps it for cudaErrorMemoryAllocation: the server answers a failed
+// allocation 503 and the batcher frees its prefix cache and tries again.
 Status allocated(cudaError_t err, const char* what, size_t bytes, void*& data) {
   if (err == cudaSuccess) return ok_status();
   data = nullptr;
@@ -91,11 +91,9 @@ Result<Buffer> Buffer::allocate(size_t bytes, Device device) {
                                          : cudaMalloc(&buffer.data_, bytes);
   DSV4_RETURN_IF_ERROR(allocated(err, "cudaMalloc", bytes, buffer.data_));
   if (poison_device_memory()) {
-    const cudaError_t poisoned = cudaMemsetAsync(buffer.data_, 0xFF, bytes, stream);
-    if (poisoned != cudaSuccess) {
-      return internal_error(std::string("poisoning a device allocation failed: ") +
-                            cudaGetErrorString(poisoned));  // the buffer frees its memory
-    }
+    // On failure, dropping `buffer` frees its memory.
+    DSV4_RETURN_IF_ERROR(cuda_status(cudaMemsetAsync(buffer.data_, 0xFF, bytes, stream),
+                                     "poisoning a device allocation failed"));
   }
   return buffer;
 #else
@@ -215,118 +213,10 @@ Status copy_tensor(const TensorView& dst, const TensorView& src) {
   const auto stream = static_cast<cudaStream_t>(device_stream());
   cudaError_t err = cudaMemcpyAsync(dst.data, src.data, src.bytes(), cudaMemcpyDefault, stream);
   if (err == cudaSuccess && dst.device == Device::kCpu) err = cudaStreamSynchronize(stream);
-  if (err != cudaSuccess) {
-    return internal_error(std::string("cudaMemcpyAsync: ") + cudaGetErrorString(err));
-  }
-  return ok_status();
+  return cuda_status(err, "cudaMemcpyAsync");
 #else
   return unimplemented("this build of dsv4 has no CUDA support");
 #endif
-}
-
-Result<int64_t> free_device_bytes(Device device) {
-  if (device == Device::kCpu) {
-    // MemAvailable counts the page cache the kernel would give back (a checkpoint's files just
-    // read, say), which free pages (_SC_AVPHYS_PAGES) leave out; the latter where /proc is absent.
-    std::ifstream meminfo("/proc/meminfo");
-    std::string key;
-    int64_t kib = 0;
-    while (meminfo >> key >> kib) {
-      if (key == "MemAvailable:") return kib * 1024;
-      meminfo.ignore(64, '\n');
-    }
-    return static_cast<int64_t>(sysconf(_SC_AVPHYS_PAGES)) * sysconf(_SC_PAGESIZE);
-  }
-#ifdef DSV4_WITH_CUDA
-  size_t free = 0, total = 0;
-  const cudaError_t err = cudaMemGetInfo(&free, &total);
-  if (err != cudaSuccess) {
-    return not_found(std::string("no usable CUDA device (cudaMemGetInfo: ") +
-                     cudaGetErrorString(err) + ")");
-  }
-  return static_cast<int64_t>(free);
-#else
-  return unimplemented("this build of dsv4 has no CUDA support");
-#endif
-}
-
-std::vector<std::string> cuda_device_names() {
-  std::vector<std::string> names;
-#ifdef DSV4_WITH_CUDA
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess) return names;
-  for (int d = 0; d < count; ++d) {
-    cudaDeviceProp prop{};
-    names.push_back(cudaGetDeviceProperties(&prop, d) == cudaSuccess ? prop.name : "unknown GPU");
-  }
-#endif
-  return names;
-}
-
-int current_device() {
-  int ordinal = 0;
-#ifdef DSV4_WITH_CUDA
-  if (cudaGetDevice(&ordinal) != cudaSuccess) return 0;
-#endif
-  return ordinal;
-}
-
-Status use_device(int ordinal) {
-#ifdef DSV4_WITH_CUDA
-  const cudaError_t err = cudaSetDevice(ordinal);
-  if (err != cudaSuccess) {
-    return internal_error("cudaSetDevice(" + std::to_string(ordinal) +
-                          "): " + cudaGetErrorString(err));
-  }
-  return ok_status();
-#else
-  if (ordinal == 0) return ok_status();
-  return unimplemented("device " + std::to_string(ordinal) +
-                       ": this build of dsv4 has no CUDA support");
-#endif
-}
-
-Status enable_peer_access(int device, int peer) {
-  if (device == peer) return ok_status();
-#ifdef DSV4_WITH_CUDA
-  int can = 0;
-  cudaError_t err = cudaDeviceCanAccessPeer(&can, device, peer);
-  if (err != cudaSuccess) {
-    return internal_error("cudaDeviceCanAccessPeer(" + std::to_string(device) + ", " +
-                          std::to_string(peer) + "): " + cudaGetErrorString(err));
-  }
-  if (!can) {
-    return unimplemented("GPU " + std::to_string(device) + " has no peer access to GPU " +
-                         std::to_string(peer) +
-                         "'s memory, and dsv4 does not stage transfers through the host");
-  }
-  const int was = current_device();
-  DSV4_RETURN_IF_ERROR(use_device(device));
-  err = cudaDeviceEnablePeerAccess(peer, 0);
-  if (err == cudaErrorPeerAccessAlreadyEnabled) {
-    (void)cudaGetLastError();  // a later cudaGetLastError must not see it
-    err = cudaSuccess;
-  }
-  DSV4_RETURN_IF_ERROR(use_device(was));
-  if (err != cudaSuccess) {
-    return internal_error("cudaDeviceEnablePeerAccess(" + std::to_string(peer) + ") on GPU " +
-                          std::to_string(device) + ": " + cudaGetErrorString(err));
-  }
-  return ok_status();
-#else
-  return unimplemented("peer access between devices " + std::to_string(device) + " and " +
-                       std::to_string(peer) + ": this build of dsv4 has no CUDA support");
-#endif
-}
-
-Status finish_device_work() {
-#ifdef DSV4_WITH_CUDA
-  const cudaError_t err = cudaStreamSynchronize(cudaStreamPerThread);
-  if (err != cudaSuccess) {
-    return internal_error(std::string("cudaStreamSynchronize: ") + cudaGetErrorString(err));
-  }
-#endif
-  return ok_status();
 }
 
 }  // namespace dsv4

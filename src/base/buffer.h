@@ -3,8 +3,6 @@
 #pragma once
 
 #include <cstddef>
-#include <string>
-#include <vector>
 
 #include "base/tensor.h"
 #include "dsv4/status.h"
@@ -72,27 +70,5 @@ class Tensor {
 // copies are ordered on the calling thread's default stream, like the ops, and may still run
 // when this returns (the host source is already staged); a copy to the host has finished.
 Status copy_tensor(const TensorView& dst, const TensorView& src);
-
-// Bytes `device` can still allocate: a GPU's free memory (cudaMemGetInfo), or the host's
-// available physical memory.
-Result<int64_t> free_device_bytes(Device device);
-
-// The CUDA devices this process sees, by name ("NVIDIA H200"), in device order; none in a build
-// without CUDA or on a machine without a usable GPU.
-std::vector<std::string> cuda_device_names();
-
-// The calling thread's current CUDA device (0 in a build without CUDA), and making `ordinal` the
-// calling thread's: an expert-parallel rank thread runs on its rank's device.
-int current_device();
-Status use_device(int ordinal);
-
-// Lets kernels on device `device` read and write memory allocated on device `peer`
-// (cudaDeviceEnablePeerAccess); nothing to do when they are the same device. unimplemented when
-// the pair has no peer access, naming both.
-Status enable_peer_access(int device, int peer);
-
-// Waits for the device work this thread has queued (its copies and ops), so that another
-// thread may use what they wrote: the weights a server's request threads share, for one.
-Status finish_device_work();
 
 }  // namespace dsv4

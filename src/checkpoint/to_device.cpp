@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/buffer.h"
+#include "base/device.h"
 #include "base/float_convert.h"
 #include "base/parallel_for.h"
 #include "checkpoint/tensor_names.h"

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "base/buffer.h"
+#include "base/device.h"
 #include "base/device_graph.h"
 #include "model/attention.h"
 #include "model/cache_copy.h"

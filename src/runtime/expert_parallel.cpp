@@ -6,6 +6,7 @@
 #include <string>
 #include <utility>
 
+#include "base/device.h"
 #include "kernels/ep/ep_moe.h"
 #include "runtime/expert_shards.h"
 #include "runtime/offloaded_experts.h"

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "base/buffer.h"
+#include "base/device.h"
 #include "kernels/ep/moe_pieces.h"
 
 namespace dsv4::runtime {

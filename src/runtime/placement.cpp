@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "base/device.h"
 #include "kernels/ep/expert_sharding.h"
 #include "runtime/expert_parallel.h"
 #include "runtime/offloaded_experts.h"
