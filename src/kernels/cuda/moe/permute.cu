@@ -10,7 +10,7 @@
 // Dimension letters: T tokens, D model width, E routed experts, K experts per token,
 // S = T·(K+1) grouped rows.
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/moe/combine.cuh"
+#include "kernels/cuda/device/moe_combine.cuh"
 #include "kernels/cuda/moe/kernels.h"
 #include "kernels/cuda/device/pdl.cuh"
 

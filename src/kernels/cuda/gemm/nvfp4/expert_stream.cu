@@ -41,7 +41,7 @@
 #include <algorithm>
 
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/moe/combine.cuh"
+#include "kernels/cuda/device/moe_combine.cuh"
 #include "kernels/cuda/gemm/nvfp4/expert_mma.cuh"
 #include "kernels/cuda/device/pdl.cuh"
 #include "kernels/cuda/gemm/nvfp4/step_ring.cuh"
@@ -246,7 +246,7 @@ __device__ __forceinline__ void stream_pass(const ExpertParams& p, int group, in
 // warp adds its rows to the m-tile's count; the warp that completes the count (every active
 // group's rows) combines those columns for all tokens. Fences order the down rows before the
 // count (threadFenceReduction's pattern); deterministic, since each column is summed by one
-// thread in combine.cuh's fixed order.
+// thread in moe_combine.cuh's fixed order.
 __device__ __forceinline__ void combine_if_last(const ExpertParams& p, int mt, int rows_done) {
   const int lane = threadIdx.x % 32;
   __syncwarp();

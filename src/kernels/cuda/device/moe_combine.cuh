@@ -1,7 +1,8 @@
-// The weighted combine of one token's expert outputs, shared by the combine kernel (permute.cu)
-// and the down kernel's fused combine (expert_stream.cu): y = Σ over the token's routed slots,
-// in grouped-row order, of weight · down[row], then + down[shared row]; each step one rounded
-// f32 multiply and add, as cpu::moe_combine and cpu::add do, so both give the same bits.
+// The weighted combine of one token's expert outputs, shared by the combine kernel
+// (moe/permute.cu) and the down kernel's fused combine (gemm/nvfp4/expert_stream.cu): y = Σ over
+// the token's routed slots, in grouped-row order, of weight · down[row], then + down[shared row];
+// each step one rounded f32 multiply and add, as cpu::moe_combine and cpu::add do, so both give
+// the same bits.
 //
 // Dimension letters: D model width, K experts per token.
 #pragma once
