@@ -264,6 +264,7 @@ Result<LoadedModel> load_model(const std::string& model_dir, const LoadOptions& 
   if (options.before_decode) {
     LoadPlan plan = plan_load(opened.binding, packing, options);
     plan.first_problem = model.report.first_problem();
+    plan.n_layer = w.config.n_layer;
     DSV4_RETURN_IF_ERROR(options.before_decode(plan));
   }
   DSV4_RETURN_IF_ERROR(decode_all(opened.binding, w.config, options, packing, &w, model.report));

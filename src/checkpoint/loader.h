@@ -26,6 +26,7 @@ struct LoadPlan {
   // Per layer: its NVFP4 stacks' codes and block scales, the part of packed_expert_bytes that
   // expert offload may keep in host memory (expert_offload.h); 0 for a layer decoded to f32.
   std::vector<int64_t> expert_bulk_bytes;
+  int64_t n_layer = 0;        // main layers: expert_bulk_bytes past them are the MTP blocks'
   std::string first_problem;  // the binding's first problem; empty when it binds cleanly
   // The fewest bytes the weights can take on a GPU, where a value not kept packed is at least a
   // bf16.

@@ -190,12 +190,21 @@ Result<LoadedModel> load_model_on(const std::string& model_dir, Device device,
       return plan_expert_offload(plan, 0, free_bytes, placement.device_headroom, 0).status();
     }
     DSV4_ASSIGN_OR_RETURN(const int64_t host_free, free_device_bytes(Device::kCpu));
+    if (!placement.experts_in_host_memory) {
+      DSV4_ASSIGN_OR_RETURN(offload,
+                            plan_expert_offload(plan, placement.expert_offload_layers, free_bytes,
+                                                placement.device_headroom, host_free));
+      return ok_status();
+    }
+    // Every main layer's; the MTP blocks' experts, which no caller shards, stay on the device
+    // (offloading counts from the last layer, so they are cut from the plan's choices).
+    LoadPlan main = plan;
+    main.expert_bulk_bytes.resize(
+        std::min(main.expert_bulk_bytes.size(), static_cast<size_t>(plan.n_layer)));
     const int64_t layers =
-        placement.experts_in_host_memory
-            ? std::count_if(plan.expert_bulk_bytes.begin(), plan.expert_bulk_bytes.end(),
-                            [](int64_t bytes) { return bytes > 0; })
-            : placement.expert_offload_layers;
-    DSV4_ASSIGN_OR_RETURN(offload, plan_expert_offload(plan, layers, free_bytes,
+        std::count_if(main.expert_bulk_bytes.begin(), main.expert_bulk_bytes.end(),
+                      [](int64_t bytes) { return bytes > 0; });
+    DSV4_ASSIGN_OR_RETURN(offload, plan_expert_offload(main, layers, free_bytes,
                                                        placement.device_headroom, host_free));
     return ok_status();
   };

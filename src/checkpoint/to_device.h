@@ -22,9 +22,10 @@ Result<ModelWeights> copy_weights(const ModelWeights& weights, Device device);
 struct DevicePlacement {
   int64_t expert_offload_layers = kAutoExpertOffload;  // or a number of layers; 0: none
   int64_t device_headroom = 0;  // bytes the weights must leave free (caches, scratch)
-  // Every layer's NVFP4 routed experts in host memory, whatever fits (expert_offload_layers
-  // aside): for a caller that moves them on itself (runtime/expert_shards.h: each
-  // expert-parallel rank copies its share to its own GPU).
+  // Every main layer's NVFP4 routed experts in host memory, whatever fits
+  // (expert_offload_layers aside), the MTP blocks' on the device: for a caller that moves the
+  // main layers' on itself (runtime/expert_shards.h: each expert-parallel rank copies its share
+  // to its own GPU).
   bool experts_in_host_memory = false;
 };
 

@@ -240,8 +240,9 @@ TEST(ExpertOffloadCudaTest, LastLayersStacksAreInHostMemoryWithTheLoadedBytes) {
 }
 
 // DevicePlacement::experts_in_host_memory, what --gpus N loads with (each expert-parallel rank
-// then copies its share to its own GPU, runtime/expert_shards.h): every layer's codes and block
-// scales in mapped host memory, the per-matrix scales on the device.
+// then copies its share to its own GPU, runtime/expert_shards.h): every main layer's codes and
+// block scales in mapped host memory, the per-matrix scales and the MTP blocks' experts on the
+// device.
 TEST(ExpertOffloadCudaTest, EveryLayersStacksAreInHostMemoryWhenAsked) {
   testing::TempDir dir;
   const std::string model_dir = testing::quantized_tiny_b(dir);
@@ -263,6 +264,14 @@ TEST(ExpertOffloadCudaTest, EveryLayersStacksAreInHostMemoryWhenAsked) {
       EXPECT_EQ(memory_type(stack->block_scale), cudaMemoryTypeHost) << "layer " << l;
       EXPECT_EQ(memory_type(stack->global_scale), cudaMemoryTypeDevice) << "layer " << l;
     }
+  }
+  // The MTP blocks' experts, which no rank shards, stay on the device (rank 0's).
+  for (size_t m = 0; m < placed->weights.mtp.size(); ++m) {
+    const auto& got = placed->weights.mtp[m].block.ffn.experts;
+    if (!got.is_nvfp4()) continue;
+    EXPECT_FALSE(got.in_host_memory) << "MTP block " << m;
+    EXPECT_EQ(memory_type(got.w13_nvfp4->packed), cudaMemoryTypeDevice) << "MTP block " << m;
+    EXPECT_EQ(memory_type(got.w2_nvfp4->block_scale), cudaMemoryTypeDevice) << "MTP block " << m;
   }
 }
 
