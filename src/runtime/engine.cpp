@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "checkpoint/config.h"
 #include "checkpoint/loader.h"
 #include "checkpoint/to_device.h"
 #include "dsv4/structured_output.h"
@@ -129,6 +130,11 @@ Result<Engine> Engine::open(const EngineOptions& options) {
         "computes the exact profile only (numerics exact, or device cuda)");
   }
   DSV4_RETURN_IF_ERROR(runtime::check_parallelism(options));
+  if (options.gpus > 1) {
+    DSV4_ASSIGN_OR_RETURN(const checkpoint::ModelConfig config,
+                          checkpoint::load_model_config(options.model_dir));
+    DSV4_RETURN_IF_ERROR(runtime::check_ep_memory(options, config));
+  }
   // The loader decodes on the host; each layer then goes to the device the model runs on.
   const Device device = options.device == EngineDevice::kCuda ? Device::kCuda : Device::kCpu;
   const checkpoint::DevicePlacement placement = runtime::device_placement(options);

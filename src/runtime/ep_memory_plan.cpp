@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "base/check.h"
 #include "checkpoint/tensor_names.h"
 #include "kernels/ep/expert_sharding.h"
 
@@ -49,14 +50,14 @@ Result<EpMemoryPlan> plan_ep_memory(const checkpoint::ModelConfig& config, int n
       const int64_t bytes = slot_bytes(*spec, shape);
       // Codes and block scales; the per-matrix global scales stay on the GPU.
       const int64_t bulk = spec->storage == Storage::kExperts ? bytes - 4 * shape[0] : 0;
-      if (spec->storage == Storage::kExperts && layer < config.n_layer) {
+      if (spec->storage == Storage::kExperts && layer >= 0 && layer < config.n_layer) {
         plan.routed_expert_bytes += bytes;
         layer_bulk += bulk;
+        if (staged) plan.host_bytes += bulk;
       } else {
-        // The MTP block's experts run in place on rank 0, from host memory when staged.
-        plan.other_weight_bytes += staged ? bytes - bulk : bytes;
+        // The MTP block's experts are not sharded: they load onto rank 0's GPU and run there.
+        plan.other_weight_bytes += bytes;
       }
-      if (staged) plan.host_bytes += bulk;
     }
     largest_layer = std::max(largest_layer, layer_bulk);
   }
@@ -71,6 +72,37 @@ Result<EpMemoryPlan> plan_ep_memory(const checkpoint::ModelConfig& config, int n
   return plan;
 }
 
+int64_t rank_device_bytes(const EpMemoryPlan& plan, int rank, int64_t headroom) {
+  return plan.ranks[static_cast<size_t>(rank)].total() + (rank == 0 ? headroom : 0);
+}
+
+Status check_ep_fits(const EpMemoryPlan& plan, const std::vector<int>& devices,
+                     const std::vector<int64_t>& free_bytes, int64_t headroom) {
+  const size_t n_ranks = plan.ranks.size();
+  DSV4_CHECK(devices.size() == n_ranks && free_bytes.size() == n_ranks,
+             "check_ep_fits: %zu devices and %zu free sizes for %zu ranks", devices.size(),
+             free_bytes.size(), n_ranks);
+  for (size_t r = 0; r < n_ranks; ++r) {
+    const RankBytes& b = plan.ranks[r];
+    const int64_t need = rank_device_bytes(plan, static_cast<int>(r), headroom);
+    if (need <= free_bytes[r]) continue;
+    std::string parts = "its experts " + std::to_string(b.first_expert) + "-" +
+                        std::to_string(b.first_expert + b.n_experts - 1) + " of every layer " +
+                        gib(b.experts);
+    if (r == 0) {
+      parts += ", every other weight " + gib(b.other_weights) + ", room to gather a layer " +
+               gib(b.layer_copy) + ", caches and scratch " + gib(headroom);
+    }
+    const std::string gpu = "GPU " + std::to_string(devices[r]);
+    return resource_exhausted("expert parallelism over " + std::to_string(n_ranks) +
+                              " GPUs: rank " + std::to_string(r) + " on " + gpu + " needs " +
+                              gib(need) + " (" + parts + "), and " + gpu + " has " +
+                              gib(free_bytes[r]) + " free (" + std::to_string(need) +
+                              " bytes needed, " + std::to_string(free_bytes[r]) + " free)");
+  }
+  return ok_status();
+}
+
 std::string describe(const EpMemoryPlan& plan, int64_t headroom) {
   std::string out = "expert parallelism over " + std::to_string(plan.ranks.size()) +
                     " ranks: routed experts " + gib(plan.routed_expert_bytes) +
@@ -79,8 +111,10 @@ std::string describe(const EpMemoryPlan& plan, int64_t headroom) {
   if (plan.host_bytes > 0) {
     out += "; the experts' " + gib(plan.host_bytes) +
            " of codes and scales load into pinned host memory, whence each rank copies its "
-           "share; rank 0 keeps room to copy one layer whole (steps beyond the fused kernels "
-           "run every expert there)";
+           "share; rank 0 keeps room to gather one layer whole from the ranks (steps beyond "
+           "the fused kernels run every expert there)\nhost memory: " +
+           gib(plan.host_bytes) + " pinned while loading, " + gib(plan.host_bytes_kept) +
+           " kept after (the ranks' copies serve every read)";
   }
   out += "\n";
   char line[160];
@@ -96,7 +130,7 @@ std::string describe(const EpMemoryPlan& plan, int64_t headroom) {
                   gib(b.experts).c_str(), gib(b.other_weights).c_str(), gib(b.layer_copy).c_str(),
                   gib(b.total()).c_str());
     out += line;
-    largest = std::max(largest, b.total() + (r == 0 ? headroom : 0));
+    largest = std::max(largest, rank_device_bytes(plan, static_cast<int>(r), headroom));
   }
   for (const GpuKind& gpu : kPlanGpus) {
     out += std::to_string(plan.ranks.size()) + " x " + gpu.name + " (" + gib(gpu.bytes) +

@@ -1,9 +1,11 @@
 // Which rank holds what under expert parallelism over --gpus N (expert_parallel.h), from a config
-// alone, so it prints before anything loads (`dsv4 check --plan --gpus N`). The loader leaves
-// every main layer's NVFP4 routed experts in pinned host memory (placement.h), and each rank
+// alone, so it prints before anything loads (`dsv4 check --plan --gpus N`) and the engine
+// refuses a plan that does not fit its GPUs before it loads a byte (check_ep_fits). The loader
+// stages every main layer's NVFP4 routed experts in pinned host memory (placement.h), each rank
 // copies its contiguous shard of them (kernels/ep/expert_sharding.h) to its GPU
-// (expert_shards.h). The leader (rank 0) holds every other weight (attention, the shared
-// experts, routers, embeddings, the head, the MTP block), the caches, and room to copy one
+// (expert_shards.h), and then the host copies are freed: nothing stays in host memory. The
+// leader (rank 0) holds every other weight (attention, the shared experts, routers,
+// embeddings, the head, the MTP block with its experts), the caches, and room to gather one
 // layer's routed experts whole: a step above the fused expert kernels' range runs every expert
 // on rank 0 (expert_parallel.h). The ranks' barriers are on the host, so no rank holds an EP
 // buffer. Values count as LoadPlan::min_device_bytes does: a non-expert value at least a bf16.
@@ -32,12 +34,25 @@ struct EpMemoryPlan {
   std::vector<RankBytes> ranks;     // R
   int64_t routed_expert_bytes = 0;  // every main layer's NVFP4 stacks
   int64_t other_weight_bytes = 0;
-  int64_t host_bytes = 0;  // the stacks' codes and block scales in pinned host memory (R > 1)
+  // The main layers' stacks' codes and block scales in pinned host memory while loading (R > 1),
+  // and what stays there once the ranks have their copies: nothing (docs/ep.md §7).
+  int64_t host_bytes = 0;
+  int64_t host_bytes_kept = 0;
 };
 
 // R in 1..8 and R ≤ E, else invalid_argument naming both. One rank is the single-GPU engine:
 // every weight on the GPU, nothing in host memory, no layer copy.
 Result<EpMemoryPlan> plan_ep_memory(const checkpoint::ModelConfig& config, int n_ranks);
+
+// What rank `rank`'s GPU must hold: its share of the plan, and for rank 0 `headroom` besides
+// (the caches and a step's scratch).
+int64_t rank_device_bytes(const EpMemoryPlan& plan, int rank, int64_t headroom);
+
+// The plan against the GPUs it would run on, one a rank: rank r on GPU devices[r], which has
+// free_bytes[r] free. resource_exhausted names the first rank that does not fit, its GPU, the
+// bytes it needs and those free.
+Status check_ep_fits(const EpMemoryPlan& plan, const std::vector<int>& devices,
+                     const std::vector<int64_t>& free_bytes, int64_t headroom);
 
 // A GPU kind the plan is laid against, with the memory nvidia-smi reports for it.
 struct GpuKind {

@@ -9,7 +9,6 @@
 #include "base/device.h"
 #include "kernels/ep/ep_moe.h"
 #include "runtime/expert_shards.h"
-#include "runtime/offloaded_experts.h"
 #ifdef DSV4_WITH_CUDA
 #include "kernels/ep/cuda/shared_device_moe.h"
 #endif
@@ -73,11 +72,7 @@ Status place_ranks(ExpertParallelOptions& options) {
                             " rank devices for " + std::to_string(options.n_ranks) + " ranks");
   }
   for (int rank = 1; rank < options.n_ranks; ++rank) {
-    const Status peer = enable_peer_access(devices[rank], devices[0]);
-    if (!peer.ok()) {
-      return Status(peer.code(), "expert parallelism: rank " + std::to_string(rank) +
-                                     " cannot reach the leader's buffers: " + peer.message());
-    }
+    DSV4_RETURN_IF_ERROR(reach_leader(devices[rank], devices[0], rank));
   }
   return ok_status();
 }
@@ -96,6 +91,19 @@ bool holds(const Tensor& have, int64_t need) {
 }
 
 }  // namespace
+
+Status reach_leader(int device, int leader, int rank) {
+  for (const auto& [from, to] : {std::pair{device, leader}, std::pair{leader, device}}) {
+    const Status peer = enable_peer_access(from, to);
+    if (!peer.ok()) {
+      return Status(peer.code(), "expert parallelism: rank " + std::to_string(rank) +
+                                     (from == device ? " cannot reach the leader's buffers: "
+                                                     : "'s experts cannot reach the leader: ") +
+                                     peer.message());
+    }
+  }
+  return ok_status();
+}
 
 struct ExpertParallel::Group {
   Group(const ExpertParallelOptions& asked, ExpertSharding sharded, ExpertShards copies,
@@ -228,7 +236,7 @@ struct ExpertParallel::Group {
   const int64_t hidden, top_k;
   std::shared_ptr<HostRankGroup> symmetric;  // the leader's between calls
   std::shared_ptr<DeviceStep> device;        // likewise, when the ranks run on GPUs
-  // A grouped step's whole stacks copied to the leader's GPU, kept by the group rather than the
+  // A grouped step's whole stacks gathered on the leader's GPU, kept by the group rather than the
   // job so that the leader frees them, on its GPU, at the next call.
   std::vector<Tensor> leader_experts;
 
@@ -282,9 +290,10 @@ ExpertParallel::~ExpertParallel() {
   for (std::thread& rank : ranks_) rank.join();
 }
 
-Status ExpertParallel::run(const model::RoutedExpertsCall& call) {
+Status ExpertParallel::run(const model::RoutedExpertsCall& asked) {
   Group& g = *group_;
   if (!g.failed.ok()) return g.failed;
+  DSV4_ASSIGN_OR_RETURN(const model::RoutedExpertsCall call, g.shards.sized(asked));
   if (call.x.device != g.options.device) {
     return invalid_argument(std::string("expert parallelism: the ranks were made for the ") +
                             (g.options.device == Device::kCpu ? "CPU" : "GPU") +
@@ -301,13 +310,14 @@ Status ExpertParallel::run(const model::RoutedExpertsCall& call) {
     job->weights.push_back(own);
   }
 #ifdef DSV4_WITH_CUDA
-  // The grouped path runs every group on rank 0: it reads the call's whole stacks, which the
-  // ranks' copies leave in host memory on several GPUs. The last call's are done with: every
+  // The grouped path runs every group on rank 0: it reads the layer's whole stacks, which
+  // with copies only the ranks hold (the loader's host copies are freed once the ranks have
+  // theirs), so they are gathered from every rank's copy. The last call's are done with: every
   // rank returned from it (else the group failed and this call did not get here).
   g.leader_experts.clear();
   if (call.x.device == Device::kCuda && g.shards.copied() &&
       !kernels::ep::cuda::SharedDeviceMoe::splits_experts(n_tokens, call.config)) {
-    DSV4_RETURN_IF_ERROR(experts_on_device(call, job->weights[0], g.leader_experts));
+    DSV4_RETURN_IF_ERROR(g.shards.gather(call, job->weights[0], g.leader_experts));
   }
 #endif
   if (call.x.device == Device::kCpu) {

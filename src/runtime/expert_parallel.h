@@ -16,8 +16,8 @@
 // step's routing and stagings, each rank its experts' kernels and its home slice's combine) over
 // buffers on the leader's device, each phase closed by a wait for the rank's own stream under
 // the watchdog before the barrier. A step on the grouped path (above the fused kernels' range)
-// runs every group on rank 0, from the call's whole stacks (copied to the leader's device first
-// where they are in host memory, as expert offload does). Either way the result is bitwise the
+// runs every group on rank 0, from the call's whole stacks (with copies, gathered on the leader's
+// device from every rank's copy). Either way the result is bitwise the
 // single-rank moe_ffn's on that device.
 //
 // Faults: the group's watchdog turns a rank that never reaches a phase into an error on every
@@ -67,6 +67,11 @@ struct ExpertParallelOptions {
   // fails that rank, a sleep stalls it.
   std::function<Status(int rank, int64_t layer)> before_rank = nullptr;
 };
+
+// Peer access both ways between rank `rank`'s GPU `device` and the leader's, `leader`: the rank
+// reads and writes the leader's step buffers, and the leader gathers the rank's copy of its
+// experts for a grouped step (ExpertShards::gather), peer to peer. The error names the rank.
+Status reach_leader(int device, int leader, int rank);
 
 class ExpertParallel final : public model::ExpertPlacement {
  public:

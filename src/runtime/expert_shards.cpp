@@ -95,38 +95,108 @@ ExpertShards::~ExpertShards() {
   (void)use_device(was);
 }
 
+Result<const ExpertShards::Stacks*> ExpertShards::own_copy(const model::RoutedExpertsCall& call,
+                                                           int rank) const {
+  const std::string layer = std::to_string(call.layer);
+  const std::vector<Stacks>& layers = ranks_[static_cast<size_t>(rank)].layers;
+  const Stacks* own = call.layer >= 0 && call.layer < static_cast<int64_t>(layers.size())
+                          ? &layers[static_cast<size_t>(call.layer)]
+                          : nullptr;
+  if (own == nullptr || own->w13.packed.empty_tensor()) {
+    return internal_error("expert parallelism: rank " + std::to_string(rank) +
+                          " holds no copy of layer " + layer + "'s experts");
+  }
+  const auto same_matrices = [](const format::Nvfp4Tensor& a, const format::Nvfp4View& b) {
+    return a.n_rows() == b.n_rows() && a.n_cols() == b.n_cols() && a.scale_layout == b.scale_layout;
+  };
+  if (!same_matrices(own->w13, call.weights.w13) || !same_matrices(own->w2, call.weights.w2)) {
+    return invalid_argument("expert parallelism: layer " + layer +
+                            "'s experts are not shaped as those the ranks copied");
+  }
+  return own;
+}
+
 Result<kernels::MoeWeightsView> ExpertShards::rank_view(const model::RoutedExpertsCall& call,
                                                         int rank) const {
   const int64_t first = sharding_.first_expert(rank), n_experts = sharding_.n_experts();
-  const std::string layer = std::to_string(call.layer);
   DSV4_RETURN_IF_ERROR(check_expert_count(call.layer, call.weights.w13.n_matrices(),
                                           call.weights.w2.n_matrices(), n_experts));
   kernels::MoeWeightsView view = call.weights;
   if (!copied()) {
     view = kernels::ep::slice_experts(call.weights, first, sharding_.n_local_experts(rank));
   } else {
-    const std::vector<Stacks>& layers = ranks_[static_cast<size_t>(rank)].layers;
-    const Stacks* own = call.layer >= 0 && call.layer < static_cast<int64_t>(layers.size())
-                            ? &layers[static_cast<size_t>(call.layer)]
-                            : nullptr;
-    if (own == nullptr || own->w13.packed.empty_tensor()) {
-      return internal_error("expert parallelism: rank " + std::to_string(rank) +
-                            " holds no copy of layer " + layer + "'s experts");
-    }
-    const auto same_matrices = [](const format::Nvfp4Tensor& a, const format::Nvfp4View& b) {
-      return a.n_rows() == b.n_rows() && a.n_cols() == b.n_cols() &&
-             a.scale_layout == b.scale_layout;
-    };
-    if (!same_matrices(own->w13, call.weights.w13) || !same_matrices(own->w2, call.weights.w2)) {
-      return invalid_argument("expert parallelism: layer " + layer +
-                              "'s experts are not shaped as those the ranks copied");
-    }
+    DSV4_ASSIGN_OR_RETURN(const Stacks* own, own_copy(call, rank));
     view.w13 = own->w13.view();
     view.w2 = own->w2.view();
   }
   view.w13 = kernels::ep::shard_as_stack(view.w13, first, n_experts);
   view.w2 = kernels::ep::shard_as_stack(view.w2, first, n_experts);
   return view;
+}
+
+Result<model::RoutedExpertsCall> ExpertShards::sized(const model::RoutedExpertsCall& call) const {
+  if (!copied() || call.weights.w13.packed.data != nullptr) return call;
+  const std::vector<Stacks>& layers = ranks_.front().layers;
+  if (call.layer < 0 || call.layer >= static_cast<int64_t>(layers.size()) ||
+      layers[static_cast<size_t>(call.layer)].w13.packed.empty_tensor()) {
+    return internal_error("expert parallelism: layer " + std::to_string(call.layer) +
+                          "'s experts were freed, and the ranks hold no copy of them");
+  }
+  const Stacks& own = layers[static_cast<size_t>(call.layer)];
+  model::RoutedExpertsCall whole = call;
+  for (auto [stack, copy] :
+       {std::pair{&whole.weights.w13, &own.w13}, std::pair{&whole.weights.w2, &own.w2}}) {
+    const format::Nvfp4View shaped =
+        kernels::ep::shard_as_stack(copy->view(), 0, sharding_.n_experts());
+    stack->packed = shaped.packed;
+    stack->block_scale = shaped.block_scale;
+  }
+  return whole;
+}
+
+Status ExpertShards::gather(const model::RoutedExpertsCall& call, kernels::MoeWeightsView& view,
+                            std::vector<Tensor>& keep) const {
+  DSV4_CHECK(copied(), "expert shards: gather without copies");
+  DSV4_RETURN_IF_ERROR(check_expert_count(call.layer, call.weights.w13.n_matrices(),
+                                          call.weights.w2.n_matrices(), sharding_.n_experts()));
+  view = call.weights;
+  // The whole stacks' codes and block scales; the per-matrix scales are the call's, on the GPU.
+  std::vector<Tensor> whole;
+  for (const format::Nvfp4View* stack : {&view.w13, &view.w2}) {
+    for (const TensorView* bulk : {&stack->packed, &stack->block_scale}) {
+      DSV4_ASSIGN_OR_RETURN(Tensor made, Tensor::empty(bulk->dtype, bulk->shape, Device::kCuda));
+      whole.push_back(std::move(made));
+    }
+  }
+  for (int r = 0; r < sharding_.n_ranks(); ++r) {
+    DSV4_ASSIGN_OR_RETURN(const Stacks* own, own_copy(call, r));
+    const int64_t first = sharding_.first_expert(r), end = first + sharding_.n_local_experts(r);
+    const Tensor* parts[] = {&own->w13.packed, &own->w13.block_scale, &own->w2.packed,
+                             &own->w2.block_scale};
+    for (size_t p = 0; p < whole.size(); ++p) {
+      DSV4_RETURN_IF_ERROR(copy_tensor(whole[p].view().rows(first, end), parts[p]->view()));
+    }
+  }
+  view.w13.packed = whole[0].view(), view.w13.block_scale = whole[1].view();
+  view.w2.packed = whole[2].view(), view.w2.block_scale = whole[3].view();
+  for (Tensor& t : whole) keep.push_back(std::move(t));
+  return ok_status();
+}
+
+int64_t release_host_experts(checkpoint::ModelWeights& weights) {
+  int64_t freed = 0;
+  for (checkpoint::LayerWeights& layer : weights.layers) {
+    checkpoint::RoutedExpertWeights& experts = layer.ffn.experts;
+    if (!experts.is_nvfp4() || !experts.in_host_memory) continue;
+    for (format::Nvfp4Tensor* stack : {&*experts.w13_nvfp4, &*experts.w2_nvfp4}) {
+      for (Tensor* bulk : {&stack->packed, &stack->block_scale}) {
+        freed += static_cast<int64_t>(bulk->view().bytes());
+        *bulk = Tensor();
+      }
+    }
+    experts.in_host_memory = false;
+  }
+  return freed;
 }
 
 }  // namespace dsv4::runtime

@@ -46,10 +46,27 @@ class ExpertShards {
   // A layer with no copy where there are copies is an error.
   Result<kernels::MoeWeightsView> rank_view(const model::RoutedExpertsCall& call, int rank) const;
 
+  // `call` as the ranks take it. Where its stacks' codes and block scales were freed
+  // (release_host_experts; the views then have no shape), they are given rank 0's view of its
+  // copy, shaped as the whole stacks (shard_as_stack), so the call is sized as before; the
+  // matrices past rank 0's range are never read (each rank reads its own view, a grouped step
+  // what gather makes). Otherwise `call` as it is.
+  Result<model::RoutedExpertsCall> sized(const model::RoutedExpertsCall& call) const;
+
+  // `view` (the call's weights) with its routed stacks' codes and block scales gathered whole
+  // from every rank's copy of layer call.layer into fresh memory on the current GPU (kept alive
+  // by `keep`), in the call's stream order: what a step that runs every expert on one GPU reads
+  // (expert_parallel.h, the grouped path). A copy on another GPU comes peer to peer, so no host
+  // copy of the experts is needed (docs/ep.md §7 says why). Copies on the GPU only.
+  Status gather(const model::RoutedExpertsCall& call, kernels::MoeWeightsView& view,
+                std::vector<Tensor>& keep) const;
+
  private:
   struct Stacks {
     format::Nvfp4Tensor w13, w2;  // [El, 2F, D], [El, D, F]
   };
+  // Rank `rank`'s copy of layer call.layer, checked against the call's stacks' shapes.
+  Result<const Stacks*> own_copy(const model::RoutedExpertsCall& call, int rank) const;
   // A rank's copies by layer (no NVFP4 experts: empty stacks) and the device they are on.
   struct Rank {
     int device = -1;  // -1: the CPU
@@ -59,5 +76,12 @@ class ExpertShards {
   kernels::ep::ExpertSharding sharding_;
   std::vector<Rank> ranks_;  // R when copied(), else empty
 };
+
+// Frees the codes and block scales of every layer of `weights` whose NVFP4 stacks are in host
+// memory (the loader's staging for --gpus N, placement.h), once each rank holds its copy of
+// them: nothing reads them after (ExpertShards::sized gives a call its stacks' shapes again, a
+// step that needs a layer whole gathers it from the ranks, and run_in_place refuses a layer
+// without codes). The per-matrix scales, on the GPU, stay. Returns the bytes freed.
+int64_t release_host_experts(checkpoint::ModelWeights& weights);
 
 }  // namespace dsv4::runtime

@@ -6,7 +6,9 @@
 
 #include "base/device.h"
 #include "kernels/ep/expert_sharding.h"
+#include "runtime/ep_memory_plan.h"
 #include "runtime/expert_parallel.h"
+#include "runtime/expert_shards.h"
 #include "runtime/offloaded_experts.h"
 
 namespace dsv4::runtime {
@@ -46,13 +48,7 @@ Status check_gpus(const EngineOptions& options) {
   }
   // Checked again when the ranks are made; here so that a machine without it is told before
   // anything loads.
-  for (int rank = 1; rank < options.gpus; ++rank) {
-    const Status peer = enable_peer_access(rank, 0);
-    if (!peer.ok()) {
-      return Status(peer.code(), "expert parallelism: rank " + std::to_string(rank) +
-                                     " cannot reach the leader's buffers: " + peer.message());
-    }
-  }
+  for (int rank = 1; rank < options.gpus; ++rank) DSV4_RETURN_IF_ERROR(reach_leader(rank, 0, rank));
   return ok_status();
 }
 
@@ -82,6 +78,26 @@ Status check_parallelism(const EngineOptions& options) {
   return ok_status();
 }
 
+Status check_ep_memory(const EngineOptions& options, const checkpoint::ModelConfig& config) {
+  if (options.gpus <= 1) return ok_status();
+  DSV4_ASSIGN_OR_RETURN(const EpMemoryPlan plan,
+                        plan_ep_memory(config, static_cast<int>(options.expert_parallel)));
+  const std::vector<int> devices = rank_devices(options);
+  std::vector<int64_t> free_bytes;
+  const int was = current_device();
+  for (const int device : devices) {
+    Status asked = use_device(device);
+    Result<int64_t> free = asked.ok() ? free_device_bytes(Device::kCuda) : Result<int64_t>(asked);
+    if (!free.ok()) {
+      (void)use_device(was);  // the error below is the one to report
+      return free.status();
+    }
+    free_bytes.push_back(*free);
+  }
+  DSV4_RETURN_IF_ERROR(use_device(was));
+  return check_ep_fits(plan, devices, free_bytes, device_placement(options).device_headroom);
+}
+
 checkpoint::DevicePlacement device_placement(const EngineOptions& options) {
   return {.expert_offload_layers = options.expert_offload_layers,
           .device_headroom = (options.prefix_cache_mb << 20) + kStepHeadroomBytes,
@@ -96,8 +112,8 @@ std::vector<int> rank_devices(const EngineOptions& options) {
   return devices;
 }
 
-Result<std::unique_ptr<model::ExpertPlacement>> make_placement(
-    const EngineOptions& options, const checkpoint::ModelWeights& weights) {
+Result<std::unique_ptr<model::ExpertPlacement>> make_placement(const EngineOptions& options,
+                                                               checkpoint::ModelWeights& weights) {
   if (options.expert_parallel == 1) {
     return std::unique_ptr<model::ExpertPlacement>(std::make_unique<OffloadedExperts>());
   }
@@ -121,6 +137,8 @@ Result<std::unique_ptr<model::ExpertPlacement>> make_placement(
                options.device == EngineDevice::kCuda ? rank_devices(options) : std::vector<int>{},
            .weights = &weights,
            .max_tokens = options.max_step_tokens}));
+  // The ranks' copies serve every read from here on (a grouped step gathers from them).
+  if (options.gpus > 1) release_host_experts(weights);
   return std::unique_ptr<model::ExpertPlacement>(std::move(ep));
 }
 

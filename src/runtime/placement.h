@@ -26,10 +26,16 @@ inline constexpr int64_t kStepHeadroomBytes = int64_t{4} << 30;
 // left at auto, and peer access from every GPU to GPU 0.
 Status check_parallelism(const EngineOptions& options);
 
+// Under --gpus N, before anything loads: every rank's device bytes (ep_memory_plan.h: its shard
+// of `config`'s experts; rank 0 also every other weight, room to gather a layer, the prefix
+// cache and a step's headroom) against its GPU's free memory. resource_exhausted names the
+// rank, the GPU, the bytes needed and those free. Nothing to check on one GPU.
+Status check_ep_memory(const EngineOptions& options, const checkpoint::ModelConfig& config);
+
 // Where the loader puts the weights on a GPU: expert offload as asked, leaving room for the
 // prefix cache and a step (kStepHeadroomBytes); under --gpus N every routed expert in host
-// memory instead, from which each rank copies its share to its GPU (expert_shards.h), so no
-// GPU ever holds another's experts.
+// memory instead (the MTP block's stay on GPU 0, unsharded), from which each rank copies its
+// share to its GPU (expert_shards.h), so no GPU ever holds another's experts.
 checkpoint::DevicePlacement device_placement(const EngineOptions& options);
 
 // Each expert-parallel rank's device ordinal: rank r on GPU r under --gpus N (N ranks), else
@@ -38,8 +44,9 @@ checkpoint::DevicePlacement device_placement(const EngineOptions& options);
 std::vector<int> rank_devices(const EngineOptions& options);
 
 // The placement for the loaded weights (options.max_step_tokens sizes expert parallelism's
-// symmetric buffers).
-Result<std::unique_ptr<model::ExpertPlacement>> make_placement(
-    const EngineOptions& options, const checkpoint::ModelWeights& weights);
+// symmetric buffers). Under --gpus N, once every rank holds its copy of its experts, the
+// loader's host copies are freed (release_host_experts): the weights keep their shapes only.
+Result<std::unique_ptr<model::ExpertPlacement>> make_placement(const EngineOptions& options,
+                                                               checkpoint::ModelWeights& weights);
 
 }  // namespace dsv4::runtime

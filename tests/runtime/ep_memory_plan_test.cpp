@@ -2,12 +2,13 @@
 // V4-Flash's and V4-Pro's configs: each layer's two NVFP4 stacks are E·3·F·D values at 9/16 of a
 // byte (codes and one UE4M3 scale per 16) plus an f32 global scale per matrix, split over the
 // ranks by expert (the first E mod R ranks one more); over several ranks rank 0 keeps room for
-// one layer's codes and scales, and the host holds them all.
+// one layer's codes and scales, and the host holds them all while loading, none after.
 #include "runtime/ep_memory_plan.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "checkpoint/config.h"
 #include "format/text_file.h"
@@ -55,10 +56,12 @@ TEST(EpMemoryPlan, ShardsTheRoutedExpertsAndLeavesTheRestOnTheLeader) {
       }
       EXPECT_EQ(experts, c.n_routed_experts);
       EXPECT_EQ(expert_bytes, plan->routed_expert_bytes);
-      // Over several GPUs every NVFP4 stack's bulk loads into host memory first, the MTP
-      // block's too (its experts have the main layers' shape).
-      EXPECT_EQ(plan->host_bytes,
-                ranks > 1 ? (c.n_layer + c.n_mtp_layers) * layer_bulk_bytes(c) : 0);
+      // Over several GPUs every main layer's stacks' bulk loads into host memory first, and
+      // none stays there; the MTP block's experts (the main layers' shape) are rank 0's.
+      EXPECT_EQ(plan->host_bytes, ranks > 1 ? c.n_layer * layer_bulk_bytes(c) : 0);
+      EXPECT_EQ(plan->host_bytes_kept, 0);
+      EXPECT_GE(plan->other_weight_bytes,
+                c.n_mtp_layers * (layer_bulk_bytes(c) + 2 * 4 * c.n_routed_experts));
     }
   }
 }
@@ -72,6 +75,46 @@ TEST(EpMemoryPlan, SaysWhereItFits) {
   EXPECT_NE(two.find("2 x H200 141GB (140.4 GiB each): fits"), std::string::npos) << two;
   const std::string four = describe(plan_ep_memory(flash, 4).value(), int64_t{5} << 30);
   EXPECT_NE(four.find("4 x H100 80GB (79.6 GiB each): fits"), std::string::npos) << four;
+  // What host memory holds while loading, and after.
+  EXPECT_NE(four.find("host memory: "), std::string::npos) << four;
+  EXPECT_NE(four.find("pinned while loading, 0.0 GiB kept after"), std::string::npos) << four;
+}
+
+// The fit check against fake GPUs: each rank's own shard counts on its GPU, rank 0's too
+// (besides every other weight, room to gather a layer and the headroom).
+TEST(EpMemoryPlan, RefusesARankWhoseGpuCannotHoldItsShare) {
+  const EpMemoryPlan plan = plan_ep_memory(fixture("v4_flash_config.json"), 4).value();
+  const int64_t headroom = int64_t{5} << 30;
+  const std::vector<int> devices = {0, 1, 2, 3};
+  std::vector<int64_t> need;
+  for (int r = 0; r < 4; ++r) need.push_back(rank_device_bytes(plan, r, headroom));
+  EXPECT_EQ(need[0],
+            plan.ranks[0].experts + plan.other_weight_bytes + plan.ranks[0].layer_copy + headroom);
+  EXPECT_EQ(need[1], plan.ranks[1].experts);
+  EXPECT_TRUE(check_ep_fits(plan, devices, need, headroom).ok());
+
+  // Rank 0's GPU holds everything but its own shard: the gap the load-time check left.
+  std::vector<int64_t> free = need;
+  free[0] = need[0] - plan.ranks[0].experts;
+  Status refused = check_ep_fits(plan, devices, free, headroom);
+  EXPECT_EQ(refused.code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(refused.message().find("rank 0 on GPU 0 needs"), std::string::npos)
+      << refused.message();
+  EXPECT_NE(refused.message().find(std::to_string(need[0]) + " bytes needed, " +
+                                   std::to_string(free[0]) + " free"),
+            std::string::npos)
+      << refused.message();
+
+  // A later rank one byte short, on a GPU numbered apart from its rank.
+  free = need;
+  free[2] = need[2] - 1;
+  refused = check_ep_fits(plan, {0, 1, 5, 3}, free, headroom);
+  EXPECT_EQ(refused.code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(refused.message().find("rank 2 on GPU 5 needs"), std::string::npos)
+      << refused.message();
+  EXPECT_NE(refused.message().find("GPU 5 has"), std::string::npos) << refused.message();
+  EXPECT_NE(refused.message().find(std::to_string(need[2]) + " bytes needed"), std::string::npos)
+      << refused.message();
 }
 
 TEST(EpMemoryPlan, RefusesRankCountsItCannotShard) {

@@ -29,6 +29,7 @@
 #include "model/golden.h"
 #include "runtime/batch.h"
 #include "runtime/expert_parallel.h"
+#include "runtime/expert_shards.h"
 #include "testing/random.h"
 
 namespace dsv4::testing {
@@ -99,6 +100,7 @@ class ModelRanksCases {
   Result<std::vector<float>> logits(model::ExpertPlacement* placement, SeededRng& rng,
                                     int64_t shortest = 1, int64_t longest = 20) {
     DSV4_ASSIGN_OR_RETURN(const checkpoint::ModelWeights* weights, weights_on_device());
+    if (placement != nullptr && released_) weights = &*released_;
     const model::Model model(*weights,
                              {.expert_mode = model::ExpertMode::kW4A4, .placement = placement});
     const int64_t vocab = model.config().vocab_size;
@@ -128,6 +130,15 @@ class ModelRanksCases {
   // ranks on several GPUs do, though here they share the one device.
   void copy_shards() { copy_shards_ = true; }
 
+  // Copies, and the model the ranks serve has its main layers' stacks freed
+  // (runtime::release_host_experts, as under --gpus N once the ranks have their copies): only
+  // the ranks' copies hold the experts, so every read of them, a grouped step's included, must
+  // come from there. The reference runs in place on the weights kept whole.
+  void release_after_copies() {
+    copy_shards_ = true;
+    release_ = true;
+  }
+
   Result<std::unique_ptr<runtime::ExpertParallel>> ranks(
       int n, std::function<Status(int, int64_t)> fault = nullptr,
       std::chrono::milliseconds watchdog = {}) {
@@ -137,6 +148,16 @@ class ModelRanksCases {
     if (copy_shards_) {
       DSV4_ASSIGN_OR_RETURN(options.weights, weights_on_device());
       options.copy_shards = true;
+    }
+    if (release_ && !released_) {
+      DSV4_ASSIGN_OR_RETURN(const checkpoint::ModelWeights* whole, weights_on_device());
+      DSV4_ASSIGN_OR_RETURN(checkpoint::ModelWeights copy,
+                            checkpoint::copy_weights(*whole, device_));
+      for (checkpoint::LayerWeights& layer : copy.layers) {
+        layer.ffn.experts.in_host_memory = layer.ffn.experts.is_nvfp4();
+      }
+      if (runtime::release_host_experts(copy) == 0) return internal_error("nothing released");
+      released_ = std::move(copy);
     }
     return runtime::ExpertParallel::create(loaded_.weights.config, options);
   }
@@ -300,9 +321,10 @@ class ModelRanksCases {
   }
 
   Device device_;
-  bool copy_shards_ = false;
+  bool copy_shards_ = false, release_ = false;
   checkpoint::LoadedModel loaded_;
   std::optional<checkpoint::ModelWeights> on_device_;
+  std::optional<checkpoint::ModelWeights> released_;  // release_after_copies: the ranks' model
 };
 
 }  // namespace dsv4::testing

@@ -4,7 +4,8 @@
 // kernels' range (at most 24 tokens; the small router up to 8); OneToFourRanksGiveInPlaceBits
 // OnLongPrompts steps 140 to 200 tokens at once, the grouped path, which rank 0 runs whole. The
 // FromTheirOwnCopies cases give every rank its own copy of its experts on the one GPU, the
-// indexing and placement of ranks on several GPUs.
+// indexing and placement of ranks on several GPUs; the StacksFreed cases then free the model's
+// stacks, as --gpus N does, so only those copies serve.
 #include <gtest/gtest.h>
 
 #include "runtime/expert_parallel_cases.h"
@@ -36,10 +37,22 @@ TEST_F(ModelRanksCuda, OneToFourRanksGiveInPlaceBitsOnLongPrompts) {
   expect_in_place_bits(/*shortest=*/70, /*longest=*/100);
 }
 
+// As under --gpus N: the model's own stacks freed once the ranks hold their copies, so the
+// grouped path gathers each layer from the ranks' copies (ExpertShards::gather).
+TEST_F(ModelRanksCuda, OneToFourRanksGiveInPlaceBitsWithTheModelsStacksFreed) {
+  release_after_copies();
+  expect_in_place_bits();
+}
+
+TEST_F(ModelRanksCuda, OneToFourRanksGiveInPlaceBitsWithTheModelsStacksFreedOnLongPrompts) {
+  release_after_copies();
+  expect_in_place_bits(/*shortest=*/70, /*longest=*/100);
+}
+
 // Each rank reads its own copy of its experts, made on the one GPU as ranks on several make
 // theirs on their own (runtime/expert_shards.h): the fused path indexes the copies by global
 // expert id; the grouped path (140 to 200 tokens) runs every group on rank 0 from the whole
-// stacks.
+// stacks, gathered from the ranks' copies.
 TEST_F(ModelRanksCuda, OneToFourRanksGiveInPlaceBitsFromTheirOwnCopies) {
   copy_shards();
   expect_in_place_bits();

@@ -8,7 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "model/expert_placement.h"
 #include "runtime/expert_parallel_cases.h"
+#include "runtime/expert_shards.h"
 #include "runtime/placement.h"
 
 namespace dsv4 {
@@ -48,6 +50,12 @@ TEST_F(ModelRanks, OneToFourRanksGiveInPlaceBitsFromTheirOwnCopies) {
 TEST_F(ModelRanks, OneToFourRanksGiveInPlaceBitsFromTheirOwnCopiesWithDynamicScales) {
   drop_input_scales();
   copy_shards();
+  expect_in_place_bits();
+}
+
+// As under --gpus N: the model's own stacks freed once the ranks hold their copies.
+TEST_F(ModelRanks, OneToFourRanksGiveInPlaceBitsWithTheModelsStacksFreed) {
+  release_after_copies();
   expect_in_place_bits();
 }
 
@@ -122,6 +130,43 @@ TEST(EngineParallelism, SeveralGpusLoadTheExpertsIntoHostMemory) {
   EXPECT_EQ(runtime::device_placement(options).expert_offload_layers, 2);
   options.gpus = 4;
   EXPECT_TRUE(runtime::device_placement(options).experts_in_host_memory);
+}
+
+// What --gpus N frees once the ranks hold their copies: the staged layers' codes and block
+// scales (the per-matrix scales stay); a layer so freed refuses to run in place rather than
+// read freed memory. That the ranks still give one rank's bits is
+// ModelRanks.OneToFourRanksGiveInPlaceBitsWithTheModelsStacksFreed.
+TEST(EngineParallelism, ReleasedExpertsRefuseToRunInPlace) {
+  Result<checkpoint::LoadedModel> loaded =
+      checkpoint::load_model(testing::golden_path(testing::kEpModel));
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  checkpoint::ModelWeights& weights = loaded->weights;
+  ASSERT_GE(weights.layers.size(), 2u);
+  checkpoint::RoutedExpertWeights& staged = weights.layers[1].ffn.experts;
+  ASSERT_TRUE(staged.is_nvfp4());
+  staged.in_host_memory = true;  // as the loader leaves it under --gpus N
+  int64_t bulk = 0;
+  for (const format::Nvfp4Tensor* stack : {&*staged.w13_nvfp4, &*staged.w2_nvfp4}) {
+    bulk += static_cast<int64_t>(stack->packed.view().bytes() + stack->block_scale.view().bytes());
+  }
+  EXPECT_EQ(runtime::release_host_experts(weights), bulk);
+  EXPECT_FALSE(staged.in_host_memory);
+  EXPECT_TRUE(staged.w13_nvfp4->packed.empty_tensor());
+  EXPECT_TRUE(staged.w2_nvfp4->block_scale.empty_tensor());
+  EXPECT_FALSE(staged.w13_nvfp4->global_scale.empty_tensor());
+  // A layer not staged keeps its stacks.
+  EXPECT_FALSE(weights.layers[0].ffn.experts.w13_nvfp4->packed.empty_tensor());
+
+  model::RoutedExpertsCall call;
+  call.layer = 1;
+  call.experts = &staged;
+  call.weights.w13 = staged.w13_nvfp4->view();
+  call.weights.w2 = staged.w2_nvfp4->view();
+  const Status in_place = model::run_in_place(call);
+  EXPECT_EQ(in_place.code(), StatusCode::kInternal);
+  EXPECT_NE(in_place.message().find("layer 1's routed experts are held by the expert-parallel"),
+            std::string::npos)
+      << in_place.message();
 }
 
 TEST(EngineParallelism, RankDevicesMustMatchTheRanks) {
