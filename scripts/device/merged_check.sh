@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# One device-machine call that checks merged code first, most important first, within ~5
-# minutes: every CUDA op and model test, the runtime's (the engine, expert-parallel ranks on the
-# one GPU), the MoE and norm kernels, the trained model's perplexity in both numerics profiles
-# (as shipped and with the release's FP8 linears), `dsv4 verify` on every golden model with 1 to
-# 4 ranks (their outputs' bytes compared), the decode step with and without a JSON Schema, then
-# the decode graph's tests with every new device buffer poisoned (CONTRIBUTING.md) and its
-# disabled B = 1 … 8 test. Logs to $OUT/logs.tar.gz. Build,
+# One device-machine call that checks merged code, most important first, within ~5 minutes:
+# every CUDA op, model and runtime test (the engine, expert-parallel ranks on the one GPU), the
+# decode graph's disabled B = 1 … 8 test, the trained model's perplexity in both numerics
+# profiles (as shipped and with the release's FP8 linears), `dsv4 verify` on every golden model
+# with 1 to 4 ranks (their outputs' bytes compared), the decode step with and without a JSON
+# Schema, the MoE and norm kernels, then the decode graph's tests with every new device buffer
+# poisoned (CONTRIBUTING.md) and with launches serialised. Logs to $OUT/logs.tar.gz. Build,
 # then `scripts/device/pack.sh` and run this with carry ["build/carry"].
 set -uo pipefail
 export OMP_WAIT_POLICY=passive DSV4_MODEL=
@@ -28,11 +28,16 @@ run_tests() {
   echo "== $1 rc=$? $(( $(date +%s) - s ))s: $(grep -E '^\[  PASSED  \]' "$logs/$1.log")"
   grep -E "^\[  FAILED  \]|Failure|Which is|Expected|actual|tiny_a prompt|step [0-9]+ of|differ|layer [0-9]+" \
     "$logs/$1.log" | head -30
+  save_logs
 }
+# The device call brings back few files: the logs travel as one archive, refreshed after each
+# stage so that a call stopped at its limit still returns what ran.
+save_logs() { tar czf "$out/logs.tar.gz" -C "$out" logs; }
 run_tests ops 40 X=1 kernels_ops_cuda_tests '*'
 run_tests model 90 X=1 model_cuda_tests '*'
 run_tests runtime 60 X=1 runtime_cuda_tests '*'
-run_tests kernels 60 X=1 kernels_cuda_tests '*MoeFfnCuda*:*RmsNorm*:*HyperConnection*'
+run_tests graphs_b1_to_8 90 X=1 model_cuda_tests 'Golden/DecodeGraphCudaTest.DISABLED*' \
+  --gtest_also_run_disabled_tests
 b=tests/golden/brown_small
 python3 scripts/fp8_linears.py $b/model "$bins/brown_fp8" > /dev/null
 for m in $b/model "$bins/brown_fp8"; do
@@ -47,13 +52,12 @@ echo "== decode step with and without a schema"
 timeout 90 "$bins/dsv4" bench --device cuda --model $b/model --json-schema \
   bench/grammar/order_schema.json --batch 1,32 --prompt-tokens 64 --gen-tokens 128 --repeats 5 \
   2>&1 | tee "$logs/schema.txt" | grep -vE "^prefix|^dsv4 bench" | tail -24
+save_logs
+run_tests kernels 60 X=1 kernels_cuda_tests '*MoeFfnCuda*:*RmsNorm*:*HyperConnection*'
 echo "elapsed $(( $(date +%s) - start ))s"
 run_tests poisoned_graphs 60 DSV4_POISON_DEVICE_MEMORY=1 model_cuda_tests 'Golden/DecodeGraphCudaTest.*'
-run_tests graphs_b1_to_8 90 X=1 model_cuda_tests 'Golden/DecodeGraphCudaTest.DISABLED*' \
-  --gtest_also_run_disabled_tests
 # Serialised launches: a pass here and a failure above is a host/device ordering race.
 run_tests graphs_blocking 40 CUDA_LAUNCH_BLOCKING=1 model_cuda_tests \
   'Golden/DecodeGraphCudaTest.DISABLED*/0' --gtest_also_run_disabled_tests
 echo "elapsed $(( $(date +%s) - start ))s"
-# The device call brings back few files: the logs travel as one archive.
-tar czf "$out/logs.tar.gz" -C "$out" logs && rm -rf "$logs"
+save_logs && rm -rf "$logs"
