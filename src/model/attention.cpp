@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -385,10 +386,11 @@ struct StepPositions {
   TensorView positions;
   TensorView window_rows;
   TensorView capacity_entry_ids;
+  TensorView inv_freq;  // f32 [P]: the layer's RoPE frequencies (RopeTables)
 
   StepPositions rows(int64_t begin, int64_t end) const {
     return {host.subspan(begin, end - begin), positions.rows(begin, end),
-            window_rows.rows(begin, end), capacity_entry_ids};
+            window_rows.rows(begin, end), capacity_entry_ids, inv_freq};
   }
 };
 
@@ -403,8 +405,7 @@ Status attention_step(const checkpoint::ModelConfig& config,
                       const StepAddresses& addresses, const TensorView& out, Numerics numerics) {
   const int64_t n_tokens = x.size(0);
   const Device device = x.device;
-  // Every sequence's cache of this layer holds the same compress RoPE frequencies.
-  const TensorView inv_freq = sequences.front().cache->inv_freq.view();
+  const TensorView inv_freq = at.inv_freq;
 
   DSV4_ASSIGN_OR_RETURN(Tensor q_latent,
                         Tensor::empty(DType::kF32, {n_tokens, config.q_lora_rank}, device));
@@ -648,8 +649,13 @@ void advance_decode_step(std::span<AttentionCache* const> caches,
 
 Result<RowPositions> RowPositions::of(const checkpoint::ModelConfig& config,
                                       std::span<const SequenceRows> sequences, int64_t n_rows,
-                                      Device device) {
+                                      Device device, std::shared_ptr<const RopeTables> rope) {
   RowPositions at;
+  if (rope == nullptr) {
+    DSV4_ASSIGN_OR_RETURN(RopeTables made, RopeTables::create(config, device));
+    rope = std::make_shared<const RopeTables>(std::move(made));
+  }
+  at.rope = std::move(rope);
   at.host.assign(n_rows, 0);
   for (const SequenceRows& seq : sequences) {
     DSV4_CHECK(seq.cache != nullptr && 0 <= seq.begin && seq.begin <= seq.end && seq.end <= n_rows,
@@ -667,8 +673,9 @@ Result<RowPositions> RowPositions::of(const checkpoint::ModelConfig& config,
 Status attention_forward(const checkpoint::ModelConfig& config, int64_t layer,
                          const checkpoint::AttentionWeights& weights, const TensorView& x,
                          std::span<const SequenceRows> sequences, const TensorView& out,
-                         Numerics numerics) {
-  DSV4_ASSIGN_OR_RETURN(RowPositions at, RowPositions::of(config, sequences, x.size(0), x.device));
+                         Numerics numerics, std::shared_ptr<const RopeTables> rope) {
+  DSV4_ASSIGN_OR_RETURN(RowPositions at,
+                        RowPositions::of(config, sequences, x.size(0), x.device, std::move(rope)));
   return attention_forward(config, layer, weights, x, sequences, at, out, numerics);
 }
 
@@ -684,8 +691,9 @@ Status attention_forward(const checkpoint::ModelConfig& config, int64_t layer,
                  static_cast<int64_t>(at.host.size()) == x.size(0),
              "attention_forward: positions of %zu sequences and %zu rows for %zu and %lld",
              at.n_ring_rows.size(), at.host.size(), sequences.size(), (long long)x.size(0));
+  DSV4_CHECK(at.rope != nullptr, "attention_forward: positions without RoPE tables");
   const StepPositions all{at.host, at.positions.view(), at.window_rows.view(),
-                          at.capacity_entry_ids};
+                          at.capacity_entry_ids, at.rope->of_layer(config, layer)};
   std::vector<SequenceRows> batch;
   std::vector<int64_t> index;   // of each in `sequences`
   std::vector<int64_t> column;  // of each: its first column of at.cache_addresses

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "dsv4/numerics.h"
 #include "dsv4/status.h"
 #include "model/attention_cache.h"
+#include "model/rope.h"
 
 namespace dsv4::model {
 
@@ -101,11 +103,14 @@ struct RowPositions {
   // decode_graph.h); the padding adds exact zeros, so the bits are the same. Empty: as wide as
   // the rows' entries.
   TensorView capacity_entry_ids;
+  // The layers' RoPE frequencies (the model's: the same tables whatever the sequences).
+  std::shared_ptr<const RopeTables> rope;
 
-  // For `sequences` (tiling [0, T) as attention_forward's) and their caches' rings, on `device`.
+  // For `sequences` (tiling [0, T) as attention_forward's) and their caches' rings, on `device`,
+  // with `rope`, or with tables of its own when it is null.
   static Result<RowPositions> of(const checkpoint::ModelConfig& config,
                                  std::span<const SequenceRows> sequences, int64_t n_rows,
-                                 Device device);
+                                 Device device, std::shared_ptr<const RopeTables> rope = nullptr);
 };
 
 // x:   [T, D] f32, the attn_norm'ed block input of tokens at positions start_pos .. start_pos+T-1.
@@ -123,10 +128,12 @@ Status attention_forward(const checkpoint::ModelConfig& config, int64_t layer,
 // read once a step, not once a sequence; a longer sequence runs alone in steps.
 // `numerics`: kFast runs the fast profile's sparse attention and indexer scores on the GPU
 // (kernels/ops.h sparse_attention_bf16, indexer_scores_fp8); the CPU always runs the exact ops.
+// `rope`: the model's RoPE tables, or null: the call makes its own.
 Status attention_forward(const checkpoint::ModelConfig& config, int64_t layer,
                          const checkpoint::AttentionWeights& weights, const TensorView& x,
                          std::span<const SequenceRows> sequences, const TensorView& out,
-                         Numerics numerics = Numerics::kExact);
+                         Numerics numerics = Numerics::kExact,
+                         std::shared_ptr<const RopeTables> rope = nullptr);
 // The same with the rows' positions made once for all layers (RowPositions::of over the same
 // rows, with caches whose rings have the same rows as this layer's).
 Status attention_forward(const checkpoint::ModelConfig& config, int64_t layer,

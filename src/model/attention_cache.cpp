@@ -6,7 +6,6 @@
 #include <string>
 #include <vector>
 
-#include "model/rope.h"
 #include "model/upload.h"
 
 namespace dsv4::model {
@@ -63,12 +62,6 @@ Result<AttentionCache> AttentionCache::create(const checkpoint::ModelConfig& con
       cache.window,
       Tensor::empty(DType::kF32, {config.sliding_window + max_step_tokens - 1, config.head_dim},
                     device));
-  if (start == CacheStart::kEmptySequence) {
-    const std::vector<float> inv_freq =
-        rope_inv_freq(sliding ? config.rope_sliding : config.rope_compressed, config.rope_head_dim);
-    DSV4_ASSIGN_OR_RETURN(cache.inv_freq,
-                          upload(inv_freq, {static_cast<int64_t>(inv_freq.size())}, device));
-  }
   if (sliding) return cache;
   if (schedule.compress_ratio < 1) {
     return invalid_argument("attention cache: layer " + std::to_string(layer) +

@@ -40,7 +40,7 @@ struct CompressorCache {
 };
 
 // What a new cache holds: the state of a sequence with no tokens yet, ready for a forward; or
-// buffers only (no initial rows, no RoPE table), which a copy of another cache's state fills
+// buffers only (no initial rows), which a copy of another cache's state fills
 // (cache_copy.h) and which is never run: a prefix cache's kept state, made without the uploads.
 enum class CacheStart { kEmptySequence, kForCopy };
 
@@ -66,7 +66,6 @@ struct AttentionCache {
   int64_t max_positions = 0;
   int64_t max_step_tokens = 0;                // Ts
   Tensor window;                              // f32 [R, Dh]  the token at position p in row p mod R
-  Tensor inv_freq;                            // f32 [P]  this layer's RoPE frequencies (rope.h)
   std::optional<CompressorCache> compressor;  // CSA and HCA layers
   std::optional<CompressorCache> indexer;     // CSA layers
   // HCA layers of a running sequence: i32 [C], 0 … C − 1. Every row's candidates are a prefix of

@@ -103,8 +103,7 @@ Status copy_cache_state(const SequenceCache& from, SequenceCache& to) {
 int64_t cache_bytes(const SequenceCache& cache) {
   int64_t bytes = 0;
   for (const AttentionCache& c : cache.layers) {
-    bytes += held_bytes(c.window) + held_bytes(c.inv_freq) + compressor_bytes(c.compressor) +
-             compressor_bytes(c.indexer);
+    bytes += held_bytes(c.window) + compressor_bytes(c.compressor) + compressor_bytes(c.indexer);
   }
   return bytes;
 }

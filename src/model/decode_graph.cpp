@@ -101,42 +101,6 @@ void restore_counts(std::span<const SequenceChunk> chunks, const std::vector<Hos
   }
 }
 
-// Per layer: the rings' rows and the largest entry capacity of the step's caches (what the
-// captured shapes were made for), and the compress RoPE frequencies the step reads (the first
-// sequence's cache's: a captured kernel keeps that address, so a replay needs it still there;
-// every cache of a layer holds the same values).
-struct StepShape {
-  std::vector<int64_t> ring_rows;
-  std::vector<int64_t> capacity;
-  std::vector<const void*> inv_freq;
-
-  static StepShape of(std::span<const SequenceChunk> chunks) {
-    StepShape shape;
-    for (size_t l = 0; l < chunks.front().cache->layers.size(); ++l) {
-      int64_t capacity = 0;
-      for (const SequenceChunk& chunk : chunks) {
-        const AttentionCache& cache = chunk.cache->layers[l];
-        for (const std::optional<CompressorCache>* k : {&cache.compressor, &cache.indexer}) {
-          if (k->has_value()) capacity = std::max(capacity, (*k)->entries.shape()[0]);
-        }
-      }
-      shape.ring_rows.push_back(chunks.front().cache->layers[l].window.shape()[0]);
-      shape.capacity.push_back(capacity);
-      shape.inv_freq.push_back(chunks.front().cache->layers[l].inv_freq.view().data);
-    }
-    return shape;
-  }
-
-  // Whether a graph made for `this` runs a step of `other` (its padding covers fewer entries).
-  bool holds(const StepShape& other) const {
-    if (other.ring_rows != ring_rows || other.inv_freq != inv_freq) return false;
-    for (size_t l = 0; l < capacity.size(); ++l) {
-      if (other.capacity[l] > capacity[l]) return false;
-    }
-    return true;
-  }
-};
-
 // The step's host inputs in the order Model::forward uploads them (token ids, RowPositions'
 // positions and window rows, cache_addresses), as a replay writes them into the slots.
 struct StepUploads {
@@ -187,8 +151,32 @@ constexpr int64_t kPadToken = 0;
 
 }  // namespace
 
+DecodeStepShape DecodeStepShape::of(std::span<const SequenceChunk> chunks) {
+  DecodeStepShape shape;
+  for (size_t l = 0; l < chunks.front().cache->layers.size(); ++l) {
+    int64_t capacity = 0;
+    for (const SequenceChunk& chunk : chunks) {
+      const AttentionCache& cache = chunk.cache->layers[l];
+      for (const std::optional<CompressorCache>* k : {&cache.compressor, &cache.indexer}) {
+        if (k->has_value()) capacity = std::max(capacity, (*k)->entries.shape()[0]);
+      }
+    }
+    shape.ring_rows.push_back(chunks.front().cache->layers[l].window.shape()[0]);
+    shape.capacity.push_back(capacity);
+  }
+  return shape;
+}
+
+bool DecodeStepShape::holds(const DecodeStepShape& other) const {
+  if (other.ring_rows != ring_rows) return false;
+  for (size_t l = 0; l < capacity.size(); ++l) {
+    if (other.capacity[l] > capacity[l]) return false;
+  }
+  return true;
+}
+
 struct DecodeGraphs::Graph {
-  StepShape shape;
+  DecodeStepShape shape;
   Tensor logits;     // f32 [B, V]: the head's output, copied into the chunks' logits
   Tensor entry_ids;  // i32 [C]: 0 … C − 1 (RowPositions::capacity_entry_ids)
   PinnedSlots slots;
@@ -314,7 +302,7 @@ Status DecodeGraphs::run(const Model& model, std::span<const SequenceChunk> chun
     return run_eagerly(model, step);
   }
   const auto graph = graphs_.find(size);
-  if (graph != graphs_.end() && graph->second->shape.holds(StepShape::of(step.chunks))) {
+  if (graph != graphs_.end() && graph->second->shape.holds(DecodeStepShape::of(step.chunks))) {
     return replay(model, *graph->second, step);
   }
   return capture(model, step);
@@ -348,7 +336,7 @@ Result<std::unique_ptr<DecodeGraphs::Graph>> DecodeGraphs::prepare(
   const checkpoint::ModelConfig& c = model.config();
   auto made = std::make_unique<Graph>();
   Graph& g = *made;
-  g.shape = StepShape::of(chunks);
+  g.shape = DecodeStepShape::of(chunks);
   const int64_t n_ids =
       std::max<int64_t>(1, *std::max_element(g.shape.capacity.begin(), g.shape.capacity.end()));
   std::vector<int32_t> ids(static_cast<size_t>(n_ids));
@@ -403,6 +391,7 @@ Status DecodeGraphs::capture(const Model& model, const Padded& padded) {
   if (padded.padded()) pad_->reset();
   DSV4_RETURN_IF_ERROR(copy_logits(g.logits, padded.real()));
   graphs_[size] = std::move(made);
+  ++captures_;
   count_held();
   return ok_status();
 }
@@ -445,6 +434,8 @@ void DecodeGraphs::count_held() {
   held_bytes_ = bytes;
 }
 
-DecodeGraphStats DecodeGraphs::stats() const { return {held_graphs_.load(), held_bytes_.load()}; }
+DecodeGraphStats DecodeGraphs::stats() const {
+  return {held_graphs_.load(), held_bytes_.load(), captures_.load()};
+}
 
 }  // namespace dsv4::model

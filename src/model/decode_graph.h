@@ -31,6 +31,21 @@ namespace dsv4::model {
 // row with a larger amax would change every real row's NVFP4 codes.
 int64_t padding_max_batch(const checkpoint::ModelWeights& weights, const ModelOptions& options);
 
+// What a captured step's launches were made for, per layer: the rings' rows and the largest
+// entry capacity of the step's caches. Sizes only, no address: a captured step reaches its
+// caches through the address table each replay rewrites, and reads the model's RoPE tables, so
+// one graph a bucket replays over any sequences whose caches have these sizes.
+struct DecodeStepShape {
+  std::vector<int64_t> ring_rows;
+  std::vector<int64_t> capacity;
+
+  // Of a step of `chunks` (DecodeGraphs::serves: every cache with the first's layers and rings).
+  static DecodeStepShape of(std::span<const SequenceChunk> chunks);
+  // Whether a graph made for `this` runs a step of `other`: the same rings, and no capacity
+  // past this one's (the padding covers fewer entries).
+  bool holds(const DecodeStepShape& other) const;
+};
+
 class DecodeGraphs {
  public:
   // max_batch > 0: a step of B sequences runs as one of the bucket's size, the next of 1, 2, 4,
@@ -80,7 +95,7 @@ class DecodeGraphs {
   std::map<int64_t, std::unique_ptr<Graph>> graphs_;  // by bucket size
   std::map<int64_t, bool> eager_;                     // sizes seen: true = stays eager
   std::unique_ptr<PadRows> pad_;  // the padding rows' cache, made at the first padded step
-  std::atomic<int64_t> held_graphs_{0}, held_bytes_{0};
+  std::atomic<int64_t> held_graphs_{0}, held_bytes_{0}, captures_{0};
 };
 
 }  // namespace dsv4::model

@@ -1,7 +1,9 @@
 #include "model/deepseek_v4.h"
 
 #include <algorithm>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/ops.h"
@@ -14,13 +16,23 @@
 #include "model/upload.h"
 
 namespace dsv4::model {
+namespace {
+
+Result<std::shared_ptr<const RopeTables>> shared_rope(const checkpoint::ModelWeights& weights) {
+  DSV4_ASSIGN_OR_RETURN(RopeTables made,
+                        RopeTables::create(weights.config, weights.embed.device()));
+  return std::make_shared<const RopeTables>(std::move(made));
+}
+
+}  // namespace
 
 Model::Model(const checkpoint::ModelWeights& weights, ModelOptions options)
     : weights_(&weights),
       options_(options),
       graphs_(options.cuda_graph
                   ? std::make_shared<DecodeGraphs>(padding_max_batch(weights, options))
-                  : nullptr) {}
+                  : nullptr),
+      rope_(shared_rope(weights)) {}
 
 DecodeGraphStats Model::decode_graph_stats() const {
   return graphs_ ? graphs_->stats() : DecodeGraphStats{};
@@ -43,7 +55,8 @@ Result<AttentionCache> Model::new_mtp_cache(int64_t max_positions) const {
 }
 
 Status Model::mtp_forward(std::span<const MtpChunk> chunks) const {
-  return model::mtp_forward(*weights_, 0, options_.expert_mode, chunks, options_.numerics);
+  if (!rope_.ok()) return rope_.status();
+  return model::mtp_forward(*weights_, 0, options_.expert_mode, chunks, options_.numerics, *rope_);
 }
 
 Status Model::check_chunk(const SequenceChunk& chunk) const {
@@ -79,6 +92,7 @@ Status Model::forward(std::span<const SequenceChunk> chunks) const {
 Status Model::forward_rows(std::span<const SequenceChunk> chunks,
                            const TensorView& capacity_entry_ids) const {
   const checkpoint::ModelConfig& c = config();
+  if (!rope_.ok()) return rope_.status();
   std::vector<int64_t> ids;
   for (const SequenceChunk& chunk : chunks) {
     DSV4_RETURN_IF_ERROR(check_chunk(chunk));
@@ -109,7 +123,8 @@ Status Model::forward_rows(std::span<const SequenceChunk> chunks,
   // The rows' positions and window rings are the same in every layer: made once, with every
   // layer's cache addresses (the decode rows' tables).
   rows_of_layer(0);
-  DSV4_ASSIGN_OR_RETURN(RowPositions positions, RowPositions::of(c, rows, n_rows, device()));
+  DSV4_ASSIGN_OR_RETURN(RowPositions positions,
+                        RowPositions::of(c, rows, n_rows, device(), *rope_));
   positions.capacity_entry_ids = capacity_entry_ids;
   if (std::any_of(rows.begin(), rows.end(), is_decode_run)) {
     std::vector<AttentionCache*> caches;

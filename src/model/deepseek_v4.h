@@ -19,6 +19,7 @@
 #include "model/attention_cache.h"
 #include "model/moe.h"
 #include "model/mtp.h"
+#include "model/rope.h"
 
 namespace dsv4::model {
 
@@ -80,6 +81,9 @@ struct DecodeGraphStats {
   // Device memory they hold: the graphs' own allocations (the steps' activations, from the
   // device's graph memory pool), their logits and entry ids, the padding rows' cache.
   int64_t device_bytes = 0;
+  // Steps captured so far: each bucket's first, and one each time its caches' sizes outgrew
+  // its graph (never for other sequences of the same sizes).
+  int64_t captures = 0;
 };
 
 class Model {
@@ -128,6 +132,9 @@ class Model {
   const checkpoint::ModelWeights* weights_;
   ModelOptions options_;
   std::shared_ptr<DecodeGraphs> graphs_;  // with cuda_graph: the captured decode steps
+  // Every layer's RoPE frequencies, one set for all sequences (a captured decode step keeps
+  // their address), or why they could not be made: every forward then fails with that.
+  Result<std::shared_ptr<const RopeTables>> rope_;
 };
 
 // Prefix caching's kept states (model/cache_copy.h copies into and out of them). A copy of

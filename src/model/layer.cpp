@@ -25,7 +25,7 @@ Status layer_forward(const LayerInput& in, Tensor& streams, Tensor& spare) {
                            ? attention_forward(config, in.layer, w.attn, x.view(), in.sequences,
                                                *in.positions, block_out.view(), in.numerics)
                            : attention_forward(config, in.layer, w.attn, x.view(), in.sequences,
-                                               block_out.view(), in.numerics));
+                                               block_out.view(), in.numerics, in.rope));
   // The FFN site's input norm of the streams, made by the attention half's stream update. It
   // lives only from that update to the FFN site's mixes, as project_mixes' own norm did: held
   // across the attention or the experts it would add T·M·D f32 to their peak.

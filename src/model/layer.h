@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 
 #include "base/buffer.h"
@@ -31,6 +32,8 @@ struct LayerInput {
   // ModelOptions::numerics: the profile of the attention (attention_forward) and of the
   // layer's dense linears (model/linear.h), the shared expert's included.
   Numerics numerics = Numerics::kExact;
+  // Without positions: the model's RoPE tables, or null: the layer makes its own.
+  std::shared_ptr<const RopeTables> rope = nullptr;
 };
 
 // streams f32 [T, M, D], updated in place (through `spare`, same shape, as the other buffer).

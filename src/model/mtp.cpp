@@ -1,6 +1,7 @@
 #include "model/mtp.h"
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/ops.h"
@@ -92,7 +93,8 @@ Status skip_mtp_cache(AttentionCache& cache, int64_t n_tokens) {
 }
 
 Status mtp_forward(const checkpoint::ModelWeights& weights, int64_t index, ExpertMode mode,
-                   std::span<const MtpChunk> chunks, Numerics numerics) {
+                   std::span<const MtpChunk> chunks, Numerics numerics,
+                   std::shared_ptr<const RopeTables> rope) {
   const checkpoint::ModelConfig& c = weights.config;
   const checkpoint::MtpWeights& w = block_weights(weights, index);
   const Device device = weights.embed.device();
@@ -132,7 +134,8 @@ Status mtp_forward(const checkpoint::ModelWeights& weights, int64_t index, Exper
                          .expert_mode = mode,
                          .tokens = tokens.view(),
                          .sequences = rows,
-                         .numerics = numerics};
+                         .numerics = numerics,
+                         .rope = std::move(rope)};
   DSV4_RETURN_IF_ERROR(layer_forward(input, x, streams));
 
   DSV4_ASSIGN_OR_RETURN(const Tensor hidden,

@@ -14,11 +14,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 
 #include "checkpoint/weights.h"
 #include "model/attention_cache.h"
 #include "model/moe.h"
+#include "model/rope.h"
 
 namespace dsv4::model {
 
@@ -47,8 +49,10 @@ Status skip_mtp_cache(AttentionCache& cache, int64_t n_tokens);
 // Runs every chunk through MTP block `index` (< weights.mtp.size(): the caller checks), appending
 // its rows to its cache. Fails with invalid_argument for a token id outside the vocabulary or a
 // start_pos that does not continue the cache.
-// Runs in profile `numerics` (ModelOptions::numerics), as the main layers do.
+// Runs in profile `numerics` (ModelOptions::numerics), as the main layers do, with the model's
+// RoPE tables `rope` (null: tables of its own).
 Status mtp_forward(const checkpoint::ModelWeights& weights, int64_t index, ExpertMode mode,
-                   std::span<const MtpChunk> chunks, Numerics numerics = Numerics::kExact);
+                   std::span<const MtpChunk> chunks, Numerics numerics = Numerics::kExact,
+                   std::shared_ptr<const RopeTables> rope = nullptr);
 
 }  // namespace dsv4::model

@@ -9,6 +9,9 @@
 #include <algorithm>
 #include <cmath>
 #include <numbers>
+#include <utility>
+
+#include "model/upload.h"
 
 namespace dsv4::model {
 namespace {
@@ -59,6 +62,22 @@ std::vector<float> rope_inv_freq(const checkpoint::RopeConfig& rope, int64_t rop
         interpolation * (1.0f - extrapolation_factor) + extrapolation * extrapolation_factor;
   }
   return inv_freq;
+}
+
+Result<RopeTables> RopeTables::create(const checkpoint::ModelConfig& config, Device device) {
+  RopeTables tables;
+  for (auto [rope, table] : {std::pair{&config.rope_sliding, &tables.sliding},
+                             std::pair{&config.rope_compressed, &tables.compressed}}) {
+    const std::vector<float> inv_freq = rope_inv_freq(*rope, config.rope_head_dim);
+    DSV4_ASSIGN_OR_RETURN(*table,
+                          upload(inv_freq, {static_cast<int64_t>(inv_freq.size())}, device));
+  }
+  return tables;
+}
+
+TensorView RopeTables::of_layer(const checkpoint::ModelConfig& config, int64_t layer) const {
+  const bool is_sliding = config.schedule(layer).attention == checkpoint::AttentionType::kSliding;
+  return is_sliding ? sliding.view() : compressed.view();
 }
 
 }  // namespace dsv4::model

@@ -20,6 +20,7 @@
 #include "checkpoint/loader.h"
 #include "model/golden.h"
 #include "model/indexer.h"
+#include "model/rope.h"
 #include "testing/compare.h"
 #include "testing/random.h"
 #include "testing/tolerance.h"
@@ -184,7 +185,9 @@ TEST_P(AttentionGoldenTest, IndexerPicksMatchTransformers) {
       positions.data_as<int64_t>()[t] = t;
       step.host_positions.push_back(t);
     }
-    step.inv_freq = cache.value().inv_freq.view();
+    auto rope = RopeTables::create(config, Device::kCpu);
+    ASSERT_TRUE(rope.ok()) << rope.status().to_string();
+    step.inv_freq = rope->of_layer(config, layer);
     auto queries = indexer_queries(config, weights, x.view(), q_latent.view(), positions.view(),
                                    step.inv_freq, Numerics::kExact);
     ASSERT_TRUE(queries.ok()) << queries.status().to_string();

@@ -4,8 +4,9 @@
 // window ring wraps around, the HCA and CSA compressors pool several times and the indexer's
 // top-k fills up; every step's logits of every sequence must be the eager step's bits. The
 // disabled test adds B = 3 … 8 and fresh caches of other capacities (captured again); the others
-// narrow its failure down (one without graphs: 3 rows keep their bits beside a fourth) and check
-// the buckets' padding rows.
+// narrow its failure down (one without graphs: 3 rows keep their bits beside a fourth), check
+// the buckets' padding rows, and that one graph replays over sequences other than those it was
+// captured with.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -271,6 +272,80 @@ void expect_eager_rows_keep_their_bits_beside_a_fourth(const std::string& golden
   }
 }
 
+// A golden model's GPU weights with an eager model and a graph model (a graph a batch size) over
+// them; in place, as the models point at the weights.
+struct TwinModels {
+  explicit TwinModels(checkpoint::ModelWeights gpu)
+      : weights(std::move(gpu)),
+        eager(weights, ModelOptions{}),
+        replayed(weights, ModelOptions{.cuda_graph = true}) {}
+  TwinModels(const TwinModels&) = delete;
+  TwinModels& operator=(const TwinModels&) = delete;
+
+  checkpoint::ModelWeights weights;
+  Model eager, replayed;
+};
+
+std::unique_ptr<TwinModels> twin_models(const std::string& golden) {
+  auto weights = gpu_weights(golden);
+  EXPECT_TRUE(weights.ok()) << weights.status().to_string();
+  if (!weights.ok()) return nullptr;
+  return std::make_unique<TwinModels>(std::move(weights).value());
+}
+
+// One sequence stepped in an eager model and a graph model: its cache in each, and the token it
+// is fed next (the eager model's greedy pick).
+struct TwinSequence {
+  SequenceCache eager, replayed;
+  int64_t next = 0;
+};
+
+int64_t greedy(const std::vector<float>& logits, int64_t row, int64_t v) {
+  const float* at = logits.data() + row * v;
+  return std::max_element(at, at + v) - at;
+}
+
+// A random prompt of 2 … longest tokens prefilled in both models.
+TwinSequence twin_sequence(const Model& eager, const Model& replayed, testing::SeededRng& rng,
+                           int64_t longest, int64_t max_positions) {
+  const int64_t v = eager.config().vocab_size;
+  std::vector<int64_t> prompt(static_cast<size_t>(rng.uniform_int(2, longest)));
+  for (int64_t& id : prompt) id = rng.uniform_int(0, v - 1);
+  Batch a = prefill(eager, {prompt}, max_positions), b = prefill(replayed, {prompt}, max_positions);
+  TwinSequence seq{std::move(a.caches.front()), std::move(b.caches.front())};
+  seq.next = greedy(to_host(a.logits.view()), 0, v);
+  return seq;
+}
+
+// One decode step of `step`'s sequences in both models: the graph model's logits must be the
+// eager model's bits. Each sequence is fed the eager model's pick next.
+void expect_step_matches(const Model& eager, const Model& replayed,
+                         const std::vector<TwinSequence*>& step) {
+  const int64_t v = eager.config().vocab_size;
+  const auto n = static_cast<int64_t>(step.size());
+  Tensor want = Tensor::empty(DType::kF32, {n, v}, eager.device()).value();
+  Tensor got = Tensor::empty(DType::kF32, {n, v}, eager.device()).value();
+  std::vector<SequenceChunk> a, b;
+  for (int64_t i = 0; i < n; ++i) {
+    TwinSequence& seq = *step[i];
+    a.push_back(
+        {std::span(&seq.next, 1), seq.eager.n_tokens(), &seq.eager, want.view().rows(i, i + 1)});
+    b.push_back({std::span(&seq.next, 1), seq.replayed.n_tokens(), &seq.replayed,
+                 got.view().rows(i, i + 1)});
+  }
+  const Status eager_ran = eager.forward(a);
+  ASSERT_TRUE(eager_ran.ok()) << eager_ran.to_string();
+  const Status replay_ran = replayed.forward(b);
+  ASSERT_TRUE(replay_ran.ok()) << replay_ran.to_string();
+  const std::vector<float> w = to_host(want.view()), g = to_host(got.view());
+  for (int64_t i = 0; i < n; ++i) {
+    EXPECT_EQ(first_state_difference(step[i]->eager, step[i]->replayed), "") << "row " << i;
+    ASSERT_EQ(std::memcmp(w.data() + i * v, g.data() + i * v, v * sizeof(float)), 0)
+        << "row " << i << " at position " << step[i]->eager.n_tokens() - 1;
+    step[i]->next = greedy(w, i, v);
+  }
+}
+
 class DecodeGraphCudaTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(DecodeGraphCudaTest, ReplayedStepsOfOneAndTwoSequencesGiveTheEagerStepsBits) {
@@ -296,6 +371,52 @@ TEST_P(DecodeGraphCudaTest, EagerRowsOfThreeKeepTheirBitsBesideAFourth) {
   expect_eager_rows_keep_their_bits_beside_a_fourth(GetParam());
 }
 
+// One graph a bucket, whichever sequences step: B = 2 is captured with sequences 0 and 1, then
+// replays over pairs of four sequences (other caches, other orders, each pair at its own
+// positions) and, once 0 and 1 are dropped, over two sequences made after the capture; every
+// step's logits must be the eager step's bits, and the graph is never captured again (its key
+// is the caches' sizes, which all share; decode_graph.h DecodeStepShape).
+TEST_P(DecodeGraphCudaTest, AGraphCapturedForTwoSequencesReplaysOverOthersWithTheEagerStepsBits) {
+  const std::unique_ptr<TwinModels> models = twin_models(GetParam());
+  ASSERT_NE(models, nullptr);
+  const Model &eager = models->eager, &replayed = models->replayed;
+  const auto [longest_prompt, n_steps] = DecodeLength::of(eager.config());
+  const int64_t max_positions = longest_prompt + n_steps + 1;
+  testing::SeededRng rng;
+  std::vector<std::unique_ptr<TwinSequence>> seqs;
+  const auto add = [&] {
+    seqs.push_back(std::make_unique<TwinSequence>(
+        twin_sequence(eager, replayed, rng, longest_prompt, max_positions)));
+  };
+  for (int i = 0; i < 4; ++i) add();
+  ASSERT_FALSE(::testing::Test::HasFailure());
+  // Two distinct sequences of `seqs`, at random.
+  const auto random_pair = [&] {
+    const auto n = static_cast<int64_t>(seqs.size());
+    const int64_t first = rng.uniform_int(0, n - 1);
+    const int64_t second = (first + rng.uniform_int(1, n - 1)) % n;
+    return std::vector<TwinSequence*>{seqs[first].get(), seqs[second].get()};
+  };
+  for (int64_t s = 0; s < n_steps; ++s) {
+    SCOPED_TRACE("step " + std::to_string(s));
+    if (s == n_steps / 2) {  // 0 and 1 dropped, two new sequences
+      seqs.erase(seqs.begin(), seqs.begin() + 2);
+      add();
+      add();
+      ASSERT_FALSE(::testing::Test::HasFailure());
+    }
+    // Steps 0 (eager) and 1 (the capture) of sequences 0 and 1; then other pairs: 2 and 3 first.
+    const std::vector<TwinSequence*> step = s < 2    ? std::vector{seqs[0].get(), seqs[1].get()}
+                                            : s == 2 ? std::vector{seqs[2].get(), seqs[3].get()}
+                                                     : random_pair();
+    expect_step_matches(eager, replayed, step);
+    ASSERT_FALSE(::testing::Test::HasFailure());
+  }
+  EXPECT_EQ(replayed.decode_graph_stats().graphs, 1);
+  EXPECT_EQ(replayed.decode_graph_stats().captures, 1)
+      << "a step of other sequences was captured again";
+}
+
 // Not yet true (H100, 2026-12-06): after the B = 1 and 2 rounds, the graph model's first step
 // of B = 3 (an eager one) already differs from the eager model's, by up to ~10 in the logits,
 // while a second eager model matches the first bit for bit (docs/decode_graph.md, "Replay").
@@ -319,15 +440,12 @@ TEST_P(DecodeGraphCudaTest, PaddedStepsGiveTheUnpaddedEagerStepsBits) {
 
 // A replayed step past its caches' capacity is refused (resource_exhausted: the server's 503)
 // before anything moves, as the eager step is: every host count and the device state stay the
-// eager model's, and the graph model steps on (fresh caches of the same capacity) with the
-// eager bits.
+// eager model's, and the graph model steps on (fresh caches of the same capacity, which replay
+// the same graph) with the eager bits.
 TEST_P(DecodeGraphCudaTest, AReplayPastTheCachesCapacityIsRefusedAndMovesNothing) {
-  auto weights = gpu_weights(GetParam());
-  ASSERT_TRUE(weights.ok()) << weights.status().to_string();
-  ModelOptions graphs;
-  graphs.cuda_graph = true;
-  const Model eager(*weights, ModelOptions{});
-  const Model replayed(*weights, graphs);
+  const std::unique_ptr<TwinModels> models = twin_models(GetParam());
+  ASSERT_NE(models, nullptr);
+  const Model &eager = models->eager, &replayed = models->replayed;
   const int64_t v = eager.config().vocab_size;
   testing::SeededRng rng;
   // Two prompts of one length, so both caches fill at the same step: an eager step, a capture
@@ -360,6 +478,7 @@ TEST_P(DecodeGraphCudaTest, AReplayPastTheCachesCapacityIsRefusedAndMovesNothing
           << "step " << s;
     }
     EXPECT_EQ(replayed.decode_graph_stats().graphs, 1) << "a step ran without its graph";
+    EXPECT_EQ(replayed.decode_graph_stats().captures, 1) << "round 0's graph was captured again";
     greedy();
     const Status eager_refused = try_decode(eager, a, tokens);
     const Status refused = try_decode(replayed, b, tokens);

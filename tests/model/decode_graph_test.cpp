@@ -1,7 +1,8 @@
 // DecodeGraphs' host side (model/decode_graph.h; its replays are checked on the GPU in
-// decode_graph_cuda_test.cpp): which bucket a batch runs as, when padding rows are allowed, that
-// a CPU model never hands a step to a graph, and what a step does when no graph can be made: the
-// eager step's tokens with one note, and a clear error past the caches' capacity.
+// decode_graph_cuda_test.cpp): which bucket a batch runs as, what a graph is keyed on (its
+// caches' sizes, not which caches), when padding rows are allowed, that a CPU model never hands
+// a step to a graph, and what a step does when no graph can be made: the eager step's tokens
+// with one note, and a clear error past the caches' capacity.
 #include "model/decode_graph.h"
 
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "checkpoint/loader.h"
@@ -30,6 +32,45 @@ TEST(DecodeGraphsTest, BatchesRunAsTheNextPowerOfTwoUpToTheMaxBatch) {
     EXPECT_EQ(DecodeGraphs::bucket_size(c[0], c[1]), c[2])
         << "batch " << c[0] << ", max batch " << c[1];
   }
+}
+
+// A graph's key is its caches' sizes, never a cache's identity: a step of other sequences with
+// caches of the sizes it was captured for (other caches, the same in another order, a fresh
+// one) replays it; one whose caches hold fewer entries too (the padding covers them); one with
+// more entries or other rings does not.
+TEST(DecodeGraphsTest, AStepsShapeIsItsCachesSizesNotWhichCachesTheyAre) {
+  auto loaded = checkpoint::load_model(testing::golden_path("tiny_a_pretrained/model"));
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  const Model model(loaded->weights, ModelOptions{});
+  const auto make = [&](int64_t max_positions, int64_t step_tokens) {
+    auto cache = model.new_cache(max_positions, step_tokens);
+    EXPECT_TRUE(cache.ok()) << cache.status().to_string();
+    return std::move(cache).value();
+  };
+  SequenceCache a = make(64, 4), b = make(64, 4), fresh = make(64, 4), wide = make(128, 4),
+                other_rings = make(64, 8);
+  ASSERT_FALSE(HasFailure());
+  const int64_t token = 1;
+  const auto shape = [&](std::vector<SequenceCache*> caches) {
+    std::vector<SequenceChunk> chunks;
+    for (SequenceCache* cache : caches) chunks.push_back({std::span(&token, 1), 0, cache, {}});
+    return DecodeStepShape::of(chunks);
+  };
+  const DecodeStepShape captured = shape({&a, &b});
+  ASSERT_EQ(captured.ring_rows.size(), static_cast<size_t>(model.config().n_layer));
+  for (const std::vector<SequenceCache*>& step :
+       {std::vector{&b, &a}, std::vector{&fresh, &b}, std::vector{&fresh, &fresh}}) {
+    const DecodeStepShape other = shape(step);
+    EXPECT_EQ(other.ring_rows, captured.ring_rows);
+    EXPECT_EQ(other.capacity, captured.capacity);
+    EXPECT_TRUE(captured.holds(other));
+  }
+  const DecodeStepShape wider = shape({&a, &wide});
+  EXPECT_FALSE(captured.holds(wider));
+  EXPECT_TRUE(wider.holds(captured));
+  const DecodeStepShape rings = shape({&other_rings, &b});
+  EXPECT_FALSE(captured.holds(rings));
+  EXPECT_FALSE(rings.holds(captured));
 }
 
 TEST(DecodeGraphsTest, W4A4ExpertsWithDynamicScalesRunEveryBatchUnpadded) {
