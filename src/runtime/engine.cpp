@@ -103,13 +103,6 @@ Result<Engine> Engine::open(const EngineOptions& options) {
                             ") must be at least max_batch (" + std::to_string(options.max_batch) +
                             "): every sequence of a full batch decodes a token a step");
   }
-  // The replayed steps are checked bit for bit against the eager ones at 1 and 2 sequences
-  // only; past that they can differ (docs/decode_graph.md), so they are not offered there.
-  if (options.cuda_graph && options.max_batch > 2) {
-    return invalid_argument("cuda_graph needs max_batch <= 2 (--max-batch 2, or --batch 1/2 in "
-                            "bench): replayed steps of 3 or more sequences do not yet match the "
-                            "eager ones (docs/decode_graph.md)");
-  }
   if (options.expert_offload_layers < -1) {
     return invalid_argument("expert_offload_layers must be -1 (automatic) or a count of layers");
   }

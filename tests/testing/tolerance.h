@@ -146,8 +146,12 @@ inline constexpr double kFp8IndexerVsExactRelTol = 0.15;
 // A golden model's logits with the fast profile's attention ops (bf16 sparse attention, FP8
 // indexer scores) against the exact profile's, per row, on prompts whose indexer picks every
 // compressed entry (so only the attention's rounding differs): each attention output moves by
-// ~3e-3 (measured, fast_attention_bench) and a few layers carry it on to ~1e-2. 5e-2 still
-// fails a fast op on the wrong candidates or heads (logits then move by ≥ 0.2).
-inline constexpr double kFastAttentionLogitsRelTol = 5e-2;
+// ~3e-3 (fast_attention_bench, kBf16AttentionRelTol), and tiny_a's random weights amplify a
+// perturbation about tenfold layer over layer (its FP8 linears' 2.5 % a row move its logits by
+// 0.24, docs/numerics.md): measured on the H200, 0.0048 (5 tokens) and 0.078 (21 tokens). The
+// trained model's perplexity is the measure of accuracy (fast within 0.03 % of exact, docs/
+// quality.md); this bound catches a fast op on the wrong candidates or heads, which moves the
+// logits like the 130-token prompt whose FP8 scores pick other entries (0.31).
+inline constexpr double kFastAttentionLogitsRelTol = 0.15;
 
 }  // namespace dsv4::testing

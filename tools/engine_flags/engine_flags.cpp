@@ -59,8 +59,8 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& flags, bool model_required) {
                   "--device cuda; more than the machine has is refused, naming what it has)")
       ->capture_default_str();
   cmd->add_option("--cuda-graph", flags.cuda_graph,
-                  "on the GPU, replay each decode step as a CUDA graph (experimental: bit for bit "
-                  "the eager step at 1 and 2 sequences only; off: launch its ops one by one)")
+                  "on the GPU, replay each decode step as a CUDA graph (the eager step's bits; "
+                  "off: launch its ops one by one)")
       ->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
 }
