@@ -137,6 +137,10 @@ Status embedding(const TensorView& table, const TensorView& ids, const TensorVie
   return DSV4_DISPATCH(embedding, device_of({&table, &ids, &y}), table, ids, y);
 }
 
+Status gather_rows(const TensorView& rows, const TensorView& y) {
+  return DSV4_DISPATCH(gather_rows, device_of({&rows, &y}), rows, y);
+}
+
 // ---- Hyper-connections ----
 
 Status hc_repeat(const TensorView& x, const TensorView& out) {

@@ -1,8 +1,8 @@
 // The CUDA dense, mHC and MoE-dispatch ops against the CPU reference (label cuda: needs the
 // GPU). Every op is called through kernels/ops.h on host and device copies of the same random
 // inputs, at awkward sizes (1, odd, off any tile). Ops the CUDA code promises bit-identical
-// (add, embedding, hc_repeat/collapse/expand, moe_group/gather/combine, the routed ids) are
-// compared byte for byte; the rest within kCudaF32OpRelTol per row.
+// (add, embedding, gather_rows, hc_repeat/collapse/expand, moe_group/gather/combine, the routed
+// ids) are compared byte for byte; the rest within kCudaF32OpRelTol per row.
 //
 // Dimension letters: T tokens, K input features, N output features, D model width, M streams,
 // E experts, G groups, R grouped rows.
@@ -11,6 +11,7 @@
 #include <cmath>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "base/float_convert.h"
@@ -350,6 +351,30 @@ TEST(DenseOpsCuda, AddAndEmbeddingAreBitIdentical) {
   ASSERT_TRUE(embedding(tid2eid.h(), id_pair.h(), picked.h()).ok());
   ASSERT_TRUE(embedding(tid2eid.d(), id_pair.d(), picked.d()).ok());
   EXPECT_TRUE(device_equals_host(picked));
+}
+
+// Rows of two buffers, out of order and one twice, each device row's address beside its host
+// twin's: the device gathers the bits the CPU does, at widths copied byte by byte (268 bytes)
+// and 16 bytes a load (1024).
+TEST(DenseOpsCuda, GatherRowsIsBitIdentical) {
+  SeededRng rng;
+  const std::vector<std::pair<int, int64_t>> picks = {{1, 2}, {0, 0}, {1, 2}, {0, 4}, {1, 1}};
+  const auto n = static_cast<int64_t>(picks.size());
+  for (const int64_t width : {67, 256}) {
+    const OpPair buffers[2] = {OpPair::uniform(rng, {5, width}), OpPair::uniform(rng, {3, width})};
+    std::vector<int64_t> host_rows, device_rows;
+    for (const auto& [buffer, row] : picks) {
+      host_rows.push_back(reinterpret_cast<int64_t>(buffers[buffer].h().rows(row, row + 1).data));
+      device_rows.push_back(
+          reinterpret_cast<int64_t>(buffers[buffer].d().rows(row, row + 1).data));
+    }
+    const OpPair host_table = OpPair::values(DType::kI64, {n}, host_rows);
+    const OpPair device_table = OpPair::values(DType::kI64, {n}, device_rows);
+    const OpPair y = OpPair::poisoned(DType::kF32, {n, width});
+    ASSERT_TRUE(gather_rows(host_table.h(), y.h()).ok());
+    ASSERT_TRUE(gather_rows(device_table.d(), y.d()).ok());
+    EXPECT_TRUE(device_equals_host(y)) << width;
+  }
 }
 
 TEST(HyperConnectionsCuda, MixesMatchCpuAndStreamOpsAreBitIdentical) {
