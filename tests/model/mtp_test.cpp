@@ -1,13 +1,15 @@
 // The MTP draft block (model/mtp.h) against a composition written here: its input (embedding,
 // enorm, e_proj on every stream, hnorm and h_proj of each stream) and its head (its own hc_head,
 // its norm, the model's head) in float64, around layer_forward of its V4 block as layer n_layer
-// over a fresh cache; the same rows fed one at a time; bad calls refused. Fresh random inputs
-// every run, on each golden model with a random MTP block (mtp_fixture.h).
+// over a fresh cache; the same rows fed one at a time; scattered input rows and last-row outputs;
+// bad calls refused. Fresh random inputs every run, on each golden model with a random MTP block
+// (mtp_fixture.h).
 #include "model/mtp.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -179,6 +181,53 @@ TEST_P(MtpTest, StepsAndBatchesAgreeWithOneCall) {
   }
   EXPECT_LT(max_row_rel_error(stepped.data_as<float>(), whole.data_as<float>(), n, v),
             testing::kStepwiseRelTol);
+}
+
+// Two sequences whose streams are scattered rows of one buffer (a verify step's kept rows, which
+// rejected drafts separate), one keeping its last row's logits and output streams, the other
+// every row's, in one buffer each: gathered in, gathered out, the rows of a call a sequence.
+TEST_P(MtpTest, ScatteredRowsAndLastRowsAreThoseOfACallASequence) {
+  const int64_t v = c().vocab_size, m = c().hc_mult, d = c().hidden_size;
+  const Tensor streams = testing::random_values(rng_, {8, m, d}, 0.0, 1.0);
+  const std::vector<int64_t> next = random_tokens(5);
+  const std::span<const int64_t> next_a = std::span<const int64_t>(next).first(3);
+  const std::span<const int64_t> next_b = std::span<const int64_t>(next).last(2);
+
+  auto a = mtp_cache(w(), 0, 8), b = mtp_cache(w(), 0, 8);
+  ASSERT_TRUE(a.ok() && b.ok());
+  Tensor logits = Tensor::host(DType::kF32, {3, v});
+  Tensor out = Tensor::host(DType::kF32, {3, m, d});
+  const MtpChunk two[] = {{streams.view().rows(0, 3), next_a, 0, &*a, logits.view().rows(0, 1),
+                           out.view().rows(0, 1)},
+                          {streams.view().rows(5, 7), next_b, 0, &*b, logits.view().rows(1, 3),
+                           out.view().rows(1, 3)}};
+  ASSERT_TRUE(mtp_forward(w(), 0, ExpertMode::kW4A16, two).ok());
+
+  // Each alone, from its own contiguous rows, every row asked.
+  const auto alone = [&](int64_t begin, std::span<const int64_t> ids, Tensor& want_logits,
+                         Tensor& want_out) {
+    const auto n = static_cast<int64_t>(ids.size());
+    auto cache = mtp_cache(w(), 0, 8);
+    ASSERT_TRUE(cache.ok());
+    want_logits = Tensor::host(DType::kF32, {n, v});
+    want_out = Tensor::host(DType::kF32, {n, m, d});
+    const MtpChunk chunk{streams.view().rows(begin, begin + n), ids, 0, &*cache,
+                         want_logits.view(), want_out.view()};
+    ASSERT_TRUE(mtp_forward(w(), 0, ExpertMode::kW4A16, std::span<const MtpChunk>(&chunk, 1)).ok());
+  };
+  Tensor logits_a, out_a, logits_b, out_b;
+  alone(0, next_a, logits_a, out_a);
+  alone(5, next_b, logits_b, out_b);
+  const auto error = [](const Tensor& got, int64_t got_row, const Tensor& want, int64_t want_row,
+                        int64_t n_rows) {
+    const int64_t width = got.numel() / got.shape()[0];
+    return max_row_rel_error(got.data_as<float>() + got_row * width,
+                             want.data_as<float>() + want_row * width, n_rows, width);
+  };
+  EXPECT_LT(error(logits, 0, logits_a, 2, 1), testing::kStepwiseRelTol);
+  EXPECT_LT(error(out, 0, out_a, 2, 1), testing::kStepwiseRelTol);
+  EXPECT_LT(error(logits, 1, logits_b, 0, 2), testing::kStepwiseRelTol);
+  EXPECT_LT(error(out, 1, out_b, 0, 2), testing::kStepwiseRelTol);
 }
 
 TEST_P(MtpTest, BadCallsAreRefusedWithoutTouchingTheCache) {

@@ -11,6 +11,8 @@
 //     that several drafts a step are kept, each token's logits are those of its prefix; where
 //     the batch decides by its step times, steps switch between plain and speculative (the MTP
 //     cache skipping ahead) and the greedy tokens stay the plain ones;
+//   - the sequences of a batch draft as each alone (their kept rows gathered, sampled tokens and
+//     draft counts those of the sequence run alone);
 //   - stops (max_tokens inside a step's drafts, the caller's on_token) cut the step's tokens;
 //   - constrained sequences (structured outputs) speculate within their constraint: greedy, the
 //     tokens of the plain run; sampled hot, every token one the constraint allows where it
@@ -273,6 +275,37 @@ TEST_P(SpeculativeBatchTest, SampledTokensSeeTheLogitsOfTheirPrefix) {
   EXPECT_LT(max_row_rel_error(got.data(), want.data() + (n_prompt - 1) * v,
                               static_cast<int64_t>(tokens.size()), v),
             testing::kStepwiseRelTol);
+}
+
+// Sequences of one batch draft as each would alone. A step's first MTP call takes each
+// sequence's kept rows, which its rejected drafts' rows separate from the next sequence's, in one
+// gather (model/gather_views.h); a row taken from the wrong place would change that sequence's
+// draft distributions and, sampled, its acceptance draws and so its tokens. Sampled hot, so
+// that most drafts are kept and the rows kept vary; a step has room for every draft.
+TEST_P(SpeculativeBatchTest, SequencesOfABatchDraftAsEachAlone) {
+  std::vector<GenerateRequest> requests;
+  for (int64_t n : {4, 11, 29}) {
+    GenerateRequest hot = greedy(random_prompt(n), long_generation());
+    hot.sampling.temperature = 4.0f;
+    hot.sampling.seed = static_cast<uint64_t>(rng_.uniform_int(0, 1 << 30));
+    requests.push_back(std::move(hot));
+  }
+  const int64_t k = 3, roomy = 1024;
+  RunningBatch together(*model_, c().eos_token_id, roomy, kPrefixCacheBytes, k);
+  const BatchRun all = run(requests, k, &together);
+  EXPECT_GT(all.totals.accepted_tokens, 0);
+  EXPECT_LT(all.totals.accepted_tokens, all.totals.drafted_tokens);  // scattered kept rows
+  int64_t drafted = 0, accepted = 0;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    RunningBatch one(*model_, c().eos_token_id, roomy, kPrefixCacheBytes, k);
+    const BatchRun alone = run({requests[i]}, k, &one);
+    ASSERT_TRUE(all.results[i].ok() && alone.results[0].ok()) << i;
+    EXPECT_EQ(all.results[i]->tokens, alone.results[0]->tokens) << "sequence " << i;
+    drafted += alone.totals.drafted_tokens;
+    accepted += alone.totals.accepted_tokens;
+  }
+  EXPECT_EQ(all.totals.drafted_tokens, drafted);
+  EXPECT_EQ(all.totals.accepted_tokens, accepted);
 }
 
 // The state a speculative sequence leaves in the prefix cache holds no rejected draft: the
