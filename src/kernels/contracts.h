@@ -157,6 +157,20 @@ inline GatherRowsOperands gather_rows_operands(const TensorView& rows, const Ten
           y.size(1) * static_cast<int64_t>(dtype_size(y.dtype))};
 }
 
+// copy_blocks: three i64 [n] tables, sources, destinations and byte counts.
+struct CopyBlocksOperands {
+  const int64_t *sources, *destinations, *bytes;
+  int64_t n_blocks;
+};
+inline CopyBlocksOperands copy_blocks_operands(const TensorView& sources,
+                                               const TensorView& destinations,
+                                               const TensorView& bytes) {
+  const int64_t n = sources.numel();
+  return {row_table(sources, n, "copy_blocks sources"),
+          row_table(destinations, n, "copy_blocks destinations"),
+          row_table(bytes, n, "copy_blocks bytes"), n};
+}
+
 // ---- Hyper-connections ----
 
 // x [T, D] as rows; out f32 [T, M, D].

@@ -1,8 +1,8 @@
 // The CUDA dense, mHC and MoE-dispatch ops against the CPU reference (label cuda: needs the
 // GPU). Every op is called through kernels/ops.h on host and device copies of the same random
 // inputs, at awkward sizes (1, odd, off any tile). Ops the CUDA code promises bit-identical
-// (add, embedding, gather_rows, hc_repeat/collapse/expand, moe_group/gather/combine, the routed
-// ids) are compared byte for byte; the rest within kCudaF32OpRelTol per row.
+// (add, embedding, gather_rows, copy_blocks, hc_repeat/collapse/expand, moe_group/gather/combine,
+// the routed ids) are compared byte for byte; the rest within kCudaF32OpRelTol per row.
 //
 // Dimension letters: T tokens, K input features, N output features, D model width, M streams,
 // E experts, G groups, R grouped rows.
@@ -375,6 +375,39 @@ TEST(DenseOpsCuda, GatherRowsIsBitIdentical) {
     ASSERT_TRUE(gather_rows(device_table.d(), y.d()).ok());
     EXPECT_TRUE(device_equals_host(y)) << width;
   }
+}
+
+// Blocks of several sizes, aligned (16 bytes a load) and not, between two buffers on each side,
+// their addresses in each side's tables: the device's buffers end with the host's bytes.
+TEST(DenseOpsCuda, CopyBlocksIsBitIdentical) {
+  SeededRng rng;
+  const OpPair from = OpPair::uniform(rng, {64, 33});
+  const OpPair to = OpPair::poisoned(DType::kF32, {48, 33});
+  // {source row, destination row, rows, bytes past the rows}: row offsets of 132 bytes keep
+  // some blocks off 16-byte boundaries.
+  const std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t>> blocks = {
+      {0, 0, 4, 0}, {7, 5, 3, 8}, {20, 12, 30, 0}, {60, 44, 1, 4}};
+  struct Tables {
+    OpPair sources, destinations, bytes;
+  };
+  const auto tables_of = [&](const OpPair& f, const OpPair& t, bool device) {
+    std::vector<int64_t> sources, destinations, bytes;
+    for (const auto& [source, destination, rows, extra] : blocks) {
+      const TensorView& fv = device ? f.d() : f.h();
+      const TensorView& tv = device ? t.d() : t.h();
+      sources.push_back(reinterpret_cast<int64_t>(fv.rows(source, source + 1).data));
+      destinations.push_back(reinterpret_cast<int64_t>(tv.rows(destination, destination + 1).data));
+      bytes.push_back(rows * 33 * static_cast<int64_t>(sizeof(float)) + extra);
+    }
+    const auto n = static_cast<int64_t>(blocks.size());
+    return Tables{OpPair::values(DType::kI64, {n}, sources),
+                  OpPair::values(DType::kI64, {n}, destinations),
+                  OpPair::values(DType::kI64, {n}, bytes)};
+  };
+  const Tables host = tables_of(from, to, false), device = tables_of(from, to, true);
+  ASSERT_TRUE(copy_blocks(host.sources.h(), host.destinations.h(), host.bytes.h()).ok());
+  ASSERT_TRUE(copy_blocks(device.sources.d(), device.destinations.d(), device.bytes.d()).ok());
+  EXPECT_TRUE(device_equals_host(to));
 }
 
 TEST(HyperConnectionsCuda, MixesMatchCpuAndStreamOpsAreBitIdentical) {

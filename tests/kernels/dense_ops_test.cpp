@@ -2,6 +2,7 @@
 // formulas, on seeded random inputs with poisoned outputs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -360,6 +361,41 @@ TEST(GatherRowsTest, CopiesEachAddressedRow) {
                           TensorView::contiguous(got.data(), DType::kBF16, Device::kCpu, {2, 3}))
                   .ok());
   EXPECT_EQ(got, (std::vector<uint16_t>{1009, 1010, 1011, 1003, 1004, 1005}));
+}
+
+// Blocks of several sizes between two buffers, one of them within the same buffer: each
+// destination gets its source's bytes, every other byte stays as it was.
+TEST(CopyBlocksTest, CopiesEachBlockAndNothingElse) {
+  std::vector<uint8_t> a(64), b(48, 0xEE);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<uint8_t>(i);
+  const std::vector<uint8_t> a_before = a;
+  struct Copy {
+    uint8_t *from, *to;
+    int64_t bytes;
+  };
+  const std::vector<Copy> copies = {{a.data() + 3, b.data(), 5},
+                                    {a.data() + 40, b.data() + 16, 17},
+                                    {a.data(), a.data() + 50, 4},
+                                    {a.data() + 10, b.data() + 40, 0}};
+  std::vector<int64_t> tables;
+  for (const auto member : {0, 1, 2}) {
+    for (const Copy& c : copies) {
+      tables.push_back(member == 0   ? reinterpret_cast<int64_t>(c.from)
+                       : member == 1 ? reinterpret_cast<int64_t>(c.to)
+                                     : c.bytes);
+    }
+  }
+  const auto n = static_cast<int64_t>(copies.size());
+  const auto table = [&](int64_t i) {
+    return TensorView::contiguous(tables.data() + i * n, DType::kI64, Device::kCpu, {n});
+  };
+  ASSERT_TRUE(copy_blocks(table(0), table(1), table(2)).ok());
+  std::vector<uint8_t> want_b(48, 0xEE), want_a = a_before;
+  std::copy_n(a_before.begin() + 3, 5, want_b.begin());
+  std::copy_n(a_before.begin() + 40, 17, want_b.begin() + 16);
+  std::copy_n(a_before.begin(), 4, want_a.begin() + 50);
+  EXPECT_EQ(b, want_b);
+  EXPECT_EQ(a, want_a);
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // Small row-wise ops of the dense section: softmax, the clamped SwiGLU, add, the row lookups
-// (embedding by index, gather_rows by address).
+// (embedding by index, gather_rows by address) and copy_blocks.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -76,6 +76,15 @@ void gather_rows(const TensorView& rows, const TensorView& y) {
   for (int64_t i = 0; i < o.n_rows; ++i) {
     std::memcpy(o.y + i * o.row_bytes, reinterpret_cast<const char*>(o.rows[i]),
                 static_cast<size_t>(o.row_bytes));
+  }
+}
+
+void copy_blocks(const TensorView& sources, const TensorView& destinations,
+                 const TensorView& bytes) {
+  const CopyBlocksOperands o = copy_blocks_operands(sources, destinations, bytes);
+  for (int64_t i = 0; i < o.n_blocks; ++i) {
+    std::memcpy(reinterpret_cast<char*>(o.destinations[i]),
+                reinterpret_cast<const char*>(o.sources[i]), static_cast<size_t>(o.bytes[i]));
   }
 }
 

@@ -1,8 +1,9 @@
 // The small row-wise ops of the dense section on CUDA: softmax (one block per row, max and sum
 // reduced over the block, the sum in double as on the CPU), the clamped SwiGLU and add (one
 // thread per element), and the row lookups (embedding by index, gather_rows by address: one
-// block per row, bytes of any dtype). add, embedding and gather_rows are bit-identical to the
-// CPU; softmax and swiglu differ by expf's last ulp.
+// block per row, bytes of any dtype) and copy_blocks (one block a copy). add, embedding,
+// gather_rows and copy_blocks are bit-identical to the CPU; softmax and swiglu differ by expf's
+// last ulp.
 //
 // Dimension letters: T tokens (rows), N columns, F expert width, D model width, V table rows.
 #include <cmath>
@@ -69,6 +70,11 @@ __global__ void gather_rows_kernel(GatherRowsOperands o) {
            o.row_bytes);
 }
 
+__global__ void copy_blocks_kernel(CopyBlocksOperands o) {
+  copy_row(reinterpret_cast<const char*>(o.sources[blockIdx.x]),
+           reinterpret_cast<char*>(o.destinations[blockIdx.x]), o.bytes[blockIdx.x]);
+}
+
 }  // namespace
 
 void softmax(const TensorView& x, const TensorView& y) {
@@ -111,6 +117,14 @@ void gather_rows(const TensorView& rows, const TensorView& y) {
   const GatherRowsOperands o = gather_rows_operands(rows, y);
   if (o.n_rows == 0) return;
   gather_rows_kernel<<<static_cast<unsigned>(o.n_rows), kRowThreads, 0, op_stream()>>>(o);
+  check_launch();
+}
+
+void copy_blocks(const TensorView& sources, const TensorView& destinations,
+                 const TensorView& bytes) {
+  const CopyBlocksOperands o = copy_blocks_operands(sources, destinations, bytes);
+  if (o.n_blocks == 0) return;
+  copy_blocks_kernel<<<static_cast<unsigned>(o.n_blocks), kRowThreads, 0, op_stream()>>>(o);
   check_launch();
 }
 
