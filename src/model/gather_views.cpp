@@ -49,4 +49,31 @@ Status copy_views(std::span<const TensorView> sources, std::span<const TensorVie
   return ok_status();
 }
 
+void BlockCopies::add(const TensorView& to, const TensorView& from) {
+  DSV4_CHECK(to.is_contiguous() && from.is_contiguous() && to.bytes() == from.bytes() &&
+                 to.device == from.device && (empty() || to.device == device_),
+             "BlockCopies: %s into %s", from.shape.to_string().c_str(),
+             to.shape.to_string().c_str());
+  if (to.bytes() == 0) return;
+  device_ = to.device;
+  sources_.push_back(reinterpret_cast<int64_t>(from.data));
+  destinations_.push_back(reinterpret_cast<int64_t>(to.data));
+  bytes_.push_back(static_cast<int64_t>(to.bytes()));
+}
+
+Status BlockCopies::run() {
+  if (empty()) return ok_status();
+  // The three tables in one upload: rows of one [3, n] tensor.
+  const auto n = static_cast<int64_t>(bytes_.size());
+  std::vector<int64_t> tables = std::move(sources_);
+  tables.insert(tables.end(), destinations_.begin(), destinations_.end());
+  tables.insert(tables.end(), bytes_.begin(), bytes_.end());
+  sources_.clear();
+  destinations_.clear();
+  bytes_.clear();
+  DSV4_ASSIGN_OR_RETURN(const Tensor uploaded, upload(tables, {3, n}, device_));
+  const auto row = [&](int64_t i) { return uploaded.view().rows(i, i + 1).reshaped({n}); };
+  return kernels::copy_blocks(row(0), row(1), row(2));
+}
+
 }  // namespace dsv4::model
