@@ -138,6 +138,39 @@ inline void check_embedding(const TensorView& table, const TensorView& ids, cons
              "embedding: ids must be i64 [T]");
 }
 
+// An address table or a positions list of decode rows (or of gathered rows): i64 [n], contiguous.
+inline const int64_t* row_table(const TensorView& v, int64_t n, const char* what) {
+  DSV4_CHECK(v.dtype == DType::kI64 && v.is_contiguous() && v.numel() == n,
+             "%s: expected i64 [%lld]", what, (long long)n);
+  return v.data_as<const int64_t>();
+}
+
+// gather_rows: y [n, W] contiguous of any dtype, rows i64 [n] its source rows' addresses.
+struct GatherRowsOperands {
+  const int64_t* rows;
+  char* y;
+  int64_t n_rows, row_bytes;
+};
+inline GatherRowsOperands gather_rows_operands(const TensorView& rows, const TensorView& y) {
+  DSV4_CHECK(y.rank() == 2 && y.is_contiguous(), "gather_rows: y [n, W] contiguous");
+  return {row_table(rows, y.size(0), "gather_rows rows"), static_cast<char*>(y.data), y.size(0),
+          y.size(1) * static_cast<int64_t>(dtype_size(y.dtype))};
+}
+
+// copy_blocks: three i64 [n] tables, sources, destinations and byte counts.
+struct CopyBlocksOperands {
+  const int64_t *sources, *destinations, *bytes;
+  int64_t n_blocks;
+};
+inline CopyBlocksOperands copy_blocks_operands(const TensorView& sources,
+                                               const TensorView& destinations,
+                                               const TensorView& bytes) {
+  const int64_t n = sources.numel();
+  return {row_table(sources, n, "copy_blocks sources"),
+          row_table(destinations, n, "copy_blocks destinations"),
+          row_table(bytes, n, "copy_blocks bytes"), n};
+}
+
 // ---- Hyper-connections ----
 
 // x [T, D] as rows; out f32 [T, M, D].
@@ -271,13 +304,6 @@ DSV4_HOST_DEVICE inline const float* source_rows(const CandidateSource& s, int64
 }
 DSV4_HOST_DEVICE inline int64_t source_n_rows(const CandidateSource& s, int64_t t) {
   return s.row_positions ? (s.row_positions[t] + 1) / s.ratio : s.n_rows;
-}
-
-// An address table or a positions list of decode rows: i64 [n], contiguous.
-inline const int64_t* row_table(const TensorView& v, int64_t n, const char* what) {
-  DSV4_CHECK(v.dtype == DType::kI64 && v.is_contiguous() && v.numel() == n,
-             "%s: expected i64 [%lld]", what, (long long)n);
-  return v.data_as<const int64_t>();
 }
 
 struct SparseAttentionOperands {

@@ -137,6 +137,16 @@ Status embedding(const TensorView& table, const TensorView& ids, const TensorVie
   return DSV4_DISPATCH(embedding, device_of({&table, &ids, &y}), table, ids, y);
 }
 
+Status gather_rows(const TensorView& rows, const TensorView& y) {
+  return DSV4_DISPATCH(gather_rows, device_of({&rows, &y}), rows, y);
+}
+
+Status copy_blocks(const TensorView& sources, const TensorView& destinations,
+                   const TensorView& bytes) {
+  return DSV4_DISPATCH(copy_blocks, device_of({&sources, &destinations, &bytes}), sources,
+                       destinations, bytes);
+}
+
 // ---- Hyper-connections ----
 
 Status hc_repeat(const TensorView& x, const TensorView& out) {

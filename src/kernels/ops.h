@@ -69,6 +69,18 @@ Status add(const TensorView& a, const TensorView& b, const TensorView& y);
 // the same dtype; ids i64 [T], each in [0, V) (the caller validated them).
 Status embedding(const TensorView& table, const TensorView& ids, const TensorView& y);
 
+// y[i, :] = the row of y's width and dtype at address rows[i] (rows i64 [n] on y's device), y
+// [n, W] contiguous: rows of many buffers, or scattered rows of one (the rows a speculative step
+// kept of each sequence), made one matrix in one launch, however many sequences they come from.
+Status gather_rows(const TensorView& rows, const TensorView& y);
+
+// Many copies in one launch: bytes[i] bytes from address sources[i] to address destinations[i]
+// (each i64 [n], addresses on the device the tables are on), no two of them overlapping: the
+// small copies of a step's sequences (a verify step's rollback of every compressor that pooled)
+// in one launch, not one each.
+Status copy_blocks(const TensorView& sources, const TensorView& destinations,
+                   const TensorView& bytes);
+
 // Two chains of ops on `device` that share no data, enqueued so that a GPU runs them at once:
 // `side`'s ops on a second stream, `main`'s on the thread's stream, and every op after the call
 // after both (base/device_stream.h: the fork and join, what `side` may allocate, graph

@@ -25,7 +25,7 @@ Status arm(CompressorCache& cache) {
 }
 
 // Drops the last n_drop tokens of the compressor's last (armed) step.
-Status roll_back_compressor(CompressorCache& cache, int64_t n_drop) {
+Status roll_back_compressor(CompressorCache& cache, int64_t n_drop, BlockCopies* copies) {
   CompressorJournal& journal = cache.journal;
   const bool armed = std::exchange(journal.armed, false);
   if (n_drop == 0) return ok_status();
@@ -45,10 +45,11 @@ Status roll_back_compressor(CompressorCache& cache, int64_t n_drop) {
   const int64_t keep_from = n_windows * cache.ratio;
   cache.n_entries = journal.n_entries + n_windows;
   cache.n_rows = n_stream - keep_from;
-  DSV4_RETURN_IF_ERROR(copy_tensor(cache.kv.view().rows(0, cache.n_rows),
-                                   journal.kv.view().rows(keep_from, n_stream)));
-  return copy_tensor(cache.gate.view().rows(0, cache.n_rows),
-                     journal.gate.view().rows(keep_from, n_stream));
+  BlockCopies here;
+  BlockCopies& to = copies != nullptr ? *copies : here;
+  to.add(cache.kv.view().rows(0, cache.n_rows), journal.kv.view().rows(keep_from, n_stream));
+  to.add(cache.gate.view().rows(0, cache.n_rows), journal.gate.view().rows(keep_from, n_stream));
+  return here.run();
 }
 
 }  // namespace
@@ -75,7 +76,7 @@ Status arm_rollback(SequenceCache& cache) {
   return ok_status();
 }
 
-Status roll_back(AttentionCache& cache, int64_t n_tokens) {
+Status roll_back(AttentionCache& cache, int64_t n_tokens, BlockCopies* copies) {
   const int64_t n_drop = cache.n_tokens - n_tokens;
   DSV4_CHECK(n_drop >= 0 && n_drop < cache.max_step_tokens,
              "rollback from %lld to %lld tokens: past the last step", (long long)cache.n_tokens,
@@ -83,13 +84,15 @@ Status roll_back(AttentionCache& cache, int64_t n_tokens) {
   cache.n_tokens = n_tokens;
   for (CompressorCache* c : {cache.compressor ? &*cache.compressor : nullptr,
                              cache.indexer ? &*cache.indexer : nullptr}) {
-    if (c != nullptr) DSV4_RETURN_IF_ERROR(roll_back_compressor(*c, n_drop));
+    if (c != nullptr) DSV4_RETURN_IF_ERROR(roll_back_compressor(*c, n_drop, copies));
   }
   return ok_status();
 }
 
-Status roll_back(SequenceCache& cache, int64_t n_tokens) {
-  for (AttentionCache& layer : cache.layers) DSV4_RETURN_IF_ERROR(roll_back(layer, n_tokens));
+Status roll_back(SequenceCache& cache, int64_t n_tokens, BlockCopies* copies) {
+  for (AttentionCache& layer : cache.layers) {
+    DSV4_RETURN_IF_ERROR(roll_back(layer, n_tokens, copies));
+  }
   return ok_status();
 }
 

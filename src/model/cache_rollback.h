@@ -16,6 +16,7 @@
 #include "dsv4/status.h"
 #include "model/attention_cache.h"
 #include "model/deepseek_v4.h"
+#include "model/gather_views.h"
 
 namespace dsv4::model {
 
@@ -28,8 +29,10 @@ Status arm_rollback(SequenceCache& cache);
 
 // After it: the state after the first n_tokens tokens (between the count before the step and
 // the count now), the journals cleared. n_tokens equal to the count now keeps the whole step.
-// Fails only when a device copy does.
-Status roll_back(AttentionCache& cache, int64_t n_tokens);
-Status roll_back(SequenceCache& cache, int64_t n_tokens);
+// With `copies`, the copies back from the journals are added there, for the caller to run
+// (BlockCopies::run: every sequence's in one launch) before the cache is read; without, they are
+// made here. Fails only when a device copy does.
+Status roll_back(AttentionCache& cache, int64_t n_tokens, BlockCopies* copies = nullptr);
+Status roll_back(SequenceCache& cache, int64_t n_tokens, BlockCopies* copies = nullptr);
 
 }  // namespace dsv4::model

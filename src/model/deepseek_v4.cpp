@@ -9,6 +9,7 @@
 #include "kernels/ops.h"
 #include "model/cache_copy.h"
 #include "model/decode_graph.h"
+#include "model/gather_views.h"
 #include "model/hyper_connections.h"
 #include "model/layer.h"
 #include "model/linear.h"
@@ -148,21 +149,17 @@ Status Model::forward_rows(std::span<const SequenceChunk> chunks,
                            .numerics = options_.numerics};
     DSV4_RETURN_IF_ERROR(layer_forward(input, streams, spare));
   }
-  // Every row's streams into one buffer (a speculative step's), in one copy.
-  std::vector<TensorView> outs;
-  for (const SequenceChunk& chunk : chunks) outs.push_back(chunk.streams_out);
-  const TensorView joined = joined_rows(outs);
-  if (joined.data != nullptr && joined.size(0) == n_rows) {
-    DSV4_RETURN_IF_ERROR(copy_tensor(joined, streams.view()));
-  } else {
-    int64_t end = 0;
-    for (const SequenceChunk& chunk : chunks) {
-      end += static_cast<int64_t>(chunk.tokens.size());
-      if (chunk.streams_out.data == nullptr) continue;
-      const int64_t n = chunk.streams_out.size(0);
-      DSV4_RETURN_IF_ERROR(copy_tensor(chunk.streams_out, streams.view().rows(end - n, end)));
-    }
+  // The streams the chunks keep (each its last streams_out.size(0) rows) into their buffer (a
+  // speculative step's): one copy when every row keeps them, one gather when some do.
+  std::vector<TensorView> kept, outs;
+  int64_t end = 0;
+  for (const SequenceChunk& chunk : chunks) {
+    end += static_cast<int64_t>(chunk.tokens.size());
+    if (chunk.streams_out.data == nullptr) continue;
+    kept.push_back(streams.view().rows(end - chunk.streams_out.size(0), end));
+    outs.push_back(chunk.streams_out);
   }
+  DSV4_RETURN_IF_ERROR(copy_views(kept, outs));
   return lm_head(chunks, streams);
 }
 
@@ -185,8 +182,8 @@ Status head_by_chunk(const TensorView& hidden, const checkpoint::LinearWeight& h
 }
 
 // The same in one call over all n_asked rows: decode asks every row of `hidden` (one a
-// sequence); otherwise the asked rows are gathered first. Logits in one buffer take the head's
-// output as they are; else it is copied into each chunk's.
+// sequence); otherwise the asked rows are gathered first, in one launch. Logits in one buffer
+// take the head's output as they are; else it is copied into each chunk's.
 Status head_in_one_call(const TensorView& hidden, const checkpoint::LinearWeight& head,
                         std::span<const HeadRows> chunks, int64_t n_asked, Numerics numerics) {
   Tensor gathered;
@@ -194,13 +191,11 @@ Status head_in_one_call(const TensorView& hidden, const checkpoint::LinearWeight
   if (n_asked != hidden.size(0)) {
     DSV4_ASSIGN_OR_RETURN(gathered,
                           Tensor::empty(DType::kF32, {n_asked, hidden.size(1)}, hidden.device));
-    int64_t row = 0;
+    std::vector<TensorView> rows;
     for (const HeadRows& chunk : chunks) {
-      const int64_t n = chunk.logits.size(0);
-      DSV4_RETURN_IF_ERROR(copy_tensor(gathered.view().rows(row, row + n),
-                                       hidden.rows(chunk.end - n, chunk.end)));
-      row += n;
+      rows.push_back(hidden.rows(chunk.end - chunk.logits.size(0), chunk.end));
     }
+    DSV4_RETURN_IF_ERROR(gather_views(rows, gathered.view()));
     asked = gathered.view();
   }
   // The chunks' logits as one f32 [n_asked, V] view, when they are consecutive rows of one

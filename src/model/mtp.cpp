@@ -6,6 +6,7 @@
 
 #include "kernels/ops.h"
 #include "model/deepseek_v4.h"
+#include "model/gather_views.h"
 #include "model/layer.h"
 #include "model/linear.h"
 #include "model/scratch.h"
@@ -30,8 +31,12 @@ Status check_chunk(const checkpoint::ModelConfig& c, const MtpChunk& chunk) {
   DSV4_CHECK(chunk.logits.rank() == 2 && chunk.logits.size(1) == c.vocab_size &&
                  (chunk.logits.size(0) == n || chunk.logits.size(0) == 1),
              "MTP logits must be f32 [n or 1, V]");
-  DSV4_CHECK(chunk.out_streams.data == nullptr || chunk.out_streams.shape == chunk.streams.shape,
-             "MTP out_streams must be shaped as its streams");
+  DSV4_CHECK(chunk.out_streams.data == nullptr ||
+                 (chunk.out_streams.rank() == 3 &&
+                  (chunk.out_streams.size(0) == n || chunk.out_streams.size(0) == 1) &&
+                  chunk.out_streams.size(1) == c.hc_mult &&
+                  chunk.out_streams.size(2) == c.hidden_size),
+             "MTP out_streams must be f32 [n or 1, M, D]");
   DSV4_RETURN_IF_ERROR(check_token_ids(chunk.next_tokens, c.vocab_size));
   if (chunk.start_pos != chunk.cache->n_tokens) {
     return invalid_argument("MTP start_pos " + std::to_string(chunk.start_pos) +
@@ -110,21 +115,16 @@ Status mtp_forward(const checkpoint::ModelWeights& weights, int64_t index, Exper
   DSV4_ASSIGN_OR_RETURN(Tensor tokens, upload(ids, {n_rows}, device));
 
   // The chunks' hidden streams as one batch: as they are when they are one buffer's consecutive
-  // rows (each draft depth past the first), else copied together. `streams` is the layer's
-  // spare buffer after that.
+  // rows (each draft depth past the first), else gathered in one launch (a step's kept rows of
+  // each sequence, which its rejected drafts' rows separate). `streams` is the layer's spare
+  // buffer after that.
   DSV4_ASSIGN_OR_RETURN(Tensor streams,
                         scratch(DType::kF32, {n_rows, c.hc_mult, c.hidden_size}, device));
-  std::vector<TensorView> inputs, outputs;
-  for (const MtpChunk& chunk : chunks) {
-    inputs.push_back(chunk.streams);
-    outputs.push_back(chunk.out_streams);
-  }
+  std::vector<TensorView> inputs;
+  for (const MtpChunk& chunk : chunks) inputs.push_back(chunk.streams);
   TensorView joined = joined_rows(inputs);
   if (joined.data == nullptr) {
-    for (size_t i = 0; i < chunks.size(); ++i) {
-      DSV4_RETURN_IF_ERROR(
-          copy_tensor(streams.view().rows(rows[i].begin, rows[i].end), chunks[i].streams));
-    }
+    DSV4_RETURN_IF_ERROR(gather_views(inputs, streams.view()));
     joined = streams.view();
   }
   DSV4_ASSIGN_OR_RETURN(Tensor x, block_input(weights, w, tokens.view(), joined, numerics));
@@ -140,18 +140,19 @@ Status mtp_forward(const checkpoint::ModelWeights& weights, int64_t index, Exper
 
   DSV4_ASSIGN_OR_RETURN(const Tensor hidden,
                         final_hidden(c, w.hc_head, w.norm.view(), x.view()));
-  // Every chunk's output streams in one buffer, in order: one copy for all.
-  const TensorView output = joined_rows(outputs);
-  if (output.data != nullptr) DSV4_RETURN_IF_ERROR(copy_tensor(output, x.view()));
+  // The output streams the chunks keep (each its last out_streams.size(0) rows), in one launch
+  // when they are one buffer's rows in order.
+  std::vector<TensorView> kept, outputs;
   std::vector<HeadRows> head;
   for (size_t i = 0; i < chunks.size(); ++i) {
     const MtpChunk& chunk = chunks[i];
-    if (chunk.out_streams.data != nullptr && output.data == nullptr) {
-      DSV4_RETURN_IF_ERROR(
-          copy_tensor(chunk.out_streams, x.view().rows(rows[i].begin, rows[i].end)));
+    if (chunk.out_streams.data != nullptr) {
+      kept.push_back(x.view().rows(rows[i].end - chunk.out_streams.size(0), rows[i].end));
+      outputs.push_back(chunk.out_streams);
     }
     head.push_back({rows[i].end, chunk.logits});
   }
+  DSV4_RETURN_IF_ERROR(copy_views(kept, outputs));
   return head_rows(hidden.view(), weights.head, head, numerics);
 }
 

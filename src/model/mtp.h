@@ -31,7 +31,8 @@ struct MtpChunk {
   int64_t start_pos = 0;                 // must equal cache->n_tokens
   AttentionCache* cache = nullptr;       // mtp_cache's
   TensorView logits = {};                // f32 [n or 1, V]: every row's, or the last row's
-  TensorView out_streams = {};           // optional f32 [n, M, D]: the block's output streams
+  TensorView out_streams = {};           // optional f32 [n or 1, M, D]: the block's output
+                                         // streams, every row's or the last row's
 };
 
 // An empty cache for MTP block `index` (as Model::new_cache makes a layer's).

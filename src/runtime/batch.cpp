@@ -311,8 +311,8 @@ Status RunningBatch::take_verified_step(Sequence& s) {
     ++n_emitted;
     if (!emit(s, rows.subspan((n_emitted - 1) * v, v), token)) break;
   }
-  DSV4_RETURN_IF_ERROR(
-      model::roll_back(s.session.cache(), s.step_start + static_cast<int64_t>(n_emitted)));
+  DSV4_RETURN_IF_ERROR(model::roll_back(
+      s.session.cache(), s.step_start + static_cast<int64_t>(n_emitted), &rollback_copies_));
   s.mtp_next.assign(verdict.tokens.begin(), verdict.tokens.begin() + n_emitted);
   return ok_status();
 }
@@ -380,11 +380,20 @@ void RunningBatch::step() {
     fail_all(stepped);
     return;
   }
-  for (auto it = sequences_.begin(); it != sequences_.end();) {
-    const Status taken = take_step_output(*it);
-    if (!taken.ok()) {
+  std::vector<Status> taken;
+  for (Sequence& s : sequences_) taken.push_back(take_step_output(s));
+  // Every verified sequence's compressor rollbacks in one launch, before any cache is read
+  // (a finished sequence's kept state, the next step).
+  const Status undone = rollback_copies_.run();
+  if (!undone.ok()) {
+    fail_all(undone);
+    return;
+  }
+  size_t index = 0;
+  for (auto it = sequences_.begin(); it != sequences_.end(); ++index) {
+    if (!taken[index].ok()) {
       ++totals_.finished;
-      it->on_done(taken);
+      it->on_done(taken[index]);
       it = sequences_.erase(it);
       continue;
     }

@@ -33,6 +33,7 @@
 
 #include "dsv4/engine.h"
 #include "model/deepseek_v4.h"
+#include "model/gather_views.h"
 #include "runtime/helper_thread.h"
 #include "runtime/prefix_cache.h"
 #include "runtime/sampler.h"
@@ -150,7 +151,8 @@ class RunningBatch {
   void take_prompt_chunk(Sequence& s);
   // Appends a drawn token (drawn at logits `row`) to s's generation; false once s is done.
   bool emit(Sequence& s, std::span<const float> row, int64_t token);
-  // A speculative decode step's output: the verified tokens, the caches rolled back to them.
+  // A speculative decode step's output: the verified tokens, the caches rolled back to them
+  // (their copies into rollback_copies_, which step() runs for all sequences at once).
   Status take_verified_step(Sequence& s);
   // The MTP block over every sequence's new positions, drafting their next steps.
   Status draft_next_steps();
@@ -171,6 +173,7 @@ class RunningBatch {
   bool speculating_ = false;
   std::optional<SpeculationPolicy> policy_;
   std::list<Sequence> sequences_;  // stable addresses: step() holds pointers to sessions
+  model::BlockCopies rollback_copies_;  // the verified sequences' cache copies of a step
   PrefixCache prefix_cache_;
   EngineStats totals_;
   HelperThread helper_;  // last: it may still touch the sequences' samplers until waited for

@@ -81,16 +81,17 @@ Verdict Drafts::verify(std::span<const float> rows, Sampler& sampler) {
 
 namespace {
 
-// One MTP call over `chunks`, each asking its last row's logits (and, chained, its output
-// streams). Their logits are rows of one buffer, so the head runs once for them all (reading
-// its weights once, not once a sequence) and they come back to the host in one copy; their
-// output streams too, so the block writes them in one copy and the next depth reads them as
-// they are: a draft depth costs one forward and one round trip whatever the batch.
+// One MTP call over `chunks`, each asking its last row's logits (and, chained, its last row's
+// output streams: the next draft's input). Their logits are rows of one buffer, so the head runs
+// once for them all (reading its weights once, not once a sequence) and they come back to the
+// host in one copy; their output streams too, so the block writes them in one launch and the
+// next depth reads them as they are: a draft depth costs one forward and one round trip
+// whatever the batch.
 struct MtpCall {
   std::vector<model::MtpChunk> chunks;
-  std::vector<bool> keeps_streams;  // whether each chunk's output streams are kept
+  std::vector<bool> keeps_streams;  // whether each chunk's last output streams are kept
   std::vector<size_t> input_of;     // the DraftInput each chunk belongs to
-  Tensor out_streams;  // f32 [rows of the chunks that keep them, M, D] on the model's device
+  Tensor out_streams;  // f32 [chunks that keep them, M, D] on the model's device
   Tensor logits;       // f32 [chunks, V] on the model's device
   std::vector<float> rows;  // the same on the host, after run()
 
@@ -105,10 +106,8 @@ struct MtpCall {
   Status run(const model::Model& model) {
     const int64_t n = static_cast<int64_t>(chunks.size()), v = model.config().vocab_size;
     const checkpoint::ModelConfig& c = model.config();
-    int64_t n_out = 0;
-    for (size_t i = 0; i < chunks.size(); ++i) {
-      n_out += keeps_streams[i] ? chunks[i].streams.size(0) : 0;
-    }
+    const auto n_out =
+        static_cast<int64_t>(std::count(keeps_streams.begin(), keeps_streams.end(), true));
     DSV4_ASSIGN_OR_RETURN(logits, Tensor::empty(DType::kF32, {n, v}, model.device()));
     if (n_out > 0) {
       DSV4_ASSIGN_OR_RETURN(out_streams, Tensor::empty(DType::kF32,
@@ -120,9 +119,8 @@ struct MtpCall {
       model::MtpChunk& chunk = chunks[static_cast<size_t>(i)];
       chunk.logits = logits.view().rows(i, i + 1);
       if (!keeps_streams[static_cast<size_t>(i)]) continue;
-      const int64_t r = chunk.streams.size(0);
-      chunk.out_streams = out_streams.view().rows(out_row, out_row + r);
-      out_row += r;
+      chunk.out_streams = out_streams.view().rows(out_row, out_row + 1);
+      ++out_row;
     }
     DSV4_RETURN_IF_ERROR(model.mtp_forward(chunks));
     rows.resize(static_cast<size_t>(n * v));
@@ -169,9 +167,7 @@ Status draft(const model::Model& model, std::span<const DraftInput> inputs) {
       if (in.n_drafts < depth) continue;
       in.drafts->draw(last->row(c), *in.sampler);
       if (in.n_drafts == depth) continue;
-      const TensorView out = last->chunks[c].out_streams;
-      const int64_t n = out.size(0);
-      next.add(last->input_of[c], out.rows(n - 1, n),
+      next.add(last->input_of[c], last->chunks[c].out_streams,
                std::span<const int64_t>(&in.drafts->tokens_.back(), 1), in.drafts->cache_.n_tokens,
                &in.drafts->cache_, in.n_drafts > depth + 1);
     }

@@ -1,8 +1,8 @@
 // The CUDA dense, mHC and MoE-dispatch ops against the CPU reference (label cuda: needs the
 // GPU). Every op is called through kernels/ops.h on host and device copies of the same random
 // inputs, at awkward sizes (1, odd, off any tile). Ops the CUDA code promises bit-identical
-// (add, embedding, hc_repeat/collapse/expand, moe_group/gather/combine, the routed ids) are
-// compared byte for byte; the rest within kCudaF32OpRelTol per row.
+// (add, embedding, gather_rows, copy_blocks, hc_repeat/collapse/expand, moe_group/gather/combine,
+// the routed ids) are compared byte for byte; the rest within kCudaF32OpRelTol per row.
 //
 // Dimension letters: T tokens, K input features, N output features, D model width, M streams,
 // E experts, G groups, R grouped rows.
@@ -11,6 +11,7 @@
 #include <cmath>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "base/float_convert.h"
@@ -350,6 +351,63 @@ TEST(DenseOpsCuda, AddAndEmbeddingAreBitIdentical) {
   ASSERT_TRUE(embedding(tid2eid.h(), id_pair.h(), picked.h()).ok());
   ASSERT_TRUE(embedding(tid2eid.d(), id_pair.d(), picked.d()).ok());
   EXPECT_TRUE(device_equals_host(picked));
+}
+
+// Rows of two buffers, out of order and one twice, each device row's address beside its host
+// twin's: the device gathers the bits the CPU does, at widths copied byte by byte (268 bytes)
+// and 16 bytes a load (1024).
+TEST(DenseOpsCuda, GatherRowsIsBitIdentical) {
+  SeededRng rng;
+  const std::vector<std::pair<int, int64_t>> picks = {{1, 2}, {0, 0}, {1, 2}, {0, 4}, {1, 1}};
+  const auto n = static_cast<int64_t>(picks.size());
+  for (const int64_t width : {67, 256}) {
+    const OpPair buffers[2] = {OpPair::uniform(rng, {5, width}), OpPair::uniform(rng, {3, width})};
+    std::vector<int64_t> host_rows, device_rows;
+    for (const auto& [buffer, row] : picks) {
+      host_rows.push_back(reinterpret_cast<int64_t>(buffers[buffer].h().rows(row, row + 1).data));
+      device_rows.push_back(
+          reinterpret_cast<int64_t>(buffers[buffer].d().rows(row, row + 1).data));
+    }
+    const OpPair host_table = OpPair::values(DType::kI64, {n}, host_rows);
+    const OpPair device_table = OpPair::values(DType::kI64, {n}, device_rows);
+    const OpPair y = OpPair::poisoned(DType::kF32, {n, width});
+    ASSERT_TRUE(gather_rows(host_table.h(), y.h()).ok());
+    ASSERT_TRUE(gather_rows(device_table.d(), y.d()).ok());
+    EXPECT_TRUE(device_equals_host(y)) << width;
+  }
+}
+
+// Blocks of several sizes, aligned (16 bytes a load) and not, between two buffers on each side,
+// their addresses in each side's tables: the device's buffers end with the host's bytes.
+TEST(DenseOpsCuda, CopyBlocksIsBitIdentical) {
+  SeededRng rng;
+  const OpPair from = OpPair::uniform(rng, {64, 33});
+  const OpPair to = OpPair::poisoned(DType::kF32, {48, 33});
+  // {source row, destination row, rows, bytes past the rows}: row offsets of 132 bytes keep
+  // some blocks off 16-byte boundaries.
+  const std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t>> blocks = {
+      {0, 0, 4, 0}, {7, 5, 3, 8}, {20, 12, 30, 0}, {60, 44, 1, 4}};
+  struct Tables {
+    OpPair sources, destinations, bytes;
+  };
+  const auto tables_of = [&](const OpPair& f, const OpPair& t, bool device) {
+    std::vector<int64_t> sources, destinations, bytes;
+    for (const auto& [source, destination, rows, extra] : blocks) {
+      const TensorView& fv = device ? f.d() : f.h();
+      const TensorView& tv = device ? t.d() : t.h();
+      sources.push_back(reinterpret_cast<int64_t>(fv.rows(source, source + 1).data));
+      destinations.push_back(reinterpret_cast<int64_t>(tv.rows(destination, destination + 1).data));
+      bytes.push_back(rows * 33 * static_cast<int64_t>(sizeof(float)) + extra);
+    }
+    const auto n = static_cast<int64_t>(blocks.size());
+    return Tables{OpPair::values(DType::kI64, {n}, sources),
+                  OpPair::values(DType::kI64, {n}, destinations),
+                  OpPair::values(DType::kI64, {n}, bytes)};
+  };
+  const Tables host = tables_of(from, to, false), device = tables_of(from, to, true);
+  ASSERT_TRUE(copy_blocks(host.sources.h(), host.destinations.h(), host.bytes.h()).ok());
+  ASSERT_TRUE(copy_blocks(device.sources.d(), device.destinations.d(), device.bytes.d()).ok());
+  EXPECT_TRUE(device_equals_host(to));
 }
 
 TEST(HyperConnectionsCuda, MixesMatchCpuAndStreamOpsAreBitIdentical) {

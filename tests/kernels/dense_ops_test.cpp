@@ -2,10 +2,12 @@
 // formulas, on seeded random inputs with poisoned outputs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "base/buffer.h"
@@ -326,6 +328,74 @@ TEST(EmbeddingTest, GathersRowsAndAddWorks) {
   std::vector<float> sum = poisoned(ids.size() * d);
   ASSERT_TRUE(add(view_of(y, {4, d}), view_of(y, {4, d}), view_of(sum, {4, d})).ok());
   for (int i = 0; i < 4 * d; ++i) EXPECT_EQ(sum[i], 2 * y[i]);
+}
+
+// Rows of two buffers, one of them twice and out of order, and a bf16 row width that is no
+// multiple of 4 bytes: each gathered row is its source row's bits, read from the buffers here.
+TEST(GatherRowsTest, CopiesEachAddressedRow) {
+  SeededRng rng;
+  const int w = 5;
+  std::vector<float> a = random_normal(rng, 3 * w), b = random_normal(rng, 4 * w);
+  const std::vector<std::pair<const std::vector<float>*, int>> picks = {
+      {&b, 2}, {&a, 0}, {&b, 2}, {&a, 2}, {&b, 3}};
+  std::vector<int64_t> addresses;
+  for (const auto& [buffer, row] : picks) {
+    addresses.push_back(reinterpret_cast<int64_t>(buffer->data() + row * w));
+  }
+  const auto n = static_cast<int64_t>(picks.size());
+  std::vector<float> y = poisoned(picks.size() * w);
+  const TensorView rows = TensorView::contiguous(addresses.data(), DType::kI64, Device::kCpu, {n});
+  ASSERT_TRUE(gather_rows(rows, view_of(y, {n, w})).ok());
+  for (int64_t i = 0; i < n; ++i) {
+    const auto& [buffer, row] = picks[static_cast<size_t>(i)];
+    for (int j = 0; j < w; ++j) EXPECT_EQ(y[i * w + j], (*buffer)[row * w + j]) << i << " " << j;
+  }
+
+  std::vector<uint16_t> halves(4 * 3);
+  for (size_t i = 0; i < halves.size(); ++i) halves[i] = static_cast<uint16_t>(1000 + i);
+  const std::vector<int64_t> half_rows = {reinterpret_cast<int64_t>(halves.data() + 3 * 3),
+                                          reinterpret_cast<int64_t>(halves.data() + 1 * 3)};
+  std::vector<uint16_t> got(2 * 3, 0xFFFF);
+  ASSERT_TRUE(gather_rows(TensorView::contiguous(const_cast<int64_t*>(half_rows.data()),
+                                                 DType::kI64, Device::kCpu, {2}),
+                          TensorView::contiguous(got.data(), DType::kBF16, Device::kCpu, {2, 3}))
+                  .ok());
+  EXPECT_EQ(got, (std::vector<uint16_t>{1009, 1010, 1011, 1003, 1004, 1005}));
+}
+
+// Blocks of several sizes between two buffers, one of them within the same buffer: each
+// destination gets its source's bytes, every other byte stays as it was.
+TEST(CopyBlocksTest, CopiesEachBlockAndNothingElse) {
+  std::vector<uint8_t> a(64), b(48, 0xEE);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<uint8_t>(i);
+  const std::vector<uint8_t> a_before = a;
+  struct Copy {
+    uint8_t *from, *to;
+    int64_t bytes;
+  };
+  const std::vector<Copy> copies = {{a.data() + 3, b.data(), 5},
+                                    {a.data() + 40, b.data() + 16, 17},
+                                    {a.data(), a.data() + 50, 4},
+                                    {a.data() + 10, b.data() + 40, 0}};
+  std::vector<int64_t> tables;
+  for (const auto member : {0, 1, 2}) {
+    for (const Copy& c : copies) {
+      tables.push_back(member == 0   ? reinterpret_cast<int64_t>(c.from)
+                       : member == 1 ? reinterpret_cast<int64_t>(c.to)
+                                     : c.bytes);
+    }
+  }
+  const auto n = static_cast<int64_t>(copies.size());
+  const auto table = [&](int64_t i) {
+    return TensorView::contiguous(tables.data() + i * n, DType::kI64, Device::kCpu, {n});
+  };
+  ASSERT_TRUE(copy_blocks(table(0), table(1), table(2)).ok());
+  std::vector<uint8_t> want_b(48, 0xEE), want_a = a_before;
+  std::copy_n(a_before.begin() + 3, 5, want_b.begin());
+  std::copy_n(a_before.begin() + 40, 17, want_b.begin() + 16);
+  std::copy_n(a_before.begin(), 4, want_a.begin() + 50);
+  EXPECT_EQ(b, want_b);
+  EXPECT_EQ(a, want_a);
 }
 
 }  // namespace

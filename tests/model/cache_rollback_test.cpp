@@ -2,7 +2,8 @@
 // in verify steps - each its true next tokens, then wrong ones, rolled back to the true ones -
 // gives the logits of the same sequence fed in one call, at every position, across the window's
 // wrap-around and every compressor's pooling (random splits, so rejected tokens fall before, on
-// and after block ends); and a step kept whole needs no rollback.
+// and after block ends), the copies back from the journals made at once or deferred (a batch's
+// BlockCopies); and a step kept whole needs no rollback.
 #include "model/cache_rollback.h"
 
 #include <gtest/gtest.h>
@@ -62,8 +63,12 @@ TEST_P(CacheRollbackTest, RejectedTokensLeaveNoTrace) {
     Tensor logits = Tensor::host(DType::kF32, {n_step, v});
     ASSERT_TRUE(arm_rollback(*cache).ok());
     ASSERT_TRUE(model_->forward(step, pos, *cache, logits.view()).ok());
-    const Status rolled = roll_back(*cache, pos + n_true);
+    // Every other step defers its copies and runs them after, as the batch does.
+    BlockCopies copies;
+    const bool deferred = rng_.uniform_int(0, 1) == 1;
+    const Status rolled = roll_back(*cache, pos + n_true, deferred ? &copies : nullptr);
     ASSERT_TRUE(rolled.ok()) << rolled.to_string();
+    ASSERT_TRUE(copies.run().ok());
     n_rolled_back += n_step - n_true;
     SCOPED_TRACE("positions " + std::to_string(pos) + " + " + std::to_string(n_true) + " of " +
                  std::to_string(n_step));

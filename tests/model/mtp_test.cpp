@@ -1,18 +1,22 @@
 // The MTP draft block (model/mtp.h) against a composition written here: its input (embedding,
 // enorm, e_proj on every stream, hnorm and h_proj of each stream) and its head (its own hc_head,
 // its norm, the model's head) in float64, around layer_forward of its V4 block as layer n_layer
-// over a fresh cache; the same rows fed one at a time; bad calls refused. Fresh random inputs
-// every run, on each golden model with a random MTP block (mtp_fixture.h).
+// over a fresh cache; the same rows fed one at a time; scattered input rows and last-row outputs;
+// draft rows rolled back leaving no trace; bad calls refused. Fresh random inputs every run, on
+// each golden model with a random MTP block (mtp_fixture.h).
 #include "model/mtp.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "checkpoint/loader.h"
 #include "kernels/ops.h"
+#include "model/cache_rollback.h"
 #include "model/golden.h"
 #include "model/layer.h"
 #include "model/mtp_fixture.h"
@@ -111,6 +115,23 @@ class MtpTest : public ::testing::TestWithParam<std::string> {
     return logits;
   }
 
+  // n rows of random streams and tokens, and their logits from one call over a fresh cache.
+  struct OneCall {
+    Tensor streams;
+    std::vector<int64_t> next;
+    Tensor logits;
+  };
+  OneCall one_call(int64_t n) {
+    OneCall one{testing::random_values(rng_, {n, c().hc_mult, c().hidden_size}, 0.0, 1.0),
+                random_tokens(n), Tensor::host(DType::kF32, {n, c().vocab_size})};
+    auto cache = mtp_cache(w(), 0, n);
+    EXPECT_TRUE(cache.ok());
+    const MtpChunk all{one.streams.view(), one.next, 0, &*cache, one.logits.view()};
+    EXPECT_TRUE(
+        mtp_forward(w(), 0, ExpertMode::kW4A16, std::span<const MtpChunk>(&all, 1)).ok());
+    return one;
+  }
+
   double eps() const { return c().rms_norm_eps; }
 
   testing::SeededRng rng_;
@@ -155,13 +176,7 @@ TEST_P(MtpTest, MatchesTheCompositionAroundItsBlock) {
 // rows of one call over all.
 TEST_P(MtpTest, StepsAndBatchesAgreeWithOneCall) {
   const int64_t n = 2 * c().sliding_window + 3, v = c().vocab_size;
-  const Tensor streams = testing::random_values(rng_, {n, c().hc_mult, c().hidden_size}, 0.0, 1.0);
-  const std::vector<int64_t> next = random_tokens(n);
-  auto whole_cache = mtp_cache(w(), 0, n);
-  ASSERT_TRUE(whole_cache.ok());
-  Tensor whole = Tensor::host(DType::kF32, {n, v});
-  const MtpChunk all{streams.view(), next, 0, &*whole_cache, whole.view()};
-  ASSERT_TRUE(mtp_forward(w(), 0, ExpertMode::kW4A16, std::span<const MtpChunk>(&all, 1)).ok());
+  const auto [streams, next, whole] = one_call(n);
 
   auto a = mtp_cache(w(), 0, n, 4), b = mtp_cache(w(), 0, n, 4);
   ASSERT_TRUE(a.ok() && b.ok());
@@ -179,6 +194,92 @@ TEST_P(MtpTest, StepsAndBatchesAgreeWithOneCall) {
   }
   EXPECT_LT(max_row_rel_error(stepped.data_as<float>(), whole.data_as<float>(), n, v),
             testing::kStepwiseRelTol);
+}
+
+// Two sequences whose streams are scattered rows of one buffer (a verify step's kept rows, which
+// rejected drafts separate), one keeping its last row's logits and output streams, the other
+// every row's, in one buffer each: gathered in, gathered out, the rows of a call a sequence.
+TEST_P(MtpTest, ScatteredRowsAndLastRowsAreThoseOfACallASequence) {
+  const int64_t v = c().vocab_size, m = c().hc_mult, d = c().hidden_size;
+  const Tensor streams = testing::random_values(rng_, {8, m, d}, 0.0, 1.0);
+  const std::vector<int64_t> next = random_tokens(5);
+  const std::span<const int64_t> next_a = std::span<const int64_t>(next).first(3);
+  const std::span<const int64_t> next_b = std::span<const int64_t>(next).last(2);
+
+  auto a = mtp_cache(w(), 0, 8), b = mtp_cache(w(), 0, 8);
+  ASSERT_TRUE(a.ok() && b.ok());
+  Tensor logits = Tensor::host(DType::kF32, {3, v});
+  Tensor out = Tensor::host(DType::kF32, {3, m, d});
+  const MtpChunk two[] = {{streams.view().rows(0, 3), next_a, 0, &*a, logits.view().rows(0, 1),
+                           out.view().rows(0, 1)},
+                          {streams.view().rows(5, 7), next_b, 0, &*b, logits.view().rows(1, 3),
+                           out.view().rows(1, 3)}};
+  ASSERT_TRUE(mtp_forward(w(), 0, ExpertMode::kW4A16, two).ok());
+
+  // Each alone, from its own contiguous rows, every row asked.
+  const auto alone = [&](int64_t begin, std::span<const int64_t> ids, Tensor& want_logits,
+                         Tensor& want_out) {
+    const auto n = static_cast<int64_t>(ids.size());
+    auto cache = mtp_cache(w(), 0, 8);
+    ASSERT_TRUE(cache.ok());
+    want_logits = Tensor::host(DType::kF32, {n, v});
+    want_out = Tensor::host(DType::kF32, {n, m, d});
+    const MtpChunk chunk{streams.view().rows(begin, begin + n), ids, 0, &*cache,
+                         want_logits.view(), want_out.view()};
+    ASSERT_TRUE(mtp_forward(w(), 0, ExpertMode::kW4A16, std::span<const MtpChunk>(&chunk, 1)).ok());
+  };
+  Tensor logits_a, out_a, logits_b, out_b;
+  alone(0, next_a, logits_a, out_a);
+  alone(5, next_b, logits_b, out_b);
+  const auto error = [](const Tensor& got, int64_t got_row, const Tensor& want, int64_t want_row,
+                        int64_t n_rows) {
+    const int64_t width = got.numel() / got.shape()[0];
+    return max_row_rel_error(got.data_as<float>() + got_row * width,
+                             want.data_as<float>() + want_row * width, n_rows, width);
+  };
+  EXPECT_LT(error(logits, 0, logits_a, 2, 1), testing::kStepwiseRelTol);
+  EXPECT_LT(error(out, 0, out_a, 2, 1), testing::kStepwiseRelTol);
+  EXPECT_LT(error(logits, 1, logits_b, 0, 2), testing::kStepwiseRelTol);
+  EXPECT_LT(error(out, 1, out_b, 0, 2), testing::kStepwiseRelTol);
+}
+
+// Drafting's use of the cache (runtime/speculative.cpp): each step's kept trunk rows, then up to
+// three chained rows (the drafts past the first, here on random streams and tokens), which the
+// next step rolls back: the trunk rows' logits stay those of one call over them all, across the
+// window's wrap-around, so no rolled-back row is seen.
+TEST_P(MtpTest, RolledBackDraftRowsLeaveNoTrace) {
+  const int64_t n = 2 * c().sliding_window + 5, v = c().vocab_size;
+  const auto [streams, next, whole] = one_call(n);
+
+  // Steps of up to 4 kept rows and 3 chained ones: at most 7 rows since the last kept state.
+  auto cache = mtp_cache(w(), 0, n + 3, 8);
+  ASSERT_TRUE(cache.ok());
+  int64_t pos = 0, n_rolled_back = 0;
+  while (pos < n) {
+    const int64_t r = std::min(rng_.uniform_int(1, 4), n - pos);
+    Tensor logits = Tensor::host(DType::kF32, {r, v});
+    const MtpChunk kept{streams.view().rows(pos, pos + r),
+                        std::span<const int64_t>(next).subspan(static_cast<size_t>(pos),
+                                                               static_cast<size_t>(r)),
+                        pos, &*cache, logits.view()};
+    ASSERT_TRUE(mtp_forward(w(), 0, ExpertMode::kW4A16, std::span<const MtpChunk>(&kept, 1)).ok());
+    SCOPED_TRACE("rows " + std::to_string(pos) + " + " + std::to_string(r));
+    ASSERT_LT(max_row_rel_error(logits.data_as<float>(), whole.data_as<float>() + pos * v, r, v),
+              testing::kStepwiseRelTol);
+    pos += r;
+    const int64_t n_chained = rng_.uniform_int(0, 3);
+    for (int64_t i = 0; i < n_chained; ++i) {
+      const Tensor chained =
+          testing::random_values(rng_, {1, c().hc_mult, c().hidden_size}, 0.0, 1.0);
+      const std::vector<int64_t> id = random_tokens(1);
+      Tensor chained_logits = Tensor::host(DType::kF32, {1, v});
+      const MtpChunk row{chained.view(), id, cache->n_tokens, &*cache, chained_logits.view()};
+      ASSERT_TRUE(mtp_forward(w(), 0, ExpertMode::kW4A16, std::span<const MtpChunk>(&row, 1)).ok());
+    }
+    ASSERT_TRUE(roll_back(*cache, pos).ok());
+    n_rolled_back += n_chained;
+  }
+  EXPECT_GT(n_rolled_back, 0);
 }
 
 TEST_P(MtpTest, BadCallsAreRefusedWithoutTouchingTheCache) {

@@ -4,6 +4,8 @@
 // continuation (the CUDA forward matches transformers within kGoldenLogitsRelTol, and its greedy
 // tokens exactly: tests/model/deepseek_v4_cuda_test.cpp). The prefix cache's states copied on
 // the device serve a chat's next turn as they do on the host (runtime/prefix_turns.h).
+// Speculative decoding keeps plain decoding's greedy tokens, every step speculative or beside
+// plain steps replayed from CUDA graphs.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -46,43 +48,68 @@ TEST(EngineCudaTest, TurnsStartFromKeptStates) {
   testing::expect_turns_start_from_kept_states(EngineDevice::kCuda);
 }
 
-// Speculative decoding on the GPU, on the trained Brown model (whose drafts are often kept, so
-// steps accept and reject): a batch of sequences verifies its drafts in one forward, each
+// Greedy generations of n sequences of the trained Brown model (whose drafts are often kept, so
+// speculative steps accept and reject) on the GPU, with the engine's stats.
+std::pair<std::vector<Generation>, EngineStats> brown_batch(EngineOptions options, int64_t n) {
+  options.model_dir = testing::golden_path("brown_small/model");
+  options.device = EngineDevice::kCuda;
+  options.max_context = 256;
+  Result<Engine> engine = Engine::open(options);
+  EXPECT_TRUE(engine.ok()) << engine.status().to_string();
+  if (!engine.ok()) return {};
+  std::vector<GenerateRequest> requests;
+  for (int64_t i = 0; i < n; ++i) {
+    GenerateRequest r;
+    for (int64_t t = 0; t < 5 + 7 * i; ++t) r.prompt.push_back((37 * t + 11 * i + 3) % 4000 + 2);
+    r.sampling.max_tokens = 80;
+    r.sampling.stop_at_eos = false;
+    requests.push_back(std::move(r));
+  }
+  Result<std::vector<Generation>> out = engine->generate_batch(requests);
+  EXPECT_TRUE(out.ok()) << out.status().to_string();
+  if (!out.ok()) return {};
+  return std::make_pair(std::move(out).value(), engine->stats());
+}
+
+void expect_same_tokens(const std::vector<Generation>& got, const std::vector<Generation>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(got[i].tokens, want[i].tokens) << "sequence " << i;
+  }
+}
+
+// Speculative decoding on the GPU: a batch of sequences verifies its drafts in one forward, each
 // sequence's token and drafts as the batch's decode rows, and rolls the rejected ones back; its
 // greedy tokens must be those of plain decoding on the same device, at k = 1 and 4.
 TEST(EngineCudaTest, SpeculativeBatchesKeepThePlainGreedyTokens) {
-  const auto generate = [](int64_t k) {
-    EngineOptions options;
-    options.model_dir = testing::golden_path("brown_small/model");
-    options.device = EngineDevice::kCuda;
-    options.max_context = 256;
-    options.speculative_tokens = k;
-    options.speculate_always = true;
-    Result<Engine> engine = Engine::open(options);
-    EXPECT_TRUE(engine.ok()) << engine.status().to_string();
-    std::vector<GenerateRequest> requests;
-    for (int64_t i = 0; i < 8; ++i) {
-      GenerateRequest r;
-      for (int64_t t = 0; t < 5 + 7 * i; ++t) r.prompt.push_back((37 * t + 11 * i + 3) % 4000 + 2);
-      r.sampling.max_tokens = 80;
-      r.sampling.stop_at_eos = false;
-      requests.push_back(std::move(r));
-    }
-    Result<std::vector<Generation>> out = engine->generate_batch(requests);
-    EXPECT_TRUE(out.ok()) << out.status().to_string();
-    return std::make_pair(std::move(out).value(), engine->stats());
-  };
-  const auto [plain, plain_stats] = generate(0);
+  const auto [plain, plain_stats] = brown_batch(EngineOptions{}, 8);
   for (const int64_t k : {int64_t{1}, int64_t{4}}) {
     SCOPED_TRACE("k = " + std::to_string(k));
-    const auto [spec, stats] = generate(k);
-    ASSERT_EQ(spec.size(), plain.size());
-    for (size_t i = 0; i < plain.size(); ++i) {
-      EXPECT_EQ(spec[i].tokens, plain[i].tokens) << "sequence " << i;
-    }
+    EngineOptions options;
+    options.speculative_tokens = k;
+    options.speculate_always = true;
+    const auto [spec, stats] = brown_batch(options, 8);
+    expect_same_tokens(spec, plain);
     EXPECT_GT(stats.accepted_tokens, 0);
     EXPECT_LT(stats.accepted_tokens, stats.drafted_tokens);
   }
+}
+
+// Speculation beside CUDA graphs: where the batch's step times make a step plain (speculate_always
+// off: both kinds run while it measures them), that decode step is replayed from its graph, the
+// speculative ones run op by op, and the MTP cache skips the graph steps' positions when drafting
+// resumes. The greedy tokens stay those of plain eager decoding.
+TEST(EngineCudaTest, SpeculationBesideGraphStepsKeepsThePlainGreedyTokens) {
+  EngineOptions options;
+  options.max_batch = 2;
+  const auto [plain, plain_stats] = brown_batch(options, 2);
+  options.speculative_tokens = 2;
+  options.speculate_always = false;
+  options.cuda_graph = true;
+  const auto [spec, stats] = brown_batch(options, 2);
+  expect_same_tokens(spec, plain);
+  EXPECT_GT(stats.decode_graphs, 0);
+  EXPECT_GT(stats.drafted_tokens, 0);
 }
 
 }  // namespace

@@ -11,6 +11,8 @@
 //     that several drafts a step are kept, each token's logits are those of its prefix; where
 //     the batch decides by its step times, steps switch between plain and speculative (the MTP
 //     cache skipping ahead) and the greedy tokens stay the plain ones;
+//   - the sequences of a batch draft as each alone (their kept rows gathered, sampled tokens and
+//     draft counts those of the sequence run alone);
 //   - stops (max_tokens inside a step's drafts, the caller's on_token) cut the step's tokens;
 //   - constrained sequences (structured outputs) speculate within their constraint: greedy, the
 //     tokens of the plain run; sampled hot, every token one the constraint allows where it
@@ -32,6 +34,7 @@
 #include "model/golden.h"
 #include "model/mtp_fixture.h"
 #include "runtime/batch.h"
+#include "runtime/speculative_batch_fixture.h"
 #include "runtime/residue_constraint.h"
 #include "testing/compare.h"
 #include "testing/tolerance.h"
@@ -133,82 +136,17 @@ TEST(VerifyDraftsTest, GreedyKeepsTheLongestMatchingPrefixThenTheModelsToken) {
 
 // ---- In the running batch ----
 
-constexpr int64_t kPrefixCacheBytes = int64_t{64} << 20;
-
-struct BatchRun {
-  std::vector<Result<Generation>> results;
-  EngineStats totals;
-};
-
-class SpeculativeBatchTest : public ::testing::TestWithParam<std::string> {
+class SpeculativeBatchTest : public SpeculativeBatchFixture {
  protected:
-  void SetUp() override {
-    loaded_ = testing::load_with_mtp_block(GetParam(), rng_);
-    ASSERT_EQ(loaded_.weights.mtp.size(), 1u);
-    model_ = std::make_unique<model::Model>(loaded_.weights, model::ModelOptions{});
-  }
-  const checkpoint::ModelConfig& c() const { return model_->config(); }
-
-  // Enough tokens to cross every compressor's pool steps twice and the window's wrap-around.
-  int64_t long_generation() const {
-    int64_t span = c().sliding_window;
-    for (const checkpoint::LayerSchedule& s : c().layers) span = std::max(span, s.compress_ratio);
-    return 2 * span + 5;
-  }
-
-  std::vector<int64_t> random_prompt(int64_t n) {
-    std::vector<int64_t> ids(static_cast<size_t>(n));
-    for (int64_t& id : ids) id = rng_.uniform_int(0, c().vocab_size - 1);
-    return ids;
-  }
-
-  // Every request through one batch (speculative_tokens k), all admitted at once; step_tokens
-  // small, so prompts run in chunks beside the decode steps.
-  BatchRun run(const std::vector<GenerateRequest>& requests, int64_t k, RunningBatch* batch = nullptr) {
-    std::optional<RunningBatch> own;
-    if (batch == nullptr) {
-      own.emplace(*model_, c().eos_token_id, 16, kPrefixCacheBytes, k);
-      batch = &*own;
-    }
-    std::vector<std::optional<Result<Generation>>> out(requests.size());
-    for (size_t i = 0; i < requests.size(); ++i) {
-      const Status admitted =
-          batch->admit(requests[i], [&out, i](Result<Generation> r) { out[i] = std::move(r); });
-      EXPECT_TRUE(admitted.ok()) << admitted.to_string();
-    }
-    for (int s = 0; s < 10000 && !batch->empty(); ++s) batch->step();
-    EXPECT_TRUE(batch->empty());
-    BatchRun r{{}, batch->totals()};
-    for (auto& o : out) r.results.push_back(o ? std::move(*o) : Result<Generation>(internal_error("not done")));
-    return r;
-  }
-
-  testing::SeededRng rng_;
-  checkpoint::LoadedModel loaded_;
-  std::unique_ptr<model::Model> model_;
+  void SetUp() override { load(Device::kCpu); }
 };
-
-GenerateRequest greedy(std::vector<int64_t> prompt, int64_t max_tokens) {
-  GenerateRequest r{std::move(prompt), {}};
-  r.sampling.max_tokens = max_tokens;
-  r.sampling.stop_at_eos = false;
-  return r;
-}
 
 TEST_P(SpeculativeBatchTest, GreedyTokensLogitsAndLogprobsAreThoseWithoutSpeculation) {
-  std::vector<GenerateRequest> requests;
-  for (int64_t n : {3, 17, 40}) requests.push_back(greedy(random_prompt(n), long_generation()));
+  std::vector<GenerateRequest> requests = long_greedy_requests();
   requests[1].return_step_logits = true;
   requests[2].logprobs = 2;
-  const BatchRun plain = run(requests, 0);
   const int64_t v = c().vocab_size;
-  for (int64_t k : {int64_t{1}, kMaxSpeculativeTokens}) {
-    SCOPED_TRACE("k = " + std::to_string(k));
-    const BatchRun spec = run(requests, k);
-    for (size_t i = 0; i < requests.size(); ++i) {
-      ASSERT_TRUE(plain.results[i].ok() && spec.results[i].ok()) << i;
-      EXPECT_EQ(spec.results[i]->tokens, plain.results[i]->tokens) << "sequence " << i;
-    }
+  expect_plain_tokens(requests, [&](const BatchRun& plain, const BatchRun& spec) {
     const std::vector<float>& want = plain.results[1]->step_logits;
     const std::vector<float>& got = spec.results[1]->step_logits;
     ASSERT_EQ(got.size(), want.size());
@@ -220,9 +158,7 @@ TEST_P(SpeculativeBatchTest, GreedyTokensLogitsAndLogprobsAreThoseWithoutSpecula
       EXPECT_NEAR(spec.results[2]->logprobs[t].logprob, plain.results[2]->logprobs[t].logprob,
                   1e-4);
     }
-    EXPECT_GT(spec.totals.drafted_tokens, 0);
-    EXPECT_EQ(spec.totals.generated_tokens, plain.totals.generated_tokens);
-  }
+  });
 }
 
 // Where the batch decides by its step times (speculate_always off), it speculates in some steps
@@ -273,6 +209,37 @@ TEST_P(SpeculativeBatchTest, SampledTokensSeeTheLogitsOfTheirPrefix) {
   EXPECT_LT(max_row_rel_error(got.data(), want.data() + (n_prompt - 1) * v,
                               static_cast<int64_t>(tokens.size()), v),
             testing::kStepwiseRelTol);
+}
+
+// Sequences of one batch draft as each would alone. A step's first MTP call takes each
+// sequence's kept rows, which its rejected drafts' rows separate from the next sequence's, in one
+// gather (model/gather_views.h); a row taken from the wrong place would change that sequence's
+// draft distributions and, sampled, its acceptance draws and so its tokens. Sampled hot, so
+// that most drafts are kept and the rows kept vary; a step has room for every draft.
+TEST_P(SpeculativeBatchTest, SequencesOfABatchDraftAsEachAlone) {
+  std::vector<GenerateRequest> requests;
+  for (int64_t n : {4, 11, 29}) {
+    GenerateRequest hot = greedy(random_prompt(n), long_generation());
+    hot.sampling.temperature = 4.0f;
+    hot.sampling.seed = static_cast<uint64_t>(rng_.uniform_int(0, 1 << 30));
+    requests.push_back(std::move(hot));
+  }
+  const int64_t k = 3, roomy = 1024;
+  RunningBatch together(*model_, c().eos_token_id, roomy, kPrefixCacheBytes, k);
+  const BatchRun all = run(requests, k, &together);
+  EXPECT_GT(all.totals.accepted_tokens, 0);
+  EXPECT_LT(all.totals.accepted_tokens, all.totals.drafted_tokens);  // scattered kept rows
+  int64_t drafted = 0, accepted = 0;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    RunningBatch one(*model_, c().eos_token_id, roomy, kPrefixCacheBytes, k);
+    const BatchRun alone = run({requests[i]}, k, &one);
+    ASSERT_TRUE(all.results[i].ok() && alone.results[0].ok()) << i;
+    EXPECT_EQ(all.results[i]->tokens, alone.results[0]->tokens) << "sequence " << i;
+    drafted += alone.totals.drafted_tokens;
+    accepted += alone.totals.accepted_tokens;
+  }
+  EXPECT_EQ(all.totals.drafted_tokens, drafted);
+  EXPECT_EQ(all.totals.accepted_tokens, accepted);
 }
 
 // The state a speculative sequence leaves in the prefix cache holds no rejected draft: the

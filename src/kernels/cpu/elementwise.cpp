@@ -1,4 +1,5 @@
-// Small row-wise ops of the dense section: softmax, the clamped SwiGLU, add, row lookup.
+// Small row-wise ops of the dense section: softmax, the clamped SwiGLU, add, the row lookups
+// (embedding by index, gather_rows by address) and copy_blocks.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -67,6 +68,23 @@ void embedding(const TensorView& table, const TensorView& ids, const TensorView&
                (long long)id[t]);
     std::memcpy(static_cast<char*>(y.data) + t * row_bytes,
                 static_cast<const char*>(table.data) + id[t] * row_bytes, row_bytes);
+  }
+}
+
+void gather_rows(const TensorView& rows, const TensorView& y) {
+  const GatherRowsOperands o = gather_rows_operands(rows, y);
+  for (int64_t i = 0; i < o.n_rows; ++i) {
+    std::memcpy(o.y + i * o.row_bytes, reinterpret_cast<const char*>(o.rows[i]),
+                static_cast<size_t>(o.row_bytes));
+  }
+}
+
+void copy_blocks(const TensorView& sources, const TensorView& destinations,
+                 const TensorView& bytes) {
+  const CopyBlocksOperands o = copy_blocks_operands(sources, destinations, bytes);
+  for (int64_t i = 0; i < o.n_blocks; ++i) {
+    std::memcpy(reinterpret_cast<char*>(o.destinations[i]),
+                reinterpret_cast<const char*>(o.sources[i]), static_cast<size_t>(o.bytes[i]));
   }
 }
 

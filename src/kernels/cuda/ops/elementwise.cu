@@ -1,7 +1,9 @@
 // The small row-wise ops of the dense section on CUDA: softmax (one block per row, max and sum
 // reduced over the block, the sum in double as on the CPU), the clamped SwiGLU and add (one
-// thread per element), and the row lookup (one block per row, bytes of any dtype). add and
-// embedding are bit-identical to the CPU; softmax and swiglu differ by expf's last ulp.
+// thread per element), and the row lookups (embedding by index, gather_rows by address: one
+// block per row, bytes of any dtype) and copy_blocks (one block a copy). add, embedding,
+// gather_rows and copy_blocks are bit-identical to the CPU; softmax and swiglu differ by expf's
+// last ulp.
 //
 // Dimension letters: T tokens (rows), N columns, F expert width, D model width, V table rows.
 #include <cmath>
@@ -43,14 +45,9 @@ __global__ void add_kernel(const float* a, const float* b, float* y, int64_t n) 
   if (i < n) y[i] = a[i] + b[i];
 }
 
-__global__ void embedding_kernel(const char* table, int64_t n_table_rows, const int64_t* ids,
-                                 int64_t row_bytes, char* y) {
-  const int64_t id = ids[blockIdx.x];
-  if (id < 0 || id >= n_table_rows) __trap();  // the caller validated ids: this is a bug
-  const char* src = table + id * row_bytes;
-  char* dst = y + blockIdx.x * row_bytes;
-  // 16 bytes a load where the rows allow (a V4 row, 8 KB of bf16, takes 28 µs byte by byte: ncu,
-  // H200), else bytes.
+// One row's bytes, by the block: 16 bytes a load where the rows allow (a V4 row, 8 KB of bf16,
+// takes 28 µs byte by byte: ncu, H200), else bytes.
+__device__ void copy_row(const char* src, char* dst, int64_t row_bytes) {
   if (row_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0 &&
       reinterpret_cast<uintptr_t>(dst) % 16 == 0) {
     const auto* src16 = reinterpret_cast<const uint4*>(src);
@@ -59,6 +56,23 @@ __global__ void embedding_kernel(const char* table, int64_t n_table_rows, const 
     return;
   }
   for (int64_t i = threadIdx.x; i < row_bytes; i += blockDim.x) dst[i] = src[i];
+}
+
+__global__ void embedding_kernel(const char* table, int64_t n_table_rows, const int64_t* ids,
+                                 int64_t row_bytes, char* y) {
+  const int64_t id = ids[blockIdx.x];
+  if (id < 0 || id >= n_table_rows) __trap();  // the caller validated ids: this is a bug
+  copy_row(table + id * row_bytes, y + blockIdx.x * row_bytes, row_bytes);
+}
+
+__global__ void gather_rows_kernel(GatherRowsOperands o) {
+  copy_row(reinterpret_cast<const char*>(o.rows[blockIdx.x]), o.y + blockIdx.x * o.row_bytes,
+           o.row_bytes);
+}
+
+__global__ void copy_blocks_kernel(CopyBlocksOperands o) {
+  copy_row(reinterpret_cast<const char*>(o.sources[blockIdx.x]),
+           reinterpret_cast<char*>(o.destinations[blockIdx.x]), o.bytes[blockIdx.x]);
 }
 
 }  // namespace
@@ -96,6 +110,21 @@ void embedding(const TensorView& table, const TensorView& ids, const TensorView&
   embedding_kernel<<<static_cast<unsigned>(y.size(0)), kRowThreads, 0, op_stream()>>>(
       static_cast<const char*>(table.data), table.size(0), ids.data_as<const int64_t>(), row_bytes,
       static_cast<char*>(y.data));
+  check_launch();
+}
+
+void gather_rows(const TensorView& rows, const TensorView& y) {
+  const GatherRowsOperands o = gather_rows_operands(rows, y);
+  if (o.n_rows == 0) return;
+  gather_rows_kernel<<<static_cast<unsigned>(o.n_rows), kRowThreads, 0, op_stream()>>>(o);
+  check_launch();
+}
+
+void copy_blocks(const TensorView& sources, const TensorView& destinations,
+                 const TensorView& bytes) {
+  const CopyBlocksOperands o = copy_blocks_operands(sources, destinations, bytes);
+  if (o.n_blocks == 0) return;
+  copy_blocks_kernel<<<static_cast<unsigned>(o.n_blocks), kRowThreads, 0, op_stream()>>>(o);
   check_launch();
 }
 
