@@ -51,7 +51,7 @@ timeout 90 "$bins/dsv4" bench --device cuda --model $b/model --json-schema \
   bench/grammar/order_schema.json --batch 1,32 --prompt-tokens 64 --gen-tokens 128 --repeats 5 \
   2>&1 | tee "$logs/schema.txt" | grep -vE "^prefix|^dsv4 bench" | tail -24
 save_logs
-run_tests kernels 60 X=1 kernels_cuda_tests '*MoeFfnCuda*:*RmsNorm*:*HyperConnection*'
+run_tests kernels 200 X=1 kernels_cuda_tests '*MoeFfnCuda*:*RmsNorm*:*HyperConnection*'
 echo "elapsed $(( $(date +%s) - start ))s"
 run_tests poisoned_graphs 60 DSV4_POISON_DEVICE_MEMORY=1 model_cuda_tests 'Golden/DecodeGraphCudaTest.*'
 # Serialised launches: a pass here and a failure above is a host/device ordering race.
