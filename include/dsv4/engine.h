@@ -62,8 +62,8 @@ struct EngineOptions {
   // than plain steps: at batch 1 on a large model, not where the verify forward costs too much;
   // runtime/speculation_policy.h). The tokens are the same either way.
   bool speculate_always = false;
-  // How the GPU computes (dsv4/numerics.h, docs/numerics.md); the CPU computes kExact only
-  // (kFast there is invalid_argument). Either way a GPU keeps an FP8 checkpoint's linears in FP8.
+  // How the GPU computes (dsv4/numerics.h); the CPU has kExact only (kFast: invalid_argument).
+  // kExact unless asked (the tools' --numerics auto asks kFast on cuda). FP8 linears stay FP8.
   Numerics numerics = Numerics::kExact;
   // Expert parallelism (docs/ep.md): the NVFP4 routed experts sharded over this many ranks
   // (1 .. 8; 1: off), all stepping the same batch, the same tokens as one rank's. The ranks are

@@ -311,12 +311,12 @@ Status bench_batch(Engine& engine, const BenchArgs& args, const EngineOptions& o
     if (r > 0) held.add(t);
   }
   std::printf(
-      "dsv4 bench: %s, %s, experts %s; batch %lld, prompt %lld (shared %lld), generate %lld; "
-      "median of %lld runs [fastest, slowest]\n",
-      options.model_dir.c_str(), args.engine.device.c_str(), args.engine.experts.c_str(),
-      static_cast<long long>(args.batch), static_cast<long long>(args.prompt_tokens),
-      static_cast<long long>(args.shared_prefix), static_cast<long long>(args.gen_tokens),
-      static_cast<long long>(args.repeats));
+      "dsv4 bench: %s, %s, numerics %s, experts %s; batch %lld, prompt %lld (shared %lld), "
+      "generate %lld; median of %lld runs [fastest, slowest]\n",
+      options.model_dir.c_str(), args.engine.device.c_str(), numerics_name(options.numerics),
+      args.engine.experts.c_str(), static_cast<long long>(args.batch),
+      static_cast<long long>(args.prompt_tokens), static_cast<long long>(args.shared_prefix),
+      static_cast<long long>(args.gen_tokens), static_cast<long long>(args.repeats));
   print_figures(free, args);
   if (constraint) {
     print_schema_figures(free, held, args, *schema, out, engine.eos_token_id());

@@ -113,18 +113,12 @@ int run_verify(const VerifyArgs& args) {
     return fail(
         invalid_argument(args.dump + ": already exists (not overwritten; --force replaces it)"));
   }
-  // The oracle's logits are f32-exact; only the exact profile is held to them (the fast one's
-  // distance from exact is measured by the CUDA tests and dsv4 eval, docs/numerics.md).
-  if (args.engine.numerics == "fast") {
-    return fail(invalid_argument(
-        "--numerics fast: verify checks the exact profile against the oracle; fast departs "
-        "from it by design (docs/numerics.md), so use --numerics exact or leave it out"));
-  }
+  // Refused before the reference loads, as the dump above.
+  Result<EngineOptions> options = exact_engine_options(args.engine, "verify");
+  if (!options.ok()) return fail(options.status());
   Result<format::SafetensorsFile> ref = format::SafetensorsFile::open(args.reference);
   if (!ref.ok()) return fail(ref.status());
-  EngineOptions options = engine_options(args.engine, "verify");
-  options.numerics = Numerics::kExact;
-  Result<Engine> engine = open_engine(options, "verify");
+  Result<Engine> engine = open_engine(*options, "verify");
   if (!engine.ok()) return fail(engine.status());
   format::SafetensorsWriter writer;
   bool all_ok = true;

@@ -117,8 +117,9 @@ int serve(const ServeArgs& args) {
   // A client that leaves must fail the next write, not kill the process.
   std::signal(SIGPIPE, SIG_IGN);
   std::thread(wait_for_signals, std::ref(server)).detach();
-  std::fprintf(stderr, "dsv4-serve: listening on http://%s:%d/v1/completions\n", args.host.c_str(),
-               *port);
+  std::fprintf(stderr, "dsv4-serve: listening on http://%s:%d/v1/completions (%s, numerics %s)\n",
+               args.host.c_str(), *port, args.engine.device.c_str(),
+               dsv4::tools::numerics_name(options.numerics));
   const Status served = server.serve();
   return served.ok() ? 0 : fail(served);
 }

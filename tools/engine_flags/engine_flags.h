@@ -19,7 +19,7 @@ struct EngineFlags {
   int64_t ep = 1;                       // expert-parallel ranks on the one device
   int64_t gpus = 1;                     // GPUs the ranks spread over
   std::string cuda_graph = "off";       // decode steps replayed as CUDA graphs
-  std::string numerics = "exact";       // or fast (docs/numerics.md)
+  std::string numerics = "auto";        // or exact, fast (docs/numerics.md; engine_options)
 };
 
 // --model (required when model_required, else optional with the default above), --device,
@@ -43,9 +43,17 @@ CLI::Validator positive();
 
 // The options the flags ask for. Without --model: $DSV4_MODEL, else the small trained model in
 // the repository (tests/golden/brown_small/model, English from the Brown corpus), which
-// `command` says on stderr. --numerics fast with --device cpu is Engine::open's
-// invalid_argument.
+// `command` says on stderr. --numerics auto is fast on cuda (DeepSeek's own inference numerics,
+// within 0.3 % of exact's perplexity, docs/quality.md) and exact on the CPU, its only profile;
+// --numerics fast with --device cpu is Engine::open's invalid_argument.
 EngineOptions engine_options(const EngineFlags& flags, const char* command);
+
+// The options for a command that checks the exact profile against an oracle (dsv4 verify): auto
+// is exact on either device; --numerics fast is invalid_argument, saying why.
+Result<EngineOptions> exact_engine_options(const EngineFlags& flags, const char* command);
+
+// "exact" or "fast", as --numerics spells it: what a command reports it ran.
+const char* numerics_name(Numerics numerics);
 
 // Engine::open, then the engine's load notes on stderr ("dsv4 COMMAND: note: ..."): which
 // experts went to host memory, which stayed in f32.
