@@ -20,7 +20,7 @@
 #   NCU_BATCHES (default: the first batch size; empty: no ncu), NCU_DEPTHS (default: all)
 #   VARIANTS     what runs beside each other, ';'-separated NAME:BINARY:FLAGS (flags spaced),
 #                e.g. 'exact:dsv4:--numerics exact;fast:dsv4:--numerics fast --cuda-graph on';
-#                default: dsv4_before (when carried) and dsv4, with no flags
+#                default: dsv4_before (when carried) and dsv4, both --numerics exact
 #   SYNTH_FLAGS    synth_checkpoint's extra flags: --fp8-linears writes the linears the release
 #                  stores in FP8 so (issue 31's decode bytes); default bf16
 #   PROMPT_TOKENS  each sequence's prompt (default 256: the decode steps run at a real position)
@@ -39,7 +39,8 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/dev
 cp "$config" "$out/config.json"
 # The copy rate the floors divide by, on this GPU in this call (one 64 MB read row besides).
 timeout 120 "$bins/read_ceiling" 64 | tee "$out/read_ceiling.txt"
-variants=${VARIANTS:-$( [ -x "$bins/dsv4_before" ] && echo "dsv4_before:dsv4_before:;")dsv4:dsv4:}
+# The profile named: dsv4's default on cuda (fast since 09fc949) is not an older binary's.
+variants=${VARIANTS:-$( [ -x "$bins/dsv4_before" ] && echo "dsv4_before:dsv4_before:--numerics exact;")dsv4:dsv4:--numerics exact}
 IFS=';' read -ra variants <<< "$variants"
 ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 for layers in ${depths//,/ }; do
