@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/device.h"
 #include "kernels/ops.h"
 #include "model/cache_copy.h"
 #include "model/decode_graph.h"
@@ -20,8 +21,11 @@ namespace dsv4::model {
 namespace {
 
 Result<std::shared_ptr<const RopeTables>> shared_rope(const checkpoint::ModelWeights& weights) {
-  DSV4_ASSIGN_OR_RETURN(RopeTables made,
-                        RopeTables::create(weights.config, weights.embed.device()));
+  const Device device = weights.embed.device();
+  DSV4_ASSIGN_OR_RETURN(RopeTables made, RopeTables::create(weights.config, device));
+  // Made on this thread's stream, read on the thread that steps the model (a server's worker):
+  // there only once done, as the weights' uploads are (checkpoint/to_device.cpp).
+  if (device == Device::kCuda) DSV4_RETURN_IF_ERROR(finish_device_work());
   return std::make_shared<const RopeTables>(std::move(made));
 }
 
