@@ -309,6 +309,12 @@ Status ExpertParallel::run(const model::RoutedExpertsCall& asked) {
     DSV4_ASSIGN_OR_RETURN(kernels::MoeWeightsView own, g.shards.rank_view(call, rank));
     job->weights.push_back(own);
   }
+  // Before anything is gathered or reserved there: the leader's buffers live on its GPU.
+  if (call.x.device == Device::kCuda && current_device() != g.options.rank_devices[0]) {
+    return invalid_argument("expert parallelism: the ranks' leader runs on GPU " +
+                            std::to_string(g.options.rank_devices[0]) +
+                            ", the layer was called on GPU " + std::to_string(current_device()));
+  }
 #ifdef DSV4_WITH_CUDA
   // The grouped path runs every group on rank 0: it reads the layer's whole stacks, which
   // with copies only the ranks hold (the loader's host copies are freed once the ranks have
@@ -326,11 +332,6 @@ Status ExpertParallel::run(const model::RoutedExpertsCall& asked) {
     DSV4_ASSIGN_OR_RETURN(job->tokens, copy_of(call.tokens));
     DSV4_ASSIGN_OR_RETURN(job->y, Tensor::empty(DType::kF32, call.y.shape));
   } else {
-    if (current_device() != g.options.rank_devices[0]) {
-      return invalid_argument("expert parallelism: the ranks' leader runs on GPU " +
-                              std::to_string(g.options.rank_devices[0]) +
-                              ", the layer was called on GPU " + std::to_string(current_device()));
-    }
     DSV4_RETURN_IF_ERROR(g.reserve_device(call));
     job->device = g.device;
     DSV4_RETURN_IF_ERROR(copy_tensor(g.device->x.view().rows(0, n_tokens), call.x));
