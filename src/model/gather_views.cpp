@@ -11,9 +11,8 @@ namespace dsv4::model {
 Status gather_views(std::span<const TensorView> views, const TensorView& y) {
   const TensorView joined = joined_rows(views);
   if (joined.data != nullptr) {
-    DSV4_CHECK(joined.shape == y.shape && joined.dtype == y.dtype,
-               "gather_views: rows %s into %s", joined.shape.to_string().c_str(),
-               y.shape.to_string().c_str());
+    DSV4_CHECK(joined.shape == y.shape && joined.dtype == y.dtype, "gather_views: rows %s into %s",
+               joined.shape.to_string().c_str(), y.shape.to_string().c_str());
     return copy_tensor(y, joined);
   }
   DSV4_CHECK(y.rank() >= 1 && y.is_contiguous(), "gather_views: y must be contiguous rows");
@@ -32,8 +31,8 @@ Status gather_views(std::span<const TensorView> views, const TensorView& y) {
       addresses.push_back(reinterpret_cast<int64_t>(first + r * row_bytes));
     }
   }
-  DSV4_CHECK(static_cast<int64_t>(addresses.size()) == n_rows,
-             "gather_views: %zu rows into %lld", addresses.size(), (long long)n_rows);
+  DSV4_CHECK(static_cast<int64_t>(addresses.size()) == n_rows, "gather_views: %zu rows into %lld",
+             addresses.size(), (long long)n_rows);
   DSV4_ASSIGN_OR_RETURN(const Tensor table, upload(addresses, {n_rows}, y.device));
   return kernels::gather_rows(table.view(), y.reshaped({n_rows, row_numel}));
 }
@@ -41,6 +40,12 @@ Status gather_views(std::span<const TensorView> views, const TensorView& y) {
 Status copy_views(std::span<const TensorView> sources, std::span<const TensorView> destinations) {
   DSV4_CHECK(sources.size() == destinations.size(), "copy_views: %zu sources, %zu destinations",
              sources.size(), destinations.size());
+  for (size_t i = 0; i < sources.size(); ++i) {
+    DSV4_CHECK(
+        sources[i].numel() == destinations[i].numel() && sources[i].dtype == destinations[i].dtype,
+        "copy_views: pair %zu copies %s into %s", i, sources[i].shape.to_string().c_str(),
+        destinations[i].shape.to_string().c_str());
+  }
   const TensorView joined = joined_rows(destinations);
   if (joined.data != nullptr) return gather_views(sources, joined);
   for (size_t i = 0; i < sources.size(); ++i) {

@@ -25,18 +25,20 @@ const checkpoint::MtpWeights& block_weights(const checkpoint::ModelWeights& weig
 Status check_chunk(const checkpoint::ModelConfig& c, const MtpChunk& chunk) {
   const auto n = static_cast<int64_t>(chunk.next_tokens.size());
   DSV4_CHECK(chunk.cache != nullptr && n > 0, "an MTP chunk needs a cache and tokens");
-  DSV4_CHECK(chunk.streams.rank() == 3 && chunk.streams.size(0) == n &&
-                 chunk.streams.size(1) == c.hc_mult && chunk.streams.size(2) == c.hidden_size,
+  DSV4_CHECK(chunk.streams.dtype == DType::kF32 && chunk.streams.rank() == 3 &&
+                 chunk.streams.size(0) == n && chunk.streams.size(1) == c.hc_mult &&
+                 chunk.streams.size(2) == c.hidden_size,
              "MTP streams must be f32 [n, M, D]");
-  DSV4_CHECK(chunk.logits.rank() == 2 && chunk.logits.size(1) == c.vocab_size &&
+  DSV4_CHECK(chunk.logits.dtype == DType::kF32 && chunk.logits.rank() == 2 &&
+                 chunk.logits.size(1) == c.vocab_size &&
                  (chunk.logits.size(0) == n || chunk.logits.size(0) == 1),
              "MTP logits must be f32 [n or 1, V]");
-  DSV4_CHECK(chunk.out_streams.data == nullptr ||
-                 (chunk.out_streams.rank() == 3 &&
-                  (chunk.out_streams.size(0) == n || chunk.out_streams.size(0) == 1) &&
-                  chunk.out_streams.size(1) == c.hc_mult &&
-                  chunk.out_streams.size(2) == c.hidden_size),
-             "MTP out_streams must be f32 [n or 1, M, D]");
+  DSV4_CHECK(
+      chunk.out_streams.data == nullptr ||
+          (chunk.out_streams.dtype == DType::kF32 && chunk.out_streams.rank() == 3 &&
+           (chunk.out_streams.size(0) == n || chunk.out_streams.size(0) == 1) &&
+           chunk.out_streams.size(1) == c.hc_mult && chunk.out_streams.size(2) == c.hidden_size),
+      "MTP out_streams must be f32 [n or 1, M, D]");
   DSV4_RETURN_IF_ERROR(check_token_ids(chunk.next_tokens, c.vocab_size));
   if (chunk.start_pos != chunk.cache->n_tokens) {
     return invalid_argument("MTP start_pos " + std::to_string(chunk.start_pos) +
@@ -138,8 +140,7 @@ Status mtp_forward(const checkpoint::ModelWeights& weights, int64_t index, Exper
                          .rope = std::move(rope)};
   DSV4_RETURN_IF_ERROR(layer_forward(input, x, streams));
 
-  DSV4_ASSIGN_OR_RETURN(const Tensor hidden,
-                        final_hidden(c, w.hc_head, w.norm.view(), x.view()));
+  DSV4_ASSIGN_OR_RETURN(const Tensor hidden, final_hidden(c, w.hc_head, w.norm.view(), x.view()));
   // The output streams the chunks keep (each its last out_streams.size(0) rows), in one launch
   // when they are one buffer's rows in order.
   std::vector<TensorView> kept, outputs;
