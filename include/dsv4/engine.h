@@ -170,10 +170,12 @@ struct EngineStats {
   // device time too): a verify step's own cost is a speculative step's less this.
   int64_t draft_runs = 0;
   double draft_seconds = 0;
-  // With cuda_graph: the captured decode steps held (one a batch bucket met) and the device
-  // memory they hold (their activations, logits and padding rows' cache).
+  // With cuda_graph: the captured decode steps held (one a batch bucket met), the device
+  // memory they hold (their activations, logits and padding rows' cache), and the captures
+  // made so far (a bucket is captured again only when its caches' sizes outgrow it).
   int64_t decode_graphs = 0;
   int64_t decode_graph_bytes = 0;
+  int64_t decode_graph_captures = 0;
 };
 
 class Engine {

@@ -224,6 +224,7 @@ EngineStats Engine::stats() const {
   const model::DecodeGraphStats graphs = state_->model.decode_graph_stats();
   now.decode_graphs = graphs.graphs;
   now.decode_graph_bytes = graphs.device_bytes;
+  now.decode_graph_captures = graphs.captures;
   return now;
 }
 

@@ -62,6 +62,9 @@ std::string ServerMetrics::prometheus(const EngineStats& engine) const {
   metric(out, "dsv4_decode_graph_bytes", "gauge",
          "Device memory the captured decode steps hold (activations, logits, padding rows).",
          engine.decode_graph_bytes);
+  metric(out, "dsv4_decode_graph_captures_total", "counter",
+         "Decode steps captured (--cuda-graph on; again only when caches outgrow a bucket's).",
+         engine.decode_graph_captures);
   by_position(out, "dsv4_drafted_tokens_by_position_total",
               "Drafted tokens by their place among a step's drafts.", engine.drafted_at);
   by_position(out, "dsv4_accepted_tokens_by_position_total",

@@ -109,6 +109,7 @@ TEST(EngineCudaTest, SpeculationBesideGraphStepsKeepsThePlainGreedyTokens) {
   const auto [spec, stats] = brown_batch(options, 2);
   expect_same_tokens(spec, plain);
   EXPECT_GT(stats.decode_graphs, 0);
+  EXPECT_GE(stats.decode_graph_captures, stats.decode_graphs);
   EXPECT_GT(stats.drafted_tokens, 0);
 }
 
