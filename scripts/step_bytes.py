@@ -93,12 +93,23 @@ def expert_bytes(c):
     return 3 * (c["moe_intermediate_size"] * c["hidden_size"] * NVFP4_BYTES + 2 * F32)
 
 
+def window_rows(c, position):
+    """The sliding-window rows the token at `position` attends to (itself included)."""
+    return min(position + 1, c["sliding_window"])
+
+
+def visible_entries(ratio, position):
+    """The compressed entries complete at `position` in a layer of `ratio` > 0
+    (kernels::visible_entries): one a block of `ratio` tokens."""
+    return (position + 1) // ratio
+
+
 def cache_bytes(c, ratio, position):
     """The f32 cache one sequence's token at `position` reads in a layer of `ratio`."""
     dh = c["head_dim"]
-    b = min(position + 1, c["sliding_window"]) * dh * F32
+    b = window_rows(c, position) * dh * F32
     if ratio:
-        entries = (position + 1) // ratio
+        entries = visible_entries(ratio, position)
         if ratio == 4:
             b += entries * c["index_head_dim"] * F32 + min(entries, c["index_topk"]) * dh * F32
         else:
@@ -153,6 +164,12 @@ def decode_step_bytes(c, n_layers, stored, batch, position):
     return step_bytes(c, layer_kinds(c, n_layers), stored, batch, batch, position)
 
 
+def load_config(path):
+    """The config.json at `path`, as a dict."""
+    with open(path, encoding="utf-8") as file:
+        return json.load(file)
+
+
 def fp8_linears_stored(checkpoint_dir):
     """How a checkpoint directory stores the FP8 linears ("fp8" or "bf16"), read from its
     safetensors headers: the dtype of the first attention wq_a weight found."""
@@ -201,7 +218,7 @@ def main():
     if a.linears_of:
         print(fp8_linears_stored(a.linears_of))
         return
-    c = json.load(open(a.config, encoding="utf-8"))
+    c = load_config(a.config)
     batches = [int(b) for b in a.batch.split(",")]
     print(f"{a.config}: MB a decode step of B sequences reads, per layer, at position "
           f"{a.context} (computed, not measured). fp8: the FP8 linears kept FP8, as both "
