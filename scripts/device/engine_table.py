@@ -25,7 +25,24 @@ Input: the call's $OUT folder:
 Without config.json, a depth's linears file or read_ceiling.txt the floor columns are "-" and
 a note says which is missing.
 
-    usage: engine_table.py OUT_DIR [--extrapolate LAYERS] [--context P]
+Issue 31's prefill, when the call measured one (gemm_rates.txt present): per binary and batch
+size, the time to first token (the prefill of B prompts of P tokens) at each depth, fitted as
+above (ms a layer, intercept), the whole model's prefill and tokens/s extrapolated from the fit,
+each binary's tokens/s over the first one's (variants.txt's order: the "before" or exact path),
+and the compute floor of a layer (scripts/step_flops.py: the flops of each op at the dense GEMM
+rate its operands take in the binary's numerics profile, measured by gemm_rates in the same call;
+fitted over the depths, so the layers the depths add) with the slope's ratio to it. Then the
+floor per op, and, where ncu ran the prefill, ncu's µs per group of kernels a layer against the
+floors of the ops those kernels run (a fit over the ncu depths; from one depth, its total over
+its layers, the head and embedding included).
+
+More input for it:
+  gemm_rates.txt    gemm_rates' output: "rate NAME: X TFLOP/s" for bf16, fp8 and f32
+  variants.txt      NAME, BINARY, FLAGS a line (tab-separated): the profile is the FLAGS'
+                    --numerics (auto or none: fast, dsv4's default on cuda)
+  ncu_NAME_lL_bB_prefill.txt  ncu_step_summary.py's "group NAME: N launches, X us" lines
+
+    usage: engine_table.py OUT_DIR [--extrapolate LAYERS] [--context P] [--prompt-tokens P]
 """
 import argparse
 import collections
@@ -36,12 +53,16 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from step_bytes import STORAGES, decode_step_bytes  # noqa: E402  (scripts/, one level up)
+import step_flops  # noqa: E402
 
 HEADER = re.compile(r"== (\S+), layers (\d+), batch (\d+)")
 STEP = re.compile(r"^decode step:\s+([\d.]+) ms")
 TTFT = re.compile(r"^time to first token:\s+([\d.]+) ms")
 NCU_STEP = re.compile(r"step at launch \d+: (\d+) launches, ([\d.]+) us")
 COPY = re.compile(r"D2D copy ([\d.]+) GB/s")
+RATE = re.compile(r"^rate (\w+): ([\d.]+) TFLOP/s")
+GROUP = re.compile(r"^group (.+): (\d+) launches, ([\d.]+) us")
+NUMERICS = re.compile(r"--numerics[ =](\w+)")
 
 
 def bench_lines(path):
@@ -120,13 +141,185 @@ class Floor:
         return n_bytes / self.copy_gbs / 1e6
 
 
+def per_layer(by_depth):
+    """A layer's share of values measured at several depths: the fit's slope over two or more,
+    else the one depth's value over its layers."""
+    line = fit(by_depth)
+    if line:
+        return line[0]
+    (depth, value), = by_depth.items()
+    return value / depth
+
+
+def read_lines(folder, name, pattern):
+    """The matches of `pattern` in folder/name's lines; [] without the file."""
+    path = os.path.join(folder, name)
+    if not os.path.exists(path):
+        return []
+    return [m for m in (pattern.search(line.strip()) for line in open(path, encoding="utf-8"))
+            if m]
+
+
+def variant_profiles(folder):
+    """[(name, profile)] in the call's order (variants.txt), or None without the file."""
+    path = os.path.join(folder, "variants.txt")
+    if not os.path.exists(path):
+        return None
+    profiles = []
+    for line in open(path, encoding="utf-8"):
+        if line.strip():
+            name, _, flags = (line.rstrip("\n").split("\t") + ["", ""])[:3]
+            found = NUMERICS.search(flags)
+            profile = found.group(1) if found else "auto"
+            profiles.append((name, "fast" if profile == "auto" else profile))
+    return profiles
+
+
+class Prefill:
+    """What the prefill's floors need: the rates, the profiles, the prompt, the bytes model's
+    config and storage (Floor's), or why the floors cannot be given (`missing`)."""
+
+    def __init__(self, folder, floor, prompt):
+        self.folder, self.floor, self.prompt = folder, floor, prompt
+        self.rates = {m.group(1): float(m.group(2))
+                      for m in read_lines(folder, "gemm_rates.txt", RATE)}
+        self.profiles = variant_profiles(folder)
+        self.missing = [m for m in floor.missing if not m.startswith("read_ceiling")]
+        absent = [r for r in step_flops.RATES if r not in self.rates]
+        if absent:
+            self.missing.append("gemm_rates.txt's rate " + ", ".join(absent))
+        if self.profiles is None:
+            self.missing.append("variants.txt")
+        elif any(p not in step_flops.PROFILES for _, p in self.profiles):
+            self.missing.append("a --numerics of " + "/".join(step_flops.PROFILES))
+
+    def measured(self):
+        return os.path.exists(os.path.join(self.folder, "gemm_rates.txt"))
+
+    def profile(self, name):
+        return dict(self.profiles or []).get(name)
+
+    def floor_ms(self, name, depth, batch):
+        c, stored = self.floor.config, self.floor.linears[depth]
+        return step_flops.prefill_floor_us(c, depth, self.profile(name), stored, batch,
+                                           self.prompt, self.rates) / 1e3
+
+    def op_floors_us(self, name, depth, batch):
+        """{op name: floor µs} over the first `depth` layers."""
+        ops = step_flops.prefill_ops(self.floor.config, depth, batch, self.prompt)
+        return {op: step_flops.floor_us(op, flops, self.profile(name), self.floor.linears[depth],
+                                        self.rates) for op, flops in ops.items()}
+
+
+def print_prefill(prefill, ttfts, depths, target):
+    """The prefill table: time to first token over the depths against its compute floor."""
+    names = [n for n, _ in prefill.profiles or []]
+    order = {n: i for i, n in enumerate(names)}
+    keys = sorted(ttfts, key=lambda k: (k[1], order.get(k[0], len(order)), k[0]))
+    first = {}
+    cols = " | ".join(f"{d} layers ms" for d in depths)
+    print(f"\nprefill: B prompts of {prefill.prompt} tokens, time to first token\n")
+    print(f"| binary | numerics | B | {cols} | ms a layer | intercept ms | {target} layers ms "
+          f"(extrapolated) | tokens/s, {target} layers | vs first | floor ms a layer | ratio |")
+    print("|---|---|---:|" + "---:|" * (len(depths) + 7))
+    for name, batch in keys:
+        by_depth = ttfts[(name, batch)]
+        walls = " | ".join(f"{by_depth[d]:.1f}" if d in by_depth else "-" for d in depths)
+        line = fit(by_depth)
+        cells = "- | - | - | - | -"
+        if line:
+            whole = line[1] + target * line[0]
+            rate = batch * prefill.prompt / whole * 1e3
+            first.setdefault(batch, (name, rate))
+            versus = f"{rate / first[batch][1]:.2f}× {first[batch][0]}"
+            cells = f"{line[0]:.2f} | {line[1]:.1f} | {whole:.0f} | {rate:.0f} | {versus}"
+        floors = "- | -"
+        if line and not prefill.missing:
+            per = fit({d: prefill.floor_ms(name, d, batch) for d in by_depth})
+            floors = f"{per[0]:.2f} | {line[0] / per[0]:.2f}"
+        print(f"| {name} | {prefill.profile(name) or '-'} | {batch} | {walls} | {cells} | "
+              f"{floors} |")
+
+
+def print_prefill_ops(prefill, ttfts):
+    """Per batch: each op's floor a layer in each binary's profile, and ncu's µs per group of
+    kernels against the floors of its ops."""
+    names = [n for n, _ in prefill.profiles]
+    rates = ", ".join(f"{r} {prefill.rates[r]:.0f}" for r in step_flops.RATES)
+    for batch in sorted({b for _, b in ttfts}):
+        ran = sorted({d for (n, b), by in ttfts.items() if b == batch for d in by})
+        ops = {d: step_flops.prefill_ops(prefill.floor.config, d, batch, prefill.prompt)
+               for d in ran}
+        floors = {n: {d: prefill.op_floors_us(n, d, batch) for d in ran} for n in names}
+        print(f"\nprefill floor per op, B = {batch}, a layer (rates TFLOP/s: {rates}; x3: the "
+              "three bf16 passes of an f32-exact product)\n")
+        print("| op | kernels | GFLOP a layer | " + " | ".join(f"{n}: rate | {n}: µs"
+                                                             for n in names) + " |")
+        print("|---|---|---:|" + "---|---:|" * len(names))
+        for op in step_flops.OPS:
+            if op.name not in ops[ran[-1]]:
+                continue
+            flops = per_layer({d: ops[d].get(op.name, 0) for d in ran})
+            cells = []
+            for n in names:
+                rate, passes = step_flops.rate_of(op, prefill.profile(n),
+                                                  prefill.floor.linears[ran[-1]])
+                us = per_layer({d: floors[n][d].get(op.name, 0.0) for d in ran})
+                cells.append(f"{rate}{f' x{passes}' if passes > 1 else ''} | {us:.0f}")
+            print(f"| {op.name} | {op.kernels} | {flops / 1e9:.1f} | " + " | ".join(cells) + " |")
+        print_prefill_groups(prefill, names, floors, batch)
+
+
+def print_prefill_groups(prefill, names, floors, batch):
+    """ncu's µs a layer per group of kernels (ncu_NAME_lL_bB_prefill.txt) beside the floors."""
+    measured = {}
+    for n in names:
+        by_depth = {}
+        for d in floors[n]:
+            found = read_lines(prefill.folder, f"ncu_{n}_l{d}_b{batch}_prefill.txt", GROUP)
+            if found:
+                by_depth[d] = {m.group(1): float(m.group(3)) for m in found}
+        if by_depth:
+            measured[n] = by_depth
+    if not measured:
+        return
+    groups = list(dict.fromkeys([op.kernels for op in step_flops.OPS] + sorted(
+        {g for by_depth in measured.values() for groups in by_depth.values() for g in groups})))
+    print(f"\nprefill under ncu per group of kernels, B = {batch}, µs a layer (ncu's depths: "
+          + "; ".join(f"{n} {', '.join(map(str, sorted(measured[n])))}" for n in measured)
+          + "; ratio = ncu / floor)\n")
+    print("| kernels | " + " | ".join(f"{n}: floor | {n}: ncu | {n}: ratio" for n in measured)
+          + " |")
+    print("|---|" + "---:|" * (3 * len(measured)))
+    for group in groups:
+        cells = []
+        for n, by_depth in measured.items():
+            floor = per_layer({d: sum(us for op, us in floors[n][d].items()
+                                      if step_flops.OP_BY_NAME[op].kernels == group)
+                               for d in by_depth})
+            ran = any(group in groups_ for groups_ in by_depth.values())
+            ncu = per_layer({d: groups_.get(group, 0.0) for d, groups_ in by_depth.items()})
+            cells.append(" | ".join((f"{floor:.0f}" if floor else "-",
+                                     f"{ncu:.0f}" if ran else "-",
+                                     f"{ncu / floor:.2f}" if floor and ran else "-")))
+        print(f"| {group} | " + " | ".join(cells) + " |")
+    cells = []
+    for n, by_depth in measured.items():
+        floor = per_layer({d: sum(floors[n][d].values()) for d in by_depth})
+        ncu = per_layer({d: sum(groups_.values()) for d, groups_ in by_depth.items()})
+        cells.append(f"{floor:.0f} | {ncu:.0f} | {ncu / floor:.2f}")
+    print("| all | " + " | ".join(cells) + " |")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("out_dir")
     p.add_argument("--extrapolate", type=int,
                    help="layers to extrapolate to (default: the config's, else 43)")
     p.add_argument("--context", type=int, default=272,
-                   help="the decode steps' mean position (engine_bench.sh: prompt + 16)")
+                   help="the decode steps' mean position (engine_bench.sh: prompt + gen/2)")
+    p.add_argument("--prompt-tokens", type=int, default=256,
+                   help="each sequence's prompt: the prefill's tokens are B times it")
     a = p.parse_args()
     folder = a.out_dir
     steps, ttfts = bench_lines(os.path.join(folder, "engine.txt"))
@@ -167,6 +360,17 @@ def main():
               f"(scripts/step_bytes.py; FP8 linears held as {held}), fitted over the depths, "
               f"at the D2D copy rate read_ceiling measured in this call, {floor.copy_gbs:.0f} "
               "GB/s; ratio = ms a layer / floor ms a layer")
+    prefill = Prefill(folder, floor, a.prompt_tokens)
+    if not prefill.measured():
+        return
+    print_prefill(prefill, ttfts, depths, target)
+    if prefill.missing:
+        print("\nno prefill floor: missing " + "; ".join(prefill.missing))
+        return
+    print("\nprefill floor: scripts/step_flops.py's flops of each op at the rate of its operands "
+          "in the binary's profile, measured by gemm_rates in this call; ratio = ms a layer / "
+          "floor ms a layer")
+    print_prefill_ops(prefill, ttfts)
 
 
 if __name__ == "__main__":
