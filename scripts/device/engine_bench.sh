@@ -3,9 +3,10 @@
 # writes a synthetic checkpoint of the config's first LAYERS layers (bench/checkpoint/
 # synth_checkpoint), times `dsv4 bench --device cuda` on it at each batch size (and, when the
 # carried binaries hold a `dsv4_before`, that binary beside it, interleaved: a same-call A/B),
-# then puts one short run per batch size in NCU_BATCHES and binary under ncu (NCU_PROMPT_TOKENS
-# a prompt, default 256, so the decode steps run at a real position) and summarises where its
-# first prefill step's and its last decode step's kernel time goes (ncu_step_summary.py).
+# then puts one short run per batch size in NCU_BATCHES and binary under ncu (prompts of
+# NCU_PROMPT_TOKENS, by default PROMPT_TOKENS, so the decode steps run at a real position) and
+# summarises where its first prefill step's and its last decode step's kernel time goes
+# (ncu_step_summary.py).
 # Finally engine_table.py fits each binary's and batch's step time over the depths (ms a layer,
 # intercept, V4-Flash's 43 layers extrapolated) beside each layer's memory floor (the bytes
 # scripts/step_bytes.py counts, at the copy rate bench/read_ceiling measures once at the start
