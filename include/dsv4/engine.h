@@ -75,10 +75,10 @@ struct EngineOptions {
   // each rank copies its share to its GPU. More than the machine has is refused, naming what it
   // has.
   int64_t gpus = 1;
-  // On the GPU, each decode step (one token of every running sequence) replayed as a CUDA graph
-  // captured once for its batch size: one launch instead of a few hundred. Off by default: at
-  // 3 or more sequences the replayed steps do not yet match the eager ones (docs/decode_graph.md),
-  // so it needs max_batch <= 2.
+  // On the GPU, each decode step (one token of every running sequence) replayed as a CUDA graph:
+  // one launch instead of a few hundred, the eager step's bits. open captures one a batch bucket
+  // (1, 2, 4, … max_batch) at max_context, so their memory is held before the first request
+  // and no request captures (a load note says what they hold; docs/decode_graph.md).
   bool cuda_graph = false;
 };
 
@@ -170,12 +170,15 @@ struct EngineStats {
   // device time too): a verify step's own cost is a speculative step's less this.
   int64_t draft_runs = 0;
   double draft_seconds = 0;
-  // With cuda_graph: the captured decode steps held (one a batch bucket met), the device
-  // memory they hold (their activations, logits and padding rows' cache), and the captures
-  // made so far (a bucket is captured again only when its caches' sizes outgrow it).
+  // With cuda_graph: the captured decode steps held (one a batch bucket), the device memory
+  // they hold (their activations, logits and padding rows' cache), and the captures made so far
+  // (all at open); the largest batch a graph replays and the memory the graphs held at open
+  // (decode_graph_bytes keeps it: no request captures).
   int64_t decode_graphs = 0;
   int64_t decode_graph_bytes = 0;
   int64_t decode_graph_captures = 0;
+  int64_t decode_graph_planned_batch = 0;
+  int64_t decode_graph_planned_bytes = 0;
 };
 
 class Engine {

@@ -149,6 +149,13 @@ int64_t held_bytes(const Tensor& t) { return static_cast<int64_t>(t.view().bytes
 // The padding rows' token.
 constexpr int64_t kPadToken = 0;
 
+// A capture runs the step's host side; on a CPU model that is the step itself, which a capture
+// that then failed would have run once already.
+Status can_capture(const Model& model) {
+  if (model.device() != Device::kCpu) return ok_status();
+  return unimplemented("a CPU model's step runs op by op (no device work to capture)");
+}
+
 }  // namespace
 
 DecodeStepShape DecodeStepShape::of(std::span<const SequenceChunk> chunks) {
@@ -296,16 +303,90 @@ Status DecodeGraphs::run(const Model& model, std::span<const SequenceChunk> chun
   // Keyed by the rows the step runs (its bucket, or its own size where pad could not pad it), as
   // capture and give_up key them.
   const auto size = static_cast<int64_t>(step.chunks.size());
+  const auto graph = graphs_.find(size);
+  const bool held =
+      graph != graphs_.end() && graph->second->shape.holds(DecodeStepShape::of(step.chunks));
+  if (planned_) {
+    if (held) return replay(model, *graph->second, step);
+    if (!eager_[size]) {
+      eager_[size] = true;
+      std::fprintf(stderr,
+                   "dsv4: note: the decode step of %lld rows runs without a CUDA graph: none "
+                   "was planned for its sizes\n",
+                   static_cast<long long>(size));
+    }
+    return run_eagerly(model, step);
+  }
   const auto seen = eager_.find(size);
   if (seen == eager_.end() || seen->second) {
     eager_[size] = seen != eager_.end();  // a first step: eager, the next one captures
     return run_eagerly(model, step);
   }
-  const auto graph = graphs_.find(size);
-  if (graph != graphs_.end() && graph->second->shape.holds(DecodeStepShape::of(step.chunks))) {
-    return replay(model, *graph->second, step);
-  }
+  if (held) return replay(model, *graph->second, step);
   return capture(model, step);
+}
+
+std::vector<int64_t> DecodeGraphs::planned_sizes(int64_t padding_max_batch, int64_t max_batch) {
+  std::vector<int64_t> sizes;
+  for (int64_t batch = 1; batch <= max_batch; ++batch) {
+    const int64_t size = bucket_size(batch, padding_max_batch);
+    if (sizes.empty() || sizes.back() != size) sizes.push_back(size);
+  }
+  return sizes;
+}
+
+Result<DecodeGraphPlan> DecodeGraphs::plan(const Model& model, int64_t max_batch,
+                                           int64_t max_positions) {
+  DecodeGraphPlan made;
+  const std::vector<int64_t> sizes = planned_sizes(max_batch_, max_batch);
+  Status why = can_capture(model);
+  // A Session's cache (runtime/session.cpp: the default step size) of the most positions any
+  // request may have: its entry capacity is the largest a server's steps have.
+  Result<SequenceCache> cache =
+      why.ok() ? model.new_cache(max_positions) : Result<SequenceCache>(why);
+  Result<Tensor> logits =
+      cache.ok() ? Tensor::empty(DType::kF32, {1, model.config().vocab_size}, model.device())
+                 : Result<Tensor>(cache.status());
+  why = logits.status();
+  for (const int64_t size : sizes) {
+    if (why.ok()) why = warm_up(model, *cache, logits->view(), size);
+    if (!why.ok()) {
+      made.note = "decode steps of " + std::to_string(size) +
+                  " rows and more run without a CUDA graph: " + why.to_string();
+      break;
+    }
+    made.sizes.push_back(size);
+  }
+  planned_ = true;
+  // Past the largest graph a batch runs as its own size: padding it to a bucket that stays
+  // eager would only add rows.
+  if (max_batch_ > 0) max_batch_ = made.sizes.empty() ? 0 : made.sizes.back();
+  // The step's cache goes below; the graphs and padding rows are read by the thread that steps
+  // the model from now on (a server's worker), there only once made.
+  if (model.device() != Device::kCpu) DSV4_RETURN_IF_ERROR(finish_device_work());
+  count_held();
+  made.device_bytes = held_bytes_.load();
+  planned_batch_ = made.sizes.empty() ? 0 : made.sizes.back();
+  planned_bytes_ = made.device_bytes;
+  return made;
+}
+
+Status DecodeGraphs::warm_up(const Model& model, SequenceCache& cache, const TensorView& logits,
+                             int64_t size) {
+  const SequenceChunk chunk{std::span(&kPadToken, 1), 0, &cache, logits};
+  const std::span<const SequenceChunk> one(&chunk, 1);
+  DSV4_ASSIGN_OR_RETURN(const Padded step, pad(model, one, size));
+  if (static_cast<int64_t>(step.chunks.size()) != size) {
+    return unimplemented("no padding rows with the rings of a session's cache");
+  }
+  const std::vector<HostCounts> start = save_counts(one);
+  // Each op's one-time setup at this size, as an unplanned bucket's first step.
+  Status warmed = run_eagerly(model, step);
+  restore_counts(one, start);
+  if (warmed.ok()) warmed = try_capture(model, step);
+  restore_counts(one, start);
+  eager_[size] = !warmed.ok();
+  return warmed;
 }
 
 Status DecodeGraphs::run_eagerly(const Model& model, const Padded& step) {
@@ -326,11 +407,7 @@ Status DecodeGraphs::give_up(const Model& model, const Padded& step, const Statu
 
 Result<std::unique_ptr<DecodeGraphs::Graph>> DecodeGraphs::prepare(
     const Model& model, std::span<const SequenceChunk> chunks, size_t slot_bytes) {
-  // A capture runs the step's host side; on a CPU model that is the step itself, which a
-  // capture that then failed would have run once already.
-  if (model.device() == Device::kCpu) {
-    return unimplemented("a CPU model's step runs op by op (no device work to capture)");
-  }
+  DSV4_RETURN_IF_ERROR(can_capture(model));
   DSV4_RETURN_IF_ERROR(finish_device_work());  // nothing in flight uses the graph dropped next
   graphs_.erase(static_cast<int64_t>(chunks.size()));
   const checkpoint::ModelConfig& c = model.config();
@@ -350,17 +427,15 @@ Result<std::unique_ptr<DecodeGraphs::Graph>> DecodeGraphs::prepare(
   return made;
 }
 
-Status DecodeGraphs::capture(const Model& model, const Padded& padded) {
+Status DecodeGraphs::try_capture(const Model& model, const Padded& padded) {
   const std::span<const SequenceChunk> chunks = padded.chunks;
   const auto size = static_cast<int64_t>(chunks.size());
   const StepUploads values = StepUploads::of(model, chunks);
   size_t slot_bytes = 0;
   for (size_t i = 0; i < kStepUploads; ++i) slot_bytes += values.bytes(i) + 256;
-  // What fails before the capture (pinned slots or the graph's logits not to be had) moved no
-  // count: the bucket runs eagerly, as after a failed capture, rather than fail every step.
-  Result<std::unique_ptr<Graph>> prepared = prepare(model, chunks, slot_bytes);
-  if (!prepared.ok()) return give_up(model, padded, prepared.status());
-  std::unique_ptr<Graph> made = std::move(prepared).value();
+  // What fails before the capture (pinned slots or the graph's logits not to be had) moves no
+  // count.
+  DSV4_ASSIGN_OR_RETURN(std::unique_ptr<Graph> made, prepare(model, chunks, slot_bytes));
   Graph& g = *made;
 
   std::vector<SequenceChunk> step(chunks.begin(), chunks.end());
@@ -386,14 +461,20 @@ Status DecodeGraphs::capture(const Model& model, const Padded& padded) {
   }
   if (!usable.ok()) {
     restore_counts(chunks, counts);
-    return give_up(model, padded, usable);
+    return usable;
   }
   if (padded.padded()) pad_->reset();
-  DSV4_RETURN_IF_ERROR(copy_logits(g.logits, padded.real()));
   graphs_[size] = std::move(made);
   ++captures_;
   count_held();
   return ok_status();
+}
+
+// A capture that fails keeps the bucket eager rather than fail every step of it.
+Status DecodeGraphs::capture(const Model& model, const Padded& padded) {
+  const Status captured = try_capture(model, padded);
+  if (!captured.ok()) return give_up(model, padded, captured);
+  return copy_logits(graphs_.at(static_cast<int64_t>(padded.chunks.size()))->logits, padded.real());
 }
 
 Status DecodeGraphs::replay(const Model& model, Graph& g, const Padded& padded) {
@@ -428,14 +509,16 @@ void DecodeGraphs::count_held() {
   if (pad_ != nullptr) bytes += cache_bytes(pad_->cache) + held_bytes(pad_->logits);
   // The graphs' own allocations: what the device's graph memory pool holds for them (a query
   // that fails leaves them out rather than fail the step).
-  const Result<int64_t> reserved = DeviceGraph::reserved_bytes();
+  const Result<int64_t> reserved =
+      graphs_.empty() ? Result<int64_t>(int64_t{0}) : DeviceGraph::reserved_bytes();
   if (reserved.ok()) bytes += *reserved;
   held_graphs_ = static_cast<int64_t>(graphs_.size());
   held_bytes_ = bytes;
 }
 
 DecodeGraphStats DecodeGraphs::stats() const {
-  return {held_graphs_.load(), held_bytes_.load(), captures_.load()};
+  return {held_graphs_.load(), held_bytes_.load(), captures_.load(), planned_batch_.load(),
+          planned_bytes_.load()};
 }
 
 }  // namespace dsv4::model

@@ -63,13 +63,28 @@ class DecodeGraphs {
   // max_batch; `batch` itself past max_batch, or with max_batch 0 (no padding).
   static int64_t bucket_size(int64_t batch, int64_t max_batch);
 
-  // Model::forward of such a step. A bucket's first step runs eagerly (each op's one-time setup
-  // at that size), its second is captured, later ones replay; a graph whose caches' rings or
-  // capacities no longer fit is captured again. A capture that fails, or whose first launch
-  // does, or that cannot be prepared (its pinned slots or logits not to be had; a CPU model),
-  // leaves the caches as they were and runs the step eagerly, says so once on stderr, and keeps
-  // that bucket eager. A replay that cannot launch (resource_exhausted when the device's
-  // memory is gone) leaves every cache as it was.
+  // The step sizes plan captures for a server of up to max_batch sequences: every bucket (1, 2,
+  // 4, … max_batch) where steps are padded (padding_max_batch > 0), else every size 1 …
+  // max_batch.
+  static std::vector<int64_t> planned_sizes(int64_t padding_max_batch, int64_t max_batch);
+
+  // Before the first request (Model::plan_decode_graphs): each of planned_sizes is run once
+  // eagerly and then captured and launched, on one cache of max_positions (a Session's rings:
+  // the default step size) and the padding rows, so its graph holds every cache a server of
+  // that context makes (DecodeStepShape::holds) and the graphs' memory is taken now, not by a
+  // request. The sizes go up, and the first that fails (a CPU model, or the device's memory
+  // gone) ends the plan: it and the larger ones run eagerly from then on, as batches past the
+  // largest planned bucket do (unpadded), said in the plan's note. From then on no step
+  // captures: one that no graph holds runs eagerly, with one note a size on stderr.
+  Result<DecodeGraphPlan> plan(const Model& model, int64_t max_batch, int64_t max_positions);
+
+  // Model::forward of such a step. Without a plan, a bucket's first step runs eagerly (each
+  // op's one-time setup at that size), its second is captured, later ones replay; a graph whose
+  // caches' rings or capacities no longer fit is captured again. A capture that fails, or whose
+  // first launch does, or that cannot be prepared (its pinned slots or logits not to be had; a
+  // CPU model), leaves the caches as they were and runs the step eagerly, says so once on
+  // stderr, and keeps that bucket eager. A replay that cannot launch (resource_exhausted when
+  // the device's memory is gone) leaves every cache as it was.
   Status run(const Model& model, std::span<const SequenceChunk> chunks);
 
   // Safe from any thread while another runs steps.
@@ -85,17 +100,25 @@ class DecodeGraphs {
   // captured.
   Result<std::unique_ptr<Graph>> prepare(const Model& model, std::span<const SequenceChunk> chunks,
                                          size_t slot_bytes);
+  // The step captured and launched, its graph held from now on; or why not, with every count
+  // as it was and the step not run.
+  Status try_capture(const Model& model, const Padded& step);
   Status capture(const Model& model, const Padded& step);
   Status replay(const Model& model, Graph& graph, const Padded& step);
   // The step runs eagerly from now on, said once on stderr.
   Status give_up(const Model& model, const Padded& step, const Status& why);
+  // One step of `size` rows on `cache` at position 0 (and padding rows) run eagerly and then
+  // captured; `cache` is back at position 0 after either.
+  Status warm_up(const Model& model, SequenceCache& cache, const TensorView& logits, int64_t size);
   void count_held();
 
   int64_t max_batch_;
   std::map<int64_t, std::unique_ptr<Graph>> graphs_;  // by bucket size
   std::map<int64_t, bool> eager_;                     // sizes seen: true = stays eager
   std::unique_ptr<PadRows> pad_;  // the padding rows' cache, made at the first padded step
+  bool planned_ = false;          // plan ran: no step captures from then on
   std::atomic<int64_t> held_graphs_{0}, held_bytes_{0}, captures_{0};
+  std::atomic<int64_t> planned_batch_{0}, planned_bytes_{0};
 };
 
 }  // namespace dsv4::model

@@ -43,6 +43,11 @@ DecodeGraphStats Model::decode_graph_stats() const {
   return graphs_ ? graphs_->stats() : DecodeGraphStats{};
 }
 
+Result<DecodeGraphPlan> Model::plan_decode_graphs(int64_t max_batch, int64_t max_positions) const {
+  if (!graphs_) return DecodeGraphPlan{};
+  return graphs_->plan(*this, max_batch, max_positions);
+}
+
 Result<SequenceCache> Model::new_cache(int64_t max_positions, int64_t max_step_tokens,
                                        CacheStart start) const {
   SequenceCache cache;

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "checkpoint/weights.h"
@@ -82,8 +83,20 @@ struct DecodeGraphStats {
   // device's graph memory pool), their logits and entry ids, the padding rows' cache.
   int64_t device_bytes = 0;
   // Steps captured so far: each bucket's first, and one each time its caches' sizes outgrew
-  // its graph (never for other sequences of the same sizes).
+  // its graph (never for other sequences of the same sizes). After a plan, none but its own.
   int64_t captures = 0;
+  // What Model::plan_decode_graphs held before the first request (zeros without a plan): the
+  // largest batch a graph replays (0: none) and the device memory the graphs held then, which
+  // device_bytes keeps, since a planned model captures nothing more.
+  int64_t planned_batch = 0;
+  int64_t planned_bytes = 0;
+};
+
+// What Model::plan_decode_graphs captured before the first request.
+struct DecodeGraphPlan {
+  std::vector<int64_t> sizes;  // the rows of each step captured, ascending
+  int64_t device_bytes = 0;    // DecodeGraphStats::device_bytes once they were
+  std::string note;            // why the next size and those above stay eager; empty: none do
 };
 
 class Model {
@@ -119,6 +132,11 @@ class Model {
   // The captured decode steps held now and the device memory they hold (zeros without
   // cuda_graph); safe from any thread while another runs forwards.
   DecodeGraphStats decode_graph_stats() const;
+  // With cuda_graph, before the first forward: every decode step a server of up to max_batch
+  // sequences of up to max_positions tokens runs is captured now, on caches of that capacity
+  // (DecodeGraphs::plan), so the graphs' memory is held before any request and a later step
+  // replays or runs eagerly, never captures. An empty plan without cuda_graph.
+  Result<DecodeGraphPlan> plan_decode_graphs(int64_t max_batch, int64_t max_positions) const;
 
  private:
   friend class DecodeGraphs;

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/device.h"
 #include "checkpoint/config.h"
 #include "checkpoint/loader.h"
 #include "checkpoint/to_device.h"
@@ -56,6 +57,27 @@ std::shared_ptr<const runtime::TokenMask> drawable_ids(const std::vector<int64_t
   for (int64_t id = 0; id < vocab_size; ++id) (*mask)[id / 32] |= 1u << (id % 32);
   for (const int64_t id : undecodable) (*mask)[id / 32] &= ~(1u << (id % 32));
   return mask;
+}
+
+// With --cuda-graph on: every decode step the server will run, captured before the first
+// request (Model::plan_decode_graphs), said in a load note with the memory it holds and what the
+// device has left for the sequences' caches.
+Status plan_decode_graphs(const model::Model& model, const EngineOptions& options,
+                          std::vector<std::string>& notes) {
+  DSV4_ASSIGN_OR_RETURN(const model::DecodeGraphPlan plan,
+                        model.plan_decode_graphs(options.max_batch, options.max_context));
+  std::string sizes;
+  for (const int64_t size : plan.sizes) sizes += (sizes.empty() ? "" : ", ") + std::to_string(size);
+  std::string note = "decode graphs of " + (sizes.empty() ? "no batch size" : sizes + " rows") +
+                     " captured at a context of " + std::to_string(options.max_context) +
+                     ", holding " + std::to_string(plan.device_bytes >> 20) + " MiB";
+  if (model.device() == Device::kCuda) {
+    const Result<int64_t> free = free_device_bytes(Device::kCuda);
+    if (free.ok()) note += " (" + std::to_string(*free >> 20) + " MiB of the device left free)";
+  }
+  if (!plan.note.empty()) note += "; " + plan.note;
+  notes.push_back(std::move(note));
+  return ok_status();
 }
 
 }  // namespace
@@ -149,8 +171,13 @@ Result<Engine> Engine::open(const EngineOptions& options) {
   model_options.placement = experts_at.get();
   model_options.cuda_graph = options.cuda_graph;
   model_options.cuda_graph_max_batch = options.max_batch;
-  return Engine(
-      std::make_unique<State>(std::move(loaded), std::move(experts_at), model_options, options));
+  auto state =
+      std::make_unique<State>(std::move(loaded), std::move(experts_at), model_options, options);
+  // The scheduler's worker waits for the first request, which comes only once open returns.
+  if (options.cuda_graph) {
+    DSV4_RETURN_IF_ERROR(plan_decode_graphs(state->model, options, state->load_notes));
+  }
+  return Engine(std::move(state));
 }
 
 int64_t Engine::vocab_size() const { return state_->model.config().vocab_size; }
@@ -225,6 +252,8 @@ EngineStats Engine::stats() const {
   now.decode_graphs = graphs.graphs;
   now.decode_graph_bytes = graphs.device_bytes;
   now.decode_graph_captures = graphs.captures;
+  now.decode_graph_planned_batch = graphs.planned_batch;
+  now.decode_graph_planned_bytes = graphs.planned_bytes;
   return now;
 }
 

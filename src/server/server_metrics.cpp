@@ -7,9 +7,16 @@
 namespace dsv4::server {
 namespace {
 
-void metric(std::string& out, const char* name, const char* type, const char* help, int64_t value) {
-  out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" +
-         name + " " + std::to_string(value) + "\n";
+struct Metric {
+  const char* name;
+  const char* type;  // gauge or counter
+  const char* help;
+  int64_t value;
+};
+
+void metric(std::string& out, const Metric& m) {
+  out += std::string("# HELP ") + m.name + " " + m.help + "\n# TYPE " + m.name + " " + m.type +
+         "\n" + m.name + " " + std::to_string(m.value) + "\n";
 }
 
 // One counter per draft position (1-based), none without speculative decoding.
@@ -38,33 +45,40 @@ void ServerMetrics::record(const std::string& path, int status) {
 
 std::string ServerMetrics::prometheus(const EngineStats& engine) const {
   std::string out;
-  metric(out, "dsv4_sequences_running", "gauge", "Sequences in the batch being stepped.",
-         engine.running);
-  metric(out, "dsv4_sequences_waiting", "gauge", "Requests waiting for a place in the batch.",
-         engine.waiting);
-  metric(out, "dsv4_steps_total", "counter", "Forwards run.", engine.steps);
-  metric(out, "dsv4_prompt_tokens_total", "counter", "Prompt tokens run through the model.",
-         engine.prompt_tokens);
-  metric(out, "dsv4_cached_prompt_tokens_total", "counter",
-         "Prompt tokens taken from the prefix cache instead.", engine.cached_prompt_tokens);
-  metric(out, "dsv4_prefix_cache_bytes", "gauge", "Device memory the prefix cache holds.",
-         engine.prefix_cache_bytes);
-  metric(out, "dsv4_generated_tokens_total", "counter", "Tokens drawn.", engine.generated_tokens);
-  metric(out, "dsv4_sequences_finished_total", "counter", "Sequences that ended.", engine.finished);
-  metric(out, "dsv4_drafted_tokens_total", "counter",
-         "Tokens the MTP block drafted and a step verified (speculative decoding).",
-         engine.drafted_tokens);
-  metric(out, "dsv4_accepted_tokens_total", "counter", "Drafted tokens the model accepted.",
-         engine.accepted_tokens);
-  metric(out, "dsv4_decode_graphs", "gauge",
-         "Captured decode steps held (--cuda-graph on; one a batch bucket met).",
-         engine.decode_graphs);
-  metric(out, "dsv4_decode_graph_bytes", "gauge",
-         "Device memory the captured decode steps hold (activations, logits, padding rows).",
-         engine.decode_graph_bytes);
-  metric(out, "dsv4_decode_graph_captures_total", "counter",
-         "Decode steps captured (--cuda-graph on; again only when caches outgrow a bucket's).",
-         engine.decode_graph_captures);
+  const Metric metrics[] = {
+      {"dsv4_sequences_running", "gauge", "Sequences in the batch being stepped.", engine.running},
+      {"dsv4_sequences_waiting", "gauge", "Requests waiting for a place in the batch.",
+       engine.waiting},
+      {"dsv4_steps_total", "counter", "Forwards run.", engine.steps},
+      {"dsv4_prompt_tokens_total", "counter", "Prompt tokens run through the model.",
+       engine.prompt_tokens},
+      {"dsv4_cached_prompt_tokens_total", "counter",
+       "Prompt tokens taken from the prefix cache instead.", engine.cached_prompt_tokens},
+      {"dsv4_prefix_cache_bytes", "gauge", "Device memory the prefix cache holds.",
+       engine.prefix_cache_bytes},
+      {"dsv4_generated_tokens_total", "counter", "Tokens drawn.", engine.generated_tokens},
+      {"dsv4_sequences_finished_total", "counter", "Sequences that ended.", engine.finished},
+      {"dsv4_drafted_tokens_total", "counter",
+       "Tokens the MTP block drafted and a step verified (speculative decoding).",
+       engine.drafted_tokens},
+      {"dsv4_accepted_tokens_total", "counter", "Drafted tokens the model accepted.",
+       engine.accepted_tokens},
+      {"dsv4_decode_graphs", "gauge",
+       "Captured decode steps held (--cuda-graph on; one a batch bucket).", engine.decode_graphs},
+      {"dsv4_decode_graph_bytes", "gauge",
+       "Device memory the captured decode steps hold (activations, logits, padding rows).",
+       engine.decode_graph_bytes},
+      {"dsv4_decode_graph_captures_total", "counter",
+       "Decode steps captured (--cuda-graph on; all of them at startup).",
+       engine.decode_graph_captures},
+      {"dsv4_decode_graph_planned_bytes", "gauge",
+       "Device memory the decode graphs captured at startup hold, before any request.",
+       engine.decode_graph_planned_bytes},
+      {"dsv4_decode_graph_planned_batch", "gauge",
+       "Largest batch a decode graph captured at startup replays (0: every step eager).",
+       engine.decode_graph_planned_batch},
+  };
+  for (const Metric& m : metrics) metric(out, m);
   by_position(out, "dsv4_drafted_tokens_by_position_total",
               "Drafted tokens by their place among a step's drafts.", engine.drafted_at);
   by_position(out, "dsv4_accepted_tokens_by_position_total",

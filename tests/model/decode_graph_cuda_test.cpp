@@ -5,8 +5,9 @@
 // top-k fills up; every step's logits of every sequence must be the eager step's bits. The
 // disabled test adds B = 3 … 8 and fresh caches of other capacities (captured again); the others
 // narrow its failure down (one without graphs: 3 rows keep their bits beside a fourth), check
-// the buckets' padding rows, and that one graph replays over sequences other than those it was
-// captured with.
+// the buckets' padding rows, that one graph replays over sequences other than those it was
+// captured with, and that graphs planned before the first step serve every batch without a
+// capture.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/device_graph.h"
 #include "checkpoint/loader.h"
 #include "checkpoint/to_device.h"
 #include "model/decode_graph.h"
@@ -95,13 +97,13 @@ struct Batch {
 
 // B sequences of random prompts prefilled (op by op: a prompt is no decode step).
 Batch prefill(const Model& model, const std::vector<std::vector<int64_t>>& prompts,
-              int64_t max_positions) {
+              int64_t max_positions, int64_t step_tokens = kStepTokens) {
   const int64_t v = model.config().vocab_size;
   Batch batch;
   batch.logits =
       Tensor::empty(DType::kF32, {static_cast<int64_t>(prompts.size()), v}, model.device()).value();
   for (size_t i = 0; i < prompts.size(); ++i) {
-    auto cache = model.new_cache(max_positions, kStepTokens);
+    auto cache = model.new_cache(max_positions, step_tokens);
     EXPECT_TRUE(cache.ok()) << cache.status().to_string();
     batch.caches.push_back(std::move(cache).value());
     const auto row = static_cast<int64_t>(i);
@@ -160,39 +162,83 @@ struct Round {
   bool new_graphs = false;
 };
 
+// With a plan (Model::plan_decode_graphs), made when the graph model is: every step size of a
+// server of max_batch sequences of `scale` times the decode's positions, on caches of the
+// default step size (a Session's), which the rounds' caches then have too.
+struct Planned {
+  int64_t max_batch = 0;
+  int64_t scale = 0;
+};
+
+// A graph model (planned when `plan` asks), and the sizes its plan captured.
+std::unique_ptr<Model> graph_model(const checkpoint::ModelWeights& weights,
+                                   const ModelOptions& graphs, const std::optional<Planned>& plan,
+                                   int64_t positions, std::set<int64_t>& planned) {
+  auto made = std::make_unique<Model>(weights, graphs);
+  planned.clear();
+  if (!plan) return made;
+  const Result<DecodeGraphPlan> done =
+      made->plan_decode_graphs(plan->max_batch, plan->scale * positions);
+  EXPECT_TRUE(done.ok()) << done.status().to_string();
+  if (!done.ok()) return made;
+  EXPECT_EQ(done->note, "") << "a step size stayed eager";
+  planned.insert(done->sizes.begin(), done->sizes.end());
+  const DecodeGraphStats held = made->decode_graph_stats();
+  EXPECT_EQ(held.graphs, static_cast<int64_t>(done->sizes.size()));
+  EXPECT_EQ(held.captures, held.graphs);
+  EXPECT_EQ(held.planned_batch, done->sizes.empty() ? 0 : done->sizes.back());
+  EXPECT_EQ(held.planned_bytes, done->device_bytes);
+  EXPECT_EQ(held.device_bytes, done->device_bytes);
+  // The captured steps' activations are held from now on, inside what the graphs count.
+  const Result<int64_t> reserved = DeviceGraph::reserved_bytes();
+  EXPECT_TRUE(reserved.ok()) << reserved.status().to_string();
+  if (reserved.ok()) {
+    EXPECT_GT(*reserved, 0);
+    EXPECT_LE(*reserved, done->device_bytes);
+  }
+  return made;
+}
+
 // Each round: B random prompts prefilled in an eager model and a graph model, then decoded in
 // both (each fed the eager model's greedy tokens); every step's logits must be the same bytes.
 // max_batch: the graph model's ModelOptions::cuda_graph_max_batch (0: a graph a batch size, no
-// padding rows).
+// padding rows). With `plan`, no step after the plan may capture, and its memory stays as the
+// plan left it.
 void expect_replays_match_eager(const std::string& golden, const std::vector<Round>& rounds,
-                                int64_t max_batch = 0) {
+                                int64_t max_batch = 0,
+                                const std::optional<Planned>& plan = std::nullopt) {
   auto weights = gpu_weights(golden);
   ASSERT_TRUE(weights.ok()) << weights.status().to_string();
   ModelOptions graphs;
   graphs.cuda_graph = true;
   graphs.cuda_graph_max_batch = max_batch;
   const Model eager(*weights, ModelOptions{});
-  auto replayed = std::make_unique<Model>(*weights, graphs);
   const checkpoint::ModelConfig& c = eager.config();
   const int64_t v = c.vocab_size;
   const auto [longest_prompt, n_steps] = DecodeLength::of(c);
+  const int64_t positions = longest_prompt + n_steps + 1;
+  const int64_t step_tokens = plan ? AttentionCache::kDefaultStepTokens : kStepTokens;
+  std::set<int64_t> planned;
+  auto replayed = graph_model(*weights, graphs, plan, positions, planned);
+  ASSERT_FALSE(::testing::Test::HasFailure());
   testing::SeededRng rng;
   std::set<int64_t> buckets;  // the graph model's buckets met: one graph held each
   for (const Round& round : rounds) {
     SCOPED_TRACE("B = " + std::to_string(round.batch) + ", capacity ×" +
                  std::to_string(round.scale) + (round.new_graphs ? ", new graphs" : ""));
     if (round.new_graphs) {
-      replayed = std::make_unique<Model>(*weights, graphs);
+      replayed = graph_model(*weights, graphs, plan, positions, planned);
       buckets.clear();
+      ASSERT_FALSE(::testing::Test::HasFailure());
     }
     std::vector<std::vector<int64_t>> prompts(static_cast<size_t>(round.batch));
     for (auto& prompt : prompts) {
       prompt.resize(static_cast<size_t>(rng.uniform_int(2, longest_prompt)));
       for (int64_t& id : prompt) id = rng.uniform_int(0, v - 1);
     }
-    const int64_t max_positions = round.scale * (longest_prompt + n_steps + 1);
-    Batch a = prefill(eager, prompts, max_positions),
-          b = prefill(*replayed, prompts, max_positions);
+    const int64_t max_positions = round.scale * positions;
+    Batch a = prefill(eager, prompts, max_positions, step_tokens),
+          b = prefill(*replayed, prompts, max_positions, step_tokens);
     ASSERT_FALSE(::testing::Test::HasFailure());
     std::vector<int64_t> tokens(static_cast<size_t>(round.batch));
     std::vector<float> want = to_host(a.logits.view());
@@ -222,8 +268,20 @@ void expect_replays_match_eager(const std::string& golden, const std::vector<Rou
     // A capture that fails runs its bucket eagerly for good, which would pass the comparison above
     // without a replay (a tool that cannot capture, compute-sanitizer say, would go unnoticed).
     buckets.insert(DecodeGraphs::bucket_size(round.batch, padding_max_batch(*weights, graphs)));
-    EXPECT_EQ(replayed->decode_graph_stats().graphs, static_cast<int64_t>(buckets.size()))
-        << "graphs held: a step ran without its graph (its note is on stderr)";
+    const DecodeGraphStats held = replayed->decode_graph_stats();
+    if (!plan) {
+      EXPECT_EQ(held.graphs, static_cast<int64_t>(buckets.size()))
+          << "graphs held: a step ran without its graph (its note is on stderr)";
+      continue;
+    }
+    EXPECT_TRUE(std::includes(planned.begin(), planned.end(), buckets.begin(), buckets.end()))
+        << "a step ran as a size the plan did not capture";
+    EXPECT_EQ(held.graphs, static_cast<int64_t>(planned.size()));
+    EXPECT_EQ(held.captures, held.graphs) << "a step after the plan captured";
+    EXPECT_EQ(held.device_bytes, held.planned_bytes);
+    const Result<int64_t> reserved = DeviceGraph::reserved_bytes();
+    ASSERT_TRUE(reserved.ok()) << reserved.status().to_string();
+    EXPECT_LE(*reserved, held.planned_bytes) << "the graph memory pool grew after the plan";
   }
 }
 
@@ -489,6 +547,18 @@ TEST_P(DecodeGraphCudaTest, AReplayPastTheCachesCapacityIsRefusedAndMovesNothing
           << "sequence " << i << " after the refused step";
     }
   }
+}
+
+// Planned before the first step (Model::plan_decode_graphs, as Engine::open does): buckets 1, 2, 4
+// and 8 captured on a cache of twice the rounds' positions. Batches of every size up to 8, on
+// caches as long as the plan's and half as long, replay the planned graphs with the eager
+// steps' bits, capture nothing, and the graph memory pool stays as the plan left it. No plan
+// padded (every size captured, 1 … 3) gives the same.
+TEST_P(DecodeGraphCudaTest, PlannedGraphsServeEveryBatchWithoutCapturing) {
+  std::vector<Round> rounds;
+  for (int64_t b = 1; b <= 8; ++b) rounds.push_back({b, b % 2 == 0 ? 2 : 1});
+  expect_replays_match_eager(GetParam(), rounds, /*max_batch=*/8, Planned{8, 2});
+  expect_replays_match_eager(GetParam(), {{3, 2}, {1, 1}, {2, 2}}, /*max_batch=*/0, Planned{3, 2});
 }
 
 INSTANTIATE_TEST_SUITE_P(Golden, DecodeGraphCudaTest,

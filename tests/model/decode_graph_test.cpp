@@ -2,7 +2,8 @@
 // decode_graph_cuda_test.cpp): which bucket a batch runs as, what a graph is keyed on (its
 // caches' sizes, not which caches), when padding rows are allowed, that a CPU model never hands
 // a step to a graph, and what a step does when no graph can be made: the eager step's tokens
-// with one note, and a clear error past the caches' capacity.
+// with one note, and a clear error past the caches' capacity. Which sizes a plan captures, and
+// what a plan that can capture none leaves.
 #include "model/decode_graph.h"
 
 #include <gtest/gtest.h>
@@ -31,6 +32,23 @@ TEST(DecodeGraphsTest, BatchesRunAsTheNextPowerOfTwoUpToTheMaxBatch) {
   for (const std::vector<int64_t>& c : cases) {
     EXPECT_EQ(DecodeGraphs::bucket_size(c[0], c[1]), c[2])
         << "batch " << c[0] << ", max batch " << c[1];
+  }
+}
+
+// plan captures a graph for every size a step of a server's batch can run as: its buckets, or
+// every batch size where steps are not padded.
+TEST(DecodeGraphsTest, APlanCapturesEveryBucketOrEveryBatchSize) {
+  // {padding max batch, max batch}, sizes
+  const std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> cases = {
+      {{1, 1}, {1}},
+      {{3, 3}, {1, 2, 3}},
+      {{8, 8}, {1, 2, 4, 8}},
+      {{12, 12}, {1, 2, 4, 8, 12}},
+      {{32, 32}, {1, 2, 4, 8, 16, 32}},
+      {{0, 5}, {1, 2, 3, 4, 5}}};
+  for (const auto& [max, sizes] : cases) {
+    EXPECT_EQ(DecodeGraphs::planned_sizes(max[0], max[1]), sizes)
+        << "padding max batch " << max[0] << ", max batch " << max[1];
   }
 }
 
@@ -116,6 +134,39 @@ TEST(DecodeGraphsTest, ACpuModelRunsEveryStepOpByOp) {
   EXPECT_EQ(model.decode_graph_stats().device_bytes, 0);
 }
 
+// Sequences stepped through DecodeGraphs::run and, each of them, alone.
+struct TwinCaches {
+  std::vector<SequenceCache>& batched;
+  std::vector<SequenceCache>& alone;
+  std::vector<int64_t>& next;  // each sequence's next token
+};
+
+// One step of the first n sequences through `graphs`: each row's logits must be the bits of its
+// sequence stepped alone; each is fed its greedy token next.
+void expect_rows_match_alone(DecodeGraphs& graphs, const Model& model, const TwinCaches& seqs,
+                             int64_t n) {
+  const int64_t v = model.config().vocab_size;
+  Tensor logits = Tensor::host(DType::kF32, {n, v});
+  std::vector<SequenceChunk> chunks;
+  for (int64_t s = 0; s < n; ++s) {
+    chunks.push_back({std::span(&seqs.next[s], 1), seqs.batched[s].n_tokens(), &seqs.batched[s],
+                      logits.view().rows(s, s + 1)});
+  }
+  const Status ran = graphs.run(model, chunks);
+  ASSERT_TRUE(ran.ok()) << ran.to_string();
+  for (int64_t s = 0; s < n; ++s) {
+    Tensor want = Tensor::host(DType::kF32, {1, v});
+    ASSERT_TRUE(model
+                    .forward(std::span(&seqs.next[s], 1), seqs.alone[s].n_tokens(), seqs.alone[s],
+                             want.view())
+                    .ok());
+    ASSERT_EQ(std::memcmp(logits.data_as<float>() + s * v, want.data_as<float>(), v * 4), 0)
+        << "sequence " << s;
+    const float* row = want.data_as<float>();
+    seqs.next[s] = std::max_element(row, row + v) - row;
+  }
+}
+
 // DecodeGraphs::run on a CPU model, whose steps no graph can hold (a capture would run the step
 // itself): each batch size's first step runs eagerly, its second tries a capture, which gives
 // up with one line on stderr, and from then on the bucket stays eager. Whatever the batch (one
@@ -154,24 +205,9 @@ TEST(DecodeGraphsTest, AStepNoGraphCanHoldRunsEagerlyWithOneNoteAndTheSameBits) 
   const std::vector<int64_t> batches = {1, 1, 1, 3, 3, 5, 5, 2, 2};
   ::testing::internal::CaptureStderr();
   for (size_t step = 0; step < batches.size(); ++step) {
-    const int64_t n = batches[step];
-    Tensor logits = Tensor::host(DType::kF32, {n, v});
-    std::vector<SequenceChunk> chunks;
-    for (int64_t s = 0; s < n; ++s) {
-      chunks.push_back({std::span(&next[s], 1), batched[s].n_tokens(), &batched[s],
-                        logits.view().rows(s, s + 1)});
-    }
-    const Status ran = graphs.run(model, chunks);
-    ASSERT_TRUE(ran.ok()) << "step " << step << ": " << ran.to_string();
-    for (int64_t s = 0; s < n; ++s) {
-      Tensor want = Tensor::host(DType::kF32, {1, v});
-      ASSERT_TRUE(
-          model.forward(std::span(&next[s], 1), alone[s].n_tokens(), alone[s], want.view()).ok());
-      ASSERT_EQ(std::memcmp(logits.data_as<float>() + s * v, want.data_as<float>(), v * 4), 0)
-          << "step " << step << ", batch " << n << ", sequence " << s;
-      const float* row = want.data_as<float>();
-      next[s] = std::max_element(row, row + v) - row;
-    }
+    SCOPED_TRACE("step " + std::to_string(step) + ", batch " + std::to_string(batches[step]));
+    expect_rows_match_alone(graphs, model, {batched, alone, next}, batches[step]);
+    ASSERT_FALSE(HasFailure());
   }
   const std::string notes = ::testing::internal::GetCapturedStderr();
   for (const int64_t rows : {1, 4, 5, 2}) {
@@ -203,6 +239,50 @@ TEST(DecodeGraphsTest, AStepNoGraphCanHoldRunsEagerlyWithOneNoteAndTheSameBits) 
   for (int64_t s = 0; s < kSequences; ++s) EXPECT_EQ(batched[s].n_tokens(), before[s]) << s;
   chunks.erase(chunks.begin() + 2);
   EXPECT_TRUE(graphs.run(model, chunks).ok());
+}
+
+// A plan on a CPU model, which no graph can hold: it captures nothing, says why in its note, and
+// leaves steps unpadded; from then on a step never tries a capture (no note of a failed one), its
+// rows keep the bits of their sequences stepped alone, and a size without a graph is said once.
+TEST(DecodeGraphsTest, APlanThatHoldsNoGraphLeavesEveryStepEagerAndUnpadded) {
+  auto loaded = checkpoint::load_model(testing::golden_path("tiny_a_pretrained/model"));
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  const Model model(loaded->weights, ModelOptions{});
+  DecodeGraphs graphs(/*max_batch=*/4);
+  Result<DecodeGraphPlan> plan = graphs.plan(model, 4, 64);
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  EXPECT_TRUE(plan->sizes.empty());
+  EXPECT_NE(plan->note.find("decode steps of 1 rows and more run without a CUDA graph"),
+            std::string::npos)
+      << plan->note;
+  EXPECT_NE(plan->note.find("CPU model"), std::string::npos) << plan->note;
+  EXPECT_EQ(plan->device_bytes, 0);
+
+  constexpr int64_t kSequences = 3;
+  std::vector<SequenceCache> batched, alone;
+  for (int64_t s = 0; s < kSequences; ++s) {
+    for (std::vector<SequenceCache>* caches : {&batched, &alone}) {
+      auto cache = model.new_cache(16);
+      ASSERT_TRUE(cache.ok()) << cache.status().to_string();
+      caches->push_back(std::move(cache).value());
+    }
+  }
+  std::vector<int64_t> next = {5, 7, 11};
+  ::testing::internal::CaptureStderr();
+  for (int step = 0; step < 3; ++step) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    expect_rows_match_alone(graphs, model, {batched, alone, next}, kSequences);
+    ASSERT_FALSE(HasFailure());
+  }
+  const std::string notes = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(notes,
+            "dsv4: note: the decode step of 3 rows runs without a CUDA graph: none was planned "
+            "for its sizes\n");
+  const DecodeGraphStats stats = graphs.stats();
+  EXPECT_EQ(stats.graphs, 0);
+  EXPECT_EQ(stats.captures, 0);
+  EXPECT_EQ(stats.planned_batch, 0);
+  EXPECT_EQ(stats.planned_bytes, 0);
 }
 
 }  // namespace

@@ -5,9 +5,11 @@
 // tokens exactly: tests/model/deepseek_v4_cuda_test.cpp). The prefix cache's states copied on
 // the device serve a chat's next turn as they do on the host (runtime/prefix_turns.h).
 // Speculative decoding keeps plain decoding's greedy tokens, every step speculative or beside
-// plain steps replayed from CUDA graphs.
+// plain steps replayed from CUDA graphs. With CUDA graphs, open captures every decode step a
+// request will replay.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <thread>
 #include <utility>
@@ -48,15 +50,17 @@ TEST(EngineCudaTest, TurnsStartFromKeptStates) {
   testing::expect_turns_start_from_kept_states(EngineDevice::kCuda);
 }
 
-// Greedy generations of n sequences of the trained Brown model (whose drafts are often kept, so
-// speculative steps accept and reject) on the GPU, with the engine's stats.
-std::pair<std::vector<Generation>, EngineStats> brown_batch(EngineOptions options, int64_t n) {
+// The trained Brown model (whose drafts are often kept, so speculative steps accept and
+// reject) on the GPU, at a context of 256.
+Result<Engine> open_brown(EngineOptions options) {
   options.model_dir = testing::golden_path("brown_small/model");
   options.device = EngineDevice::kCuda;
   options.max_context = 256;
-  Result<Engine> engine = Engine::open(options);
-  EXPECT_TRUE(engine.ok()) << engine.status().to_string();
-  if (!engine.ok()) return {};
+  return Engine::open(options);
+}
+
+// Greedy generations of n sequences of `engine`, with its stats once they are done.
+std::pair<std::vector<Generation>, EngineStats> brown_generations(Engine& engine, int64_t n) {
   std::vector<GenerateRequest> requests;
   for (int64_t i = 0; i < n; ++i) {
     GenerateRequest r;
@@ -65,10 +69,19 @@ std::pair<std::vector<Generation>, EngineStats> brown_batch(EngineOptions option
     r.sampling.stop_at_eos = false;
     requests.push_back(std::move(r));
   }
-  Result<std::vector<Generation>> out = engine->generate_batch(requests);
+  Result<std::vector<Generation>> out = engine.generate_batch(requests);
   EXPECT_TRUE(out.ok()) << out.status().to_string();
   if (!out.ok()) return {};
-  return std::make_pair(std::move(out).value(), engine->stats());
+  return std::make_pair(std::move(out).value(), engine.stats());
+}
+
+// Greedy generations of n sequences of the Brown model opened with `options`, with its stats.
+std::pair<std::vector<Generation>, EngineStats> brown_batch(const EngineOptions& options,
+                                                            int64_t n) {
+  Result<Engine> engine = open_brown(options);
+  EXPECT_TRUE(engine.ok()) << engine.status().to_string();
+  if (!engine.ok()) return {};
+  return brown_generations(*engine, n);
 }
 
 void expect_same_tokens(const std::vector<Generation>& got, const std::vector<Generation>& want) {
@@ -111,6 +124,36 @@ TEST(EngineCudaTest, SpeculationBesideGraphStepsKeepsThePlainGreedyTokens) {
   EXPECT_GT(stats.decode_graphs, 0);
   EXPECT_GE(stats.decode_graph_captures, stats.decode_graphs);
   EXPECT_GT(stats.drafted_tokens, 0);
+}
+
+// --cuda-graph on: open captures a graph for every bucket of max_batch (1, 2, 4) at max_context
+// before any request, and its stats (what /metrics prints) show them held with their memory.
+// Three sequences then decode as the bucket of 4 with plain eager decoding's greedy tokens, and
+// no request captures: the graphs and their memory stay as open left them.
+TEST(EngineCudaTest, DecodeGraphsArePlannedAtOpenAndRequestsCaptureNothing) {
+  EngineOptions options;
+  options.max_batch = 4;
+  const auto [plain, plain_stats] = brown_batch(options, 3);
+  options.cuda_graph = true;
+  Result<Engine> engine = open_brown(options);
+  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  const EngineStats opened = engine->stats();
+  EXPECT_EQ(opened.decode_graphs, 3);
+  EXPECT_EQ(opened.decode_graph_captures, 3);
+  EXPECT_EQ(opened.decode_graph_planned_batch, 4);
+  EXPECT_GT(opened.decode_graph_planned_bytes, 0);
+  EXPECT_EQ(opened.decode_graph_bytes, opened.decode_graph_planned_bytes);
+  const std::vector<std::string>& notes = engine->load_notes();
+  EXPECT_TRUE(std::any_of(notes.begin(), notes.end(), [](const std::string& note) {
+    return note.starts_with("decode graphs of 1, 2, 4 rows captured at a context of 256") &&
+           note.find("without a CUDA graph") == std::string::npos;
+  })) << "no note of the plan, or a size left eager";
+  const auto [replayed, stats] = brown_generations(*engine, 3);
+  expect_same_tokens(replayed, plain);
+  EXPECT_EQ(stats.decode_graphs, opened.decode_graphs);
+  EXPECT_EQ(stats.decode_graph_captures, opened.decode_graph_captures);
+  EXPECT_EQ(stats.decode_graph_bytes, opened.decode_graph_planned_bytes);
+  EXPECT_EQ(stats.decode_graph_planned_bytes, opened.decode_graph_planned_bytes);
 }
 
 }  // namespace

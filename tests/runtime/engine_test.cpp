@@ -212,5 +212,33 @@ TEST(EngineTest, ExpertOffloadOnTheCpuIsRefused) {
   EXPECT_TRUE(Engine::open({.model_dir = model, .expert_offload_layers = 0}).ok());
 }
 
+// --cuda-graph on the CPU: open's plan captures nothing (a CPU step runs op by op) and says so
+// in a load note; generation runs as without graphs, and the stats show no graph.
+TEST(EngineTest, CudaGraphsOnTheCpuPlanNoneAndSaySo) {
+  auto engine = Engine::open({.model_dir = testing::golden_path("tiny_a_pretrained/model"),
+                              .max_context = 64,
+                              .max_batch = 4,
+                              .cuda_graph = true});
+  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  const std::vector<std::string>& notes = engine->load_notes();
+  ASSERT_FALSE(notes.empty());
+  EXPECT_TRUE(notes.back().starts_with(
+      "decode graphs of no batch size captured at a context of 64, holding 0 MiB; decode steps "
+      "of 1 rows and more run without a CUDA graph"))
+      << notes.back();
+  EXPECT_NE(notes.back().find("CPU model"), std::string::npos) << notes.back();
+  GenerateRequest r{{1, 2, 3}, {}};
+  r.sampling.max_tokens = 3;
+  r.sampling.stop_at_eos = false;
+  const Result<Generation> got = engine->generate(r);
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_EQ(got->tokens.size(), 3u);
+  const EngineStats stats = engine->stats();
+  EXPECT_EQ(stats.decode_graphs, 0);
+  EXPECT_EQ(stats.decode_graph_captures, 0);
+  EXPECT_EQ(stats.decode_graph_planned_batch, 0);
+  EXPECT_EQ(stats.decode_graph_planned_bytes, 0);
+}
+
 }  // namespace
 }  // namespace dsv4

@@ -30,7 +30,9 @@ TEST(ServerMetricsTest, CountsByRouteAndStatusAndPrintsTheEngine) {
                                                .accepted_at = {4, 1},
                                                .decode_graphs = 3,
                                                .decode_graph_bytes = 1 << 20,
-                                               .decode_graph_captures = 7});
+                                               .decode_graph_captures = 7,
+                                               .decode_graph_planned_batch = 8,
+                                               .decode_graph_planned_bytes = 3 << 20});
   for (const char* line :
        {"dsv4_http_requests_total{path=\"/v1/completions\",status=\"200\"} 2\n",
         "dsv4_http_requests_total{path=\"other\",status=\"404\"} 2\n",
@@ -45,7 +47,9 @@ TEST(ServerMetricsTest, CountsByRouteAndStatusAndPrintsTheEngine) {
         "dsv4_accepted_tokens_by_position_total{position=\"2\"} 1\n",
         "# TYPE dsv4_decode_graphs gauge\ndsv4_decode_graphs 3\n",
         "dsv4_decode_graph_bytes 1048576\n",
-        "# TYPE dsv4_decode_graph_captures_total counter\ndsv4_decode_graph_captures_total 7\n"}) {
+        "# TYPE dsv4_decode_graph_captures_total counter\ndsv4_decode_graph_captures_total 7\n",
+        "# TYPE dsv4_decode_graph_planned_bytes gauge\ndsv4_decode_graph_planned_bytes 3145728\n",
+        "# TYPE dsv4_decode_graph_planned_batch gauge\ndsv4_decode_graph_planned_batch 8\n"}) {
     EXPECT_NE(text.find(line), std::string::npos) << line << " not in\n" << text;
   }
   EXPECT_EQ(text.find("passwd"), std::string::npos);
