@@ -76,7 +76,7 @@ struct EngineOptions {
   // has.
   int64_t gpus = 1;
   // On the GPU, each decode step (one token of every running sequence) replayed as a CUDA graph:
-  // one launch instead of a few hundred, the eager step's bits. open captures one a batch bucket
+  // one launch instead of a few hundred. open captures one a batch bucket
   // (1, 2, 4, … max_batch) at max_context, so their memory is held before the first request
   // and no request captures (a load note says what they hold; docs/decode_graph.md).
   bool cuda_graph = false;
