@@ -57,15 +57,22 @@ __device__ void sinkhorn(float* c, int64_t m, int64_t n_iters, float eps) {
 // column l % M), and a row's or column's sum gathers its M values by shuffles and adds them in
 // sinkhorn()'s order, so the bits are the same. A thread alone divides one element after the
 // other (each division is its own branchy sequence, so they do not overlap): 25 µs a call at
-// T = 1 on the H200; here a lane divides one element a pass. Lanes past M·M compute garbage
+// T = 1 on the H200; here a lane divides one element a pass. M is a template argument so that
+// the gathers unroll: a pass is then M independent shuffles, M dependent adds and one division
+// (~100 cycles), 2 · n_iters passes the token's critical path. Lanes past M·M compute garbage
 // that no owner reads.
+template <int kM>
 class WarpSinkhorn {
+  static_assert(kM * kM <= 32, "a warp holds the matrix");
+
  public:
-  __device__ WarpSinkhorn(int m, float eps) : m_(m), eps_(eps), lane_(threadIdx.x % 32) {}
+  __device__ explicit WarpSinkhorn(float eps)
+      : eps_(eps), row_(threadIdx.x % 32 / kM * kM), column_(threadIdx.x % 32 % kM) {}
 
   __device__ float run(float logit, int64_t n_iters) const {
-    float max = gather(logit, 0, 1);
-    for (int j = 1; j < m_; ++j) max = fmaxf(max, gather(logit, j, 1));
+    float max = gather(logit, row_);
+#pragma unroll
+    for (int j = 1; j < kM; ++j) max = fmaxf(max, gather(logit, row_ + j));
     const float e = expf(logit - max);
     float v = e / row_sum(e) + eps_;
     for (int64_t it = 0; it < n_iters; ++it) {
@@ -76,26 +83,45 @@ class WarpSinkhorn {
   }
 
  private:
-  // Element `index` of this lane's row (stride 1) or column (stride M).
-  __device__ float gather(float v, int index, int stride) const {
-    const int first = stride == 1 ? lane_ / m_ * m_ : lane_ % m_;
-    return __shfl_sync(0xffffffffu, v, first + index * stride);
-  }
+  __device__ static float gather(float v, int lane) { return __shfl_sync(0xffffffffu, v, lane); }
   __device__ float row_sum(float v) const {
-    float sum = 0.0f;
-    for (int j = 0; j < m_; ++j) sum += gather(v, j, 1);
-    return sum;
+    float values[kM];
+#pragma unroll
+    for (int j = 0; j < kM; ++j) values[j] = gather(v, row_ + j);
+    return sum_in_order(values);
   }
   __device__ float column_sum(float v) const {
+    float values[kM];
+#pragma unroll
+    for (int i = 0; i < kM; ++i) values[i] = gather(v, column_ + i * kM);
+    return sum_in_order(values);
+  }
+  __device__ static float sum_in_order(const float (&values)[kM]) {
     float sum = 0.0f;
-    for (int i = 0; i < m_; ++i) sum += gather(v, i, m_);
+#pragma unroll
+    for (int j = 0; j < kM; ++j) sum += values[j];
     return sum;
   }
 
-  int m_;
   float eps_;
-  int lane_;
+  int row_, column_;  // the first lane of this lane's row, and of its column
 };
+
+// WarpSinkhorn<m>::run for m in [1, 5].
+__device__ float warp_sinkhorn_run(int m, float eps, float logit, int64_t n_iters) {
+  switch (m) {
+    case 1:
+      return WarpSinkhorn<1>(eps).run(logit, n_iters);
+    case 2:
+      return WarpSinkhorn<2>(eps).run(logit, n_iters);
+    case 3:
+      return WarpSinkhorn<3>(eps).run(logit, n_iters);
+    case 4:
+      return WarpSinkhorn<4>(eps).run(logit, n_iters);
+    default:
+      return WarpSinkhorn<5>(eps).run(logit, n_iters);
+  }
+}
 
 struct SplitArgs {
   RowMatrix mixes, pre, post;
@@ -143,10 +169,11 @@ __device__ void split_sinkhorn(const SplitArgs& a, int64_t i) {
   const int64_t t = i / 32;
   if (t >= a.mixes.n_rows) return;  // warp-uniform
   const int lane = static_cast<int>(i % 32), mi = static_cast<int>(m);
-  if (lane < mi) a.split(t, lane);
   const bool owner = lane < mi * mi;
-  const float v =
-      WarpSinkhorn(mi, a.eps).run(owner ? a.comb_logit(t, lane) : 0.0f, a.n_sinkhorn_iters);
+  // The logit's load before the split's stores, which the compiler must assume may alias it.
+  const float logit = owner ? a.comb_logit(t, lane) : 0.0f;
+  if (lane < mi) a.split(t, lane);
+  const float v = warp_sinkhorn_run(mi, a.eps, logit, a.n_sinkhorn_iters);
   if (owner) a.comb[t * m * m + lane] = v;
 }
 
