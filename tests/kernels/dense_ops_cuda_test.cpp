@@ -251,8 +251,9 @@ TEST(DenseOpsCuda, BlockDiagonalLinearMatchesCpu) {
 }
 
 // rms_norm sums its squares in one lane order on both devices (ops.h), so the bits agree: a
-// block a row below 2048 columns, a cluster of 8 blocks a row from there (cuda/ops/rms_norm.cu),
-// rows with and without the batched loads' tails, narrower than the 1024 lanes and wider.
+// block a row below 2048 columns, a cluster of 8 blocks a row from there to 32768 (4, 16 or 32
+// elements a lane in registers), a block a row past it (cuda/ops/rms_norm.cu), rows with and
+// without the batched loads' tails, narrower than the 1024 lanes and wider.
 TEST(DenseOpsCuda, RmsNormGivesTheCpuBits) {
   SeededRng rng;
   for (const auto& [t, d] : {std::pair{1, 1},
@@ -265,7 +266,11 @@ TEST(DenseOpsCuda, RmsNormGivesTheCpuBits) {
                              {64, 4096},
                              {2, 9000},
                              {1, 16384},
-                             {8, 16384}}) {
+                             {8, 16384},
+                             {32, 16384},
+                             {1, 28672},
+                             {2, 32768},
+                             {1, 33000}}) {
     SCOPED_TRACE(std::to_string(t) + "x" + std::to_string(d));
     // Magnitudes spread over 2^±20, so that an order other than the lanes' shows in the bits.
     Tensor values = Tensor::host(DType::kF32, {t, d});
@@ -467,12 +472,18 @@ TEST(HyperConnectionsCuda, MixesMatchCpuAndStreamOpsAreBitIdentical) {
 
 // The fused mHC ops against their parts: hc_pre_norm gives the bits of the device's
 // hc_split_sinkhorn, hc_collapse and rms_norm (its mixes match the CPU's to the device expf's
-// ulps, as the parts do), hc_expand_norm the CPU's bits (its parts are bit-identical). Shapes: a
-// decode row of V4-Flash's width, a few tokens, enough tokens for several Sinkhorn clusters, and
-// M = 6 (a thread a token's Sinkhorn).
+// ulps, as the parts do), hc_expand_norm the CPU's bits (its parts are bit-identical). Shapes:
+// decode batches of V4-Flash's width (B = 1, 8, 32: 4 and 16 elements a lane), a width of 7168
+// (16 and 32 elements a lane), one past the expand's registers (9000: the expand and norm run
+// as their parts), a few tokens, enough tokens for several Sinkhorn clusters, and M ≠ 4 (the
+// parts; M = 6 a thread a token's Sinkhorn).
 TEST(HyperConnectionsCuda, FusedPreAndExpandGiveTheirPartsBits) {
   SeededRng rng;
   for (const auto& [t, m, d] : {std::tuple{1, 4, 4096},
+                                {8, 4, 4096},
+                                {32, 4, 4096},
+                                {1, 4, 7168},
+                                {2, 4, 9000},
                                 {3, 4, 1000},
                                 {5, 3, 33},
                                 {70, 4, 130},

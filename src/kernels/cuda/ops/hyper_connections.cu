@@ -8,10 +8,13 @@
 //
 // A decode step's mHC is small ops of one or a few rows, each a latency-bound launch: per site
 // the split and Sinkhorn, the collapse and the block's input norm, then the expand and the next
-// site's input norm. The fused ops do each group in one launch with the same device code, so
-// with the same bits: hc_pre_norm runs the collapse and its norm on a cluster a token
-// (device/cluster_rms.cuh) while clusters of their own run the Sinkhorn beside them, and
-// hc_expand_norm computes a token's new streams and their norm on a cluster.
+// site's input norm. The fused ops do each group in one launch with the same arithmetic in the
+// same order, so with the same bits: hc_pre_norm runs the collapse and its norm on a cluster a
+// token (device/cluster_rms.cuh) while clusters of their own run the Sinkhorn beside them, and
+// hc_expand_norm computes a token's new streams and their norm on a cluster. A fused kernel's
+// thread keeps its elements in registers from the loads to the one normed store, so a token's
+// row costs one memory round trip and two cluster barriers, and its Sinkhorn (the longer chain
+// at decode: 2 · n_iters dependent passes) unrolls for M = 4.
 //
 // Dimension letters: T tokens, M streams, D model width.
 #include <cmath>
@@ -242,25 +245,12 @@ __global__ void hc_expand_kernel(HcExpandOperands o) {
 }
 
 // ---- The fused ops: a cluster a token (grid [kRmsClusterBlocks, rows]) ----
+// Each thread holds its lane's elements of the token's row in registers (ClusterRow): every
+// load (streams, block output, mixes, norm weight) goes out before the first result waits on
+// one, and each element is stored once, normed. The stream count is fixed at compile time so
+// that the loops over the streams unroll; other M run the parts.
 
-// values[i] = value(i) for this thread's lanes' elements i of a row of n, then normed[i] =
-// values[i] · inv_rms · weight[i]: rms_norm of `values` into `normed` with rms_norm's arithmetic
-// (normed may be values: the thread rescales only what it wrote).
-template <typename Value>
-__device__ void store_and_norm(float* values, float* normed, int64_t n, const float* weight,
-                               float eps, Value value) {
-  const int64_t lane = cluster_lane();
-  double sum_sq = 0.0;
-  for (int64_t i = lane; i < n; i += kRmsNormLanes) {
-    const float v = value(i);
-    values[i] = v;
-    sum_sq += static_cast<double>(v) * v;
-  }
-  const float inv_rms = cluster_inv_rms(sum_sq, n, eps);
-  for (int64_t i = lane; i < n; i += kRmsNormLanes) {
-    normed[i] = values[i] * inv_rms * (weight ? weight[i] : 1.0f);
-  }
-}
+inline constexpr int kFusedStreams = 4;  // M of the released models
 
 struct PreNormArgs {
   SplitArgs split;
@@ -271,30 +261,101 @@ struct PreNormArgs {
 };
 
 // Cluster rows [0, T) collapse and norm token blockIdx.y; the rows after them run the split
-// and Sinkhorn, a thread or warp a token over all their blocks (no cluster barrier there).
+// and Sinkhorn, a warp a token over all their blocks (no cluster barrier there). Every thread
+// computes the token's M collapse weights itself, with the split's expression (so the bits of
+// `pre`), while its stream loads are in flight: no barrier waits for them.
+template <int kPerLane>
 __global__ void __cluster_dims__(kRmsClusterBlocks, 1, 1) __launch_bounds__(kRmsClusterThreads)
     hc_pre_norm_kernel(PreNormArgs a) {
+  constexpr int kM = kFusedStreams;
   const int64_t n_tokens = a.split.mixes.n_rows, t = blockIdx.y;
   if (t >= n_tokens) {
     const int64_t block = (t - n_tokens) * kRmsClusterBlocks + blockIdx.x;
     split_sinkhorn(a.split, block * kRmsClusterThreads + threadIdx.x);
     return;
   }
-  extern __shared__ float pre[];  // [M] the token's collapse weights
-  const int64_t m = a.split.pre.n_cols, d = a.y.n_cols;
-  for (int64_t s = threadIdx.x; s < m; s += blockDim.x) pre[s] = a.split.pre_weight(t, s);
-  __syncthreads();
-  float* y = a.y.data + t * a.y.row_stride;
-  store_and_norm(y, y, d, a.weight, a.eps,
-                 [&](int64_t k) { return collapse_element(a.streams, pre, m, d, t, k); });
+  const int64_t d = a.y.n_cols;
+  ClusterRow<kPerLane> row(d, a.weight);
+  float x[kPerLane][kM];  // the lane's elements of each stream
+#pragma unroll
+  for (int q = 0; q < kPerLane; ++q) {
+#pragma unroll
+    for (int s = 0; s < kM; ++s) {
+      x[q][s] = row.holds(q) ? a.streams[(t * kM + s) * d + row.index(q)] : 0.0f;
+    }
+  }
+  float pre[kM];
+#pragma unroll
+  for (int s = 0; s < kM; ++s) pre[s] = a.split.pre_weight(t, s);
+#pragma unroll
+  for (int q = 0; q < kPerLane; ++q) {
+    float acc = 0.0f;  // collapse_element's order
+#pragma unroll
+    for (int s = 0; s < kM; ++s) acc = __fadd_rn(acc, __fmul_rn(pre[s], x[q][s]));
+    row.v[q] = acc;
+  }
+  row.store_normed(a.y.data + t * a.y.row_stride, row.inv_rms(a.eps));
   cluster_rms_done();
 }
 
+// v[0] if j = 0, v[1] if j = 1, …: a register array read at an index known only at run time,
+// by selects rather than through local memory.
+template <int kCount>
+__device__ __forceinline__ float select(const float (&v)[kCount], int j) {
+  float r = v[0];
+#pragma unroll
+  for (int s = 1; s < kCount; ++s) r = j == s ? v[s] : r;
+  return r;
+}
+
+// Token blockIdx.y's new streams (expand_element's order) and their unweighted norm. Element i
+// of the [M·D] row is stream j = i / D, column k = i % D; a lane steps i by kRmsNormLanes, so
+// (j, k) steps by the quotient and remainder of kRmsNormLanes by D, not by a division each.
+template <int kPerLane>
 __global__ void __cluster_dims__(kRmsClusterBlocks, 1, 1) __launch_bounds__(kRmsClusterThreads)
     hc_expand_norm_kernel(HcExpandOperands o, RowMatrix normed, float eps) {
-  const int64_t t = blockIdx.y, width = o.post.n_cols * o.f.n_cols;
-  store_and_norm(o.out + t * width, normed.data + t * normed.row_stride, width, nullptr, eps,
-                 [&](int64_t i) { return expand_element(o, t, i); });
+  constexpr int kM = kFusedStreams;
+  const int64_t t = blockIdx.y;
+  const int d = static_cast<int>(o.f.n_cols);
+  ClusterRow<kPerLane> row(int64_t{kM} * d, nullptr);
+  const float* f = o.f.data + t * o.f.row_stride;
+  const float* residual = o.residual + t * kM * d;
+  float post[kM], comb[kM][kM];  // comb[s][j]: stream s's weight in new stream j
+#pragma unroll
+  for (int j = 0; j < kM; ++j) post[j] = o.post.data[t * o.post.row_stride + j];
+#pragma unroll
+  for (int s = 0; s < kM; ++s) {
+#pragma unroll
+    for (int j = 0; j < kM; ++j) comb[s][j] = o.comb[(t * kM + s) * kM + j];
+  }
+  const int lane = static_cast<int>(row.lane), step_j = kRmsNormLanes / d,
+            step_k = kRmsNormLanes % d;
+  int j = lane / d, k = lane % d;
+  float fk[kPerLane], r[kPerLane][kM];
+  int js[kPerLane];
+#pragma unroll
+  for (int q = 0; q < kPerLane; ++q) {
+    js[q] = j;
+    fk[q] = row.holds(q) ? f[k] : 0.0f;
+#pragma unroll
+    for (int s = 0; s < kM; ++s) r[q][s] = row.holds(q) ? residual[int64_t{s} * d + k] : 0.0f;
+    j += step_j;
+    k += step_k;
+    if (k >= d) {
+      k -= d;
+      ++j;
+    }
+  }
+  float* out = o.out + t * kM * d;
+#pragma unroll
+  for (int q = 0; q < kPerLane; ++q) {
+    float acc = __fmul_rn(select(post, js[q]), fk[q]);
+#pragma unroll
+    for (int s = 0; s < kM; ++s) acc = __fadd_rn(acc, __fmul_rn(select(comb[s], js[q]), r[q][s]));
+    row.v[q] = acc;
+    if (row.holds(q)) out[row.index(q)] = acc;
+  }
+  row.store_normed(normed.data + t * normed.row_stride, row.inv_rms(eps));
   cluster_rms_done();
 }
 
@@ -364,15 +425,19 @@ void hc_pre_norm(const HcPreNormParams& p) {
   // The Sinkhorn's clusters after the tokens' ones.
   const int64_t sinkhorn_blocks = ceil_div(sinkhorn_threads(n_tokens, m), kRmsClusterThreads);
   const int64_t n_cluster_rows = n_tokens + ceil_div(sinkhorn_blocks, kRmsClusterBlocks);
-  if (n_cluster_rows > kMaxClusterRows) {  // past the grid's rows: the three ops, the same bits
+  const bool fused =
+      m == kFusedStreams && n_cluster_rows <= kMaxClusterRows &&
+      launch_with_lane_elements(c.y.n_cols, [&](auto per_lane) {
+        const dim3 grid(kRmsClusterBlocks, static_cast<unsigned>(n_cluster_rows));
+        hc_pre_norm_kernel<decltype(per_lane)::value><<<grid, kRmsClusterThreads, 0, op_stream()>>>(
+            PreNormArgs{a, c.streams, c.y, r.weight, p.norm_eps});
+      });
+  if (!fused) {  // the three ops, the same bits
     cuda::hc_split_sinkhorn(p.mixes, p.scale, p.base, p.n_sinkhorn_iters, p.hc_eps, p.mix);
     cuda::hc_collapse(p.streams, p.mix.pre, p.y);
     cuda::rms_norm(p.y, p.norm_weight, p.norm_eps, p.y);
     return;
   }
-  const dim3 grid(kRmsClusterBlocks, static_cast<unsigned>(n_cluster_rows));
-  hc_pre_norm_kernel<<<grid, kRmsClusterThreads, m * sizeof(float), op_stream()>>>(
-      PreNormArgs{a, c.streams, c.y, r.weight, p.norm_eps});
   check_launch();
 }
 
@@ -384,13 +449,17 @@ void hc_expand_norm(const TensorView& f, const TensorView& residual, const Tenso
   const TensorView streams = out.reshaped({n_tokens, width});
   const RmsNormOperands r = rms_norm_operands(streams, TensorView{}, normed);
   if (n_tokens == 0) return;
-  if (n_tokens > kMaxClusterRows) {
+  const bool fused = o.post.n_cols == kFusedStreams && n_tokens <= kMaxClusterRows &&
+                     launch_with_lane_elements(width, [&](auto per_lane) {
+                       const dim3 grid(kRmsClusterBlocks, static_cast<unsigned>(n_tokens));
+                       hc_expand_norm_kernel<decltype(per_lane)::value>
+                           <<<grid, kRmsClusterThreads, 0, op_stream()>>>(o, r.y, eps);
+                     });
+  if (!fused) {
     cuda::hc_expand(f, residual, post, comb, out);
     cuda::rms_norm(streams, TensorView{}, eps, normed);
     return;
   }
-  const dim3 grid(kRmsClusterBlocks, static_cast<unsigned>(n_tokens));
-  hc_expand_norm_kernel<<<grid, kRmsClusterThreads, 0, op_stream()>>>(o, r.y, eps);
   check_launch();
 }
 

@@ -6,8 +6,9 @@
 // 0.15 ms of a 4-layer V4-Flash step under ncu, H100). A wide row is therefore split over a
 // cluster of 8 blocks, one lane of 1024 a thread: each block adds its lanes, the blocks read
 // each other's sums through distributed shared memory and add them in the lanes' order, and
-// each thread scales the elements it summed (device/cluster_rms.cuh). Narrower rows keep a
-// block a row, four lanes a thread: the same tree.
+// each thread scales the elements it summed, held in registers (device/cluster_rms.cuh).
+// Narrower rows, and rows wider than a cluster's registers hold, keep a block a row, four lanes
+// a thread: the same tree.
 #include "kernels/contracts.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/device/cluster_rms.cuh"
@@ -49,15 +50,16 @@ __global__ void __launch_bounds__(kRowThreads)
 }
 
 // A cluster a row (grid [kRmsClusterBlocks, T]): thread g of the cluster owns lane g, whose
-// elements it both sums and scales (so in place every element is read and written by one thread).
+// elements it loads once into registers, sums and scales (so in place every element is read and
+// written by one thread).
+template <int kPerLane>
 __global__ void __cluster_dims__(kRmsClusterBlocks, 1, 1) __launch_bounds__(kRmsClusterThreads)
     rms_norm_cluster_kernel(RowMatrix in, RowMatrix out, const float* weight, float eps) {
   const float* src = in.data + blockIdx.y * in.row_stride;
-  float* dst = out.data + blockIdx.y * out.row_stride;
-  const int64_t lane = cluster_lane();
-  const float inv_rms =
-      cluster_inv_rms(lanes_sum_of_squares<1>(src, in.n_cols, lane), in.n_cols, eps);
-  scale_row(src, dst, weight, inv_rms, in.n_cols, lane, kRmsNormLanes);
+  ClusterRow<kPerLane> row(in.n_cols, weight);
+#pragma unroll
+  for (int q = 0; q < kPerLane; ++q) row.v[q] = row.holds(q) ? src[row.index(q)] : 0.0f;
+  row.store_normed(out.data + blockIdx.y * out.row_stride, row.inv_rms(eps));
   cluster_rms_done();
 }
 
@@ -66,10 +68,13 @@ __global__ void __cluster_dims__(kRmsClusterBlocks, 1, 1) __launch_bounds__(kRms
 void rms_norm(const TensorView& x, const TensorView& weight, float eps, const TensorView& y) {
   const auto [in, out, w] = rms_norm_operands(x, weight, y);
   if (in.n_rows == 0) return;
-  if (in.n_cols >= kClusterMinCols && in.n_rows <= kMaxClusterRows) {
-    const dim3 grid(kRmsClusterBlocks, static_cast<unsigned>(in.n_rows));
-    rms_norm_cluster_kernel<<<grid, kRmsClusterThreads, 0, op_stream()>>>(in, out, w, eps);
-  } else {
+  const bool on_cluster = in.n_cols >= kClusterMinCols && in.n_rows <= kMaxClusterRows &&
+                          launch_with_lane_elements(in.n_cols, [&](auto per_lane) {
+                            const dim3 grid(kRmsClusterBlocks, static_cast<unsigned>(in.n_rows));
+                            rms_norm_cluster_kernel<decltype(per_lane)::value>
+                                <<<grid, kRmsClusterThreads, 0, op_stream()>>>(in, out, w, eps);
+                          });
+  if (!on_cluster) {
     rms_norm_kernel<<<static_cast<unsigned>(in.n_rows), kRowThreads, 0, op_stream()>>>(in, out, w,
                                                                                        eps);
   }
