@@ -85,6 +85,34 @@ TEST(AttentionOpsCuda, RmsNormRopeMatchesCpu) {
   }
 }
 
+// On the device rms_norm_rope is rms_norm of each head row, then rope: the same lane tree, the
+// same angle, cosf and sinf, the same rounded rotation, so the same bits. Head rows of up to
+// 1024 with their pairs starting at an even dim run from registers (cuda/ops/rope_row.cuh), the
+// others (an odd first pair, a row past the lanes) stream: both against the parts.
+TEST(AttentionOpsCuda, RmsNormRopeIsItsPartsBits) {
+  SeededRng rng;
+  for (const auto& [t, h, dh, p] : {std::tuple{1, 1, 512, 32},
+                                    {1, 64, 512, 32},
+                                    {3, 2, 24, 5},
+                                    {2, 3, 25, 4},
+                                    {1, 2, 1100, 8}}) {
+    SCOPED_TRACE(std::to_string(t) + "x" + std::to_string(h) + "x" + std::to_string(dh));
+    const OpPair positions = OpPair::values(DType::kI64, {t}, random_positions(rng, t));
+    const OpPair inv_freq = rope_frequencies(p);
+    const OpPair weight = OpPair::uniform(rng, {dh});
+    for (const bool weighted : {false, true}) {
+      const TensorView w = weighted ? weight.d() : TensorView{};
+      const OpPair x = OpPair::uniform(rng, {t, h, dh});
+      const OpPair parts = OpPair::of(testing::to_host(x.d()));
+      ASSERT_TRUE(rms_norm_rope(x.d(), w, 1e-6f, positions.d(), inv_freq.d()).ok());
+      const TensorView rows = parts.d().reshaped({t * h, dh});
+      ASSERT_TRUE(rms_norm(rows, w, 1e-6f, rows).ok());
+      ASSERT_TRUE(rope(parts.d(), positions.d(), inv_freq.d(), RopeDirection::kForward).ok());
+      EXPECT_TRUE(testing::same_bytes(x.result().view(), parts.result().view()));
+    }
+  }
+}
+
 // Indices into n rows, about a fifth of them −1.
 OpPair random_indices(SeededRng& rng, int64_t t, int64_t k, int64_t n) {
   std::vector<int32_t> idx(t * k);

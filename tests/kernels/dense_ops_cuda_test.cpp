@@ -251,13 +251,16 @@ TEST(DenseOpsCuda, BlockDiagonalLinearMatchesCpu) {
 }
 
 // rms_norm sums its squares in one lane order on both devices (ops.h), so the bits agree: a
-// block a row below 2048 columns, a cluster of 8 blocks a row from there to 32768 (4, 16 or 32
-// elements a lane in registers), a block a row past it (cuda/ops/rms_norm.cu), rows with and
-// without the batched loads' tails, narrower than the 1024 lanes and wider.
+// block a row below 2048 columns (from registers: one or two passes of the lanes), a cluster of
+// 8 blocks a row from there to 32768 (4, 16 or 32 elements a lane in registers), a block a row
+// streaming past it (cuda/ops/rms_norm.cu), rows with and without the batched loads' tails,
+// narrower than the 1024 lanes and wider.
 TEST(DenseOpsCuda, RmsNormGivesTheCpuBits) {
   SeededRng rng;
   for (const auto& [t, d] : {std::pair{1, 1},
                              {5, 33},
+                             {1, 1024},
+                             {32, 1024},
                              {67, 1025},
                              {3, 2047},
                              {1, 2048},

@@ -50,42 +50,20 @@ __device__ inline float cluster_inv_rms(double lane_sum, int64_t n, float eps) {
 // No block leaves while another may still read its block sum.
 __device__ __forceinline__ void cluster_rms_done() { cooperative_groups::this_cluster().sync(); }
 
-// This thread's lane's elements lane + q · kRmsNormLanes (q < kPerLane) of a row of n, in
-// registers, with the norm weight's (1 where there is none, which scales exactly); v past n
-// is left to the kernel and never read.
+// A cluster's row in registers: thread g holds lane g (RegisterRow<1, kPerLane>), its
+// elements g + q · kRmsNormLanes in v[q][0].
 template <int kPerLane>
-struct ClusterRow {
-  float v[kPerLane];
-  float w[kPerLane];
-  int64_t lane, n;
+using ClusterRow = RegisterRow<1, kPerLane>;
+template <int kPerLane>
+__device__ ClusterRow<kPerLane> cluster_row(const float* row, int64_t n, const float* weight) {
+  return {row, cluster_lane(), n, weight};
+}
 
-  // The weight's loads go out here, before the row's arithmetic and reduction wait on anything.
-  __device__ ClusterRow(int64_t n_cols, const float* weight) : lane(cluster_lane()), n(n_cols) {
-#pragma unroll
-    for (int q = 0; q < kPerLane; ++q) w[q] = weight && holds(q) ? weight[index(q)] : 1.0f;
-  }
-  __device__ int64_t index(int q) const { return lane + int64_t{q} * kRmsNormLanes; }
-  __device__ bool holds(int q) const { return index(q) < n; }
-
-  // The row's inverse RMS: the lane's squares added in element order (a float's square is exact
-  // in float64, so a fused multiply-add gives the same bits), then cluster_inv_rms.
-  __device__ float inv_rms(float eps) const {
-    double sum_sq = 0.0;
-#pragma unroll
-    for (int q = 0; q < kPerLane; ++q) {
-      if (holds(q)) sum_sq += static_cast<double>(v[q]) * v[q];
-    }
-    return cluster_inv_rms(sum_sq, n, eps);
-  }
-
-  // out[i] = v · inv_rms · w: rms_norm's expression.
-  __device__ void store_normed(float* out, float inv_rms) const {
-#pragma unroll
-    for (int q = 0; q < kPerLane; ++q) {
-      if (holds(q)) out[index(q)] = v[q] * inv_rms * w[q];
-    }
-  }
-};
+// The inverse RMS of a cluster's row in registers; cluster_rms_done() before the thread exits.
+template <int kPerLane>
+__device__ float cluster_inv_rms(const ClusterRow<kPerLane>& row, float eps) {
+  return cluster_inv_rms(row.sum_of_squares(), row.n, eps);
+}
 
 // The elements a lane holds for the widest row a ClusterRow kernel takes; wider rows run the
 // kernels that stream the row.

@@ -112,6 +112,61 @@ __device__ double lanes_sum_of_squares(const float* row, int64_t n, int64_t firs
   return pairwise_sum(lanes);
 }
 
+// A thread's lanes [first_lane, first_lane + kLanes) of a row of n ≤ kPasses · kRmsNormLanes in
+// registers: element first_lane + l + p · kRmsNormLanes in v[p][l], with the norm weight's in
+// w[p][l] (1 where there is none, which scales exactly). At decode sizes a row kernel is a chain
+// of memory latencies: a row loaded for its sum, then loaded again (and the weight for the first
+// time) for the scale pass, each a dependent round trip. Held here, a row costs one: every load
+// goes out at construction, before the reduction waits on any. v past n holds +0.0.
+template <int kLanes, int kPasses>
+struct RegisterRow {
+  float v[kPasses][kLanes];
+  float w[kPasses][kLanes];
+  int64_t first_lane, n;
+
+  __device__ RegisterRow(const float* row, int64_t first, int64_t n_cols, const float* weight)
+      : first_lane(first), n(n_cols) {
+#pragma unroll
+    for (int p = 0; p < kPasses; ++p) {
+#pragma unroll
+      for (int l = 0; l < kLanes; ++l) {
+        v[p][l] = row && holds(p, l) ? row[index(p, l)] : 0.0f;
+        w[p][l] = weight && holds(p, l) ? weight[index(p, l)] : 1.0f;
+      }
+    }
+  }
+  __device__ int64_t index(int p, int l) const {
+    return first_lane + l + int64_t{p} * kRmsNormLanes;
+  }
+  __device__ bool holds(int p, int l) const { return index(p, l) < n; }
+
+  // lanes_sum_of_squares' sum: each lane's squares in element order, then the lanes pairwise
+  // (a float's square is exact in float64, so a fused multiply-add gives the same bits).
+  __device__ double sum_of_squares() const {
+    double lanes[kLanes] = {};
+#pragma unroll
+    for (int p = 0; p < kPasses; ++p) {
+#pragma unroll
+      for (int l = 0; l < kLanes; ++l) {
+        if (holds(p, l)) lanes[l] += static_cast<double>(v[p][l]) * v[p][l];
+      }
+    }
+    return pairwise_sum(lanes);
+  }
+
+  // rms_norm's expression, x · inv_rms · weight.
+  __device__ float normed(int p, int l, float inv_rms) const { return v[p][l] * inv_rms * w[p][l]; }
+  __device__ void store_normed(float* out, float inv_rms) const {
+#pragma unroll
+    for (int p = 0; p < kPasses; ++p) {
+#pragma unroll
+      for (int l = 0; l < kLanes; ++l) {
+        if (holds(p, l)) out[index(p, l)] = normed(p, l, inv_rms);
+      }
+    }
+  }
+};
+
 // The warp's 32 values added pairwise, neighbours first (lane i and i ^ offset add the same two
 // values, so every lane ends with the same bits).
 __device__ __forceinline__ double warp_pairwise_sum(double v) {
@@ -149,6 +204,21 @@ __device__ float row_inv_rms(const float* row, int64_t n, float eps) {
   constexpr int kLanes = static_cast<int>(kRmsNormLanes / kThreads);
   const double own = lanes_sum_of_squares<kLanes>(row, n, int64_t{threadIdx.x} * kLanes);
   return inv_rms_of(block_pairwise_sum<kThreads>(own), n, eps);
+}
+
+// A block of kThreads' row of n ≤ kPasses · kRmsNormLanes in registers, in row_inv_rms's lanes.
+template <int kThreads, int kPasses>
+using BlockRow = RegisterRow<static_cast<int>(kRmsNormLanes / kThreads), kPasses>;
+template <int kThreads, int kPasses>
+__device__ BlockRow<kThreads, kPasses> block_row(const float* row, int64_t n, const float* weight) {
+  return {row, int64_t{threadIdx.x} * (kRmsNormLanes / kThreads), n, weight};
+}
+
+// The inverse RMS of a block's row in registers (row_inv_rms's, the same bits).
+template <int kThreads, int kLanes, int kPasses>
+__device__ float block_inv_rms(const RegisterRow<kLanes, kPasses>& row, float eps) {
+  static_assert(kThreads * kLanes == kRmsNormLanes, "the block's lanes");
+  return inv_rms_of(block_pairwise_sum<kThreads>(row.sum_of_squares()), row.n, eps);
 }
 
 // The current device's SM count, for persistent grids (read once: one device per process, the

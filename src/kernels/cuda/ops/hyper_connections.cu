@@ -275,13 +275,13 @@ __global__ void __cluster_dims__(kRmsClusterBlocks, 1, 1) __launch_bounds__(kRms
     return;
   }
   const int64_t d = a.y.n_cols;
-  ClusterRow<kPerLane> row(d, a.weight);
+  ClusterRow<kPerLane> row = cluster_row<kPerLane>(nullptr, d, a.weight);
   float x[kPerLane][kM];  // the lane's elements of each stream
 #pragma unroll
   for (int q = 0; q < kPerLane; ++q) {
 #pragma unroll
     for (int s = 0; s < kM; ++s) {
-      x[q][s] = row.holds(q) ? a.streams[(t * kM + s) * d + row.index(q)] : 0.0f;
+      x[q][s] = row.holds(q, 0) ? a.streams[(t * kM + s) * d + row.index(q, 0)] : 0.0f;
     }
   }
   float pre[kM];
@@ -292,9 +292,9 @@ __global__ void __cluster_dims__(kRmsClusterBlocks, 1, 1) __launch_bounds__(kRms
     float acc = 0.0f;  // collapse_element's order
 #pragma unroll
     for (int s = 0; s < kM; ++s) acc = __fadd_rn(acc, __fmul_rn(pre[s], x[q][s]));
-    row.v[q] = acc;
+    row.v[q][0] = acc;
   }
-  row.store_normed(a.y.data + t * a.y.row_stride, row.inv_rms(a.eps));
+  row.store_normed(a.y.data + t * a.y.row_stride, cluster_inv_rms(row, a.eps));
   cluster_rms_done();
 }
 
@@ -317,7 +317,7 @@ __global__ void __cluster_dims__(kRmsClusterBlocks, 1, 1) __launch_bounds__(kRms
   constexpr int kM = kFusedStreams;
   const int64_t t = blockIdx.y;
   const int d = static_cast<int>(o.f.n_cols);
-  ClusterRow<kPerLane> row(int64_t{kM} * d, nullptr);
+  ClusterRow<kPerLane> row = cluster_row<kPerLane>(nullptr, int64_t{kM} * d, nullptr);
   const float* f = o.f.data + t * o.f.row_stride;
   const float* residual = o.residual + t * kM * d;
   float post[kM], comb[kM][kM];  // comb[s][j]: stream s's weight in new stream j
@@ -328,7 +328,7 @@ __global__ void __cluster_dims__(kRmsClusterBlocks, 1, 1) __launch_bounds__(kRms
 #pragma unroll
     for (int j = 0; j < kM; ++j) comb[s][j] = o.comb[(t * kM + s) * kM + j];
   }
-  const int lane = static_cast<int>(row.lane), step_j = kRmsNormLanes / d,
+  const int lane = static_cast<int>(row.first_lane), step_j = kRmsNormLanes / d,
             step_k = kRmsNormLanes % d;
   int j = lane / d, k = lane % d;
   float fk[kPerLane], r[kPerLane][kM];
@@ -336,9 +336,9 @@ __global__ void __cluster_dims__(kRmsClusterBlocks, 1, 1) __launch_bounds__(kRms
 #pragma unroll
   for (int q = 0; q < kPerLane; ++q) {
     js[q] = j;
-    fk[q] = row.holds(q) ? f[k] : 0.0f;
+    fk[q] = row.holds(q, 0) ? f[k] : 0.0f;
 #pragma unroll
-    for (int s = 0; s < kM; ++s) r[q][s] = row.holds(q) ? residual[int64_t{s} * d + k] : 0.0f;
+    for (int s = 0; s < kM; ++s) r[q][s] = row.holds(q, 0) ? residual[int64_t{s} * d + k] : 0.0f;
     j += step_j;
     k += step_k;
     if (k >= d) {
@@ -352,10 +352,10 @@ __global__ void __cluster_dims__(kRmsClusterBlocks, 1, 1) __launch_bounds__(kRms
     float acc = __fmul_rn(select(post, js[q]), fk[q]);
 #pragma unroll
     for (int s = 0; s < kM; ++s) acc = __fadd_rn(acc, __fmul_rn(select(comb[s], js[q]), r[q][s]));
-    row.v[q] = acc;
-    if (row.holds(q)) out[row.index(q)] = acc;
+    row.v[q][0] = acc;
+    if (row.holds(q, 0)) out[row.index(q, 0)] = acc;
   }
-  row.store_normed(normed.data + t * normed.row_stride, row.inv_rms(eps));
+  row.store_normed(normed.data + t * normed.row_stride, cluster_inv_rms(row, eps));
   cluster_rms_done();
 }
 

@@ -8,7 +8,7 @@
 // each other's sums through distributed shared memory and add them in the lanes' order, and
 // each thread scales the elements it summed, held in registers (device/cluster_rms.cuh).
 // Narrower rows, and rows wider than a cluster's registers hold, keep a block a row, four lanes
-// a thread: the same tree.
+// a thread: the same tree, from registers too below 2048 columns (the q_norm's 1024 at decode).
 #include "kernels/contracts.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/device/cluster_rms.cuh"
@@ -39,14 +39,22 @@ __device__ void scale_row(const float* src, float* dst, const float* weight, flo
   for (; i < n; i += step) dst[i] = src[i] * inv_rms * (weight ? weight[i] : 1.0f);
 }
 
-// A block a row.
+// A block a row: rows of up to kPasses · kRmsNormLanes from registers (one round trip), kPasses
+// = 0 streaming wider ones (a block a row only takes those past the cluster kernel's rows).
+template <int kPasses>
 __global__ void __launch_bounds__(kRowThreads)
     rms_norm_kernel(RowMatrix in, RowMatrix out, const float* weight, float eps) {
   const float* src = in.data + blockIdx.x * in.row_stride;
   float* dst = out.data + blockIdx.x * out.row_stride;
-  // Its reduction ends every read of the sum pass, so in place the writes come after them.
-  const float inv_rms = row_inv_rms<kRowThreads>(src, in.n_cols, eps);
-  scale_row(src, dst, weight, inv_rms, in.n_cols, threadIdx.x, blockDim.x);
+  if constexpr (kPasses > 0) {
+    const BlockRow<kRowThreads, kPasses> row =
+        block_row<kRowThreads, kPasses>(src, in.n_cols, weight);
+    row.store_normed(dst, block_inv_rms<kRowThreads>(row, eps));
+  } else {
+    // Its reduction ends every read of the sum pass, so in place the writes come after them.
+    const float inv_rms = row_inv_rms<kRowThreads>(src, in.n_cols, eps);
+    scale_row(src, dst, weight, inv_rms, in.n_cols, threadIdx.x, blockDim.x);
+  }
 }
 
 // A cluster a row (grid [kRmsClusterBlocks, T]): thread g of the cluster owns lane g, whose
@@ -56,10 +64,8 @@ template <int kPerLane>
 __global__ void __cluster_dims__(kRmsClusterBlocks, 1, 1) __launch_bounds__(kRmsClusterThreads)
     rms_norm_cluster_kernel(RowMatrix in, RowMatrix out, const float* weight, float eps) {
   const float* src = in.data + blockIdx.y * in.row_stride;
-  ClusterRow<kPerLane> row(in.n_cols, weight);
-#pragma unroll
-  for (int q = 0; q < kPerLane; ++q) row.v[q] = row.holds(q) ? src[row.index(q)] : 0.0f;
-  row.store_normed(out.data + blockIdx.y * out.row_stride, row.inv_rms(eps));
+  const ClusterRow<kPerLane> row = cluster_row<kPerLane>(src, in.n_cols, weight);
+  row.store_normed(out.data + blockIdx.y * out.row_stride, cluster_inv_rms(row, eps));
   cluster_rms_done();
 }
 
@@ -75,8 +81,16 @@ void rms_norm(const TensorView& x, const TensorView& weight, float eps, const Te
                                 <<<grid, kRmsClusterThreads, 0, op_stream()>>>(in, out, w, eps);
                           });
   if (!on_cluster) {
-    rms_norm_kernel<<<static_cast<unsigned>(in.n_rows), kRowThreads, 0, op_stream()>>>(in, out, w,
-                                                                                       eps);
+    const auto launch = [&](auto kernel) {
+      kernel<<<static_cast<unsigned>(in.n_rows), kRowThreads, 0, op_stream()>>>(in, out, w, eps);
+    };
+    if (in.n_cols <= kRmsNormLanes) {
+      launch(rms_norm_kernel<1>);
+    } else if (in.n_cols <= 2 * kRmsNormLanes) {
+      launch(rms_norm_kernel<2>);
+    } else {
+      launch(rms_norm_kernel<0>);
+    }
   }
   check_launch();
 }
