@@ -269,7 +269,8 @@ TEST(AttentionOpsCuda, IndexerScoresMatchCpu) {
 // The fast profile's FP8 indexer against its CPU reference (kFp8IndexerRelTol: the same E4M3
 // bits) and against the exact op on the GPU (kFp8IndexerVsExactRelTol): head counts across the
 // 64-head passes (3, 64, 70), head dims below the 128 it pads to, entries across its 64-entry
-// blocks, and a decode step of V4's indexer.
+// tiles, a decode step of V4's indexer, and grids past ~8 blocks an SM, where a block takes
+// several tiles (its queries quantized once, or with 70 heads once a pass and tile).
 TEST(AttentionOpsCuda, IndexerScoresFp8MatchItsReferenceAndTheExactOp) {
   SeededRng rng;
   double worst_vs_reference = 0.0, worst_vs_exact = 0.0;
@@ -277,7 +278,9 @@ TEST(AttentionOpsCuda, IndexerScoresFp8MatchItsReferenceAndTheExactOp) {
                                      {6, 3, 16, 65},
                                      {19, 70, 32, 130},
                                      {1, 64, 128, 1000},
-                                     {37, 64, 128, 300}}) {
+                                     {37, 64, 128, 300},
+                                     {4, 64, 128, 20000},
+                                     {2, 70, 32, 40000}}) {
     SCOPED_TRACE(std::to_string(t) + "x" + std::to_string(hi) + "x" + std::to_string(n));
     const OpPair q = OpPair::uniform(rng, {t, hi, di});
     const OpPair keys = OpPair::uniform(rng, {n, di});
