@@ -305,36 +305,44 @@ TEST(AttentionOpsCuda, IndexerScoresFp8MatchItsReferenceAndTheExactOp) {
 
 TEST(AttentionOpsCuda, TopkPicksTheCpuIndicesInOrder) {
   SeededRng rng;
-  // The radix select (K ≤ 4096; a 20000-candidate row is a 80k-token context's CSA indexer) and
-  // the rank kernel (K = 4097).
+  // The radix select (K ≤ 4096; a 20000-candidate row is a 80k-token context's CSA indexer), over
+  // slices of 32 K candidates a block where a row holds two or more (5000 top 64: 3 slices; 70000
+  // top 512, a 280k-token context: 5), and the rank kernel (K = 4097).
   for (const auto& [t, n, k] : {std::tuple{1, 1, 1},
                                 {7, 50, 8},
                                 {13, 700, 64},
                                 {3, 5, 9},
                                 {2, 20000, 512},
+                                {2, 5000, 64},
+                                {3, 70000, 512},
                                 {1, 300, 4096},
                                 {2, 5000, 4097}}) {
-    SCOPED_TRACE(std::to_string(t) + "x" + std::to_string(n) + " top " + std::to_string(k));
-    // Scores on a coarse grid, so ties are common (-0 among the zeros: equal to +0 for the CPU);
-    // rows with fewer candidates than K.
-    Tensor scores = Tensor::host(DType::kF32, {t, n});
-    for (int64_t i = 0; i < scores.numel(); ++i) {
-      const float v = static_cast<float>(rng.uniform_int(-20, 20)) * 0.25f;
-      scores.data_as<float>()[i] = v == 0.0f && i % 2 == 1 ? -0.0f : v;
+    for (const bool coarse : {true, false}) {
+      SCOPED_TRACE(std::to_string(t) + "x" + std::to_string(n) + " top " + std::to_string(k) +
+                   (coarse ? ", coarse" : ", continuous"));
+      // Scores on a coarse grid, so ties are common (-0 among the zeros: equal to +0 for the CPU),
+      // or continuous, so the radix select stops after its first passes (the K-th key alone in its
+      // bin); rows with fewer candidates than K.
+      Tensor scores = Tensor::host(DType::kF32, {t, n});
+      for (int64_t i = 0; i < scores.numel(); ++i) {
+        const float v = coarse ? static_cast<float>(rng.uniform_int(-20, 20)) * 0.25f
+                               : static_cast<float>(rng.uniform(-5.0, 5.0));
+        scores.data_as<float>()[i] = v == 0.0f && i % 2 == 1 ? -0.0f : v;
+      }
+      std::vector<int32_t> limits(t);
+      for (int32_t& l : limits) l = static_cast<int32_t>(rng.uniform_int(0, n + 2));
+      const OpPair s = OpPair::of(std::move(scores));
+      const OpPair n_candidates = OpPair::values(DType::kI32, {t}, limits);
+      const OpPair indices = OpPair::poisoned(DType::kI32, {t, k});
+      ASSERT_TRUE(topk(s.h(), n_candidates.h(), indices.h()).ok());
+      ASSERT_TRUE(topk(s.d(), n_candidates.d(), indices.d()).ok());
+      EXPECT_TRUE(device_equals_host(indices));
+      // No counts: every row's candidates are all N (decode rows).
+      const OpPair all = OpPair::poisoned(DType::kI32, {t, k});
+      ASSERT_TRUE(topk(s.h(), TensorView{}, all.h()).ok());
+      ASSERT_TRUE(topk(s.d(), TensorView{}, all.d()).ok());
+      EXPECT_TRUE(device_equals_host(all));
     }
-    std::vector<int32_t> limits(t);
-    for (int32_t& l : limits) l = static_cast<int32_t>(rng.uniform_int(0, n + 2));
-    const OpPair s = OpPair::of(std::move(scores));
-    const OpPair n_candidates = OpPair::values(DType::kI32, {t}, limits);
-    const OpPair indices = OpPair::poisoned(DType::kI32, {t, k});
-    ASSERT_TRUE(topk(s.h(), n_candidates.h(), indices.h()).ok());
-    ASSERT_TRUE(topk(s.d(), n_candidates.d(), indices.d()).ok());
-    EXPECT_TRUE(device_equals_host(indices));
-    // No counts: every row's candidates are all N (decode rows).
-    const OpPair all = OpPair::poisoned(DType::kI32, {t, k});
-    ASSERT_TRUE(topk(s.h(), TensorView{}, all.h()).ok());
-    ASSERT_TRUE(topk(s.d(), TensorView{}, all.d()).ok());
-    EXPECT_TRUE(device_equals_host(all));
   }
 }
 
