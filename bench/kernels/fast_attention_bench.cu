@@ -1,13 +1,16 @@
 // The fast profile's attention ops at V4-Flash shapes against the exact ones, same run:
 // sparse_attention_bf16 vs sparse_attention (64 heads of 512, a 128-row window + the indexer's
-// 512 picks = 640 candidates a query) and indexer_scores_fp8 vs indexer_scores (64 heads of
-// 128), for a 2048-token prefill and decode steps of B = 1, 8, 32 rows (at a 64k context: 16384
-// compressed entries). Each row prints the median time, the rate, and the floor it is measured
-// against: the bf16 (attention) or FP8 (indexer) tensor-core rate, taken as cuBLAS's bf16 GEMM
-// rate measured here (8192³ on random data; FP8's dense rate is twice that), or the bytes a
+// picks, at most 512) and indexer_scores_fp8 vs indexer_scores (64 heads of 128), for a
+// 2048-token prefill and decode steps of B = 1, 8, 32 rows at contexts of 272, 8192 and 65536
+// tokens (a CSA layer: context / 4 compressed entries, min(512, entries) picks), then the
+// indexer's top-k over those entries and at a 1M-token context. Decode rows go as the engine's
+// decode step sends them: each row's cache through the per-row address tables (kernels/ops.h,
+// "Decode rows"). Each row of the table prints the median time, the rate, and the floor it is
+// measured against: the bf16 (attention) or FP8 (indexer) tensor-core rate, taken as cuBLAS's bf16
+// GEMM rate measured here (8192³ on random data; FP8's dense rate is twice that), or the bytes a
 // decode call must read at the measured copy bandwidth, whichever is larger. Before timing, each
 // fast op's result is checked against the exact op's on the same inputs
-// (tests/testing/tolerance.h).
+// (tests/testing/tolerance.h), and the top-k's picks against the CPU's, bit for bit.
 //
 // Usage: fast_attention_bench   (no arguments; DSV4_BENCH_PROFILE=1 runs each call once)
 #include <cuda_bf16.h>
@@ -30,7 +33,16 @@ namespace {
 constexpr int64_t kHeads = 64, kHeadDim = 512, kWindow = 128, kTopk = 512;  // V4-Flash
 constexpr int64_t kIndexHeads = 64, kIndexDim = 128;
 constexpr int64_t kPrefill = 2048;
-constexpr int64_t kDecodeEntries = 16384;  // CSA entries of a 64k-token context
+constexpr int64_t kRatio = 4;  // a CSA layer's tokens an entry
+
+// A call's shape: T query rows at a context of `context` tokens; decode rows read their caches
+// through address tables, a prefill its prompt's rows.
+struct Call {
+  int64_t n_tokens, context;
+  bool decode;
+  int64_t n_entries() const { return context / kRatio; }
+  int64_t n_picks() const { return std::min(kTopk, n_entries()); }
+};
 
 __global__ void fill_uniform(float* x, int64_t n, uint32_t seed, float lo, float hi) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
@@ -65,6 +77,16 @@ Tensor indices(int64_t n_tokens, int64_t k, int64_t n_rows, uint32_t seed, bool 
   fill_indices<<<1024, 256, 0, kernels::cuda::op_stream()>>>(t.view().data_as<int32_t>(), n_tokens,
                                                              k, n_rows, seed, window);
   return t;
+}
+// i64 [n] of one value on the device: every decode row's address of a shared buffer, or its
+// position.
+Tensor repeated(int64_t n, int64_t value) {
+  Tensor host = Tensor::host(DType::kI64, {n});
+  std::fill_n(host.data_as<int64_t>(), n, value);
+  return testing::to_device(host.view());
+}
+int64_t address(const Tensor& t) {
+  return static_cast<int64_t>(reinterpret_cast<uintptr_t>(t.view().data));
 }
 
 double row_error(const Tensor& a, const Tensor& b, int64_t n_cols) {
@@ -120,23 +142,33 @@ void report(const char* op, const char* shape, double flops, double bytes, doubl
             const Rates& r, const Timed& timed) {
   const double fast_us = timed.fast_us, exact_us = timed.exact_us, error = timed.error;
   const double floor_us = std::max(flops / peak, bytes / r.copy) * 1e6;
-  std::printf("| %-22s | %-34s | %9.1f | %9.1f | %6.1f | %7.1f | %9.1f | %5.2f | %7.2fx | %.2e |\n",
+  std::printf("| %-22s | %-38s | %9.1f | %9.1f | %6.1f | %7.1f | %9.1f | %5.2f | %7.2fx | %.2e |\n",
               op, shape, fast_us, floor_us, flops / fast_us * 1e-6, peak * 1e-12, exact_us,
               fast_us / floor_us, exact_us / fast_us, error);
 }
 
-void attention_row(const Rates& rates, int64_t n_tokens, bool decode) {
+void describe(char (&out)[96], const Call& s, const char* more) {
+  std::snprintf(out, sizeof out, "%s T=%lld, ctx %lld, %s", s.decode ? "decode" : "prefill",
+                (long long)s.n_tokens, (long long)s.context, more);
+}
+
+void attention_row(const Rates& rates, const Call& call) {
   // Window rows: the ring (decode) or the prompt's rows (prefill); extra rows: the entries.
-  const int64_t n_window_rows = decode ? kWindow : n_tokens + kWindow;
-  const int64_t n_entries = decode ? kDecodeEntries : n_tokens / 4;
+  const int64_t n_tokens = call.n_tokens, n_entries = call.n_entries();
+  const int64_t n_window_rows = call.decode ? kWindow : n_tokens + kWindow;
   const Tensor q = uniform({n_tokens, kHeads, kHeadDim}, 11u);
   const Tensor kv = uniform({n_window_rows, kHeadDim}, 12u);
   const Tensor entries = uniform({n_entries, kHeadDim}, 13u);
   const Tensor window_idx = indices(n_tokens, kWindow, n_window_rows, 14u, true);
-  const Tensor picks = indices(n_tokens, kTopk, n_entries, 15u, false);
+  const Tensor picks = indices(n_tokens, call.n_picks(), n_entries, 15u, false);
   const Tensor sinks = uniform({kHeads}, 16u, -2.0f, 2.0f);
   const Tensor fast = device_tensor(DType::kF32, {n_tokens, kHeads, kHeadDim});
   const Tensor exact = device_tensor(DType::kF32, {n_tokens, kHeads, kHeadDim});
+  // Decode rows: row t's ring and entries through the tables (here all the same buffers), of
+  // which it holds (position + 1) / ratio entries.
+  const Tensor kv_addresses = repeated(n_tokens, address(kv));
+  const Tensor extra_addresses = repeated(n_tokens, address(entries));
+  const Tensor positions = repeated(n_tokens, call.context - 1);
   kernels::SparseAttentionParams p;
   p.q = q.view();
   p.kv = kv.view();
@@ -145,46 +177,87 @@ void attention_row(const Rates& rates, int64_t n_tokens, bool decode) {
   p.extra_indices = picks.view();
   p.sinks = sinks.view();
   p.scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
+  if (call.decode) {
+    p.kv_addresses = kv_addresses.view();
+    p.extra_addresses = extra_addresses.view();
+    p.row_positions = positions.view();
+    p.extra_ratio = kRatio;
+  }
   kernels::SparseAttentionParams pe = p;
   p.out = fast.view();
   pe.out = exact.view();
   auto run_fast = [&] { DSV4_CHECK(kernels::sparse_attention_bf16(p).ok(), "bf16 attention"); };
   auto run_exact = [&] { DSV4_CHECK(kernels::sparse_attention(pe).ok(), "exact attention"); };
-  const Timed timed = time_against_exact(decode, run_fast, run_exact, fast, exact,
+  const Timed timed = time_against_exact(call.decode, run_fast, run_exact, fast, exact,
                                          testing::kBf16AttentionVsExactRelTol);
-  const int64_t k = kWindow + kTopk;
+  const int64_t k = kWindow + call.n_picks();
   const double flops = 4.0 * n_tokens * kHeads * k * kHeadDim;
   // A decode call reads each query's candidate rows (f32) once, its queries and its output.
   const double bytes = 4.0 * n_tokens * (k * kHeadDim + 2 * kHeads * kHeadDim);
-  char shape[64];
-  std::snprintf(shape, sizeof shape, "%s T=%lld, H=64, Dh=512, K=640",
-                decode ? "decode" : "prefill", (long long)n_tokens);
-  report("sparse_attention_bf16", shape, flops, decode ? bytes : 0.0, rates.bf16, rates, timed);
+  char more[48], text[96];
+  std::snprintf(more, sizeof more, "K=%lld", (long long)k);
+  describe(text, call, more);
+  report("sparse_attention_bf16", text, flops, call.decode ? bytes : 0.0, rates.bf16, rates, timed);
 }
 
-void indexer_row(const Rates& rates, int64_t n_tokens, bool decode) {
-  const int64_t n_entries = decode ? kDecodeEntries : n_tokens / 4;
+void indexer_row(const Rates& rates, const Call& call) {
+  const int64_t n_tokens = call.n_tokens, n_entries = call.n_entries();
   const Tensor q = uniform({n_tokens, kIndexHeads, kIndexDim}, 21u);
   const Tensor keys = uniform({n_entries, kIndexDim}, 22u);
   const Tensor weights = uniform({n_tokens, kIndexHeads}, 23u);
   const Tensor fast = device_tensor(DType::kF32, {n_tokens, n_entries});
   const Tensor exact = device_tensor(DType::kF32, {n_tokens, n_entries});
+  const Tensor key_addresses = repeated(n_tokens, address(keys));
+  const Tensor positions = repeated(n_tokens, call.context - 1);
   const float q_scale = 1.0f / std::sqrt(float{kIndexDim}), w_scale = 0.125f;
-  const kernels::IndexerScoreParams p{q.view(), keys.view(), weights.view(),
-                                      q_scale,  w_scale,     fast.view()};
-  const kernels::IndexerScoreParams pe{q.view(), keys.view(), weights.view(),
-                                       q_scale,  w_scale,     exact.view()};
+  kernels::IndexerScoreParams p{q.view(), keys.view(), weights.view(),
+                                q_scale,  w_scale,     fast.view()};
+  if (call.decode) {
+    p.key_addresses = key_addresses.view();
+    p.key_positions = positions.view();
+    p.key_ratio = kRatio;
+  }
+  kernels::IndexerScoreParams pe = p;
+  pe.scores = exact.view();
   auto run_fast = [&] { DSV4_CHECK(kernels::indexer_scores_fp8(p).ok(), "fp8 indexer"); };
   auto run_exact = [&] { DSV4_CHECK(kernels::indexer_scores(pe).ok(), "exact indexer"); };
-  const Timed timed = time_against_exact(decode, run_fast, run_exact, fast, exact,
+  const Timed timed = time_against_exact(call.decode, run_fast, run_exact, fast, exact,
                                          testing::kFp8IndexerVsExactRelTol);
   const double flops = 2.0 * n_tokens * n_entries * kIndexHeads * kIndexDim;
   const double bytes =
       4.0 * (n_entries * kIndexDim + n_tokens * (kIndexHeads * kIndexDim + n_entries));
-  char shape[64];
-  std::snprintf(shape, sizeof shape, "%s T=%lld, HI=64, DI=128, N=%lld",
-                decode ? "decode" : "prefill", (long long)n_tokens, (long long)n_entries);
-  report("indexer_scores_fp8", shape, flops, decode ? bytes : 0.0, 2.0 * rates.bf16, rates, timed);
+  char more[48], text[96];
+  std::snprintf(more, sizeof more, "N=%lld", (long long)n_entries);
+  describe(text, call, more);
+  report("indexer_scores_fp8", text, flops, call.decode ? bytes : 0.0, 2.0 * rates.bf16, rates,
+         timed);
+}
+
+// The indexer's picks of a decode step (topk by positions, as the engine calls it), checked
+// against the CPU's bit for bit, then timed; no exact twin (one op for both profiles).
+void topk_row(const Rates& rates, const Call& call) {
+  const int64_t n_tokens = call.n_tokens, n_entries = call.n_entries(), k = call.n_picks();
+  const Tensor scores = uniform({n_tokens, n_entries}, 31u);
+  const Tensor positions = repeated(n_tokens, call.context - 1);
+  const Tensor picks = device_tensor(DType::kI32, {n_tokens, k});
+  auto run = [&] {
+    DSV4_CHECK(kernels::topk(scores.view(), positions.view(), kRatio, picks.view()).ok(), "topk");
+  };
+  run();
+  const Tensor host_scores = testing::to_host(scores.view());
+  const Tensor host_positions = testing::to_host(positions.view());
+  Tensor expected = Tensor::host(DType::kI32, {n_tokens, k});
+  DSV4_CHECK(kernels::topk(host_scores.view(), host_positions.view(), kRatio, expected.view()).ok(),
+             "cpu topk");
+  const Tensor got = testing::to_host(picks.view());
+  DSV4_CHECK(std::equal(got.data_as<int32_t>(), got.data_as<int32_t>() + got.numel(),
+                        expected.data_as<int32_t>()),
+             "topk: the device's picks differ from the CPU's");
+  const double bytes = 4.0 * n_tokens * (n_entries + k);
+  char more[48], text[96];
+  std::snprintf(more, sizeof more, "N=%lld, K=%lld", (long long)n_entries, (long long)k);
+  describe(text, call, more);
+  report("topk", text, 0.0, bytes, 1.0, rates, {call_us(true, run), 0.0, 0.0});
 }
 
 }  // namespace
@@ -201,9 +274,16 @@ int main() {
   std::printf(
       "| op | shape | fast µs | floor µs | TFLOP/s | peak TFLOP/s | exact µs | ratio | "
       "vs exact | err vs exact |\n|---|---|---|---|---|---|---|---|---|---|\n");
-  attention_row(rates, kPrefill, false);
-  for (const int64_t b : {1, 8, 32}) attention_row(rates, b, true);
-  indexer_row(rates, kPrefill, false);
-  for (const int64_t b : {1, 8, 32}) indexer_row(rates, b, true);
+  const Call prefill{kPrefill, kPrefill, false};
+  std::vector<Call> decode;
+  for (const int64_t context : {272, 8192, 65536}) {
+    for (const int64_t b : {1, 8, 32}) decode.push_back({b, context, true});
+  }
+  attention_row(rates, prefill);
+  for (const Call& s : decode) attention_row(rates, s);
+  indexer_row(rates, prefill);
+  for (const Call& s : decode) indexer_row(rates, s);
+  for (const Call& s : decode) topk_row(rates, s);
+  for (const int64_t b : {1, 8, 32}) topk_row(rates, {b, 1 << 20, true});  // V4's longest context
   return 0;
 }

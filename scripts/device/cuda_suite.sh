@@ -12,8 +12,10 @@
 # Environment: MOE_ENV_B, if set, runs moe_bench a second time with that VAR=value (an A/B of
 # an environment-gated variant in the same call); TORCH_TOKENS, if set, the PyTorch baseline's
 # token list; LINEAR_T, if set, runs linear_bench with that token list; SMALL_OPS_T, if set,
-# decode_small_ops_bench (a decode layer's mHC ops and norms) with that row list. decode_bench
-# (the loader's host decode) runs last. After the tests, `dsv4 bench --device cuda` on the tree's tiny checkpoint (the
+# decode_small_ops_bench (a decode layer's mHC ops and norms) with that row list; FAST_ATTENTION,
+# if set, fast_attention_bench, after fast_attention_bench_before where pack.sh put one in (the
+# same call's baseline). decode_bench (the loader's host decode) runs last. After the tests,
+# `dsv4 bench --device cuda` on the tree's tiny checkpoint (the
 # engine's own overheads end to end: its layers are too small to weigh anything) at batch 1 and 8,
 # and the trained model's perplexity in both numerics profiles.
 set -uo pipefail
@@ -90,6 +92,13 @@ fi
 if [ -n "${SMALL_OPS_T:-}" ] && [ $rc -eq 0 ]; then
   timeout 120 "$bins/decode_small_ops_bench" "$SMALL_OPS_T" 2>&1 |
     tee "$out/decode_small_ops_bench.md"
+fi
+if [ -n "${FAST_ATTENTION:-}" ] && [ $rc -eq 0 ]; then
+  for b in fast_attention_bench_before fast_attention_bench; do
+    [ -x "$bins/$b" ] || continue
+    echo "== $b" | tee -a "$out/fast_attention_bench.md"
+    timeout 300 "$bins/$b" 2>&1 | tee -a "$out/fast_attention_bench.md"
+  done
 fi
 # The loader's host decode on the machine's cores (no GPU; a few seconds).
 [ -x "$bins/decode_bench" ] && timeout 120 "$bins/decode_bench" 2>&1 | tee "$out/decode_bench.md"

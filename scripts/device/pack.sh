@@ -2,8 +2,10 @@
 # Packs what scripts/device/cuda_suite.sh runs on the device machine into build/carry (ignored):
 # the stripped CUDA test binaries and benchmarks of the build directory, compressed, and the
 # shared PyTorch MoE baseline (../shared does not travel with the tree). With DSV4_BEFORE set to
-# another build's dsv4 binary, that one goes in as dsv4_before (engine_bench.sh's same-call A/B).
-#   usage: [DSV4_BEFORE=path] scripts/device/pack.sh [build-dir]
+# another build's dsv4 binary, that one goes in as dsv4_before (engine_bench.sh's same-call A/B),
+# and with FAST_ATTENTION_BEFORE another build's fast_attention_bench as
+# fast_attention_bench_before (cuda_suite.sh's FAST_ATTENTION A/B).
+#   usage: [DSV4_BEFORE=path] [FAST_ATTENTION_BEFORE=path] scripts/device/pack.sh [build-dir]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build}
@@ -13,11 +15,13 @@ for b in tests/kernels/kernels_cuda_tests tests/kernels/kernels_ops_cuda_tests \
          tests/runtime/runtime_cuda_tests \
          bench/moe_bench bench/nvfp4_gemm_bench bench/linear_bench bench/weight_stream_probe \
          bench/decode_bench bench/read_ceiling bench/gemm_rates bench/synth_checkpoint dsv4 \
-         bench/decode_small_ops_bench \
+         bench/decode_small_ops_bench bench/fast_attention_bench \
          tests/kernels/ep/ep_cuda_tests bench/ep_moe_bench; do
   [ -x "$build/$b" ] && strip -o "$stage/$(basename "$b")" "$build/$b"
 done
 [ -n "${DSV4_BEFORE:-}" ] && strip -o "$stage/dsv4_before" "$DSV4_BEFORE"
+[ -n "${FAST_ATTENTION_BEFORE:-}" ] &&
+  strip -o "$stage/fast_attention_bench_before" "$FAST_ATTENTION_BEFORE"
 mkdir -p "$build/carry"
 tar cf - -C "$stage" . | xz -9 -T2 > "$build/carry/bins.tar.xz"  # -9: the binaries share most bytes
 rm -rf "$stage"

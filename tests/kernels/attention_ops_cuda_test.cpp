@@ -213,7 +213,9 @@ TEST(AttentionOpsCuda, SparseAttentionMatchesCpu) {
 // against the exact op on the GPU (kBf16AttentionVsExactRelTol). Shapes cross its blocks' edges:
 // 64 heads a block (20, 65, 128 heads), 32 candidates a tile (counts 2 … 1152, never a multiple
 // of 32 but one), and the decode split (one to a few queries: their candidates over several
-// blocks, combined) as well as one block a query (70 queries).
+// blocks, combined) as well as one block a query (70 queries). On a 132-SM GPU the few-query
+// shapes take each size of block: 16 heads (1 × 64, 5 × 3), 32 (4 × 40: a partial second block)
+// and 64 (3 × 65, 8 × 128).
 TEST(AttentionOpsCuda, SparseAttentionBf16MatchesItsReferenceAndTheExactOp) {
   SeededRng rng;
   double worst_vs_reference = 0.0, worst_vs_exact = 0.0;
@@ -221,6 +223,7 @@ TEST(AttentionOpsCuda, SparseAttentionBf16MatchesItsReferenceAndTheExactOp) {
     for (const auto& [t, h, dh, kw, kc] : {std::tuple{1, 1, 8, 1, 1},
                                            {5, 3, 40, 17, 9},
                                            {1, 64, 512, 128, 512},  // a V4-Flash decode row
+                                           {4, 40, 512, 128, 300},
                                            {3, 65, 512, 128, 1024},
                                            {70, 20, 512, 128, 300},
                                            {8, 128, 256, 100, 31}}) {
@@ -294,7 +297,8 @@ TEST(AttentionOpsCuda, IndexerScoresMatchCpu) {
 // The fast profile's FP8 indexer against its CPU reference (kFp8IndexerRelTol: the same E4M3
 // bits) and against the exact op on the GPU (kFp8IndexerVsExactRelTol): head counts across the
 // 64-head passes (3, 64, 70), head dims below the 128 it pads to, entries across its 64-entry
-// blocks, and a decode step of V4's indexer.
+// tiles, a decode step of V4's indexer, and grids past ~8 blocks an SM, where a block takes
+// several tiles (its queries quantized once, or with 70 heads once a pass and tile).
 TEST(AttentionOpsCuda, IndexerScoresFp8MatchItsReferenceAndTheExactOp) {
   SeededRng rng;
   double worst_vs_reference = 0.0, worst_vs_exact = 0.0;
@@ -302,7 +306,9 @@ TEST(AttentionOpsCuda, IndexerScoresFp8MatchItsReferenceAndTheExactOp) {
                                      {6, 3, 16, 65},
                                      {19, 70, 32, 130},
                                      {1, 64, 128, 1000},
-                                     {37, 64, 128, 300}}) {
+                                     {37, 64, 128, 300},
+                                     {4, 64, 128, 20000},
+                                     {2, 70, 32, 40000}}) {
     SCOPED_TRACE(std::to_string(t) + "x" + std::to_string(hi) + "x" + std::to_string(n));
     const OpPair q = OpPair::uniform(rng, {t, hi, di});
     const OpPair keys = OpPair::uniform(rng, {n, di});
@@ -327,36 +333,44 @@ TEST(AttentionOpsCuda, IndexerScoresFp8MatchItsReferenceAndTheExactOp) {
 
 TEST(AttentionOpsCuda, TopkPicksTheCpuIndicesInOrder) {
   SeededRng rng;
-  // The radix select (K ≤ 4096; a 20000-candidate row is a 80k-token context's CSA indexer) and
-  // the rank kernel (K = 4097).
+  // The radix select (K ≤ 4096; a 20000-candidate row is a 80k-token context's CSA indexer), over
+  // slices of 32 K candidates a block where a row holds two or more (5000 top 64: 3 slices; 70000
+  // top 512, a 280k-token context: 5), and the rank kernel (K = 4097).
   for (const auto& [t, n, k] : {std::tuple{1, 1, 1},
                                 {7, 50, 8},
                                 {13, 700, 64},
                                 {3, 5, 9},
                                 {2, 20000, 512},
+                                {2, 5000, 64},
+                                {3, 70000, 512},
                                 {1, 300, 4096},
                                 {2, 5000, 4097}}) {
-    SCOPED_TRACE(std::to_string(t) + "x" + std::to_string(n) + " top " + std::to_string(k));
-    // Scores on a coarse grid, so ties are common (-0 among the zeros: equal to +0 for the CPU);
-    // rows with fewer candidates than K.
-    Tensor scores = Tensor::host(DType::kF32, {t, n});
-    for (int64_t i = 0; i < scores.numel(); ++i) {
-      const float v = static_cast<float>(rng.uniform_int(-20, 20)) * 0.25f;
-      scores.data_as<float>()[i] = v == 0.0f && i % 2 == 1 ? -0.0f : v;
+    for (const bool coarse : {true, false}) {
+      SCOPED_TRACE(std::to_string(t) + "x" + std::to_string(n) + " top " + std::to_string(k) +
+                   (coarse ? ", coarse" : ", continuous"));
+      // Scores on a coarse grid, so ties are common (-0 among the zeros: equal to +0 for the CPU),
+      // or continuous, so the radix select stops after its first passes (the K-th key alone in its
+      // bin); rows with fewer candidates than K.
+      Tensor scores = Tensor::host(DType::kF32, {t, n});
+      for (int64_t i = 0; i < scores.numel(); ++i) {
+        const float v = coarse ? static_cast<float>(rng.uniform_int(-20, 20)) * 0.25f
+                               : static_cast<float>(rng.uniform(-5.0, 5.0));
+        scores.data_as<float>()[i] = v == 0.0f && i % 2 == 1 ? -0.0f : v;
+      }
+      std::vector<int32_t> limits(t);
+      for (int32_t& l : limits) l = static_cast<int32_t>(rng.uniform_int(0, n + 2));
+      const OpPair s = OpPair::of(std::move(scores));
+      const OpPair n_candidates = OpPair::values(DType::kI32, {t}, limits);
+      const OpPair indices = OpPair::poisoned(DType::kI32, {t, k});
+      ASSERT_TRUE(topk(s.h(), n_candidates.h(), indices.h()).ok());
+      ASSERT_TRUE(topk(s.d(), n_candidates.d(), indices.d()).ok());
+      EXPECT_TRUE(device_equals_host(indices));
+      // No counts: every row's candidates are all N (decode rows).
+      const OpPair all = OpPair::poisoned(DType::kI32, {t, k});
+      ASSERT_TRUE(topk(s.h(), TensorView{}, all.h()).ok());
+      ASSERT_TRUE(topk(s.d(), TensorView{}, all.d()).ok());
+      EXPECT_TRUE(device_equals_host(all));
     }
-    std::vector<int32_t> limits(t);
-    for (int32_t& l : limits) l = static_cast<int32_t>(rng.uniform_int(0, n + 2));
-    const OpPair s = OpPair::of(std::move(scores));
-    const OpPair n_candidates = OpPair::values(DType::kI32, {t}, limits);
-    const OpPair indices = OpPair::poisoned(DType::kI32, {t, k});
-    ASSERT_TRUE(topk(s.h(), n_candidates.h(), indices.h()).ok());
-    ASSERT_TRUE(topk(s.d(), n_candidates.d(), indices.d()).ok());
-    EXPECT_TRUE(device_equals_host(indices));
-    // No counts: every row's candidates are all N (decode rows).
-    const OpPair all = OpPair::poisoned(DType::kI32, {t, k});
-    ASSERT_TRUE(topk(s.h(), TensorView{}, all.h()).ok());
-    ASSERT_TRUE(topk(s.d(), TensorView{}, all.d()).ok());
-    EXPECT_TRUE(device_equals_host(all));
   }
 }
 
@@ -370,6 +384,14 @@ TEST(DecodeRowsCudaTest, IndexerRowsAreTheirSingleCalls) {
 }
 TEST(DecodeRowsCudaTest, FastSparseAttentionRowsAreTheirSingleCalls) {
   testing::expect_decode_attention_rows_match_single_calls(Device::kCuda, sparse_attention_bf16);
+}
+// At V4-Flash's sizes (64 heads of 512, a 128-row window, 512 picks of up to 2048 entries) a CSA
+// row alone runs in 16-head blocks and the batch of seven in 64-head ones (132 SMs): the bits of
+// a head are its warp pair's whatever the block, so they must not move.
+TEST(DecodeRowsCudaTest, FastSparseAttentionRowsAtV4FlashSizesAreTheirSingleCalls) {
+  testing::expect_decode_attention_rows_match_single_calls(
+      Device::kCuda, sparse_attention_bf16,
+      {.h = 64, .dh = 512, .w = 128, .r = 128, .c = 2048, .m = 4, .k = 512});
 }
 TEST(DecodeRowsCudaTest, FastIndexerRowsAreTheirSingleCalls) {
   testing::expect_indexer_rows_match_single_calls(Device::kCuda, indexer_scores_fp8);

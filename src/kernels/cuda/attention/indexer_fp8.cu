@@ -4,18 +4,25 @@
 // then for each 64 heads of the query their rows the same way, multiplies heads × entries on the
 // FP8 tensor cores (mma.sync m16n8k32, f32 accumulators; a warp 16 heads), and reduces
 // ReLU(dot) · head weight over the heads: within a warp by shuffles, across the four warps in
-// warp order, times the entry's scale.
+// warp order, times the entry's scale. Past a few blocks an SM, a block takes several tiles of
+// 64 entries in turn, its queries quantized once (one head pass, HI ≤ 64) for all of them.
+//
+// A warp's rows are loaded all at once before any is reduced (a decode block's 64 keys and 64
+// queries are two load latencies, not 32 a warp), and the keys' loads wait on the per-row address
+// table while the queries' are in flight.
 //
 // Dimension letters: T tokens, HI indexer heads, DI indexer head dim (≤ 128, padded to 128 with
 // zeros), N compressed entries.
 #include <cuda_fp8.h>
 
+#include <algorithm>
+
 #include "kernels/contracts.h"
-#include "kernels/fp8_scale.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/device/common.cuh"
 #include "kernels/cuda/device/fp8_mma.cuh"
 #include "kernels/cuda/device/mma_sync.cuh"
+#include "kernels/fp8_scale.h"
 
 namespace dsv4::kernels::cuda {
 namespace {
@@ -25,11 +32,13 @@ constexpr int kHeads = 64;          // heads a pass (the M: 16 a warp)
 constexpr int kDims = 128;          // DI padded
 constexpr int kPitch = kDims + 16;  // bytes a quantized row: rows g = 0 … 7 start in distinct banks
 constexpr int kWarps = 4;
+constexpr int kMaxTilesPerBlock = 8;
 
 struct Smem {
   uint8_t keys[kEntries][kPitch];
   uint8_t queries[kHeads][kPitch];
   float key_scale[kEntries];
+  float query_scale[kHeads];
   float head_weight[kHeads];
   float partial[kWarps][kEntries];
 };
@@ -40,7 +49,8 @@ struct ScoreArgs {
   const float* weights;  // [T, HI]
   IndexerDims dims;
   float q_scale, weight_scale;
-  float* scores;  // [T, N]
+  float* scores;            // [T, N]
+  int tiles_per_block = 1;  // entry tiles of kEntries a block
 
   ScoreArgs(const IndexerScoreParams& p, const IndexerDims& d)
       : q(p.q.data_as<const float>()),
@@ -52,12 +62,18 @@ struct ScoreArgs {
         scores(p.scores.data_as<float>()) {}
 };
 
-// A row of DI floats (nullptr: a zero row) into E4M3 bytes at dst by one warp, lanes over
-// 4-value groups (zeros up to 128); returns its scale (in every lane).
-__device__ float quantize_row(const float* row, int head_dim, uint8_t* dst) {
-  const int lane = threadIdx.x % 32, d = 4 * lane;
-  float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-  if (row != nullptr && d < head_dim) v = *reinterpret_cast<const float4*>(row + d);
+// This lane's 4-value group of a row of DI floats (zeros past DI, up to 128, and for nullptr: a
+// zero row).
+__device__ float4 load_group(const float* row, int head_dim) {
+  const int d = 4 * (threadIdx.x % 32);
+  if (row != nullptr && d < head_dim) return *reinterpret_cast<const float4*>(row + d);
+  return make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+}
+
+// A row, as the warp's lanes' groups v, into E4M3 bytes at dst; returns its scale (in every
+// lane).
+__device__ float quantize_group(float4 v, uint8_t* dst) {
+  const int d = 4 * (threadIdx.x % 32);
   const float amax =
       warp_reduce(fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))), MaxOp{});
   const float scale = fp8_activation_scale(amax);
@@ -69,37 +85,62 @@ __device__ float quantize_row(const float* row, int head_dim, uint8_t* dst) {
   return scale;
 }
 
-__global__ void __launch_bounds__(32 * kWarps) indexer_fp8_kernel(ScoreArgs a) {
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  Smem& s = *reinterpret_cast<Smem*>(smem_raw);
-  const int64_t t = blockIdx.x, n0 = int64_t{blockIdx.y} * kEntries;
+// Rows r = warp, warp + kWarps, … < kRows of a tile (row_of(r): its DI floats, or nullptr) into
+// dst[r], their scales into scales[r]: the warp's loads all issued before the first reduction.
+template <int kRows, typename RowOf>
+__device__ void quantize_rows(RowOf row_of, int head_dim, uint8_t (*dst)[kPitch], float* scales) {
+  constexpr int kPerWarp = kRows / kWarps;
+  static_assert(kRows % kWarps == 0);
+  const int warp = threadIdx.x / 32;
+  float4 v[kPerWarp];
+#pragma unroll
+  for (int i = 0; i < kPerWarp; ++i) v[i] = load_group(row_of(warp + i * kWarps), head_dim);
+#pragma unroll
+  for (int i = 0; i < kPerWarp; ++i) {
+    const int r = warp + i * kWarps;
+    const float scale = quantize_group(v[i], dst[r]);
+    if (threadIdx.x % 32 == 0) scales[r] = scale;
+  }
+}
+
+// Query t's scores of the entry tile [n0, n0 + kEntries) (keys: its keys, n_keys of them). With
+// quantize_queries false the queries, their scales and head weights in shared memory are those a
+// previous tile quantized (one head pass: they do not change).
+__device__ void score_tile(const ScoreArgs& a, Smem& s, int64_t t, const float* keys,
+                           int64_t n_keys, int64_t n0, bool quantize_queries) {
   const int n_heads = static_cast<int>(a.dims.n_heads),
             head_dim = static_cast<int>(a.dims.head_dim);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, c = lane % 4;
-  const float* keys = row_keys(a.dims, a.keys, t);
-  const int64_t n_keys = row_n_keys(a.dims, t);
-  if (n0 >= n_keys) return;
-  for (int r = warp; r < kEntries; r += kWarps) {
-    const int64_t n = n0 + r;
-    const float scale =
-        quantize_row(n < n_keys ? keys + n * head_dim : nullptr, head_dim, s.keys[r]);
-    if (lane == 0) s.key_scale[r] = scale;
-  }
   const int k_steps = (head_dim + 31) / 32;
   float key_sum[kEntries / 8][2] = {};  // this thread's columns 8n + 2c, + 1: Σ over heads
   for (int h0 = 0; h0 < n_heads; h0 += kHeads) {
-    __syncthreads();  // the previous pass's products read the queries
-    for (int r = warp; r < kHeads; r += kWarps) {
-      const int h = h0 + r;
-      const float* row = h < n_heads ? a.q + (t * n_heads + h) * head_dim : nullptr;
-      const float scale = quantize_row(row, head_dim, s.queries[r]);
-      if (lane == 0) {
-        s.head_weight[r] = h < n_heads
-                               ? (a.weights[t * n_heads + h] * a.weight_scale) * (a.q_scale * scale)
-                               : 0.0f;
-      }
+    // Thread r < kHeads: head h0 + r's weight, loaded while the rows are.
+    const int h_own = h0 + static_cast<int>(threadIdx.x);
+    const float weight = quantize_queries && threadIdx.x < kHeads && h_own < n_heads
+                             ? a.weights[t * n_heads + h_own]
+                             : 0.0f;
+    __syncthreads();  // the previous pass's (or tile's) products read the queries and keys
+    if (quantize_queries) {
+      quantize_rows<kHeads>(
+          [&](int r) {
+            return h0 + r < n_heads ? a.q + (t * n_heads + h0 + r) * head_dim : nullptr;
+          },
+          head_dim, s.queries, s.query_scale);
+    }
+    if (h0 == 0) {
+      quantize_rows<kEntries>(
+          [&](int r) { return n0 + r < n_keys ? keys + (n0 + r) * head_dim : nullptr; }, head_dim,
+          s.keys, s.key_scale);
     }
     __syncthreads();
+    if (quantize_queries) {
+      if (threadIdx.x < kHeads) {
+        s.head_weight[threadIdx.x] =
+            h_own < n_heads ? (weight * a.weight_scale) * (a.q_scale * s.query_scale[threadIdx.x])
+                            : 0.0f;
+      }
+      __syncthreads();
+    }
     float dot[kEntries / 8][4] = {};
     const uint8_t* q_lo = s.queries[16 * warp + g];
     const uint8_t* q_hi = s.queries[16 * warp + g + 8];
@@ -144,14 +185,34 @@ __global__ void __launch_bounds__(32 * kWarps) indexer_fp8_kernel(ScoreArgs a) {
   }
 }
 
+// A block per (query t, tiles_per_block entry tiles).
+__global__ void __launch_bounds__(32 * kWarps) indexer_fp8_kernel(ScoreArgs a) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  Smem& s = *reinterpret_cast<Smem*>(smem_raw);
+  const int64_t t = blockIdx.x;
+  const float* keys = row_keys(a.dims, a.keys, t);
+  const int64_t n_keys = row_n_keys(a.dims, t);
+  for (int i = 0; i < a.tiles_per_block; ++i) {
+    const int64_t n0 = (int64_t{blockIdx.y} * a.tiles_per_block + i) * kEntries;
+    if (n0 >= n_keys) return;
+    score_tile(a, s, t, keys, n_keys, n0, i == 0 || a.dims.n_heads > kHeads);
+  }
+}
+
 }  // namespace
 
 void indexer_scores_fp8(const IndexerScoreParams& p) {
   const IndexerDims dims = indexer_fp8_dims(p);
   if (dims.n_tokens * dims.n_entries == 0) return;
-  const ScoreArgs a(p, dims);
+  ScoreArgs a(p, dims);
+  // Tiles a block: one while the grid is at most about four blocks an SM, else up to
+  // kMaxTilesPerBlock, so that a long context's blocks (B = 32 at 64k: 8192 tiles) quantize their
+  // queries once for several tiles instead of once a tile.
+  const int64_t n_tiles = ceil_div(dims.n_entries, int64_t{kEntries});
+  a.tiles_per_block = static_cast<int>(std::clamp<int64_t>(
+      dims.n_tokens * n_tiles / (4 * int64_t{sm_count()}), 1, kMaxTilesPerBlock));
   const dim3 grid(static_cast<unsigned>(dims.n_tokens),
-                  static_cast<unsigned>(ceil_div(dims.n_entries, int64_t{kEntries})));
+                  static_cast<unsigned>(ceil_div(n_tiles, int64_t{a.tiles_per_block})));
   indexer_fp8_kernel<<<grid, 32 * kWarps, sizeof(Smem), op_stream()>>>(a);
   check_launch();
 }
