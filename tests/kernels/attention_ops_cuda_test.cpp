@@ -385,14 +385,6 @@ TEST(DecodeRowsCudaTest, IndexerRowsAreTheirSingleCalls) {
 TEST(DecodeRowsCudaTest, FastSparseAttentionRowsAreTheirSingleCalls) {
   testing::expect_decode_attention_rows_match_single_calls(Device::kCuda, sparse_attention_bf16);
 }
-// At V4-Flash's sizes (64 heads of 512, a 128-row window, 512 picks of up to 2048 entries) a CSA
-// row alone runs in 16-head blocks and the batch of seven in 64-head ones (132 SMs): the bits of
-// a head are its warp pair's whatever the block, so they must not move.
-TEST(DecodeRowsCudaTest, FastSparseAttentionRowsAtV4FlashSizesAreTheirSingleCalls) {
-  testing::expect_decode_attention_rows_match_single_calls(
-      Device::kCuda, sparse_attention_bf16,
-      {.h = 64, .dh = 512, .w = 128, .r = 128, .c = 2048, .m = 4, .k = 512});
-}
 TEST(DecodeRowsCudaTest, FastIndexerRowsAreTheirSingleCalls) {
   testing::expect_indexer_rows_match_single_calls(Device::kCuda, indexer_scores_fp8);
 }

@@ -68,17 +68,9 @@ inline std::vector<int64_t> decode_positions(SeededRng& rng, int64_t ratio, int6
   return p;
 }
 
-// A decode-rows attention check's sizes: H heads of Dh, W window candidates of R ring rows, an
-// entry capacity C at ratio m, K picks.
-struct DecodeAttentionSizes {
-  int64_t h = 4, dh = 64, w = 8, r = 16, c = 12, m = 4, k = 6;
-};
-
-inline void expect_decode_attention_rows_match(Device device, bool causal, AttentionOp op,
-                                               const DecodeAttentionSizes& sizes) {
+inline void expect_decode_attention_rows_match(Device device, bool causal, AttentionOp op) {
   SeededRng rng;
-  const int64_t h = sizes.h, dh = sizes.dh, w = sizes.w, r = sizes.r, c = sizes.c, m = sizes.m,
-                k = sizes.k;
+  const int64_t h = 4, dh = 64, w = 8, r = 16, c = 12, m = 4, k = 6;
   const std::vector<int64_t> positions = decode_positions(rng, m, c);
   const auto b = static_cast<int64_t>(positions.size());
   std::vector<Tensor> rings, entries;
@@ -313,8 +305,7 @@ inline void expect_compressor_decode_matches(Device device, bool overlap) {
       const Tensor first =
           on_device(device, host_values(DType::kI64, {1}, std::vector<int64_t>{at.entry * m}));
       ASSERT_TRUE(
-          kernels::rms_norm_rope(entry, w.norm.view(), 1e-6f, first.view(), w.inv_freq.view())
-              .ok());
+          kernels::rms_norm_rope(entry, w.norm.view(), 1e-6f, first.view(), w.inv_freq.view()).ok());
       if (overlap) {
         ASSERT_TRUE(
             copy_tensor(own_kv.rows(0, m), on_device(device, on_host(own_kv.rows(m, 2 * m))).view())
@@ -336,11 +327,10 @@ inline void expect_compressor_decode_matches(Device device, bool overlap) {
 
 // Both kinds of compressed attention: CSA's picks and HCA's every entry so far.
 inline void expect_decode_attention_rows_match_single_calls(
-    Device device, AttentionOp op = kernels::sparse_attention,
-    const DecodeAttentionSizes& sizes = {}) {
+    Device device, AttentionOp op = kernels::sparse_attention) {
   for (const bool causal : {false, true}) {
     SCOPED_TRACE(causal ? "HCA: every entry so far" : "CSA: picks");
-    expect_decode_attention_rows_match(device, causal, op, sizes);
+    expect_decode_attention_rows_match(device, causal, op);
   }
 }
 
