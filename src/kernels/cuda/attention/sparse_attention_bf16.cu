@@ -17,12 +17,6 @@
 // style), each writing its unnormalised output with its running max and sum, and a combine
 // kernel adds the runs and the sink, so a single query still spreads over the SMs.
 //
-// Heads a block: 64 (four warp pairs) while the grid has an SM a block; below that 32 or 16 (two
-// or one pair), the fewest that keep the grid to one wave. A decode block is latency-bound: it
-// reads its heads' queries (128 KB f32 for 64 heads), one tile and writes its heads' partial
-// rows, so a quarter of the heads is a quarter of its bytes over four times the SMs. Each head's
-// arithmetic is its warp pair's whatever the pairs a block, so the choice changes no bits.
-//
 // Dimension letters: T tokens, H heads, Dh head dim (≤ 512, padded to 512), K candidates.
 #include <cuda_bf16.h>
 
@@ -40,9 +34,11 @@
 namespace dsv4::kernels::cuda {
 namespace {
 
-constexpr int kDims = 512;            // head dims a block computes (smaller ones zero-padded)
-constexpr int kTile = 32;             // candidates a tile
-constexpr int kMaxHeadRows = 4;       // head rows of 16 a block: 64 heads, the M of both products
+constexpr int kDims = 512;  // head dims a block computes (smaller ones zero-padded)
+constexpr int kHeads = 64;  // heads a block: the M of both products
+constexpr int kTile = 32;   // candidates a tile
+constexpr int kWarps = 8;   // 4 head rows of 16 × 2 dim halves
+constexpr int kThreads = 32 * kWarps;
 constexpr int kHalfDims = kDims / 2;  // a warp's output dims
 constexpr int kRowPitch = kDims + 8;  // bf16 a staged row: 1040 bytes, 16 past a bank cycle
 constexpr float kLog2e = 1.4426950408889634f;
@@ -50,27 +46,12 @@ constexpr float kLog2e = 1.4426950408889634f;
 // one row takes 20 SMs.
 constexpr int kRowRunTiles = 1;
 
-// A block of kHeadRows head rows of 16: a warp pair each (the row's two dim halves).
-template <int kHeadRows>
-struct Block {
-  static_assert(kHeadRows >= 1 && kHeadRows <= kMaxHeadRows);
-  static constexpr int kHeads = 16 * kHeadRows;
-  static constexpr int kWarps = 2 * kHeadRows;
-  static constexpr int kThreads = 32 * kWarps;
-  // Staging a tile: 8 threads a row, so each thread stages kStagePasses rows.
-  static constexpr int kStagePasses = kTile * 8 / kThreads;
-  // The queries as float4 loads a thread (32 whatever the rows), kQueryBatch in flight at once.
-  static constexpr int kQueryLoads = kHeads * kDims / 4 / kThreads;
-  static constexpr int kQueryBatch = 16;
-  static_assert(kQueryLoads % kQueryBatch == 0);
-
-  struct Smem {
-    __nv_bfloat16 q[kHeads][kRowPitch];
-    __nv_bfloat16 kv[kTile][kRowPitch];
-    float staging[kTile][kDims];      // the next tile as it arrives, f32
-    float logits[kWarps][16][kTile];  // each warp's half of the logits
-    int32_t rows[2][kTile];           // the staged tiles' kv rows (−1: none)
-  };
+struct Smem {
+  __nv_bfloat16 q[kHeads][kRowPitch];
+  __nv_bfloat16 kv[kTile][kRowPitch];
+  float staging[kTile][kDims];      // the next tile as it arrives, f32
+  float logits[kWarps][16][kTile];  // each warp's half of the logits
+  int32_t rows[2][kTile];           // the staged tiles' kv rows (−1: none)
 };
 
 // Where a block's output goes: with one run a query, the normalised rows; with several, each
@@ -91,63 +72,21 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
 
 // Candidates [c0, c0 + kTile) of query t into the staging buffer (cp.async; zeros past the head
 // dim and for a missing candidate, whose row is listed −1): a row per 8 threads, 16 bytes each a
-// step, and the rows list of the tile. A thread's rows are looked up before any copy is issued,
-// so their index loads are in flight together.
-template <int kHeadRows, typename Smem>
+// step, and the rows list of the tile.
 __device__ void stage_tile(const AttentionArgs& a, int64_t t, int64_t c0, int64_t c_end,
                            int64_t n_extra_visible, Smem& s, int buffer) {
-  using B = Block<kHeadRows>;
-  const int part = threadIdx.x % 8;
-  const float* src[B::kStagePasses];
-  int32_t rows[B::kStagePasses];
-#pragma unroll
-  for (int i = 0; i < B::kStagePasses; ++i) {
-    const int64_t j = c0 + (threadIdx.x + i * B::kThreads) / 8;
-    rows[i] = j < c_end ? candidate_row(a, t, j, n_extra_visible) : -1;
-    const float* kv =
-        j < a.window.n_candidates ? source_rows(a.window, t) : source_rows(a.extra, t);
-    src[i] = rows[i] >= 0 ? kv + int64_t{rows[i]} * a.head_dim : a.q;  // a.q: mapped, not read
+  const int r = threadIdx.x / 8, part = threadIdx.x % 8;
+  const int64_t j = c0 + r;
+  const int32_t row = j < c_end ? candidate_row(a, t, j, n_extra_visible) : -1;
+  const float* kv = j < a.window.n_candidates ? source_rows(a.window, t) : source_rows(a.extra, t);
+  const float* src = row >= 0 ? kv + int64_t{row} * a.head_dim : a.q;  // a.q: mapped, not read
+  for (int d = 4 * part; d < kDims; d += 32) {
+    cp_async16(&s.staging[r][d], src + (d < a.head_dim ? d : 0), row >= 0 && d < a.head_dim);
   }
-#pragma unroll
-  for (int i = 0; i < B::kStagePasses; ++i) {
-    const int r = (threadIdx.x + i * B::kThreads) / 8;
-    for (int d = 4 * part; d < kDims; d += 32) {
-      cp_async16(&s.staging[r][d], src[i] + (d < a.head_dim ? d : 0),
-                 rows[i] >= 0 && d < a.head_dim);
-    }
-    if (part == 0) s.rows[buffer][r] = rows[i];
-  }
-}
-
-// The block's heads' queries of token t, rounded to bf16 (zeros past the heads and the head dim):
-// kQueryBatch loads a thread issued before any is used, so the block waits a load latency a
-// batch, not one a load.
-template <int kHeadRows, typename Smem>
-__device__ void load_queries(const AttentionArgs& a, int64_t t, int64_t h0, Smem& s) {
-  using B = Block<kHeadRows>;
-  for (int batch = 0; batch < B::kQueryLoads; batch += B::kQueryBatch) {
-    float4 v[B::kQueryBatch];
-#pragma unroll
-    for (int k = 0; k < B::kQueryBatch; ++k) {
-      const int i = threadIdx.x + (batch + k) * B::kThreads;
-      const int h = i / (kDims / 4), d = 4 * (i % (kDims / 4));
-      v[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      if (h0 + h < a.n_heads && d < a.head_dim) {
-        v[k] = *reinterpret_cast<const float4*>(a.q + ((t * a.n_heads + h0 + h) * a.head_dim + d));
-      }
-    }
-#pragma unroll
-    for (int k = 0; k < B::kQueryBatch; ++k) {
-      const int i = threadIdx.x + (batch + k) * B::kThreads;
-      const int h = i / (kDims / 4), d = 4 * (i % (kDims / 4));
-      *reinterpret_cast<uint2*>(&s.q[h][d]) =
-          make_uint2(pack_bf16(v[k].x, v[k].y), pack_bf16(v[k].z, v[k].w));
-    }
-  }
+  if (part == 0) s.rows[buffer][r] = row;
 }
 
 // The staged f32 tile rounded to bf16 into the operand tile.
-template <int kThreads, typename Smem>
 __device__ void round_tile(Smem& s) {
   for (int i = threadIdx.x; i < kTile * kDims / 4; i += kThreads) {
     const int r = i / (kDims / 4), d = 4 * (i % (kDims / 4));
@@ -161,26 +100,32 @@ __device__ __forceinline__ void pair_barrier(int head_row) {
   asm volatile("bar.sync %0, 64;\n" ::"r"(head_row + 1) : "memory");
 }
 
-template <int kHeadRows>
-__global__ void __launch_bounds__(Block<kHeadRows>::kThreads, 1)
+__global__ void __launch_bounds__(kThreads, 1)
     sparse_attention_bf16_kernel(AttentionArgs a, int64_t head_blocks, Runs runs) {
-  using B = Block<kHeadRows>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  typename B::Smem& s = *reinterpret_cast<typename B::Smem*>(smem_raw);
+  Smem& s = *reinterpret_cast<Smem*>(smem_raw);
   const int run = static_cast<int>(blockIdx.x % runs.n_runs);
   const int64_t query_block = blockIdx.x / runs.n_runs;
-  const int64_t t = query_block / head_blocks, h0 = query_block % head_blocks * B::kHeads;
+  const int64_t t = query_block / head_blocks, h0 = query_block % head_blocks * kHeads;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int head_row = warp % kHeadRows, half = warp / kHeadRows;
+  const int head_row = warp % 4, half = warp / 4;
   const int64_t n_extra_visible = visible_extra(a, t);
   const int64_t n_candidates = a.window.n_candidates + a.extra.n_candidates;
   const int64_t c_begin = int64_t{run} * runs.tiles_per_run * kTile;
   const int64_t c_end = std::min(n_candidates, c_begin + int64_t{runs.tiles_per_run} * kTile);
   const int n_tiles = static_cast<int>((c_end - c_begin + kTile - 1) / kTile);
 
-  if (n_tiles > 0) stage_tile<kHeadRows>(a, t, c_begin, c_end, n_extra_visible, s, 0);
+  if (n_tiles > 0) stage_tile(a, t, c_begin, c_end, n_extra_visible, s, 0);
   cp_async_commit();
-  load_queries<kHeadRows>(a, t, h0, s);
+  // The 64 heads' queries, rounded to bf16 (zeros past the heads and the head dim).
+  for (int i = threadIdx.x; i < kHeads * kDims / 4; i += kThreads) {
+    const int h = i / (kDims / 4), d = 4 * (i % (kDims / 4));
+    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (h0 + h < a.n_heads && d < a.head_dim) {
+      v = *reinterpret_cast<const float4*>(a.q + ((t * a.n_heads + h0 + h) * a.head_dim + d));
+    }
+    *reinterpret_cast<uint2*>(&s.q[h][d]) = make_uint2(pack_bf16(v.x, v.y), pack_bf16(v.z, v.w));
+  }
 
   // Thread (g = lane / 4, c = lane % 4) holds accumulator rows g and g + 8 of its warp's 16.
   const int g = lane / 4, c = lane % 4;
@@ -195,11 +140,10 @@ __global__ void __launch_bounds__(Block<kHeadRows>::kThreads, 1)
   for (int tile = 0; tile < n_tiles; ++tile) {
     cp_async_wait<0>();
     __syncthreads();  // the tile staged; every warp done with the previous operand tile
-    round_tile<B::kThreads>(s);
+    round_tile(s);
     __syncthreads();  // the operand tile written; the staging buffer free
     if (tile + 1 < n_tiles) {
-      stage_tile<kHeadRows>(a, t, c_begin + (tile + 1) * kTile, c_end, n_extra_visible, s,
-                            (tile + 1) % 2);
+      stage_tile(a, t, c_begin + (tile + 1) * kTile, c_end, n_extra_visible, s, (tile + 1) % 2);
     }
     cp_async_commit();
     const int32_t* rows = s.rows[tile % 2];
@@ -225,7 +169,7 @@ __global__ void __launch_bounds__(Block<kHeadRows>::kThreads, 1)
           make_float2(logit[n][2], logit[n][3]);
     }
     pair_barrier(head_row);
-    const float(*other)[kTile] = s.logits[warp ^ kHeadRows];  // the pair's other half
+    const float(*other)[kTile] = s.logits[warp ^ 4];
     float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int n = 0; n < kTile / 8; ++n) {
@@ -313,66 +257,28 @@ __global__ void __launch_bounds__(Block<kHeadRows>::kThreads, 1)
 
 // out[t, h] = Σ_r 2^(m_r − M) · partial_r / (Σ_r 2^(m_r − M) · l_r + 2^(sink − M)), M the
 // largest of the runs' maxima (each began at the sink): a block per (t, h), a thread per 2 dims.
-// The runs' (max, sum) pairs come to shared memory in one step, and each thread's partial rows
-// are loaded kCombineBatch at a time, so a row waits a few load latencies, not three a run.
-constexpr int kCombineThreads = kDims / 2;
-constexpr int kCombineBatch = 8;
-
-__global__ void __launch_bounds__(kCombineThreads) combine_runs_kernel(AttentionArgs a, Runs runs) {
-  extern __shared__ float2 smem_max_sum[];  // [runs]
+__global__ void combine_runs_kernel(AttentionArgs a, Runs runs) {
   const int64_t n_rows = runs.n_rows, row = blockIdx.x, h = row % a.n_heads;
-  for (int r = threadIdx.x; r < runs.n_runs; r += blockDim.x) {
-    smem_max_sum[r] = runs.max_sum[r * n_rows + row];
-  }
-  __syncthreads();
   const float sink = a.sinks[h] * kLog2e;
   float max_all = sink;
-  for (int r = 0; r < runs.n_runs; ++r) max_all = fmaxf(max_all, smem_max_sum[r].x);
+  for (int r = 0; r < runs.n_runs; ++r) max_all = fmaxf(max_all, runs.max_sum[r * n_rows + row].x);
   float denom = exp2f(sink - max_all);
   for (int r = 0; r < runs.n_runs; ++r) {
-    const float2 ms = smem_max_sum[r];
+    const float2 ms = runs.max_sum[r * n_rows + row];
     denom += exp2f(ms.x - max_all) * ms.y;
   }
   for (int64_t d = 2 * threadIdx.x; d < a.head_dim; d += 2 * blockDim.x) {
-    const float* partial = runs.partial + row * kDims + d;  // run r's: + r · n_rows · kDims
     float2 sum = make_float2(0.0f, 0.0f);
-    for (int r0 = 0; r0 < runs.n_runs; r0 += kCombineBatch) {
-      float2 p[kCombineBatch];
-#pragma unroll
-      for (int k = 0; k < kCombineBatch; ++k) {
-        p[k] = r0 + k < runs.n_runs
-                   ? *reinterpret_cast<const float2*>(partial + (r0 + k) * n_rows * kDims)
-                   : make_float2(0.0f, 0.0f);
-      }
-#pragma unroll
-      for (int k = 0; k < kCombineBatch; ++k) {
-        if (r0 + k >= runs.n_runs) break;
-        const float w = exp2f(smem_max_sum[r0 + k].x - max_all);
-        sum.x += w * p[k].x;
-        sum.y += w * p[k].y;
-      }
+    for (int r = 0; r < runs.n_runs; ++r) {
+      const float w = exp2f(runs.max_sum[r * n_rows + row].x - max_all);
+      const float2 p =
+          *reinterpret_cast<const float2*>(runs.partial + (r * n_rows + row) * kDims + d);
+      sum.x += w * p.x;
+      sum.y += w * p.y;
     }
     *reinterpret_cast<float2*>(a.out + row * a.head_dim + d) =
         make_float2(sum.x / denom, sum.y / denom);
   }
-}
-
-template <int kHeadRows>
-void allow_shared_memory() {
-  DSV4_CUDA_CHECK(cudaFuncSetAttribute(sparse_attention_bf16_kernel<kHeadRows>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(sizeof(typename Block<kHeadRows>::Smem))));
-}
-
-// The attention kernel with kHeadRows head rows a block, over every (query, head block, run).
-template <int kHeadRows>
-void launch_attention(const AttentionArgs& a, int64_t n_tokens, const Runs& runs) {
-  using B = Block<kHeadRows>;
-  const int64_t head_blocks = ceil_div(a.n_heads, int64_t{B::kHeads});
-  sparse_attention_bf16_kernel<kHeadRows>
-      <<<static_cast<unsigned>(n_tokens * head_blocks * runs.n_runs), B::kThreads,
-         sizeof(typename B::Smem), op_stream()>>>(a, head_blocks, runs);
-  check_launch();
 }
 
 }  // namespace
@@ -382,13 +288,14 @@ void sparse_attention_bf16(const SparseAttentionParams& p) {
   check_fast_attention_head_dim(a.head_dim);
   const int64_t n_tokens = p.q.size(0);
   if (n_tokens * a.n_heads == 0) return;
+  const int64_t head_blocks = (a.n_heads + kHeads - 1) / kHeads;
   const int64_t n_candidates = a.window.n_candidates + a.extra.n_candidates;
   const int64_t n_tiles = std::max<int64_t>(1, (n_candidates + kTile - 1) / kTile);
-  // Runs a query: one when the queries' 64-head blocks alone give every SM a block, else enough
-  // to. Decode rows over their own caches always split into runs of kRowRunTiles, so that a
-  // row's bits are those of its call alone whatever the batch (and whatever -1 columns the
-  // batch's widest pick list adds: a run of none adds zeros).
-  const int64_t blocks = n_tokens * ceil_div(a.n_heads, int64_t{16 * kMaxHeadRows});
+  // Runs a query: one when the queries alone give every SM a block, else enough to. Decode rows
+  // over their own caches always split into runs of kRowRunTiles, so that a row's bits are
+  // those of its call alone whatever the batch (and whatever -1 columns the batch's widest
+  // pick list adds: a run of none adds zeros).
+  const int64_t blocks = n_tokens * head_blocks;
   const int64_t wanted = std::min<int64_t>(n_tiles, (sm_count() + blocks - 1) / blocks);
   Runs runs;
   runs.split = a.window.addresses != nullptr || wanted > 1;
@@ -405,29 +312,18 @@ void sparse_attention_bf16(const SparseAttentionParams& p) {
     runs.partial = scratch.as<float>();
     runs.max_sum = reinterpret_cast<float2*>(runs.partial + runs.n_runs * n_rows * kDims);
   }
-  // Every block size's shared memory allowed at the op's first call (a prompt's, eager), not at
-  // each size's own first launch, which may come in a decode step under graph capture.
   static const bool configured = [] {
-    allow_shared_memory<1>();
-    allow_shared_memory<2>();
-    allow_shared_memory<kMaxHeadRows>();
+    DSV4_CUDA_CHECK(cudaFuncSetAttribute(sparse_attention_bf16_kernel,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(sizeof(Smem))));
     return true;
   }();
   (void)configured;
-  // Head rows a block: the fewest whose grid is one wave (an SM a block), else all four.
-  const auto grid = [&](int head_rows) {
-    return n_tokens * ceil_div(a.n_heads, int64_t{16 * head_rows}) * runs.n_runs;
-  };
-  if (grid(1) <= sm_count()) {
-    launch_attention<1>(a, n_tokens, runs);
-  } else if (grid(2) <= sm_count()) {
-    launch_attention<2>(a, n_tokens, runs);
-  } else {
-    launch_attention<kMaxHeadRows>(a, n_tokens, runs);
-  }
+  sparse_attention_bf16_kernel<<<static_cast<unsigned>(blocks * runs.n_runs), kThreads,
+                                 sizeof(Smem), op_stream()>>>(a, head_blocks, runs);
+  check_launch();
   if (runs.split) {
-    combine_runs_kernel<<<static_cast<unsigned>(n_rows), kCombineThreads,
-                          runs.n_runs * sizeof(float2), op_stream()>>>(a, runs);
+    combine_runs_kernel<<<static_cast<unsigned>(n_rows), 128, 0, op_stream()>>>(a, runs);
     check_launch();
   }
 }
