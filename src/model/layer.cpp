@@ -12,6 +12,8 @@ namespace dsv4::model {
 Status layer_forward(const LayerInput& in, Tensor& streams, Tensor& spare) {
   const checkpoint::ModelConfig& config = *in.config;
   const checkpoint::LayerWeights& w = *in.weights;
+  DSV4_CHECK(in.positions != nullptr, "layer_forward: layer %lld without its rows' positions",
+             (long long)in.layer);
   const int64_t n_rows = streams.shape()[0];
   const Device device = streams.device();
   DSV4_ASSIGN_OR_RETURN(Tensor x, scratch(DType::kF32, {n_rows, config.hidden_size}, device));
@@ -21,11 +23,8 @@ Status layer_forward(const LayerInput& in, Tensor& streams, Tensor& spare) {
   // Attention half.
   DSV4_RETURN_IF_ERROR(
       hc_pre_norm(config, w.hc_attn, streams.view(), {}, w.attn_norm.view(), site, x.view()));
-  DSV4_RETURN_IF_ERROR(in.positions
-                           ? attention_forward(config, in.layer, w.attn, x.view(), in.sequences,
-                                               *in.positions, block_out.view(), in.numerics)
-                           : attention_forward(config, in.layer, w.attn, x.view(), in.sequences,
-                                               block_out.view(), in.numerics, in.rope));
+  DSV4_RETURN_IF_ERROR(attention_forward(config, in.layer, w.attn, x.view(), in.sequences,
+                                         *in.positions, block_out.view(), in.numerics));
   // The FFN site's input norm of the streams, made by the attention half's stream update. It
   // lives only from that update to the FFN site's mixes, as project_mixes' own norm did: held
   // across the attention or the experts it would add T·M·D f32 to their peak.

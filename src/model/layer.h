@@ -8,7 +8,6 @@
 #pragma once
 
 #include <cstdint>
-#include <memory>
 #include <span>
 
 #include "base/buffer.h"
@@ -26,14 +25,13 @@ struct LayerInput {
   TensorView tokens;  // i64 [T] token ids (hash routing)
   std::span<const SequenceRows> sequences;
   ExpertAmaxes* expert_amaxes = nullptr;  // a calibration forward's record (moe_forward)
-  // The rows' positions, made once for all layers (attention.h); nullptr: each layer makes them.
+  // The rows' positions and the model's RoPE tables (RowPositions::of), made once for all layers
+  // of a forward; required.
   const RowPositions* positions = nullptr;
   ExpertPlacement* placement = nullptr;  // where NVFP4 routed experts run; null: in place
   // ModelOptions::numerics: the profile of the attention (attention_forward) and of the
   // layer's dense linears (model/linear.h), the shared expert's included.
   Numerics numerics = Numerics::kExact;
-  // Without positions: the model's RoPE tables, or null: the layer makes its own.
-  std::shared_ptr<const RopeTables> rope = nullptr;
 };
 
 // streams f32 [T, M, D], updated in place (through `spare`, same shape, as the other buffer).

@@ -130,14 +130,16 @@ Status mtp_forward(const checkpoint::ModelWeights& weights, int64_t index, Exper
     joined = streams.view();
   }
   DSV4_ASSIGN_OR_RETURN(Tensor x, block_input(weights, w, tokens.view(), joined, numerics));
+  DSV4_ASSIGN_OR_RETURN(const RowPositions positions,
+                        RowPositions::of(c, rows, n_rows, device, std::move(rope)));
   const LayerInput input{.config = &c,
                          .layer = c.n_layer + index,
                          .weights = &w.block,
                          .expert_mode = mode,
                          .tokens = tokens.view(),
                          .sequences = rows,
-                         .numerics = numerics,
-                         .rope = std::move(rope)};
+                         .positions = &positions,
+                         .numerics = numerics};
   DSV4_RETURN_IF_ERROR(layer_forward(input, x, streams));
 
   DSV4_ASSIGN_OR_RETURN(const Tensor hidden, final_hidden(c, w.hc_head, w.norm.view(), x.view()));

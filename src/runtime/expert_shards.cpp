@@ -142,14 +142,16 @@ Result<model::RoutedExpertsCall> ExpertShards::sized(const model::RoutedExpertsC
     return internal_error("expert parallelism: layer " + std::to_string(call.layer) +
                           "'s experts were freed, and the ranks hold no copy of them");
   }
+  // Rank 0's copy holds the stacks' matrices' shapes; the stacks hold n_experts of them.
   const Stacks& own = layers[static_cast<size_t>(call.layer)];
   model::RoutedExpertsCall whole = call;
-  for (auto [stack, copy] :
-       {std::pair{&whole.weights.w13, &own.w13}, std::pair{&whole.weights.w2, &own.w2}}) {
-    const format::Nvfp4View shaped =
-        kernels::ep::shard_as_stack(copy->view(), 0, sharding_.n_experts());
-    stack->packed = shaped.packed;
-    stack->block_scale = shaped.block_scale;
+  for (auto [bulk, copy] : {std::pair{&whole.weights.w13.packed, &own.w13.packed},
+                            std::pair{&whole.weights.w13.block_scale, &own.w13.block_scale},
+                            std::pair{&whole.weights.w2.packed, &own.w2.packed},
+                            std::pair{&whole.weights.w2.block_scale, &own.w2.block_scale}}) {
+    *bulk = copy->view();
+    bulk->data = nullptr;
+    bulk->shape[0] = sharding_.n_experts();
   }
   return whole;
 }

@@ -47,10 +47,10 @@ class ExpertShards {
   Result<kernels::MoeWeightsView> rank_view(const model::RoutedExpertsCall& call, int rank) const;
 
   // `call` as the ranks take it. Where its stacks' codes and block scales were freed
-  // (release_host_experts; the views then have no shape), they are given rank 0's view of its
-  // copy, shaped as the whole stacks (shard_as_stack), so the call is sized as before; the
-  // matrices past rank 0's range are never read (each rank reads its own view, a grouped step
-  // what gather makes). Otherwise `call` as it is.
+  // (release_host_experts; the views then have no shape), they get the whole stacks' shapes back
+  // as views of no memory (data null): the call's sizes for rank_view, gather and the step's
+  // buffers, and nothing to read, since each rank reads its own copy and a grouped step what
+  // gather makes. Otherwise `call` as it is.
   Result<model::RoutedExpertsCall> sized(const model::RoutedExpertsCall& call) const;
 
   // `view` (the call's weights) with its routed stacks' codes and block scales gathered whole
@@ -79,9 +79,10 @@ class ExpertShards {
 
 // Frees the codes and block scales of every layer of `weights` whose NVFP4 stacks are in host
 // memory (the loader's staging for --gpus N, placement.h), once each rank holds its copy of
-// them: nothing reads them after (ExpertShards::sized gives a call its stacks' shapes again, a
-// step that needs a layer whole gathers it from the ranks, and run_in_place refuses a layer
-// without codes). The per-matrix scales, on the GPU, stay. Returns the bytes freed.
+// them: nothing reads them after (ExpertShards::sized gives a call its stacks' shapes again, with
+// no memory behind them; a step that needs a layer whole gathers it from the ranks, and
+// run_in_place refuses a layer without codes). The per-matrix scales, on the GPU, stay. Returns
+// the bytes freed.
 int64_t release_host_experts(checkpoint::ModelWeights& weights);
 
 }  // namespace dsv4::runtime

@@ -152,8 +152,16 @@ TEST_P(MtpTest, MatchesTheCompositionAroundItsBlock) {
   Tensor tokens = Tensor::host(DType::kI64, {n});
   std::copy(next.begin(), next.end(), tokens.data_as<int64_t>());
   const SequenceRows rows{0, n, 0, &*ref_cache};
-  const LayerInput input{&c(), c().n_layer, &w().mtp[0].block, ExpertMode::kW4A16, tokens.view(),
-                         std::span<const SequenceRows>(&rows, 1)};
+  const auto positions =
+      RowPositions::of(c(), std::span<const SequenceRows>(&rows, 1), n, Device::kCpu);
+  ASSERT_TRUE(positions.ok()) << positions.status().to_string();
+  const LayerInput input{.config = &c(),
+                         .layer = c().n_layer,
+                         .weights = &w().mtp[0].block,
+                         .expert_mode = ExpertMode::kW4A16,
+                         .tokens = tokens.view(),
+                         .sequences = std::span<const SequenceRows>(&rows, 1),
+                         .positions = &*positions};
   ASSERT_TRUE(layer_forward(input, x, spare).ok());
   const Tensor want = reference_logits(x);
 

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model/expert_placement.h"
@@ -132,19 +133,38 @@ TEST(EngineParallelism, SeveralGpusLoadTheExpertsIntoHostMemory) {
   EXPECT_TRUE(runtime::device_placement(options).experts_in_host_memory);
 }
 
+// The EP test model with layer 1's NVFP4 routed experts staged in host memory, as the loader
+// leaves them under --gpus N.
+Result<checkpoint::LoadedModel> load_with_staged_layer() {
+  DSV4_ASSIGN_OR_RETURN(checkpoint::LoadedModel loaded,
+                        checkpoint::load_model(testing::golden_path(testing::kEpModel)));
+  std::vector<checkpoint::LayerWeights>& layers = loaded.weights.layers;
+  if (layers.size() < 2 || !layers[1].ffn.experts.is_nvfp4()) {
+    return internal_error("the EP test model's layer 1 has no NVFP4 routed experts");
+  }
+  layers[1].ffn.experts.in_host_memory = true;
+  return loaded;
+}
+
+// Layer 1's routed-expert call on `staged` (the weights only: no step runs).
+model::RoutedExpertsCall layer_call(const checkpoint::RoutedExpertWeights& staged) {
+  model::RoutedExpertsCall call;
+  call.layer = 1;
+  call.experts = &staged;
+  call.weights.w13 = staged.w13_nvfp4->view();
+  call.weights.w2 = staged.w2_nvfp4->view();
+  return call;
+}
+
 // What --gpus N frees once the ranks hold their copies: the staged layers' codes and block
 // scales (the per-matrix scales stay); a layer so freed refuses to run in place rather than
 // read freed memory. That the ranks still give one rank's bits is
 // ModelRanks.OneToFourRanksGiveInPlaceBitsWithTheModelsStacksFreed.
 TEST(EngineParallelism, ReleasedExpertsRefuseToRunInPlace) {
-  Result<checkpoint::LoadedModel> loaded =
-      checkpoint::load_model(testing::golden_path(testing::kEpModel));
+  Result<checkpoint::LoadedModel> loaded = load_with_staged_layer();
   ASSERT_TRUE(loaded.ok()) << loaded.status().message();
   checkpoint::ModelWeights& weights = loaded->weights;
-  ASSERT_GE(weights.layers.size(), 2u);
   checkpoint::RoutedExpertWeights& staged = weights.layers[1].ffn.experts;
-  ASSERT_TRUE(staged.is_nvfp4());
-  staged.in_host_memory = true;  // as the loader leaves it under --gpus N
   int64_t bulk = 0;
   for (const format::Nvfp4Tensor* stack : {&*staged.w13_nvfp4, &*staged.w2_nvfp4}) {
     bulk += static_cast<int64_t>(stack->packed.view().bytes() + stack->block_scale.view().bytes());
@@ -157,16 +177,43 @@ TEST(EngineParallelism, ReleasedExpertsRefuseToRunInPlace) {
   // A layer not staged keeps its stacks.
   EXPECT_FALSE(weights.layers[0].ffn.experts.w13_nvfp4->packed.empty_tensor());
 
-  model::RoutedExpertsCall call;
-  call.layer = 1;
-  call.experts = &staged;
-  call.weights.w13 = staged.w13_nvfp4->view();
-  call.weights.w2 = staged.w2_nvfp4->view();
-  const Status in_place = model::run_in_place(call);
+  const Status in_place = model::run_in_place(layer_call(staged));
   EXPECT_EQ(in_place.code(), StatusCode::kInternal);
   EXPECT_NE(in_place.message().find("layer 1's routed experts are held by the expert-parallel"),
             std::string::npos)
       << in_place.message();
+}
+
+// A call on freed stacks gets the whole stacks' shapes back, as views of no memory: the shapes
+// of the stacks before they were freed, and no pointer into a rank's copy, whose range is only
+// part of the stacks.
+TEST(EngineParallelism, FreedStacksAreSizedWithoutMemory) {
+  Result<checkpoint::LoadedModel> loaded = load_with_staged_layer();
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  checkpoint::ModelWeights& weights = loaded->weights;
+  const checkpoint::RoutedExpertWeights& staged = weights.layers[1].ffn.experts;
+  const format::Nvfp4View before[] = {staged.w13_nvfp4->view(), staged.w2_nvfp4->view()};
+  const Result<kernels::ep::ExpertSharding> sharding =
+      kernels::ep::ExpertSharding::create(weights.config.n_routed_experts, 2);
+  ASSERT_TRUE(sharding.ok()) << sharding.status().message();
+  Result<runtime::ExpertShards> shards = runtime::ExpertShards::copy(weights, *sharding, {});
+  ASSERT_TRUE(shards.ok()) << shards.status().message();
+  ASSERT_GT(runtime::release_host_experts(weights), 0);
+
+  const Result<model::RoutedExpertsCall> sized = shards->sized(layer_call(staged));
+  ASSERT_TRUE(sized.ok()) << sized.status().message();
+  const format::Nvfp4View after[] = {sized->weights.w13, sized->weights.w2};
+  for (int s = 0; s < 2; ++s) {
+    SCOPED_TRACE(s == 0 ? "w13" : "w2");
+    for (const auto& [was, is] : {std::pair{&before[s].packed, &after[s].packed},
+                                  std::pair{&before[s].block_scale, &after[s].block_scale}}) {
+      EXPECT_EQ(is->data, nullptr);
+      EXPECT_EQ(is->dtype, was->dtype);
+      ASSERT_EQ(is->rank(), was->rank());
+      for (int d = 0; d < was->rank(); ++d) EXPECT_EQ(is->size(d), was->size(d)) << "dim " << d;
+    }
+    EXPECT_EQ(after[s].global_scale.data, before[s].global_scale.data);  // not freed
+  }
 }
 
 TEST(EngineParallelism, RankDevicesMustMatchTheRanks) {

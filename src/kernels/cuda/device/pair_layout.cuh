@@ -104,4 +104,38 @@ __device__ __forceinline__ void mma_packed_word(uint32_t lo_word, uint32_t hi_wo
   }
 }
 
+// The step loop of the decode-size kernels, over a ring of weight steps (step_ring.cuh in
+// gemm/nvfp4/): each of the ring's n_steps 128-element K steps is the lane's four packed words of
+// its two rows, decoded with their block scales, times the token chunks, into acc.
+// load_tokens(s, q, b) fills b[i] with token chunk i's 8 elements of packed word q in step s
+// (pair layout); b[i] of a chunk that is off is never read. kConstSteps: n_steps when the caller
+// knows it at compile time, else 0; when the stages divide it, no step checks the bound.
+template <int kConstSteps, int kChunks, class Ring, class LoadTokens>
+__device__ __forceinline__ void mma_weight_steps(Ring& ring, int n_steps,
+                                                 const bool (&chunk_on)[kChunks],
+                                                 const LoadTokens& load_tokens,
+                                                 float (&acc)[kChunks][4]) {
+  constexpr int kStages = Ring::kStages;
+  const int steps = kConstSteps > 0 ? kConstSteps : n_steps;
+  for (int s0 = 0; s0 < steps; s0 += kStages) {
+#pragma unroll
+    for (int d = 0; d < kStages; ++d) {
+      const int s = s0 + d;
+      if ((kConstSteps == 0 || kConstSteps % kStages != 0) && s >= steps) break;
+      const StepWeights& w = ring.take(d, s);
+      uint32_t sp[4];  // bf16x2 scales: lo block 0, lo 1, hi 0, hi 1
+      scale_pairs4(w.scales, sp);
+      const uint32_t lo_words[4] = {w.lo.x, w.lo.y, w.lo.z, w.lo.w};
+      const uint32_t hi_words[4] = {w.hi.x, w.hi.y, w.hi.z, w.hi.w};
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {  // packed word q: 8-group q, block scale q / 2
+        uint4 b[kChunks];
+        load_tokens(s, q, b);
+        mma_packed_word(lo_words[q], hi_words[q], sp[q / 2], sp[2 + q / 2], b, chunk_on, acc);
+      }
+      ring.refill(d, s + kStages);
+    }
+  }
+}
+
 }  // namespace dsv4::kernels::cuda

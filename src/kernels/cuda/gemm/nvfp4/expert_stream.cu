@@ -157,7 +157,6 @@ template <bool kGateUp, int kK, int kChunks, bool kActInSmem, bool kEarlyStart>
 __device__ __forceinline__ void stream_pass(const ExpertParams& p, int group, int row_begin,
                                             int row_end, int lo_row, int hi_row, int c) {
   using WeightRing = StreamStepRing<kChunks, kWarps, kK / kStepK, /*kScaleSlab=*/true>;
-  constexpr int kAhead = WeightRing::kStages;
   const int g = threadIdx.x % 32 / 4;
   const int k = kK > 0 ? kK : p.k;
   const int n_steps = k / kStepK;
@@ -197,32 +196,19 @@ __device__ __forceinline__ void stream_pass(const ExpertParams& p, int group, in
   }
   if constexpr (kActInSmem) PassActivations::wait();
   float acc[kChunks][4] = {};
-  for (int s0 = 0; s0 < n_steps; s0 += kAhead) {
+  // Captures references: with copies of act, chunk_on and token_on nvcc computes the two-chunk
+  // kernels' token addresses with more instructions.
+  const auto load_tokens = [&](int s, int q, uint4 (&b)[kChunks]) {
 #pragma unroll
-    for (int d = 0; d < kAhead; ++d) {
-      const int s = s0 + d;
-      if ((kK == 0 || kK / kStepK % kAhead != 0) && s >= n_steps) break;
-      const StepWeights w = ring.take(d, s);
-      uint32_t sp[4];  // bf16x2 scales: lo block 0, lo 1, hi 0, hi 1
-      scale_pairs4(w.scales, sp);
-      const uint32_t lo_words[4] = {w.lo.x, w.lo.y, w.lo.z, w.lo.w};
-      const uint32_t hi_words[4] = {w.hi.x, w.hi.y, w.hi.z, w.hi.w};
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {  // packed word q: 8-group q, block scale q / 2
-        uint4 b[kChunks];
-#pragma unroll
-        for (int i = 0; i < kChunks; ++i) {
-          b[i] = make_uint4(0u, 0u, 0u, 0u);
-          if (chunk_on[i] && token_on[i]) {
-            const uint4* unit = act_base + act[i] + s * (kStepK / 8) + q;
-            b[i] = kActInSmem ? *unit : __ldg(unit);
-          }
-        }
-        mma_packed_word(lo_words[q], hi_words[q], sp[q / 2], sp[2 + q / 2], b, chunk_on, acc);
+    for (int i = 0; i < kChunks; ++i) {
+      b[i] = make_uint4(0u, 0u, 0u, 0u);
+      if (chunk_on[i] && token_on[i]) {
+        const uint4* unit = act_base + act[i] + s * (kStepK / 8) + q;
+        b[i] = kActInSmem ? *unit : __ldg(unit);
       }
-      ring.refill(d, s + kAhead);
     }
-  }
+  };
+  mma_weight_steps<kK / kStepK>(ring, n_steps, chunk_on, load_tokens, acc);
 
   const float alpha = __fmul_rn(shared ? *p.shared_global : p.global[group], 0x1p10f);
 #pragma unroll

@@ -1,7 +1,7 @@
 // A warp's ring of weight steps for the decode-size stream kernels (expert_stream.cu and
 // stream_kernel.cuh, in this folder). Lane (g, c) owns, per 128-element K step, 16 packed bytes
-// of each of its two rows and their block scales (pair_layout.cuh's StepWeights). The kernel
-// loop is the same for every ring:
+// of each of its two rows and their block scales (pair_layout.cuh's StepWeights). Every ring
+// is read by the same loop, pair_layout.cuh's mma_weight_steps:
 //   for step s (stage s % kStages):  w = ring.take(stage, s);  ... decode, MMA ...;
 //                                     ring.refill(stage, s + kStages);
 //

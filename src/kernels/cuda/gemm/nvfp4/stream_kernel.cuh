@@ -60,7 +60,6 @@ __global__ void __launch_bounds__(32 * kWarps, kMinBlocks)
   const uint8_t* w_lo = p.b_packed + lo_row * (k / 2) + step_begin * (kStreamStepK / 2) + c * 16;
   const uint8_t* w_hi = p.b_packed + hi_row * (k / 2) + step_begin * (kStreamStepK / 2) + c * 16;
   using WeightRing = StreamStepRing<kChunks, kWarps, kK / kStreamStepK / kWarps>;
-  constexpr int kDepth = WeightRing::kStages;
   WeightRing ring({w_lo, w_hi, p.b_scale + lo_row * (k / 16) + step_begin * 8,
                    p.b_scale + hi_row * (k / 16) + step_begin * 8, count});
   // Token g of each chunk as a pointer to its 16-byte units at this warp's first step.
@@ -75,28 +74,15 @@ __global__ void __launch_bounds__(32 * kWarps, kMinBlocks)
   }
 
   float acc[kChunks][4] = {};
-  for (int j0 = 0; j0 < count; j0 += kDepth) {
+  // Captures copies: with references to act and chunk_on nvcc folds the token address into
+  // 32 bits and ptxas spills 3 registers at K = 7168, 8 warps and 4 CTAs an SM.
+  const auto load_tokens = [=](int j, int q, uint4 (&b)[kChunks]) {
 #pragma unroll
-    for (int d = 0; d < kDepth; ++d) {
-      const int j = j0 + d;
-      if ((kK == 0 || kK / kStreamStepK / kWarps % kDepth != 0) && j >= count) break;
-      const StepWeights& w = ring.take(d, j);
-      uint32_t sp[4];                 // bf16x2 scales: lo block 0, lo 1, hi 0, hi 1
-      scale_pairs4(w.scales, sp);
-      const uint32_t lo_words[4] = {w.lo.x, w.lo.y, w.lo.z, w.lo.w};
-      const uint32_t hi_words[4] = {w.hi.x, w.hi.y, w.hi.z, w.hi.w};
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {  // packed word q: 8-group q, block scale q / 2
-        uint4 b[kChunks];
-#pragma unroll
-        for (int i = 0; i < kChunks; ++i) {
-          if (chunk_on[i]) b[i] = to_pair_layout(__ldg(act[i] + j * (kStreamStepK / 8) + q));
-        }
-        mma_packed_word(lo_words[q], hi_words[q], sp[q / 2], sp[2 + q / 2], b, chunk_on, acc);
-      }
-      ring.refill(d, j + kDepth);
+    for (int i = 0; i < kChunks; ++i) {
+      if (chunk_on[i]) b[i] = to_pair_layout(__ldg(act[i] + j * (kStreamStepK / 8) + q));
     }
-  }
+  };
+  mma_weight_steps<kK / kStreamStepK / kWarps>(ring, count, chunk_on, load_tokens, acc);
 
 #pragma unroll
   for (int i = 0; i < kChunks; ++i) {
