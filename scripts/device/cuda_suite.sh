@@ -11,7 +11,8 @@
 #     GEMM_M    M list for nvfp4_gemm_bench (absent: not run)
 # Environment: MOE_ENV_B, if set, runs moe_bench a second time with that VAR=value (an A/B of
 # an environment-gated variant in the same call); TORCH_TOKENS, if set, the PyTorch baseline's
-# token list; LINEAR_T, if set, runs linear_bench with that token list; SMALL_OPS_T, if set,
+# token list; LINEAR_T, if set, runs linear_bench with that token list; FP8_M, if set,
+# fp8_gemm_bench with that M list (the FP8 linears and the grouped wo_a); SMALL_OPS_T, if set,
 # decode_small_ops_bench (a decode layer's mHC ops and norms) with that row list; FAST_ATTENTION,
 # if set, fast_attention_bench, after fast_attention_bench_before where pack.sh put one in (the
 # same call's baseline). decode_bench (the loader's host decode) runs last. After the tests,
@@ -88,6 +89,10 @@ fi
 if [ -n "${LINEAR_T:-}" ] && [ $rc -eq 0 ]; then
   timeout 300 "$bins/linear_bench" "$out/linear_bench.md" "$LINEAR_T" 2>&1 | tail -5
   cat "$out/linear_bench.md" 2>/dev/null
+fi
+if [ -n "${FP8_M:-}" ] && [ $rc -eq 0 ]; then
+  timeout 300 "$bins/fp8_gemm_bench" "$out/fp8_gemm_bench.md" "$FP8_M" 2>&1 | tail -5
+  cat "$out/fp8_gemm_bench.md" 2>/dev/null
 fi
 if [ -n "${SMALL_OPS_T:-}" ] && [ $rc -eq 0 ]; then
   timeout 120 "$bins/decode_small_ops_bench" "$SMALL_OPS_T" 2>&1 |
