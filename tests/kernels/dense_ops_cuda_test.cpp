@@ -116,7 +116,7 @@ void expect_bf16_linear_matches_cpu(SeededRng& rng, int64_t t, int64_t g, int64_
   EXPECT_LT(device_vs_host_error(y), kCudaF32OpRelTol);
 }
 
-// bf16 weights and ≥ 32 rows of x run on the tensor cores (gemm/dense/linear_tensor_cores.cu): x, T
+// bf16 weights and ≥ 17 rows of x run on the tensor cores (gemm/dense/linear_tensor_cores.cu): x, T
 // and N off the 128 tiles, K off the 32-wide step (264 = 8 · 33), x aligned (16-byte loads) and
 // a strided column view (scalar loads), and a block-diagonal call (a group a grid slice).
 TEST(DenseOpsCuda, LinearOnTensorCoresMatchesCpu) {
@@ -231,6 +231,38 @@ TEST(DenseOpsCuda, LinearOnTensorCoresKeepsEveryBitOfX) {
       }
     }
     EXPECT_EQ(mismatches, 0);
+  }
+}
+
+// 17-31 rows of x (a verify step of 8 sequences × 3 rows is 24) take the tensor-core kernel
+// that 32 take, and each row keeps its bits between them: the rows of a 24-row call are the
+// first rows of the same x with 8 more, bit for bit (so a batch padded to 32 rows is its
+// unpadded step), and within tolerance of the CPU. Plain and block-diagonal (wo_a's 8 groups).
+TEST(DenseOpsCuda, SeventeenToThirtyOneRowsRunAsThirtyTwoWithTheirBits) {
+  SeededRng rng;
+  for (const auto& [t, g, r, k] :
+       {std::tuple{17, 1, 4100, 96}, {24, 1, 4100, 264}, {31, 8, 520, 136}, {24, 8, 1024, 64}}) {
+    SCOPED_TRACE(std::to_string(t) + "x" + std::to_string(g) + "x" + std::to_string(r) + "x" +
+                 std::to_string(k));
+    std::vector<uint16_t> bits(static_cast<size_t>(g * r * k));
+    for (uint16_t& b : bits) b = float_to_bf16(static_cast<float>(rng.uniform(-1.0, 1.0)));
+    const OpPair w = OpPair::values(DType::kBF16, {g * r, k}, bits);
+    const OpPair x = OpPair::uniform(rng, {32, g * k});
+    const OpPair y = OpPair::poisoned(DType::kF32, {t, g * r});
+    const OpPair y32 = OpPair::poisoned(DType::kF32, {32, g * r});
+    const TensorView x_d = x.d().rows(0, t);
+    for (const int64_t rows : {static_cast<int64_t>(t), int64_t{32}}) {
+      const cuda::DensePlan plan = cuda::plan_for(
+          block_diagonal_operands(x.d().rows(0, rows), w.d(), g, y32.d().rows(0, rows)), g);
+      EXPECT_EQ(plan.kernel, cuda::DenseKernel::kTensorCores)
+          << rows << " rows: " << cuda::describe(plan);
+    }
+    ASSERT_TRUE(block_diagonal_linear(x.h().rows(0, t), w.h(), g, y.h()).ok());
+    ASSERT_TRUE(block_diagonal_linear(x_d, w.d(), g, y.d()).ok());
+    ASSERT_TRUE(block_diagonal_linear(x.d(), w.d(), g, y32.d()).ok());
+    const Tensor all = y32.result();
+    EXPECT_TRUE(testing::same_bytes(y.result().view(), all.view().rows(0, t)));
+    EXPECT_LT(device_vs_host_error(y), kCudaF32OpRelTol);
   }
 }
 

@@ -22,13 +22,21 @@ bool tensor_core_weight(const WeightRows& w) {
 }
 
 // The many-rows tensor-core kernel: a bf16 weight with 16-byte aligned rows of a multiple of 8,
-// from 32 rows of x, and enough 128 × 128 tiles to spread (a few-rows call of mHC's 24 outputs
-// over a 16384-wide K is faster on the CUDA cores than 16 tiles walking K alone).
+// more rows of x than the few-rows kernel takes, and enough 128 × 128 tiles to spread (a
+// few-rows call of mHC's 24 outputs over a 16384-wide K is faster on the CUDA cores than 16
+// tiles walking K alone). From 17 rows, not 32: a tile of 128 tokens costs about the same at 17
+// rows as at 32, while 17-31 rows on the CUDA cores cost several times more (the tiled SGEMM
+// computes a 64-row tile, the few-rows kernel reads the weight once per 8 tokens; lm_head at 16
+// rows took 1414 µs there, docs/bench.md "Dense linears"); a verify step of 8 sequences × 3 rows
+// is 24. It also keeps a batch's rows their bits from 17 to 32 rows (each output row sums its
+// own products in one order whatever T), so a padded bucket of 32 is its unpadded step bit for
+// bit.
 bool tensor_cores_fit(const LinearOperands& o, int64_t n_groups) {
   const int64_t tiles_n = ceil_div(o.w.n_rows / n_groups, kTensorCoreTileN);
   const int64_t tiles_t = ceil_div(o.x.n_rows, kTensorCoreTileT);
-  return tensor_core_weight(o.w) && o.x.n_rows >= 32 && o.w.n_cols > 0 && o.w.n_cols % 8 == 0 &&
-         tiles_n * tiles_t * n_groups >= 32 && tiles_t <= 65535 && o.x.n_rows < (int64_t{1} << 31);
+  return tensor_core_weight(o.w) && o.x.n_rows > kFewRowsTcMaxTokens && o.w.n_cols > 0 &&
+         o.w.n_cols % 8 == 0 && tiles_n * tiles_t * n_groups >= 32 && tiles_t <= 65535 &&
+         o.x.n_rows < (int64_t{1} << 31);
 }
 
 // Where the few-rows tensor-core kernel beats the CUDA cores, measured on an H100 against the
