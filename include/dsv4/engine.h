@@ -78,7 +78,9 @@ struct EngineOptions {
   // On the GPU, each decode step (one token of every running sequence) replayed as a CUDA graph:
   // one launch instead of a few hundred. open captures one a batch bucket
   // (1, 2, 4, … max_batch) at max_context, so their memory is held before the first request
-  // and no request captures (a load note says what they hold; docs/decode_graph.md).
+  // and no request captures a decode step (a load note says what they hold;
+  // docs/decode_graph.md). With speculative_tokens, its verify steps and MTP draft calls too,
+  // captured as their shapes are met.
   bool cuda_graph = false;
 };
 
@@ -179,6 +181,10 @@ struct EngineStats {
   int64_t decode_graph_captures = 0;
   int64_t decode_graph_planned_batch = 0;
   int64_t decode_graph_planned_bytes = 0;
+  // Speculative decoding's steps replayed from CUDA graphs so far: verify forwards and MTP
+  // draft calls (each draft depth of the batch is one).
+  int64_t verify_graph_replays = 0;
+  int64_t draft_graph_replays = 0;
 };
 
 class Engine {

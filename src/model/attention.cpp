@@ -625,7 +625,16 @@ Status check_decode_step(const checkpoint::ModelConfig& config, int64_t layer,
              caches.size(), positions.size());
   std::vector<CompressorCache*> compressors, indexers;
   for (size_t t = 0; t < caches.size(); ++t) {
-    DSV4_RETURN_IF_ERROR(check_sequence(config, layer, 1, positions[t], *caches[t]));
+    // A run's first row checks the run (its cache's count holds for that row only).
+    if (t == 0 || caches[t] != caches[t - 1] || positions[t] != positions[t - 1] + 1) {
+      size_t end = t + 1;
+      while (end < caches.size() && caches[end] == caches[t] &&
+             positions[end] == positions[end - 1] + 1) {
+        ++end;
+      }
+      DSV4_RETURN_IF_ERROR(
+          check_sequence(config, layer, static_cast<int64_t>(end - t), positions[t], *caches[t]));
+    }
     if (caches[t]->compressor) compressors.push_back(&*caches[t]->compressor);
     if (caches[t]->indexer) indexers.push_back(&*caches[t]->indexer);
   }
@@ -728,9 +737,10 @@ Status attention_forward(const checkpoint::ModelConfig& config, int64_t layer,
     if (run < i) {
       // The forward's addresses serve a run of consecutive sequences (no empty one between).
       const bool consecutive = index[i - 1] - index[run] == static_cast<int64_t>(i - 1 - run);
-      const StepAddresses addresses = at.cache_addresses.numel() > 0 && consecutive
-                                          ? StepAddresses(at.cache_addresses, layer, column[run])
-                                          : StepAddresses();
+      const StepAddresses addresses =
+          at.cache_addresses.numel() > 0 && consecutive
+              ? StepAddresses(at.cache_addresses, layer - at.first_address_layer, column[run])
+              : StepAddresses();
       DSV4_RETURN_IF_ERROR(run_step(config, weights, x, std::span(batch).subspan(run, i - run), all,
                                     addresses, out, numerics));
     }

@@ -74,10 +74,11 @@ std::vector<int64_t> cache_address_values(std::span<AttentionCache* const> cache
 std::vector<int32_t> window_index_values(std::span<const SequenceRows> sequences,
                                          std::span<const int64_t> positions, int64_t window);
 
-// The host side of one decode row a sequence over one layer's caches, without device work (a
-// replayed decode graph's kernels do that): check_decode_step makes the checks attention_forward
-// makes for these rows and changes nothing; advance_decode_step then moves each cache's counts
-// past its row, as attention_forward's decode rows do.
+// The host side of decode rows over one layer's caches, a cache a row (a sequence's run of rows
+// repeats its cache at consecutive positions: address_columns), without device work (a replayed
+// decode graph's kernels do that): check_decode_step makes the checks attention_forward makes
+// for these rows and changes nothing; advance_decode_step then moves each cache's counts past
+// its rows, as attention_forward's decode rows do.
 Status check_decode_step(const checkpoint::ModelConfig& config, int64_t layer,
                          std::span<AttentionCache* const> caches,
                          std::span<const int64_t> positions);
@@ -96,6 +97,8 @@ struct RowPositions {
   // cache_addresses of these sequences' columns (address_columns), or empty: a layer's decode
   // rows upload their own.
   Tensor cache_addresses;
+  // The model's layer of cache_addresses' first (the MTP block's table holds its layer only).
+  int64_t first_address_layer = 0;
   // When set, i32 [C] holding 0 … C − 1 for C at least every cache's entry capacity: decode
   // rows then take compressed sources (the indexer's scores and picks, the attention's extra
   // rows) as wide as their caches' capacity, not as the most entries a row has so far, so that

@@ -65,8 +65,16 @@ Result<AttentionCache> Model::new_mtp_cache(int64_t max_positions) const {
 }
 
 Status Model::mtp_forward(std::span<const MtpChunk> chunks) const {
+  if (graphs_ && DecodeGraphs::serves_draft(*this, chunks))
+    return graphs_->run_draft(*this, chunks);
+  return mtp_rows(chunks, TensorView{});
+}
+
+Status Model::mtp_rows(std::span<const MtpChunk> chunks,
+                       const TensorView& capacity_entry_ids) const {
   if (!rope_.ok()) return rope_.status();
-  return model::mtp_forward(*weights_, 0, options_.expert_mode, chunks, options_.numerics, *rope_);
+  return model::mtp_forward(*weights_, 0, options_.expert_mode, chunks, options_.numerics, *rope_,
+                            capacity_entry_ids);
 }
 
 Status Model::check_chunk(const SequenceChunk& chunk) const {

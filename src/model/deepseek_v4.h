@@ -65,8 +65,9 @@ struct ModelOptions {
   // Where the main layers' NVFP4 routed experts run (expert_placement.h; not owned, outlives
   // the model); null: in place.
   ExpertPlacement* placement = nullptr;
-  // On the GPU, decode steps (one token of each sequence) replayed as CUDA graphs
-  // (model/decode_graph.h), with the same bits as run op by op.
+  // On the GPU, decode steps (one token of each sequence), and speculative decoding's verify
+  // steps and MTP draft calls, replayed as CUDA graphs (model/decode_graph.h), with the same
+  // bits as run op by op.
   bool cuda_graph = false;
   // With cuda_graph: a step of B sequences runs padded to its bucket (1, 2, 4, 8, … at most
   // this), so that a batch that wanders needs a graph a bucket, not one a size; 0: no padding.
@@ -83,13 +84,18 @@ struct DecodeGraphStats {
   // device's graph memory pool), their logits and entry ids, the padding rows' cache.
   int64_t device_bytes = 0;
   // Steps captured so far: each bucket's first, and one each time its caches' sizes outgrew
-  // its graph (never for other sequences of the same sizes). After a plan, none but its own.
+  // its graph (never for other sequences of the same sizes). After a plan, no decode step but
+  // its own (speculative steps as their shapes are met).
   int64_t captures = 0;
   // What Model::plan_decode_graphs held before the first request (zeros without a plan): the
   // largest batch a graph replays (0: none) and the device memory the graphs held then, which
-  // device_bytes keeps, since a planned model captures nothing more.
+  // device_bytes keeps but for speculative steps' graphs, since a planned model captures no
+  // decode step more.
   int64_t planned_batch = 0;
   int64_t planned_bytes = 0;
+  // Speculative decoding's steps replayed so far: verify forwards and MTP draft calls.
+  int64_t verify_replays = 0;
+  int64_t draft_replays = 0;
 };
 
 // What Model::plan_decode_graphs captured before the first request.
@@ -124,7 +130,8 @@ class Model {
                  const TensorView& logits) const;
 
   // The checkpoint's first MTP draft block (model/mtp.h; 0 blocks: none, no speculation): an
-  // empty cache for it and a run of it (mtp_forward).
+  // empty cache for it and a run of it (mtp_forward; with cuda_graph, a draft step may replay a
+  // graph: decode_graph.h).
   int64_t n_mtp_blocks() const { return static_cast<int64_t>(weights_->mtp.size()); }
   Result<AttentionCache> new_mtp_cache(int64_t max_positions) const;
   Status mtp_forward(std::span<const MtpChunk> chunks) const;
@@ -146,6 +153,8 @@ class Model {
   Status forward_rows(std::span<const SequenceChunk> chunks,
                       const TensorView& capacity_entry_ids) const;
   Status lm_head(std::span<const SequenceChunk> chunks, const Tensor& streams) const;
+  // mtp_forward, op by op, with capacity_entry_ids as forward_rows takes them.
+  Status mtp_rows(std::span<const MtpChunk> chunks, const TensorView& capacity_entry_ids) const;
 
   const checkpoint::ModelWeights* weights_;
   ModelOptions options_;

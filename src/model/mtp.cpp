@@ -1,10 +1,12 @@
 #include "model/mtp.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "kernels/ops.h"
+#include "model/attention.h"
 #include "model/deepseek_v4.h"
 #include "model/gather_views.h"
 #include "model/layer.h"
@@ -101,7 +103,7 @@ Status skip_mtp_cache(AttentionCache& cache, int64_t n_tokens) {
 
 Status mtp_forward(const checkpoint::ModelWeights& weights, int64_t index, ExpertMode mode,
                    std::span<const MtpChunk> chunks, Numerics numerics,
-                   std::shared_ptr<const RopeTables> rope) {
+                   std::shared_ptr<const RopeTables> rope, const TensorView& capacity_entry_ids) {
   const checkpoint::ModelConfig& c = weights.config;
   const checkpoint::MtpWeights& w = block_weights(weights, index);
   const Device device = weights.embed.device();
@@ -115,6 +117,17 @@ Status mtp_forward(const checkpoint::ModelWeights& weights, int64_t index, Exper
   }
   const auto n_rows = static_cast<int64_t>(ids.size());
   DSV4_ASSIGN_OR_RETURN(Tensor tokens, upload(ids, {n_rows}, device));
+  // The rows' positions and window rows, and the decode rows' cache addresses, uploaded in the
+  // order Model::forward uploads them (a captured draft step rewrites them: decode_graph.h).
+  const int64_t layer = c.n_layer + index;
+  DSV4_ASSIGN_OR_RETURN(RowPositions positions,
+                        RowPositions::of(c, rows, n_rows, device, std::move(rope)));
+  positions.capacity_entry_ids = capacity_entry_ids;
+  positions.first_address_layer = layer;
+  if (std::any_of(rows.begin(), rows.end(), is_decode_run)) {
+    DSV4_ASSIGN_OR_RETURN(positions.cache_addresses,
+                          cache_addresses(address_columns(rows), 1, device));
+  }
 
   // The chunks' hidden streams as one batch: as they are when they are one buffer's consecutive
   // rows (each draft depth past the first), else gathered in one launch (a step's kept rows of
@@ -130,10 +143,8 @@ Status mtp_forward(const checkpoint::ModelWeights& weights, int64_t index, Exper
     joined = streams.view();
   }
   DSV4_ASSIGN_OR_RETURN(Tensor x, block_input(weights, w, tokens.view(), joined, numerics));
-  DSV4_ASSIGN_OR_RETURN(const RowPositions positions,
-                        RowPositions::of(c, rows, n_rows, device, std::move(rope)));
   const LayerInput input{.config = &c,
-                         .layer = c.n_layer + index,
+                         .layer = layer,
                          .weights = &w.block,
                          .expert_mode = mode,
                          .tokens = tokens.view(),

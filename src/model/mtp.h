@@ -51,9 +51,11 @@ Status skip_mtp_cache(AttentionCache& cache, int64_t n_tokens);
 // its rows to its cache. Fails with invalid_argument for a token id outside the vocabulary or a
 // start_pos that does not continue the cache.
 // Runs in profile `numerics` (ModelOptions::numerics), as the main layers do, with the model's
-// RoPE tables `rope` (null: tables of its own).
+// RoPE tables `rope` (null: tables of its own); decode rows' compressed sources as wide as
+// `capacity_entry_ids` when set (RowPositions::capacity_entry_ids: a captured draft step's).
 Status mtp_forward(const checkpoint::ModelWeights& weights, int64_t index, ExpertMode mode,
                    std::span<const MtpChunk> chunks, Numerics numerics = Numerics::kExact,
-                   std::shared_ptr<const RopeTables> rope = nullptr);
+                   std::shared_ptr<const RopeTables> rope = nullptr,
+                   const TensorView& capacity_entry_ids = {});
 
 }  // namespace dsv4::model

@@ -254,6 +254,8 @@ EngineStats Engine::stats() const {
   now.decode_graph_captures = graphs.captures;
   now.decode_graph_planned_batch = graphs.planned_batch;
   now.decode_graph_planned_bytes = graphs.planned_bytes;
+  now.verify_graph_replays = graphs.verify_replays;
+  now.draft_graph_replays = graphs.draft_replays;
   return now;
 }
 

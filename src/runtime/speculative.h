@@ -11,7 +11,8 @@
 // the step's emitted positions - the trunk's final streams there and the next tokens - which
 // fills its own cache and drafts the next step's first token; for k > 1 it runs again on its own
 // output streams, once per further draft. Sequences of a batch draft together: k MTP calls a
-// step for all of them.
+// step for all of them. With ModelOptions::cuda_graph the verify forward and each MTP call
+// replay CUDA graphs where their rows allow (model/decode_graph.h), with the same bits.
 //
 // Dimension letters: n drafts, V vocab, M streams, D model width.
 #pragma once

@@ -18,6 +18,7 @@
 
 #include "base/buffer.h"
 #include "checkpoint/loader.h"
+#include "model/cache_rollback.h"
 #include "model/golden.h"
 #include "model/indexer.h"
 #include "model/rope.h"
@@ -322,6 +323,72 @@ TEST_P(AttentionStepwiseTest, BatchedDecodeRowsAreEachSequenceAlone) {
             << "sequence " << s;
       }
     }
+  }
+}
+
+// The host side of decode runs that a replayed graph runs instead of the step (attention.h:
+// check_decode_step, advance_decode_step; model/decode_graph.h): a run of 1 … 4 rows of one
+// sequence (a verify step's token and drafts; its caches armed for a rollback every other step,
+// then rolled back past some rows) is checked from its first row, and moves every count (its
+// tokens, each compressor's rows and entries and their journals') as the eager step does; a run
+// that does not continue its cache, or passes its capacity, is refused with the eager step's
+// codes.
+TEST_P(AttentionStepwiseTest, ADecodeRunsHostSideMovesTheEagerStepsCounts) {
+  const Golden golden(GetParam());
+  const checkpoint::ModelConfig& config = golden.config();
+  const int64_t d = config.hidden_size, n_max = 48;
+  testing::SeededRng rng;
+  std::normal_distribution<float> normal;
+  Tensor x = Tensor::host(DType::kF32, {n_max, d});
+  for (int64_t i = 0; i < x.numel(); ++i) x.data_as<float>()[i] = normal(rng.engine());
+  Tensor out = Tensor::host(DType::kF32, {n_max, d});
+  const auto counts = [](const AttentionCache& cache) {
+    std::vector<int64_t> all{cache.n_tokens};
+    for (const std::optional<CompressorCache>* k : {&cache.compressor, &cache.indexer}) {
+      if (!k->has_value()) continue;
+      const CompressorCache& c = **k;
+      all.insert(all.end(), {c.n_rows, c.n_entries, c.journal.n_fed, c.journal.pooled ? 1 : 0});
+    }
+    return all;
+  };
+  for (int64_t layer = 0; layer < config.n_layer; ++layer) {
+    SCOPED_TRACE("layer " + std::to_string(layer));
+    const checkpoint::AttentionWeights& w = golden.weights.layers[layer].attn;
+    auto eager = AttentionCache::create(config, layer, n_max, Device::kCpu, 4);
+    auto host = AttentionCache::create(config, layer, n_max, Device::kCpu, 4);
+    ASSERT_TRUE(eager.ok() && host.ok());
+    const int64_t n_prompt = rng.uniform_int(1, 9);
+    for (AttentionCache* cache : {&*eager, &*host}) {
+      ASSERT_TRUE(attention_forward(config, layer, w, x.view().rows(0, n_prompt), 0, *cache,
+                                    out.view().rows(0, n_prompt))
+                      .ok());
+    }
+    for (int64_t step = 0, pos = n_prompt; pos < n_max; ++step, pos = eager->n_tokens) {
+      const int64_t n = std::min(rng.uniform_int(1, 4), n_max - pos);
+      const bool armed = step % 2 == 1;
+      if (armed) {
+        ASSERT_TRUE(arm_rollback(*eager).ok() && arm_rollback(*host).ok());
+      }
+      const std::vector<AttentionCache*> columns(static_cast<size_t>(n), &*host);
+      std::vector<int64_t> positions(static_cast<size_t>(n)), late(static_cast<size_t>(n));
+      for (int64_t t = 0; t < n; ++t) positions[t] = pos + t, late[t] = pos + t + 1;
+      EXPECT_EQ(check_decode_step(config, layer, columns, late).code(),
+                StatusCode::kInvalidArgument);
+      ASSERT_TRUE(check_decode_step(config, layer, columns, positions).ok());
+      const SequenceRows run{0, n, pos, &*eager};
+      ASSERT_TRUE(attention_forward(config, layer, w, x.view().rows(pos, pos + n),
+                                    std::span(&run, 1), out.view().rows(pos, pos + n))
+                      .ok());
+      advance_decode_step(columns, positions);
+      ASSERT_EQ(counts(*host), counts(*eager)) << "a run of " << n << " at " << pos;
+      if (!armed) continue;
+      const int64_t kept = pos + rng.uniform_int(1, n);
+      ASSERT_TRUE(roll_back(*eager, kept).ok() && roll_back(*host, kept).ok());
+      ASSERT_EQ(counts(*host), counts(*eager)) << "rolled back to " << kept;
+    }
+    const std::vector<int64_t> past = {n_max};
+    const std::vector<AttentionCache*> full = {&*host};
+    EXPECT_EQ(check_decode_step(config, layer, full, past).code(), StatusCode::kResourceExhausted);
   }
 }
 

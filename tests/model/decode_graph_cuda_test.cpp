@@ -22,9 +22,11 @@
 #include "base/device_graph.h"
 #include "checkpoint/loader.h"
 #include "checkpoint/to_device.h"
+#include "model/cache_rollback.h"
 #include "model/decode_graph.h"
 #include "model/deepseek_v4.h"
 #include "model/golden.h"
+#include "model/mtp_fixture.h"
 #include "testing/random.h"
 
 namespace dsv4::model {
@@ -559,6 +561,197 @@ TEST_P(DecodeGraphCudaTest, PlannedGraphsServeEveryBatchWithoutCapturing) {
   for (int64_t b = 1; b <= 8; ++b) rounds.push_back({b, b % 2 == 0 ? 2 : 1});
   expect_replays_match_eager(GetParam(), rounds, /*max_batch=*/8, Planned{8, 2});
   expect_replays_match_eager(GetParam(), {{3, 2}, {1, 1}, {2, 2}}, /*max_batch=*/0, Planned{3, 2});
+}
+
+// ---- Speculative decoding's steps (decode_graph.h: verify and draft steps) ----
+
+// A golden model's weights on the GPU with an MTP block: the checkpoint's own (brown_small), or a
+// random one (mtp_fixture.h; transformers' golden checkpoints have none).
+Result<checkpoint::ModelWeights> gpu_weights_with_mtp(const std::string& golden,
+                                                      testing::SeededRng& rng) {
+  DSV4_ASSIGN_OR_RETURN(checkpoint::LoadedModel loaded,
+                        checkpoint::load_model(testing::golden_path(golden + "/model")));
+  if (loaded.weights.mtp.empty()) {
+    loaded.weights.mtp.push_back(testing::random_mtp_block(loaded.weights, rng));
+  }
+  return checkpoint::copy_weights(loaded.weights, Device::kCuda);
+}
+
+// One sequence of speculative decoding in one model: its caches, and the draft depth's outputs.
+struct SpeculatingSequence {
+  SequenceCache cache;
+  AttentionCache mtp;
+};
+
+// What a step of B sequences gives: every verify row's logits and final streams, then each draft
+// depth's logits and output streams, all on the host (their bits compared between the models).
+struct SpeculativeStep {
+  std::vector<float> verify_logits, verify_streams, draft_logits, draft_streams;
+};
+
+// One speculative step of every sequence in `model`, as runtime/speculative.h runs it: each
+// sequence's token and its drafts as one verify chunk (every row's logits and streams, the caches
+// armed), rolled back to its first n_kept[i] rows; then the MTP block over the kept rows (their
+// streams and the tokens after them, `next[i]`), its cache first rolled back to the trunk's rows,
+// and k − 1 chained depths on its own output streams. `tokens[i]` is sequence i's token and
+// drafts; `chained[i]` the tokens of the depths past the first.
+SpeculativeStep speculate(const Model& model, std::vector<SpeculatingSequence>& seqs,
+                          const std::vector<std::vector<int64_t>>& tokens,
+                          const std::vector<int64_t>& n_kept,
+                          const std::vector<std::vector<int64_t>>& next,
+                          const std::vector<std::vector<int64_t>>& chained) {
+  const checkpoint::ModelConfig& c = model.config();
+  const int64_t v = c.vocab_size, m = c.hc_mult, d = c.hidden_size;
+  const auto b = static_cast<int64_t>(seqs.size());
+  const auto k1 = static_cast<int64_t>(tokens.front().size());
+  SpeculativeStep out;
+  Tensor logits = Tensor::empty(DType::kF32, {b * k1, v}, model.device()).value();
+  Tensor streams = Tensor::empty(DType::kF32, {b * k1, m, d}, model.device()).value();
+  std::vector<SequenceChunk> chunks;
+  std::vector<int64_t> start;
+  for (int64_t i = 0; i < b; ++i) {
+    SequenceCache& cache = seqs[i].cache;
+    EXPECT_TRUE(arm_rollback(cache).ok());
+    start.push_back(cache.n_tokens());
+    chunks.push_back({tokens[i], cache.n_tokens(), &cache, logits.view().rows(i * k1, (i + 1) * k1),
+                      nullptr, 0, streams.view().rows(i * k1, (i + 1) * k1)});
+  }
+  const Status verified = model.forward(chunks);
+  EXPECT_TRUE(verified.ok()) << verified.to_string();
+  if (!verified.ok()) return out;
+  out.verify_logits = to_host(logits.view());
+  out.verify_streams = to_host(streams.view().reshaped({b * k1, m * d}));
+  BlockCopies copies;
+  for (int64_t i = 0; i < b; ++i) {
+    EXPECT_TRUE(roll_back(seqs[i].cache, start[i] + n_kept[i], &copies).ok());
+  }
+  EXPECT_TRUE(copies.run().ok());
+  // The MTP block: the kept rows first, then each chained depth.
+  const auto depth = [&](std::vector<MtpChunk> calls) {
+    const auto n = static_cast<int64_t>(calls.size());
+    Tensor depth_logits = Tensor::empty(DType::kF32, {n, v}, model.device()).value();
+    Tensor depth_streams = Tensor::empty(DType::kF32, {n, m, d}, model.device()).value();
+    for (int64_t i = 0; i < n; ++i) {
+      calls[i].logits = depth_logits.view().rows(i, i + 1);
+      calls[i].out_streams = depth_streams.view().rows(i, i + 1);
+    }
+    const Status drafted = model.mtp_forward(calls);
+    EXPECT_TRUE(drafted.ok()) << drafted.to_string();
+    const std::vector<float> l = to_host(depth_logits.view());
+    const std::vector<float> s = to_host(depth_streams.view().reshaped({n, m * d}));
+    out.draft_logits.insert(out.draft_logits.end(), l.begin(), l.end());
+    out.draft_streams.insert(out.draft_streams.end(), s.begin(), s.end());
+    return depth_streams;
+  };
+  std::vector<MtpChunk> calls;
+  for (int64_t i = 0; i < b; ++i) {
+    AttentionCache& mtp = seqs[i].mtp;
+    if (mtp.n_tokens > start[i]) EXPECT_TRUE(roll_back(mtp, start[i]).ok());
+    calls.push_back({streams.view().rows(i * k1, i * k1 + n_kept[i]), next[i], start[i], &mtp});
+  }
+  Tensor last = depth(calls);
+  for (size_t j = 0; j < chained.front().size(); ++j) {
+    calls.clear();
+    for (int64_t i = 0; i < b; ++i) {
+      calls.push_back({last.view().rows(i, i + 1), std::span(&chained[i][j], 1),
+                       seqs[i].mtp.n_tokens, &seqs[i].mtp});
+    }
+    last = depth(calls);
+  }
+  return out;
+}
+
+// B sequences decoded speculatively with k drafts a step in an eager model and a graph model
+// side by side, each step's verify rows keeping a random number of drafts (0 … k) and the step's
+// token at the first rejected row; the next token, the drafts and the chained depths' tokens are
+// drawn at random (what they are does not matter to the caches, only that both models see the
+// same). Every verify row's logits and streams, every draft depth's logits and output streams,
+// and the caches after each step must be the eager model's bits; and both kinds of step must
+// have been replayed.
+void expect_speculative_replays_match_eager(const std::string& golden, int64_t b, int64_t k) {
+  testing::SeededRng rng;
+  auto weights = gpu_weights_with_mtp(golden, rng);
+  ASSERT_TRUE(weights.ok()) << weights.status().to_string();
+  const Model eager(*weights, ModelOptions{});
+  const Model replayed(*weights, ModelOptions{.cuda_graph = true});
+  const checkpoint::ModelConfig& c = eager.config();
+  const int64_t v = c.vocab_size;
+  const auto [longest_prompt, n_steps] = DecodeLength::of(c);
+  const int64_t max_positions = longest_prompt + (k + 1) * n_steps + 1;
+  std::vector<SpeculatingSequence> a, g;
+  for (int64_t i = 0; i < b; ++i) {
+    std::vector<int64_t> prompt(static_cast<size_t>(rng.uniform_int(2, longest_prompt)));
+    for (int64_t& id : prompt) id = rng.uniform_int(0, v - 1);
+    for (auto* seqs : {&a, &g}) {
+      const Model& model = seqs == &a ? eager : replayed;
+      // Caches of k + 1 tokens a step (a verify step's rows), so that the ring (W + k rows)
+      // wraps around within the decode.
+      auto cache = model.new_cache(max_positions, k + 1);
+      auto mtp = model.new_mtp_cache(max_positions);
+      ASSERT_TRUE(cache.ok() && mtp.ok());
+      Tensor logits = Tensor::empty(DType::kF32, {1, v}, model.device()).value();
+      const Status prefilled = model.forward(prompt, 0, *cache, logits.view());
+      ASSERT_TRUE(prefilled.ok()) << prefilled.to_string();
+      ASSERT_TRUE(skip_mtp_cache(*mtp, cache->n_tokens()).ok());
+      seqs->push_back({std::move(cache).value(), std::move(mtp).value()});
+    }
+  }
+  ASSERT_FALSE(::testing::Test::HasFailure());
+  const auto random_tokens = [&](int64_t n) {
+    std::vector<int64_t> ids(static_cast<size_t>(n));
+    for (int64_t& id : ids) id = rng.uniform_int(0, v - 1);
+    return ids;
+  };
+  const auto same_bits = [](const std::vector<float>& x, const std::vector<float>& y) {
+    return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
+  };
+  for (int64_t s = 0; s < n_steps; ++s) {
+    SCOPED_TRACE("step " + std::to_string(s));
+    std::vector<std::vector<int64_t>> tokens, next, chained;
+    std::vector<int64_t> n_kept;
+    for (int64_t i = 0; i < b; ++i) {
+      tokens.push_back(random_tokens(k + 1));
+      n_kept.push_back(rng.uniform_int(1, k + 1));
+      // The kept drafts, then the model's token at the first rejected row (or the bonus).
+      next.emplace_back(tokens.back().begin() + 1, tokens.back().begin() + n_kept.back());
+      next.back().push_back(rng.uniform_int(0, v - 1));
+      chained.push_back(random_tokens(k - 1));
+    }
+    const SpeculativeStep want = speculate(eager, a, tokens, n_kept, next, chained);
+    const SpeculativeStep got = speculate(replayed, g, tokens, n_kept, next, chained);
+    ASSERT_FALSE(::testing::Test::HasFailure());
+    EXPECT_TRUE(same_bits(got.verify_logits, want.verify_logits)) << "verify logits";
+    EXPECT_TRUE(same_bits(got.verify_streams, want.verify_streams)) << "verify streams";
+    EXPECT_TRUE(same_bits(got.draft_logits, want.draft_logits)) << "draft logits";
+    EXPECT_TRUE(same_bits(got.draft_streams, want.draft_streams)) << "draft streams";
+    for (int64_t i = 0; i < b; ++i) {
+      EXPECT_EQ(first_state_difference(a[i].cache, g[i].cache), "") << "sequence " << i;
+      EXPECT_EQ(a[i].mtp.n_tokens, g[i].mtp.n_tokens) << "sequence " << i;
+      EXPECT_EQ(first_different_row(a[i].mtp.window, g[i].mtp.window,
+                                    std::min(a[i].mtp.n_tokens, a[i].mtp.window.shape()[0])),
+                -1)
+          << "sequence " << i << "'s MTP ring";
+    }
+    ASSERT_FALSE(::testing::Test::HasFailure());
+  }
+  // A capture that fell back to the eager step would pass the comparisons above unreplayed.
+  const DecodeGraphStats stats = replayed.decode_graph_stats();
+  EXPECT_GT(stats.verify_replays, 0);
+  EXPECT_GT(stats.draft_replays, 0);
+}
+
+TEST_P(DecodeGraphCudaTest, ReplayedVerifyAndDraftStepsOfOneSequenceGiveTheEagerStepsBits) {
+  for (const int64_t k : {int64_t{1}, int64_t{3}}) {
+    SCOPED_TRACE("k = " + std::to_string(k));
+    expect_speculative_replays_match_eager(GetParam(), 1, k);
+  }
+}
+
+// Two sequences: every verify step replays (each sequence every row's logits and streams); a
+// draft step replays where each sequence has one row (the chained depths, and first depths that
+// kept no draft), else runs op by op.
+TEST_P(DecodeGraphCudaTest, ReplayedVerifyAndDraftStepsOfTwoSequencesGiveTheEagerStepsBits) {
+  expect_speculative_replays_match_eager(GetParam(), 2, 2);
 }
 
 INSTANTIATE_TEST_SUITE_P(Golden, DecodeGraphCudaTest,

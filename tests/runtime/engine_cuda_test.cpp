@@ -5,8 +5,8 @@
 // tokens exactly: tests/model/deepseek_v4_cuda_test.cpp). The prefix cache's states copied on
 // the device serve a chat's next turn as they do on the host (runtime/prefix_turns.h).
 // Speculative decoding keeps plain decoding's greedy tokens, every step speculative or beside
-// plain steps replayed from CUDA graphs. With CUDA graphs, open captures every decode step a
-// request will replay.
+// plain steps replayed from CUDA graphs, and with its own steps replayed from CUDA graphs. With
+// CUDA graphs, open captures every decode step a request will replay.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -154,6 +154,30 @@ TEST(EngineCudaTest, DecodeGraphsArePlannedAtOpenAndRequestsCaptureNothing) {
   EXPECT_EQ(stats.decode_graph_captures, opened.decode_graph_captures);
   EXPECT_EQ(stats.decode_graph_bytes, opened.decode_graph_planned_bytes);
   EXPECT_EQ(stats.decode_graph_planned_bytes, opened.decode_graph_planned_bytes);
+}
+
+// Speculative steps replayed from CUDA graphs (every step speculative: a sequence's verify
+// forwards and MTP draft calls, captured once for their rows and replayed) keep plain eager
+// decoding's greedy tokens on the trained Brown model, whose drafts are often kept, so verify
+// steps keep 0 … k drafts and draft steps run over 1 … k + 1 rows; one sequence, then two.
+TEST(EngineCudaTest, SpeculativeStepsReplayedFromGraphsKeepThePlainGreedyTokens) {
+  for (const int64_t n : {int64_t{1}, int64_t{2}}) {
+    EngineOptions plain_options;
+    plain_options.max_batch = 2;
+    const auto [plain, plain_stats] = brown_batch(plain_options, n);
+    for (const int64_t k : {int64_t{1}, int64_t{2}}) {
+      SCOPED_TRACE(std::to_string(n) + " sequences, k = " + std::to_string(k));
+      EngineOptions options = plain_options;
+      options.speculative_tokens = k;
+      options.speculate_always = true;
+      options.cuda_graph = true;
+      const auto [spec, stats] = brown_batch(options, n);
+      expect_same_tokens(spec, plain);
+      EXPECT_GT(stats.accepted_tokens, 0);
+      EXPECT_GT(stats.verify_graph_replays, 0);
+      EXPECT_GT(stats.draft_graph_replays, 0);
+    }
+  }
 }
 
 }  // namespace

@@ -30,8 +30,9 @@ struct BatchRun {
 
 class SpeculativeBatchFixture : public ::testing::TestWithParam<std::string> {
  protected:
-  // The golden model GetParam() with a random MTP block, its weights on `device`.
-  void load(Device device) {
+  // The golden model GetParam() with a random MTP block, its weights on `device`, run with
+  // `options`.
+  void load(Device device, model::ModelOptions options = {}) {
     loaded_ = testing::load_with_mtp_block(GetParam(), rng_);
     ASSERT_EQ(loaded_.weights.mtp.size(), 1u);
     const checkpoint::ModelWeights* weights = &loaded_.weights;
@@ -41,7 +42,7 @@ class SpeculativeBatchFixture : public ::testing::TestWithParam<std::string> {
       device_weights_ = std::move(copied).value();
       weights = &device_weights_;
     }
-    model_ = std::make_unique<model::Model>(*weights, model::ModelOptions{});
+    model_ = std::make_unique<model::Model>(*weights, options);
   }
   const checkpoint::ModelConfig& c() const { return model_->config(); }
 
