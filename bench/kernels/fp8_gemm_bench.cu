@@ -6,18 +6,11 @@
 // reference (its first 16 rows) and cuBLASLt against our kernel on the same operands with unit
 // scales; then each is timed as kBatch calls (weights rotated over copies larger than the L2)
 // in one CUDA graph, the median of kRepeats replays. The activation quantizer
-// (quantize_activation_fp8, f32 in) is timed beside, and the model's call, the linear of the f32
-// activation (kernels::linear_fp8(x, w, scratch, y): one launch where the stream kernel
-// quantizes x in its prologue, M ≤ 16 within its shared memory, else the quantizer and the
-// GEMM), which must give the
-// bytes of the two steps (y and the quantized x). An alternative plan is timed beside the
-// plan's: at 16 < M ≤ 64 the other of the stream and the 128-token wgmma kernel, above 64 the
-// wgmma kernel with the other token tile. At M ≤ 16 a second table times the one FP8 weight of a
-// decode layer that is not an FP8 GEMM: the attention's grouped wo_a (8 groups of 1024 × 4096),
-// which block_diagonal_linear runs exactly on the dense kernels, with the dense plan it gets.
+// (quantize_activation_fp8, f32 in) is timed beside, as the fast profile runs it before each
+// linear. An alternative plan is timed beside the plan's: at 16 < M ≤ 64 the other of the
+// stream and the 128-token wgmma kernel, above 64 the wgmma kernel with the other token tile.
 //   usage: fp8_gemm_bench [out.md [M,M,... [shape]]]   (default M: 1,8,16,64,4096,16384;
 //          shape: only the shapes whose name contains it)
-//   the decode shapes: fp8_gemm_bench out.md 1,8
 //
 // Dimension letters: M tokens, N output features, K input features, Kb = ceil(K/128).
 #include <cuda_runtime.h>
@@ -33,14 +26,11 @@
 #include "base/row_error.h"
 #include "bench_harness.h"
 #include "cublaslt_fp8_dl.h"
-#include "kernels/contracts.h"
-#include "kernels/cuda/gemm/dense/launch.h"
 #include "kernels/cuda/gemm/fp8/config.h"
 #include "kernels/cuda/gemm/fp8/launch.h"
 #include "kernels/cuda/gemm/fp8/plan.h"
 #include "kernels/ops.h"
 #include "read_ceiling.h"
-#include "testing/tolerance.h"
 
 namespace dsv4::bench {
 namespace {
@@ -58,17 +48,12 @@ struct LinearShape {
 
 // V4-Flash (D = 4096, 64 heads of 512, q rank 1024, o groups 8 × rank 1024, shared expert 2048).
 // wo_a is block-diagonal: one group's [1024, 4096] here, 8 such GEMMs a layer.
-// The shared expert's w1 and w3 run as two GEMMs of 2048 rows on one quantized x
-// (model::linear_pair); "shared w1+w3" is both weights as one matrix.
 constexpr LinearShape kShapes[] = {
-    {"wq_a", 1024, 4096},         {"wq_b", 32768, 1024},
-    {"wkv", 512, 4096},           {"wo_a (1 of 8 groups)", 1024, 4096},
-    {"wo_b", 4096, 8192},         {"shared w1 (w3 alike)", 2048, 4096},
-    {"shared w1+w3", 4096, 4096}, {"shared w2", 4096, 2048},
+    {"wq_a", 1024, 4096},      {"wq_b", 32768, 1024},
+    {"wkv", 512, 4096},        {"wo_a (1 of 8 groups)", 1024, 4096},
+    {"wo_b", 4096, 8192},      {"shared w1+w3", 4096, 4096},
+    {"shared w2", 4096, 2048},
 };
-// wo_a as the model runs it: block_diagonal_linear over 8 groups (x [M, 8 · 4096]).
-constexpr LinearShape kGroupedWoA = {"wo_a (8 groups, exact)", 8192, 4096};
-constexpr int64_t kWoAGroups = 8;
 
 int64_t groups(int64_t k) { return (k + 127) / 128; }
 
@@ -145,8 +130,8 @@ Weights make_weights(int64_t n, int64_t k) {
 struct Row {
   std::string shape, plan, cublas_scaling;
   int64_t m = 0, n = 0, k = 0;
-  std::string alt_plan, model_path;
-  double us = 0, us_alt = 0, us_cublas = 0, us_quantize = 0, us_ceiling = 0, us_model = 0;
+  std::string alt_plan;
+  double us = 0, us_alt = 0, us_cublas = 0, us_quantize = 0, us_ceiling = 0;
   double check = 0, cublas_check = -1;
 };
 
@@ -164,37 +149,6 @@ double check_rows(const kernels::Fp8Activation& a, const Weights& w, const Tenso
              "cpu linear_fp8");
   const Tensor y = to_host(y_dev.view().rows(0, rows));
   return max_row_rel_error(y.data_as<float>(), y_ref.data_as<float>(), rows, n);
-}
-
-bool same_bytes(const TensorView& a, const TensorView& b) {
-  const Tensor ha = to_host(a), hb = to_host(b);
-  return ha.view().bytes() == hb.view().bytes() &&
-         std::memcmp(ha.view().data, hb.view().data, ha.view().bytes()) == 0;
-}
-
-// The model's call on x (kernels::linear_fp8 of the f32 activation): the bytes of the two steps
-// (a, quantized from x, and the GEMM on a), then its time.
-void model_call(const Tensor& x, const kernels::Fp8Activation& a, const Weights& w, Row& r) {
-  const int64_t m = x.view().shape[0], k = x.view().shape[1];
-  const Tensor q_values = device_tensor(DType::kF8E4M3, {m, k});
-  const Tensor q_scales = device_tensor(DType::kF32, {m, groups(k)});
-  const Tensor y = device_tensor(DType::kF32, {m, r.n}), y2 = device_tensor(DType::kF32, {m, r.n});
-  const kernels::Fp8Activation q{q_values.view(), q_scales.view()};
-  DSV4_CHECK(kernels::linear_fp8(a, w.view(0), y.view()).ok(), "linear_fp8");
-  auto run = [&](size_t copy) {
-    DSV4_CHECK(kernels::linear_fp8(x.view(), w.view(copy), q, y2.view()).ok(), "linear_fp8 x");
-  };
-  run(0);
-  DSV4_CHECK(same_bytes(y2.view(), y.view()) && same_bytes(q.values, a.values) &&
-                 same_bytes(q.scales, a.scales),
-             "%s M=%lld: linear_fp8 of x differs from quantize + linear_fp8", r.shape.c_str(),
-             (long long)m);
-  namespace sm90 = kernels::cuda::sm90;
-  const bool fused = m <= sm90::kFp8StreamQuantizeMaxTokens &&
-                     sm90::fp8_stream_smem_bytes(m, k) <= sm90::kFp8StreamQuantizeSmemBytes &&
-                     sm90::plan_fp8_gemm(m, r.n, k, 1).path == sm90::Fp8GemmPath::kStream;
-  r.model_path = fused ? "1 launch" : "2 launches";
-  r.us_model = graph_us_per_call([&](int i) { run(static_cast<size_t>(i)); });
 }
 
 Row run_shape(const LinearShape& s, int64_t m, const Weights& w, double ceiling_us, int n_sm,
@@ -223,7 +177,6 @@ Row run_shape(const LinearShape& s, int64_t m, const Weights& w, double ceiling_
   const Fp8GemmPlan plan = kernels::cuda::sm90::plan_fp8_gemm(m, s.n, s.k, n_sm);
   r.plan = kernels::cuda::sm90::describe(plan);
   r.us = graph_us_per_call([&](int i) { linear(a, w.view(static_cast<size_t>(i))); });
-  model_call(x, a, w, r);
   if (m > 16) {
     namespace sm90 = kernels::cuda::sm90;
     Fp8GemmPlan alt;
@@ -304,58 +257,11 @@ void print_row(FILE* f, const Row& r) {
   } else {
     std::fprintf(f, " - |");
   }
-  std::fprintf(f, " %.2f | %.2f (%s) | %.1e | ", r.us_quantize, r.us_model, r.model_path.c_str(),
-               r.check);
+  std::fprintf(f, " %.2f | %.1e | ", r.us_quantize, r.check);
   if (r.cublas_check >= 0) {
     std::fprintf(f, "%.1e |\n", r.cublas_check);
   } else {
     std::fprintf(f, "- |\n");
-  }
-}
-
-// wo_a at M ≤ 16 as block_diagonal_linear runs it (f32 x, the FP8 weight decoded exactly on the
-// dense kernels): checked against the CPU's block_diagonal_linear, then timed against the read
-// ceiling of its codes.
-void run_grouped_wo_a(FILE* out, const std::vector<int64_t>& ms, int n_sm) {
-  const LinearShape& s = kGroupedWoA;
-  const Weights w = make_weights(s.n, s.k);
-  const double ceiling_us = read_ceiling(s.n * s.k, n_sm).us;
-  std::fprintf(out,
-               "\n| shape | M | N×K | dense plan | µs | GB/s | µs read ceiling | ceiling / "
-               "ours | check vs CPU |\n|---|---:|---|---|---:|---:|---:|---:|---:|\n");
-  const Tensor w_values = to_host(w.values[0].view()), w_scales = to_host(w.scales.view());
-  const format::Fp8BlockView w_host{w_values.data_as<const uint8_t>(),
-                                    w_scales.data_as<const float>(),
-                                    s.n,
-                                    s.k,
-                                    s.k,
-                                    Device::kCpu};
-  for (const int64_t m : ms) {
-    if (m > 16) continue;
-    const Tensor x = device_tensor(DType::kF32, {m, kWoAGroups * s.k});
-    fill_f32_kernel<<<4096, 256>>>(x.data_as<float>(), m * kWoAGroups * s.k, 7);
-    check_fill();
-    const Tensor y = device_tensor(DType::kF32, {m, s.n});
-    auto run = [&](size_t copy) {
-      DSV4_CHECK(kernels::block_diagonal_linear(x.view(), w.view(copy), kWoAGroups, y.view()).ok(),
-                 "block_diagonal_linear");
-    };
-    run(0);
-    const Tensor x_host = to_host(x.view()), y_got = to_host(y.view());
-    const Tensor y_ref = Tensor::host(DType::kF32, {m, s.n});
-    DSV4_CHECK(kernels::block_diagonal_linear(x_host.view(), w_host, kWoAGroups, y_ref.view()).ok(),
-               "cpu block_diagonal_linear");
-    const double err = max_row_rel_error(y_got.data_as<float>(), y_ref.data_as<float>(), m, s.n);
-    DSV4_CHECK(err < testing::kCudaF32OpRelTol, "wo_a M=%lld: rel err %.2e", (long long)m, err);
-    const kernels::cuda::DensePlan plan = kernels::cuda::plan_for(
-        kernels::block_diagonal_operands(x.view(), w.view(0), kWoAGroups, y.view()), kWoAGroups);
-    const double us = graph_us_per_call([&](int i) { run(static_cast<size_t>(i)); });
-    const double bytes = static_cast<double>(s.n) * s.k + 4.0 * m * (kWoAGroups * s.k + s.n);
-    std::fprintf(out, "| %s | %lld | %lld×%lld | %s | %.2f | %.0f | %.2f | %.0f%% | %.1e |\n",
-                 s.name, (long long)m, (long long)s.n, (long long)s.k,
-                 kernels::cuda::describe(plan).c_str(), us, bytes / (us * 1e-6) / 1e9, ceiling_us,
-                 100.0 * ceiling_us / us, err);
-    std::fflush(out);
   }
 }
 
@@ -376,9 +282,9 @@ int run(int argc, char** argv) {
   std::fprintf(out,
                "| shape | M | N×K | plan | µs | TFLOP/s | GB/s | µs cuBLASLt | TFLOP/s cuBLASLt | "
                "cuBLASLt / ours | µs read ceiling | ceiling / ours | µs other plan | µs quantize "
-               "| µs f32 x (model's call) | check vs CPU | cuBLASLt vs ours |\n");
-  std::fprintf(
-      out, "|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+               "| check vs CPU | cuBLASLt vs ours |\n");
+  std::fprintf(out,
+               "|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   std::string scaling;
   for (const LinearShape& s : kShapes) {
     if (only != nullptr && std::strstr(s.name, only) == nullptr) continue;
@@ -392,8 +298,6 @@ int run(int argc, char** argv) {
     }
   }
   std::fprintf(out, "\ncuBLASLt: %s\n", scaling.empty() ? "unavailable" : scaling.c_str());
-  if (only == nullptr || std::strstr(kGroupedWoA.name, only) != nullptr)
-    run_grouped_wo_a(out, ms, n_sm);
   if (out != stdout) std::fclose(out);
   return 0;
 }

@@ -255,15 +255,8 @@ Status linear_fp8(const Fp8Activation& a, const format::Fp8BlockView& w, const T
 
 Status linear_fp8(const TensorView& x, const format::Fp8BlockView& w, const Fp8Activation& scratch,
                   const TensorView& y) {
-  const Device device = device_of({&x, &scratch.values, &scratch.scales, &y});
-  DSV4_CHECK(w.values == nullptr || w.device == device, "linear_fp8: w on another device");
-  return dispatch(
-      "linear_fp8", device,
-      [&] {
-        cpu::quantize_activation_fp8(x, scratch);
-        cpu::linear_fp8(scratch, w, y);
-      },
-      [&] { return cuda::linear_fp8(x, w, scratch, y); });
+  DSV4_RETURN_IF_ERROR(quantize_activation_fp8(x, scratch));
+  return linear_fp8(scratch, w, y);
 }
 
 Status nvfp4_gemm(const StagedActivation& a, const format::Nvfp4View& b, const TensorView& d) {

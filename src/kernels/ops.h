@@ -250,9 +250,7 @@ Status quantize_activation_fp8(const TensorView& x, const Fp8Activation& out);
 Status linear_fp8(const Fp8Activation& a, const format::Fp8BlockView& w, const TensorView& y);
 
 // The fast profile's linear for an f32 activation: quantize_activation_fp8(x, scratch), then
-// linear_fp8(scratch, w, y), with their bits; scratch (shaped for x: [T, K] and [T, Kb], on x's
-// device) holds the quantized x afterwards, so a second linear of the same x may take it. On
-// CUDA at decode sizes this is one launch: the GEMM quantizes x itself.
+// linear_fp8(scratch, w, y). scratch is shaped for x ([T, K] and [T, Kb]) on x's device.
 Status linear_fp8(const TensorView& x, const format::Fp8BlockView& w, const Fp8Activation& scratch,
                   const TensorView& y);
 

@@ -43,10 +43,9 @@ Status linear_pair(const TensorView& x, const LinearOutput& a, const LinearOutpu
     DSV4_RETURN_IF_ERROR(linear(x, a.w, a.y, numerics));
     return linear(x, b.w, b.y, numerics);
   }
-  // The first linear leaves x quantized in q (at decode sizes its GEMM quantized it in its
-  // prologue, no launch of its own); the second reads q.
   DSV4_ASSIGN_OR_RETURN(const Fp8Input q, fp8_input_for(x));
-  DSV4_RETURN_IF_ERROR(kernels::linear_fp8(x, a.w.fp8_view(), q.view(), a.y));
+  DSV4_RETURN_IF_ERROR(kernels::quantize_activation_fp8(x, q.view()));
+  DSV4_RETURN_IF_ERROR(kernels::linear_fp8(q.view(), a.w.fp8_view(), a.y));
   return kernels::linear_fp8(q.view(), b.w.fp8_view(), b.y);
 }
 

@@ -23,7 +23,7 @@ Status linear(const TensorView& x, const checkpoint::LinearWeight& w, const Tens
 
 // One input's two linears (the shared expert's w1 and w3): a.y = x · a.wᵀ and b.y = x · b.wᵀ,
 // with linear()'s bits. Where both run the fast profile's FP8 GEMM, x is quantized once for
-// both (by the first GEMM itself at decode sizes): a launch fewer than two linear() calls.
+// both: a launch fewer than two linear() calls.
 struct LinearOutput {
   const checkpoint::LinearWeight& w;
   TensorView y;

@@ -3,8 +3,7 @@
 // tokens, the warp-specialised wgmma kernel above), must match a float64 evaluation of the same
 // quantized operands within kFp8LinearCudaSumRelTol. Awkward shapes: one token, M, N and K off
 // the tiles and blocks, K under one block, a strided weight and output, more tiles than SMs (the
-// persistent walk), more K blocks than ring stages. Device outputs start poisoned (NaN). At
-// decode sizes the linear of an f32 x is one launch and must give the two launches' bytes.
+// persistent walk), more K blocks than ring stages. Device outputs start poisoned (NaN).
 //
 // Dimension letters: T tokens, N output features, K input features, Kb = ceil(K/128).
 #include <gtest/gtest.h>
@@ -112,40 +111,6 @@ INSTANTIATE_TEST_SUITE_P(
                       GemmCase{1024, 2304, 256, 256},    // ws: 144 tiles, more than SMs
                       GemmCase{256, 384, 2048, 2064},    // ws: 16 K blocks round a 6-slot ring
                       GemmCase{1200, 3072, 144, 160}));  // ws 256-token tiles (≥ 90 % of SMs)
-
-// The linear of an f32 x (the model's call) at decode sizes is one launch, the stream kernel
-// quantizing x in its prologue (gemm/fp8/README.md): it must give the bytes of the two launches,
-// y and the quantized x it leaves in scratch. One and two token chunks, M off the chunk, N off
-// the 16-row CTA, K off the 128-column block (a last block of 16 and of 48 columns), 4 to 16
-// warps a CTA, strided rows of x, and 12 rows of K = 4096, whose codes outgrow the prologue's
-// shared memory (the quantizer's launch, then the GEMM).
-TEST(LinearFp8Cuda, OneLaunchGivesTheBytesOfTwo) {
-  SeededRng rng;
-  struct Case {
-    int64_t t, n, k, x_stride;
-  };
-  for (const Case c :
-       {Case{1, 512, 4096, 4096}, Case{1, 32768, 1024, 1028}, Case{5, 200, 304, 304},
-        Case{8, 1000, 1040, 1044}, Case{9, 130, 144, 148}, Case{16, 4096, 2048, 2048},
-        Case{3, 64, 256, 257}, Case{12, 256, 4096, 4096}}) {
-    SCOPED_TRACE("T=" + std::to_string(c.t) + " N=" + std::to_string(c.n) +
-                 " K=" + std::to_string(c.k) + " x stride " + std::to_string(c.x_stride));
-    const Tensor x_storage = to_device(testing::fp8_random_activation(rng, c.t, c.x_stride).view());
-    TensorView x = x_storage.view();
-    x.shape = {c.t, c.k};  // rows x_stride apart
-    const testing::Fp8RandomWeight w = testing::fp8_random_weight(rng, c.n, c.k, c.k);
-    const Tensor w_values = to_device(w.values.view()), w_scales = to_device(w.scales.view());
-    Fp8Storage two = device_storage(c.t, c.k), one = device_storage(c.t, c.k);
-    const Tensor y_two = poisoned_device(DType::kF32, {c.t, c.n});
-    const Tensor y_one = poisoned_device(DType::kF32, {c.t, c.n});
-    ASSERT_TRUE(quantize_activation_fp8(x, two.view()).ok());
-    ASSERT_TRUE(linear_fp8(two.view(), w.view(w_values, w_scales), y_two.view()).ok());
-    ASSERT_TRUE(linear_fp8(x, w.view(w_values, w_scales), one.view(), y_one.view()).ok());
-    EXPECT_TRUE(same_bytes(to_host(y_one.view()).view(), to_host(y_two.view()).view()));
-    EXPECT_TRUE(same_bytes(to_host(one.values.view()).view(), to_host(two.values.view()).view()));
-    EXPECT_TRUE(same_bytes(to_host(one.scales.view()).view(), to_host(two.scales.view()).view()));
-  }
-}
 
 TEST(LinearFp8Cuda, RefusesKOffSixteen) {
   const Fp8Storage a = device_storage(2, 24);

@@ -18,12 +18,6 @@ namespace dsv4::kernels::cuda {
 using RefusableOp = Status;  // an unimplemented Status for a variant this device lacks
 #include "kernels/backend_ops.inc"
 
-// ---- The fast profile's FP8 linear of an f32 activation: quantize_activation_fp8(x, scratch),
-// then linear_fp8(scratch, w, y), with those bits; at decode sizes one launch, the GEMM
-// quantizing x itself (gemm/fp8/README.md), scratch written all the same ----
-Status linear_fp8(const TensorView& x, const format::Fp8BlockView& w, const Fp8Activation& scratch,
-                  const TensorView& y);
-
 // ---- NVFP4 GEMMs with SwiGLU (CUDA only: the CPU composes nvfp4_gemm and swiglu) ----
 // An MoE's L1 with its SwiGLU: act [T, F] (f32 or bf16) = swiglu(alpha · gate, alpha · up), the
 // GEMM's halves over B's 2F rows (gate [0, F), up [F, 2F)), clamped at `limit` as cpu::swiglu.

@@ -139,41 +139,18 @@ __global__ void __launch_bounds__(kThreads) linear_kernel(Rows<float> x, W w, Ro
 constexpr int kChunk = kFewRowsChunk;  // most tokens of one block
 constexpr int kVec = 4;  // K elements a lane loads at once: 16 bytes of f32, 8 of bf16
 
-// Elements col .. col + 3 of a row (col a multiple of kVec), in two steps so a lane can keep
-// many weight loads in flight before it widens any: fetch4 loads their bits (16 bytes of f32, 8
-// of bf16, 4 of e4m3), widen4 makes the f32 values of what fetch4 loaded.
-__device__ __forceinline__ float4 fetch4(const float* row, int64_t col) {
+// Elements col .. col + 3 of a row (col a multiple of kVec).
+__device__ __forceinline__ float4 load4(const float* row, int64_t col) {
   return __ldg(reinterpret_cast<const float4*>(row + col));
 }
-__device__ __forceinline__ float4 widen4(const float*, float4 v, int64_t) { return v; }
-__device__ __forceinline__ uint2 fetch4(const uint16_t* row, int64_t col) {
-  return __ldg(reinterpret_cast<const uint2*>(row + col));
-}
-__device__ __forceinline__ float4 widen4(const uint16_t*, uint2 v, int64_t) {
-  // bf16: a float's upper half
+__device__ __forceinline__ float4 load4(const uint16_t* row, int64_t col) {
+  const uint2 v = __ldg(reinterpret_cast<const uint2*>(row + col));  // bf16: a float's upper half
   return make_float4(float_from_bits(v.x << 16), float_from_bits(v.x & 0xffff0000u),
                      float_from_bits(v.y << 16), float_from_bits(v.y & 0xffff0000u));
 }
-__device__ __forceinline__ uint32_t fetch4(const Fp8Row& row, int64_t col) {
-  return __ldg(reinterpret_cast<const unsigned int*>(row.codes + col));
-}
-__device__ __forceinline__ float4 widen4(const Fp8Row& row, uint32_t codes, int64_t col) {
+__device__ __forceinline__ float4 load4(const Fp8Row& row, int64_t col) {
+  const uint32_t codes = __ldg(reinterpret_cast<const unsigned int*>(row.codes + col));
   return e4m3x4_scaled(codes, __ldg(row.scales + col / format::kFp8WeightBlock));
-}
-template <typename Row>
-__device__ __forceinline__ float4 load4(const Row& row, int64_t col) {
-  return widen4(row, fetch4(row, col), col);
-}
-
-// Trips of the few-rows loop whose weight loads a lane issues before it uses any: about 128
-// bytes in flight a lane (8 trips of 4 e4m3 rows, 4 of bf16, 2 of f32), at most 8. With fewer
-// (the two trips an unrolled loop overlaps) a grid of one wave is latency-bound: V4-Flash's
-// wo_a at one token (256 blocks of 8 warps, each warp 4 rows of 4096 e4m3) read its 33.5 MB at
-// 1.2 TB/s on an H100 (ncu, 27 µs), where a lane had 32 bytes in flight.
-template <int kCols, typename Element>
-constexpr int few_rows_batch() {
-  constexpr int trip_bytes = kCols * kVec * static_cast<int>(sizeof(Element));
-  return trip_bytes >= 128 ? 1 : 128 / trip_bytes > 8 ? 8 : 128 / trip_bytes;
 }
 
 // Block (x, y) computes tokens [kTokens·y, +kTokens) of kBlockWarps / kSplit groups of kCols
@@ -206,44 +183,24 @@ __global__ void __launch_bounds__(32 * kBlockWarps)
 #pragma unroll
   for (int t = 0; t < kTokens; ++t) x_rows[t] = x.row(min(t0 + t, x.n_rows - 1)) + x_col0;
   float acc[kCols][kTokens] = {};
-  if constexpr (kVectors) {
-    // Trips u0, u0 + 32, … in batches: every weight load of a batch first, then the sums in the
-    // same order as one trip at a time (the batch changes no bit).
-    constexpr int kBatch = few_rows_batch<kCols, typename W::Element>();
-    using Bits = decltype(fetch4(w_rows[0], 0));
-    for (int64_t u0 = u_begin + lane; u0 < u_end; u0 += 32 * kBatch) {
-      Bits bits[kBatch][kCols];
+#pragma unroll 2
+  for (int64_t u = u_begin + lane; u < u_end; u += 32) {
+    if constexpr (kVectors) {
+      float4 wk[kCols];
 #pragma unroll
-      for (int b = 0; b < kBatch; ++b) {
-        const int64_t u = u0 + 32 * b;
+      for (int c = 0; c < kCols; ++c) wk[c] = load4(w_rows[c], u * kVec);
+#pragma unroll
+      for (int t = 0; t < kTokens; ++t) {
+        const float4 xk = load4(x_rows[t], u * kVec);
 #pragma unroll
         for (int c = 0; c < kCols; ++c) {
-          if (u < u_end) bits[b][c] = fetch4(w_rows[c], u * kVec);
+          acc[c][t] = fmaf(wk[c].x, xk.x, acc[c][t]);
+          acc[c][t] = fmaf(wk[c].y, xk.y, acc[c][t]);
+          acc[c][t] = fmaf(wk[c].z, xk.z, acc[c][t]);
+          acc[c][t] = fmaf(wk[c].w, xk.w, acc[c][t]);
         }
       }
-#pragma unroll
-      for (int b = 0; b < kBatch; ++b) {
-        const int64_t u = u0 + 32 * b;
-        if (u >= u_end) break;
-        float4 wk[kCols];
-#pragma unroll
-        for (int c = 0; c < kCols; ++c) wk[c] = widen4(w_rows[c], bits[b][c], u * kVec);
-#pragma unroll
-        for (int t = 0; t < kTokens; ++t) {
-          const float4 xk = load4(x_rows[t], u * kVec);
-#pragma unroll
-          for (int c = 0; c < kCols; ++c) {
-            acc[c][t] = fmaf(wk[c].x, xk.x, acc[c][t]);
-            acc[c][t] = fmaf(wk[c].y, xk.y, acc[c][t]);
-            acc[c][t] = fmaf(wk[c].z, xk.z, acc[c][t]);
-            acc[c][t] = fmaf(wk[c].w, xk.w, acc[c][t]);
-          }
-        }
-      }
-    }
-  } else {
-#pragma unroll 2
-    for (int64_t u = u_begin + lane; u < u_end; u += 32) {
+    } else {
       float wk[kCols];
 #pragma unroll
       for (int c = 0; c < kCols; ++c) wk[c] = at(w_rows[c], u);

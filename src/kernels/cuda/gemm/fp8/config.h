@@ -36,15 +36,5 @@ inline constexpr int kFp8StreamRows = 16;       // weight rows per CTA: the MMA'
 inline constexpr int kFp8StreamMaxTokens = 64;  // 8 chunks of the MMA's n8
 inline constexpr int kFp8StreamBatch = 4;       // K blocks whose weight loads fly together
 inline constexpr int kFp8StreamMaxWarps = 16;
-// The stream kernel quantizes an f32 activation in its prologue, instead of after a launch of
-// quantize_activation_fp8 (3 µs of a ~10 µs linear at decode on an H100), up to this many tokens
-// (two n8 chunks) where x's codes and scales fit this much shared memory (dynamic, beside the
-// reduction's ≤ 16 KB): every M ≤ 16 at K ≤ 2048, M ≤ 11 at K = 4096, M ≤ 5 at K = 8192.
-inline constexpr int kFp8StreamQuantizeMaxTokens = 16;
-inline constexpr int kFp8StreamQuantizeSmemBytes = 48 * 1024;
-// Shared memory of the prologue's x: codes [M, Kb · 128] and scales [M, Kb].
-inline constexpr long long fp8_stream_smem_bytes(long long m, long long k) {
-  return m * ((k + kFp8TileK - 1) / kFp8TileK) * (kFp8TileK + 4);
-}
 
 }  // namespace dsv4::kernels::cuda::sm90

@@ -32,33 +32,10 @@ void launch_ws(const Fp8GemmParams& p, const Fp8GemmPlan& plan) {
   check_launch();
 }
 
-// The stream kernel that quantizes x in its prologue, with its shared memory for x.
-template <int kWarps, int kChunks>
-void launch_stream_quantizing(const Fp8GemmParams& p, unsigned grid) {
-  auto* kernel = &fp8_stream_gemm_sm90_kernel<kWarps, kChunks, true>;
-  static const bool configured = [&] {
-    DSV4_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         kFp8StreamQuantizeSmemBytes));
-    return true;
-  }();
-  (void)configured;
-  const long long bytes = fp8_stream_smem_bytes(p.m, p.k);
-  DSV4_CHECK(p.m <= kChunks * 8 && bytes <= kFp8StreamQuantizeSmemBytes,
-             "fp8 stream gemm: %lld tokens of K %lld to quantize in the prologue", (long long)p.m,
-             (long long)p.k);
-  kernel<<<grid, kWarps * 32, static_cast<size_t>(bytes), op_stream()>>>(p);
-}
-
 template <int kWarps, int kChunks>
 void launch_stream_of(const Fp8GemmParams& p) {
   const auto grid = static_cast<unsigned>(ceil_div(p.n, kFp8StreamRows));
-  if (p.x == nullptr) {
-    fp8_stream_gemm_sm90_kernel<kWarps, kChunks, false><<<grid, kWarps * 32, 0, op_stream()>>>(p);
-  } else if constexpr (kChunks * 8 <= kFp8StreamQuantizeMaxTokens) {
-    launch_stream_quantizing<kWarps, kChunks>(p, grid);
-  } else {
-    DSV4_CHECK(false, "fp8 stream gemm: %d tokens to quantize in the prologue", kChunks * 8);
-  }
+  fp8_stream_gemm_sm90_kernel<kWarps, kChunks><<<grid, kWarps * 32, 0, op_stream()>>>(p);
   check_launch();
 }
 
@@ -105,8 +82,6 @@ void launch_fp8_gemm(const Fp8GemmParams& p, const Fp8GemmPlan& plan) {
   }
   DSV4_CHECK(p.k % 16 == 0 && p.ldb % 16 == 0, "fp8 gemm: K %lld and B's stride %lld break TMA",
              (long long)p.k, (long long)p.ldb);
-  DSV4_CHECK(p.x == nullptr || plan.path == Fp8GemmPath::kStream,
-             "fp8 gemm: only the stream kernel quantizes its activation");
   if (plan.path == Fp8GemmPath::kStream) {
     launch_stream(p, plan);
   } else if (plan.ws_tile_m == 256) {

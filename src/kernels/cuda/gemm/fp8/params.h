@@ -20,12 +20,6 @@ struct Fp8GemmParams {
   float* d = nullptr;               // f32 [M, ldd]
   int64_t ldd = 0;
   int64_t m = 0, n = 0, k = 0;  // M, N, K
-  // Where set (the stream kernel, M and K within config.h's kFp8StreamQuantize* bounds), A comes
-  // from x: every CTA quantizes x into its shared memory first (device/fp8_quantize.cuh,
-  // quantize_activation_fp8's bytes), and CTA 0 also stores the codes and scales at a and
-  // a_scales, which are then the kernel's outputs.
-  const float* x = nullptr;  // f32 [M, ldx]
-  int64_t ldx = 0;
 };
 
 }  // namespace dsv4::kernels::cuda::sm90

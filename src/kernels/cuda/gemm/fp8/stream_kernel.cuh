@@ -8,12 +8,6 @@
 // m16n8k32 per 8-token chunk into a fresh partial sum and promotes it as the contract says:
 // acc = fma(a_scale[token] · b_scale, partial, acc).
 //
-// Quantizing in the prologue (kQuantize, p.x set, M ≤ 16). The CTA first issues its warps'
-// first weight loads, then quantizes x's M rows into shared memory with the quantizer kernel's
-// own device function (device/fp8_quantize.cuh: a warp a 128-column group), so the codes and
-// scales are quantize_activation_fp8's bytes and every sum is the two-launch path's; the token
-// operand is then read from shared memory. CTA 0 also stores the codes and scales at A.
-//
 // K order inside a block. Lane (g, c) = (lane / 4, lane % 4) loads the 32 bytes [32 c, 32 c + 32)
 // of the block for weight rows g and g + 8 (the 4 lanes of a row read its 128 contiguous
 // bytes), and the same 32 bytes of token g's row. MMA q (0..3) takes bytes [8 q, 8 q + 8) of
@@ -26,7 +20,6 @@
 #include <cstdint>
 
 #include "kernels/cuda/device/fp8_mma.cuh"
-#include "kernels/cuda/device/fp8_quantize.cuh"
 #include "kernels/cuda/device/mma_sync.cuh"
 #include "kernels/cuda/gemm/fp8/config.h"
 #include "kernels/cuda/gemm/fp8/params.h"
@@ -75,81 +68,11 @@ __device__ __forceinline__ void fp8_stream_block(const uint4 (&w0)[2], const uin
   acc[3] = fmaf(scale_t1, partial[3], acc[3]);
 }
 
-// x's M rows quantized into shared memory: codes [M, Kb · 128] (zero past K) and scales
-// [M, Kb] (fp8_stream_smem_bytes), warp w taking groups w, w + kWarps, …; CTA 0 also stores
-// them at p.a and p.a_scales as quantize_activation_fp8 would.
-template <int kWarps>
-__device__ __forceinline__ void fp8_stream_quantize_rows(const Fp8GemmParams& p, int k_blocks,
-                                                         uint8_t* smem_codes, float* smem_scales) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t k_padded = int64_t{k_blocks} * kFp8TileK;
-  for (int64_t group = warp; group < p.m * k_blocks; group += kWarps) {
-    const int64_t token = group / k_blocks, k0 = (group % k_blocks) * kFp8TileK;
-    uint8_t codes[4];
-    const float scale = fp8_quantize_group(p.x + token * p.ldx, k0, p.k, codes);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) smem_codes[token * k_padded + k0 + lane + 32 * i] = codes[i];
-    if (lane == 0) smem_scales[group] = scale;
-    if (blockIdx.x == 0) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int64_t k = k0 + lane + 32 * i;
-        if (k < p.k) const_cast<uint8_t*>(p.a)[token * p.k + k] = codes[i];
-      }
-      if (lane == 0) const_cast<float*>(p.a_scales)[group] = scale;
-    }
-  }
-}
-
-// The token operand of K block kb for chunk q: token g's 32 bytes [32 c, 32 c + 32) of the
-// block (x, zero past K) and the scales of the MMA's token columns t0 = 8 q + 2 c and t0 + 1
-// (tokens past M read token M - 1), from A, or with kQuantize from the prologue's shared memory.
-template <bool kQuantize>
-__device__ __forceinline__ void fp8_stream_tokens(const Fp8GemmParams& p, int q, int kb,
-                                                  int k_blocks, int g, int c,
-                                                  const uint8_t* smem_codes,
-                                                  const float* smem_scales, uint4 (&x)[2],
-                                                  float& scale_t0, float& scale_t1) {
-  const int64_t token = min(int64_t{8 * q + g}, p.m - 1);
-  const int64_t t0 = min(int64_t{8 * q + 2 * c}, p.m - 1);
-  const int64_t t1 = min(int64_t{8 * q + 2 * c + 1}, p.m - 1);
-  const int64_t column = int64_t{kb} * kFp8TileK + 32 * c;
-  if constexpr (kQuantize) {
-    const auto* codes = reinterpret_cast<const uint4*>(
-        smem_codes + token * (int64_t{k_blocks} * kFp8TileK) + column);
-    x[0] = codes[0];
-    x[1] = codes[1];
-    scale_t0 = smem_scales[t0 * k_blocks + kb];
-    scale_t1 = smem_scales[t1 * k_blocks + kb];
-  } else {
-    fp8_load32<false>(p.a + token * p.k + column, column, p.k, x);
-    scale_t0 = p.a_scales[t0 * k_blocks + kb];
-    scale_t1 = p.a_scales[t1 * k_blocks + kb];
-  }
-}
-
-// One batch of K blocks' weights, kb0, kb0 + kWarps, … (kFp8StreamBatch of them), zero past
-// the last block: lane (g, c)'s 32 bytes of rows g and g + 8.
-template <int kWarps>
-__device__ __forceinline__ void fp8_stream_load_weights(
-    const Fp8GemmParams& p, const uint8_t* w_row0, const uint8_t* w_row1, int kb0, int k_blocks,
-    int c, uint4 (&w0)[kFp8StreamBatch][2], uint4 (&w1)[kFp8StreamBatch][2]) {
-#pragma unroll
-  for (int i = 0; i < kFp8StreamBatch; ++i) {
-    const int64_t column = int64_t{kb0 + i * kWarps} * kFp8TileK + 32 * c;
-    const int64_t k_end = kb0 + i * kWarps < k_blocks ? p.k : 0;
-    fp8_load32<true>(w_row0 + column - 32 * c, column, k_end, w0[i]);
-    fp8_load32<true>(w_row1 + column - 32 * c, column, k_end, w1[i]);
-  }
-}
-
-template <int kWarps, int kChunks, bool kQuantize>
+template <int kWarps, int kChunks>
 __global__ void __launch_bounds__(kWarps * 32)
     fp8_stream_gemm_sm90_kernel(const __grid_constant__ Fp8GemmParams p) {
   static_assert(kWarps * kChunks <= 32, "the reduction's shared memory: ≤ 16 KB");
   static_assert(kChunks * 8 <= kFp8StreamMaxTokens, "tokens are kChunks n8 chunks");
-  static_assert(!kQuantize || kChunks * 8 <= kFp8StreamQuantizeMaxTokens,
-                "quantizing in the prologue pays per chunk");
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
   const int64_t n0 = int64_t{blockIdx.x} * kFp8StreamRows;
   const int k_blocks = static_cast<int>((p.k + kFp8TileK - 1) / kFp8TileK);
@@ -162,33 +85,30 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
   for (int q = 0; q < kChunks; ++q) acc[q][0] = acc[q][1] = acc[q][2] = acc[q][3] = 0.0f;
 
-  // With kQuantize the first batch's weight loads fly while the prologue quantizes x.
-  uint4 w0[kFp8StreamBatch][2], w1[kFp8StreamBatch][2];
-  extern __shared__ __align__(16) uint8_t smem_x[];  // kQuantize: fp8_stream_smem_bytes
-  uint8_t* smem_codes = smem_x;
-  float* smem_scales = reinterpret_cast<float*>(smem_x + p.m * int64_t{k_blocks} * kFp8TileK);
-  if constexpr (kQuantize) {
-    fp8_stream_load_weights<kWarps>(p, w_row0, w_row1, warp, k_blocks, c, w0, w1);
-    fp8_stream_quantize_rows<kWarps>(p, k_blocks, smem_codes, smem_scales);
-    __syncthreads();
-  }
-
   for (int kb0 = warp; kb0 < k_blocks; kb0 += kWarps * kFp8StreamBatch) {
-    if (!kQuantize || kb0 != warp) {
-      fp8_stream_load_weights<kWarps>(p, w_row0, w_row1, kb0, k_blocks, c, w0, w1);
+    uint4 w0[kFp8StreamBatch][2], w1[kFp8StreamBatch][2];
+#pragma unroll
+    for (int i = 0; i < kFp8StreamBatch; ++i) {
+      const int64_t column = int64_t{kb0 + i * kWarps} * kFp8TileK + 32 * c;
+      const int64_t k_end = kb0 + i * kWarps < k_blocks ? p.k : 0;
+      fp8_load32<true>(w_row0 + column - 32 * c, column, k_end, w0[i]);
+      fp8_load32<true>(w_row1 + column - 32 * c, column, k_end, w1[i]);
     }
 #pragma unroll
     for (int i = 0; i < kFp8StreamBatch; ++i) {
       const int kb = kb0 + i * kWarps;
       if (kb >= k_blocks) break;
       const float b_scale = b_scales[kb];
+      const int64_t column = int64_t{kb} * kFp8TileK + 32 * c;
 #pragma unroll
       for (int q = 0; q < kChunks; ++q) {
         uint4 x[2];
-        float scale_t0, scale_t1;
-        fp8_stream_tokens<kQuantize>(p, q, kb, k_blocks, g, c, smem_codes, smem_scales, x, scale_t0,
-                                     scale_t1);
-        fp8_stream_block(w0[i], w1[i], x, scale_t0 * b_scale, scale_t1 * b_scale, acc[q]);
+        const int64_t token = min(int64_t{8 * q + g}, p.m - 1);
+        fp8_load32<false>(p.a + token * p.k + column, column, p.k, x);
+        const int64_t t0 = min(int64_t{8 * q + 2 * c}, p.m - 1);
+        const int64_t t1 = min(int64_t{8 * q + 2 * c + 1}, p.m - 1);
+        fp8_stream_block(w0[i], w1[i], x, p.a_scales[t0 * k_blocks + kb] * b_scale,
+                         p.a_scales[t1 * k_blocks + kb] * b_scale, acc[q]);
       }
     }
   }
