@@ -510,8 +510,8 @@ Status DecodeGraphs::run_step(const Model& model, const Step& step) {
   }
   if (held) return replay(model, *graph->second, step);
   if (graph == graphs_.end() && step.kind != Step::kDecode) {
-    const auto n_held = std::count_if(graphs_.begin(), graphs_.end(), [&](const auto& held) {
-      return held.second->kind == step.kind;
+    const auto n_held = std::count_if(graphs_.begin(), graphs_.end(), [&](const auto& entry) {
+      return entry.second->kind == step.kind;
     });
     if (n_held >= kMaxGraphsAKind) return run_eagerly(model, step);
   }
