@@ -4,8 +4,11 @@
 # shared PyTorch MoE baseline (../shared does not travel with the tree). With DSV4_BEFORE set to
 # another build's dsv4 binary, that one goes in as dsv4_before (engine_bench.sh's same-call A/B),
 # and with FAST_ATTENTION_BEFORE another build's fast_attention_bench as
-# fast_attention_bench_before (cuda_suite.sh's FAST_ATTENTION A/B).
-#   usage: [DSV4_BEFORE=path] [FAST_ATTENTION_BEFORE=path] scripts/device/pack.sh [build-dir]
+# fast_attention_bench_before (cuda_suite.sh's FAST_ATTENTION A/B). PACK_ONLY, a space-separated
+# list of binary names, packs those alone: the device call carries the tree and build/carry
+# together, at most 64 MiB, and the tree alone is ~42 MiB.
+#   usage: [DSV4_BEFORE=path] [FAST_ATTENTION_BEFORE=path] [PACK_ONLY="dsv4 model_cuda_tests ..."]
+#          scripts/device/pack.sh [build-dir]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build}
@@ -17,6 +20,7 @@ for b in tests/kernels/kernels_cuda_tests tests/kernels/kernels_ops_cuda_tests \
          bench/decode_bench bench/read_ceiling bench/gemm_rates bench/synth_checkpoint dsv4 \
          bench/decode_small_ops_bench bench/fast_attention_bench bench/fp8_gemm_bench \
          tests/kernels/ep/ep_cuda_tests bench/ep_moe_bench; do
+  [ -n "${PACK_ONLY:-}" ] && [[ " $PACK_ONLY " != *" $(basename "$b") "* ]] && continue
   [ -x "$build/$b" ] && strip -o "$stage/$(basename "$b")" "$build/$b"
 done
 [ -n "${DSV4_BEFORE:-}" ] && strip -o "$stage/dsv4_before" "$DSV4_BEFORE"
@@ -27,3 +31,10 @@ tar cf - -C "$stage" . | xz -9 -T2 > "$build/carry/bins.tar.xz"  # -9: the binar
 rm -rf "$stage"
 [ -f ../shared/bench/torch_moe_baseline.py ] && cp ../shared/bench/torch_moe_baseline.py "$build/carry/"
 ls -la "$build/carry"
+# What the device call will carry: the tracked and untracked-not-ignored files, and build/carry.
+tree_bytes=$(git ls-files -co --exclude-standard -z | du -cb --files0-from=- 2>/dev/null | tail -1 | cut -f1)
+carry_bytes=$(du -sb "$build/carry" | cut -f1)
+if (( tree_bytes + carry_bytes > 64 << 20 )); then
+  echo "pack.sh: the tree ($(( tree_bytes >> 20 )) MiB) and build/carry ($(( carry_bytes >> 20 )) MiB) pass the device call's 64 MiB: pack fewer binaries (PACK_ONLY)" >&2
+  exit 1
+fi
