@@ -646,7 +646,9 @@ SpeculativeStep speculate(const Model& model, std::vector<SpeculatingSequence>& 
   std::vector<MtpChunk> calls;
   for (int64_t i = 0; i < b; ++i) {
     AttentionCache& mtp = seqs[i].mtp;
-    if (mtp.n_tokens > start[i]) EXPECT_TRUE(roll_back(mtp, start[i]).ok());
+    if (mtp.n_tokens > start[i]) {
+      EXPECT_TRUE(roll_back(mtp, start[i]).ok());
+    }
     calls.push_back({streams.view().rows(i * k1, i * k1 + n_kept[i]), next[i], start[i], &mtp});
   }
   Tensor last = depth(calls);
