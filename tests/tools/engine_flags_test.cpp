@@ -3,7 +3,9 @@
 //     an explicit profile is kept on either device (fast on the CPU is the engine's to refuse);
 //   - a command that checks the exact profile (dsv4 verify) runs exact by default on cuda too,
 //     and refuses fast by name;
-//   - a value outside auto|exact|fast is refused when parsed.
+//   - a value outside auto|exact|fast is refused when parsed;
+//   - --cuda-graph auto, the default, is on with --device cuda and one rank only (ranks run a
+//     layer on several threads, which no graph captures), and on or off is kept as named.
 #include "engine_flags.h"
 
 #include <gtest/gtest.h>
@@ -64,6 +66,20 @@ TEST(EngineFlags, VerifyRefusesFastSayingWhy) {
 
 TEST(EngineFlags, NumericsOutsideItsValuesIsRefused) {
   EXPECT_THROW(parse("--numerics fp8"), CLI::ValidationError);
+}
+
+TEST(EngineFlags, CudaGraphAutoIsOnWithCudaAndOneRank) {
+  EXPECT_EQ(parse("").cuda_graph, "auto");
+  EXPECT_TRUE(engine_options(parse("--device cuda"), "test").cuda_graph);
+  EXPECT_TRUE(engine_options(parse("--device cuda --ep 1 --cuda-graph auto"), "test").cuda_graph);
+  EXPECT_FALSE(engine_options(parse(""), "test").cuda_graph);
+  EXPECT_FALSE(engine_options(parse("--device cpu"), "test").cuda_graph);
+  EXPECT_FALSE(engine_options(parse("--device cuda --ep 2"), "test").cuda_graph);
+  EXPECT_FALSE(engine_options(parse("--device cuda --ep 2 --gpus 2"), "test").cuda_graph);
+  EXPECT_FALSE(engine_options(parse("--device cuda --cuda-graph off"), "test").cuda_graph);
+  // Named, it is kept: check_parallelism is the engine's refusal of on with several ranks.
+  EXPECT_TRUE(engine_options(parse("--device cpu --cuda-graph on"), "test").cuda_graph);
+  EXPECT_TRUE(engine_options(parse("--device cuda --ep 2 --cuda-graph on"), "test").cuda_graph);
 }
 
 TEST(EngineFlags, NumericsNameIsTheFlagsSpelling) {

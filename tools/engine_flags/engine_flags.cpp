@@ -60,8 +60,9 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& flags, bool model_required) {
                   "--device cuda; more than the machine has is refused, naming what it has)")
       ->capture_default_str();
   cmd->add_option("--cuda-graph", flags.cuda_graph,
-                  "on the GPU, replay each decode step as a CUDA graph (the eager step's bits; "
-                  "off: launch its ops one by one; auto: on with --device cuda and one rank)")
+                  "on the GPU, replay each decode step (and speculative decoding's verify and "
+                  "draft steps) as a CUDA graph, with the eager step's bits; off: launch its ops "
+                  "one by one; auto: on with --device cuda and one rank")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "on", "off"}));
 }

@@ -18,7 +18,7 @@ struct EngineFlags {
   int64_t speculative = 0;              // drafted tokens a step (EngineOptions)
   int64_t ep = 1;                       // expert-parallel ranks on the one device
   int64_t gpus = 1;                     // GPUs the ranks spread over
-  std::string cuda_graph = "auto";       // decode steps replayed as CUDA graphs
+  std::string cuda_graph = "auto";      // or on, off (engine_options)
   std::string numerics = "auto";        // or exact, fast (docs/numerics.md; engine_options)
 };
 
