@@ -172,10 +172,12 @@ struct EngineStats {
   // device time too): a verify step's own cost is a speculative step's less this.
   int64_t draft_runs = 0;
   double draft_seconds = 0;
-  // With cuda_graph: the captured decode steps held (one a batch bucket), the device memory
-  // they hold (their activations, logits and padding rows' cache), and the captures made so far
-  // (all at open); the largest batch a graph replays and the memory the graphs held at open
-  // (decode_graph_bytes keeps it: no request captures).
+  // With cuda_graph: the captured steps held (a decode step's one a batch bucket; with
+  // speculative_tokens also the verify and draft steps' as their shapes are met), the device
+  // memory they hold (their activations, logits and padding rows' cache), and the captures made
+  // so far (every decode step's at open); the largest batch a decode graph replays and the
+  // memory the graphs held at open (decode_graph_bytes keeps it until a speculative step
+  // captures: no decode step does after open).
   int64_t decode_graphs = 0;
   int64_t decode_graph_bytes = 0;
   int64_t decode_graph_captures = 0;

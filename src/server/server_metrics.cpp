@@ -64,12 +64,15 @@ std::string ServerMetrics::prometheus(const EngineStats& engine) const {
       {"dsv4_accepted_tokens_total", "counter", "Drafted tokens the model accepted.",
        engine.accepted_tokens},
       {"dsv4_decode_graphs", "gauge",
-       "Captured decode steps held (--cuda-graph on; one a batch bucket).", engine.decode_graphs},
+       "Captured steps held (--cuda-graph: a decode step's one a batch bucket, and "
+       "speculative verify and draft steps').",
+       engine.decode_graphs},
       {"dsv4_decode_graph_bytes", "gauge",
-       "Device memory the captured decode steps hold (activations, logits, padding rows).",
+       "Device memory the captured steps hold (activations, logits, padding rows).",
        engine.decode_graph_bytes},
       {"dsv4_decode_graph_captures_total", "counter",
-       "Decode steps captured (--cuda-graph on; all of them at startup).",
+       "Steps captured (--cuda-graph: decode steps' all at startup, speculative steps' as "
+       "their shapes are met).",
        engine.decode_graph_captures},
       {"dsv4_decode_graph_planned_bytes", "gauge",
        "Device memory the decode graphs captured at startup hold, before any request.",
