@@ -682,9 +682,8 @@ Result<RowPositions> RowPositions::of(const checkpoint::ModelConfig& config,
 Status attention_forward(const checkpoint::ModelConfig& config, int64_t layer,
                          const checkpoint::AttentionWeights& weights, const TensorView& x,
                          std::span<const SequenceRows> sequences, const TensorView& out,
-                         Numerics numerics, std::shared_ptr<const RopeTables> rope) {
-  DSV4_ASSIGN_OR_RETURN(RowPositions at,
-                        RowPositions::of(config, sequences, x.size(0), x.device, std::move(rope)));
+                         Numerics numerics) {
+  DSV4_ASSIGN_OR_RETURN(RowPositions at, RowPositions::of(config, sequences, x.size(0), x.device));
   return attention_forward(config, layer, weights, x, sequences, at, out, numerics);
 }
 

@@ -131,12 +131,11 @@ Status attention_forward(const checkpoint::ModelConfig& config, int64_t layer,
 // read once a step, not once a sequence; a longer sequence runs alone in steps.
 // `numerics`: kFast runs the fast profile's sparse attention and indexer scores on the GPU
 // (kernels/ops.h sparse_attention_bf16, indexer_scores_fp8); the CPU always runs the exact ops.
-// `rope`: the model's RoPE tables, or null: the call makes its own.
+// The call makes its own RoPE tables (the model's forwards pass theirs through RowPositions).
 Status attention_forward(const checkpoint::ModelConfig& config, int64_t layer,
                          const checkpoint::AttentionWeights& weights, const TensorView& x,
                          std::span<const SequenceRows> sequences, const TensorView& out,
-                         Numerics numerics = Numerics::kExact,
-                         std::shared_ptr<const RopeTables> rope = nullptr);
+                         Numerics numerics = Numerics::kExact);
 // The same with the rows' positions made once for all layers (RowPositions::of over the same
 // rows, with caches whose rings have the same rows as this layer's).
 Status attention_forward(const checkpoint::ModelConfig& config, int64_t layer,
