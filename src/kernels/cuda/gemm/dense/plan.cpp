@@ -24,8 +24,8 @@ bool tensor_core_weight(const WeightRows& w) {
 // The many-rows tensor-core kernel: a bf16 weight with 16-byte aligned rows of a multiple of 8,
 // more rows of x than the few-rows kernel takes, and enough 128 × 128 tiles to spread (a
 // few-rows call of mHC's 24 outputs over a 16384-wide K is faster on the CUDA cores than 16
-// tiles walking K alone). From 17 rows, not 32: a tile of 128 tokens costs about the same at 17
-// rows as at 32, while 17-31 rows on the CUDA cores cost several times more (the tiled SGEMM
+// tiles walking K alone). From 17 rows: a tile of 128 tokens costs about the same at 17 rows as
+// at 32, while 17-31 rows on the CUDA cores cost several times more (the tiled SGEMM
 // computes a 64-row tile, the few-rows kernel reads the weight once per 8 tokens; lm_head at 16
 // rows took 1414 µs there, docs/bench.md "Dense linears"); a verify step of 8 sequences × 3 rows
 // is 24. It also keeps a batch's rows their bits from 17 to 32 rows (each output row sums its

@@ -16,7 +16,7 @@ namespace dsv4::kernels::cuda {
 
 enum class DenseKernel {
   kNone,                // no rows or no outputs: nothing to launch
-  kTensorCores,         // linear_tensor_cores.cu: a bf16 weight, ≥ 17 rows (a prefill)
+  kTensorCores,         // linear_tensor_cores.cu: a bf16 weight, ≥ 17 rows (prefill, verify)
   kFewRowsTensorCores,  // linear_few_rows_tensor_cores.cu: a bf16 weight, 2-16 rows
   kTiled,               // linear_cuda_cores.cu: the tiled SGEMM, many rows and wide outputs
   kFewRows,             // linear_cuda_cores.cu: a few rows (decode) or narrow outputs
