@@ -28,6 +28,7 @@
 #   VARIANTS     what runs beside each other, ';'-separated NAME:BINARY:FLAGS (flags spaced),
 #                e.g. 'exact:dsv4:--numerics exact;fast:dsv4:--numerics fast --cuda-graph on';
 #                default: dsv4_before (when carried) and dsv4, both --numerics exact
+#                --cuda-graph off
 #   SYNTH_FLAGS    synth_checkpoint's extra flags: --fp8-linears writes the linears the release
 #                  stores in FP8 so (issue 31's decode bytes); default bf16
 #   PROMPT_TOKENS  each sequence's prompt (default 256: the decode steps run at a real position)
@@ -58,8 +59,11 @@ cp "$config" "$out/config.json"
 timeout 120 "$bins/read_ceiling" 64 | tee "$out/read_ceiling.txt"
 # The rates the prefill's compute floor divides by, on this GPU in this call.
 [ "$prefill" = 1 ] && timeout 120 "$bins/gemm_rates" | tee "$out/gemm_rates.txt"
-# The profile named: dsv4's default on cuda (fast since 09fc949) is not an older binary's.
-variants=${VARIANTS:-$( [ -x "$bins/dsv4_before" ] && echo "dsv4_before:dsv4_before:--numerics exact;")dsv4:dsv4:--numerics exact}
+# The profile and the graphs named: dsv4's defaults on cuda (fast since 09fc949, graphs since
+# c9276e4) are not an older binary's. Graphs off: a planned engine runs two steps a bucket at
+# open, which ncu would count among the bench's steps.
+eager="--numerics exact --cuda-graph off"
+variants=${VARIANTS:-$( [ -x "$bins/dsv4_before" ] && echo "dsv4_before:dsv4_before:$eager;")dsv4:dsv4:$eager}
 IFS=';' read -ra variants <<< "$variants"
 for variant in "${variants[@]}"; do  # name, binary, flags: engine_table.py reads the profile
   IFS=':' read -r name build flags <<< "$variant"
