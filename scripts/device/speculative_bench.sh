@@ -6,9 +6,12 @@
 # model's tokens a second, plain and speculative, at each batch size. With a `dsv4_before` in
 # the carried binaries (DSV4_BEFORE=... scripts/device/pack.sh), that binary beside it. Build
 # and pack first, then run this with carry ["build/carry"]:
-#   scripts/device/speculative_bench.sh [BATCHES]      BATCHES default 1,8,32
+#   [CUDA_GRAPH=on|off] scripts/device/speculative_bench.sh [BATCHES]   BATCHES default 1,8,32
+# Every run names CUDA_GRAPH (default on): dsv4's auto would put graphs on beside an older
+# dsv4_before that steps op by op.
 set -uo pipefail
 batches=${1:-1,8,32}
+graph=(--cuda-graph "${CUDA_GRAPH:-on}")
 out=${OUT:-/tmp/dsv4_out}
 mkdir -p "$out"
 bins=$(mktemp -d)
@@ -33,7 +36,7 @@ bench() {
   local sizes=$batches always=--speculate-always
   if [ "$4" = dsv4_before ]; then sizes=${batches//,/ }; always=; fi
   for b in $sizes; do
-    timeout 120 "$bins/$4" bench --device cuda --model "$1" --batch "$b" --prompt-tokens 64 \
+    timeout 120 "$bins/$4" bench --device cuda --model "$1" --batch "$b" "${graph[@]}" --prompt-tokens 64 \
       --gen-tokens "$3" --repeats 2 $( [ "$2" -gt 0 ] && echo --speculative "$2" $always ) 2>&1 |
       grep -E "^dsv4 bench|decode step|speculative|error" | tee -a "$5"
   done
@@ -51,7 +54,7 @@ for build in $builds; do
     echo "== Brown, $build, K=$k" | tee -a "$out/brown.txt"
     if [ $build = dsv4 ]; then
       timeout 60 "$bins/dsv4" bench --device cuda --model tests/golden/brown_small/model \
-        --batch "$batches" --prompt-tokens 64 --gen-tokens 128 --repeats 3 \
+        --batch "$batches" "${graph[@]}" --prompt-tokens 64 --gen-tokens 128 --repeats 3 \
         $( [ $k -gt 0 ] && echo --speculative $k ) 2>&1 |
         grep -E "^dsv4 bench|decode step|speculative|error" | tee -a "$out/brown.txt"
     else
