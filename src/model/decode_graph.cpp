@@ -552,7 +552,7 @@ Result<DecodeGraphPlan> DecodeGraphs::plan(const Model& model, int64_t max_batch
   planned_ = true;
   // Past the largest graph a batch runs as its own size: padding it to a bucket that stays
   // eager would only add rows.
-  if (max_batch_ > 0) max_batch_ = made.sizes.empty() ? 0 : made.sizes.back();
+  if (max_batch_ > 0) max_batch_ = made.sizes.empty() ? 0 : std::min(max_batch_, made.sizes.back());
   // The step's cache goes below; the graphs and padding rows are read by the thread that steps
   // the model from now on (a server's worker), there only once made.
   if (model.device() != Device::kCpu) DSV4_RETURN_IF_ERROR(finish_device_work());
