@@ -177,20 +177,25 @@ struct DecodeGraphs::Step {
   std::vector<int64_t> start_pos, n_rows, n_logits, n_streams;
   std::vector<TensorView> logits, streams, inputs;  // the caller's; empty: none
 
+  // Whether `chunks` make a decode step: one token each, no streams out (else a verify step).
+  static bool decodes(std::span<const SequenceChunk> chunks) {
+    return std::all_of(chunks.begin(), chunks.end(), [](const SequenceChunk& chunk) {
+      return chunk.tokens.size() == 1 && chunk.streams_out.data == nullptr;
+    });
+  }
+
   static Step of(std::span<const SequenceChunk> chunks, int64_t n_real) {
     Step step;
     step.chunks.assign(chunks.begin(), chunks.end());
     step.n_real = n_real;
     step.layers.resize(chunks.front().cache->layers.size());
-    bool decode = true;
     for (const SequenceChunk& chunk : chunks) {
       for (size_t l = 0; l < step.layers.size(); ++l) {
         step.layers[l].push_back(&chunk.cache->layers[l]);
       }
       step.add(chunk.tokens, chunk.start_pos, chunk.logits, chunk.streams_out, TensorView{});
-      decode = decode && chunk.tokens.size() == 1 && chunk.streams_out.data == nullptr;
     }
-    step.kind = decode ? kDecode : kVerify;
+    step.kind = decodes(chunks) ? kDecode : kVerify;
     return step;
   }
 
@@ -473,8 +478,10 @@ Result<DecodeGraphs::Step> DecodeGraphs::pad(const Model& model,
 }
 
 Status DecodeGraphs::run(const Model& model, std::span<const SequenceChunk> chunks) {
-  const Step step = Step::of(chunks, static_cast<int64_t>(chunks.size()));
-  if (step.kind != Step::kDecode) return run_step(model, step);
+  // A decode step's description is built once, padded to its bucket; a verify step's as it is.
+  if (!Step::decodes(chunks)) {
+    return run_step(model, Step::of(chunks, static_cast<int64_t>(chunks.size())));
+  }
   DSV4_ASSIGN_OR_RETURN(
       const Step padded,
       pad(model, chunks, bucket_size(static_cast<int64_t>(chunks.size()), max_batch_)));
