@@ -382,6 +382,152 @@ TEST(DecodeRowsCudaTest, IndexerRowsAreTheirSingleCalls) {
 TEST(DecodeRowsCudaTest, FastSparseAttentionRowsAreTheirSingleCalls) {
   testing::expect_decode_attention_rows_match_single_calls(Device::kCuda, sparse_attention_bf16);
 }
+// A decode step's fast attention at V4-Flash's shapes (64 heads of 512, a 128-row ring window;
+// CSA: up to 512 picks of position / 4 entries, HCA: every entry at ratio 128) for T = 1, 2, 8
+// rows around positions 1, 130, 272 and 2048 (where the picks fill the top-k): the batched call
+// through the address tables against the exact op on the same call
+// (kBf16AttentionVsExactRelTol), each row against its call alone (the same bits), and each call
+// alone against the CPU reference (kBf16AttentionRelTol). On a 132-SM H100 the batched calls
+// take blocks of 16 heads (T = 1), 32 (T = 2 at 2048, T = 8 at 130 and 272) and 64 (T = 8 at
+// 2048), the calls alone 16: a row's bits must not depend on its block's heads.
+void expect_fast_decode_rows_at_v4_shapes(int64_t n_rows, int64_t position, bool causal) {
+  using testing::address_table;
+  using testing::host_values;
+  using testing::on_device;
+  using testing::random_host;
+  SeededRng rng;
+  const int64_t h = 64, dh = 512, w = 128, top_k = 512, m = causal ? 128 : 4;
+  const int64_t capacity = 2048 / m + 1;  // entries a row's buffer holds
+  std::vector<int64_t> positions(n_rows);
+  for (int64_t i = 0; i < n_rows; ++i) positions[i] = std::max<int64_t>(0, position - 5 * i);
+  std::vector<Tensor> rings_h, entries_h, rings, entries;
+  for (int64_t i = 0; i < n_rows; ++i) {
+    rings_h.push_back(random_host(rng, {w, dh}));
+    entries_h.push_back(random_host(rng, {capacity, dh}));
+    rings.push_back(on_device(Device::kCuda, rings_h.back()));
+    entries.push_back(on_device(Device::kCuda, entries_h.back()));
+  }
+  const Tensor q_h = random_host(rng, {n_rows, h, dh});
+  const Tensor sinks_h = random_host(rng, {h});
+  const Tensor q = on_device(Device::kCuda, q_h), sinks = on_device(Device::kCuda, sinks_h);
+  // The ring slots of each row's last w positions (−1 before position 0); the picks: distinct
+  // entries among the row's own, −1 past them up to the batch's widest list.
+  std::vector<int32_t> window(n_rows * w);
+  int64_t n_max = 0;
+  for (int64_t i = 0; i < n_rows; ++i) {
+    for (int64_t j = 0; j < w; ++j) {
+      const int64_t at = positions[i] - (w - 1) + j;
+      window[i * w + j] = at < 0 ? -1 : static_cast<int32_t>(at % w);
+    }
+    n_max = std::max(n_max, (positions[i] + 1) / m);
+  }
+  const int64_t k_all = causal ? n_max : std::min(top_k, n_max);
+  std::vector<int32_t> picks(n_rows * k_all, -1);
+  for (int64_t i = 0; !causal && i < n_rows; ++i) {
+    std::vector<int32_t> order((positions[i] + 1) / m);
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), rng.engine());
+    for (int64_t j = 0; j < std::min<int64_t>(k_all, order.size()); ++j)
+      picks[i * k_all + j] = order[j];
+  }
+  std::vector<int32_t> ids(capacity);
+  std::iota(ids.begin(), ids.end(), 0);
+  const Tensor all_ids_h = host_values(DType::kI32, {1, capacity}, ids);
+  const Tensor pos_h = host_values(DType::kI64, {n_rows}, positions);
+  const Tensor window_h = host_values(DType::kI32, {n_rows, w}, window);
+  const Tensor picks_h = host_values(DType::kI32, {n_rows, k_all}, picks);
+  const Tensor all_ids = on_device(Device::kCuda, all_ids_h), pos = on_device(Device::kCuda, pos_h);
+  const Tensor window_rows = on_device(Device::kCuda, window_h);
+  const Tensor pick_rows = on_device(Device::kCuda, picks_h);
+  const Tensor rings_at = address_table(Device::kCuda, rings);
+  const Tensor entries_at = address_table(Device::kCuda, entries);
+  const float scale = 4.0f / std::sqrt(static_cast<float>(dh));
+
+  // The batched call, fast and exact.
+  Tensor batched = on_device(Device::kCuda, Tensor::host(DType::kF32, {n_rows, h, dh}));
+  Tensor exact = on_device(Device::kCuda, Tensor::host(DType::kF32, {n_rows, h, dh}));
+  SparseAttentionParams all;
+  all.q = q.view();
+  all.kv = rings[0].view();
+  all.kv_addresses = rings_at.view();
+  all.indices = window_rows.view();
+  if (n_max > 0) {
+    all.extra_kv = entries[0].view().rows(0, n_max);
+    all.extra_addresses = entries_at.view();
+    all.row_positions = pos.view();
+    all.extra_ratio = m;
+    all.extra_indices =
+        causal ? all_ids.view().reshaped({capacity}).rows(0, n_max).reshaped({1, n_max})
+               : pick_rows.view();
+    if (causal) all.extra_positions = pos.view();
+  }
+  all.sinks = sinks.view();
+  all.scale = scale;
+  all.out = batched.view();
+  SparseAttentionParams all_exact = all;
+  all_exact.out = exact.view();
+  ASSERT_TRUE(sparse_attention_bf16(all).ok());
+  ASSERT_TRUE(sparse_attention(all_exact).ok());
+  const Tensor got = testing::on_host(batched.view()), want = testing::on_host(exact.view());
+  EXPECT_LT(testing::max_row_rel_error(got.data_as<float>(), want.data_as<float>(), n_rows * h, dh),
+            testing::kBf16AttentionVsExactRelTol);
+
+  for (int64_t i = 0; i < n_rows; ++i) {
+    SCOPED_TRACE("row " + std::to_string(i) + " at position " + std::to_string(positions[i]));
+    const int64_t n = (positions[i] + 1) / m, k_own = std::min(k_all, n);
+    const Tensor own_picks_h = host_values(
+        DType::kI32, {1, k_own},
+        std::vector<int32_t>(picks.begin() + i * k_all, picks.begin() + i * k_all + k_own));
+    const Tensor q_row_h = testing::on_host(q.view().rows(i, i + 1));
+    const Tensor window_row_h = testing::on_host(window_rows.view().rows(i, i + 1));
+    const Tensor pos_row_h = testing::on_host(pos.view().rows(i, i + 1));
+    const Tensor own_picks = on_device(Device::kCuda, own_picks_h);
+    // The row's call alone on the device and on the host: the same operands, each device's.
+    Tensor alone = on_device(Device::kCuda, Tensor::host(DType::kF32, {1, h, dh}));
+    Tensor reference = Tensor::host(DType::kF32, {1, h, dh});
+    for (const bool device : {true, false}) {
+      const auto pick = [&](const Tensor& on_gpu, const Tensor& on_cpu) {
+        return device ? on_gpu.view() : on_cpu.view();
+      };
+      SparseAttentionParams one;
+      one.q = device ? q.view().rows(i, i + 1) : q_row_h.view();
+      one.kv = pick(rings[i], rings_h[i]);
+      one.indices = device ? window_rows.view().rows(i, i + 1) : window_row_h.view();
+      if (n > 0) {
+        one.extra_kv = pick(entries[i], entries_h[i]).rows(0, n);
+        one.extra_indices =
+            causal ? pick(all_ids, all_ids_h).reshaped({capacity}).rows(0, n).reshaped({1, n})
+                   : pick(own_picks, own_picks_h);
+        if (causal) {
+          one.extra_positions = device ? pos.view().rows(i, i + 1) : pos_row_h.view();
+          one.extra_ratio = m;
+        }
+      }
+      one.sinks = pick(sinks, sinks_h);
+      one.scale = scale;
+      one.out = device ? alone.view() : reference.view();
+      ASSERT_TRUE(sparse_attention_bf16(one).ok());
+    }
+    EXPECT_TRUE(testing::same_bits(alone.view(), batched.view().rows(i, i + 1)));
+    const Tensor alone_h = testing::on_host(alone.view());
+    EXPECT_LT(
+        testing::max_row_rel_error(alone_h.data_as<float>(), reference.data_as<float>(), h, dh),
+        testing::kBf16AttentionRelTol);
+  }
+}
+
+TEST(DecodeRowsCudaTest, FastSparseAttentionAtV4ShapesMatchesExactAndSingleCalls) {
+  for (const bool causal : {false, true}) {
+    for (const int64_t n_rows : {1, 2, 8}) {
+      for (const int64_t position : {1, 130, 272, 2048}) {
+        SCOPED_TRACE(std::string(causal ? "HCA" : "CSA") + ", " + std::to_string(n_rows) +
+                     " rows at position " + std::to_string(position));
+        expect_fast_decode_rows_at_v4_shapes(n_rows, position, causal);
+      }
+    }
+  }
+}
+
 TEST(DecodeRowsCudaTest, FastIndexerRowsAreTheirSingleCalls) {
   testing::expect_indexer_rows_match_single_calls(Device::kCuda, indexer_scores_fp8);
 }

@@ -7,15 +7,31 @@
 // A tile's rows arrive as f32 (the caches are f32, shared with the exact profile) by cp.async
 // into a staging buffer while the previous tile computes, then one pass rounds them to bf16 into
 // the operand tile (rows padded by 16 bytes: ldmatrix's eight row addresses hit distinct banks).
-// Eight warps: warp w takes heads 16·(w % 4) … + 15 and head dims 256·(w / 4) … + 255 of the
-// output (128 f32 accumulators a thread); for the logits each warp of a pair multiplies its half
-// of the dims and the pair adds the two halves through shared memory (a + b in both warps: the
-// same bits), so each logit is computed once.
+// A warp pair per 16 heads (R pairs a block, 64 heads at R = 4): warp w takes heads 16·(w % R)
+// … + 15 and head dims 256·(w / R) … + 255 of the output (128 f32 accumulators a thread); for
+// the logits each warp of a pair multiplies its half of the dims and the pair adds the two
+// halves through shared memory (a + b in both warps: the same bits), so each logit is computed
+// once.
 //
 // Prefill (enough queries to fill the GPU): one block per (query, 64 heads), the whole candidate
 // list. Decode: a query's candidates are split into runs of whole tiles over more blocks (split-K
 // style), each writing its unnormalised output with its running max and sum, and a combine
 // kernel adds the runs and the sink, so a single query still spreads over the SMs.
+//
+// Heads a block: 64 (four warp pairs) for a prefill and for decode rows (at most kDecodeRows
+// queries) whose grid passes one wave; below that 32 or 16 (two or one pair), the fewest that
+// keep the grid to one wave. A decode block is latency-bound: it reads its heads' queries (128 KB
+// f32 for 64 heads), one tile and writes its heads' partial rows, so a quarter of the heads is a
+// quarter of its bytes over four times the SMs.
+//
+// Bits. A head's arithmetic is its warp pair's whatever the pairs a block, and every f32 step of
+// the softmax and of the normalisation is rounded on its own (the _rn intrinsics, which neither
+// the compiler nor ptxas fuses into an FMA): how ptxas schedules one instantiation or one path
+// cannot move a product into an FMA in one and not in another. So a row's bits are the same in
+// a block of 16, 32 or 64 heads, over one run or split and combined (the direct path divides as
+// the combine does for one run: the same helpers in the same order), alone or in a batch
+// (DecodeRowsCudaTest.FastSparseAttentionRowsAreTheirSingleCalls), and a replayed decode graph's
+// are the eager step's.
 //
 // Dimension letters: T tokens, H heads, Dh head dim (≤ 512, padded to 512), K candidates.
 #include <cuda_bf16.h>
@@ -34,24 +50,40 @@
 namespace dsv4::kernels::cuda {
 namespace {
 
-constexpr int kDims = 512;  // head dims a block computes (smaller ones zero-padded)
-constexpr int kHeads = 64;  // heads a block: the M of both products
-constexpr int kTile = 32;   // candidates a tile
-constexpr int kWarps = 8;   // 4 head rows of 16 × 2 dim halves
-constexpr int kThreads = 32 * kWarps;
+constexpr int kDims = 512;            // head dims a block computes (smaller ones zero-padded)
+constexpr int kTile = 32;             // candidates a tile
+constexpr int kMaxHeadRows = 4;       // head rows of 16 a block: 64 heads, the M of both products
 constexpr int kHalfDims = kDims / 2;  // a warp's output dims
 constexpr int kRowPitch = kDims + 8;  // bf16 a staged row: 1040 bytes, 16 past a bank cycle
 constexpr float kLog2e = 1.4426950408889634f;
+// Queries a call may have for its blocks to take fewer than 64 heads: a decode step's rows at
+// the batches the engine steps; a prefill's chunk keeps its 64-head blocks.
+constexpr int64_t kDecodeRows = 16;
 // Tiles a run of a decode row over its own cache: V4-Flash's 640 candidates in 20 runs, so that
 // one row takes 20 SMs.
 constexpr int kRowRunTiles = 1;
 
-struct Smem {
-  __nv_bfloat16 q[kHeads][kRowPitch];
-  __nv_bfloat16 kv[kTile][kRowPitch];
-  float staging[kTile][kDims];      // the next tile as it arrives, f32
-  float logits[kWarps][16][kTile];  // each warp's half of the logits
-  int32_t rows[2][kTile];           // the staged tiles' kv rows (−1: none)
+// A block of kHeadRows head rows of 16: a warp pair each (the row's two dim halves).
+template <int kHeadRows>
+struct Block {
+  static_assert(kHeadRows >= 1 && kHeadRows <= kMaxHeadRows);
+  static constexpr int kHeads = 16 * kHeadRows;
+  static constexpr int kWarps = 2 * kHeadRows;
+  static constexpr int kThreads = 32 * kWarps;
+  // Staging a tile: 8 threads a row, so each thread stages kStagePasses rows.
+  static constexpr int kStagePasses = kTile * 8 / kThreads;
+  // The queries as float4 loads a thread (32 whatever the rows), kQueryBatch in flight at once.
+  static constexpr int kQueryLoads = kHeads * kDims / 4 / kThreads;
+  static constexpr int kQueryBatch = 16;
+  static_assert(kQueryLoads % kQueryBatch == 0);
+
+  struct Smem {
+    __nv_bfloat16 q[kHeads][kRowPitch];
+    __nv_bfloat16 kv[kTile][kRowPitch];
+    float staging[kTile][kDims];      // the next tile as it arrives, f32
+    float logits[kWarps][16][kTile];  // each warp's half of the logits
+    int32_t rows[2][kTile];           // the staged tiles' kv rows (−1: none)
+  };
 };
 
 // Where a block's output goes: with one run a query, the normalised rows; with several, each
@@ -70,23 +102,96 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&v);
 }
 
+// The softmax's and the normalisation's steps, each rounded alone (see "Bits" above).
+
+// Head h's sink in log2 units: where its running max starts.
+__device__ __forceinline__ float sink_log2(const AttentionArgs& a, int64_t h) {
+  return __fmul_rn(a.sinks[h], kLog2e);
+}
+// 2^(x − max): a probability, or the weight of a run or a sum rescaled to a new max.
+__device__ __forceinline__ float exp2_from(float x, float max) { return exp2f(__fsub_rn(x, max)); }
+
+// A row's normalisation from its runs' (max, sum) pairs (max_sum(r), r < n_runs) in run order:
+// M = max(sink, m_r), denom = 2^(sink − M) + Σ_r 2^(m_r − M) · l_r. The direct path calls it with
+// its one run, so it divides by what the combine divides by.
+struct Normaliser {
+  float max_all, denom;
+};
+template <typename MaxSum>
+__device__ Normaliser normaliser(float sink, int n_runs, MaxSum max_sum) {
+  float max_all = sink;
+  for (int r = 0; r < n_runs; ++r) max_all = fmaxf(max_all, max_sum(r).x);
+  float denom = exp2_from(sink, max_all);
+  for (int r = 0; r < n_runs; ++r) {
+    const float2 ms = max_sum(r);
+    denom = __fmaf_rn(exp2_from(ms.x, max_all), ms.y, denom);
+  }
+  return {max_all, denom};
+}
+// A run's weighted partial value added to the sum of the runs before it.
+__device__ __forceinline__ float add_run(float sum, float weight, float partial) {
+  return __fmaf_rn(weight, partial, sum);
+}
+
 // Candidates [c0, c0 + kTile) of query t into the staging buffer (cp.async; zeros past the head
 // dim and for a missing candidate, whose row is listed −1): a row per 8 threads, 16 bytes each a
-// step, and the rows list of the tile.
+// step, and the rows list of the tile. A thread's rows are looked up before any copy is issued,
+// so their index loads are in flight together.
+template <int kHeadRows, typename Smem>
 __device__ void stage_tile(const AttentionArgs& a, int64_t t, int64_t c0, int64_t c_end,
                            int64_t n_extra_visible, Smem& s, int buffer) {
-  const int r = threadIdx.x / 8, part = threadIdx.x % 8;
-  const int64_t j = c0 + r;
-  const int32_t row = j < c_end ? candidate_row(a, t, j, n_extra_visible) : -1;
-  const float* kv = j < a.window.n_candidates ? source_rows(a.window, t) : source_rows(a.extra, t);
-  const float* src = row >= 0 ? kv + int64_t{row} * a.head_dim : a.q;  // a.q: mapped, not read
-  for (int d = 4 * part; d < kDims; d += 32) {
-    cp_async16(&s.staging[r][d], src + (d < a.head_dim ? d : 0), row >= 0 && d < a.head_dim);
+  using B = Block<kHeadRows>;
+  const int part = threadIdx.x % 8;
+  const float* src[B::kStagePasses];
+  int32_t rows[B::kStagePasses];
+#pragma unroll
+  for (int i = 0; i < B::kStagePasses; ++i) {
+    const int64_t j = c0 + (threadIdx.x + i * B::kThreads) / 8;
+    rows[i] = j < c_end ? candidate_row(a, t, j, n_extra_visible) : -1;
+    const float* kv =
+        j < a.window.n_candidates ? source_rows(a.window, t) : source_rows(a.extra, t);
+    src[i] = rows[i] >= 0 ? kv + int64_t{rows[i]} * a.head_dim : a.q;  // a.q: mapped, not read
   }
-  if (part == 0) s.rows[buffer][r] = row;
+#pragma unroll
+  for (int i = 0; i < B::kStagePasses; ++i) {
+    const int r = (threadIdx.x + i * B::kThreads) / 8;
+    for (int d = 4 * part; d < kDims; d += 32) {
+      cp_async16(&s.staging[r][d], src[i] + (d < a.head_dim ? d : 0),
+                 rows[i] >= 0 && d < a.head_dim);
+    }
+    if (part == 0) s.rows[buffer][r] = rows[i];
+  }
+}
+
+// The block's heads' queries of token t, rounded to bf16 (zeros past the heads and the head dim):
+// kQueryBatch loads a thread issued before any is used, so the block waits a load latency a
+// batch, not one a load.
+template <int kHeadRows, typename Smem>
+__device__ void load_queries(const AttentionArgs& a, int64_t t, int64_t h0, Smem& s) {
+  using B = Block<kHeadRows>;
+  for (int batch = 0; batch < B::kQueryLoads; batch += B::kQueryBatch) {
+    float4 v[B::kQueryBatch];
+#pragma unroll
+    for (int k = 0; k < B::kQueryBatch; ++k) {
+      const int i = threadIdx.x + (batch + k) * B::kThreads;
+      const int h = i / (kDims / 4), d = 4 * (i % (kDims / 4));
+      v[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      if (h0 + h < a.n_heads && d < a.head_dim) {
+        v[k] = *reinterpret_cast<const float4*>(a.q + ((t * a.n_heads + h0 + h) * a.head_dim + d));
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < B::kQueryBatch; ++k) {
+      const int i = threadIdx.x + (batch + k) * B::kThreads;
+      const int h = i / (kDims / 4), d = 4 * (i % (kDims / 4));
+      *reinterpret_cast<uint2*>(&s.q[h][d]) =
+          make_uint2(pack_bf16(v[k].x, v[k].y), pack_bf16(v[k].z, v[k].w));
+    }
+  }
 }
 
 // The staged f32 tile rounded to bf16 into the operand tile.
+template <int kThreads, typename Smem>
 __device__ void round_tile(Smem& s) {
   for (int i = threadIdx.x; i < kTile * kDims / 4; i += kThreads) {
     const int r = i / (kDims / 4), d = 4 * (i % (kDims / 4));
@@ -100,50 +205,45 @@ __device__ __forceinline__ void pair_barrier(int head_row) {
   asm volatile("bar.sync %0, 64;\n" ::"r"(head_row + 1) : "memory");
 }
 
-__global__ void __launch_bounds__(kThreads, 1)
+template <int kHeadRows>
+__global__ void __launch_bounds__(Block<kHeadRows>::kThreads, 1)
     sparse_attention_bf16_kernel(AttentionArgs a, int64_t head_blocks, Runs runs) {
+  using B = Block<kHeadRows>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  Smem& s = *reinterpret_cast<Smem*>(smem_raw);
+  typename B::Smem& s = *reinterpret_cast<typename B::Smem*>(smem_raw);
   const int run = static_cast<int>(blockIdx.x % runs.n_runs);
   const int64_t query_block = blockIdx.x / runs.n_runs;
-  const int64_t t = query_block / head_blocks, h0 = query_block % head_blocks * kHeads;
+  const int64_t t = query_block / head_blocks, h0 = query_block % head_blocks * B::kHeads;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int head_row = warp % 4, half = warp / 4;
+  const int head_row = warp % kHeadRows, half = warp / kHeadRows;
   const int64_t n_extra_visible = visible_extra(a, t);
   const int64_t n_candidates = a.window.n_candidates + a.extra.n_candidates;
   const int64_t c_begin = int64_t{run} * runs.tiles_per_run * kTile;
   const int64_t c_end = std::min(n_candidates, c_begin + int64_t{runs.tiles_per_run} * kTile);
   const int n_tiles = static_cast<int>((c_end - c_begin + kTile - 1) / kTile);
 
-  if (n_tiles > 0) stage_tile(a, t, c_begin, c_end, n_extra_visible, s, 0);
+  if (n_tiles > 0) stage_tile<kHeadRows>(a, t, c_begin, c_end, n_extra_visible, s, 0);
   cp_async_commit();
-  // The 64 heads' queries, rounded to bf16 (zeros past the heads and the head dim).
-  for (int i = threadIdx.x; i < kHeads * kDims / 4; i += kThreads) {
-    const int h = i / (kDims / 4), d = 4 * (i % (kDims / 4));
-    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (h0 + h < a.n_heads && d < a.head_dim) {
-      v = *reinterpret_cast<const float4*>(a.q + ((t * a.n_heads + h0 + h) * a.head_dim + d));
-    }
-    *reinterpret_cast<uint2*>(&s.q[h][d]) = make_uint2(pack_bf16(v.x, v.y), pack_bf16(v.z, v.w));
-  }
+  load_queries<kHeadRows>(a, t, h0, s);
 
   // Thread (g = lane / 4, c = lane % 4) holds accumulator rows g and g + 8 of its warp's 16.
   const int g = lane / 4, c = lane % 4;
-  const float scale = a.scale * kLog2e;  // logits in log2 units: exp2 below
+  const float scale = __fmul_rn(a.scale, kLog2e);  // logits in log2 units: exp2 below
   float running_max[2], running_sum[2] = {0.0f, 0.0f};
   for (int i = 0; i < 2; ++i) {
     const int64_t h = h0 + 16 * head_row + g + 8 * i;
-    running_max[i] = h < a.n_heads ? a.sinks[h] * kLog2e : 0.0f;  // the sink joins the max
+    running_max[i] = h < a.n_heads ? sink_log2(a, h) : 0.0f;  // the sink joins the max
   }
   float out[kHalfDims / 8][4] = {};
 
   for (int tile = 0; tile < n_tiles; ++tile) {
     cp_async_wait<0>();
     __syncthreads();  // the tile staged; every warp done with the previous operand tile
-    round_tile(s);
+    round_tile<B::kThreads>(s);
     __syncthreads();  // the operand tile written; the staging buffer free
     if (tile + 1 < n_tiles) {
-      stage_tile(a, t, c_begin + (tile + 1) * kTile, c_end, n_extra_visible, s, (tile + 1) % 2);
+      stage_tile<kHeadRows>(a, t, c_begin + (tile + 1) * kTile, c_end, n_extra_visible, s,
+                            (tile + 1) % 2);
     }
     cp_async_commit();
     const int32_t* rows = s.rows[tile % 2];
@@ -169,15 +269,15 @@ __global__ void __launch_bounds__(kThreads, 1)
           make_float2(logit[n][2], logit[n][3]);
     }
     pair_barrier(head_row);
-    const float(*other)[kTile] = s.logits[warp ^ 4];
+    const float(*other)[kTile] = s.logits[warp ^ kHeadRows];  // the pair's other half
     float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int n = 0; n < kTile / 8; ++n) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int r = g + 8 * (e / 2), col = 8 * n + 2 * c + e % 2;
-        const float sum = logit[n][e] + other[r][col];  // the same bits in both warps
-        logit[n][e] = rows[col] >= 0 ? sum * scale : -INFINITY;
+        const float sum = __fadd_rn(logit[n][e], other[r][col]);  // the same bits in both warps
+        logit[n][e] = rows[col] >= 0 ? __fmul_rn(sum, scale) : -INFINITY;
         tile_max[e / 2] = fmaxf(tile_max[e / 2], logit[n][e]);
       }
     }
@@ -187,21 +287,21 @@ __global__ void __launch_bounds__(kThreads, 1)
       tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], 1));
       tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], 2));
       const float new_max = fmaxf(running_max[i], tile_max[i]);
-      const float rescale = exp2f(running_max[i] - new_max);
+      const float rescale = exp2_from(running_max[i], new_max);
       running_max[i] = new_max;
-      running_sum[i] *= rescale;
+      running_sum[i] = __fmul_rn(running_sum[i], rescale);
 #pragma unroll
       for (int n = 0; n < kHalfDims / 8; ++n) {
-        out[n][2 * i] *= rescale;
-        out[n][2 * i + 1] *= rescale;
+        out[n][2 * i] = __fmul_rn(out[n][2 * i], rescale);
+        out[n][2 * i + 1] = __fmul_rn(out[n][2 * i + 1], rescale);
       }
     }
 #pragma unroll
     for (int n = 0; n < kTile / 8; ++n) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        logit[n][e] = exp2f(logit[n][e] - running_max[e / 2]);  // 0 for a missing candidate
-        running_sum[e / 2] += logit[n][e];
+        logit[n][e] = exp2_from(logit[n][e], running_max[e / 2]);  // 0 for a missing candidate
+        running_sum[e / 2] = __fadd_rn(running_sum[e / 2], logit[n][e]);
       }
     }
     // out += p · rows: p as bf16 A fragments straight from the accumulators (a k-step of 16
@@ -225,31 +325,36 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
-    running_sum[i] += __shfl_xor_sync(0xffffffffu, running_sum[i], 1);
-    running_sum[i] += __shfl_xor_sync(0xffffffffu, running_sum[i], 2);
+    running_sum[i] = __fadd_rn(running_sum[i], __shfl_xor_sync(0xffffffffu, running_sum[i], 1));
+    running_sum[i] = __fadd_rn(running_sum[i], __shfl_xor_sync(0xffffffffu, running_sum[i], 2));
     const int64_t h = h0 + 16 * head_row + g + 8 * i;
     if (h >= a.n_heads) continue;
     const int64_t row = t * a.n_heads + h;
-    float* dst;
-    float denom = 1.0f;
-    if (!runs.split) {
-      // As the combine computes one run (w = 1, the sink's term first, then a division): a
-      // decode row alone gets the bits it gets in a batch, where it always splits.
-      dst = a.out + row * a.head_dim;
-      denom = exp2f(a.sinks[h] * kLog2e - running_max[i]) + running_sum[i];
-    } else {
-      dst = runs.partial + (int64_t{run} * runs.n_rows + row) * kDims;
-      if (half == 0 && c == 0) {
-        runs.max_sum[int64_t{run} * runs.n_rows + row] =
-            make_float2(running_max[i], running_sum[i]);
+    if (runs.split) {
+      const int64_t at = int64_t{run} * runs.n_rows + row;
+      if (half == 0 && c == 0) runs.max_sum[at] = make_float2(running_max[i], running_sum[i]);
+#pragma unroll
+      for (int n = 0; n < kHalfDims / 8; ++n) {
+        const int d = half * kHalfDims + 8 * n + 2 * c;
+        if (d < a.head_dim) {
+          *reinterpret_cast<float2*>(runs.partial + at * kDims + d) =
+              make_float2(out[n][2 * i], out[n][2 * i + 1]);
+        }
       }
+      continue;
     }
+    // The only run: normalised here as the combine normalises one run.
+    const float2 max_sum = make_float2(running_max[i], running_sum[i]);
+    const Normaliser norm = normaliser(sink_log2(a, h), 1, [&](int) { return max_sum; });
+    const float weight = exp2_from(max_sum.x, norm.max_all);
+    float* dst = a.out + row * a.head_dim;
 #pragma unroll
     for (int n = 0; n < kHalfDims / 8; ++n) {
       const int d = half * kHalfDims + 8 * n + 2 * c;
       if (d < a.head_dim) {
         *reinterpret_cast<float2*>(dst + d) =
-            make_float2(out[n][2 * i] / denom, out[n][2 * i + 1] / denom);
+            make_float2(__fdiv_rn(add_run(0.0f, weight, out[n][2 * i]), norm.denom),
+                        __fdiv_rn(add_run(0.0f, weight, out[n][2 * i + 1]), norm.denom));
       }
     }
   }
@@ -257,28 +362,68 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 // out[t, h] = Σ_r 2^(m_r − M) · partial_r / (Σ_r 2^(m_r − M) · l_r + 2^(sink − M)), M the
 // largest of the runs' maxima (each began at the sink): a block per (t, h), a thread per 2 dims.
-__global__ void combine_runs_kernel(AttentionArgs a, Runs runs) {
+// A thread's first kCombineBatch partials are loaded before the runs' (max, sum) pairs come to
+// shared memory, and the rest kCombineBatch at a time, so a row waits a few load latencies,
+// not three a run. The runs add in run order, each its weight times its partial (add_run).
+constexpr int kCombineThreads = kDims / 2;
+constexpr int kCombineBatch = 8;
+
+// Runs [r0, r0 + kCombineBatch) of this thread's two dims (zeros past the last run).
+__device__ __forceinline__ void load_partials(const Runs& runs, const float* partial, int r0,
+                                              float2 (&p)[kCombineBatch]) {
+#pragma unroll
+  for (int k = 0; k < kCombineBatch; ++k) {
+    p[k] = r0 + k < runs.n_runs
+               ? *reinterpret_cast<const float2*>(partial + (r0 + k) * runs.n_rows * kDims)
+               : make_float2(0.0f, 0.0f);
+  }
+}
+
+__global__ void __launch_bounds__(kCombineThreads) combine_runs_kernel(AttentionArgs a, Runs runs) {
+  extern __shared__ float2 smem_max_sum[];  // [runs]
   const int64_t n_rows = runs.n_rows, row = blockIdx.x, h = row % a.n_heads;
-  const float sink = a.sinks[h] * kLog2e;
-  float max_all = sink;
-  for (int r = 0; r < runs.n_runs; ++r) max_all = fmaxf(max_all, runs.max_sum[r * n_rows + row].x);
-  float denom = exp2f(sink - max_all);
-  for (int r = 0; r < runs.n_runs; ++r) {
-    const float2 ms = runs.max_sum[r * n_rows + row];
-    denom += exp2f(ms.x - max_all) * ms.y;
+  const int64_t d = 2 * threadIdx.x;  // a.head_dim ≤ kDims = 2 · kCombineThreads
+  const float* partial = runs.partial + row * kDims + d;  // run r's: + r · n_rows · kDims
+  float2 p[kCombineBatch];
+  if (d < a.head_dim) load_partials(runs, partial, 0, p);
+  for (int r = threadIdx.x; r < runs.n_runs; r += blockDim.x) {
+    smem_max_sum[r] = runs.max_sum[r * n_rows + row];
   }
-  for (int64_t d = 2 * threadIdx.x; d < a.head_dim; d += 2 * blockDim.x) {
-    float2 sum = make_float2(0.0f, 0.0f);
-    for (int r = 0; r < runs.n_runs; ++r) {
-      const float w = exp2f(runs.max_sum[r * n_rows + row].x - max_all);
-      const float2 p =
-          *reinterpret_cast<const float2*>(runs.partial + (r * n_rows + row) * kDims + d);
-      sum.x += w * p.x;
-      sum.y += w * p.y;
+  __syncthreads();
+  const Normaliser norm =
+      normaliser(sink_log2(a, h), runs.n_runs, [&](int r) { return smem_max_sum[r]; });
+  if (d >= a.head_dim) return;
+  float2 sum = make_float2(0.0f, 0.0f);
+  for (int r0 = 0; r0 < runs.n_runs; r0 += kCombineBatch) {
+    if (r0 > 0) load_partials(runs, partial, r0, p);
+#pragma unroll
+    for (int k = 0; k < kCombineBatch; ++k) {
+      if (r0 + k >= runs.n_runs) break;
+      const float weight = exp2_from(smem_max_sum[r0 + k].x, norm.max_all);
+      sum.x = add_run(sum.x, weight, p[k].x);
+      sum.y = add_run(sum.y, weight, p[k].y);
     }
-    *reinterpret_cast<float2*>(a.out + row * a.head_dim + d) =
-        make_float2(sum.x / denom, sum.y / denom);
   }
+  *reinterpret_cast<float2*>(a.out + row * a.head_dim + d) =
+      make_float2(__fdiv_rn(sum.x, norm.denom), __fdiv_rn(sum.y, norm.denom));
+}
+
+template <int kHeadRows>
+void allow_shared_memory() {
+  DSV4_CUDA_CHECK(cudaFuncSetAttribute(sparse_attention_bf16_kernel<kHeadRows>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(sizeof(typename Block<kHeadRows>::Smem))));
+}
+
+// The attention kernel with kHeadRows head rows a block, over every (query, head block, run).
+template <int kHeadRows>
+void launch_attention(const AttentionArgs& a, int64_t n_tokens, const Runs& runs) {
+  using B = Block<kHeadRows>;
+  const int64_t head_blocks = ceil_div(a.n_heads, int64_t{B::kHeads});
+  sparse_attention_bf16_kernel<kHeadRows>
+      <<<static_cast<unsigned>(n_tokens * head_blocks * runs.n_runs), B::kThreads,
+         sizeof(typename B::Smem), op_stream()>>>(a, head_blocks, runs);
+  check_launch();
 }
 
 }  // namespace
@@ -288,14 +433,13 @@ void sparse_attention_bf16(const SparseAttentionParams& p) {
   check_fast_attention_head_dim(a.head_dim);
   const int64_t n_tokens = p.q.size(0);
   if (n_tokens * a.n_heads == 0) return;
-  const int64_t head_blocks = (a.n_heads + kHeads - 1) / kHeads;
   const int64_t n_candidates = a.window.n_candidates + a.extra.n_candidates;
   const int64_t n_tiles = std::max<int64_t>(1, (n_candidates + kTile - 1) / kTile);
-  // Runs a query: one when the queries alone give every SM a block, else enough to. Decode rows
-  // over their own caches always split into runs of kRowRunTiles, so that a row's bits are
-  // those of its call alone whatever the batch (and whatever -1 columns the batch's widest
-  // pick list adds: a run of none adds zeros).
-  const int64_t blocks = n_tokens * head_blocks;
+  // Runs a query: one when the queries' 64-head blocks alone give every SM a block, else enough
+  // to. Decode rows over their own caches always split into runs of kRowRunTiles, so that a
+  // row's bits are those of its call alone whatever the batch (and whatever -1 columns the
+  // batch's widest pick list adds: a run of none adds zeros).
+  const int64_t blocks = n_tokens * ceil_div(a.n_heads, int64_t{16 * kMaxHeadRows});
   const int64_t wanted = std::min<int64_t>(n_tiles, (sm_count() + blocks - 1) / blocks);
   Runs runs;
   runs.split = a.window.addresses != nullptr || wanted > 1;
@@ -312,18 +456,31 @@ void sparse_attention_bf16(const SparseAttentionParams& p) {
     runs.partial = scratch.as<float>();
     runs.max_sum = reinterpret_cast<float2*>(runs.partial + runs.n_runs * n_rows * kDims);
   }
+  // Every block size's shared memory allowed at the op's first call (a prompt's, eager), not at
+  // each size's own first launch, which may come in a decode step under graph capture.
   static const bool configured = [] {
-    DSV4_CUDA_CHECK(cudaFuncSetAttribute(sparse_attention_bf16_kernel,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(sizeof(Smem))));
+    allow_shared_memory<1>();
+    allow_shared_memory<2>();
+    allow_shared_memory<kMaxHeadRows>();
     return true;
   }();
   (void)configured;
-  sparse_attention_bf16_kernel<<<static_cast<unsigned>(blocks * runs.n_runs), kThreads,
-                                 sizeof(Smem), op_stream()>>>(a, head_blocks, runs);
-  check_launch();
+  // Head rows a block: for decode rows the fewest whose grid is one wave (an SM a block), else
+  // (and for a prefill) all four.
+  const auto fits = [&](int head_rows) {
+    return n_tokens <= kDecodeRows &&
+           n_tokens * ceil_div(a.n_heads, int64_t{16 * head_rows}) * runs.n_runs <= sm_count();
+  };
+  if (fits(1)) {
+    launch_attention<1>(a, n_tokens, runs);
+  } else if (fits(2)) {
+    launch_attention<2>(a, n_tokens, runs);
+  } else {
+    launch_attention<kMaxHeadRows>(a, n_tokens, runs);
+  }
   if (runs.split) {
-    combine_runs_kernel<<<static_cast<unsigned>(n_rows), 128, 0, op_stream()>>>(a, runs);
+    combine_runs_kernel<<<static_cast<unsigned>(n_rows), kCombineThreads,
+                          runs.n_runs * sizeof(float2), op_stream()>>>(a, runs);
     check_launch();
   }
 }
