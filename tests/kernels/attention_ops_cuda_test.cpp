@@ -293,9 +293,11 @@ TEST(AttentionOpsCuda, IndexerScoresMatchCpu) {
 
 // The fast profile's FP8 indexer against its CPU reference (kFp8IndexerRelTol: the same E4M3
 // bits) and against the exact op on the GPU (kFp8IndexerVsExactRelTol): head counts across the
-// 64-head passes (3, 64, 70), head dims below the 128 it pads to, entries across its 64-entry
-// tiles, a decode step of V4's indexer, and grids past ~8 blocks an SM, where a block takes
-// several tiles (its queries quantized once, or with 70 heads once a pass and tile).
+// 64-head passes (3, 64, 70), head dims below the 128 it pads to, entries across its 16- and
+// 64-entry tiles (on a 132-SM H100 the first, fourth, fifth and sixth shapes take 16-entry
+// tiles: T · N / 16 ≤ 132), decode steps of V4's indexer (one and two rows, 1000 and 512
+// entries), and grids past ~8 blocks an SM, where a block takes several tiles (its queries
+// quantized once, or with 70 heads once a pass and tile).
 TEST(AttentionOpsCuda, IndexerScoresFp8MatchItsReferenceAndTheExactOp) {
   SeededRng rng;
   double worst_vs_reference = 0.0, worst_vs_exact = 0.0;
@@ -303,6 +305,8 @@ TEST(AttentionOpsCuda, IndexerScoresFp8MatchItsReferenceAndTheExactOp) {
                                      {6, 3, 16, 65},
                                      {19, 70, 32, 130},
                                      {1, 64, 128, 1000},
+                                     {2, 64, 128, 512},
+                                     {2, 70, 128, 100},
                                      {37, 64, 128, 300},
                                      {4, 64, 128, 20000},
                                      {2, 70, 32, 40000}}) {
@@ -326,6 +330,30 @@ TEST(AttentionOpsCuda, IndexerScoresFp8MatchItsReferenceAndTheExactOp) {
   }
   std::printf("indexer_scores_fp8: worst row vs its reference %.3g, vs the exact op %.3g\n",
               worst_vs_reference, worst_vs_exact);
+}
+
+// An entry's FP8 score is the same sum over its heads in a 16-entry tile (few rows) as in a
+// 64-entry one: rows of a 40-row call (40 × 300 entries: 64-entry tiles on any GPU of up to 760
+// SMs) against each row's call alone (19 16-entry tiles), bit for bit, at 64 and 70 heads.
+TEST(AttentionOpsCuda, IndexerScoresFp8KeepTheirBitsAcrossTileWidths) {
+  SeededRng rng;
+  const int64_t t = 40, di = 128, n = 300;
+  for (const int64_t hi : {64, 70}) {
+    SCOPED_TRACE(std::to_string(hi) + " heads");
+    const OpPair q = OpPair::uniform(rng, {t, hi, di});
+    const OpPair keys = OpPair::uniform(rng, {n, di});
+    const OpPair weights = OpPair::uniform(rng, {t, hi});
+    const OpPair scores = OpPair::poisoned(DType::kF32, {t, n});
+    ASSERT_TRUE(indexer_scores_fp8({q.d(), keys.d(), weights.d(), 0.125f, 0.5f, scores.d()}).ok());
+    for (const int64_t row : {int64_t{0}, int64_t{17}, t - 1}) {
+      SCOPED_TRACE("row " + std::to_string(row));
+      const OpPair alone = OpPair::poisoned(DType::kF32, {1, n});
+      ASSERT_TRUE(indexer_scores_fp8({q.d().rows(row, row + 1), keys.d(),
+                                      weights.d().rows(row, row + 1), 0.125f, 0.5f, alone.d()})
+                      .ok());
+      EXPECT_TRUE(testing::same_bits(alone.d(), scores.d().rows(row, row + 1)));
+    }
+  }
 }
 
 TEST(AttentionOpsCuda, TopkPicksTheCpuIndicesInOrder) {

@@ -11,6 +11,15 @@
 // queries are two load latencies, not 32 a warp), and the keys' loads wait on the per-row address
 // table while the queries' are in flight.
 //
+// Few rows (a decode step: T · N / 16 tiles within one wave) take tiles of 16 entries and eight
+// warps a block: a block's chain of rows to quantize is 8 queries and 2 keys a warp instead of
+// 16 and 16, and a 68-entry row is 5 blocks instead of 2. The first four warps multiply (16 heads
+// each) as in a 64-entry tile. An entry's score is the same sum in either: its heads' products
+// (one mma element each), a warp's 16 heads by the same shuffle tree, passes of 64 heads in
+// order, the four warps in order, each f32 step rounded alone (_rn: ptxas fuses none into an
+// FMA), so its bits do not depend on the tile a plan gives it (a decode row alone and in a
+// padded batch).
+//
 // Dimension letters: T tokens, HI indexer heads, DI indexer head dim (≤ 128, padded to 128 with
 // zeros), N compressed entries.
 #include <cuda_fp8.h>
@@ -27,21 +36,30 @@
 namespace dsv4::kernels::cuda {
 namespace {
 
-constexpr int kEntries = 64;        // entries a block (the N of the products)
-constexpr int kHeads = 64;          // heads a pass (the M: 16 a warp)
-constexpr int kDims = 128;          // DI padded
+constexpr int kHeads = 64;              // heads a pass (the M: 16 a warp)
+constexpr int kMmaWarps = kHeads / 16;  // the warps that multiply, 16 heads each
+constexpr int kDims = 128;              // DI padded
 constexpr int kPitch = kDims + 16;  // bytes a quantized row: rows g = 0 … 7 start in distinct banks
-constexpr int kWarps = 4;
 constexpr int kMaxTilesPerBlock = 8;
 
-struct Smem {
-  uint8_t keys[kEntries][kPitch];
-  uint8_t queries[kHeads][kPitch];
-  float key_scale[kEntries];
-  float query_scale[kHeads];
-  float head_weight[kHeads];
-  float partial[kWarps][kEntries];
+// A block's shape: kEntries entries a tile (the N of the products), kWarps warps quantizing its
+// rows, of which the first kMmaWarps multiply.
+template <int kEntriesT, int kWarpsT>
+struct Tile {
+  static constexpr int kEntries = kEntriesT, kWarps = kWarpsT, kThreads = 32 * kWarps;
+  static_assert(kEntries % 16 == 0 && kWarps >= kMmaWarps && kThreads >= kHeads &&
+                kThreads >= kEntries);
+  struct Smem {
+    uint8_t keys[kEntries][kPitch];
+    uint8_t queries[kHeads][kPitch];
+    float key_scale[kEntries];
+    float query_scale[kHeads];
+    float head_weight[kHeads];
+    float partial[kMmaWarps][kEntries];
+  };
 };
+using WideTile = Tile<64, 4>;    // prefill and long contexts
+using NarrowTile = Tile<16, 8>;  // few rows
 
 struct ScoreArgs {
   const float* q;        // [T, HI, DI]
@@ -87,7 +105,7 @@ __device__ float quantize_group(float4 v, uint8_t* dst) {
 
 // Rows r = warp, warp + kWarps, … < kRows of a tile (row_of(r): its DI floats, or nullptr) into
 // dst[r], their scales into scales[r]: the warp's loads all issued before the first reduction.
-template <int kRows, typename RowOf>
+template <int kRows, int kWarps, typename RowOf>
 __device__ void quantize_rows(RowOf row_of, int head_dim, uint8_t (*dst)[kPitch], float* scales) {
   constexpr int kPerWarp = kRows / kWarps;
   static_assert(kRows % kWarps == 0);
@@ -103,15 +121,55 @@ __device__ void quantize_rows(RowOf row_of, int head_dim, uint8_t (*dst)[kPitch]
   }
 }
 
+// This warp's 16 heads of the pass (warp < kMmaWarps) times the tile's keys on the FP8 tensor
+// cores, each entry's ReLU(dot) · head weight summed over the 16 heads (the lanes' two rows,
+// then the eight row groups by a fixed shuffle tree) into key_sum: thread (g, c) holds entries
+// 8n + 2c and + 1.
+template <int kEntries, typename Smem>
+__device__ void multiply_heads(const Smem& s, int head_dim, float (&key_sum)[kEntries / 8][2]) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, c = lane % 4;
+  const int k_steps = (head_dim + 31) / 32;
+  float dot[kEntries / 8][4] = {};
+  const uint8_t* q_lo = s.queries[16 * warp + g];
+  const uint8_t* q_hi = s.queries[16 * warp + g + 8];
+  for (int k = 0; k < k_steps; ++k) {
+    const int d = 32 * k + 4 * c;
+    const uint32_t qa[4] = {*reinterpret_cast<const uint32_t*>(q_lo + d),
+                            *reinterpret_cast<const uint32_t*>(q_hi + d),
+                            *reinterpret_cast<const uint32_t*>(q_lo + d + 16),
+                            *reinterpret_cast<const uint32_t*>(q_hi + d + 16)};
+#pragma unroll
+    for (int n = 0; n < kEntries / 8; ++n) {
+      const uint8_t* key = s.keys[8 * n + g];
+      mma_e4m3_16832(dot[n], qa, *reinterpret_cast<const uint32_t*>(key + d),
+                     *reinterpret_cast<const uint32_t*>(key + d + 16), dot[n]);
+    }
+  }
+  const float w_lo = s.head_weight[16 * warp + g], w_hi = s.head_weight[16 * warp + g + 8];
+#pragma unroll
+  for (int n = 0; n < kEntries / 8; ++n) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      float v =
+          __fmaf_rn(fmaxf(dot[n][e], 0.0f), w_lo, __fmul_rn(fmaxf(dot[n][e + 2], 0.0f), w_hi));
+      v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 4));
+      v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 8));
+      v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 16));
+      key_sum[n][e] = __fadd_rn(key_sum[n][e], v);
+    }
+  }
+}
+
 // Query t's scores of the entry tile [n0, n0 + kEntries) (keys: its keys, n_keys of them). With
 // quantize_queries false the queries, their scales and head weights in shared memory are those a
 // previous tile quantized (one head pass: they do not change).
-__device__ void score_tile(const ScoreArgs& a, Smem& s, int64_t t, const float* keys,
+template <typename T>
+__device__ void score_tile(const ScoreArgs& a, typename T::Smem& s, int64_t t, const float* keys,
                            int64_t n_keys, int64_t n0, bool quantize_queries) {
+  constexpr int kEntries = T::kEntries, kWarps = T::kWarps;
   const int n_heads = static_cast<int>(a.dims.n_heads),
             head_dim = static_cast<int>(a.dims.head_dim);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, c = lane % 4;
-  const int k_steps = (head_dim + 31) / 32;
   float key_sum[kEntries / 8][2] = {};  // this thread's columns 8n + 2c, + 1: Σ over heads
   for (int h0 = 0; h0 < n_heads; h0 += kHeads) {
     // Thread r < kHeads: head h0 + r's weight, loaded while the rows are.
@@ -121,14 +179,14 @@ __device__ void score_tile(const ScoreArgs& a, Smem& s, int64_t t, const float* 
                              : 0.0f;
     __syncthreads();  // the previous pass's (or tile's) products read the queries and keys
     if (quantize_queries) {
-      quantize_rows<kHeads>(
+      quantize_rows<kHeads, kWarps>(
           [&](int r) {
             return h0 + r < n_heads ? a.q + (t * n_heads + h0 + r) * head_dim : nullptr;
           },
           head_dim, s.queries, s.query_scale);
     }
     if (h0 == 0) {
-      quantize_rows<kEntries>(
+      quantize_rows<kEntries, kWarps>(
           [&](int r) { return n0 + r < n_keys ? keys + (n0 + r) * head_dim : nullptr; }, head_dim,
           s.keys, s.key_scale);
     }
@@ -136,41 +194,15 @@ __device__ void score_tile(const ScoreArgs& a, Smem& s, int64_t t, const float* 
     if (quantize_queries) {
       if (threadIdx.x < kHeads) {
         s.head_weight[threadIdx.x] =
-            h_own < n_heads ? (weight * a.weight_scale) * (a.q_scale * s.query_scale[threadIdx.x])
+            h_own < n_heads ? __fmul_rn(__fmul_rn(weight, a.weight_scale),
+                                        __fmul_rn(a.q_scale, s.query_scale[threadIdx.x]))
                             : 0.0f;
       }
       __syncthreads();
     }
-    float dot[kEntries / 8][4] = {};
-    const uint8_t* q_lo = s.queries[16 * warp + g];
-    const uint8_t* q_hi = s.queries[16 * warp + g + 8];
-    for (int k = 0; k < k_steps; ++k) {
-      const int d = 32 * k + 4 * c;
-      const uint32_t qa[4] = {*reinterpret_cast<const uint32_t*>(q_lo + d),
-                              *reinterpret_cast<const uint32_t*>(q_hi + d),
-                              *reinterpret_cast<const uint32_t*>(q_lo + d + 16),
-                              *reinterpret_cast<const uint32_t*>(q_hi + d + 16)};
-#pragma unroll
-      for (int n = 0; n < kEntries / 8; ++n) {
-        const uint8_t* key = s.keys[8 * n + g];
-        mma_e4m3_16832(dot[n], qa, *reinterpret_cast<const uint32_t*>(key + d),
-                       *reinterpret_cast<const uint32_t*>(key + d + 16), dot[n]);
-      }
-    }
-    const float w_lo = s.head_weight[16 * warp + g], w_hi = s.head_weight[16 * warp + g + 8];
-#pragma unroll
-    for (int n = 0; n < kEntries / 8; ++n) {
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        float v = fmaxf(dot[n][e], 0.0f) * w_lo + fmaxf(dot[n][e + 2], 0.0f) * w_hi;
-        v += __shfl_xor_sync(0xffffffffu, v, 4);
-        v += __shfl_xor_sync(0xffffffffu, v, 8);
-        v += __shfl_xor_sync(0xffffffffu, v, 16);
-        key_sum[n][e] += v;
-      }
-    }
+    if (warp < kMmaWarps) multiply_heads<kEntries>(s, head_dim, key_sum);
   }
-  if (g == 0) {
+  if (warp < kMmaWarps && g == 0) {
 #pragma unroll
     for (int n = 0; n < kEntries / 8; ++n) {
       s.partial[warp][8 * n + 2 * c] = key_sum[n][0];
@@ -180,23 +212,33 @@ __device__ void score_tile(const ScoreArgs& a, Smem& s, int64_t t, const float* 
   __syncthreads();
   if (threadIdx.x < kEntries && n0 + threadIdx.x < n_keys) {
     float total = 0.0f;
-    for (int w = 0; w < kWarps; ++w) total += s.partial[w][threadIdx.x];
-    a.scores[t * a.dims.n_entries + n0 + threadIdx.x] = total * s.key_scale[threadIdx.x];
+    for (int w = 0; w < kMmaWarps; ++w) total = __fadd_rn(total, s.partial[w][threadIdx.x]);
+    a.scores[t * a.dims.n_entries + n0 + threadIdx.x] = __fmul_rn(total, s.key_scale[threadIdx.x]);
   }
 }
 
 // A block per (query t, tiles_per_block entry tiles).
-__global__ void __launch_bounds__(32 * kWarps) indexer_fp8_kernel(ScoreArgs a) {
+template <typename T>
+__global__ void __launch_bounds__(T::kThreads) indexer_fp8_kernel(ScoreArgs a) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  Smem& s = *reinterpret_cast<Smem*>(smem_raw);
+  auto& s = *reinterpret_cast<typename T::Smem*>(smem_raw);
   const int64_t t = blockIdx.x;
   const float* keys = row_keys(a.dims, a.keys, t);
   const int64_t n_keys = row_n_keys(a.dims, t);
   for (int i = 0; i < a.tiles_per_block; ++i) {
-    const int64_t n0 = (int64_t{blockIdx.y} * a.tiles_per_block + i) * kEntries;
+    const int64_t n0 = (int64_t{blockIdx.y} * a.tiles_per_block + i) * T::kEntries;
     if (n0 >= n_keys) return;
-    score_tile(a, s, t, keys, n_keys, n0, i == 0 || a.dims.n_heads > kHeads);
+    score_tile<T>(a, s, t, keys, n_keys, n0, i == 0 || a.dims.n_heads > kHeads);
   }
+}
+
+template <typename T>
+void launch_scores(const ScoreArgs& a, int64_t n_tiles) {
+  static_assert(sizeof(typename T::Smem) <= 48 * 1024);
+  const dim3 grid(static_cast<unsigned>(a.dims.n_tokens),
+                  static_cast<unsigned>(ceil_div(n_tiles, int64_t{a.tiles_per_block})));
+  indexer_fp8_kernel<T><<<grid, T::kThreads, sizeof(typename T::Smem), op_stream()>>>(a);
+  check_launch();
 }
 
 }  // namespace
@@ -205,16 +247,19 @@ void indexer_scores_fp8(const IndexerScoreParams& p) {
   const IndexerDims dims = indexer_fp8_dims(p);
   if (dims.n_tokens * dims.n_entries == 0) return;
   ScoreArgs a(p, dims);
+  // Few rows (the narrow tiles within one wave): a narrow tile a block.
+  const int64_t n_narrow = ceil_div(dims.n_entries, int64_t{NarrowTile::kEntries});
+  if (dims.n_tokens * n_narrow <= sm_count()) {
+    launch_scores<NarrowTile>(a, n_narrow);
+    return;
+  }
   // Tiles a block: one while the grid is at most about four blocks an SM, else up to
   // kMaxTilesPerBlock, so that a long context's blocks (B = 32 at 64k: 8192 tiles) quantize their
   // queries once for several tiles instead of once a tile.
-  const int64_t n_tiles = ceil_div(dims.n_entries, int64_t{kEntries});
+  const int64_t n_tiles = ceil_div(dims.n_entries, int64_t{WideTile::kEntries});
   a.tiles_per_block = static_cast<int>(std::clamp<int64_t>(
       dims.n_tokens * n_tiles / (4 * int64_t{sm_count()}), 1, kMaxTilesPerBlock));
-  const dim3 grid(static_cast<unsigned>(dims.n_tokens),
-                  static_cast<unsigned>(ceil_div(n_tiles, int64_t{a.tiles_per_block})));
-  indexer_fp8_kernel<<<grid, 32 * kWarps, sizeof(Smem), op_stream()>>>(a);
-  check_launch();
+  launch_scores<WideTile>(a, n_tiles);
 }
 
 }  // namespace dsv4::kernels::cuda
