@@ -44,6 +44,7 @@
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/device/common.cuh"
 #include "kernels/cuda/device/mma_sync.cuh"
+#include "kernels/cuda/device/pdl.cuh"
 #include "kernels/cuda/scratch.h"
 #include "kernels/cuda/stream.h"
 
@@ -211,6 +212,7 @@ __global__ void __launch_bounds__(Block<kHeadRows>::kThreads, 1)
   using B = Block<kHeadRows>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   typename B::Smem& s = *reinterpret_cast<typename B::Smem*>(smem_raw);
+  moe::pdl_trigger();  // the combine may launch now; it waits for these runs
   const int run = static_cast<int>(blockIdx.x % runs.n_runs);
   const int64_t query_block = blockIdx.x / runs.n_runs;
   const int64_t t = query_block / head_blocks, h0 = query_block % head_blocks * B::kHeads;
@@ -365,6 +367,8 @@ __global__ void __launch_bounds__(Block<kHeadRows>::kThreads, 1)
 // A thread's first kCombineBatch partials are loaded before the runs' (max, sum) pairs come to
 // shared memory, and the rest kCombineBatch at a time, so a row waits a few load latencies,
 // not three a run. The runs add in run order, each its weight times its partial (add_run).
+// Launched dependent on the attention kernel (device/pdl.cuh): it waits for the runs before it
+// reads them.
 constexpr int kCombineThreads = kDims / 2;
 constexpr int kCombineBatch = 8;
 
@@ -385,6 +389,7 @@ __global__ void __launch_bounds__(kCombineThreads) combine_runs_kernel(Attention
   const int64_t d = 2 * threadIdx.x;  // a.head_dim ≤ kDims = 2 · kCombineThreads
   const float* partial = runs.partial + row * kDims + d;  // run r's: + r · n_rows · kDims
   float2 p[kCombineBatch];
+  moe::pdl_wait();  // the runs
   if (d < a.head_dim) load_partials(runs, partial, 0, p);
   for (int r = threadIdx.x; r < runs.n_runs; r += blockDim.x) {
     smem_max_sum[r] = runs.max_sum[r * n_rows + row];
@@ -479,9 +484,10 @@ void sparse_attention_bf16(const SparseAttentionParams& p) {
     launch_attention<kMaxHeadRows>(a, n_tokens, runs);
   }
   if (runs.split) {
-    combine_runs_kernel<<<static_cast<unsigned>(n_rows), kCombineThreads,
-                          runs.n_runs * sizeof(float2), op_stream()>>>(a, runs);
-    check_launch();
+    // Launched while the runs still compute (programmatic dependent launch): its blocks are
+    // resident when the last run ends, so the step waits no launch gap between the two.
+    moe::launch_pdl(combine_runs_kernel, dim3(static_cast<unsigned>(n_rows)), dim3(kCombineThreads),
+                    runs.n_runs * sizeof(float2), op_stream(), a, runs);
   }
 }
 
