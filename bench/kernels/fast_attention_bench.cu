@@ -1,16 +1,17 @@
 // The fast profile's attention ops at V4-Flash shapes against the exact ones, same run:
 // sparse_attention_bf16 vs sparse_attention (64 heads of 512, a 128-row window + the indexer's
 // picks, at most 512) and indexer_scores_fp8 vs indexer_scores (64 heads of 128), for a
-// 2048-token prefill and decode steps of B = 1, 8, 32 rows at contexts of 272, 8192 and 65536
-// tokens (a CSA layer: context / 4 compressed entries, min(512, entries) picks), then the
-// indexer's top-k over those entries and at a 1M-token context. Decode rows go as the engine's
-// decode step sends them: each row's cache through the per-row address tables (kernels/ops.h,
-// "Decode rows"). Each row of the table prints the median time, the rate, and the floor it is
-// measured against: the bf16 (attention) or FP8 (indexer) tensor-core rate, taken as cuBLAS's bf16
-// GEMM rate measured here (8192³ on random data; FP8's dense rate is twice that), or the bytes a
-// decode call must read at the measured copy bandwidth, whichever is larger. Before timing, each
-// fast op's result is checked against the exact op's on the same inputs
-// (tests/testing/tolerance.h), and the top-k's picks against the CPU's, bit for bit.
+// 2048-token prefill and decode steps of B = 1, 2, 8, 32 rows at contexts of 272, 2048 (the
+// picks fill the top-k), 8192 and 65536 tokens (a CSA layer: context / 4 compressed entries,
+// min(512, entries) picks), then the indexer's top-k over those entries and at a 1M-token
+// context. Decode rows go as the engine's decode step sends them: each row's cache through the
+// per-row address tables (kernels/ops.h, "Decode rows"). Each row of the table prints the median
+// time, the rate, and the floor it is measured against: the bf16 (attention) or FP8 (indexer)
+// tensor-core rate, taken as cuBLAS's bf16 GEMM rate measured here (8192³ on random data; FP8's
+// dense rate is twice that), or the bytes a decode call must read at the measured copy bandwidth,
+// whichever is larger. Before timing, each fast op's result is checked against the exact op's on
+// the same inputs (tests/testing/tolerance.h), and the top-k's picks against the CPU's, bit for
+// bit.
 //
 // Usage: fast_attention_bench   (no arguments; DSV4_BENCH_PROFILE=1 runs each call once)
 #include <cuda_bf16.h>
@@ -276,8 +277,8 @@ int main() {
       "vs exact | err vs exact |\n|---|---|---|---|---|---|---|---|---|---|\n");
   const Call prefill{kPrefill, kPrefill, false};
   std::vector<Call> decode;
-  for (const int64_t context : {272, 8192, 65536}) {
-    for (const int64_t b : {1, 8, 32}) decode.push_back({b, context, true});
+  for (const int64_t context : {272, 2048, 8192, 65536}) {
+    for (const int64_t b : {1, 2, 8, 32}) decode.push_back({b, context, true});
   }
   attention_row(rates, prefill);
   for (const Call& s : decode) attention_row(rates, s);
