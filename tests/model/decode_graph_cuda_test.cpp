@@ -7,7 +7,7 @@
 // narrow its failure down (one without graphs: 3 rows keep their bits beside a fourth), check
 // the buckets' padding rows, that one graph replays over sequences other than those it was
 // captured with, and that graphs planned before the first step serve every batch without a
-// capture.
+// capture. All run the exact profile but one, which replays and pads steps of the fast one.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -205,16 +205,18 @@ std::unique_ptr<Model> graph_model(const checkpoint::ModelWeights& weights,
 // both (each fed the eager model's greedy tokens); every step's logits must be the same bytes.
 // max_batch: the graph model's ModelOptions::cuda_graph_max_batch (0: a graph a batch size, no
 // padding rows). With `plan`, no step after the plan may capture, and its memory stays as the
-// plan left it.
+// plan left it. Both models compute in `numerics`' profile.
 void expect_replays_match_eager(const std::string& golden, const std::vector<Round>& rounds,
                                 int64_t max_batch = 0,
-                                const std::optional<Planned>& plan = std::nullopt) {
+                                const std::optional<Planned>& plan = std::nullopt,
+                                Numerics numerics = Numerics::kExact) {
   auto weights = gpu_weights(golden);
   ASSERT_TRUE(weights.ok()) << weights.status().to_string();
   ModelOptions graphs;
+  graphs.numerics = numerics;
   graphs.cuda_graph = true;
   graphs.cuda_graph_max_batch = max_batch;
-  const Model eager(*weights, ModelOptions{});
+  const Model eager(*weights, ModelOptions{.numerics = numerics});
   const checkpoint::ModelConfig& c = eager.config();
   const int64_t v = c.vocab_size;
   const auto [longest_prompt, n_steps] = DecodeLength::of(c);
@@ -495,6 +497,16 @@ TEST_P(DecodeGraphCudaTest, ReplayedStepsOfUpToEightSequencesGiveTheEagerStepsBi
 TEST_P(DecodeGraphCudaTest, PaddedStepsGiveTheUnpaddedEagerStepsBits) {
   expect_replays_match_eager(GetParam(), {{3, 1, /*new_graphs=*/true}}, /*max_batch=*/8);
   expect_replays_match_eager(GetParam(), {{5, 1, true}, {7, 1}, {6, 1}}, /*max_batch=*/8);
+}
+
+// The fast profile (the CUDA default: bf16 tensor-core sparse attention, FP8 indexer scores,
+// whose decode plans take other blocks as the rows and candidates grow): B = 1 and 2, then
+// B = 3 and 5 padded to 4 and 8 rows; every step's logits must be the eager (unpadded) step's
+// bits.
+TEST_P(DecodeGraphCudaTest, FastProfileReplayedAndPaddedStepsGiveTheEagerStepsBits) {
+  expect_replays_match_eager(GetParam(), {{1, 1}, {2, 1}}, 0, std::nullopt, Numerics::kFast);
+  expect_replays_match_eager(GetParam(), {{3, 1, true}, {5, 1}}, /*max_batch=*/8, std::nullopt,
+                             Numerics::kFast);
 }
 
 // A replayed step past its caches' capacity is refused (resource_exhausted: the server's 503)
