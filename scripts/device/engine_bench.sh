@@ -35,6 +35,7 @@
 #   GEN_TOKENS     tokens each sequence generates (default 32; the decode steps run at positions
 #                  PROMPT_TOKENS .. PROMPT_TOKENS + GEN_TOKENS - 1)
 #   PREFILL        1: measure the prefill as above; 0: never; default: when PROMPT_TOKENS ≥ 1024
+#   NCU_TIMEOUT    seconds an ncu run may take (default 200; a long prefill under ncu needs more)
 #   NCU_PROMPT_TOKENS  the ncu runs' prompt (default PROMPT_TOKENS); NCU_DEPTHS defaults to the
 #                  last depth when measuring the prefill (a long prefill under ncu is slow)
 set -uo pipefail
@@ -92,7 +93,7 @@ for layers in ${depths//,/ }; do
       IFS=':' read -r name build flags <<< "$variant"
       run=ncu_${name}_l${layers}_b${batch}
       # shellcheck disable=SC2086
-      timeout 200 "$ncu" --clock-control none --csv --page raw \
+      timeout "${NCU_TIMEOUT:-200}" "$ncu" --clock-control none --csv --page raw \
         --metrics gpu__time_duration.sum "$bins/$build" bench --device cuda --model "$model" $flags \
         --batch "$batch" --prompt-tokens "$ncu_prompt_tokens" --gen-tokens "$ncu_gen_tokens" \
         --repeats 1 > "$out/$run.csv" 2>&1

@@ -73,7 +73,9 @@ KERNEL_GROUPS = (
 
 def launches(path):
     lines = open(path, encoding="utf-8", errors="replace").read().splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith('"ID"'))
+    start = next((i for i, line in enumerate(lines) if line.startswith('"ID"')), None)
+    if start is None:  # ncu stopped (its timeout, an error) before writing its table
+        sys.exit(f"{path}: no kernel table; ncu said: " + " | ".join(lines[-3:]))
     rows = list(csv.reader(io.StringIO("\n".join(lines[start:]))))
     header, units, data = rows[0], rows[1], rows[2:]
     name, grid = header.index("Kernel Name"), header.index("Grid Size")
