@@ -13,8 +13,8 @@ prefill scores every entry of the chunk, then masks).
   op                    flops a token                          operands (docs/numerics.md)
   attn wq_a, wq_b, wkv,  2 N K each                             FP8-stored linears
     wo_b
-  attn wo_a              2 (G R) (H/G Dh): G block-diagonal     FP8-stored, decoded in both
-                         groups                                 profiles (fast runs it as exact)
+  attn wo_a              2 (G R) (H/G Dh): G block-diagonal     FP8-stored (fast: o quantized,
+                         groups                                 all groups one FP8 GEMM)
   compressor wkv+wgate   2 * 2 width D (CSA: width 2 Dh, HCA    bf16-stored linears
                          Dh)
   indexer wq_b           2 (HI DI) q                            FP8-stored
@@ -57,8 +57,8 @@ RATES = ("fp8", "bf16", "f32")  # gemm_rates' names
 ASSUMED_RATES = {"bf16": 800.0, "fp8": 1600.0, "f32": 50.0}
 
 # What an op's operands are (the table above), which decides its rate in each profile.
-FP8_STORED, FP8_DECODED, BF16_STORED, F32_WEIGHT, EXPERTS, ATTENTION, SCORES = (
-    "fp8-stored", "fp8-decoded", "bf16-stored", "f32", "experts", "attention", "scores")
+FP8_STORED, BF16_STORED, F32_WEIGHT, EXPERTS, ATTENTION, SCORES = (
+    "fp8-stored", "bf16-stored", "f32", "experts", "attention", "scores")
 
 # The kernels that run an op on the GPU, as scripts/device/ncu_step_summary.py groups them.
 TENSOR_CORE_LINEARS = "tensor-core linears"
@@ -75,7 +75,7 @@ OPS = (
     Op("attn wq_a", FP8_STORED, TENSOR_CORE_LINEARS),
     Op("attn wq_b", FP8_STORED, TENSOR_CORE_LINEARS),
     Op("attn wkv", FP8_STORED, TENSOR_CORE_LINEARS),
-    Op("attn wo_a", FP8_DECODED, TENSOR_CORE_LINEARS),
+    Op("attn wo_a", FP8_STORED, TENSOR_CORE_LINEARS),
     Op("attn wo_b", FP8_STORED, TENSOR_CORE_LINEARS),
     Op("compressor wkv+wgate", BF16_STORED, TENSOR_CORE_LINEARS),
     Op("indexer wq_b", FP8_STORED, TENSOR_CORE_LINEARS),
@@ -103,7 +103,7 @@ def rate_of(op, profile, stored):
     fast = profile == "fast"
     if op.operands == FP8_STORED:
         return ("fp8", 1) if fast and stored == "fp8" else ("bf16", 3)
-    if op.operands in (FP8_DECODED, BF16_STORED):
+    if op.operands == BF16_STORED:
         return "bf16", 3
     if op.operands == F32_WEIGHT:
         return "f32", 1

@@ -9,6 +9,10 @@
 // (quantize_activation_fp8, f32 in) is timed beside, as the fast profile runs it before each
 // linear. An alternative plan is timed beside the plan's: at 16 < M ≤ 64 the other of the
 // stream and the 128-token wgmma kernel, above 64 the wgmma kernel with the other token tile.
+// wo_a runs block-diagonally (block_diagonal_linear_fp8: its 8 groups in one launch; no cuBLASLt
+// column, the read ceiling of its 33.5 MB is the measure at decode sizes), and beside it the exact
+// profile's wo_a (block_diagonal_linear of the f32 activation on the FP8 weight). Where the plan
+// splits a tile's K over a cluster, the other plan is the same stream kernel a CTA a tile.
 //   usage: fp8_gemm_bench [out.md [M,M,... [shape]]]   (default M: 1,8,16,64,4096,16384;
 //          shape: only the shapes whose name contains it)
 //
@@ -43,14 +47,15 @@ constexpr size_t kCublasWorkspace = 64ull << 20;
 
 struct LinearShape {
   const char* name;
-  int64_t n, k;
+  int64_t n, k;        // all groups' rows; one group's columns
+  int64_t groups = 1;  // G > 1: block_diagonal_linear_fp8, x [M, G·K]
 };
 
 // V4-Flash (D = 4096, 64 heads of 512, q rank 1024, o groups 8 × rank 1024, shared expert 2048).
-// wo_a is block-diagonal: one group's [1024, 4096] here, 8 such GEMMs a layer.
+// wo_a is block-diagonal: 8 groups of [1024, 4096], one call (block_diagonal_linear_fp8).
 constexpr LinearShape kShapes[] = {
     {"wq_a", 1024, 4096},      {"wq_b", 32768, 1024},
-    {"wkv", 512, 4096},        {"wo_a (1 of 8 groups)", 1024, 4096},
+    {"wkv", 512, 4096},        {"wo_a (8 groups)", 8192, 4096, 8},
     {"wo_b", 4096, 8192},      {"shared w1+w3", 4096, 4096},
     {"shared w2", 4096, 2048},
 };
@@ -129,24 +134,29 @@ Weights make_weights(int64_t n, int64_t k) {
 
 struct Row {
   std::string shape, plan, cublas_scaling;
-  int64_t m = 0, n = 0, k = 0;
+  int64_t m = 0, n = 0, k = 0, groups = 1;
   std::string alt_plan;
-  double us = 0, us_alt = 0, us_cublas = 0, us_quantize = 0, us_ceiling = 0;
+  double us = 0, us_alt = 0, us_cublas = 0, us_quantize = 0, us_ceiling = 0, us_exact = 0;
   double check = 0, cublas_check = -1;
 };
 
 // The CPU reference on the first kCheckRows rows, against the device's.
-double check_rows(const kernels::Fp8Activation& a, const Weights& w, const Tensor& y_dev) {
+double check_rows(const kernels::Fp8Activation& a, const Weights& w, int64_t groups,
+                  const Tensor& y_dev) {
   const int64_t rows = std::min(kCheckRows, a.values.shape[0]);
-  const int64_t k = a.values.shape[1], n = y_dev.view().shape[1];
+  const int64_t k = a.values.shape[1] / groups, n = y_dev.view().shape[1];
   const Tensor a_values = to_host(a.values.rows(0, rows)),
                a_scales = to_host(a.scales.rows(0, rows));
   const Tensor w_values = to_host(w.values[0].view()), w_scales = to_host(w.scales.view());
   const Tensor y_ref = Tensor::host(DType::kF32, {rows, n});
   const format::Fp8BlockView w_host{
       w_values.data_as<const uint8_t>(), w_scales.data_as<const float>(), n, k, k, Device::kCpu};
-  DSV4_CHECK(kernels::linear_fp8({a_values.view(), a_scales.view()}, w_host, y_ref.view()).ok(),
-             "cpu linear_fp8");
+  const kernels::Fp8Activation a_host{a_values.view(), a_scales.view()};
+  DSV4_CHECK(
+      (groups == 1 ? kernels::linear_fp8(a_host, w_host, y_ref.view())
+                   : kernels::block_diagonal_linear_fp8(a_host, w_host, groups, y_ref.view()))
+          .ok(),
+      "cpu linear_fp8");
   const Tensor y = to_host(y_dev.view().rows(0, rows));
   return max_row_rel_error(y.data_as<float>(), y_ref.data_as<float>(), rows, n);
 }
@@ -154,33 +164,39 @@ double check_rows(const kernels::Fp8Activation& a, const Weights& w, const Tenso
 Row run_shape(const LinearShape& s, int64_t m, const Weights& w, double ceiling_us, int n_sm,
               const Tensor& workspace, const Tensor& one) {
   Row r;
-  r.shape = s.name, r.m = m, r.n = s.n, r.k = s.k;
-  const Tensor x = device_tensor(DType::kF32, {m, s.k});
-  fill_f32_kernel<<<4096, 256>>>(x.data_as<float>(), m * s.k, 3);
+  r.shape = s.name, r.m = m, r.n = s.n, r.k = s.k, r.groups = s.groups;
+  const int64_t k_all = s.groups * s.k;  // x's columns
+  const Tensor x = device_tensor(DType::kF32, {m, k_all});
+  fill_f32_kernel<<<4096, 256>>>(x.data_as<float>(), m * k_all, 3);
   check_fill();
-  const Tensor a_values = device_tensor(DType::kF8E4M3, {m, s.k});
-  const Tensor a_scales = device_tensor(DType::kF32, {m, groups(s.k)});
-  const Tensor a_unit = device_tensor(DType::kF32, {m, groups(s.k)});
-  fill_scales_kernel<<<256, 256>>>(a_unit.data_as<float>(), m * groups(s.k), 0, true);
+  const Tensor a_values = device_tensor(DType::kF8E4M3, {m, k_all});
+  const Tensor a_scales = device_tensor(DType::kF32, {m, groups(k_all)});
+  const Tensor a_unit = device_tensor(DType::kF32, {m, groups(k_all)});
+  fill_scales_kernel<<<256, 256>>>(a_unit.data_as<float>(), m * groups(k_all), 0, true);
   check_fill();
   const kernels::Fp8Activation a{a_values.view(), a_scales.view()};
   const kernels::Fp8Activation a_ones{a_values.view(), a_unit.view()};
   const Tensor y = device_tensor(DType::kF32, {m, s.n});
   auto linear = [&](const kernels::Fp8Activation& act, const format::Fp8BlockView& wv) {
-    DSV4_CHECK(kernels::linear_fp8(act, wv, y.view()).ok(), "linear_fp8");
+    DSV4_CHECK((s.groups == 1 ? kernels::linear_fp8(act, wv, y.view())
+                              : kernels::block_diagonal_linear_fp8(act, wv, s.groups, y.view()))
+                   .ok(),
+               "linear_fp8");
   };
 
   r.us_quantize = graph_us_per_call(
       [&](int) { DSV4_CHECK(kernels::quantize_activation_fp8(x.view(), a).ok(), "quantize"); });
   linear(a, w.view(0));
-  r.check = check_rows(a, w, y);
+  r.check = check_rows(a, w, s.groups, y);
   const Fp8GemmPlan plan = kernels::cuda::sm90::plan_fp8_gemm(m, s.n, s.k, n_sm);
   r.plan = kernels::cuda::sm90::describe(plan);
   r.us = graph_us_per_call([&](int i) { linear(a, w.view(static_cast<size_t>(i))); });
-  if (m > 16) {
-    namespace sm90 = kernels::cuda::sm90;
+  namespace sm90 = kernels::cuda::sm90;
+  if (m > 16 || plan.stream_split > 1) {
     Fp8GemmPlan alt;
-    if (plan.path == sm90::Fp8GemmPath::kWsWgmma) {
+    if (plan.stream_split > 1) {
+      alt = sm90::plan_fp8_stream(m, s.n, s.k, n_sm, 1);  // a CTA a tile
+    } else if (plan.path == sm90::Fp8GemmPath::kWsWgmma) {
       alt = m <= sm90::kFp8StreamMaxTokens
                 ? sm90::plan_fp8_stream(m, s.n, s.k, n_sm)
                 : sm90::plan_fp8_ws(m, s.n, plan.ws_tile_m == 256 ? 128 : 256, n_sm);
@@ -199,12 +215,22 @@ Row run_shape(const LinearShape& s, int64_t m, const Weights& w, double ceiling_
                       s.n,
                       m,
                       s.n,
-                      s.k};
+                      s.k,
+                      s.groups};
       sm90::launch_fp8_gemm(p, alt);
     });
   }
   if (m <= kernels::cuda::sm90::kFp8StreamMaxTokens) r.us_ceiling = ceiling_us;
+  if (s.groups > 1) {  // the exact profile's wo_a: the f32 activation on the FP8 weight, decoded
+    r.us_exact = graph_us_per_call([&](int i) {
+      DSV4_CHECK(kernels::block_diagonal_linear(x.view(), w.view(static_cast<size_t>(i)), s.groups,
+                                                y.view())
+                     .ok(),
+                 "block_diagonal_linear");
+    });
+  }
 
+  if (s.groups > 1) return r;  // no grouped cuBLASLt baseline: the read ceiling is the measure
   CublasLtFp8 cublas(m, s.n, s.k, a_unit.data_as<const float>(),
                      w.unit_scales.data_as<const float>(), one.data_as<const float>(),
                      workspace.view().data, kCublasWorkspace);
@@ -237,7 +263,8 @@ Row run_shape(const LinearShape& s, int64_t m, const Weights& w, double ceiling_
 void print_row(FILE* f, const Row& r) {
   const double flops = 2.0 * r.m * r.n * r.k;
   const double bytes = static_cast<double>(r.n) * r.k + 4.0 * groups(r.n) * groups(r.k) +
-                       static_cast<double>(r.m) * r.k + 4.0 * r.m * groups(r.k) + 4.0 * r.m * r.n;
+                       static_cast<double>(r.m) * r.groups * r.k +
+                       4.0 * r.m * groups(r.groups * r.k) + 4.0 * r.m * r.n;
   std::fprintf(f, "| %s | %lld | %lld×%lld | %s | %.2f | %.1f | %.0f |", r.shape.c_str(),
                (long long)r.m, (long long)r.n, (long long)r.k, r.plan.c_str(), r.us,
                flops / (r.us * 1e-6) / 1e12, bytes / (r.us * 1e-6) / 1e9);
@@ -254,6 +281,11 @@ void print_row(FILE* f, const Row& r) {
   }
   if (r.us_alt > 0) {
     std::fprintf(f, " %s: %.2f |", r.alt_plan.c_str(), r.us_alt);
+  } else {
+    std::fprintf(f, " - |");
+  }
+  if (r.us_exact > 0) {
+    std::fprintf(f, " %.2f |", r.us_exact);
   } else {
     std::fprintf(f, " - |");
   }
@@ -279,12 +311,13 @@ int run(int argc, char** argv) {
   fill_scales_kernel<<<1, 32>>>(one.data_as<float>(), 1, 0, true);
   check_fill();
   std::fprintf(out, "device: %s, %d SMs\n\n", prop.name, n_sm);
-  std::fprintf(out,
-               "| shape | M | N×K | plan | µs | TFLOP/s | GB/s | µs cuBLASLt | TFLOP/s cuBLASLt | "
-               "cuBLASLt / ours | µs read ceiling | ceiling / ours | µs other plan | µs quantize "
-               "| check vs CPU | cuBLASLt vs ours |\n");
-  std::fprintf(out,
-               "|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  std::fprintf(
+      out,
+      "| shape | M | N×K | plan | µs | TFLOP/s | GB/s | µs cuBLASLt | TFLOP/s cuBLASLt | "
+      "cuBLASLt / ours | µs read ceiling | ceiling / ours | µs other plan | µs exact profile "
+      "| µs quantize | check vs CPU | cuBLASLt vs ours |\n");
+  std::fprintf(
+      out, "|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   std::string scaling;
   for (const LinearShape& s : kShapes) {
     if (only != nullptr && std::strstr(s.name, only) == nullptr) continue;

@@ -3,7 +3,7 @@
 // ops. Violations are DSV4_CHECK failures naming the op and the operand.
 //
 // Dimension letters: T tokens, N output features, K input features, Kb = ceil(K/128),
-// Nb = ceil(N/128).
+// Nb = ceil(N/128), G groups of R outputs.
 #pragma once
 
 #include <cstdint>
@@ -55,6 +55,13 @@ inline Fp8QuantizeOperands fp8_quantize_operands(const TensorView& x, const Fp8A
   return o;
 }
 
+// An FP8 weight's values exist and its rows hold K columns.
+inline void check_fp8_weight(const format::Fp8BlockView& w, const char* what) {
+  DSV4_CHECK(w.values != nullptr || w.n_rows * w.n_cols == 0, "%s: w has no values", what);
+  DSV4_CHECK(w.row_stride >= w.n_cols, "%s: w row stride %lld under K %lld", what,
+             (long long)w.row_stride, (long long)w.n_cols);
+}
+
 // linear_fp8: a [T, K], w [N, K] with f32 block scales [Nb, Kb], y f32 [T, N] rows.
 struct Fp8LinearOperands {
   Fp8Rows a;
@@ -64,13 +71,34 @@ struct Fp8LinearOperands {
 inline Fp8LinearOperands fp8_linear_operands(const Fp8Activation& a, const format::Fp8BlockView& w,
                                              const TensorView& y) {
   const Fp8LinearOperands o{fp8_activation_rows(a, "linear_fp8 a"), w, as_rows(y, "linear_fp8 y")};
-  DSV4_CHECK(w.values != nullptr || w.n_rows * w.n_cols == 0, "linear_fp8: w has no values");
-  DSV4_CHECK(w.row_stride >= w.n_cols, "linear_fp8: w row stride %lld under K %lld",
-             (long long)w.row_stride, (long long)w.n_cols);
+  check_fp8_weight(w, "linear_fp8");
   DSV4_CHECK(w.n_cols == o.a.n_cols, "linear_fp8: a has K=%lld, w has K=%lld",
              (long long)o.a.n_cols, (long long)w.n_cols);
   DSV4_CHECK(o.y.n_rows == o.a.n_rows && o.y.n_cols == w.n_rows,
              "linear_fp8: y is [%lld, %lld], expected [%lld, %lld]", (long long)o.y.n_rows,
+             (long long)o.y.n_cols, (long long)o.a.n_rows, (long long)w.n_rows);
+  return o;
+}
+
+// block_diagonal_linear_fp8: a [T, G·K], w [G·R, K], y f32 [T, G·R] rows, G ≥ 1, and K and R
+// multiples of 128, so each group's columns are whole activation groups and its rows whole
+// weight blocks (V4's wo_a: K 4096, R 1024).
+inline Fp8LinearOperands fp8_block_diagonal_operands(const Fp8Activation& a,
+                                                     const format::Fp8BlockView& w,
+                                                     int64_t n_groups, const TensorView& y) {
+  const char* what = "block_diagonal_linear_fp8";
+  const Fp8LinearOperands o{fp8_activation_rows(a, what), w, as_rows(y, what)};
+  DSV4_CHECK(n_groups >= 1 && w.n_rows % n_groups == 0, "%s: %lld rows in %lld groups", what,
+             (long long)w.n_rows, (long long)n_groups);
+  check_fp8_weight(w, what);
+  DSV4_CHECK(w.n_cols % format::kFp8ActivationGroup == 0 &&
+                 (w.n_rows / n_groups) % format::kFp8WeightBlock == 0,
+             "%s: K %lld and R %lld must be multiples of 128", what, (long long)w.n_cols,
+             (long long)(w.n_rows / n_groups));
+  DSV4_CHECK(o.a.n_cols == n_groups * w.n_cols, "%s: a has %lld columns, expected %lld × %lld",
+             what, (long long)o.a.n_cols, (long long)n_groups, (long long)w.n_cols);
+  DSV4_CHECK(o.y.n_rows == o.a.n_rows && o.y.n_cols == w.n_rows,
+             "%s: y is [%lld, %lld], expected [%lld, %lld]", what, (long long)o.y.n_rows,
              (long long)o.y.n_cols, (long long)o.a.n_rows, (long long)w.n_rows);
   return o;
 }

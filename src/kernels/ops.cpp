@@ -247,10 +247,26 @@ Status quantize_activation_fp8(const TensorView& x, const Fp8Activation& out) {
   return DSV4_DISPATCH(quantize_activation_fp8, device_of({&x, &out.values, &out.scales}), x, out);
 }
 
-Status linear_fp8(const Fp8Activation& a, const format::Fp8BlockView& w, const TensorView& y) {
+namespace {
+
+// The device of an FP8 GEMM's operands (w's too, where it has values).
+Device fp8_gemm_device(const Fp8Activation& a, const format::Fp8BlockView& w, const TensorView& y,
+                       const char* what) {
   const Device device = device_of({&a.values, &a.scales, &y});
-  DSV4_CHECK(w.values == nullptr || w.device == device, "linear_fp8: w on another device");
-  return DSV4_DISPATCH(linear_fp8, device, a, w, y);
+  DSV4_CHECK(w.values == nullptr || w.device == device, "%s: w on another device", what);
+  return device;
+}
+
+}  // namespace
+
+Status linear_fp8(const Fp8Activation& a, const format::Fp8BlockView& w, const TensorView& y) {
+  return DSV4_DISPATCH(linear_fp8, fp8_gemm_device(a, w, y, "linear_fp8"), a, w, y);
+}
+
+Status block_diagonal_linear_fp8(const Fp8Activation& a, const format::Fp8BlockView& w,
+                                 int64_t n_groups, const TensorView& y) {
+  return DSV4_DISPATCH(block_diagonal_linear_fp8,
+                       fp8_gemm_device(a, w, y, "block_diagonal_linear_fp8"), a, w, n_groups, y);
 }
 
 Status linear_fp8(const TensorView& x, const format::Fp8BlockView& w, const Fp8Activation& scratch,

@@ -249,6 +249,15 @@ Status quantize_activation_fp8(const TensorView& x, const Fp8Activation& out);
 // V4 linear has both); other shapes get an unimplemented Status there.
 Status linear_fp8(const Fp8Activation& a, const format::Fp8BlockView& w, const TensorView& y);
 
+// y f32 [T, G·R] (rows may be strided) = linear_fp8 block-diagonally, the fast profile's wo_a:
+// group g's outputs [g·R, (g+1)·R) are linear_fp8 of a's columns [g·K, (g+1)·K) (with their
+// scales [g·Kb, (g+1)·Kb)) and w's rows [g·R, (g+1)·R), for a [T, G·K] quantized as one
+// activation and w an FP8 block matrix [G·R, K]. K and R must be multiples of 128 (each group
+// whole activation groups and whole weight blocks; V4's K 4096, R 1024). Each group's bits are
+// linear_fp8's on the CPU; CUDA runs every group in one launch, within linear_fp8's bound.
+Status block_diagonal_linear_fp8(const Fp8Activation& a, const format::Fp8BlockView& w,
+                                 int64_t n_groups, const TensorView& y);
+
 // The fast profile's linear for an f32 activation: quantize_activation_fp8(x, scratch), then
 // linear_fp8(scratch, w, y). scratch is shaped for x ([T, K] and [T, Kb]) on x's device.
 Status linear_fp8(const TensorView& x, const format::Fp8BlockView& w, const Fp8Activation& scratch,

@@ -134,7 +134,7 @@ Status project_output(const checkpoint::ModelConfig& config,
   const int64_t rank = config.o_lora_rank;
   DSV4_ASSIGN_OR_RETURN(Tensor low,
                         Tensor::empty(DType::kF32, {n_tokens, n_groups * rank}, o.device));
-  DSV4_RETURN_IF_ERROR(block_diagonal_linear(o, weights.wo_a, n_groups, low.view()));
+  DSV4_RETURN_IF_ERROR(block_diagonal_linear(o, weights.wo_a, n_groups, low.view(), numerics));
   return linear(low.view(), weights.wo_b, out, numerics);
 }
 

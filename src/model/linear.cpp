@@ -50,9 +50,16 @@ Status linear_pair(const TensorView& x, const LinearOutput& a, const LinearOutpu
 }
 
 Status block_diagonal_linear(const TensorView& x, const checkpoint::LinearWeight& w,
-                             int64_t n_groups, const TensorView& y) {
-  if (w.is_fp8()) return kernels::block_diagonal_linear(x, w.fp8_view(), n_groups, y);
-  return kernels::block_diagonal_linear(x, w.view(), n_groups, y);
+                             int64_t n_groups, const TensorView& y, Numerics numerics) {
+  if (!w.is_fp8()) return kernels::block_diagonal_linear(x, w.view(), n_groups, y);
+  const int64_t group_rows = w.shape()[0] / n_groups;
+  if (numerics != Numerics::kFast || w.shape()[1] % format::kFp8ActivationGroup != 0 ||
+      group_rows % format::kFp8WeightBlock != 0) {
+    return kernels::block_diagonal_linear(x, w.fp8_view(), n_groups, y);
+  }
+  DSV4_ASSIGN_OR_RETURN(const Fp8Input a, fp8_input_for(x));
+  DSV4_RETURN_IF_ERROR(kernels::quantize_activation_fp8(x, a.view()));
+  return kernels::block_diagonal_linear_fp8(a.view(), w.fp8_view(), n_groups, y);
 }
 
 }  // namespace dsv4::model

@@ -31,9 +31,12 @@ struct LinearOutput {
 Status linear_pair(const TensorView& x, const LinearOutput& a, const LinearOutput& b,
                    Numerics numerics);
 
-// The grouped form (kernels::block_diagonal_linear): the attention's wo_a, exact in both
-// profiles (DeepSeek's inference dequantizes wo_a to bf16 and runs it in bf16).
+// The grouped form (kernels::block_diagonal_linear): the attention's wo_a. The exact profile
+// runs it exactly; the fast one, for an FP8 weight whose group width K and group rows R are
+// multiples of 128 (V4's 4096 and 1024), quantizes x [T, G·K] in 1 × 128 groups once and runs
+// kernels::block_diagonal_linear_fp8, the FP8 GEMM of every group in one call (DeepSeek's
+// inference runs wo_a in bf16 instead; docs/numerics.md says what that departs from).
 Status block_diagonal_linear(const TensorView& x, const checkpoint::LinearWeight& w,
-                             int64_t n_groups, const TensorView& y);
+                             int64_t n_groups, const TensorView& y, Numerics numerics);
 
 }  // namespace dsv4::model

@@ -2,11 +2,12 @@
 // (fp8_linear_test.cpp) and the CUDA test (fp8_linear_cuda_test.cpp).
 //
 // Dimension letters: T tokens, N output features, K input features, Nb = ceil(N/128),
-// Kb = ceil(K/128).
+// Kb = ceil(K/128), G groups of R outputs.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "base/buffer.h"
@@ -129,6 +130,34 @@ inline Fp8Reference fp8_reference(const uint8_t* a_values, const float* a_scales
     }
   }
   return r;
+}
+
+// Group g of a block-diagonal call (kernels::block_diagonal_linear_fp8) as a plain linear_fp8:
+// the activation's columns [g·K, (g+1)·K) and their scales copied dense, and the weight's rows
+// [g·R, (g+1)·R) with their block scales (K and R multiples of 128, as the op requires).
+struct Fp8Group {
+  Fp8Storage a;       // [T, K] and [T, Kb]
+  Fp8RandomWeight w;  // [R, K]
+};
+
+inline Fp8Group fp8_group(const uint8_t* a_values, const float* a_scales, int64_t n_rows,
+                          int64_t n_groups, const Fp8RandomWeight& w, int64_t g) {
+  const int64_t k = w.n_cols, kb = fp8_group_count(k), r = w.n_rows / n_groups;
+  Fp8Group group{fp8_host_storage(n_rows, k), {}};
+  for (int64_t t = 0; t < n_rows; ++t) {
+    std::memcpy(group.a.values.data_as<uint8_t>() + t * k, a_values + t * n_groups * k + g * k, k);
+    std::memcpy(group.a.scales.data_as<float>() + t * kb, a_scales + t * n_groups * kb + g * kb,
+                4 * kb);
+  }
+  group.w.n_rows = r, group.w.n_cols = k, group.w.row_stride = w.row_stride;
+  group.w.values = Tensor::host(DType::kF8E4M3, {r, w.row_stride});
+  std::memcpy(group.w.values.data_as<uint8_t>(),
+              w.values.data_as<const uint8_t>() + g * r * w.row_stride, r * w.row_stride);
+  const int64_t rb = r / format::kFp8WeightBlock;
+  group.w.scales = Tensor::host(DType::kF32, {rb, kb});
+  std::memcpy(group.w.scales.data_as<float>(), w.scales.data_as<const float>() + g * rb * kb,
+              4 * rb * kb);
+  return group;
 }
 
 // max over outputs of |y - y64| / Σ|terms| (y f32 [T, N] with rows y_stride apart).

@@ -1,6 +1,7 @@
 // The FP8 linear's CPU reference (kernels/ops.h, "FP8"): the activation quantizer against cases
 // derived by hand from V4's act_quant (ue8m0 scales), and properties every group must have; the
-// GEMM against a float64 evaluation of the same quantized operands (kFp8LinearCpuSumRelTol).
+// GEMM against a float64 evaluation of the same quantized operands (kFp8LinearCpuSumRelTol), and
+// its block-diagonal form against the plain GEMM of each group.
 //
 // Dimension letters: T tokens, N output features, K input features, Kb = ceil(K/128).
 #include <gtest/gtest.h>
@@ -8,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "base/buffer.h"
@@ -148,6 +150,54 @@ INSTANTIATE_TEST_SUITE_P(Shapes, LinearFp8,
                                            Fp8Shape{3, 200, 300, 304},  // N, K off the blocks
                                            Fp8Shape{7, 256, 512, 512},  // several blocks
                                            Fp8Shape{2, 130, 16, 32}));  // K under one group
+
+// The block-diagonal form (wo_a's): each group's columns of y have the bits of linear_fp8 on
+// that group's operands, and so stay within the float64 bound; y's padding stays untouched.
+TEST(BlockDiagonalLinearFp8, EachGroupIsLinearFp8BitForBit) {
+  struct Case {
+    int64_t t, n_groups, r, k, row_stride;
+  };
+  for (const Case c :
+       {Case{1, 1, 128, 128, 128}, Case{3, 3, 128, 256, 272}, Case{5, 2, 256, 384, 384}}) {
+    SCOPED_TRACE("T=" + std::to_string(c.t) + " G=" + std::to_string(c.n_groups));
+    SeededRng rng;
+    const Tensor x = testing::fp8_random_activation(rng, c.t, c.n_groups * c.k);
+    testing::Fp8Storage a = testing::fp8_host_storage(c.t, c.n_groups * c.k);
+    ASSERT_TRUE(quantize_activation_fp8(x.view(), a.view()).ok());
+    const testing::Fp8RandomWeight w =
+        testing::fp8_random_weight(rng, c.n_groups * c.r, c.k, c.row_stride);
+    const int64_t n = c.n_groups * c.r, y_stride = n + 2;
+    Tensor y_storage = Tensor::host(DType::kF32, {c.t, y_stride});
+    for (int64_t i = 0; i < c.t * y_stride; ++i) y_storage.data_as<float>()[i] = -1.0f;
+    TensorView y = y_storage.view();
+    y.shape = {c.t, n};
+    ASSERT_TRUE(
+        block_diagonal_linear_fp8(a.view(), w.view(w.values, w.scales), c.n_groups, y).ok());
+    for (int64_t g = 0; g < c.n_groups; ++g) {
+      const testing::Fp8Group group = testing::fp8_group(
+          a.values.data_as<uint8_t>(), a.scales.data_as<float>(), c.t, c.n_groups, w, g);
+      Tensor y_group = Tensor::host(DType::kF32, {c.t, c.r});
+      ASSERT_TRUE(
+          linear_fp8(group.a.view(), group.w.view(group.w.values, group.w.scales), y_group.view())
+              .ok());
+      for (int64_t t = 0; t < c.t; ++t) {
+        for (int64_t j = 0; j < c.r; ++j) {
+          ASSERT_EQ(float_bits(y_storage.data_as<float>()[t * y_stride + g * c.r + j]),
+                    float_bits(y_group.data_as<float>()[t * c.r + j]))
+              << "group " << g << " t " << t << " output " << j;
+        }
+      }
+      const testing::Fp8Reference ref = testing::fp8_reference(
+          group.a.values.data_as<uint8_t>(), group.a.scales.data_as<float>(), c.t, group.w);
+      EXPECT_LE(
+          testing::fp8_sum_rel_error(y_storage.data_as<float>() + g * c.r, y_stride, ref, c.t, c.r),
+          testing::kFp8LinearCpuSumRelTol);
+    }
+    for (int64_t t = 0; t < c.t; ++t) {
+      EXPECT_EQ(y_storage.data_as<float>()[t * y_stride + n], -1.0f) << "row " << t;
+    }
+  }
+}
 
 }  // namespace
 }  // namespace dsv4::kernels

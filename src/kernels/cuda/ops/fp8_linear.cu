@@ -2,7 +2,8 @@
 // bit-identical to cpu::quantize_activation_fp8: the scale comes from the same bits
 // (kernels/fp8_scale.h), the division is IEEE (no fast math), the max is exact and order-free,
 // and the hardware's e4m3 conversion (cvt.rn.satfinite) rounds to nearest even and saturates
-// as float_to_e4m3 does. The GEMM asks gemm/fp8/plan.cpp for its kernel.
+// as float_to_e4m3 does. The GEMM, plain or block-diagonal (one launch for all groups), asks
+// gemm/fp8/plan.cpp for its kernel.
 //
 // Dimension letters: T tokens, N output features, K input features, Kb = ceil(K/128).
 #include <cuda_fp8.h>
@@ -51,6 +52,32 @@ __global__ void __launch_bounds__(kQuantizeWarps * 32)
   }
 }
 
+// The GEMM of checked operands, G groups block-diagonally (gemm/fp8/params.h), on the kernel
+// gemm/fp8/plan.cpp picks for the N = G·R shape; w's K is one group's.
+Status run_fp8_gemm(const Fp8LinearOperands& o, int64_t n_groups, const char* what) {
+  sm90::Fp8GemmParams p;
+  p.a = o.a.values;
+  p.a_scales = o.a.scales;
+  p.b = o.w.values;
+  p.b_scales = o.w.block_scales;
+  p.ldb = o.w.row_stride;
+  p.d = o.y.data;
+  p.ldd = o.y.row_stride;
+  p.m = o.a.n_rows;
+  p.n = o.w.n_rows;
+  p.k = o.w.n_cols;
+  p.n_groups = n_groups;
+  if (p.m == 0 || p.n == 0) return ok_status();
+  if (p.k % 16 != 0 || p.ldb % 16 != 0 || reinterpret_cast<uintptr_t>(p.b) % 16 != 0) {
+    return unimplemented(std::string(what) +
+                         ": the CUDA kernels need K, w's row stride and w's address "
+                         "to be multiples of 16, got K " +
+                         std::to_string(p.k) + ", stride " + std::to_string(p.ldb));
+  }
+  sm90::launch_fp8_gemm(p, sm90::plan_for(p));
+  return ok_status();
+}
+
 }  // namespace
 
 void quantize_activation_fp8(const TensorView& x, const Fp8Activation& out) {
@@ -64,27 +91,13 @@ void quantize_activation_fp8(const TensorView& x, const Fp8Activation& out) {
 }
 
 Status linear_fp8(const Fp8Activation& a, const format::Fp8BlockView& w, const TensorView& y) {
-  const Fp8LinearOperands o = fp8_linear_operands(a, w, y);
-  sm90::Fp8GemmParams p;
-  p.a = o.a.values;
-  p.a_scales = o.a.scales;
-  p.b = w.values;
-  p.b_scales = w.block_scales;
-  p.ldb = w.row_stride;
-  p.d = o.y.data;
-  p.ldd = o.y.row_stride;
-  p.m = o.a.n_rows;
-  p.n = w.n_rows;
-  p.k = o.a.n_cols;
-  if (p.m == 0 || p.n == 0) return ok_status();
-  if (p.k % 16 != 0 || p.ldb % 16 != 0 || reinterpret_cast<uintptr_t>(p.b) % 16 != 0) {
-    return unimplemented(
-        "linear_fp8: the CUDA kernels need K, w's row stride and w's address "
-        "to be multiples of 16, got K " +
-        std::to_string(p.k) + ", stride " + std::to_string(p.ldb));
-  }
-  sm90::launch_fp8_gemm(p, sm90::plan_for(p));
-  return ok_status();
+  return run_fp8_gemm(fp8_linear_operands(a, w, y), 1, "linear_fp8");
+}
+
+Status block_diagonal_linear_fp8(const Fp8Activation& a, const format::Fp8BlockView& w,
+                                 int64_t n_groups, const TensorView& y) {
+  return run_fp8_gemm(fp8_block_diagonal_operands(a, w, n_groups, y), n_groups,
+                      "block_diagonal_linear_fp8");
 }
 
 }  // namespace dsv4::kernels::cuda

@@ -31,10 +31,14 @@ static_assert(kFp8ProducerRegs * 128 + kFp8ConsumerRegs * 256 <= 168 * kFp8WsThr
 inline constexpr int kFp8Panel = 8;  // token tiles walked together (their A and B stay in L2)
 
 // ---- The stream kernel (stream_kernel.cuh, M ≤ kFp8StreamMaxTokens): swap-AB mma.sync
-// m16n8k32, a CTA per 16 weight rows, its warps each a run of K blocks ----
-inline constexpr int kFp8StreamRows = 16;       // weight rows per CTA: the MMA's M
+// m16n8k32, a cluster of 1-8 CTAs per 16 weight rows, its warps each a run of K blocks ----
+inline constexpr int kFp8StreamRows = 16;       // weight rows per tile: the MMA's M
 inline constexpr int kFp8StreamMaxTokens = 64;  // 8 chunks of the MMA's n8
 inline constexpr int kFp8StreamBatch = 4;       // K blocks whose weight loads fly together
 inline constexpr int kFp8StreamMaxWarps = 16;
+inline constexpr int kFp8StreamMaxSplit = 8;  // CTAs sharing a tile's K: the portable cluster
+// A CTA of a split tile keeps at least this many K blocks (16 rows × 512 bytes): fewer would
+// spend more on the cluster's two barriers and the shared-memory reduction than they stream.
+inline constexpr int kFp8StreamMinSplitBlocks = 4;
 
 }  // namespace dsv4::kernels::cuda::sm90

@@ -21,8 +21,9 @@ void launch_ws(const Fp8GemmParams& p, const Fp8GemmPlan& plan) {
   }();
   (void)configured;
   CUtensorMap a_map{}, b_map{};
-  const bool encoded = encode_tensor_map_2d(&a_map, CU_TENSOR_MAP_DATA_TYPE_UINT8, p.a, p.k, p.m,
-                                            p.k, kFp8TileK, kTileM) &&
+  const int64_t a_cols = p.n_groups * p.k;  // every group's columns (params.h)
+  const bool encoded = encode_tensor_map_2d(&a_map, CU_TENSOR_MAP_DATA_TYPE_UINT8, p.a, a_cols, p.m,
+                                            a_cols, kFp8TileK, kTileM) &&
                        encode_tensor_map_2d(&b_map, CU_TENSOR_MAP_DATA_TYPE_UINT8, p.b, p.k, p.n,
                                             p.ldb, kFp8TileK, kFp8TileN);
   DSV4_CHECK(encoded, "fp8 gemm: no tensor map for A (%p, K %lld) or B (%p, stride %lld)",
@@ -32,38 +33,54 @@ void launch_ws(const Fp8GemmParams& p, const Fp8GemmPlan& plan) {
   check_launch();
 }
 
+// A cluster of `split` CTAs a 16-row tile (split 1 included: the kernel reads its cluster's size).
 template <int kWarps, int kChunks>
-void launch_stream_of(const Fp8GemmParams& p) {
-  const auto grid = static_cast<unsigned>(ceil_div(p.n, kFp8StreamRows));
-  fp8_stream_gemm_sm90_kernel<kWarps, kChunks><<<grid, kWarps * 32, 0, op_stream()>>>(p);
+void launch_stream_of(const Fp8GemmParams& p, int split) {
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeClusterDimension;
+  attribute.val.clusterDim.x = static_cast<unsigned>(split);
+  attribute.val.clusterDim.y = 1;
+  attribute.val.clusterDim.z = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(static_cast<unsigned>(ceil_div(p.n, kFp8StreamRows) * split));
+  config.blockDim = dim3(kWarps * 32);
+  config.stream = op_stream();
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  DSV4_CUDA_CHECK(cudaLaunchKernelEx(&config, fp8_stream_gemm_sm90_kernel<kWarps, kChunks>, p));
   check_launch();
 }
 
 template <int kWarps>
-void launch_stream_warps(const Fp8GemmParams& p, int chunks) {
+void launch_stream_warps(const Fp8GemmParams& p, int chunks, int split) {
   switch (chunks) {
     case 1:
-      return launch_stream_of<kWarps, 1>(p);
+      return launch_stream_of<kWarps, 1>(p, split);
     case 2:
-      return launch_stream_of<kWarps, 2>(p);
+      return launch_stream_of<kWarps, 2>(p, split);
     case 4:
-      if constexpr (kWarps * 4 <= 32) return launch_stream_of<kWarps, 4>(p);
+      if constexpr (kWarps * 4 <= 32) return launch_stream_of<kWarps, 4>(p, split);
       break;
     case 8:
-      if constexpr (kWarps * 8 <= 32) return launch_stream_of<kWarps, 8>(p);
+      if constexpr (kWarps * 8 <= 32) return launch_stream_of<kWarps, 8>(p, split);
       break;
   }
   DSV4_CHECK(false, "fp8 stream gemm: %d warps with %d token chunks", kWarps, chunks);
 }
 
 void launch_stream(const Fp8GemmParams& p, const Fp8GemmPlan& plan) {
+  DSV4_CHECK(plan.stream_split >= 1 && plan.stream_split <= kFp8StreamMaxSplit,
+             "fp8 stream gemm: %d CTAs a tile", plan.stream_split);
+  DSV4_CHECK(p.m <= kFp8StreamMaxTokens && p.n_groups * p.k <= (int64_t{1} << 24),
+             "fp8 stream gemm: %lld tokens of %lld columns past its 32-bit offsets", (long long)p.m,
+             (long long)(p.n_groups * p.k));
   switch (plan.stream_warps) {
     case 4:
-      return launch_stream_warps<4>(p, plan.stream_chunks);
+      return launch_stream_warps<4>(p, plan.stream_chunks, plan.stream_split);
     case 8:
-      return launch_stream_warps<8>(p, plan.stream_chunks);
+      return launch_stream_warps<8>(p, plan.stream_chunks, plan.stream_split);
     case 16:
-      return launch_stream_warps<16>(p, plan.stream_chunks);
+      return launch_stream_warps<16>(p, plan.stream_chunks, plan.stream_split);
     default:
       DSV4_CHECK(false, "fp8 stream gemm: %d warps a CTA", plan.stream_warps);
   }
@@ -82,6 +99,9 @@ void launch_fp8_gemm(const Fp8GemmParams& p, const Fp8GemmPlan& plan) {
   }
   DSV4_CHECK(p.k % 16 == 0 && p.ldb % 16 == 0, "fp8 gemm: K %lld and B's stride %lld break TMA",
              (long long)p.k, (long long)p.ldb);
+  DSV4_CHECK(p.n_groups == 1 || (p.k % kFp8TileK == 0 && p.n % (p.n_groups * kFp8TileN) == 0),
+             "fp8 gemm: %lld groups need K %lld and N / G of %lld in whole 128-blocks",
+             (long long)p.n_groups, (long long)p.k, (long long)p.n);
   if (plan.path == Fp8GemmPath::kStream) {
     launch_stream(p, plan);
   } else if (plan.ws_tile_m == 256) {

@@ -10,19 +10,29 @@ namespace {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Weight streaming at decode sizes. A CTA owns 16 weight rows; its warps split K's blocks. More
-// warps a CTA put more loads in flight where there are few CTAs (wkv's 512 rows are 32 CTAs), at
-// the price of fewer K blocks a warp and a larger reduction; double while the grid holds fewer
-// than 16 warps an SM and each warp keeps ≥ 2 blocks.
+// Weight streaming at decode sizes. A tile of 16 weight rows is one CTA, or a cluster of S CTAs
+// splitting its K blocks. A narrow weight has few tiles (wkv's 512 rows are 32, wq_a's 1024 are
+// 64): one CTA a tile would leave most SMs without loads, so S doubles (up to the portable
+// cluster of 8) while the doubled grid still fits one CTA an SM and each CTA keeps
+// kFp8StreamMinSplitBlocks K blocks. Then the warps: more warps a CTA put more loads in flight
+// where there are few CTAs, at the price of fewer K blocks a warp and a larger reduction; double
+// while the grid holds fewer than 16 warps an SM and each warp keeps ≥ 2 of its CTA's blocks.
 }  // namespace
 
-Fp8GemmPlan plan_fp8_stream(int64_t m, int64_t n, int64_t k, int n_sm) {
+Fp8GemmPlan plan_fp8_stream(int64_t m, int64_t n, int64_t k, int n_sm, int max_split) {
   Fp8GemmPlan plan;
   plan.path = Fp8GemmPath::kStream;
   while (plan.stream_chunks * 8 < m) plan.stream_chunks *= 2;
-  const int64_t ctas = ceil_div(n, kFp8StreamRows), k_blocks = ceil_div(k, kFp8TileK);
+  const int64_t tiles = ceil_div(n, kFp8StreamRows), k_blocks = ceil_div(k, kFp8TileK);
+  max_split = std::min(max_split, kFp8StreamMaxSplit);
+  while (plan.stream_split < max_split && 2 * tiles * plan.stream_split <= n_sm &&
+         k_blocks >= 2 * plan.stream_split * kFp8StreamMinSplitBlocks) {
+    plan.stream_split *= 2;
+  }
+  const int64_t ctas = tiles * plan.stream_split;
+  const int64_t cta_blocks = ceil_div(k_blocks, plan.stream_split);
   const int max_warps = std::min(kFp8StreamMaxWarps, 32 / plan.stream_chunks);  // smem: ≤ 16 KB
-  while (plan.stream_warps < max_warps && 2 * 2 * plan.stream_warps <= k_blocks &&
+  while (plan.stream_warps < max_warps && 2 * 2 * plan.stream_warps <= cta_blocks &&
          ctas * plan.stream_warps < 16 * int64_t{n_sm}) {
     plan.stream_warps *= 2;
   }
@@ -53,7 +63,9 @@ Fp8GemmPlan plan_fp8_gemm(int64_t m, int64_t n, int64_t k, int n_sm) {
 
 std::string describe(const Fp8GemmPlan& plan) {
   if (plan.path == Fp8GemmPath::kStream) {
-    return "stream " + std::to_string(plan.stream_warps) + " warps, " +
+    const std::string split =
+        plan.stream_split > 1 ? " x " + std::to_string(plan.stream_split) + " CTAs" : "";
+    return "stream " + std::to_string(plan.stream_warps) + " warps" + split + ", " +
            std::to_string(plan.stream_chunks * 8) + " tok";
   }
   return "ws " + std::to_string(plan.ws_tile_m) + "x128, " + std::to_string(plan.grid) + " CTAs";

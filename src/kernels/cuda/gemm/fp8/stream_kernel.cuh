@@ -1,12 +1,17 @@
 // fp8_stream_gemm_sm90: the block-scaled FP8 GEMM at decode sizes (M ≤ 64), written as a stream
 // of the weights (README.md, "Small M"): one launch, the weights read once with non-caching
-// 16-byte loads, several K blocks' loads in flight per lane, no split-K atomics.
+// 16-byte loads, several K blocks' loads in flight per lane, no atomics.
 //
-// Work. A CTA owns 16 weight rows (the MMA's M: swap-AB, tokens are the n8 columns) and computes
-// their outputs for every token; its kWarps warps take K blocks warp, warp + kWarps, … and meet
-// in shared memory, added in warp order (deterministic). Per K block a warp runs 4 mma.sync
-// m16n8k32 per 8-token chunk into a fresh partial sum and promotes it as the contract says:
-// acc = fma(a_scale[token] · b_scale, partial, acc).
+// Work. A tile of 16 weight rows (the MMA's M: swap-AB, tokens are the n8 columns) belongs to
+// a cluster of S CTAs (S = 1, 2, 4 or 8, the launch's cluster size), whose S · kWarps warps take
+// its K blocks in turn: warp w of CTA r, global warp r · kWarps + w, takes blocks gw,
+// gw + S · kWarps, … Per K block a warp runs 4 mma.sync m16n8k32 per 8-token chunk into a fresh
+// partial sum and promotes it as the contract says: acc = fma(a_scale[token] · b_scale,
+// partial, acc). The warps' sums meet in shared memory; with S > 1 the cluster's CTAs read each
+// other's through distributed shared memory, each finishing a share of the tile's outputs. Every
+// output adds its S · kWarps partials in global warp order whichever CTA adds them, so the bits
+// are a function of the plan alone (deterministic, no atomics). Splitting K over a cluster puts
+// a narrow weight's few tiles on more SMs: 64 tiles (wq_a) on 128 CTAs.
 //
 // K order inside a block. Lane (g, c) = (lane / 4, lane % 4) loads the 32 bytes [32 c, 32 c + 32)
 // of the block for weight rows g and g + 8 (the 4 lanes of a row read its 128 contiguous
@@ -14,8 +19,13 @@
 // each: its K is a permutation of the block's, the same for both operands, so the sum is the
 // block's.
 //
-// Dimension letters: M tokens (rows of A and D), N weight rows, K, Kb = ceil(K/128).
+// Groups (params.h): a tile lies in one group, whose A columns and scales it reads.
+//
+// Dimension letters: M tokens (rows of A and D), N weight rows, K, Kb = ceil(K/128), S CTAs of
+// a cluster.
 #pragma once
+
+#include <cooperative_groups.h>
 
 #include <cstdint>
 
@@ -68,52 +78,87 @@ __device__ __forceinline__ void fp8_stream_block(const uint4 (&w0)[2], const uin
   acc[3] = fmaf(scale_t1, partial[3], acc[3]);
 }
 
+// The tile's outputs from the partial sums of every warp of the cluster: output o = (row,
+// token) of [16 rows][8 kChunks tokens] is finished by CTA o % S (thread o / S of it, in steps),
+// adding the S · kWarps partials in global warp order.
+template <int kWarps, int kChunks>
+__device__ __forceinline__ void fp8_stream_store(
+    const Fp8GemmParams& p, int64_t n0,
+    float (&smem_partial)[kWarps][kFp8StreamRows][kChunks * 8]) {
+  namespace cg = cooperative_groups;
+  const cg::cluster_group cluster = cg::this_cluster();
+  const int split = static_cast<int>(cluster.num_blocks()), rank = cluster.block_rank();
+  for (int o = rank + split * threadIdx.x; o < kFp8StreamRows * kChunks * 8;
+       o += split * kWarps * 32) {
+    const int row = o % kFp8StreamRows, token = o / kFp8StreamRows;
+    if (token >= p.m || n0 + row >= p.n) continue;
+    float sum = 0.0f;
+    for (int r = 0; r < split; ++r) {
+      const float(*partial)[kFp8StreamRows][kChunks * 8] =
+          split == 1 ? smem_partial : cluster.map_shared_rank(smem_partial, r);
+      for (int w = 0; w < kWarps; ++w) sum += partial[w][row][token];
+    }
+    p.d[token * p.ldd + n0 + row] = sum;
+  }
+}
+
 template <int kWarps, int kChunks>
 __global__ void __launch_bounds__(kWarps * 32)
     fp8_stream_gemm_sm90_kernel(const __grid_constant__ Fp8GemmParams p) {
   static_assert(kWarps * kChunks <= 32, "the reduction's shared memory: ≤ 16 KB");
   static_assert(kChunks * 8 <= kFp8StreamMaxTokens, "tokens are kChunks n8 chunks");
+  namespace cg = cooperative_groups;
+  const cg::cluster_group cluster = cg::this_cluster();
+  const int split = static_cast<int>(cluster.num_blocks());
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
-  const int64_t n0 = int64_t{blockIdx.x} * kFp8StreamRows;
+  const int first_warp = static_cast<int>(cluster.block_rank()) * kWarps + warp;
+  const int warp_stride = split * kWarps;
+  const int64_t n0 = int64_t{blockIdx.x / split} * kFp8StreamRows;
   const int k_blocks = static_cast<int>((p.k + kFp8TileK - 1) / kFp8TileK);
+  // The tile's group's columns of A (params.h); the strides fit 32 bits (launch.cu checks).
+  const Fp8GroupOffsets group = fp8_group_offsets(p, k_blocks, n0);
+  const int a_stride = static_cast<int>(group.a_stride);
+  const int a_scales_stride = static_cast<int>(group.a_scales_stride);
   // Rows past N read row N - 1 and tokens past M token M - 1: their outputs are never stored.
   const uint8_t* w_row0 = p.b + min(n0 + g, p.n - 1) * p.ldb + 32 * c;
   const uint8_t* w_row1 = p.b + min(n0 + g + 8, p.n - 1) * p.ldb + 32 * c;
   const float* b_scales = p.b_scales + (n0 / kFp8TileN) * k_blocks;
+  const uint8_t* a = p.a + group.a_column;
+  const float* a_scales = p.a_scales + group.a_scales_column;
 
   float acc[kChunks][4];
 #pragma unroll
   for (int q = 0; q < kChunks; ++q) acc[q][0] = acc[q][1] = acc[q][2] = acc[q][3] = 0.0f;
 
-  for (int kb0 = warp; kb0 < k_blocks; kb0 += kWarps * kFp8StreamBatch) {
+  for (int kb0 = first_warp; kb0 < k_blocks; kb0 += warp_stride * kFp8StreamBatch) {
     uint4 w0[kFp8StreamBatch][2], w1[kFp8StreamBatch][2];
 #pragma unroll
     for (int i = 0; i < kFp8StreamBatch; ++i) {
-      const int64_t column = int64_t{kb0 + i * kWarps} * kFp8TileK + 32 * c;
-      const int64_t k_end = kb0 + i * kWarps < k_blocks ? p.k : 0;
+      const int64_t column = int64_t{kb0 + i * warp_stride} * kFp8TileK + 32 * c;
+      const int64_t k_end = kb0 + i * warp_stride < k_blocks ? p.k : 0;
       fp8_load32<true>(w_row0 + column - 32 * c, column, k_end, w0[i]);
       fp8_load32<true>(w_row1 + column - 32 * c, column, k_end, w1[i]);
     }
 #pragma unroll
     for (int i = 0; i < kFp8StreamBatch; ++i) {
-      const int kb = kb0 + i * kWarps;
+      const int kb = kb0 + i * warp_stride;
       if (kb >= k_blocks) break;
       const float b_scale = b_scales[kb];
       const int64_t column = int64_t{kb} * kFp8TileK + 32 * c;
 #pragma unroll
       for (int q = 0; q < kChunks; ++q) {
         uint4 x[2];
-        const int64_t token = min(int64_t{8 * q + g}, p.m - 1);
-        fp8_load32<false>(p.a + token * p.k + column, column, p.k, x);
-        const int64_t t0 = min(int64_t{8 * q + 2 * c}, p.m - 1);
-        const int64_t t1 = min(int64_t{8 * q + 2 * c + 1}, p.m - 1);
-        fp8_stream_block(w0[i], w1[i], x, p.a_scales[t0 * k_blocks + kb] * b_scale,
-                         p.a_scales[t1 * k_blocks + kb] * b_scale, acc[q]);
+        const int last = static_cast<int>(p.m) - 1;  // M ≤ 64
+        const int token = min(8 * q + g, last);
+        fp8_load32<false>(a + token * a_stride + column, column, p.k, x);
+        const int t0 = min(8 * q + 2 * c, last), t1 = min(8 * q + 2 * c + 1, last);
+        fp8_stream_block(w0[i], w1[i], x, a_scales[t0 * a_scales_stride + kb] * b_scale,
+                         a_scales[t1 * a_scales_stride + kb] * b_scale, acc[q]);
       }
     }
   }
 
-  // Warp partials [warp][16 rows][8 kChunks tokens], then summed in warp order per output.
+  // Warp partials [warp][16 rows][8 kChunks tokens], then summed in global warp order.
   __shared__ float smem_partial[kWarps][kFp8StreamRows][kChunks * 8];
 #pragma unroll
   for (int q = 0; q < kChunks; ++q) {
@@ -121,13 +166,13 @@ __global__ void __launch_bounds__(kWarps * 32)
     for (int e = 0; e < 4; ++e)
       smem_partial[warp][g + 8 * (e / 2)][8 * q + 2 * c + e % 2] = acc[q][e];
   }
-  __syncthreads();
-  for (int o = threadIdx.x; o < kFp8StreamRows * kChunks * 8; o += kWarps * 32) {
-    const int row = o % kFp8StreamRows, token = o / kFp8StreamRows;
-    if (token >= p.m || n0 + row >= p.n) continue;
-    float sum = smem_partial[0][row][token];
-    for (int w = 1; w < kWarps; ++w) sum += smem_partial[w][row][token];
-    p.d[token * p.ldd + n0 + row] = sum;
+  if (split == 1) {
+    __syncthreads();
+    fp8_stream_store<kWarps, kChunks>(p, n0, smem_partial);
+  } else {
+    cluster.sync();  // every CTA's partials written and visible to the cluster
+    fp8_stream_store<kWarps, kChunks>(p, n0, smem_partial);
+    cluster.sync();  // no CTA leaves while another may still read its partials
   }
 }
 

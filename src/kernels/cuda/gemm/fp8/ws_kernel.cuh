@@ -16,6 +16,9 @@
 //     acc = fma(a_scale[row] · b_scale, partial, acc); after the last half free the slot. One
 //     consumer's promotion overlaps the other's wgmma, which keeps the tensor cores fed.
 //
+// Groups (params.h): a 128-row tile lies in one group; its A boxes start at the group's column
+// g·K and its scales at g·Kb, so G groups are one persistent launch over all G·R rows' tiles.
+//
 // Dimension letters: M tokens (rows of A and D), N weight rows, K, Kb = ceil(K/128).
 #pragma once
 
@@ -52,19 +55,21 @@ struct Fp8WsShape {
 
 // ---- producer: thread 0 of warpgroup 0 ----
 template <int kTileM>
-__device__ __forceinline__ void fp8_ws_produce(const Fp8WsShape& shape, const void* a_map,
-                                               const void* b_map, uint8_t* smem_ring,
-                                               uint64_t* full, uint64_t* empty) {
+__device__ __forceinline__ void fp8_ws_produce(const Fp8GemmParams& p, const Fp8WsShape& shape,
+                                               const void* a_map, const void* b_map,
+                                               uint8_t* smem_ring, uint64_t* full,
+                                               uint64_t* empty) {
   constexpr int kStages = fp8_stages(kTileM), kStageBytes = fp8_stage_bytes(kTileM);
   uint32_t it = 0;
   for (int64_t tile = blockIdx.x; tile < shape.m_tiles * shape.n_tiles; tile += gridDim.x) {
     const Fp8TileCoord c = fp8_tile<kTileM>(tile, shape.m_tiles, shape.n_tiles);
+    const int a_column = static_cast<int>(fp8_group_offsets(p, shape.k_blocks, c.n0).a_column);
     for (int kb = 0; kb < shape.k_blocks; ++kb, ++it) {
       const int slot = it % kStages;
       mbar_wait(&empty[slot], ((it / kStages) & 1) ^ 1);
       uint8_t* stage = smem_ring + slot * kStageBytes;
       mbar_arrive_expect_tx(&full[slot], kStageBytes);  // boxes count whole, zero fill too
-      tma_load_2d(stage, a_map, &full[slot], kb * kFp8TileK, static_cast<int>(c.m0));
+      tma_load_2d(stage, a_map, &full[slot], a_column + kb * kFp8TileK, static_cast<int>(c.m0));
       tma_load_2d(stage + kTileM * kFp8TileK, b_map, &full[slot], kb * kFp8TileK,
                   static_cast<int>(c.n0));
     }
@@ -90,13 +95,15 @@ __device__ __forceinline__ void fp8_ws_tile_k_loop(const Fp8GemmParams& p, const
   constexpr int kHalves = kTileM / 128, kStages = fp8_stages(kTileM);
   constexpr int kStageBytes = fp8_stage_bytes(kTileM);
   // Rows past M hold zeros (TMA's fill); their scale is read from row M - 1 and never stored.
+  const Fp8GroupOffsets offsets = fp8_group_offsets(p, shape.k_blocks, c.n0);
+  const float* a_scales = p.a_scales + offsets.a_scales_column;
   const float* a_scale[kHalves][2];
   float next_a[kHalves][2];
 #pragma unroll
   for (int h = 0; h < kHalves; ++h) {
     const int64_t row = fp8_first_row<kTileM>(c, group, h);
-    a_scale[h][0] = p.a_scales + min(row, p.m - 1) * shape.k_blocks;
-    a_scale[h][1] = p.a_scales + min(row + 8, p.m - 1) * shape.k_blocks;
+    a_scale[h][0] = a_scales + min(row, p.m - 1) * offsets.a_scales_stride;
+    a_scale[h][1] = a_scales + min(row + 8, p.m - 1) * offsets.a_scales_stride;
     next_a[h][0] = a_scale[h][0][0], next_a[h][1] = a_scale[h][1][0];
   }
   const float* b_scale = p.b_scales + (c.n0 / kFp8TileN) * shape.k_blocks;
@@ -190,7 +197,7 @@ __device__ __forceinline__ void fp8_ws_consume(const Fp8GemmParams& p, const Fp8
   }
 }
 
-// a_map: A e4m3 [M, K], b_map: B e4m3 [N, K] at row stride ldb; boxes of kTileM and 128 rows ×
+// a_map: A e4m3 [M, G·K], b_map: B e4m3 [N, K] at row stride ldb; boxes of kTileM and 128 rows ×
 // 128 bytes in the 128-byte swizzle, zero fill past the edges (launch.cu encodes them).
 template <int kTileM>
 __global__ void __launch_bounds__(kFp8WsThreads, 1)
@@ -220,7 +227,7 @@ __global__ void __launch_bounds__(kFp8WsThreads, 1)
                          static_cast<int>((p.k + kFp8TileK - 1) / kFp8TileK)};
   if (threadIdx.x < 128) {
     setmaxnreg_dec<kFp8ProducerRegs>();
-    if (threadIdx.x == 0) fp8_ws_produce<kTileM>(shape, &a_map, &b_map, smem_ring, full, empty);
+    if (threadIdx.x == 0) fp8_ws_produce<kTileM>(p, shape, &a_map, &b_map, smem_ring, full, empty);
   } else {
     setmaxnreg_inc<kFp8ConsumerRegs>();
     fp8_ws_consume<kTileM>(p, shape, smem_ring, full, empty);
