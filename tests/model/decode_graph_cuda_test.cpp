@@ -7,7 +7,9 @@
 // narrow its failure down (one without graphs: 3 rows keep their bits beside a fourth), check
 // the buckets' padding rows, that one graph replays over sequences other than those it was
 // captured with, and that graphs planned before the first step serve every batch without a
-// capture. All run the exact profile but one, which replays and pads steps of the fast one.
+// capture. All run the exact profile but one, which replays and pads steps of the fast one. The
+// last suite runs B = 1 … 4 on brown_small with the routed experts of some layers in host memory
+// (expert offload), whose steps copy the experts they touch inside the graph.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -27,6 +29,7 @@
 #include "model/deepseek_v4.h"
 #include "model/golden.h"
 #include "model/mtp_fixture.h"
+#include "runtime/offloaded_experts.h"
 #include "testing/random.h"
 
 namespace dsv4::model {
@@ -201,29 +204,26 @@ std::unique_ptr<Model> graph_model(const checkpoint::ModelWeights& weights,
   return made;
 }
 
-// Each round: B random prompts prefilled in an eager model and a graph model, then decoded in
-// both (each fed the eager model's greedy tokens); every step's logits must be the same bytes.
-// max_batch: the graph model's ModelOptions::cuda_graph_max_batch (0: a graph a batch size, no
-// padding rows). With `plan`, no step after the plan may capture, and its memory stays as the
-// plan left it. Both models compute in `numerics`' profile.
-void expect_replays_match_eager(const std::string& golden, const std::vector<Round>& rounds,
-                                int64_t max_batch = 0,
-                                const std::optional<Planned>& plan = std::nullopt,
-                                Numerics numerics = Numerics::kExact) {
-  auto weights = gpu_weights(golden);
-  ASSERT_TRUE(weights.ok()) << weights.status().to_string();
-  ModelOptions graphs;
-  graphs.numerics = numerics;
+// Each round: B random prompts prefilled in an eager model and a graph model over `weights`
+// (both with `base`'s expert mode, numerics profile and placement), then decoded in both (each
+// fed the eager model's greedy tokens); every step's logits must be the same bytes. max_batch:
+// the graph model's ModelOptions::cuda_graph_max_batch (0: a graph a batch size, no padding
+// rows). With `plan`, no step after the plan may capture, and its memory stays as the plan left
+// it.
+void expect_replays_match_eager(const checkpoint::ModelWeights& weights, const ModelOptions& base,
+                                const std::vector<Round>& rounds, int64_t max_batch = 0,
+                                const std::optional<Planned>& plan = std::nullopt) {
+  ModelOptions graphs = base;
   graphs.cuda_graph = true;
   graphs.cuda_graph_max_batch = max_batch;
-  const Model eager(*weights, ModelOptions{.numerics = numerics});
+  const Model eager(weights, base);
   const checkpoint::ModelConfig& c = eager.config();
   const int64_t v = c.vocab_size;
   const auto [longest_prompt, n_steps] = DecodeLength::of(c);
   const int64_t positions = longest_prompt + n_steps + 1;
   const int64_t step_tokens = plan ? AttentionCache::kDefaultStepTokens : kStepTokens;
   std::set<int64_t> planned;
-  auto replayed = graph_model(*weights, graphs, plan, positions, planned);
+  auto replayed = graph_model(weights, graphs, plan, positions, planned);
   ASSERT_FALSE(::testing::Test::HasFailure());
   testing::SeededRng rng;
   std::set<int64_t> buckets;  // the graph model's buckets met: one graph held each
@@ -231,7 +231,7 @@ void expect_replays_match_eager(const std::string& golden, const std::vector<Rou
     SCOPED_TRACE("B = " + std::to_string(round.batch) + ", capacity ×" +
                  std::to_string(round.scale) + (round.new_graphs ? ", new graphs" : ""));
     if (round.new_graphs) {
-      replayed = graph_model(*weights, graphs, plan, positions, planned);
+      replayed = graph_model(weights, graphs, plan, positions, planned);
       buckets.clear();
       ASSERT_FALSE(::testing::Test::HasFailure());
     }
@@ -271,7 +271,7 @@ void expect_replays_match_eager(const std::string& golden, const std::vector<Rou
     }
     // A capture that fails runs its bucket eagerly for good, which would pass the comparison above
     // without a replay (a tool that cannot capture, compute-sanitizer say, would go unnoticed).
-    buckets.insert(DecodeGraphs::bucket_size(round.batch, padding_max_batch(*weights, graphs)));
+    buckets.insert(DecodeGraphs::bucket_size(round.batch, padding_max_batch(weights, graphs)));
     const DecodeGraphStats held = replayed->decode_graph_stats();
     if (!plan) {
       EXPECT_EQ(held.graphs, static_cast<int64_t>(buckets.size()))
@@ -287,6 +287,16 @@ void expect_replays_match_eager(const std::string& golden, const std::vector<Rou
     ASSERT_TRUE(reserved.ok()) << reserved.status().to_string();
     EXPECT_LE(*reserved, held.planned_bytes) << "the graph memory pool grew after the plan";
   }
+}
+
+// The same over a golden model's GPU weights, each op in place, in `numerics`' profile.
+void expect_replays_match_eager(const std::string& golden, const std::vector<Round>& rounds,
+                                int64_t max_batch = 0,
+                                const std::optional<Planned>& plan = std::nullopt,
+                                Numerics numerics = Numerics::kExact) {
+  auto weights = gpu_weights(golden);
+  ASSERT_TRUE(weights.ok()) << weights.status().to_string();
+  expect_replays_match_eager(*weights, ModelOptions{.numerics = numerics}, rounds, max_batch, plan);
 }
 
 // Without graphs: three sequences decoded as a batch of 3 and, in the same model, as the first
@@ -771,6 +781,54 @@ TEST_P(DecodeGraphCudaTest, ReplayedVerifyAndDraftStepsOfTwoSequencesGiveTheEage
 INSTANTIATE_TEST_SUITE_P(Golden, DecodeGraphCudaTest,
                          ::testing::Values("tiny_a_pretrained", "tiny_c_pretrained",
                                            "tiny_e_pretrained", "brown_small"));
+
+// ---- Expert offload (runtime/offloaded_experts.h) ----
+
+// brown_small's last kOffloadedLayers layers keep their NVFP4 routed experts in mapped host
+// memory, as --expert-offload places them; the others are on the device.
+constexpr int64_t kOffloadedLayers = 2;
+
+Result<checkpoint::ModelWeights> partly_offloaded_weights() {
+  DSV4_ASSIGN_OR_RETURN(
+      checkpoint::LoadedModel loaded,
+      checkpoint::load_model_on(testing::golden_path("brown_small/model"), Device::kCuda,
+                                {.expert_offload_layers = kOffloadedLayers}));
+  return std::move(loaded.weights);
+}
+
+// A decode step of an offloaded layer copies the experts its routing touched to device scratch
+// before its expert kernels run (OffloadedExperts, below kCopyOffloadedLayerTokens): the copy is
+// a kernel that reads the routing's list on the device and the scratch is stream-ordered, so a
+// capture holds both, and a replay must give the eager step's bits, every bucket keeping its
+// graph (expect_replays_match_eager counts them: a capture that fell back to the eager step
+// fails it). B = 1 … 4 a graph a batch size, then planned and padded (as Engine::open plans),
+// in both expert modes (W4A4 stages its activations from the layer's input scales).
+class DecodeGraphOffloadCudaTest : public ::testing::TestWithParam<ExpertMode> {};
+
+TEST_P(DecodeGraphOffloadCudaTest, ReplayedStepsOfOneToFourSequencesGiveTheEagerStepsBits) {
+  auto weights = partly_offloaded_weights();
+  ASSERT_TRUE(weights.ok()) << weights.status().to_string();
+  const std::vector<checkpoint::LayerWeights>& layers = weights->layers;
+  for (size_t l = 0; l < layers.size(); ++l) {
+    ASSERT_TRUE(layers[l].ffn.experts.is_nvfp4()) << "layer " << l;
+    ASSERT_EQ(layers[l].ffn.experts.in_host_memory, l + kOffloadedLayers >= layers.size())
+        << "layer " << l;
+  }
+  runtime::OffloadedExperts offloaded;
+  const ModelOptions base{.expert_mode = GetParam(), .placement = &offloaded};
+  std::vector<Round> rounds;
+  for (int64_t b = 1; b <= 4; ++b) rounds.push_back({b, 1});
+  expect_replays_match_eager(*weights, base, rounds);
+  ASSERT_FALSE(HasFailure());
+  expect_replays_match_eager(*weights, base, rounds, /*max_batch=*/4, Planned{4, 1});
+}
+
+INSTANTIATE_TEST_SUITE_P(BrownSmall, DecodeGraphOffloadCudaTest,
+                         ::testing::Values(ExpertMode::kW4A16, ExpertMode::kW4A4),
+                         [](const ::testing::TestParamInfo<ExpertMode>& mode) {
+                           return mode.param == ExpertMode::kW4A4 ? std::string("W4A4")
+                                                                  : std::string("W4A16");
+                         });
 
 }  // namespace
 }  // namespace dsv4::model

@@ -6,7 +6,7 @@
 // the device serve a chat's next turn as they do on the host (runtime/prefix_turns.h).
 // Speculative decoding keeps plain decoding's greedy tokens, every step speculative or beside
 // plain steps replayed from CUDA graphs, and with its own steps replayed from CUDA graphs. With
-// CUDA graphs, open captures every decode step a request will replay.
+// CUDA graphs, open captures every decode step a request will replay, expert offload or not.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -128,13 +128,17 @@ TEST(EngineCudaTest, SpeculationBesideGraphStepsKeepsThePlainGreedyTokens) {
 
 // --cuda-graph on: open captures a graph for every bucket of max_batch (1, 2, 4) at max_context
 // before any request, and its stats (what /metrics prints) show them held with their memory.
-// Three sequences then decode as the bucket of 4 with plain eager decoding's greedy tokens, and
-// no request captures: the graphs and their memory stay as open left them.
-TEST(EngineCudaTest, DecodeGraphsArePlannedAtOpenAndRequestsCaptureNothing) {
+// Three sequences then decode as the bucket of 4 with the greedy tokens of plain eager decoding
+// (every expert on the device), and no request captures: the graphs and their memory stay as
+// open left them. With `offloaded_layers` (--expert-offload), the routed experts of that many
+// last layers are in host memory, each decode step copying those it touches inside its graph
+// (runtime/offloaded_experts.h): the same holds, no size left eager.
+void expect_planned_graphs_serve_requests(int64_t offloaded_layers) {
   EngineOptions options;
   options.max_batch = 4;
   const auto [plain, plain_stats] = brown_batch(options, 3);
   options.cuda_graph = true;
+  if (offloaded_layers > 0) options.expert_offload_layers = offloaded_layers;
   Result<Engine> engine = open_brown(options);
   ASSERT_TRUE(engine.ok()) << engine.status().to_string();
   const EngineStats opened = engine->stats();
@@ -148,12 +152,28 @@ TEST(EngineCudaTest, DecodeGraphsArePlannedAtOpenAndRequestsCaptureNothing) {
     return note.starts_with("decode graphs of 1, 2, 4 rows captured at a context of 256") &&
            note.find("without a CUDA graph") == std::string::npos;
   })) << "no note of the plan, or a size left eager";
+  const std::string offload_note =
+      "expert offload: the NVFP4 routed experts of " + std::to_string(offloaded_layers) + " layers";
+  EXPECT_EQ(std::any_of(notes.begin(), notes.end(),
+                        [&](const std::string& note) { return note.starts_with(offload_note); }),
+            offloaded_layers > 0)
+      << "the load notes do not say that the experts of " << offloaded_layers
+      << " layers are in host memory";
   const auto [replayed, stats] = brown_generations(*engine, 3);
   expect_same_tokens(replayed, plain);
   EXPECT_EQ(stats.decode_graphs, opened.decode_graphs);
   EXPECT_EQ(stats.decode_graph_captures, opened.decode_graph_captures);
   EXPECT_EQ(stats.decode_graph_bytes, opened.decode_graph_planned_bytes);
   EXPECT_EQ(stats.decode_graph_planned_bytes, opened.decode_graph_planned_bytes);
+}
+
+TEST(EngineCudaTest, DecodeGraphsArePlannedAtOpenAndRequestsCaptureNothing) {
+  expect_planned_graphs_serve_requests(/*offloaded_layers=*/0);
+}
+
+// brown_small has 4 layers: layers 2 and 3 offloaded, 0 and 1 on the device.
+TEST(EngineCudaTest, DecodeGraphsWithOffloadedExpertsArePlannedAndKeepThePlainGreedyTokens) {
+  expect_planned_graphs_serve_requests(/*offloaded_layers=*/2);
 }
 
 // Speculative steps replayed from CUDA graphs (every step speculative: a sequence's verify
