@@ -64,6 +64,9 @@ bool poison_device_memory() {
 Status allocated(cudaError_t err, const char* what, size_t bytes, void*& data) {
   if (err == cudaSuccess) return ok_status();
   data = nullptr;
+  // The runtime keeps the error for the thread's next cudaGetLastError, which is the next op's
+  // launch check: it would abort there on an error that this Status already reports.
+  (void)cudaGetLastError();
   return resource_exhausted(std::string(what) + " of " + std::to_string(bytes) +
                             " bytes failed: " + cudaGetErrorString(err));
 }
