@@ -3,10 +3,11 @@
 // positions; and after a per-head norm, fused), sparse attention (missing candidates, with and
 // without the extra source), compressor pooling (HCA and overlapping CSA with a −inf block),
 // indexer scores, and top-k, which must pick exactly the CPU's indices in the CPU's order, ties and
-// short rows included.
+// short rows included, and say resource_exhausted for a long row on a device without memory.
 //
 // Dimension letters: T tokens, H heads, Dh head dim, P rope pairs, N kv rows, K candidates,
 // S compressor rows, m ratio, d entry width, HI / DI indexer heads / dim.
+#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -397,6 +398,58 @@ TEST(AttentionOpsCuda, TopkPicksTheCpuIndicesInOrder) {
       EXPECT_TRUE(device_equals_host(all));
     }
   }
+}
+
+// Every byte of device memory this process can still get, held until destroyed: the default pool
+// trimmed first (it keeps what earlier calls freed), then cudaMalloc of ever smaller pieces.
+class DeviceMemoryTaken {
+ public:
+  DeviceMemoryTaken() {
+    int device = 0;
+    cudaMemPool_t pool = nullptr;
+    EXPECT_EQ(cudaGetDevice(&device), cudaSuccess);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(cudaDeviceGetDefaultMemPool(&pool, device), cudaSuccess);
+    EXPECT_EQ(cudaMemPoolTrimTo(pool, 0), cudaSuccess);
+    for (size_t piece = size_t{1} << 30; piece >= size_t{1} << 20; piece /= 2) {
+      void* memory = nullptr;
+      while (cudaMalloc(&memory, piece) == cudaSuccess) held_.push_back(memory);
+    }
+    (void)cudaGetLastError();  // the last cudaMalloc's failure is this test's, not an op's
+  }
+  ~DeviceMemoryTaken() {
+    for (void* memory : held_) EXPECT_EQ(cudaFree(memory), cudaSuccess);
+  }
+  DeviceMemoryTaken(const DeviceMemoryTaken&) = delete;
+  DeviceMemoryTaken& operator=(const DeviceMemoryTaken&) = delete;
+
+ private:
+  std::vector<void*> held_;
+};
+
+// A long row's slices keep their candidates in the call's scratch (topk.cu): with the device's
+// memory taken, the call is resource_exhausted and writes nothing, as is an activation's
+// allocation; neither failure is left for the next launch's error check to abort on, so once the
+// memory is back the same call picks the CPU's indices.
+TEST(AttentionOpsCuda, TopkOfALongRowWithoutDeviceMemoryIsResourceExhausted) {
+  SeededRng rng;
+  const int64_t t = 2, n = 70000, k = 512;  // 5 slices a row
+  const OpPair s = OpPair::uniform(rng, {t, n}, -5.0, 5.0);
+  const OpPair indices = OpPair::poisoned(DType::kI32, {t, k});
+  ASSERT_TRUE(topk(s.h(), TensorView{}, indices.h()).ok());
+  {
+    const DeviceMemoryTaken taken;
+    const Status refused = topk(s.d(), TensorView{}, indices.d());
+    EXPECT_EQ(refused.code(), StatusCode::kResourceExhausted) << refused.to_string();
+    EXPECT_EQ(Tensor::empty(DType::kF32, {t, n}, Device::kCuda).status().code(),
+              StatusCode::kResourceExhausted);
+  }
+  EXPECT_TRUE(testing::same_bytes(indices.result().view(),
+                                  testing::poisoned_host(DType::kI32, {t, k}).view()))
+      << "the refused call wrote its output";
+  const Status ran = topk(s.d(), TensorView{}, indices.d());
+  ASSERT_TRUE(ran.ok()) << ran.to_string();
+  EXPECT_TRUE(device_equals_host(indices));
 }
 
 // Decode rows (one launch for a step's sequences, each over its own buffers) against the calls

@@ -2,7 +2,8 @@
 // CUDA headers), same contracts as the CPU reference in kernels/cpu/cpu_ops.h, which each is
 // tested against. Called only by ops.cpp, after it checked that the tensors are on the device.
 // They return a non-OK Status only for a variant the device does not implement (e.g. an f32
-// W4A16 operand); a CUDA error is a bug and aborts through DSV4_CUDA_CHECK.
+// W4A16 operand) or for scratch the device has no memory for (resource_exhausted, scratch.h);
+// any other CUDA error is a bug and aborts through DSV4_CUDA_CHECK.
 #pragma once
 
 #include "base/tensor.h"
@@ -15,7 +16,7 @@ namespace dsv4::kernels::cuda {
 // The plain ops (one small .cu each or per family, mirroring kernels/cpu/). Each says in its .cu
 // how it relates to the CPU: bit-identical (rms_norm, add, embedding, hc_repeat/collapse/expand,
 // moe_gather/combine, moe_group, topk) or equal up to f32 summation order and libm ulps (the rest).
-using RefusableOp = Status;  // an unimplemented Status for a variant this device lacks
+using RefusableOp = Status;  // unimplemented for a variant this device lacks; resource_exhausted
 #include "kernels/backend_ops.inc"
 
 // ---- NVFP4 GEMMs with SwiGLU (CUDA only: the CPU composes nvfp4_gemm and swiglu) ----

@@ -6,7 +6,10 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <string>
+#include <utility>
 
+#include "dsv4/status.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/stream.h"
 
@@ -28,13 +31,27 @@ inline void keep_pool_memory() {
 }
 
 // Device memory for the length of one call, released in stream order (in a side chain of
-// kernels::run_beside, after its join: base/device_stream.h).
+// kernels::run_beside, after its join: base/device_stream.h). Its allocation can fail where a
+// request's caches took the device's memory, which the world can do and a bug cannot, so it is a
+// Result (resource_exhausted for out of memory, which the server answers 503), not an abort.
 class Scratch {
  public:
-  explicit Scratch(size_t bytes) {
-    if (bytes == 0) return;
+  static Result<Scratch> allocate(size_t bytes) {
+    Scratch scratch;
+    if (bytes == 0) return Result<Scratch>(std::move(scratch));
     keep_pool_memory();
-    DSV4_CUDA_CHECK(cudaMallocAsync(&ptr_, bytes, op_stream()));
+    const cudaError_t err = cudaMallocAsync(&scratch.ptr_, bytes, op_stream());
+    if (err == cudaSuccess) return Result<Scratch>(std::move(scratch));
+    scratch.ptr_ = nullptr;
+    (void)cudaGetLastError();  // the next launch's check must not see this error as its own
+    const std::string what = "op scratch of " + std::to_string(bytes) + " bytes: ";
+    if (err == cudaErrorMemoryAllocation) return resource_exhausted(what + cudaGetErrorString(err));
+    return internal_error(what + cudaGetErrorString(err));
+  }
+  Scratch(Scratch&& other) noexcept : ptr_(std::exchange(other.ptr_, nullptr)) {}
+  Scratch& operator=(Scratch&& other) noexcept {
+    std::swap(ptr_, other.ptr_);
+    return *this;
   }
   ~Scratch() {
     if (ptr_ != nullptr && !release_after_join(ptr_)) {
@@ -49,6 +66,8 @@ class Scratch {
   }
 
  private:
+  Scratch() = default;
+
   void* ptr_ = nullptr;
 };
 

@@ -433,11 +433,11 @@ void launch_attention(const AttentionArgs& a, int64_t n_tokens, const Runs& runs
 
 }  // namespace
 
-void sparse_attention_bf16(const SparseAttentionParams& p) {
+Status sparse_attention_bf16(const SparseAttentionParams& p) {
   const AttentionArgs a = attention_args(p);
   check_fast_attention_head_dim(a.head_dim);
   const int64_t n_tokens = p.q.size(0);
-  if (n_tokens * a.n_heads == 0) return;
+  if (n_tokens * a.n_heads == 0) return ok_status();
   const int64_t n_candidates = a.window.n_candidates + a.extra.n_candidates;
   const int64_t n_tiles = std::max<int64_t>(1, (n_candidates + kTile - 1) / kTile);
   // Runs a query: one when the queries' 64-head blocks alone give every SM a block, else enough
@@ -454,9 +454,10 @@ void sparse_attention_bf16(const SparseAttentionParams& p) {
   runs.n_runs = static_cast<int>((n_tiles + runs.tiles_per_run - 1) / runs.tiles_per_run);
   const int64_t n_rows = n_tokens * a.n_heads;
   runs.n_rows = n_rows;
-  Scratch scratch(runs.split ? static_cast<size_t>(runs.n_runs * n_rows) *
-                                   (kDims * sizeof(float) + sizeof(float2))
-                             : 0);
+  DSV4_ASSIGN_OR_RETURN(const Scratch scratch,
+                        Scratch::allocate(runs.split ? static_cast<size_t>(runs.n_runs * n_rows) *
+                                                           (kDims * sizeof(float) + sizeof(float2))
+                                                     : 0));
   if (runs.split) {
     runs.partial = scratch.as<float>();
     runs.max_sum = reinterpret_cast<float2*>(runs.partial + runs.n_runs * n_rows * kDims);
@@ -489,6 +490,7 @@ void sparse_attention_bf16(const SparseAttentionParams& p) {
     moe::launch_pdl(combine_runs_kernel, dim3(static_cast<unsigned>(n_rows)), dim3(kCombineThreads),
                     runs.n_runs * sizeof(float2), op_stream(), a, runs);
   }
+  return ok_status();
 }
 
 }  // namespace dsv4::kernels::cuda

@@ -92,7 +92,8 @@ Status run(const TensorView& a, const float* a_global, const format::Nvfp4View& 
   }
   const int64_t kp = (k + kWeightKAlign - 1) / kWeightKAlign * kWeightKAlign;
   const bool pad = kp != k;
-  Scratch padded(pad ? n_groups * n * (kp / 2 + kp / 16) : 0);
+  DSV4_ASSIGN_OR_RETURN(const Scratch padded,
+                        Scratch::allocate(pad ? n_groups * n * (kp / 2 + kp / 16) : 0));
   const uint8_t* b_packed = b.packed.data_as<const uint8_t>();
   const uint8_t* b_scale = b.block_scale.data_as<const uint8_t>();
   if (pad) {
@@ -141,7 +142,8 @@ Status run(const TensorView& a, const float* a_global, const format::Nvfp4View& 
     p.d_bf16 = false;
   }
   const bool needs_accum = plan.path == sm90::Nvfp4GemmPath::kSmallM && p.d_bf16;
-  Scratch accum(needs_accum ? n_rows * n * sizeof(float) : 0);
+  DSV4_ASSIGN_OR_RETURN(const Scratch accum,
+                        Scratch::allocate(needs_accum ? n_rows * n * sizeof(float) : 0));
   p.accum = accum.as<float>();
   sm90::launch_nvfp4_gemm(p, plan);
   if (swiglu != nullptr && !in_epilogue && n_rows > 0) launch_swiglu_rows(swiglu->gate_up, swiglu->limit, d);
@@ -172,7 +174,8 @@ Status run_w4a4(const StagedActivation& a, const format::Nvfp4View& b, const int
                             "] with an f32 [1] global scale");
   }
   const int64_t n_rows = a.packed.size(0);
-  Scratch decoded(n_rows * k * sizeof(__nv_bfloat16));
+  DSV4_ASSIGN_OR_RETURN(const Scratch decoded,
+                        Scratch::allocate(n_rows * k * sizeof(__nv_bfloat16)));
   const int64_t n_threads = n_rows * k / 8;
   if (n_threads > 0) {
     decode_staged_kernel<<<static_cast<unsigned>((n_threads + 255) / 256), 256, 0, op_stream()>>>(

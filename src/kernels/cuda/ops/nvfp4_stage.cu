@@ -8,6 +8,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/scratch.h"
 #include "kernels/cuda/stream.h"
 
 namespace dsv4::kernels::cuda {
@@ -122,8 +123,8 @@ Status stage_activation(const TensorView& x, const TensorView& input_scale,
   if (out.scale_layout != format::ScaleLayout::kLinear) {
     DSV4_CUDA_CHECK(cudaMemsetAsync(out.block_scale.data, 0, out.block_scale.bytes(), op_stream()));
   }
-  uint32_t* amax_bits = nullptr;
-  DSV4_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&amax_bits), sizeof(uint32_t), op_stream()));
+  DSV4_ASSIGN_OR_RETURN(const Scratch amax, Scratch::allocate(sizeof(uint32_t)));
+  uint32_t* amax_bits = amax.as<uint32_t>();
   const StageArgs args{n_rows, n_cols, x.stride[0],
                        input_scale.data != nullptr ? input_scale.data_as<const float>() : nullptr,
                        amax_bits, out.packed.data_as<uint8_t>(),
@@ -134,7 +135,6 @@ Status stage_activation(const TensorView& x, const TensorView& input_scale,
   } else {
     stage<uint16_t>(x, args, amax_bits);
   }
-  DSV4_CUDA_CHECK(cudaFreeAsync(amax_bits, op_stream()));
   return ok_status();
 }
 

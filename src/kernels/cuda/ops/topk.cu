@@ -13,7 +13,9 @@
 //   equal score and lower index); that count is its rank, and ranks below K are written to
 //   their slot. O(N²) a row.
 // - Long rows (two slices of 32 K candidates or more: a 128k-token context's CSA indexer) spread
-//   over blocks: each slice's K largest, then the K largest of those (topk_slice_kernel).
+//   over blocks: each slice's K largest, then the K largest of those (topk_slice_kernel). The
+//   slices' keys are the call's scratch: on a device whose memory the caches took, the call is
+//   resource_exhausted (the request fails, not the process).
 // NaN scores (the CPU's comparator leaves their order undefined) go last here.
 //
 // Dimension letters: T tokens, N entries, K picks.
@@ -223,13 +225,13 @@ namespace {
 // one block a row.
 int64_t slice_length(int64_t k) { return 32 * k; }
 
-void launch_topk(const TopkArgs& a, int64_t n_rows) {
-  if (n_rows == 0 || a.k == 0) return;
+Status launch_topk(const TopkArgs& a, int64_t n_rows) {
+  if (n_rows == 0 || a.k == 0) return ok_status();
   const auto rows = static_cast<unsigned>(n_rows);
   if (a.k > kMaxSelectK) {
     topk_rank_kernel<<<rows, kRowThreads, 0, op_stream()>>>(a);
     check_launch();
-    return;
+    return ok_status();
   }
   int p = 1;
   while (p < a.k) p *= 2;
@@ -240,15 +242,18 @@ void launch_topk(const TopkArgs& a, int64_t n_rows) {
   if (n_slices < 2) {
     topk_select_kernel<<<rows, kRowThreads, picked_bytes, op_stream()>>>(a);
     check_launch();
-    return;
+    return ok_status();
   }
-  Scratch keys(static_cast<size_t>(n_rows * n_slices * a.k) * sizeof(uint64_t));
+  DSV4_ASSIGN_OR_RETURN(
+      const Scratch keys,
+      Scratch::allocate(static_cast<size_t>(n_rows * n_slices * a.k) * sizeof(uint64_t)));
   topk_slice_kernel<<<dim3(rows, static_cast<unsigned>(n_slices)), kRowThreads, picked_bytes,
                       op_stream()>>>(a, ceil_div(a.n_entries, n_slices), keys.as<uint64_t>());
   check_launch();
   topk_merge_kernel<<<rows, kRowThreads, picked_bytes, op_stream()>>>(a, static_cast<int>(n_slices),
                                                                       keys.as<uint64_t>());
   check_launch();
+  return ok_status();
 }
 
 TopkArgs topk_args(const TensorView& scores, const TensorView& indices) {
@@ -270,23 +275,23 @@ TopkArgs topk_args(const TensorView& scores, const TensorView& indices) {
 
 }  // namespace
 
-void topk(const TensorView& scores, const TensorView& n_candidates, const TensorView& indices) {
+Status topk(const TensorView& scores, const TensorView& n_candidates, const TensorView& indices) {
   TopkArgs a = topk_args(scores, indices);
   DSV4_CHECK(n_candidates.data == nullptr ||
                  (n_candidates.dtype == DType::kI32 && n_candidates.is_contiguous() &&
                   n_candidates.numel() == scores.size(0)),
              "topk: n_candidates i32 [T] or empty");
   a.n_candidates = n_candidates.data_as<const int32_t>();
-  launch_topk(a, scores.size(0));
+  return launch_topk(a, scores.size(0));
 }
 
-void topk(const TensorView& scores, const TensorView& positions, int64_t ratio,
-          const TensorView& indices) {
+Status topk(const TensorView& scores, const TensorView& positions, int64_t ratio,
+            const TensorView& indices) {
   TopkArgs a = topk_args(scores, indices);
   DSV4_CHECK(ratio >= 1, "topk: ratio %lld", (long long)ratio);
   a.positions = row_table(positions, scores.size(0), "topk positions");
   a.ratio = ratio;
-  launch_topk(a, scores.size(0));
+  return launch_topk(a, scores.size(0));
 }
 
 }  // namespace dsv4::kernels::cuda
