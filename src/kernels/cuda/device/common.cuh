@@ -117,7 +117,10 @@ __device__ double lanes_sum_of_squares(const float* row, int64_t n, int64_t firs
 // w[p][l] (1 where there is none, which scales exactly). At decode sizes a row kernel is a chain
 // of memory latencies: a row loaded for its sum, then loaded again (and the weight for the first
 // time) for the scale pass, each a dependent round trip. Held here, a row costs one: every load
-// goes out at construction, before the reduction waits on any. v past n holds +0.0.
+// goes out at construction, before the reduction waits on any. v past n is never read
+// (sum_of_squares and store_normed skip it, as the callers of normed must): the constructor puts
+// 0 there, and a kernel that fills v itself may leave anything (hc_expand_norm's sums of
+// products of zeros can be −0.0).
 template <int kLanes, int kPasses>
 struct RegisterRow {
   float v[kPasses][kLanes];
