@@ -42,6 +42,12 @@ More input for it:
                     --numerics (auto or none: fast, dsv4's default on cuda)
   ncu_NAME_lL_bB_prefill.txt  ncu_step_summary.py's "group NAME: N launches, X us" lines
 
+Folders made or edited by hand: a line whose number does not parse ("1.2.3") or a rate that is
+not positive is named on stderr (file:line) and skipped, as if it were not there; a config.json
+that is no JSON or that the bytes model refuses (a key missing, fewer layers than a depth)
+counts as missing, with the reason, as does a binary of engine.txt that variants.txt does not
+list. Without engine.txt the script says so and exits with 1.
+
     usage: engine_table.py OUT_DIR [--extrapolate LAYERS] [--context P] [--prompt-tokens P]
 """
 import argparse
@@ -65,31 +71,64 @@ GROUP = re.compile(r"^group (.+): (\d+) launches, ([\d.]+) us")
 NUMERICS = re.compile(r"--numerics[ =](\w+)")
 
 
+def numbered_lines(path):
+    """(line number, line stripped) of path's lines; bytes that are not UTF-8 read as U+FFFD, so
+    such a line matches no pattern. None without the file."""
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return [(n, line.strip()) for n, line in enumerate(f, 1)]
+
+
+def positive(text):
+    """A rate: a float above 0 (a rate of 0 would divide by zero)."""
+    value = float(text)
+    if not value > 0:
+        raise ValueError(f"{text} is not a positive rate")
+    return value
+
+
+def values(found, types, path, number, line):
+    """found's groups converted by `types` (int, float, positive), or None where one does not
+    convert: the line is named on stderr and skipped."""
+    try:
+        return tuple(convert(text) for convert, text in zip(types, found.groups()))
+    except ValueError as e:
+        print(f"engine_table.py: {path}:{number}: {e}; line skipped: {line}", file=sys.stderr)
+        return None
+
+
+def parsed(path, pattern, *types):
+    """[groups of each line of path that `pattern` matches, converted by `types`]: a line whose
+    values do not convert is said and skipped (values()); [] without the file."""
+    found = [(n, line, pattern.search(line)) for n, line in numbered_lines(path) or []]
+    rows = [values(m, types, path, n, line) for n, line, m in found if m]
+    return [row for row in rows if row is not None]
+
+
 def bench_lines(path):
     """({(build, batch): {layers: decode ms}}, {(build, batch): {layers: first-token ms}})."""
     steps, ttfts = collections.defaultdict(dict), collections.defaultdict(dict)
     key = None
-    for line in open(path, encoding="utf-8"):
+    for number, line in numbered_lines(path):
         header = HEADER.search(line)
         if header:
             build, layers, batch = header.groups()
             key = (build, int(batch)), int(layers)
             continue
         for pattern, table in ((STEP, steps), (TTFT, ttfts)):
-            found = pattern.search(line.strip())
-            if found and key:
-                table[key[0]][key[1]] = float(found.group(1))
+            found = pattern.search(line)
+            ms = values(found, (float,), path, number, line) if found and key else None
+            if ms:
+                table[key[0]][key[1]] = ms[0]
     return steps, ttfts
 
 
 def kernels(folder, build, layers, batch):
     """(launches, µs) of the last decode step under ncu, or None."""
-    path = os.path.join(folder, f"ncu_{build}_l{layers}_b{batch}.txt")
-    if not os.path.exists(path):
-        return None
-    found = [NCU_STEP.search(line) for line in open(path, encoding="utf-8")]
-    found = [m for m in found if m]
-    return (int(found[-1].group(1)), float(found[-1].group(2))) if found else None
+    found = parsed(os.path.join(folder, f"ncu_{build}_l{layers}_b{batch}.txt"), NCU_STEP, int,
+                   float)
+    return found[-1] if found else None
 
 
 def fit(points):
@@ -108,27 +147,40 @@ class Floor:
 
     def __init__(self, folder, depths, context):
         self.missing, self.context = [], context
-        self.config, self.linears, self.copy_gbs = None, {}, None
-        config = os.path.join(folder, "config.json")
-        if os.path.exists(config):
-            self.config = json.load(open(config, encoding="utf-8"))
-        else:
-            self.missing.append("config.json")
+        self.linears, self.copy_gbs = {}, None
+        self.config = self.read_config(os.path.join(folder, "config.json"), depths)
         for depth in depths:
-            path = os.path.join(folder, f"linears_l{depth}.txt")
-            stored = open(path, encoding="utf-8").read().strip() if os.path.exists(path) else ""
+            lines = numbered_lines(os.path.join(folder, f"linears_l{depth}.txt")) or []
+            stored = "".join(line for _, line in lines)
             if stored in STORAGES:
                 self.linears[depth] = stored
             else:
                 self.missing.append(f"linears_l{depth}.txt (fp8 or bf16)")
-        path = os.path.join(folder, "read_ceiling.txt")
-        rates = [COPY.search(line) for line in open(path, encoding="utf-8")] \
-            if os.path.exists(path) else []
-        rates = [float(m.group(1)) for m in rates if m]
+        rates = parsed(os.path.join(folder, "read_ceiling.txt"), COPY, positive)
         if rates:
-            self.copy_gbs = rates[0]
+            self.copy_gbs = rates[0][0]
         else:
             self.missing.append("read_ceiling.txt (its \"D2D copy N GB/s\" line)")
+
+    def read_config(self, path, depths):
+        """The config as a dict, or None with the reason in `missing`: no file, no JSON, or a
+        config the bytes model refuses at the deepest depth (a key it reads missing, fewer
+        layers)."""
+        if not os.path.exists(path):
+            self.missing.append("config.json")
+            return None
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                config = json.load(f)
+            if depths:
+                decode_step_bytes(config, max(depths), STORAGES[0], 1, self.context)
+        except json.JSONDecodeError as e:
+            self.missing.append(f"config.json (no JSON at line {e.lineno}: {e.msg})")
+            return None
+        except (KeyError, TypeError, ValueError) as e:
+            self.missing.append(f"config.json (the bytes model refuses it: {e!r})")
+            return None
+        return config
 
     def bytes_fit(self, depths, batch):
         """(bytes a layer, intercept bytes) fitted over `depths` at `batch`, or None."""
@@ -151,24 +203,15 @@ def per_layer(by_depth):
     return value / depth
 
 
-def read_lines(folder, name, pattern):
-    """The matches of `pattern` in folder/name's lines; [] without the file."""
-    path = os.path.join(folder, name)
-    if not os.path.exists(path):
-        return []
-    return [m for m in (pattern.search(line.strip()) for line in open(path, encoding="utf-8"))
-            if m]
-
-
 def variant_profiles(folder):
     """[(name, profile)] in the call's order (variants.txt), or None without the file."""
-    path = os.path.join(folder, "variants.txt")
-    if not os.path.exists(path):
+    lines = numbered_lines(os.path.join(folder, "variants.txt"))
+    if lines is None:
         return None
     profiles = []
-    for line in open(path, encoding="utf-8"):
-        if line.strip():
-            name, _, flags = (line.rstrip("\n").split("\t") + ["", ""])[:3]
+    for _, line in lines:
+        if line:
+            name, _, flags = (line.split("\t") + ["", ""])[:3]
             found = NUMERICS.search(flags)
             profile = found.group(1) if found else "auto"
             profiles.append((name, "fast" if profile == "auto" else profile))
@@ -176,13 +219,13 @@ def variant_profiles(folder):
 
 
 class Prefill:
-    """What the prefill's floors need: the rates, the profiles, the prompt, the bytes model's
-    config and storage (Floor's), or why the floors cannot be given (`missing`)."""
+    """What the prefill's floors need: the rates, the profiles of the binaries `names`, the
+    prompt, the bytes model's config and storage (Floor's), or why the floors cannot be given
+    (`missing`)."""
 
-    def __init__(self, folder, floor, prompt):
+    def __init__(self, folder, floor, prompt, names):
         self.folder, self.floor, self.prompt = folder, floor, prompt
-        self.rates = {m.group(1): float(m.group(2))
-                      for m in read_lines(folder, "gemm_rates.txt", RATE)}
+        self.rates = dict(parsed(os.path.join(folder, "gemm_rates.txt"), RATE, str, positive))
         self.profiles = variant_profiles(folder)
         self.missing = [m for m in floor.missing if not m.startswith("read_ceiling")]
         absent = [r for r in step_flops.RATES if r not in self.rates]
@@ -190,8 +233,12 @@ class Prefill:
             self.missing.append("gemm_rates.txt's rate " + ", ".join(absent))
         if self.profiles is None:
             self.missing.append("variants.txt")
-        elif any(p not in step_flops.PROFILES for _, p in self.profiles):
+            return
+        if any(p not in step_flops.PROFILES for _, p in self.profiles):
             self.missing.append("a --numerics of " + "/".join(step_flops.PROFILES))
+        unlisted = sorted(set(names) - {n for n, _ in self.profiles})
+        if unlisted:
+            self.missing.append("variants.txt's line for " + ", ".join(unlisted))
 
     def measured(self):
         return os.path.exists(os.path.join(self.folder, "gemm_rates.txt"))
@@ -276,9 +323,10 @@ def print_prefill_groups(prefill, names, floors, batch):
     for n in names:
         by_depth = {}
         for d in floors[n]:
-            found = read_lines(prefill.folder, f"ncu_{n}_l{d}_b{batch}_prefill.txt", GROUP)
+            found = parsed(os.path.join(prefill.folder, f"ncu_{n}_l{d}_b{batch}_prefill.txt"),
+                           GROUP, str, int, float)
             if found:
-                by_depth[d] = {m.group(1): float(m.group(3)) for m in found}
+                by_depth[d] = {group: us for group, _, us in found}
         if by_depth:
             measured[n] = by_depth
     if not measured:
@@ -322,7 +370,10 @@ def main():
                    help="each sequence's prompt: the prefill's tokens are B times it")
     a = p.parse_args()
     folder = a.out_dir
-    steps, ttfts = bench_lines(os.path.join(folder, "engine.txt"))
+    engine = os.path.join(folder, "engine.txt")
+    if not os.path.exists(engine):
+        sys.exit(f"engine_table.py: {engine}: missing (engine_bench.sh's output, the table's rows)")
+    steps, ttfts = bench_lines(engine)
     depths = sorted({layers for by_depth in steps.values() for layers in by_depth})
     floor = Floor(folder, depths, a.context)
     target = a.extrapolate or (floor.config or {}).get("num_hidden_layers", 43)
@@ -360,7 +411,7 @@ def main():
               f"(scripts/step_bytes.py; FP8 linears held as {held}), fitted over the depths, "
               f"at the D2D copy rate read_ceiling measured in this call, {floor.copy_gbs:.0f} "
               "GB/s; ratio = ms a layer / floor ms a layer")
-    prefill = Prefill(folder, floor, a.prompt_tokens)
+    prefill = Prefill(folder, floor, a.prompt_tokens, {name for name, _ in ttfts})
     if not prefill.measured():
         return
     print_prefill(prefill, ttfts, depths, target)

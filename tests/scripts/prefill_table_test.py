@@ -100,10 +100,15 @@ class EnginePrefillTableTest(unittest.TestCase):
             f.write("group routed experts: 100 launches, 80000.0 us\n"
                     "group top-k: 10 launches, 800.0 us\n")
 
-    def table(self, folder):
+    def run_table(self, folder):
         script = os.path.join(ROOT, "scripts/device/engine_table.py")
         return subprocess.run([sys.executable, script, folder, "--prompt-tokens", str(self.PROMPT)],
-                              capture_output=True, text=True, check=True).stdout
+                              capture_output=True, text=True)
+
+    def table(self, folder):
+        ran = self.run_table(folder)
+        self.assertEqual(ran.returncode, 0, ran.stderr)
+        return ran.stdout
 
     @staticmethod
     def rows(out, heading):
@@ -167,6 +172,25 @@ class EnginePrefillTableTest(unittest.TestCase):
             out = self.table(folder)
         self.assertEqual(self.rows(out, "prefill: B prompts")["fast"][10:], ["-", "-"])
         self.assertIn("no prefill floor: missing gemm_rates.txt's rate fp8, f32", out)
+
+    def test_an_odd_rate_and_an_unlisted_binary_leave_the_floor_out_and_say_why(self):
+        """A hand-made folder: the bf16 rate "7.8.0" (named, skipped) and no variants.txt line
+        for fast. The times and fits stay; the floors are left out, with both reasons."""
+        with tempfile.TemporaryDirectory() as folder:
+            self.write_folder(folder)
+            with open(os.path.join(folder, "gemm_rates.txt"), "w") as f:
+                f.write("rate bf16: 7.8.0 TFLOP/s\nrate fp8: 1300 TFLOP/s\nrate f32: 51 TFLOP/s\n")
+            with open(os.path.join(folder, "variants.txt"), "w") as f:
+                f.write("exact\tdsv4\t--numerics exact\n")
+            ran = self.run_table(folder)
+        self.assertEqual(ran.returncode, 0, ran.stderr)
+        self.assertRegex(ran.stderr, r"gemm_rates\.txt:1: .*'7\.8\.0'; line skipped")
+        self.assertIn("no prefill floor: missing gemm_rates.txt's rate bf16; variants.txt's line "
+                      "for fast", ran.stdout)
+        rows = self.rows(ran.stdout, "prefill: B prompts")
+        self.assertEqual(float(rows["fast"][5]), self.SLOPE["fast"])
+        self.assertEqual(rows["fast"][1], "-")
+        self.assertEqual(rows["exact"][10:], ["-", "-"])
 
 if __name__ == "__main__":
     unittest.main()

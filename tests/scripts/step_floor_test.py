@@ -138,9 +138,14 @@ class EngineTableTest(unittest.TestCase):
             f.write("step at launch 0: 900 launches, 9000.0 us\n"
                     "step at launch 950: 300 launches, 3000.0 us\n")
 
+    def run_table(self, folder):
+        return subprocess.run([sys.executable, os.path.join(ROOT, "scripts/device/engine_table.py"),
+                               folder], capture_output=True, text=True)
+
     def table(self, folder):
-        out = subprocess.run([sys.executable, os.path.join(ROOT, "scripts/device/engine_table.py"),
-                              folder], capture_output=True, text=True, check=True).stdout
+        ran = self.run_table(folder)
+        self.assertEqual(ran.returncode, 0, ran.stderr)
+        out = ran.stdout
         rows = {}
         for line in out.splitlines():
             cells = [cell.strip() for cell in line.strip("|").split("|")]
@@ -180,6 +185,63 @@ class EngineTableTest(unittest.TestCase):
         self.assertEqual(rows[("exact", 1)][7:10], ["-", "-", "-"])
         self.assertEqual(float(rows[("exact", 1)][4]), 0.5)
         self.assertIn("no floor: missing read_ceiling.txt", out)
+
+    def test_lines_that_do_not_parse_are_named_and_skipped(self):
+        """A folder edited by hand: an 8-layer step of "1.2.3" ms, the copy rate 0 before the
+        measured one, an ncu step of "1..0" µs after the good one. Each is said with its file and
+        line and left out; the rest of the table is as before."""
+        with tempfile.TemporaryDirectory() as folder:
+            self.write_folder(folder)
+            with open(os.path.join(folder, "engine.txt"), "a", encoding="utf-8") as f:
+                f.write("== odd, layers 4, batch 1\ndecode step: 3.000 ms\n"
+                        "== odd, layers 8, batch 1\ndecode step: 1.2.3 ms\n")
+            ceiling = os.path.join(folder, "read_ceiling.txt")
+            with open(ceiling, encoding="utf-8") as f:
+                measured = f.read()
+            with open(ceiling, "w", encoding="utf-8") as f:
+                f.write("D2D copy 0 GB/s\n" + measured)
+            with open(os.path.join(folder, "ncu_fast_l8_b1.txt"), "a", encoding="utf-8") as f:
+                f.write("step at launch 990: 5 launches, 1..0 us\n")
+            ran = self.run_table(folder)
+        self.assertEqual(ran.returncode, 0, ran.stderr)
+        said = ran.stderr.splitlines()
+        self.assertEqual(len(said), 3, ran.stderr)
+        self.assertRegex(said[0],
+                         r"engine\.txt:28: .*'1\.2\.3'; line skipped: decode step: 1\.2\.3 ms$")
+        self.assertRegex(said[1], r"read_ceiling\.txt:1: 0 is not a positive rate; line skipped")
+        self.assertRegex(said[2], r"ncu_fast_l8_b1\.txt:3: .*'1\.\.0'; line skipped")
+        rows = {}
+        for line in ran.stdout.splitlines():
+            cells = [cell.strip() for cell in line.strip("|").split("|")]
+            if len(cells) > 2 and re.fullmatch(r"\d+", cells[1]):
+                rows[(cells[0], int(cells[1]))] = cells
+        self.assertEqual(rows[("odd", 1)][2:7], ["3.000", "-", "-", "-", "-"])  # one depth: no fit
+        self.assertEqual(float(rows[("fast", 1)][4]), 0.25)
+        self.assertEqual(rows[("fast", 1)][11:], ["300 (8 l.)", "3000", f"{3.0 / 4.0:.0%}"])
+        self.assertIn("3000 GB/s", ran.stdout)
+
+    def test_a_config_the_bytes_model_cannot_read_leaves_the_floor_out_and_says_why(self):
+        for text, why in (("{not json", "config.json (no JSON at line 1: "),
+                          ("{}", "config.json (the bytes model refuses it: KeyError("),
+                          (json.dumps(dict(flash(), num_hidden_layers=4)),
+                           "config.json (the bytes model refuses it: ValueError('layers: 8")):
+            with self.subTest(config=text[:20]), tempfile.TemporaryDirectory() as folder:
+                self.write_folder(folder)
+                with open(os.path.join(folder, "config.json"), "w", encoding="utf-8") as f:
+                    f.write(text)
+                ran = self.run_table(folder)
+                self.assertEqual(ran.returncode, 0, ran.stderr)
+                self.assertIn("no floor: missing " + why, ran.stdout)
+                self.assertIn("| exact | 1 | 4.000 | 6.000 | 0.500 | 2.000 |", ran.stdout)
+
+    def test_without_engine_txt_it_says_so_and_fails(self):
+        with tempfile.TemporaryDirectory() as folder:
+            self.write_folder(folder)
+            os.remove(os.path.join(folder, "engine.txt"))
+            ran = self.run_table(folder)
+        self.assertEqual(ran.returncode, 1)
+        self.assertIn("engine.txt: missing", ran.stderr)
+        self.assertNotIn("Traceback", ran.stderr)
 
 
 if __name__ == "__main__":
