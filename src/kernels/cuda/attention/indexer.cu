@@ -102,9 +102,7 @@ void indexer_scores(const IndexerScoreParams& p) {
   if (n_tokens * n_entries == 0) return;
   const size_t smem_bytes = score_smem_bytes(n_heads, head_dim);
   if (smem_bytes > 48 * 1024) {
-    DSV4_CUDA_CHECK(cudaFuncSetAttribute(indexer_scores_kernel,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(smem_bytes)));
+    allow_dynamic_smem(indexer_scores_kernel, static_cast<int>(smem_bytes));
   }
   // Two blocks an SM at least where the pairs allow, else 8 entries a warp.
   const int64_t per_warp = ceil_div(n_tokens * n_entries, int64_t{2} * sm_count() * kScoreWarps);

@@ -311,10 +311,7 @@ __global__ void __launch_bounds__(kHeadsThreads) sparse_attention_heads_kernel(A
 // Launches kernel(a) on `blocks` blocks of `threads` with that much dynamic shared memory.
 void launch_with_smem(void (*kernel)(AttentionArgs), int64_t blocks, int threads, size_t smem_bytes,
                       const AttentionArgs& a) {
-  if (smem_bytes > 48 * 1024) {
-    DSV4_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(smem_bytes)));
-  }
+  if (smem_bytes > 48 * 1024) allow_dynamic_smem(kernel, static_cast<int>(smem_bytes));
   kernel<<<static_cast<unsigned>(blocks), threads, smem_bytes, op_stream()>>>(a);
 }
 

@@ -415,9 +415,8 @@ __global__ void __launch_bounds__(kCombineThreads) combine_runs_kernel(Attention
 
 template <int kHeadRows>
 void allow_shared_memory() {
-  DSV4_CUDA_CHECK(cudaFuncSetAttribute(sparse_attention_bf16_kernel<kHeadRows>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(sizeof(typename Block<kHeadRows>::Smem))));
+  allow_dynamic_smem(sparse_attention_bf16_kernel<kHeadRows>,
+                     static_cast<int>(sizeof(typename Block<kHeadRows>::Smem)));
 }
 
 // The attention kernel with kHeadRows head rows a block, over every (query, head block, run).

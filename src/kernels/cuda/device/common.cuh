@@ -239,4 +239,15 @@ inline int sm_count() {
 // Checks the launch that was just made (configuration errors surface here, faults later).
 inline void check_launch() { DSV4_CUDA_CHECK(cudaGetLastError()); }
 
+// Lets `kernel` take `bytes` of dynamic shared memory, past the 48 KB a launch gets without
+// asking. The attribute stays set, so a launcher of a fixed size asks once a process, through a
+// function-local static (a driver call each launch would add host time to every decode step):
+//   [[maybe_unused]] static const bool allowed = allow_dynamic_smem(kernel, bytes);
+// and one whose size follows the shapes asks before each launch that needs more than 48 KB.
+template <typename Kernel>
+bool allow_dynamic_smem(Kernel* kernel, int bytes) {
+  DSV4_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  return true;
+}
+
 }  // namespace dsv4::kernels::cuda

@@ -232,13 +232,8 @@ __global__ void __launch_bounds__(kThreads, 2) linear_tensor_cores_kernel(Operan
 
 template <bool kVecX, bool kFp8>
 void launch(const Operands& o, dim3 grid) {
-  static const bool opted_in = [] {  // dynamic shared memory above 48 KB
-    DSV4_CUDA_CHECK(cudaFuncSetAttribute(linear_tensor_cores_kernel<kVecX, kFp8>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(sizeof(Smem))));
-    return true;
-  }();
-  (void)opted_in;
+  [[maybe_unused]] static const bool allowed =
+      allow_dynamic_smem(linear_tensor_cores_kernel<kVecX, kFp8>, static_cast<int>(sizeof(Smem)));
   linear_tensor_cores_kernel<kVecX, kFp8><<<grid, kThreads, sizeof(Smem), op_stream()>>>(o);
 }
 

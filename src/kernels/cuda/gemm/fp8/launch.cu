@@ -14,12 +14,7 @@ template <int kTileM>
 void launch_ws(const Fp8GemmParams& p, const Fp8GemmPlan& plan) {
   auto* kernel = &fp8_ws_gemm_sm90_kernel<kTileM>;
   constexpr int kBytes = fp8_smem_bytes(kTileM);
-  static const bool configured = [&] {
-    DSV4_CUDA_CHECK(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes));
-    return true;
-  }();
-  (void)configured;
+  [[maybe_unused]] static const bool allowed = allow_dynamic_smem(kernel, kBytes);
   CUtensorMap a_map{}, b_map{};
   const int64_t a_cols = p.n_groups * p.k;  // every group's columns (params.h)
   const bool encoded = encode_tensor_map_2d(&a_map, CU_TENSOR_MAP_DATA_TYPE_UINT8, p.a, a_cols, p.m,

@@ -13,13 +13,8 @@ void launch(const ExpertParams& p, int n_slots, cudaStream_t stream) {
   // Persistent: one block per SM (the kernel's registers allow no second), each looping over
   // work units; never more blocks than the most units there can be.
   // The weight ring needs more than the default 48 KB of dynamic shared memory.
-  static const bool smem_raised = [] {
-    DSV4_CUDA_CHECK(cudaFuncSetAttribute(expert_mma_kernel<kGateUp, kNvfp4Act>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         kExpertSmemBytes));
-    return true;
-  }();
-  (void)smem_raised;
+  [[maybe_unused]] static const bool allowed =
+      allow_dynamic_smem(expert_mma_kernel<kGateUp, kNvfp4Act>, kExpertSmemBytes);
   const int n_blocks = std::min(sm_count(), n_slots * p.n_xblocks);
   expert_mma_kernel<kGateUp, kNvfp4Act><<<n_blocks, kExpertThreads, kExpertSmemBytes, stream>>>(p);
   DSV4_CUDA_CHECK(cudaGetLastError());

@@ -41,9 +41,10 @@
 #include <algorithm>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device/common.cuh"
 #include "kernels/cuda/device/moe_combine.cuh"
-#include "kernels/cuda/gemm/nvfp4/expert_mma.cuh"
 #include "kernels/cuda/device/pdl.cuh"
+#include "kernels/cuda/gemm/nvfp4/expert_mma.cuh"
 #include "kernels/cuda/gemm/nvfp4/step_ring.cuh"
 
 namespace dsv4::kernels::cuda::moe {
@@ -270,13 +271,8 @@ template <bool kGateUp, int kK, int kChunks, bool kActInSmem, bool kEarlyStart =
 void launch_grid(const ExpertParams& p, dim3 grid, int smem_bytes, int n_passes,
                  cudaStream_t stream) {
   if constexpr (kActInSmem) {
-    static const bool opted_in = [] {  // dynamic shared memory above 48 KB
-      DSV4_CUDA_CHECK(
-          cudaFuncSetAttribute(expert_stream_kernel<kGateUp, kK, kChunks, true, kEarlyStart>,
-                               cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemPerBlock));
-      return true;
-    }();
-    (void)opted_in;
+    [[maybe_unused]] static const bool allowed = allow_dynamic_smem(
+        expert_stream_kernel<kGateUp, kK, kChunks, true, kEarlyStart>, kSmemPerBlock);
   }
   launch_pdl(expert_stream_kernel<kGateUp, kK, kChunks, kActInSmem, kEarlyStart>, grid, kThreads,
              smem_bytes, stream, p, n_passes);

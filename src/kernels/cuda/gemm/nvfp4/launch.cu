@@ -29,12 +29,7 @@ template <int kTiles>
 void launch_small(const Nvfp4GemmParams& p, const Nvfp4GemmPlan& plan) {
   auto* kernel = &nvfp4_small_m_sm90_kernel<kTiles>;
   const int smem = kTiles * 8 * plan.small_chunks * 256;
-  static const bool configured = [&] {
-    DSV4_CUDA_CHECK(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmallMaxSmem));
-    return true;
-  }();
-  (void)configured;
+  [[maybe_unused]] static const bool allowed = allow_dynamic_smem(kernel, kSmallMaxSmem);
   const dim3 grid((p.n + kSmallRows - 1) / kSmallRows,
                   (p.kp + plan.small_chunks * kSmallChunk - 1) / (plan.small_chunks * kSmallChunk),
                   plan.small_slots);

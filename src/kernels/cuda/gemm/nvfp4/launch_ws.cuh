@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device/common.cuh"
 #include "kernels/cuda/gemm/nvfp4/ws_kernel.cuh"
 #include "kernels/cuda/stream.h"
 #include "kernels/cuda/tensor_map.h"
@@ -30,12 +31,7 @@ template <int kBM, bool kOutBf16>
 void launch_ws(Nvfp4GemmParams p, int grid, bool tma) {
   auto* kernel = &nvfp4_ws_gemm_sm90_kernel<kBM, kOutBf16>;
   constexpr int kBytes = WsSmem<kBM>::kBytes;
-  static const bool configured = [&] {
-    DSV4_CUDA_CHECK(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes));
-    return true;
-  }();
-  (void)configured;
+  [[maybe_unused]] static const bool allowed = allow_dynamic_smem(kernel, kBytes);
   CUtensorMap map{};
   p.a_tma = tma && encode_token_map(p, kBM, &map);
   kernel<<<grid, kWsThreads, kBytes, op_stream()>>>(p, map);
