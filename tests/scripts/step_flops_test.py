@@ -67,7 +67,8 @@ class StepFlopsTest(unittest.TestCase):
         cases = [("attn wq_a", "fast", "fp8", ("fp8", 1)),
                  ("attn wq_a", "exact", "fp8", ("bf16", 3)),
                  ("attn wq_a", "fast", "bf16", ("bf16", 3)),
-                 ("attn wo_a", "fast", "fp8", ("bf16", 3)),
+                 ("attn wo_a", "fast", "fp8", ("fp8", 1)),
+                 ("attn wo_a", "exact", "fp8", ("bf16", 3)),
                  ("compressor wkv+wgate", "fast", "fp8", ("bf16", 3)),
                  ("routed experts", "exact", "fp8", ("bf16", 1)),
                  ("router gate", "fast", "fp8", ("f32", 1)),
@@ -88,7 +89,7 @@ class StepFlopsTest(unittest.TestCase):
         # µs = flops · passes / rate · 1e-6. Tokens 20.
         rates = {"bf16": 1.0, "fp8": 2.0, "f32": 0.5}
         want = (20 * (256 + 128 + 128 + 256 + 576) / 2  # the FP8-stored linears
-                + 20 * 64 * 3  # wo_a, decoded, three bf16 passes
+                + 20 * 64 / 2  # wo_a, its groups one FP8 GEMM
                 + 20 * (128 + 1024) / 0.5  # router and mHC in f32
                 + 20 * 1152  # routed experts, one bf16 pass
                 + 2 * 4 * 2 * 4 * 27  # the attention in bf16
