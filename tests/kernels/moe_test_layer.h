@@ -8,6 +8,7 @@
 // width, V vocab (hash routing).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -67,11 +68,10 @@ inline format::Nvfp4Tensor random_nvfp4(dsv4::testing::SeededRng& rng, int64_t g
   return std::move(t).value();
 }
 
-inline MoeTestLayer make_moe_layer(dsv4::testing::SeededRng& rng, int64_t dim, int64_t ffn,
-                                   int64_t n_experts, int64_t k_used, Routing routing,
-                                   MoeMode mode) {
-  MoeTestLayer layer;
-  layer.dim = dim, layer.ffn = ffn, layer.n_experts = n_experts, layer.k_used = k_used;
+// The router of `layer` (its dim, n_experts, k_used and vocab set): gate [E, D] on the grid of
+// 1/64 in [-1/8, 1/8], bias [E] of the routing regime, tid2eid [V, K] of distinct experts.
+inline void make_router(dsv4::testing::SeededRng& rng, Routing routing, MoeTestLayer& layer) {
+  const int64_t dim = layer.dim, n_experts = layer.n_experts, k_used = layer.k_used;
   layer.gate = Tensor::host(DType::kF32, {n_experts, dim});
   for (int64_t i = 0; i < n_experts * dim; ++i) {
     layer.gate.data_as<float>()[i] = static_cast<float>(rng.uniform_int(-8, 8)) / 64.0f;
@@ -90,6 +90,14 @@ inline MoeTestLayer make_moe_layer(dsv4::testing::SeededRng& rng, int64_t dim, i
     std::shuffle(ids.begin(), ids.end(), rng.engine());
     std::copy_n(ids.begin(), k_used, layer.tid2eid.data_as<int64_t>() + v * k_used);
   }
+}
+
+inline MoeTestLayer make_moe_layer(dsv4::testing::SeededRng& rng, int64_t dim, int64_t ffn,
+                                   int64_t n_experts, int64_t k_used, Routing routing,
+                                   MoeMode mode) {
+  MoeTestLayer layer;
+  layer.dim = dim, layer.ffn = ffn, layer.n_experts = n_experts, layer.k_used = k_used;
+  make_router(rng, routing, layer);
   const double sigma_in = 1.0 / std::sqrt(static_cast<double>(dim));
   const double sigma_out = 1.0 / std::sqrt(static_cast<double>(ffn));
   layer.w13 = random_nvfp4(rng, n_experts, 2 * ffn, dim, 2.0 * sigma_in);

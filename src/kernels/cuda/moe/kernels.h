@@ -20,7 +20,9 @@ struct RouterParams {
   const int64_t* token_ids;  // [T] (hash routing)
   int n_tokens, dim, n_experts, k_used, logits_splits;
   float route_scale;
-  float* logits;      // [splits, T, E] scratch
+  // [splits, T, E] scratch: logit partial sums (launch_router); the small router's scores
+  // sqrt(softplus(logits)) [T, E], of hash layers only the T·K entries tid2eid picks.
+  float* logits;
   int* sel_expert;    // [T, K+1]
   float* sel_weight;  // [T, K+1]
   int* counts;        // [E+1], zero on entry
@@ -46,8 +48,9 @@ struct PermuteOutputs {
   int* row_of;     // [T, K+1]
 };
 // Decode sizes: launch_router and launch_permute in two launches, without the zeroed counts
-// (p.counts [E] is written, not added to; p.logits holds [T, E]). Needs T ≤ kSmallRouteTokens
-// and K ≤ 16.
+// (p.counts [E] is written, not added to; p.logits holds the scores [T, E]). Needs
+// T ≤ kSmallRouteTokens and K ≤ 16. Given those scores, the selections and weights are
+// cpu::moe_route's bit for bit (its f32 operations in its order).
 inline constexpr int kSmallRouteTokens = 8;
 void launch_route_small(const RouterParams& p, const PermuteOutputs& out, cudaStream_t stream);
 

@@ -30,57 +30,71 @@ __device__ __forceinline__ void warp_argmax(float& value, int& expert) {
   }
 }
 
-// Warp-wide (all 32 lanes): token t's K experts and weights from its scores `score_in` [E] and
-// the selection bias `bias` [E] (nullptr: none), written to `chosen` / `weight` [K+1] with the
-// shared expert E as slot K; each chosen expert's entry of `counts` goes up by one. Every
-// pointer may be global or shared memory. Expert e lives in lane e % 32, register e / 32.
+// Token t's k-th choice of the biased top-K, warp-wide: the best (value, expert) of `biased`
+// (larger first, then the lower id), which is then marked taken. Expert e lives in lane e % 32,
+// register e / 32.
+__device__ __forceinline__ int take_best(float (&biased)[kMaxExpertsPerLane], int lane) {
+  float best = -FLT_MAX;
+  int expert = INT32_MAX;
+#pragma unroll
+  for (int i = 0; i < kMaxExpertsPerLane; ++i) {
+    if (biased[i] > best) best = biased[i], expert = lane + 32 * i;  // first = lowest id
+  }
+  warp_argmax(best, expert);
+#pragma unroll
+  for (int i = 0; i < kMaxExpertsPerLane; ++i) {
+    if (lane + 32 * i == expert) biased[i] = -INFINITY;  // taken
+  }
+  return expert;
+}
+
+// Warp-wide (all 32 lanes): token t's K experts and weights from its scores `score_in` [E]
+// (sqrt(softplus(logits))) and the selection bias `bias` [E] (nullptr: none), written to
+// `chosen` / `weight` [K+1] with the shared expert E as slot K; each chosen expert's entry of
+// `counts` goes up by one. Every pointer may be global or shared memory. Hash routing
+// (p.tid2eid) reads only the K entries of score_in it picks, so the router need not write the
+// others. Lane k < K ends up holding slot k: the weights' divisions and the counts run in
+// parallel, and the sum that divides them is added in slot order, as cpu::moe_route does.
 __device__ __forceinline__ void select_experts(const RouterParams& p, const float* score_in,
                                                const float* bias, int t, int lane, int* counts,
                                                int* chosen, float* weight) {
-  float score[kMaxExpertsPerLane], biased[kMaxExpertsPerLane];
+  int my_expert = 0;
+  float my_score = 0.0f;
+  if (p.tid2eid) {
+    if (lane < p.k_used) {
+      my_expert = static_cast<int>(p.tid2eid[p.token_ids[t] * p.k_used + lane]);
+      my_score = score_in[my_expert];
+    }
+  } else {
+    float score[kMaxExpertsPerLane], biased[kMaxExpertsPerLane];
 #pragma unroll
-  for (int i = 0; i < kMaxExpertsPerLane; ++i) {
-    const int e = lane + 32 * i;
-    score[i] = biased[i] = -FLT_MAX;
-    if (e < p.n_experts) {
-      score[i] = score_in[e];
-      biased[i] = bias ? score[i] + bias[e] : score[i];
+    for (int i = 0; i < kMaxExpertsPerLane; ++i) {
+      const int e = lane + 32 * i;
+      score[i] = biased[i] = -FLT_MAX;
+      if (e < p.n_experts) {
+        score[i] = score_in[e];
+        biased[i] = bias ? score[i] + bias[e] : score[i];
+      }
+    }
+    for (int k = 0; k < p.k_used; ++k) {
+      const int expert = take_best(biased, lane);
+      float mine = 0.0f;
+#pragma unroll
+      for (int i = 0; i < kMaxExpertsPerLane; ++i) {
+        if (lane + 32 * i == expert) mine = score[i];
+      }
+      const float s = __shfl_sync(0xffffffffu, mine, expert % 32);
+      if (lane == k) my_expert = expert, my_score = s;
     }
   }
   float sum = 0.0f;
-  for (int k = 0; k < p.k_used; ++k) {
-    int expert;
-    if (p.tid2eid) {
-      expert = static_cast<int>(p.tid2eid[p.token_ids[t] * p.k_used + k]);
-    } else {
-      float best = -FLT_MAX;
-      expert = INT32_MAX;
-#pragma unroll
-      for (int i = 0; i < kMaxExpertsPerLane; ++i) {
-        if (biased[i] > best) best = biased[i], expert = lane + 32 * i;  // first = lowest id
-      }
-      warp_argmax(best, expert);
-#pragma unroll
-      for (int i = 0; i < kMaxExpertsPerLane; ++i) {
-        if (lane + 32 * i == expert) biased[i] = -INFINITY;  // taken
-      }
-    }
-    float mine = 0.0f;
-#pragma unroll
-    for (int i = 0; i < kMaxExpertsPerLane; ++i) {
-      if (lane + 32 * i == expert) mine = score[i];
-    }
-    const float s = __shfl_sync(0xffffffffu, mine, expert % 32);
-    sum = __fadd_rn(sum, s);
-    if (lane == 0) chosen[k] = expert, weight[k] = s;
-  }
-  __syncwarp();
-  if (lane == 0) {
-    for (int k = 0; k < p.k_used; ++k) {
-      weight[k] = __fmul_rn(__fdiv_rn(weight[k], __fadd_rn(sum, 1e-20f)), p.route_scale);
-      atomicAdd(&counts[chosen[k]], 1);
-    }
-    chosen[p.k_used] = p.n_experts, weight[p.k_used] = 1.0f;
+  for (int k = 0; k < p.k_used; ++k) sum = __fadd_rn(sum, __shfl_sync(0xffffffffu, my_score, k));
+  if (lane < p.k_used) {
+    chosen[lane] = my_expert;
+    weight[lane] = __fmul_rn(__fdiv_rn(my_score, __fadd_rn(sum, 1e-20f)), p.route_scale);
+    atomicAdd(&counts[my_expert], 1);
+  } else if (lane == p.k_used) {
+    chosen[lane] = p.n_experts, weight[lane] = 1.0f;
   }
 }
 
