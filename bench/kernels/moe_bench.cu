@@ -7,13 +7,16 @@
 // also timed as a replayed CUDA graph (the decode use).
 //
 // Usage: moe_bench [--tokens 1,8,...] [--shapes flash,pro] [--modes w4a16,w4a4]
-//                  [--paths fused,grouped] [--experts device|host]. Prints one table row per run.
+//                  [--paths fused,grouped] [--experts device|host] [--routing score|hash].
+// Prints one table row per run.
 // Without --paths, fused runs up to T = 512 and grouped from T = 8 (where each is a candidate);
 // with it, the paths named run at every T. --experts host puts the routed experts' codes and
 // block scales in mapped pinned host memory, as expert offload does (checkpoint/
 // expert_offload.h); the routed bytes' floor is then the host-to-device copy rate, measured here,
 // and each T has two more rows: the touched experts copied to the device by the op first, and
-// both stacks copied whole by the copy engines first (model/moe.cpp's two ways).
+// both stacks copied whole by the copy engines first (model/moe.cpp's two ways). --routing hash
+// routes as V4's first layers do, by a tid2eid table of the inputs' token ids (the small router
+// then reads only the T·K gate rows it needs).
 // Dimension letters: T tokens, D model width, E routed experts, K experts per token, F width.
 #include <cuda_runtime.h>
 
@@ -49,8 +52,7 @@ struct LayerShape {
 
 // The plan a path runs at n_tokens: its expert kernels and, on the grouped path, the plan of
 // the routed rows' L1 GEMM (the experts' rows spread evenly: the plan reads only the shape).
-std::string plan_name(MoePath path, const MoeConfig& cfg, const LayerShape& s,
-                      int64_t n_tokens) {
+std::string plan_name(MoePath path, const MoeConfig& cfg, const LayerShape& s, int64_t n_tokens) {
   namespace sm90 = kernels::cuda::sm90;
   const sm90::MoeExperts experts =
       kernels::cuda::moe::moe_experts_on(path, n_tokens, cfg.mode == MoeMode::kW4A4);
@@ -137,12 +139,18 @@ struct DeviceNvfp4 {
   }
 };
 
+constexpr int64_t kMaxTokens = 8192;  // of an input's token ids (hash routing)
+constexpr int64_t kVocab = 4096;      // rows of a hash layer's tid2eid
+
 struct Layer {
   LayerShape shape;
   Tensor gate, bias;
   DeviceNvfp4 w13, w2, shared_w13, shared_w2;
   bool routed_in_host_memory;
-  Layer(const LayerShape& s, bool routed_in_host)
+  // Hash routing (V4's first layers): tid2eid [kVocab, K] (K distinct experts a row) and each
+  // input's token ids [kInputs, kMaxTokens]; both empty for score routing.
+  Tensor tid2eid, token_ids;
+  Layer(const LayerShape& s, bool routed_in_host, bool hash)
       : shape(s),
         gate(device_tensor(DType::kF32, {s.n_experts, s.dim})),
         bias(device_tensor(DType::kF32, {s.n_experts})),
@@ -153,10 +161,34 @@ struct Layer {
         routed_in_host_memory(routed_in_host) {
     fill(gate.view(), 5, 2, 1.0f / std::sqrt(static_cast<float>(s.dim)));
     fill(bias.view(), 6, 2, 0.05f);
+    if (!hash) return;
+    std::vector<int64_t> table(kVocab * s.k_used), ids(kInputs * kMaxTokens);
+    for (int64_t v = 0; v < kVocab; ++v) {  // 41·k mod E is distinct for k < K (41 odd, 41·K < E)
+      for (int64_t k = 0; k < s.k_used; ++k)
+        table[v * s.k_used + k] = (37 * v + 41 * k) % s.n_experts;
+    }
+    for (int64_t i = 0; i < kInputs * kMaxTokens; ++i) ids[i] = (7919 * i + 13) % kVocab;
+    tid2eid = device_tensor(DType::kI64, {kVocab, s.k_used});
+    token_ids = device_tensor(DType::kI64, {kInputs, kMaxTokens});
+    DSV4_CUDA_CHECK(
+        cudaMemcpy(tid2eid.view().data, table.data(), 8 * table.size(), cudaMemcpyHostToDevice));
+    DSV4_CUDA_CHECK(
+        cudaMemcpy(token_ids.view().data, ids.data(), 8 * ids.size(), cudaMemcpyHostToDevice));
   }
+  bool hash() const { return !tid2eid.empty_tensor(); }
   MoeWeightsView view() const {
-    return {gate.view(), bias.view(),       TensorView{},    w13.view(),
-            w2.view(),   shared_w13.view(), shared_w2.view()};
+    return {gate.view(),     hash() ? TensorView{} : bias.view(),
+            tid2eid.view(),  w13.view(),
+            w2.view(),       shared_w13.view(),
+            shared_w2.view()};
+  }
+  // Input i's token ids [T] (hash routing), or an empty view.
+  TensorView ids(int i, int64_t n_tokens) const {
+    if (!hash()) return TensorView{};
+    DSV4_CHECK(n_tokens <= kMaxTokens, "moe_bench: hash routing up to %lld tokens",
+               static_cast<long long>(kMaxTokens));
+    return TensorView::contiguous(token_ids.view().data_as<int64_t>() + (i % kInputs) * kMaxTokens,
+                                  DType::kI64, Device::kCuda, {n_tokens});
   }
   int64_t expert_bytes() const { return 3 * shape.dim * shape.ffn * 9 / 16; }
 };
@@ -225,12 +257,13 @@ struct HostLayer {
   std::vector<Tensor> keep;
   MoeWeightsView view;
   explicit HostLayer(const Layer& l) {
-    keep.reserve(14);
+    keep.reserve(15);
     keep.push_back(to_host(l.gate.view()));
     keep.push_back(to_host(l.bias.view()));
+    keep.push_back(l.hash() ? to_host(l.tid2eid.view()) : Tensor());
     view = MoeWeightsView{keep[0].view(),
-                          keep[1].view(),
-                          TensorView{},
+                          l.hash() ? TensorView{} : keep[1].view(),
+                          keep[2].view(),
                           l.w13.host_view(keep),
                           l.w2.host_view(keep),
                           l.shared_w13.host_view(keep),
@@ -246,24 +279,24 @@ void check_against_cpu(const Layer& layer, const HostLayer& host, const MoeConfi
   Tensor y = device_tensor(DType::kF32, {n_tokens, s.dim});
   fill(x.view(), 77, 2);
   Tensor x_host = to_host(x.view());
+  const Tensor ids_host = layer.hash() ? to_host(layer.ids(0, n_tokens)) : Tensor();
   Tensor y_cpu = Tensor::host(DType::kF32, {n_tokens, s.dim});
   DSV4_CHECK(
-      kernels::moe_ffn(x_host.view(), TensorView{}, host.view, cfg, TensorView{}, y_cpu.view())
+      kernels::moe_ffn(x_host.view(), ids_host.view(), host.view, cfg, TensorView{}, y_cpu.view())
           .ok(),
       "CPU moe_ffn failed");
   Tensor ws =
       device_tensor(DType::kU8, {kernels::moe_ffn_workspace_bytes(n_tokens, layer.view(), cfg)});
   for (MoePath path : {MoePath::kFused, MoePath::kGrouped}) {
-    const Status st = kernels::cuda::moe::moe_ffn_on_path(x.view(), TensorView{}, layer.view(), cfg,
-                                                          ws.view(), y.view(), path);
+    const Status st = kernels::cuda::moe::moe_ffn_on_path(
+        x.view(), layer.ids(0, n_tokens), layer.view(), cfg, ws.view(), y.view(), path);
     const double err = !st.ok()
                            ? -1.0
                            : testing::max_row_rel_error(to_host(y.view()).data_as<float>(),
                                                         y_cpu.data_as<float>(), n_tokens, s.dim);
     std::printf("check %s %s %s T=%lld vs CPU: max row rel err %.2e %s %s\n", s.name,
                 cfg.mode == MoeMode::kW4A16 ? "W4A16" : "W4A4",
-                plan_name(path, cfg, s, n_tokens).c_str(), static_cast<long long>(n_tokens),
-                err,
+                plan_name(path, cfg, s, n_tokens).c_str(), static_cast<long long>(n_tokens), err,
                 err < 0      ? "NOT RUN"
                 : err < 2e-2 ? "OK"
                              : "FAIL",
@@ -287,7 +320,8 @@ double route_us(const Layer& layer, const std::vector<Tensor>& xs, const Tensor&
   char* base = static_cast<char*>(ws.view().data);
   kernels::cuda::moe::RouterParams r{};
   r.gate = layer.gate.view().data_as<const float>();
-  r.bias = layer.bias.view().data_as<const float>();
+  r.bias = layer.hash() ? nullptr : layer.bias.view().data_as<const float>();
+  r.tid2eid = layer.tid2eid.view().data_as<const int64_t>();
   r.n_tokens = static_cast<int>(plan.n_tokens);
   r.dim = static_cast<int>(plan.dim);
   r.n_experts = static_cast<int>(plan.n_experts);
@@ -303,6 +337,7 @@ double route_us(const Layer& layer, const std::vector<Tensor>& xs, const Tensor&
       reinterpret_cast<int*>(base + plan.row_token), reinterpret_cast<int*>(base + plan.row_of)};
   auto route = [&](int i) {
     r.x = xs[i % kInputs].view().data_as<const float>();
+    r.token_ids = layer.ids(i, r.n_tokens).data_as<const int64_t>();
     if (r.n_tokens <= kernels::cuda::moe::kSmallRouteTokens) {  // as moe_ffn_on_path chooses
       kernels::cuda::moe::launch_route_small(r, out, cudaStreamPerThread);
       return;
@@ -348,8 +383,9 @@ void run_tokens(const Layer& layer, const MoeConfig& cfg, int64_t n_tokens, MoeP
   const auto plan = kernels::cuda::moe::plan_workspace(n_tokens, layer.view(), cfg);
   Tensor ws = device_tensor(DType::kU8, {plan.total_bytes});
   auto run = [&](int i) {
-    const Status st = kernels::cuda::moe::moe_ffn_on_path(
-        xs[i % kInputs].view(), TensorView{}, layer.view(), cfg, ws.view(), y.view(), path);
+    const Status st =
+        kernels::cuda::moe::moe_ffn_on_path(xs[i % kInputs].view(), layer.ids(i, n_tokens),
+                                            layer.view(), cfg, ws.view(), y.view(), path);
     DSV4_CHECK(st.ok(), "moe_ffn: %s", st.message().c_str());
   };
   run(0);
@@ -399,8 +435,9 @@ void run_tokens(const Layer& layer, const MoeConfig& cfg, int64_t n_tokens, MoeP
     touched_view.touched_copies = {w13.packed.view(), w13.scale.view(), w2.packed.view(),
                                    w2.scale.view()};
     const double touched_us = median_us([&](int i) {
-      const Status st = kernels::cuda::moe::moe_ffn_on_path(
-          xs[i % kInputs].view(), TensorView{}, touched_view, cfg, ws.view(), y.view(), path);
+      const Status st =
+          kernels::cuda::moe::moe_ffn_on_path(xs[i % kInputs].view(), layer.ids(i, n_tokens),
+                                              touched_view, cfg, ws.view(), y.view(), path);
       DSV4_CHECK(st.ok(), "moe_ffn: %s", st.message().c_str());
     });
     std::printf(
@@ -419,8 +456,8 @@ void run_tokens(const Layer& layer, const MoeConfig& cfg, int64_t n_tokens, MoeP
         DSV4_CUDA_CHECK(cudaMemcpyAsync(to->view().data, from->view().data, from->view().bytes(),
                                         cudaMemcpyHostToDevice, cudaStreamPerThread));
       }
-      const Status st = kernels::cuda::moe::moe_ffn_on_path(xs[i % kInputs].view(), TensorView{},
-                                                            copied, cfg, ws.view(), y.view(), path);
+      const Status st = kernels::cuda::moe::moe_ffn_on_path(
+          xs[i % kInputs].view(), layer.ids(i, n_tokens), copied, cfg, ws.view(), y.view(), path);
       DSV4_CHECK(st.ok(), "moe_ffn: %s", st.message().c_str());
     });
     const double all_bytes = static_cast<double>(s.n_experts) * layer.expert_bytes();
@@ -447,13 +484,15 @@ std::vector<int64_t> parse_list(const char* text) {
 
 int run_main(int argc, char** argv) {
   std::vector<int64_t> tokens = {1, 8, 64, 128, 512, 2048, 8192};
-  std::string shapes = "flash,pro", modes = "w4a16,w4a4", paths, experts = "device";
+  std::string shapes = "flash,pro", modes = "w4a16,w4a4", paths, experts = "device",
+              routing = "score";
   for (int i = 1; i + 1 < argc; i += 2) {
     if (std::strcmp(argv[i], "--tokens") == 0) tokens = parse_list(argv[i + 1]);
     if (std::strcmp(argv[i], "--shapes") == 0) shapes = argv[i + 1];
     if (std::strcmp(argv[i], "--modes") == 0) modes = argv[i + 1];
     if (std::strcmp(argv[i], "--paths") == 0) paths = argv[i + 1];
     if (std::strcmp(argv[i], "--experts") == 0) experts = argv[i + 1];
+    if (std::strcmp(argv[i], "--routing") == 0) routing = argv[i + 1];
   }
   const bool routed_in_host = experts == "host";
   auto runs_path = [&paths](MoePath path, int64_t t) {
@@ -473,7 +512,7 @@ int run_main(int argc, char** argv) {
   const LayerShape all[] = {{"flash", 4096, 2048, 256, 6}, {"pro", 7168, 3072, 384, 6}};
   for (const LayerShape& s : all) {
     if (shapes.find(s.name) == std::string::npos) continue;
-    const Layer layer(s, routed_in_host);
+    const Layer layer(s, routed_in_host, routing == "hash");
     const HostLayer host(layer);
     for (MoeMode mode : {MoeMode::kW4A16, MoeMode::kW4A4}) {
       if (modes.find(mode == MoeMode::kW4A16 ? "w4a16" : "w4a4") == std::string::npos) continue;

@@ -38,9 +38,9 @@
 namespace dsv4::kernels {
 namespace {
 
+using dsv4::testing::to_device;
 using moe_test::MoeTestLayer;
 using moe_test::Routing;
-using dsv4::testing::to_device;
 
 constexpr int64_t kDim = 4096, kExperts = 256, kUsed = 6, kFfn = 2048;
 constexpr float kRouteScale = 2.5f;
@@ -72,8 +72,8 @@ RouteResult run_route(const MoeTestLayer& layer, const Tensor& x_dev, const Tens
   const Tensor tid2eid = to_device(layer.tid2eid.view());
   MoeWeightsView shapes{};  // plan_workspace reads the gate's and w2's shapes only
   shapes.gate = gate.view();
-  shapes.w2.packed = TensorView::contiguous(nullptr, DType::kU8, Device::kCuda,
-                                            {kExperts, kDim, kFfn / 2});
+  shapes.w2.packed =
+      TensorView::contiguous(nullptr, DType::kU8, Device::kCuda, {kExperts, kDim, kFfn / 2});
   RouteResult r;
   r.ws = cuda::moe::plan_workspace(n_tokens, shapes, MoeConfig{kUsed, kRouteScale, 0.0f});
   const Tensor ws = dsv4::testing::poisoned_device(DType::kU8, {r.ws.total_bytes});
@@ -193,7 +193,8 @@ std::vector<float> cpu_logits(const MoeTestLayer& layer, const std::vector<float
     for (int64_t e = 0; e < kExperts; ++e) {
       double sum = 0.0;
       for (int64_t d = 0; d < kDim; ++d) {
-        sum += static_cast<double>(x[t * kDim + d]) * layer.gate.data_as<const float>()[e * kDim + d];
+        sum +=
+            static_cast<double>(x[t * kDim + d]) * layer.gate.data_as<const float>()[e * kDim + d];
       }
       logits[t * kExperts + e] = static_cast<float>(sum);
     }
@@ -213,11 +214,10 @@ TEST_P(MoeRouteCudaTest, SelectsAsTheCpuAndPermutesByGroup) {
   moe_test::make_router(rng, routing, layer);
   const std::vector<float> x = moe_test::random_moe_input(rng, n_tokens, kDim);
   const std::vector<int64_t> token_ids = moe_test::random_token_ids(rng, n_tokens, layer.vocab);
-  const Tensor x_dev =
-      to_device(TensorView::contiguous(const_cast<float*>(x.data()), DType::kF32, Device::kCpu,
-                                       {n_tokens, kDim}));
-  const Tensor ids_dev = to_device(TensorView::contiguous(
-      const_cast<int64_t*>(token_ids.data()), DType::kI64, Device::kCpu, {n_tokens}));
+  const Tensor x_dev = to_device(TensorView::contiguous(const_cast<float*>(x.data()), DType::kF32,
+                                                        Device::kCpu, {n_tokens, kDim}));
+  const Tensor ids_dev = to_device(TensorView::contiguous(const_cast<int64_t*>(token_ids.data()),
+                                                          DType::kI64, Device::kCpu, {n_tokens}));
   const RouteResult r = run_route(layer, x_dev, ids_dev, hash);
   expect_permutation_of_ids(r, n_tokens);
 

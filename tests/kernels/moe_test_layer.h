@@ -31,8 +31,8 @@ struct MoeTestLayer {
   int64_t dim = 0, ffn = 0, n_experts = 0, k_used = 0, vocab = 50;
   Tensor gate, bias, tid2eid;  // f32 [E, D], f32 [E], i64 [V, K]
   format::Nvfp4Tensor w13, w2, shared_w13, shared_w2;
-  bool with_shared = true;                   // false: the op runs without its shared expert
-  Tensor w13_input_scale, w2_input_scale;    // f32 [1] W4A4 static scales, or empty (dynamic)
+  bool with_shared = true;                 // false: the op runs without its shared expert
+  Tensor w13_input_scale, w2_input_scale;  // f32 [1] W4A4 static scales, or empty (dynamic)
   MoeConfig config;
 
   MoeWeightsView view(bool hash) const {

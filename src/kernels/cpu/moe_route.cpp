@@ -27,10 +27,10 @@ const float* check_route(const RowMatrix& in, const TensorView& bias, const Tens
   DSV4_CHECK(
       out.ids.dtype == DType::kI32 && out.ids.is_contiguous() && out.ids.numel() == n_tokens * k,
       "moe_route: ids must be i32 [T, K]");
-  DSV4_CHECK(hash_ids.data == nullptr ||
-                 (hash_ids.dtype == DType::kI64 && hash_ids.is_contiguous() &&
-                  hash_ids.numel() == n_tokens * k && bias.data == nullptr),
-             "moe_route: hash_ids must be i64 [T, K], without a bias");
+  DSV4_CHECK(
+      hash_ids.data == nullptr || (hash_ids.dtype == DType::kI64 && hash_ids.is_contiguous() &&
+                                   hash_ids.numel() == n_tokens * k && bias.data == nullptr),
+      "moe_route: hash_ids must be i64 [T, K], without a bias");
   const float* b = bias.data ? bias.data_as<const float>() : nullptr;
   DSV4_CHECK(!b || (bias.dtype == DType::kF32 && bias.numel() == n_experts), "moe_route: bias [E]");
   return b;
@@ -64,9 +64,8 @@ void select_token(const float* scores, const float* b, const int64_t* fixed, int
 // moe_route's selection over the rows of `scores` (f32 [T, E] scores, or logits whose scores
 // `score_of` gives).
 template <typename ScoreOf>
-void select_rows(const RowMatrix& in, const float* b, const TensorView& hash_ids,
-                 float route_scale, const MoeRouting& out, const RowMatrix& weights,
-                 ScoreOf score_of) {
+void select_rows(const RowMatrix& in, const float* b, const TensorView& hash_ids, float route_scale,
+                 const MoeRouting& out, const RowMatrix& weights, ScoreOf score_of) {
   const int64_t n_tokens = in.n_rows, n_experts = in.n_cols, k = weights.n_cols;
   const int64_t* fixed = hash_ids.data ? hash_ids.data_as<const int64_t>() : nullptr;
   int32_t* ids = out.ids.data_as<int32_t>();

@@ -32,9 +32,9 @@
 
 #include "base/float_convert.h"
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/moe/kernels.h"
 #include "kernels/cuda/device/pair_layout.cuh"
 #include "kernels/cuda/device/pdl.cuh"
+#include "kernels/cuda/moe/kernels.h"
 #include "kernels/cuda/moe/route_select.cuh"
 
 namespace dsv4::kernels::cuda::moe {
@@ -142,12 +142,12 @@ __global__ void __launch_bounds__(kThreads)
     smem_count[g] = g == p.n_experts ? p.n_tokens : 0;
   }
   __syncthreads();
-  pdl_wait();  // the scores
+  pdl_wait();               // the scores
   if (warp < p.n_tokens) {  // straight from global memory: each score is read once
     const int entry = warp * (p.k_used + 1);
     select_experts(p, p.logits + int64_t{warp} * p.n_experts,
-                   p.bias != nullptr ? smem_bias : nullptr, warp, lane, smem_count, smem_sel + entry,
-                   smem_weight + entry);
+                   p.bias != nullptr ? smem_bias : nullptr, warp, lane, smem_count,
+                   smem_sel + entry, smem_weight + entry);
   }
   __syncthreads();
   for (int i = threadIdx.x; i < n_entries; i += kThreads) {
