@@ -28,6 +28,7 @@
 // Deterministic: no float atomics, integer atomics only for counts.
 //
 // Dimension letters: T tokens, D model width, E routed experts, K experts per token.
+#include <algorithm>
 #include <cub/block/block_scan.cuh>
 
 #include "base/float_convert.h"
@@ -52,15 +53,25 @@ constexpr int kFlagBits = 10;
 
 // The experts and tokens of logits block b: score routing, expert b for every token; hash
 // routing (p.tid2eid), only (token, slot) b's expert for that token, the one logit its
-// selection reads, since the hash table picks the experts and the scores only weigh them.
+// selection reads, since the hash table picks the experts and the scores only weigh them. The
+// hash grid's blocks past T·K have no logit (n_tokens 0): they are there for x's bf16 copy.
 struct LogitsWork {
   int expert, t_begin, n_tokens;
 };
 
 __device__ __forceinline__ LogitsWork logits_work(const RouterParams& p) {
   if (p.tid2eid == nullptr) return {static_cast<int>(blockIdx.x), 0, p.n_tokens};
+  if (static_cast<int>(blockIdx.x) >= p.n_tokens * p.k_used) return {0, 0, 0};
   const int t = blockIdx.x / p.k_used, k = blockIdx.x % p.k_used;
   return {static_cast<int>(p.tid2eid[p.token_ids[t] * p.k_used + k]), t, 1};
+}
+
+// Logits blocks: one per expert, or for hash routing one per (token, slot) and at least one per
+// kThreads elements of x, so that its bf16 copy is one element a thread as on the score grid
+// (a few blocks looping over it would add an L2 round trip per element to the grid's end).
+int logits_blocks(const RouterParams& p) {
+  if (p.tid2eid == nullptr) return p.n_experts;
+  return std::max(p.n_tokens * p.k_used, (p.n_tokens * p.dim + kThreads - 1) / kThreads);
 }
 
 __global__ void __launch_bounds__(kThreads) route_logits_small_kernel(RouterParams p) {
@@ -73,7 +84,7 @@ __global__ void __launch_bounds__(kThreads) route_logits_small_kernel(RouterPara
   // A token's products and sums are the same whichever tokens share the block: acc[j] is token
   // t_begin + j, so a hash block's logit has the bits the score kernel gives that (token, expert).
   float acc[kSmallRouteTokens] = {};
-  {
+  if (work.n_tokens > 0) {
     const float4* gate = reinterpret_cast<const float4*>(p.gate + int64_t{work.expert} * p.dim);
     const float4* x = reinterpret_cast<const float4*>(p.x + int64_t{work.t_begin} * p.dim);
 #pragma unroll 4
@@ -196,8 +207,7 @@ void launch_route_small(const RouterParams& p, const PermuteOutputs& out, cudaSt
                  p.n_experts + 1 <= kThreads * kGroupsPerThread &&
                  p.n_experts <= 32 * kMaxExpertsPerLane && p.dim % 4 == 0,
              "small router: T %d, K %d, E %d, D %d", p.n_tokens, p.k_used, p.n_experts, p.dim);
-  const int n_blocks = p.tid2eid ? p.n_tokens * p.k_used : p.n_experts;  // logits_work
-  route_logits_small_kernel<<<n_blocks, kThreads, 0, stream>>>(p);
+  route_logits_small_kernel<<<logits_blocks(p), kThreads, 0, stream>>>(p);
   DSV4_CUDA_CHECK(cudaGetLastError());
   launch_pdl(route_select_small_kernel, 1, kThreads, 0, stream, p, out);
 }
