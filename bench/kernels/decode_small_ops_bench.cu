@@ -106,7 +106,8 @@ struct Layer {
                                    out.v(d), normed.v(d));
   }
   Status expand(bool d) const {
-    return kernels::hc_expand(block_out.v(d), streams.v(d), post.v(d), comb.v(d), out.v(d));
+    return kernels::hc_expand(block_out.v(d), TensorView{}, streams.v(d), post.v(d), comb.v(d),
+                              out.v(d));
   }
   Status q_latent_norm(bool d) const {
     return kernels::rms_norm(q_latent.v(d), q_norm.v(d), kNormEps, q_normed.v(d));

@@ -227,19 +227,29 @@ inline HcCollapseOperands hc_collapse_operands(const TensorView& x, const Tensor
 }
 
 // hc_expand's operands: f [T, D], post [T, M], residual and out f32 [T, M, D] contiguous and
-// apart, comb f32 [T, M, M] contiguous.
+// apart, comb f32 [T, M, M] contiguous; f_addend [T, D] with f's row stride, or nullptr.
 struct HcExpandOperands {
   RowMatrix f, post;
   const float* residual;
   const float* comb;
   float* out;
+  const float* f_addend;
 };
-inline HcExpandOperands hc_expand_operands(const TensorView& f, const TensorView& residual,
-                                           const TensorView& post, const TensorView& comb,
-                                           const TensorView& out) {
-  const HcExpandOperands o{as_rows(f, "hc_expand f"), as_rows(post, "hc_expand post"),
-                           residual.data_as<const float>(), comb.data_as<const float>(),
-                           out.data_as<float>()};
+inline HcExpandOperands hc_expand_operands(const TensorView& f, const TensorView& f_addend,
+                                           const TensorView& residual, const TensorView& post,
+                                           const TensorView& comb, const TensorView& out) {
+  const HcExpandOperands o{as_rows(f, "hc_expand f"),
+                           as_rows(post, "hc_expand post"),
+                           residual.data_as<const float>(),
+                           comb.data_as<const float>(),
+                           out.data_as<float>(),
+                           f_addend.data_as<const float>()};
+  if (o.f_addend != nullptr) {
+    const RowMatrix addend = as_rows(f_addend, "hc_expand f_addend");
+    DSV4_CHECK(addend.n_rows == o.f.n_rows && addend.n_cols == o.f.n_cols &&
+                   addend.row_stride == o.f.row_stride,
+               "hc_expand: f_addend must be f32 [T, D] with f's rows");
+  }
   const int64_t n_tokens = o.f.n_rows, m = o.post.n_cols, n = n_tokens * m * o.f.n_cols;
   DSV4_CHECK(o.post.n_rows == n_tokens && residual.dtype == DType::kF32 &&
                  residual.is_contiguous() && residual.numel() == n && out.dtype == DType::kF32 &&

@@ -170,10 +170,10 @@ Status hc_collapse(const TensorView& x, const TensorView& pre, const TensorView&
   return DSV4_DISPATCH(hc_collapse, device_of({&x, &pre, &y}), x, pre, y);
 }
 
-Status hc_expand(const TensorView& f, const TensorView& residual, const TensorView& post,
-                 const TensorView& comb, const TensorView& out) {
-  return DSV4_DISPATCH(hc_expand, device_of({&f, &residual, &post, &comb, &out}), f, residual, post,
-                       comb, out);
+Status hc_expand(const TensorView& f, const TensorView& f_addend, const TensorView& residual,
+                 const TensorView& post, const TensorView& comb, const TensorView& out) {
+  return DSV4_DISPATCH(hc_expand, device_of({&f, &f_addend, &residual, &post, &comb, &out}), f,
+                       f_addend, residual, post, comb, out);
 }
 
 Status hc_pre_norm(const HcPreNormParams& p) {

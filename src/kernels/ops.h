@@ -119,9 +119,12 @@ Status hc_collapse(const TensorView& x, const TensorView& pre, const TensorView&
 
 // out[t, j, :] = post[t, j] · f[t, :] + Σ_i comb[t, i, j] · residual[t, i, :]: comb is consumed
 // transposed (Sinkhorn's matrix is not symmetric, so the direction matters). f [T, D],
-// residual and out [T, M, D]; out must not alias residual.
-Status hc_expand(const TensorView& f, const TensorView& residual, const TensorView& post,
-                 const TensorView& comb, const TensorView& out);
+// residual and out [T, M, D]; out must not alias residual. f_addend f32 [T, D] (rows as f's),
+// or empty: f + f_addend, one rounded f32 add (the bits of add, then hc_expand), takes f's
+// place; the FFN site adds its shared expert's output to the routed experts' sum there, a
+// launch fewer in a decode step.
+Status hc_expand(const TensorView& f, const TensorView& f_addend, const TensorView& residual,
+                 const TensorView& post, const TensorView& comb, const TensorView& out);
 
 // One site's pre side after its mix projection, fused (a decode step's small ops in one launch):
 // hc_split_sinkhorn(mixes, scale, base, n_sinkhorn_iters, hc_eps, mix), then the block input

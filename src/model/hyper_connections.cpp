@@ -47,9 +47,10 @@ Status hc_pre_norm(const checkpoint::ModelConfig& config,
                                site.view(), streams, block_norm, eps, x});
 }
 
-Status hc_post(const TensorView& block_out, const TensorView& residual, const HcSite& site,
-               const TensorView& out) {
-  return kernels::hc_expand(block_out, residual, site.post.view(), site.comb.view(), out);
+Status hc_post(const TensorView& block_out, const TensorView& block_addend,
+               const TensorView& residual, const HcSite& site, const TensorView& out) {
+  return kernels::hc_expand(block_out, block_addend, residual, site.post.view(), site.comb.view(),
+                            out);
 }
 
 Status hc_post_norm(const checkpoint::ModelConfig& config, const TensorView& block_out,

@@ -2,7 +2,8 @@
 // DeepseekV4HyperConnection / DeepseekV4HyperHead). The residual is M parallel streams
 // [T, M, D]; around each half-layer hc_pre_norm collapses them into the (normed) block input
 // and computes how the block output goes back (post) and how the streams mix (comb, doubly
-// stochastic through Sinkhorn), and hc_post applies that. hc_head is the final collapse before the norm.
+// stochastic through Sinkhorn), and hc_post applies that. hc_head is the final collapse before the
+// norm.
 //
 // Dimension letters: T tokens, M streams (hc_mult), D model width.
 #pragma once
@@ -31,9 +32,11 @@ Status hc_pre_norm(const checkpoint::ModelConfig& config,
                    const TensorView& streams_normed, const TensorView& block_norm, HcSite& site,
                    const TensorView& x);
 
-// out f32 [T, M, D] = post ⊗ block_out + combᵀ · residual (out must not alias residual).
-Status hc_post(const TensorView& block_out, const TensorView& residual, const HcSite& site,
-               const TensorView& out);
+// out f32 [T, M, D] = post ⊗ (block_out + block_addend) + combᵀ · residual (out must not alias
+// residual). block_addend f32 [T, D] or empty: a block whose output comes in two halves (the
+// FFN's routed and shared experts) is summed here, in the expand's launch.
+Status hc_post(const TensorView& block_out, const TensorView& block_addend,
+               const TensorView& residual, const HcSite& site, const TensorView& out);
 
 // hc_post, and the next site's input norm of out: normed f32 [T, M·D] = rms_norm(out), in one
 // fused op (kernels::hc_expand_norm), for hc_pre_norm's streams_normed.

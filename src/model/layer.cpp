@@ -39,9 +39,13 @@ Status layer_forward(const LayerInput& in, Tensor& streams, Tensor& spare) {
   DSV4_RETURN_IF_ERROR(hc_pre_norm(config, w.hc_ffn, streams.view(), streams_normed.view(),
                                    w.ffn_norm.view(), site, x.view()));
   streams_normed = Tensor{};
-  DSV4_RETURN_IF_ERROR(moe_forward(config, in.layer, w.ffn, in.expert_mode, x.view(), in.tokens,
-                                   block_out.view(), in.expert_amaxes, in.placement, in.numerics));
-  DSV4_RETURN_IF_ERROR(hc_post(block_out.view(), streams.view(), site, spare.view()));
+  // The routed and shared experts' halves are summed by hc_post, not by an add of their own.
+  DSV4_ASSIGN_OR_RETURN(Tensor shared_out, scratch(DType::kF32, x.shape(), device));
+  DSV4_RETURN_IF_ERROR(moe_forward_parts(config, in.layer, w.ffn, in.expert_mode, x.view(),
+                                         in.tokens, block_out.view(), shared_out.view(),
+                                         in.expert_amaxes, in.placement, in.numerics));
+  DSV4_RETURN_IF_ERROR(
+      hc_post(block_out.view(), shared_out.view(), streams.view(), site, spare.view()));
   std::swap(streams, spare);
   return ok_status();
 }

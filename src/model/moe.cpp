@@ -118,21 +118,30 @@ Status routed_experts(const ModelConfig& config, int64_t layer, const MoeWeights
 
 }  // namespace
 
+Status moe_forward_parts(const ModelConfig& config, int64_t layer, const MoeWeights& weights,
+                         ExpertMode mode, const TensorView& x, const TensorView& tokens,
+                         const TensorView& routed_out, const TensorView& shared_out,
+                         ExpertAmaxes* amaxes, ExpertPlacement* placement, Numerics numerics) {
+  // The shared expert needs no routing, so it runs beside the router and the routed experts
+  // (a second stream on a GPU): at a decode step each half is a chain of small launches (the
+  // router's logits and selection, then the expert kernels; the shared expert's linears and
+  // SwiGLU), and the layer waits for the longer chain instead of both.
+  return kernels::run_beside(
+      x.device,
+      [&] { return shared_expert(config, weights.shared_expert, x, shared_out, numerics); },
+      [&] {
+        return routed_experts(config, layer, weights, mode, x, tokens, routed_out, amaxes,
+                              placement);
+      });
+}
+
 Status moe_forward(const ModelConfig& config, int64_t layer, const MoeWeights& weights,
                    ExpertMode mode, const TensorView& x, const TensorView& tokens,
                    const TensorView& out, ExpertAmaxes* amaxes, ExpertPlacement* placement,
                    Numerics numerics) {
   DSV4_ASSIGN_OR_RETURN(Tensor shared, scratch(DType::kF32, out.shape, x.device));
-  // The shared expert needs no routing, so it runs beside the router and the routed experts
-  // (a second stream on a GPU): at a decode step each half is a chain of small launches (the
-  // router's logits and selection, then the expert kernels; the shared expert's linears and
-  // SwiGLU), and the layer waits for the longer chain instead of both.
-  DSV4_RETURN_IF_ERROR(kernels::run_beside(
-      x.device,
-      [&] { return shared_expert(config, weights.shared_expert, x, shared.view(), numerics); },
-      [&] {
-        return routed_experts(config, layer, weights, mode, x, tokens, out, amaxes, placement);
-      }));
+  DSV4_RETURN_IF_ERROR(moe_forward_parts(config, layer, weights, mode, x, tokens, out,
+                                         shared.view(), amaxes, placement, numerics));
   return kernels::add(out, shared.view(), out);
 }
 

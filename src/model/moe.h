@@ -36,4 +36,15 @@ Status moe_forward(const checkpoint::ModelConfig& config, int64_t layer,
                    const TensorView& tokens, const TensorView& out, ExpertAmaxes* amaxes = nullptr,
                    ExpertPlacement* placement = nullptr, Numerics numerics = Numerics::kExact);
 
+// moe_forward's two halves, unsummed: routed_out f32 [T, D] the routed experts' weighted sum,
+// shared_out f32 [T, D] the shared expert's output, both apart from x. The layer adds them in
+// hc_post's expand (a launch fewer than moe_forward's add in a decode step); moe_forward is this
+// and kernels::add, so the sum has the same bits either way.
+Status moe_forward_parts(const checkpoint::ModelConfig& config, int64_t layer,
+                         const checkpoint::MoeWeights& weights, ExpertMode mode,
+                         const TensorView& x, const TensorView& tokens,
+                         const TensorView& routed_out, const TensorView& shared_out,
+                         ExpertAmaxes* amaxes = nullptr, ExpertPlacement* placement = nullptr,
+                         Numerics numerics = Numerics::kExact);
+
 }  // namespace dsv4::model

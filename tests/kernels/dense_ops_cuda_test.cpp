@@ -499,11 +499,40 @@ TEST(HyperConnectionsCuda, MixesMatchCpuAndStreamOpsAreBitIdentical) {
     const OpPair place = OpPair::of(testing::to_host(post.h()));
     const OpPair mixer = OpPair::of(testing::to_host(comb.h()));
     const OpPair expanded = OpPair::poisoned(DType::kF32, {t, m, d});
-    ASSERT_TRUE(hc_expand(x.h(), residual.h(), place.h(), mixer.h(), expanded.h()).ok());
-    ASSERT_TRUE(hc_expand(x.d(), residual.d(), place.d(), mixer.d(), expanded.d()).ok());
+    ASSERT_TRUE(
+        hc_expand(x.h(), TensorView{}, residual.h(), place.h(), mixer.h(), expanded.h()).ok());
+    ASSERT_TRUE(
+        hc_expand(x.d(), TensorView{}, residual.d(), place.d(), mixer.d(), expanded.d()).ok());
     EXPECT_TRUE(device_equals_host(expanded));
   }
 }
+// The FFN site's expand with the shared expert's half as f_addend, at V4-Flash's M = 4,
+// D = 4096 and decode T (1, 2, 8) and beyond (64): the bits of add, then hc_expand, the unfused
+// composition it replaces, on the device and on the CPU.
+TEST(HyperConnectionsCuda, ExpandWithAddendIsTheAddThenTheExpand) {
+  SeededRng rng;
+  const int64_t m = 4, d = 4096;
+  for (const int64_t t : {1, 2, 8, 64}) {
+    SCOPED_TRACE("T = " + std::to_string(t));
+    const OpPair routed = OpPair::uniform(rng, {t, d}), shared = OpPair::uniform(rng, {t, d});
+    const OpPair residual = OpPair::uniform(rng, {t, m, d});
+    const OpPair post = OpPair::uniform(rng, {t, m}, 0.0, 2.0);
+    const OpPair comb = OpPair::uniform(rng, {t, m, m}, 0.0, 1.0);
+    const OpPair fused = OpPair::poisoned(DType::kF32, {t, m, d});
+    ASSERT_TRUE(
+        hc_expand(routed.h(), shared.h(), residual.h(), post.h(), comb.h(), fused.h()).ok());
+    ASSERT_TRUE(
+        hc_expand(routed.d(), shared.d(), residual.d(), post.d(), comb.d(), fused.d()).ok());
+    EXPECT_TRUE(device_equals_host(fused));
+    const OpPair sum = OpPair::poisoned(DType::kF32, {t, d});
+    const OpPair parts = OpPair::poisoned(DType::kF32, {t, m, d});
+    ASSERT_TRUE(add(routed.d(), shared.d(), sum.d()).ok());
+    ASSERT_TRUE(hc_expand(sum.d(), TensorView{}, residual.d(), post.d(), comb.d(), parts.d()).ok());
+    EXPECT_TRUE(dsv4::testing::same_bytes(dsv4::testing::to_host(fused.d()).view(),
+                                          dsv4::testing::to_host(parts.d()).view()));
+  }
+}
+
 
 // The fused mHC ops against their parts: hc_pre_norm gives the bits of the device's
 // hc_split_sinkhorn, hc_collapse and rms_norm (its mixes match the CPU's to the device expf's

@@ -303,16 +303,35 @@ TEST(HcExpandNormTest, IsTheExpandThenItsNorm) {
     const TensorView rv = view_of(residual, {n, m, d}), cv = view_of(comb, {n, m, m});
     std::vector<float> out = poisoned(n * m * d), normed = poisoned(n * m * d);
     std::vector<float> want_out = poisoned(n * m * d), want_normed = poisoned(n * m * d);
-    ASSERT_TRUE(hc_expand_norm(fv, rv, pv, cv, 1e-6f, view_of(out, {n, m, d}),
-                               view_of(normed, {n, m * d}))
-                    .ok());
-    ASSERT_TRUE(hc_expand(fv, rv, pv, cv, view_of(want_out, {n, m, d})).ok());
+    ASSERT_TRUE(
+        hc_expand_norm(fv, rv, pv, cv, 1e-6f, view_of(out, {n, m, d}), view_of(normed, {n, m * d}))
+            .ok());
+    ASSERT_TRUE(hc_expand(fv, TensorView{}, rv, pv, cv, view_of(want_out, {n, m, d})).ok());
     ASSERT_TRUE(rms_norm(view_of(want_out, {n, m * d}), TensorView{}, 1e-6f,
                          view_of(want_normed, {n, m * d}))
                     .ok());
     EXPECT_EQ(std::memcmp(out.data(), want_out.data(), out.size() * sizeof(float)), 0);
     EXPECT_EQ(std::memcmp(normed.data(), want_normed.data(), normed.size() * sizeof(float)), 0);
   }
+}
+
+// hc_expand with f_addend (the FFN site's shared expert) is add, then hc_expand, bit for bit.
+TEST(HcExpandTest, AddendIsTheAddThenTheExpand) {
+  SeededRng rng;
+  const int64_t t = 3, m = 4, d = 40;
+  std::vector<float> f = random_normal(rng, t * d), addend = random_normal(rng, t * d),
+                     residual = random_normal(rng, t * m * d), post = random_normal(rng, t * m),
+                     comb = random_normal(rng, t * m * m);
+  std::vector<float> out = poisoned(t * m * d), sum = poisoned(t * d), want = poisoned(t * m * d);
+  const TensorView rv = view_of(residual, {t, m, d}), pv = view_of(post, {t, m});
+  const TensorView cv = view_of(comb, {t, m, m});
+  ASSERT_TRUE(
+      hc_expand(view_of(f, {t, d}), view_of(addend, {t, d}), rv, pv, cv, view_of(out, {t, m, d}))
+          .ok());
+  ASSERT_TRUE(add(view_of(f, {t, d}), view_of(addend, {t, d}), view_of(sum, {t, d})).ok());
+  ASSERT_TRUE(
+      hc_expand(view_of(sum, {t, d}), TensorView{}, rv, pv, cv, view_of(want, {t, m, d})).ok());
+  EXPECT_EQ(std::memcmp(out.data(), want.data(), out.size() * sizeof(float)), 0);
 }
 
 TEST(EmbeddingTest, GathersRowsAndAddWorks) {

@@ -108,17 +108,25 @@ void hc_collapse(const TensorView& x, const TensorView& pre, const TensorView& y
   }
 }
 
-void hc_expand(const TensorView& f, const TensorView& residual, const TensorView& post,
-               const TensorView& comb, const TensorView& out) {
-  const auto [block, place, res, mixer, dst] = hc_expand_operands(f, residual, post, comb, out);
+void hc_expand(const TensorView& f, const TensorView& f_addend, const TensorView& residual,
+               const TensorView& post, const TensorView& comb, const TensorView& out) {
+  const auto [block, place, res, mixer, dst, addend] =
+      hc_expand_operands(f, f_addend, residual, post, comb, out);
   const int64_t n_tokens = block.n_rows, m = place.n_cols, d = block.n_cols;
 #pragma omp parallel for if (n_tokens * m * m * d > (1 << 16))
   for (int64_t t = 0; t < n_tokens; ++t) {
     const float* c = mixer + t * m * m;
+    const float* f_row = block.row(t);
+    std::vector<float> sum;  // f + f_addend: add, then the expand
+    if (addend != nullptr) {
+      sum.resize(d);
+      for (int64_t k = 0; k < d; ++k) sum[k] = f_row[k] + addend[t * block.row_stride + k];
+      f_row = sum.data();
+    }
     for (int64_t j = 0; j < m; ++j) {
       float* o = dst + (t * m + j) * d;
       const float p = place.row(t)[j];
-      for (int64_t k = 0; k < d; ++k) o[k] = p * block.row(t)[k];
+      for (int64_t k = 0; k < d; ++k) o[k] = p * f_row[k];
       for (int64_t i = 0; i < m; ++i) {
         const float w = c[i * m + j];
         const float* r = res + (t * m + i) * d;
@@ -138,8 +146,8 @@ void hc_pre_norm(const HcPreNormParams& p) {
 void hc_expand_norm(const TensorView& f, const TensorView& residual, const TensorView& post,
                     const TensorView& comb, float eps, const TensorView& out,
                     const TensorView& normed) {
-  const HcExpandOperands o = hc_expand_operands(f, residual, post, comb, out);
-  cpu::hc_expand(f, residual, post, comb, out);
+  const HcExpandOperands o = hc_expand_operands(f, TensorView{}, residual, post, comb, out);
+  cpu::hc_expand(f, TensorView{}, residual, post, comb, out);
   cpu::rms_norm(out.reshaped({o.f.n_rows, o.post.n_cols * o.f.n_cols}), TensorView{}, eps, normed);
 }
 

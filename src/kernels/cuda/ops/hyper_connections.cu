@@ -230,7 +230,9 @@ __global__ void hc_collapse_kernel(HcCollapseOperands o) {
 __device__ __forceinline__ float expand_element(const HcExpandOperands& o, int64_t t, int64_t i) {
   const int64_t m = o.post.n_cols, d = o.f.n_cols, j = i / d, k = i % d;
   const float* c = o.comb + t * m * m;
-  float acc = __fmul_rn(o.post.data[t * o.post.row_stride + j], o.f.data[t * o.f.row_stride + k]);
+  float f = o.f.data[t * o.f.row_stride + k];
+  if (o.f_addend != nullptr) f = __fadd_rn(f, o.f_addend[t * o.f.row_stride + k]);
+  float acc = __fmul_rn(o.post.data[t * o.post.row_stride + j], f);
   for (int64_t s = 0; s < m; ++s) {
     acc = __fadd_rn(acc, __fmul_rn(c[s * m + j], o.residual[(t * m + s) * d + k]));
   }
@@ -407,9 +409,9 @@ void hc_collapse(const TensorView& x, const TensorView& pre, const TensorView& y
   check_launch();
 }
 
-void hc_expand(const TensorView& f, const TensorView& residual, const TensorView& post,
-               const TensorView& comb, const TensorView& out) {
-  const HcExpandOperands o = hc_expand_operands(f, residual, post, comb, out);
+void hc_expand(const TensorView& f, const TensorView& f_addend, const TensorView& residual,
+               const TensorView& post, const TensorView& comb, const TensorView& out) {
+  const HcExpandOperands o = hc_expand_operands(f, f_addend, residual, post, comb, out);
   const int64_t n = o.f.n_rows * o.post.n_cols * o.f.n_cols;
   if (n == 0) return;
   hc_expand_kernel<<<element_blocks(n), kElementThreads, 0, op_stream()>>>(o);
@@ -444,7 +446,7 @@ void hc_pre_norm(const HcPreNormParams& p) {
 void hc_expand_norm(const TensorView& f, const TensorView& residual, const TensorView& post,
                     const TensorView& comb, float eps, const TensorView& out,
                     const TensorView& normed) {
-  const HcExpandOperands o = hc_expand_operands(f, residual, post, comb, out);
+  const HcExpandOperands o = hc_expand_operands(f, TensorView{}, residual, post, comb, out);
   const int64_t n_tokens = o.f.n_rows, width = o.post.n_cols * o.f.n_cols;
   const TensorView streams = out.reshaped({n_tokens, width});
   const RmsNormOperands r = rms_norm_operands(streams, TensorView{}, normed);
@@ -456,7 +458,7 @@ void hc_expand_norm(const TensorView& f, const TensorView& residual, const Tenso
                            <<<grid, kRmsClusterThreads, 0, op_stream()>>>(o, r.y, eps);
                      });
   if (!fused) {
-    cuda::hc_expand(f, residual, post, comb, out);
+    cuda::hc_expand(f, TensorView{}, residual, post, comb, out);
     cuda::rms_norm(streams, TensorView{}, eps, normed);
     return;
   }
