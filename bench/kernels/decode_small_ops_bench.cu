@@ -1,8 +1,10 @@
 // decode_small_ops_bench: the small ops of a decode layer (docs/decode_graph.md, "The small ops
 // of a layer") at V4-Flash's shapes on T rows: the hyper-connection ops
 // (kernels/cuda/ops/hyper_connections.cu; M = 4 streams, D = 4096, 20 Sinkhorn iterations), the
-// attention site's stream norm, the q_norm (1024 wide) and the per-head norm and RoPE of q (64
-// heads of 512) and kv (one row of 512) (kernels/cuda/ops/rms_norm.cu, rope.cu). A program, not a
+// FFN site's expand of the MoE's two halves (routed + shared as hc_expand's f_addend, beside the
+// add then expand it replaced), the attention site's stream norm, the q_norm (1024 wide) and the
+// per-head norm and RoPE of q (64 heads of 512) and kv (one row of 512)
+// (kernels/cuda/ops/rms_norm.cu, rope.cu). A program, not a
 // test: each op is first checked against the CPU reference (the stream ops and rms_norm to the
 // bit; hc_pre_norm's mixes and y and rms_norm_rope within kCudaF32OpRelTol: the device expf's and
 // cosf's ulps), then timed: kBatch calls captured in one CUDA graph, the median of kRepeats
@@ -59,7 +61,8 @@ struct Pair {
 
 // One layer's operands at T rows.
 struct Layer {
-  Pair mixes, scale, base, streams, weight, pre, post, comb, y, block_out, out, normed;
+  Pair mixes, scale, base, streams, weight, pre, post, comb, y, block_out, shared_out, sum, out,
+      normed;
   Pair q_latent, q_norm, q_normed, q, kv, kv_norm, inv_freq;
   Tensor positions_host, positions;  // i64 [T]
   Layer(std::mt19937_64& rng, int64_t t)
@@ -73,6 +76,8 @@ struct Layer {
         comb(Pair::empty({t, kM, kM})),
         y(Pair::empty({t, kD})),
         block_out(Pair::uniform(rng, {t, kD}, -1.0f, 1.0f)),
+        shared_out(Pair::uniform(rng, {t, kD}, -1.0f, 1.0f)),
+        sum(Pair::empty({t, kD})),
         out(Pair::empty({t, kM, kD})),
         normed(Pair::empty({t, kM * kD})),
         q_latent(Pair::uniform(rng, {t, kQLora}, -3.0f, 3.0f)),
@@ -107,6 +112,17 @@ struct Layer {
   }
   Status expand(bool d) const {
     return kernels::hc_expand(block_out.v(d), TensorView{}, streams.v(d), post.v(d), comb.v(d),
+                              out.v(d));
+  }
+  // The FFN site: the MoE's routed and shared halves summed in the expand (the layer's path),
+  // and the add then the expand it replaced.
+  Status expand_halves(bool d) const {
+    return kernels::hc_expand(block_out.v(d), shared_out.v(d), streams.v(d), post.v(d), comb.v(d),
+                              out.v(d));
+  }
+  Status add_then_expand(bool d) const {
+    DSV4_RETURN_IF_ERROR(kernels::add(block_out.v(d), shared_out.v(d), sum.v(d)));
+    return kernels::hc_expand(sum.v(d), TensorView{}, streams.v(d), post.v(d), comb.v(d),
                               out.v(d));
   }
   Status q_latent_norm(bool d) const {
@@ -146,6 +162,8 @@ void check(Layer& l, int64_t t) {
        {std::tuple{"hc_expand_norm", &Layer::expand_norm, &l.normed},
         {"hc_expand_norm", &Layer::expand_norm, &l.out},
         {"hc_expand", &Layer::expand, &l.out},
+        {"hc_expand + f_addend", &Layer::expand_halves, &l.out},
+        {"add, hc_expand", &Layer::add_then_expand, &l.out},
         {"rms_norm", &Layer::stream_norm, &l.normed},
         {"q_norm", &Layer::q_latent_norm, &l.q_normed}}) {
     check_ok((l.*op)(false), name);
@@ -175,6 +193,9 @@ void run(int64_t t, double bandwidth) {
       {"hc_pre_norm", &Layer::pre_norm, stream_bytes + 2.0 * row_bytes},
       {"hc_expand_norm", &Layer::expand_norm, 3.0 * stream_bytes + row_bytes},
       {"hc_expand", &Layer::expand, 2.0 * stream_bytes + row_bytes},
+      {"hc_expand + f_addend (FFN site)", &Layer::expand_halves,
+       2.0 * stream_bytes + 2.0 * row_bytes},
+      {"add, hc_expand (before)", &Layer::add_then_expand, 2.0 * stream_bytes + 2.0 * row_bytes},
       {"rms_norm [T, M·D]", &Layer::stream_norm, 2.0 * stream_bytes},
       {"rms_norm q_latent [T, 1024]", &Layer::q_latent_norm, 4.0 * (2 * t + 1) * kQLora},
       {"rms_norm_rope q [T, 64, 512]", &Layer::q_norm_rope, 8.0 * t * kHeads * kHeadDim},
