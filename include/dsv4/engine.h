@@ -28,6 +28,18 @@ enum class ExpertPrecision {
   kW4A4,   // activations staged to NVFP4 too, global scales applied as the GEMM alpha
 };
 
+// The default EngineOptions::max_step_tokens. A larger step fills the routed experts' GEMM
+// tiles and the tensor cores better (a prefill's experts see T·K/E rows each: at 2048 tokens
+// about 48 on V4-Flash, in tiles of 128-256 rows), so a long prompt prefills faster; but a
+// prompt that joins a running batch holds every other sequence's next token back by one step of
+// that size, and the step's activations grow with it (runtime/step_memory_plan.h: about 1 MiB a
+// token on V4-Flash when every row's logits are asked). 2048 keeps that stall and memory small.
+inline constexpr int64_t kDefaultMaxStepTokens = 2048;
+// The largest EngineOptions::max_step_tokens: the longest context V4 models are trained to
+// (2^20 positions); the memory plan refuses far smaller steps on any GPU, and this bound keeps
+// its arithmetic inside int64 and catches a mistyped flag with a plain message.
+inline constexpr int64_t kMaxStepTokens = int64_t{1} << 20;
+
 struct EngineOptions {
   std::string model_dir;  // config.json + *.safetensors (any naming convention the loader knows)
   EngineDevice device = EngineDevice::kCpu;
@@ -37,8 +49,10 @@ struct EngineOptions {
   int64_t max_batch = 32;
   // Most tokens one forward takes: a decode token for each sequence, then prompts in chunks in
   // what is left (chunked prefill), so a long prompt that joins holds the others' next tokens
-  // back by one such step at most. At least max_batch.
-  int64_t max_step_tokens = 2048;
+  // back by one such step at most. In [max_batch, kMaxStepTokens]; on a GPU, what a step of it
+  // holds is planned at open and refused there when the device cannot hold it (a load note
+  // says the bytes).
+  int64_t max_step_tokens = kDefaultMaxStepTokens;
   // Device memory for the states of finished sequences and prompts, kept so that a prompt that
   // begins with the same tokens (a chat's next turn, a system prompt or document sent again)
   // starts from there instead of computing them again; least recently used out first. They
@@ -183,6 +197,11 @@ struct EngineStats {
   int64_t decode_graph_captures = 0;
   int64_t decode_graph_planned_batch = 0;
   int64_t decode_graph_planned_bytes = 0;
+  // The step size (EngineOptions::max_step_tokens) and, on a GPU, the device memory a step of
+  // it was planned to hold at open (runtime/step_memory_plan.h; 0 on the CPU): what open
+  // checked was free beside the weights, the decode graphs and the prefix cache.
+  int64_t max_step_tokens = 0;
+  int64_t step_planned_bytes = 0;
   // Speculative decoding's steps replayed from CUDA graphs so far: verify forwards and MTP
   // draft calls (each draft depth of the batch is one).
   int64_t verify_graph_replays = 0;

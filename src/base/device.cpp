@@ -102,6 +102,31 @@ Result<int64_t> free_device_bytes(Device device) {
 #endif
 }
 
+Result<int64_t> idle_pool_bytes(Device device) {
+  if (device == Device::kCpu) return int64_t{0};
+#ifdef DSV4_WITH_CUDA
+  const int ordinal = current_device();
+  int has_pools = 0;
+  DSV4_RETURN_IF_ERROR(
+      cuda_status(cudaDeviceGetAttribute(&has_pools, cudaDevAttrMemoryPoolsSupported, ordinal),
+                  "cudaDeviceGetAttribute(MemoryPoolsSupported)"));
+  if (has_pools == 0) return int64_t{0};
+  cudaMemPool_t pool;
+  DSV4_RETURN_IF_ERROR(
+      cuda_status(cudaDeviceGetDefaultMemPool(&pool, ordinal), "cudaDeviceGetDefaultMemPool"));
+  uint64_t reserved = 0, used = 0;
+  DSV4_RETURN_IF_ERROR(
+      cuda_status(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &reserved),
+                  "cudaMemPoolGetAttribute(ReservedMemCurrent)"));
+  DSV4_RETURN_IF_ERROR(
+      cuda_status(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &used),
+                  "cudaMemPoolGetAttribute(UsedMemCurrent)"));
+  return static_cast<int64_t>(reserved - used);
+#else
+  return int64_t{0};
+#endif
+}
+
 Status finish_device_work() {
 #ifdef DSV4_WITH_CUDA
   return cuda_status(cudaStreamSynchronize(cudaStreamPerThread), "cudaStreamSynchronize");

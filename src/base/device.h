@@ -30,6 +30,12 @@ Status enable_peer_access(int device, int peer);
 // available physical memory.
 Result<int64_t> free_device_bytes(Device device);
 
+// Bytes the current GPU's default memory pool holds but no allocation uses: buffers freed back
+// to it, which it keeps (base/buffer.cpp) and hands to the next stream-ordered allocations
+// before asking the driver, so cudaMemGetInfo does not count them free. 0 on the host, in a
+// build without CUDA, and on a GPU without memory pools.
+Result<int64_t> idle_pool_bytes(Device device);
+
 // Waits for the device work this thread has queued (its copies and ops), so that another
 // thread may use what they wrote: the weights a server's request threads share, for one.
 Status finish_device_work();

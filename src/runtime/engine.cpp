@@ -17,6 +17,7 @@
 #include "runtime/placement.h"
 #include "runtime/scheduler.h"
 #include "runtime/speculative.h"
+#include "runtime/step_memory_plan.h"
 
 namespace dsv4 {
 namespace {
@@ -80,6 +81,20 @@ Status plan_decode_graphs(const model::Model& model, const EngineOptions& option
   return ok_status();
 }
 
+// On the GPU, once the weights and the decode graphs are in place: a step of max_step_tokens
+// must fit in what is left beside the prefix cache's budget, so a step size too large for the
+// device is refused here, naming the flag, not by an allocation failing mid-request. A load
+// note says what a step holds.
+Status check_step_memory(const runtime::StepMemoryPlan& plan, const EngineOptions& options,
+                         std::vector<std::string>& notes) {
+  DSV4_ASSIGN_OR_RETURN(const int64_t free, free_device_bytes(Device::kCuda));
+  // What the decode graphs' eager steps gave back to the pool serves a step's allocations too.
+  DSV4_ASSIGN_OR_RETURN(const int64_t idle, idle_pool_bytes(Device::kCuda));
+  DSV4_RETURN_IF_ERROR(runtime::check_step_fits(plan, free + idle, options.prefix_cache_mb << 20));
+  notes.push_back(runtime::describe(plan));
+  return ok_status();
+}
+
 }  // namespace
 
 struct Engine::State {
@@ -87,6 +102,8 @@ struct Engine::State {
   std::unique_ptr<model::ExpertPlacement> placement;  // reads the weights; the model calls it
   model::Model model;
   int64_t max_context;
+  int64_t max_step_tokens;
+  int64_t step_planned_bytes = 0;  // on the GPU, set by open
   std::vector<std::string> load_notes;
   std::vector<int64_t> undecodable;  // ascending: ids EngineOptions::decodable refused
   runtime::Scheduler scheduler;      // last: its worker steps the model above
@@ -97,6 +114,7 @@ struct Engine::State {
         placement(std::move(experts_at)),
         model(weights, options),
         max_context(engine.max_context),
+        max_step_tokens(engine.max_step_tokens),
         load_notes(std::move(loaded.report.notes)),
         undecodable(undecodable_ids(engine.decodable, model.config().vocab_size)),
         scheduler(model, static_cast<size_t>(engine.max_batch),
@@ -125,6 +143,11 @@ Result<Engine> Engine::open(const EngineOptions& options) {
                             ") must be at least max_batch (" + std::to_string(options.max_batch) +
                             "): every sequence of a full batch decodes a token a step");
   }
+  if (options.max_step_tokens > kMaxStepTokens) {
+    return invalid_argument("max_step_tokens (" + std::to_string(options.max_step_tokens) +
+                            ") must be at most " + std::to_string(kMaxStepTokens) +
+                            ", the longest context a V4 model is trained to");
+  }
   if (options.expert_offload_layers < -1) {
     return invalid_argument("expert_offload_layers must be -1 (automatic) or a count of layers");
   }
@@ -145,14 +168,17 @@ Result<Engine> Engine::open(const EngineOptions& options) {
         "computes the exact profile only (numerics exact, or device cuda)");
   }
   DSV4_RETURN_IF_ERROR(runtime::check_parallelism(options));
-  if (options.gpus > 1) {
-    DSV4_ASSIGN_OR_RETURN(const checkpoint::ModelConfig config,
-                          checkpoint::load_model_config(options.model_dir));
-    DSV4_RETURN_IF_ERROR(runtime::check_ep_memory(options, config));
-  }
   // The loader decodes on the host; each layer then goes to the device the model runs on.
   const Device device = options.device == EngineDevice::kCuda ? Device::kCuda : Device::kCpu;
-  const checkpoint::DevicePlacement placement = runtime::device_placement(options);
+  // On a GPU the placement leaves room for a step (runtime/step_memory_plan.h), from the config.
+  runtime::StepMemoryPlan step;
+  if (device == Device::kCuda) {
+    DSV4_ASSIGN_OR_RETURN(const checkpoint::ModelConfig config,
+                          checkpoint::load_model_config(options.model_dir));
+    step = runtime::plan_step_memory(options, config);
+    if (options.gpus > 1) DSV4_RETURN_IF_ERROR(runtime::check_ep_memory(options, config));
+  }
+  const checkpoint::DevicePlacement placement = runtime::device_placement(options, step.total());
   DSV4_ASSIGN_OR_RETURN(checkpoint::LoadedModel loaded,
                         device == Device::kCpu
                             ? checkpoint::load_model(options.model_dir)
@@ -176,6 +202,10 @@ Result<Engine> Engine::open(const EngineOptions& options) {
   // The scheduler's worker waits for the first request, which comes only once open returns.
   if (options.cuda_graph) {
     DSV4_RETURN_IF_ERROR(plan_decode_graphs(state->model, options, state->load_notes));
+  }
+  if (device == Device::kCuda) {
+    DSV4_RETURN_IF_ERROR(check_step_memory(step, options, state->load_notes));
+    state->step_planned_bytes = step.total();
   }
   return Engine(std::move(state));
 }
@@ -254,6 +284,8 @@ EngineStats Engine::stats() const {
   now.decode_graph_captures = graphs.captures;
   now.decode_graph_planned_batch = graphs.planned_batch;
   now.decode_graph_planned_bytes = graphs.planned_bytes;
+  now.max_step_tokens = state_->max_step_tokens;
+  now.step_planned_bytes = state_->step_planned_bytes;
   now.verify_graph_replays = graphs.verify_replays;
   now.draft_graph_replays = graphs.draft_replays;
   return now;

@@ -95,13 +95,27 @@ Status check_ep_memory(const EngineOptions& options, const checkpoint::ModelConf
     free_bytes.push_back(*free);
   }
   DSV4_RETURN_IF_ERROR(use_device(was));
-  return check_ep_fits(plan, devices, free_bytes, device_placement(options).device_headroom);
+  const int64_t step_bytes = plan_step_memory(options, config).total();
+  return check_ep_fits(plan, devices, free_bytes,
+                       device_placement(options, step_bytes).device_headroom);
 }
 
-checkpoint::DevicePlacement device_placement(const EngineOptions& options) {
-  return {.expert_offload_layers = options.expert_offload_layers,
-          .device_headroom = (options.prefix_cache_mb << 20) + kStepHeadroomBytes,
-          .experts_in_host_memory = options.gpus > 1};
+StepMemoryPlan plan_step_memory(const EngineOptions& options,
+                                const checkpoint::ModelConfig& config) {
+  // Engine::open keeps max_batch ≤ max_step_tokens ≤ kMaxStepTokens, so the product below is
+  // formed only when max_context is below that bound too, well inside int64.
+  const int64_t tokens =
+      options.max_context >= options.max_step_tokens
+          ? options.max_step_tokens
+          : std::min(options.max_step_tokens, options.max_batch * options.max_context);
+  return plan_step_memory(config, tokens, options.max_context);
+}
+
+checkpoint::DevicePlacement device_placement(const EngineOptions& options, int64_t step_bytes) {
+  return {
+      .expert_offload_layers = options.expert_offload_layers,
+      .device_headroom = (options.prefix_cache_mb << 20) + std::max(kStepHeadroomBytes, step_bytes),
+      .experts_in_host_memory = options.gpus > 1};
 }
 
 std::vector<int> rank_devices(const EngineOptions& options) {

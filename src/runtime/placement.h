@@ -12,13 +12,14 @@
 #include "checkpoint/weights.h"
 #include "dsv4/engine.h"
 #include "model/expert_placement.h"
+#include "runtime/step_memory_plan.h"
 
 namespace dsv4::runtime {
 
 // Device memory the weights leave free besides the prefix cache when expert offload (or the EP
 // memory plan) decides what fits: a margin for the sequences' caches and a step's activations
 // and MoE workspace, which grow with the requests and are allocated as they come, so no config
-// gives them exactly.
+// gives them exactly. A step whose plan (step_memory_plan.h) is larger gets its plan instead.
 inline constexpr int64_t kStepHeadroomBytes = int64_t{4} << 30;
 
 // The rank and GPU counts and what they need, from the options alone: a --gpus beyond the
@@ -32,11 +33,17 @@ Status check_parallelism(const EngineOptions& options);
 // rank, the GPU, the bytes needed and those free. Nothing to check on one GPU.
 Status check_ep_memory(const EngineOptions& options, const checkpoint::ModelConfig& config);
 
+// The device memory a step of the options' max_step_tokens holds (step_memory_plan.h), for
+// sequences of up to max_context positions; a step never feeds more than max_batch of them
+// whole, so the plan is for that many tokens at most.
+StepMemoryPlan plan_step_memory(const EngineOptions& options,
+                                const checkpoint::ModelConfig& config);
+
 // Where the loader puts the weights on a GPU: expert offload as asked, leaving room for the
-// prefix cache and a step (kStepHeadroomBytes); under --gpus N every routed expert in host
-// memory instead (the MTP block's stay on GPU 0, unsharded), from which each rank copies its
-// share to its GPU (expert_shards.h), so no GPU ever holds another's experts.
-checkpoint::DevicePlacement device_placement(const EngineOptions& options);
+// prefix cache and a step (kStepHeadroomBytes, or `step_bytes` where larger); under --gpus N every
+// routed expert in host memory instead (the MTP block's stay on GPU 0, unsharded), from which each
+// rank copies its share to its GPU (expert_shards.h), so no GPU ever holds another's experts.
+checkpoint::DevicePlacement device_placement(const EngineOptions& options, int64_t step_bytes = 0);
 
 // Each expert-parallel rank's device ordinal: rank r on GPU r under --gpus N (N ranks), else
 // every rank on device 0, the model's (ranks sharing one GPU run the same code with every

@@ -80,6 +80,12 @@ std::string ServerMetrics::prometheus(const EngineStats& engine) const {
       {"dsv4_decode_graph_planned_batch", "gauge",
        "Largest batch a decode graph captured at startup replays (0: every step eager).",
        engine.decode_graph_planned_batch},
+      {"dsv4_max_step_tokens", "gauge",
+       "Most tokens a forward takes (--max-step-tokens): decode tokens, then prompt chunks.",
+       engine.max_step_tokens},
+      {"dsv4_step_planned_bytes", "gauge",
+       "Device memory a step of --max-step-tokens was planned to need, checked free at startup.",
+       engine.step_planned_bytes},
   };
   for (const Metric& m : metrics) metric(out, m);
   by_position(out, "dsv4_drafted_tokens_by_position_total",

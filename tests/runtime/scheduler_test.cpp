@@ -105,6 +105,12 @@ TEST(SchedulerLimitsTest, AreChecked) {
   EXPECT_NE(small_step.message().find("max_step_tokens (7) must be at least max_batch (8)"),
             std::string::npos)
       << small_step.message();
+  const Status large_step = Engine::open(options_for(8, kMaxStepTokens + 1)).status();
+  EXPECT_EQ(large_step.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(large_step.message().find("max_step_tokens (" + std::to_string(kMaxStepTokens + 1) +
+                                      ") must be at most " + std::to_string(kMaxStepTokens)),
+            std::string::npos)
+      << large_step.message();
   for (const int64_t mb : {int64_t{-1}, (int64_t{1} << 40) + 1}) {
     EngineOptions options = options_for(4);
     options.prefix_cache_mb = mb;

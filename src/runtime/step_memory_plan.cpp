@@ -1,0 +1,121 @@
+#include "runtime/step_memory_plan.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "model/attention_cache.h"
+
+namespace dsv4::runtime {
+namespace {
+
+constexpr int64_t kF32 = 4;
+
+// The router's split logits at a few tokens (moe/workspace.cpp pick_logit_splits: at most 264
+// blocks of 128 × 128 or 528 of 64 × 64 f32 partial logits, 8.6 MB) and the workspace's
+// 256-byte alignment of its buffers: a fixed allowance on top of the per-token bytes.
+constexpr int64_t kMoeWorkspaceSlackBytes = int64_t{16} << 20;
+
+// moe_ffn's workspace for T tokens (kernels/cuda/moe/workspace.cpp plan_workspace, buffer for
+// buffer): S = T·(K + 1) rows, the routed ones and the shared expert's.
+int64_t moe_workspace_bytes(const checkpoint::ModelConfig& c, int64_t t) {
+  const int64_t d = c.hidden_size, f = c.moe_intermediate_size, e = c.n_routed_experts;
+  const int64_t s = t * (c.n_expert_used + 1);
+  const int64_t routing = kF32 * t * e                            // router logits
+                          + 2 * kF32 * t * (c.n_expert_used + 1)  // selected experts, weights
+                          + 2 * kF32 * s;                         // row ↔ token maps
+  const int64_t inputs = 2 * s * d                                // bf16 rows
+                         + t * d / 2 + t * d / 16                 // NVFP4 tokens and block scales
+                         + s * d / 2 + s * d / 16;                // NVFP4 rows and block scales
+  const int64_t ffn = kF32 * s * 2 * f                            // gate-up
+                      + kF32 * s * f                              // SwiGLU output
+                      + s * f / 2 + s * f / 16                    // its NVFP4 codes and scales
+                      + kF32 * s * d;                             // down
+  return routing + inputs + ffn + kMoeWorkspaceSlackBytes;
+}
+
+// The attention half's tensors for T rows (attention.cpp attention_step, indexer.cpp
+// indexer_queries, compressor.cpp's projected rows, project_output's wo_a and the FP8 staging
+// of its input, linear.cpp: a byte a value and an f32 scale per 128).
+int64_t attention_bytes(const checkpoint::ModelConfig& c, int64_t t) {
+  const int64_t heads = c.n_head * c.head_dim;
+  // The compressors' kv and gate rows are overlapped (two halves a row): 2 · 2 · width each.
+  const int64_t per_row = kF32 * c.q_lora_rank                               // query latent
+                          + 2 * kF32 * heads                                 // queries, output
+                          + kF32 * c.head_dim                                // K = V row
+                          + kF32 * c.index_n_heads * (c.index_head_dim + 1)  // indexer q, weights
+                          + 2 * kF32 * 2 * (c.head_dim + c.index_head_dim)   // compressors
+                          + kF32 * c.o_groups * c.o_lora_rank                // wo_a's output
+                          + heads + kF32 * heads / 128;                      // wo_a's FP8 input
+  return t * per_row;
+}
+
+// One sequence step's indexer scores f32 [Ts, C] and picks i32 [Ts, top-k], C the entries of
+// the finest CSA compressor at max_context; none without CSA layers.
+int64_t indexer_bytes(const checkpoint::ModelConfig& c, int64_t t, int64_t max_context) {
+  int64_t ratio = 0;
+  for (int64_t layer = 0; layer < c.n_layer; ++layer) {
+    const checkpoint::LayerSchedule& s = c.schedule(layer);
+    if (s.attention != checkpoint::AttentionType::kCompressedSparse) continue;
+    ratio = ratio == 0 ? s.compress_ratio : std::min(ratio, s.compress_ratio);
+  }
+  if (ratio <= 0) return 0;
+  const int64_t rows = std::min(t, model::AttentionCache::kDefaultStepTokens);
+  const int64_t entries = max_context / ratio;
+  return rows * kF32 * (entries + std::min(c.index_topk, entries));
+}
+
+// The shared expert beside the routed ones (moe.cpp moe_forward): its output f32 [T, D], its
+// gate-up [T, 2F] and hidden [T, F] rows, and their FP8 staging.
+int64_t shared_expert_bytes(const checkpoint::ModelConfig& c, int64_t t) {
+  const int64_t d = c.hidden_size, f = c.moe_intermediate_size;
+  return t * (kF32 * (d + 3 * f) + d + f + kF32 * (d + f) / 128);
+}
+
+std::string gib(int64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f GiB", static_cast<double>(bytes) / (1 << 30));
+  return text;
+}
+
+std::string parts(const StepMemoryPlan& p) {
+  return "every row's logits " + gib(p.logits) + ", streams " + gib(p.streams) +
+         ", a layer's input and output " + gib(p.layer) + ", attention " +
+         gib(p.attention + p.indexer) + " or experts " + gib(p.experts);
+}
+
+}  // namespace
+
+int64_t StepMemoryPlan::total() const {
+  return logits + streams + layer + std::max(attention + indexer, experts);
+}
+
+StepMemoryPlan plan_step_memory(const checkpoint::ModelConfig& config, int64_t step_tokens,
+                                int64_t max_context) {
+  const int64_t t = step_tokens;
+  return {.step_tokens = t,
+          .logits = kF32 * t * config.vocab_size,
+          .streams = 2 * kF32 * t * config.hc_mult * config.hidden_size,
+          .layer = 2 * kF32 * t * config.hidden_size,
+          .attention = attention_bytes(config, t),
+          .indexer = indexer_bytes(config, t, max_context),
+          .experts = moe_workspace_bytes(config, t) + shared_expert_bytes(config, t)};
+}
+
+Status check_step_fits(const StepMemoryPlan& plan, int64_t free_bytes, int64_t prefix_cache_bytes) {
+  const int64_t left = free_bytes - prefix_cache_bytes;
+  if (plan.total() <= left) return ok_status();
+  return resource_exhausted(
+      "--max-step-tokens " + std::to_string(plan.step_tokens) + ": a step of that many tokens " +
+      "needs " + gib(plan.total()) + " of device memory (" + parts(plan) + "), and the device " +
+      "has " + gib(free_bytes) + " free after the weights, less the prefix cache's " +
+      gib(prefix_cache_bytes) + " (" + std::to_string(plan.total()) + " bytes needed, " +
+      std::to_string(std::max<int64_t>(left, 0)) + " left): lower --max-step-tokens, or " +
+      "--prefix-cache-mb, or keep more experts in host memory (--expert-offload)");
+}
+
+std::string describe(const StepMemoryPlan& plan) {
+  return "a step of up to " + std::to_string(plan.step_tokens) + " tokens (--max-step-tokens) " +
+         "plans " + gib(plan.total()) + " of device memory (" + parts(plan) + ")";
+}
+
+}  // namespace dsv4::runtime
