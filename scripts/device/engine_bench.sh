@@ -26,7 +26,9 @@
 #     BATCHES  comma separated, default 1,8
 #   NCU_BATCHES (default: the first batch size; empty: no ncu), NCU_DEPTHS (default: all)
 #   VARIANTS     what runs beside each other, ';'-separated NAME:BINARY:FLAGS (flags spaced),
-#                e.g. 'exact:dsv4:--numerics exact;fast:dsv4:--numerics fast --cuda-graph on';
+#                e.g. 'exact:dsv4:--numerics exact;fast:dsv4:--numerics fast --cuda-graph on',
+#                or the step size, 'step2k:dsv4:--numerics fast --max-step-tokens 2048;
+#                step16k:dsv4:--numerics fast --max-step-tokens 16384' (docs/usage.md);
 #                default: dsv4_before (when carried) and dsv4, both --numerics exact
 #                --cuda-graph off
 #   SYNTH_FLAGS    synth_checkpoint's extra flags: --fp8-linears writes the linears the release

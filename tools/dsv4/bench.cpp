@@ -366,7 +366,11 @@ int run_bench(BenchArgs args) {
   }
   options.max_context = std::max(args.prompt_tokens + args.gen_tokens, args.join_prompt_tokens + 1);
   options.max_batch = max_batch + (args.join_prompt_tokens > 0 ? 1 : 0);  // all in every step
-  options.max_step_tokens = std::max(options.max_step_tokens, max_batch);
+  // Without --max-step-tokens, at least the batch (every sequence decodes a token a step); one
+  // asked for is the engine's to check against it.
+  if (args.engine.max_step_tokens == 0) {
+    options.max_step_tokens = std::max(options.max_step_tokens, options.max_batch);
+  }
   options.prefix_cache_mb = args.prefix_cache_mb;
   options.speculate_always = args.speculate_always;
   Result<Engine> engine = open_engine(options, "bench");

@@ -5,18 +5,20 @@
 // non-zero on any problem. Decodes tensor by tensor into scratch memory, so it runs on
 // checkpoints far larger than memory in f32, with progress every ~2 s.
 #include <chrono>
-#include <filesystem>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "checkpoint/loader.h"
+#include "commands.h"
+#include "engine_flags.h"
 #include "format/text_file.h"
 #include "runtime/ep_memory_plan.h"
 #include "runtime/placement.h"
-#include "commands.h"
+#include "runtime/step_memory_plan.h"
 
 namespace dsv4::tools {
 namespace {
@@ -109,15 +111,17 @@ int run_check(const std::string& dir, const std::string& convention) {
 }
 
 // --plan: the expert-parallel memory plan of `path` (a checkpoint directory or its config.json)
-// over `gpus` ranks, from the config alone: nothing is bound or loaded.
-int run_plan(const std::string& path, int gpus) {
+// over `gpus` ranks, and what a step of max_step_tokens (0: the default) holds at the engine's
+// default batch and context, from the config alone: nothing is bound or loaded.
+int run_plan(const std::string& path, int gpus, int64_t max_step_tokens) {
   Result<checkpoint::ModelConfig> config = std::filesystem::is_directory(path)
       ? checkpoint::load_model_config(path)
       : [&]() -> Result<checkpoint::ModelConfig> {
           DSV4_ASSIGN_OR_RETURN(const std::string text, format::read_text_file(path));
           return checkpoint::parse_model_config(text, path);
         }();
-  const EngineOptions defaults;
+  EngineOptions defaults;
+  if (max_step_tokens > 0) defaults.max_step_tokens = max_step_tokens;
   Result<runtime::EpMemoryPlan> plan = config.ok()
                                            ? runtime::plan_ep_memory(*config, gpus)
                                            : Result<runtime::EpMemoryPlan>(config.status());
@@ -125,10 +129,14 @@ int run_plan(const std::string& path, int gpus) {
     std::fprintf(stderr, "dsv4 check --plan: %s\n", plan.status().to_string().c_str());
     return 1;
   }
-  std::printf("%s: %s", path.c_str(),
-              runtime::describe(*plan, (defaults.prefix_cache_mb << 20) +
-                                           runtime::kStepHeadroomBytes)
-                  .c_str());
+  const runtime::StepMemoryPlan step = runtime::plan_step_memory(defaults, *config);
+  std::printf(
+      "%s: %s", path.c_str(),
+      runtime::describe(*plan, runtime::device_placement(defaults, step.total()).device_headroom)
+          .c_str());
+  std::printf("at a batch of %lld and a context of %lld, %s\n",
+              static_cast<long long>(defaults.max_batch),
+              static_cast<long long>(defaults.max_context), runtime::describe(step).c_str());
   return 0;
 }
 
@@ -152,8 +160,10 @@ void register_check(CLI::App& app, int& exit_code) {
   cmd->add_option("--gpus", *gpus, "ranks of the --plan, one a GPU")
       ->capture_default_str()
       ->check(CLI::Range(1, 8));
-  cmd->callback([dir, convention, plan, gpus, &exit_code] {
-    exit_code = *plan ? run_plan(*dir, *gpus) : run_check(*dir, *convention);
+  auto max_step_tokens = std::make_shared<int64_t>(0);
+  add_max_step_tokens_flag(cmd, *max_step_tokens);
+  cmd->callback([dir, convention, plan, gpus, max_step_tokens, &exit_code] {
+    exit_code = *plan ? run_plan(*dir, *gpus, *max_step_tokens) : run_check(*dir, *convention);
   });
 }
 

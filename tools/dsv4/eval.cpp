@@ -5,6 +5,7 @@
 // stride 256: every token but the first window's sees at least 256 before it); a progress bar
 // runs on stderr. Bits per byte divide the summed negative log-likelihood (in bits) by the text's
 // bytes, every one of which a scored token carries.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -96,7 +97,11 @@ int run_eval(const EvalArgs& args) {
   }
   options.max_context = args.window;
   options.max_batch = args.batch;
-  options.max_step_tokens = args.batch * args.window;  // a window per forward, never split
+  // A forward of every window whole unless --max-step-tokens splits them (chunked prefill, the
+  // same logits in fewer bytes a step).
+  if (args.engine.max_step_tokens == 0) {
+    options.max_step_tokens = std::min(args.batch * args.window, kMaxStepTokens);
+  }
   options.prefix_cache_mb = 0;                         // windows share no prefix
   Result<Engine> engine = open_engine(options, "eval");
   if (!engine.ok()) return fail(engine.status());

@@ -33,7 +33,6 @@ struct ServeArgs {
   int port = 8000;
   int64_t max_context = 4096;
   int64_t max_batch = 32;
-  int64_t max_step_tokens = 2048;
   int64_t prefix_cache_mb = dsv4::EngineOptions{}.prefix_cache_mb;
   std::string served_model_name = "dsv4";
   std::string api_key;  // --api-key, else $DSV4_API_KEY
@@ -92,7 +91,6 @@ int serve(const ServeArgs& args) {
   }
   options.max_context = args.max_context;
   options.max_batch = args.max_batch;
-  options.max_step_tokens = args.max_step_tokens;
   options.prefix_cache_mb = args.prefix_cache_mb;
   Result<dsv4::Engine> engine = dsv4::tools::open_engine(options, "serve");
   if (!engine.ok()) return fail(engine.status());
@@ -142,11 +140,6 @@ int main(int argc, char** argv) {
                  "most requests generated together (one forward a step for all); more wait")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{4096}));
-  app.add_option("--max-step-tokens", args.max_step_tokens,
-                 "most tokens a forward takes: a decode token for each request, then prompts in "
-                 "chunks (at least --max-batch)")
-      ->capture_default_str()
-      ->check(dsv4::tools::positive());
   dsv4::tools::add_prefix_cache_flag(&app, args.prefix_cache_mb);
   app.add_option("--served-model-name", args.served_model_name,
                  "the model's name in /v1/models and in every response")

@@ -1,5 +1,6 @@
 #include "engine_flags.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -65,6 +66,21 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& flags, bool model_required) {
                   "one by one; auto: on with --device cuda and one rank")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "on", "off"}));
+  add_max_step_tokens_flag(cmd, flags.max_step_tokens);
+}
+
+void add_max_step_tokens_flag(CLI::App* cmd, int64_t& max_step_tokens) {
+  // The range against the batch and the device's memory is Engine::open's to check, so its
+  // messages are the same from every command.
+  cmd->add_option("--max-step-tokens", max_step_tokens,
+                  "most tokens a forward takes: a decode token for each sequence, then prompts "
+                  "in chunks of what is left (default " +
+                      std::to_string(kDefaultMaxStepTokens) +
+                      "; at least the batch). Larger prefills faster (the experts' GEMM tiles "
+                      "fill) but holds the other sequences' next tokens back by one such step "
+                      "when a long prompt joins, and needs more device memory (checked at open)")
+      ->check(positive())
+      ->check(CLI::Range(int64_t{1}, kMaxStepTokens));
 }
 
 namespace {
@@ -146,6 +162,11 @@ EngineOptions engine_options(const EngineFlags& flags, const char* command) {
   const bool fast = flags.numerics == "fast" ||
                     (flags.numerics == "auto" && options.device == EngineDevice::kCuda);
   options.numerics = fast ? Numerics::kFast : Numerics::kExact;
+  options.max_step_tokens =
+      flags.max_step_tokens > 0 ? flags.max_step_tokens : kDefaultMaxStepTokens;
+  // The commands without --max-batch (generate, chat, verify) run one sequence at a time: a step
+  // smaller than the default batch lowers it to fit. serve, bench and eval set theirs after.
+  options.max_batch = std::min(options.max_batch, options.max_step_tokens);
   options.expert_parallel = flags.ep;
   options.gpus = flags.gpus;
   // auto: a replayed step is 7-18 % faster a layer than the eager one at B = 1-32 on V4-Flash's

@@ -20,12 +20,18 @@ struct EngineFlags {
   int64_t gpus = 1;                     // GPUs the ranks spread over
   std::string cuda_graph = "auto";      // or on, off (engine_options)
   std::string numerics = "auto";        // or exact, fast (docs/numerics.md; engine_options)
+  int64_t max_step_tokens = 0;          // 0: the command's default (kDefaultMaxStepTokens)
 };
 
 // --model (required when model_required, else optional with the default above), --device,
-// --experts, --expert-offload, --speculative, --ep, --gpus, --cuda-graph and --numerics, with
-// their allowed values checked by CLI11.
+// --experts, --expert-offload, --speculative, --ep, --gpus, --cuda-graph, --numerics and
+// --max-step-tokens, with their allowed values checked by CLI11 (what a step size needs of the
+// batch and the device, Engine::open checks).
 void add_engine_flags(CLI::App* cmd, EngineFlags& flags, bool model_required);
+
+// --max-step-tokens into `max_step_tokens` (left 0 when not given): add_engine_flags' own, and
+// dsv4 check --plan's, which prints what a step of it needs.
+void add_max_step_tokens_flag(CLI::App* cmd, int64_t& max_step_tokens);
 
 // --temperature, --top-k, --top-p, --seed, --presence-penalty, --frequency-penalty into
 // `sampling` (dsv4 generate and chat), their ranges checked by CLI11.
@@ -41,7 +47,8 @@ void add_prefix_cache_flag(CLI::App* cmd, int64_t& prefix_cache_mb);
 CLI::Validator non_negative();
 CLI::Validator positive();
 
-// The options the flags ask for. Without --model: $DSV4_MODEL, else the small trained model in
+// The options the flags ask for (max_step_tokens: --max-step-tokens, else
+// kDefaultMaxStepTokens). Without --model: $DSV4_MODEL, else the small trained model in
 // the repository (tests/golden/brown_small/model, English from the Brown corpus), which
 // `command` says on stderr. --numerics auto is fast on cuda (DeepSeek's own inference numerics,
 // within 0.3 % of exact's perplexity, docs/quality.md) and exact on the CPU, its only profile;
