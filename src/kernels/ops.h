@@ -266,6 +266,21 @@ Status block_diagonal_linear_fp8(const Fp8Activation& a, const format::Fp8BlockV
 Status linear_fp8(const TensorView& x, const format::Fp8BlockView& w, const Fp8Activation& scratch,
                   const TensorView& y);
 
+// The ops that make an FP8 linear's input, each fused with the quantizer, so that the fast
+// profile quantizes an activation once, where it is made, instead of in a launch of its own
+// before each linear: the plain op's output y as that op writes it (the other readers of y
+// keep it), and y_fp8, shaped for y, with the bytes quantize_activation_fp8(y, y_fp8) gives.
+// CUDA runs one launch where the plain op's kernel holds a row in registers (every V4 row of a
+// decode step: widths 1024, 2048, 4096), else the two ops; the CPU runs the two ops.
+// rms_norm(x, weight, eps, y), then the quantizer (y may alias x).
+Status rms_norm_fp8(const TensorView& x, const TensorView& weight, float eps, const TensorView& y,
+                    const Fp8Activation& y_fp8);
+// swiglu(gate_up, limit, out), then the quantizer of out.
+Status swiglu_fp8(const TensorView& gate_up, float limit, const TensorView& out,
+                  const Fp8Activation& out_fp8);
+// hc_pre_norm(params), then the quantizer of the block input params.y.
+Status hc_pre_norm_fp8(const HcPreNormParams& params, const Fp8Activation& y_fp8);
+
 // ---- MoE (docs/moe.md)
 // --------------------------------------------------------------------------- One DeepSeek-V4 MoE
 // block as a fused op: router, the routed NVFP4 experts and the shared expert. The CPU version is
