@@ -50,12 +50,8 @@ Status project_query(const checkpoint::ModelConfig& config,
   const int64_t n_tokens = x.x.size(0);
   const TensorView& latent = q_latent.x;
   DSV4_RETURN_IF_ERROR(linear(x, weights.wq_a, latent, numerics));
-  if (q_latent.quantized()) {
-    DSV4_RETURN_IF_ERROR(
-        kernels::rms_norm_fp8(latent, weights.q_norm.view(), eps, latent, q_latent.fp8));
-  } else {
-    DSV4_RETURN_IF_ERROR(kernels::rms_norm(latent, weights.q_norm.view(), eps, latent));
-  }
+  DSV4_RETURN_IF_ERROR(
+      rms_norm_for_linears(latent, weights.q_norm.view(), eps, latent, q_latent.fp8));
   const TensorView q_rows = q.reshaped({n_tokens, config.n_head * config.head_dim});
   DSV4_RETURN_IF_ERROR(linear(q_latent, weights.wq_b, q_rows, numerics));
   return kernels::rms_norm_rope(q, TensorView{}, eps, positions, inv_freq);

@@ -42,6 +42,12 @@ Result<Fp8Room> fp8_room(int64_t n_rows, int64_t n_cols, Device device, Numerics
   return Fp8Room{};
 }
 
+Status rms_norm_for_linears(const TensorView& x, const TensorView& weight, float eps,
+                            const TensorView& y, const kernels::Fp8Activation& y_fp8) {
+  if (y_fp8.values.data == nullptr) return kernels::rms_norm(x, weight, eps, y);
+  return kernels::rms_norm_fp8(x, weight, eps, y, y_fp8);
+}
+
 Status linear(const LinearInput& x, const checkpoint::LinearWeight& w, const TensorView& y,
               Numerics numerics) {
   if (!w.is_fp8()) return kernels::linear(x.x, w.view(), y);

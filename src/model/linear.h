@@ -46,6 +46,12 @@ struct Fp8Room {
 Result<Fp8Room> fp8_room(int64_t n_rows, int64_t n_cols, Device device, Numerics numerics,
                          std::initializer_list<const checkpoint::LinearWeight*> readers);
 
+// y = rms_norm(x, weight, eps) (kernels::rms_norm; y may alias x) for the linears that read y,
+// and, where y_fp8 is room (Fp8Room::view), y's FP8 form there in the same launch
+// (kernels::rms_norm_fp8); with an empty y_fp8 the plain norm.
+Status rms_norm_for_linears(const TensorView& x, const TensorView& weight, float eps,
+                            const TensorView& y, const kernels::Fp8Activation& y_fp8);
+
 // y[T, N] = x[T, K] · w[N, K]ᵀ in profile `numerics`. The fast profile's FP8 GEMM needs K a
 // multiple of 16 (every V4 linear's is); an FP8 weight of another width, and any weight that is
 // not FP8, runs the exact linear. The GEMM quantizes x unless x comes quantized.
