@@ -3,7 +3,8 @@
 // plain op followed by quantize_activation_fp8, on fresh random rows at T = 1, 8, 64, 2048 and
 // the widths V4-Flash feeds its FP8 linears (4096: the block input of wq_a, wkv and the shared
 // expert; 1024: q_latent of the two wq_b; 2048: the shared expert's hidden of w2), plus widths off
-// the 128-column groups, V4-Pro's 7168, and rows too wide for the fused kernels (the two ops).
+// the 128-column groups (1000; 1500, a block's two passes), V4-Pro's 7168, and rows too wide for
+// the fused kernels (the two ops).
 // rms_norm_fp8 must also give the CPU's bytes (rms_norm and the quantizer are bit-identical on
 // both devices). Every output starts poisoned, so an element or scale a kernel skips shows.
 //
@@ -59,7 +60,7 @@ const int64_t kTokens[] = {1, 8, 64, 2048};
 TEST(Fp8ProducersCuda, RmsNormFp8GivesTheBytesOfTheNormThenTheQuantizer) {
   SeededRng rng;
   for (const int64_t t : kTokens) {
-    for (const int64_t d : {4096, 1024, 2048, 1000, 7168, 40000}) {
+    for (const int64_t d : {4096, 1024, 2048, 1000, 1500, 7168, 40000}) {
       if (d == 40000 && t > 8) continue;  // the two ops' path: a few rows show it
       SCOPED_TRACE("T=" + std::to_string(t) + " D=" + std::to_string(d));
       const OpPair x = fp8_rows(rng, t, d);
