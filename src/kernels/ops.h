@@ -270,8 +270,9 @@ Status linear_fp8(const TensorView& x, const format::Fp8BlockView& w, const Fp8A
 // profile quantizes an activation once, where it is made, instead of in a launch of its own
 // before each linear: the plain op's output y as that op writes it (the other readers of y
 // keep it), and y_fp8, shaped for y, with the bytes quantize_activation_fp8(y, y_fp8) gives.
-// CUDA runs one launch where the plain op's kernel holds a row in registers (every V4 row of a
-// decode step: widths 1024, 2048, 4096), else the two ops; the CPU runs the two ops.
+// CUDA runs each in one launch (the norms where their kernel holds the row in registers: rows of
+// up to 32768 columns, every V4 width, and M = 4 streams for hc_pre_norm_fp8; else their parts,
+// then the quantizer); the CPU runs the two ops.
 // rms_norm(x, weight, eps, y), then the quantizer (y may alias x).
 Status rms_norm_fp8(const TensorView& x, const TensorView& weight, float eps, const TensorView& y,
                     const Fp8Activation& y_fp8);
