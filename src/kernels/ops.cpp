@@ -294,6 +294,13 @@ Status hc_pre_norm_fp8(const HcPreNormParams& p, const Fp8Activation& y_fp8) {
                        p, y_fp8);
 }
 
+Status rope_fp8(const TensorView& x, const TensorView& positions, const TensorView& inv_freq,
+                RopeDirection direction, const Fp8Activation& x_fp8) {
+  return DSV4_DISPATCH(rope_fp8,
+                       device_of({&x, &positions, &inv_freq, &x_fp8.values, &x_fp8.scales}), x,
+                       positions, inv_freq, direction, x_fp8);
+}
+
 Status nvfp4_gemm(const StagedActivation& a, const format::Nvfp4View& b, const TensorView& d) {
   return DSV4_DISPATCH(nvfp4_gemm, nvfp4_device(&a, nullptr, b, nullptr, d), a, b, d);
 }

@@ -281,6 +281,7 @@ Status swiglu_fp8(const TensorView& gate_up, float limit, const TensorView& out,
                   const Fp8Activation& out_fp8);
 // hc_pre_norm(params), then the quantizer of the block input params.y.
 Status hc_pre_norm_fp8(const HcPreNormParams& params, const Fp8Activation& y_fp8);
+// And rope_fp8 for the attention output before wo_a, declared beside rope (attention section).
 
 // ---- MoE (docs/moe.md)
 // --------------------------------------------------------------------------- One DeepSeek-V4 MoE
@@ -389,6 +390,13 @@ enum class RopeDirection {
 // angle one f32 product as in transformers. positions i64 [T], inv_freq f32 [P].
 Status rope(const TensorView& x, const TensorView& positions, const TensorView& inv_freq,
             RopeDirection direction);
+
+// rope(x, positions, inv_freq, direction) in place on x f32 [T, H, Dh], then
+// quantize_activation_fp8 of x as [T, H·Dh] into x_fp8: the attention output before wo_a's FP8
+// GEMM, an FP8 producer as the FP8 section says (the bytes of the two calls, one launch on CUDA).
+// Dh and its first rope dim Dh − 2P even.
+Status rope_fp8(const TensorView& x, const TensorView& positions, const TensorView& inv_freq,
+                RopeDirection direction, const Fp8Activation& x_fp8);
 
 // rms_norm of every head row of x f32 [T, H, Dh] (or [T, Dh]) over its Dh, ⊙ weight [Dh] when
 // given, then rope forward, in place: the two ops in one pass, with the same numbers.

@@ -131,13 +131,13 @@ class StepAddresses {
 
 // y = wo_b(concat_g wo_a[g] · o_g): o [T, H·Dh] seen as G groups of H/G heads.
 Status project_output(const checkpoint::ModelConfig& config,
-                      const checkpoint::AttentionWeights& weights, const TensorView& o,
+                      const checkpoint::AttentionWeights& weights, const LinearInput& o,
                       const TensorView& out, Numerics numerics) {
-  const int64_t n_tokens = o.size(0);
+  const int64_t n_tokens = o.x.size(0);
   const int64_t n_groups = config.o_groups;
   const int64_t rank = config.o_lora_rank;
   DSV4_ASSIGN_OR_RETURN(Tensor low,
-                        Tensor::empty(DType::kF32, {n_tokens, n_groups * rank}, o.device));
+                        Tensor::empty(DType::kF32, {n_tokens, n_groups * rank}, o.x.device));
   DSV4_RETURN_IF_ERROR(block_diagonal_linear(o, weights.wo_a, n_groups, low.view(), numerics));
   return linear(low.view(), weights.wo_b, out, numerics);
 }
@@ -487,11 +487,20 @@ Status attention_step(const checkpoint::ModelConfig& config,
     column += run.back().end - run.front().begin;
     i = end;
   }
-  // V = K carried the keys' rotation into the output; undo it at the query's position.
-  DSV4_RETURN_IF_ERROR(
-      kernels::rope(o.view(), at.positions, inv_freq, kernels::RopeDirection::kInverse));
+  // V = K carried the keys' rotation into the output; undo it at the query's position. Where
+  // wo_a runs the FP8 GEMM, the same launch quantizes o for it.
+  const int64_t o_width = config.n_head * config.head_dim;
+  DSV4_ASSIGN_OR_RETURN(const Fp8Room o_fp8,
+                        fp8_room(n_tokens, o_width, device, numerics, {&weights.wo_a}));
+  if (o_fp8.empty()) {
+    DSV4_RETURN_IF_ERROR(
+        kernels::rope(o.view(), at.positions, inv_freq, kernels::RopeDirection::kInverse));
+  } else {
+    DSV4_RETURN_IF_ERROR(kernels::rope_fp8(o.view(), at.positions, inv_freq,
+                                           kernels::RopeDirection::kInverse, o_fp8.view()));
+  }
   return project_output(config, weights,
-                        o.view().reshaped({n_tokens, config.n_head * config.head_dim}), out,
+                        LinearInput(o.view().reshaped({n_tokens, o_width}), o_fp8.view()), out,
                         numerics);
 }
 

@@ -68,16 +68,17 @@ Status linear_pair(const LinearInput& x, const LinearOutput& a, const LinearOutp
   return linear_pair(LinearInput(x.x, q.view()), a, b, numerics);
 }
 
-Status block_diagonal_linear(const TensorView& x, const checkpoint::LinearWeight& w,
+Status block_diagonal_linear(const LinearInput& x, const checkpoint::LinearWeight& w,
                              int64_t n_groups, const TensorView& y, Numerics numerics) {
-  if (!w.is_fp8()) return kernels::block_diagonal_linear(x, w.view(), n_groups, y);
+  if (!w.is_fp8()) return kernels::block_diagonal_linear(x.x, w.view(), n_groups, y);
   const int64_t group_rows = w.shape()[0] / n_groups;
   if (numerics != Numerics::kFast || w.shape()[1] % format::kFp8ActivationGroup != 0 ||
       group_rows % format::kFp8WeightBlock != 0) {
-    return kernels::block_diagonal_linear(x, w.fp8_view(), n_groups, y);
+    return kernels::block_diagonal_linear(x.x, w.fp8_view(), n_groups, y);
   }
-  DSV4_ASSIGN_OR_RETURN(const Fp8Room a, make_fp8_room(x.size(0), x.size(1), x.device));
-  DSV4_RETURN_IF_ERROR(kernels::quantize_activation_fp8(x, a.view()));
+  if (x.quantized()) return kernels::block_diagonal_linear_fp8(x.fp8, w.fp8_view(), n_groups, y);
+  DSV4_ASSIGN_OR_RETURN(const Fp8Room a, make_fp8_room(x.x.size(0), x.x.size(1), x.x.device));
+  DSV4_RETURN_IF_ERROR(kernels::quantize_activation_fp8(x.x, a.view()));
   return kernels::block_diagonal_linear_fp8(a.view(), w.fp8_view(), n_groups, y);
 }
 

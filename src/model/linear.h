@@ -70,10 +70,11 @@ Status linear_pair(const LinearInput& x, const LinearOutput& a, const LinearOutp
 
 // The grouped form (kernels::block_diagonal_linear): the attention's wo_a. The exact profile
 // runs it exactly; the fast one, for an FP8 weight whose group width K and group rows R are
-// multiples of 128 (V4's 4096 and 1024), quantizes x [T, G·K] in 1 × 128 groups once and runs
-// kernels::block_diagonal_linear_fp8, the FP8 GEMM of every group in one call (DeepSeek's
-// inference runs wo_a in bf16 instead; docs/numerics.md says what that departs from).
-Status block_diagonal_linear(const TensorView& x, const checkpoint::LinearWeight& w,
+// multiples of 128 (V4's 4096 and 1024), quantizes x [T, G·K] in 1 × 128 groups once (or takes
+// it quantized) and runs kernels::block_diagonal_linear_fp8, the FP8 GEMM of every group in one
+// call (DeepSeek's inference runs wo_a in bf16 instead; docs/numerics.md says what that departs
+// from).
+Status block_diagonal_linear(const LinearInput& x, const checkpoint::LinearWeight& w,
                              int64_t n_groups, const TensorView& y, Numerics numerics);
 
 }  // namespace dsv4::model

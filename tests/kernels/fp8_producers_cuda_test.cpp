@@ -4,7 +4,7 @@
 // the widths V4-Flash feeds its FP8 linears (4096: the block input of wq_a, wkv and the shared
 // expert; 1024: q_latent of the two wq_b; 2048: the shared expert's hidden of w2), plus widths off
 // the 128-column groups (1000; 1500, a block's two passes), V4-Pro's 7168, and rows too wide for
-// the fused kernels (the two ops).
+// the fused kernels (the two ops); rope_fp8 on the attention output before wo_a ([T, 64·512]).
 // rms_norm_fp8 must also give the CPU's bytes (rms_norm and the quantizer are bit-identical on
 // both devices). Every output starts poisoned, so an element or scale a kernel skips shows.
 //
@@ -14,6 +14,7 @@
 #include <string>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include "base/buffer.h"
 #include "fp8_linear_case.h"
@@ -124,6 +125,36 @@ TEST(Fp8ProducersCuda, SwigluFp8GivesTheBytesOfSwigluThenTheQuantizer) {
         EXPECT_TRUE(same_bytes(out.result().view(), out_parts.result().view()));
         expect_same_device_bytes(q, q_parts);
       }
+    }
+  }
+}
+
+// The attention output's inverse RoPE before wo_a: V4-Flash's 64 heads of 512 with 32 pairs, and
+// heads of 130 with 3 pairs (groups across heads, a row off the groups); rope's turns are the
+// device's own, so the reference is the device's rope, then the quantizer, on a copy of x.
+TEST(Fp8ProducersCuda, RopeFp8GivesTheBytesOfRopeThenTheQuantizer) {
+  SeededRng rng;
+  for (const int64_t t : kTokens) {
+    for (const auto& [h, dh, p] : {std::tuple{64, 512, 32}, {3, 130, 3}}) {
+      SCOPED_TRACE("T=" + std::to_string(t) + " H=" + std::to_string(h) +
+                   " Dh=" + std::to_string(dh));
+      const int64_t d = h * dh;
+      const OpPair x = fp8_rows(rng, t, d);
+      const OpPair x_parts = OpPair::of(to_host(x.d()));
+      std::vector<int64_t> positions(static_cast<size_t>(t));
+      for (int64_t& position : positions) position = rng.uniform_int(0, 1 << 20);
+      const OpPair at = OpPair::values(DType::kI64, {t}, positions);
+      const OpPair inv_freq = OpPair::uniform(rng, {p}, 1e-4, 1.0);
+      Fp8Pair q(t, d), q_parts(t, d);
+      ASSERT_TRUE(
+          rope_fp8(x.d().reshaped({t, h, dh}), at.d(), inv_freq.d(), RopeDirection::kInverse, q.d())
+              .ok());
+      ASSERT_TRUE(
+          rope(x_parts.d().reshaped({t, h, dh}), at.d(), inv_freq.d(), RopeDirection::kInverse)
+              .ok());
+      ASSERT_TRUE(quantize_activation_fp8(x_parts.d(), q_parts.d()).ok());
+      EXPECT_TRUE(same_bytes(x.result().view(), x_parts.result().view()));
+      expect_same_device_bytes(q, q_parts);
     }
   }
 }

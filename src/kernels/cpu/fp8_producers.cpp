@@ -22,4 +22,12 @@ void hc_pre_norm_fp8(const HcPreNormParams& params, const Fp8Activation& y_fp8) 
   cpu::quantize_activation_fp8(params.y, y_fp8);
 }
 
+void rope_fp8(const TensorView& x, const TensorView& positions, const TensorView& inv_freq,
+              RopeDirection direction, const Fp8Activation& x_fp8) {
+  cpu::rope(x, positions, inv_freq, direction);
+  const int64_t n_tokens = x.size(0);
+  if (n_tokens == 0) return;
+  cpu::quantize_activation_fp8(x.reshaped({n_tokens, x.numel() / n_tokens}), x_fp8);
+}
+
 }  // namespace dsv4::kernels::cpu
