@@ -4,10 +4,15 @@
 // FFN site's expand of the MoE's two halves (routed + shared as hc_expand's f_addend, beside the
 // add then expand it replaced), the attention site's stream norm, the q_norm (1024 wide) and the
 // per-head norm and RoPE of q (64 heads of 512) and kv (one row of 512)
-// (kernels/cuda/ops/rms_norm.cu, rope.cu). A program, not a
-// test: each op is first checked against the CPU reference (the stream ops and rms_norm to the
-// bit; hc_pre_norm's mixes and y and rms_norm_rope within kCudaF32OpRelTol: the device expf's and
-// cosf's ulps), then timed: kBatch calls captured in one CUDA graph, the median of kRepeats
+// (kernels/cuda/ops/rms_norm.cu, rope.cu); the FP8 activation quantizer on the four inputs of
+// the fast profile's FP8 linears it runs before (the block input [T, 4096], q_latent [T, 1024],
+// the shared expert's hidden [T, 2048], the attention output [T, 64·512]) and the producers that
+// make those inputs quantized in their own launch (hc_pre_norm_fp8, rms_norm_fp8, swiglu_fp8,
+// rope_fp8; kernels/ops.h, "FP8"), beside the plain ops they replace. A program, not a test: each
+// op is first checked against the CPU reference (the stream ops and rms_norm to the bit;
+// hc_pre_norm's mixes and y and rms_norm_rope within kCudaF32OpRelTol: the device expf's and
+// cosf's ulps), each fused producer against the device's plain op then the quantizer (to the
+// byte), then timed: kBatch calls captured in one CUDA graph, the median of kRepeats
 // replays over kBatch (host launch cost not counted). At decode sizes the ops are latency-bound:
 // the floor column (the bytes they move at the copy bandwidth measured in the same run) says how
 // far.
@@ -31,8 +36,8 @@ namespace dsv4::bench {
 namespace {
 
 constexpr int64_t kM = 4, kD = 4096, kSinkhornIters = 20;
-constexpr int64_t kQLora = 1024, kHeads = 64, kHeadDim = 512, kRopePairs = 32;
-constexpr float kHcEps = 1e-6f, kNormEps = 1e-6f;
+constexpr int64_t kQLora = 1024, kHeads = 64, kHeadDim = 512, kRopePairs = 32, kF = 2048;
+constexpr float kHcEps = 1e-6f, kNormEps = 1e-6f, kSwigluLimit = 10.0f;
 
 // A host tensor and its device copy; `uniform` fills both, `empty` allocates both unfilled.
 struct Pair {
@@ -59,12 +64,29 @@ struct Pair {
   }
 };
 
+// Device room for an activation [T, K] in FP8 (codes and scales).
+struct Fp8Room {
+  Tensor values, scales;
+  explicit Fp8Room(Shape shape)
+      : values(device_tensor(DType::kF8E4M3, shape)),
+        scales(device_tensor(DType::kF32, {shape[0], (shape[1] + 127) / 128})) {}
+  kernels::Fp8Activation view() const { return {values.view(), scales.view()}; }
+  bool same_bits(const Fp8Room& other) const {
+    return testing::same_bytes(testing::to_host(values.view()).view(),
+                               testing::to_host(other.values.view()).view()) &&
+           testing::same_bytes(testing::to_host(scales.view()).view(),
+                               testing::to_host(other.scales.view()).view());
+  }
+};
+
 // One layer's operands at T rows.
 struct Layer {
   Pair mixes, scale, base, streams, weight, pre, post, comb, y, block_out, shared_out, sum, out,
       normed;
-  Pair q_latent, q_norm, q_normed, q, kv, kv_norm, inv_freq;
+  Pair q_latent, q_norm, q_normed, q, kv, kv_norm, inv_freq, gate_up, hidden, o;
   Tensor positions_host, positions;  // i64 [T]
+  // The quantized inputs: by the fused producer, and by the quantizer after the plain op.
+  Fp8Room y_fp8, y_parts, q_fp8, q_parts, hidden_fp8, hidden_parts, o_fp8, o_parts;
   Layer(std::mt19937_64& rng, int64_t t)
       : mixes(Pair::uniform(rng, {t, (2 + kM) * kM}, -2.0f, 2.0f)),
         scale(Pair::uniform(rng, {3}, 0.1f, 2.0f)),
@@ -87,25 +109,31 @@ struct Layer {
         kv(Pair::uniform(rng, {t, kHeadDim}, -3.0f, 3.0f)),
         kv_norm(Pair::uniform(rng, {kHeadDim}, -1.0f, 1.0f)),
         inv_freq(Pair::uniform(rng, {kRopePairs}, 1e-4f, 1.0f)),
-        positions_host(Tensor::host(DType::kI64, {t})) {
+        gate_up(Pair::uniform(rng, {t, 2 * kF}, -12.0f, 12.0f)),
+        hidden(Pair::empty({t, kF})),
+        o(Pair::uniform(rng, {t, kHeads, kHeadDim}, -3.0f, 3.0f)),
+        positions_host(Tensor::host(DType::kI64, {t})),
+        y_fp8({t, kD}),
+        y_parts({t, kD}),
+        q_fp8({t, kQLora}),
+        q_parts({t, kQLora}),
+        hidden_fp8({t, kF}),
+        hidden_parts({t, kF}),
+        o_fp8({t, kHeads * kHeadDim}),
+        o_parts({t, kHeads * kHeadDim}) {
     // A decode step at a context of ~257 tokens (the ncu step of docs/decode_graph.md).
     for (int64_t i = 0; i < t; ++i) positions_host.data_as<int64_t>()[i] = 257 + i;
     positions = testing::to_device(positions_host.view());
   }
   TensorView positions_on(bool d) const { return d ? positions.view() : positions_host.view(); }
 
-  Status pre_norm(bool d) const {
-    return kernels::hc_pre_norm({mixes.v(d),
-                                 scale.v(d),
-                                 base.v(d),
-                                 kSinkhornIters,
-                                 kHcEps,
-                                 {pre.v(d), post.v(d), comb.v(d)},
-                                 streams.v(d),
-                                 weight.v(d),
-                                 kNormEps,
-                                 y.v(d)});
+  kernels::HcPreNormParams pre_norm_params(bool d) const {
+    return {mixes.v(d),     scale.v(d),  base.v(d),
+            kSinkhornIters, kHcEps,      {pre.v(d), post.v(d), comb.v(d)},
+            streams.v(d),   weight.v(d), kNormEps,
+            y.v(d)};
   }
+  Status pre_norm(bool d) const { return kernels::hc_pre_norm(pre_norm_params(d)); }
   Status expand_norm(bool d) const {
     return kernels::hc_expand_norm(block_out.v(d), streams.v(d), post.v(d), comb.v(d), kNormEps,
                                    out.v(d), normed.v(d));
@@ -133,6 +161,43 @@ struct Layer {
   }
   Status kv_norm_rope(bool d) const {
     return kernels::rms_norm_rope(kv.v(d), kv_norm.v(d), kNormEps, positions_on(d), inv_freq.v(d));
+  }
+  // The fast profile's FP8 inputs (device only): the quantizer alone, and each fused producer.
+  Status quantize_block_input(bool) const {
+    return kernels::quantize_activation_fp8(y.device.view(), y_parts.view());
+  }
+  Status quantize_q_latent(bool) const {
+    return kernels::quantize_activation_fp8(q_normed.device.view(), q_parts.view());
+  }
+  Status quantize_hidden(bool) const {
+    return kernels::quantize_activation_fp8(hidden.device.view(), hidden_parts.view());
+  }
+  Status quantize_output(bool) const {
+    const int64_t t = o.host.shape()[0];
+    return kernels::quantize_activation_fp8(o.device.view().reshaped({t, kHeads * kHeadDim}),
+                                            o_parts.view());
+  }
+  Status output_rope(bool) const {
+    return kernels::rope(o.device.view(), positions.view(), inv_freq.device.view(),
+                         kernels::RopeDirection::kInverse);
+  }
+  Status output_rope_fp8(bool) const {
+    return kernels::rope_fp8(o.device.view(), positions.view(), inv_freq.device.view(),
+                             kernels::RopeDirection::kInverse, o_fp8.view());
+  }
+  Status pre_norm_fp8(bool) const {
+    return kernels::hc_pre_norm_fp8(pre_norm_params(true), y_fp8.view());
+  }
+  Status q_latent_norm_fp8(bool) const {
+    return kernels::rms_norm_fp8(q_latent.device.view(), q_norm.device.view(), kNormEps,
+                                 q_normed.device.view(), q_fp8.view());
+  }
+  Status swiglu(bool) const {
+    return kernels::swiglu(gate_up.device.view(), kSwigluLimit, hidden.device.view());
+  }
+  Status swiglu_fp8(bool) const {
+    return kernels::swiglu_fp8(gate_up.device.view(), kSwigluLimit, hidden.device.view(),
+                               hidden_fp8.view());
   }
   Status stream_norm(bool d) const {
     const int64_t t = streams.host.shape()[0];
@@ -177,7 +242,34 @@ void check(Layer& l, int64_t t) {
     DSV4_CHECK(result->rel_error() < testing::kCudaF32OpRelTol, "T=%lld: %s off the CPU's (%.1e)",
                (long long)t, name, result->rel_error());
   }
+  // Each fused producer against its plain op, then the quantizer, on the device.
+  for (const auto& [name, plain, quantize, fused, parts, all] :
+       {std::tuple{"hc_pre_norm_fp8", &Layer::pre_norm, &Layer::quantize_block_input,
+                   &Layer::pre_norm_fp8, &l.y_parts, &l.y_fp8},
+        {"rms_norm_fp8", &Layer::q_latent_norm, &Layer::quantize_q_latent,
+         &Layer::q_latent_norm_fp8, &l.q_parts, &l.q_fp8},
+        {"swiglu_fp8", &Layer::swiglu, &Layer::quantize_hidden, &Layer::swiglu_fp8, &l.hidden_parts,
+         &l.hidden_fp8}}) {
+    check_ok((l.*plain)(true), name);
+    check_ok((l.*quantize)(true), name);
+    check_ok((l.*fused)(true), name);
+    DSV4_CHECK(all->same_bits(*parts), "T=%lld: %s differs from its parts' bytes", (long long)t,
+               name);
+  }
+  // rope turns o in place: the fused op starts again from the same o (the host's copy).
+  check_ok(l.output_rope(true), "rope");
+  check_ok(l.quantize_output(true), "rope");
+  const Tensor turned = testing::to_host(l.o.device.view());
+  DSV4_CUDA_CHECK(cudaMemcpy(l.o.device.view().data, l.o.host.view().data, l.o.host.view().bytes(),
+                             cudaMemcpyHostToDevice));
+  check_ok(l.output_rope_fp8(true), "rope_fp8");
+  DSV4_CHECK(l.o_fp8.same_bits(l.o_parts) &&
+                 testing::same_bytes(testing::to_host(l.o.device.view()).view(), turned.view()),
+             "T=%lld: rope_fp8 differs from its parts' bytes", (long long)t);
 }
+
+// Bytes the quantizer moves for [T, K]: the f32 rows in, codes and scales out.
+double fp8_bytes(int64_t t, int64_t k) { return t * (4.0 * k + k + 4.0 * ((k + 127) / 128)); }
 
 void run(int64_t t, double bandwidth) {
   std::mt19937_64 rng(static_cast<uint64_t>(t));
@@ -200,6 +292,22 @@ void run(int64_t t, double bandwidth) {
       {"rms_norm q_latent [T, 1024]", &Layer::q_latent_norm, 4.0 * (2 * t + 1) * kQLora},
       {"rms_norm_rope q [T, 64, 512]", &Layer::q_norm_rope, 8.0 * t * kHeads * kHeadDim},
       {"rms_norm_rope kv [T, 512]", &Layer::kv_norm_rope, 4.0 * (2 * t + 1) * kHeadDim},
+      // The FP8 inputs: codes 1 byte and scales 4 bytes a 128 columns a row.
+      {"quantize_activation_fp8 [T, 4096]", &Layer::quantize_block_input, fp8_bytes(t, kD)},
+      {"quantize_activation_fp8 [T, 1024]", &Layer::quantize_q_latent, fp8_bytes(t, kQLora)},
+      {"quantize_activation_fp8 [T, 2048]", &Layer::quantize_hidden, fp8_bytes(t, kF)},
+      {"hc_pre_norm_fp8", &Layer::pre_norm_fp8,
+       stream_bytes + 2.0 * row_bytes + fp8_bytes(t, kD) - row_bytes},
+      {"rms_norm_fp8 q_latent [T, 1024]", &Layer::q_latent_norm_fp8,
+       4.0 * (2 * t + 1) * kQLora + fp8_bytes(t, kQLora) - 4.0 * t * kQLora},
+      {"swiglu [T, 2048]", &Layer::swiglu, 12.0 * t * kF},
+      {"swiglu_fp8 [T, 2048]", &Layer::swiglu_fp8, 12.0 * t * kF + fp8_bytes(t, kF) - 4.0 * t * kF},
+      {"quantize_activation_fp8 [T, 64·512]", &Layer::quantize_output,
+       fp8_bytes(t, kHeads * kHeadDim)},
+      // rope moves the rope dims only (64 of 512 a head, read and written); rope_fp8 the row.
+      {"rope [T, 64, 512] (inverse)", &Layer::output_rope, 8.0 * t * kHeads * 2 * kRopePairs},
+      {"rope_fp8 [T, 64, 512] (inverse)", &Layer::output_rope_fp8,
+       fp8_bytes(t, kHeads * kHeadDim) + 4.0 * t * kHeads * 2 * kRopePairs},
   };
   for (const Op& op : ops) {
     const double us = graph_us_per_call([&](int) { check_ok((l.*op.run)(true), op.name); });

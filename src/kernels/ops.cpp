@@ -275,6 +275,32 @@ Status linear_fp8(const TensorView& x, const format::Fp8BlockView& w, const Fp8A
   return linear_fp8(scratch, w, y);
 }
 
+Status rms_norm_fp8(const TensorView& x, const TensorView& weight, float eps, const TensorView& y,
+                    const Fp8Activation& y_fp8) {
+  return DSV4_DISPATCH(rms_norm_fp8, device_of({&x, &weight, &y, &y_fp8.values, &y_fp8.scales}), x,
+                       weight, eps, y, y_fp8);
+}
+
+Status swiglu_fp8(const TensorView& gate_up, float limit, const TensorView& out,
+                  const Fp8Activation& out_fp8) {
+  return DSV4_DISPATCH(swiglu_fp8, device_of({&gate_up, &out, &out_fp8.values, &out_fp8.scales}),
+                       gate_up, limit, out, out_fp8);
+}
+
+Status hc_pre_norm_fp8(const HcPreNormParams& p, const Fp8Activation& y_fp8) {
+  return DSV4_DISPATCH(hc_pre_norm_fp8,
+                       device_of({&p.mixes, &p.scale, &p.base, &p.mix.pre, &p.mix.post, &p.mix.comb,
+                                  &p.streams, &p.norm_weight, &p.y, &y_fp8.values, &y_fp8.scales}),
+                       p, y_fp8);
+}
+
+Status rope_fp8(const TensorView& x, const TensorView& positions, const TensorView& inv_freq,
+                RopeDirection direction, const Fp8Activation& x_fp8) {
+  return DSV4_DISPATCH(rope_fp8,
+                       device_of({&x, &positions, &inv_freq, &x_fp8.values, &x_fp8.scales}), x,
+                       positions, inv_freq, direction, x_fp8);
+}
+
 Status nvfp4_gemm(const StagedActivation& a, const format::Nvfp4View& b, const TensorView& d) {
   return DSV4_DISPATCH(nvfp4_gemm, nvfp4_device(&a, nullptr, b, nullptr, d), a, b, d);
 }

@@ -266,6 +266,23 @@ Status block_diagonal_linear_fp8(const Fp8Activation& a, const format::Fp8BlockV
 Status linear_fp8(const TensorView& x, const format::Fp8BlockView& w, const Fp8Activation& scratch,
                   const TensorView& y);
 
+// The ops that make an FP8 linear's input, each fused with the quantizer, so that the fast
+// profile quantizes an activation once, where it is made, instead of in a launch of its own
+// before each linear: the plain op's output y as that op writes it (the other readers of y
+// keep it), and y_fp8, shaped for y, with the bytes quantize_activation_fp8(y, y_fp8) gives.
+// CUDA runs each in one launch (the norms where their kernel holds the row in registers: rows of
+// up to 32768 columns, every V4 width, and M = 4 streams for hc_pre_norm_fp8; else their parts,
+// then the quantizer); the CPU runs the two ops.
+// rms_norm(x, weight, eps, y), then the quantizer (y may alias x).
+Status rms_norm_fp8(const TensorView& x, const TensorView& weight, float eps, const TensorView& y,
+                    const Fp8Activation& y_fp8);
+// swiglu(gate_up, limit, out), then the quantizer of out.
+Status swiglu_fp8(const TensorView& gate_up, float limit, const TensorView& out,
+                  const Fp8Activation& out_fp8);
+// hc_pre_norm(params), then the quantizer of the block input params.y.
+Status hc_pre_norm_fp8(const HcPreNormParams& params, const Fp8Activation& y_fp8);
+// And rope_fp8 for the attention output before wo_a, declared beside rope (attention section).
+
 // ---- MoE (docs/moe.md)
 // --------------------------------------------------------------------------- One DeepSeek-V4 MoE
 // block as a fused op: router, the routed NVFP4 experts and the shared expert. The CPU version is
@@ -373,6 +390,13 @@ enum class RopeDirection {
 // angle one f32 product as in transformers. positions i64 [T], inv_freq f32 [P].
 Status rope(const TensorView& x, const TensorView& positions, const TensorView& inv_freq,
             RopeDirection direction);
+
+// rope(x, positions, inv_freq, direction) in place on x f32 [T, H, Dh], then
+// quantize_activation_fp8 of x as [T, H·Dh] into x_fp8: the attention output before wo_a's FP8
+// GEMM, an FP8 producer as the FP8 section says (the bytes of the two calls, one launch on CUDA).
+// Dh and its first rope dim Dh − 2P even.
+Status rope_fp8(const TensorView& x, const TensorView& positions, const TensorView& inv_freq,
+                RopeDirection direction, const Fp8Activation& x_fp8);
 
 // rms_norm of every head row of x f32 [T, H, Dh] (or [T, Dh]) over its Dh, ⊙ weight [Dh] when
 // given, then rope forward, in place: the two ops in one pass, with the same numbers.

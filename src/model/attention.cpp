@@ -39,15 +39,19 @@ Status sparse_attention(const kernels::SparseAttentionParams& p, Numerics numeri
   return fast ? kernels::sparse_attention_bf16(p) : kernels::sparse_attention(p);
 }
 
-// q = rope(per-head RMSNorm(wq_b(q_latent))), q_latent = q_norm(wq_a(x)).
+// q = rope(per-head RMSNorm(wq_b(q_latent))), q_latent = q_norm(wq_a(x)). q_latent is written,
+// and where it has room for its FP8 form (the two wq_b's FP8 GEMMs read it) the norm quantizes
+// it there too.
 Status project_query(const checkpoint::ModelConfig& config,
-                     const checkpoint::AttentionWeights& weights, const TensorView& x,
+                     const checkpoint::AttentionWeights& weights, const LinearInput& x,
                      const TensorView& positions, const TensorView& inv_freq,
-                     const TensorView& q_latent, const TensorView& q, Numerics numerics) {
+                     const LinearInput& q_latent, const TensorView& q, Numerics numerics) {
   const float eps = static_cast<float>(config.rms_norm_eps);
-  const int64_t n_tokens = x.size(0);
-  DSV4_RETURN_IF_ERROR(linear(x, weights.wq_a, q_latent, numerics));
-  DSV4_RETURN_IF_ERROR(kernels::rms_norm(q_latent, weights.q_norm.view(), eps, q_latent));
+  const int64_t n_tokens = x.x.size(0);
+  const TensorView& latent = q_latent.x;
+  DSV4_RETURN_IF_ERROR(linear(x, weights.wq_a, latent, numerics));
+  DSV4_RETURN_IF_ERROR(
+      rms_norm_for_linears(latent, weights.q_norm.view(), eps, latent, q_latent.fp8));
   const TensorView q_rows = q.reshaped({n_tokens, config.n_head * config.head_dim});
   DSV4_RETURN_IF_ERROR(linear(q_latent, weights.wq_b, q_rows, numerics));
   return kernels::rms_norm_rope(q, TensorView{}, eps, positions, inv_freq);
@@ -55,11 +59,11 @@ Status project_query(const checkpoint::ModelConfig& config,
 
 // kv = rope(kv_norm(wkv(x))).
 Result<Tensor> project_kv(const checkpoint::ModelConfig& config,
-                          const checkpoint::AttentionWeights& weights, const TensorView& x,
+                          const checkpoint::AttentionWeights& weights, const LinearInput& x,
                           const TensorView& positions, const TensorView& inv_freq,
                           Numerics numerics) {
   DSV4_ASSIGN_OR_RETURN(Tensor kv,
-                        Tensor::empty(DType::kF32, {x.size(0), config.head_dim}, x.device));
+                        Tensor::empty(DType::kF32, {x.x.size(0), config.head_dim}, x.x.device));
   DSV4_RETURN_IF_ERROR(linear(x, weights.wkv, kv.view(), numerics));
   DSV4_RETURN_IF_ERROR(kernels::rms_norm_rope(kv.view(), weights.kv_norm.view(),
                                               static_cast<float>(config.rms_norm_eps), positions,
@@ -127,13 +131,13 @@ class StepAddresses {
 
 // y = wo_b(concat_g wo_a[g] · o_g): o [T, H·Dh] seen as G groups of H/G heads.
 Status project_output(const checkpoint::ModelConfig& config,
-                      const checkpoint::AttentionWeights& weights, const TensorView& o,
+                      const checkpoint::AttentionWeights& weights, const LinearInput& o,
                       const TensorView& out, Numerics numerics) {
-  const int64_t n_tokens = o.size(0);
+  const int64_t n_tokens = o.x.size(0);
   const int64_t n_groups = config.o_groups;
   const int64_t rank = config.o_lora_rank;
   DSV4_ASSIGN_OR_RETURN(Tensor low,
-                        Tensor::empty(DType::kF32, {n_tokens, n_groups * rank}, o.device));
+                        Tensor::empty(DType::kF32, {n_tokens, n_groups * rank}, o.x.device));
   DSV4_RETURN_IF_ERROR(block_diagonal_linear(o, weights.wo_a, n_groups, low.view(), numerics));
   return linear(low.view(), weights.wo_b, out, numerics);
 }
@@ -400,9 +404,10 @@ struct StepPositions {
 // a snapshot attends in two parts with the state copied between them, so keeping it costs the
 // batch no step of its own.
 Status attention_step(const checkpoint::ModelConfig& config,
-                      const checkpoint::AttentionWeights& weights, const TensorView& x,
+                      const checkpoint::AttentionWeights& weights, const LinearInput& in,
                       std::span<const SequenceRows> sequences, const StepPositions& at,
                       const StepAddresses& addresses, const TensorView& out, Numerics numerics) {
+  const TensorView& x = in.x;
   const int64_t n_tokens = x.size(0);
   const Device device = x.device;
   const TensorView inv_freq = at.inv_freq;
@@ -410,15 +415,20 @@ Status attention_step(const checkpoint::ModelConfig& config,
   DSV4_ASSIGN_OR_RETURN(Tensor q_latent,
                         Tensor::empty(DType::kF32, {n_tokens, config.q_lora_rank}, device));
   DSV4_ASSIGN_OR_RETURN(
+      const Fp8Room q_latent_fp8,
+      fp8_room(n_tokens, config.q_lora_rank, device, numerics,
+               {&weights.wq_b, weights.indexer ? &weights.indexer->wq_b : nullptr}));
+  const LinearInput latent(q_latent.view(), q_latent_fp8.view());
+  DSV4_ASSIGN_OR_RETURN(
       Tensor q, Tensor::empty(DType::kF32, {n_tokens, config.n_head, config.head_dim}, device));
-  DSV4_RETURN_IF_ERROR(project_query(config, weights, x, at.positions, inv_freq, q_latent.view(),
-                                     q.view(), numerics));
+  DSV4_RETURN_IF_ERROR(
+      project_query(config, weights, in, at.positions, inv_freq, latent, q.view(), numerics));
   DSV4_ASSIGN_OR_RETURN(Tensor kv,
-                        project_kv(config, weights, x, at.positions, inv_freq, numerics));
+                        project_kv(config, weights, in, at.positions, inv_freq, numerics));
   IndexerQueries index;
   if (weights.indexer) {
-    DSV4_ASSIGN_OR_RETURN(index, indexer_queries(config, *weights.indexer, x, q_latent.view(),
-                                                 at.positions, inv_freq, numerics));
+    DSV4_ASSIGN_OR_RETURN(index, indexer_queries(config, *weights.indexer, x, latent, at.positions,
+                                                 inv_freq, numerics));
   }
   // Several sequences: each compressor's projections once for all rows (a sequence's rows are
   // copied into its cache), so its weights are read once a step, not once a sequence.
@@ -477,11 +487,20 @@ Status attention_step(const checkpoint::ModelConfig& config,
     column += run.back().end - run.front().begin;
     i = end;
   }
-  // V = K carried the keys' rotation into the output; undo it at the query's position.
-  DSV4_RETURN_IF_ERROR(
-      kernels::rope(o.view(), at.positions, inv_freq, kernels::RopeDirection::kInverse));
+  // V = K carried the keys' rotation into the output; undo it at the query's position. Where
+  // wo_a runs the FP8 GEMM, the same launch quantizes o for it.
+  const int64_t o_width = config.n_head * config.head_dim;
+  DSV4_ASSIGN_OR_RETURN(const Fp8Room o_fp8,
+                        fp8_room(n_tokens, o_width, device, numerics, {&weights.wo_a}));
+  if (o_fp8.empty()) {
+    DSV4_RETURN_IF_ERROR(
+        kernels::rope(o.view(), at.positions, inv_freq, kernels::RopeDirection::kInverse));
+  } else {
+    DSV4_RETURN_IF_ERROR(kernels::rope_fp8(o.view(), at.positions, inv_freq,
+                                           kernels::RopeDirection::kInverse, o_fp8.view()));
+  }
   return project_output(config, weights,
-                        o.view().reshaped({n_tokens, config.n_head * config.head_dim}), out,
+                        LinearInput(o.view().reshaped({n_tokens, o_width}), o_fp8.view()), out,
                         numerics);
 }
 
@@ -506,7 +525,7 @@ Status check_sequence(const checkpoint::ModelConfig& config, int64_t layer, int6
 // One sequence's rows in steps of ≤ Ts tokens (`at`: the sequence's rows' positions); its
 // snapshot, if any, is taken in the step that holds the snapshot's position.
 Status sequence_steps(const checkpoint::ModelConfig& config,
-                      const checkpoint::AttentionWeights& weights, const TensorView& x,
+                      const checkpoint::AttentionWeights& weights, const LinearInput& x,
                       const SequenceRows& seq, const StepPositions& at, const TensorView& out,
                       Numerics numerics) {
   const int64_t ts = seq.cache->max_step_tokens;
@@ -533,7 +552,7 @@ bool fits_one_step(const SequenceRows& seq) {
 // One step of consecutive sequences `run` (rows [front.begin, back.end) of x), on those rows;
 // `addresses` their buffers' (or empty: made where needed).
 Status run_step(const checkpoint::ModelConfig& config, const checkpoint::AttentionWeights& weights,
-                const TensorView& x, std::span<const SequenceRows> run, const StepPositions& all,
+                const LinearInput& x, std::span<const SequenceRows> run, const StepPositions& all,
                 const StepAddresses& addresses, const TensorView& out, Numerics numerics) {
   const int64_t begin = run.front().begin, end = run.back().end;
   std::vector<SequenceRows> rebased(run.begin(), run.end());
@@ -690,7 +709,9 @@ Status attention_forward(const checkpoint::ModelConfig& config, int64_t layer,
 Status attention_forward(const checkpoint::ModelConfig& config, int64_t layer,
                          const checkpoint::AttentionWeights& weights, const TensorView& x,
                          std::span<const SequenceRows> sequences, const RowPositions& at,
-                         const TensorView& out, Numerics numerics) {
+                         const TensorView& out, Numerics numerics,
+                         const kernels::Fp8Activation& x_fp8) {
+  const LinearInput input(x, x_fp8);
   DSV4_CHECK(layer >= 0 && layer < config.n_blocks(), "layer %lld", (long long)layer);
   DSV4_CHECK(x.dtype == DType::kF32 && x.rank() == 2 && x.size(1) == config.hidden_size &&
                  x.is_contiguous() && out.shape == x.shape && out.is_contiguous(),
@@ -740,13 +761,13 @@ Status attention_forward(const checkpoint::ModelConfig& config, int64_t layer,
           at.cache_addresses.numel() > 0 && consecutive
               ? StepAddresses(at.cache_addresses, layer - at.first_address_layer, column[run])
               : StepAddresses();
-      DSV4_RETURN_IF_ERROR(run_step(config, weights, x, std::span(batch).subspan(run, i - run), all,
-                                    addresses, out, numerics));
+      DSV4_RETURN_IF_ERROR(run_step(config, weights, input, std::span(batch).subspan(run, i - run),
+                                    all, addresses, out, numerics));
     }
     if (i < batch.size()) {
       const SequenceRows& seq = batch[i];
       DSV4_RETURN_IF_ERROR(
-          sequence_steps(config, weights, x, seq, all.rows(seq.begin, seq.end), out, numerics));
+          sequence_steps(config, weights, input, seq, all.rows(seq.begin, seq.end), out, numerics));
     }
     run = i + 1;
   }

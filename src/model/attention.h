@@ -17,6 +17,7 @@
 #include "checkpoint/weights.h"
 #include "dsv4/numerics.h"
 #include "dsv4/status.h"
+#include "kernels/ops.h"
 #include "model/attention_cache.h"
 #include "model/rope.h"
 
@@ -137,10 +138,13 @@ Status attention_forward(const checkpoint::ModelConfig& config, int64_t layer,
                          std::span<const SequenceRows> sequences, const TensorView& out,
                          Numerics numerics = Numerics::kExact);
 // The same with the rows' positions made once for all layers (RowPositions::of over the same
-// rows, with caches whose rings have the same rows as this layer's).
+// rows, with caches whose rings have the same rows as this layer's). x_fp8: x's FP8 form where
+// the op that made x quantized it too (model/linear.h, LinearInput), which wq_a's and wkv's FP8
+// GEMMs then read; else empty.
 Status attention_forward(const checkpoint::ModelConfig& config, int64_t layer,
                          const checkpoint::AttentionWeights& weights, const TensorView& x,
                          std::span<const SequenceRows> sequences, const RowPositions& at,
-                         const TensorView& out, Numerics numerics = Numerics::kExact);
+                         const TensorView& out, Numerics numerics = Numerics::kExact,
+                         const kernels::Fp8Activation& x_fp8 = {});
 
 }  // namespace dsv4::model

@@ -38,13 +38,22 @@ Status allocate_site(const checkpoint::ModelConfig& config, int64_t n_tokens, De
 Status hc_pre_norm(const checkpoint::ModelConfig& config,
                    const checkpoint::HyperConnectionWeights& w, const TensorView& streams,
                    const TensorView& streams_normed, const TensorView& block_norm, HcSite& site,
-                   const TensorView& x) {
+                   const TensorView& x, const kernels::Fp8Activation& x_fp8) {
   DSV4_ASSIGN_OR_RETURN(Tensor mixes, project_mixes(config, w.fn.view(), streams, streams_normed));
   DSV4_RETURN_IF_ERROR(allocate_site(config, streams.size(0), streams.device, site));
   const auto eps = static_cast<float>(config.rms_norm_eps);
-  return kernels::hc_pre_norm({mixes.view(), w.scale.view(), w.base.view(),
-                               config.hc_sinkhorn_iters, static_cast<float>(config.hc_eps),
-                               site.view(), streams, block_norm, eps, x});
+  const kernels::HcPreNormParams params{mixes.view(),
+                                        w.scale.view(),
+                                        w.base.view(),
+                                        config.hc_sinkhorn_iters,
+                                        static_cast<float>(config.hc_eps),
+                                        site.view(),
+                                        streams,
+                                        block_norm,
+                                        eps,
+                                        x};
+  if (x_fp8.values.data == nullptr) return kernels::hc_pre_norm(params);
+  return kernels::hc_pre_norm_fp8(params, x_fp8);
 }
 
 Status hc_post(const TensorView& block_out, const TensorView& block_addend,

@@ -26,11 +26,13 @@ struct HcSite {
 // streams f32 [T, M, D] -> site (allocated here) and the block's input x f32 [T, D] =
 // rms_norm(collapsed, block_norm [D]), collapsed = Σ_m pre_m · stream_m: the split, Sinkhorn,
 // collapse and norm in one fused op (kernels::hc_pre_norm). streams_normed f32 [T, M·D] is the
-// streams' own (unweighted) norm when hc_post_norm made it, else empty.
+// streams' own (unweighted) norm when hc_post_norm made it, else empty. With room in x_fp8
+// (model/linear.h, Fp8Room), x is also quantized there for the block's FP8 linears
+// (kernels::hc_pre_norm_fp8), else x_fp8 is empty.
 Status hc_pre_norm(const checkpoint::ModelConfig& config,
                    const checkpoint::HyperConnectionWeights& w, const TensorView& streams,
                    const TensorView& streams_normed, const TensorView& block_norm, HcSite& site,
-                   const TensorView& x);
+                   const TensorView& x, const kernels::Fp8Activation& x_fp8 = {});
 
 // out f32 [T, M, D] = post ⊗ (block_out + block_addend) + combᵀ · residual (out must not alias
 // residual). block_addend f32 [T, D] or empty: a block whose output comes in two halves (the

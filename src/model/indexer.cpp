@@ -46,7 +46,7 @@ kernels::IndexerScoreParams score_params(const checkpoint::ModelConfig& config, 
 
 Result<IndexerQueries> indexer_queries(const checkpoint::ModelConfig& config,
                                        const checkpoint::IndexerWeights& weights,
-                                       const TensorView& x, const TensorView& q_latent,
+                                       const TensorView& x, const LinearInput& q_latent,
                                        const TensorView& positions, const TensorView& inv_freq,
                                        Numerics numerics) {
   const int64_t n_tokens = x.size(0);

@@ -17,6 +17,7 @@
 #include "dsv4/status.h"
 #include "model/attention_cache.h"
 #include "model/compressor.h"
+#include "model/linear.h"
 
 namespace dsv4::model {
 
@@ -27,11 +28,12 @@ struct IndexerQueries {
   Tensor weights;  // f32 [T, HI]  weights_proj(x)
 };
 
-// x f32 [T, D] the attention's input, q_latent f32 [T, Q] = q_norm(wq_a(x)), positions i64 [T],
-// inv_freq f32 [P] the compress RoPE; the linears in profile `numerics`.
+// x f32 [T, D] the attention's input, q_latent f32 [T, Q] = q_norm(wq_a(x)) (with its FP8 form
+// where the norm made one), positions i64 [T], inv_freq f32 [P] the compress RoPE; the linears
+// in profile `numerics`.
 Result<IndexerQueries> indexer_queries(const checkpoint::ModelConfig& config,
                                        const checkpoint::IndexerWeights& weights,
-                                       const TensorView& x, const TensorView& q_latent,
+                                       const TensorView& x, const LinearInput& q_latent,
                                        const TensorView& positions, const TensorView& inv_freq,
                                        Numerics numerics);
 

@@ -6,6 +6,7 @@
 #include "kernels/ops.h"
 #include "model/attention.h"
 #include "model/hyper_connections.h"
+#include "model/linear.h"
 #include "model/scratch.h"
 
 namespace dsv4::model {
@@ -20,11 +21,16 @@ Status layer_forward(const LayerInput& in, Tensor& streams, Tensor& spare) {
   DSV4_ASSIGN_OR_RETURN(Tensor block_out, scratch(DType::kF32, x.shape(), device));
   HcSite site;
 
-  // Attention half.
-  DSV4_RETURN_IF_ERROR(
-      hc_pre_norm(config, w.hc_attn, streams.view(), {}, w.attn_norm.view(), site, x.view()));
-  DSV4_RETURN_IF_ERROR(attention_forward(config, in.layer, w.attn, x.view(), in.sequences,
-                                         *in.positions, block_out.view(), in.numerics));
+  // Attention half. Where wq_a and wkv run the FP8 GEMM, the site's norm quantizes x for both.
+  {
+    DSV4_ASSIGN_OR_RETURN(const Fp8Room x_fp8, fp8_room(n_rows, config.hidden_size, device,
+                                                        in.numerics, {&w.attn.wq_a, &w.attn.wkv}));
+    DSV4_RETURN_IF_ERROR(hc_pre_norm(config, w.hc_attn, streams.view(), {}, w.attn_norm.view(),
+                                     site, x.view(), x_fp8.view()));
+    DSV4_RETURN_IF_ERROR(attention_forward(config, in.layer, w.attn, x.view(), in.sequences,
+                                           *in.positions, block_out.view(), in.numerics,
+                                           x_fp8.view()));
+  }
   // The FFN site's input norm of the streams, made by the attention half's stream update. It
   // lives only from that update to the FFN site's mixes, as project_mixes' own norm did: held
   // across the attention or the experts it would add T·M·D f32 to their peak.
@@ -35,15 +41,19 @@ Status layer_forward(const LayerInput& in, Tensor& streams, Tensor& spare) {
                                     streams_normed.view()));
   std::swap(streams, spare);
 
-  // FFN half.
+  // FFN half; the site's norm quantizes x for the shared expert's w1 and w3 where they run FP8.
+  DSV4_ASSIGN_OR_RETURN(const Fp8Room x_fp8,
+                        fp8_room(n_rows, config.hidden_size, device, in.numerics,
+                                 {&w.ffn.shared_expert.w1, &w.ffn.shared_expert.w3}));
   DSV4_RETURN_IF_ERROR(hc_pre_norm(config, w.hc_ffn, streams.view(), streams_normed.view(),
-                                   w.ffn_norm.view(), site, x.view()));
+                                   w.ffn_norm.view(), site, x.view(), x_fp8.view()));
   streams_normed = Tensor{};
   // The routed and shared experts' halves are summed by hc_post, not by an add of their own.
   DSV4_ASSIGN_OR_RETURN(Tensor shared_out, scratch(DType::kF32, x.shape(), device));
   DSV4_RETURN_IF_ERROR(moe_forward_parts(config, in.layer, w.ffn, in.expert_mode, x.view(),
                                          in.tokens, block_out.view(), shared_out.view(),
-                                         in.expert_amaxes, in.placement, in.numerics));
+                                         in.expert_amaxes, in.placement, in.numerics,
+                                         x_fp8.view()));
   DSV4_RETURN_IF_ERROR(
       hc_post(block_out.view(), shared_out.view(), streams.view(), site, spare.view()));
   std::swap(streams, spare);

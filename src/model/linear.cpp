@@ -11,54 +11,74 @@ bool takes_fp8_gemm(const checkpoint::LinearWeight& w, Numerics numerics) {
   return w.is_fp8() && numerics == Numerics::kFast && w.shape()[1] % 16 == 0;
 }
 
-// Room for x [T, K] quantized for the FP8 GEMM, per row in groups of 128 columns: codes [T, K]
-// and scales [T, Kb] (Kb = ceil(K / 128)).
-struct Fp8Input {
-  Tensor values, scales;
-  kernels::Fp8Activation view() const { return {values.view(), scales.view()}; }
-};
+// Room for an activation [T, K]'s FP8 form.
+Result<Fp8Room> make_fp8_room(int64_t n_rows, int64_t n_cols, Device device) {
+  const int64_t n_groups = (n_cols + format::kFp8ActivationGroup - 1) / format::kFp8ActivationGroup;
+  Fp8Room room;
+  DSV4_ASSIGN_OR_RETURN(room.values, scratch(DType::kF8E4M3, {n_rows, n_cols}, device));
+  DSV4_ASSIGN_OR_RETURN(room.scales, scratch(DType::kF32, {n_rows, n_groups}, device));
+  return room;
+}
 
-Result<Fp8Input> fp8_input_for(const TensorView& x) {
-  const int64_t t = x.size(0), k = x.size(1);
-  const int64_t groups = (k + format::kFp8ActivationGroup - 1) / format::kFp8ActivationGroup;
-  Fp8Input a;
-  DSV4_ASSIGN_OR_RETURN(a.values, scratch(DType::kF8E4M3, {t, k}, x.device));
-  DSV4_ASSIGN_OR_RETURN(a.scales, scratch(DType::kF32, {t, groups}, x.device));
-  return a;
+// An empty activation's rows stay empty.
+TensorView rows_or_empty(const TensorView& v, int64_t begin, int64_t end) {
+  return v.data == nullptr ? v : v.rows(begin, end);
 }
 
 }  // namespace
 
-Status linear(const TensorView& x, const checkpoint::LinearWeight& w, const TensorView& y,
-              Numerics numerics) {
-  if (!w.is_fp8()) return kernels::linear(x, w.view(), y);
-  if (!takes_fp8_gemm(w, numerics)) return kernels::linear(x, w.fp8_view(), y);
-  DSV4_ASSIGN_OR_RETURN(const Fp8Input a, fp8_input_for(x));
-  return kernels::linear_fp8(x, w.fp8_view(), a.view(), y);
+LinearInput LinearInput::rows(int64_t begin, int64_t end) const {
+  return {x.rows(begin, end),
+          {rows_or_empty(fp8.values, begin, end), rows_or_empty(fp8.scales, begin, end)}};
 }
 
-Status linear_pair(const TensorView& x, const LinearOutput& a, const LinearOutput& b,
+Result<Fp8Room> fp8_room(int64_t n_rows, int64_t n_cols, Device device, Numerics numerics,
+                         std::initializer_list<const checkpoint::LinearWeight*> readers) {
+  for (const checkpoint::LinearWeight* w : readers) {
+    if (w != nullptr && takes_fp8_gemm(*w, numerics)) {
+      return make_fp8_room(n_rows, n_cols, device);
+    }
+  }
+  return Fp8Room{};
+}
+
+Status rms_norm_for_linears(const TensorView& x, const TensorView& weight, float eps,
+                            const TensorView& y, const kernels::Fp8Activation& y_fp8) {
+  if (y_fp8.values.data == nullptr) return kernels::rms_norm(x, weight, eps, y);
+  return kernels::rms_norm_fp8(x, weight, eps, y, y_fp8);
+}
+
+Status linear(const LinearInput& x, const checkpoint::LinearWeight& w, const TensorView& y,
+              Numerics numerics) {
+  if (!w.is_fp8()) return kernels::linear(x.x, w.view(), y);
+  if (!takes_fp8_gemm(w, numerics)) return kernels::linear(x.x, w.fp8_view(), y);
+  if (x.quantized()) return kernels::linear_fp8(x.fp8, w.fp8_view(), y);
+  DSV4_ASSIGN_OR_RETURN(const Fp8Room a, make_fp8_room(x.x.size(0), x.x.size(1), x.x.device));
+  return kernels::linear_fp8(x.x, w.fp8_view(), a.view(), y);
+}
+
+Status linear_pair(const LinearInput& x, const LinearOutput& a, const LinearOutput& b,
                    Numerics numerics) {
-  if (!takes_fp8_gemm(a.w, numerics) || !takes_fp8_gemm(b.w, numerics)) {
+  if (x.quantized() || !takes_fp8_gemm(a.w, numerics) || !takes_fp8_gemm(b.w, numerics)) {
     DSV4_RETURN_IF_ERROR(linear(x, a.w, a.y, numerics));
     return linear(x, b.w, b.y, numerics);
   }
-  DSV4_ASSIGN_OR_RETURN(const Fp8Input q, fp8_input_for(x));
-  DSV4_RETURN_IF_ERROR(kernels::quantize_activation_fp8(x, q.view()));
-  DSV4_RETURN_IF_ERROR(kernels::linear_fp8(q.view(), a.w.fp8_view(), a.y));
-  return kernels::linear_fp8(q.view(), b.w.fp8_view(), b.y);
+  DSV4_ASSIGN_OR_RETURN(const Fp8Room q, make_fp8_room(x.x.size(0), x.x.size(1), x.x.device));
+  DSV4_RETURN_IF_ERROR(kernels::quantize_activation_fp8(x.x, q.view()));
+  return linear_pair(LinearInput(x.x, q.view()), a, b, numerics);
 }
 
-Status block_diagonal_linear(const TensorView& x, const checkpoint::LinearWeight& w,
+Status block_diagonal_linear(const LinearInput& x, const checkpoint::LinearWeight& w,
                              int64_t n_groups, const TensorView& y, Numerics numerics) {
-  if (!w.is_fp8()) return kernels::block_diagonal_linear(x, w.view(), n_groups, y);
+  if (!w.is_fp8()) return kernels::block_diagonal_linear(x.x, w.view(), n_groups, y);
   const int64_t group_rows = w.shape()[0] / n_groups;
   if (numerics != Numerics::kFast || w.shape()[1] % format::kFp8ActivationGroup != 0 ||
       group_rows % format::kFp8WeightBlock != 0) {
-    return kernels::block_diagonal_linear(x, w.fp8_view(), n_groups, y);
+    return kernels::block_diagonal_linear(x.x, w.fp8_view(), n_groups, y);
   }
-  DSV4_ASSIGN_OR_RETURN(const Fp8Input a, fp8_input_for(x));
-  DSV4_RETURN_IF_ERROR(kernels::quantize_activation_fp8(x, a.view()));
+  if (x.quantized()) return kernels::block_diagonal_linear_fp8(x.fp8, w.fp8_view(), n_groups, y);
+  DSV4_ASSIGN_OR_RETURN(const Fp8Room a, make_fp8_room(x.x.size(0), x.x.size(1), x.x.device));
+  DSV4_RETURN_IF_ERROR(kernels::quantize_activation_fp8(x.x, a.view()));
   return kernels::block_diagonal_linear_fp8(a.view(), w.fp8_view(), n_groups, y);
 }
 

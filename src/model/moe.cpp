@@ -89,17 +89,25 @@ Status dense_experts(const ModelConfig& config, int64_t layer, const MoeWeights&
   return kernels::moe_combine(rows.view(), order.view(), routing.weights, out);
 }
 
-// out [T, D] = w2 · swiglu(w1 x | w3 x): DeepseekV4MLP, with the same clamp as the experts.
+// out [T, D] = w2 · swiglu(w1 x | w3 x): DeepseekV4MLP, with the same clamp as the experts. The
+// SwiGLU quantizes its output for w2 where w2 runs the FP8 GEMM.
 Status shared_expert(const ModelConfig& config, const checkpoint::DenseExpertWeights& w,
-                     const TensorView& x, const TensorView& out, Numerics numerics) {
-  const int64_t n_tokens = x.size(0), f = config.moe_intermediate_size;
-  DSV4_ASSIGN_OR_RETURN(Tensor gate_up, scratch(DType::kF32, {n_tokens, 2 * f}, x.device));
+                     const LinearInput& x, const TensorView& out, Numerics numerics) {
+  const int64_t n_tokens = x.x.size(0), f = config.moe_intermediate_size;
+  const Device device = x.x.device;
+  DSV4_ASSIGN_OR_RETURN(Tensor gate_up, scratch(DType::kF32, {n_tokens, 2 * f}, device));
   DSV4_RETURN_IF_ERROR(linear_pair(x, {w.w1, columns(gate_up.view(), 0, f)},
                                    {w.w3, columns(gate_up.view(), f, 2 * f)}, numerics));
-  DSV4_ASSIGN_OR_RETURN(Tensor hidden, scratch(DType::kF32, {n_tokens, f}, x.device));
-  DSV4_RETURN_IF_ERROR(
-      kernels::swiglu(gate_up.view(), static_cast<float>(config.swiglu_limit), hidden.view()));
-  return linear(hidden.view(), w.w2, out, numerics);
+  DSV4_ASSIGN_OR_RETURN(Tensor hidden, scratch(DType::kF32, {n_tokens, f}, device));
+  DSV4_ASSIGN_OR_RETURN(const Fp8Room hidden_fp8, fp8_room(n_tokens, f, device, numerics, {&w.w2}));
+  const auto limit = static_cast<float>(config.swiglu_limit);
+  if (hidden_fp8.empty()) {
+    DSV4_RETURN_IF_ERROR(kernels::swiglu(gate_up.view(), limit, hidden.view()));
+  } else {
+    DSV4_RETURN_IF_ERROR(
+        kernels::swiglu_fp8(gate_up.view(), limit, hidden.view(), hidden_fp8.view()));
+  }
+  return linear(LinearInput(hidden.view(), hidden_fp8.view()), w.w2, out, numerics);
 }
 
 // The routed half: router, routed experts and their weighted sum into out.
@@ -121,14 +129,18 @@ Status routed_experts(const ModelConfig& config, int64_t layer, const MoeWeights
 Status moe_forward_parts(const ModelConfig& config, int64_t layer, const MoeWeights& weights,
                          ExpertMode mode, const TensorView& x, const TensorView& tokens,
                          const TensorView& routed_out, const TensorView& shared_out,
-                         ExpertAmaxes* amaxes, ExpertPlacement* placement, Numerics numerics) {
+                         ExpertAmaxes* amaxes, ExpertPlacement* placement, Numerics numerics,
+                         const kernels::Fp8Activation& x_fp8) {
   // The shared expert needs no routing, so it runs beside the router and the routed experts
   // (a second stream on a GPU): at a decode step each half is a chain of small launches (the
   // router's logits and selection, then the expert kernels; the shared expert's linears and
   // SwiGLU), and the layer waits for the longer chain instead of both.
   return kernels::run_beside(
       x.device,
-      [&] { return shared_expert(config, weights.shared_expert, x, shared_out, numerics); },
+      [&] {
+        return shared_expert(config, weights.shared_expert, LinearInput(x, x_fp8), shared_out,
+                             numerics);
+      },
       [&] {
         return routed_experts(config, layer, weights, mode, x, tokens, routed_out, amaxes,
                               placement);
@@ -138,10 +150,10 @@ Status moe_forward_parts(const ModelConfig& config, int64_t layer, const MoeWeig
 Status moe_forward(const ModelConfig& config, int64_t layer, const MoeWeights& weights,
                    ExpertMode mode, const TensorView& x, const TensorView& tokens,
                    const TensorView& out, ExpertAmaxes* amaxes, ExpertPlacement* placement,
-                   Numerics numerics) {
+                   Numerics numerics, const kernels::Fp8Activation& x_fp8) {
   DSV4_ASSIGN_OR_RETURN(Tensor shared, scratch(DType::kF32, out.shape, x.device));
   DSV4_RETURN_IF_ERROR(moe_forward_parts(config, layer, weights, mode, x, tokens, out,
-                                         shared.view(), amaxes, placement, numerics));
+                                         shared.view(), amaxes, placement, numerics, x_fp8));
   return kernels::add(out, shared.view(), out);
 }
 

@@ -30,11 +30,12 @@ using ExpertMode = kernels::MoeMode;
 // kernels::run_beside). With `amaxes`, dense routed experts also record their inputs' amaxes
 // there (a calibration forward; NVFP4 experts refuse it). NVFP4 routed experts run through
 // `placement` (expert_placement.h), in place without one. The shared expert's linears run in
-// profile `numerics` (model/linear.h).
+// profile `numerics` (model/linear.h), on x_fp8 where x comes quantized too (else it is empty).
 Status moe_forward(const checkpoint::ModelConfig& config, int64_t layer,
                    const checkpoint::MoeWeights& weights, ExpertMode mode, const TensorView& x,
                    const TensorView& tokens, const TensorView& out, ExpertAmaxes* amaxes = nullptr,
-                   ExpertPlacement* placement = nullptr, Numerics numerics = Numerics::kExact);
+                   ExpertPlacement* placement = nullptr, Numerics numerics = Numerics::kExact,
+                   const kernels::Fp8Activation& x_fp8 = {});
 
 // moe_forward's two halves, unsummed: routed_out f32 [T, D] the routed experts' weighted sum,
 // shared_out f32 [T, D] the shared expert's output, both apart from x. The layer adds them in
@@ -45,6 +46,7 @@ Status moe_forward_parts(const checkpoint::ModelConfig& config, int64_t layer,
                          const TensorView& x, const TensorView& tokens,
                          const TensorView& routed_out, const TensorView& shared_out,
                          ExpertAmaxes* amaxes = nullptr, ExpertPlacement* placement = nullptr,
-                         Numerics numerics = Numerics::kExact);
+                         Numerics numerics = Numerics::kExact,
+                         const kernels::Fp8Activation& x_fp8 = {});
 
 }  // namespace dsv4::model

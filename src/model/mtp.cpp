@@ -59,19 +59,25 @@ Result<Tensor> block_input(const checkpoint::ModelWeights& weights, const checkp
   const Device device = streams.device;
   DSV4_ASSIGN_OR_RETURN(Tensor e, scratch(DType::kF32, {n_rows, c.hidden_size}, device));
   DSV4_RETURN_IF_ERROR(kernels::embedding(weights.embed.view(), tokens, e.view()));
-  DSV4_RETURN_IF_ERROR(kernels::rms_norm(e.view(), w.enorm.view(), eps, e.view()));
+  // Each norm quantizes its rows for its projection where that runs the FP8 GEMM.
+  DSV4_ASSIGN_OR_RETURN(const Fp8Room e_fp8,
+                        fp8_room(n_rows, c.hidden_size, device, numerics, {&w.e_proj}));
+  DSV4_RETURN_IF_ERROR(rms_norm_for_linears(e.view(), w.enorm.view(), eps, e.view(), e_fp8.view()));
   DSV4_ASSIGN_OR_RETURN(Tensor e_out, scratch(DType::kF32, e.shape(), device));
-  DSV4_RETURN_IF_ERROR(linear(e.view(), w.e_proj, e_out.view(), numerics));
+  DSV4_RETURN_IF_ERROR(
+      linear(LinearInput(e.view(), e_fp8.view()), w.e_proj, e_out.view(), numerics));
   DSV4_ASSIGN_OR_RETURN(Tensor e_streams, scratch(DType::kF32, streams.shape, device));
   DSV4_RETURN_IF_ERROR(kernels::hc_repeat(e_out.view(), e_streams.view()));
 
   // Each stream normed and projected: the streams as [T·M, D] rows.
   DSV4_ASSIGN_OR_RETURN(Tensor h, scratch(DType::kF32, {n_stream_rows, c.hidden_size}, device));
-  DSV4_RETURN_IF_ERROR(kernels::rms_norm(streams.reshaped({n_stream_rows, c.hidden_size}),
-                                         w.hnorm.view(), eps, h.view()));
+  DSV4_ASSIGN_OR_RETURN(const Fp8Room h_fp8,
+                        fp8_room(n_stream_rows, c.hidden_size, device, numerics, {&w.h_proj}));
+  DSV4_RETURN_IF_ERROR(rms_norm_for_linears(streams.reshaped({n_stream_rows, c.hidden_size}),
+                                            w.hnorm.view(), eps, h.view(), h_fp8.view()));
   DSV4_ASSIGN_OR_RETURN(Tensor x, scratch(DType::kF32, streams.shape, device));
-  DSV4_RETURN_IF_ERROR(
-      linear(h.view(), w.h_proj, x.view().reshaped({n_stream_rows, c.hidden_size}), numerics));
+  DSV4_RETURN_IF_ERROR(linear(LinearInput(h.view(), h_fp8.view()), w.h_proj,
+                              x.view().reshaped({n_stream_rows, c.hidden_size}), numerics));
   DSV4_RETURN_IF_ERROR(kernels::add(x.view(), e_streams.view(), x.view()));
   return x;
 }

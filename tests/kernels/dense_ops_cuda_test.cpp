@@ -18,6 +18,7 @@
 #include "kernels/contracts.h"
 #include "kernels/cuda/gemm/dense/launch.h"
 #include "kernels/cuda_op_pair.h"
+#include "kernels/hc_pre_norm_case.h"
 #include "kernels/ops.h"
 #include "kernels/rms_norm_order_case.h"
 #include "testing/fp8_weight.h"
@@ -554,29 +555,21 @@ TEST(HyperConnectionsCuda, FusedPreAndExpandGiveTheirPartsBits) {
                                 {300, 6, 17},
                                 {2, 6, 2048}}) {
     SCOPED_TRACE(std::to_string(t) + "x" + std::to_string(m) + "x" + std::to_string(d));
-    const OpPair mixes = OpPair::uniform(rng, {t, (2 + m) * m}, -2.0, 2.0);
-    const OpPair scale = OpPair::uniform(rng, {3}, 0.1, 2.0);
-    const OpPair base = OpPair::uniform(rng, {(2 + m) * m});
-    const OpPair streams = OpPair::uniform(rng, {t, m, d}, -3.0, 3.0);
-    const OpPair weight = OpPair::uniform(rng, {d});
+    const testing::HcPreNormInputs in(rng, t, m, d);
+    const OpPair& streams = in.streams;
     const auto poisoned = [&](Shape shape) { return OpPair::poisoned(DType::kF32, shape); };
     const OpPair pre = poisoned({t, m}), post = poisoned({t, m}), comb = poisoned({t, m, m});
     const OpPair y = poisoned({t, d});
-    const auto params = [&](bool device) {
-      const auto v = [&](const OpPair& p) { return device ? p.d() : p.h(); };
-      return HcPreNormParams{v(mixes),   v(scale),  v(base), 20,  1e-6f, {v(pre), v(post), v(comb)},
-                             v(streams), v(weight), 1e-6f,   v(y)};
-    };
-    ASSERT_TRUE(hc_pre_norm(params(false)).ok());
-    ASSERT_TRUE(hc_pre_norm(params(true)).ok());
+    ASSERT_TRUE(hc_pre_norm(in.params(false, pre, post, comb, y)).ok());
+    ASSERT_TRUE(hc_pre_norm(in.params(true, pre, post, comb, y)).ok());
     // The parts on the device, into buffers of their own.
     const OpPair pre2 = poisoned({t, m}), post2 = poisoned({t, m}), comb2 = poisoned({t, m, m});
     const OpPair y2 = poisoned({t, d});
-    ASSERT_TRUE(hc_split_sinkhorn(mixes.d(), scale.d(), base.d(), 20, 1e-6f,
+    ASSERT_TRUE(hc_split_sinkhorn(in.mixes.d(), in.scale.d(), in.base.d(), 20, 1e-6f,
                                   HcMix{pre2.d(), post2.d(), comb2.d()})
                     .ok());
     ASSERT_TRUE(hc_collapse(streams.d(), pre2.d(), y2.d()).ok());
-    ASSERT_TRUE(rms_norm(y2.d(), weight.d(), 1e-6f, y2.d()).ok());
+    ASSERT_TRUE(rms_norm(y2.d(), in.weight.d(), 1e-6f, y2.d()).ok());
     for (const auto& [fused, parts] :
          {std::pair{&pre, &pre2}, {&post, &post2}, {&comb, &comb2}, {&y, &y2}}) {
       EXPECT_TRUE(testing::same_bytes(fused->result().view(), parts->result().view()));

@@ -27,6 +27,7 @@
 #include "model/cache_rollback.h"
 #include "model/decode_graph.h"
 #include "model/deepseek_v4.h"
+#include "model/fp8_golden.h"
 #include "model/golden.h"
 #include "model/mtp_fixture.h"
 #include "runtime/offloaded_experts.h"
@@ -517,6 +518,17 @@ TEST_P(DecodeGraphCudaTest, FastProfileReplayedAndPaddedStepsGiveTheEagerStepsBi
   expect_replays_match_eager(GetParam(), {{1, 1}, {2, 1}}, 0, std::nullopt, Numerics::kFast);
   expect_replays_match_eager(GetParam(), {{3, 1, true}, {5, 1}}, /*max_batch=*/8, std::nullopt,
                              Numerics::kFast);
+}
+
+// The same on the model's dense linears in FP8 (fp8_golden.h), the fast profile's FP8 GEMMs:
+// their inputs quantized by the ops that make them (kernels/ops.h, "FP8": hc_pre_norm_fp8,
+// rms_norm_fp8, swiglu_fp8), inside the captured steps too.
+TEST_P(DecodeGraphCudaTest, FastProfileOnFp8LinearsReplayedStepsGiveTheEagerStepsBits) {
+  auto weights = checkpoint::copy_weights(testing::fp8_golden(GetParam()).kept, Device::kCuda);
+  ASSERT_TRUE(weights.ok()) << weights.status().to_string();
+  const ModelOptions fast{.numerics = Numerics::kFast};
+  expect_replays_match_eager(*weights, fast, {{1, 1}, {2, 1}});
+  expect_replays_match_eager(*weights, fast, {{3, 1, true}, {5, 1}}, /*max_batch=*/8);
 }
 
 // A replayed step past its caches' capacity is refused (resource_exhausted: the server's 503)

@@ -1,7 +1,8 @@
 // model::linear_pair against two model::linear calls on the same input, byte for byte, on one
 // device (linear_test.cpp on the CPU, numerics_cuda_test.cpp on the GPU): FP8 weights in both
 // profiles (the fast one quantizes x once for both), an FP8 weight beside an f32 one (two plain
-// calls), a decode step's and a prefill's rows, each on fresh random weights and inputs.
+// calls), a decode step's and a prefill's rows, each on fresh random weights and inputs; and
+// both with x handed over already quantized (LinearInput), as the fused producers do.
 //
 // Dimension letters: T tokens, K input features, N output features.
 #pragma once
@@ -74,6 +75,21 @@ inline void expect_pair_has_the_bits_of_two_linears(Device device) {
         EXPECT_TRUE(testing::same_bytes(testing::to_host(got_a.view()).view(),
                                         testing::to_host(want_a.view()).view()));
         EXPECT_TRUE(testing::same_bytes(testing::to_host(got_b.view()).view(),
+                                        testing::to_host(want_b.view()).view()));
+        // x as a producer hands it over, quantized already (LinearInput): the FP8 GEMMs read
+        // those bytes instead of quantizing x, the others x itself; the same bits either way.
+        const Result<Fp8Room> room = fp8_room(t, k, device, Numerics::kFast, {&a});
+        ASSERT_TRUE(room.ok() && !room->empty());
+        ASSERT_TRUE(kernels::quantize_activation_fp8(x.view(), room->view()).ok());
+        const LinearInput quantized(x.view(), room->view());
+        const Tensor q_a = poisoned({t, n}, device), q_b = poisoned({t, n}, device);
+        ASSERT_TRUE(linear(quantized, a, q_a.view(), numerics).ok());
+        ASSERT_TRUE(linear_pair(quantized, {a, got_a.view()}, {b, q_b.view()}, numerics).ok());
+        for (const Tensor* got : {&q_a, &got_a}) {
+          EXPECT_TRUE(testing::same_bytes(testing::to_host(got->view()).view(),
+                                          testing::to_host(want_a.view()).view()));
+        }
+        EXPECT_TRUE(testing::same_bytes(testing::to_host(q_b.view()).view(),
                                         testing::to_host(want_b.view()).view()));
       }
     }

@@ -3,14 +3,17 @@
 // thread per element), and the row lookups (embedding by index, gather_rows by address: one
 // block per row, bytes of any dtype) and copy_blocks (one block a copy). add, embedding,
 // gather_rows and copy_blocks are bit-identical to the CPU; softmax and swiglu differ by expf's
-// last ulp.
+// last ulp. swiglu_fp8 quantizes the SwiGLU's output as it makes it: a warp a group of 128
+// columns (quantize_activation_fp8's layout, device/fp8_quantize.cuh), the same swiglu() as
+// swiglu's kernel, so its bytes are swiglu's, then the quantizer's.
 //
 // Dimension letters: T tokens (rows), N columns, F expert width, D model width, V table rows.
 #include <cmath>
 
 #include "kernels/contracts.h"
-#include "kernels/cuda/device/common.cuh"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/device/common.cuh"
+#include "kernels/cuda/device/fp8_quantize.cuh"
 #include "kernels/cuda/device/swiglu.cuh"
 
 namespace dsv4::kernels::cuda {
@@ -38,6 +41,26 @@ __global__ void swiglu_kernel(RowMatrix in, RowMatrix out, float limit) {
   const int64_t r = i / f, c = i % f;
   out.data[r * out.row_stride + c] =
       swiglu(in.data[r * in.row_stride + c], in.data[r * in.row_stride + f + c], limit);
+}
+
+constexpr int kSwigluFp8Warps = 8;  // a block: 8 groups of 128 columns, a warp each
+
+// Warp w of block b: group (row, j) = divmod(8 b + w, Fb), Fb = ceil(F/128) groups of a row;
+// lane l computes columns 128 j + l + 32 i, i < 4, stores them and their codes.
+__global__ void __launch_bounds__(kSwigluFp8Warps * 32)
+    swiglu_fp8_kernel(RowMatrix in, RowMatrix out, float limit, Fp8Out q, int64_t n_groups) {
+  const int64_t group = int64_t{blockIdx.x} * kSwigluFp8Warps + threadIdx.x / 32;
+  if (group >= out.n_rows * n_groups) return;
+  const int64_t f = out.n_cols, r = group / n_groups, j = group % n_groups, k0 = j * kFp8Group;
+  const float* gate = in.data + r * in.row_stride;
+  float v[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int64_t c = k0 + threadIdx.x % 32 + 32 * i;
+    v[i] = c < f ? swiglu(gate[c], gate[f + c], limit) : 0.0f;
+    if (c < f) out.data[r * out.row_stride + c] = v[i];
+  }
+  fp8_store_warp_group(v, k0, f, q.row_codes(r), q.row_scales(r) + j);
 }
 
 __global__ void add_kernel(const float* a, const float* b, float* y, int64_t n) {
@@ -91,6 +114,17 @@ void swiglu(const TensorView& gate_up, float limit, const TensorView& out) {
   const int64_t n = dst.n_rows * dst.n_cols;
   if (n == 0) return;
   swiglu_kernel<<<element_blocks(n), kElementThreads, 0, op_stream()>>>(in, dst, limit);
+  check_launch();
+}
+
+void swiglu_fp8(const TensorView& gate_up, float limit, const TensorView& out,
+                const Fp8Activation& out_fp8) {
+  const auto [in, dst] = swiglu_operands(gate_up, out);
+  const Fp8Out q = fp8_out(out, out_fp8);
+  const int64_t n_groups = fp8_groups(dst.n_cols), n_units = dst.n_rows * n_groups;
+  if (n_units == 0) return;
+  swiglu_fp8_kernel<<<static_cast<unsigned>(ceil_div(n_units, kSwigluFp8Warps)),
+                      kSwigluFp8Warps * 32, 0, op_stream()>>>(in, dst, limit, q, n_groups);
   check_launch();
 }
 

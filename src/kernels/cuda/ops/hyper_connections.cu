@@ -14,7 +14,8 @@
 // hc_expand_norm computes a token's new streams and their norm on a cluster. A fused kernel's
 // thread keeps its elements in registers from the loads to the one normed store, so a token's
 // row costs one memory round trip and two cluster barriers, and its Sinkhorn (the longer chain
-// at decode: 2 · n_iters dependent passes) unrolls for M = 4.
+// at decode: 2 · n_iters dependent passes) unrolls for M = 4. hc_pre_norm_fp8 also quantizes
+// the block input from those registers for the FP8 linears it feeds (device/fp8_quantize.cuh).
 //
 // Dimension letters: T tokens, M streams, D model width.
 #include <cmath>
@@ -23,6 +24,7 @@
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/device/cluster_rms.cuh"
 #include "kernels/cuda/device/common.cuh"
+#include "kernels/cuda/device/fp8_quantize.cuh"
 
 namespace dsv4::kernels::cuda {
 namespace {
@@ -260,13 +262,14 @@ struct PreNormArgs {
   RowMatrix y;           // [T, D]
   const float* weight;   // [D], or nullptr
   float eps;
+  Fp8Out y_fp8;  // y quantized too (hc_pre_norm_fp8's kernel)
 };
 
 // Cluster rows [0, T) collapse and norm token blockIdx.y; the rows after them run the split
 // and Sinkhorn, a warp a token over all their blocks (no cluster barrier there). Every thread
 // computes the token's M collapse weights itself, with the split's expression (so the bits of
 // `pre`), while its stream loads are in flight: no barrier waits for them.
-template <int kPerLane>
+template <int kPerLane, bool kQuantize>
 __global__ void __cluster_dims__(kRmsClusterBlocks, 1, 1) __launch_bounds__(kRmsClusterThreads)
     hc_pre_norm_kernel(PreNormArgs a) {
   constexpr int kM = kFusedStreams;
@@ -296,7 +299,11 @@ __global__ void __cluster_dims__(kRmsClusterBlocks, 1, 1) __launch_bounds__(kRms
     for (int s = 0; s < kM; ++s) acc = __fadd_rn(acc, __fmul_rn(pre[s], x[q][s]));
     row.v[q][0] = acc;
   }
-  row.store_normed(a.y.data + t * a.y.row_stride, cluster_inv_rms(row, a.eps));
+  const float inv_rms = cluster_inv_rms(row, a.eps);
+  row.store_normed(a.y.data + t * a.y.row_stride, inv_rms);
+  if constexpr (kQuantize) {
+    store_normed_fp8(row, inv_rms, a.y_fp8.row_codes(t), a.y_fp8.row_scales(t));
+  }
   cluster_rms_done();
 }
 
@@ -418,7 +425,12 @@ void hc_expand(const TensorView& f, const TensorView& f_addend, const TensorView
   check_launch();
 }
 
-void hc_pre_norm(const HcPreNormParams& p) {
+namespace {
+
+// hc_pre_norm, and with `quantized` the block input quantized to it too: one launch where the
+// fused kernel takes the shape, else the parts.
+void run_hc_pre_norm(const HcPreNormParams& p, const Fp8Activation* quantized) {
+  const Fp8Out y_fp8 = quantized != nullptr ? fp8_out(p.y, *quantized) : Fp8Out{};
   const SplitArgs a = split_args(p.mixes, p.scale, p.base, p.n_sinkhorn_iters, p.hc_eps, p.mix);
   const HcCollapseOperands c = hc_collapse_operands(p.streams, p.mix.pre, p.y);
   const RmsNormOperands r = rms_norm_operands(p.y, p.norm_weight, p.y);
@@ -431,16 +443,33 @@ void hc_pre_norm(const HcPreNormParams& p) {
       m == kFusedStreams && n_cluster_rows <= kMaxClusterRows &&
       launch_with_lane_elements(c.y.n_cols, [&](auto per_lane) {
         const dim3 grid(kRmsClusterBlocks, static_cast<unsigned>(n_cluster_rows));
-        hc_pre_norm_kernel<decltype(per_lane)::value><<<grid, kRmsClusterThreads, 0, op_stream()>>>(
-            PreNormArgs{a, c.streams, c.y, r.weight, p.norm_eps});
+        const PreNormArgs args{a, c.streams, c.y, r.weight, p.norm_eps, y_fp8};
+        constexpr int kPerLane = decltype(per_lane)::value;
+        if (quantized != nullptr) {
+          hc_pre_norm_kernel<kPerLane, true><<<grid, kRmsClusterThreads, 0, op_stream()>>>(args);
+        } else {
+          hc_pre_norm_kernel<kPerLane, false><<<grid, kRmsClusterThreads, 0, op_stream()>>>(args);
+        }
       });
   if (!fused) {  // the three ops, the same bits
     cuda::hc_split_sinkhorn(p.mixes, p.scale, p.base, p.n_sinkhorn_iters, p.hc_eps, p.mix);
     cuda::hc_collapse(p.streams, p.mix.pre, p.y);
-    cuda::rms_norm(p.y, p.norm_weight, p.norm_eps, p.y);
+    if (quantized == nullptr) {
+      cuda::rms_norm(p.y, p.norm_weight, p.norm_eps, p.y);
+    } else {
+      cuda::rms_norm_fp8(p.y, p.norm_weight, p.norm_eps, p.y, *quantized);
+    }
     return;
   }
   check_launch();
+}
+
+}  // namespace
+
+void hc_pre_norm(const HcPreNormParams& p) { run_hc_pre_norm(p, nullptr); }
+
+void hc_pre_norm_fp8(const HcPreNormParams& p, const Fp8Activation& y_fp8) {
+  run_hc_pre_norm(p, &y_fp8);
 }
 
 void hc_expand_norm(const TensorView& f, const TensorView& residual, const TensorView& post,

@@ -2,13 +2,18 @@
 // the same single f32 product as on the CPU and the rotation the same rounded expression; only
 // cosf/sinf may differ from the host's libm in the last ulp. cuda::rms_norm_rope: one block per
 // head row, rms_norm's kernel and then the same rotation on the normed values, in registers.
+// cuda::rope_fp8 (the attention output before wo_a): a warp a 128-column group of the flat
+// [T, H·Dh] row, quantize_activation_fp8's layout (device/fp8_quantize.cuh); lane l holds
+// columns k0 + l + 32 i, so a pair's two dims are lanes l and l ^ 1 of one register, swapped by
+// a shuffle, and turned with rope's expression before the group is stored and quantized.
 //
 // Dimension letters: T tokens, H heads, Dh head dim, P rope pairs.
 #include <cmath>
 
 #include "kernels/contracts.h"
-#include "kernels/cuda/device/common.cuh"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/device/common.cuh"
+#include "kernels/cuda/device/fp8_quantize.cuh"
 #include "kernels/cuda/ops/rope_row.cuh"
 
 namespace dsv4::kernels::cuda {
@@ -20,6 +25,40 @@ __global__ void rope_kernel(RopeOperands o, float sign) {
   const int64_t pair_idx = i % o.n_pairs, head = i / o.n_pairs;  // head runs over T·H
   float* pair = o.x + head * o.head_dim + o.head_dim - 2 * o.n_pairs + 2 * pair_idx;
   rotate(pair, pair[0], pair[1], o.positions[head / o.n_heads], o.inv_freq[pair_idx], sign);
+}
+
+constexpr int kRopeFp8Warps = 8;  // a block: 8 groups of 128 columns, a warp each
+
+// Warp w of block b: group (token, j) = divmod(8 b + w, Kb) of the [T, H·Dh] rows. A column of
+// a head's last 2P dims is turned with its pair partner (the even dim first, as turn_pair
+// writes them), written back, and every column quantized.
+__global__ void __launch_bounds__(kRopeFp8Warps * 32)
+    rope_fp8_kernel(RopeOperands o, float sign, Fp8Out q, int64_t n_groups) {
+  const int64_t group = int64_t{blockIdx.x} * kRopeFp8Warps + threadIdx.x / 32;
+  if (group >= o.n_tokens * n_groups) return;  // whole warps: the shuffles below see 32 lanes
+  const int64_t t = group / n_groups, j = group % n_groups, k0 = j * kFp8Group;
+  const int64_t n_cols = o.n_heads * o.head_dim, first_pair = o.head_dim - 2 * o.n_pairs;
+  const int lane = threadIdx.x % 32;
+  float* row = o.x + t * n_cols;
+  float v[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int64_t k = k0 + lane + 32 * i;
+    v[i] = k < n_cols ? row[k] : 0.0f;
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float partner = __shfl_xor_sync(0xffffffffu, v[i], 1);
+    const int64_t k = k0 + lane + 32 * i, d = k % o.head_dim;
+    if (k >= n_cols || d < first_pair) continue;
+    const bool even = (d - first_pair) % 2 == 0;
+    float pair[2];
+    const float a = even ? v[i] : partner, b = even ? partner : v[i];
+    rotate(pair, a, b, o.positions[t], o.inv_freq[(d - first_pair) / 2], sign);
+    v[i] = even ? pair[0] : pair[1];
+    row[k] = v[i];
+  }
+  fp8_store_warp_group(v, k0, n_cols, q.row_codes(t), q.row_scales(t) + j);
 }
 
 __global__ void rms_norm_rope_kernel(RopeOperands o, const float* weight, float eps) {
@@ -36,6 +75,23 @@ void rope(const TensorView& x, const TensorView& positions, const TensorView& in
   const float sign = direction == RopeDirection::kInverse ? -1.0f : 1.0f;
   rope_kernel<<<element_blocks(o.n_tokens * o.n_heads * o.n_pairs), kElementThreads, 0,
                 op_stream()>>>(o, sign);
+  check_launch();
+}
+
+void rope_fp8(const TensorView& x, const TensorView& positions, const TensorView& inv_freq,
+              RopeDirection direction, const Fp8Activation& x_fp8) {
+  const RopeOperands o = rope_operands(x, positions, inv_freq);
+  if (o.n_tokens == 0) return;
+  const int64_t n_cols = o.n_heads * o.head_dim;
+  DSV4_CHECK(o.head_dim % 2 == 0 && (o.head_dim - 2 * o.n_pairs) % 2 == 0,
+             "rope_fp8: a head of %lld with %lld pairs: a pair's dims must be lanes l, l ^ 1",
+             (long long)o.head_dim, (long long)o.n_pairs);
+  const Fp8Out q = fp8_out(x.reshaped({o.n_tokens, n_cols}), x_fp8);
+  const int64_t n_groups = fp8_groups(n_cols), n_units = o.n_tokens * n_groups;
+  if (n_units == 0) return;
+  const float sign = direction == RopeDirection::kInverse ? -1.0f : 1.0f;
+  rope_fp8_kernel<<<static_cast<unsigned>(ceil_div(n_units, kRopeFp8Warps)), kRopeFp8Warps * 32, 0,
+                    op_stream()>>>(o, sign, q, n_groups);
   check_launch();
 }
 
