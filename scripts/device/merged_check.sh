@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# One device-machine call that checks merged code, most important first, within ~5 minutes:
+# One device-machine call that checks merged code, most important first, within ~8 minutes:
 # every CUDA op, model and runtime test (the engine, expert-parallel ranks on the one GPU), the
 # decode graph's disabled B = 1 … 8 test, the trained model's perplexity in both numerics
 # profiles (as shipped and with the release's FP8 linears), `dsv4 verify` on every golden model
 # with 1 to 4 ranks (their outputs' bytes compared), the decode step with and without a JSON
-# Schema, the MoE and norm kernels, then the decode graph's tests with every new device buffer
-# poisoned (CONTRIBUTING.md) and with launches serialised. Logs to $OUT/logs.tar.gz. Build,
+# Schema, the MoE routing and FFN, FP8 linear and producer, and norm kernels, then the decode
+# graph's tests with every new device buffer poisoned (CONTRIBUTING.md) and with launches
+# serialised. Logs to $OUT/logs.tar.gz. Build,
 # then `scripts/device/pack.sh` and run this with carry ["build/carry"].
 set -uo pipefail
 export OMP_WAIT_POLICY=passive DSV4_MODEL=
@@ -51,7 +52,7 @@ timeout 90 "$bins/dsv4" bench --device cuda --model $b/model --json-schema \
   bench/grammar/order_schema.json --batch 1,32 --prompt-tokens 64 --gen-tokens 128 --repeats 5 \
   2>&1 | tee "$logs/schema.txt" | grep -vE "^prefix|^dsv4 bench" | tail -24
 save_logs
-run_tests kernels 200 X=1 kernels_cuda_tests '*MoeFfnCuda*:*RmsNorm*:*HyperConnection*'
+run_tests kernels 260 X=1 kernels_cuda_tests '*MoeFfnCuda*:*MoeRoute*:*Fp8*:*RmsNorm*:*HyperConnection*'
 echo "elapsed $(( $(date +%s) - start ))s"
 run_tests poisoned_graphs 60 DSV4_POISON_DEVICE_MEMORY=1 model_cuda_tests 'Golden/DecodeGraphCudaTest.*'
 # Serialised launches: a pass here and a failure above is a host/device ordering race.
