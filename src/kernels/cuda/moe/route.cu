@@ -143,8 +143,11 @@ __global__ void __launch_bounds__(kSelectThreads) router_select_kernel(RouterPar
 }  // namespace
 
 void launch_router(const RouterParams& p, cudaStream_t stream) {
-  DSV4_CHECK(p.dim % (kTileK * p.logits_splits) == 0 && p.n_experts <= 32 * kMaxExpertsPerLane,
-             "router: D %d, splits %d, E %d", p.dim, p.logits_splits, p.n_experts);
+  // K < 32: select_experts leaves slot k to lane k and the shared slot K to lane K.
+  DSV4_CHECK(p.dim % (kTileK * p.logits_splits) == 0 && p.n_experts <= 32 * kMaxExpertsPerLane &&
+                 p.k_used < 32,
+             "router: D %d, splits %d, E %d, K %d", p.dim, p.logits_splits, p.n_experts,
+             p.k_used);
   if (router_logit_tile(p.n_tokens) == 128) {
     launch_logits<128>(p, stream);
   } else {
