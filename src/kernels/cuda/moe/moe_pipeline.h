@@ -27,7 +27,8 @@ sm90::MoeExperts moe_experts_on(MoePath path, int64_t n_tokens, bool w4a4);
 struct MoeWorkspace {
   int64_t n_tokens = 0, dim = 0, ffn = 0, n_experts = 0, k_used = 0, n_rows = 0;  // n_rows = S
   int logits_splits = 1;
-  int64_t logits = 0;         // f32 [splits, T, E] router logit partial sums
+  int64_t logits = 0;         // f32 [splits, T, E]: the router's logit partial sums (the small
+                              // router: each expert's score, sqrt(softplus(logit)))
   int64_t sel_expert = 0;     // i32 [T, K+1] chosen experts, then E (the shared expert)
   int64_t sel_weight = 0;     // f32 [T, K+1] routing weights, then 1
   int64_t counts = 0;         // i32 [E+1] tokens per group
