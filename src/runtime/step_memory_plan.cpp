@@ -45,7 +45,11 @@ int64_t attention_bytes(const checkpoint::ModelConfig& c, int64_t t) {
                           + kF32 * c.index_n_heads * (c.index_head_dim + 1)  // indexer q, weights
                           + 2 * kF32 * 2 * (c.head_dim + c.index_head_dim)   // compressors
                           + kF32 * c.o_groups * c.o_lora_rank                // wo_a's output
-                          + heads + kF32 * heads / 128;                      // wo_a's FP8 input
+                          + heads + kF32 * heads / 128                       // wo_a's FP8 input
+                          // The fast profile's FP8 copies of the block input (wq_a, wkv) and of
+                          // the query latent (wq_b, the indexer's wq_b), held through the half.
+                          + c.hidden_size + kF32 * c.hidden_size / 128 + c.q_lora_rank +
+                          kF32 * c.q_lora_rank / 128;
   return t * per_row;
 }
 
