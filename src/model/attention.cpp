@@ -491,7 +491,8 @@ Status attention_step(const checkpoint::ModelConfig& config,
   // wo_a runs the FP8 GEMM, the same launch quantizes o for it.
   const int64_t o_width = config.n_head * config.head_dim;
   DSV4_ASSIGN_OR_RETURN(const Fp8Room o_fp8,
-                        fp8_room(n_tokens, o_width, device, numerics, {&weights.wo_a}));
+                        block_diagonal_fp8_room(n_tokens, o_width, device, numerics, weights.wo_a,
+                                                config.o_groups));
   if (o_fp8.empty()) {
     DSV4_RETURN_IF_ERROR(
         kernels::rope(o.view(), at.positions, inv_freq, kernels::RopeDirection::kInverse));

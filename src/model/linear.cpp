@@ -11,6 +11,15 @@ bool takes_fp8_gemm(const checkpoint::LinearWeight& w, Numerics numerics) {
   return w.is_fp8() && numerics == Numerics::kFast && w.shape()[1] % 16 == 0;
 }
 
+// The fast profile's grouped FP8 GEMM takes an FP8 weight whose group width K and group rows R
+// are whole activation groups and weight blocks (multiples of 128).
+bool takes_block_diagonal_fp8_gemm(const checkpoint::LinearWeight& w, int64_t n_groups,
+                                   Numerics numerics) {
+  return w.is_fp8() && numerics == Numerics::kFast &&
+         w.shape()[1] % format::kFp8ActivationGroup == 0 &&
+         (w.shape()[0] / n_groups) % format::kFp8WeightBlock == 0;
+}
+
 // Room for an activation [T, K]'s FP8 form.
 Result<Fp8Room> make_fp8_room(int64_t n_rows, int64_t n_cols, Device device) {
   const int64_t n_groups = (n_cols + format::kFp8ActivationGroup - 1) / format::kFp8ActivationGroup;
@@ -42,6 +51,13 @@ Result<Fp8Room> fp8_room(int64_t n_rows, int64_t n_cols, Device device, Numerics
   return Fp8Room{};
 }
 
+Result<Fp8Room> block_diagonal_fp8_room(int64_t n_rows, int64_t n_cols, Device device,
+                                        Numerics numerics, const checkpoint::LinearWeight& w,
+                                        int64_t n_groups) {
+  if (!takes_block_diagonal_fp8_gemm(w, n_groups, numerics)) return Fp8Room{};
+  return make_fp8_room(n_rows, n_cols, device);
+}
+
 Status rms_norm_for_linears(const TensorView& x, const TensorView& weight, float eps,
                             const TensorView& y, const kernels::Fp8Activation& y_fp8) {
   if (y_fp8.values.data == nullptr) return kernels::rms_norm(x, weight, eps, y);
@@ -71,9 +87,7 @@ Status linear_pair(const LinearInput& x, const LinearOutput& a, const LinearOutp
 Status block_diagonal_linear(const LinearInput& x, const checkpoint::LinearWeight& w,
                              int64_t n_groups, const TensorView& y, Numerics numerics) {
   if (!w.is_fp8()) return kernels::block_diagonal_linear(x.x, w.view(), n_groups, y);
-  const int64_t group_rows = w.shape()[0] / n_groups;
-  if (numerics != Numerics::kFast || w.shape()[1] % format::kFp8ActivationGroup != 0 ||
-      group_rows % format::kFp8WeightBlock != 0) {
+  if (!takes_block_diagonal_fp8_gemm(w, n_groups, numerics)) {
     return kernels::block_diagonal_linear(x.x, w.fp8_view(), n_groups, y);
   }
   if (x.quantized()) return kernels::block_diagonal_linear_fp8(x.fp8, w.fp8_view(), n_groups, y);

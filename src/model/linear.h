@@ -46,6 +46,12 @@ struct Fp8Room {
 Result<Fp8Room> fp8_room(int64_t n_rows, int64_t n_cols, Device device, Numerics numerics,
                          std::initializer_list<const checkpoint::LinearWeight*> readers);
 
+// The same for the input [T, G·K] of block_diagonal_linear's w: room only where that runs the
+// grouped FP8 GEMM (its conditions, below, are stricter than linear()'s).
+Result<Fp8Room> block_diagonal_fp8_room(int64_t n_rows, int64_t n_cols, Device device,
+                                        Numerics numerics, const checkpoint::LinearWeight& w,
+                                        int64_t n_groups);
+
 // y = rms_norm(x, weight, eps) (kernels::rms_norm; y may alias x) for the linears that read y,
 // and, where y_fp8 is room (Fp8Room::view), y's FP8 form there in the same launch
 // (kernels::rms_norm_fp8); with an empty y_fp8 the plain norm.
