@@ -1,5 +1,6 @@
 #include "chat/python_json.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -122,6 +123,29 @@ class Reader {
     return fail(at_, "Expecting value");
   }
 
+  // The power of ten of a nonzero float literal's leading nonzero digit (1.5e3 → 3, 0.02 → -2),
+  // saturated: a written exponent far past any double's range stays far past it.
+  static long decimal_exponent(std::string_view written) {
+    constexpr long kFar = 1'000'000'000;
+    const size_t e = std::min(written.find_first_of("eE"), written.size());
+    const std::string_view mantissa = written.substr(0, e);
+    const size_t point = std::min(mantissa.find('.'), mantissa.size());
+    const size_t lead = mantissa.find_first_of("123456789");
+    if (lead == std::string_view::npos) return -kFar;  // zero
+    long exponent = 0;
+    if (e < written.size()) {
+      const char* digits = written.data() + e + 1;
+      if (*digits == '+') ++digits;
+      if (std::from_chars(digits, written.data() + written.size(), exponent).ec != std::errc()) {
+        exponent = *digits == '-' ? -kFar : kFar;
+      }
+      exponent = std::clamp(exponent, -kFar, kFar);
+    }
+    const long shift = lead < point ? static_cast<long>(point - lead) - 1
+                                    : -static_cast<long>(lead - point);
+    return exponent + shift;
+  }
+
   // -?(0|[1-9]\d*)(\.\d+)?([eE][-+]?\d+)?: an int when neither fraction nor exponent is given.
   Result<PythonJson> number() {
     const size_t begin = at_;
@@ -166,21 +190,8 @@ class Reader {
     const auto [end, error] = std::from_chars(written.data(), written.data() + written.size(), v);
     if (error == std::errc::result_out_of_range) {
       // Past the double range: Python's float() gives ±inf, or ±0.0 below the smallest
-      // subnormal. The decimal exponent of the leading digit tells which.
-      const size_t e = written.find_first_of("eE");
-      long exponent = 0;
-      if (e != std::string_view::npos) {
-        const char* digits = written.data() + e + 1;
-        if (*digits == '+') ++digits;
-        const char* last = written.data() + written.size();
-        if (std::from_chars(digits, last, exponent).ec != std::errc()) {
-          exponent = *digits == '-' ? std::numeric_limits<long>::min() / 2
-                                    : std::numeric_limits<long>::max() / 2;
-        }
-      }
-      const long lead = static_cast<long>(int_end - int_begin) - 1;
-      const bool huge = text_[int_begin] != '0' ? exponent + lead > 0 : exponent > 0;
-      v = huge ? std::numeric_limits<double>::infinity() : 0.0;
+      // subnormal. The decimal exponent of the leading nonzero digit tells which.
+      v = decimal_exponent(written) > 0 ? std::numeric_limits<double>::infinity() : 0.0;
       if (written[0] == '-') v = -v;
     } else if (error != std::errc() || end != written.data() + written.size()) {
       return fail(begin, "a number that does not read as a float");
