@@ -52,9 +52,10 @@ TEST(PythonJsonTest, ReadsNumbersAsPythonDoes) {
   EXPECT_EQ(dumps("[1e99999999999999999999, -1e-99999999999999999999, 0.0001e+400, 1e-400]"),
             "[Infinity, -0.0, Infinity, 0.0]");
   // Exponents near long's limits, and leading zeros that move the first digit past the range.
-  EXPECT_EQ(dumps("[" + std::string(79, '1') + "e9223372036854775803, 0." + std::string(400, '0') +
-                  "1e5, 100e-9223372036854775807, -0." + std::string(330, '0') + "5e9]"),
-            "[Infinity, 0.0, 0.0, -5e-322]");
+  std::string extremes = "[";
+  extremes.append(79, '1').append("e9223372036854775803, 0.").append(400, '0');
+  extremes.append("1e5, 100e-9223372036854775807, -0.").append(330, '0').append("5e9]");
+  EXPECT_EQ(dumps(extremes), "[Infinity, 0.0, 0.0, -5e-322]");
   // 4300 digits is Python's int_max_str_digits: one more is a ValueError.
   EXPECT_EQ(dumps(std::string(4300, '7')), std::string(4300, '7'));
   EXPECT_FALSE(python_json_loads(std::string(4301, '7'), "t").ok());
