@@ -32,8 +32,8 @@ enum class ExpertPrecision {
 // tiles and the tensor cores better (a prefill's experts see T·K/E rows each: at 2048 tokens
 // about 48 on V4-Flash, in tiles of 128-256 rows), so a long prompt prefills faster; but a
 // prompt that joins a running batch holds every other sequence's next token back by one step of
-// that size, and the step's activations grow with it (runtime/step_memory_plan.h: about 1 MiB a
-// token on V4-Flash when every row's logits are asked). 2048 keeps that stall and memory small.
+// that size, and the step's activations grow with it (runtime/step_memory_plan.h: about 0.55 MiB
+// a token on V4-Flash). 2048 keeps that stall and memory small.
 inline constexpr int64_t kDefaultMaxStepTokens = 2048;
 // The largest EngineOptions::max_step_tokens: the longest context V4 models are trained to
 // (2^20 positions); the memory plan refuses far smaller steps on any GPU, and this bound keeps

@@ -187,13 +187,35 @@ namespace {
 // chunk by chunk.
 constexpr int64_t kJointHeadRows = 256;
 
+// logits (in host memory) = head · rows, kHostLogitsSlabRows rows at a time through one device
+// slab: each slab's copy out waits for it before the next overwrites it.
+Status head_into_host(const TensorView& rows, const checkpoint::LinearWeight& head,
+                      const TensorView& logits, Numerics numerics) {
+  const int64_t n = rows.size(0);
+  DSV4_ASSIGN_OR_RETURN(Tensor slab, Tensor::empty(DType::kF32,
+                                                   {std::min(n, kHostLogitsSlabRows),
+                                                    logits.size(1)},
+                                                   rows.device));
+  for (int64_t begin = 0; begin < n; begin += kHostLogitsSlabRows) {
+    const int64_t end = std::min(n, begin + kHostLogitsSlabRows);
+    const TensorView out = slab.view().rows(0, end - begin);
+    DSV4_RETURN_IF_ERROR(linear(rows.rows(begin, end), head, out, numerics));
+    DSV4_RETURN_IF_ERROR(copy_tensor(logits.rows(begin, end), out));
+  }
+  return ok_status();
+}
+
 // Each chunk's asked rows (its last logits.size(0) of `hidden` before its end) through the head
 // into its logits.
 Status head_by_chunk(const TensorView& hidden, const checkpoint::LinearWeight& head,
                      std::span<const HeadRows> chunks, Numerics numerics) {
   for (const HeadRows& chunk : chunks) {
     const TensorView rows = hidden.rows(chunk.end - chunk.logits.size(0), chunk.end);
-    DSV4_RETURN_IF_ERROR(linear(rows, head, chunk.logits, numerics));
+    if (chunk.logits.device != hidden.device) {
+      DSV4_RETURN_IF_ERROR(head_into_host(rows, head, chunk.logits, numerics));
+    } else {
+      DSV4_RETURN_IF_ERROR(linear(rows, head, chunk.logits, numerics));
+    }
   }
   return ok_status();
 }
@@ -242,8 +264,12 @@ Status head_in_one_call(const TensorView& hidden, const checkpoint::LinearWeight
 Status head_rows(const TensorView& hidden, const checkpoint::LinearWeight& head,
                  std::span<const HeadRows> chunks, Numerics numerics) {
   int64_t n_asked = 0;
-  for (const HeadRows& chunk : chunks) n_asked += chunk.logits.size(0);
-  if (chunks.size() == 1 || n_asked > kJointHeadRows) {
+  bool to_host = false;
+  for (const HeadRows& chunk : chunks) {
+    n_asked += chunk.logits.size(0);
+    to_host = to_host || chunk.logits.device != hidden.device;
+  }
+  if (chunks.size() == 1 || n_asked > kJointHeadRows || to_host) {
     return head_by_chunk(hidden, head, chunks, numerics);
   }
   return head_in_one_call(hidden, head, chunks, n_asked, numerics);

@@ -29,8 +29,10 @@ struct SequenceChunk {
   std::span<const int64_t> tokens;  // host ids of the new tokens, positions start_pos..
   int64_t start_pos = 0;            // must equal cache->n_tokens()
   SequenceCache* cache = nullptr;
-  // f32 [n, V] on the model's device: n = tokens.size() for every position's logits, or n = 1
-  // for the last token's only (decode, and prefill when only the next token matters).
+  // f32 [n, V]: n = tokens.size() for every position's logits, or n = 1 for the last token's
+  // only (decode, and prefill when only the next token matters). On the model's device, or in
+  // host memory for a chunk of more than AttentionCache::kMaxDecodeRun rows, which the head
+  // then writes kHostLogitsSlabRows rows at a time (a decode step's graph writes device rows).
   TensorView logits;
   // Prefix caching: when set, the state after the chunk's first snapshot_after tokens
   // (0 < snapshot_after < tokens.size()) is copied into it, a cache of at least
@@ -42,8 +44,13 @@ struct SequenceChunk {
   TensorView streams_out = {};
 };
 
+// The rows of host logits (SequenceChunk::logits) the head computes on the device at a time,
+// copied out after each: a prompt that asks every row's logits (echo with logprobs, dsv4 eval)
+// holds this many rows of them on the device, not a step's worth (0.5 MB a row for V4).
+inline constexpr int64_t kHostLogitsSlabRows = 256;
+
 // One chunk's asked rows of the head: its last logits.size(0) rows of the hidden states before
-// row `end`, into logits f32 [n, V].
+// row `end`, into logits f32 [n, V] (on the device or, a slab at a time, in host memory).
 struct HeadRows {
   int64_t end = 0;
   TensorView logits;

@@ -108,7 +108,11 @@ StepMemoryPlan plan_step_memory(const EngineOptions& options,
       options.max_context >= options.max_step_tokens
           ? options.max_step_tokens
           : std::min(options.max_step_tokens, options.max_batch * options.max_context);
-  return plan_step_memory(config, tokens, options.max_context);
+  return plan_step_memory(config, {.tokens = tokens,
+                                   .max_context = options.max_context,
+                                   .max_batch = options.max_batch,
+                                   .speculative_tokens = options.speculative_tokens,
+                                   .numerics = options.numerics});
 }
 
 checkpoint::DevicePlacement device_placement(const EngineOptions& options, int64_t step_bytes) {

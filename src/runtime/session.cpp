@@ -53,11 +53,18 @@ struct StepRunner {
   // rows then come back straight into its own vector: one copy of them all into a staging
   // vector moves every byte twice on the host (a decode step took ~0.1 ms longer at B = 1 and
   // 1.7 ms at B = 32 that way, H100: docs/bench.md).
+  //
+  // A chunk that asks more rows than a decode run has (a prompt's, for its logits or logprobs)
+  // takes them in host memory instead, a vector the head writes a slab at a time
+  // (model::kHostLogitsSlabRows): a step's logits on the device stay within kMaxDecodeRun rows
+  // a sequence, what runtime/step_memory_plan.h plans, however long the prompt's chunk.
   static Status run(const model::Model& model, std::span<const StepInput> inputs) {
     const int64_t v = model.config().vocab_size;
-    std::vector<int64_t> first_row;
+    // The logits of each input that takes them in host memory; empty: rows of `logits`.
+    std::vector<std::vector<float>> on_host(inputs.size());
     int64_t n_rows = 0;
-    for (const StepInput& in : inputs) {
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const StepInput& in = inputs[i];
       Session& s = *in.session;
       const auto n = static_cast<int64_t>(in.tokens.size());
       if (s.n_tokens() + n > s.max_positions_) {
@@ -65,20 +72,30 @@ struct StepRunner {
                                 " tokens exceeds its context of " +
                                 std::to_string(s.max_positions_));
       }
-      first_row.push_back(n_rows);
-      n_rows += in.all_logits ? n : 1;
+      const int64_t asked = in.all_logits ? n : 1;
+      if (model.device() != Device::kCpu && asked > model::AttentionCache::kMaxDecodeRun) {
+        on_host[i].resize(static_cast<size_t>(asked * v));
+      } else {
+        n_rows += asked;
+      }
     }
-    first_row.push_back(n_rows);
     DSV4_ASSIGN_OR_RETURN(Tensor logits, Tensor::empty(DType::kF32, {n_rows, v}, model.device()));
     DSV4_ASSIGN_OR_RETURN(std::shared_ptr<const Tensor> streams, kept_streams(model, inputs));
     std::vector<model::SequenceChunk> chunks;
-    int64_t streams_row = 0;
+    int64_t streams_row = 0, device_row = 0;
     for (size_t i = 0; i < inputs.size(); ++i) {
       const StepInput& in = inputs[i];
       Session& s = *in.session;
-      chunks.push_back({in.tokens, s.n_tokens(), &s.cache_,
-                        logits.view().rows(first_row[i], first_row[i + 1]), in.snapshot,
-                        in.snapshot_after});
+      TensorView rows;
+      if (!on_host[i].empty()) {
+        rows = TensorView::contiguous(on_host[i].data(), DType::kF32, Device::kCpu,
+                                      {static_cast<int64_t>(on_host[i].size()) / v, v});
+      } else {
+        const int64_t asked = in.all_logits ? static_cast<int64_t>(in.tokens.size()) : 1;
+        rows = logits.view().rows(device_row, device_row + asked);
+        device_row += asked;
+      }
+      chunks.push_back({in.tokens, s.n_tokens(), &s.cache_, rows, in.snapshot, in.snapshot_after});
       s.step_streams_.reset();
       s.streams_ = TensorView{};
       if (in.keep_streams) {
@@ -92,6 +109,10 @@ struct StepRunner {
     DSV4_RETURN_IF_ERROR(model.forward(chunks));
     for (size_t i = 0; i < inputs.size(); ++i) {
       std::vector<float>& host = inputs[i].session->logits_;
+      if (!on_host[i].empty()) {
+        host = std::move(on_host[i]);
+        continue;
+      }
       const TensorView rows = chunks[i].logits;
       host.resize(static_cast<size_t>(rows.numel()));
       DSV4_RETURN_IF_ERROR(copy_tensor(

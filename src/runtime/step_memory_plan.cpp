@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "model/attention_cache.h"
+#include "model/deepseek_v4.h"
 
 namespace dsv4::runtime {
 namespace {
@@ -53,9 +54,20 @@ int64_t attention_bytes(const checkpoint::ModelConfig& c, int64_t t) {
   return t * per_row;
 }
 
-// One sequence step's indexer scores f32 [Ts, C] and picks i32 [Ts, top-k], C the entries of
-// the finest CSA compressor at max_context; none without CSA layers.
-int64_t indexer_bytes(const checkpoint::ModelConfig& c, int64_t t, int64_t max_context) {
+// The rows of a step's decode runs (attention.cpp is_decode_run: chunks of up to kMaxDecodeRun
+// rows, in one launch an op): every sequence's at most.
+int64_t decode_rows(const StepShape& shape) {
+  return std::min(shape.tokens, model::AttentionCache::kMaxDecodeRun * shape.max_batch);
+}
+
+// The compressed entries a cache of max_context positions holds at `ratio`.
+int64_t entries(int64_t max_context, int64_t ratio) { return (max_context + ratio - 1) / ratio; }
+
+// The indexer's scores f32 [rows, C] and picks i32 [rows, top-k], C the entries of the finest
+// CSA compressor at max_context, for the more rows of one sequence step's (at most Ts: attention.cpp
+// runs a long sequence Ts tokens at a time) and the decode rows' (indexer_decode_rows); none
+// without CSA layers.
+int64_t indexer_bytes(const checkpoint::ModelConfig& c, const StepShape& shape) {
   int64_t ratio = 0;
   for (int64_t layer = 0; layer < c.n_layer; ++layer) {
     const checkpoint::LayerSchedule& s = c.schedule(layer);
@@ -63,9 +75,48 @@ int64_t indexer_bytes(const checkpoint::ModelConfig& c, int64_t t, int64_t max_c
     ratio = ratio == 0 ? s.compress_ratio : std::min(ratio, s.compress_ratio);
   }
   if (ratio <= 0) return 0;
-  const int64_t rows = std::min(t, model::AttentionCache::kDefaultStepTokens);
-  const int64_t entries = max_context / ratio;
-  return rows * kF32 * (entries + std::min(c.index_topk, entries));
+  const int64_t rows = std::max(std::min(shape.tokens, model::AttentionCache::kDefaultStepTokens),
+                                decode_rows(shape));
+  const int64_t n = entries(shape.max_context, ratio);
+  return rows * kF32 * (n + std::min(c.index_topk, n));
+}
+
+// The fast profile's attention splits each decode row into runs of one tile of candidates
+// (kernels/cuda/attention/sparse_attention_bf16.cu: kTile, kRowRunTiles), each run keeping an
+// f32 partial of kDims values and an f32 (max, sum) a head; the exact profile's kernel keeps
+// none.
+constexpr int64_t kRunCandidates = 32;
+constexpr int64_t kRunBytesAHead = kF32 * 512 + 2 * kF32;
+
+// The decode rows' attention runs, at the layer with the most candidates (its window, and the
+// top-k picks of a CSA layer, or every entry of an HCA layer's cache), with a CSA layer's picks
+// i32 [rows, top-k] held beside them.
+int64_t decode_runs_bytes(const checkpoint::ModelConfig& c, const StepShape& shape) {
+  if (shape.numerics != Numerics::kFast) return 0;
+  const int64_t rows = decode_rows(shape);
+  int64_t most = 0;
+  for (int64_t layer = 0; layer < c.n_layer; ++layer) {
+    const checkpoint::LayerSchedule& s = c.schedule(layer);
+    int64_t extra = 0, picks = 0;
+    if (s.attention == checkpoint::AttentionType::kCompressedSparse) {
+      extra = std::min(c.index_topk, entries(shape.max_context, s.compress_ratio));
+      picks = rows * kF32 * extra;
+    } else if (s.compress_ratio > 0) {
+      extra = entries(shape.max_context, s.compress_ratio);
+    }
+    const int64_t runs = (c.sliding_window + extra + kRunCandidates - 1) / kRunCandidates;
+    most = std::max(most, runs * rows * c.n_head * kRunBytesAHead + picks);
+  }
+  return most;
+}
+
+// The logits rows on the device: the decode runs' (runtime/session.cpp asks a longer chunk's in
+// host memory) and, when a chunk may be longer, the head's slab for host rows beside them.
+int64_t logits_bytes(const checkpoint::ModelConfig& c, const StepShape& shape) {
+  const int64_t t = shape.tokens;
+  const int64_t slab =
+      t > model::AttentionCache::kMaxDecodeRun ? std::min(t, model::kHostLogitsSlabRows) : 0;
+  return kF32 * (decode_rows(shape) + slab) * c.vocab_size;
 }
 
 // The shared expert beside the routed ones (moe.cpp moe_forward): its output f32 [T, D], its
@@ -82,26 +133,29 @@ std::string gib(int64_t bytes) {
 }
 
 std::string parts(const StepMemoryPlan& p) {
-  return "every row's logits " + gib(p.logits) + ", streams " + gib(p.streams) +
+  return "logits " + gib(p.logits) + ", streams " + gib(p.streams + p.kept_streams) +
          ", a layer's input and output " + gib(p.layer) + ", attention " +
-         gib(p.attention + p.indexer) + " or experts " + gib(p.experts);
+         gib(p.attention + std::max(p.indexer, p.decode_runs)) + " or experts " + gib(p.experts);
 }
 
 }  // namespace
 
 int64_t StepMemoryPlan::total() const {
-  return logits + streams + layer + std::max(attention + indexer, experts);
+  return logits + kept_streams + streams + layer +
+         std::max(attention + std::max(indexer, decode_runs), experts);
 }
 
-StepMemoryPlan plan_step_memory(const checkpoint::ModelConfig& config, int64_t step_tokens,
-                                int64_t max_context) {
-  const int64_t t = step_tokens;
+StepMemoryPlan plan_step_memory(const checkpoint::ModelConfig& config, const StepShape& shape) {
+  const int64_t t = shape.tokens;
+  const int64_t streams = kF32 * t * config.hc_mult * config.hidden_size;
   return {.step_tokens = t,
-          .logits = kF32 * t * config.vocab_size,
-          .streams = 2 * kF32 * t * config.hc_mult * config.hidden_size,
+          .logits = logits_bytes(config, shape),
+          .kept_streams = shape.speculative_tokens > 0 ? streams : 0,
+          .streams = 2 * streams,
           .layer = 2 * kF32 * t * config.hidden_size,
           .attention = attention_bytes(config, t),
-          .indexer = indexer_bytes(config, t, max_context),
+          .indexer = indexer_bytes(config, shape),
+          .decode_runs = decode_runs_bytes(config, shape),
           .experts = moe_workspace_bytes(config, t) + shared_expert_bytes(config, t)};
 }
 

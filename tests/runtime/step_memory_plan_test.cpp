@@ -1,8 +1,9 @@
 // The step memory plan (runtime/step_memory_plan.h) against bytes derived by hand from
 // V4-Flash's config (D 4096, M 4, H 64, Dh 512, q rank 1024, 64 indexer heads of 128, 8 groups
-// of rank 1024, K 6, F 2048, E 256, V 129280, CSA ratio 4, top-k 512), and the refusal it makes
-// when a step does not fit. In a CUDA build the experts' part is also held against the MoE
-// kernel's own workspace plan, which must not need more than the plan counts.
+// of rank 1024, K 6, F 2048, E 256, V 129280, window 128, CSA ratio 4, HCA ratio 128, top-k
+// 512) at a batch of 32 unless said, and the refusal it makes when a step does not fit. In a
+// CUDA build the experts' part is also held against the MoE kernel's own workspace plan, which
+// must not need more than the plan counts.
 #include "runtime/step_memory_plan.h"
 
 #include <gtest/gtest.h>
@@ -30,8 +31,9 @@ checkpoint::ModelConfig flash() {
 }
 
 // Bytes a token, by hand, at V4-Flash's shapes.
-constexpr int64_t kLogitsPerToken = 4 * 129280;
+constexpr int64_t kLogitsRow = 4 * 129280;
 constexpr int64_t kStreamsPerToken = 2 * 4 * 4 * 4096;
+constexpr int64_t kKeptStreamsPerToken = 4 * 4 * 4096;
 constexpr int64_t kLayerPerToken = 2 * 4 * 4096;
 // q latent 4·1024, q and o 2·4·64·512, K=V row 4·512, indexer q and weights 4·64·(128 + 1),
 // the compressors' kv and gate rows 2·4·2·(512 + 128), wo_a's output 4·8·1024, its FP8 input
@@ -48,41 +50,99 @@ constexpr int64_t kMoePerToken =
     (1024 + 56 + 56) + (57344 + 2048 + 256 + 14336 + 1792) + (114688 + 57344 + 7168 + 896 + 114688);
 constexpr int64_t kSharedPerToken = 40960 + 6144 + 192;
 constexpr int64_t kMoeSlack = int64_t{16} << 20;
+// A decode run's attention run a head: an f32 partial of 512 dims and an f32 max and sum.
+constexpr int64_t kRunBytesAHead = 4 * 512 + 8;
+
+StepShape shape(int64_t tokens, int64_t context, int64_t batch = 32) {
+  return {.tokens = tokens, .max_context = context, .max_batch = batch};
+}
 
 TEST(StepMemoryPlan, CountsV4FlashByHand) {
   const checkpoint::ModelConfig c = flash();
   for (const int64_t t : {int64_t{1}, int64_t{2048}, int64_t{8192}, int64_t{16384}}) {
     SCOPED_TRACE(std::to_string(t) + " tokens");
     const int64_t context = 4096;
-    const StepMemoryPlan plan = plan_step_memory(c, t, context);
+    const StepMemoryPlan plan = plan_step_memory(c, shape(t, context));
     EXPECT_EQ(plan.step_tokens, t);
-    EXPECT_EQ(plan.logits, t * kLogitsPerToken);
+    // Device logits: the decode runs' rows, 8 a sequence of 32, and (for a step longer than a
+    // decode run) the head's 256-row slab for a chunk's host logits.
+    const int64_t rows = std::min<int64_t>(t, 8 * 32) + (t > 8 ? std::min<int64_t>(t, 256) : 0);
+    EXPECT_EQ(plan.logits, rows * kLogitsRow);
+    EXPECT_EQ(plan.kept_streams, 0);
     EXPECT_EQ(plan.streams, t * kStreamsPerToken);
     EXPECT_EQ(plan.layer, t * kLayerPerToken);
     EXPECT_EQ(plan.attention, t * kAttentionPerToken);
-    // One attention step of at most 256 rows of one sequence: scores over 4096 / 4 entries and
-    // 512 picks, 4 bytes each.
+    // One attention step of at most 256 rows of one sequence, or the decode rows (at most 256
+    // too at a batch of 32): scores over 4096 / 4 entries and 512 picks, 4 bytes each.
     EXPECT_EQ(plan.indexer, std::min<int64_t>(t, 256) * 4 * (1024 + 512));
+    EXPECT_EQ(plan.decode_runs, 0);  // the exact profile's attention keeps no runs
     EXPECT_EQ(plan.experts, t * (kMoePerToken + kSharedPerToken) + kMoeSlack);
     const int64_t half = std::max(plan.attention + plan.indexer, plan.experts);
     EXPECT_EQ(plan.total(), plan.logits + plan.streams + plan.layer + half);
   }
-  // About 1 MiB a token beyond the experts' fixed allowance: 2048 tokens about 2.1 GiB, 16384
-  // about 16.4 GiB.
-  const StepMemoryPlan step = plan_step_memory(c, 2048, 4096);
-  EXPECT_EQ(step.total(), 2048 * (kLogitsPerToken + kStreamsPerToken + kLayerPerToken +
-                                  kMoePerToken + kSharedPerToken) +
-                              kMoeSlack);
+  // About 0.5 MiB a token beyond the logits' 512 rows (265 MB) and the experts' fixed
+  // allowance: 2048 tokens about 1.3 GiB, 16384 about 8.5 GiB.
+  const StepMemoryPlan step = plan_step_memory(c, shape(2048, 4096));
+  EXPECT_EQ(step.total(),
+            512 * kLogitsRow +
+                2048 * (kStreamsPerToken + kLayerPerToken + kMoePerToken + kSharedPerToken) +
+                kMoeSlack);
+}
+
+// A drafting sequence's chunk keeps its final streams for the MTP block through the step.
+TEST(StepMemoryPlan, SpeculationKeepsTheStepsStreams) {
+  const checkpoint::ModelConfig c = flash();
+  StepShape drafting = shape(2048, 4096);
+  drafting.speculative_tokens = 2;
+  const StepMemoryPlan plan = plan_step_memory(c, drafting);
+  EXPECT_EQ(plan.kept_streams, 2048 * kKeptStreamsPerToken);
+  EXPECT_EQ(plan.total(), plan_step_memory(c, shape(2048, 4096)).total() + plan.kept_streams);
 }
 
 TEST(StepMemoryPlan, IndexerScoresSpanTheContext) {
   const checkpoint::ModelConfig c = flash();
-  const StepMemoryPlan plan = plan_step_memory(c, 2048, int64_t{1} << 20);
+  const StepMemoryPlan plan = plan_step_memory(c, shape(2048, int64_t{1} << 20));
   EXPECT_EQ(plan.indexer, 256 * 4 * ((int64_t{1} << 18) + 512));
+  // At a batch of 64 the decode rows (8 a sequence) outnumber an attention step's 256.
+  const StepMemoryPlan wide = plan_step_memory(c, shape(2048, int64_t{1} << 20, 64));
+  EXPECT_EQ(wide.indexer, 512 * 4 * ((int64_t{1} << 18) + 512));
+}
+
+// The fast profile splits a decode row's attention into runs of 32 candidates: at a context of
+// 4096 a CSA layer has its 128-row window and 512 picks (20 runs), an HCA layer its window and
+// 4096 / 128 entries (5); at 2^20 the HCA layer's 8192 entries make 260.
+TEST(StepMemoryPlan, CountsTheFastDecodeRuns) {
+  const checkpoint::ModelConfig c = flash();
+  StepShape fast = shape(2048, 4096);
+  fast.numerics = Numerics::kFast;
+  const int64_t rows = 8 * 32;
+  const StepMemoryPlan plan = plan_step_memory(c, fast);
+  EXPECT_EQ(plan.decode_runs, 20 * rows * 64 * kRunBytesAHead + rows * 4 * 512);
+  EXPECT_EQ(plan.total(), plan.logits + plan.streams + plan.layer +
+                              std::max(plan.attention + std::max(plan.indexer, plan.decode_runs),
+                                       plan.experts));
+  fast.max_context = int64_t{1} << 20;
+  EXPECT_EQ(plan_step_memory(c, fast).decode_runs, 260 * rows * 64 * kRunBytesAHead);
+  // One sequence: its chunk of up to 8 decode rows.
+  fast.max_batch = 1;
+  EXPECT_EQ(plan_step_memory(c, fast).decode_runs, 260 * 8 * 64 * kRunBytesAHead);
+}
+
+// A setup whose free memory fits the step's asked logits rows opens, where counting every row's
+// logits (4 · T · V) refused it: at 8192 tokens that was 3.7 GiB more than the step holds.
+TEST(StepMemoryPlan, FitsWhatTheAskedLogitsRowsLeave) {
+  const StepMemoryPlan plan = plan_step_memory(flash(), shape(8192, 4096));
+  const int64_t prefix = int64_t{1} << 30;
+  const int64_t free = plan.total() + prefix;
+  EXPECT_TRUE(check_step_fits(plan, free, prefix).ok());
+  StepMemoryPlan every_row = plan;
+  every_row.logits = 8192 * kLogitsRow;
+  EXPECT_EQ(every_row.total() - plan.total(), (8192 - 512) * kLogitsRow);
+  EXPECT_EQ(check_step_fits(every_row, free, prefix).code(), StatusCode::kResourceExhausted);
 }
 
 TEST(StepMemoryPlan, RefusesAStepTheDeviceCannotHold) {
-  const StepMemoryPlan plan = plan_step_memory(flash(), 16384, 4096);
+  const StepMemoryPlan plan = plan_step_memory(flash(), shape(16384, 4096));
   const int64_t prefix = int64_t{1} << 30;
   EXPECT_TRUE(check_step_fits(plan, plan.total() + prefix, prefix).ok());
   const Status refused = check_step_fits(plan, plan.total() + prefix - 1, prefix);
@@ -105,7 +165,16 @@ TEST(StepMemoryPlan, EngineOptionsPlanNoMoreThanABatchCanFeed) {
   options.max_context = 1000;
   options.max_step_tokens = 16384;
   // Two sequences of 1000 positions never feed more than 2000 tokens a step.
-  EXPECT_EQ(plan_step_memory(options, c).total(), plan_step_memory(c, 2000, 1000).total());
+  EXPECT_EQ(plan_step_memory(options, c).total(), plan_step_memory(c, shape(2000, 1000, 2)).total());
+  // The options' speculation and profile reach the plan.
+  options.speculative_tokens = 2;
+  options.numerics = Numerics::kFast;
+  StepShape asked = shape(2000, 1000, 2);
+  asked.speculative_tokens = 2;
+  asked.numerics = Numerics::kFast;
+  EXPECT_EQ(plan_step_memory(options, c).total(), plan_step_memory(c, asked).total());
+  options.speculative_tokens = 0;
+  options.numerics = Numerics::kExact;
   options.max_context = 4096;
   EXPECT_EQ(plan_step_memory(options, c).step_tokens, 8192);
   options.max_context = 16384;
@@ -136,7 +205,7 @@ TEST(StepMemoryPlan, HoldsTheMoeKernelsWorkspace) {
   }
   for (const int64_t t : {int64_t{1}, int64_t{7}, int64_t{64}, int64_t{2048}, int64_t{16384}}) {
     const int64_t kernel = kernels::moe_ffn_workspace_bytes(t, w, cfg);
-    const StepMemoryPlan plan = plan_step_memory(c, t, 4096);
+    const StepMemoryPlan plan = plan_step_memory(c, shape(t, 4096));
     EXPECT_LE(kernel, plan.experts - t * kSharedPerToken) << t << " tokens";
     // Counted buffer for buffer: the plan is above by its allowance for alignment and the
     // router's splits at most.
