@@ -7,6 +7,8 @@
 // Speculative decoding keeps plain decoding's greedy tokens, every step speculative or beside
 // plain steps replayed from CUDA graphs, and with its own steps replayed from CUDA graphs. With
 // CUDA graphs, open captures every decode step a request will replay, expert offload or not.
+// A prompt that asks every row's logits takes them in host memory, the head writing them a
+// 256-row device slab at a time (runtime/session.cpp), as the CPU computes them.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,6 +20,9 @@
 #include "dsv4/engine.h"
 #include "runtime/golden_cases.h"
 #include "runtime/prefix_turns.h"
+#include "testing/compare.h"
+#include "testing/random.h"
+#include "testing/tolerance.h"
 
 namespace dsv4 {
 namespace {
@@ -44,6 +49,35 @@ TEST(EngineCudaTest, ConcurrentCallersGetTransformersGreedyTokens) {
     ASSERT_TRUE(got[i].ok()) << i << ": " << got[i].status().to_string();
     EXPECT_EQ(got[i]->tokens, cases[i % cases.size()].greedy) << "caller " << i;
   }
+}
+
+// 600 rows in one chunk: three slabs, the last a partial one.
+TEST(EngineCudaTest, PromptLogitsComeThroughTheHostSlabsAsTheCpuComputesThem) {
+  EngineOptions options;
+  options.model_dir = testing::golden_path("tiny_e_pretrained/model");
+  options.max_context = 1024;
+  options.max_step_tokens = 1024;
+  Result<Engine> cpu = Engine::open(options);
+  options.device = EngineDevice::kCuda;
+  Result<Engine> cuda = Engine::open(options);
+  ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
+  ASSERT_TRUE(cuda.ok()) << cuda.status().to_string();
+  testing::SeededRng rng;
+  GenerateRequest r;
+  r.prompt.resize(600);
+  for (int64_t& id : r.prompt) id = rng.uniform_int(0, cpu->vocab_size() - 1);
+  r.sampling.max_tokens = 1;
+  r.return_prompt_logits = true;
+  const Result<Generation> want = cpu->generate(r);
+  const Result<Generation> got = cuda->generate(r);
+  ASSERT_TRUE(want.ok()) << want.status().to_string();
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  const int64_t v = cpu->vocab_size();
+  ASSERT_EQ(want->prompt_logits.size(), static_cast<size_t>(600 * v));
+  ASSERT_EQ(got->prompt_logits.size(), want->prompt_logits.size());
+  EXPECT_LT(
+      testing::max_row_rel_error(got->prompt_logits.data(), want->prompt_logits.data(), 600, v),
+      2 * testing::kGoldenLogitsRelTol);  // each within kGoldenLogitsRelTol of transformers
 }
 
 TEST(EngineCudaTest, TurnsStartFromKeptStates) {
