@@ -454,7 +454,23 @@ Status sparse_attention(const SparseAttentionParams& params);
 // probabilities rounded to bf16 before they weight the rows. Head dims a multiple of 4, at most
 // 512 (V4's is 512). The CPU reference evaluates the same bf16-rounded q and rows in float64
 // with the probabilities unrounded: the one departure, at most 2⁻⁹ of a probability.
+//
+// On the GPU it splits each decode row's candidates into runs of kAttentionRunCandidates, each
+// run keeping an f32 partial of 512 dims and an f32 max and sum a head in the call's scratch
+// until their combine. Decode rows go through in launches whose runs take at most
+// kAttentionRunsMaxBytes (each row's bits are those of a call of its row alone, so the grouping
+// changes none), so the scratch stays bounded at any context and batch: an HCA layer's row at
+// 2^20 positions has 8320 candidates, 34 MB of runs at 64 heads.
 Status sparse_attention_bf16(const SparseAttentionParams& params);
+inline constexpr int64_t kAttentionRunCandidates = 32;
+inline constexpr int64_t kAttentionRunsMaxBytes = int64_t{256} << 20;
+// The scratch one decode row's runs take, over n_candidates (window and extra) and n_heads.
+inline int64_t attention_runs_bytes_a_row(int64_t n_candidates, int64_t n_heads) {
+  const int64_t runs = n_candidates > kAttentionRunCandidates
+                           ? (n_candidates + kAttentionRunCandidates - 1) / kAttentionRunCandidates
+                           : 1;
+  return runs * n_heads * (512 * int64_t{sizeof(float)} + 2 * int64_t{sizeof(float)});
+}
 
 // The KV compressor's gated softmax pooling. Rows are tokens of whole blocks of m = ape rows,
 // row 0 at a block start; row r's gate gets ape[r mod m]; every output dim is a softmax over the

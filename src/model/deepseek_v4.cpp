@@ -192,10 +192,9 @@ constexpr int64_t kJointHeadRows = 256;
 Status head_into_host(const TensorView& rows, const checkpoint::LinearWeight& head,
                       const TensorView& logits, Numerics numerics) {
   const int64_t n = rows.size(0);
-  DSV4_ASSIGN_OR_RETURN(Tensor slab, Tensor::empty(DType::kF32,
-                                                   {std::min(n, kHostLogitsSlabRows),
-                                                    logits.size(1)},
-                                                   rows.device));
+  DSV4_ASSIGN_OR_RETURN(
+      Tensor slab,
+      Tensor::empty(DType::kF32, {std::min(n, kHostLogitsSlabRows), logits.size(1)}, rows.device));
   for (int64_t begin = 0; begin < n; begin += kHostLogitsSlabRows) {
     const int64_t end = std::min(n, begin + kHostLogitsSlabRows);
     const TensorView out = slab.view().rows(0, end - begin);

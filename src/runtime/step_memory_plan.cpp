@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "kernels/ops.h"
 #include "model/attention_cache.h"
 #include "model/deepseek_v4.h"
 
@@ -64,9 +65,9 @@ int64_t decode_rows(const StepShape& shape) {
 int64_t entries(int64_t max_context, int64_t ratio) { return (max_context + ratio - 1) / ratio; }
 
 // The indexer's scores f32 [rows, C] and picks i32 [rows, top-k], C the entries of the finest
-// CSA compressor at max_context, for the more rows of one sequence step's (at most Ts: attention.cpp
-// runs a long sequence Ts tokens at a time) and the decode rows' (indexer_decode_rows); none
-// without CSA layers.
+// CSA compressor at max_context, for the more rows of one sequence step's (at most Ts:
+// attention.cpp runs a long sequence Ts tokens at a time) and the decode rows'
+// (indexer_decode_rows); none without CSA layers.
 int64_t indexer_bytes(const checkpoint::ModelConfig& c, const StepShape& shape) {
   int64_t ratio = 0;
   for (int64_t layer = 0; layer < c.n_layer; ++layer) {
@@ -81,16 +82,11 @@ int64_t indexer_bytes(const checkpoint::ModelConfig& c, const StepShape& shape) 
   return rows * kF32 * (n + std::min(c.index_topk, n));
 }
 
-// The fast profile's attention splits each decode row into runs of one tile of candidates
-// (kernels/cuda/attention/sparse_attention_bf16.cu: kTile, kRowRunTiles), each run keeping an
-// f32 partial of kDims values and an f32 (max, sum) a head; the exact profile's kernel keeps
-// none.
-constexpr int64_t kRunCandidates = 32;
-constexpr int64_t kRunBytesAHead = kF32 * 512 + 2 * kF32;
-
-// The decode rows' attention runs, at the layer with the most candidates (its window, and the
-// top-k picks of a CSA layer, or every entry of an HCA layer's cache), with a CSA layer's picks
-// i32 [rows, top-k] held beside them.
+// The fast profile's decode attention runs (kernels/ops.h sparse_attention_bf16: a run per 32
+// candidates, in launches of at most kAttentionRunsMaxBytes), at the layer with the most
+// candidates (its window, and the top-k picks of a CSA layer, or every entry of an HCA layer's
+// cache), with a CSA layer's picks i32 [rows, top-k] held beside them. The exact profile's
+// kernel keeps no runs.
 int64_t decode_runs_bytes(const checkpoint::ModelConfig& c, const StepShape& shape) {
   if (shape.numerics != Numerics::kFast) return 0;
   const int64_t rows = decode_rows(shape);
@@ -104,8 +100,10 @@ int64_t decode_runs_bytes(const checkpoint::ModelConfig& c, const StepShape& sha
     } else if (s.compress_ratio > 0) {
       extra = entries(shape.max_context, s.compress_ratio);
     }
-    const int64_t runs = (c.sliding_window + extra + kRunCandidates - 1) / kRunCandidates;
-    most = std::max(most, runs * rows * c.n_head * kRunBytesAHead + picks);
+    const int64_t per_row = kernels::attention_runs_bytes_a_row(c.sliding_window + extra, c.n_head);
+    const int64_t a_launch =
+        std::min(rows, std::max<int64_t>(1, kernels::kAttentionRunsMaxBytes / per_row));
+    most = std::max(most, a_launch * per_row + picks);
   }
   return most;
 }

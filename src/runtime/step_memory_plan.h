@@ -20,18 +20,18 @@
 //     staging of wo_a's input) with the larger of the indexer's scores (one sequence step's, at
 //     most Ts rows, or the decode rows', at most kMaxDecodeRun · B, over the context's entries)
 //     and, in the fast profile, the decode rows' attention runs (sparse_attention_bf16 splits a
-//     decode row into runs of one 32-candidate tile, each an f32 [H, 512] partial and an
-//     f32 [H] max and sum, over the window and the layer's compressed candidates: the top-k
-//     picks, or every entry of an HCA layer, max_context / ratio); or the experts (moe_ffn's
-//     workspace for T tokens, T·(K + 1) rows, and the shared expert's output, gate-up and
-//     hidden rows beside it);
+//     decode row into runs of 32 candidates, each an f32 [H, 512] partial and an f32 [H] max
+//     and sum, over the window and the layer's compressed candidates: the top-k picks, or every
+//     entry of an HCA layer, max_context / ratio; kAttentionRunsMaxBytes a launch at most,
+//     unless one row takes more); or the experts (moe_ffn's workspace for T tokens, T·(K + 1)
+//     rows, and the shared expert's output, gate-up and hidden rows beside it);
 //   - after the layers, the head's input f32 [T, D] (less than a layer's peak at any T).
 // Not counted: the sequences' caches (they grow with the requests), the prefix cache (its own
 // budget, EngineOptions::prefix_cache_mb), the decode graphs (planned at open on their own),
-// small index tables, the kernels' own small call scratch (a prompt's attention runs, at most
-// about two SMs' worth of rows; the top-k's keys, a few MB), the MTP block's draft after the
-// step, and expert offload's copy of one layer's touched experts (a fixed amount a step, left
-// free by the offload plan's headroom).
+// small index tables, the kernels' own small call scratch (a prompt's attention runs: fewer
+// than 2 · SMs runs of a row in all, 35 MB at 132 SMs and 64 heads; the top-k's keys, a few
+// MB), the MTP block's draft after the step, and expert offload's copy of one layer's touched
+// experts (a fixed amount a step, left free by the offload plan's headroom).
 //
 // Dimension letters: T step tokens, B sequences a step (max_batch), M streams, D model width,
 // H heads, Dh head dim, K experts per token, F expert FFN width, E routed experts, V vocab,
@@ -57,8 +57,8 @@ struct StepShape {
 };
 
 struct StepMemoryPlan {
-  int64_t step_tokens = 0;  // T: the step size the plan is for
-  int64_t logits = 0;       // the device's logits rows and the host logits' slab, f32 V a row
+  int64_t step_tokens = 0;   // T: the step size the plan is for
+  int64_t logits = 0;        // the device's logits rows and the host logits' slab, f32 V a row
   int64_t kept_streams = 0;  // with speculation, the final streams kept, f32 [T, M, D]
   int64_t streams = 0;       // the streams and their spare, f32 [T, M, D] twice
   int64_t layer = 0;         // a layer's input and output, f32 [T, D] twice

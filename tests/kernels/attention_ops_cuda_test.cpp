@@ -478,7 +478,8 @@ void expect_fast_decode_rows_at_v4_shapes(int64_t n_rows, int64_t position, bool
   using testing::random_host;
   SeededRng rng;
   const int64_t h = 64, dh = 512, w = 128, top_k = 512, m = causal ? 128 : 4;
-  const int64_t capacity = 2048 / m + 1;  // entries a row's buffer holds
+  // Entries a row's buffer holds.
+  const int64_t capacity = std::max<int64_t>(2048, position) / m + 1;
   std::vector<int64_t> positions(n_rows);
   for (int64_t i = 0; i < n_rows; ++i) positions[i] = std::max<int64_t>(0, position - 5 * i);
   std::vector<Tensor> rings_h, entries_h, rings, entries;
@@ -607,6 +608,14 @@ TEST(DecodeRowsCudaTest, FastSparseAttentionAtV4ShapesMatchesExactAndSingleCalls
       }
     }
   }
+}
+
+// At 2^20 positions an HCA row has 8320 candidates, 260 runs of 34 MB at 64 heads: eight rows
+// pass kAttentionRunsMaxBytes, so the call launches 7 rows and then 1, each row still the bits
+// of its call alone.
+TEST(DecodeRowsCudaTest, FastSparseAttentionPastItsRunsBudgetKeepsEachRowsBits) {
+  ASSERT_GT(8 * attention_runs_bytes_a_row(128 + 8192, 64), kAttentionRunsMaxBytes);
+  expect_fast_decode_rows_at_v4_shapes(8, int64_t{1} << 20, true);
 }
 
 TEST(DecodeRowsCudaTest, FastIndexerRowsAreTheirSingleCalls) {

@@ -110,22 +110,31 @@ TEST(StepMemoryPlan, IndexerScoresSpanTheContext) {
 
 // The fast profile splits a decode row's attention into runs of 32 candidates: at a context of
 // 4096 a CSA layer has its 128-row window and 512 picks (20 runs), an HCA layer its window and
-// 4096 / 128 entries (5); at 2^20 the HCA layer's 8192 entries make 260.
+// 4096 / 128 entries (5); at 2^20 the HCA layer's 8192 entries make 260. Decode rows go through
+// in launches of at most 256 MiB of runs: 102 rows of 20 runs, 7 of 260, so the runs stay
+// bounded at any context.
 TEST(StepMemoryPlan, CountsTheFastDecodeRuns) {
   const checkpoint::ModelConfig c = flash();
   StepShape fast = shape(2048, 4096);
   fast.numerics = Numerics::kFast;
-  const int64_t rows = 8 * 32;
+  const int64_t rows = 8 * 32, cap = int64_t{256} << 20;
+  const int64_t csa_row = 20 * 64 * kRunBytesAHead, hca_row = 260 * 64 * kRunBytesAHead;
+  ASSERT_EQ(cap / csa_row, 102);
+  ASSERT_EQ(cap / hca_row, 7);
   const StepMemoryPlan plan = plan_step_memory(c, fast);
-  EXPECT_EQ(plan.decode_runs, 20 * rows * 64 * kRunBytesAHead + rows * 4 * 512);
-  EXPECT_EQ(plan.total(), plan.logits + plan.streams + plan.layer +
-                              std::max(plan.attention + std::max(plan.indexer, plan.decode_runs),
-                                       plan.experts));
+  EXPECT_EQ(plan.decode_runs, 102 * csa_row + rows * 4 * 512);
+  EXPECT_EQ(plan.total(),
+            plan.logits + plan.streams + plan.layer +
+                std::max(plan.attention + std::max(plan.indexer, plan.decode_runs), plan.experts));
+  // At 2^20 an HCA layer's launch of 7 rows (239 MB) stays below the CSA layer's 102 and their
+  // picks.
   fast.max_context = int64_t{1} << 20;
-  EXPECT_EQ(plan_step_memory(c, fast).decode_runs, 260 * rows * 64 * kRunBytesAHead);
-  // One sequence: its chunk of up to 8 decode rows.
+  EXPECT_EQ(plan_step_memory(c, fast).decode_runs, 102 * csa_row + rows * 4 * 512);
+  EXPECT_LT(7 * hca_row, 102 * csa_row);
+  // One sequence: its chunk of up to 8 decode rows, all in one launch at 4096 positions.
   fast.max_batch = 1;
-  EXPECT_EQ(plan_step_memory(c, fast).decode_runs, 260 * 8 * 64 * kRunBytesAHead);
+  fast.max_context = 4096;
+  EXPECT_EQ(plan_step_memory(c, fast).decode_runs, 8 * csa_row + 8 * 4 * 512);
 }
 
 // A setup whose free memory fits the step's asked logits rows opens, where counting every row's
@@ -165,7 +174,8 @@ TEST(StepMemoryPlan, EngineOptionsPlanNoMoreThanABatchCanFeed) {
   options.max_context = 1000;
   options.max_step_tokens = 16384;
   // Two sequences of 1000 positions never feed more than 2000 tokens a step.
-  EXPECT_EQ(plan_step_memory(options, c).total(), plan_step_memory(c, shape(2000, 1000, 2)).total());
+  EXPECT_EQ(plan_step_memory(options, c).total(),
+            plan_step_memory(c, shape(2000, 1000, 2)).total());
   // The options' speculation and profile reach the plan.
   options.speculative_tokens = 2;
   options.numerics = Numerics::kFast;

@@ -63,6 +63,8 @@ constexpr int64_t kDecodeRows = 16;
 // Tiles a run of a decode row over its own cache: V4-Flash's 640 candidates in 20 runs, so that
 // one row takes 20 SMs.
 constexpr int kRowRunTiles = 1;
+// kernels/ops.h sizes a decode row's runs (attention_runs_bytes_a_row) by these.
+static_assert(kTile * kRowRunTiles == kAttentionRunCandidates && kDims == 512);
 
 // A block of kHeadRows head rows of 16: a warp pair each (the row's two dim halves).
 template <int kHeadRows>
@@ -430,13 +432,26 @@ void launch_attention(const AttentionArgs& a, int64_t n_tokens, const Runs& runs
   check_launch();
 }
 
-}  // namespace
+// Rows [begin, end) of a call's decode rows: every per-row operand's rows, the shared ones
+// ([1, K] lists) as they are.
+SparseAttentionParams decode_rows_of(const SparseAttentionParams& p, int64_t begin, int64_t end) {
+  const int64_t n = p.q.size(0);
+  const auto part = [&](const TensorView& v) {
+    return v.data != nullptr && v.size(0) == n ? v.rows(begin, end) : v;
+  };
+  SparseAttentionParams rows = p;
+  rows.q = p.q.rows(begin, end);
+  rows.out = p.out.rows(begin, end);
+  rows.indices = part(p.indices);
+  rows.extra_indices = part(p.extra_indices);
+  rows.extra_positions = part(p.extra_positions);
+  rows.kv_addresses = part(p.kv_addresses);
+  rows.extra_addresses = part(p.extra_addresses);
+  rows.row_positions = part(p.row_positions);
+  return rows;
+}
 
-Status sparse_attention_bf16(const SparseAttentionParams& p) {
-  const AttentionArgs a = attention_args(p);
-  check_fast_attention_head_dim(a.head_dim);
-  const int64_t n_tokens = p.q.size(0);
-  if (n_tokens * a.n_heads == 0) return ok_status();
+Status attend(const AttentionArgs& a, int64_t n_tokens) {
   const int64_t n_candidates = a.window.n_candidates + a.extra.n_candidates;
   const int64_t n_tiles = std::max<int64_t>(1, (n_candidates + kTile - 1) / kTile);
   // Runs a query: one when the queries' 64-head blocks alone give every SM a block, else enough
@@ -490,6 +505,30 @@ Status sparse_attention_bf16(const SparseAttentionParams& p) {
                     runs.n_runs * sizeof(float2), op_stream(), a, runs);
   }
   return ok_status();
+}
+
+}  // namespace
+
+Status sparse_attention_bf16(const SparseAttentionParams& p) {
+  const AttentionArgs a = attention_args(p);
+  check_fast_attention_head_dim(a.head_dim);
+  const int64_t n_tokens = p.q.size(0);
+  if (n_tokens * a.n_heads == 0) return ok_status();
+  // Decode rows whose runs would pass kAttentionRunsMaxBytes go in launches of fewer rows.
+  if (a.window.addresses != nullptr) {
+    const int64_t per_row =
+        attention_runs_bytes_a_row(a.window.n_candidates + a.extra.n_candidates, a.n_heads);
+    const int64_t rows = std::max<int64_t>(1, kAttentionRunsMaxBytes / per_row);
+    if (rows < n_tokens) {
+      for (int64_t begin = 0; begin < n_tokens; begin += rows) {
+        const SparseAttentionParams part =
+            decode_rows_of(p, begin, std::min(n_tokens, begin + rows));
+        DSV4_RETURN_IF_ERROR(attend(attention_args(part), part.q.size(0)));
+      }
+      return ok_status();
+    }
+  }
+  return attend(a, n_tokens);
 }
 
 }  // namespace dsv4::kernels::cuda
