@@ -1,13 +1,12 @@
 #!/usr/bin/env bash
 # One device-machine call that checks merged code, most important first, within ~8 minutes:
 # every CUDA op, model and runtime test (the engine, expert-parallel ranks on the one GPU), the
-# decode graph's disabled B = 1 … 8 test, the trained model's perplexity in both numerics
-# profiles (as shipped and with the release's FP8 linears), `dsv4 verify` on every golden model
-# with 1 to 4 ranks (their outputs' bytes compared), the decode step with and without a JSON
-# Schema, the MoE routing and FFN, FP8 linear and producer, and norm kernels, then the decode
-# graph's tests with every new device buffer poisoned (CONTRIBUTING.md) and with launches
-# serialised. Logs to $OUT/logs.tar.gz. Build,
-# then `scripts/device/pack.sh` and run this with carry ["build/carry"].
+# trained model's perplexity in both numerics profiles (as shipped and with the release's FP8
+# linears), `dsv4 verify` on every golden model with 1 to 4 ranks (their outputs' bytes
+# compared), the decode step with and without a JSON Schema, the MoE routing and FFN, FP8 linear
+# and producer, and norm kernels, then the decode graph's tests with every new device buffer
+# poisoned (CONTRIBUTING.md) and with launches serialised. Logs to $OUT/logs.tar.gz. Build, then
+# `scripts/device/pack.sh` and run this with carry ["build/carry"].
 set -uo pipefail
 export OMP_WAIT_POLICY=passive DSV4_MODEL=
 out=${OUT:-/tmp/dsv4_out}

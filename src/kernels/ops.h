@@ -291,7 +291,8 @@ Status hc_pre_norm_fp8(const HcPreNormParams& params, const Fp8Activation& y_fp8
 
 enum class MoeMode {
   kW4A16,  // bf16 activations (x and the SwiGLU output rounded to bf16): the exact path
-  kW4A4,   // activations staged to NVFP4 (stage_activation, dynamic global scale): Blackwell's math
+  kW4A4,   // activations staged to NVFP4 (stage_activation; the checkpoint's calibrated static
+           // global scale where it has one, else a dynamic one): Blackwell's math
 };
 
 // The bulk of the routed experts' two NVFP4 stacks: codes and block scales, per-matrix scales

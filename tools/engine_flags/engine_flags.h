@@ -1,5 +1,5 @@
-// The flags every command that runs the engine shares (dsv4 generate, verify, bench, and
-// dsv4-serve): the checkpoint, the device and the NVFP4 expert mode, and the EngineOptions they
+// The flags every command that runs the engine shares (dsv4 generate, chat, eval, verify, bench,
+// and dsv4-serve): the checkpoint, the device and the NVFP4 expert mode, and the EngineOptions they
 // make.
 #pragma once
 

@@ -3,7 +3,7 @@
 // the CUDA bf16-wgmma kernel sees the same numbers), multiply with OpenBLAS row by row (f32
 // accumulation, alpha = 1; batch-invariant, row_gemm.h), then apply the fp32 alpha once to the accumulator, then round to
 // bf16 if D is bf16. Folding the global scales into the operands instead would re-round them
-// (docs/nvfp4.md, "why alpha").
+// (docs/nvfp4.md, "Why the global scale is never folded").
 //
 // Dimension letters: T tokens (rows of A and D), N output features, K input features,
 // G experts (matrices in B), Kb = K/16.
