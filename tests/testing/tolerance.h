@@ -61,14 +61,6 @@ inline constexpr double kMoeW4A4RelTol = 2e-2;
 // the wrong position) moves rows by > 1e-2.
 inline constexpr double kStepwiseRelTol = 1e-5;
 
-// The expert-parallel MoE on one rank against kernels::moe_ffn: the same ops, but the router
-// logits and the shared expert are computed one row at a time (OpenBLAS rounds a row
-// differently depending on the batch, kernels/ep/moe_pieces.h). Those f32 ulps then pass
-// through NVFP4 restaging, where an element on a rounding boundary moves by one E2M1 step
-// (up to 1/3 of its block scale). Measured: ~1.2e-7 per row without such a flip, ~1e-3 with
-// one; 1e-2 still fails a wrong expert, weight or scale (those give > 1e-1).
-inline constexpr double kEpVsMoeFfnRelTol = 1e-2;
-
 // NVFP4 round-to-nearest of Gaussian-like weights: relative RMS error 0.095 at any scale
 // (../shared/docs/nvfp4.md §5.2; the golden experts measure 0.0948-0.0957). 0.11 fails on a
 // wrong block or global scale or a code off by one step (those give ≥ 0.2).

@@ -14,17 +14,6 @@ format::Nvfp4View slice_view(const format::Nvfp4View& v, int64_t first, int64_t 
                            v.block_scale.rows(first, first + count),
                            v.global_scale.rows(first, first + count), v.scale_layout};
 }
-
-// d = a · b[0]ᵀ one row per call, so a row's bits do not depend on the other rows.
-Status dense_rows(const StagedActivation& a, const format::Nvfp4View& b, const TensorView& d) {
-  for (int64_t t = 0; t < a.packed.size(0); ++t) {
-    const StagedActivation row{a.packed.rows(t, t + 1), a.block_scale.rows(t, t + 1),
-                               a.global_scale, a.scale_layout};
-    DSV4_RETURN_IF_ERROR(nvfp4_gemm(row, b, d.rows(t, t + 1)));
-  }
-  return ok_status();
-}
-
 }  // namespace
 
 Result<StagedBuffer> StagedBuffer::create(int64_t n_rows, int64_t n_cols) {
@@ -41,9 +30,7 @@ Result<TokenRouting> route_tokens(const TensorView& x, const TensorView& token_i
   const int64_t n_tokens = x.size(0), n_experts = w.gate.size(0), k = cfg.n_expert_used;
   TokenRouting r;
   DSV4_ASSIGN_OR_RETURN(Tensor logits, Tensor::empty(DType::kF32, {n_tokens, n_experts}));
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    DSV4_RETURN_IF_ERROR(linear(x.rows(t, t + 1), w.gate, logits.view().rows(t, t + 1)));
-  }
+  DSV4_RETURN_IF_ERROR(linear(x, w.gate, logits.view()));
   Tensor hash_ids;  // i64 [T, K] = tid2eid[token_ids]
   if (w.tid2eid.data != nullptr) {
     DSV4_ASSIGN_OR_RETURN(hash_ids, Tensor::empty(DType::kI64, {n_tokens, k}));
@@ -122,14 +109,14 @@ Status expert_gate_up(const StagedActivation& rows, const format::Nvfp4View& w13
                       const TensorView& offsets, float swiglu_limit, const TensorView& gate_up,
                       const TensorView& act) {
   DSV4_RETURN_IF_ERROR(offsets.data ? nvfp4_grouped_gemm(rows, w13, offsets, gate_up)
-                                    : dense_rows(rows, w13, gate_up));
+                                    : nvfp4_gemm(rows, w13, gate_up));
   return swiglu(gate_up, swiglu_limit, act);
 }
 
 Status expert_down(const StagedActivation& act_staged, const format::Nvfp4View& w2,
                    const TensorView& offsets, const TensorView& out) {
   return offsets.data ? nvfp4_grouped_gemm(act_staged, w2, offsets, out)
-                      : dense_rows(act_staged, w2, out);
+                      : nvfp4_gemm(act_staged, w2, out);
 }
 
 }  // namespace dsv4::kernels::ep

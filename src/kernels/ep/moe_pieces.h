@@ -4,12 +4,10 @@
 // add); what EP adds is only where rows live and how the two dynamic global scales are agreed.
 //
 // Batch independence. A rank computes its tokens' router logits and shared expert in calls
-// whose row count differs from the single-rank call on all tokens, and OpenBLAS's sgemm gives a
-// row different bits depending on M and on the row's position in the call (measured: 13 of 16
-// logits of a row differ between an M = 1 and an M = 45 call at K = 64). These dense GEMMs are
-// therefore issued one row at a time (dense_rows below): the only batch-independent way to call
-// them. The routed experts need no such care: every expert's group holds the same rows in the
-// same order on one rank and on many (dispatch_plan.h), so its grouped GEMM call is identical.
+// whose row count differs from the single-rank call on all tokens; the CPU GEMMs give a row the
+// same bits in any call (kernels/cpu/row_gemm.h), so these need no care. Nor do the routed
+// experts: every expert's group holds the same rows in the same order on one rank and on many
+// (dispatch_plan.h), so its grouped GEMM call is identical.
 //
 // The global scales are the only cross-row state of the block: moe_ffn stages x with
 // amax(x over all T tokens) and the SwiGLU output with amax(over all T·K routed and T shared
