@@ -488,8 +488,9 @@ class SchemaCompiler {
                                    ws(), Expr::call(rule)}));
       needed.push_back(required.count(key) > 0);
     }
-    return Expr::seq({Expr::literal("{"), ws(), Expr::ordered(std::move(members), needed, comma()),
-                      ws(), Expr::literal("}")});
+    Result<Expr> ordered = Expr::ordered(std::move(members), needed, comma(), b_.nodes_left());
+    if (!ordered.ok()) return ordered.status().with_context("JSON Schema at " + pointer);
+    return Expr::seq({Expr::literal("{"), ws(), *std::move(ordered), ws(), Expr::literal("}")});
   }
 
   static constexpr int64_t kMaxSchemas = 1 << 14;
