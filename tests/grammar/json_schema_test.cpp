@@ -212,6 +212,8 @@ TEST(JsonSchemaTest, RefusesUnsupportedKeywordsByName) {
            {R"({"anyOf": [{"$ref": "#/$defs/a"}], "$defs": {"a": {"anyOf": [{"$ref": "#"}]}}})",
             "left recursion"},
            {R"({"type": "array", "maxItems": 100000})", "maxItems over"},
+           {R"({"type": "array", "maxItems": 18446744073709551615})", "maxItems over 4096"},
+           {R"({"type": "string", "minLength": -1})", "minLength must be a non-negative integer"},
            {R"({"type": "object", "properties": {"a": true}, "required": ["b"]})",
             "\"b\" is not in properties"},
            {R"({"type": "strin"})", "unknown type"},
