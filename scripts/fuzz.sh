@@ -3,8 +3,8 @@
 # DSV4_FUZZ_SECONDS (default 30) from the committed seeds: tests/fuzz/corpus for the
 # safetensors parsers, the tokenizer, its Split patterns' matcher, the chat encoder's JSON, the
 # server's request bodies (the chat one also encodes what it accepts and parses replies) and the
-# structured-output compilers (JSON Schema and regex), the golden and V4 fixture configs for
-# config.json.
+# structured-output compilers (JSON Schema and regex) and config.json (with the golden and V4
+# fixture configs).
 # New inputs go to <build-dir>/corpus, so the committed corpus stays as it is; the full log of
 # each run is <build-dir>/<target>.log, a crashing input <build-dir>/crash-*.
 # Usage: scripts/fuzz.sh [build-dir]
@@ -20,7 +20,7 @@ cmake --build "$build" -j "$(nproc)" --target safetensors_fuzz shard_index_fuzz 
 # target, its dictionary, its seed folders
 runs=("safetensors safetensors tests/fuzz/corpus/safetensors"
       "shard_index safetensors tests/fuzz/corpus/shard_index"
-      "config config tests/golden/configs tests/checkpoint/fixtures"
+      "config config tests/fuzz/corpus/config tests/golden/configs tests/checkpoint/fixtures"
       "tokenizer tokenizer tests/fuzz/corpus/tokenizer"
       "regex regex tests/fuzz/corpus/regex"
       "python_json python_json tests/fuzz/corpus/python_json"

@@ -169,7 +169,19 @@ Result<size_t> tensor_bytes(DType dtype, const Shape& shape) {
   for (int i = 0; i < shape.rank; ++i) {
     if (shape[i] < 0) return invalid_argument("negative dimension in shape " + shape.to_string());
   }
-  return static_cast<size_t>(shape.numel()) * dtype_size(dtype);
+  // Multiplied with overflow checks: sizes come from configs and flags (a context of 2^62), and a
+  // count that wrapped would allocate a small buffer for a huge tensor.
+  int64_t numel = 1;
+  bool over = false;
+  for (int i = 0; i < shape.rank && !over; ++i) {
+    over = __builtin_mul_overflow(numel, shape[i], &numel);
+  }
+  size_t bytes = 0;
+  if (over || __builtin_mul_overflow(static_cast<size_t>(numel), dtype_size(dtype), &bytes)) {
+    return resource_exhausted("shape " + shape.to_string() + " of " +
+                              std::string(dtype_name(dtype)) + " is over the address space");
+  }
+  return bytes;
 }
 
 }  // namespace

@@ -360,8 +360,8 @@ void read_attention_schedule(FieldReader& r, ModelConfig& c) {
 
 // The MTP blocks: score-routed (hash routing is for the first layers), attention as the official
 // compress_ratios' trailing entries say (the release's is 0: sliding window only), else sliding.
+// num_nextn_predict_layers is in [0, kMaxLayers] here (parse_model_config checks).
 void read_mtp_schedule(ModelConfig& c) {
-  if (c.n_mtp_layers < 0 || c.n_mtp_layers > kMaxLayers) return;  // validate() says so
   c.mtp_layers.assign(static_cast<size_t>(c.n_mtp_layers), LayerSchedule{});
   if (c.compress_ratios.empty()) return;
   for (size_t i = 0; i < c.mtp_layers.size(); ++i) {
@@ -556,8 +556,10 @@ Result<ModelConfig> parse_model_config(const std::string& json_text, const std::
   read_moe(r, c);
   if (r.status().ok()) read_rope_head_dim(r, c);
   if (r.status().ok()) read_ropes(r, c);
-  // The schedule is sized by num_hidden_layers: validate() reports an out-of-range count.
-  if (r.status().ok() && c.n_layer > 0 && c.n_layer <= kMaxLayers && c.n_mtp_layers >= 0) {
+  // The schedule is sized by num_hidden_layers + num_nextn_predict_layers (a sum that must not
+  // overflow): validate() reports an out-of-range count.
+  if (r.status().ok() && c.n_layer > 0 && c.n_layer <= kMaxLayers && c.n_mtp_layers >= 0 &&
+      c.n_mtp_layers <= kMaxLayers) {
     read_attention_schedule(r, c);
     if (r.status().ok()) read_routing_schedule(r, c);
     if (r.status().ok()) read_mtp_schedule(c);

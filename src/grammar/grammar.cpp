@@ -54,7 +54,33 @@ Expr Expr::call(int32_t rule) {
   return e;
 }
 
-Expr Expr::ordered(std::vector<Expr> members, const std::vector<bool>& needed, Expr separator) {
+int64_t Expr::size() const {
+  int64_t n = 1;
+  for (const Expr& p : parts) n += p.size();
+  return n;
+}
+
+Result<Expr> Expr::ordered(std::vector<Expr> members, const std::vector<bool>& needed,
+                           Expr separator, int64_t max_nodes) {
+  // The nodes of the copies below, counted first: rest[i] is what after(i) copies.
+  std::vector<int64_t> rest(members.size() + 1, 0);
+  const int64_t separator_size = separator.size();
+  for (size_t i = members.size(); i-- > 0;) {
+    rest[i] = rest[i + 1] + separator_size + members[i].size();
+  }
+  int64_t total = 0;
+  size_t optional_first = 0;  // the optional members before the first needed one
+  for (size_t j = 0; j < members.size(); ++j) {
+    total += members[j].size() + rest[j + 1];
+    if (total > max_nodes) {
+      while (optional_first < members.size() && !needed[optional_first]) ++optional_first;
+      return resource_exhausted(
+          std::to_string(members.size()) + " members in order, " + std::to_string(optional_first) +
+          " of them optional before the first needed one, take more than " +
+          std::to_string(max_nodes) + " grammar nodes (each that may come first holds the rest)");
+    }
+    if (needed[j]) break;
+  }
   // after(i): the members from i on once one was written, each behind a separator.
   auto after = [&](size_t i) {
     std::vector<Expr> parts;
@@ -104,6 +130,7 @@ int32_t GrammarBuilder::add_rule(std::string name) {
 }
 
 void GrammarBuilder::define(int32_t rule, Expr body) {
+  defined_nodes_ += body.size();
   bodies_[static_cast<size_t>(rule)] = std::move(body);
   defined_[static_cast<size_t>(rule)] = true;
 }

@@ -18,7 +18,8 @@
 
 namespace dsv4::grammar {
 
-// A rule's body. Plain values: a schema's grammar is a few thousand nodes at most.
+// A rule's body. Plain values, copied where used (Expr::ordered counts its copies before it
+// makes them).
 struct Expr {
   enum class Kind { kBytes, kSeq, kAlt, kRepeat, kCall };
   Kind kind = Kind::kSeq;  // an empty kSeq matches the empty string
@@ -38,8 +39,15 @@ struct Expr {
   static Expr optional(Expr part) { return repeat(std::move(part), 0, 1); }
   static Expr call(int32_t rule);
   // `members` in their order, each left out or not unless `needed`, `separator` between the
-  // ones written (a JSON object's properties, a DSML call's parameters).
-  static Expr ordered(std::vector<Expr> members, const std::vector<bool>& needed, Expr separator);
+  // ones written (a JSON object's properties, a DSML call's parameters). Each member that may
+  // come first carries a copy of the ones after it, so the expression grows with (optional
+  // members before the first needed one) x (members): one of more than `max_nodes` nodes is
+  // refused (resource exhausted) before it is built.
+  static Result<Expr> ordered(std::vector<Expr> members, const std::vector<bool>& needed,
+                              Expr separator, int64_t max_nodes);
+
+  // This node and its parts', recursively.
+  int64_t size() const;
 };
 
 // The compiled grammar. States of all rules share one numbering; edges are stored flat.
@@ -77,6 +85,10 @@ class GrammarBuilder {
   // A new rule, defined later (rules may call each other, and themselves, before they exist).
   int32_t add_rule(std::string name);
   void define(int32_t rule, Expr body);
+  // Expression nodes left of kMaxNfaNodes after the rules defined so far (negative past it):
+  // build() spends that budget a node per expression node (a repeat's part once per copy), so
+  // an expression that cannot fit can be refused before it is made.
+  int64_t nodes_left() const { return kMaxNfaNodes - defined_nodes_; }
   int32_t n_rules() const { return static_cast<int32_t>(bodies_.size()); }
   // Compiles every rule; `root` is what a whole document matches. Errors: a rule never defined,
   // a grammar over the caps, left recursion (naming the rule).
@@ -86,6 +98,7 @@ class GrammarBuilder {
   std::vector<std::string> names_;
   std::vector<Expr> bodies_;
   std::vector<bool> defined_;
+  int64_t defined_nodes_ = 0;
 };
 
 }  // namespace dsv4::grammar

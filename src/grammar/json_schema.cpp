@@ -393,12 +393,12 @@ class SchemaCompiler {
                         const std::string& pointer) {
     if (!schema.contains(key)) return otherwise;
     const OrderedJson& v = schema[key];
-    if (!v.is_number_integer() && !v.is_number_unsigned()) {
+    // Read as uint64 once known non-negative: one past INT64_MAX would read as a negative int64.
+    if (!v.is_number_integer() || (!v.is_number_unsigned() && v.get<int64_t>() < 0)) {
       return bad(pointer, std::string(key) + " must be a non-negative integer");
     }
-    const int64_t n = v.get<int64_t>();
-    if (n < 0) return bad(pointer, std::string(key) + " must be a non-negative integer");
-    if (n > kMaxCount) {
+    const uint64_t n = v.get<uint64_t>();
+    if (n > static_cast<uint64_t>(kMaxCount)) {
       return refuse(pointer, std::string(key) + " over " + std::to_string(kMaxCount));
     }
     return static_cast<int32_t>(n);
@@ -488,8 +488,9 @@ class SchemaCompiler {
                                    ws(), Expr::call(rule)}));
       needed.push_back(required.count(key) > 0);
     }
-    return Expr::seq({Expr::literal("{"), ws(), Expr::ordered(std::move(members), needed, comma()),
-                      ws(), Expr::literal("}")});
+    Result<Expr> ordered = Expr::ordered(std::move(members), needed, comma(), b_.nodes_left());
+    if (!ordered.ok()) return ordered.status().with_context("JSON Schema at " + pointer);
+    return Expr::seq({Expr::literal("{"), ws(), *std::move(ordered), ws(), Expr::literal("}")});
   }
 
   static constexpr int64_t kMaxSchemas = 1 << 14;

@@ -257,6 +257,11 @@ Status check_request(const GenerateRequest& r, int64_t max_context, int64_t voca
                             std::to_string(s.constraint->vocab_size()) + " tokens, the model " +
                             std::to_string(vocab_size));
   }
+  // Alone first: the sum of a max_tokens near INT64_MAX and the prompt would overflow.
+  if (s.max_tokens > max_context) {
+    return invalid_argument("max_tokens = " + std::to_string(s.max_tokens) +
+                            " exceeds the context of " + std::to_string(max_context));
+  }
   const auto needed = static_cast<int64_t>(r.prompt.size()) + s.max_tokens;
   if (needed > max_context) {
     return invalid_argument("prompt + max_tokens = " + std::to_string(needed) +

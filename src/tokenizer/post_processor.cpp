@@ -6,10 +6,12 @@ namespace dsv4::tokenizer {
 namespace {
 
 using format::Json;
+using HasId = PostProcessor::HasId;
 
 // The ids of one TemplateProcessing "single" template: SpecialToken entries around exactly one
-// Sequence entry.
-Result<PostProcessor> parse_template(const Json& post, const std::string& where) {
+// Sequence entry, each id one that `has_id`.
+Result<PostProcessor> parse_template(const Json& post, const std::string& where,
+                                     const HasId& has_id) {
   PostProcessor out;
   const Json single = post.value("single", Json());
   const Json specials = post.value("special_tokens", Json::object());
@@ -30,8 +32,11 @@ Result<PostProcessor> parse_template(const Json& post, const std::string& where)
       return invalid_argument(where + ".special_tokens has no ids for \"" + name + "\"");
     }
     for (const Json& id : specials[name]["ids"]) {
-      if (!id.is_number_integer()) {
-        return invalid_argument(where + ".special_tokens[\"" + name + "\"].ids: " + id.dump());
+      const std::string field = where + ".special_tokens[\"" + name + "\"].ids: " + id.dump();
+      if (!id.is_number_integer()) return invalid_argument(field);
+      // An unsigned id past int64 reads as a negative one, which no tokenizer has either.
+      if (!has_id(id.get<int64_t>())) {
+        return invalid_argument(field + " is not a token of this tokenizer");
       }
       (seen_text ? out.after : out.before).push_back(id.get<int64_t>());
     }
@@ -40,11 +45,11 @@ Result<PostProcessor> parse_template(const Json& post, const std::string& where)
   return out;
 }
 
-Result<PostProcessor> parse(const Json& post, const std::string& where) {
+Result<PostProcessor> parse(const Json& post, const std::string& where, const HasId& has_id) {
   if (post.is_null()) return PostProcessor{};
   const std::string type = post.is_object() ? post.value("type", std::string()) : std::string();
   if (type == "ByteLevel") return PostProcessor{};  // offsets only; ids unchanged
-  if (type == "TemplateProcessing") return parse_template(post, where);
+  if (type == "TemplateProcessing") return parse_template(post, where, has_id);
   if (type == "Sequence") {
     if (!post.contains("processors") || !post["processors"].is_array()) {
       return invalid_argument(where + ".processors must be an array");
@@ -54,7 +59,7 @@ Result<PostProcessor> parse(const Json& post, const std::string& where) {
     for (size_t i = 0; i < post["processors"].size(); ++i) {
       DSV4_ASSIGN_OR_RETURN(
           PostProcessor step,
-          parse(post["processors"][i], where + ".processors[" + std::to_string(i) + "]"));
+          parse(post["processors"][i], where + ".processors[" + std::to_string(i) + "]", has_id));
       step.before.insert(step.before.end(), out.before.begin(), out.before.end());
       step.after.insert(step.after.begin(), out.after.begin(), out.after.end());
       out = std::move(step);
@@ -67,8 +72,8 @@ Result<PostProcessor> parse(const Json& post, const std::string& where) {
 
 }  // namespace
 
-Result<PostProcessor> PostProcessor::from_json(const Json& post) {
-  return parse(post, "post_processor");
+Result<PostProcessor> PostProcessor::from_json(const Json& post, const HasId& has_id) {
+  return parse(post, "post_processor", has_id);
 }
 
 }  // namespace dsv4::tokenizer

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "dsv4/status.h"
@@ -15,8 +16,10 @@ namespace dsv4::tokenizer {
 struct PostProcessor {
   std::vector<int64_t> before, after;  // ids around the text
 
-  // `post` is the post_processor value (null: nothing is added).
-  static Result<PostProcessor> from_json(const format::Json& post);
+  using HasId = std::function<bool(int64_t)>;
+  // `post` is the post_processor value (null: nothing is added); every id it adds must be one
+  // that `has_id` (the tokenizer's vocabulary and added tokens).
+  static Result<PostProcessor> from_json(const format::Json& post, const HasId& has_id);
 };
 
 }  // namespace dsv4::tokenizer

@@ -594,9 +594,17 @@ class Emitter {
     code_[split].y = greedy ? past : body;
   }
 
+  // A body that emits nothing (an empty group, a{0}) matches the empty string however often it
+  // is repeated, so one copy stands for all, and an optional one is no choice: nested counts of
+  // it would otherwise take the product of the counts in calls (10^10 for
+  // (?:(?:){100000}){100000}) without one instruction.
   Status emit_repeat(const Node& node) {
     const Node& body = node.children[0];
-    for (int i = 0; i < node.min; ++i) DSV4_RETURN_IF_ERROR(emit(body));
+    for (int i = 0; i < node.min; ++i) {
+      const size_t before = code_.size();
+      DSV4_RETURN_IF_ERROR(emit(body));
+      if (code_.size() == before) break;
+    }
     if (node.max == kUnbounded) {
       const size_t loop = split();
       DSV4_RETURN_IF_ERROR(emit(body));
@@ -606,8 +614,13 @@ class Emitter {
     }
     std::vector<size_t> splits;
     for (int i = node.min; i < node.max; ++i) {
-      splits.push_back(split());
+      const size_t at = split();
       DSV4_RETURN_IF_ERROR(emit(body));
+      if (code_.size() == at + 1) {  // nothing to choose: the split goes too
+        code_.pop_back();
+        break;
+      }
+      splits.push_back(at);
     }
     for (size_t s : splits) end(s, node.greedy, static_cast<uint32_t>(s + 1), pc());
     return ok_status();

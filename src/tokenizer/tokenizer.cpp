@@ -89,8 +89,11 @@ Result<Tokenizer> Tokenizer::parse(std::string_view json_text, const std::string
                           PreTokenizer::from_json(json.value("pre_tokenizer", Json())));
     DSV4_ASSIGN_OR_RETURN(AddedVocabulary added,
                           AddedVocabulary::from_json(json.value("added_tokens", Json()), model));
-    DSV4_ASSIGN_OR_RETURN(PostProcessor post,
-                          PostProcessor::from_json(json.value("post_processor", Json())));
+    DSV4_ASSIGN_OR_RETURN(
+        PostProcessor post,
+        PostProcessor::from_json(json.value("post_processor", Json()), [&](int64_t id) {
+          return added.content_of(id) != nullptr || model.token_of(id) != nullptr;
+        }));
     DSV4_ASSIGN_OR_RETURN(const bool byte_level_decoder,
                           parse_decoder(json.value("decoder", Json())));
     return std::make_unique<State>(State{std::move(model), std::move(pre), std::move(added),

@@ -181,6 +181,29 @@ TEST(ToolCallGrammarTest, RefusesWhatDoesNotFit) {
       *free, "Hi" + tool_calls_opening("nope") + "\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>"));
 }
 
+// Each optional parameter may be the first one written, with the rest behind it: past the
+// grammar's node cap that is refused before it is built (600 would take 7 GB).
+TEST(ToolCallGrammarTest, RefusesTooManyOptionalParametersBeforeBuildingThem) {
+  const auto spec_of = [](int n) {
+    Json properties = Json::object();
+    for (int i = 0; i < n; ++i) properties["p" + std::to_string(i)] = {{"type", "string"}};
+    return Json{{"tools",
+                 {{{"name", "many"},
+                   {"strict", true},
+                   {"parameters", {{"type", "object"}, {"properties", properties}}}}}}}
+        .dump();
+  };
+  const Result<grammar::Grammar> fits = tool_call_grammar(spec_of(10));
+  EXPECT_TRUE(fits.ok()) << fits.status().to_string();
+  Result<grammar::Grammar> g = tool_call_grammar(spec_of(600));
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(g.status().message().find("tool \"many\" parameters: 600 members in order, 600 of "
+                                      "them optional before the first needed one"),
+            std::string::npos)
+      << g.status().to_string();
+}
+
 TEST(ToolCallGrammarTest, UnsupportedKeywordsAreRefusedByName) {
   std::string s = spec("null");
   const std::string nights = "\"nights\": {\"type\": \"integer\"}";

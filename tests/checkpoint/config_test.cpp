@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -303,6 +304,10 @@ std::vector<BadConfig> bad_configs() {
        {{"n_routed_experts", 2147483647}},
        "n_routed_experts (2147483647) is over 4096"},
       {"mtp layers", {{"num_nextn_predict_layers", 5000}}, "num_nextn_predict_layers (5000)"},
+      // n_layer + n_mtp_layers, the compress_ratios count, would overflow int64.
+      {"mtp layers past int64",
+       {{"num_nextn_predict_layers", std::numeric_limits<int64_t>::max()}},
+       "num_nextn_predict_layers (9223372036854775807) must be in [0, 1024]"},
       {"hc_eps", {{"hc_eps", 0}}, "hc_eps (0.000000) must be in (0, 1)"},
       {"scaling",
        {{"routed_scaling_factor", -1}},

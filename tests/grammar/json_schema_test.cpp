@@ -173,6 +173,26 @@ TEST(JsonSchemaTest, JsonObjectTakesAnyObjectOnly) {
   EXPECT_FALSE(matches(g, R"({"a": "\ude00\ud83d"})"));
 }
 
+// Every optional property may be the first one written, with the rest behind it: the grammar
+// grows with the square of their count (600 would take ~5M nodes, 1000 over 2 GB). Past the
+// node cap that is refused before it is built.
+TEST(JsonSchemaTest, RefusesTooManyOptionalPropertiesBeforeBuildingThem) {
+  const auto schema = [](int n) {
+    OrderedJson properties = OrderedJson::object();
+    for (int i = 0; i < n; ++i) properties["p" + std::to_string(i)] = OrderedJson::object();
+    return OrderedJson{{"type", "object"}, {"properties", properties}};
+  };
+  const Result<Grammar> fits = json_schema_grammar(schema(64));
+  EXPECT_TRUE(fits.ok()) << fits.status().to_string();
+  Result<Grammar> g = json_schema_grammar(schema(600));
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(g.status().message().find("JSON Schema at #: 600 members in order, 600 of them "
+                                      "optional before the first needed one"),
+            std::string::npos)
+      << g.status().to_string();
+}
+
 TEST(JsonSchemaTest, RefusesUnsupportedKeywordsByName) {
   for (const auto& [schema, named] : std::vector<std::pair<const char*, const char*>>{
            {R"({"type": "integer", "minimum": 0})", "\"minimum\" at #"},
@@ -192,6 +212,8 @@ TEST(JsonSchemaTest, RefusesUnsupportedKeywordsByName) {
            {R"({"anyOf": [{"$ref": "#/$defs/a"}], "$defs": {"a": {"anyOf": [{"$ref": "#"}]}}})",
             "left recursion"},
            {R"({"type": "array", "maxItems": 100000})", "maxItems over"},
+           {R"({"type": "array", "maxItems": 18446744073709551615})", "maxItems over 4096"},
+           {R"({"type": "string", "minLength": -1})", "minLength must be a non-negative integer"},
            {R"({"type": "object", "properties": {"a": true}, "required": ["b"]})",
             "\"b\" is not in properties"},
            {R"({"type": "strin"})", "unknown type"},

@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -176,6 +177,12 @@ TEST(EngineTest, CheckRefusesWhatGenerateRefuses) {
       << bad_id.message();
   EXPECT_EQ(engine.check({{-1}, {}}).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(engine.check({{1, 2}, {.max_tokens = 5000}}).code(), StatusCode::kInvalidArgument);
+  // dsv4 generate --max-tokens takes any int64: the prompt plus it must not wrap past the check.
+  const Status huge = engine.check({{1, 2}, {.max_tokens = std::numeric_limits<int64_t>::max()}});
+  EXPECT_EQ(huge.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(huge.message().find("max_tokens = 9223372036854775807 exceeds the context"),
+            std::string::npos)
+      << huge.message();
 }
 
 // A config.json the engine does not support: the error names the field.

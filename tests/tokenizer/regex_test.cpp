@@ -97,6 +97,13 @@ TEST(RegexTest, RefusesWhatItDoesNotReadAsOnigurumaDoes) {
   EXPECT_NE(refusal("(?:a{1000}){1000}").find("instructions"), std::string::npos);
 }
 
+// A counted repeat of what emits nothing (an empty group, a{0}) is that nothing once; nested,
+// copying it the counts' product of times would not finish.
+TEST(RegexTest, NestedCountsOfNothingCompileAtOnce) {
+  EXPECT_EQ(matches("(?:(?:){100000}){100000}b", "ab"), (Texts{"b"}));
+  EXPECT_EQ(matches("(?:(?:a{0}){0,100000}){100000}b", "ab"), (Texts{"b"}));
+}
+
 TEST(RegexTest, EndlessBacktrackingIsAnErrorNotAHang) {
   Result<Regex> re = Regex::compile("(?:a|a)*b", false);
   ASSERT_TRUE(re.ok()) << re.status().to_string();

@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -147,6 +149,25 @@ TEST(TokenizerTest, TemplateAddsItsSpecialTokens) {
       "special_tokens": {"<s>": {"id": "<s>", "ids": [266], "tokens": ["<s>"]},
                          "</s>": {"id": "</s>", "ids": [267], "tokens": ["</s>"]}}})");
   EXPECT_EQ(encode(load(json), "hello"), (Ids{266, 259, 267}));
+}
+
+// An id the tokenizer does not have would come out of every encode and fail every decode.
+TEST(TokenizerTest, RefusesATemplateIdItDoesNotHave) {
+  for (const Json& id : {Json(-1), Json(299), Json(std::numeric_limits<uint64_t>::max())}) {
+    SCOPED_TRACE(id.dump());
+    Json json = small_tokenizer();
+    json["post_processor"] = Json::parse(R"({
+        "type": "TemplateProcessing",
+        "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
+                   {"Sequence": {"id": "A", "type_id": 0}}],
+        "special_tokens": {"<s>": {"id": "<s>", "tokens": ["<s>"]}}})");
+    json["post_processor"]["special_tokens"]["<s>"]["ids"] = {id};
+    const Result<Tokenizer> tok = Tokenizer::parse(json.dump(), "tokenizer.json");
+    ASSERT_FALSE(tok.ok());
+    const std::string expected = "post_processor.special_tokens[\"<s>\"].ids: " + id.dump() +
+                                 " is not a token of this tokenizer";
+    EXPECT_NE(tok.status().message().find(expected), std::string::npos) << tok.status().message();
+  }
 }
 
 TEST(TokenizerTest, RefusesUnknownIdsWhenDecoding) {
