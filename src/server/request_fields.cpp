@@ -167,8 +167,11 @@ std::optional<RequestError> read_stop(const OrderedJson& body, std::vector<std::
     if (!list[i].is_string()) {
       return request_error(field, where + " must be a string, got " + list[i].dump());
     }
-    if (list[i].get_ref<const std::string&>().empty()) {
-      return request_error(field, where + " is empty");
+    const std::string& text = list[i].get_ref<const std::string&>();
+    if (text.empty()) return request_error(field, where + " is empty");
+    if (text.size() > kMaxStopBytes) {
+      return request_error(field, where + " is " + std::to_string(text.size()) +
+                                      " bytes; at most " + std::to_string(kMaxStopBytes));
     }
     out.push_back(list[i].get<std::string>());
   }

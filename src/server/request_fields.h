@@ -77,8 +77,14 @@ inline constexpr int64_t kMaxChoices = 16;
 // OpenAI's "n" (choices of one prompt, 1 ... kMaxChoices) into `n`.
 std::optional<RequestError> read_choices(const format::OrderedJson& body, int64_t& n);
 
+// The longest stop string, in bytes. Neither API documents one; holding back a reply's tail that
+// may begin a stop string costs work in the string's length for every byte streamed, so a
+// megabyte-long one would let a request slow its own and its neighbours' replies.
+inline constexpr size_t kMaxStopBytes = 4096;
+
 // OpenAI's "stop" (or Anthropic's "stop_sequences": `field`) into `out`: a string, or an array
-// of at most `max_stops` (OpenAI's limit is 4); each non-empty. Absent or null: none.
+// of at most `max_stops` (OpenAI's limit is 4); each non-empty and at most kMaxStopBytes.
+// Absent or null: none.
 std::optional<RequestError> read_stop(const format::OrderedJson& body,
                                       std::vector<std::string>& out, const char* field = "stop",
                                       size_t max_stops = 4);
