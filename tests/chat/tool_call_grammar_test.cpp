@@ -47,8 +47,13 @@ std::string spec(const char* forced) {
 // is complete with probability 1/4. False when no end came within 4096 bytes.
 bool random_reply(const grammar::Grammar& g, testing::SeededRng& rng, std::string& out,
                   size_t soft_limit) {
-  static const std::string kClosers[] = {"</｜DSML｜parameter>", "\n</｜DSML｜invoke>",
-                                         "\n</｜DSML｜tool_calls>", "\"", "}", "]", ","};
+  static const std::string kClosers[] = {"</｜DSML｜parameter>",
+                                         "\n</｜DSML｜invoke>",
+                                         "\n</｜DSML｜tool_calls>",
+                                         "\"",
+                                         "}",
+                                         "]",
+                                         ","};
   grammar::Matcher m(g);
   out.clear();
   while (out.size() < 4096) {
@@ -104,7 +109,8 @@ bool only_loose_calls_repeat_a_parameter(const std::string& text) {
     const size_t name_end = text.find('"', at + invoke.size());
     const std::string name = text.substr(at + invoke.size(), name_end - at - invoke.size());
     const size_t next = text.find(invoke, name_end);
-    const std::string body = text.substr(name_end, next == std::string::npos ? next : next - name_end);
+    const std::string body =
+        text.substr(name_end, next == std::string::npos ? next : next - name_end);
     std::set<std::string> seen;
     for (size_t p = body.find(parameter); p != std::string::npos; p = body.find(parameter, p + 1)) {
       const size_t begin = p + parameter.size();
@@ -123,7 +129,7 @@ TEST(ToolCallGrammarTest, RandomRepliesReadBackIntoValidCalls) {
     Result<grammar::Grammar> g = tool_call_grammar(spec(forced));
     ASSERT_TRUE(g.ok()) << g.status().to_string();
     // What the prompt opened (tool_calls_opening) before the reply.
-    const std::string opening = std::string(forced) == "null" ? ""
+    const std::string opening = std::string(forced) == "null"   ? ""
                                 : std::string(forced) == "\"\"" ? tool_calls_opening("")
                                                                 : tool_calls_opening("book");
     for (int i = 0; i < 60; ++i) {
@@ -170,9 +176,8 @@ TEST(ToolCallGrammarTest, RefusesWhatDoesNotFit) {
   EXPECT_FALSE(grammar::testing::matches(*g, who + room + extras + end));  // nights missing
   EXPECT_FALSE(grammar::testing::matches(
       *g, who + room + p + " name=\"nights\" string=\"false\">3.5" + close + "\n" + extras + end));
-  EXPECT_FALSE(grammar::testing::matches(
-      *g, p + " name=\"who\" string=\"true\">A/｜DSML｜" + close + "\n" + room + nights + extras +
-              end));
+  EXPECT_FALSE(grammar::testing::matches(*g, p + " name=\"who\" string=\"true\">A/｜DSML｜" +
+                                                 close + "\n" + room + nights + extras + end));
   Result<grammar::Grammar> free = tool_call_grammar(spec("null"));
   ASSERT_TRUE(free.ok());
   EXPECT_TRUE(grammar::testing::matches(*free, "Hello <b>there</b>"));
@@ -186,7 +191,8 @@ TEST(ToolCallGrammarTest, RefusesWhatDoesNotFit) {
 TEST(ToolCallGrammarTest, RefusesTooManyOptionalParametersBeforeBuildingThem) {
   const auto spec_of = [](int n) {
     Json properties = Json::object();
-    for (int i = 0; i < n; ++i) properties["p" + std::to_string(i)] = {{"type", "string"}};
+    for (int i = 0; i < n; ++i)
+      properties[std::string("p").append(std::to_string(i))] = {{"type", "string"}};
     return Json{{"tools",
                  {{{"name", "many"},
                    {"strict", true},

@@ -16,8 +16,8 @@
 namespace dsv4::grammar {
 namespace {
 
-using format::OrderedJson;
 using dsv4::testing::JsonSchemaValidator;
+using format::OrderedJson;
 using testing::matches;
 
 struct SchemaCase {
@@ -179,7 +179,8 @@ TEST(JsonSchemaTest, JsonObjectTakesAnyObjectOnly) {
 TEST(JsonSchemaTest, RefusesTooManyOptionalPropertiesBeforeBuildingThem) {
   const auto schema = [](int n) {
     OrderedJson properties = OrderedJson::object();
-    for (int i = 0; i < n; ++i) properties["p" + std::to_string(i)] = OrderedJson::object();
+    for (int i = 0; i < n; ++i)
+      properties[std::string("p").append(std::to_string(i))] = OrderedJson::object();
     return OrderedJson{{"type", "object"}, {"properties", properties}};
   };
   const Result<Grammar> fits = json_schema_grammar(schema(64));

@@ -179,12 +179,13 @@ TEST(CompletionRequestTest, RefusesEachBadFieldByName) {
 }
 
 TEST(CompletionRequestTest, RefusesAStopStringPastItsLength) {
-  std::string body = R"({"prompt": "x", "stop": ["a", ")";
-  body.append(kMaxStopBytes, 's').append(R"("]})");
-  EXPECT_TRUE(
-      std::holds_alternative<CompletionRequest>(parse_completion_request(body, {4096, 640})));
-  body.insert(body.rfind('s'), "s");
-  expect_refused(parse_completion_request(body, {4096, 640}), "stop",
+  const auto with_stop_of = [](size_t bytes) {
+    std::string body = R"({"prompt": "x", "stop": ["a", ")";
+    return body.append(bytes, 's').append(R"("]})");
+  };
+  EXPECT_TRUE(std::holds_alternative<CompletionRequest>(
+      parse_completion_request(with_stop_of(kMaxStopBytes), {4096, 640})));
+  expect_refused(parse_completion_request(with_stop_of(kMaxStopBytes + 1), {4096, 640}), "stop",
                  "stop[1] is 4097 bytes; at most 4096");
 }
 
