@@ -136,10 +136,10 @@ Status refuse(const std::string& where, const std::string& what) {
   return unimplemented(what + " at " + where + " is not supported");
 }
 
-// A strict tool's parameters, from its `parameters` schema (an object's properties), in at
-// most `max_nodes` expression nodes.
-Result<Expr> strict_parameters(grammar::SchemaRules& rules, const OrderedJson& schema,
-                               int64_t max_nodes) {
+// A strict tool's parameters, from its `parameters` schema (an object's properties); rules it
+// needs go to `b`, named after `tool`.
+Result<Expr> strict_parameters(grammar::GrammarBuilder& b, grammar::SchemaRules& rules,
+                               const OrderedJson& schema, const std::string& tool) {
   if (!schema.is_object()) return invalid_argument("parameters must be a JSON Schema object");
   for (const auto& [key, value] : schema.items()) {
     if (is_annotation(key) || key == "properties" || key == "required" || key == "$defs" ||
@@ -182,7 +182,8 @@ Result<Expr> strict_parameters(grammar::SchemaRules& rules, const OrderedJson& s
     }
     needed.push_back(required.count(key) > 0);
   }
-  return Expr::ordered(std::move(members), needed, Expr::literal("\n"), max_nodes);
+  return b.ordered(std::string("parameters of ").append(tool), std::move(members), needed,
+                   Expr::literal("\n"));
 }
 
 struct Tool {
@@ -215,7 +216,7 @@ Result<grammar::Grammar> build(const OrderedJson& spec) {
     if (strict) {
       const OrderedJson& parameters = t.contains("parameters") ? t["parameters"] : nothing;
       schemas.emplace_back(b, parameters, grammar::TextEncoding::kDsmlJsonString);
-      Result<Expr> strict_arguments = strict_parameters(schemas.back(), parameters, b.nodes_left());
+      Result<Expr> strict_arguments = strict_parameters(b, schemas.back(), parameters, tool.name);
       if (!strict_arguments.ok()) {
         return strict_arguments.status().with_context("tool \"" + tool.name + "\" parameters");
       }

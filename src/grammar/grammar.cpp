@@ -1,6 +1,8 @@
 #include "grammar/grammar.h"
 
 #include <algorithm>
+#include <cstddef>
+#include <iterator>
 #include <map>
 #include <utility>
 
@@ -60,48 +62,16 @@ int64_t Expr::size() const {
   return n;
 }
 
-Result<Expr> Expr::ordered(std::vector<Expr> members, const std::vector<bool>& needed,
-                           Expr separator, int64_t max_nodes) {
-  // The nodes of the copies below, counted first: rest[i] is what after(i) copies.
-  std::vector<int64_t> rest(members.size() + 1, 0);
-  const int64_t separator_size = separator.size();
-  for (size_t i = members.size(); i-- > 0;) {
-    rest[i] = rest[i + 1] + separator_size + members[i].size();
+Expr Expr::ordered(std::vector<Expr> members, const std::vector<bool>& needed,
+                   const Expr& separator, bool nonempty) {
+  Expr e;
+  e.kind = Kind::kOrdered;
+  e.min = nonempty ? 1 : 0;
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (i > 0) e.parts.push_back(separator);
+    e.parts.push_back(repeat(std::move(members[i]), needed[i] ? 1 : 0, 1));
   }
-  int64_t total = 0;
-  size_t optional_first = 0;  // the optional members before the first needed one
-  for (size_t j = 0; j < members.size(); ++j) {
-    total += members[j].size() + rest[j + 1];
-    if (total > max_nodes) {
-      while (optional_first < members.size() && !needed[optional_first]) ++optional_first;
-      return resource_exhausted(
-          std::to_string(members.size()) + " members in order, " + std::to_string(optional_first) +
-          " of them optional before the first needed one, take more than " +
-          std::to_string(max_nodes) + " grammar nodes (each that may come first holds the rest)");
-    }
-    if (needed[j]) break;
-  }
-  // after(i): the members from i on once one was written, each behind a separator.
-  auto after = [&](size_t i) {
-    std::vector<Expr> parts;
-    for (size_t j = i; j < members.size(); ++j) {
-      Expr m = seq({separator, members[j]});
-      parts.push_back(needed[j] ? std::move(m) : optional(std::move(m)));
-    }
-    return seq(std::move(parts));
-  };
-  // The first member written is j: every one before it optional.
-  std::vector<Expr> firsts;
-  bool all_optional = true;
-  for (size_t j = 0; j < members.size(); ++j) {
-    firsts.push_back(seq({members[j], after(j + 1)}));
-    if (needed[j]) {
-      all_optional = false;
-      break;
-    }
-  }
-  if (all_optional) firsts.push_back(empty());
-  return alt(std::move(firsts));
+  return e;
 }
 
 int32_t Grammar::next(int32_t state, uint8_t byte) const {
@@ -133,6 +103,67 @@ void GrammarBuilder::define(int32_t rule, Expr body) {
   defined_nodes_ += body.size();
   bodies_[static_cast<size_t>(rule)] = std::move(body);
   defined_[static_cast<size_t>(rule)] = true;
+}
+
+Result<Expr> GrammarBuilder::ordered(const std::string& name, std::vector<Expr> members,
+                                     const std::vector<bool>& needed, const Expr& separator) {
+  const size_t n = members.size();
+  // The nodes made below, counted first: each member once, a separator per gap and per block,
+  // a few nodes around each.
+  int64_t total = 4;
+  for (const Expr& m : members) total += m.size() + 2 * separator.size() + 4;
+  if (total > nodes_left()) {
+    std::string message = std::to_string(n);
+    message.append(" members in order take ")
+        .append(std::to_string(total))
+        .append(" grammar nodes, more than the ")
+        .append(std::to_string(std::max<int64_t>(nodes_left(), 0)))
+        .append(" left");
+    return resource_exhausted(message);
+  }
+  if (n <= kOrderedBlock) return Expr::ordered(std::move(members), needed, separator, false);
+  const size_t blocks = (n + kOrderedBlock - 1) / kOrderedBlock;
+  // For each block b but the first: block[b] writes one of its members or more, then goes on
+  // with after_one[b + 1]; after_one[b] is what may follow once a member before block b was
+  // written, none_yet[b] the same while none was. Block 0 is inlined in what this returns.
+  std::vector<int32_t> block(blocks, -1), after_one(blocks + 1, -1), none_yet(blocks + 1, -1);
+  for (size_t b = 1; b < blocks; ++b) {
+    const std::string from =
+        std::string(name).append(": members from ").append(std::to_string(b * kOrderedBlock));
+    block[b] = add_rule(std::string(from).append(", one or more"));
+    after_one[b] = add_rule(std::string(from).append(", after one"));
+    none_yet[b] = add_rule(std::string(from).append(", none yet"));
+  }
+  Expr first;
+  for (size_t b = blocks; b-- > 0;) {
+    const size_t begin = b * kOrderedBlock, end = std::min(n, begin + kOrderedBlock);
+    const bool last = b + 1 == blocks;
+    const std::vector<bool> block_needed(needed.begin() + static_cast<std::ptrdiff_t>(begin),
+                                         needed.begin() + static_cast<std::ptrdiff_t>(end));
+    const bool all_optional =
+        std::find(block_needed.begin(), block_needed.end(), true) == block_needed.end();
+    std::vector<Expr> in_block(
+        std::make_move_iterator(members.begin() + static_cast<std::ptrdiff_t>(begin)),
+        std::make_move_iterator(members.begin() + static_cast<std::ptrdiff_t>(end)));
+    Expr some = Expr::ordered(std::move(in_block), block_needed, separator, true);
+    if (!last) some = Expr::seq({std::move(some), Expr::call(after_one[b + 1])});
+    // Past the last block nothing follows; a block of optional members may be skipped whole.
+    const auto skip = [&](const std::vector<int32_t>& next) {
+      return last ? Expr::empty() : Expr::call(next[b + 1]);
+    };
+    std::vector<Expr> none = {b == 0 ? std::move(some) : Expr::call(block[b])};
+    if (all_optional) none.push_back(skip(none_yet));
+    if (b == 0) {
+      first = Expr::alt(std::move(none));
+      break;
+    }
+    define(block[b], std::move(some));
+    define(none_yet[b], Expr::alt(std::move(none)));
+    std::vector<Expr> after = {Expr::seq({separator, Expr::call(block[b])})};
+    if (all_optional) after.push_back(skip(after_one));
+    define(after_one[b], Expr::alt(std::move(after)));
+  }
+  return first;
 }
 
 namespace {
@@ -178,8 +209,43 @@ struct Nfa {
       }
       case Expr::Kind::kRepeat:
         return emit_repeat(e, from, to);
+      case Expr::Kind::kOrdered:
+        return emit_ordered(e, from, to);
     }
     return false;
+  }
+  // Members in order (Expr::kOrdered) through two nodes per member: next[i], "the next member
+  // written is i or a later one" (at the start, and past a separator), and after[i], "member i
+  // was the last written". Member i goes once from next[i] to after[i], a separator once from
+  // after[i] to next[i + 1], so what may follow a member is shared by every way of reaching it
+  // and the NFA grows with the members, not with their pairs.
+  bool emit_ordered(const Expr& e, int32_t from, int32_t to) {
+    const size_t n = (e.parts.size() + 1) / 2;
+    // rest_optional[i]: no member from i on is needed, so the list may end before i.
+    std::vector<bool> rest_optional(n + 1, true);
+    for (size_t i = n; i-- > 0;) {
+      rest_optional[i] = rest_optional[i + 1] && e.parts[2 * i].min == 0;
+    }
+    if (rest_optional[0] && e.min == 0) nodes[static_cast<size_t>(from)].eps.push_back(to);
+    if (n == 0) return true;
+    std::vector<int32_t> next(n), after(n);
+    for (size_t i = 0; i < n; ++i) {
+      next[i] = add();
+      after[i] = add();
+    }
+    nodes[static_cast<size_t>(from)].eps.push_back(next[0]);
+    for (size_t i = 0; i < n; ++i) {
+      const Expr& member = e.parts[2 * i];  // repeat(the member, 0 or 1, 1)
+      if (--budget < 0 || !emit(member.parts[0], next[i], after[i])) return false;
+      if (i + 1 == n) {
+        nodes[static_cast<size_t>(after[i])].eps.push_back(to);
+        break;
+      }
+      if (member.min == 0) nodes[static_cast<size_t>(next[i])].eps.push_back(next[i + 1]);
+      if (!emit(e.parts[2 * i + 1], after[i], next[i + 1])) return false;
+      if (rest_optional[i + 1]) nodes[static_cast<size_t>(after[i])].eps.push_back(to);
+    }
+    return true;
   }
   bool emit_repeat(const Expr& e, int32_t from, int32_t to) {
     const Expr& part = e.parts[0];

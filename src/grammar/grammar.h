@@ -18,10 +18,13 @@
 
 namespace dsv4::grammar {
 
-// A rule's body. Plain values, copied where used (Expr::ordered counts its copies before it
-// makes them).
+// A rule's body. Plain values, copied where used (GrammarBuilder::ordered counts its copies
+// before it makes them).
 struct Expr {
-  enum class Kind { kBytes, kSeq, kAlt, kRepeat, kCall };
+  // kOrdered (made by ordered() only): parts alternate members, each repeat(member, min, 1) with
+  // min 0 (optional) or 1 (needed), and copies of the separator between them; min 1 when at
+  // least one member must be written.
+  enum class Kind { kBytes, kSeq, kAlt, kRepeat, kCall, kOrdered };
   Kind kind = Kind::kSeq;  // an empty kSeq matches the empty string
   uint8_t lo = 0, hi = 0;  // kBytes: one byte in [lo, hi]
   int32_t min = 0;         // kRepeat: parts[0] at least min times
@@ -39,12 +42,13 @@ struct Expr {
   static Expr optional(Expr part) { return repeat(std::move(part), 0, 1); }
   static Expr call(int32_t rule);
   // `members` in their order, each left out or not unless `needed`, `separator` between the
-  // ones written (a JSON object's properties, a DSML call's parameters). Each member that may
-  // come first carries a copy of the ones after it, so the expression grows with (optional
-  // members before the first needed one) x (members): one of more than `max_nodes` nodes is
-  // refused (resource exhausted) before it is built.
-  static Result<Expr> ordered(std::vector<Expr> members, const std::vector<bool>& needed,
-                              Expr separator, int64_t max_nodes);
+  // ones written, as one automaton (kOrdered; at least one member when `nonempty`). Its own
+  // node kind so that the NFA shares what may follow a member between every way of reaching it
+  // (as nested regular expressions each member that may come first would carry a copy of the
+  // rest). Its determinization still grows with members^2 - each state past a separator holds
+  // the members left - so long lists go through GrammarBuilder::ordered.
+  static Expr ordered(std::vector<Expr> members, const std::vector<bool>& needed,
+                      const Expr& separator, bool nonempty);
 
   // This node and its parts', recursively.
   int64_t size() const;
@@ -90,6 +94,16 @@ class GrammarBuilder {
   // an expression that cannot fit can be refused before it is made.
   int64_t nodes_left() const { return kMaxNfaNodes - defined_nodes_; }
   int32_t n_rules() const { return static_cast<int32_t>(bodies_.size()); }
+  // Expr::ordered's list (a JSON object's properties, a DSML call's parameters) in blocks of
+  // kOrderedBlock members, so that compiling it grows with the members: each block is one
+  // automaton, and what may follow it (the later blocks, once a member was written or while
+  // none was) are rules added here, named after `name`, that call the next block's. A long list
+  // of optional members thus leaves a stack per block left at most while a member's first bytes
+  // are read, none per member. More than nodes_left() nodes in all is refused (resource
+  // exhausted) before they are made.
+  Result<Expr> ordered(const std::string& name, std::vector<Expr> members,
+                       const std::vector<bool>& needed, const Expr& separator);
+  static constexpr size_t kOrderedBlock = 64;
   // Compiles every rule; `root` is what a whole document matches. Errors: a rule never defined,
   // a grammar over the caps, left recursion (naming the rule).
   Result<Grammar> build(int32_t root) const;

@@ -488,7 +488,7 @@ class SchemaCompiler {
                                    ws(), Expr::call(rule)}));
       needed.push_back(required.count(key) > 0);
     }
-    Result<Expr> ordered = Expr::ordered(std::move(members), needed, comma(), b_.nodes_left());
+    Result<Expr> ordered = b_.ordered(pointer, std::move(members), needed, comma());
     if (!ordered.ok()) return ordered.status().with_context("JSON Schema at " + pointer);
     return Expr::seq({Expr::literal("{"), ws(), *std::move(ordered), ws(), Expr::literal("}")});
   }

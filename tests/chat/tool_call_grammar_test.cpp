@@ -186,9 +186,9 @@ TEST(ToolCallGrammarTest, RefusesWhatDoesNotFit) {
       *free, "Hi" + tool_calls_opening("nope") + "\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>"));
 }
 
-// Each optional parameter may be the first one written, with the rest behind it: past the
-// grammar's node cap that is refused before it is built (600 would take 7 GB).
-TEST(ToolCallGrammarTest, RefusesTooManyOptionalParametersBeforeBuildingThem) {
+// A strict tool of a thousand optional parameters compiles (the grammar grows with them); past
+// the node cap the parameters are refused before they are built.
+TEST(ToolCallGrammarTest, CompilesAThousandOptionalParameters) {
   const auto spec_of = [](int n) {
     Json properties = Json::object();
     for (int i = 0; i < n; ++i)
@@ -196,16 +196,34 @@ TEST(ToolCallGrammarTest, RefusesTooManyOptionalParametersBeforeBuildingThem) {
     return Json{{"tools",
                  {{{"name", "many"},
                    {"strict", true},
-                   {"parameters", {{"type", "object"}, {"properties", properties}}}}}}}
+                   {"parameters", {{"type", "object"}, {"properties", properties}}}}}},
+                {"forced_tool", "many"}}
         .dump();
   };
-  const Result<grammar::Grammar> fits = tool_call_grammar(spec_of(10));
-  EXPECT_TRUE(fits.ok()) << fits.status().to_string();
-  Result<grammar::Grammar> g = tool_call_grammar(spec_of(600));
+  const auto call = [](const std::vector<int>& parameters) {
+    std::string out;
+    for (const int p : parameters) {
+      if (!out.empty()) out.append("\n");
+      out.append("<｜DSML｜parameter name=\"p")
+          .append(std::to_string(p))
+          .append("\" string=\"true\">v</｜DSML｜parameter>");
+    }
+    return out.append("\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>");
+  };
+  for (const int n : {600, 1000}) {
+    SCOPED_TRACE(n);
+    const Result<grammar::Grammar> g = tool_call_grammar(spec_of(n));
+    ASSERT_TRUE(g.ok()) << g.status().to_string();
+    EXPECT_TRUE(grammar::testing::matches(*g, call({})));
+    EXPECT_TRUE(grammar::testing::matches(*g, call({0, 1, 10, 100, n - 1})));
+    EXPECT_FALSE(grammar::testing::matches(*g, call({n - 1, 0})));
+    EXPECT_FALSE(grammar::testing::matches(*g, call({5, 5})));
+    EXPECT_FALSE(grammar::testing::matches(*g, call({n})));
+  }
+  Result<grammar::Grammar> g = tool_call_grammar(spec_of(4000));
   ASSERT_FALSE(g.ok());
   EXPECT_EQ(g.status().code(), StatusCode::kResourceExhausted);
-  EXPECT_NE(g.status().message().find("tool \"many\" parameters: 600 members in order, 600 of "
-                                      "them optional before the first needed one"),
+  EXPECT_NE(g.status().message().find("tool \"many\" parameters: 4000 members in order take "),
             std::string::npos)
       << g.status().to_string();
 }
