@@ -58,6 +58,11 @@ struct StepRunner {
   // takes them in host memory instead, a vector the head writes a slab at a time
   // (model::kHostLogitsSlabRows): a step's logits on the device stay within kMaxDecodeRun rows
   // a sequence, what runtime/step_memory_plan.h plans, however long the prompt's chunk.
+  // The logits rows `in` asks: every row of its chunk, or its last.
+  static int64_t asked_rows(const StepInput& in) {
+    return in.all_logits ? static_cast<int64_t>(in.tokens.size()) : 1;
+  }
+
   static Status run(const model::Model& model, std::span<const StepInput> inputs) {
     const int64_t v = model.config().vocab_size;
     // The logits of each input that takes them in host memory; empty: rows of `logits`.
@@ -72,7 +77,7 @@ struct StepRunner {
                                 " tokens exceeds its context of " +
                                 std::to_string(s.max_positions_));
       }
-      const int64_t asked = in.all_logits ? n : 1;
+      const int64_t asked = asked_rows(in);
       if (model.device() != Device::kCpu && asked > model::AttentionCache::kMaxDecodeRun) {
         on_host[i].resize(static_cast<size_t>(asked * v));
       } else {
@@ -91,9 +96,8 @@ struct StepRunner {
         rows = TensorView::contiguous(on_host[i].data(), DType::kF32, Device::kCpu,
                                       {static_cast<int64_t>(on_host[i].size()) / v, v});
       } else {
-        const int64_t asked = in.all_logits ? static_cast<int64_t>(in.tokens.size()) : 1;
-        rows = logits.view().rows(device_row, device_row + asked);
-        device_row += asked;
+        rows = logits.view().rows(device_row, device_row + asked_rows(in));
+        device_row += asked_rows(in);
       }
       chunks.push_back({in.tokens, s.n_tokens(), &s.cache_, rows, in.snapshot, in.snapshot_after});
       s.step_streams_.reset();
