@@ -24,7 +24,8 @@
 #     DEPTHS   comma separated layer counts, default 4 (V4-Flash: two sliding-window
 #              hash-routed layers, a CSA and an HCA one); two or more give the per-layer fit
 #     BATCHES  comma separated, default 1,8
-#   NCU_BATCHES (default: the first batch size; empty: no ncu), NCU_DEPTHS (default: all)
+#   NCU_BATCHES (default: the first batch size; empty: no ncu), NCU_DEPTHS (default: all),
+#   NCU_VARIANTS (comma separated names of VARIANTS; default: all)
 #   VARIANTS     what runs beside each other, ';'-separated NAME:BINARY:FLAGS (flags spaced),
 #                e.g. 'exact:dsv4:--numerics exact;fast:dsv4:--numerics fast --cuda-graph on',
 #                or the step size, 'step2k:dsv4:--numerics fast --max-step-tokens 2048;
@@ -93,6 +94,7 @@ for layers in ${depths//,/ }; do
   for batch in ${ncu_batches//,/ }; do
     for variant in "${variants[@]}"; do
       IFS=':' read -r name build flags <<< "$variant"
+      [[ ",${NCU_VARIANTS:-$name}," == *",$name,"* ]] || continue
       run=ncu_${name}_l${layers}_b${batch}
       # shellcheck disable=SC2086
       timeout "${NCU_TIMEOUT:-200}" "$ncu" --clock-control none --csv --page raw \
