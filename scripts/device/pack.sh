@@ -4,10 +4,12 @@
 # shared PyTorch MoE baseline (../shared does not travel with the tree). With DSV4_BEFORE set to
 # another build's dsv4 binary, that one goes in as dsv4_before (engine_bench.sh's same-call A/B),
 # and with FAST_ATTENTION_BEFORE another build's fast_attention_bench as
-# fast_attention_bench_before (cuda_suite.sh's FAST_ATTENTION A/B). PACK_ONLY, a space-separated
+# fast_attention_bench_before (cuda_suite.sh's FAST_ATTENTION A/B); DSV4_EXTRA, space-separated
+# NAME=PATH pairs, more builds' binaries under those names (a third variant of engine_bench.sh's
+# VARIANTS). PACK_ONLY, a space-separated
 # list of binary names, packs those alone: the device call carries the tree and build/carry
 # together, at most 64 MiB, and the tree alone is ~42 MiB.
-#   usage: [DSV4_BEFORE=path] [FAST_ATTENTION_BEFORE=path] [PACK_ONLY="dsv4 model_cuda_tests ..."]
+#   usage: [DSV4_BEFORE=path] [FAST_ATTENTION_BEFORE=path] [DSV4_EXTRA="name=path ..."] [PACK_ONLY="dsv4 model_cuda_tests ..."]
 #          scripts/device/pack.sh [build-dir]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -26,6 +28,7 @@ done
 [ -n "${DSV4_BEFORE:-}" ] && strip -o "$stage/dsv4_before" "$DSV4_BEFORE"
 [ -n "${FAST_ATTENTION_BEFORE:-}" ] &&
   strip -o "$stage/fast_attention_bench_before" "$FAST_ATTENTION_BEFORE"
+for extra in ${DSV4_EXTRA:-}; do strip -o "$stage/${extra%%=*}" "${extra#*=}"; done
 mkdir -p "$build/carry"
 tar cf - -C "$stage" . | xz -9 -T2 > "$build/carry/bins.tar.xz"  # -9: the binaries share most bytes
 rm -rf "$stage"

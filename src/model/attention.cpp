@@ -263,6 +263,30 @@ Status attend_rows(const checkpoint::ModelConfig& config,
   return ok_status();
 }
 
+// A sequence's rows that are not a decode run (a prompt or its chunk) over its cache, in pieces
+// of at most Ts rows from its first (the ring holds W + Ts − 1 rows: a piece's rows and the W − 1
+// before them), the piece that holds its snapshot's position split there with the state copied
+// between the halves, so keeping it costs the batch no step of its own.
+Status attend_prompt(const checkpoint::ModelConfig& config,
+                     const checkpoint::AttentionWeights& weights, const StepRows& rows,
+                     const SequenceRows& seq) {
+  const int64_t ts = seq.cache->max_step_tokens;
+  const int64_t split = seq.begin + seq.snapshot_at - seq.start_pos;
+  bool snapshot_due = seq.snapshot != nullptr;
+  for (int64_t begin = seq.begin; begin < seq.end; begin += ts) {
+    const int64_t end = std::min(seq.end, begin + ts);
+    if (snapshot_due && split <= end) {
+      DSV4_RETURN_IF_ERROR(attend_rows(config, weights, rows, seq, begin, split));
+      DSV4_RETURN_IF_ERROR(copy_cache_state(*seq.cache, *seq.snapshot));
+      DSV4_RETURN_IF_ERROR(attend_rows(config, weights, rows, seq, split, end));
+      snapshot_due = false;
+    } else {
+      DSV4_RETURN_IF_ERROR(attend_rows(config, weights, rows, seq, begin, end));
+    }
+  }
+  return ok_status();
+}
+
 // The decode rows' cache holding the most entries (the one of the latest position), `caches`
 // the rows'.
 const AttentionCache* widest_cache(std::span<AttentionCache* const> caches,
@@ -398,11 +422,11 @@ struct StepPositions {
   }
 };
 
-// One step of every sequence in `sequences` (rows [begin, end) of x, each ≤ its cache's Ts): the
-// per-token projections run on all rows at once, so a batch reads the attention weights once,
-// not once a sequence; the caches and the attention sequence by sequence. A sequence that keeps
-// a snapshot attends in two parts with the state copied between them, so keeping it costs the
-// batch no step of its own.
+// One step of every sequence in `sequences` (rows [begin, end) of x): the per-token projections
+// run on all rows at once, so a batch reads the attention weights once, not once a sequence, and
+// a long prompt's run as one GEMM, not one a piece of Ts rows; the caches and the attention
+// sequence by sequence (a prompt a piece at a time, attend_prompt), a run of decode rows in one
+// launch an op.
 Status attention_step(const checkpoint::ModelConfig& config,
                       const checkpoint::AttentionWeights& weights, const LinearInput& in,
                       std::span<const SequenceRows> sequences, const StepPositions& at,
@@ -430,10 +454,13 @@ Status attention_step(const checkpoint::ModelConfig& config,
     DSV4_ASSIGN_OR_RETURN(index, indexer_queries(config, *weights.indexer, x, latent, at.positions,
                                                  inv_freq, numerics));
   }
-  // Several sequences: each compressor's projections once for all rows (a sequence's rows are
-  // copied into its cache), so its weights are read once a step, not once a sequence.
-  // Decode rows take them from there too (their compressor step reads them from a table).
-  const bool projects = sequences.size() > 1 || is_decode_run(sequences.front());
+  // Several sequences, or a prompt longer than Ts: each compressor's projections once for all
+  // rows (a sequence's rows are copied into its cache), so its weights are read once a step, not
+  // once a sequence or a piece. Decode rows take them from there too (their compressor step
+  // reads them from a table). A single prompt of one piece projects straight into its cache.
+  const SequenceRows& front = sequences.front();
+  const bool projects = sequences.size() > 1 || is_decode_run(front) ||
+                        front.end - front.begin > front.cache->max_step_tokens;
   std::optional<CompressorRows> compressor_rows, index_compressor_rows;
   if (projects && weights.compressor) {
     DSV4_ASSIGN_OR_RETURN(compressor_rows,
@@ -462,10 +489,7 @@ Status attention_step(const checkpoint::ModelConfig& config,
   for (size_t i = 0; i < sequences.size();) {
     const SequenceRows& seq = sequences[i];
     if (!is_decode_run(seq)) {
-      const int64_t split = seq.snapshot ? seq.begin + seq.snapshot_at - seq.start_pos : seq.end;
-      DSV4_RETURN_IF_ERROR(attend_rows(config, weights, rows, seq, seq.begin, split));
-      if (seq.snapshot) DSV4_RETURN_IF_ERROR(copy_cache_state(*seq.cache, *seq.snapshot));
-      DSV4_RETURN_IF_ERROR(attend_rows(config, weights, rows, seq, split, seq.end));
+      DSV4_RETURN_IF_ERROR(attend_prompt(config, weights, rows, seq));
       ++i;
       ++column;
       continue;
@@ -521,48 +545,6 @@ Status check_sequence(const checkpoint::ModelConfig& config, int64_t layer, int6
                               std::to_string(cache.max_positions));
   }
   return ok_status();
-}
-
-// One sequence's rows in steps of ≤ Ts tokens (`at`: the sequence's rows' positions); its
-// snapshot, if any, is taken in the step that holds the snapshot's position.
-Status sequence_steps(const checkpoint::ModelConfig& config,
-                      const checkpoint::AttentionWeights& weights, const LinearInput& x,
-                      const SequenceRows& seq, const StepPositions& at, const TensorView& out,
-                      Numerics numerics) {
-  const int64_t ts = seq.cache->max_step_tokens;
-  for (int64_t begin = seq.begin; begin < seq.end; begin += ts) {
-    const int64_t end = std::min(seq.end, begin + ts);
-    SequenceRows step{0, end - begin, seq.start_pos + begin - seq.begin, seq.cache};
-    if (seq.snapshot && step.start_pos < seq.snapshot_at &&
-        seq.snapshot_at <= step.start_pos + step.end) {
-      step.snapshot = seq.snapshot;
-      step.snapshot_at = seq.snapshot_at;
-    }
-    DSV4_RETURN_IF_ERROR(attention_step(config, weights, x.rows(begin, end),
-                                        std::span<const SequenceRows>(&step, 1),
-                                        at.rows(begin - seq.begin, end - seq.begin),
-                                        StepAddresses(), out.rows(begin, end), numerics));
-  }
-  return ok_status();
-}
-
-bool fits_one_step(const SequenceRows& seq) {
-  return seq.end - seq.begin <= seq.cache->max_step_tokens;
-}
-
-// One step of consecutive sequences `run` (rows [front.begin, back.end) of x), on those rows;
-// `addresses` their buffers' (or empty: made where needed).
-Status run_step(const checkpoint::ModelConfig& config, const checkpoint::AttentionWeights& weights,
-                const LinearInput& x, std::span<const SequenceRows> run, const StepPositions& all,
-                const StepAddresses& addresses, const TensorView& out, Numerics numerics) {
-  const int64_t begin = run.front().begin, end = run.back().end;
-  std::vector<SequenceRows> rebased(run.begin(), run.end());
-  for (SequenceRows& seq : rebased) {
-    seq.begin -= begin;
-    seq.end -= begin;
-  }
-  return attention_step(config, weights, x.rows(begin, end), rebased, all.rows(begin, end),
-                        addresses, out.rows(begin, end), numerics);
 }
 
 }  // namespace
@@ -748,31 +730,22 @@ Status attention_forward(const checkpoint::ModelConfig& config, int64_t layer,
   }
   DSV4_CHECK(next == x.size(0), "attention_forward: the sequences hold %lld of %lld rows",
              (long long)next, (long long)x.size(0));
-  // Sequences that fit one step (decode rows, short prompts) attend in one step per run of
-  // consecutive ones; a longer one (a long prompt's chunk) in steps of ≤ Ts tokens on its own.
-  // Continuous batching puts the decode rows first and the prompts after them, so a long prompt
-  // beside them leaves the decode rows one batched step.
-  size_t run = 0;  // the first sequence of the run of ones that fit
-  for (size_t i = 0; i <= batch.size(); ++i) {
-    if (i < batch.size() && fits_one_step(batch[i])) continue;
-    if (run < i) {
-      // The forward's addresses serve a run of consecutive sequences (no empty one between).
-      const bool consecutive = index[i - 1] - index[run] == static_cast<int64_t>(i - 1 - run);
-      const StepAddresses addresses =
-          at.cache_addresses.numel() > 0 && consecutive
-              ? StepAddresses(at.cache_addresses, layer - at.first_address_layer, column[run])
-              : StepAddresses();
-      DSV4_RETURN_IF_ERROR(run_step(config, weights, input, std::span(batch).subspan(run, i - run),
-                                    all, addresses, out, numerics));
-    }
-    if (i < batch.size()) {
-      const SequenceRows& seq = batch[i];
-      DSV4_RETURN_IF_ERROR(
-          sequence_steps(config, weights, input, seq, all.rows(seq.begin, seq.end), out, numerics));
-    }
-    run = i + 1;
+  if (batch.empty()) return ok_status();
+  // One step for every sequence with rows: the projections on all of them at once, whatever
+  // their lengths (a long prompt's attention then runs Ts rows at a time, attend_prompt). The
+  // forward's addresses serve sequences with no empty one between them.
+  const bool consecutive = index.back() - index.front() == static_cast<int64_t>(batch.size() - 1);
+  const StepAddresses addresses =
+      at.cache_addresses.numel() > 0 && consecutive
+          ? StepAddresses(at.cache_addresses, layer - at.first_address_layer, column.front())
+          : StepAddresses();
+  const int64_t begin = batch.front().begin, end = batch.back().end;
+  for (SequenceRows& seq : batch) {
+    seq.begin -= begin;
+    seq.end -= begin;
   }
-  return ok_status();
+  return attention_step(config, weights, input.rows(begin, end), batch, all.rows(begin, end),
+                        addresses, out.rows(begin, end), numerics);
 }
 
 Status attention_forward(const checkpoint::ModelConfig& config, int64_t layer,
