@@ -442,7 +442,9 @@ struct SparseAttentionParams {
   // Per-row sources (decode rows, above), or empty: row t's window rows are at kv_addresses[t]
   // and its extra rows at extra_addresses[t] (i64 [T] each; kv and extra_kv give their shapes
   // only), of which it holds (row_positions[t] + 1) / extra_ratio (the entries complete at its
-  // position). Each row is computed exactly as a call of its row alone would compute it.
+  // position). Each row is computed exactly as a call of its row alone through tables of one row
+  // would compute it (and as a plain call of its row alone, while its candidates give the GPU's
+  // fast kernel at most one run of kAttentionRunCandidates an SM).
   TensorView kv_addresses{};
   TensorView extra_addresses{};
   TensorView row_positions{};  // i64 [T]

