@@ -18,9 +18,15 @@ struct PoolArgs {
   float* out;  // [n, d]
 };
 
+// Slots a thread loads before it uses any: a pass over a window (up to 2 · 128 slots at V4's
+// ratios) waits a load latency a batch, not one a slot, which is what an element costs when an
+// HCA layer's prompt piece pools two entries and so runs a thousand threads.
+constexpr int kPoolBatch = 16;
+
 // Dim i of entry w: a softmax over the window's slots in the CPU's order
 // (kernels/cpu/compressor.cpp explains the slot layout); the exponentials are recomputed instead of
-// stored, which gives the same values.
+// stored, which gives the same values. Each pass loads a batch of slots, then adds them one by one
+// in slot order: the sums of a pass a slot at a time.
 __device__ inline float pool_element(const PoolArgs& a, int64_t w, int64_t i) {
   const int64_t row_width = a.n_halves * a.width, n_slots = a.n_halves * a.ratio;
   // Slot s is row w·m + s; with overlap the second block's slots read the B half.
@@ -30,13 +36,36 @@ __device__ inline float pool_element(const PoolArgs& a, int64_t w, int64_t i) {
   auto score = [&](int64_t s) {
     return a.gate[offset(s)] + a.ape[(s % a.ratio) * row_width + (s / a.ratio) * a.width + i];
   };
+  float scores[kPoolBatch];
   float max_score = -INFINITY;
-  for (int64_t s = 0; s < n_slots; ++s) max_score = fmaxf(max_score, score(s));
+  for (int64_t s0 = 0; s0 < n_slots; s0 += kPoolBatch) {
+#pragma unroll
+    for (int k = 0; k < kPoolBatch; ++k) scores[k] = s0 + k < n_slots ? score(s0 + k) : -INFINITY;
+#pragma unroll
+    for (int k = 0; k < kPoolBatch; ++k) max_score = fmaxf(max_score, scores[k]);
+  }
   float denom = 0.0f;
-  for (int64_t s = 0; s < n_slots; ++s) denom += expf(score(s) - max_score);
+  for (int64_t s0 = 0; s0 < n_slots; s0 += kPoolBatch) {
+#pragma unroll
+    for (int k = 0; k < kPoolBatch; ++k) scores[k] = s0 + k < n_slots ? score(s0 + k) : 0.0f;
+#pragma unroll
+    for (int k = 0; k < kPoolBatch; ++k) {
+      if (s0 + k < n_slots) denom += expf(scores[k] - max_score);
+    }
+  }
   float acc = 0.0f;
-  for (int64_t s = 0; s < n_slots; ++s) {
-    acc += a.kv[offset(s)] * (expf(score(s) - max_score) / denom);
+  for (int64_t s0 = 0; s0 < n_slots; s0 += kPoolBatch) {
+    float kv[kPoolBatch];
+#pragma unroll
+    for (int k = 0; k < kPoolBatch; ++k) {
+      const bool in = s0 + k < n_slots;
+      scores[k] = in ? score(s0 + k) : 0.0f;
+      kv[k] = in ? a.kv[offset(s0 + k)] : 0.0f;
+    }
+#pragma unroll
+    for (int k = 0; k < kPoolBatch; ++k) {
+      if (s0 + k < n_slots) acc += kv[k] * (expf(scores[k] - max_score) / denom);
+    }
   }
   return acc;
 }
