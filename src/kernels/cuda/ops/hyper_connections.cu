@@ -2,8 +2,8 @@
 // reference). The mixes are per token and tiny (M = 4 in the released models), so the Sinkhorn
 // kernel runs one warp per token (one thread for M > 5) on its [M, M] slice of `comb`, in the
 // CPU's order.
-// The stream ops (repeat, collapse, expand) run one thread per output element and sum over the
-// streams in the CPU's order with explicitly rounded products and sums (no fused multiply-add),
+// The stream ops (repeat, collapse, expand) run one thread per output element (expand: per
+// column of a token, for all its streams) and sum over the streams in the CPU's order with explicitly rounded products and sums (no fused multiply-add),
 // which makes them bit-identical to the reference.
 //
 // A decode step's mHC is small ops of one or a few rows, each a latency-bound launch: per site
@@ -241,11 +241,15 @@ __device__ __forceinline__ float expand_element(const HcExpandOperands& o, int64
   return acc;
 }
 
+// A thread a column k of token t: its M new streams' elements, which read the same M residual
+// elements and the same f, so a column's inputs come through L2 once, not once a stream (a
+// prefill's streams are hundreds of MB).
 __global__ void hc_expand_kernel(HcExpandOperands o) {
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
-  const int64_t width = o.post.n_cols * o.f.n_cols;
-  if (i >= o.f.n_rows * width) return;
-  o.out[i] = expand_element(o, i / width, i % width);
+  const int64_t m = o.post.n_cols, d = o.f.n_cols;
+  if (i >= o.f.n_rows * d) return;
+  const int64_t t = i / d, k = i % d;
+  for (int64_t j = 0; j < m; ++j) o.out[(t * m + j) * d + k] = expand_element(o, t, j * d + k);
 }
 
 // ---- The fused ops: a cluster a token (grid [kRmsClusterBlocks, rows]) ----
@@ -419,8 +423,8 @@ void hc_collapse(const TensorView& x, const TensorView& pre, const TensorView& y
 void hc_expand(const TensorView& f, const TensorView& f_addend, const TensorView& residual,
                const TensorView& post, const TensorView& comb, const TensorView& out) {
   const HcExpandOperands o = hc_expand_operands(f, f_addend, residual, post, comb, out);
-  const int64_t n = o.f.n_rows * o.post.n_cols * o.f.n_cols;
-  if (n == 0) return;
+  const int64_t n = o.f.n_rows * o.f.n_cols;
+  if (n == 0 || o.post.n_cols == 0) return;
   hc_expand_kernel<<<element_blocks(n), kElementThreads, 0, op_stream()>>>(o);
   check_launch();
 }
