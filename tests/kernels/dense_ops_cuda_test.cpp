@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -201,6 +202,136 @@ TEST(DenseOpsCuda, LinearFp8WeightGivesTheBitsOfItsBf16Decoding) {
     ASSERT_TRUE(block_diagonal_linear(x_d, w_bf16.d(), g, y_bf16.d()).ok());
     EXPECT_TRUE(testing::same_bytes(y.result().view(), y_bf16.result().view()));
     EXPECT_LT(device_vs_host_error(y), kCudaF32OpRelTol);
+  }
+}
+
+// The few-rows kernel's shape below 128 outputs (plan.cpp), whose bits the narrow kernel keeps.
+cuda::DensePlan few_rows_narrow_plan() {
+  cuda::DensePlan plan;
+  plan.kernel = cuda::DenseKernel::kFewRows;
+  plan.warps = 16, plan.cols = 1, plan.split = 16, plan.tokens = 8;
+  return plan;
+}
+
+// y = x · wᵀ, x [T, K] and w [N, K] (TensorViews or Fp8BlockViews) on the narrow kernel
+// (gemm/dense/linear_narrow.cu): within the tolerance of the CPU; every row the bits the
+// few-rows kernel gives it; the first 64 rows alone (another grid and cluster size) and the
+// last row alone (a one-row call, which the few-rows kernel takes as a decode step) the bits
+// of the same rows of the whole call.
+template <typename W>
+void expect_narrow_linear(const TensorView& x_h, const TensorView& x_d, const W& w_h,
+                          const W& w_d, int64_t n) {
+  const int64_t t = x_d.shape[0];
+  const OpPair y = OpPair::poisoned(DType::kF32, {t, n});
+  const OpPair y_few = OpPair::poisoned(DType::kF32, {t, n});
+  const OpPair y_first = OpPair::poisoned(DType::kF32, {64, n});
+  const OpPair y_last = OpPair::poisoned(DType::kF32, {1, n});
+  const cuda::DensePlan plan = cuda::plan_for(linear_operands(x_d, w_d, y.d()), 1);
+  EXPECT_EQ(plan.kernel, cuda::DenseKernel::kNarrow) << cuda::describe(plan);
+  ASSERT_TRUE(linear(x_h, w_h, y.h()).ok());
+  ASSERT_TRUE(linear(x_d, w_d, y.d()).ok());
+  cuda::launch_dense(linear_operands(x_d, w_d, y_few.d()), 1, few_rows_narrow_plan());
+  ASSERT_TRUE(linear(x_d.rows(0, 64), w_d, y_first.d()).ok());
+  ASSERT_TRUE(linear(x_d.rows(t - 1, t), w_d, y_last.d()).ok());
+  EXPECT_LT(device_vs_host_error(y), kCudaF32OpRelTol);
+  const Tensor got = y.result();
+  EXPECT_TRUE(testing::same_bytes(got.view(), y_few.result().view()));
+  EXPECT_TRUE(testing::same_bytes(got.view().rows(0, 64), y_first.result().view()));
+  EXPECT_TRUE(testing::same_bytes(got.view().rows(t - 1, t), y_last.result().view()));
+}
+
+// Many rows of few outputs (expect_narrow_linear): mHC's mixes (24 outputs over a 16384-wide
+// residual, an f32 weight: 3 outputs a warp, 16-token tiles) at 2048 rows and off the tile
+// (300), the indexer's head weights (64 over 4096, bf16: 8 outputs a warp, 8-token tiles),
+// 7 outputs over K = 1000 at 64 rows (the fewest the plan gives it; slices of 15-16 runs of 4,
+// a step ending mid-slice), 16 outputs over K = 40 (slices of 0 or 1 run, some empty), and
+// column views of a wider x (a row stride past K).
+TEST(DenseOpsCuda, NarrowLinearGivesTheFewRowsBits) {
+  SeededRng rng;
+  for (const auto& [t, n, k, offset, bf16] : {std::tuple{2048, 24, 16384, 0, false},
+                                              {2048, 64, 4096, 0, true},
+                                              {300, 24, 16384, 0, false},
+                                              {64, 7, 1000, 0, false},
+                                              {70, 16, 40, 0, false},
+                                              {130, 40, 516, 4, false},
+                                              {100, 3, 2048, 8, true}}) {
+    SCOPED_TRACE(std::to_string(t) + "x" + std::to_string(n) + "x" + std::to_string(k) + "+" +
+                 std::to_string(offset) + (bf16 ? " bf16" : " f32"));
+    const OpPair x = OpPair::uniform(rng, {t, k + 2 * offset});
+    std::vector<uint16_t> bits(static_cast<size_t>(n) * k);
+    for (uint16_t& b : bits) b = float_to_bf16(static_cast<float>(rng.uniform(-1.0, 1.0)));
+    const OpPair w = bf16 ? OpPair::values(DType::kBF16, {n, k}, bits) : OpPair::uniform(rng, {n, k});
+    expect_narrow_linear(columns(x.h(), offset, offset + k), columns(x.d(), offset, offset + k),
+                         w.h(), w.d(), n);
+  }
+}
+
+// The same with FP8 weights (e4m3 and 128 × 128 block scales), 24 and 64 outputs.
+TEST(DenseOpsCuda, NarrowLinearGivesTheFewRowsBitsOnFp8Weights) {
+  SeededRng rng;
+  for (const auto& [t, n, k] : {std::tuple{200, 24, 4096}, {96, 64, 640}}) {
+    SCOPED_TRACE(std::to_string(t) + "x" + std::to_string(n) + "x" + std::to_string(k));
+    const testing::Fp8Weight fp8 = testing::random_fp8_weight(rng, n, k);
+    const OpPair codes = OpPair::values(DType::kF8E4M3, {n, k}, fp8.codes);
+    const OpPair scales =
+        OpPair::values(DType::kF32, {static_cast<int64_t>(fp8.scales.size())}, fp8.scales);
+    format::Fp8BlockView w_d = fp8.view();
+    w_d.values = codes.d().data_as<const uint8_t>();
+    w_d.block_scales = scales.d().data_as<const float>();
+    w_d.device = Device::kCuda;
+    const OpPair x = OpPair::uniform(rng, {t, k});
+    expect_narrow_linear(x.h(), x.d(), fp8.view(), w_d, n);
+  }
+}
+
+// The plan alone (no GPU work): the shapes above take the narrow kernel, with the cluster that
+// fills 132 SMs twice (256 rows of 24 outputs: 16 tiles × 8 blocks); decode-sized calls keep
+// the few-rows kernel; wider N, more groups, unaligned rows and bf16 weights with rows for the
+// tensor cores stay where they were.
+TEST(DenseOpsCuda, PlanPutsManyRowsOfFewOutputsOnTheNarrowKernel) {
+  // x [T, G·K + x_offset] from column x_offset on, seen as its first group's K columns.
+  const auto operands = [](int64_t t, int64_t n, int64_t k, DType dtype, int64_t x_offset,
+                           int64_t groups) {
+    LinearOperands o;
+    o.x = {reinterpret_cast<float*>(uintptr_t{1} << 32) + x_offset, t, k, groups * k + x_offset};
+    o.w.data = reinterpret_cast<const void*>(uintptr_t{1} << 33);
+    o.w.dtype = dtype;
+    o.w.n_rows = n, o.w.n_cols = k, o.w.row_stride = k;
+    o.y = {reinterpret_cast<float*>(uintptr_t{1} << 34), t, n, n};
+    return o;
+  };
+  struct Case {
+    int64_t t, n, k;
+    DType dtype;
+    int64_t x_offset, groups;
+    cuda::DenseKernel kernel;
+    int cols, tokens, split;
+  };
+  using K = cuda::DenseKernel;
+  for (const Case& c : {Case{2048, 24, 16384, DType::kF32, 0, 1, K::kNarrow, 3, 16, 4},
+                        Case{16384, 24, 16384, DType::kF32, 0, 1, K::kNarrow, 3, 16, 2},
+                        Case{256, 24, 16384, DType::kF32, 0, 1, K::kNarrow, 3, 16, 8},
+                        Case{2048, 64, 4096, DType::kBF16, 0, 1, K::kNarrow, 8, 8, 2},
+                        Case{64, 7, 1000, DType::kF32, 0, 1, K::kNarrow, 1, 16, 8},
+                        Case{300, 24, 16384, DType::kF8E4M3, 4, 1, K::kNarrow, 3, 16, 8},
+                        Case{63, 24, 16384, DType::kF32, 0, 1, K::kFewRows, 1, 8, 16},
+                        Case{16, 24, 16384, DType::kF32, 0, 1, K::kFewRows, 1, 8, 16},
+                        Case{1, 24, 16384, DType::kF32, 0, 1, K::kFewRows, 1, 1, 16},
+                        Case{4096, 64, 4096, DType::kBF16, 0, 1, K::kTensorCores, 0, 0, 0},
+                        Case{2048, 24, 16384, DType::kF32, 1, 1, K::kFewRows, 1, 8, 16},
+                        Case{2048, 24, 1002, DType::kF32, 0, 1, K::kFewRows, 1, 8, 16},
+                        Case{2048, 65, 4096, DType::kF32, 0, 1, K::kFewRows, 1, 8, 16},
+                        Case{2048, 48, 512, DType::kF32, 0, 2, K::kFewRows, 1, 8, 16}}) {
+    SCOPED_TRACE(std::to_string(c.t) + "x" + std::to_string(c.n) + "x" + std::to_string(c.k) +
+                 " " + std::string(dtype_name(c.dtype)) + "+" + std::to_string(c.x_offset) +
+                 " in " + std::to_string(c.groups));
+    const LinearOperands o = operands(c.t, c.n, c.k, c.dtype, c.x_offset, c.groups);
+    const cuda::DensePlan plan = cuda::plan_dense(o, c.groups, 132);
+    EXPECT_EQ(plan.kernel, c.kernel) << cuda::describe(plan);
+    if (c.kernel == K::kTensorCores) continue;
+    EXPECT_EQ(plan.cols, c.cols) << cuda::describe(plan);
+    EXPECT_EQ(plan.tokens, c.tokens) << cuda::describe(plan);
+    EXPECT_EQ(plan.split, c.split) << cuda::describe(plan);
   }
 }
 

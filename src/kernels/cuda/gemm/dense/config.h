@@ -18,5 +18,16 @@ inline constexpr int kFewRowsTcMaxTokens = 16;  // two chunks; more rows go to t
 // ---- linear_cuda_cores.cu ----
 inline constexpr int kTiledTile = 64;    // the tiled kernel: rows of x and of w a block
 inline constexpr int kFewRowsChunk = 8;  // the few-rows kernel: most tokens of one block
+// The few-rows kernel's shape below 128 outputs: one output a group of 16 warps, each a slice of
+// K. linear_narrow.cu sums the same slices in the same order, so both give the same bits.
+inline constexpr int kFewRowsNarrowSplit = 16;
+
+// ---- linear_narrow.cu: many rows, at most kNarrowMaxOutputs outputs ----
+inline constexpr int kNarrowWarps = 8;                    // a block; each owns outputs of its own
+inline constexpr int kNarrowMaxOutputs = 8 * kNarrowWarps;  // 8 outputs a warp
+inline constexpr int kNarrowMinRows = 64;                 // fewer stay on the few-rows kernel
+inline constexpr int kNarrowMaxCluster = 8;               // blocks sharing a tile's 16 slices
+// Tokens a block, by outputs a warp (1, 2, 3, 4 or 8): each lane accumulates outputs × tokens.
+constexpr int narrow_tokens(int outputs_a_warp) { return outputs_a_warp <= 4 ? 16 : 8; }
 
 }  // namespace dsv4::kernels::cuda

@@ -1,4 +1,4 @@
-// Launchers of the dense GEMM kernels: the linear's three, each for the calls plan.cpp gives it
+// Launchers of the dense GEMM kernels: the linear's four, each for the calls plan.cpp gives it
 // (launch.cu calls them): the tensor-core ones (f32 x and y, a bf16 weight, exact to f32 by
 // splitting x into three bf16: bf16_split.cuh) and the CUDA-core ones; and the dense experts'
 // grouped GEMM. Plain C++.
@@ -36,6 +36,9 @@ void linear_few_rows_tensor_cores(const LinearOperands& o, int64_t n_groups, int
 
 // linear_cuda_cores.cu: DenseKernel::kTiled and kFewRows.
 void linear_cuda_cores(const LinearOperands& o, int64_t n_groups, const DensePlan& plan);
+
+// linear_narrow.cu: many rows, few outputs, one group (DenseKernel::kNarrow).
+void linear_narrow(const LinearOperands& o, const DensePlan& plan);
 
 // grouped_linear.cu: y [R, N] = each row of x [R, K] times its group's w [G, N, K] (f32), the
 // groups by the device row offsets [G+1] (cuda::grouped_linear has checked the shapes).

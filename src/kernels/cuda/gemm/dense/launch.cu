@@ -18,6 +18,7 @@ void launch_dense(const LinearOperands& o, int64_t n_groups, const DensePlan& pl
       return linear_few_rows_tensor_cores(o, n_groups, plan.warps);
     case DenseKernel::kTiled:
     case DenseKernel::kFewRows: return linear_cuda_cores(o, n_groups, plan);
+    case DenseKernel::kNarrow: return linear_narrow(o, plan);
   }
 }
 

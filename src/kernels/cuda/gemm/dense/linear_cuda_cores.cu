@@ -11,80 +11,26 @@
 //   A block owns a few outputs for ≤ 8 tokens and its warps split K (or each walks all of K
 //   for its own outputs); partial sums meet in a fixed tree. On the H200 it streams the bf16
 //   lm_head at one token at the copy rate (bench/kernels/linear_bench.cu, docs/bench.md).
-// A bf16 weight widens exactly, and an FP8 one decodes exactly (device/fp8_decode.cuh), so on
-// these kernels every form of one weight gives the same bits.
+// Their operands' views (f32, bf16 or e4m3 weights, all widened to the same f32) are in
+// cuda_core_rows.cuh; linear_narrow.cu takes the few-rows kernel's many-row calls.
 //
 // Dimension letters: T tokens (rows of x), N output features (rows of w), K input features.
-#include "base/float_convert.h"
 #include "kernels/contracts.h"
 #include "kernels/cuda/device/common.cuh"
-#include "kernels/cuda/device/fp8_decode.cuh"
 #include "kernels/cuda/gemm/dense/config.h"
+#include "kernels/cuda/gemm/dense/cuda_core_rows.cuh"
 #include "kernels/cuda/gemm/dense/kernels.h"
 
 namespace dsv4::kernels::cuda {
 namespace {
+
+using namespace cuda_core_rows;
 
 constexpr int kTile = kTiledTile;  // rows of x and of w per block
 constexpr int kSlab = 16;          // K per shared-memory stage
 constexpr int kPatch = 4;          // each thread's outputs per dimension
 constexpr int kThreads = (kTile / kPatch) * (kTile / kPatch);  // 256
 static_assert(kTile * kSlab == kThreads * 4, "each thread stages 4 values of each operand");
-
-// Read-only rows of f32 or of bf16 bits (a weight, contracts.h's WeightRows), widened to f32.
-// A row is a pointer to its first element.
-template <typename T>
-struct Rows {
-  using Row = const T*;
-  using Element = T;
-  const T* data;
-  int64_t n_rows, n_cols, row_stride;
-  __device__ Row row(int64_t r) const { return data + r * row_stride; }
-};
-__device__ __forceinline__ float at(const float* row, int64_t col) { return __ldg(row + col); }
-__device__ __forceinline__ float at(const uint16_t* row, int64_t col) {
-  return bf16_to_float(__ldg(row + col));
-}
-
-// Rows of e4m3 codes with their 128 × 128 block scales (an FP8 weight): a row is its codes and
-// its block row of scales.
-struct Fp8Row {
-  const uint8_t* codes;
-  const float* scales;  // one per 128 columns
-};
-// Row r is the matrix's row first_row + r (a group of a block-diagonal call starts mid-matrix,
-// maybe mid-block); `scales` are the whole matrix's.
-struct Fp8Rows {
-  using Row = Fp8Row;
-  using Element = uint8_t;
-  const uint8_t* data;
-  int64_t n_rows, n_cols, row_stride;
-  const float* scales;
-  int64_t scale_cols;
-  int64_t first_row;
-  __device__ Row row(int64_t r) const {
-    return {data + r * row_stride, scales + (first_row + r) / format::kFp8WeightBlock * scale_cols};
-  }
-};
-__device__ __forceinline__ float at(const Fp8Row& row, int64_t col) {
-  const uint16_t code = __ldg(row.codes + col);
-  return e4m3x2_scaled(code, __ldg(row.scales + col / format::kFp8WeightBlock)).x;
-}
-
-Rows<float> rows_of(const RowMatrix& m) { return {m.data, m.n_rows, m.n_cols, m.row_stride}; }
-template <typename T>
-Rows<T> rows_of(const WeightRows& w) {
-  return {static_cast<const T*>(w.data), w.n_rows, w.n_cols, w.row_stride};
-}
-Fp8Rows fp8_rows_of(const WeightRows& w) {
-  return {static_cast<const uint8_t*>(w.data),
-          w.n_rows,
-          w.n_cols,
-          w.row_stride,
-          w.block_scales,
-          w.scale_cols,
-          0};
-}
 
 // Stages rows [row0, row0 + kTile) × cols [k0, k0 + kSlab) of m, transposed to smem[k][row],
 // zero outside the matrix.
@@ -137,21 +83,6 @@ __global__ void __launch_bounds__(kThreads) linear_kernel(Rows<float> x, W w, Ro
 
 // ---- few rows ----
 constexpr int kChunk = kFewRowsChunk;  // most tokens of one block
-constexpr int kVec = 4;  // K elements a lane loads at once: 16 bytes of f32, 8 of bf16
-
-// Elements col .. col + 3 of a row (col a multiple of kVec).
-__device__ __forceinline__ float4 load4(const float* row, int64_t col) {
-  return __ldg(reinterpret_cast<const float4*>(row + col));
-}
-__device__ __forceinline__ float4 load4(const uint16_t* row, int64_t col) {
-  const uint2 v = __ldg(reinterpret_cast<const uint2*>(row + col));  // bf16: a float's upper half
-  return make_float4(float_from_bits(v.x << 16), float_from_bits(v.x & 0xffff0000u),
-                     float_from_bits(v.y << 16), float_from_bits(v.y & 0xffff0000u));
-}
-__device__ __forceinline__ float4 load4(const Fp8Row& row, int64_t col) {
-  const uint32_t codes = __ldg(reinterpret_cast<const unsigned int*>(row.codes + col));
-  return e4m3x4_scaled(codes, __ldg(row.scales + col / format::kFp8WeightBlock));
-}
 
 // Block (x, y) computes tokens [kTokens·y, +kTokens) of kBlockWarps / kSplit groups of kCols
 // outputs. kTokens is the call's T rounded up to 1, 4 or 8: every token costs each weight a
@@ -229,13 +160,6 @@ __global__ void __launch_bounds__(32 * kBlockWarps)
     for (int v = 1; v < kSplit; ++v) sum += partial[group * kSplit + v][c][t];
     y.data[(t0 + t) * y.row_stride + n] = sum;
   }
-}
-
-// Rows a 16-byte (f32), 8-byte (bf16) or 4-byte (e4m3) load may read kVec elements of at a time.
-template <typename M>
-bool vector_rows(const M& m) {
-  return m.n_cols % kVec == 0 && m.row_stride % kVec == 0 &&
-         reinterpret_cast<uintptr_t>(m.data) % (kVec * sizeof(typename M::Element)) == 0;
 }
 
 template <int kCols, int kSplit, int kBlockWarps, int kTokens, typename W>
@@ -323,13 +247,7 @@ void launch(const Rows<float>& x, const W& w, const RowMatrix& y, int64_t n_grou
 void linear_cuda_cores(const LinearOperands& o, int64_t n_groups, const DensePlan& plan) {
   DSV4_CHECK(ceil_div(o.x.n_rows, kTile) <= 65535, "linear: %lld rows in one call",
              (long long)o.x.n_rows);
-  if (o.w.dtype == DType::kBF16) {
-    launch(rows_of(o.x), rows_of<uint16_t>(o.w), o.y, n_groups, plan);
-  } else if (o.w.dtype == DType::kF8E4M3) {
-    launch(rows_of(o.x), fp8_rows_of(o.w), o.y, n_groups, plan);
-  } else {
-    launch(rows_of(o.x), rows_of<float>(o.w), o.y, n_groups, plan);
-  }
+  with_rows(o, [&](const auto& x, const auto& w) { launch(x, w, o.y, n_groups, plan); });
   check_launch();
 }
 

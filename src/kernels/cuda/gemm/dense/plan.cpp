@@ -1,7 +1,7 @@
 // The dense linear's choice of kernel (plan.h). In order: the tensor cores wherever a bf16 (or
 // FP8, decoded to the same bf16) weight has the rows to fill them, since they are exact to f32 too
-// (x split into three bf16); else the CUDA cores, tiled where a call has the rows and the tiles for
-// every SM, else the few-rows kernel.
+// (x split into three bf16); else the CUDA cores: the narrow kernel for many rows of few outputs,
+// tiled where a call has the rows and the tiles for every SM, else the few-rows kernel.
 #include "kernels/cuda/gemm/dense/plan.h"
 
 #include "kernels/cuda/gemm/dense/config.h"
@@ -87,9 +87,42 @@ DensePlan few_rows(const LinearOperands& o, int64_t group_rows) {
   } else if (o.w.n_rows >= 128) {
     plan.cols = 1, plan.split = 8, plan.warps = 8;
   } else {
-    plan.cols = 1, plan.split = 16, plan.warps = 16;
+    plan.cols = 1, plan.split = kFewRowsNarrowSplit, plan.warps = kFewRowsNarrowSplit;
   }
   plan.tokens = o.x.n_rows == 1 ? 1 : o.x.n_rows <= 4 ? 4 : kFewRowsChunk;
+  return plan;
+}
+
+// The narrow kernel (linear_narrow.cu): one group of at most kNarrowMaxOutputs outputs (mHC's 24
+// mixes, the indexer's 64 head weights), rows that its 16-byte loads can read (x 16-byte aligned,
+// K and the strides multiples of 4, the weight aligned to 4 of its elements), and from
+// kNarrowMinRows rows. It sums each output as the few-rows kernel does at this N (config.h), so
+// the line changes no bits, only which kernel is faster: it is drawn well above the batch sizes
+// of a decode step, which stay on the few-rows kernel that is tuned for them (one block an output
+// and up to 8 tokens; the narrow kernel's tile of 8 or 16 tokens would be mostly padding there).
+bool narrow_fits(const LinearOperands& o, int64_t n_groups) {
+  const auto address = reinterpret_cast<uintptr_t>(o.w.data);
+  const int64_t w_element = o.w.dtype == DType::kF32 ? 4 : o.w.dtype == DType::kBF16 ? 2 : 1;
+  return n_groups == 1 && o.w.n_rows <= kNarrowMaxOutputs && o.x.n_rows >= kNarrowMinRows &&
+         o.x.n_cols % 4 == 0 && o.x.row_stride % 4 == 0 && aligned16(o.x.data) &&
+         o.w.row_stride % 4 == 0 && address % (4 * w_element) == 0 &&
+         ceil_div(o.x.n_rows, narrow_tokens(kNarrowWarps)) <= 65535;
+}
+
+// Its shape: outputs a warp, the fewest of 1, 2, 3, 4 or 8 that give the 8 warps every output
+// (a warp's outputs × tokens are a lane's accumulators: 8 × 8 at most); and the blocks of a
+// cluster, the fewest of 2, 4 and 8 that give every SM two blocks (a block alone on an SM waits
+// on each step of x it stages; 8 at most, the portable cluster size).
+DensePlan narrow(const LinearOperands& o, int n_sm) {
+  DensePlan plan;
+  plan.kernel = DenseKernel::kNarrow;
+  plan.warps = kNarrowWarps;
+  const int64_t per_warp = ceil_div(o.w.n_rows, kNarrowWarps);
+  plan.cols = per_warp <= 4 ? static_cast<int>(per_warp) : 8;
+  plan.tokens = narrow_tokens(plan.cols);
+  const int64_t tiles = ceil_div(o.x.n_rows, plan.tokens);
+  plan.split = 2;
+  while (plan.split < kNarrowMaxCluster && tiles * plan.split < 2 * int64_t{n_sm}) plan.split *= 2;
   return plan;
 }
 
@@ -107,6 +140,7 @@ DensePlan plan_dense(const LinearOperands& o, int64_t n_groups, int n_sm) {
     plan.warps = few_rows_tensor_core_warps(o, n_sm);
     return plan;
   }
+  if (narrow_fits(o, n_groups)) return narrow(o, n_sm);
   // The tiled kernel where it has rows to share a tile and blocks for every SM (132 on the
   // H200), else the few-rows one (then T < 64 · 128, so its grid's y stays small).
   const int64_t group_rows = o.w.n_rows / n_groups;
@@ -129,6 +163,10 @@ std::string describe(const DensePlan& plan) {
     case DenseKernel::kFewRows:
       return "CUDA cores few rows, " + std::to_string(plan.cols) + " outputs × " +
              std::to_string(plan.split) + " warps, " + std::to_string(plan.tokens) + " tokens";
+    case DenseKernel::kNarrow:
+      return "CUDA cores narrow, " + std::to_string(plan.cols) + " outputs a warp, " +
+             std::to_string(plan.tokens) + " tokens × " + std::to_string(plan.split) +
+             " blocks a cluster";
   }
   return "?";
 }

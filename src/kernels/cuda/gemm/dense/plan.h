@@ -20,14 +20,17 @@ enum class DenseKernel {
   kFewRowsTensorCores,  // linear_few_rows_tensor_cores.cu: a bf16 weight, 2-16 rows
   kTiled,               // linear_cuda_cores.cu: the tiled SGEMM, many rows and wide outputs
   kFewRows,             // linear_cuda_cores.cu: a few rows (decode) or narrow outputs
+  kNarrow,              // linear_narrow.cu: many rows, ≤ 64 outputs (the few-rows kernel's bits)
 };
 
 struct DensePlan {
   DenseKernel kernel = DenseKernel::kNone;
   int warps = 0;   // kFewRowsTensorCores: warps a CTA (8, 16); kFewRows: warps a block (8, 16)
-  int cols = 0;    // kFewRows: outputs a group of warps computes (1 or 4)
-  int split = 0;   // kFewRows: warps of a group, each a slice of K (1, 8 or 16)
-  int tokens = 0;  // kFewRows: most tokens a block (1, 4 or 8)
+  int cols = 0;    // kFewRows: outputs a group of warps computes (1 or 4); kNarrow: a warp's
+                   // (1, 2, 3, 4 or 8)
+  int split = 0;   // kFewRows: warps of a group, each a slice of K (1, 8 or 16); kNarrow: blocks
+                   // of a cluster, sharing K's 16 slices (2, 4 or 8)
+  int tokens = 0;  // kFewRows: most tokens a block (1, 4 or 8); kNarrow: tokens a block (8, 16)
 };
 
 // The plan for a call of n_groups groups on a device of n_sm multiprocessors.
