@@ -9,7 +9,10 @@
 // takes the shape). T > 16 (prefill): the bf16 weight runs on the tensor cores
 // (linear_tensor_cores.cu), the f32 one on the CUDA cores, and cuBLAS's f32 SGEMM (no TF32) on the
 // same call is the baseline; the floor is the three bf16 passes at cuBLAS's bf16 rate (8192³, same
-// run).
+// run). Then the shapes of ≤ 64 outputs at T > 16 (mHC's mixes, the indexer's head weights) on
+// the kernel the plan gives them (the narrow one from 64 rows: linear_narrow.cu) against the
+// few-rows kernel that ran them before (launched directly), which must give the same bits; the
+// floor is reading x once at the copy bandwidth.
 //   usage: linear_bench [out.md [T,T,...]]   (default T: 1,8)
 //
 // Dimension letters: T tokens, N output features, K input features.
@@ -50,7 +53,8 @@ constexpr LinearShape kShapes[] = {
     {"attn wkv", 512, 4096},   {"attn wo_a (8 groups)", 8192, 4096, 8},
     {"attn wo_b", 4096, 8192}, {"indexer wq_b", 8192, 1024},
     {"shared w1", 2048, 4096}, {"shared w2", 4096, 2048},
-    {"mHC fn", 24, 16384},     {"lm_head", 129280, 4096, 1, false},
+    {"mHC fn", 24, 16384},     {"indexer weights_proj", 64, 4096},
+    {"lm_head", 129280, 4096, 1, false},
 };
 
 // bf16 values in [-1, 1) from a hash of the index: the bits, and their f32 widening.
@@ -232,6 +236,53 @@ void run_prefill_shape(std::FILE* out, const LinearShape& s, const std::vector<i
   }
 }
 
+// The few-rows kernel's shape below 128 outputs (plan.cpp), the narrow kernel's bits.
+kernels::cuda::DensePlan few_rows_plan() {
+  kernels::cuda::DensePlan plan;
+  plan.kernel = kernels::cuda::DenseKernel::kFewRows;
+  plan.warps = 16, plan.cols = 1, plan.split = 16, plan.tokens = 8;
+  return plan;
+}
+
+// The call on the few-rows kernel whatever the plan says.
+void run_few_rows(const Tensor& x, const Tensor& w, const Tensor& y) {
+  kernels::cuda::launch_dense(kernels::linear_operands(x.view(), w.view(), y.view()), 1,
+                              few_rows_plan());
+}
+
+// A shape of ≤ 64 outputs at T rows: the plan's kernel against the few-rows kernel, µs a call
+// with the f32 and the bf16 weight; the two kernels' results must be the same bits (but for the
+// bf16 weight on the tensor cores).
+void run_narrow_shape(std::FILE* out, const LinearShape& s, const std::vector<int64_t>& tokens,
+                      double bandwidth) {
+  const std::vector<Weight> weights = rotated_weights(s);
+  for (const int64_t t : tokens) {
+    const Measured m = measure(s, t, weights);
+    double few[2] = {};
+    for (int bf16 = 0; bf16 < 2; ++bf16) {
+      const Tensor y = device_tensor(DType::kF32, {t, s.n});
+      run_few_rows(m.x, bf16 ? weights[0].bf16 : weights[0].f32, y);
+      run_linear(s, m.x, bf16 ? weights[0].bf16 : weights[0].f32, m.y);
+      DSV4_CHECK((bf16 && on_tensor_cores(s, weights[0], m.x, m.y)) ||
+                     testing::same_bytes(testing::to_host(y.view()).view(),
+                                         testing::to_host(m.y.view()).view()),
+                 "%s T=%lld: the few-rows kernel gave other bits", s.name, (long long)t);
+      few[bf16] = graph_us_per_call([&](int i) {
+        const Weight& w = weights[i % weights.size()];
+        run_few_rows(m.x, bf16 ? w.bf16 : w.f32, y);
+      });
+    }
+    const double floor = 4.0 * t * s.k / bandwidth * 1e6;
+    std::fprintf(out, "| %s | %lld×%lld | %lld | %.1f (%s) | %.1f | %.1f× | %.1f (%s) | %.1f | "
+                      "%.1f× | %.1f |\n",
+                 s.name, (long long)s.n, (long long)s.k, (long long)t, m.us[0],
+                 plan_name(s, weights[0].f32, m.x, m.y).c_str(), few[0], few[0] / m.us[0],
+                 m.us[1], plan_name(s, weights[0].bf16, m.x, m.y).c_str(), few[1],
+                 few[1] / m.us[1], floor);
+    std::fflush(out);
+  }
+}
+
 }  // namespace
 }  // namespace dsv4::bench
 
@@ -265,6 +316,13 @@ int main(int argc, char** argv) {
                  "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for (const LinearShape& s : kShapes) {
       if (s.prefill) run_prefill_shape(out, s, prefill, baseline);
+    }
+    std::fprintf(out,
+                 "\n| shape | N×K | T | f32 weight µs (plan) | f32 few-rows µs | speed-up | "
+                 "bf16 weight µs (plan) | bf16 few-rows µs | speed-up | x-once floor µs |\n"
+                 "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    for (const LinearShape& s : kShapes) {
+      if (s.prefill && s.groups == 1 && s.n <= 64) run_narrow_shape(out, s, prefill, bandwidth);
     }
   }
   if (out != stdout) std::fclose(out);

@@ -69,6 +69,14 @@ __device__ __forceinline__ float4 load4(const Fp8Row& row, int64_t col) {
   return e4m3x4_scaled(codes, __ldg(row.scales + col / format::kFp8WeightBlock));
 }
 
+// acc + w · x over a run of 4, one fmaf an element in order: the CUDA-core kernels' order.
+__device__ __forceinline__ float fma4(const float4& w, const float4& x, float acc) {
+  acc = fmaf(w.x, x.x, acc);
+  acc = fmaf(w.y, x.y, acc);
+  acc = fmaf(w.z, x.z, acc);
+  return fmaf(w.w, x.w, acc);
+}
+
 inline Rows<float> rows_of(const RowMatrix& m) {
   return {m.data, m.n_rows, m.n_cols, m.row_stride};
 }

@@ -124,12 +124,7 @@ __global__ void __launch_bounds__(32 * kBlockWarps)
       for (int t = 0; t < kTokens; ++t) {
         const float4 xk = load4(x_rows[t], u * kVec);
 #pragma unroll
-        for (int c = 0; c < kCols; ++c) {
-          acc[c][t] = fmaf(wk[c].x, xk.x, acc[c][t]);
-          acc[c][t] = fmaf(wk[c].y, xk.y, acc[c][t]);
-          acc[c][t] = fmaf(wk[c].z, xk.z, acc[c][t]);
-          acc[c][t] = fmaf(wk[c].w, xk.w, acc[c][t]);
-        }
+        for (int c = 0; c < kCols; ++c) acc[c][t] = fma4(wk[c], xk, acc[c][t]);
       }
     } else {
       float wk[kCols];

@@ -28,6 +28,7 @@
 #include <cooperative_groups.h>
 
 #include "kernels/contracts.h"
+#include "kernels/cuda/device/cluster_launch.cuh"
 #include "kernels/cuda/device/common.cuh"
 #include "kernels/cuda/device/mma_sync.cuh"
 #include "kernels/cuda/gemm/dense/config.h"
@@ -118,12 +119,7 @@ __global__ void __launch_bounds__(kThreads, kOuts <= 4 ? 2 : 1) linear_narrow_ke
         for (int t = 0; t < kTokens; ++t) {
           const float4 xk = x_tile[buf][t][lane];
 #pragma unroll
-          for (int c = 0; c < kOuts; ++c) {
-            acc[c][t] = fmaf(wk[c].x, xk.x, acc[c][t]);
-            acc[c][t] = fmaf(wk[c].y, xk.y, acc[c][t]);
-            acc[c][t] = fmaf(wk[c].z, xk.z, acc[c][t]);
-            acc[c][t] = fmaf(wk[c].w, xk.w, acc[c][t]);
-          }
+          for (int c = 0; c < kOuts; ++c) acc[c][t] = fma4(wk[c], xk, acc[c][t]);
         }
       }
       __syncthreads();  // x_tile[buf] read by every warp before it is staged again
@@ -157,19 +153,10 @@ __global__ void __launch_bounds__(kThreads, kOuts <= 4 ? 2 : 1) linear_narrow_ke
 // A cluster of `cluster` blocks (2, 4 or 8) a tile of tokens.
 template <int kOuts, typename W>
 void launch_narrow_as(const Rows<float>& x, const W& w, const RowMatrix& y, int cluster) {
-  cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeClusterDimension;
-  attribute.val.clusterDim.x = static_cast<unsigned>(cluster);
-  attribute.val.clusterDim.y = 1;
-  attribute.val.clusterDim.z = 1;
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(static_cast<unsigned>(cluster),
-                       static_cast<unsigned>(ceil_div(x.n_rows, narrow_tokens(kOuts))));
-  config.blockDim = dim3(kThreads);
-  config.stream = op_stream();
-  config.attrs = &attribute;
-  config.numAttrs = 1;
-  DSV4_CUDA_CHECK(cudaLaunchKernelEx(&config, linear_narrow_kernel<kOuts, W>, x, w, y));
+  launch_clusters(linear_narrow_kernel<kOuts, W>,
+                  dim3(static_cast<unsigned>(cluster),
+                       static_cast<unsigned>(ceil_div(x.n_rows, narrow_tokens(kOuts)))),
+                  dim3(kThreads), cluster, x, w, y);
 }
 
 template <typename W>

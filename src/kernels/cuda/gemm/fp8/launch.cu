@@ -1,5 +1,6 @@
 // Host side of the sm_90a FP8 GEMM family: plan, encode the wgmma kernel's tensor maps, launch.
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device/cluster_launch.cuh"
 #include "kernels/cuda/device/common.cuh"
 #include "kernels/cuda/gemm/fp8/launch.h"
 #include "kernels/cuda/gemm/fp8/stream_kernel.cuh"
@@ -31,18 +32,9 @@ void launch_ws(const Fp8GemmParams& p, const Fp8GemmPlan& plan) {
 // A cluster of `split` CTAs a 16-row tile (split 1 included: the kernel reads its cluster's size).
 template <int kWarps, int kChunks>
 void launch_stream_of(const Fp8GemmParams& p, int split) {
-  cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeClusterDimension;
-  attribute.val.clusterDim.x = static_cast<unsigned>(split);
-  attribute.val.clusterDim.y = 1;
-  attribute.val.clusterDim.z = 1;
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(static_cast<unsigned>(ceil_div(p.n, kFp8StreamRows) * split));
-  config.blockDim = dim3(kWarps * 32);
-  config.stream = op_stream();
-  config.attrs = &attribute;
-  config.numAttrs = 1;
-  DSV4_CUDA_CHECK(cudaLaunchKernelEx(&config, fp8_stream_gemm_sm90_kernel<kWarps, kChunks>, p));
+  launch_clusters(fp8_stream_gemm_sm90_kernel<kWarps, kChunks>,
+                  dim3(static_cast<unsigned>(ceil_div(p.n, kFp8StreamRows) * split)),
+                  dim3(kWarps * 32), split, p);
   check_launch();
 }
 
