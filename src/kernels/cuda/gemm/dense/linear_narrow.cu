@@ -12,9 +12,10 @@
 //   outputs × tokens in registers);
 // - the summation is the few-rows kernel's for N < 128 (config.h's kFewRowsNarrowSplit): K's
 //   runs of 4 in 16 slices, lane l of a slice sums its runs l, l + 32, … in order (four fmaf a
-//   run), the lanes meet in warp_reduce's tree, and the 16 slice sums add left to right. So a
-//   row gets the few-rows kernel's bits whatever T and whichever block holds it: where the plan
-//   switches kernels (a decode bucket, a prompt piece, kNarrowMinRows) no row changes.
+//   run), the lanes meet in warp_reduce's tree (by warp_sums: 32 sums for 31 shuffles, where
+//   warp_reduce's 5 a sum would cost more than the FMAs at K = 4096), and the 16 slice sums
+//   add left to right. So a row gets the few-rows kernel's bits whatever T and whichever block
+//   holds it: where the plan switches kernels (kNarrowMinRows) no row changes.
 // - the grid: the 16 slices of a tile are split over a thread block cluster of 2, 4 or 8 blocks
 //   (plan.cpp: the fewest that give every SM two blocks, so a 256-row call still fills 132 SMs
 //   with 16 tiles). Each block keeps its slices' sums in shared memory; then the cluster's
@@ -31,6 +32,7 @@
 #include "kernels/cuda/device/cluster_launch.cuh"
 #include "kernels/cuda/device/common.cuh"
 #include "kernels/cuda/device/mma_sync.cuh"
+#include "kernels/cuda/device/warp_sums.cuh"
 #include "kernels/cuda/gemm/dense/config.h"
 #include "kernels/cuda/gemm/dense/cuda_core_rows.cuh"
 #include "kernels/cuda/gemm/dense/kernels.h"
@@ -69,6 +71,7 @@ template <int kOuts, typename W>
 __global__ void __launch_bounds__(kThreads, kOuts <= 4 ? 2 : 1) linear_narrow_kernel(Rows<float> x, W w, RowMatrix y) {
   constexpr int kTokens = narrow_tokens(kOuts);
   constexpr int kBlockOuts = kOuts * kWarps;
+  constexpr int kPairs = kOuts * kTokens;  // a warp's (output, token) sums
   __shared__ float4 x_tile[2][kTokens][32];
   __shared__ float sums[kMostSlices][kTokens][kBlockOuts];
   cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
@@ -125,14 +128,17 @@ __global__ void __launch_bounds__(kThreads, kOuts <= 4 ? 2 : 1) linear_narrow_ke
       __syncthreads();  // x_tile[buf] read by every warp before it is staged again
       buf ^= 1;
     }
-    if (busy) {
+    if (busy) {  // the slice's sums, 32 (output, token) pairs at a time
 #pragma unroll
-      for (int c = 0; c < kOuts; ++c) {
+      for (int p0 = 0; p0 < kPairs; p0 += 32) {
+        float v[32];
 #pragma unroll
-        for (int t = 0; t < kTokens; ++t) {
-          const float sum = warp_reduce(acc[c][t], SumOp{});
-          if (lane == (c * kTokens + t) % 32) sums[s - first][t][n0 + c] = sum;
+        for (int j = 0; j < 32; ++j) {
+          v[j] = p0 + j < kPairs ? acc[(p0 + j) / kTokens][(p0 + j) % kTokens] : 0.0f;
         }
+        const float sum = warp_sums(v);
+        const int p = p0 + lane;
+        if (p < kPairs) sums[s - first][p % kTokens][n0 + p / kTokens] = sum;
       }
     }
   }
