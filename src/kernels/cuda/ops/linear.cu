@@ -2,7 +2,8 @@
 // side by side in one call), by the kernel gemm/dense/plan.cpp picks from the call's shape: a
 // bf16 weight runs on the tensor cores with many rows of x (linear_tensor_cores.cu) and with 2-16
 // (linear_few_rows_tensor_cores.cu), both exact to f32 by a three-way bf16 split of x; the rest on
-// the CUDA cores (linear_cuda_cores.cu: a tiled SGEMM for many rows, a few-rows kernel for decode).
+// the CUDA cores (linear_cuda_cores.cu: a tiled SGEMM for many rows, a few-rows kernel for decode;
+// linear_narrow.cu for many rows of ≤ 64 outputs, with the few-rows kernel's bits).
 // The weight is f32 or bf16 (a device keeps a bf16 checkpoint's linear weights in bf16, half the
 // bytes a decode step streams: checkpoint/to_device.h), or an FP8 checkpoint's e4m3 with its
 // block scales, which every kernel decodes to the bf16 it would have read (a quarter of f32's
