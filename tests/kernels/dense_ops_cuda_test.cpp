@@ -260,7 +260,8 @@ TEST(DenseOpsCuda, NarrowLinearGivesTheFewRowsBits) {
     const OpPair x = OpPair::uniform(rng, {t, k + 2 * offset});
     std::vector<uint16_t> bits(static_cast<size_t>(n) * k);
     for (uint16_t& b : bits) b = float_to_bf16(static_cast<float>(rng.uniform(-1.0, 1.0)));
-    const OpPair w = bf16 ? OpPair::values(DType::kBF16, {n, k}, bits) : OpPair::uniform(rng, {n, k});
+    const OpPair w =
+        bf16 ? OpPair::values(DType::kBF16, {n, k}, bits) : OpPair::uniform(rng, {n, k});
     expect_narrow_linear(columns(x.h(), offset, offset + k), columns(x.d(), offset, offset + k),
                          w.h(), w.d(), n);
   }

@@ -23,10 +23,10 @@ inline constexpr int kFewRowsChunk = 8;  // the few-rows kernel: most tokens of 
 inline constexpr int kFewRowsNarrowSplit = 16;
 
 // ---- linear_narrow.cu: many rows, at most kNarrowMaxOutputs outputs ----
-inline constexpr int kNarrowWarps = 8;                    // a block; each owns outputs of its own
+inline constexpr int kNarrowWarps = 8;                      // a block; each owns outputs of its own
 inline constexpr int kNarrowMaxOutputs = 8 * kNarrowWarps;  // 8 outputs a warp
-inline constexpr int kNarrowMinRows = 64;                 // fewer stay on the few-rows kernel
-inline constexpr int kNarrowMaxCluster = 8;               // blocks sharing a tile's 16 slices
+inline constexpr int kNarrowMinRows = 64;                   // fewer stay on the few-rows kernel
+inline constexpr int kNarrowMaxCluster = 8;                 // blocks sharing a tile's 16 slices
 // Tokens a block, by outputs a warp (1, 2, 3, 4 or 8): each lane accumulates outputs × tokens.
 constexpr int narrow_tokens(int outputs_a_warp) { return outputs_a_warp <= 4 ? 16 : 8; }
 

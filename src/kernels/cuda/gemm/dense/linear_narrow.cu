@@ -68,7 +68,8 @@ __device__ __forceinline__ void settle(Step& step, int last, int64_t runs) {
 // Two blocks an SM (≤ 128 registers a thread) up to 4 outputs a warp; with 8, whose 64
 // accumulators and 8 weight runs would spill there, one.
 template <int kOuts, typename W>
-__global__ void __launch_bounds__(kThreads, kOuts <= 4 ? 2 : 1) linear_narrow_kernel(Rows<float> x, W w, RowMatrix y) {
+__global__ void __launch_bounds__(kThreads, kOuts <= 4 ? 2 : 1)
+    linear_narrow_kernel(Rows<float> x, W w, RowMatrix y) {
   constexpr int kTokens = narrow_tokens(kOuts);
   constexpr int kBlockOuts = kOuts * kWarps;
   constexpr int kPairs = kOuts * kTokens;  // a warp's (output, token) sums
@@ -173,12 +174,18 @@ void launch_narrow(const Rows<float>& x, const W& w, const RowMatrix& y, const D
              "linear: no narrow kernel for %lld outputs as %d a warp, %d tokens, %d blocks",
              (long long)w.n_rows, plan.cols, plan.tokens, plan.split);
   switch (plan.cols) {
-    case 1: return launch_narrow_as<1>(x, w, y, plan.split);
-    case 2: return launch_narrow_as<2>(x, w, y, plan.split);
-    case 3: return launch_narrow_as<3>(x, w, y, plan.split);
-    case 4: return launch_narrow_as<4>(x, w, y, plan.split);
-    case 8: return launch_narrow_as<8>(x, w, y, plan.split);
-    default: DSV4_CHECK(false, "linear: no narrow kernel of %d outputs a warp", plan.cols);
+    case 1:
+      return launch_narrow_as<1>(x, w, y, plan.split);
+    case 2:
+      return launch_narrow_as<2>(x, w, y, plan.split);
+    case 3:
+      return launch_narrow_as<3>(x, w, y, plan.split);
+    case 4:
+      return launch_narrow_as<4>(x, w, y, plan.split);
+    case 8:
+      return launch_narrow_as<8>(x, w, y, plan.split);
+    default:
+      DSV4_CHECK(false, "linear: no narrow kernel of %d outputs a warp", plan.cols);
   }
 }
 
