@@ -68,7 +68,8 @@ TEST(AttentionOpsCuda, RopeMatchesCpu) {
 // The fused per-head norm and rotation, weighted or not, on heads and on single rows.
 TEST(AttentionOpsCuda, RmsNormRopeMatchesCpu) {
   SeededRng rng;
-  for (const auto& [t, h, dh, p] : {std::tuple{1, 1, 2, 1}, {7, 3, 24, 5}, {5, 64, 512, 32}}) {
+  for (const auto& [t, h, dh, p] :
+       {std::tuple{1, 1, 2, 1}, {7, 3, 24, 5}, {5, 64, 512, 32}, {64, 64, 512, 32}}) {
     SCOPED_TRACE(std::to_string(t) + "x" + std::to_string(h) + "x" + std::to_string(dh));
     const OpPair positions = OpPair::values(DType::kI64, {t}, random_positions(rng, t));
     const OpPair inv_freq = rope_frequencies(p);
@@ -89,14 +90,20 @@ TEST(AttentionOpsCuda, RmsNormRopeMatchesCpu) {
 // On the device rms_norm_rope is rms_norm of each head row, then rope: the same lane tree, the
 // same angle, cosf and sinf, the same rounded rotation, so the same bits. Head rows of up to
 // 1024 with their pairs starting at an even dim run from registers (cuda/ops/rope_row.cuh), the
-// others (an odd first pair, a row past the lanes) stream: both against the parts.
+// others (an odd first pair, a row past the lanes) stream: both against the parts. From 4096 rows
+// (a prompt's heads) a warp takes a row, 2, 4, 8 or 16 lanes a thread by Dh (the last four
+// shapes): the same tree, so the same bits.
 TEST(AttentionOpsCuda, RmsNormRopeIsItsPartsBits) {
   SeededRng rng;
   for (const auto& [t, h, dh, p] : {std::tuple{1, 1, 512, 32},
                                     {1, 64, 512, 32},
                                     {3, 2, 24, 5},
                                     {2, 3, 25, 4},
-                                    {1, 2, 1100, 8}}) {
+                                    {1, 2, 1100, 8},
+                                    {64, 64, 512, 32},
+                                    {33, 128, 128, 32},
+                                    {4100, 1, 40, 8},
+                                    {4096, 1, 200, 16}}) {
     SCOPED_TRACE(std::to_string(t) + "x" + std::to_string(h) + "x" + std::to_string(dh));
     const OpPair positions = OpPair::values(DType::kI64, {t}, random_positions(rng, t));
     const OpPair inv_freq = rope_frequencies(p);

@@ -1,7 +1,8 @@
 // cuda::rope: interleaved (GPT-J) RoPE in place, one thread per (token, head, pair). The angle is
 // the same single f32 product as on the CPU and the rotation the same rounded expression; only
 // cosf/sinf may differ from the host's libm in the last ulp. cuda::rms_norm_rope: one block per
-// head row, rms_norm's kernel and then the same rotation on the normed values, in registers.
+// head row, rms_norm's kernel and then the same rotation on the normed values, in registers; a
+// call of a prompt's many rows a warp a row, with the same bits (rope_row.cuh).
 // cuda::rope_fp8 (the attention output before wo_a): a warp a 128-column group of the flat
 // [T, H·Dh] row, quantize_activation_fp8's layout (device/fp8_quantize.cuh); lane l holds
 // columns k0 + l + 32 i, so a pair's two dims are lanes l and l ^ 1 of one register, swapped by
@@ -66,6 +67,30 @@ __global__ void rms_norm_rope_kernel(RopeOperands o, const float* weight, float 
                 o.positions[blockIdx.x / o.n_heads], o.inv_freq);
 }
 
+// A row a warp (warp_norm_rope_row): a block's barriers and its one row in flight are what a
+// block a row waits on when a prompt's heads make hundreds of thousands of rows.
+constexpr int kWarpRowWarps = 4;
+// Rows from which a call takes a warp a row: a prompt piece's heads (256 tokens × 64), not a
+// decode step's (up to 32 × 64 rows, whose graphs keep a block a row). The bits are the same.
+constexpr int64_t kWarpRowsFrom = 4096;
+
+template <int kLanes>
+__global__ void __launch_bounds__(kWarpRowWarps * 32)
+    rms_norm_rope_warp_kernel(RopeOperands o, const float* weight, float eps) {
+  const int64_t r = int64_t{blockIdx.x} * kWarpRowWarps + threadIdx.x / 32;
+  if (r >= o.n_tokens * o.n_heads) return;  // whole warps: the reduction's shuffles see 32 lanes
+  warp_norm_rope_row<kLanes>(o.x + r * o.head_dim, o.head_dim, o.n_pairs, weight, eps,
+                             o.positions[r / o.n_heads], o.inv_freq);
+}
+
+template <int kLanes>
+void launch_warp_rows(const RopeOperands& o, const float* weight, float eps) {
+  const int64_t rows = o.n_tokens * o.n_heads;
+  rms_norm_rope_warp_kernel<kLanes>
+      <<<static_cast<unsigned>(ceil_div(rows, int64_t{kWarpRowWarps})), kWarpRowWarps * 32, 0,
+         op_stream()>>>(o, weight, eps);
+}
+
 }  // namespace
 
 void rope(const TensorView& x, const TensorView& positions, const TensorView& inv_freq,
@@ -101,6 +126,21 @@ void rms_norm_rope(const TensorView& x, const TensorView& weight, float eps,
   const float* w =
       weight.data == nullptr ? nullptr : f32_vector(weight, o.head_dim, "rms_norm_rope weight");
   if (x.numel() == 0) return;
+  const int64_t first_pair = o.head_dim - 2 * o.n_pairs;
+  if (o.n_tokens * o.n_heads >= kWarpRowsFrom && first_pair % 2 == 0 && o.head_dim <= 512) {
+    // Lanes a thread: the power of two ≥ Dh / 32, at least a pair, at most 16.
+    if (o.head_dim <= 64) {
+      launch_warp_rows<2>(o, w, eps);
+    } else if (o.head_dim <= 128) {
+      launch_warp_rows<4>(o, w, eps);
+    } else if (o.head_dim <= 256) {
+      launch_warp_rows<8>(o, w, eps);
+    } else {
+      launch_warp_rows<16>(o, w, eps);
+    }
+    check_launch();
+    return;
+  }
   rms_norm_rope_kernel<<<static_cast<unsigned>(o.n_tokens * o.n_heads), kRowThreads, 0,
                          op_stream()>>>(o, w, eps);
   check_launch();
