@@ -172,11 +172,12 @@ Result<Engine> Engine::open(const EngineOptions& options) {
   const Device device = options.device == EngineDevice::kCuda ? Device::kCuda : Device::kCpu;
   // On a GPU the placement leaves room for a step (runtime/step_memory_plan.h), from the config.
   runtime::StepMemoryPlan step;
+  int64_t ep_leader_experts = 0;  // under --gpus N, rank 0's share of each layer's experts
   if (device == Device::kCuda) {
     DSV4_ASSIGN_OR_RETURN(const checkpoint::ModelConfig config,
                           checkpoint::load_model_config(options.model_dir));
     step = runtime::plan_step_memory(options, config);
-    if (options.gpus > 1) DSV4_RETURN_IF_ERROR(runtime::check_ep_memory(options, config));
+    DSV4_ASSIGN_OR_RETURN(ep_leader_experts, runtime::check_ep_memory(options, config));
   }
   const checkpoint::DevicePlacement placement = runtime::device_placement(options, step.total());
   DSV4_ASSIGN_OR_RETURN(checkpoint::LoadedModel loaded,
@@ -193,7 +194,7 @@ Result<Engine> Engine::open(const EngineOptions& options) {
                                                        : model::ExpertMode::kW4A16,
                                     .numerics = options.numerics};
   DSV4_ASSIGN_OR_RETURN(std::unique_ptr<model::ExpertPlacement> experts_at,
-                        runtime::make_placement(options, loaded.weights));
+                        runtime::make_placement(options, loaded.weights, ep_leader_experts));
   model_options.placement = experts_at.get();
   model_options.cuda_graph = options.cuda_graph;
   model_options.cuda_graph_max_batch = options.max_batch;

@@ -29,6 +29,36 @@ int64_t slot_bytes(const checkpoint::SlotSpec& spec, const Shape& shape) {
   return 2 * n;
 }
 
+// Each layer's routed experts, E: the ranks' shares added up.
+int64_t plan_experts(const EpMemoryPlan& plan) {
+  int64_t n = 0;
+  for (const RankBytes& rank : plan.ranks) n += rank.n_experts;
+  return n;
+}
+
+// The ranks' bytes under `sharding`: each its experts' share of every layer's stacks, rank 0 also
+// every other weight and (of several) the layer copy.
+void place_shards(EpMemoryPlan& plan, const kernels::ep::ExpertSharding& sharding) {
+  plan.ranks.clear();
+  for (int r = 0; r < sharding.n_ranks(); ++r) {
+    RankBytes rank{.first_expert = sharding.first_expert(r),
+                   .n_experts = sharding.n_local_experts(r)};
+    rank.experts = plan.routed_expert_bytes / sharding.n_experts() * rank.n_experts;
+    rank.other_weights = r == 0 ? plan.other_weight_bytes : 0;
+    rank.layer_copy = r == 0 ? plan.largest_layer : 0;
+    plan.ranks.push_back(rank);
+  }
+}
+
+// The most any rank's GPU must hold, rank 0 with `headroom`.
+int64_t fullest_rank_bytes(const EpMemoryPlan& plan, int64_t headroom) {
+  int64_t largest = 0;
+  for (size_t r = 0; r < plan.ranks.size(); ++r) {
+    largest = std::max(largest, rank_device_bytes(plan, static_cast<int>(r), headroom));
+  }
+  return largest;
+}
+
 std::string gib(int64_t bytes) {
   char text[32];
   std::snprintf(text, sizeof text, "%.1f GiB", static_cast<double>(bytes) / (1 << 30));
@@ -61,15 +91,29 @@ Result<EpMemoryPlan> plan_ep_memory(const checkpoint::ModelConfig& config, int n
     }
     largest_layer = std::max(largest_layer, layer_bulk);
   }
-  for (int r = 0; r < n_ranks; ++r) {
-    RankBytes rank{.first_expert = sharding.first_expert(r),
-                   .n_experts = sharding.n_local_experts(r)};
-    rank.experts = plan.routed_expert_bytes / config.n_routed_experts * rank.n_experts;
-    rank.other_weights = r == 0 ? plan.other_weight_bytes : 0;
-    rank.layer_copy = r == 0 && staged ? largest_layer : 0;
-    plan.ranks.push_back(rank);
-  }
+  plan.largest_layer = staged ? largest_layer : 0;
+  place_shards(plan, sharding);
   return plan;
+}
+
+Result<EpMemoryPlan> with_leader_experts(const EpMemoryPlan& plan, int64_t leader_experts) {
+  DSV4_ASSIGN_OR_RETURN(const kernels::ep::ExpertSharding sharding,
+                        kernels::ep::ExpertSharding::with_leader(
+                            plan_experts(plan), static_cast<int>(plan.ranks.size()),
+                            leader_experts));
+  EpMemoryPlan weighted = plan;
+  place_shards(weighted, sharding);
+  return weighted;
+}
+
+int64_t leader_experts_to_fit(const EpMemoryPlan& plan, int64_t rank0_free, int64_t headroom) {
+  const RankBytes& leader = plan.ranks.front();
+  if (plan.ranks.size() < 2 || rank_device_bytes(plan, 0, headroom) <= rank0_free) {
+    return leader.n_experts;
+  }
+  const int64_t per_expert = plan.routed_expert_bytes / plan_experts(plan);
+  const int64_t room = rank0_free - leader.other_weights - leader.layer_copy - headroom;
+  return std::clamp<int64_t>(per_expert > 0 ? room / per_expert : 0, 1, leader.n_experts);
 }
 
 int64_t rank_device_bytes(const EpMemoryPlan& plan, int rank, int64_t headroom) {
@@ -121,7 +165,6 @@ std::string describe(const EpMemoryPlan& plan, int64_t headroom) {
   std::snprintf(line, sizeof line, "%-5s %-10s %12s %14s %12s %12s\n", "rank", "experts",
                 "expert bytes", "other weights", "layer copy", "total");
   out += line;
-  int64_t largest = 0;
   for (size_t r = 0; r < plan.ranks.size(); ++r) {
     const RankBytes& b = plan.ranks[r];
     const std::string experts =
@@ -130,13 +173,22 @@ std::string describe(const EpMemoryPlan& plan, int64_t headroom) {
                   gib(b.experts).c_str(), gib(b.other_weights).c_str(), gib(b.layer_copy).c_str(),
                   gib(b.total()).c_str());
     out += line;
-    largest = std::max(largest, rank_device_bytes(plan, static_cast<int>(r), headroom));
   }
   for (const GpuKind& gpu : kPlanGpus) {
+    // Where the even split's rank 0 passes the GPU, the split that sheds its experts.
+    EpMemoryPlan laid = plan;
+    const int64_t leader = leader_experts_to_fit(plan, gpu.bytes, headroom);
+    if (leader != plan.ranks.front().n_experts) laid = with_leader_experts(plan, leader).value();
+    const int64_t largest = fullest_rank_bytes(laid, headroom);
+    std::string how = largest > gpu.bytes ? "does not fit" : "fits";
+    if (largest <= gpu.bytes && leader != plan.ranks.front().n_experts) {
+      how += " with rank 0 owning " + std::to_string(leader) + " experts of each layer (" +
+             std::to_string(laid.ranks.back().n_experts) + "-" +
+             std::to_string(laid.ranks[1].n_experts) + " on each other rank)";
+    }
     out += std::to_string(plan.ranks.size()) + " x " + gpu.name + " (" + gib(gpu.bytes) +
-           " each): " + (largest <= gpu.bytes ? "fits" : "does not fit") +
-           ", the fullest rank needs " + gib(largest) + " with " + gib(headroom) +
-           " for caches and scratch on rank 0\n";
+           " each): " + how + ", the fullest rank needs " + gib(largest) + " with " +
+           gib(headroom) + " for caches and scratch on rank 0\n";
   }
   return out;
 }

@@ -38,11 +38,23 @@ struct EpMemoryPlan {
   // and what stays there once the ranks have their copies: nothing (docs/ep.md §7).
   int64_t host_bytes = 0;
   int64_t host_bytes_kept = 0;
+  int64_t largest_layer = 0;  // R > 1: one main layer's routed codes and block scales, rank 0's copy
 };
 
 // R in 1..8 and R ≤ E, else invalid_argument naming both. One rank is the single-GPU engine:
-// every weight on the GPU, nothing in host memory, no layer copy.
+// every weight on the GPU, nothing in host memory, no layer copy. The experts split evenly.
 Result<EpMemoryPlan> plan_ep_memory(const checkpoint::ModelConfig& config, int n_ranks);
+
+// The plan with rank 0 owning `leader_experts` of each layer's experts and the other ranks an
+// even split of the rest (kernels/ep/expert_sharding.h with_leader, whose refusals it returns).
+Result<EpMemoryPlan> with_leader_experts(const EpMemoryPlan& plan, int64_t leader_experts);
+
+// Rank 0's experts of each layer for a plan of R > 1 ranks: its even share where that fits
+// `rank0_free` with `headroom` beside every other weight and the layer copy, else the most that
+// do (at least 1, at most the share): the leader sheds experts to the others rather than the
+// model not loading. An even split keeps the ranks' expert work even, so it stays where it fits.
+// Whether the others then fit is check_ep_fits'.
+int64_t leader_experts_to_fit(const EpMemoryPlan& plan, int64_t rank0_free, int64_t headroom);
 
 // What rank `rank`'s GPU must hold: its share of the plan, and for rank 0 `headroom` besides
 // (the caches and a step's scratch).
@@ -63,7 +75,8 @@ inline constexpr GpuKind kPlanGpus[] = {{"H100 80GB", int64_t{81559} << 20},
                                         {"H200 141GB", int64_t{143771} << 20}};
 
 // The plan as a table (one row per rank), then per GpuKind whether every rank fits with
-// `headroom` (caches and a step's scratch) left on rank 0.
+// `headroom` (caches and a step's scratch) left on rank 0: evenly, or with rank 0 owning fewer
+// experts (leader_experts_to_fit), which the line then names.
 std::string describe(const EpMemoryPlan& plan, int64_t headroom);
 
 }  // namespace dsv4::runtime

@@ -252,8 +252,11 @@ struct ExpertParallel::Group {
 
 Result<std::unique_ptr<ExpertParallel>> ExpertParallel::create(
     const checkpoint::ModelConfig& config, const ExpertParallelOptions& asked) {
-  DSV4_ASSIGN_OR_RETURN(const ExpertSharding sharding,
-                        ExpertSharding::create(config.n_routed_experts, asked.n_ranks));
+  DSV4_ASSIGN_OR_RETURN(
+      const ExpertSharding sharding,
+      asked.leader_experts > 0
+          ? ExpertSharding::with_leader(config.n_routed_experts, asked.n_ranks, asked.leader_experts)
+          : ExpertSharding::create(config.n_routed_experts, asked.n_ranks));
   ExpertParallelOptions options = asked;
   DSV4_RETURN_IF_ERROR(place_ranks(options));
   ExpertShards shards(sharding);

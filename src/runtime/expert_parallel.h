@@ -42,6 +42,10 @@ namespace dsv4::runtime {
 
 struct ExpertParallelOptions {
   int n_ranks = 1;
+  // Rank 0's routed experts of each layer (kernels/ep/expert_sharding.h with_leader), fewer than
+  // an even share where its GPU cannot hold that beside every other weight (ep_memory_plan.h
+  // leader_experts_to_fit); 0: an even split.
+  int64_t leader_experts = 0;
   // Where the model runs, and so the ranks: the CPU or the calling thread's GPU.
   Device device = Device::kCpu;
   // On a GPU, each rank's device ordinal (n_ranks of them). Rank 0's is the leader's, which holds

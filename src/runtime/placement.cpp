@@ -78,9 +78,10 @@ Status check_parallelism(const EngineOptions& options) {
   return ok_status();
 }
 
-Status check_ep_memory(const EngineOptions& options, const checkpoint::ModelConfig& config) {
-  if (options.gpus <= 1) return ok_status();
-  DSV4_ASSIGN_OR_RETURN(const EpMemoryPlan plan,
+Result<int64_t> check_ep_memory(const EngineOptions& options,
+                                const checkpoint::ModelConfig& config) {
+  if (options.gpus <= 1) return int64_t{0};
+  DSV4_ASSIGN_OR_RETURN(const EpMemoryPlan even,
                         plan_ep_memory(config, static_cast<int>(options.expert_parallel)));
   const std::vector<int> devices = rank_devices(options);
   std::vector<int64_t> free_bytes;
@@ -96,8 +97,11 @@ Status check_ep_memory(const EngineOptions& options, const checkpoint::ModelConf
   }
   DSV4_RETURN_IF_ERROR(use_device(was));
   const int64_t step_bytes = plan_step_memory(options, config).total();
-  return check_ep_fits(plan, devices, free_bytes,
-                       device_placement(options, step_bytes).device_headroom);
+  const int64_t headroom = device_placement(options, step_bytes).device_headroom;
+  const int64_t leader = leader_experts_to_fit(even, free_bytes.front(), headroom);
+  DSV4_ASSIGN_OR_RETURN(const EpMemoryPlan plan, with_leader_experts(even, leader));
+  DSV4_RETURN_IF_ERROR(check_ep_fits(plan, devices, free_bytes, headroom));
+  return leader;
 }
 
 StepMemoryPlan plan_step_memory(const EngineOptions& options,
@@ -131,7 +135,8 @@ std::vector<int> rank_devices(const EngineOptions& options) {
 }
 
 Result<std::unique_ptr<model::ExpertPlacement>> make_placement(const EngineOptions& options,
-                                                               checkpoint::ModelWeights& weights) {
+                                                               checkpoint::ModelWeights& weights,
+                                                               int64_t leader_experts) {
   if (options.expert_parallel == 1) {
     return std::unique_ptr<model::ExpertPlacement>(std::make_unique<OffloadedExperts>());
   }
@@ -150,6 +155,7 @@ Result<std::unique_ptr<model::ExpertPlacement>> make_placement(const EngineOptio
       ExpertParallel::create(
           weights.config,
           {.n_ranks = static_cast<int>(options.expert_parallel),
+           .leader_experts = leader_experts,
            .device = options.device == EngineDevice::kCuda ? Device::kCuda : Device::kCpu,
            .rank_devices =
                options.device == EngineDevice::kCuda ? rank_devices(options) : std::vector<int>{},

@@ -29,9 +29,11 @@ Status check_parallelism(const EngineOptions& options);
 
 // Under --gpus N, before anything loads: every rank's device bytes (ep_memory_plan.h: its shard
 // of `config`'s experts; rank 0 also every other weight, room to gather a layer, the prefix
-// cache and a step's headroom) against its GPU's free memory. resource_exhausted names the
-// rank, the GPU, the bytes needed and those free. Nothing to check on one GPU.
-Status check_ep_memory(const EngineOptions& options, const checkpoint::ModelConfig& config);
+// cache and a step's headroom) against its GPU's free memory, rank 0 owning fewer experts than
+// an even share where its GPU cannot hold that (leader_experts_to_fit). resource_exhausted
+// names the rank, the GPU, the bytes needed and those free. Returns rank 0's experts of each
+// layer, for make_placement; 0 on one GPU (nothing to check).
+Result<int64_t> check_ep_memory(const EngineOptions& options, const checkpoint::ModelConfig& config);
 
 // The device memory a step of the options' max_step_tokens holds (step_memory_plan.h), for
 // sequences of up to max_context positions; a step never feeds more than max_batch of them
@@ -51,9 +53,11 @@ checkpoint::DevicePlacement device_placement(const EngineOptions& options, int64
 std::vector<int> rank_devices(const EngineOptions& options);
 
 // The placement for the loaded weights (options.max_step_tokens sizes expert parallelism's
-// symmetric buffers). Under --gpus N, once every rank holds its copy of its experts, the
-// loader's host copies are freed (release_host_experts): the weights keep their shapes only.
+// symmetric buffers; `leader_experts`, check_ep_memory's, rank 0's share, 0: even). Under
+// --gpus N, once every rank holds its copy of its experts, the loader's host copies are freed
+// (release_host_experts): the weights keep their shapes only.
 Result<std::unique_ptr<model::ExpertPlacement>> make_placement(const EngineOptions& options,
-                                                               checkpoint::ModelWeights& weights);
+                                                               checkpoint::ModelWeights& weights,
+                                                               int64_t leader_experts = 0);
 
 }  // namespace dsv4::runtime

@@ -80,6 +80,40 @@ TEST(EpMemoryPlan, SaysWhereItFits) {
   EXPECT_NE(four.find("pinned while loading, 0.0 GiB kept after"), std::string::npos) << four;
 }
 
+// V4-Pro over 8 H200s: an even split leaves rank 0 its 48 experts of 810.6 GiB beside every
+// other weight and the layer copy, past the GPU; with fewer on rank 0 (the most that fit) every
+// rank fits, and the others hold the rest. Where the even split fits, it stays.
+TEST(EpMemoryPlan, ALeaderPastItsGpuShedsExpertsToTheOthers) {
+  const EpMemoryPlan even = plan_ep_memory(fixture("v4_pro_config.json"), 8).value();
+  const int64_t headroom = int64_t{9} << 30, h200 = kPlanGpus[1].bytes;
+  ASSERT_GT(rank_device_bytes(even, 0, headroom), h200);
+  const int64_t leader = leader_experts_to_fit(even, h200, headroom);
+  ASSERT_LT(leader, even.ranks[0].n_experts);
+  ASSERT_GE(leader, 1);
+  const EpMemoryPlan weighted = with_leader_experts(even, leader).value();
+  EXPECT_EQ(weighted.ranks[0].n_experts, leader);
+  EXPECT_LE(rank_device_bytes(weighted, 0, headroom), h200);
+  // One more expert on rank 0 would not fit: the most that do.
+  EXPECT_GT(rank_device_bytes(with_leader_experts(even, leader + 1).value(), 0, headroom), h200);
+  int64_t experts = 0, bytes = 0;
+  for (int r = 0; r < 8; ++r) {
+    EXPECT_LE(rank_device_bytes(weighted, r, headroom), h200) << "rank " << r;
+    experts += weighted.ranks[r].n_experts;
+    bytes += weighted.ranks[r].experts;
+  }
+  EXPECT_EQ(experts, 384);
+  EXPECT_EQ(bytes, even.routed_expert_bytes);
+  const std::string text = describe(even, headroom);
+  EXPECT_NE(text.find("8 x H200 141GB (140.4 GiB each): fits with rank 0 owning " +
+                      std::to_string(leader) + " experts of each layer"),
+            std::string::npos)
+      << text;
+  // V4-Flash over 2 H200s fits evenly: its leader keeps its share.
+  const EpMemoryPlan flash = plan_ep_memory(fixture("v4_flash_config.json"), 2).value();
+  EXPECT_EQ(leader_experts_to_fit(flash, h200, headroom), flash.ranks[0].n_experts);
+  EXPECT_EQ(with_leader_experts(flash, 0).status().code(), StatusCode::kInvalidArgument);
+}
+
 // The fit check against fake GPUs: each rank's own shard counts on its GPU, rank 0's too
 // (besides every other weight, room to gather a layer and the headroom).
 TEST(EpMemoryPlan, RefusesARankWhoseGpuCannotHoldItsShare) {

@@ -139,10 +139,16 @@ class ModelRanksCases {
     release_ = true;
   }
 
+  // Rank 0 owns one expert of each layer and the other ranks the rest (kernels/ep/
+  // expert_sharding.h with_leader: what --gpus N plans where rank 0's GPU cannot hold an even
+  // share beside every other weight).
+  void shed_leader_experts() { leader_experts_ = 1; }
+
   Result<std::unique_ptr<runtime::ExpertParallel>> ranks(
       int n, std::function<Status(int, int64_t)> fault = nullptr,
       std::chrono::milliseconds watchdog = {}) {
     runtime::ExpertParallelOptions options{.n_ranks = n, .device = device_, .max_tokens = 8};
+    if (n > 1) options.leader_experts = leader_experts_;
     if (watchdog.count() > 0) options.watchdog = watchdog;
     options.before_rank = std::move(fault);
     if (copy_shards_) {
@@ -322,6 +328,7 @@ class ModelRanksCases {
 
   Device device_;
   bool copy_shards_ = false, release_ = false;
+  int64_t leader_experts_ = 0;  // 0: an even split
   checkpoint::LoadedModel loaded_;
   std::optional<checkpoint::ModelWeights> on_device_;
   std::optional<checkpoint::ModelWeights> released_;  // release_after_copies: the ranks' model

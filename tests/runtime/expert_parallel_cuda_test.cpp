@@ -69,6 +69,16 @@ TEST_F(ModelRanksCuda, OneToFourRanksGiveInPlaceBitsFromTheirOwnCopiesOnLongProm
   expect_in_place_bits(/*shortest=*/70, /*longest=*/100);
 }
 
+// Rank 0 owning one expert of each layer (what --gpus N plans where its GPU cannot hold an even
+// share), the stacks freed: the fused path's transfers (their per-rank expert ranges) and the
+// grouped path's gather from uneven copies.
+TEST_F(ModelRanksCuda, OneToFourRanksGiveInPlaceBitsWithALeaderOfOneExpert) {
+  shed_leader_experts();
+  release_after_copies();
+  expect_in_place_bits();
+  expect_in_place_bits(/*shortest=*/70, /*longest=*/100);
+}
+
 TEST_F(ModelRanksCuda, AFailingRankIsAnErrorOnEveryRank) {
   expect_failing_rank_is_an_error_on_every_rank();
 }

@@ -60,6 +60,14 @@ TEST_F(ModelRanks, OneToFourRanksGiveInPlaceBitsWithTheModelsStacksFreed) {
   expect_in_place_bits();
 }
 
+// As under --gpus N with rank 0's GPU too small for an even share: rank 0 owns one expert of
+// each layer, the others the rest, from their own copies.
+TEST_F(ModelRanks, OneToFourRanksGiveInPlaceBitsWithALeaderOfOneExpert) {
+  shed_leader_experts();
+  copy_shards();
+  expect_in_place_bits();
+}
+
 TEST_F(ModelRanks, AFailingRankIsAnErrorOnEveryRank) {
   expect_failing_rank_is_an_error_on_every_rank();
 }

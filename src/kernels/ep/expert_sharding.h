@@ -6,11 +6,14 @@
 // E need not be a multiple of R: the first E % R ranks own one expert more. DeepGEMM's mega-MoE
 // refuses that case (moe_ep.md §1.1); we handle it because it costs nothing here and keeps odd
 // rank counts (3) usable for testing. A rank with no expert at all is refused instead, since it
-// would only relay traffic.
+// would only relay traffic. The leader (rank 0) may own fewer than its share (with_leader): it
+// also holds every other weight and the caches, and on a model as large as V4-Pro an even share
+// beside them passes its GPU (runtime/ep_memory_plan.h picks the count).
 //
 // Dimension letters: E routed experts, R ranks.
 #pragma once
 
+#include <array>
 #include <cstdint>
 
 #include "dsv4/status.h"
@@ -24,6 +27,10 @@ class ExpertSharding {
  public:
   // Refuses n_ranks outside [1, kMaxRanks] and n_ranks > n_experts, naming both numbers.
   static Result<ExpertSharding> create(int64_t n_experts, int n_ranks);
+  // Rank 0 owns leader_experts, ranks 1 … R − 1 split the rest as create splits (the first ones
+  // one more); the same refusals, and a count that leaves a rank none.
+  static Result<ExpertSharding> with_leader(int64_t n_experts, int n_ranks,
+                                            int64_t leader_experts);
 
   int64_t n_experts() const { return n_experts_; }
   int n_ranks() const { return n_ranks_; }
@@ -33,9 +40,12 @@ class ExpertSharding {
 
  private:
   ExpertSharding(int64_t n_experts, int n_ranks) : n_experts_(n_experts), n_ranks_(n_ranks) {}
+  // Ranks [from, R) split experts [first_[from], E) evenly, the first ones one more.
+  void split_from(int from);
 
   int64_t n_experts_;
   int n_ranks_;
+  std::array<int64_t, kMaxRanks + 1> first_{};  // rank r owns [first_[r], first_[r + 1])
 };
 
 }  // namespace dsv4::kernels::ep

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <string>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -44,6 +46,58 @@ TEST(ExpertSharding, UnevenSplitGivesTheFirstRanksOneMore) {
   EXPECT_EQ(s.owner(5), 0);
   EXPECT_EQ(s.owner(6), 1);
   EXPECT_EQ(s.owner(11), 2);
+}
+
+// A leader with fewer than its share: its range first, the rest split over the other ranks as
+// create splits them, every expert owned once, owner() agreeing with the ranges.
+TEST(ExpertSharding, ALeaderWithFewerExpertsLeavesTheRestEvenlySplit) {
+  for (int n_ranks : {1, 2, 3, 8}) {
+    for (int64_t n_experts : {int64_t{8}, int64_t{17}, int64_t{384}}) {
+      if (n_experts < n_ranks) continue;
+      const int64_t most = n_ranks == 1 ? n_experts : n_experts - (n_ranks - 1);
+      for (int64_t leader : {int64_t{1}, most / 2, most}) {
+        if (leader < 1 || (n_ranks == 1 && leader != n_experts)) continue;
+        SCOPED_TRACE(std::to_string(n_experts) + " over " + std::to_string(n_ranks) +
+                     ", leader " + std::to_string(leader));
+        const ExpertSharding s = *ExpertSharding::with_leader(n_experts, n_ranks, leader);
+        EXPECT_EQ(s.n_local_experts(0), leader);
+        int64_t next = 0;
+        for (int r = 0; r < n_ranks; ++r) {
+          ASSERT_EQ(s.first_expert(r), next);
+          ASSERT_GE(s.n_local_experts(r), 1);
+          if (r > 0) {
+            const int64_t rest = n_experts - leader;
+            ASSERT_GE(s.n_local_experts(r), rest / (n_ranks - 1));
+            ASSERT_LE(s.n_local_experts(r), rest / (n_ranks - 1) + 1);
+          }
+          for (int64_t e = next; e < next + s.n_local_experts(r); ++e) ASSERT_EQ(s.owner(e), r);
+          next += s.n_local_experts(r);
+        }
+        EXPECT_EQ(next, n_experts);
+      }
+    }
+  }
+  // V4-Pro's 384 over 8 with the leader at 26: 51 or 52 on each other rank.
+  const ExpertSharding pro = *ExpertSharding::with_leader(384, 8, 26);
+  EXPECT_EQ(pro.n_local_experts(1), 52);
+  EXPECT_EQ(pro.n_local_experts(7), 51);
+  EXPECT_EQ(pro.owner(25), 0);
+  EXPECT_EQ(pro.owner(26), 1);
+  EXPECT_EQ(pro.owner(383), 7);
+}
+
+TEST(ExpertSharding, RefusesALeaderCountThatLeavesARankNone) {
+  for (const auto& [n_experts, n_ranks, leader] :
+       {std::tuple{int64_t{16}, 4, int64_t{0}}, {int64_t{16}, 4, int64_t{14}},
+        {int64_t{16}, 1, int64_t{15}}, {int64_t{16}, 4, int64_t{-3}}}) {
+    const Result<ExpertSharding> s = ExpertSharding::with_leader(n_experts, n_ranks, leader);
+    ASSERT_FALSE(s.ok()) << leader;
+    EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(s.status().message().find("rank 0 cannot own " + std::to_string(leader)),
+              std::string::npos)
+        << s.status().message();
+  }
+  EXPECT_TRUE(ExpertSharding::with_leader(16, 4, 13).ok());
 }
 
 TEST(ExpertSharding, RefusesRankCountsItCannotServe) {
