@@ -23,6 +23,24 @@ struct PoolArgs {
 // HCA layer's prompt piece pools two entries and so runs a thousand threads.
 constexpr int kPoolBatch = 16;
 
+// Slots [0, n) in batches: `load(s)` of a batch's slots all issued, then `use(value)` of each in
+// slot order.
+template <typename Load, typename Use>
+__device__ __forceinline__ void in_slot_batches(int64_t n, Load load, Use use) {
+  using Value = decltype(load(int64_t{0}));
+  for (int64_t s0 = 0; s0 < n; s0 += kPoolBatch) {
+    Value v[kPoolBatch];
+#pragma unroll
+    for (int k = 0; k < kPoolBatch; ++k) {
+      if (s0 + k < n) v[k] = load(s0 + k);
+    }
+#pragma unroll
+    for (int k = 0; k < kPoolBatch; ++k) {
+      if (s0 + k < n) use(v[k]);
+    }
+  }
+}
+
 // Dim i of entry w: a softmax over the window's slots in the CPU's order
 // (kernels/cpu/compressor.cpp explains the slot layout); the exponentials are recomputed instead of
 // stored, which gives the same values. Each pass loads a batch of slots, then adds them one by one
@@ -36,37 +54,14 @@ __device__ inline float pool_element(const PoolArgs& a, int64_t w, int64_t i) {
   auto score = [&](int64_t s) {
     return a.gate[offset(s)] + a.ape[(s % a.ratio) * row_width + (s / a.ratio) * a.width + i];
   };
-  float scores[kPoolBatch];
   float max_score = -INFINITY;
-  for (int64_t s0 = 0; s0 < n_slots; s0 += kPoolBatch) {
-#pragma unroll
-    for (int k = 0; k < kPoolBatch; ++k) scores[k] = s0 + k < n_slots ? score(s0 + k) : -INFINITY;
-#pragma unroll
-    for (int k = 0; k < kPoolBatch; ++k) max_score = fmaxf(max_score, scores[k]);
-  }
+  in_slot_batches(n_slots, score, [&](float x) { max_score = fmaxf(max_score, x); });
   float denom = 0.0f;
-  for (int64_t s0 = 0; s0 < n_slots; s0 += kPoolBatch) {
-#pragma unroll
-    for (int k = 0; k < kPoolBatch; ++k) scores[k] = s0 + k < n_slots ? score(s0 + k) : 0.0f;
-#pragma unroll
-    for (int k = 0; k < kPoolBatch; ++k) {
-      if (s0 + k < n_slots) denom += expf(scores[k] - max_score);
-    }
-  }
+  in_slot_batches(n_slots, score, [&](float x) { denom += expf(x - max_score); });
   float acc = 0.0f;
-  for (int64_t s0 = 0; s0 < n_slots; s0 += kPoolBatch) {
-    float kv[kPoolBatch];
-#pragma unroll
-    for (int k = 0; k < kPoolBatch; ++k) {
-      const bool in = s0 + k < n_slots;
-      scores[k] = in ? score(s0 + k) : 0.0f;
-      kv[k] = in ? a.kv[offset(s0 + k)] : 0.0f;
-    }
-#pragma unroll
-    for (int k = 0; k < kPoolBatch; ++k) {
-      if (s0 + k < n_slots) acc += kv[k] * (expf(scores[k] - max_score) / denom);
-    }
-  }
+  in_slot_batches(
+      n_slots, [&](int64_t s) { return make_float2(score(s), a.kv[offset(s)]); },
+      [&](float2 x) { acc += x.y * (expf(x.x - max_score) / denom); });
   return acc;
 }
 
