@@ -234,10 +234,12 @@ TEST(SchedulerCancelTest, ACancelledRequestEndsWithinAStepAndFreesItsPlace) {
   t3.join();
   ASSERT_TRUE(first.ok() && second.ok() && third.ok());
   EXPECT_TRUE(first->stopped_by_caller);
-  // The flag is set as the caller sees its third token; the worker, a token or two ahead, ends
-  // the sequence at its next step.
+  // The flag is set as the caller sees its third token and the worker ends the sequence at its
+  // next step; how far the worker had run ahead of the caller (tokens reach it asynchronously)
+  // is the machine's scheduling, not the engine's: a token or two when idle, 20 once on a
+  // loaded 2-core CI run. So: stopped, and before its max_tokens.
   EXPECT_GE(first->tokens.size(), 3u);
-  EXPECT_LE(first->tokens.size(), 6u);
+  EXPECT_LT(first->tokens.size(), static_cast<size_t>(sampling.max_tokens));
   EXPECT_TRUE(second->stopped_by_caller);
   EXPECT_TRUE(second->tokens.empty());
   EXPECT_EQ(third->tokens, alone->tokens);
