@@ -670,8 +670,9 @@ TEST(HyperConnectionsCuda, ExpandWithAddendIsTheAddThenTheExpand) {
 // The fused mHC ops against their parts: hc_pre_norm gives the bits of the device's
 // hc_split_sinkhorn, hc_collapse and rms_norm (its mixes match the CPU's to the device expf's
 // ulps, as the parts do), hc_expand_norm the CPU's bits (its parts are bit-identical). Shapes:
-// decode batches of V4-Flash's width (B = 1, 8, 32: 4 and 16 elements a lane), a width of 7168
-// (16 and 32 elements a lane), one past the expand's registers (9000: the expand and norm run
+// decode batches of V4-Flash's width (B = 1, 8, 32: 4 and 16 elements a lane, the expand's lanes
+// holding whole columns), widths of 1024 and 8192 (whole columns at 4 and 32 elements a lane), a
+// width of 7168 (16 and 32 elements a lane, not whole columns), one past the expand's registers (9000: the expand and norm run
 // as their parts), a few tokens, enough tokens for several Sinkhorn clusters, and M ≠ 4 (the
 // parts; M = 6 a thread a token's Sinkhorn).
 TEST(HyperConnectionsCuda, FusedPreAndExpandGiveTheirPartsBits) {
@@ -680,6 +681,8 @@ TEST(HyperConnectionsCuda, FusedPreAndExpandGiveTheirPartsBits) {
                                 {8, 4, 4096},
                                 {32, 4, 4096},
                                 {1, 4, 7168},
+                                {4, 4, 1024},
+                                {2, 4, 8192},
                                 {2, 4, 9000},
                                 {3, 4, 1000},
                                 {5, 3, 33},

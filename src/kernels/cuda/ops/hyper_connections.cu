@@ -321,9 +321,37 @@ __device__ __forceinline__ float select(const float (&v)[kCount], int j) {
   return r;
 }
 
+// out = m[j]: a row of a register matrix at an index known only at run time (select's way).
+template <int kCount>
+__device__ __forceinline__ void select_row(const float (&m)[kCount][kCount], int j,
+                                           float (&out)[kCount]) {
+#pragma unroll
+  for (int c = 0; c < kCount; ++c) out[c] = m[0][c];
+#pragma unroll
+  for (int r = 1; r < kCount; ++r) {
+#pragma unroll
+    for (int c = 0; c < kCount; ++c) out[c] = j == r ? m[r][c] : out[c];
+  }
+}
+
+// New stream j's element from its column's block output f and the column's M residual
+// elements, expand_element's order; post_j and comb_j[s] are stream j's weights.
+template <int kM>
+__device__ __forceinline__ float expanded(float post_j, const float (&comb_j)[kM], float f,
+                                          const float (&residual)[kM]) {
+  float acc = __fmul_rn(post_j, f);
+#pragma unroll
+  for (int s = 0; s < kM; ++s) acc = __fadd_rn(acc, __fmul_rn(comb_j[s], residual[s]));
+  return acc;
+}
+
 // Token blockIdx.y's new streams (expand_element's order) and their unweighted norm. Element i
-// of the [M·D] row is stream j = i / D, column k = i % D; a lane steps i by kRmsNormLanes, so
-// (j, k) steps by the quotient and remainder of kRmsNormLanes by D, not by a division each.
+// of the [M·D] row is stream j = i / D, column k = i % D. When the lanes divide D evenly
+// (V4-Flash's 4 · 4096 = 16 · kRmsNormLanes) a lane's elements are all M streams of its
+// columns, so it loads each column's block output and residuals once for the M elements it
+// computes from them (a prefill's streams are hundreds of MB); otherwise a lane steps i by
+// kRmsNormLanes, so (j, k) steps by the quotient and remainder of kRmsNormLanes by D, and
+// loads a column's inputs once an element.
 template <int kPerLane>
 __global__ void __cluster_dims__(kRmsClusterBlocks, 1, 1) __launch_bounds__(kRmsClusterThreads)
     hc_expand_norm_kernel(HcExpandOperands o, RowMatrix normed, float eps) {
@@ -333,40 +361,60 @@ __global__ void __cluster_dims__(kRmsClusterBlocks, 1, 1) __launch_bounds__(kRms
   ClusterRow<kPerLane> row = cluster_row<kPerLane>(nullptr, int64_t{kM} * d, nullptr);
   const float* f = o.f.data + t * o.f.row_stride;
   const float* residual = o.residual + t * kM * d;
-  float post[kM], comb[kM][kM];  // comb[s][j]: stream s's weight in new stream j
+  float post[kM], comb[kM][kM];  // comb[j][s]: stream s's weight in new stream j
 #pragma unroll
   for (int j = 0; j < kM; ++j) post[j] = o.post.data[t * o.post.row_stride + j];
 #pragma unroll
   for (int s = 0; s < kM; ++s) {
 #pragma unroll
-    for (int j = 0; j < kM; ++j) comb[s][j] = o.comb[(t * kM + s) * kM + j];
+    for (int j = 0; j < kM; ++j) comb[j][s] = o.comb[(t * kM + s) * kM + j];
   }
-  const int lane = static_cast<int>(row.first_lane), step_j = kRmsNormLanes / d,
-            step_k = kRmsNormLanes % d;
-  int j = lane / d, k = lane % d;
-  float fk[kPerLane], r[kPerLane][kM];
-  int js[kPerLane];
-#pragma unroll
-  for (int q = 0; q < kPerLane; ++q) {
-    js[q] = j;
-    fk[q] = row.holds(q, 0) ? f[k] : 0.0f;
-#pragma unroll
-    for (int s = 0; s < kM; ++s) r[q][s] = row.holds(q, 0) ? residual[int64_t{s} * d + k] : 0.0f;
-    j += step_j;
-    k += step_k;
-    if (k >= d) {
-      k -= d;
-      ++j;
-    }
-  }
+  const int lane = static_cast<int>(row.first_lane);
   float* out = o.out + t * kM * d;
+  if (int64_t{kM} * d == int64_t{kPerLane} * kRmsNormLanes) {
+    constexpr int kColumns = kPerLane / kM;  // element j · kColumns + u: stream j, column u
+    float fc[kColumns], rc[kColumns][kM];
 #pragma unroll
-  for (int q = 0; q < kPerLane; ++q) {
-    float acc = __fmul_rn(select(post, js[q]), fk[q]);
+    for (int u = 0; u < kColumns; ++u) {
+      const int k = lane + u * static_cast<int>(kRmsNormLanes);
+      fc[u] = f[k];
 #pragma unroll
-    for (int s = 0; s < kM; ++s) acc = __fadd_rn(acc, __fmul_rn(select(comb[s], js[q]), r[q][s]));
-    row.v[q][0] = acc;
-    if (row.holds(q, 0)) out[row.index(q, 0)] = acc;
+      for (int s = 0; s < kM; ++s) rc[u][s] = residual[int64_t{s} * d + k];
+    }
+#pragma unroll
+    for (int j = 0; j < kM; ++j) {
+#pragma unroll
+      for (int u = 0; u < kColumns; ++u) {
+        const int q = j * kColumns + u;
+        row.v[q][0] = expanded(post[j], comb[j], fc[u], rc[u]);
+        out[row.index(q, 0)] = row.v[q][0];
+      }
+    }
+  } else {
+    const int step_j = kRmsNormLanes / d, step_k = kRmsNormLanes % d;
+    int j = lane / d, k = lane % d;
+    float fk[kPerLane], r[kPerLane][kM];
+    int js[kPerLane];
+#pragma unroll
+    for (int q = 0; q < kPerLane; ++q) {
+      js[q] = j;
+      fk[q] = row.holds(q, 0) ? f[k] : 0.0f;
+#pragma unroll
+      for (int s = 0; s < kM; ++s) r[q][s] = row.holds(q, 0) ? residual[int64_t{s} * d + k] : 0.0f;
+      j += step_j;
+      k += step_k;
+      if (k >= d) {
+        k -= d;
+        ++j;
+      }
+    }
+#pragma unroll
+    for (int q = 0; q < kPerLane; ++q) {
+      float comb_j[kM];
+      select_row(comb, js[q], comb_j);
+      row.v[q][0] = expanded(select(post, js[q]), comb_j, fk[q], r[q]);
+      if (row.holds(q, 0)) out[row.index(q, 0)] = row.v[q][0];
+    }
   }
   row.store_normed(normed.data + t * normed.row_stride, cluster_inv_rms(row, eps));
   cluster_rms_done();
