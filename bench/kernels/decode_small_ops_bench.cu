@@ -135,8 +135,8 @@ struct Layer {
   }
   Status pre_norm(bool d) const { return kernels::hc_pre_norm(pre_norm_params(d)); }
   Status expand_norm(bool d) const {
-    return kernels::hc_expand_norm(block_out.v(d), streams.v(d), post.v(d), comb.v(d), kNormEps,
-                                   out.v(d), normed.v(d));
+    return kernels::hc_expand_norm(block_out.v(d), TensorView{}, streams.v(d), post.v(d), comb.v(d),
+                                   kNormEps, out.v(d), normed.v(d));
   }
   Status expand(bool d) const {
     return kernels::hc_expand(block_out.v(d), TensorView{}, streams.v(d), post.v(d), comb.v(d),

@@ -183,11 +183,12 @@ Status hc_pre_norm(const HcPreNormParams& p) {
                        p);
 }
 
-Status hc_expand_norm(const TensorView& f, const TensorView& residual, const TensorView& post,
-                      const TensorView& comb, float eps, const TensorView& out,
-                      const TensorView& normed) {
-  return DSV4_DISPATCH(hc_expand_norm, device_of({&f, &residual, &post, &comb, &out, &normed}), f,
-                       residual, post, comb, eps, out, normed);
+Status hc_expand_norm(const TensorView& f, const TensorView& f_addend, const TensorView& residual,
+                      const TensorView& post, const TensorView& comb, float eps,
+                      const TensorView& out, const TensorView& normed) {
+  return DSV4_DISPATCH(hc_expand_norm,
+                       device_of({&f, &f_addend, &residual, &post, &comb, &out, &normed}), f,
+                       f_addend, residual, post, comb, eps, out, normed);
 }
 
 // ---- MoE routing and expert dispatch ----

@@ -142,11 +142,12 @@ struct HcPreNormParams {
 };
 Status hc_pre_norm(const HcPreNormParams& params);
 
-// hc_expand(f, residual, post, comb, out), then the next site's input norm of the new streams:
-// normed f32 [T, M·D] = rms_norm(out as [T, M·D], unweighted, eps). The bits of the two calls.
-Status hc_expand_norm(const TensorView& f, const TensorView& residual, const TensorView& post,
-                      const TensorView& comb, float eps, const TensorView& out,
-                      const TensorView& normed);
+// hc_expand(f, f_addend, residual, post, comb, out), then the next site's input norm of the new
+// streams: normed f32 [T, M·D] = rms_norm(out as [T, M·D], unweighted, eps). The bits of the
+// two calls.
+Status hc_expand_norm(const TensorView& f, const TensorView& f_addend, const TensorView& residual,
+                      const TensorView& post, const TensorView& comb, float eps,
+                      const TensorView& out, const TensorView& normed);
 
 // ---- MoE routing and expert dispatch (transformers DeepseekV4TopKRouter / HashRouter /
 // Experts). Rows of a grouped GEMM operand are the T·K (token, slot) pairs sorted by expert. ----

@@ -153,6 +153,9 @@ Status Model::forward_rows(std::span<const SequenceChunk> chunks,
     }
     DSV4_ASSIGN_OR_RETURN(positions.cache_addresses, cache_addresses(caches, c.n_layer, device()));
   }
+  // Each layer's last expand norms the streams for the next layer's first mixes in its launch
+  // (the last layer's too, unread: the head norms the rows it takes).
+  Tensor streams_normed;
   for (int64_t layer = 0; layer < c.n_layer; ++layer) {
     rows_of_layer(layer);
     const LayerInput input{.config = &c,
@@ -164,8 +167,9 @@ Status Model::forward_rows(std::span<const SequenceChunk> chunks,
                            .positions = &positions,
                            .placement = options_.placement,
                            .numerics = options_.numerics};
-    DSV4_RETURN_IF_ERROR(layer_forward(input, streams, spare));
+    DSV4_RETURN_IF_ERROR(layer_forward(input, streams, spare, &streams_normed));
   }
+  streams_normed = Tensor{};
   // The streams the chunks keep (each its last streams_out.size(0) rows) into their buffer (a
   // speculative step's): one copy when every row keeps them, one gather when some do.
   std::vector<TensorView> kept, outs;

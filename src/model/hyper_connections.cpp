@@ -7,7 +7,7 @@ namespace {
 
 // mixes [T, n_mix] = fn · (streams flattened to [T, M·D], RMS-normalised without a weight):
 // the input_norm + F.linear of both transformers modules. `normed` holds that norm already when
-// the previous site's hc_post_norm made it (else empty).
+// the previous site's hc_post made it (else empty).
 Result<Tensor> project_mixes(const checkpoint::ModelConfig& config, const TensorView& fn,
                              const TensorView& streams, const TensorView& normed = {}) {
   const int64_t n_tokens = streams.size(0);
@@ -56,17 +56,16 @@ Status hc_pre_norm(const checkpoint::ModelConfig& config,
   return kernels::hc_pre_norm_fp8(params, x_fp8);
 }
 
-Status hc_post(const TensorView& block_out, const TensorView& block_addend,
-               const TensorView& residual, const HcSite& site, const TensorView& out) {
-  return kernels::hc_expand(block_out, block_addend, residual, site.post.view(), site.comb.view(),
-                            out);
-}
-
-Status hc_post_norm(const checkpoint::ModelConfig& config, const TensorView& block_out,
-                    const TensorView& residual, const HcSite& site, const TensorView& out,
-                    const TensorView& normed) {
-  return kernels::hc_expand_norm(block_out, residual, site.post.view(), site.comb.view(),
-                                 static_cast<float>(config.rms_norm_eps), out, normed);
+Status hc_post(const checkpoint::ModelConfig& config, const TensorView& block_out,
+               const TensorView& block_addend, const TensorView& residual, const HcSite& site,
+               const TensorView& out, const TensorView& normed) {
+  if (normed.data == nullptr) {
+    return kernels::hc_expand(block_out, block_addend, residual, site.post.view(), site.comb.view(),
+                              out);
+  }
+  return kernels::hc_expand_norm(block_out, block_addend, residual, site.post.view(),
+                                 site.comb.view(), static_cast<float>(config.rms_norm_eps), out,
+                                 normed);
 }
 
 Status hc_head(const checkpoint::ModelConfig& config, const checkpoint::HyperConnectionWeights& w,

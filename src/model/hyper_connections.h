@@ -26,7 +26,7 @@ struct HcSite {
 // streams f32 [T, M, D] -> site (allocated here) and the block's input x f32 [T, D] =
 // rms_norm(collapsed, block_norm [D]), collapsed = Σ_m pre_m · stream_m: the split, Sinkhorn,
 // collapse and norm in one fused op (kernels::hc_pre_norm). streams_normed f32 [T, M·D] is the
-// streams' own (unweighted) norm when hc_post_norm made it, else empty. With room in x_fp8
+// streams' own (unweighted) norm when hc_post made it, else empty. With room in x_fp8
 // (model/linear.h, Fp8Room), x is also quantized there for the block's FP8 linears
 // (kernels::hc_pre_norm_fp8), else x_fp8 is empty.
 Status hc_pre_norm(const checkpoint::ModelConfig& config,
@@ -36,15 +36,12 @@ Status hc_pre_norm(const checkpoint::ModelConfig& config,
 
 // out f32 [T, M, D] = post ⊗ (block_out + block_addend) + combᵀ · residual (out must not alias
 // residual). block_addend f32 [T, D] or empty: a block whose output comes in two halves (the
-// FFN's routed and shared experts) is summed here, in the expand's launch.
-Status hc_post(const TensorView& block_out, const TensorView& block_addend,
-               const TensorView& residual, const HcSite& site, const TensorView& out);
-
-// hc_post, and the next site's input norm of out: normed f32 [T, M·D] = rms_norm(out), in one
-// fused op (kernels::hc_expand_norm), for hc_pre_norm's streams_normed.
-Status hc_post_norm(const checkpoint::ModelConfig& config, const TensorView& block_out,
-                    const TensorView& residual, const HcSite& site, const TensorView& out,
-                    const TensorView& normed);
+// FFN's routed and shared experts) is summed here, in the expand's launch. normed f32 [T, M·D]
+// or empty: the next site's input norm of out, rms_norm(out) unweighted, made in the same
+// launch (kernels::hc_expand_norm), for hc_pre_norm's streams_normed.
+Status hc_post(const checkpoint::ModelConfig& config, const TensorView& block_out,
+               const TensorView& block_addend, const TensorView& residual, const HcSite& site,
+               const TensorView& out, const TensorView& normed = {});
 
 // streams f32 [T, M, D] -> out f32 [T, D], the weighted collapse with hc_head's weights.
 Status hc_head(const checkpoint::ModelConfig& config, const checkpoint::HyperConnectionWeights& w,

@@ -35,7 +35,13 @@ struct LayerInput {
 };
 
 // streams f32 [T, M, D], updated in place (through `spare`, same shape, as the other buffer).
-Status layer_forward(const LayerInput& input, Tensor& streams, Tensor& spare);
+// streams_normed, when given, carries the streams' unweighted norm [T, M·D] from one layer to
+// the next (the first site's mix input, made by the last site's expand in its launch): on the
+// way in empty, or the norm of streams; on the way out the norm of the new streams. It lives
+// from the expand to the next layer's first mixes, where the layer's input and output are its
+// only company.
+Status layer_forward(const LayerInput& input, Tensor& streams, Tensor& spare,
+                     Tensor* streams_normed = nullptr);
 
 // Every id in [0, V), else invalid_argument naming the first that is not.
 Status check_token_ids(std::span<const int64_t> ids, int64_t vocab_size);

@@ -666,15 +666,14 @@ TEST(HyperConnectionsCuda, ExpandWithAddendIsTheAddThenTheExpand) {
   }
 }
 
-
 // The fused mHC ops against their parts: hc_pre_norm gives the bits of the device's
 // hc_split_sinkhorn, hc_collapse and rms_norm (its mixes match the CPU's to the device expf's
 // ulps, as the parts do), hc_expand_norm the CPU's bits (its parts are bit-identical). Shapes:
 // decode batches of V4-Flash's width (B = 1, 8, 32: 4 and 16 elements a lane, the expand's lanes
 // holding whole columns), widths of 1024 and 8192 (whole columns at 4 and 32 elements a lane), a
-// width of 7168 (16 and 32 elements a lane, not whole columns), one past the expand's registers (9000: the expand and norm run
-// as their parts), a few tokens, enough tokens for several Sinkhorn clusters, and M ≠ 4 (the
-// parts; M = 6 a thread a token's Sinkhorn).
+// width of 7168 (16 and 32 elements a lane, not whole columns), one past the expand's registers
+// (9000: the expand and norm run as their parts), a few tokens, enough tokens for several Sinkhorn
+// clusters, and M ≠ 4 (the parts; M = 6 a thread a token's Sinkhorn).
 TEST(HyperConnectionsCuda, FusedPreAndExpandGiveTheirPartsBits) {
   SeededRng rng;
   for (const auto& [t, m, d] : {std::tuple{1, 4, 4096},
@@ -715,16 +714,21 @@ TEST(HyperConnectionsCuda, FusedPreAndExpandGiveTheirPartsBits) {
     // The expand and the next site's norm, from the host's mixes on both devices.
     const OpPair place = OpPair::of(testing::to_host(post.h()));
     const OpPair mixer = OpPair::of(testing::to_host(comb.h()));
-    const OpPair block_out = OpPair::uniform(rng, {t, d});
-    const OpPair out = poisoned({t, m, d}), normed = poisoned({t, m * d});
-    ASSERT_TRUE(
-        hc_expand_norm(block_out.h(), streams.h(), place.h(), mixer.h(), 1e-6f, out.h(), normed.h())
-            .ok());
-    ASSERT_TRUE(
-        hc_expand_norm(block_out.d(), streams.d(), place.d(), mixer.d(), 1e-6f, out.d(), normed.d())
-            .ok());
-    EXPECT_TRUE(device_equals_host(out));
-    EXPECT_TRUE(device_equals_host(normed));
+    const OpPair block_out = OpPair::uniform(rng, {t, d}), addend = OpPair::uniform(rng, {t, d});
+    for (const bool with_addend : {false, true}) {
+      SCOPED_TRACE(with_addend ? "an addend" : "no addend");
+      const TensorView add_h = with_addend ? addend.h() : TensorView{};
+      const TensorView add_d = with_addend ? addend.d() : TensorView{};
+      const OpPair out = poisoned({t, m, d}), normed = poisoned({t, m * d});
+      ASSERT_TRUE(hc_expand_norm(block_out.h(), add_h, streams.h(), place.h(), mixer.h(), 1e-6f,
+                                 out.h(), normed.h())
+                      .ok());
+      ASSERT_TRUE(hc_expand_norm(block_out.d(), add_d, streams.d(), place.d(), mixer.d(), 1e-6f,
+                                 out.d(), normed.d())
+                      .ok());
+      EXPECT_TRUE(device_equals_host(out));
+      EXPECT_TRUE(device_equals_host(normed));
+    }
   }
 }
 

@@ -289,24 +289,30 @@ TEST(SwigluTest, ClampsGateAboveAndUpBothSides) {
 
 // hc_expand_norm is hc_expand, then the unweighted rms_norm of each token's M·D new streams,
 // bit for bit: for a batch of tokens, and for one token given as vectors (f [D], post [M]),
-// which hc_expand takes as one row each.
+// which hc_expand takes as one row each; with and without an addend to f.
 TEST(HcExpandNormTest, IsTheExpandThenItsNorm) {
   SeededRng rng;
   const int64_t t = 3, m = 4, d = 40;
   std::vector<float> f = random_normal(rng, t * d), residual = random_normal(rng, t * m * d),
-                     post = random_normal(rng, t * m), comb = random_normal(rng, t * m * m);
-  for (const bool vectors : {false, true}) {
-    SCOPED_TRACE(vectors ? "one token as vectors" : "a batch");
+                     post = random_normal(rng, t * m), comb = random_normal(rng, t * m * m),
+                     addend = random_normal(rng, t * d);
+  for (const auto& [vectors, with_addend] :
+       {std::pair{false, false}, {true, false}, {false, true}, {true, true}}) {
+    SCOPED_TRACE(std::string(vectors ? "one token as vectors" : "a batch") +
+                 (with_addend ? ", an addend" : ""));
     const int64_t n = vectors ? 1 : t;
     const TensorView fv = vectors ? view_of(f, {d}) : view_of(f, {t, d});
+    const TensorView av = !with_addend ? TensorView{}
+                          : vectors    ? view_of(addend, {d})
+                                       : view_of(addend, {t, d});
     const TensorView pv = vectors ? view_of(post, {m}) : view_of(post, {t, m});
     const TensorView rv = view_of(residual, {n, m, d}), cv = view_of(comb, {n, m, m});
     std::vector<float> out = poisoned(n * m * d), normed = poisoned(n * m * d);
     std::vector<float> want_out = poisoned(n * m * d), want_normed = poisoned(n * m * d);
-    ASSERT_TRUE(
-        hc_expand_norm(fv, rv, pv, cv, 1e-6f, view_of(out, {n, m, d}), view_of(normed, {n, m * d}))
-            .ok());
-    ASSERT_TRUE(hc_expand(fv, TensorView{}, rv, pv, cv, view_of(want_out, {n, m, d})).ok());
+    ASSERT_TRUE(hc_expand_norm(fv, av, rv, pv, cv, 1e-6f, view_of(out, {n, m, d}),
+                               view_of(normed, {n, m * d}))
+                    .ok());
+    ASSERT_TRUE(hc_expand(fv, av, rv, pv, cv, view_of(want_out, {n, m, d})).ok());
     ASSERT_TRUE(rms_norm(view_of(want_out, {n, m * d}), TensorView{}, 1e-6f,
                          view_of(want_normed, {n, m * d}))
                     .ok());

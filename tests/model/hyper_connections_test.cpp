@@ -145,7 +145,8 @@ TEST_P(HcTest, PrePostAndHeadMatchFloat64) {
                           x_normed.view())
                   .ok());
   Tensor next = poisoned({n_tokens, m, d});
-  ASSERT_TRUE(hc_post(block_out.view(), TensorView{}, streams.view(), site, next.view()).ok());
+  ASSERT_TRUE(
+      hc_post(config, block_out.view(), TensorView{}, streams.view(), site, next.view()).ok());
   Tensor head = poisoned({n_tokens, d});
   ASSERT_TRUE(hc_head(config, head_w, streams.view(), head.view()).ok());
 
@@ -234,12 +235,12 @@ TEST(HcGoldenTest, MatchesTransformersTinyA) {
 
   const Tensor attn = golden_tensor(layers, "model.layers.2.self_attn.o_b_proj", {t, d});
   Tensor mid = poisoned({t, m, d});
-  ASSERT_TRUE(hc_post(attn.view(), TensorView{}, streams.view(), site, mid.view()).ok());
+  ASSERT_TRUE(hc_post(config, attn.view(), TensorView{}, streams.view(), site, mid.view()).ok());
   pre_norm("ffn_hc", "post_attention_layernorm", mid, site);
 
   const Tensor mlp = golden_tensor(layers, "model.layers.2.mlp", {t, d});
   Tensor out = poisoned({t, m, d});
-  ASSERT_TRUE(hc_post(mlp.view(), TensorView{}, mid.view(), site, out.view()).ok());
+  ASSERT_TRUE(hc_post(config, mlp.view(), TensorView{}, mid.view(), site, out.view()).ok());
   expect_close(out, "model.layers.2", d);
 
   HyperConnectionWeights head_w;

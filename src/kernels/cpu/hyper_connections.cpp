@@ -143,11 +143,11 @@ void hc_pre_norm(const HcPreNormParams& p) {
   cpu::rms_norm(p.y, p.norm_weight, p.norm_eps, p.y);
 }
 
-void hc_expand_norm(const TensorView& f, const TensorView& residual, const TensorView& post,
-                    const TensorView& comb, float eps, const TensorView& out,
-                    const TensorView& normed) {
-  const HcExpandOperands o = hc_expand_operands(f, TensorView{}, residual, post, comb, out);
-  cpu::hc_expand(f, TensorView{}, residual, post, comb, out);
+void hc_expand_norm(const TensorView& f, const TensorView& f_addend, const TensorView& residual,
+                    const TensorView& post, const TensorView& comb, float eps,
+                    const TensorView& out, const TensorView& normed) {
+  const HcExpandOperands o = hc_expand_operands(f, f_addend, residual, post, comb, out);
+  cpu::hc_expand(f, f_addend, residual, post, comb, out);
   cpu::rms_norm(out.reshaped({o.f.n_rows, o.post.n_cols * o.f.n_cols}), TensorView{}, eps, normed);
 }
 

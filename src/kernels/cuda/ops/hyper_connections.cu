@@ -360,6 +360,11 @@ __global__ void __cluster_dims__(kRmsClusterBlocks, 1, 1) __launch_bounds__(kRms
   const int d = static_cast<int>(o.f.n_cols);
   ClusterRow<kPerLane> row = cluster_row<kPerLane>(nullptr, int64_t{kM} * d, nullptr);
   const float* f = o.f.data + t * o.f.row_stride;
+  const float* f_addend = o.f_addend != nullptr ? o.f_addend + t * o.f.row_stride : nullptr;
+  // Column k's block output, f + f_addend as one rounded add (expand_element's).
+  const auto block_out = [&](int k) {
+    return f_addend != nullptr ? __fadd_rn(f[k], f_addend[k]) : f[k];
+  };
   const float* residual = o.residual + t * kM * d;
   float post[kM], comb[kM][kM];  // comb[j][s]: stream s's weight in new stream j
 #pragma unroll
@@ -377,7 +382,7 @@ __global__ void __cluster_dims__(kRmsClusterBlocks, 1, 1) __launch_bounds__(kRms
 #pragma unroll
     for (int u = 0; u < kColumns; ++u) {
       const int k = lane + u * static_cast<int>(kRmsNormLanes);
-      fc[u] = f[k];
+      fc[u] = block_out(k);
 #pragma unroll
       for (int s = 0; s < kM; ++s) rc[u][s] = residual[int64_t{s} * d + k];
     }
@@ -398,7 +403,7 @@ __global__ void __cluster_dims__(kRmsClusterBlocks, 1, 1) __launch_bounds__(kRms
 #pragma unroll
     for (int q = 0; q < kPerLane; ++q) {
       js[q] = j;
-      fk[q] = row.holds(q, 0) ? f[k] : 0.0f;
+      fk[q] = row.holds(q, 0) ? block_out(k) : 0.0f;
 #pragma unroll
       for (int s = 0; s < kM; ++s) r[q][s] = row.holds(q, 0) ? residual[int64_t{s} * d + k] : 0.0f;
       j += step_j;
@@ -524,10 +529,10 @@ void hc_pre_norm_fp8(const HcPreNormParams& p, const Fp8Activation& y_fp8) {
   run_hc_pre_norm(p, &y_fp8);
 }
 
-void hc_expand_norm(const TensorView& f, const TensorView& residual, const TensorView& post,
-                    const TensorView& comb, float eps, const TensorView& out,
-                    const TensorView& normed) {
-  const HcExpandOperands o = hc_expand_operands(f, TensorView{}, residual, post, comb, out);
+void hc_expand_norm(const TensorView& f, const TensorView& f_addend, const TensorView& residual,
+                    const TensorView& post, const TensorView& comb, float eps,
+                    const TensorView& out, const TensorView& normed) {
+  const HcExpandOperands o = hc_expand_operands(f, f_addend, residual, post, comb, out);
   const int64_t n_tokens = o.f.n_rows, width = o.post.n_cols * o.f.n_cols;
   const TensorView streams = out.reshaped({n_tokens, width});
   const RmsNormOperands r = rms_norm_operands(streams, TensorView{}, normed);
@@ -539,7 +544,7 @@ void hc_expand_norm(const TensorView& f, const TensorView& residual, const Tenso
                            <<<grid, kRmsClusterThreads, 0, op_stream()>>>(o, r.y, eps);
                      });
   if (!fused) {
-    cuda::hc_expand(f, TensorView{}, residual, post, comb, out);
+    cuda::hc_expand(f, f_addend, residual, post, comb, out);
     cuda::rms_norm(streams, TensorView{}, eps, normed);
     return;
   }
