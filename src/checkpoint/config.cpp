@@ -544,6 +544,18 @@ Status validate_schedule(const ModelConfig& c) {
   return ok_status();
 }
 
+// quantization_config's FP8 linears (ModelConfig::fp8_linears). Read leniently: the section only
+// informs a memory plan, so a field of another shape means "not declared", not an error.
+void read_quantization(const format::Json& json, ModelConfig& c) {
+  const auto q = json.find("quantization_config");
+  if (q == json.end() || !q->is_object()) return;
+  const auto is = [&](const char* key, const char* value) {
+    const auto it = q->find(key);
+    return it != q->end() && it->is_string() && it->get<std::string>() == value;
+  };
+  c.fp8_linears = is("quant_method", "fp8") && is("scale_fmt", "ue8m0");
+}
+
 }  // namespace
 
 Result<ModelConfig> parse_model_config(const std::string& json_text, const std::string& path) {
@@ -554,6 +566,7 @@ Result<ModelConfig> parse_model_config(const std::string& json_text, const std::
   ModelConfig c;
   read_dimensions(r, c);
   read_moe(r, c);
+  read_quantization(*json, c);
   if (r.status().ok()) read_rope_head_dim(r, c);
   if (r.status().ok()) read_ropes(r, c);
   // The schedule is sized by num_hidden_layers + num_nextn_predict_layers (a sum that must not

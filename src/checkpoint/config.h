@@ -85,6 +85,11 @@ struct ModelConfig {
   int64_t bos_token_id = 0;
   int64_t eos_token_id = 1;
   bool tie_word_embeddings = false;
+  // The config declares the release's FP8 linears: quantization_config with quant_method "fp8"
+  // and scale_fmt "ue8m0" (power-of-two 128 × 128 block scales), which a GPU keeps FP8
+  // (fp8_weights.h). Plans made from the config alone (runtime/ep_memory_plan.h) count them so;
+  // the loader goes by the checkpoint's own dtypes and scales.
+  bool fp8_linears = false;
 
   // The schedule of block `layer`: a main layer (< n_layer) or an MTP block (n_layer + i).
   const LayerSchedule& schedule(int64_t layer) const {

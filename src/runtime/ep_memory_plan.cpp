@@ -13,17 +13,25 @@ namespace {
 using checkpoint::Storage;
 
 // Device bytes of one slot: NVFP4 codes (½ byte a value), UE4M3 block scales (1 per 16) and an
-// f32 global scale per matrix for experts; 8-byte ids; at least a bf16 for every other value.
-int64_t slot_bytes(const checkpoint::SlotSpec& spec, const Shape& shape) {
+// f32 global scale per matrix for experts; 8-byte ids; a linear the release stores in FP8, when
+// the config declares those (ModelConfig::fp8_linears), a byte a value and an f32 scale per
+// 128 × 128 block, as a GPU keeps it; at least a bf16 for every other value.
+int64_t slot_bytes(const checkpoint::ModelConfig& config, const checkpoint::SlotSpec& spec,
+                   const Shape& shape) {
   const int64_t n = shape.numel();
   switch (spec.storage) {
     case Storage::kExperts:
       return n / 2 + n / format::kNvfp4BlockSize + 4 * shape[0];
     case Storage::kIndex:
       return 8 * n;
+    case Storage::kLinear:
+      if (config.fp8_linears && spec.release_dtype == DType::kF8E4M3 && n > 0) {
+        const int64_t rows = shape[0], cols = n / rows;
+        return n + 4 * ((rows + 127) / 128) * ((cols + 127) / 128);
+      }
+      return 2 * n;
     case Storage::kFloat:
     case Storage::kMatrix:
-    case Storage::kLinear:
       return 2 * n;
   }
   return 2 * n;
@@ -77,7 +85,7 @@ Result<EpMemoryPlan> plan_ep_memory(const checkpoint::ModelConfig& config, int n
     int64_t layer_bulk = 0;
     for (const checkpoint::SlotSpec* spec : checkpoint::block_slots(config, layer)) {
       const Shape shape = checkpoint::slot_shape(spec->param, config, layer);
-      const int64_t bytes = slot_bytes(*spec, shape);
+      const int64_t bytes = slot_bytes(config, *spec, shape);
       // Codes and block scales; the per-matrix global scales stay on the GPU.
       const int64_t bulk = spec->storage == Storage::kExperts ? bytes - 4 * shape[0] : 0;
       if (spec->storage == Storage::kExperts && layer >= 0 && layer < config.n_layer) {

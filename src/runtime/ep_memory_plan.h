@@ -8,7 +8,9 @@
 // embeddings, the head, the MTP block with its experts), the caches, and room to gather one
 // layer's routed experts whole: a step above the fused expert kernels' range runs every expert
 // on rank 0 (expert_parallel.h). The ranks' barriers are on the host, so no rank holds an EP
-// buffer. Values count as LoadPlan::min_device_bytes does: a non-expert value at least a bf16.
+// buffer. Values count as LoadPlan::min_device_bytes does: a non-expert value at least a bf16,
+// except the linears the release stores in FP8 where the config declares them
+// (ModelConfig::fp8_linears): a byte a value and their block scales, as a GPU keeps them.
 //
 // Dimension letters: R ranks, E routed experts.
 #pragma once

@@ -228,6 +228,26 @@ TEST(ConfigTest, AbsentKeysTakeTransformersDefaults) {
   EXPECT_EQ(c.rope_compressed.theta, 160000.0);
 }
 
+// quantization_config declares the release's FP8 linears only as DeepSeek writes it (fp8 with
+// power-of-two scales); any other section, or one of another shape, declares nothing and is no
+// error (it only informs a memory plan).
+TEST(ConfigTest, ReadsWhetherTheLinearsAreTheReleasesFp8) {
+  EXPECT_TRUE(fixture("v4_flash_config.json").fp8_linears);
+  EXPECT_TRUE(fixture("v4_pro_config.json").fp8_linears);
+  EXPECT_FALSE(parse_ok("{}", "config.json").fp8_linears);
+  for (const char* section : {R"({"quant_method": "fp8", "fmt": "e4m3"})",
+                              R"({"quant_method": "fp8", "scale_fmt": "float32"})",
+                              R"({"quant_method": "modelopt", "scale_fmt": "ue8m0"})",
+                              R"({"quant_method": 8})", R"("fp8")", "[]", "null"}) {
+    SCOPED_TRACE(section);
+    EXPECT_FALSE(parse_ok(std::string(R"({"quantization_config": )") + section + "}", "config.json")
+                     .fp8_linears);
+  }
+  EXPECT_TRUE(parse_ok(R"({"quantization_config": {"quant_method": "fp8", "scale_fmt": "ue8m0"}})",
+                       "config.json")
+                  .fp8_linears);
+}
+
 TEST(ConfigTest, RopeScalingWinsOverRopeParameters) {
   const ModelConfig c = parse_ok(
       R"({"rope_scaling": {"type": "yarn", "factor": 4, "original_max_position_embeddings": 512},

@@ -66,6 +66,32 @@ TEST(EpMemoryPlan, ShardsTheRoutedExpertsAndLeavesTheRestOnTheLeader) {
   }
 }
 
+// A config that declares the release's FP8 linears (quantization_config fp8 with ue8m0 scales)
+// counts them at a byte a value and an f32 scale per 128 × 128 block, as a GPU keeps them, not
+// as bf16: on V4-Flash each block's values are docs/numerics.md's (wq_a 4096 × 1024, wq_b
+// 1024 × 32768, wkv 4096 × 512, wo_a 8192 × 4096, wo_b 4096 × 8192, the shared expert's
+// 3 × 2048 × 4096: 132.1 M; a CSA block's indexer wq_b 1024 × 8192 more; an MTP block's e_proj
+// and h_proj 4096 × 4096 each), so rank 0 holds a byte less of each, less their scales.
+TEST(EpMemoryPlan, CountsTheReleasesFp8LinearsAsAGpuKeepsThem) {
+  checkpoint::ModelConfig flash = fixture("v4_flash_config.json");
+  ASSERT_TRUE(flash.fp8_linears);
+  const int64_t as_fp8 = plan_ep_memory(flash, 2).value().other_weight_bytes;
+  flash.fp8_linears = false;
+  const int64_t as_bf16 = plan_ep_memory(flash, 2).value().other_weight_bytes;
+  int64_t values = 0;
+  for (int64_t block = 0; block < flash.n_blocks(); ++block) {
+    values += int64_t{4096} * 1024 + int64_t{1024} * 32768 + int64_t{4096} * 512 +
+              int64_t{8192} * 4096 * 2 + int64_t{3} * 2048 * 4096;
+    if (flash.schedule(block).attention == checkpoint::AttentionType::kCompressedSparse) {
+      values += int64_t{1024} * 8192;
+    }
+    if (block >= flash.n_layer) values += int64_t{2} * 4096 * 4096;
+  }
+  const int64_t saved = as_bf16 - as_fp8;
+  EXPECT_LE(saved, values);
+  EXPECT_GE(saved, values - values / 4096);  // the f32 scales: 4 bytes a 128 × 128 block
+}
+
 TEST(EpMemoryPlan, SaysWhereItFits) {
   const checkpoint::ModelConfig flash = fixture("v4_flash_config.json");
   // 145 GiB of experts: over 2 ranks each holds 72.6 GiB plus rank 0's other weights, more
