@@ -346,12 +346,13 @@ __device__ __forceinline__ float expanded(float post_j, const float (&comb_j)[kM
 }
 
 // Token blockIdx.y's new streams (expand_element's order) and their unweighted norm. Element i
-// of the [M·D] row is stream j = i / D, column k = i % D. When the lanes divide D evenly
-// (V4-Flash's 4 · 4096 = 16 · kRmsNormLanes) a lane's elements are all M streams of its
-// columns, so it loads each column's block output and residuals once for the M elements it
-// computes from them (a prefill's streams are hundreds of MB); otherwise a lane steps i by
-// kRmsNormLanes, so (j, k) steps by the quotient and remainder of kRmsNormLanes by D, and
-// loads a column's inputs once an element.
+// of the [M·D] row is stream j = i / D, column k = i % D. When the row fills every lane's
+// kPerLane elements (V4-Flash's 4 · 4096 = 16 · kRmsNormLanes) the lanes divide D, and a lane's
+// elements are all M streams of its D / kRmsNormLanes columns, so it loads each column's block
+// output and residuals once for the M elements it computes from them (a prefill's streams are
+// hundreds of MB); otherwise (V4-Pro's 28 of 32 a lane) a lane steps i by kRmsNormLanes, so
+// (j, k) steps by the quotient and remainder of kRmsNormLanes by D, and loads a column's inputs
+// once an element.
 template <int kPerLane>
 __global__ void __cluster_dims__(kRmsClusterBlocks, 1, 1) __launch_bounds__(kRmsClusterThreads)
     hc_expand_norm_kernel(HcExpandOperands o, RowMatrix normed, float eps) {
