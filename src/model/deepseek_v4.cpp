@@ -153,8 +153,8 @@ Status Model::forward_rows(std::span<const SequenceChunk> chunks,
     }
     DSV4_ASSIGN_OR_RETURN(positions.cache_addresses, cache_addresses(caches, c.n_layer, device()));
   }
-  // Each layer's last expand norms the streams for the next layer's first mixes in its launch
-  // (the last layer's too, unread: the head norms the rows it takes).
+  // Each layer's last expand norms the streams for the next layer's first mixes in its launch,
+  // the last layer's for the head's.
   Tensor streams_normed;
   for (int64_t layer = 0; layer < c.n_layer; ++layer) {
     rows_of_layer(layer);
@@ -169,7 +169,6 @@ Status Model::forward_rows(std::span<const SequenceChunk> chunks,
                            .numerics = options_.numerics};
     DSV4_RETURN_IF_ERROR(layer_forward(input, streams, spare, &streams_normed));
   }
-  streams_normed = Tensor{};
   // The streams the chunks keep (each its last streams_out.size(0) rows) into their buffer (a
   // speculative step's): one copy when every row keeps them, one gather when some do.
   std::vector<TensorView> kept, outs;
@@ -181,7 +180,7 @@ Status Model::forward_rows(std::span<const SequenceChunk> chunks,
     outs.push_back(chunk.streams_out);
   }
   DSV4_RETURN_IF_ERROR(copy_views(kept, outs));
-  return lm_head(chunks, streams);
+  return lm_head(chunks, streams, streams_normed.view());
 }
 
 namespace {
@@ -279,8 +278,10 @@ Status head_rows(const TensorView& hidden, const checkpoint::LinearWeight& head,
 }
 
 // logits = head · norm(hc_head(streams)), in f32, only for the rows each chunk asked for.
-Status Model::lm_head(std::span<const SequenceChunk> chunks, const Tensor& streams) const {
-  DSV4_ASSIGN_OR_RETURN(const Tensor hidden, final_hidden(*weights_, streams.view()));
+Status Model::lm_head(std::span<const SequenceChunk> chunks, const Tensor& streams,
+                      const TensorView& streams_normed) const {
+  DSV4_ASSIGN_OR_RETURN(const Tensor hidden,
+                        final_hidden(*weights_, streams.view(), streams_normed));
   std::vector<HeadRows> rows;
   int64_t end = 0;
   for (const SequenceChunk& chunk : chunks) {

@@ -159,7 +159,8 @@ class Model {
   // (RowPositions::capacity_entry_ids).
   Status forward_rows(std::span<const SequenceChunk> chunks,
                       const TensorView& capacity_entry_ids) const;
-  Status lm_head(std::span<const SequenceChunk> chunks, const Tensor& streams) const;
+  Status lm_head(std::span<const SequenceChunk> chunks, const Tensor& streams,
+                 const TensorView& streams_normed) const;
   // mtp_forward, op by op, with capacity_entry_ids as forward_rows takes them.
   Status mtp_rows(std::span<const MtpChunk> chunks, const TensorView& capacity_entry_ids) const;
 

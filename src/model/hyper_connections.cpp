@@ -69,8 +69,8 @@ Status hc_post(const checkpoint::ModelConfig& config, const TensorView& block_ou
 }
 
 Status hc_head(const checkpoint::ModelConfig& config, const checkpoint::HyperConnectionWeights& w,
-               const TensorView& streams, const TensorView& out) {
-  DSV4_ASSIGN_OR_RETURN(Tensor mixes, project_mixes(config, w.fn.view(), streams));
+               const TensorView& streams, const TensorView& out, const TensorView& streams_normed) {
+  DSV4_ASSIGN_OR_RETURN(Tensor mixes, project_mixes(config, w.fn.view(), streams, streams_normed));
   DSV4_ASSIGN_OR_RETURN(Tensor pre, scratch(DType::kF32, mixes.shape(), streams.device));
   DSV4_RETURN_IF_ERROR(kernels::hc_head_weights(mixes.view(), w.scale.view(), w.base.view(),
                                                 static_cast<float>(config.hc_eps), pre.view()));

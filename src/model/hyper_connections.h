@@ -44,7 +44,9 @@ Status hc_post(const checkpoint::ModelConfig& config, const TensorView& block_ou
                const TensorView& out, const TensorView& normed = {});
 
 // streams f32 [T, M, D] -> out f32 [T, D], the weighted collapse with hc_head's weights.
+// streams_normed as hc_pre_norm's: the streams' own norm when the last hc_post made it.
 Status hc_head(const checkpoint::ModelConfig& config, const checkpoint::HyperConnectionWeights& w,
-               const TensorView& streams, const TensorView& out);
+               const TensorView& streams, const TensorView& out,
+               const TensorView& streams_normed = {});
 
 }  // namespace dsv4::model

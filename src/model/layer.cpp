@@ -89,16 +89,19 @@ Result<Tensor> embed_streams(const checkpoint::ModelConfig& config, const Tensor
   return streams;
 }
 
-Result<Tensor> final_hidden(const checkpoint::ModelWeights& weights, const TensorView& streams) {
-  return final_hidden(weights.config, weights.hc_head, weights.norm.view(), streams);
+Result<Tensor> final_hidden(const checkpoint::ModelWeights& weights, const TensorView& streams,
+                            const TensorView& streams_normed) {
+  return final_hidden(weights.config, weights.hc_head, weights.norm.view(), streams,
+                      streams_normed);
 }
 
 Result<Tensor> final_hidden(const checkpoint::ModelConfig& c,
                             const checkpoint::HyperConnectionWeights& hc_head_weights,
-                            const TensorView& norm, const TensorView& streams) {
+                            const TensorView& norm, const TensorView& streams,
+                            const TensorView& streams_normed) {
   DSV4_ASSIGN_OR_RETURN(Tensor hidden,
                         scratch(DType::kF32, {streams.size(0), c.hidden_size}, streams.device));
-  DSV4_RETURN_IF_ERROR(hc_head(c, hc_head_weights, streams, hidden.view()));
+  DSV4_RETURN_IF_ERROR(hc_head(c, hc_head_weights, streams, hidden.view(), streams_normed));
   DSV4_RETURN_IF_ERROR(
       kernels::rms_norm(hidden.view(), norm, static_cast<float>(c.rms_norm_eps), hidden.view()));
   return hidden;

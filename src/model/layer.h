@@ -51,11 +51,14 @@ Status check_token_ids(std::span<const int64_t> ids, int64_t vocab_size);
 Result<Tensor> embed_streams(const checkpoint::ModelConfig& config, const TensorView& embed,
                              const TensorView& tokens);
 
-// What the head reads after the last layer: norm(hc_head(streams)), f32 [T, D].
-Result<Tensor> final_hidden(const checkpoint::ModelWeights& weights, const TensorView& streams);
+// What the head reads after the last layer: norm(hc_head(streams)), f32 [T, D]; streams_normed
+// the streams' own norm when the last layer made it (layer_forward), else empty.
+Result<Tensor> final_hidden(const checkpoint::ModelWeights& weights, const TensorView& streams,
+                            const TensorView& streams_normed = {});
 // The same with another block's hc_head and norm (an MTP block's own, model/mtp.h).
 Result<Tensor> final_hidden(const checkpoint::ModelConfig& config,
                             const checkpoint::HyperConnectionWeights& hc_head_weights,
-                            const TensorView& norm, const TensorView& streams);
+                            const TensorView& norm, const TensorView& streams,
+                            const TensorView& streams_normed = {});
 
 }  // namespace dsv4::model
