@@ -77,7 +77,7 @@ TEST(ExpertSharding, ALeaderWithFewerExpertsLeavesTheRestEvenlySplit) {
       }
     }
   }
-  // V4-Pro's 384 over 8 with the leader at 26: 51 or 52 on each other rank.
+  // 384 over 8 (V4-Pro's experts) with the leader at 26: 51 or 52 on each other rank.
   const ExpertSharding pro = *ExpertSharding::with_leader(384, 8, 26);
   EXPECT_EQ(pro.n_local_experts(1), 52);
   EXPECT_EQ(pro.n_local_experts(7), 51);
