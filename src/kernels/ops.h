@@ -464,10 +464,13 @@ Status sparse_attention(const SparseAttentionParams& params);
 // until their combine. Decode rows go through in launches whose runs take at most
 // kAttentionRunsMaxBytes (each row's bits are those of a call of its row alone, so the grouping
 // changes none), so the scratch stays bounded at any context and batch: an HCA layer's row at
-// 2^20 positions has 8320 candidates, 34 MB of runs at 64 heads.
+// 2^20 positions has 8320 candidates, 34 MB of runs at 64 heads. A call whose queries read each
+// row several times (a prompt's) first rounds its rows to a bf16 copy in its scratch, at most
+// kAttentionCopyMaxBytes (a longer source is read as f32 rows): the same values, half the bytes.
 Status sparse_attention_bf16(const SparseAttentionParams& params);
 inline constexpr int64_t kAttentionRunCandidates = 32;
 inline constexpr int64_t kAttentionRunsMaxBytes = int64_t{256} << 20;
+inline constexpr int64_t kAttentionCopyMaxBytes = int64_t{64} << 20;
 // The scratch one decode row's runs take, over n_candidates (window and extra) and n_heads.
 inline int64_t attention_runs_bytes_a_row(int64_t n_candidates, int64_t n_heads) {
   const int64_t runs = n_candidates > kAttentionRunCandidates

@@ -11,6 +11,7 @@ namespace dsv4::runtime {
 namespace {
 
 constexpr int64_t kF32 = 4;
+constexpr int64_t kBf16 = 2;
 
 // The router's split logits at a few tokens (moe/workspace.cpp pick_logit_splits: at most 264
 // blocks of 128 × 128 or 528 of 64 × 64 f32 partial logits, 8.6 MB) and the workspace's
@@ -108,6 +109,22 @@ int64_t decode_runs_bytes(const checkpoint::ModelConfig& c, const StepShape& sha
   return most;
 }
 
+// The fast profile's bf16 copy of a prompt attention's rows (kernels/ops.h sparse_attention_bf16):
+// a sequence's window ring and the compressed entries of the layer that keeps the most, each
+// row of the head dim rounded up to 8 values; a call whose copy would pass
+// kAttentionCopyMaxBytes reads its f32 rows instead.
+int64_t rows_copy_bytes(const checkpoint::ModelConfig& c, const StepShape& shape) {
+  if (shape.numerics != Numerics::kFast) return 0;
+  int64_t most_entries = 0;
+  for (int64_t layer = 0; layer < c.n_layer; ++layer) {
+    const int64_t ratio = c.schedule(layer).compress_ratio;
+    if (ratio > 0) most_entries = std::max(most_entries, entries(shape.max_context, ratio));
+  }
+  const int64_t ring = c.sliding_window + model::AttentionCache::kDefaultStepTokens - 1;
+  const int64_t row = kBf16 * ((c.head_dim + 7) / 8 * 8);
+  return std::min(kernels::kAttentionCopyMaxBytes, (ring + most_entries) * row);
+}
+
 // The logits rows on the device: the decode runs' (runtime/session.cpp asks a longer chunk's in
 // host memory) and, when a chunk may be longer, the head's slab for host rows beside them.
 int64_t logits_bytes(const checkpoint::ModelConfig& c, const StepShape& shape) {
@@ -133,14 +150,15 @@ std::string gib(int64_t bytes) {
 std::string parts(const StepMemoryPlan& p) {
   return "logits " + gib(p.logits) + ", streams " + gib(p.streams + p.kept_streams) +
          ", a layer's input and output " + gib(p.layer) + ", attention " +
-         gib(p.attention + std::max(p.indexer, p.decode_runs)) + " or experts " + gib(p.experts);
+         gib(p.attention + std::max(p.indexer + p.rows_copy, p.decode_runs)) + " or experts " +
+         gib(p.experts);
 }
 
 }  // namespace
 
 int64_t StepMemoryPlan::total() const {
   return logits + kept_streams + streams + layer +
-         std::max(attention + std::max(indexer, decode_runs), experts);
+         std::max(attention + std::max(indexer + rows_copy, decode_runs), experts);
 }
 
 StepMemoryPlan plan_step_memory(const checkpoint::ModelConfig& config, const StepShape& shape) {
@@ -154,6 +172,7 @@ StepMemoryPlan plan_step_memory(const checkpoint::ModelConfig& config, const Ste
           .attention = attention_bytes(config, t),
           .indexer = indexer_bytes(config, shape),
           .decode_runs = decode_runs_bytes(config, shape),
+          .rows_copy = rows_copy_bytes(config, shape),
           .experts = moe_workspace_bytes(config, t) + shared_expert_bytes(config, t)};
 }
 

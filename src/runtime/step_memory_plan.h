@@ -23,7 +23,10 @@
 //     decode row into runs of 32 candidates, each an f32 [H, 512] partial and an f32 [H] max
 //     and sum, over the window and the layer's compressed candidates: the top-k picks, or every
 //     entry of an HCA layer, max_context / ratio; kAttentionRunsMaxBytes a launch at most,
-//     unless one row takes more); or the experts (moe_ffn's workspace for T tokens, T·(K + 1)
+//     unless one row takes more), and beside the indexer's a prompt's attention rounds its
+//     rows to bf16 (the window ring, W + Ts − 1 rows, and the layer's compressed entries, at
+//     most max_context / ratio; kAttentionCopyMaxBytes at most); or the experts (moe_ffn's
+//     workspace for T tokens, T·(K + 1)
 //     rows, and the shared expert's output, gate-up and hidden rows beside it);
 //   - after the layers, the head's input f32 [T, D] (less than a layer's peak at any T).
 // Not counted: the sequences' caches (they grow with the requests), the prefix cache (its own
@@ -65,6 +68,7 @@ struct StepMemoryPlan {
   int64_t attention = 0;     // the attention half's own tensors
   int64_t indexer = 0;       // the indexer's scores and picks, a sequence step's or decode rows'
   int64_t decode_runs = 0;   // the fast profile's decode attention runs and the rows' picks
+  int64_t rows_copy = 0;     // the fast profile's bf16 copy of a prompt attention's rows
   int64_t experts = 0;       // the FFN half's: moe_ffn's workspace and the shared expert's rows
   // The peak: logits and streams throughout, and the larger half of a layer beside them.
   int64_t total() const;

@@ -252,6 +252,45 @@ TEST(AttentionOpsCuda, SparseAttentionBf16MatchesItsReferenceAndTheExactOp) {
               worst_vs_reference, worst_vs_exact);
 }
 
+// n rows whose first ones are `rows`' (the rest drawn, never a candidate).
+OpPair padded(SeededRng& rng, const OpPair& rows, int64_t n) {
+  const Tensor head = rows.result();
+  Tensor all = OpPair::uniform(rng, {n, head.shape()[1]}).result();
+  std::copy_n(head.data_as<float>(), head.numel(), all.data_as<float>());
+  return OpPair::of(std::move(all));
+}
+
+// A prompt's fast attention reads a bf16 copy of its rows where its queries read each row
+// several times (the first call of each shape below), else the f32 rows (the second: the same
+// candidates, with the window source padded by rows no query reads until each row is read less
+// than three times): both round the rows to bf16 as they reach the tensor cores, so every
+// output bit is the same. Shapes: 64 heads a block over a V4 prompt's rows, a partial head
+// block, a head dim of 36 (the copy's rows padded to 40), and few queries split into runs on
+// blocks of 64 and 16 heads.
+TEST(AttentionOpsCuda, FastSparseAttentionGivesTheSameBitsFromACopyOfItsRows) {
+  SeededRng rng;
+  for (const Extra extra : {Extra::kNone, Extra::kPerQuery, Extra::kCausal}) {
+    for (const auto& [t, h, dh, kw, kc] : {std::tuple{40, 64, 512, 128, 512},
+                                           {70, 20, 512, 128, 300},
+                                           {33, 64, 36, 17, 9},
+                                           {8, 128, 256, 100, 31},
+                                           {6, 16, 256, 100, 31}}) {
+      SCOPED_TRACE(describe(t, h, kw, kc, extra));
+      const AttentionDraw draw(rng, extra, t, h, dh, kw, kc);
+      const int64_t extra_rows = extra == Extra::kNone ? 0 : 2 * kc + 1;
+      const int64_t candidates = extra == Extra::kNone ? kw : kw + kc;
+      ASSERT_GE(t * candidates, 3 * (kw + 3 + extra_rows));  // the first call copies
+      const OpPair window = padded(rng, draw.kv, t * candidates / 3 + 1);
+      ASSERT_TRUE(sparse_attention_bf16(draw.params(true)).ok());
+      const OpPair from_f32 = OpPair::poisoned(DType::kF32, {t, h, dh});
+      SparseAttentionParams p = draw.params(true, from_f32.d());
+      p.kv = window.d();
+      ASSERT_TRUE(sparse_attention_bf16(p).ok());
+      EXPECT_TRUE(testing::same_bytes(draw.out.result().view(), from_f32.result().view()));
+    }
+  }
+}
+
 TEST(AttentionOpsCuda, CompressorPoolMatchesCpu) {
   SeededRng rng;
   for (const bool overlap : {false, true}) {

@@ -125,7 +125,8 @@ TEST(StepMemoryPlan, CountsTheFastDecodeRuns) {
   EXPECT_EQ(plan.decode_runs, 102 * csa_row + rows * 4 * 512);
   EXPECT_EQ(plan.total(),
             plan.logits + plan.streams + plan.layer +
-                std::max(plan.attention + std::max(plan.indexer, plan.decode_runs), plan.experts));
+                std::max(plan.attention + std::max(plan.indexer + plan.rows_copy, plan.decode_runs),
+                         plan.experts));
   // At 2^20 an HCA layer's launch of 7 rows (239 MB) stays below the CSA layer's 102 and their
   // picks.
   fast.max_context = int64_t{1} << 20;
@@ -135,6 +136,20 @@ TEST(StepMemoryPlan, CountsTheFastDecodeRuns) {
   fast.max_batch = 1;
   fast.max_context = 4096;
   EXPECT_EQ(plan_step_memory(c, fast).decode_runs, 8 * csa_row + 8 * 4 * 512);
+}
+
+// A prompt's fast attention rounds its rows to bf16 first: the window ring of 128 + 256 − 1
+// rows and, at 4096 positions, a CSA layer's 1024 entries, 1 KiB a row at V4's head dim of 512.
+// At 2^20 positions the 262144 entries would take 256 MiB: the copy stops at 64 MiB (the
+// kernel then reads the f32 rows). The exact profile copies nothing.
+TEST(StepMemoryPlan, CountsTheFastPromptsRowsCopy) {
+  const checkpoint::ModelConfig c = flash();
+  StepShape fast = shape(2048, 4096);
+  fast.numerics = Numerics::kFast;
+  EXPECT_EQ(plan_step_memory(c, fast).rows_copy, (383 + 1024) * 1024);
+  fast.max_context = int64_t{1} << 20;
+  EXPECT_EQ(plan_step_memory(c, fast).rows_copy, int64_t{64} << 20);
+  EXPECT_EQ(plan_step_memory(c, shape(2048, 4096)).rows_copy, 0);
 }
 
 // A setup whose free memory fits the step's asked logits rows opens, where counting every row's

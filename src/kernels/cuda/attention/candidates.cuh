@@ -41,18 +41,32 @@ __device__ inline int64_t visible_extra(const AttentionArgs& a, int64_t t) {
                                 : visible_entries(e.positions[t], e.ratio, e.n_candidates);
 }
 
-// The kv row of query t's candidate j (window first), or −1 for "no candidate" (index −1, or an
-// extra candidate at or past n_extra_visible).
-__device__ inline int32_t candidate_row(const AttentionArgs& a, int64_t t, int64_t j,
-                                        int64_t n_extra_visible) {
+// Query t's candidate j (window first) as its list gives it, not yet checked (so a kernel can
+// load a later tile's entries before it needs them): −1 also for an extra candidate at or past
+// n_extra_visible.
+__device__ inline int32_t listed_row(const AttentionArgs& a, int64_t t, int64_t j,
+                                     int64_t n_extra_visible) {
   const CandidateSource& src = j < a.window.n_candidates ? a.window : a.extra;
   if (j >= a.window.n_candidates) {
     j -= a.window.n_candidates;
     if (j >= n_extra_visible) return -1;
   }
-  const int32_t row = src.indices[t * src.index_stride + j];
-  if (row >= source_n_rows(src, t)) __trap();  // the model built the indices: a bug
-  return row < 0 ? -1 : row;
+  return src.indices[t * src.index_stride + j];
+}
+
+// The kv row of a listed entry of query t's candidate j, or −1 for "no candidate".
+__device__ inline int32_t checked_row(const AttentionArgs& a, int64_t t, int64_t j,
+                                      int32_t listed) {
+  const CandidateSource& src = j < a.window.n_candidates ? a.window : a.extra;
+  if (listed >= source_n_rows(src, t)) __trap();  // the model built the indices: a bug
+  return listed < 0 ? -1 : listed;
+}
+
+// The kv row of query t's candidate j (window first), or −1 for "no candidate" (index −1, or an
+// extra candidate at or past n_extra_visible).
+__device__ inline int32_t candidate_row(const AttentionArgs& a, int64_t t, int64_t j,
+                                        int64_t n_extra_visible) {
+  return checked_row(a, t, j, listed_row(a, t, j, n_extra_visible));
 }
 
 }  // namespace dsv4::kernels::cuda

@@ -4,9 +4,15 @@
 // and walks the candidates in tiles of 32 (the N of q·kᵀ, the K of p·v), with an online softmax
 // in f32. K = V: one staged tile serves both products.
 //
-// A tile's rows arrive as f32 (the caches are f32, shared with the exact profile) by cp.async
-// into a staging buffer while the previous tile computes, then one pass rounds them to bf16 into
-// the operand tile (rows padded by 16 bytes: ldmatrix's eight row addresses hit distinct banks).
+// The caches are f32 (shared with the exact profile). Where a call's queries read each row many
+// times (a prompt's: 256 queries × 640 candidates over ~900 rows), one launch first rounds its
+// rows to a bf16 copy (reads_a_copy), and the tiles come from the copy by cp.async straight into
+// kCopyStages operand tiles, two ahead of the one computing: half the bytes an f32 row takes,
+// and no pass over shared memory to round them. Otherwise (decode rows over their pooled caches,
+// a short chunk over a long cache) a tile's f32 rows arrive by cp.async into a staging buffer
+// while the previous tile computes, then one pass rounds them to bf16 into the operand tile.
+// Either way an operand row is padded by 16 bytes (ldmatrix's eight row addresses hit distinct
+// banks) and holds the same bf16 values (round to nearest even, zeros past the head dim).
 // A warp pair per 16 heads (R pairs a block, 64 heads at R = 4): warp w takes heads 16·(w % R)
 // … + 15 and head dims 256·(w / R) … + 255 of the output (128 f32 accumulators a thread); for
 // the logits each warp of a pair multiplies its half of the dims and the pair adds the two
@@ -28,8 +34,10 @@
 // the softmax and of the normalisation is rounded on its own (the _rn intrinsics, which neither
 // the compiler nor ptxas fuses into an FMA): how ptxas schedules one instantiation or one path
 // cannot move a product into an FMA in one and not in another. So a row's bits are the same in
-// a block of 16, 32 or 64 heads, over one run or split and combined (the direct path divides as
-// the combine does for one run: the same helpers in the same order), alone or in a batch
+// a block of 16, 32 or 64 heads, from its f32 rows or their bf16 copy
+// (FastSparseAttentionGivesTheSameBitsFromACopyOfItsRows), over one run or split and combined
+// (the direct path divides as the combine does for one run: the same helpers in the same order),
+// alone or in a batch
 // (DecodeRowsCudaTest.FastSparseAttentionRowsAreTheirSingleCalls), and a replayed decode graph's
 // are the eager step's.
 //
@@ -65,6 +73,12 @@ constexpr int64_t kDecodeRows = 16;
 constexpr int kRowRunTiles = 1;
 // kernels/ops.h sizes a decode row's runs (attention_runs_bytes_a_row) by these.
 static_assert(kTile * kRowRunTiles == kAttentionRunCandidates && kDims == 512);
+// Operand tiles a block reading a bf16 copy keeps: the one computing and two in flight.
+constexpr int kCopyStages = 3;
+// A call reads a bf16 copy of its rows when its queries read at least this many rows for each
+// row copied: the copy reads an f32 row and writes a bf16 one (6 bytes a value) to save 2 bytes
+// a value at each read, and the rounding pass through shared memory.
+constexpr int64_t kCopyReadsPerRow = 3;
 
 // A block of kHeadRows head rows of 16: a warp pair each (the row's two dim halves).
 template <int kHeadRows>
@@ -80,13 +94,36 @@ struct Block {
   static constexpr int kQueryBatch = 16;
   static_assert(kQueryLoads % kQueryBatch == 0);
 
-  struct Smem {
+  // Reading f32 rows: the next tile staged as it arrives, then rounded into the operand tile.
+  struct StagedSmem {
     __nv_bfloat16 q[kHeads][kRowPitch];
-    __nv_bfloat16 kv[kTile][kRowPitch];
+    __nv_bfloat16 kv[1][kTile][kRowPitch];
     float staging[kTile][kDims];      // the next tile as it arrives, f32
     float logits[kWarps][16][kTile];  // each warp's half of the logits
     int32_t rows[2][kTile];           // the staged tiles' kv rows (−1: none)
   };
+  // Reading a bf16 copy: each tile copied straight into its operand tile.
+  struct CopiedSmem {
+    __nv_bfloat16 q[kHeads][kRowPitch];
+    __nv_bfloat16 kv[kCopyStages][kTile][kRowPitch];
+    float logits[kWarps][16][kTile];
+    int32_t rows[kCopyStages][kTile];
+  };
+};
+
+// A call's rows rounded to bf16 (round_rows_kernel), `pitch` values a row (the head dim rounded
+// up to 8, so a row is whole 16-byte copies; zeros past the head dim); null when the call reads
+// its f32 rows.
+struct CopiedRows {
+  const __nv_bfloat16* window = nullptr;
+  const __nv_bfloat16* extra = nullptr;
+  int64_t pitch = 0;
+};
+
+// A warp's state across tiles: rows g and g + 8 of its 16 heads (g = lane / 4), its 256 dims.
+struct WarpRows {
+  float running_max[2], running_sum[2];
+  float out[kHalfDims / 8][4];
 };
 
 // Where a block's output goes: with one run a query, the normalised rows; with several, each
@@ -166,6 +203,50 @@ __device__ void stage_tile(const AttentionArgs& a, int64_t t, int64_t c0, int64_
   }
 }
 
+// The listed entries of candidates [c0, c0 + kTile) of query t that this thread stages (−1
+// past c_end): loaded a tile before stage_copied_tile needs them, so that no warp waits for
+// them between two tiles' products.
+template <int kHeadRows>
+struct Listed {
+  int32_t rows[Block<kHeadRows>::kStagePasses];
+};
+template <int kHeadRows>
+__device__ Listed<kHeadRows> list_tile(const AttentionArgs& a, int64_t t, int64_t c0, int64_t c_end,
+                                       int64_t n_extra_visible) {
+  using B = Block<kHeadRows>;
+  Listed<kHeadRows> listed;
+#pragma unroll
+  for (int i = 0; i < B::kStagePasses; ++i) {
+    const int64_t j = c0 + (threadIdx.x + i * B::kThreads) / 8;
+    listed.rows[i] = j < c_end ? listed_row(a, t, j, n_extra_visible) : -1;
+  }
+  return listed;
+}
+
+// Candidates [c0, c0 + kTile) of query t from the bf16 copy straight into operand tile
+// `buffer` (cp.async; zeros past the copy's pitch and for a missing candidate): a row per 8
+// threads as stage_tile, 16 bytes (8 values) each a step, and the rows list of the tile.
+template <int kHeadRows, typename Smem>
+__device__ void stage_copied_tile(const AttentionArgs& a, const CopiedRows& copied, int64_t t,
+                                  int64_t c0, const Listed<kHeadRows>& listed, Smem& s,
+                                  int buffer) {
+  using B = Block<kHeadRows>;
+  const int part = threadIdx.x % 8;
+#pragma unroll
+  for (int i = 0; i < B::kStagePasses; ++i) {
+    const int r = (threadIdx.x + i * B::kThreads) / 8;
+    const int64_t j = c0 + r;
+    const int32_t row = listed.rows[i] < 0 ? -1 : checked_row(a, t, j, listed.rows[i]);
+    const __nv_bfloat16* src = j < a.window.n_candidates ? copied.window : copied.extra;
+    src = row >= 0 ? src + int64_t{row} * copied.pitch : copied.window;  // mapped, not read
+    for (int d = 8 * part; d < kDims; d += 64) {
+      cp_async16(&s.kv[buffer][r][d], src + (d < copied.pitch ? d : 0),
+                 row >= 0 && d < copied.pitch);
+    }
+    if (part == 0) s.rows[buffer][r] = row;
+  }
+}
+
 // The block's heads' queries of token t, rounded to bf16 (zeros past the heads and the head dim):
 // kQueryBatch loads a thread issued before any is used, so the block waits a load latency a
 // batch, not one a load.
@@ -199,7 +280,8 @@ __device__ void round_tile(Smem& s) {
   for (int i = threadIdx.x; i < kTile * kDims / 4; i += kThreads) {
     const int r = i / (kDims / 4), d = 4 * (i % (kDims / 4));
     const float4 v = *reinterpret_cast<const float4*>(&s.staging[r][d]);
-    *reinterpret_cast<uint2*>(&s.kv[r][d]) = make_uint2(pack_bf16(v.x, v.y), pack_bf16(v.z, v.w));
+    *reinterpret_cast<uint2*>(&s.kv[0][r][d]) =
+        make_uint2(pack_bf16(v.x, v.y), pack_bf16(v.z, v.w));
   }
 }
 
@@ -208,147 +290,121 @@ __device__ __forceinline__ void pair_barrier(int head_row) {
   asm volatile("bar.sync %0, 64;\n" ::"r"(head_row + 1) : "memory");
 }
 
+// One tile of 32 candidates into a warp's rows: its half of the logits (16 heads × 32
+// candidates over its 256 dims) added to its pair's half, the online softmax, and out += p · rows.
+// `kv` is the operand tile, `rows` its kv rows (−1: none), `logits` the block's exchange buffer.
 template <int kHeadRows>
-__global__ void __launch_bounds__(Block<kHeadRows>::kThreads, 1)
-    sparse_attention_bf16_kernel(AttentionArgs a, int64_t head_blocks, Runs runs) {
-  using B = Block<kHeadRows>;
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  typename B::Smem& s = *reinterpret_cast<typename B::Smem*>(smem_raw);
-  moe::pdl_trigger();  // the combine may launch now; it waits for these runs
-  const int run = static_cast<int>(blockIdx.x % runs.n_runs);
-  const int64_t query_block = blockIdx.x / runs.n_runs;
-  const int64_t t = query_block / head_blocks, h0 = query_block % head_blocks * B::kHeads;
+__device__ __forceinline__ void attend_tile(const __nv_bfloat16 (*q)[kRowPitch],
+                                            const __nv_bfloat16 (*kv)[kRowPitch],
+                                            const int32_t* rows, float (*logits)[16][kTile],
+                                            float scale, WarpRows& w) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int head_row = warp % kHeadRows, half = warp / kHeadRows;
-  const int64_t n_extra_visible = visible_extra(a, t);
-  const int64_t n_candidates = a.window.n_candidates + a.extra.n_candidates;
-  const int64_t c_begin = int64_t{run} * runs.tiles_per_run * kTile;
-  const int64_t c_end = std::min(n_candidates, c_begin + int64_t{runs.tiles_per_run} * kTile);
-  const int n_tiles = static_cast<int>((c_end - c_begin + kTile - 1) / kTile);
-
-  if (n_tiles > 0) stage_tile<kHeadRows>(a, t, c_begin, c_end, n_extra_visible, s, 0);
-  cp_async_commit();
-  load_queries<kHeadRows>(a, t, h0, s);
-
-  // Thread (g = lane / 4, c = lane % 4) holds accumulator rows g and g + 8 of its warp's 16.
   const int g = lane / 4, c = lane % 4;
-  const float scale = __fmul_rn(a.scale, kLog2e);  // logits in log2 units: exp2 below
-  float running_max[2], running_sum[2] = {0.0f, 0.0f};
-  for (int i = 0; i < 2; ++i) {
-    const int64_t h = h0 + 16 * head_row + g + 8 * i;
-    running_max[i] = h < a.n_heads ? sink_log2(a, h) : 0.0f;  // the sink joins the max
-  }
-  float out[kHalfDims / 8][4] = {};
-
-  for (int tile = 0; tile < n_tiles; ++tile) {
-    cp_async_wait<0>();
-    __syncthreads();  // the tile staged; every warp done with the previous operand tile
-    round_tile<B::kThreads>(s);
-    __syncthreads();  // the operand tile written; the staging buffer free
-    if (tile + 1 < n_tiles) {
-      stage_tile<kHeadRows>(a, t, c_begin + (tile + 1) * kTile, c_end, n_extra_visible, s,
-                            (tile + 1) % 2);
-    }
-    cp_async_commit();
-    const int32_t* rows = s.rows[tile % 2];
-
-    // This warp's half of the logits: 16 heads × 32 candidates over its 256 dims.
-    float logit[kTile / 8][4] = {};
-    for (int k0 = half * kHalfDims; k0 < (half + 1) * kHalfDims; k0 += 16) {
-      uint32_t qa[4];
-      ldmatrix_x4(qa, &s.q[16 * head_row + lane % 8 + 8 * (lane / 8 % 2)][k0 + 8 * (lane / 16)]);
+  float logit[kTile / 8][4] = {};
+  for (int k0 = half * kHalfDims; k0 < (half + 1) * kHalfDims; k0 += 16) {
+    uint32_t qa[4];
+    ldmatrix_x4(qa, &q[16 * head_row + lane % 8 + 8 * (lane / 8 % 2)][k0 + 8 * (lane / 16)]);
 #pragma unroll
-      for (int n = 0; n < kTile / 8; n += 2) {
-        uint32_t kb[4];
-        ldmatrix_x4(kb, &s.kv[8 * n + lane % 8 + 8 * (lane / 16)][k0 + 8 * (lane / 8 % 2)]);
-        mma_bf16_16816(logit[n], qa, kb[0], kb[1]);
-        mma_bf16_16816(logit[n + 1], qa, kb[2], kb[3]);
-      }
-    }
-    float(*mine)[kTile] = s.logits[warp];
-#pragma unroll
-    for (int n = 0; n < kTile / 8; ++n) {
-      *reinterpret_cast<float2*>(&mine[g][8 * n + 2 * c]) = make_float2(logit[n][0], logit[n][1]);
-      *reinterpret_cast<float2*>(&mine[g + 8][8 * n + 2 * c]) =
-          make_float2(logit[n][2], logit[n][3]);
-    }
-    pair_barrier(head_row);
-    const float(*other)[kTile] = s.logits[warp ^ kHeadRows];  // the pair's other half
-    float tile_max[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-    for (int n = 0; n < kTile / 8; ++n) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = g + 8 * (e / 2), col = 8 * n + 2 * c + e % 2;
-        const float sum = __fadd_rn(logit[n][e], other[r][col]);  // the same bits in both warps
-        logit[n][e] = rows[col] >= 0 ? __fmul_rn(sum, scale) : -INFINITY;
-        tile_max[e / 2] = fmaxf(tile_max[e / 2], logit[n][e]);
-      }
-    }
-    // Online softmax: rescale what was summed to the new max.
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], 1));
-      tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], 2));
-      const float new_max = fmaxf(running_max[i], tile_max[i]);
-      const float rescale = exp2_from(running_max[i], new_max);
-      running_max[i] = new_max;
-      running_sum[i] = __fmul_rn(running_sum[i], rescale);
-#pragma unroll
-      for (int n = 0; n < kHalfDims / 8; ++n) {
-        out[n][2 * i] = __fmul_rn(out[n][2 * i], rescale);
-        out[n][2 * i + 1] = __fmul_rn(out[n][2 * i + 1], rescale);
-      }
-    }
-#pragma unroll
-    for (int n = 0; n < kTile / 8; ++n) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        logit[n][e] = exp2_from(logit[n][e], running_max[e / 2]);  // 0 for a missing candidate
-        running_sum[e / 2] = __fadd_rn(running_sum[e / 2], logit[n][e]);
-      }
-    }
-    // out += p · rows: p as bf16 A fragments straight from the accumulators (a k-step of 16
-    // candidates is two of their n-tiles), the rows as B through ldmatrix.trans.
-#pragma unroll
-    for (int k = 0; k < kTile / 16; ++k) {
-      const uint32_t pa[4] = {pack_bf16(logit[2 * k][0], logit[2 * k][1]),
-                              pack_bf16(logit[2 * k][2], logit[2 * k][3]),
-                              pack_bf16(logit[2 * k + 1][0], logit[2 * k + 1][1]),
-                              pack_bf16(logit[2 * k + 1][2], logit[2 * k + 1][3])};
-      const __nv_bfloat16* v_rows = &s.kv[16 * k + lane % 8 + 8 * (lane / 8 % 2)][0];
-#pragma unroll
-      for (int n = 0; n < kHalfDims / 8; n += 2) {
-        uint32_t vb[4];
-        ldmatrix_x4_trans(vb, v_rows + half * kHalfDims + 8 * n + 8 * (lane / 16));
-        mma_bf16_16816(out[n], pa, vb[0], vb[1]);
-        mma_bf16_16816(out[n + 1], pa, vb[2], vb[3]);
-      }
+    for (int n = 0; n < kTile / 8; n += 2) {
+      uint32_t kb[4];
+      ldmatrix_x4(kb, &kv[8 * n + lane % 8 + 8 * (lane / 16)][k0 + 8 * (lane / 8 % 2)]);
+      mma_bf16_16816(logit[n], qa, kb[0], kb[1]);
+      mma_bf16_16816(logit[n + 1], qa, kb[2], kb[3]);
     }
   }
-
+  float(*mine)[kTile] = logits[warp];
+#pragma unroll
+  for (int n = 0; n < kTile / 8; ++n) {
+    *reinterpret_cast<float2*>(&mine[g][8 * n + 2 * c]) = make_float2(logit[n][0], logit[n][1]);
+    *reinterpret_cast<float2*>(&mine[g + 8][8 * n + 2 * c]) = make_float2(logit[n][2], logit[n][3]);
+  }
+  pair_barrier(head_row);
+  const float(*other)[kTile] = logits[warp ^ kHeadRows];  // the pair's other half
+  float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int n = 0; n < kTile / 8; ++n) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int r = g + 8 * (e / 2), col = 8 * n + 2 * c + e % 2;
+      const float sum = __fadd_rn(logit[n][e], other[r][col]);  // the same bits in both warps
+      logit[n][e] = rows[col] >= 0 ? __fmul_rn(sum, scale) : -INFINITY;
+      tile_max[e / 2] = fmaxf(tile_max[e / 2], logit[n][e]);
+    }
+  }
+  // Online softmax: rescale what was summed to the new max.
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
-    running_sum[i] = __fadd_rn(running_sum[i], __shfl_xor_sync(0xffffffffu, running_sum[i], 1));
-    running_sum[i] = __fadd_rn(running_sum[i], __shfl_xor_sync(0xffffffffu, running_sum[i], 2));
+    tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], 1));
+    tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], 2));
+    const float new_max = fmaxf(w.running_max[i], tile_max[i]);
+    const float rescale = exp2_from(w.running_max[i], new_max);
+    w.running_max[i] = new_max;
+    w.running_sum[i] = __fmul_rn(w.running_sum[i], rescale);
+#pragma unroll
+    for (int n = 0; n < kHalfDims / 8; ++n) {
+      w.out[n][2 * i] = __fmul_rn(w.out[n][2 * i], rescale);
+      w.out[n][2 * i + 1] = __fmul_rn(w.out[n][2 * i + 1], rescale);
+    }
+  }
+#pragma unroll
+  for (int n = 0; n < kTile / 8; ++n) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      logit[n][e] = exp2_from(logit[n][e], w.running_max[e / 2]);  // 0 for a missing candidate
+      w.running_sum[e / 2] = __fadd_rn(w.running_sum[e / 2], logit[n][e]);
+    }
+  }
+  // out += p · rows: p as bf16 A fragments straight from the accumulators (a k-step of 16
+  // candidates is two of their n-tiles), the rows as B through ldmatrix.trans.
+#pragma unroll
+  for (int k = 0; k < kTile / 16; ++k) {
+    const uint32_t pa[4] = {pack_bf16(logit[2 * k][0], logit[2 * k][1]),
+                            pack_bf16(logit[2 * k][2], logit[2 * k][3]),
+                            pack_bf16(logit[2 * k + 1][0], logit[2 * k + 1][1]),
+                            pack_bf16(logit[2 * k + 1][2], logit[2 * k + 1][3])};
+    const __nv_bfloat16* v_rows = &kv[16 * k + lane % 8 + 8 * (lane / 8 % 2)][0];
+#pragma unroll
+    for (int n = 0; n < kHalfDims / 8; n += 2) {
+      uint32_t vb[4];
+      ldmatrix_x4_trans(vb, v_rows + half * kHalfDims + 8 * n + 8 * (lane / 16));
+      mma_bf16_16816(w.out[n], pa, vb[0], vb[1]);
+      mma_bf16_16816(w.out[n + 1], pa, vb[2], vb[3]);
+    }
+  }
+}
+
+// A warp's rows of query t out: with one run, normalised; with several, this run's partial rows
+// and (max, sum) for the combine.
+template <int kHeadRows>
+__device__ __forceinline__ void write_rows(const AttentionArgs& a, const Runs& runs, int run,
+                                           int64_t t, int64_t h0, WarpRows& w) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int head_row = warp % kHeadRows, half = warp / kHeadRows;
+  const int g = lane / 4, c = lane % 4;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    float sum = w.running_sum[i];
+    sum = __fadd_rn(sum, __shfl_xor_sync(0xffffffffu, sum, 1));
+    sum = __fadd_rn(sum, __shfl_xor_sync(0xffffffffu, sum, 2));
     const int64_t h = h0 + 16 * head_row + g + 8 * i;
     if (h >= a.n_heads) continue;
     const int64_t row = t * a.n_heads + h;
     if (runs.split) {
       const int64_t at = int64_t{run} * runs.n_rows + row;
-      if (half == 0 && c == 0) runs.max_sum[at] = make_float2(running_max[i], running_sum[i]);
+      if (half == 0 && c == 0) runs.max_sum[at] = make_float2(w.running_max[i], sum);
 #pragma unroll
       for (int n = 0; n < kHalfDims / 8; ++n) {
         const int d = half * kHalfDims + 8 * n + 2 * c;
         if (d < a.head_dim) {
           *reinterpret_cast<float2*>(runs.partial + at * kDims + d) =
-              make_float2(out[n][2 * i], out[n][2 * i + 1]);
+              make_float2(w.out[n][2 * i], w.out[n][2 * i + 1]);
         }
       }
       continue;
     }
     // The only run: normalised here as the combine normalises one run.
-    const float2 max_sum = make_float2(running_max[i], running_sum[i]);
+    const float2 max_sum = make_float2(w.running_max[i], sum);
     const Normaliser norm = normaliser(sink_log2(a, h), 1, [&](int) { return max_sum; });
     const float weight = exp2_from(max_sum.x, norm.max_all);
     float* dst = a.out + row * a.head_dim;
@@ -357,11 +413,107 @@ __global__ void __launch_bounds__(Block<kHeadRows>::kThreads, 1)
       const int d = half * kHalfDims + 8 * n + 2 * c;
       if (d < a.head_dim) {
         *reinterpret_cast<float2*>(dst + d) =
-            make_float2(__fdiv_rn(add_run(0.0f, weight, out[n][2 * i]), norm.denom),
-                        __fdiv_rn(add_run(0.0f, weight, out[n][2 * i + 1]), norm.denom));
+            make_float2(__fdiv_rn(add_run(0.0f, weight, w.out[n][2 * i]), norm.denom),
+                        __fdiv_rn(add_run(0.0f, weight, w.out[n][2 * i + 1]), norm.denom));
       }
     }
   }
+}
+
+// What a block attends: query t's candidates [c_begin, c_end) for heads h0 … (the block's
+// kHeads), in n_tiles tiles.
+struct BlockWork {
+  int64_t t, h0, c_begin, c_end, n_extra_visible;
+  int n_tiles;
+  __device__ int64_t tile_start(int tile) const { return c_begin + int64_t{tile} * kTile; }
+};
+
+// The tiles from f32 rows: each staged while the one before computes, then rounded into the
+// operand tile.
+template <int kHeadRows>
+__device__ void attend_staged(const AttentionArgs& a, const BlockWork& b, float scale,
+                              typename Block<kHeadRows>::StagedSmem& s, WarpRows& w) {
+  using B = Block<kHeadRows>;
+  if (b.n_tiles > 0) stage_tile<kHeadRows>(a, b.t, b.c_begin, b.c_end, b.n_extra_visible, s, 0);
+  cp_async_commit();
+  load_queries<kHeadRows>(a, b.t, b.h0, s);
+  for (int tile = 0; tile < b.n_tiles; ++tile) {
+    cp_async_wait<0>();
+    __syncthreads();  // the tile staged; every warp done with the previous operand tile
+    round_tile<B::kThreads>(s);
+    __syncthreads();  // the operand tile written; the staging buffer free
+    if (tile + 1 < b.n_tiles) {
+      stage_tile<kHeadRows>(a, b.t, b.tile_start(tile + 1), b.c_end, b.n_extra_visible, s,
+                            (tile + 1) % 2);
+    }
+    cp_async_commit();
+    attend_tile<kHeadRows>(s.q, s.kv[0], s.rows[tile % 2], s.logits, scale, w);
+  }
+}
+
+// The tiles from the bf16 copy: each copied into its operand tile kCopyStages − 1 tiles ahead,
+// its listed entries loaded a tile before that.
+template <int kHeadRows>
+__device__ void attend_copied(const AttentionArgs& a, const CopiedRows& copied, const BlockWork& b,
+                              float scale, typename Block<kHeadRows>::CopiedSmem& s, WarpRows& w) {
+  const auto list = [&](int tile) {
+    return list_tile<kHeadRows>(a, b.t, b.tile_start(tile), b.c_end, b.n_extra_visible);
+  };
+  for (int tile = 0; tile < kCopyStages - 1; ++tile) {
+    if (tile < b.n_tiles) {
+      stage_copied_tile<kHeadRows>(a, copied, b.t, b.tile_start(tile), list(tile), s, tile);
+    }
+    cp_async_commit();
+  }
+  Listed<kHeadRows> listed = list(kCopyStages - 1);
+  load_queries<kHeadRows>(a, b.t, b.h0, s);
+  for (int tile = 0; tile < b.n_tiles; ++tile) {
+    cp_async_wait<kCopyStages - 2>();
+    __syncthreads();  // the tile landed; every warp done with the tile whose buffer refills
+    const int ahead = tile + kCopyStages - 1;
+    if (ahead < b.n_tiles) {
+      stage_copied_tile<kHeadRows>(a, copied, b.t, b.tile_start(ahead), listed, s,
+                                   ahead % kCopyStages);
+    }
+    cp_async_commit();
+    listed = list(ahead + 1);
+    attend_tile<kHeadRows>(s.q, s.kv[tile % kCopyStages], s.rows[tile % kCopyStages], s.logits,
+                           scale, w);
+  }
+}
+
+template <int kHeadRows, bool kCopied>
+__global__ void __launch_bounds__(Block<kHeadRows>::kThreads, 1)
+    sparse_attention_bf16_kernel(AttentionArgs a, CopiedRows copied, int64_t head_blocks,
+                                 Runs runs) {
+  using B = Block<kHeadRows>;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  moe::pdl_trigger();  // the combine may launch now; it waits for these runs
+  const int run = static_cast<int>(blockIdx.x % runs.n_runs);
+  const int64_t query_block = blockIdx.x / runs.n_runs;
+  BlockWork b;
+  b.t = query_block / head_blocks;
+  b.h0 = query_block % head_blocks * B::kHeads;
+  b.n_extra_visible = visible_extra(a, b.t);
+  const int64_t n_candidates = a.window.n_candidates + a.extra.n_candidates;
+  b.c_begin = int64_t{run} * runs.tiles_per_run * kTile;
+  b.c_end = std::min(n_candidates, b.c_begin + int64_t{runs.tiles_per_run} * kTile);
+  b.n_tiles = static_cast<int>((b.c_end - b.c_begin + kTile - 1) / kTile);
+
+  const int g = threadIdx.x % 32 / 4, head_row = threadIdx.x / 32 % kHeadRows;
+  const float scale = __fmul_rn(a.scale, kLog2e);  // logits in log2 units: exp2 below
+  WarpRows w{};
+  for (int i = 0; i < 2; ++i) {
+    const int64_t h = b.h0 + 16 * head_row + g + 8 * i;
+    w.running_max[i] = h < a.n_heads ? sink_log2(a, h) : 0.0f;  // the sink joins the max
+  }
+  if constexpr (kCopied) {
+    attend_copied<kHeadRows>(a, copied, b, scale,
+                             *reinterpret_cast<typename B::CopiedSmem*>(smem_raw), w);
+  } else {
+    attend_staged<kHeadRows>(a, b, scale, *reinterpret_cast<typename B::StagedSmem*>(smem_raw), w);
+  }
+  write_rows<kHeadRows>(a, runs, run, b.t, b.h0, w);
 }
 
 // out[t, h] = Σ_r 2^(m_r − M) · partial_r / (Σ_r 2^(m_r − M) · l_r + 2^(sink − M)), M the
@@ -415,21 +567,72 @@ __global__ void __launch_bounds__(kCombineThreads) combine_runs_kernel(Attention
       make_float2(__fdiv_rn(sum.x, norm.denom), __fdiv_rn(sum.y, norm.denom));
 }
 
-template <int kHeadRows>
+template <int kHeadRows, bool kCopied>
 void allow_shared_memory() {
-  allow_dynamic_smem(sparse_attention_bf16_kernel<kHeadRows>,
-                     static_cast<int>(sizeof(typename Block<kHeadRows>::Smem)));
+  allow_dynamic_smem(sparse_attention_bf16_kernel<kHeadRows, kCopied>,
+                     static_cast<int>(kCopied ? sizeof(typename Block<kHeadRows>::CopiedSmem)
+                                              : sizeof(typename Block<kHeadRows>::StagedSmem)));
 }
 
 // The attention kernel with kHeadRows head rows a block, over every (query, head block, run).
 template <int kHeadRows>
-void launch_attention(const AttentionArgs& a, int64_t n_tokens, const Runs& runs) {
+void launch_attention(const AttentionArgs& a, const CopiedRows& copied, int64_t n_tokens,
+                      const Runs& runs) {
   using B = Block<kHeadRows>;
   const int64_t head_blocks = ceil_div(a.n_heads, int64_t{B::kHeads});
-  sparse_attention_bf16_kernel<kHeadRows>
-      <<<static_cast<unsigned>(n_tokens * head_blocks * runs.n_runs), B::kThreads,
-         sizeof(typename B::Smem), op_stream()>>>(a, head_blocks, runs);
+  const auto launch = [&](auto kernel, size_t smem) {
+    kernel<<<static_cast<unsigned>(n_tokens * head_blocks * runs.n_runs), B::kThreads, smem,
+             op_stream()>>>(a, copied, head_blocks, runs);
+  };
+  if (copied.pitch > 0) {
+    launch(sparse_attention_bf16_kernel<kHeadRows, true>, sizeof(typename B::CopiedSmem));
+  } else {
+    launch(sparse_attention_bf16_kernel<kHeadRows, false>, sizeof(typename B::StagedSmem));
+  }
   check_launch();
+}
+
+// dst[r, d] = bf16(src[r, d]) (nearest even, round_tile's rounding) for d < head_dim, 0 up to
+// pitch: four values a thread.
+__global__ void round_rows_kernel(const float* src, int64_t n_rows, int64_t head_dim, int64_t pitch,
+                                  __nv_bfloat16* dst) {
+  const int64_t quads = n_rows * pitch / 4;
+  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < quads;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t r = 4 * i / pitch, d = 4 * i % pitch;
+    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (d < head_dim) v = *reinterpret_cast<const float4*>(src + r * head_dim + d);
+    *reinterpret_cast<uint2*>(dst + 4 * i) = make_uint2(pack_bf16(v.x, v.y), pack_bf16(v.z, v.w));
+  }
+}
+
+// Whether a call reads a bf16 copy of its rows: a shared source (not decode rows' per-row
+// tables), read at least kCopyReadsPerRow times a row copied, and a copy within
+// kAttentionCopyMaxBytes.
+bool reads_a_copy(const AttentionArgs& a, int64_t n_tokens, int64_t pitch) {
+  if (a.window.addresses != nullptr) return false;
+  const int64_t rows = a.window.n_rows + a.extra.n_rows;
+  const int64_t reads = n_tokens * (a.window.n_candidates + a.extra.n_candidates);
+  return rows > 0 && reads >= kCopyReadsPerRow * rows &&
+         rows * pitch * int64_t{sizeof(__nv_bfloat16)} <= kAttentionCopyMaxBytes;
+}
+
+// The call's rows rounded into `scratch` (window rows, then extra rows), launched on the op
+// stream before the attention.
+CopiedRows copy_rows(const AttentionArgs& a, int64_t pitch, __nv_bfloat16* window) {
+  __nv_bfloat16* extra = window + a.window.n_rows * pitch;
+  const auto round = [&](const CandidateSource& source, __nv_bfloat16* dst) {
+    if (source.n_rows == 0) return;
+    const int64_t quads = source.n_rows * pitch / 4;
+    const unsigned blocks =
+        static_cast<unsigned>(std::min<int64_t>(ceil_div(quads, kElementThreads), 8 * sm_count()));
+    round_rows_kernel<<<blocks, kElementThreads, 0, op_stream()>>>(source.kv, source.n_rows,
+                                                                   a.head_dim, pitch, dst);
+    check_launch();
+  };
+  round(a.window, window);
+  round(a.extra, extra);
+  return {window, extra, pitch};
 }
 
 // Rows [begin, end) of a call's decode rows: every per-row operand's rows, the shared ones
@@ -476,12 +679,24 @@ Status attend(const AttentionArgs& a, int64_t n_tokens) {
     runs.partial = scratch.as<float>();
     runs.max_sum = reinterpret_cast<float2*>(runs.partial + runs.n_runs * n_rows * kDims);
   }
+  const int64_t pitch = (a.head_dim + 7) / 8 * 8;
+  const bool copy = reads_a_copy(a, n_tokens, pitch);
+  DSV4_ASSIGN_OR_RETURN(
+      const Scratch copy_scratch,
+      Scratch::allocate(copy ? static_cast<size_t>((a.window.n_rows + a.extra.n_rows) * pitch) *
+                                   sizeof(__nv_bfloat16)
+                             : 0));
+  const CopiedRows copied =
+      copy ? copy_rows(a, pitch, copy_scratch.as<__nv_bfloat16>()) : CopiedRows{};
   // Every block size's shared memory allowed at the op's first call (a prompt's, eager), not at
   // each size's own first launch, which may come in a decode step under graph capture.
   static const bool configured = [] {
-    allow_shared_memory<1>();
-    allow_shared_memory<2>();
-    allow_shared_memory<kMaxHeadRows>();
+    allow_shared_memory<1, false>();
+    allow_shared_memory<2, false>();
+    allow_shared_memory<kMaxHeadRows, false>();
+    allow_shared_memory<1, true>();
+    allow_shared_memory<2, true>();
+    allow_shared_memory<kMaxHeadRows, true>();
     return true;
   }();
   (void)configured;
@@ -492,11 +707,11 @@ Status attend(const AttentionArgs& a, int64_t n_tokens) {
            n_tokens * ceil_div(a.n_heads, int64_t{16 * head_rows}) * runs.n_runs <= sm_count();
   };
   if (fits(1)) {
-    launch_attention<1>(a, n_tokens, runs);
+    launch_attention<1>(a, copied, n_tokens, runs);
   } else if (fits(2)) {
-    launch_attention<2>(a, n_tokens, runs);
+    launch_attention<2>(a, copied, n_tokens, runs);
   } else {
-    launch_attention<kMaxHeadRows>(a, n_tokens, runs);
+    launch_attention<kMaxHeadRows>(a, copied, n_tokens, runs);
   }
   if (runs.split) {
     // Launched while the runs still compute (programmatic dependent launch): its blocks are
