@@ -520,8 +520,11 @@ Status indexer_scores(const IndexerScoreParams& params);
 //   ((weights[t,h]·weight_scale)·(q_scale·s_q[t,h])).
 // No Hadamard rotation before the quantization (the exact profile has none either). DI a
 // multiple of 4, at most 128. The CPU reference quantizes identically (bit for bit) and sums in
-// float64; the GPU's f32 tensor-core sums differ from it by rounding only.
+// float64; the GPU's f32 tensor-core sums differ from it by rounding only. On the GPU a call
+// whose queries share their keys (a prompt's) quantizes every key and query head row once into
+// its scratch, kIndexerFp8RowBytes a row: (N + T · HI) rows.
 Status indexer_scores_fp8(const IndexerScoreParams& params);
+inline constexpr int64_t kIndexerFp8RowBytes = 128 + 4;  // E4M3 codes, and a scale or weight
 
 // indices i32 [T, K] (rows may be strided) = the K largest of scores[t, 0:n_candidates[t]] in
 // descending order, equal scores lower index first, −1 once the candidates run out.

@@ -77,10 +77,15 @@ int64_t indexer_bytes(const checkpoint::ModelConfig& c, const StepShape& shape) 
     ratio = ratio == 0 ? s.compress_ratio : std::min(ratio, s.compress_ratio);
   }
   if (ratio <= 0) return 0;
-  const int64_t rows = std::max(std::min(shape.tokens, model::AttentionCache::kDefaultStepTokens),
-                                decode_rows(shape));
+  const int64_t step_rows = std::min(shape.tokens, model::AttentionCache::kDefaultStepTokens);
+  const int64_t rows = std::max(step_rows, decode_rows(shape));
   const int64_t n = entries(shape.max_context, ratio);
-  return rows * kF32 * (n + std::min(c.index_topk, n));
+  // The fast profile's quantized keys and query head rows of a sequence step (its decode rows
+  // read their keys where they lie).
+  const int64_t quantized = shape.numerics == Numerics::kFast
+                                ? (n + step_rows * c.index_n_heads) * kernels::kIndexerFp8RowBytes
+                                : 0;
+  return rows * kF32 * (n + std::min(c.index_topk, n)) + quantized;
 }
 
 // The fast profile's decode attention runs (kernels/ops.h sparse_attention_bf16: a run per 32

@@ -18,7 +18,8 @@
 //     attention (queries and output f32 [T, H, Dh], the query latent, the K=V row, the
 //     indexer's queries, the compressors' projected rows, wo_a's grouped output and the FP8
 //     staging of wo_a's input) with the larger of the indexer's scores (one sequence step's, at
-//     most Ts rows, or the decode rows', at most kMaxDecodeRun · B, over the context's entries)
+//     most Ts rows, or the decode rows', at most kMaxDecodeRun · B, over the context's entries;
+//     in the fast profile with a sequence step's E4M3 keys and query head rows)
 //     and, in the fast profile, the decode rows' attention runs (sparse_attention_bf16 splits a
 //     decode row into runs of 32 candidates, each an f32 [H, 512] partial and an f32 [H] max
 //     and sum, over the window and the layer's compressed candidates: the top-k picks, or every

@@ -12,10 +12,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <limits>
 #include <numeric>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/cuda_op_pair.h"
@@ -384,9 +386,10 @@ TEST(AttentionOpsCuda, IndexerScoresFp8MatchItsReferenceAndTheExactOp) {
               worst_vs_reference, worst_vs_exact);
 }
 
-// An entry's FP8 score is the same sum over its heads in a 16-entry tile (few rows) as in a
-// 64-entry one: rows of a 40-row call (40 × 300 entries: 64-entry tiles on any GPU of up to 760
-// SMs) against each row's call alone (19 16-entry tiles), bit for bit, at 64 and 70 heads.
+// An entry's FP8 score is the same sum over its heads in a 16-entry tile (few rows) as from
+// keys and queries quantized once a call (shared keys past one wave): rows of a 40-row call
+// (40 × 300 entries: past a wave on any GPU of up to 760 SMs) against each row's call alone (19
+// 16-entry tiles), bit for bit, at 64 and 70 heads.
 TEST(AttentionOpsCuda, IndexerScoresFp8KeepTheirBitsAcrossTileWidths) {
   SeededRng rng;
   const int64_t t = 40, di = 128, n = 300;
@@ -404,6 +407,40 @@ TEST(AttentionOpsCuda, IndexerScoresFp8KeepTheirBitsAcrossTileWidths) {
                                       weights.d().rows(row, row + 1), 0.125f, 0.5f, alone.d()})
                       .ok());
       EXPECT_TRUE(testing::same_bits(alone.d(), scores.d().rows(row, row + 1)));
+    }
+  }
+}
+
+// The same keys shared by a call's rows and through per-row address tables (the decode rows'
+// way, which scores from 64-entry tiles quantized a block at a time) give the same bits: 40
+// rows × 300 entries (a tile a block, groups of one query), and 300 rows × 4100 entries (eight
+// tiles a block; groups of 16 queries, the last one short), at 64 and 70 heads.
+TEST(AttentionOpsCuda, IndexerScoresFp8GiveTheSameBitsFromSharedAndPerRowKeys) {
+  SeededRng rng;
+  for (const auto& [t, n] : {std::pair{40, 300}, std::pair{300, 4100}}) {
+    for (const int64_t hi : {64, 70}) {
+      SCOPED_TRACE(std::to_string(t) + " rows × " + std::to_string(n) + " entries, " +
+                   std::to_string(hi) + " heads");
+      const int64_t di = 128;
+      const OpPair q = OpPair::uniform(rng, {t, hi, di});
+      const OpPair keys = OpPair::uniform(rng, {n, di});
+      const OpPair weights = OpPair::uniform(rng, {t, hi});
+      const OpPair shared = OpPair::poisoned(DType::kF32, {t, n});
+      const OpPair per_row = OpPair::poisoned(DType::kF32, {t, n});
+      ASSERT_TRUE(
+          indexer_scores_fp8({q.d(), keys.d(), weights.d(), 0.125f, 0.5f, shared.d()}).ok());
+      const OpPair addresses =
+          OpPair::values(DType::kI64, {t},
+                         std::vector<int64_t>(
+                             t, static_cast<int64_t>(reinterpret_cast<uintptr_t>(keys.d().data))));
+      const OpPair positions =
+          OpPair::values(DType::kI64, {t}, std::vector<int64_t>(t, n - 1));  // all n visible
+      IndexerScoreParams p{q.d(), keys.d(), weights.d(), 0.125f, 0.5f, per_row.d()};
+      p.key_addresses = addresses.d();
+      p.key_positions = positions.d();
+      p.key_ratio = 1;
+      ASSERT_TRUE(indexer_scores_fp8(p).ok());
+      EXPECT_TRUE(testing::same_bits(shared.d(), per_row.d()));
     }
   }
 }

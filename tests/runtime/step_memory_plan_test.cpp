@@ -141,12 +141,16 @@ TEST(StepMemoryPlan, CountsTheFastDecodeRuns) {
 // A prompt's fast attention rounds its rows to bf16 first: the window ring of 128 + 256 − 1
 // rows and, at 4096 positions, a CSA layer's 1024 entries, 1 KiB a row at V4's head dim of 512.
 // At 2^20 positions the 262144 entries would take 256 MiB: the copy stops at 64 MiB (the
-// kernel then reads the f32 rows). The exact profile copies nothing.
-TEST(StepMemoryPlan, CountsTheFastPromptsRowsCopy) {
+// kernel then reads the f32 rows). Its indexer quantizes the 1024 keys and a 256-row step's
+// 64 head rows each, 128 E4M3 bytes and a 4-byte scale or weight a row, beside the scores.
+// The exact profile copies nothing.
+TEST(StepMemoryPlan, CountsTheFastPromptsCopies) {
   const checkpoint::ModelConfig c = flash();
   StepShape fast = shape(2048, 4096);
   fast.numerics = Numerics::kFast;
-  EXPECT_EQ(plan_step_memory(c, fast).rows_copy, (383 + 1024) * 1024);
+  const StepMemoryPlan plan = plan_step_memory(c, fast);
+  EXPECT_EQ(plan.rows_copy, (383 + 1024) * 1024);
+  EXPECT_EQ(plan.indexer, 256 * 4 * (1024 + 512) + (1024 + 256 * 64) * 132);
   fast.max_context = int64_t{1} << 20;
   EXPECT_EQ(plan_step_memory(c, fast).rows_copy, int64_t{64} << 20);
   EXPECT_EQ(plan_step_memory(c, shape(2048, 4096)).rows_copy, 0);

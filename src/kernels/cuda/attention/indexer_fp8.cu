@@ -4,8 +4,9 @@
 // then for each 64 heads of the query their rows the same way, multiplies heads × entries on the
 // FP8 tensor cores (mma.sync m16n8k32, f32 accumulators; a warp 16 heads), and reduces
 // ReLU(dot) · head weight over the heads: within a warp by shuffles, across the four warps in
-// warp order, times the entry's scale. Past a few blocks an SM, a block takes several tiles of
-// 64 entries in turn, its queries quantized once (one head pass, HI ≤ 64) for all of them.
+// warp order, times the entry's scale. Past a few blocks an SM (decode rows over long
+// contexts), a block takes several tiles of 64 entries in turn, its queries quantized once (one
+// head pass, HI ≤ 64) for all of them.
 //
 // A warp's rows are loaded all at once before any is reduced (a decode block's 64 keys and 64
 // queries are two load latencies, not 32 a warp), and the keys' loads wait on the per-row address
@@ -20,6 +21,11 @@
 // FMA), so its bits do not depend on the tile a plan gives it (a decode row alone and in a
 // padded batch).
 //
+// A call whose queries share their keys (a prompt's: every query scores the sequence's entries)
+// does not quantize a key once a query: one launch quantizes every key and query head row once,
+// and the scoring blocks read E4M3 rows ("Shared keys" below), each key tile once for a group of
+// queries. The same bytes, scales and sums, so the same bits.
+//
 // Dimension letters: T tokens, HI indexer heads, DI indexer head dim (≤ 128, padded to 128 with
 // zeros), N compressed entries.
 #include <cuda_fp8.h>
@@ -31,6 +37,8 @@
 #include "kernels/cuda/device/common.cuh"
 #include "kernels/cuda/device/fp8_mma.cuh"
 #include "kernels/cuda/device/mma_sync.cuh"
+#include "kernels/cuda/scratch.h"
+#include "kernels/cuda/stream.h"
 #include "kernels/fp8_scale.h"
 
 namespace dsv4::kernels::cuda {
@@ -125,13 +133,15 @@ __device__ void quantize_rows(RowOf row_of, int head_dim, uint8_t (*dst)[kPitch]
 // cores, each entry's ReLU(dot) · head weight summed over the 16 heads (the lanes' two rows,
 // then the eight row groups by a fixed shuffle tree) into key_sum: thread (g, c) holds entries
 // 8n + 2c and + 1.
-template <int kEntries, typename Smem>
-__device__ void multiply_heads(const Smem& s, int head_dim, float (&key_sum)[kEntries / 8][2]) {
+template <int kEntries>
+__device__ void multiply_heads(const uint8_t (*queries)[kPitch], const uint8_t (*keys)[kPitch],
+                               const float* head_weight, int head_dim,
+                               float (&key_sum)[kEntries / 8][2]) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, c = lane % 4;
   const int k_steps = (head_dim + 31) / 32;
   float dot[kEntries / 8][4] = {};
-  const uint8_t* q_lo = s.queries[16 * warp + g];
-  const uint8_t* q_hi = s.queries[16 * warp + g + 8];
+  const uint8_t* q_lo = queries[16 * warp + g];
+  const uint8_t* q_hi = queries[16 * warp + g + 8];
   for (int k = 0; k < k_steps; ++k) {
     const int d = 32 * k + 4 * c;
     const uint32_t qa[4] = {*reinterpret_cast<const uint32_t*>(q_lo + d),
@@ -140,12 +150,12 @@ __device__ void multiply_heads(const Smem& s, int head_dim, float (&key_sum)[kEn
                             *reinterpret_cast<const uint32_t*>(q_hi + d + 16)};
 #pragma unroll
     for (int n = 0; n < kEntries / 8; ++n) {
-      const uint8_t* key = s.keys[8 * n + g];
+      const uint8_t* key = keys[8 * n + g];
       mma_e4m3_16832(dot[n], qa, *reinterpret_cast<const uint32_t*>(key + d),
                      *reinterpret_cast<const uint32_t*>(key + d + 16), dot[n]);
     }
   }
-  const float w_lo = s.head_weight[16 * warp + g], w_hi = s.head_weight[16 * warp + g + 8];
+  const float w_lo = head_weight[16 * warp + g], w_hi = head_weight[16 * warp + g + 8];
 #pragma unroll
   for (int n = 0; n < kEntries / 8; ++n) {
 #pragma unroll
@@ -160,6 +170,29 @@ __device__ void multiply_heads(const Smem& s, int head_dim, float (&key_sum)[kEn
   }
 }
 
+// A tile's scores out: the multiplying warps' sums (key_sum, multiply_heads') added in warp
+// order through `partial`, times each entry's key scale, into the scores row of entries
+// [n0, n0 + kEntries) below n_keys.
+template <int kEntries>
+__device__ __forceinline__ void store_scores(const float (&key_sum)[kEntries / 8][2],
+                                             float (*partial)[kEntries], const float* key_scale,
+                                             int64_t n0, int64_t n_keys, float* scores_row) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, c = lane % 4;
+  if (warp < kMmaWarps && g == 0) {
+#pragma unroll
+    for (int n = 0; n < kEntries / 8; ++n) {
+      partial[warp][8 * n + 2 * c] = key_sum[n][0];
+      partial[warp][8 * n + 2 * c + 1] = key_sum[n][1];
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x < kEntries && n0 + threadIdx.x < n_keys) {
+    float total = 0.0f;
+    for (int w = 0; w < kMmaWarps; ++w) total = __fadd_rn(total, partial[w][threadIdx.x]);
+    scores_row[n0 + threadIdx.x] = __fmul_rn(total, key_scale[threadIdx.x]);
+  }
+}
+
 // Query t's scores of the entry tile [n0, n0 + kEntries) (keys: its keys, n_keys of them). With
 // quantize_queries false the queries, their scales and head weights in shared memory are those a
 // previous tile quantized (one head pass: they do not change).
@@ -169,7 +202,7 @@ __device__ void score_tile(const ScoreArgs& a, typename T::Smem& s, int64_t t, c
   constexpr int kEntries = T::kEntries, kWarps = T::kWarps;
   const int n_heads = static_cast<int>(a.dims.n_heads),
             head_dim = static_cast<int>(a.dims.head_dim);
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, c = lane % 4;
+  const int warp = threadIdx.x / 32;
   float key_sum[kEntries / 8][2] = {};  // this thread's columns 8n + 2c, + 1: Σ over heads
   for (int h0 = 0; h0 < n_heads; h0 += kHeads) {
     // Thread r < kHeads: head h0 + r's weight, loaded while the rows are.
@@ -200,21 +233,12 @@ __device__ void score_tile(const ScoreArgs& a, typename T::Smem& s, int64_t t, c
       }
       __syncthreads();
     }
-    if (warp < kMmaWarps) multiply_heads<kEntries>(s, head_dim, key_sum);
-  }
-  if (warp < kMmaWarps && g == 0) {
-#pragma unroll
-    for (int n = 0; n < kEntries / 8; ++n) {
-      s.partial[warp][8 * n + 2 * c] = key_sum[n][0];
-      s.partial[warp][8 * n + 2 * c + 1] = key_sum[n][1];
+    if (warp < kMmaWarps) {
+      multiply_heads<kEntries>(s.queries, s.keys, s.head_weight, head_dim, key_sum);
     }
   }
-  __syncthreads();
-  if (threadIdx.x < kEntries && n0 + threadIdx.x < n_keys) {
-    float total = 0.0f;
-    for (int w = 0; w < kMmaWarps; ++w) total = __fadd_rn(total, s.partial[w][threadIdx.x]);
-    a.scores[t * a.dims.n_entries + n0 + threadIdx.x] = __fmul_rn(total, s.key_scale[threadIdx.x]);
-  }
+  store_scores<kEntries>(key_sum, s.partial, s.key_scale, n0, n_keys,
+                         a.scores + t * a.dims.n_entries);
 }
 
 // A block per (query t, tiles_per_block entry tiles).
@@ -232,6 +256,149 @@ __global__ void __launch_bounds__(T::kThreads) indexer_fp8_kernel(ScoreArgs a) {
   }
 }
 
+// ---- Shared keys (a prompt's call): keys and queries quantized once a call ----
+// A prompt's queries all score the same keys, so one launch quantizes every key and query head
+// row once (quantize_group, the same bytes and scales as a tile's own quantization) with each
+// row's head weight, and the scoring blocks read E4M3 rows: a block takes a tile of 64 keys
+// and a group of queries, loading the keys once for the group and each query's head rows into
+// one buffer while the other's multiply. An entry's score is the same sum in the same order as
+// in a 64- or 16-entry tile (IndexerScoresFp8KeepTheirBitsAcrossTileWidths).
+constexpr int kRowBytes = kDims;  // a quantized row in global memory: DI values, zeros to 128
+constexpr int kMaxGroupQueries = 16;
+constexpr int kGroupThreads = 32 * kMmaWarps;
+
+struct QuantizedRows {
+  uint8_t* keys;        // [N][128]
+  float* key_scales;    // [N]
+  uint8_t* queries;     // [T · HI][128]
+  float* head_weights;  // [T · HI]: (weights · weight_scale) · (q_scale · s_q)
+};
+
+// Warp w of the grid quantizes row w: key rows first, then query head rows with their weights.
+__global__ void quantize_call_rows_kernel(ScoreArgs a, QuantizedRows out) {
+  const int64_t n_keys = a.dims.n_entries, n_query_rows = a.dims.n_tokens * a.dims.n_heads;
+  const int head_dim = static_cast<int>(a.dims.head_dim);
+  const int64_t warps = int64_t{gridDim.x} * blockDim.x / 32;
+  for (int64_t r = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / 32; r < n_keys + n_query_rows;
+       r += warps) {
+    if (r < n_keys) {
+      const float scale =
+          quantize_group(load_group(a.keys + r * head_dim, head_dim), out.keys + r * kRowBytes);
+      if (threadIdx.x % 32 == 0) out.key_scales[r] = scale;
+      continue;
+    }
+    const int64_t q = r - n_keys;
+    const float scale =
+        quantize_group(load_group(a.q + q * head_dim, head_dim), out.queries + q * kRowBytes);
+    if (threadIdx.x % 32 == 0) {
+      out.head_weights[q] =
+          __fmul_rn(__fmul_rn(a.weights[q], a.weight_scale), __fmul_rn(a.q_scale, scale));
+    }
+  }
+}
+
+struct GroupSmem {
+  uint8_t keys[WideTile::kEntries][kPitch];
+  uint8_t queries[2][kHeads][kPitch];
+  float key_scale[WideTile::kEntries];
+  float head_weight[2][kHeads];
+  float partial[kMmaWarps][WideTile::kEntries];
+};
+
+// Rows [0, kRows) of a quantized tile into dst by 16-byte cp.async (zeros for a row r with
+// !valid(r)), 8 copies a row.
+template <int kRows, typename Valid>
+__device__ void copy_quantized_rows(const uint8_t* first, Valid valid, uint8_t (*dst)[kPitch]) {
+  for (int i = threadIdx.x; i < kRows * (kRowBytes / 16); i += kGroupThreads) {
+    const int r = i / (kRowBytes / 16), part = i % (kRowBytes / 16);
+    const bool ok = valid(r);
+    cp_async16(&dst[r][16 * part], ok ? first + r * kRowBytes + 16 * part : first, ok);
+  }
+}
+
+// Block (group, tile): the scores of keys [64 · tile, + 64) for queries [group · G, + G), one
+// (query, 64-head pass) a step: the next step's head rows and weights land in one buffer while
+// this step's multiply from the other.
+__global__ void __launch_bounds__(kGroupThreads)
+    indexer_fp8_group_kernel(ScoreArgs a, QuantizedRows rows, int group_queries) {
+  constexpr int kEntries = WideTile::kEntries;
+  __shared__ GroupSmem s;
+  const int64_t n_keys = a.dims.n_entries, n_heads = a.dims.n_heads;
+  const int64_t n0 = int64_t{blockIdx.y} * kEntries;
+  const int64_t t0 = int64_t{blockIdx.x} * group_queries;
+  const int64_t n_queries = std::min<int64_t>(group_queries, a.dims.n_tokens - t0);
+  const int64_t passes = (n_heads + kHeads - 1) / kHeads;
+  const int64_t steps = n_queries * passes;
+  const int head_dim = static_cast<int>(a.dims.head_dim);
+
+  copy_quantized_rows<kEntries>(
+      rows.keys + n0 * kRowBytes, [&](int r) { return n0 + r < n_keys; }, s.keys);
+  if (threadIdx.x < kEntries) {
+    const bool valid = n0 + threadIdx.x < n_keys;
+    cp_async4(&s.key_scale[threadIdx.x], rows.key_scales + (valid ? n0 + threadIdx.x : 0), valid);
+  }
+  // Step i's head rows (query t0 + i / passes, heads h0 … h0 + 63) into buffer i % 2.
+  const auto load_step = [&](int64_t i) {
+    const int64_t t = t0 + i / passes, h0 = i % passes * kHeads;
+    const int buffer = static_cast<int>(i % 2);
+    copy_quantized_rows<kHeads>(
+        rows.queries + (t * n_heads + h0) * kRowBytes, [&](int r) { return h0 + r < n_heads; },
+        s.queries[buffer]);
+    if (threadIdx.x < kHeads) {
+      const bool valid = h0 + threadIdx.x < n_heads;
+      cp_async4(&s.head_weight[buffer][threadIdx.x],
+                rows.head_weights + t * n_heads + (valid ? h0 + threadIdx.x : 0), valid);
+    }
+  };
+  load_step(0);
+  cp_async_commit();
+  float key_sum[kEntries / 8][2] = {};
+  for (int64_t i = 0; i < steps; ++i) {
+    if (i + 1 < steps) load_step(i + 1);  // its buffer's readers passed the last barrier
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();  // step i's rows (and the keys) landed
+    multiply_heads<kEntries>(s.queries[i % 2], s.keys, s.head_weight[i % 2], head_dim, key_sum);
+    if (i % passes == passes - 1) {
+      const int64_t t = t0 + i / passes;
+      store_scores<kEntries>(key_sum, s.partial, s.key_scale, n0, n_keys,
+                             a.scores + t * a.dims.n_entries);
+#pragma unroll
+      for (int n = 0; n < kEntries / 8; ++n) key_sum[n][0] = key_sum[n][1] = 0.0f;
+    }
+    __syncthreads();  // every warp done with buffer i % 2 (step i + 2's) and with `partial`
+  }
+}
+
+// The shared-keys path: the call's rows quantized into scratch, then the scoring blocks, with
+// the fewest queries a group that still gives the SMs about eight blocks each.
+Status score_with_shared_keys(const ScoreArgs& a) {
+  const int64_t n_keys = a.dims.n_entries, n_query_rows = a.dims.n_tokens * a.dims.n_heads;
+  const int64_t code_bytes = (n_keys + n_query_rows) * kRowBytes;
+  static_assert(kRowBytes + sizeof(float) == kIndexerFp8RowBytes);
+  DSV4_ASSIGN_OR_RETURN(
+      const Scratch scratch,
+      Scratch::allocate(static_cast<size_t>((n_keys + n_query_rows) * kIndexerFp8RowBytes)));
+  QuantizedRows rows;
+  rows.keys = scratch.as<uint8_t>();
+  rows.queries = rows.keys + n_keys * kRowBytes;
+  rows.key_scales = reinterpret_cast<float*>(rows.keys + code_bytes);
+  rows.head_weights = rows.key_scales + n_keys;
+  const int64_t row_warps = n_keys + n_query_rows;
+  const unsigned blocks = static_cast<unsigned>(
+      std::min<int64_t>(ceil_div(row_warps * 32, kElementThreads), 8 * int64_t{sm_count()}));
+  quantize_call_rows_kernel<<<blocks, kElementThreads, 0, op_stream()>>>(a, rows);
+  check_launch();
+  const int64_t n_tiles = ceil_div(n_keys, int64_t{WideTile::kEntries});
+  const int group = static_cast<int>(std::clamp<int64_t>(
+      a.dims.n_tokens * n_tiles / (8 * int64_t{sm_count()}), 1, kMaxGroupQueries));
+  const dim3 grid(static_cast<unsigned>(ceil_div(a.dims.n_tokens, int64_t{group})),
+                  static_cast<unsigned>(n_tiles));
+  indexer_fp8_group_kernel<<<grid, kGroupThreads, 0, op_stream()>>>(a, rows, group);
+  check_launch();
+  return ok_status();
+}
+
 template <typename T>
 void launch_scores(const ScoreArgs& a, int64_t n_tiles) {
   static_assert(sizeof(typename T::Smem) <= 48 * 1024);
@@ -243,16 +410,17 @@ void launch_scores(const ScoreArgs& a, int64_t n_tiles) {
 
 }  // namespace
 
-void indexer_scores_fp8(const IndexerScoreParams& p) {
+Status indexer_scores_fp8(const IndexerScoreParams& p) {
   const IndexerDims dims = indexer_fp8_dims(p);
-  if (dims.n_tokens * dims.n_entries == 0) return;
+  if (dims.n_tokens * dims.n_entries == 0) return ok_status();
   ScoreArgs a(p, dims);
   // Few rows (the narrow tiles within one wave): a narrow tile a block.
   const int64_t n_narrow = ceil_div(dims.n_entries, int64_t{NarrowTile::kEntries});
   if (dims.n_tokens * n_narrow <= sm_count()) {
     launch_scores<NarrowTile>(a, n_narrow);
-    return;
+    return ok_status();
   }
+  if (dims.key_addresses == nullptr) return score_with_shared_keys(a);
   // Tiles a block: one while the grid is at most about four blocks an SM, else up to
   // kMaxTilesPerBlock, so that a long context's blocks (B = 32 at 64k: 8192 tiles) quantize their
   // queries once for several tiles instead of once a tile.
@@ -260,6 +428,7 @@ void indexer_scores_fp8(const IndexerScoreParams& p) {
   a.tiles_per_block = static_cast<int>(std::clamp<int64_t>(
       dims.n_tokens * n_tiles / (4 * int64_t{sm_count()}), 1, kMaxTilesPerBlock));
   launch_scores<WideTile>(a, n_tiles);
+  return ok_status();
 }
 
 }  // namespace dsv4::kernels::cuda
