@@ -1,11 +1,11 @@
 // Which rank holds what under expert parallelism over --gpus N (expert_parallel.h), from a config
 // alone, so it prints before anything loads (`dsv4 check --plan --gpus N`) and the engine
-// refuses a plan that does not fit its GPUs before it loads a byte (check_ep_fits); and again
-// from the checkpoint as bound (checkpoint::LoadPlan, before a tensor is decoded), whose bytes
-// may exceed what its config declares (check_bound_ep_fits). The loader
-// stages every main layer's NVFP4 routed experts in pinned host memory (placement.h), each rank
-// copies its contiguous shard of them (kernels/ep/expert_sharding.h) to its GPU
-// (expert_shards.h), and then the host copies are freed: nothing stays in host memory. The
+// refuses a plan that does not fit its GPUs before it loads a byte (check_ep_fits); then from
+// the checkpoint as bound (checkpoint::LoadPlan, before a tensor is decoded), whose bytes may
+// exceed what its config declares (check_bound_ep_fits). The loader stages every main layer's
+// NVFP4 routed experts in pinned host memory (placement.h), each rank copies its contiguous
+// shard of them (kernels/ep/expert_sharding.h) to its GPU (expert_shards.h), and then the host
+// copies are freed: nothing stays in host memory. The
 // leader (rank 0) holds every other weight (attention, the shared experts, routers,
 // embeddings, the head, the MTP block with its experts), the caches, and room to gather one
 // layer's routed experts whole: a step above the fused expert kernels' range runs every expert
@@ -44,8 +44,7 @@ struct EpMemoryPlan {
   // and what stays there once the ranks have their copies: nothing (docs/ep.md §7).
   int64_t host_bytes = 0;
   int64_t host_bytes_kept = 0;
-  int64_t largest_layer =
-      0;  // R > 1: one main layer's routed codes and block scales, rank 0's copy
+  int64_t largest_layer = 0;  // R > 1: one main layer's routed codes and block scales, rank 0's copy
 };
 
 // R in 1..8 and R ≤ E, else invalid_argument naming both. One rank is the single-GPU engine:
