@@ -153,8 +153,12 @@ LoadPlan plan_load(const Binding& binding, const ExpertPacking& packing,
     } else if (packing.packed(slot)) {
       plan.packed_expert_bytes += ExpertPacking::packed_bytes(slot);
       const auto layer = static_cast<size_t>(slot.layer);
-      if (plan.expert_bulk_bytes.size() <= layer) plan.expert_bulk_bytes.resize(layer + 1);
+      if (plan.expert_bulk_bytes.size() <= layer) {
+        plan.expert_bulk_bytes.resize(layer + 1);
+        plan.expert_packed_bytes.resize(layer + 1);
+      }
       plan.expert_bulk_bytes[layer] += ExpertPacking::bulk_bytes(slot);
+      plan.expert_packed_bytes[layer] += ExpertPacking::packed_bytes(slot);
     } else if (slot_spec(slot.param).storage == Storage::kIndex) {
       plan.index_elements += slot.shape.numel();
     } else {
@@ -250,6 +254,15 @@ Result<Opened> open_and_bind(const std::string& model_dir, const LoadOptions& op
   return Opened{std::move(config), std::move(files), std::move(binding)};
 }
 
+// What a load of the bound checkpoint will hold (LoadOptions::before_decode's plan).
+LoadPlan plan_load(const Opened& opened, const ExpertPacking& packing, const LoadReport& report,
+                   const LoadOptions& options) {
+  LoadPlan plan = plan_load(opened.binding, packing, options);
+  plan.first_problem = report.first_problem();
+  plan.n_layer = opened.config.n_layer;
+  return plan;
+}
+
 }  // namespace
 
 Result<LoadedModel> load_model(const std::string& model_dir, const LoadOptions& options) {
@@ -262,13 +275,18 @@ Result<LoadedModel> load_model(const std::string& model_dir, const LoadOptions& 
   const ExpertPacking packing =
       ExpertPacking::plan(opened.binding, w.config, options.keep_fp4_packed, model.report);
   if (options.before_decode) {
-    LoadPlan plan = plan_load(opened.binding, packing, options);
-    plan.first_problem = model.report.first_problem();
-    plan.n_layer = w.config.n_layer;
-    DSV4_RETURN_IF_ERROR(options.before_decode(plan));
+    DSV4_RETURN_IF_ERROR(options.before_decode(plan_load(opened, packing, model.report, options)));
   }
   DSV4_RETURN_IF_ERROR(decode_all(opened.binding, w.config, options, packing, &w, model.report));
   return model;
+}
+
+Result<LoadPlan> plan_model(const std::string& model_dir, const LoadOptions& options) {
+  DSV4_ASSIGN_OR_RETURN(Opened opened, open_and_bind(model_dir, options));
+  LoadReport& report = opened.binding.report;
+  const ExpertPacking packing =
+      ExpertPacking::plan(opened.binding, opened.config, options.keep_fp4_packed, report);
+  return plan_load(opened, packing, report, options);
 }
 
 Result<LoadReport> check_model(const std::string& model_dir, const LoadOptions& options) {

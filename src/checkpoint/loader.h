@@ -26,6 +26,10 @@ struct LoadPlan {
   // Per layer: its NVFP4 stacks' codes and block scales, the part of packed_expert_bytes that
   // expert offload may keep in host memory (expert_offload.h); 0 for a layer decoded to f32.
   std::vector<int64_t> expert_bulk_bytes;
+  // Per layer (as many as expert_bulk_bytes): its NVFP4 stacks whole, codes, block scales and
+  // global scales, so that what the main layers hold parts from the MTP blocks'
+  // (runtime/ep_memory_plan.h shards the main layers' only); packed_expert_bytes is their sum.
+  std::vector<int64_t> expert_packed_bytes;
   int64_t n_layer = 0;        // main layers: expert_bulk_bytes past them are the MTP blocks'
   std::string first_problem;  // the binding's first problem; empty when it binds cleanly
   // The fewest bytes the weights can take on a GPU, where a value not kept packed is at least a
@@ -108,6 +112,10 @@ struct LoadedModel {
   LoadReport report;
 };
 Result<LoadedModel> load_model(const std::string& model_dir, const LoadOptions& options = {});
+
+// Binds without decoding anything: the plan load_model with the same options hands
+// before_decode (`dsv4 check --plan` prints the expert-parallel plan of it).
+Result<LoadPlan> plan_model(const std::string& model_dir, const LoadOptions& options = {});
 
 // Binds and scans without keeping the weights (each tensor is decoded into scratch memory and
 // dropped): `dsv4 check` on checkpoints far larger than host memory in f32.

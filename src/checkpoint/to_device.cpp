@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -183,7 +184,9 @@ Result<LoadedModel> load_model_on(const std::string& model_dir, Device device,
     }
     return ok_status();
   };
+  const std::function<Status(const LoadPlan&)> caller_check = std::move(options.before_decode);
   options.before_decode = [&](const LoadPlan& plan) -> Status {
+    if (caller_check) DSV4_RETURN_IF_ERROR(caller_check(plan));
     DSV4_ASSIGN_OR_RETURN(const int64_t free_bytes, free_device_bytes(device));
     if (device != Device::kCuda) {
       // The host holds the weights: nothing to offload to.

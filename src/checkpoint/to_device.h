@@ -37,7 +37,9 @@ struct DevicePlacement {
 // weights are only valid when it is clean.
 // Before decoding anything it plans the placement (plan_expert_offload): a checkpoint too large
 // for the device, even with offload, fails in seconds, not after minutes of decoding. On the host
-// (Device::kCpu) nothing is offloaded.
+// (Device::kCpu) nothing is offloaded. The caller's `options.before_decode` runs first, and its
+// error stops the load as this plan's does (runtime/placement.h's check of every
+// expert-parallel rank); on_layer_loaded and keep_fp8 are load_model_on's own.
 Result<LoadedModel> load_model_on(const std::string& model_dir, Device device,
                                   const DevicePlacement& placement = {}, LoadOptions options = {});
 

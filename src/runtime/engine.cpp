@@ -173,17 +173,24 @@ Result<Engine> Engine::open(const EngineOptions& options) {
   // On a GPU the placement leaves room for a step (runtime/step_memory_plan.h), from the config.
   runtime::StepMemoryPlan step;
   int64_t ep_leader_experts = 0;  // under --gpus N, rank 0's share of each layer's experts
+  checkpoint::LoadOptions load_options;
   if (device == Device::kCuda) {
     DSV4_ASSIGN_OR_RETURN(const checkpoint::ModelConfig config,
                           checkpoint::load_model_config(options.model_dir));
     step = runtime::plan_step_memory(options, config);
     DSV4_ASSIGN_OR_RETURN(ep_leader_experts, runtime::check_ep_memory(options, config));
+    // The checkpoint may hold more than its config declares: checked again once it is bound.
+    load_options.before_decode = [&options, config,
+                                  &ep_leader_experts](const checkpoint::LoadPlan& bound) {
+      return runtime::check_bound_ep_memory(options, config, bound, ep_leader_experts);
+    };
   }
   const checkpoint::DevicePlacement placement = runtime::device_placement(options, step.total());
-  DSV4_ASSIGN_OR_RETURN(checkpoint::LoadedModel loaded,
-                        device == Device::kCpu
-                            ? checkpoint::load_model(options.model_dir)
-                            : checkpoint::load_model_on(options.model_dir, device, placement));
+  DSV4_ASSIGN_OR_RETURN(
+      checkpoint::LoadedModel loaded,
+      device == Device::kCpu
+          ? checkpoint::load_model(options.model_dir)
+          : checkpoint::load_model_on(options.model_dir, device, placement, load_options));
   if (!loaded.report.clean()) {
     return data_loss(options.model_dir +
                      ": checkpoint does not bind cleanly: " + loaded.report.first_problem());

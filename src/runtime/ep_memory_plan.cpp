@@ -1,7 +1,9 @@
 #include "runtime/ep_memory_plan.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdio>
+#include <numeric>
 
 #include "base/check.h"
 #include "checkpoint/tensor_names.h"
@@ -58,6 +60,43 @@ void place_shards(EpMemoryPlan& plan, const kernels::ep::ExpertSharding& shardin
   }
 }
 
+// The plan of weights whose main layers' NVFP4 routed stacks take `routed` bytes (of them each
+// main layer's codes and block scales `layer_bulk`), each layer's `n_experts` split evenly over
+// `n_ranks`, and `other` bytes besides, all rank 0's: the MTP block's experts are not sharded
+// (they load onto rank 0's GPU and run there), nor are dense ones (make_placement runs them on
+// rank 0). Over several ranks the loader stages the bulk in host memory and rank 0 keeps room to
+// gather the largest layer.
+Result<EpMemoryPlan> lay_out(int64_t n_experts, int n_ranks, int64_t routed, int64_t other,
+                             const std::vector<int64_t>& layer_bulk) {
+  DSV4_ASSIGN_OR_RETURN(const kernels::ep::ExpertSharding sharding,
+                        kernels::ep::ExpertSharding::create(n_experts, n_ranks));
+  EpMemoryPlan plan;
+  plan.routed_expert_bytes = routed;
+  plan.other_weight_bytes = other;
+  if (n_ranks > 1) {
+    for (const int64_t bulk : layer_bulk) {
+      plan.host_bytes += bulk;
+      plan.largest_layer = std::max(plan.largest_layer, bulk);
+    }
+  }
+  place_shards(plan, sharding);
+  return plan;
+}
+
+// The first rank whose GPU (rank r's is devices[r], with free_bytes[r] free) cannot hold what it
+// needs, rank 0 with `headroom`; the rank count when every one fits.
+size_t first_rank_short(const EpMemoryPlan& plan, const std::vector<int>& devices,
+                        const std::vector<int64_t>& free_bytes, int64_t headroom) {
+  const size_t n_ranks = plan.ranks.size();
+  DSV4_CHECK(devices.size() == n_ranks && free_bytes.size() == n_ranks,
+             "check_ep_fits: %zu devices and %zu free sizes for %zu ranks", devices.size(),
+             free_bytes.size(), n_ranks);
+  for (size_t r = 0; r < n_ranks; ++r) {
+    if (rank_device_bytes(plan, static_cast<int>(r), headroom) > free_bytes[r]) return r;
+  }
+  return n_ranks;
+}
+
 // The most any rank's GPU must hold, rank 0 with `headroom`.
 int64_t fullest_rank_bytes(const EpMemoryPlan& plan, int64_t headroom) {
   int64_t largest = 0;
@@ -73,35 +112,61 @@ std::string gib(int64_t bytes) {
   return text;
 }
 
+// Why rank r of `plan` does not fit its GPU (first_rank_short's): the bytes it needs, part by
+// part, and those its GPU has free; `what` follows the GPU count (", the checkpoint as bound").
+std::string refusal(const EpMemoryPlan& plan, const std::string& what,
+                    const std::vector<int>& devices, const std::vector<int64_t>& free_bytes,
+                    int64_t headroom, size_t r) {
+  const RankBytes& b = plan.ranks[r];
+  const int64_t need = rank_device_bytes(plan, static_cast<int>(r), headroom);
+  std::string parts = "its experts " + std::to_string(b.first_expert) + "-" +
+                      std::to_string(b.first_expert + b.n_experts - 1) + " of every layer " +
+                      gib(b.experts);
+  if (r == 0) {
+    parts += ", every other weight " + gib(b.other_weights) + ", room to gather a layer " +
+             gib(b.layer_copy) + ", caches and scratch " + gib(headroom);
+  }
+  const std::string gpu = "GPU " + std::to_string(devices[r]);
+  return "expert parallelism over " + std::to_string(plan.ranks.size()) + " GPUs" + what +
+         ": rank " + std::to_string(r) + " on " + gpu + " needs " + gib(need) + " (" + parts +
+         "), and " + gpu + " has " + gib(free_bytes[r]) + " free (" + std::to_string(need) +
+         " bytes needed, " + std::to_string(free_bytes[r]) + " free)";
+}
+
 }  // namespace
 
 Result<EpMemoryPlan> plan_ep_memory(const checkpoint::ModelConfig& config, int n_ranks) {
-  DSV4_ASSIGN_OR_RETURN(const kernels::ep::ExpertSharding sharding,
-                        kernels::ep::ExpertSharding::create(config.n_routed_experts, n_ranks));
-  EpMemoryPlan plan;
-  const bool staged = n_ranks > 1;  // the loader leaves every NVFP4 stack's bulk in host memory
-  int64_t largest_layer = 0;        // one main layer's routed codes and block scales
+  int64_t routed = 0, other = 0;
+  std::vector<int64_t> layer_bulk;  // each main layer's routed codes and block scales
   for (int64_t layer = -1; layer < config.n_layer + config.n_mtp_layers; ++layer) {
-    int64_t layer_bulk = 0;
+    const bool main = layer >= 0 && layer < config.n_layer;
+    int64_t bulk = 0;
     for (const checkpoint::SlotSpec* spec : checkpoint::block_slots(config, layer)) {
       const Shape shape = checkpoint::slot_shape(spec->param, config, layer);
       const int64_t bytes = slot_bytes(config, *spec, shape);
-      // Codes and block scales; the per-matrix global scales stay on the GPU.
-      const int64_t bulk = spec->storage == Storage::kExperts ? bytes - 4 * shape[0] : 0;
-      if (spec->storage == Storage::kExperts && layer >= 0 && layer < config.n_layer) {
-        plan.routed_expert_bytes += bytes;
-        layer_bulk += bulk;
-        if (staged) plan.host_bytes += bulk;
+      if (spec->storage == Storage::kExperts && main) {
+        routed += bytes;
+        bulk += bytes - 4 * shape[0];  // the per-matrix global scales stay on the GPU
       } else {
-        // The MTP block's experts are not sharded: they load onto rank 0's GPU and run there.
-        plan.other_weight_bytes += bytes;
+        other += bytes;
       }
     }
-    largest_layer = std::max(largest_layer, layer_bulk);
+    if (main) layer_bulk.push_back(bulk);
   }
-  plan.largest_layer = staged ? largest_layer : 0;
-  place_shards(plan, sharding);
-  return plan;
+  return lay_out(config.n_routed_experts, n_ranks, routed, other, layer_bulk);
+}
+
+Result<EpMemoryPlan> plan_ep_memory(const checkpoint::LoadPlan& bound, int64_t n_experts,
+                                    int n_ranks) {
+  DSV4_CHECK(bound.expert_packed_bytes.size() == bound.expert_bulk_bytes.size(),
+             "plan_ep_memory: %zu layers' packed bytes and %zu layers' bulk",
+             bound.expert_packed_bytes.size(), bound.expert_bulk_bytes.size());
+  const auto n_main = static_cast<std::ptrdiff_t>(std::min(
+      bound.expert_bulk_bytes.size(), static_cast<size_t>(std::max<int64_t>(bound.n_layer, 0))));
+  const int64_t routed = std::accumulate(bound.expert_packed_bytes.begin(),
+                                         bound.expert_packed_bytes.begin() + n_main, int64_t{0});
+  return lay_out(n_experts, n_ranks, routed, bound.min_device_bytes() - routed,
+                 {bound.expert_bulk_bytes.begin(), bound.expert_bulk_bytes.begin() + n_main});
 }
 
 Result<EpMemoryPlan> with_leader_experts(const EpMemoryPlan& plan, int64_t leader_experts) {
@@ -130,29 +195,45 @@ int64_t rank_device_bytes(const EpMemoryPlan& plan, int rank, int64_t headroom) 
 
 Status check_ep_fits(const EpMemoryPlan& plan, const std::vector<int>& devices,
                      const std::vector<int64_t>& free_bytes, int64_t headroom) {
-  const size_t n_ranks = plan.ranks.size();
-  DSV4_CHECK(devices.size() == n_ranks && free_bytes.size() == n_ranks,
-             "check_ep_fits: %zu devices and %zu free sizes for %zu ranks", devices.size(),
-             free_bytes.size(), n_ranks);
-  for (size_t r = 0; r < n_ranks; ++r) {
-    const RankBytes& b = plan.ranks[r];
-    const int64_t need = rank_device_bytes(plan, static_cast<int>(r), headroom);
-    if (need <= free_bytes[r]) continue;
-    std::string parts = "its experts " + std::to_string(b.first_expert) + "-" +
-                        std::to_string(b.first_expert + b.n_experts - 1) + " of every layer " +
-                        gib(b.experts);
-    if (r == 0) {
-      parts += ", every other weight " + gib(b.other_weights) + ", room to gather a layer " +
-               gib(b.layer_copy) + ", caches and scratch " + gib(headroom);
+  const size_t r = first_rank_short(plan, devices, free_bytes, headroom);
+  if (r == plan.ranks.size()) return ok_status();
+  return resource_exhausted(refusal(plan, "", devices, free_bytes, headroom, r));
+}
+
+Status check_bound_ep_fits(const EpMemoryPlan& bound, const EpMemoryPlan& declared,
+                           const std::vector<int>& devices, const std::vector<int64_t>& free_bytes,
+                           int64_t headroom) {
+  DSV4_CHECK(declared.ranks.size() == bound.ranks.size(),
+             "check_bound_ep_fits: %zu ranks declared, %zu bound", declared.ranks.size(),
+             bound.ranks.size());
+  const size_t r = first_rank_short(bound, devices, free_bytes, headroom);
+  if (r == bound.ranks.size()) return ok_status();
+  std::string message =
+      refusal(bound, ", the checkpoint as bound", devices, free_bytes, headroom, r);
+  const RankBytes &as_bound = bound.ranks[r], &planned = declared.ranks[r];
+  if (as_bound.total() > planned.total()) {
+    std::string parts;
+    const auto compare = [&](const char* what, int64_t got, int64_t want) {
+      if (got == want) return;
+      parts +=
+          std::string(parts.empty() ? "" : ", ") + what + " " + gib(got) + " against " + gib(want);
+    };
+    compare("its experts", as_bound.experts, planned.experts);
+    compare("every other weight", as_bound.other_weights, planned.other_weights);
+    compare("room to gather a layer", as_bound.layer_copy, planned.layer_copy);
+    if (as_bound.other_weights > planned.other_weights) {
+      parts +=
+          "; a linear the config declares FP8 but the checkpoint stores in bf16 takes about "
+          "twice its bytes";
     }
-    const std::string gpu = "GPU " + std::to_string(devices[r]);
-    return resource_exhausted("expert parallelism over " + std::to_string(n_ranks) +
-                              " GPUs: rank " + std::to_string(r) + " on " + gpu + " needs " +
-                              gib(need) + " (" + parts + "), and " + gpu + " has " +
-                              gib(free_bytes[r]) + " free (" + std::to_string(need) +
-                              " bytes needed, " + std::to_string(free_bytes[r]) + " free)");
+    message += "; the checkpoint stores more than its config declares: rank " + std::to_string(r) +
+               " needs " + std::to_string(as_bound.total() - planned.total()) +
+               " bytes more than the config's plan gave it (" + parts + ")";
   }
-  return ok_status();
+  message += "; the split chosen before loading, from the config (rank 0 owning " +
+             std::to_string(bound.ranks.front().n_experts) +
+             " experts of each layer), does not hold for the checkpoint as bound";
+  return resource_exhausted(message);
 }
 
 std::string describe(const EpMemoryPlan& plan, int64_t headroom) {

@@ -1,16 +1,19 @@
 // Which rank holds what under expert parallelism over --gpus N (expert_parallel.h), from a config
 // alone, so it prints before anything loads (`dsv4 check --plan --gpus N`) and the engine
-// refuses a plan that does not fit its GPUs before it loads a byte (check_ep_fits). The loader
-// stages every main layer's NVFP4 routed experts in pinned host memory (placement.h), each rank
-// copies its contiguous shard of them (kernels/ep/expert_sharding.h) to its GPU
-// (expert_shards.h), and then the host copies are freed: nothing stays in host memory. The
+// refuses a plan that does not fit its GPUs before it loads a byte (check_ep_fits); then from
+// the checkpoint as bound (checkpoint::LoadPlan, before a tensor is decoded), whose bytes may
+// exceed what its config declares (check_bound_ep_fits). The loader stages every main layer's
+// NVFP4 routed experts in pinned host memory (placement.h), each rank copies its contiguous
+// shard of them (kernels/ep/expert_sharding.h) to its GPU (expert_shards.h), and then the host
+// copies are freed: nothing stays in host memory. The
 // leader (rank 0) holds every other weight (attention, the shared experts, routers,
 // embeddings, the head, the MTP block with its experts), the caches, and room to gather one
 // layer's routed experts whole: a step above the fused expert kernels' range runs every expert
 // on rank 0 (expert_parallel.h). The ranks' barriers are on the host, so no rank holds an EP
 // buffer. Values count as LoadPlan::min_device_bytes does: a non-expert value at least a bf16,
-// except the linears the release stores in FP8 where the config declares them
-// (ModelConfig::fp8_linears): a byte a value and their block scales, as a GPU keeps them.
+// except the linears kept in FP8, a byte a value and their block scales, as a GPU keeps them:
+// the config's plan counts so the linears the release stores in FP8 where the config declares
+// them (ModelConfig::fp8_linears), the bound plan the linears the checkpoint stores in FP8.
 //
 // Dimension letters: R ranks, E routed experts.
 #pragma once
@@ -20,6 +23,7 @@
 #include <vector>
 
 #include "checkpoint/config.h"
+#include "checkpoint/loader.h"
 #include "dsv4/status.h"
 
 namespace dsv4::runtime {
@@ -47,6 +51,15 @@ struct EpMemoryPlan {
 // every weight on the GPU, nothing in host memory, no layer copy. The experts split evenly.
 Result<EpMemoryPlan> plan_ep_memory(const checkpoint::ModelConfig& config, int n_ranks);
 
+// The same plan from what the checkpoint as bound holds (`bound`: a GPU load's, FP8 linears kept
+// FP8), each layer's `n_experts` split over `n_ranks`: the main layers' NVFP4 stacks
+// (LoadPlan::expert_packed_bytes, their codes and block scales expert_bulk_bytes) are sharded;
+// everything else is rank 0's at LoadPlan::min_device_bytes' count, the MTP blocks' experts
+// (past LoadPlan::n_layer) and any routed experts decoded dense with it. Where the checkpoint
+// stores what its config declares, it equals plan_ep_memory(config, n_ranks).
+Result<EpMemoryPlan> plan_ep_memory(const checkpoint::LoadPlan& bound, int64_t n_experts,
+                                    int n_ranks);
+
 // The plan with rank 0 owning `leader_experts` of each layer's experts and the other ranks an
 // even split of the rest (kernels/ep/expert_sharding.h with_leader, whose refusals it returns).
 Result<EpMemoryPlan> with_leader_experts(const EpMemoryPlan& plan, int64_t leader_experts);
@@ -67,6 +80,15 @@ int64_t rank_device_bytes(const EpMemoryPlan& plan, int rank, int64_t headroom);
 // bytes it needs and those free.
 Status check_ep_fits(const EpMemoryPlan& plan, const std::vector<int>& devices,
                      const std::vector<int64_t>& free_bytes, int64_t headroom);
+
+// check_ep_fits for the bound plan (`bound`), laid with the leader's experts chosen before
+// loading as `declared`, the config's plan, was. Its refusal says it is the checkpoint as bound
+// that does not fit, that the split chosen from the config (rank 0's experts) does not hold, and,
+// where the refused rank needs more than `declared` gave it, that the checkpoint stores more
+// than its config declares, by how many bytes and in which part.
+Status check_bound_ep_fits(const EpMemoryPlan& bound, const EpMemoryPlan& declared,
+                           const std::vector<int>& devices, const std::vector<int64_t>& free_bytes,
+                           int64_t headroom);
 
 // A GPU kind the plan is laid against, with the memory nvidia-smi reports for it.
 struct GpuKind {

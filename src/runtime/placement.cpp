@@ -52,6 +52,33 @@ Status check_gpus(const EngineOptions& options) {
   return ok_status();
 }
 
+// What --gpus N's plans are laid against: rank r's GPU devices[r], with free_bytes[r] free now,
+// and the room rank 0 keeps for the prefix cache and a step.
+struct EpGpus {
+  std::vector<int> devices;
+  std::vector<int64_t> free_bytes;
+  int64_t headroom = 0;
+};
+
+Result<EpGpus> ep_gpus(const EngineOptions& options, const checkpoint::ModelConfig& config) {
+  EpGpus gpus;
+  gpus.devices = rank_devices(options);
+  const int was = current_device();
+  for (const int device : gpus.devices) {
+    Status asked = use_device(device);
+    Result<int64_t> free = asked.ok() ? free_device_bytes(Device::kCuda) : Result<int64_t>(asked);
+    if (!free.ok()) {
+      (void)use_device(was);  // the error below is the one to report
+      return free.status();
+    }
+    gpus.free_bytes.push_back(*free);
+  }
+  DSV4_RETURN_IF_ERROR(use_device(was));
+  const int64_t step_bytes = plan_step_memory(options, config).total();
+  gpus.headroom = device_placement(options, step_bytes).device_headroom;
+  return gpus;
+}
+
 }  // namespace
 
 Status check_parallelism(const EngineOptions& options) {
@@ -83,25 +110,29 @@ Result<int64_t> check_ep_memory(const EngineOptions& options,
   if (options.gpus <= 1) return int64_t{0};
   DSV4_ASSIGN_OR_RETURN(const EpMemoryPlan even,
                         plan_ep_memory(config, static_cast<int>(options.expert_parallel)));
-  const std::vector<int> devices = rank_devices(options);
-  std::vector<int64_t> free_bytes;
-  const int was = current_device();
-  for (const int device : devices) {
-    Status asked = use_device(device);
-    Result<int64_t> free = asked.ok() ? free_device_bytes(Device::kCuda) : Result<int64_t>(asked);
-    if (!free.ok()) {
-      (void)use_device(was);  // the error below is the one to report
-      return free.status();
-    }
-    free_bytes.push_back(*free);
-  }
-  DSV4_RETURN_IF_ERROR(use_device(was));
-  const int64_t step_bytes = plan_step_memory(options, config).total();
-  const int64_t headroom = device_placement(options, step_bytes).device_headroom;
-  const int64_t leader = leader_experts_to_fit(even, free_bytes.front(), headroom);
+  DSV4_ASSIGN_OR_RETURN(const EpGpus gpus, ep_gpus(options, config));
+  const int64_t leader = leader_experts_to_fit(even, gpus.free_bytes.front(), gpus.headroom);
   DSV4_ASSIGN_OR_RETURN(const EpMemoryPlan plan, with_leader_experts(even, leader));
-  DSV4_RETURN_IF_ERROR(check_ep_fits(plan, devices, free_bytes, headroom));
+  DSV4_RETURN_IF_ERROR(check_ep_fits(plan, gpus.devices, gpus.free_bytes, gpus.headroom));
   return leader;
+}
+
+Status check_bound_ep_memory(const EngineOptions& options, const checkpoint::ModelConfig& config,
+                             const checkpoint::LoadPlan& bound, int64_t leader_experts) {
+  // A checkpoint that does not bind cleanly lacks slots in its plan; the engine refuses it for
+  // the binding's problem once it has loaded.
+  if (options.gpus <= 1 || !bound.first_problem.empty()) return ok_status();
+  const int ranks = static_cast<int>(options.expert_parallel);
+  DSV4_ASSIGN_OR_RETURN(const EpMemoryPlan declared, plan_ep_memory(config, ranks));
+  DSV4_ASSIGN_OR_RETURN(const EpMemoryPlan as_bound,
+                        plan_ep_memory(bound, config.n_routed_experts, ranks));
+  DSV4_ASSIGN_OR_RETURN(const EpGpus gpus, ep_gpus(options, config));
+  DSV4_ASSIGN_OR_RETURN(const EpMemoryPlan declared_laid,
+                        with_leader_experts(declared, leader_experts));
+  DSV4_ASSIGN_OR_RETURN(const EpMemoryPlan bound_laid,
+                        with_leader_experts(as_bound, leader_experts));
+  return check_bound_ep_fits(bound_laid, declared_laid, gpus.devices, gpus.free_bytes,
+                             gpus.headroom);
 }
 
 StepMemoryPlan plan_step_memory(const EngineOptions& options,

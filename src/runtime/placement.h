@@ -35,6 +35,18 @@ Status check_parallelism(const EngineOptions& options);
 // layer, for make_placement; 0 on one GPU (nothing to check).
 Result<int64_t> check_ep_memory(const EngineOptions& options, const checkpoint::ModelConfig& config);
 
+// Under --gpus N, once the checkpoint is bound and before a tensor is decoded (the engine's
+// LoadOptions::before_decode): check_ep_memory's check again, from what the checkpoint as bound
+// holds (`bound`, ep_memory_plan.h's bound plan) rather than what `config` declares, against
+// each GPU's free memory now, rank 0 owning `leader_experts` (check_ep_memory's) of each layer.
+// A checkpoint stored otherwise than its config declares (bf16 linears under a config that
+// declares FP8) needs more; resource_exhausted then names the rank, the GPU, the bytes needed
+// and free, and the bytes the checkpoint stores beyond its config's plan, so the load stops in
+// seconds, not in a rank's copy. Nothing to check on one GPU, or for a checkpoint that does not
+// bind cleanly (the engine refuses it for that).
+Status check_bound_ep_memory(const EngineOptions& options, const checkpoint::ModelConfig& config,
+                             const checkpoint::LoadPlan& bound, int64_t leader_experts);
+
 // The device memory a step of the options' max_step_tokens holds (step_memory_plan.h), for
 // sequences of up to max_context positions; a step never feeds more than max_batch of them
 // whole, so the plan is for that many tokens at most.

@@ -284,9 +284,9 @@ TEST_F(LoaderTest, AnErrorFromOnLayerLoadedStopsTheLoad) {
 }
 
 // before_decode: the plan of a checkpoint with NVFP4 experts counts their packed bytes exactly
-// (codes, a UE4M3 scale per 16, a global scale per expert), every tid2eid entry, and every other
-// value; decoded to f32 instead, the experts move to the values. An error stops the load before
-// a byte is decoded.
+// (codes, a UE4M3 scale per 16, a global scale per expert), layer by layer, every tid2eid
+// entry, and every other value; decoded to f32 instead, the experts move to the values. An
+// error stops the load before a byte is decoded.
 TEST_F(LoaderTest, BeforeDecodeSeesThePlanAndCanStopTheLoad) {
   const SyntheticCheckpoint ckpt = official({LinearForm::kFp8E8m0, ExpertForm::kNvfp4, true});
   const Status written = ckpt.write(dir_.path(), testing::kTinyConfigJson, rng_.engine());
@@ -309,11 +309,21 @@ TEST_F(LoaderTest, BeforeDecodeSeesThePlanAndCanStopTheLoad) {
                 n_layers = config_.n_layer + config_.n_mtp_layers;  // the MTP block's experts too
   const int64_t per_layer = e * 2 * f * (d / 2 + d / 16) + 4 * e + e * d * (f / 2 + f / 16) + 4 * e;
   EXPECT_EQ(packed.packed_expert_bytes, n_layers * per_layer);
+  EXPECT_EQ(packed.expert_packed_bytes,
+            std::vector<int64_t>(static_cast<size_t>(n_layers), per_layer));
   EXPECT_EQ(dense.packed_expert_bytes, 0);
   EXPECT_EQ(dense.value_elements, packed.value_elements + n_layers * 3 * e * f * d);
   EXPECT_EQ(packed.index_elements, config_.vocab_size * config_.n_expert_used);  // layer 0
   EXPECT_EQ(packed.min_device_bytes(),
             packed.packed_expert_bytes + 2 * packed.value_elements + 8 * packed.index_elements);
+  // plan_model binds without decoding and gives the same plan.
+  const Result<LoadPlan> planned = plan_model(dir_.path());
+  ASSERT_TRUE(planned.ok()) << planned.status().to_string();
+  EXPECT_EQ(planned->min_device_bytes(), packed.min_device_bytes());
+  EXPECT_EQ(planned->expert_packed_bytes, packed.expert_packed_bytes);
+  EXPECT_EQ(planned->expert_bulk_bytes, packed.expert_bulk_bytes);
+  EXPECT_EQ(planned->n_layer, config_.n_layer);
+  EXPECT_EQ(planned->first_problem, "");
 
   size_t n_decoded = 0;
   options.progress = [&](size_t, size_t) { ++n_decoded; };

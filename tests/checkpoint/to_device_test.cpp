@@ -84,5 +84,26 @@ TEST(LoadModelOnTest, LayerByLayerComputesTheSameLogits) {
                                      "tiny_b_state_dict/reference.safetensors");
 }
 
+// The caller's before_decode sees the plan of the checkpoint as bound, before a tensor is
+// decoded, and its error stops the load (the engine's check of every expert-parallel rank).
+TEST(LoadModelOnTest, RunsTheCallersCheckBeforeDecoding) {
+  const std::string model_dir = testing::golden_path("tiny_d_state_dict/model");
+  const Result<LoadPlan> bound = plan_model(model_dir);
+  ASSERT_TRUE(bound.ok()) << bound.status().to_string();
+  LoadOptions options;
+  int64_t seen = -1;
+  size_t n_decoded = 0;
+  options.progress = [&n_decoded](size_t, size_t) { ++n_decoded; };
+  options.before_decode = [&seen](const LoadPlan& plan) {
+    seen = plan.min_device_bytes();
+    return resource_exhausted("rank 1 does not fit");
+  };
+  const Result<LoadedModel> placed = load_model_on(model_dir, Device::kCpu, {}, options);
+  ASSERT_FALSE(placed.ok());
+  EXPECT_EQ(placed.status().message(), "rank 1 does not fit");
+  EXPECT_EQ(seen, bound->min_device_bytes());
+  EXPECT_EQ(n_decoded, 0u);
+}
+
 }  // namespace
 }  // namespace dsv4::checkpoint

@@ -110,9 +110,36 @@ int run_check(const std::string& dir, const std::string& convention) {
   return clean ? 0 : 1;
 }
 
+// --plan for a checkpoint directory: the same plan from the checkpoint as bound (as a GPU load
+// binds it, FP8 linears kept FP8; nothing is decoded), which holds more than its config declares
+// where it stores wider values (bf16 linears under a config declaring FP8).
+void print_bound_plan(const std::string& dir, const runtime::EpMemoryPlan& declared,
+                      int64_t n_experts, int64_t headroom) {
+  checkpoint::LoadOptions options;
+  options.keep_fp8 = true;
+  const Result<checkpoint::LoadPlan> bound = checkpoint::plan_model(dir, options);
+  const int ranks = static_cast<int>(declared.ranks.size());
+  Result<runtime::EpMemoryPlan> plan = bound.ok()
+                                           ? runtime::plan_ep_memory(*bound, n_experts, ranks)
+                                           : Result<runtime::EpMemoryPlan>(bound.status());
+  if (!plan.ok() || !bound->first_problem.empty()) {
+    std::printf("as bound: not planned (%s)\n",
+                plan.ok() ? bound->first_problem.c_str() : plan.status().to_string().c_str());
+    return;
+  }
+  const int64_t beyond = plan->ranks.front().total() - declared.ranks.front().total();
+  std::printf("%s as bound: %s", dir.c_str(), runtime::describe(*plan, headroom).c_str());
+  if (beyond != 0) {
+    std::printf("as bound, rank 0 holds %lld bytes %s than the config declares\n",
+                static_cast<long long>(beyond < 0 ? -beyond : beyond),
+                beyond > 0 ? "more" : "fewer");
+  }
+}
+
 // --plan: the expert-parallel memory plan of `path` (a checkpoint directory or its config.json)
 // over `gpus` ranks, and what a step of max_step_tokens (0: the default) holds at the engine's
-// default batch and context, from the config alone: nothing is bound or loaded.
+// default batch and context, from the config alone (nothing is loaded); for a directory, then
+// from the checkpoint as bound (print_bound_plan).
 int run_plan(const std::string& path, int gpus, int64_t max_step_tokens) {
   Result<checkpoint::ModelConfig> config = std::filesystem::is_directory(path)
       ? checkpoint::load_model_config(path)
@@ -130,13 +157,14 @@ int run_plan(const std::string& path, int gpus, int64_t max_step_tokens) {
     return 1;
   }
   const runtime::StepMemoryPlan step = runtime::plan_step_memory(defaults, *config);
-  std::printf(
-      "%s: %s", path.c_str(),
-      runtime::describe(*plan, runtime::device_placement(defaults, step.total()).device_headroom)
-          .c_str());
+  const int64_t headroom = runtime::device_placement(defaults, step.total()).device_headroom;
+  std::printf("%s: %s", path.c_str(), runtime::describe(*plan, headroom).c_str());
   std::printf("at a batch of %lld and a context of %lld, %s\n",
               static_cast<long long>(defaults.max_batch),
               static_cast<long long>(defaults.max_context), runtime::describe(step).c_str());
+  if (std::filesystem::is_directory(path)) {
+    print_bound_plan(path, *plan, config->n_routed_experts, headroom);
+  }
   return 0;
 }
 
@@ -156,7 +184,8 @@ void register_check(CLI::App& app, int& exit_code) {
   auto gpus = std::make_shared<int>(1);
   cmd->add_flag("--plan", *plan,
                 "print which GPU holds what under expert parallelism over --gpus ranks, from the "
-                "config alone (DIR may be a config.json), and whether it fits H100s and H200s");
+                "config (DIR may be a config.json), then from the checkpoint as bound, and "
+                "whether it fits H100s and H200s");
   cmd->add_option("--gpus", *gpus, "ranks of the --plan, one a GPU")
       ->capture_default_str()
       ->check(CLI::Range(1, 8));
