@@ -410,13 +410,26 @@ Status write_shard(const PlannedShard& shard, const std::string& path, uint64_t 
 
 // ---- The config ----
 
+// The quantization_config of a checkpoint whose linears are stored as the release stores them
+// (fp8_linears): the release's own declaration (e4m3 in 128 × 128 blocks with power-of-two
+// scales), which the memory plans read (ModelConfig::fp8_linears); the experts' NVFP4 is told
+// by their tensors, as the release's FP4 experts are.
+format::Json release_fp8_quantization_config(const std::string& producer) {
+  return {{"quant_method", "fp8"},
+          {"fmt", "e4m3"},
+          {"scale_fmt", "ue8m0"},
+          {"activation_scheme", "dynamic"},
+          {"weight_block_size", {128, 128}},
+          {"producer", producer}};
+}
+
 // The original config cut to n_layers and n_mtp_layers: the per-layer lists to their first
 // n_layers entries (compress_ratios then keeps the first n_mtp_layers of its trailing MTP
-// entries), the hash layers among the first n_layers, and the quantization_config of a
-// `dsv4 quantize` output (the experts are NVFP4; the original's, e.g. FP8, would describe
-// weights this checkpoint does not have).
+// entries), the hash layers among the first n_layers, and a quantization_config of the weights
+// written: a `dsv4 quantize` output's (the experts are NVFP4; the original's, e.g. FP8, would
+// describe weights this checkpoint does not have), or with fp8_linears the release's FP8 one.
 format::Json cut_config(format::Json config, const ModelConfig& original, int64_t n_layers,
-                        int64_t n_mtp_layers, uint64_t seed) {
+                        int64_t n_mtp_layers, uint64_t seed, bool fp8_linears) {
   config["num_hidden_layers"] = n_layers;
   config["num_nextn_predict_layers"] = n_mtp_layers;
   for (const char* key : {"compress_ratios", "layer_types", "mlp_layer_types"}) {
@@ -432,9 +445,11 @@ format::Json cut_config(format::Json config, const ModelConfig& original, int64_
   if (config.contains("num_hash_layers")) {
     config["num_hash_layers"] = std::min(config["num_hash_layers"].get<int64_t>(), n_layers);
   }
-  config["quantization_config"] = checkpoint::nvfp4_quantization_config(
-      "synth_checkpoint (random weights, seed " + std::to_string(seed) + ")", "routed experts",
-      "one static value");
+  const std::string producer =
+      "synth_checkpoint (random weights, seed " + std::to_string(seed) + ")";
+  config["quantization_config"] = fp8_linears ? release_fp8_quantization_config(producer)
+                                              : checkpoint::nvfp4_quantization_config(
+                                                    producer, "routed experts", "one static value");
   return config;
 }
 
@@ -454,8 +469,8 @@ Result<std::string> synthetic_config_text(const SyntheticOptions& options) {
                             " (num_nextn_predict_layers of " + options.config_path + ")");
   }
   DSV4_ASSIGN_OR_RETURN(format::Json json, format::parse_json(text, options.config_path));
-  return cut_config(std::move(json), original, options.n_layers, options.n_mtp_layers,
-                    options.seed)
+  return cut_config(std::move(json), original, options.n_layers, options.n_mtp_layers, options.seed,
+                    options.fp8_linears)
              .dump(2) +
          "\n";
 }

@@ -93,6 +93,7 @@ void expect_first_layers_of(const std::string& original_path, const std::string&
   Result<format::Json> config = format::parse_json(config_text.ok() ? *config_text : "{}", "out");
   ASSERT_TRUE(config.ok());
   EXPECT_EQ((*config)["quantization_config"]["quant_algo"], "NVFP4");
+  EXPECT_FALSE(written->fp8_linears);  // bf16 linears: nothing FP8 declared
 }
 
 // Binds as `dsv4 check` demands, with NVFP4 experts in every layer (and MTP block).
@@ -193,6 +194,8 @@ TEST(SyntheticCheckpointTest, Fp8LinearsBindAsTheReleaseStoresThem) {
   EXPECT_TRUE(report.clean()) << report.first_problem();
   EXPECT_EQ(report.n_bound, report.n_keys);
   const checkpoint::ModelWeights& weights = loaded->weights;
+  // The config declares them as the release's does, so the memory plans count them at a byte.
+  EXPECT_TRUE(weights.config.fp8_linears);
   // Per layer: wq_a, wq_b, wkv, wo_a, wo_b and the shared expert's three; the indexer's wq_b on
   // CSA layers; the MTP block: its layer's eight and e_proj, h_proj.
   size_t want = 0;
