@@ -11,6 +11,7 @@
 #include "base/check.h"
 #include "base/tensor.h"
 #include "format/fp8_block.h"
+#include "kernels/contracts.h"
 #include "kernels/ops.h"
 #include "kernels/row_matrix.h"
 
@@ -53,6 +54,32 @@ inline Fp8QuantizeOperands fp8_quantize_operands(const TensorView& x, const Fp8A
              "quantize_activation_fp8: x is [%lld, %lld], out [%lld, %lld]", (long long)o.x.n_rows,
              (long long)o.x.n_cols, (long long)o.out.n_rows, (long long)o.out.n_cols);
   return o;
+}
+
+// sparse_attention_bf16's FP8 output (SparseAttentionParams::out_fp8), checked: whether the
+// call asks for it, and then the inverse RoPE's and the quantizer's operands over its out rows
+// [T, H·Dh] (a head's groups of 128 columns its own: head dims a multiple of 128).
+struct AttentionFp8Out {
+  bool wanted = false;
+  RopeOperands rope{};
+  Fp8Rows out{};
+};
+inline AttentionFp8Out attention_fp8_out(const SparseAttentionParams& p) {
+  if (p.out_fp8.values.data == nullptr) return {};
+  const RopeOperands rope = rope_operands(p.out, p.rope_positions, p.rope_inv_freq);
+  DSV4_CHECK(rope.head_dim % format::kFp8ActivationGroup == 0 &&
+                 (rope.head_dim - 2 * rope.n_pairs) % 2 == 0,
+             "sparse_attention_bf16 out_fp8: head dim %lld with %lld pairs, expected a multiple "
+             "of %lld whose pairs start at an even dim",
+             (long long)rope.head_dim, (long long)rope.n_pairs,
+             (long long)format::kFp8ActivationGroup);
+  const int64_t n_cols = rope.n_heads * rope.head_dim;
+  const Fp8Rows out = fp8_activation_rows(p.out_fp8, "sparse_attention_bf16 out_fp8");
+  DSV4_CHECK(out.n_rows == rope.n_tokens && out.n_cols == n_cols,
+             "sparse_attention_bf16 out_fp8: [%lld, %lld] for out rows [%lld, %lld]",
+             (long long)out.n_rows, (long long)out.n_cols, (long long)rope.n_tokens,
+             (long long)n_cols);
+  return {true, rope, out};
 }
 
 // An FP8 weight's values exist and its rows hold K columns.

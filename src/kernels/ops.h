@@ -395,8 +395,9 @@ Status rope(const TensorView& x, const TensorView& positions, const TensorView& 
 
 // rope(x, positions, inv_freq, direction) in place on x f32 [T, H, Dh], then
 // quantize_activation_fp8 of x as [T, H·Dh] into x_fp8: the attention output before wo_a's FP8
-// GEMM, an FP8 producer as the FP8 section says (the bytes of the two calls, one launch on CUDA).
-// Dh and its first rope dim Dh − 2P even.
+// GEMM, an FP8 producer as the FP8 section says (the bytes of the two calls, one launch on CUDA;
+// the fast attention makes the same in its own launch, SparseAttentionParams::out_fp8). Dh and
+// its first rope dim Dh − 2P even.
 Status rope_fp8(const TensorView& x, const TensorView& positions, const TensorView& inv_freq,
                 RopeDirection direction, const Fp8Activation& x_fp8);
 
@@ -438,6 +439,13 @@ struct SparseAttentionParams {
   TensorView sinks;            // f32 [H]
   float scale = 1.0f;          // applied to q·k (the sink logit is not scaled)
   TensorView out;              // f32 [T, H, Dh]
+  // sparse_attention_bf16 only, head dims a multiple of 128: with out_fp8, the output leaves as
+  // rope_fp8(out, rope_positions, rope_inv_freq, kInverse, out_fp8) would leave it (the inverse
+  // RoPE of each head's last 2P dims at rope_positions i64 [T] by rope_inv_freq f32 [P], and
+  // its FP8 form, [T, H·Dh] codes and scales): wo_a's input made in the attention's launch.
+  Fp8Activation out_fp8{};
+  TensorView rope_positions{};
+  TensorView rope_inv_freq{};
   TensorView extra_positions;  // i64 [T], or empty: every extra candidate is visible
   int64_t extra_ratio = 0;     // m ≥ 1 with extra_positions or row_positions
   // Per-row sources (decode rows, above), or empty: row t's window rows are at kv_addresses[t]

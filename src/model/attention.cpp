@@ -30,13 +30,33 @@ namespace {
 
 using checkpoint::AttentionType;
 
-// The sparse attention of a profile: the fast profile's bf16 tensor-core one on the GPU (for the
-// head dims ≤ 512 it takes), else the exact f32 one.
+// Whether a profile's sparse attention is the fast profile's bf16 tensor-core one on the GPU
+// (for the head dims ≤ 512 it takes), else the exact f32 one.
+bool fast_attention(int64_t head_dim, Device device, Numerics numerics) {
+  return numerics == Numerics::kFast && device == Device::kCuda && head_dim % 4 == 0 &&
+         head_dim <= 512;
+}
+
 Status sparse_attention(const kernels::SparseAttentionParams& p, Numerics numerics) {
-  const int64_t head_dim = p.q.size(2);
-  const bool fast = numerics == Numerics::kFast && p.q.device == Device::kCuda &&
-                    head_dim % 4 == 0 && head_dim <= 512;
-  return fast ? kernels::sparse_attention_bf16(p) : kernels::sparse_attention(p);
+  return fast_attention(p.q.size(2), p.q.device, numerics) ? kernels::sparse_attention_bf16(p)
+                                                           : kernels::sparse_attention(p);
+}
+
+// Whether the fast attention makes wo_a's FP8 input in its own launch (kernels/ops.h,
+// SparseAttentionParams::out_fp8: where a head's FP8 groups of 128 are its own).
+bool attention_makes_fp8(const checkpoint::ModelConfig& config, Device device, Numerics numerics) {
+  return fast_attention(config.head_dim, device, numerics) && config.head_dim % 128 == 0;
+}
+
+// The output of a call's rows (o: the rows and, where the attention makes it, their FP8 form),
+// the FP8 form's backward RoPE at the rows' positions.
+void set_output(kernels::SparseAttentionParams& attn, const LinearInput& o,
+                const TensorView& positions, const TensorView& inv_freq) {
+  attn.out = o.x;
+  if (!o.quantized()) return;
+  attn.out_fp8 = o.fp8;
+  attn.rope_positions = positions;
+  attn.rope_inv_freq = inv_freq;
 }
 
 // q = rope(per-head RMSNorm(wq_b(q_latent))), q_latent = q_norm(wq_a(x)). q_latent is written,
@@ -182,12 +202,12 @@ Result<CompressedCandidates> compressed_candidates(const checkpoint::ModelConfig
 }
 
 // One sequence's rows of a step: attention over its own cache (its window ring written first),
-// the query rows q [T, H, Dh] and their window_indices in, the output rows o out.
+// the query rows q [T, H, Dh] and their window_indices in, the output rows o out (set_output).
 Status attend_sequence(const checkpoint::ModelConfig& config,
                        const checkpoint::AttentionWeights& weights, const IndexerStep& step,
                        const CompressorInput& compressor_rows, const TensorView& kv,
                        const TensorView& q, const TensorView& window_rows, int64_t start_pos,
-                       AttentionCache& cache, const TensorView& o) {
+                       AttentionCache& cache, const LinearInput& o) {
   DSV4_RETURN_IF_ERROR(write_window(kv, start_pos, cache));
   DSV4_ASSIGN_OR_RETURN(CompressedCandidates compressed,
                         compressed_candidates(config, weights, step, compressor_rows, cache));
@@ -203,7 +223,7 @@ Status attend_sequence(const checkpoint::ModelConfig& config,
   }
   attn.sinks = weights.attn_sink.view();
   attn.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(config.head_dim)));
-  attn.out = o;
+  set_output(attn, o, step.positions, step.inv_freq);
   return sparse_attention(attn, step.numerics);
 }
 
@@ -222,7 +242,7 @@ struct StepRows {
   // sequence projects its own rows straight into its cache).
   const CompressorRows* compressor_rows = nullptr;
   const CompressorRows* index_compressor_rows = nullptr;
-  TensorView o;
+  LinearInput o;                  // [T, H, Dh], and wo_a's FP8 input where the attention makes it
   TensorView capacity_entry_ids;  // RowPositions::capacity_entry_ids
   Numerics numerics = Numerics::kExact;
 };
@@ -402,7 +422,7 @@ Status attend_decode_rows(const checkpoint::ModelConfig& config,
   }
   attn.sinks = weights.attn_sink.view();
   attn.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(config.head_dim)));
-  attn.out = rows.o.rows(from, to);
+  set_output(attn, rows.o.rows(from, to), positions, rows.inv_freq);
   DSV4_RETURN_IF_ERROR(sparse_attention(attn, rows.numerics));
   for (const SequenceRows& seq : run) seq.cache->n_tokens += seq.end - seq.begin;
   return ok_status();
@@ -471,20 +491,29 @@ Status attention_step(const checkpoint::ModelConfig& config,
                           project_compressor_rows(weights.indexer->compressor, x, numerics));
   }
   DSV4_ASSIGN_OR_RETURN(Tensor o, Tensor::empty(DType::kF32, q.shape(), device));
-  const StepRows rows{x,
-                      q.view(),
-                      kv.view(),
-                      at.window_rows,
-                      at.positions,
-                      at.host,
-                      inv_freq,
-                      index.q.view(),
-                      index.weights.view(),
-                      compressor_rows ? &*compressor_rows : nullptr,
-                      index_compressor_rows ? &*index_compressor_rows : nullptr,
-                      o.view(),
-                      at.capacity_entry_ids,
-                      numerics};
+  // V = K carried the keys' rotation into the output; it is undone at the query's position, and
+  // where wo_a runs the FP8 GEMM o is quantized for it in the same launch: the fast attention's
+  // own where it can (attention_makes_fp8), else rope or rope_fp8 after every call.
+  const int64_t o_width = config.n_head * config.head_dim;
+  DSV4_ASSIGN_OR_RETURN(
+      const Fp8Room o_fp8,
+      block_diagonal_fp8_room(n_tokens, o_width, device, numerics, weights.wo_a, config.o_groups));
+  const bool attention_quantizes = !o_fp8.empty() && attention_makes_fp8(config, device, numerics);
+  const StepRows rows{
+      x,
+      q.view(),
+      kv.view(),
+      at.window_rows,
+      at.positions,
+      at.host,
+      inv_freq,
+      index.q.view(),
+      index.weights.view(),
+      compressor_rows ? &*compressor_rows : nullptr,
+      index_compressor_rows ? &*index_compressor_rows : nullptr,
+      attention_quantizes ? LinearInput(o.view(), o_fp8.view()) : LinearInput(o.view()),
+      at.capacity_entry_ids,
+      numerics};
   int64_t column = 0;  // the first of sequence i in `addresses` (address_columns)
   for (size_t i = 0; i < sequences.size();) {
     const SequenceRows& seq = sequences[i];
@@ -511,16 +540,10 @@ Status attention_step(const checkpoint::ModelConfig& config,
     column += run.back().end - run.front().begin;
     i = end;
   }
-  // V = K carried the keys' rotation into the output; undo it at the query's position. Where
-  // wo_a runs the FP8 GEMM, the same launch quantizes o for it.
-  const int64_t o_width = config.n_head * config.head_dim;
-  DSV4_ASSIGN_OR_RETURN(const Fp8Room o_fp8,
-                        block_diagonal_fp8_room(n_tokens, o_width, device, numerics, weights.wo_a,
-                                                config.o_groups));
   if (o_fp8.empty()) {
     DSV4_RETURN_IF_ERROR(
         kernels::rope(o.view(), at.positions, inv_freq, kernels::RopeDirection::kInverse));
-  } else {
+  } else if (!attention_quantizes) {
     DSV4_RETURN_IF_ERROR(kernels::rope_fp8(o.view(), at.positions, inv_freq,
                                            kernels::RopeDirection::kInverse, o_fp8.view()));
   }

@@ -293,6 +293,47 @@ TEST(AttentionOpsCuda, FastSparseAttentionGivesTheSameBitsFromACopyOfItsRows) {
   }
 }
 
+// With out_fp8 the fast attention hands back its rows as rope_fp8 leaves them (each head's 32
+// rope pairs turned back at its query's position, then quantized for wo_a) from its own launch:
+// the same bytes as the plain call and rope_fp8 after it, from both of the kernel's epilogues
+// (one run a query: 40 and 70 queries, a partial head block; runs combined: 2 and 8 queries),
+// at head dims of 512 and 256.
+TEST(AttentionOpsCuda, FastSparseAttentionMakesWoAsInputAsRopeFp8Does) {
+  SeededRng rng;
+  const int64_t pairs = 32;
+  const OpPair inv_freq = rope_frequencies(pairs);
+  for (const Extra extra : {Extra::kNone, Extra::kPerQuery, Extra::kCausal}) {
+    for (const auto& [t, h, dh, kw, kc] : {std::tuple{40, 64, 512, 128, 512},
+                                           {70, 20, 512, 128, 300},
+                                           {2, 64, 512, 128, 40},
+                                           {8, 128, 256, 100, 31}}) {
+      SCOPED_TRACE(describe(t, h, kw, kc, extra));
+      const AttentionDraw draw(rng, extra, t, h, dh, kw, kc);
+      const OpPair positions = OpPair::values(DType::kI64, {t}, random_positions(rng, t));
+      const int64_t n_cols = h * dh, n_groups = n_cols / 128;
+      const auto fp8_room = [&] {
+        return std::pair{OpPair::poisoned(DType::kF8E4M3, {t, n_cols}),
+                         OpPair::poisoned(DType::kF32, {t, n_groups})};
+      };
+      const auto [codes, scales] = fp8_room();
+      ASSERT_TRUE(sparse_attention_bf16(draw.params(true)).ok());
+      ASSERT_TRUE(rope_fp8(draw.out.d(), positions.d(), inv_freq.d(), RopeDirection::kInverse,
+                           {codes.d(), scales.d()})
+                      .ok());
+      const auto [fused_codes, fused_scales] = fp8_room();
+      const OpPair fused = OpPair::poisoned(DType::kF32, {t, h, dh});
+      SparseAttentionParams p = draw.params(true, fused.d());
+      p.out_fp8 = {fused_codes.d(), fused_scales.d()};
+      p.rope_positions = positions.d();
+      p.rope_inv_freq = inv_freq.d();
+      ASSERT_TRUE(sparse_attention_bf16(p).ok());
+      EXPECT_TRUE(testing::same_bytes(fused.result().view(), draw.out.result().view()));
+      EXPECT_TRUE(testing::same_bytes(fused_codes.result().view(), codes.result().view()));
+      EXPECT_TRUE(testing::same_bytes(fused_scales.result().view(), scales.result().view()));
+    }
+  }
+}
+
 TEST(AttentionOpsCuda, CompressorPoolMatchesCpu) {
   SeededRng rng;
   for (const bool overlap : {false, true}) {

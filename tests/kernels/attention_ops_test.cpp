@@ -322,6 +322,65 @@ TEST(SparseAttentionBf16Test, IsTheAttentionOfBf16RoundedInputs) {
             kF32OpRelTol);
 }
 
+// With out_fp8 the fast attention's output leaves turned back and quantized for wo_a: against
+// the plain call's rows, each head's trailing rope pairs turned back at the query's position in
+// float64, and the E4M3 codes within half an E4M3 step of them (a group's scale is the power of
+// two above its amax / 448, so every value sits on that scale's grid of 2⁻³ relative steps).
+TEST(SparseAttentionBf16Test, Fp8OutputIsTheRowsTurnedBackAndQuantized) {
+  SeededRng rng;
+  const int n_tokens = 4, n_heads = 2, head_dim = 128, pairs = 8, n_rows = 30, k_window = 21;
+  const Tensor q = random_tensor(rng, {n_tokens, n_heads, head_dim});
+  const Tensor kv = random_tensor(rng, {n_rows, head_dim});
+  const Tensor idx = random_indices(rng, n_tokens, k_window, n_rows);
+  const Tensor sinks = random_tensor(rng, {n_heads}, 2.0f);
+  std::vector<int64_t> at(n_tokens);
+  for (int64_t& position : at) position = rng.uniform_int(0, 5000);
+  const Tensor positions = testing::host_values(DType::kI64, {n_tokens}, at);
+  const Tensor inv_freq = random_tensor(rng, {pairs}, 0.5f);
+  SparseAttentionParams p;
+  p.q = q.view();
+  p.kv = kv.view();
+  p.indices = idx.view();
+  p.sinks = sinks.view();
+  p.scale = 0.1f;
+  const Tensor plain = poisoned(DType::kF32, q.shape());
+  p.out = plain.view();
+  ASSERT_TRUE(sparse_attention_bf16(p).ok());
+  const Tensor out = poisoned(DType::kF32, q.shape());
+  Tensor codes = Tensor::host(DType::kF8E4M3, {n_tokens, n_heads * head_dim});
+  std::fill_n(codes.data_as<uint8_t>(), codes.numel(), uint8_t{0x7f});  // NaN until written
+  const Tensor scales = poisoned(DType::kF32, {n_tokens, n_heads * head_dim / 128});
+  p.out = out.view();
+  p.out_fp8 = {codes.view(), scales.view()};
+  p.rope_positions = positions.view();
+  p.rope_inv_freq = inv_freq.view();
+  ASSERT_TRUE(sparse_attention_bf16(p).ok());
+  const float* x = plain.data_as<float>();
+  const float* y = out.data_as<float>();
+  const int64_t first_pair = head_dim - 2 * pairs;
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    for (int64_t h = 0; h < n_heads; ++h) {
+      const int64_t row = (t * n_heads + h) * head_dim;
+      const float scale = scales.data_as<float>()[t * n_heads + h];  // a head is one group
+      for (int64_t d = 0; d < head_dim; ++d) {
+        double want = x[row + d];
+        if (d >= first_pair) {
+          const int64_t pair = (d - first_pair) / 2, even = first_pair + 2 * pair;
+          // The angle as the op forms it, one f32 product; its turn in float64.
+          const double angle = static_cast<float>(at[t]) * inv_freq.data_as<float>()[pair];
+          const double a = x[row + even], b = x[row + even + 1];
+          want = d == even ? a * std::cos(angle) + b * std::sin(angle)
+                           : b * std::cos(angle) - a * std::sin(angle);
+        }
+        EXPECT_NEAR(y[row + d], want, 1e-5 * (1.0 + std::abs(want))) << t << ", " << h << ", " << d;
+        const double decoded = e4m3_to_float(codes.data_as<uint8_t>()[row + d]) * double{scale};
+        EXPECT_LE(std::abs(decoded - y[row + d]), 0.0625 * std::abs(y[row + d]) + 1e-3 * scale)
+            << t << ", " << h << ", " << d;
+      }
+    }
+  }
+}
+
 // DeepSeek's UE8M0 activation scale, by hand: the smallest power of two ≥ amax / 448 (amax
 // floored at 1e-4).
 TEST(IndexerScoresFp8Test, GroupScaleIsThePowerOfTwoAbove) {

@@ -4,7 +4,8 @@
 // the exact reference does it, and Σ_j p_j·row_j in float64. The GPU kernel also rounds its
 // unnormalised probabilities to bf16 before weighting the rows; this reference keeps them, so
 // the two differ by at most 2⁻⁹ of each probability's share plus f32 summation error (the
-// bound the CUDA test states).
+// bound the CUDA test states). With out_fp8 the output then goes through rope_fp8, as the
+// contract defines it.
 //
 // Dimension letters: T tokens, H heads, Dh head dim, K candidates of a query.
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include "kernels/contracts.h"
 #include "kernels/cpu/candidate_rows.h"
 #include "kernels/cpu/cpu_ops.h"
+#include "kernels/fp8_operands.h"
 
 namespace dsv4::kernels::cpu {
 
@@ -66,6 +68,10 @@ void sparse_attention_bf16(const SparseAttentionParams& p) {
         }
       }
     }
+  }
+  // wo_a's input, as the contract defines it: rope_fp8 of the output.
+  if (attention_fp8_out(p).wanted) {
+    cpu::rope_fp8(p.out, p.rope_positions, p.rope_inv_freq, RopeDirection::kInverse, p.out_fp8);
   }
 }
 

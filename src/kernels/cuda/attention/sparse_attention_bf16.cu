@@ -51,10 +51,13 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/device/common.cuh"
+#include "kernels/cuda/device/fp8_quantize.cuh"
 #include "kernels/cuda/device/mma_sync.cuh"
 #include "kernels/cuda/device/pdl.cuh"
+#include "kernels/cuda/device/rope_turn.cuh"
 #include "kernels/cuda/scratch.h"
 #include "kernels/cuda/stream.h"
+#include "kernels/fp8_operands.h"
 
 namespace dsv4::kernels::cuda {
 namespace {
@@ -125,6 +128,38 @@ struct WarpRows {
   float running_max[2], running_sum[2];
   float out[kHalfDims / 8][4];
 };
+
+// Where the output also goes as wo_a's input (SparseAttentionParams::out_fp8): each row's last
+// 2P dims turned back at its position, then the row quantized as rope_fp8 quantizes it (a
+// head's groups of 128 dims its own); codes null when the call asks for none.
+struct RopeFp8 {
+  const int64_t* positions = nullptr;  // [T]
+  const float* inv_freq = nullptr;     // [P]
+  int64_t first_pair = 0;              // Dh − 2P, even
+  Fp8Out q{};
+  __device__ bool wanted() const { return q.codes != nullptr; }
+};
+
+// Dims (d, d + 1) of a row, a rope pair, turned back by `turn` (rope_fp8's expression, with the
+// turn of turn_at(position, inv_freq, −1)).
+__device__ __forceinline__ float2 turned_back(float2 v, Turn turn) {
+  float pair[2];
+  turn_pair(pair, v.x, v.y, turn);
+  return make_float2(pair[0], pair[1]);
+}
+
+// The scale of the group of query t's row that starts at column `col` (a multiple of 128).
+__device__ __forceinline__ float& group_scale(const RopeFp8& r, int64_t t, int64_t col) {
+  return r.q.row_scales(t)[col / kFp8Group];
+}
+
+// Columns col, col + 1 of query t's [H·Dh] row as codes of their group's scale.
+__device__ __forceinline__ void store_codes(const RopeFp8& r, int64_t t, int64_t col, float2 v,
+                                            float scale) {
+  const uint16_t codes = static_cast<uint16_t>(fp8_activation_code(v.x, scale)) |
+                         static_cast<uint16_t>(fp8_activation_code(v.y, scale)) << 8;
+  *reinterpret_cast<uint16_t*>(r.q.row_codes(t) + col) = codes;
+}
 
 // Where a block's output goes: with one run a query, the normalised rows; with several, each
 // run's unnormalised rows and its (max, sum) in log2 units for the combine.
@@ -377,11 +412,21 @@ __device__ __forceinline__ void attend_tile(const __nv_bfloat16 (*q)[kRowPitch],
 // A warp's rows of query t out: with one run, normalised; with several, this run's partial rows
 // and (max, sum) for the combine.
 template <int kHeadRows>
-__device__ __forceinline__ void write_rows(const AttentionArgs& a, const Runs& runs, int run,
-                                           int64_t t, int64_t h0, WarpRows& w) {
+__device__ __forceinline__ void write_rows(const AttentionArgs& a, const Runs& runs,
+                                           const RopeFp8& rope, int run, int64_t t, int64_t h0,
+                                           WarpRows& w) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int head_row = warp % kHeadRows, half = warp / kHeadRows;
   const int g = lane / 4, c = lane % 4;
+  // The query's backward turns, one a rope pair, computed once for the block's lanes (in a loop
+  // not unrolled, so the kernel keeps one copy of cosf/sinf and their slow path's frame).
+  __shared__ Turn turns[kDims / 2];
+  if (!runs.split && rope.wanted()) {
+    for (int64_t p = threadIdx.x; p < (a.head_dim - rope.first_pair) / 2; p += blockDim.x) {
+      turns[p] = turn_at(rope.positions[t], rope.inv_freq[p], -1.0f);
+    }
+    __syncthreads();
+  }
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     float sum = w.running_sum[i];
@@ -412,10 +457,47 @@ __device__ __forceinline__ void write_rows(const AttentionArgs& a, const Runs& r
     for (int n = 0; n < kHalfDims / 8; ++n) {
       const int d = half * kHalfDims + 8 * n + 2 * c;
       if (d < a.head_dim) {
-        *reinterpret_cast<float2*>(dst + d) =
-            make_float2(__fdiv_rn(add_run(0.0f, weight, w.out[n][2 * i]), norm.denom),
-                        __fdiv_rn(add_run(0.0f, weight, w.out[n][2 * i + 1]), norm.denom));
+        float2 v = make_float2(__fdiv_rn(add_run(0.0f, weight, w.out[n][2 * i]), norm.denom),
+                               __fdiv_rn(add_run(0.0f, weight, w.out[n][2 * i + 1]), norm.denom));
+        if (rope.wanted() && d >= rope.first_pair) {
+          v = turned_back(v, turns[(d - rope.first_pair) / 2]);
+        }
+        *reinterpret_cast<float2*>(dst + d) = v;
+        w.out[n][2 * i] = v.x;  // kept for the FP8 form below
+        w.out[n][2 * i + 1] = v.y;
       }
+    }
+  }
+  if (runs.split || !rope.wanted()) return;
+  // The FP8 form of the rows just written: a head's group of 128 dims is 16 of a lane's n-tiles
+  // and the group's four lanes (c), whose largest value meets by two shuffles. Every lane
+  // shuffles; the lanes of heads past the last store nothing.
+  constexpr int kGroups = kHalfDims / kFp8Group, kTilesAGroup = kFp8Group / 8;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    float amax[kGroups] = {};
+#pragma unroll
+    for (int n = 0; n < kHalfDims / 8; ++n) {
+      amax[n / kTilesAGroup] =
+          fmaxf(amax[n / kTilesAGroup], fmaxf(fabsf(w.out[n][2 * i]), fabsf(w.out[n][2 * i + 1])));
+    }
+    const int64_t h = h0 + 16 * head_row + g + 8 * i;
+    float scale[kGroups];
+#pragma unroll
+    for (int q = 0; q < kGroups; ++q) {
+      scale[q] = fp8_activation_scale(fp8_group_amax<4>(h < a.n_heads ? amax[q] : 0.0f));
+    }
+    if (h >= a.n_heads) continue;
+    const int64_t col = h * a.head_dim + half * kHalfDims;
+#pragma unroll
+    for (int n = 0; n < kHalfDims / 8; ++n) {
+      const int d = half * kHalfDims + 8 * n + 2 * c;
+      if (d >= a.head_dim) continue;  // whole groups: head dims are a multiple of 128 here
+      if (n % kTilesAGroup == 0 && c == 0) {
+        group_scale(rope, t, col + 8 * n) = scale[n / kTilesAGroup];
+      }
+      store_codes(rope, t, col + 8 * n + 2 * c, make_float2(w.out[n][2 * i], w.out[n][2 * i + 1]),
+                  scale[n / kTilesAGroup]);
     }
   }
 }
@@ -484,8 +566,8 @@ __device__ void attend_copied(const AttentionArgs& a, const CopiedRows& copied, 
 
 template <int kHeadRows, bool kCopied>
 __global__ void __launch_bounds__(Block<kHeadRows>::kThreads, 1)
-    sparse_attention_bf16_kernel(AttentionArgs a, CopiedRows copied, int64_t head_blocks,
-                                 Runs runs) {
+    sparse_attention_bf16_kernel(AttentionArgs a, CopiedRows copied, RopeFp8 rope,
+                                 int64_t head_blocks, Runs runs) {
   using B = Block<kHeadRows>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   moe::pdl_trigger();  // the combine may launch now; it waits for these runs
@@ -513,7 +595,7 @@ __global__ void __launch_bounds__(Block<kHeadRows>::kThreads, 1)
   } else {
     attend_staged<kHeadRows>(a, b, scale, *reinterpret_cast<typename B::StagedSmem*>(smem_raw), w);
   }
-  write_rows<kHeadRows>(a, runs, run, b.t, b.h0, w);
+  write_rows<kHeadRows>(a, runs, rope, run, b.t, b.h0, w);
 }
 
 // out[t, h] = Σ_r 2^(m_r − M) · partial_r / (Σ_r 2^(m_r − M) · l_r + 2^(sink − M)), M the
@@ -537,34 +619,56 @@ __device__ __forceinline__ void load_partials(const Runs& runs, const float* par
   }
 }
 
-__global__ void __launch_bounds__(kCombineThreads) combine_runs_kernel(AttentionArgs a, Runs runs) {
+__global__ void __launch_bounds__(kCombineThreads)
+    combine_runs_kernel(AttentionArgs a, RopeFp8 rope, Runs runs) {
   extern __shared__ float2 smem_max_sum[];  // [runs]
-  const int64_t n_rows = runs.n_rows, row = blockIdx.x, h = row % a.n_heads;
+  __shared__ float warp_amax[kCombineThreads / 32];
+  const int64_t n_rows = runs.n_rows, row = blockIdx.x, t = row / a.n_heads, h = row % a.n_heads;
   const int64_t d = 2 * threadIdx.x;  // a.head_dim ≤ kDims = 2 · kCombineThreads
+  const bool active = d < a.head_dim;
   const float* partial = runs.partial + row * kDims + d;  // run r's: + r · n_rows · kDims
   float2 p[kCombineBatch];
   moe::pdl_wait();  // the runs
-  if (d < a.head_dim) load_partials(runs, partial, 0, p);
+  if (active) load_partials(runs, partial, 0, p);
   for (int r = threadIdx.x; r < runs.n_runs; r += blockDim.x) {
     smem_max_sum[r] = runs.max_sum[r * n_rows + row];
   }
   __syncthreads();
   const Normaliser norm =
       normaliser(sink_log2(a, h), runs.n_runs, [&](int r) { return smem_max_sum[r]; });
-  if (d >= a.head_dim) return;
-  float2 sum = make_float2(0.0f, 0.0f);
-  for (int r0 = 0; r0 < runs.n_runs; r0 += kCombineBatch) {
-    if (r0 > 0) load_partials(runs, partial, r0, p);
+  if (!active && !rope.wanted()) return;
+  float2 v = make_float2(0.0f, 0.0f);
+  if (active) {
+    float2 sum = make_float2(0.0f, 0.0f);
+    for (int r0 = 0; r0 < runs.n_runs; r0 += kCombineBatch) {
+      if (r0 > 0) load_partials(runs, partial, r0, p);
 #pragma unroll
-    for (int k = 0; k < kCombineBatch; ++k) {
-      if (r0 + k >= runs.n_runs) break;
-      const float weight = exp2_from(smem_max_sum[r0 + k].x, norm.max_all);
-      sum.x = add_run(sum.x, weight, p[k].x);
-      sum.y = add_run(sum.y, weight, p[k].y);
+      for (int k = 0; k < kCombineBatch; ++k) {
+        if (r0 + k >= runs.n_runs) break;
+        const float weight = exp2_from(smem_max_sum[r0 + k].x, norm.max_all);
+        sum.x = add_run(sum.x, weight, p[k].x);
+        sum.y = add_run(sum.y, weight, p[k].y);
+      }
     }
+    v = make_float2(__fdiv_rn(sum.x, norm.denom), __fdiv_rn(sum.y, norm.denom));
+    if (rope.wanted() && d >= rope.first_pair) {
+      v = turned_back(v,
+                      turn_at(rope.positions[t], rope.inv_freq[(d - rope.first_pair) / 2], -1.0f));
+    }
+    *reinterpret_cast<float2*>(a.out + row * a.head_dim + d) = v;
   }
-  *reinterpret_cast<float2*>(a.out + row * a.head_dim + d) =
-      make_float2(__fdiv_rn(sum.x, norm.denom), __fdiv_rn(sum.y, norm.denom));
+  if (!rope.wanted()) return;
+  // The FP8 form: a group of 128 dims is 64 threads, two warps, whose largest values meet in
+  // shared memory (inactive threads, past the head dim, hold whole groups of zeros).
+  const float amax = fp8_group_amax<32>(fmaxf(fabsf(v.x), fabsf(v.y)));
+  if (threadIdx.x % 32 == 0) warp_amax[threadIdx.x / 32] = amax;
+  __syncthreads();
+  if (!active) return;
+  const int pair = threadIdx.x / (kFp8Group / 2) * 2;  // the group's first warp
+  const float scale = fp8_activation_scale(fmaxf(warp_amax[pair], warp_amax[pair + 1]));
+  const int64_t col = h * a.head_dim + d;
+  if (d % kFp8Group == 0) group_scale(rope, t, col) = scale;
+  store_codes(rope, t, col, v, scale);
 }
 
 template <int kHeadRows, bool kCopied>
@@ -576,13 +680,13 @@ void allow_shared_memory() {
 
 // The attention kernel with kHeadRows head rows a block, over every (query, head block, run).
 template <int kHeadRows>
-void launch_attention(const AttentionArgs& a, const CopiedRows& copied, int64_t n_tokens,
-                      const Runs& runs) {
+void launch_attention(const AttentionArgs& a, const CopiedRows& copied, const RopeFp8& rope,
+                      int64_t n_tokens, const Runs& runs) {
   using B = Block<kHeadRows>;
   const int64_t head_blocks = ceil_div(a.n_heads, int64_t{B::kHeads});
   const auto launch = [&](auto kernel, size_t smem) {
     kernel<<<static_cast<unsigned>(n_tokens * head_blocks * runs.n_runs), B::kThreads, smem,
-             op_stream()>>>(a, copied, head_blocks, runs);
+             op_stream()>>>(a, copied, rope, head_blocks, runs);
   };
   if (copied.pitch > 0) {
     launch(sparse_attention_bf16_kernel<kHeadRows, true>, sizeof(typename B::CopiedSmem));
@@ -651,10 +755,23 @@ SparseAttentionParams decode_rows_of(const SparseAttentionParams& p, int64_t beg
   rows.kv_addresses = part(p.kv_addresses);
   rows.extra_addresses = part(p.extra_addresses);
   rows.row_positions = part(p.row_positions);
+  rows.rope_positions = part(p.rope_positions);
+  if (p.out_fp8.values.data != nullptr) {
+    rows.out_fp8 = {p.out_fp8.values.rows(begin, end), p.out_fp8.scales.rows(begin, end)};
+  }
   return rows;
 }
 
-Status attend(const AttentionArgs& a, int64_t n_tokens) {
+// A call's RopeFp8 (checked: kernels/fp8_operands.h), or none.
+RopeFp8 rope_fp8_of(const SparseAttentionParams& p) {
+  const AttentionFp8Out o = attention_fp8_out(p);
+  if (!o.wanted) return {};
+  return {
+      o.rope.positions, o.rope.inv_freq, o.rope.head_dim - 2 * o.rope.n_pairs,
+      Fp8Out{const_cast<uint8_t*>(o.out.values), const_cast<float*>(o.out.scales), o.out.n_cols}};
+}
+
+Status attend(const AttentionArgs& a, const RopeFp8& rope, int64_t n_tokens) {
   const int64_t n_candidates = a.window.n_candidates + a.extra.n_candidates;
   const int64_t n_tiles = std::max<int64_t>(1, (n_candidates + kTile - 1) / kTile);
   // Runs a query: one when the queries' 64-head blocks alone give every SM a block, else enough
@@ -707,17 +824,17 @@ Status attend(const AttentionArgs& a, int64_t n_tokens) {
            n_tokens * ceil_div(a.n_heads, int64_t{16 * head_rows}) * runs.n_runs <= sm_count();
   };
   if (fits(1)) {
-    launch_attention<1>(a, copied, n_tokens, runs);
+    launch_attention<1>(a, copied, rope, n_tokens, runs);
   } else if (fits(2)) {
-    launch_attention<2>(a, copied, n_tokens, runs);
+    launch_attention<2>(a, copied, rope, n_tokens, runs);
   } else {
-    launch_attention<kMaxHeadRows>(a, copied, n_tokens, runs);
+    launch_attention<kMaxHeadRows>(a, copied, rope, n_tokens, runs);
   }
   if (runs.split) {
     // Launched while the runs still compute (programmatic dependent launch): its blocks are
     // resident when the last run ends, so the step waits no launch gap between the two.
     moe::launch_pdl(combine_runs_kernel, dim3(static_cast<unsigned>(n_rows)), dim3(kCombineThreads),
-                    runs.n_runs * sizeof(float2), op_stream(), a, runs);
+                    runs.n_runs * sizeof(float2), op_stream(), a, rope, runs);
   }
   return ok_status();
 }
@@ -738,12 +855,12 @@ Status sparse_attention_bf16(const SparseAttentionParams& p) {
       for (int64_t begin = 0; begin < n_tokens; begin += rows) {
         const SparseAttentionParams part =
             decode_rows_of(p, begin, std::min(n_tokens, begin + rows));
-        DSV4_RETURN_IF_ERROR(attend(attention_args(part), part.q.size(0)));
+        DSV4_RETURN_IF_ERROR(attend(attention_args(part), rope_fp8_of(part), part.q.size(0)));
       }
       return ok_status();
     }
   }
-  return attend(a, n_tokens);
+  return attend(a, rope_fp8_of(p), n_tokens);
 }
 
 }  // namespace dsv4::kernels::cuda

@@ -1,6 +1,6 @@
-// RoPE's rotation and rms_norm_rope's row, as device functions: rope.cu's kernels and the decode
-// rows' compressor step (decode_rows.cu), which norms and turns the entry it pools with exactly
-// rms_norm_rope's arithmetic (its bits equal a one-row rms_norm_rope call's).
+// rms_norm_rope's row, as device functions: rope.cu's kernels and the decode rows' compressor
+// step (decode_rows.cu), which norms and turns the entry it pools with exactly rms_norm_rope's
+// arithmetic (its bits equal a one-row rms_norm_rope call's).
 //
 // Dimension letters: Dh head dim, P rope pairs.
 #pragma once
@@ -9,29 +9,9 @@
 #include <cstdint>
 
 #include "kernels/cuda/device/common.cuh"
+#include "kernels/cuda/device/rope_turn.cuh"
 
 namespace dsv4::kernels::cuda {
-
-// The turn of a pair at position · inv_freq (sign −1: back).
-struct Turn {
-  float c, s;
-};
-__device__ __forceinline__ Turn turn_at(int64_t position, float inv_freq, float sign) {
-  const float angle = __fmul_rn(static_cast<float>(position), inv_freq);
-  return {cosf(angle), sign * sinf(angle)};
-}
-
-// Pair (a, b) turned by `turn`, into pair[0, 2).
-__device__ __forceinline__ void turn_pair(float* pair, float a, float b, Turn turn) {
-  pair[0] = __fadd_rn(__fmul_rn(a, turn.c), __fmul_rn(-b, turn.s));
-  pair[1] = __fadd_rn(__fmul_rn(b, turn.c), __fmul_rn(a, turn.s));
-}
-
-// Pair (a, b) turned by position · inv_freq (sign −1: back).
-__device__ __forceinline__ void rotate(float* pair, float a, float b, int64_t position,
-                                       float inv_freq, float sign) {
-  turn_pair(pair, a, b, turn_at(position, inv_freq, sign));
-}
 
 // A row held in registers (`row`: this thread's lanes of it, whole pairs when 2P starts at an even
 // dim) normed and its trailing 2P dims turned at `position`, in place. The turns, which do not
