@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <string>
 #include <utility>
@@ -168,6 +169,7 @@ Result<LoadedModel> load_model_on(const std::string& model_dir, Device device,
   ModelWeights placed;
   ExpertOffloadPlan offload;
   bool blocks_made = false;
+  int64_t layers_handed = 0;  // to placement.take_main_experts
   options.on_layer_loaded = [&](ModelWeights& host, int64_t layer) -> Status {
     if (!blocks_made) {
       placed.config = host.config;
@@ -182,7 +184,15 @@ Result<LoadedModel> load_model_on(const std::string& model_dir, Device device,
     for (const SlotSpec* spec : block_slots(host.config, layer)) {
       release(weight_ref(host, spec->param, layer));
     }
-    return ok_status();
+    // A main layer's experts go to the caller before the next layer is decoded, so that it can
+    // free them: the host then never holds more than one layer's.
+    if (!placement.take_main_experts || layer < 0 || layer >= host.config.n_layer) {
+      return ok_status();
+    }
+    RoutedExpertWeights& experts = placed.block(layer).ffn.experts;
+    if (!experts.is_nvfp4()) return ok_status();
+    ++layers_handed;
+    return placement.take_main_experts(layer, experts);
   };
   const std::function<Status(const LoadPlan&)> caller_check = std::move(options.before_decode);
   options.before_decode = [&](const LoadPlan& plan) -> Status {
@@ -193,14 +203,16 @@ Result<LoadedModel> load_model_on(const std::string& model_dir, Device device,
       return plan_expert_offload(plan, 0, free_bytes, placement.device_headroom, 0).status();
     }
     DSV4_ASSIGN_OR_RETURN(const int64_t host_free, free_device_bytes(Device::kCpu));
-    if (!placement.experts_in_host_memory) {
+    if (!placement.take_main_experts) {
       DSV4_ASSIGN_OR_RETURN(offload,
                             plan_expert_offload(plan, placement.expert_offload_layers, free_bytes,
                                                 placement.device_headroom, host_free));
       return ok_status();
     }
-    // Every main layer's; the MTP blocks' experts, which no caller shards, stay on the device
-    // (offloading counts from the last layer, so they are cut from the plan's choices).
+    // Every main layer's go through host memory; the MTP blocks' experts, which no caller
+    // shards, stay on the device (offloading counts from the last layer, so they are cut from
+    // the plan's choices). The caller frees each layer's before the next is decoded, so the host
+    // needs room for the largest layer's, not for all of them.
     LoadPlan main = plan;
     main.expert_bulk_bytes.resize(
         std::min(main.expert_bulk_bytes.size(), static_cast<size_t>(plan.n_layer)));
@@ -208,7 +220,14 @@ Result<LoadedModel> load_model_on(const std::string& model_dir, Device device,
         std::count_if(main.expert_bulk_bytes.begin(), main.expert_bulk_bytes.end(),
                       [](int64_t bytes) { return bytes > 0; });
     DSV4_ASSIGN_OR_RETURN(offload, plan_expert_offload(main, layers, free_bytes,
-                                                       placement.device_headroom, host_free));
+                                                       placement.device_headroom,
+                                                       std::numeric_limits<int64_t>::max()));
+    if (offload.copy_bytes > host_free) {
+      return resource_exhausted("one layer's routed experts in host memory need " +
+                                std::to_string(offload.copy_bytes) +
+                                " bytes of pinned host memory while loading; the host has " +
+                                std::to_string(host_free) + " available");
+    }
     return ok_status();
   };
   // A GPU's linear kernels decode FP8 weights themselves: half the bytes of their bf16 form.
@@ -216,7 +235,16 @@ Result<LoadedModel> load_model_on(const std::string& model_dir, Device device,
   DSV4_ASSIGN_OR_RETURN(LoadedModel loaded, load_model(model_dir, options));
   placed.config = loaded.weights.config;
   loaded.weights = std::move(placed);
-  if (offload.layers() > 0) loaded.report.notes.push_back(offload.describe());
+  if (layers_handed > 0) {
+    loaded.report.notes.push_back(
+        "the NVFP4 routed experts of " + std::to_string(layers_handed) +
+        " main layers were handed over as each layer loaded" +
+        (device == Device::kCuda ? ", staged in at most " + std::to_string(offload.copy_bytes) +
+                                       " bytes of pinned host memory at a time"
+                                 : std::string()));
+  } else if (offload.layers() > 0) {
+    loaded.report.notes.push_back(offload.describe());
+  }
   if (device == Device::kCuda) DSV4_RETURN_IF_ERROR(finish_device_work());
   return loaded;
 }

@@ -5,6 +5,9 @@
 // loaded.
 #pragma once
 
+#include <cstdint>
+#include <functional>
+
 #include "base/tensor.h"
 #include "checkpoint/expert_offload.h"
 #include "checkpoint/loader.h"
@@ -22,19 +25,23 @@ Result<ModelWeights> copy_weights(const ModelWeights& weights, Device device);
 struct DevicePlacement {
   int64_t expert_offload_layers = kAutoExpertOffload;  // or a number of layers; 0: none
   int64_t device_headroom = 0;  // bytes the weights must leave free (caches, scratch)
-  // Every main layer's NVFP4 routed experts in host memory, whatever fits
-  // (expert_offload_layers aside), the MTP blocks' on the device: for a caller that moves the
-  // main layers' on itself (runtime/expert_shards.h: each expert-parallel rank copies its share
-  // to its own GPU).
-  bool experts_in_host_memory = false;
+  // For a caller that places the main layers' routed experts itself (runtime/placement.h: each
+  // expert-parallel rank copies its share to its own GPU, so no GPU holds another's): when set,
+  // each main layer's NVFP4 routed experts are handed to it once that layer is placed, before
+  // the next layer is decoded; on a GPU their codes and block scales are then in mapped pinned
+  // host memory (expert_offload_layers aside) and the per-matrix scales on the device, on the
+  // host where they are. It frees the codes and block scales once it has them elsewhere, so host
+  // memory holds one layer's experts at a time. The MTP blocks' experts, which no caller shards,
+  // stay on the device and are not handed over. An error stops the load.
+  std::function<Status(int64_t layer, RoutedExpertWeights& experts)> take_main_experts = nullptr;
 };
 
 // load_model with every layer copied to `device` (as copy_weights copies it) once the loader has
 // decoded it, and its host copy then freed; on a GPU with LoadOptions::keep_fp8, so an FP8
 // checkpoint's linears stay FP8 there: the host holds one layer at a time (and the
 // embedding and head), so a model larger than host memory loads onto a GPU that holds it. The
-// report is load_model's, with a note naming the layers whose experts went to host memory; the
-// weights are only valid when it is clean.
+// report is load_model's, with a note naming the layers whose experts went to host memory (or
+// to the caller, take_main_experts); the weights are only valid when it is clean.
 // Before decoding anything it plans the placement (plan_expert_offload): a checkpoint too large
 // for the device, even with offload, fails in seconds, not after minutes of decoding. On the host
 // (Device::kCpu) nothing is offloaded. The caller's `options.before_decode` runs first, and its

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "checkpoint/loader.h"
 #include "checkpoint/to_device.h"
 #include "dsv4/structured_output.h"
+#include "runtime/expert_shards.h"
 #include "runtime/placement.h"
 #include "runtime/scheduler.h"
 #include "runtime/speculative.h"
@@ -173,6 +175,8 @@ Result<Engine> Engine::open(const EngineOptions& options) {
   // On a GPU the placement leaves room for a step (runtime/step_memory_plan.h), from the config.
   runtime::StepMemoryPlan step;
   int64_t ep_leader_experts = 0;  // under --gpus N, rank 0's share of each layer's experts
+  // Under --gpus N, the ranks' copies of their experts, made layer by layer as the loader goes.
+  std::optional<runtime::ExpertShards> rank_copies;
   checkpoint::LoadOptions load_options;
   if (device == Device::kCuda) {
     DSV4_ASSIGN_OR_RETURN(const checkpoint::ModelConfig config,
@@ -184,8 +188,10 @@ Result<Engine> Engine::open(const EngineOptions& options) {
                                   &ep_leader_experts](const checkpoint::LoadPlan& bound) {
       return runtime::check_bound_ep_memory(options, config, bound, ep_leader_experts);
     };
+    rank_copies = runtime::rank_copies(options, config, ep_leader_experts);
   }
-  const checkpoint::DevicePlacement placement = runtime::device_placement(options, step.total());
+  const checkpoint::DevicePlacement placement = runtime::device_placement(
+      options, step.total(), rank_copies ? &*rank_copies : nullptr);
   DSV4_ASSIGN_OR_RETURN(
       checkpoint::LoadedModel loaded,
       device == Device::kCpu
@@ -201,7 +207,8 @@ Result<Engine> Engine::open(const EngineOptions& options) {
                                                        : model::ExpertMode::kW4A16,
                                     .numerics = options.numerics};
   DSV4_ASSIGN_OR_RETURN(std::unique_ptr<model::ExpertPlacement> experts_at,
-                        runtime::make_placement(options, loaded.weights, ep_leader_experts));
+                        runtime::make_placement(options, loaded.weights, ep_leader_experts,
+                                                std::move(rank_copies)));
   model_options.placement = experts_at.get();
   model_options.cuda_graph = options.cuda_graph;
   model_options.cuda_graph_max_batch = options.max_batch;

@@ -250,13 +250,16 @@ struct ExpertParallel::Group {
   Status failed;               // the first failure; every later call returns it
 };
 
+Result<ExpertSharding> rank_sharding(int64_t n_experts, int n_ranks, int64_t leader_experts) {
+  return leader_experts > 0 ? ExpertSharding::with_leader(n_experts, n_ranks, leader_experts)
+                            : ExpertSharding::create(n_experts, n_ranks);
+}
+
 Result<std::unique_ptr<ExpertParallel>> ExpertParallel::create(
     const checkpoint::ModelConfig& config, const ExpertParallelOptions& asked) {
   DSV4_ASSIGN_OR_RETURN(
       const ExpertSharding sharding,
-      asked.leader_experts > 0
-          ? ExpertSharding::with_leader(config.n_routed_experts, asked.n_ranks, asked.leader_experts)
-          : ExpertSharding::create(config.n_routed_experts, asked.n_ranks));
+      rank_sharding(config.n_routed_experts, asked.n_ranks, asked.leader_experts));
   ExpertParallelOptions options = asked;
   DSV4_RETURN_IF_ERROR(place_ranks(options));
   ExpertShards shards(sharding);
@@ -268,7 +271,41 @@ Result<std::unique_ptr<ExpertParallel>> ExpertParallel::create(
     DSV4_ASSIGN_OR_RETURN(shards,
                           ExpertShards::copy(*options.weights, sharding, options.rank_devices));
   }
+  return start(config, options, std::move(shards));
+}
+
+Result<std::unique_ptr<ExpertParallel>> ExpertParallel::create(
+    const checkpoint::ModelConfig& config, const ExpertParallelOptions& asked,
+    ExpertShards copies) {
+  DSV4_ASSIGN_OR_RETURN(
+      const ExpertSharding sharding,
+      rank_sharding(config.n_routed_experts, asked.n_ranks, asked.leader_experts));
+  ExpertParallelOptions options = asked;
+  DSV4_RETURN_IF_ERROR(place_ranks(options));
+  const ExpertSharding& made = copies.sharding();
+  bool same = copies.copied() && made.n_experts() == sharding.n_experts() &&
+              made.n_ranks() == sharding.n_ranks();
+  for (int r = 0; same && r < sharding.n_ranks(); ++r) {
+    same = made.first_expert(r) == sharding.first_expert(r) &&
+           made.n_local_experts(r) == sharding.n_local_experts(r);
+  }
+  const std::vector<int> devices = options.device == Device::kCpu
+                                       ? std::vector<int>(options.n_ranks, -1)
+                                       : options.rank_devices;
+  if (!same || copies.devices() != devices) {
+    return invalid_argument(
+        "expert parallelism: the ranks' copies made while loading are not of the sharding or "
+        "on the devices the ranks were asked for");
+  }
+  return start(config, options, std::move(copies));
+}
+
+Result<std::unique_ptr<ExpertParallel>> ExpertParallel::start(
+    const checkpoint::ModelConfig& config, const ExpertParallelOptions& placed,
+    ExpertShards shards) {
+  ExpertParallelOptions options = placed;
   options.weights = nullptr;  // the calls carry the weights from here on
+  const ExpertSharding sharding = shards.sharding();
   auto group = std::make_shared<Group>(options, sharding, std::move(shards), config.hidden_size,
                                        config.n_expert_used);
   // On a GPU the host group only carries the barriers; the rows stay in device memory.

@@ -36,7 +36,9 @@
 
 #include "checkpoint/config.h"
 #include "checkpoint/weights.h"
+#include "kernels/ep/expert_sharding.h"
 #include "model/expert_placement.h"
+#include "runtime/expert_shards.h"
 
 namespace dsv4::runtime {
 
@@ -54,8 +56,8 @@ struct ExpertParallelOptions {
   // thread that calls create (ranks sharing one GPU: the same code with every ordinal equal).
   std::vector<int> rank_devices{};
   // The loaded weights the calls will come from, for the ranks' own copies of their experts
-  // (expert_shards.h): made, on each rank's device, when the ranks span several devices (where
-  // the loader left the stacks in host memory, placement.h), or with copy_shards. Without copies
+  // (expert_shards.h), when create is not handed copies made while loading: made from these, on
+  // each rank's device, when the ranks span several devices or with copy_shards. Without copies
   // every rank reads its range of the call's stacks where they are.
   const checkpoint::ModelWeights* weights = nullptr;
   // Tests: every rank gets its own copy even where it shares the leader's device, so one GPU or
@@ -72,6 +74,12 @@ struct ExpertParallelOptions {
   std::function<Status(int rank, int64_t layer)> before_rank = nullptr;
 };
 
+// How `n_ranks` ranks shard `n_experts` experts: rank 0 owning `leader_experts` of them and the
+// others an even split of the rest, or all an even split where `leader_experts` is 0
+// (ExpertParallelOptions::leader_experts); kernels::ep::ExpertSharding's refusals.
+Result<kernels::ep::ExpertSharding> rank_sharding(int64_t n_experts, int n_ranks,
+                                                  int64_t leader_experts);
+
 // Peer access both ways between rank `rank`'s GPU `device` and the leader's, `leader`: the rank
 // reads and writes the leader's step buffers, and the leader gathers the rank's copy of its
 // experts for a grouped step (ExpertShards::gather), peer to peer. The error names the rank.
@@ -84,6 +92,13 @@ class ExpertParallel final : public model::ExpertPlacement {
   // a copy that does not fit its device is resource_exhausted.
   static Result<std::unique_ptr<ExpertParallel>> create(const checkpoint::ModelConfig& config,
                                                         const ExpertParallelOptions& options);
+  // The same with every rank's copy of its experts made already (`copies`: under --gpus N, layer
+  // by layer while loading, placement.h), so nothing is copied here and options.weights is not
+  // read. Copies of another sharding or on other devices than the options ask for are
+  // invalid_argument.
+  static Result<std::unique_ptr<ExpertParallel>> create(const checkpoint::ModelConfig& config,
+                                                        const ExpertParallelOptions& options,
+                                                        ExpertShards copies);
   ~ExpertParallel() override;
   ExpertParallel(const ExpertParallel&) = delete;
   ExpertParallel& operator=(const ExpertParallel&) = delete;
@@ -96,6 +111,10 @@ class ExpertParallel final : public model::ExpertPlacement {
 
  private:
   explicit ExpertParallel(std::shared_ptr<Group> group);
+  // The group over `shards` and its rank threads; `options` with its rank devices placed.
+  static Result<std::unique_ptr<ExpertParallel>> start(const checkpoint::ModelConfig& config,
+                                                       const ExpertParallelOptions& options,
+                                                       ExpertShards shards);
   std::shared_ptr<Group> group_;
   std::vector<std::thread> ranks_;  // ranks 1 … R−1
 };

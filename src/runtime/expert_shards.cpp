@@ -36,50 +36,82 @@ Status check_expert_count(int64_t layer, int64_t w13, int64_t w2, int64_t n_expe
 
 }  // namespace
 
-Result<ExpertShards> ExpertShards::copy(const checkpoint::ModelWeights& weights,
-                                        const kernels::ep::ExpertSharding& sharding,
-                                        const std::vector<int>& devices) {
-  const bool on_gpus = !devices.empty();
-  DSV4_CHECK(!on_gpus || static_cast<int>(devices.size()) == sharding.n_ranks(),
+ExpertShards ExpertShards::for_ranks(const kernels::ep::ExpertSharding& sharding,
+                                     const std::vector<int>& devices) {
+  DSV4_CHECK(devices.empty() || static_cast<int>(devices.size()) == sharding.n_ranks(),
              "expert shards: %zu devices for %d ranks", devices.size(), sharding.n_ranks());
   ExpertShards shards(sharding);
   shards.ranks_.resize(static_cast<size_t>(sharding.n_ranks()));
-  const int was = current_device();
-  // Rank r's copies, made with its GPU current so that they come from that GPU's memory.
-  const auto copy_rank = [&](int r) -> Status {
-    Rank& rank = shards.ranks_[static_cast<size_t>(r)];
-    rank.device = on_gpus ? devices[static_cast<size_t>(r)] : -1;
-    if (on_gpus) DSV4_RETURN_IF_ERROR(use_device(rank.device));
-    rank.layers.resize(weights.layers.size());
-    for (size_t l = 0; l < weights.layers.size(); ++l) {
-      const checkpoint::RoutedExpertWeights& experts = weights.layers[l].ffn.experts;
-      if (!experts.is_nvfp4()) continue;
-      DSV4_RETURN_IF_ERROR(
-          check_expert_count(static_cast<int64_t>(l), experts.w13_nvfp4->n_matrices(),
-                             experts.w2_nvfp4->n_matrices(), sharding.n_experts()));
-      for (const auto& [stack, to] : {std::pair{&*experts.w13_nvfp4, &rank.layers[l].w13},
-                                      std::pair{&*experts.w2_nvfp4, &rank.layers[l].w2}}) {
-        const Status copied =
-            copy_range(*stack, sharding.first_expert(r), sharding.n_local_experts(r),
-                       on_gpus ? Device::kCuda : Device::kCpu, *to);
-        if (!copied.ok()) {
-          return Status(copied.code(),
-                        "expert parallelism: rank " + std::to_string(r) + "'s experts of layer " +
-                            std::to_string(l) +
-                            (on_gpus ? " on GPU " + std::to_string(rank.device) : "") + ": " +
-                            copied.message());
-        }
-      }
-    }
-    // The rank threads read the copies: they must be there, not just queued.
-    return on_gpus ? finish_device_work() : ok_status();
-  };
-  for (int r = 0; r < sharding.n_ranks(); ++r) {
-    const Status copied = copy_rank(r);
-    if (on_gpus) DSV4_RETURN_IF_ERROR(use_device(was));
-    DSV4_RETURN_IF_ERROR(copied);
+  for (size_t r = 0; r < devices.size(); ++r) shards.ranks_[r].device = devices[r];
+  return shards;
+}
+
+Result<ExpertShards> ExpertShards::copy(const checkpoint::ModelWeights& weights,
+                                        const kernels::ep::ExpertSharding& sharding,
+                                        const std::vector<int>& devices) {
+  ExpertShards shards = for_ranks(sharding, devices);
+  for (size_t l = 0; l < weights.layers.size(); ++l) {
+    const checkpoint::RoutedExpertWeights& experts = weights.layers[l].ffn.experts;
+    if (experts.is_nvfp4()) DSV4_RETURN_IF_ERROR(shards.copy_layer(static_cast<int64_t>(l), experts));
   }
   return shards;
+}
+
+Status ExpertShards::copy_layer(int64_t layer, const checkpoint::RoutedExpertWeights& experts) {
+  DSV4_CHECK(copied() && layer >= 0 && experts.is_nvfp4(),
+             "expert shards: layer %lld copied without ranks or NVFP4 stacks",
+             static_cast<long long>(layer));
+  DSV4_RETURN_IF_ERROR(check_expert_count(layer, experts.w13_nvfp4->n_matrices(),
+                                          experts.w2_nvfp4->n_matrices(), sharding_.n_experts()));
+  const int was = current_device();
+  // Rank r's copy, made with its GPU current so that it comes from that GPU's memory.
+  const auto copy_rank = [&](int r) -> Status {
+    Rank& rank = ranks_[static_cast<size_t>(r)];
+    const bool on_gpu = rank.device >= 0;
+    if (on_gpu) DSV4_RETURN_IF_ERROR(use_device(rank.device));
+    if (rank.layers.size() <= static_cast<size_t>(layer)) {
+      rank.layers.resize(static_cast<size_t>(layer) + 1);
+    }
+    Stacks& own = rank.layers[static_cast<size_t>(layer)];
+    for (const auto& [stack, to] : {std::pair{&*experts.w13_nvfp4, &own.w13},
+                                    std::pair{&*experts.w2_nvfp4, &own.w2}}) {
+      const Status copied =
+          copy_range(*stack, sharding_.first_expert(r), sharding_.n_local_experts(r),
+                     on_gpu ? Device::kCuda : Device::kCpu, *to);
+      if (!copied.ok()) {
+        return Status(copied.code(),
+                      "expert parallelism: rank " + std::to_string(r) + "'s experts of layer " +
+                          std::to_string(layer) +
+                          (on_gpu ? " on GPU " + std::to_string(rank.device) : "") + ": " +
+                          copied.message());
+      }
+    }
+    // The rank threads read the copy, and the caller may free its source: it must be there,
+    // not just queued.
+    return on_gpu ? finish_device_work() : ok_status();
+  };
+  for (int r = 0; r < sharding_.n_ranks(); ++r) {
+    const Status copied = copy_rank(r);
+    if (ranks_[static_cast<size_t>(r)].device >= 0) DSV4_RETURN_IF_ERROR(use_device(was));
+    DSV4_RETURN_IF_ERROR(copied);
+  }
+  return ok_status();
+}
+
+Status ExpertShards::take_layer(int64_t layer, checkpoint::RoutedExpertWeights& experts) {
+  DSV4_RETURN_IF_ERROR(copy_layer(layer, experts));
+  for (format::Nvfp4Tensor* stack : {&*experts.w13_nvfp4, &*experts.w2_nvfp4}) {
+    stack->packed = Tensor();
+    stack->block_scale = Tensor();
+  }
+  experts.in_host_memory = false;
+  return ok_status();
+}
+
+std::vector<int> ExpertShards::devices() const {
+  std::vector<int> out;
+  for (const Rank& rank : ranks_) out.push_back(rank.device);
+  return out;
 }
 
 ExpertShards::~ExpertShards() {
@@ -183,22 +215,6 @@ Status ExpertShards::gather(const model::RoutedExpertsCall& call, kernels::MoeWe
   view.w2.packed = whole[2].view(), view.w2.block_scale = whole[3].view();
   for (Tensor& t : whole) keep.push_back(std::move(t));
   return ok_status();
-}
-
-int64_t release_host_experts(checkpoint::ModelWeights& weights) {
-  int64_t freed = 0;
-  for (checkpoint::LayerWeights& layer : weights.layers) {
-    checkpoint::RoutedExpertWeights& experts = layer.ffn.experts;
-    if (!experts.is_nvfp4() || !experts.in_host_memory) continue;
-    for (format::Nvfp4Tensor* stack : {&*experts.w13_nvfp4, &*experts.w2_nvfp4}) {
-      for (Tensor* bulk : {&stack->packed, &stack->block_scale}) {
-        freed += static_cast<int64_t>(bulk->view().bytes());
-        *bulk = Tensor();
-      }
-    }
-    experts.in_host_memory = false;
-  }
-  return freed;
 }
 
 }  // namespace dsv4::runtime

@@ -6,8 +6,10 @@
 // on the CPU (kernels/ep/ep_moe.h slices its range back out) and on a GPU (the fused expert
 // kernels index the stack by group). Behind that view is either the rank's own copy, made here
 // on its device, or the range of the model's stacks where they are. Every rank gets a copy when
-// the ranks span several GPUs (each GPU then holds its share only; the loader left the stacks in
-// host memory, placement.h), or when asked (tests: one device running the indexing of several).
+// the ranks span several GPUs (each GPU then holds its share only: under --gpus N the loader
+// hands each main layer's experts over as it loads them, take_layer copies every rank's share
+// and frees the host's, placement.h), or when asked (tests: one device running the indexing of
+// several).
 //
 // Dimension letters: E routed experts, R ranks.
 #pragma once
@@ -28,12 +30,35 @@ class ExpertShards {
   // No copies: every rank reads its range of the model's stacks.
   explicit ExpertShards(const kernels::ep::ExpertSharding& sharding) : sharding_(sharding) {}
 
+  // Ranks that will each hold a copy of their experts, of no layer yet: rank r's on
+  // `devices[r]`, a GPU ordinal (memory from that GPU's pool), or all on the CPU when `devices`
+  // is empty. copy_layer or take_layer fills them a layer at a time.
+  static ExpertShards for_ranks(const kernels::ep::ExpertSharding& sharding,
+                                const std::vector<int>& devices);
+
   // Each rank's copy of its experts of every main layer of `weights` that has NVFP4 ones, made
-  // on its device: `devices[r]` a GPU ordinal (memory from that GPU's pool), or empty for the
-  // CPU. resource_exhausted names the rank and layer whose copy did not fit.
+  // on its device (for_ranks' `devices`), the weights left as they are: for ranks sharing one
+  // device that are asked for copies (tests), or a model whose stacks stay where they are.
   static Result<ExpertShards> copy(const checkpoint::ModelWeights& weights,
                                    const kernels::ep::ExpertSharding& sharding,
                                    const std::vector<int>& devices);
+
+  // Each rank's range of main layer `layer`'s NVFP4 stacks copied to its device, each with its
+  // GPU current, and finished there when this returns, so `experts` may be freed at once.
+  // resource_exhausted names the rank and layer whose copy did not fit; a layer of another
+  // expert count than the ranks shard is invalid_argument.
+  Status copy_layer(int64_t layer, const checkpoint::RoutedExpertWeights& experts);
+
+  // copy_layer, then the codes and block scales of `experts` freed (the per-matrix scales, on
+  // the GPU, stay): the loader's per-layer hook under --gpus N (placement.h), so the host
+  // holds one layer's experts at a time and nothing once loaded. Nothing reads the freed stacks
+  // after: sized gives a call their shapes again with no memory behind them, a step that needs
+  // the layer whole gathers it from the ranks, and run_in_place refuses a layer without codes.
+  Status take_layer(int64_t layer, checkpoint::RoutedExpertWeights& experts);
+
+  const kernels::ep::ExpertSharding& sharding() const { return sharding_; }
+  // Each rank's device ordinal (-1: the CPU); empty without copies.
+  std::vector<int> devices() const;
 
   ExpertShards(ExpertShards&&) = default;
   ExpertShards& operator=(ExpertShards&&) = default;
@@ -76,13 +101,5 @@ class ExpertShards {
   kernels::ep::ExpertSharding sharding_;
   std::vector<Rank> ranks_;  // R when copied(), else empty
 };
-
-// Frees the codes and block scales of every layer of `weights` whose NVFP4 stacks are in host
-// memory (the loader's staging for --gpus N, placement.h), once each rank holds its copy of
-// them: nothing reads them after (ExpertShards::sized gives a call its stacks' shapes again, with
-// no memory behind them; a step that needs a layer whole gathers it from the ranks, and
-// run_in_place refuses a layer without codes). The per-matrix scales, on the GPU, stay. Returns
-// the bytes freed.
-int64_t release_host_experts(checkpoint::ModelWeights& weights);
 
 }  // namespace dsv4::runtime

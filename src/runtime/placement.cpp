@@ -4,11 +4,11 @@
 #include <string>
 #include <vector>
 
+#include "base/check.h"
 #include "base/device.h"
 #include "kernels/ep/expert_sharding.h"
 #include "runtime/ep_memory_plan.h"
 #include "runtime/expert_parallel.h"
-#include "runtime/expert_shards.h"
 #include "runtime/offloaded_experts.h"
 
 namespace dsv4::runtime {
@@ -150,11 +150,29 @@ StepMemoryPlan plan_step_memory(const EngineOptions& options,
                                    .numerics = options.numerics});
 }
 
-checkpoint::DevicePlacement device_placement(const EngineOptions& options, int64_t step_bytes) {
-  return {
+std::optional<ExpertShards> rank_copies(const EngineOptions& options,
+                                        const checkpoint::ModelConfig& config,
+                                        int64_t leader_experts) {
+  if (options.gpus <= 1) return std::nullopt;
+  // check_parallelism and check_ep_memory accepted this sharding already.
+  const Result<kernels::ep::ExpertSharding> sharding = rank_sharding(
+      config.n_routed_experts, static_cast<int>(options.expert_parallel), leader_experts);
+  DSV4_CHECK(sharding.ok(), "rank_copies: %s", sharding.status().message().c_str());
+  return ExpertShards::for_ranks(*sharding, rank_devices(options));
+}
+
+checkpoint::DevicePlacement device_placement(const EngineOptions& options, int64_t step_bytes,
+                                             ExpertShards* copies) {
+  checkpoint::DevicePlacement placement{
       .expert_offload_layers = options.expert_offload_layers,
-      .device_headroom = (options.prefix_cache_mb << 20) + std::max(kStepHeadroomBytes, step_bytes),
-      .experts_in_host_memory = options.gpus > 1};
+      .device_headroom = (options.prefix_cache_mb << 20) + std::max(kStepHeadroomBytes, step_bytes)};
+  if (copies != nullptr) {
+    placement.take_main_experts = [copies](int64_t layer,
+                                           checkpoint::RoutedExpertWeights& experts) {
+      return copies->take_layer(layer, experts);
+    };
+  }
+  return placement;
 }
 
 std::vector<int> rank_devices(const EngineOptions& options) {
@@ -165,9 +183,9 @@ std::vector<int> rank_devices(const EngineOptions& options) {
   return devices;
 }
 
-Result<std::unique_ptr<model::ExpertPlacement>> make_placement(const EngineOptions& options,
-                                                               checkpoint::ModelWeights& weights,
-                                                               int64_t leader_experts) {
+Result<std::unique_ptr<model::ExpertPlacement>> make_placement(
+    const EngineOptions& options, checkpoint::ModelWeights& weights, int64_t leader_experts,
+    std::optional<ExpertShards> copies) {
   if (options.expert_parallel == 1) {
     return std::unique_ptr<model::ExpertPlacement>(std::make_unique<OffloadedExperts>());
   }
@@ -181,19 +199,19 @@ Result<std::unique_ptr<model::ExpertPlacement>> make_placement(const EngineOptio
                          options.model_dir +
                          " has dense ones only (dsv4 quantize makes an NVFP4 checkpoint of it)");
   }
-  DSV4_ASSIGN_OR_RETURN(
-      std::unique_ptr<ExpertParallel> ep,
-      ExpertParallel::create(
-          weights.config,
-          {.n_ranks = static_cast<int>(options.expert_parallel),
-           .leader_experts = leader_experts,
-           .device = options.device == EngineDevice::kCuda ? Device::kCuda : Device::kCpu,
-           .rank_devices =
-               options.device == EngineDevice::kCuda ? rank_devices(options) : std::vector<int>{},
-           .weights = &weights,
-           .max_tokens = options.max_step_tokens}));
-  // The ranks' copies serve every read from here on (a grouped step gathers from them).
-  if (options.gpus > 1) release_host_experts(weights);
+  const ExpertParallelOptions ranks{
+      .n_ranks = static_cast<int>(options.expert_parallel),
+      .leader_experts = leader_experts,
+      .device = options.device == EngineDevice::kCuda ? Device::kCuda : Device::kCpu,
+      .rank_devices =
+          options.device == EngineDevice::kCuda ? rank_devices(options) : std::vector<int>{},
+      .weights = &weights,
+      .max_tokens = options.max_step_tokens};
+  // Under --gpus N the ranks' copies, made during the load, serve every read (a grouped step
+  // gathers from them); the loader freed the host's.
+  DSV4_ASSIGN_OR_RETURN(std::unique_ptr<ExpertParallel> ep,
+                        copies ? ExpertParallel::create(weights.config, ranks, std::move(*copies))
+                               : ExpertParallel::create(weights.config, ranks));
   return std::unique_ptr<model::ExpertPlacement>(std::move(ep));
 }
 

@@ -6,12 +6,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "checkpoint/to_device.h"
 #include "checkpoint/weights.h"
 #include "dsv4/engine.h"
 #include "model/expert_placement.h"
+#include "runtime/expert_shards.h"
 #include "runtime/step_memory_plan.h"
 
 namespace dsv4::runtime {
@@ -53,11 +55,22 @@ Status check_bound_ep_memory(const EngineOptions& options, const checkpoint::Mod
 StepMemoryPlan plan_step_memory(const EngineOptions& options,
                                 const checkpoint::ModelConfig& config);
 
+// Under --gpus N, before anything loads: the ranks' copies of their experts, of no layer yet,
+// rank r's on GPU r, sharded as ExpertParallel will shard them (`leader_experts`,
+// check_ep_memory's); for device_placement to fill as the loader goes. None on one GPU.
+std::optional<ExpertShards> rank_copies(const EngineOptions& options,
+                                        const checkpoint::ModelConfig& config,
+                                        int64_t leader_experts);
+
 // Where the loader puts the weights on a GPU: expert offload as asked, leaving room for the
-// prefix cache and a step (kStepHeadroomBytes, or `step_bytes` where larger); under --gpus N every
-// routed expert in host memory instead (the MTP block's stay on GPU 0, unsharded), from which each
-// rank copies its share to its GPU (expert_shards.h), so no GPU ever holds another's experts.
-checkpoint::DevicePlacement device_placement(const EngineOptions& options, int64_t step_bytes = 0);
+// prefix cache and a step (kStepHeadroomBytes, or `step_bytes` where larger). With `copies`
+// (rank_copies' under --gpus N) each main layer's routed experts go to the ranks instead as the
+// loader places them (ExpertShards::take_layer as DevicePlacement::take_main_experts): every
+// rank copies its share of the layer to its GPU and the host's copy is freed before the next
+// layer is decoded, so the host holds one layer's experts at a time and no GPU another's (the
+// MTP block's stay on GPU 0, unsharded). `copies` must outlive the load.
+checkpoint::DevicePlacement device_placement(const EngineOptions& options, int64_t step_bytes = 0,
+                                             ExpertShards* copies = nullptr);
 
 // Each expert-parallel rank's device ordinal: rank r on GPU r under --gpus N (N ranks), else
 // every rank on device 0, the model's (ranks sharing one GPU run the same code with every
@@ -66,10 +79,10 @@ std::vector<int> rank_devices(const EngineOptions& options);
 
 // The placement for the loaded weights (options.max_step_tokens sizes expert parallelism's
 // symmetric buffers; `leader_experts`, check_ep_memory's, rank 0's share, 0: even). Under
-// --gpus N, once every rank holds its copy of its experts, the loader's host copies are freed
-// (release_host_experts): the weights keep their shapes only.
-Result<std::unique_ptr<model::ExpertPlacement>> make_placement(const EngineOptions& options,
-                                                               checkpoint::ModelWeights& weights,
-                                                               int64_t leader_experts = 0);
+// --gpus N the ranks take `copies`, rank_copies' filled during the load (the weights' main
+// layers then keep their stacks' shapes only).
+Result<std::unique_ptr<model::ExpertPlacement>> make_placement(
+    const EngineOptions& options, checkpoint::ModelWeights& weights, int64_t leader_experts = 0,
+    std::optional<ExpertShards> copies = std::nullopt);
 
 }  // namespace dsv4::runtime

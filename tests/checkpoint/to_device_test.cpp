@@ -105,5 +105,88 @@ TEST(LoadModelOnTest, RunsTheCallersCheckBeforeDecoding) {
   EXPECT_EQ(n_decoded, 0u);
 }
 
+// DevicePlacement::take_main_experts (what --gpus N loads with, runtime/placement.h): each main
+// layer's NVFP4 experts are handed over once, in layer order, as soon as that layer is placed
+// and before the next one's tensors are decoded, so a caller that frees them (as the ranks do
+// once they have their copies) leaves the host one layer's experts at a time; the MTP block's
+// are never handed over and stay with the model. On the host the loader's CPU path runs it.
+TEST(LoadModelOnTest, HandsEachMainLayersExpertsOverBeforeTheNextIsDecoded) {
+  const std::string model_dir = testing::golden_path("brown_small/model");
+  LoadOptions options;
+  size_t n_decoded = 0, n_total = 0;
+  options.progress = [&](size_t done, size_t total) {
+    n_decoded = done;
+    n_total = total;
+  };
+  std::vector<int64_t> handed;
+  std::vector<size_t> decoded_when_handed;
+  DevicePlacement placement;
+  placement.take_main_experts = [&](int64_t layer, RoutedExpertWeights& experts) {
+    handed.push_back(layer);
+    decoded_when_handed.push_back(n_decoded);
+    EXPECT_TRUE(experts.is_nvfp4() && !experts.w13_nvfp4->packed.empty_tensor() &&
+                !experts.w2_nvfp4->block_scale.empty_tensor())
+        << "layer " << layer;
+    for (format::Nvfp4Tensor* stack : {&*experts.w13_nvfp4, &*experts.w2_nvfp4}) {
+      stack->packed = Tensor();  // as the ranks free them once copied
+      stack->block_scale = Tensor();
+    }
+    return ok_status();
+  };
+  const Result<LoadedModel> placed = load_model_on(model_dir, Device::kCpu, placement, options);
+  ASSERT_TRUE(placed.ok()) << placed.status().to_string();
+  EXPECT_TRUE(placed->report.clean()) << placed->report.first_problem();
+  const ModelWeights& weights = placed->weights;
+  std::vector<int64_t> main_layers(static_cast<size_t>(weights.config.n_layer));
+  for (size_t l = 0; l < main_layers.size(); ++l) main_layers[l] = static_cast<int64_t>(l);
+  EXPECT_EQ(handed, main_layers);
+  // Each hand-over comes after its layer's tensors and before the next block's: some tensors
+  // are decoded between two, and the MTP block's after the last.
+  ASSERT_EQ(decoded_when_handed.size(), main_layers.size());
+  EXPECT_GT(decoded_when_handed.front(), 0u);
+  for (size_t l = 1; l < decoded_when_handed.size(); ++l) {
+    EXPECT_LT(decoded_when_handed[l - 1], decoded_when_handed[l]) << "layer " << l;
+  }
+  ASSERT_FALSE(weights.mtp.empty());
+  EXPECT_LT(decoded_when_handed.back(), n_total);
+  for (const LayerWeights& layer : weights.layers) {
+    EXPECT_TRUE(layer.ffn.experts.w13_nvfp4->packed.empty_tensor());
+    EXPECT_FALSE(layer.ffn.experts.w13_nvfp4->global_scale.empty_tensor());
+  }
+  for (const auto& mtp : weights.mtp) {
+    const RoutedExpertWeights& experts = mtp.block.ffn.experts;
+    EXPECT_FALSE(experts.is_nvfp4() ? experts.w13_nvfp4->packed.empty_tensor()
+                                    : experts.w13.empty_tensor());
+  }
+  ASSERT_FALSE(placed->report.notes.empty());
+  EXPECT_NE(placed->report.notes.back().find("handed over as each layer loaded"),
+            std::string::npos)
+      << placed->report.notes.back();
+}
+
+// The hook's error stops the load there: no later layer is decoded or handed over.
+TEST(LoadModelOnTest, AHandOverErrorStopsTheLoad) {
+  LoadOptions options;
+  size_t n_decoded = 0, n_total = 0;
+  options.progress = [&](size_t done, size_t total) {
+    n_decoded = done;
+    n_total = total;
+  };
+  std::vector<int64_t> handed;
+  DevicePlacement placement;
+  placement.take_main_experts = [&handed](int64_t layer, RoutedExpertWeights&) {
+    handed.push_back(layer);
+    return layer == 1 ? resource_exhausted("rank 2's experts of layer 1 do not fit")
+                      : ok_status();
+  };
+  const Result<LoadedModel> placed = load_model_on(testing::golden_path("brown_small/model"),
+                                                   Device::kCpu, placement, options);
+  ASSERT_FALSE(placed.ok());
+  EXPECT_EQ(placed.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(placed.status().message(), "rank 2's experts of layer 1 do not fit");
+  EXPECT_EQ(handed, (std::vector<int64_t>{0, 1}));
+  EXPECT_LT(n_decoded, n_total);
+}
+
 }  // namespace
 }  // namespace dsv4::checkpoint

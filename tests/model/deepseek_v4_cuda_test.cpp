@@ -13,12 +13,15 @@
 #include <utility>
 #include <vector>
 
+#include "base/device.h"
 #include "checkpoint/loader.h"
 #include "checkpoint/to_device.h"
 #include "model/deepseek_v4.h"
 #include "model/golden.h"
 #include "model/mixed_batch.h"
 #include "model/nvfp4_golden.h"
+#include "runtime/expert_parallel.h"
+#include "runtime/expert_shards.h"
 #include "testing/compare.h"
 #include "testing/device.h"
 #include "testing/temp_dir.h"
@@ -239,30 +242,79 @@ TEST(ExpertOffloadCudaTest, LastLayersStacksAreInHostMemoryWithTheLoadedBytes) {
   }
 }
 
-// DevicePlacement::experts_in_host_memory, what --gpus N loads with (each expert-parallel rank
-// then copies its share to its own GPU, runtime/expert_shards.h): every main layer's codes and
-// block scales in mapped host memory, the per-matrix scales and the MTP blocks' experts on the
-// device.
-TEST(ExpertOffloadCudaTest, EveryLayersStacksAreInHostMemoryWhenAsked) {
+// DevicePlacement::take_main_experts, what --gpus N loads with: each main layer's codes and
+// block scales handed over in mapped host memory with the bytes the host load has, the
+// per-matrix scales on the device, in layer order; here taken by two ranks on this GPU
+// (runtime::ExpertShards::take_layer, rank 0 owning one expert, as runtime::device_placement
+// hands them under --gpus N), whose copies must then hold each rank's range of the host load's
+// stacks while the loaded model's main stacks are freed. The MTP blocks' experts stay on the
+// device and are never handed over.
+TEST(ExpertOffloadCudaTest, EveryLayersExpertsGoToTheRanksAsEachLayerLoads) {
   testing::TempDir dir;
   const std::string model_dir = testing::quantized_tiny_b(dir);
   ASSERT_FALSE(HasFailure());
-  auto placed =
-      checkpoint::load_model_on(model_dir, Device::kCuda, {.experts_in_host_memory = true});
-  ASSERT_TRUE(placed.ok()) << placed.status().to_string();
+  auto host = checkpoint::load_model(model_dir);
+  ASSERT_TRUE(host.ok()) << host.status().to_string();
   const auto memory_type = [](const Tensor& t) {
     cudaPointerAttributes attributes{};
     EXPECT_EQ(cudaPointerGetAttributes(&attributes, t.view().data), cudaSuccess);
     return attributes.type;
   };
+  const checkpoint::ModelConfig& config = host->weights.config;
+  const Result<kernels::ep::ExpertSharding> sharding =
+      runtime::rank_sharding(config.n_routed_experts, 2, 1);
+  ASSERT_TRUE(sharding.ok()) << sharding.status().to_string();
+  runtime::ExpertShards ranks =
+      runtime::ExpertShards::for_ranks(*sharding, {current_device(), current_device()});
+  std::vector<int64_t> handed;
+  checkpoint::DevicePlacement placement;
+  placement.take_main_experts = [&](int64_t layer, checkpoint::RoutedExpertWeights& got) {
+    handed.push_back(layer);
+    const auto& want = host->weights.layers[static_cast<size_t>(layer)].ffn.experts;
+    EXPECT_TRUE(got.in_host_memory) << "layer " << layer;
+    for (auto [w, g] :
+         {std::pair{&*want.w13_nvfp4, &*got.w13_nvfp4}, {&*want.w2_nvfp4, &*got.w2_nvfp4}}) {
+      EXPECT_EQ(memory_type(g->packed), cudaMemoryTypeHost) << "layer " << layer;
+      EXPECT_EQ(memory_type(g->block_scale), cudaMemoryTypeHost) << "layer " << layer;
+      EXPECT_EQ(memory_type(g->global_scale), cudaMemoryTypeDevice) << "layer " << layer;
+      for (auto [a, b] : {std::pair{&w->packed, &g->packed}, {&w->block_scale, &g->block_scale}}) {
+        EXPECT_TRUE(testing::same_bytes(b->view(), a->view())) << "layer " << layer;
+      }
+    }
+    return ranks.take_layer(layer, got);
+  };
+  auto placed = checkpoint::load_model_on(model_dir, Device::kCuda, placement);
+  ASSERT_TRUE(placed.ok()) << placed.status().to_string();
+  std::vector<int64_t> every_layer(placed->weights.layers.size());
+  for (size_t l = 0; l < every_layer.size(); ++l) every_layer[l] = static_cast<int64_t>(l);
+  EXPECT_EQ(handed, every_layer);
   for (size_t l = 0; l < placed->weights.layers.size(); ++l) {
+    SCOPED_TRACE("layer " + std::to_string(l));
     const auto& got = placed->weights.layers[l].ffn.experts;
+    const auto& want = host->weights.layers[l].ffn.experts;
     ASSERT_TRUE(got.is_nvfp4());
-    EXPECT_TRUE(got.in_host_memory) << "layer " << l;
-    for (const format::Nvfp4Tensor* stack : {&*got.w13_nvfp4, &*got.w2_nvfp4}) {
-      EXPECT_EQ(memory_type(stack->packed), cudaMemoryTypeHost) << "layer " << l;
-      EXPECT_EQ(memory_type(stack->block_scale), cudaMemoryTypeHost) << "layer " << l;
-      EXPECT_EQ(memory_type(stack->global_scale), cudaMemoryTypeDevice) << "layer " << l;
+    EXPECT_FALSE(got.in_host_memory);
+    EXPECT_TRUE(got.w13_nvfp4->packed.empty_tensor());
+    EXPECT_TRUE(got.w2_nvfp4->block_scale.empty_tensor());
+    EXPECT_EQ(memory_type(got.w2_nvfp4->global_scale), cudaMemoryTypeDevice);
+    // Each rank's copy, on the GPU, holds its range of the host load's stacks.
+    model::RoutedExpertsCall call;
+    call.layer = static_cast<int64_t>(l);
+    call.experts = &want;
+    call.weights.w13 = want.w13_nvfp4->view();
+    call.weights.w2 = want.w2_nvfp4->view();
+    for (int r = 0; r < 2; ++r) {
+      const int64_t first = sharding->first_expert(r), end = first + sharding->n_local_experts(r);
+      const Result<kernels::MoeWeightsView> view = ranks.rank_view(call, r);
+      ASSERT_TRUE(view.ok()) << view.status().to_string();
+      for (auto [g, w] : {std::pair{view->w13.packed, call.weights.w13.packed},
+                          {view->w13.block_scale, call.weights.w13.block_scale},
+                          {view->w2.packed, call.weights.w2.packed},
+                          {view->w2.block_scale, call.weights.w2.block_scale}}) {
+        EXPECT_TRUE(testing::same_bytes(testing::to_host(g.rows(first, end)).view(),
+                                        w.rows(first, end)))
+            << "rank " << r;
+      }
     }
   }
   // The MTP blocks' experts, which no rank shards, stay on the device (rank 0's).

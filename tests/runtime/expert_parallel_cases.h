@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/device.h"
 #include "checkpoint/loader.h"
 #include "checkpoint/to_device.h"
 #include "dsv4/engine.h"
@@ -30,6 +31,7 @@
 #include "runtime/batch.h"
 #include "runtime/expert_parallel.h"
 #include "runtime/expert_shards.h"
+#include "runtime/placement.h"
 #include "testing/random.h"
 
 namespace dsv4::testing {
@@ -130,10 +132,12 @@ class ModelRanksCases {
   // ranks on several GPUs do, though here they share the one device.
   void copy_shards() { copy_shards_ = true; }
 
-  // Copies, and the model the ranks serve has its main layers' stacks freed
-  // (runtime::release_host_experts, as under --gpus N once the ranks have their copies): only
-  // the ranks' copies hold the experts, so every read of them, a grouped step's included, must
-  // come from there. The reference runs in place on the weights kept whole.
+  // The engine's --gpus N load, every rank on this one device: the model the ranks serve is
+  // loaded with runtime::device_placement's per-layer hook, so each rank's copy of each main
+  // layer is made as the loader places it and the loader's stacks are then freed
+  // (ExpertShards::take_layer): only the ranks' copies hold the experts, so every read of them,
+  // a grouped step's included, must come from there. The reference runs in place on the
+  // weights kept whole.
   void release_after_copies() {
     copy_shards_ = true;
     release_ = true;
@@ -151,21 +155,42 @@ class ModelRanksCases {
     if (n > 1) options.leader_experts = leader_experts_;
     if (watchdog.count() > 0) options.watchdog = watchdog;
     options.before_rank = std::move(fault);
+    if (release_) {
+      DSV4_ASSIGN_OR_RETURN(runtime::ExpertShards copies, load_layer_by_layer(options));
+      return runtime::ExpertParallel::create(loaded_.weights.config, options, std::move(copies));
+    }
     if (copy_shards_) {
       DSV4_ASSIGN_OR_RETURN(options.weights, weights_on_device());
       options.copy_shards = true;
     }
-    if (release_ && !released_) {
-      DSV4_ASSIGN_OR_RETURN(const checkpoint::ModelWeights* whole, weights_on_device());
-      DSV4_ASSIGN_OR_RETURN(checkpoint::ModelWeights copy,
-                            checkpoint::copy_weights(*whole, device_));
-      for (checkpoint::LayerWeights& layer : copy.layers) {
-        layer.ffn.experts.in_host_memory = layer.ffn.experts.is_nvfp4();
-      }
-      if (runtime::release_host_experts(copy) == 0) return internal_error("nothing released");
-      released_ = std::move(copy);
-    }
     return runtime::ExpertParallel::create(loaded_.weights.config, options);
+  }
+
+  // The model loaded onto device_ as under --gpus N (runtime::device_placement with the ranks'
+  // copies), with `options`' ranks all on this device: released_ holds the weights, their main
+  // layers' stacks freed, and the copies are returned.
+  Result<runtime::ExpertShards> load_layer_by_layer(const runtime::ExpertParallelOptions& options) {
+    DSV4_ASSIGN_OR_RETURN(const kernels::ep::ExpertSharding sharding,
+                          runtime::rank_sharding(loaded_.weights.config.n_routed_experts,
+                                                 options.n_ranks, options.leader_experts));
+    runtime::ExpertShards copies = runtime::ExpertShards::for_ranks(
+        sharding, device_ == Device::kCpu ? std::vector<int>{}
+                                          : std::vector<int>(options.n_ranks, current_device()));
+    const checkpoint::DevicePlacement placement = runtime::device_placement(
+        ep_engine_options(options.n_ranks, device_ == Device::kCpu ? EngineDevice::kCpu
+                                                                   : EngineDevice::kCuda),
+        0, &copies);
+    released_.reset();
+    DSV4_ASSIGN_OR_RETURN(checkpoint::LoadedModel loaded,
+                          checkpoint::load_model_on(golden_path(kEpModel), device_, placement));
+    if (!loaded.report.clean()) return internal_error(loaded.report.first_problem());
+    for (const checkpoint::LayerWeights& layer : loaded.weights.layers) {
+      if (layer.ffn.experts.is_nvfp4() && !layer.ffn.experts.w13_nvfp4->packed.empty_tensor()) {
+        return internal_error("the loader kept a main layer's stacks the ranks had taken");
+      }
+    }
+    released_ = std::move(loaded.weights);
+    return copies;
   }
 
   // 1 to 4 ranks against the model without a placement (moe_ffn in place), on the same prompts.

@@ -5,10 +5,14 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "checkpoint/config.h"
+#include "checkpoint/to_device.h"
 #include "model/expert_placement.h"
 #include "runtime/expert_parallel_cases.h"
 #include "runtime/expert_shards.h"
@@ -54,7 +58,8 @@ TEST_F(ModelRanks, OneToFourRanksGiveInPlaceBitsFromTheirOwnCopiesWithDynamicSca
   expect_in_place_bits();
 }
 
-// As under --gpus N: the model's own stacks freed once the ranks hold their copies.
+// As under --gpus N: each rank's copy made as the loader places each layer, the loader's
+// stacks then freed.
 TEST_F(ModelRanks, OneToFourRanksGiveInPlaceBitsWithTheModelsStacksFreed) {
   release_after_copies();
   expect_in_place_bits();
@@ -130,28 +135,44 @@ TEST(EngineParallelism, RanksGetOneDeviceOrdinalEach) {
   EXPECT_EQ(runtime::rank_devices(options), (std::vector<int>{0, 1, 2, 3}));
 }
 
-// Under --gpus N the loader leaves every routed expert in host memory, for each rank to copy its
-// share to its own GPU; otherwise expert offload places them as asked.
-TEST(EngineParallelism, SeveralGpusLoadTheExpertsIntoHostMemory) {
+// Under --gpus N the ranks' copies are made before loading, rank r's on GPU r and rank 0 owning
+// check_ep_memory's share, and the loader hands each main layer's routed experts to them;
+// otherwise there are none and expert offload places the experts as asked.
+TEST(EngineParallelism, SeveralGpusHandEachLayersExpertsToTheRanks) {
+  const Result<checkpoint::ModelConfig> config =
+      checkpoint::load_model_config(testing::golden_path(testing::kEpModel));
+  ASSERT_TRUE(config.ok()) << config.status().message();
   EngineOptions options = testing::ep_engine_options(4, EngineDevice::kCuda);
   options.expert_offload_layers = 2;
-  EXPECT_FALSE(runtime::device_placement(options).experts_in_host_memory);
+  EXPECT_FALSE(runtime::rank_copies(options, *config, 0).has_value());
+  EXPECT_FALSE(runtime::device_placement(options).take_main_experts);
   EXPECT_EQ(runtime::device_placement(options).expert_offload_layers, 2);
   options.gpus = 4;
-  EXPECT_TRUE(runtime::device_placement(options).experts_in_host_memory);
+  std::optional<runtime::ExpertShards> copies = runtime::rank_copies(options, *config, 1);
+  ASSERT_TRUE(copies.has_value());
+  EXPECT_EQ(copies->devices(), (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(copies->sharding().n_local_experts(0), 1);
+  EXPECT_EQ(copies->sharding().first_expert(1), 1);
+  EXPECT_TRUE(runtime::device_placement(options, 0, &*copies).take_main_experts);
 }
 
-// The EP test model with layer 1's NVFP4 routed experts staged in host memory, as the loader
-// leaves them under --gpus N.
-Result<checkpoint::LoadedModel> load_with_staged_layer() {
+// The EP test model as loaded on the CPU, with layer 1's NVFP4 routed experts.
+Result<checkpoint::LoadedModel> load_ep_model() {
   DSV4_ASSIGN_OR_RETURN(checkpoint::LoadedModel loaded,
                         checkpoint::load_model(testing::golden_path(testing::kEpModel)));
   std::vector<checkpoint::LayerWeights>& layers = loaded.weights.layers;
   if (layers.size() < 2 || !layers[1].ffn.experts.is_nvfp4()) {
     return internal_error("the EP test model's layer 1 has no NVFP4 routed experts");
   }
-  layers[1].ffn.experts.in_host_memory = true;
   return loaded;
+}
+
+// Ranks 0 … 2 on the CPU, rank 0 owning one expert of each layer.
+runtime::ExpertShards ranks_on_the_cpu(const checkpoint::ModelConfig& config) {
+  const Result<kernels::ep::ExpertSharding> sharding =
+      runtime::rank_sharding(config.n_routed_experts, 3, 1);
+  EXPECT_TRUE(sharding.ok()) << sharding.status().message();
+  return runtime::ExpertShards::for_ranks(*sharding, {});
 }
 
 // Layer 1's routed-expert call on `staged` (the weights only: no step runs).
@@ -164,25 +185,24 @@ model::RoutedExpertsCall layer_call(const checkpoint::RoutedExpertWeights& stage
   return call;
 }
 
-// What --gpus N frees once the ranks hold their copies: the staged layers' codes and block
-// scales (the per-matrix scales stay); a layer so freed refuses to run in place rather than
-// read freed memory. That the ranks still give one rank's bits is
-// ModelRanks.OneToFourRanksGiveInPlaceBitsWithTheModelsStacksFreed.
-TEST(EngineParallelism, ReleasedExpertsRefuseToRunInPlace) {
-  Result<checkpoint::LoadedModel> loaded = load_with_staged_layer();
+// What --gpus N frees once the ranks hold their copies of a layer (ExpertShards::take_layer,
+// the loader's per-layer hook): the layer's codes and block scales (the per-matrix scales stay);
+// a layer so freed refuses to run in place rather than read freed memory. That the ranks still
+// give one rank's bits is ModelRanks.OneToFourRanksGiveInPlaceBitsWithTheModelsStacksFreed.
+TEST(EngineParallelism, TakenExpertsRefuseToRunInPlace) {
+  Result<checkpoint::LoadedModel> loaded = load_ep_model();
   ASSERT_TRUE(loaded.ok()) << loaded.status().message();
   checkpoint::ModelWeights& weights = loaded->weights;
   checkpoint::RoutedExpertWeights& staged = weights.layers[1].ffn.experts;
-  int64_t bulk = 0;
-  for (const format::Nvfp4Tensor* stack : {&*staged.w13_nvfp4, &*staged.w2_nvfp4}) {
-    bulk += static_cast<int64_t>(stack->packed.view().bytes() + stack->block_scale.view().bytes());
-  }
-  EXPECT_EQ(runtime::release_host_experts(weights), bulk);
+  staged.in_host_memory = true;  // as the loader stages it on a GPU
+  runtime::ExpertShards copies = ranks_on_the_cpu(weights.config);
+  const Status taken = copies.take_layer(1, staged);
+  ASSERT_TRUE(taken.ok()) << taken.message();
   EXPECT_FALSE(staged.in_host_memory);
   EXPECT_TRUE(staged.w13_nvfp4->packed.empty_tensor());
   EXPECT_TRUE(staged.w2_nvfp4->block_scale.empty_tensor());
   EXPECT_FALSE(staged.w13_nvfp4->global_scale.empty_tensor());
-  // A layer not staged keeps its stacks.
+  // A layer not taken keeps its stacks.
   EXPECT_FALSE(weights.layers[0].ffn.experts.w13_nvfp4->packed.empty_tensor());
 
   const Status in_place = model::run_in_place(layer_call(staged));
@@ -192,23 +212,53 @@ TEST(EngineParallelism, ReleasedExpertsRefuseToRunInPlace) {
       << in_place.message();
 }
 
+// Each rank's copy of a taken layer holds the same bytes as its range of the layer's stacks
+// (rank 0's one expert, ranks 1 and 2 the rest), read through the view a rank computes with.
+TEST(EngineParallelism, TakenLayersCopiesHoldEachRanksRange) {
+  Result<checkpoint::LoadedModel> loaded = load_ep_model();
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  checkpoint::ModelWeights& weights = loaded->weights;
+  const Result<checkpoint::ModelWeights> whole = checkpoint::copy_weights(weights, Device::kCpu);
+  ASSERT_TRUE(whole.ok()) << whole.status().message();
+  runtime::ExpertShards copies = ranks_on_the_cpu(weights.config);
+  ASSERT_TRUE(copies.take_layer(1, weights.layers[1].ffn.experts).ok());
+  const model::RoutedExpertsCall call = layer_call(whole->layers[1].ffn.experts);
+  for (int r = 0; r < 3; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    const int64_t first = copies.sharding().first_expert(r);
+    const int64_t n = copies.sharding().n_local_experts(r);
+    const Result<kernels::MoeWeightsView> view = copies.rank_view(call, r);
+    ASSERT_TRUE(view.ok()) << view.status().message();
+    for (const auto& [got, want] :
+         {std::pair{view->w13, call.weights.w13}, std::pair{view->w2, call.weights.w2}}) {
+      for (const auto& [g, w] : {std::pair{got.packed, want.packed},
+                                 std::pair{got.block_scale, want.block_scale}}) {
+        EXPECT_NE(g.data, w.data);  // the rank's own copy
+        const TensorView a = g.rows(first, first + n), b = w.rows(first, first + n);
+        ASSERT_EQ(a.bytes(), b.bytes());
+        EXPECT_EQ(std::memcmp(a.data, b.data, a.bytes()), 0);
+      }
+    }
+  }
+  // A layer the ranks were not handed has no copy.
+  model::RoutedExpertsCall not_taken = layer_call(whole->layers[0].ffn.experts);
+  not_taken.layer = 0;
+  EXPECT_EQ(copies.rank_view(not_taken, 1).status().code(), StatusCode::kInternal);
+}
+
 // A call on freed stacks gets the whole stacks' shapes back, as views of no memory: the shapes
 // of the stacks before they were freed, and no pointer into a rank's copy, whose range is only
 // part of the stacks.
 TEST(EngineParallelism, FreedStacksAreSizedWithoutMemory) {
-  Result<checkpoint::LoadedModel> loaded = load_with_staged_layer();
+  Result<checkpoint::LoadedModel> loaded = load_ep_model();
   ASSERT_TRUE(loaded.ok()) << loaded.status().message();
   checkpoint::ModelWeights& weights = loaded->weights;
-  const checkpoint::RoutedExpertWeights& staged = weights.layers[1].ffn.experts;
+  checkpoint::RoutedExpertWeights& staged = weights.layers[1].ffn.experts;
   const format::Nvfp4View before[] = {staged.w13_nvfp4->view(), staged.w2_nvfp4->view()};
-  const Result<kernels::ep::ExpertSharding> sharding =
-      kernels::ep::ExpertSharding::create(weights.config.n_routed_experts, 2);
-  ASSERT_TRUE(sharding.ok()) << sharding.status().message();
-  Result<runtime::ExpertShards> shards = runtime::ExpertShards::copy(weights, *sharding, {});
-  ASSERT_TRUE(shards.ok()) << shards.status().message();
-  ASSERT_GT(runtime::release_host_experts(weights), 0);
+  runtime::ExpertShards copies = ranks_on_the_cpu(weights.config);
+  ASSERT_TRUE(copies.take_layer(1, staged).ok());
 
-  const Result<model::RoutedExpertsCall> sized = shards->sized(layer_call(staged));
+  const Result<model::RoutedExpertsCall> sized = copies.sized(layer_call(staged));
   ASSERT_TRUE(sized.ok()) << sized.status().message();
   const format::Nvfp4View after[] = {sized->weights.w13, sized->weights.w2};
   for (int s = 0; s < 2; ++s) {
@@ -222,6 +272,21 @@ TEST(EngineParallelism, FreedStacksAreSizedWithoutMemory) {
     }
     EXPECT_EQ(after[s].global_scale.data, before[s].global_scale.data);  // not freed
   }
+}
+
+// Copies made while loading serve only ranks of their sharding.
+TEST(EngineParallelism, CopiesOfAnotherShardingAreRefused) {
+  Result<checkpoint::LoadedModel> loaded = load_ep_model();
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  const checkpoint::ModelConfig& config = loaded->weights.config;
+  const runtime::ExpertParallelOptions even{.n_ranks = 3, .device = Device::kCpu};
+  const Status refused =
+      runtime::ExpertParallel::create(config, even, ranks_on_the_cpu(config)).status();
+  EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("not of the sharding"), std::string::npos) << refused.message();
+  runtime::ExpertParallelOptions led = even;
+  led.leader_experts = 1;
+  EXPECT_TRUE(runtime::ExpertParallel::create(config, led, ranks_on_the_cpu(config)).ok());
 }
 
 TEST(EngineParallelism, RankDevicesMustMatchTheRanks) {
