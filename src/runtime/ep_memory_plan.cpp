@@ -64,8 +64,8 @@ void place_shards(EpMemoryPlan& plan, const kernels::ep::ExpertSharding& shardin
 // main layer's codes and block scales `layer_bulk`), each layer's `n_experts` split evenly over
 // `n_ranks`, and `other` bytes besides, all rank 0's: the MTP block's experts are not sharded
 // (they load onto rank 0's GPU and run there), nor are dense ones (make_placement runs them on
-// rank 0). Over several ranks the loader stages the bulk in host memory and rank 0 keeps room to
-// gather the largest layer.
+// rank 0). Over several ranks the loader stages each layer's bulk in host memory in turn, and
+// rank 0 keeps room to gather the largest layer.
 Result<EpMemoryPlan> lay_out(int64_t n_experts, int n_ranks, int64_t routed, int64_t other,
                              const std::vector<int64_t>& layer_bulk) {
   DSV4_ASSIGN_OR_RETURN(const kernels::ep::ExpertSharding sharding,
@@ -74,10 +74,8 @@ Result<EpMemoryPlan> lay_out(int64_t n_experts, int n_ranks, int64_t routed, int
   plan.routed_expert_bytes = routed;
   plan.other_weight_bytes = other;
   if (n_ranks > 1) {
-    for (const int64_t bulk : layer_bulk) {
-      plan.host_bytes += bulk;
-      plan.largest_layer = std::max(plan.largest_layer, bulk);
-    }
+    for (const int64_t bulk : layer_bulk) plan.largest_layer = std::max(plan.largest_layer, bulk);
+    plan.host_bytes = plan.largest_layer;
   }
   place_shards(plan, sharding);
   return plan;
@@ -242,12 +240,12 @@ std::string describe(const EpMemoryPlan& plan, int64_t headroom) {
                     " sharded by expert, every other weight " + gib(plan.other_weight_bytes) +
                     " on rank 0 (the leader, which also holds the caches)";
   if (plan.host_bytes > 0) {
-    out += "; the experts' " + gib(plan.host_bytes) +
-           " of codes and scales load into pinned host memory, whence each rank copies its "
-           "share; rank 0 keeps room to gather one layer whole from the ranks (steps beyond "
-           "the fused kernels run every expert there)\nhost memory: " +
-           gib(plan.host_bytes) + " pinned while loading, " + gib(plan.host_bytes_kept) +
-           " kept after (the ranks' copies serve every read)";
+    out += "; each layer's experts load into pinned host memory in turn, whence each rank "
+           "copies its share before the next layer loads; rank 0 keeps room to gather one "
+           "layer whole from the ranks (steps beyond the fused kernels run every expert "
+           "there)\nhost memory: " +
+           gib(plan.host_bytes) + " pinned at a time while loading (one layer's codes and scales), " +
+           gib(plan.host_bytes_kept) + " kept after (the ranks' copies serve every read)";
   }
   out += "\n";
   char line[160];

@@ -2,11 +2,11 @@
 // alone, so it prints before anything loads (`dsv4 check --plan --gpus N`) and the engine
 // refuses a plan that does not fit its GPUs before it loads a byte (check_ep_fits); then from
 // the checkpoint as bound (checkpoint::LoadPlan, before a tensor is decoded), whose bytes may
-// exceed what its config declares (check_bound_ep_fits). The loader stages every main layer's
-// NVFP4 routed experts in pinned host memory (placement.h), each rank copies its contiguous
-// shard of them (kernels/ep/expert_sharding.h) to its GPU (expert_shards.h), and then the host
-// copies are freed: nothing stays in host memory. The
-// leader (rank 0) holds every other weight (attention, the shared experts, routers,
+// exceed what its config declares (check_bound_ep_fits). The loader stages each main layer's
+// NVFP4 routed experts in pinned host memory as it loads that layer (placement.h), each rank
+// copies its contiguous shard of them (kernels/ep/expert_sharding.h) to its GPU
+// (expert_shards.h), and the host copy is freed before the next layer is decoded: the host
+// holds one layer's experts at a time, and nothing once loaded. The leader (rank 0) holds every other weight (attention, the shared experts, routers,
 // embeddings, the head, the MTP block with its experts), the caches, and room to gather one
 // layer's routed experts whole: a step above the fused expert kernels' range runs every expert
 // on rank 0 (expert_parallel.h). The ranks' barriers are on the host, so no rank holds an EP
@@ -40,8 +40,10 @@ struct EpMemoryPlan {
   std::vector<RankBytes> ranks;     // R
   int64_t routed_expert_bytes = 0;  // every main layer's NVFP4 stacks
   int64_t other_weight_bytes = 0;
-  // The main layers' stacks' codes and block scales in pinned host memory while loading (R > 1),
-  // and what stays there once the ranks have their copies: nothing (docs/ep.md §7).
+  // The most pinned host memory the loading holds at once (R > 1): one main layer's stacks'
+  // codes and block scales, the largest layer's, since each layer's are freed once the ranks
+  // have copied them, before the next is decoded; and what stays there once loaded: nothing
+  // (docs/ep.md §7).
   int64_t host_bytes = 0;
   int64_t host_bytes_kept = 0;
   int64_t largest_layer = 0;  // R > 1: one main layer's routed codes and block scales, rank 0's copy
