@@ -244,7 +244,8 @@ std::string describe(const EpMemoryPlan& plan, int64_t headroom) {
            "copies its share before the next layer loads; rank 0 keeps room to gather one "
            "layer whole from the ranks (steps beyond the fused kernels run every expert "
            "there)\nhost memory: " +
-           gib(plan.host_bytes) + " pinned at a time while loading (one layer's codes and scales), " +
+           gib(plan.host_bytes) +
+           " pinned at a time while loading (one layer's codes and scales), " +
            gib(plan.host_bytes_kept) + " kept after (the ranks' copies serve every read)";
   }
   out += "\n";

@@ -6,14 +6,15 @@
 // NVFP4 routed experts in pinned host memory as it loads that layer (placement.h), each rank
 // copies its contiguous shard of them (kernels/ep/expert_sharding.h) to its GPU
 // (expert_shards.h), and the host copy is freed before the next layer is decoded: the host
-// holds one layer's experts at a time, and nothing once loaded. The leader (rank 0) holds every other weight (attention, the shared experts, routers,
-// embeddings, the head, the MTP block with its experts), the caches, and room to gather one
-// layer's routed experts whole: a step above the fused expert kernels' range runs every expert
-// on rank 0 (expert_parallel.h). The ranks' barriers are on the host, so no rank holds an EP
-// buffer. Values count as LoadPlan::min_device_bytes does: a non-expert value at least a bf16,
-// except the linears kept in FP8, a byte a value and their block scales, as a GPU keeps them:
-// the config's plan counts so the linears the release stores in FP8 where the config declares
-// them (ModelConfig::fp8_linears), the bound plan the linears the checkpoint stores in FP8.
+// holds one layer's experts at a time, and nothing once loaded. The leader (rank 0) holds
+// every other weight (attention, the shared experts, routers, embeddings, the head, the MTP
+// block with its experts), the caches, and room to gather one layer's routed experts whole: a
+// step above the fused expert kernels' range runs every expert on rank 0 (expert_parallel.h).
+// The ranks' barriers are on the host, so no rank holds an EP buffer. Values count as
+// LoadPlan::min_device_bytes does: a non-expert value at least a bf16, except the linears kept
+// in FP8, a byte a value and their block scales, as a GPU keeps them: the config's plan counts
+// so the linears the release stores in FP8 where the config declares them
+// (ModelConfig::fp8_linears), the bound plan the linears the checkpoint stores in FP8.
 //
 // Dimension letters: R ranks, E routed experts.
 #pragma once

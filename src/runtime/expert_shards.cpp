@@ -52,7 +52,8 @@ Result<ExpertShards> ExpertShards::copy(const checkpoint::ModelWeights& weights,
   ExpertShards shards = for_ranks(sharding, devices);
   for (size_t l = 0; l < weights.layers.size(); ++l) {
     const checkpoint::RoutedExpertWeights& experts = weights.layers[l].ffn.experts;
-    if (experts.is_nvfp4()) DSV4_RETURN_IF_ERROR(shards.copy_layer(static_cast<int64_t>(l), experts));
+    if (!experts.is_nvfp4()) continue;
+    DSV4_RETURN_IF_ERROR(shards.copy_layer(static_cast<int64_t>(l), experts));
   }
   return shards;
 }

@@ -165,7 +165,8 @@ checkpoint::DevicePlacement device_placement(const EngineOptions& options, int64
                                              ExpertShards* copies) {
   checkpoint::DevicePlacement placement{
       .expert_offload_layers = options.expert_offload_layers,
-      .device_headroom = (options.prefix_cache_mb << 20) + std::max(kStepHeadroomBytes, step_bytes)};
+      .device_headroom =
+          (options.prefix_cache_mb << 20) + std::max(kStepHeadroomBytes, step_bytes)};
   if (copies != nullptr) {
     placement.take_main_experts = [copies](int64_t layer,
                                            checkpoint::RoutedExpertWeights& experts) {
