@@ -105,6 +105,19 @@ TEST(LoadModelOnTest, RunsTheCallersCheckBeforeDecoding) {
   EXPECT_EQ(n_decoded, 0u);
 }
 
+// The loader's progress as the test sees it: tensors decoded so far, of how many.
+struct LoadProgress {
+  size_t decoded = 0, total = 0;
+  LoadOptions options() {
+    LoadOptions made;
+    made.progress = [this](size_t done, size_t all) {
+      decoded = done;
+      total = all;
+    };
+    return made;
+  }
+};
+
 // DevicePlacement::take_main_experts (what --gpus N loads with, runtime/placement.h): each main
 // layer's NVFP4 experts are handed over once, in layer order, as soon as that layer is placed
 // and before the next one's tensors are decoded, so a caller that frees them (as the ranks do
@@ -112,18 +125,13 @@ TEST(LoadModelOnTest, RunsTheCallersCheckBeforeDecoding) {
 // are never handed over and stay with the model. On the host the loader's CPU path runs it.
 TEST(LoadModelOnTest, HandsEachMainLayersExpertsOverBeforeTheNextIsDecoded) {
   const std::string model_dir = testing::golden_path("brown_small/model");
-  LoadOptions options;
-  size_t n_decoded = 0, n_total = 0;
-  options.progress = [&](size_t done, size_t total) {
-    n_decoded = done;
-    n_total = total;
-  };
+  LoadProgress progress;
   std::vector<int64_t> handed;
   std::vector<size_t> decoded_when_handed;
   DevicePlacement placement;
   placement.take_main_experts = [&](int64_t layer, RoutedExpertWeights& experts) {
     handed.push_back(layer);
-    decoded_when_handed.push_back(n_decoded);
+    decoded_when_handed.push_back(progress.decoded);
     EXPECT_TRUE(experts.is_nvfp4() && !experts.w13_nvfp4->packed.empty_tensor() &&
                 !experts.w2_nvfp4->block_scale.empty_tensor())
         << "layer " << layer;
@@ -133,7 +141,8 @@ TEST(LoadModelOnTest, HandsEachMainLayersExpertsOverBeforeTheNextIsDecoded) {
     }
     return ok_status();
   };
-  const Result<LoadedModel> placed = load_model_on(model_dir, Device::kCpu, placement, options);
+  const Result<LoadedModel> placed =
+      load_model_on(model_dir, Device::kCpu, placement, progress.options());
   ASSERT_TRUE(placed.ok()) << placed.status().to_string();
   EXPECT_TRUE(placed->report.clean()) << placed->report.first_problem();
   const ModelWeights& weights = placed->weights;
@@ -148,7 +157,7 @@ TEST(LoadModelOnTest, HandsEachMainLayersExpertsOverBeforeTheNextIsDecoded) {
     EXPECT_LT(decoded_when_handed[l - 1], decoded_when_handed[l]) << "layer " << l;
   }
   ASSERT_FALSE(weights.mtp.empty());
-  EXPECT_LT(decoded_when_handed.back(), n_total);
+  EXPECT_LT(decoded_when_handed.back(), progress.total);
   for (const LayerWeights& layer : weights.layers) {
     EXPECT_TRUE(layer.ffn.experts.w13_nvfp4->packed.empty_tensor());
     EXPECT_FALSE(layer.ffn.experts.w13_nvfp4->global_scale.empty_tensor());
@@ -166,12 +175,7 @@ TEST(LoadModelOnTest, HandsEachMainLayersExpertsOverBeforeTheNextIsDecoded) {
 
 // The hook's error stops the load there: no later layer is decoded or handed over.
 TEST(LoadModelOnTest, AHandOverErrorStopsTheLoad) {
-  LoadOptions options;
-  size_t n_decoded = 0, n_total = 0;
-  options.progress = [&](size_t done, size_t total) {
-    n_decoded = done;
-    n_total = total;
-  };
+  LoadProgress progress;
   std::vector<int64_t> handed;
   DevicePlacement placement;
   placement.take_main_experts = [&handed](int64_t layer, RoutedExpertWeights&) {
@@ -180,12 +184,12 @@ TEST(LoadModelOnTest, AHandOverErrorStopsTheLoad) {
                       : ok_status();
   };
   const Result<LoadedModel> placed = load_model_on(testing::golden_path("brown_small/model"),
-                                                   Device::kCpu, placement, options);
+                                                   Device::kCpu, placement, progress.options());
   ASSERT_FALSE(placed.ok());
   EXPECT_EQ(placed.status().code(), StatusCode::kResourceExhausted);
   EXPECT_EQ(placed.status().message(), "rank 2's experts of layer 1 do not fit");
   EXPECT_EQ(handed, (std::vector<int64_t>{0, 1}));
-  EXPECT_LT(n_decoded, n_total);
+  EXPECT_LT(progress.decoded, progress.total);
 }
 
 }  // namespace
