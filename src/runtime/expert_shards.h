@@ -72,7 +72,7 @@ class ExpertShards {
   Result<kernels::MoeWeightsView> rank_view(const model::RoutedExpertsCall& call, int rank) const;
 
   // `call` as the ranks take it. Where its stacks' codes and block scales were freed
-  // (release_host_experts; the views then have no shape), they get the whole stacks' shapes back
+  // (take_layer; the views then have no shape), they get the whole stacks' shapes back
   // as views of no memory (data null): the call's sizes for rank_view, gather and the step's
   // buffers, and nothing to read, since each rank reads its own copy and a grouped step what
   // gather makes. Otherwise `call` as it is.

@@ -4,8 +4,9 @@
 // kernels' range (at most 24 tokens; the small router up to 8); OneToFourRanksGiveInPlaceBits
 // OnLongPrompts steps 140 to 200 tokens at once, the grouped path, which rank 0 runs whole. The
 // FromTheirOwnCopies cases give every rank its own copy of its experts on the one GPU, the
-// indexing and placement of ranks on several GPUs; the StacksFreed cases then free the model's
-// stacks, as --gpus N does, so only those copies serve.
+// indexing and placement of ranks on several GPUs; the StacksFreed cases load the model as
+// --gpus N does, each rank's copy made as the loader places each layer and the model's stacks
+// then freed, so only those copies serve.
 #include <gtest/gtest.h>
 
 #include "runtime/expert_parallel_cases.h"
@@ -37,8 +38,9 @@ TEST_F(ModelRanksCuda, OneToFourRanksGiveInPlaceBitsOnLongPrompts) {
   expect_in_place_bits(/*shortest=*/70, /*longest=*/100);
 }
 
-// As under --gpus N: the model's own stacks freed once the ranks hold their copies, so the
-// grouped path gathers each layer from the ranks' copies (ExpertShards::gather).
+// As under --gpus N: each rank's copy made as the loader places each layer (on this one GPU),
+// the model's own stacks then freed, so the grouped path gathers each layer from the ranks'
+// copies (ExpertShards::gather).
 TEST_F(ModelRanksCuda, OneToFourRanksGiveInPlaceBitsWithTheModelsStacksFreed) {
   release_after_copies();
   expect_in_place_bits();
