@@ -112,8 +112,11 @@ Result<Buffer> Buffer::allocate_mapped_host(size_t bytes) {
   if (bytes == 0) return buffer;
 #ifdef DSV4_WITH_CUDA
   // Every 64-bit CUDA platform has unified addressing, so the host pointer is also the address
-  // kernels use (cudaHostGetDevicePointer would return it unchanged).
-  const cudaError_t err = cudaHostAlloc(&buffer.data_, bytes, cudaHostAllocMapped);
+  // kernels use (cudaHostGetDevicePointer would return it unchanged), and the memory is pinned
+  // for every GPU's context (portable, which unified addressing implies; said here so a copy to
+  // another rank's GPU never depends on it).
+  const cudaError_t err =
+      cudaHostAlloc(&buffer.data_, bytes, cudaHostAllocMapped | cudaHostAllocPortable);
   DSV4_RETURN_IF_ERROR(allocated(err, "pinned host allocation", bytes, buffer.data_));
   return buffer;
 #else
