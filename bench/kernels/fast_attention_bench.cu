@@ -1,7 +1,8 @@
 // The fast profile's attention ops at V4-Flash shapes against the exact ones, same run:
 // sparse_attention_bf16 vs sparse_attention (64 heads of 512, a 128-row window + the indexer's
 // picks, at most 512) and indexer_scores_fp8 vs indexer_scores (64 heads of 128), for a
-// 2048-token prefill and decode steps of B = 1, 2, 8, 32 rows at contexts of 272, 2048 (the
+// 2048-token prefill in one call and in the engine's 256-query pieces (at 2048 and 32768
+// positions), and decode steps of B = 1, 2, 8, 32 rows at contexts of 272, 2048 (the
 // picks fill the top-k), 8192 and 65536 tokens (a CSA layer: context / 4 compressed entries,
 // min(512, entries) picks), then the indexer's top-k over those entries and at a 1M-token
 // context. Decode rows go as the engine's decode step sends them: each row's cache through the
@@ -34,6 +35,10 @@ namespace {
 constexpr int64_t kHeads = 64, kHeadDim = 512, kWindow = 128, kTopk = 512;  // V4-Flash
 constexpr int64_t kIndexHeads = 64, kIndexDim = 128;
 constexpr int64_t kPrefill = 2048;
+// The queries of one attention call of a prompt as the engine makes them: it attends a prompt
+// 256 tokens at a time (model::AttentionCache::kDefaultStepTokens), over the window ring of
+// those rows and the entries so far.
+constexpr int64_t kPromptPiece = 256;
 constexpr int64_t kRatio = 4;  // a CSA layer's tokens an entry
 
 // A call's shape: T query rows at a context of `context` tokens; decode rows read their caches
@@ -275,14 +280,17 @@ int main() {
   std::printf(
       "| op | shape | fast µs | floor µs | TFLOP/s | peak TFLOP/s | exact µs | ratio | "
       "vs exact | err vs exact |\n|---|---|---|---|---|---|---|---|---|---|\n");
-  const Call prefill{kPrefill, kPrefill, false};
+  // A 2048-token prompt in one call, and the engine's 256-query pieces at the end of a 2048-
+  // and a 32768-token prompt (the entries and the indexer's keys grow with the context).
+  const std::vector<Call> prefill = {
+      {kPrefill, kPrefill, false}, {kPromptPiece, 2048, false}, {kPromptPiece, 32768, false}};
   std::vector<Call> decode;
   for (const int64_t context : {272, 2048, 8192, 65536}) {
     for (const int64_t b : {1, 2, 8, 32}) decode.push_back({b, context, true});
   }
-  attention_row(rates, prefill);
+  for (const Call& s : prefill) attention_row(rates, s);
   for (const Call& s : decode) attention_row(rates, s);
-  indexer_row(rates, prefill);
+  for (const Call& s : prefill) indexer_row(rates, s);
   for (const Call& s : decode) indexer_row(rates, s);
   for (const Call& s : decode) topk_row(rates, s);
   for (const int64_t b : {1, 8, 32}) topk_row(rates, {b, 1 << 20, true});  // V4's longest context
