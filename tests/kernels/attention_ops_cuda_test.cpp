@@ -93,8 +93,9 @@ TEST(AttentionOpsCuda, RmsNormRopeMatchesCpu) {
 // same angle, cosf and sinf, the same rounded rotation, so the same bits. Head rows of up to
 // 1024 with their pairs starting at an even dim run from registers (cuda/ops/rope_row.cuh), the
 // others (an odd first pair, a row past the lanes) stream: both against the parts. From 4096 rows
-// (a prompt's heads) a warp takes a row, 2, 4, 8 or 16 lanes a thread by Dh (the last four
-// shapes): the same tree, so the same bits.
+// (a prompt's heads) a warp takes a row, 2, 4, 8 or 16 lanes a thread by Dh in vectors of 2 or 4
+// (the last four shapes but one): the same tree, so the same bits; a Dh of no whole vectors (70)
+// keeps a block a row.
 TEST(AttentionOpsCuda, RmsNormRopeIsItsPartsBits) {
   SeededRng rng;
   for (const auto& [t, h, dh, p] : {std::tuple{1, 1, 512, 32},
@@ -105,7 +106,8 @@ TEST(AttentionOpsCuda, RmsNormRopeIsItsPartsBits) {
                                     {64, 64, 512, 32},
                                     {33, 128, 128, 32},
                                     {4100, 1, 40, 8},
-                                    {4096, 1, 200, 16}}) {
+                                    {4096, 1, 200, 16},
+                                    {4096, 1, 70, 8}}) {
     SCOPED_TRACE(std::to_string(t) + "x" + std::to_string(h) + "x" + std::to_string(dh));
     const OpPair positions = OpPair::values(DType::kI64, {t}, random_positions(rng, t));
     const OpPair inv_freq = rope_frequencies(p);

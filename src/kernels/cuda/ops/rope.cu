@@ -83,12 +83,36 @@ __global__ void __launch_bounds__(kWarpRowWarps * 32)
                              o.positions[r / o.n_heads], o.inv_freq);
 }
 
+// Whether a call's rows take warp_norm_rope_row's vectors of kLanes lanes a thread: every row
+// starting on a whole vector.
 template <int kLanes>
-void launch_warp_rows(const RopeOperands& o, const float* weight, float eps) {
+bool takes_warp_rows(const RopeOperands& o) {
+  constexpr int kVec = kWarpRowVec<kLanes>;
+  return o.head_dim % kVec == 0 && reinterpret_cast<uintptr_t>(o.x) % (sizeof(float) * kVec) == 0;
+}
+
+template <int kLanes>
+bool launch_warp_rows(const RopeOperands& o, const float* weight, float eps) {
+  if (!takes_warp_rows<kLanes>(o)) return false;
   const int64_t rows = o.n_tokens * o.n_heads;
   rms_norm_rope_warp_kernel<kLanes>
       <<<static_cast<unsigned>(ceil_div(rows, int64_t{kWarpRowWarps})), kWarpRowWarps * 32, 0,
          op_stream()>>>(o, weight, eps);
+  check_launch();
+  return true;
+}
+
+// A prompt's many head rows a warp a row (launch_warp_rows), where they take it: whether it ran.
+bool warp_rows(const RopeOperands& o, const float* weight, float eps) {
+  const int64_t first_pair = o.head_dim - 2 * o.n_pairs;
+  if (o.n_tokens * o.n_heads < kWarpRowsFrom || first_pair % 2 != 0 || o.head_dim > 512) {
+    return false;
+  }
+  // Lanes a thread: the power of two ≥ Dh / 32, at least a pair, at most 16.
+  if (o.head_dim <= 64) return launch_warp_rows<2>(o, weight, eps);
+  if (o.head_dim <= 128) return launch_warp_rows<4>(o, weight, eps);
+  if (o.head_dim <= 256) return launch_warp_rows<8>(o, weight, eps);
+  return launch_warp_rows<16>(o, weight, eps);
 }
 
 }  // namespace
@@ -126,21 +150,7 @@ void rms_norm_rope(const TensorView& x, const TensorView& weight, float eps,
   const float* w =
       weight.data == nullptr ? nullptr : f32_vector(weight, o.head_dim, "rms_norm_rope weight");
   if (x.numel() == 0) return;
-  const int64_t first_pair = o.head_dim - 2 * o.n_pairs;
-  if (o.n_tokens * o.n_heads >= kWarpRowsFrom && first_pair % 2 == 0 && o.head_dim <= 512) {
-    // Lanes a thread: the power of two ≥ Dh / 32, at least a pair, at most 16.
-    if (o.head_dim <= 64) {
-      launch_warp_rows<2>(o, w, eps);
-    } else if (o.head_dim <= 128) {
-      launch_warp_rows<4>(o, w, eps);
-    } else if (o.head_dim <= 256) {
-      launch_warp_rows<8>(o, w, eps);
-    } else {
-      launch_warp_rows<16>(o, w, eps);
-    }
-    check_launch();
-    return;
-  }
+  if (warp_rows(o, w, eps)) return;
   rms_norm_rope_kernel<<<static_cast<unsigned>(o.n_tokens * o.n_heads), kRowThreads, 0,
                          op_stream()>>>(o, w, eps);
   check_launch();
