@@ -173,26 +173,35 @@ struct CompressedCandidates {
   bool causal = false;
 };
 
+// Feeds one sequence's rows to a compressed layer's compressors (the attention's, and the
+// indexer's, which must see every token whether or not an entry exists yet): their entries for
+// every block the rows complete.
+Status compress_rows(const checkpoint::ModelConfig& config,
+                     const checkpoint::AttentionWeights& weights, const IndexerStep& step,
+                     const CompressorInput& compressor_rows, AttentionCache& cache) {
+  if (!cache.compressor) return ok_status();
+  const float eps = static_cast<float>(config.rms_norm_eps);
+  DSV4_RETURN_IF_ERROR(compressor_forward(*weights.compressor, compressor_rows, step.inv_freq, eps,
+                                          *cache.compressor));
+  if (!cache.indexer) return ok_status();
+  return compressor_forward(weights.indexer->compressor, step.rows, step.inv_freq, eps,
+                            *cache.indexer);
+}
+
+// The candidates of one sequence's rows among the entries complete at its last row's position
+// (its compressors were fed these rows, and maybe later ones of the same prompt).
 Result<CompressedCandidates> compressed_candidates(const checkpoint::ModelConfig& config,
-                                                   const checkpoint::AttentionWeights& weights,
                                                    const IndexerStep& step,
-                                                   const CompressorInput& compressor_rows,
-                                                   AttentionCache& cache) {
+                                                   const AttentionCache& cache) {
   if (!cache.compressor) return CompressedCandidates{};
-  CompressorCache& compressor = *cache.compressor;
-  DSV4_RETURN_IF_ERROR(compressor_forward(*weights.compressor, compressor_rows, step.inv_freq,
-                                          static_cast<float>(config.rms_norm_eps), compressor));
-  // The indexer's own compressor must see every token, whether or not an entry exists yet.
-  Tensor picks;
-  if (cache.indexer) {
-    DSV4_ASSIGN_OR_RETURN(picks, indexer_forward(config, *weights.indexer, step, *cache.indexer));
-  }
+  const CompressorCache& compressor = *cache.compressor;
+  const int64_t n_entries =
+      kernels::visible_entries(step.host_positions.back(), compressor.ratio, compressor.n_entries);
+  if (n_entries == 0) return CompressedCandidates{};
   CompressedCandidates candidates;
-  const int64_t n_entries = compressor.n_entries;
-  if (n_entries == 0) return candidates;
   candidates.entries = compressor.entries.view().rows(0, n_entries);
   if (cache.indexer) {
-    candidates.picks = std::move(picks);
+    DSV4_ASSIGN_OR_RETURN(candidates.picks, indexer_picks(config, step, *cache.indexer, n_entries));
     candidates.indices = candidates.picks.view();
   } else {
     candidates.indices = cache.entry_ids.view().rows(0, n_entries).reshaped({1, n_entries});
@@ -205,12 +214,11 @@ Result<CompressedCandidates> compressed_candidates(const checkpoint::ModelConfig
 // the query rows q [T, H, Dh] and their window_indices in, the output rows o out (set_output).
 Status attend_sequence(const checkpoint::ModelConfig& config,
                        const checkpoint::AttentionWeights& weights, const IndexerStep& step,
-                       const CompressorInput& compressor_rows, const TensorView& kv,
-                       const TensorView& q, const TensorView& window_rows, int64_t start_pos,
-                       AttentionCache& cache, const LinearInput& o) {
+                       const TensorView& kv, const TensorView& q, const TensorView& window_rows,
+                       int64_t start_pos, AttentionCache& cache, const LinearInput& o) {
   DSV4_RETURN_IF_ERROR(write_window(kv, start_pos, cache));
   DSV4_ASSIGN_OR_RETURN(CompressedCandidates compressed,
-                        compressed_candidates(config, weights, step, compressor_rows, cache));
+                        compressed_candidates(config, step, cache));
   kernels::SparseAttentionParams attn;
   attn.q = q;
   attn.kv = cache.window.view();
@@ -259,12 +267,10 @@ CompressorInput compressor_input(const StepRows& rows, const CompressorRows* pro
   return input;
 }
 
-// Rows [from, to) of one sequence (a whole sequence's rows, or the part before or after its
-// snapshot) attend over its cache, which then holds them.
-Status attend_rows(const checkpoint::ModelConfig& config,
-                   const checkpoint::AttentionWeights& weights, const StepRows& rows,
-                   const SequenceRows& seq, int64_t from, int64_t to) {
-  if (from == to) return ok_status();
+// Rows [from, to) of one sequence as the indexer's step: their queries, positions and the
+// indexer compressor's input.
+IndexerStep indexer_step(const checkpoint::AttentionWeights& weights, const StepRows& rows,
+                         int64_t from, int64_t to) {
   IndexerStep step;
   step.rows = compressor_input(rows, rows.index_compressor_rows, from, to);
   if (weights.indexer) {
@@ -275,36 +281,54 @@ Status attend_rows(const checkpoint::ModelConfig& config,
   step.host_positions.assign(rows.host_positions.begin() + from, rows.host_positions.begin() + to);
   step.inv_freq = rows.inv_freq;
   step.numerics = rows.numerics;
+  return step;
+}
+
+// Rows [from, to) of one sequence (a whole prompt's rows, or the part before or after its
+// snapshot), its compressors fed the rows already, attend over its cache, which then holds
+// them.
+Status attend_rows(const checkpoint::ModelConfig& config,
+                   const checkpoint::AttentionWeights& weights, const StepRows& rows,
+                   const SequenceRows& seq, int64_t from, int64_t to) {
   DSV4_RETURN_IF_ERROR(attend_sequence(
-      config, weights, step, compressor_input(rows, rows.compressor_rows, from, to),
-      rows.kv.rows(from, to), rows.q.rows(from, to), rows.window_rows.rows(from, to),
-      seq.start_pos + from - seq.begin, *seq.cache, rows.o.rows(from, to)));
+      config, weights, indexer_step(weights, rows, from, to), rows.kv.rows(from, to),
+      rows.q.rows(from, to), rows.window_rows.rows(from, to), seq.start_pos + from - seq.begin,
+      *seq.cache, rows.o.rows(from, to)));
   seq.cache->n_tokens += to - from;
   return ok_status();
 }
 
-// A sequence's rows that are not a decode run (a prompt or its chunk) over its cache, in pieces
-// of at most Ts rows from its first (the ring holds W + Ts − 1 rows: a piece's rows and the W − 1
-// before them), the piece that holds its snapshot's position split there with the state copied
-// between the halves, so keeping it costs the batch no step of its own.
+// Rows [from, to) of one sequence's prompt: the compressors fed them all at once (a pooling
+// launch a compressor, not one a piece), then the attention in pieces of at most Ts rows (the
+// ring holds W + Ts − 1 rows: a piece's rows and the W − 1 before them), each piece seeing the
+// entries complete at its last row.
+Status attend_part(const checkpoint::ModelConfig& config,
+                   const checkpoint::AttentionWeights& weights, const StepRows& rows,
+                   const SequenceRows& seq, int64_t from, int64_t to) {
+  if (from == to) return ok_status();
+  DSV4_RETURN_IF_ERROR(compress_rows(config, weights, indexer_step(weights, rows, from, to),
+                                     compressor_input(rows, rows.compressor_rows, from, to),
+                                     *seq.cache));
+  const int64_t ts = seq.cache->max_step_tokens;
+  for (int64_t begin = from; begin < to; begin += ts) {
+    DSV4_RETURN_IF_ERROR(attend_rows(config, weights, rows, seq, begin, std::min(to, begin + ts)));
+  }
+  return ok_status();
+}
+
+// A sequence's rows that are not a decode run (a prompt or its chunk) over its cache: the part
+// before its snapshot's position, the state copied, then the rest, so keeping it costs the batch
+// no step of its own.
 Status attend_prompt(const checkpoint::ModelConfig& config,
                      const checkpoint::AttentionWeights& weights, const StepRows& rows,
                      const SequenceRows& seq) {
-  const int64_t ts = seq.cache->max_step_tokens;
   const int64_t split = seq.begin + seq.snapshot_at - seq.start_pos;
-  bool snapshot_due = seq.snapshot != nullptr;
-  for (int64_t begin = seq.begin; begin < seq.end; begin += ts) {
-    const int64_t end = std::min(seq.end, begin + ts);
-    if (snapshot_due && split <= end) {
-      DSV4_RETURN_IF_ERROR(attend_rows(config, weights, rows, seq, begin, split));
-      DSV4_RETURN_IF_ERROR(copy_cache_state(*seq.cache, *seq.snapshot));
-      DSV4_RETURN_IF_ERROR(attend_rows(config, weights, rows, seq, split, end));
-      snapshot_due = false;
-    } else {
-      DSV4_RETURN_IF_ERROR(attend_rows(config, weights, rows, seq, begin, end));
-    }
+  if (seq.snapshot == nullptr || split > seq.end) {
+    return attend_part(config, weights, rows, seq, seq.begin, seq.end);
   }
-  return ok_status();
+  DSV4_RETURN_IF_ERROR(attend_part(config, weights, rows, seq, seq.begin, split));
+  DSV4_RETURN_IF_ERROR(copy_cache_state(*seq.cache, *seq.snapshot));
+  return attend_part(config, weights, rows, seq, split, seq.end);
 }
 
 // The decode rows' cache holding the most entries (the one of the latest position), `caches`

@@ -63,17 +63,14 @@ Result<IndexerQueries> indexer_queries(const checkpoint::ModelConfig& config,
   return out;
 }
 
-Result<Tensor> indexer_forward(const checkpoint::ModelConfig& config,
-                               const checkpoint::IndexerWeights& weights, const IndexerStep& step,
-                               CompressorCache& cache) {
-  const float eps = static_cast<float>(config.rms_norm_eps);
-  DSV4_RETURN_IF_ERROR(
-      compressor_forward(weights.compressor, step.rows, step.inv_freq, eps, cache));
-  const int64_t n_tokens = step.rows.n_tokens();
-  const int64_t n_entries = cache.n_entries;
+Result<Tensor> indexer_picks(const checkpoint::ModelConfig& config, const IndexerStep& step,
+                             const CompressorCache& cache, int64_t n_entries) {
+  DSV4_CHECK(n_entries <= cache.n_entries, "indexer_picks: %lld of %lld entries",
+             (long long)n_entries, (long long)cache.n_entries);
+  const int64_t n_tokens = step.q.size(0);
   const int64_t n_picks = std::min(config.index_topk, n_entries);
   if (n_picks == 0) return Tensor();
-  const Device device = step.rows.x.device;
+  const Device device = step.q.device;
 
   DSV4_ASSIGN_OR_RETURN(Tensor scores, Tensor::empty(DType::kF32, {n_tokens, n_entries}, device));
   kernels::IndexerScoreParams score = score_params(config, step.q, step.head_weights);

@@ -49,12 +49,15 @@ struct IndexerStep {
   Numerics numerics = Numerics::kExact;  // kFast on the GPU: indexer_scores_fp8
 };
 
-// Feeds the step's tokens to the indexer's compressor (`cache`), then returns the picks i32
-// [T, K], K = min(index_topk, entries so far): indices of the attention compressor's entries
-// (both compressors close the same blocks), −1 = none. K = 0 gives an empty tensor.
-Result<Tensor> indexer_forward(const checkpoint::ModelConfig& config,
-                               const checkpoint::IndexerWeights& weights, const IndexerStep& step,
-                               CompressorCache& cache);
+// The picks i32 [T, K] of one sequence's rows among the first n_entries entries of its indexer
+// compressor (`cache`, fed these rows already: compressor_forward), K = min(index_topk,
+// n_entries): indices of the attention compressor's entries (both compressors close the same
+// blocks), −1 = none; each row picks among those complete at its position. K = 0 gives an
+// empty tensor. A prompt's compressors are fed once for many pieces of rows, so n_entries (those
+// the piece's last row can see) may be fewer than the cache holds; the rows' picks do not depend
+// on it beyond that.
+Result<Tensor> indexer_picks(const checkpoint::ModelConfig& config, const IndexerStep& step,
+                             const CompressorCache& cache, int64_t n_entries);
 
 // A step's decode rows (one token of each of T sequences), as indexer_forward would run them one
 // sequence at a time, in one launch an op for all: each row's token into its sequence's

@@ -37,18 +37,20 @@ int64_t moe_workspace_bytes(const checkpoint::ModelConfig& c, int64_t t) {
 }
 
 // The attention half's tensors for T rows (attention.cpp attention_step, indexer.cpp
-// indexer_queries, compressor.cpp's projected rows, project_output's wo_a and the FP8 staging
-// of its input, linear.cpp: a byte a value and an f32 scale per 128).
+// indexer_queries, compressor.cpp's projected rows and the stream a prompt's rows pool from,
+// project_output's wo_a and the FP8 staging of its input, linear.cpp: a byte a value and an f32
+// scale per 128).
 int64_t attention_bytes(const checkpoint::ModelConfig& c, int64_t t) {
   const int64_t heads = c.n_head * c.head_dim;
-  // The compressors' kv and gate rows are overlapped (two halves a row): 2 · 2 · width each.
+  // The compressors' kv and gate rows are overlapped (two halves a row): 2 · 2 · width each,
+  // and the attention compressor's stream of a prompt's rows as much again (2 · head_dim).
   const int64_t per_row = kF32 * c.q_lora_rank                               // query latent
                           + 2 * kF32 * heads                                 // queries, output
                           + kF32 * c.head_dim                                // K = V row
                           + kF32 * c.index_n_heads * (c.index_head_dim + 1)  // indexer q, weights
-                          + 2 * kF32 * 2 * (c.head_dim + c.index_head_dim)   // compressors
-                          + kF32 * c.o_groups * c.o_lora_rank                // wo_a's output
-                          + heads + kF32 * heads / 128                       // wo_a's FP8 input
+                          + 2 * kF32 * 2 * (2 * c.head_dim + c.index_head_dim)  // compressors
+                          + kF32 * c.o_groups * c.o_lora_rank                   // wo_a's output
+                          + (heads + kF32 * heads / 128)                        // wo_a's FP8 input
                           // The fast profile's FP8 copies of the block input (wq_a, wkv) and of
                           // the query latent (wq_b, the indexer's wq_b), held through the half.
                           + c.hidden_size + kF32 * c.hidden_size / 128 + c.q_lora_rank +

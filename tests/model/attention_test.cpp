@@ -194,7 +194,11 @@ TEST_P(AttentionGoldenTest, IndexerPicksMatchTransformers) {
     ASSERT_TRUE(queries.ok()) << queries.status().to_string();
     step.q = queries->q.view();
     step.head_weights = queries->weights.view();
-    auto picks = indexer_forward(config, weights, step, *cache.value().indexer);
+    CompressorCache& compressor = *cache.value().indexer;
+    const Status fed = compressor_forward(weights.compressor, step.rows, step.inv_freq,
+                                          static_cast<float>(config.rms_norm_eps), compressor);
+    ASSERT_TRUE(fed.ok()) << fed.to_string();
+    auto picks = indexer_picks(config, step, compressor, compressor.n_entries);
     ASSERT_TRUE(picks.ok()) << picks.status().to_string();
     const int64_t k = picks.value().shape()[1];
     const Tensor expected =

@@ -36,11 +36,11 @@ constexpr int64_t kStreamsPerToken = 2 * 4 * 4 * 4096;
 constexpr int64_t kKeptStreamsPerToken = 4 * 4 * 4096;
 constexpr int64_t kLayerPerToken = 2 * 4 * 4096;
 // q latent 4·1024, q and o 2·4·64·512, K=V row 4·512, indexer q and weights 4·64·(128 + 1),
-// the compressors' kv and gate rows 2·4·2·(512 + 128), wo_a's output 4·8·1024, its FP8 input
-// 64·512 bytes and a scale per 128, the FP8 block input and query latent 4096 + 1024 bytes and
-// a scale per 128.
+// the compressors' kv and gate rows 2·4·2·(512 + 128) and the attention compressor's stream of
+// them 2·4·2·512, wo_a's output 4·8·1024, its FP8 input 64·512 bytes and a scale per 128, the FP8
+// block input and query latent 4096 + 1024 bytes and a scale per 128.
 constexpr int64_t kAttentionPerToken =
-    4096 + 262144 + 2048 + 33024 + 10240 + 32768 + 32768 + 1024 + 4096 + 128 + 1024 + 32;
+    4096 + 262144 + 2048 + 33024 + 10240 + 8192 + 32768 + 32768 + 1024 + 4096 + 128 + 1024 + 32;
 // moe_ffn's workspace, 7 rows a token (6 routed, the shared one): router logits 4·256,
 // selections 2·4·7, row maps 2·4·7; bf16 rows 2·7·4096, NVFP4 tokens 4096/2 + 4096/16, NVFP4 rows
 // 7·(4096/2 + 4096/16); gate-up 4·7·4096, SwiGLU 4·7·2048 and its NVFP4 7·(2048/2 + 2048/16),
