@@ -6,7 +6,6 @@
 #include "kernels/ops.h"
 #include "model/compressor.h"
 #include "model/linear.h"
-#include "model/upload.h"
 
 namespace dsv4::model {
 namespace {
@@ -18,16 +17,6 @@ Status indexer_scores(const kernels::IndexerScoreParams& p, Numerics numerics) {
   const bool fast = numerics == Numerics::kFast && p.q.device == Device::kCuda &&
                     head_dim % 4 == 0 && head_dim <= 128;
   return fast ? kernels::indexer_scores_fp8(p) : kernels::indexer_scores(p);
-}
-
-// How many entries each query may pick from (kernels::visible_entries).
-std::vector<int32_t> candidate_counts(const std::vector<int64_t>& positions, int64_t ratio,
-                                      int64_t n_entries) {
-  std::vector<int32_t> counts(positions.size());
-  for (size_t t = 0; t < positions.size(); ++t) {
-    counts[t] = static_cast<int32_t>(kernels::visible_entries(positions[t], ratio, n_entries));
-  }
-  return counts;
 }
 
 // The scores' operands every call shares: the queries, their head weights and the two scales.
@@ -78,14 +67,9 @@ Result<Tensor> indexer_picks(const checkpoint::ModelConfig& config, const Indexe
   score.scores = scores.view();
   DSV4_RETURN_IF_ERROR(indexer_scores(score, step.numerics));
 
-  // A decode row sees every entry so far: its count needs no upload.
-  const std::vector<int32_t> counts = candidate_counts(step.host_positions, cache.ratio, n_entries);
-  Tensor n_candidates;
-  if (std::any_of(counts.begin(), counts.end(), [&](int32_t n) { return n != n_entries; })) {
-    DSV4_ASSIGN_OR_RETURN(n_candidates, upload(counts, {n_tokens}, device));
-  }
+  // Each row's candidates are the entries complete at its position: counted on the device.
   DSV4_ASSIGN_OR_RETURN(Tensor picks, Tensor::empty(DType::kI32, {n_tokens, n_picks}, device));
-  DSV4_RETURN_IF_ERROR(kernels::topk(scores.view(), n_candidates.view(), picks.view()));
+  DSV4_RETURN_IF_ERROR(kernels::topk(scores.view(), step.positions, cache.ratio, picks.view()));
   return picks;
 }
 

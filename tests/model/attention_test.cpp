@@ -186,6 +186,7 @@ TEST_P(AttentionGoldenTest, IndexerPicksMatchTransformers) {
       positions.data_as<int64_t>()[t] = t;
       step.host_positions.push_back(t);
     }
+    step.positions = positions.view();
     auto rope = RopeTables::create(config, Device::kCpu);
     ASSERT_TRUE(rope.ok()) << rope.status().to_string();
     step.inv_freq = rope->of_layer(config, layer);
