@@ -353,9 +353,15 @@ __device__ __forceinline__ float expanded(float post_j, const float (&comb_j)[kM
 // hundreds of MB); otherwise (V4-Pro's 28 of 32 a lane) a lane steps i by kRmsNormLanes, so
 // (j, k) steps by the quotient and remainder of kRmsNormLanes by D, and loads a column's inputs
 // once an element.
+//
+// Blocks an SM: a prompt's thousands of rows are bound by how many rows' loads an SM keeps in
+// flight, and at V4-Flash's 16 elements a lane the 141 registers ptxas took on its own held 3
+// blocks; at most 96 (no spill) hold 5. V4-Pro's 32 would spill there: ptxas's own choice.
+constexpr int expand_norm_blocks_an_sm(int per_lane) { return per_lane <= 16 ? 5 : 1; }
 template <int kPerLane>
-__global__ void __cluster_dims__(kRmsClusterBlocks, 1, 1) __launch_bounds__(kRmsClusterThreads)
-    hc_expand_norm_kernel(HcExpandOperands o, RowMatrix normed, float eps) {
+__global__ void __cluster_dims__(kRmsClusterBlocks, 1, 1)
+    __launch_bounds__(kRmsClusterThreads, expand_norm_blocks_an_sm(kPerLane))
+        hc_expand_norm_kernel(HcExpandOperands o, RowMatrix normed, float eps) {
   constexpr int kM = kFusedStreams;
   const int64_t t = blockIdx.y;
   const int d = static_cast<int>(o.f.n_cols);
