@@ -129,7 +129,8 @@ Status attention_forward(const checkpoint::ModelConfig& config, int64_t layer,
 // tile [0, T) in order; empty ones allowed), each attending over its own cache. The per-token
 // projections (the compressors' included) run once for all the rows, so the attention weights
 // are read once a step, not once a sequence, and a long prompt's projections are one GEMM each;
-// a prompt longer than its cache's Ts attends Ts rows at a time.
+// a prompt longer than its cache's Ts attends Ts rows at a time, its compressors fed once (once
+// before its snapshot's position and once after, when it keeps one).
 // `numerics`: kFast runs the fast profile's sparse attention and indexer scores on the GPU
 // (kernels/ops.h sparse_attention_bf16, indexer_scores_fp8); the CPU always runs the exact ops.
 // The call makes its own RoPE tables (the model's forwards pass theirs through RowPositions).

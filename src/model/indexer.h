@@ -59,8 +59,9 @@ struct IndexerStep {
 Result<Tensor> indexer_picks(const checkpoint::ModelConfig& config, const IndexerStep& step,
                              const CompressorCache& cache, int64_t n_entries);
 
-// A step's decode rows (one token of each of T sequences), as indexer_forward would run them one
-// sequence at a time, in one launch an op for all: each row's token into its sequence's
+// A step's decode rows (one token of each of T sequences), as compressor_forward and
+// indexer_picks would run them one sequence at a time, in one launch an op for all: each row's
+// token into its sequence's
 // indexer compressor (`compressor`, the caches and their addresses), then each row's picks i32
 // [T, K] among its own sequence's entries, K = min(index_topk, n_entries), −1 past a row's own;
 // an empty tensor when n_entries = 0. n_entries: at least the most entries any row has after
