@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "dsv4/structured_output.h"
@@ -44,6 +45,41 @@ TEST(SamplerTest, GreedyIsArgmaxLowestIndexOnTies) {
   EXPECT_EQ(greedy.sample(logits), best);
   logits[3] = logits[50] = logits[best] + 1.0f;
   EXPECT_EQ(greedy.sample(logits), 3);
+}
+
+// A greedy draw scans the row in vector lanes (runs of whole mask words at a time): still the
+// first of the largest allowed logits, against a plain scan here, on rows of many ties (logits
+// of a few values) at widths around the lanes' and a mask word's, and V4's vocabulary, without
+// a mask and with one allowing all but a few ids.
+TEST(SamplerTest, GreedyOfAWideRowIsTheFirstLargestAllowed) {
+  SeededRng rng;
+  for (const size_t n :
+       {size_t{1}, size_t{31}, size_t{32}, size_t{33}, size_t{47}, size_t{129280}}) {
+    for (int trial = 0; trial < 8; ++trial) {
+      std::vector<float> logits(n);
+      for (float& x : logits) x = static_cast<float>(rng.uniform_int(-3, 3));
+      auto drawable = std::make_shared<TokenMask>((n + 31) / 32, ~0u);
+      const int64_t holes = trial % 2 == 0 ? 0 : rng.uniform_int(1, 8);
+      for (int64_t h = 0; h < holes; ++h) {
+        const auto t = static_cast<size_t>(rng.uniform_int(0, static_cast<int64_t>(n) - 1));
+        (*drawable)[t / 32] &= ~(1u << (t % 32));
+      }
+      int64_t want = -1, want_allowed = -1;
+      for (size_t t = 0; t < n; ++t) {
+        if (want < 0 || logits[t] > logits[want]) want = static_cast<int64_t>(t);
+        const bool allowed = ((*drawable)[t / 32] >> (t % 32)) & 1;
+        if (allowed && (want_allowed < 0 || logits[t] > logits[want_allowed])) {
+          want_allowed = static_cast<int64_t>(t);
+        }
+      }
+      SCOPED_TRACE("width " + std::to_string(n) + ", trial " + std::to_string(trial));
+      EXPECT_EQ(argmax(logits), want);
+      EXPECT_EQ(Sampler(SamplingParams{}).sample(logits), want);
+      if (want_allowed >= 0) {
+        EXPECT_EQ(Sampler(SamplingParams{}, drawable).sample(logits), want_allowed);
+      }
+    }
+  }
 }
 
 TEST(SamplerTest, SameSeedSameDrawsOtherSeedOtherDraws) {
