@@ -21,7 +21,7 @@ for b in tests/kernels/kernels_cuda_tests tests/kernels/kernels_ops_cuda_tests \
          bench/moe_bench bench/nvfp4_gemm_bench bench/linear_bench bench/weight_stream_probe \
          bench/decode_bench bench/read_ceiling bench/gemm_rates bench/synth_checkpoint dsv4 \
          bench/decode_small_ops_bench bench/fast_attention_bench bench/fp8_gemm_bench \
-         tests/kernels/ep/ep_cuda_tests bench/ep_moe_bench; do
+         tests/kernels/ep/ep_cuda_tests bench/ep_moe_bench bench/sampler_bench; do
   [ -n "${PACK_ONLY:-}" ] && [[ " $PACK_ONLY " != *" $(basename "$b") "* ]] && continue
   [ -x "$build/$b" ] && strip -o "$stage/$(basename "$b")" "$build/$b"
 done
