@@ -6,7 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <memory>
 #include <random>
@@ -47,26 +49,37 @@ TEST(SamplerTest, GreedyIsArgmaxLowestIndexOnTies) {
   EXPECT_EQ(greedy.sample(logits), 3);
 }
 
-// A greedy draw scans the row in vector lanes (runs of whole mask words at a time): still the
-// first of the largest allowed logits, against a plain scan here, on rows of many ties (logits
-// of a few values) at widths around the lanes' and a mask word's, and V4's vocabulary, without
-// a mask and with one allowing all but a few ids.
+// A greedy draw scans the row in vector lanes (under a mask, when the mask allows the row's
+// first largest): still std::max_element's choice (the first of the largest; a NaN never larger,
+// but standing when first), against max_element and a plain scan of the allowed ids here, on rows
+// of many ties (logits of a few values), some with NaNs and −∞ (one all −∞), at widths around the
+// lanes' and a mask word's and V4's vocabulary, without a mask and with one allowing all but a few
+// ids.
 TEST(SamplerTest, GreedyOfAWideRowIsTheFirstLargestAllowed) {
   SeededRng rng;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
   for (const size_t n :
        {size_t{1}, size_t{31}, size_t{32}, size_t{33}, size_t{47}, size_t{129280}}) {
-    for (int trial = 0; trial < 8; ++trial) {
+    for (int trial = 0; trial < 12; ++trial) {
       std::vector<float> logits(n);
-      for (float& x : logits) x = static_cast<float>(rng.uniform_int(-3, 3));
-      auto drawable = std::make_shared<TokenMask>((n + 31) / 32, ~0u);
-      const int64_t holes = trial % 2 == 0 ? 0 : rng.uniform_int(1, 8);
-      for (int64_t h = 0; h < holes; ++h) {
-        const auto t = static_cast<size_t>(rng.uniform_int(0, static_cast<int64_t>(n) - 1));
-        (*drawable)[t / 32] &= ~(1u << (t % 32));
+      for (float& x : logits) x = trial == 11 ? -inf : static_cast<float>(rng.uniform_int(-3, 3));
+      const auto some_id = [&] {
+        return static_cast<size_t>(rng.uniform_int(0, static_cast<int64_t>(n) - 1));
+      };
+      if (trial >= 6 && trial < 11) {
+        for (int k = 0; k < 4; ++k) logits[some_id()] = k % 2 == 0 ? nan : -inf;
+        if (trial == 7) logits[0] = nan;
       }
-      int64_t want = -1, want_allowed = -1;
+      const int64_t want = std::max_element(logits.begin(), logits.end()) - logits.begin();
+      // Holes at random ids, and at the row's first largest (the mask's slow path) in some.
+      auto drawable = std::make_shared<TokenMask>((n + 31) / 32, ~0u);
+      const auto forbid = [&](size_t t) { (*drawable)[t / 32] &= ~(1u << (t % 32)); };
+      const int64_t holes = trial % 2 == 0 ? 0 : rng.uniform_int(1, 8);
+      for (int64_t h = 0; h < holes; ++h) forbid(some_id());
+      if (trial % 4 == 1) forbid(static_cast<size_t>(want));
+      int64_t want_allowed = -1;
       for (size_t t = 0; t < n; ++t) {
-        if (want < 0 || logits[t] > logits[want]) want = static_cast<int64_t>(t);
         const bool allowed = ((*drawable)[t / 32] >> (t % 32)) & 1;
         if (allowed && (want_allowed < 0 || logits[t] > logits[want_allowed])) {
           want_allowed = static_cast<int64_t>(t);
