@@ -15,7 +15,8 @@
 # fp8_gemm_bench with that M list (the FP8 linears and the grouped wo_a); SMALL_OPS_T, if set,
 # decode_small_ops_bench (a decode layer's mHC ops and norms) with that row list; FAST_ATTENTION,
 # if set, fast_attention_bench, after fast_attention_bench_before where pack.sh put one in (the
-# same call's baseline). decode_bench (the loader's host decode) runs last. After the tests,
+# same call's baseline). decode_bench (the loader's host decode) and sampler_bench (a greedy
+# draw's host time) run last. After the tests,
 # `dsv4 bench --device cuda` on the tree's tiny checkpoint (the
 # engine's own overheads end to end: its layers are too small to weigh anything) at batch 1 and 8,
 # and the trained model's perplexity in both numerics profiles.
@@ -105,7 +106,9 @@ if [ -n "${FAST_ATTENTION:-}" ] && [ $rc -eq 0 ]; then
     timeout 300 "$bins/$b" 2>&1 | tee -a "$out/fast_attention_bench.md"
   done
 fi
-# The loader's host decode on the machine's cores (no GPU; a few seconds).
+# The loader's host decode and a greedy draw's host time on the machine's cores (no GPU; a few
+# seconds each).
 [ -x "$bins/decode_bench" ] && timeout 120 "$bins/decode_bench" 2>&1 | tee "$out/decode_bench.md"
+[ -x "$bins/sampler_bench" ] && timeout 60 "$bins/sampler_bench" 2>&1 | tee "$out/sampler_bench.md"
 if [ -x build/carry/extra.sh ]; then BINS=$bins build/carry/extra.sh "$out"; fi
 exit $rc
