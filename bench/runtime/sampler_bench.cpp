@@ -3,7 +3,9 @@
 // random logits (8, drawn in turn); each way first checked against std::max_element's first
 // largest, then timed: µs a draw, the median of 5 runs of 400 draws. The ways: std::max_element
 // (the same-run baseline: the scan argmax was), runtime::argmax, a greedy Sampler's draw
-// without a mask and with the engine's drawable-ids mask allowing all but 64 ids.
+// without a mask and with the engine's drawable-ids mask allowing all but 64 ids; and a token's
+// logprob (asked for each drawn token, and for every prompt row with prompt_logprobs) alone and
+// with 5 alternatives (their first checked: the first largest).
 // A program, not a test; results in docs/bench.md.
 //   usage: sampler_bench [V=129280]
 #include <algorithm>
@@ -16,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/logprobs.h"
 #include "runtime/sampler.h"
 
 namespace dsv4::bench {
@@ -62,16 +65,27 @@ int run(int64_t vocab) {
           {"std::max_element (before)", scan},
           {"runtime::argmax", [](const auto& row) { return runtime::argmax(row); }},
           {"greedy Sampler::sample", [&](const auto& row) { return plain.sample(row); }},
-          {"greedy, all but 64 ids drawable", [&](const auto& row) { return masked.sample(row); }}};
+          {"greedy, all but 64 ids drawable", [&](const auto& row) { return masked.sample(row); }},
+          {"token_logprob, the token's alone",
+           [](const auto& row) { return runtime::token_logprob(row, 0, 0).token; }},
+          {"token_logprob, 5 alternatives",
+           [](const auto& row) { return runtime::token_logprob(row, 0, 5).top.front().first; }}};
+  constexpr size_t kMasked = 3, kFirstLogprob = 4;  // ways[kFirstLogprob …]: the logprobs
   for (const auto& row : rows) {
     const int64_t want = scan(row);
     const bool allowed = ((*drawable)[static_cast<size_t>(want / 32)] >> (want % 32)) & 1;
-    for (size_t w = 0; w + (allowed ? 0 : 1) < ways.size(); ++w) {
-      if (ways[w].second(row) != want) {
+    for (size_t w = 0; w < kFirstLogprob; ++w) {
+      if ((w != kMasked || allowed) && ways[w].second(row) != want) {
         std::fprintf(stderr, "%s drew another token than the first largest\n",
                      ways[w].first.c_str());
         return 1;
       }
+    }
+    // The most likely alternative is the first largest, with the largest logprob.
+    const dsv4::TokenLogprob lp = runtime::token_logprob(row, want, 5);
+    if (lp.top.empty() || lp.top.front().first != want || lp.top.front().second != lp.logprob) {
+      std::fprintf(stderr, "token_logprob ranked another token first\n");
+      return 1;
     }
   }
   std::printf("greedy draws of a %lld-wide row, µs a draw (median of %d runs of %d)\n\n",

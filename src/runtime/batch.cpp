@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/parallel_for.h"
 #include "model/cache_copy.h"
 #include "model/cache_rollback.h"
 #include "runtime/logprobs.h"
@@ -223,14 +224,19 @@ void RunningBatch::take_prompt_chunk(Sequence& s) {
   if (s.request.prompt_logprobs) {
     // Row r saw the prompt up to position n_prompt_fed + r and predicts the token after it; the
     // chunk's last row, at the prompt's end, predicts the first generated token (drawn below).
+    // Rows on the host's cores: each a pass over the vocabulary, ~0.5 ms at V4's, so a long
+    // prompt's thousands of rows would hold the batch's next step for seconds on one.
     const auto v = static_cast<size_t>(model_.config().vocab_size);
     const std::vector<int64_t>& prompt = s.request.prompt;
-    for (int64_t r = 0; r < s.chunk; ++r) {
+    const int64_t n_rows =
+        std::min<int64_t>(s.chunk, static_cast<int64_t>(prompt.size()) - s.n_prompt_fed - 1);
+    const size_t first = s.out.prompt_logprobs.size();
+    s.out.prompt_logprobs.resize(first + static_cast<size_t>(std::max<int64_t>(n_rows, 0)));
+    parallel_for(n_rows, [&](int64_t r) {
       const auto next = static_cast<size_t>(s.n_prompt_fed + r + 1);
-      if (next == prompt.size()) break;
-      s.out.prompt_logprobs.push_back(token_logprob(rows.subspan(static_cast<size_t>(r) * v, v),
-                                                    prompt[next], n_alternatives(s)));
-    }
+      s.out.prompt_logprobs[first + static_cast<size_t>(r)] = token_logprob(
+          rows.subspan(static_cast<size_t>(r) * v, v), prompt[next], n_alternatives(s));
+    });
   }
   s.n_prompt_fed += s.chunk;
   s.chunk = 0;

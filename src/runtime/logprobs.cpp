@@ -5,10 +5,12 @@
 #include <numeric>
 #include <vector>
 
+#include "runtime/sampler.h"
+
 namespace dsv4::runtime {
 
 TokenLogprob token_logprob(std::span<const float> logits, int64_t token, int64_t n_top) {
-  const float largest = *std::max_element(logits.begin(), logits.end());
+  const float largest = logits[static_cast<size_t>(argmax(logits))];  // the vector scan
   double sum = 0.0;
   for (const float x : logits) sum += std::exp(static_cast<double>(x) - largest);
   const double log_sum = largest + std::log(sum);

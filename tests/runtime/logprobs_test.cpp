@@ -1,6 +1,6 @@
-// token_logprob (runtime/logprobs.h) against a long-double log-softmax on random logits, wide and
-// narrow, with ties: the token's logprob to float precision, the top alternatives in order (the
-// lower id first on ties), never more than the vocabulary.
+// token_logprob (runtime/logprobs.h) against a long-double log-softmax on random logits, wide (V4's
+// vocabulary) and narrow, with ties (one of the largest): the token's logprob to float precision,
+// the top alternatives in order (the lower id first on ties), never more than the vocabulary.
 #include "runtime/logprobs.h"
 
 #include <gtest/gtest.h>
@@ -23,13 +23,14 @@ std::vector<long double> reference_log_softmax(const std::vector<float>& logits)
 
 TEST(TokenLogprobTest, MatchesALongDoubleLogSoftmax) {
   std::mt19937_64 rng(std::random_device{}());
-  for (const int64_t v : {1, 7, 640, 5000}) {
+  for (const int64_t v : {1, 7, 640, 5000, 129280}) {
     for (const float spread : {0.1f, 8.0f, 60.0f}) {
       SCOPED_TRACE("V " + std::to_string(v) + ", spread " + std::to_string(spread));
       std::normal_distribution<float> normal(0.0f, spread);
       std::vector<float> logits(static_cast<size_t>(v));
       for (float& x : logits) x = normal(rng);
       if (v > 3) logits[2] = logits[1];  // a tie
+      if (v > 100) logits[90] = logits[40] = *std::max_element(logits.begin(), logits.end());
       const std::vector<long double> want = reference_log_softmax(logits);
       const auto token = static_cast<int64_t>(rng() % static_cast<uint64_t>(v));
       const TokenLogprob got = token_logprob(logits, token, 5);
