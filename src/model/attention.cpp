@@ -173,21 +173,6 @@ struct CompressedCandidates {
   bool causal = false;
 };
 
-// Feeds one sequence's rows to a compressed layer's compressors (the attention's, and the
-// indexer's, which must see every token whether or not an entry exists yet): their entries for
-// every block the rows complete.
-Status compress_rows(const checkpoint::ModelConfig& config,
-                     const checkpoint::AttentionWeights& weights, const IndexerStep& step,
-                     const CompressorInput& compressor_rows, AttentionCache& cache) {
-  if (!cache.compressor) return ok_status();
-  const float eps = static_cast<float>(config.rms_norm_eps);
-  DSV4_RETURN_IF_ERROR(compressor_forward(*weights.compressor, compressor_rows, step.inv_freq, eps,
-                                          *cache.compressor));
-  if (!cache.indexer) return ok_status();
-  return compressor_forward(weights.indexer->compressor, step.rows, step.inv_freq, eps,
-                            *cache.indexer);
-}
-
 // The candidates of one sequence's rows among the entries complete at its last row's position
 // (its compressors were fed these rows, and maybe later ones of the same prompt).
 Result<CompressedCandidates> compressed_candidates(const checkpoint::ModelConfig& config,
@@ -267,6 +252,23 @@ CompressorInput compressor_input(const StepRows& rows, const CompressorRows* pro
   return input;
 }
 
+// Feeds rows [from, to) of one sequence to a compressed layer's compressors (the attention's, and
+// the indexer's, which must see every token whether or not an entry exists yet): their entries
+// for every block the rows complete.
+Status compress_rows(const checkpoint::ModelConfig& config,
+                     const checkpoint::AttentionWeights& weights, const StepRows& rows,
+                     int64_t from, int64_t to, AttentionCache& cache) {
+  if (!cache.compressor) return ok_status();
+  const float eps = static_cast<float>(config.rms_norm_eps);
+  DSV4_RETURN_IF_ERROR(compressor_forward(*weights.compressor,
+                                          compressor_input(rows, rows.compressor_rows, from, to),
+                                          rows.inv_freq, eps, *cache.compressor));
+  if (!cache.indexer) return ok_status();
+  return compressor_forward(weights.indexer->compressor,
+                            compressor_input(rows, rows.index_compressor_rows, from, to),
+                            rows.inv_freq, eps, *cache.indexer);
+}
+
 // Rows [from, to) of one sequence as the indexer's step: their queries, positions and the
 // indexer compressor's input.
 IndexerStep indexer_step(const checkpoint::AttentionWeights& weights, const StepRows& rows,
@@ -306,9 +308,7 @@ Status attend_part(const checkpoint::ModelConfig& config,
                    const checkpoint::AttentionWeights& weights, const StepRows& rows,
                    const SequenceRows& seq, int64_t from, int64_t to) {
   if (from == to) return ok_status();
-  DSV4_RETURN_IF_ERROR(compress_rows(config, weights, indexer_step(weights, rows, from, to),
-                                     compressor_input(rows, rows.compressor_rows, from, to),
-                                     *seq.cache));
+  DSV4_RETURN_IF_ERROR(compress_rows(config, weights, rows, from, to, *seq.cache));
   const int64_t ts = seq.cache->max_step_tokens;
   for (int64_t begin = from; begin < to; begin += ts) {
     DSV4_RETURN_IF_ERROR(attend_rows(config, weights, rows, seq, begin, std::min(to, begin + ts)));
